@@ -1,0 +1,3 @@
+from offlint.cli import run
+
+run()

@@ -1,0 +1,231 @@
+"""The programmatic entry point: lint files and return findings and file errors. The CLI is a thin layer on it.
+
+Pipeline: discover files -> read each into units (sources) -> link launch commands to the recipes and YAML
+files they name in the same tree -> resolve each unit -> run rules -> apply suppressions and per-file
+ignores -> sorted, de-duplicated findings.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from offlint.discover import SourceFile, discover
+from offlint.engine import check_unit
+from offlint.resolve import resolve
+from offlint.rules import Rule, load_rules, select_rules
+from offlint.sources import read_source
+from offlint.suppressions import Suppression, find_suppressions
+from offlint.types import FileError, Finding, Layer, Location, Severity, Unit, UnitKind
+from offlint.versions import DetectedVersion, detect_version
+
+MAX_BYTES = 2 * 1024 * 1024
+
+
+@dataclass
+class CheckOptions:
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    extend_select: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    strict: bool = False
+    mcore_version: str | None = None  # --mcore-version
+    configured_version: str | None = None  # [tool.offlint] megatron-core-version
+    root: Path | None = None  # the project root (for the 3rdparty/Megatron-LM pin)
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding]
+    errors: list[FileError]
+    files_checked: int
+    units: int
+    version: DetectedVersion
+    sources: dict[str, str]
+
+
+@dataclass
+class _Read:
+    file: SourceFile
+    text: str
+    units: list[Unit]
+    suppressions: list[Suppression]
+
+
+def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None = None) -> CheckResult:
+    """Lint `paths` (or, with `stdin=(filename, text)`, one in-memory file)."""
+    all_rules = load_rules()
+    selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
+    version = detect_version(options.mcore_version, options.configured_version, options.root)
+    errors: list[FileError] = []
+    if stdin is not None:
+        name, text = stdin
+        files = [SourceFile(name, _stdin_kind(name), True)]
+        texts = {name: text}
+    else:
+        files, problems = discover(paths)
+        errors.extend(FileError(p, msg) for p, msg in problems)
+        texts = {}
+    reads: list[_Read] = []
+    for file in files:
+        text = texts.get(file.path)
+        if text is None:
+            text, error = _read_text(file.path)
+            if error:
+                errors.append(FileError(file.path, error))
+                continue
+        try:
+            units = read_source(file.path, file.kind, text, explicit=file.explicit)
+        except ValueError as exc:
+            errors.append(FileError(file.path, _one_line(str(exc))))
+            continue
+        except RecursionError:
+            errors.append(FileError(file.path, "too deeply nested to analyse"))
+            continue
+        except Exception as exc:  # an offlint bug must not stop the other files from being checked
+            errors.append(FileError(file.path, f"internal error while reading ({type(exc).__name__}: "
+                                               f"{_one_line(str(exc))}); please report it"))
+            continue
+        reads.append(_Read(file, text, units, find_suppressions(text)))
+    _link_commands(reads, errors)
+    rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c == "OFL004"]
+    findings: list[Finding] = []
+    unit_count = 0
+    for read in reads:
+        for unit in read.units:
+            unit_count += 1
+            findings.extend(check_unit(resolve(unit, version.version), rules, options.strict))
+    findings = _dedupe(findings)
+    findings = _apply_ignores(findings, reads, options, all_rules, selected)
+    findings.sort(key=Finding.sort_key)
+    errors.sort(key=lambda e: e.path)
+    return CheckResult(findings, errors, len(reads), unit_count, version, {r.file.path: r.text for r in reads})
+
+
+def _stdin_kind(name: str) -> str:
+    from offlint.discover import EXTENSIONS
+
+    return EXTENSIONS.get(Path(name).suffix.lower(), "shell" if Path(name).suffix == "" else "")
+
+
+def _read_text(path: str) -> tuple[str, str]:
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_BYTES:
+            return "", f"file is {size / 1e6:.1f} MB, over offlint's {MAX_BYTES // (1024 * 1024)} MiB limit " \
+                       f"(generated?); exclude it or split it"
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return "", f"cannot read: {exc.strerror or exc}"
+    if b"\0" in data:
+        return "", "binary file (contains NUL bytes); not a Python, YAML or shell file"
+    try:
+        return data.decode("utf-8-sig"), ""
+    except UnicodeDecodeError as exc:
+        return "", f"not UTF-8 text (invalid byte at offset {exc.start}); save it as UTF-8"
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())[:500]
+
+
+def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
+    """A launch command naming a recipe (or a YAML file) of the linted tree is checked on top of it."""
+    recipes: dict[str, list[Unit]] = {}
+    for read in reads:
+        for unit in read.units:
+            if unit.kind == UnitKind.RECIPE:
+                recipes.setdefault(unit.name, []).append(unit)
+    yaml_layers = {}
+    for read in reads:
+        for unit in read.units:
+            if unit.kind == UnitKind.YAML:
+                yaml_layers[Path(read.file.path).resolve()] = unit
+    for read in reads:
+        for unit in read.units:
+            if unit.kind != UnitKind.COMMAND:
+                continue
+            base_layers: list[Layer] = []
+            matches = recipes.get(unit.recipe, []) if unit.recipe else []
+            if len(matches) == 1:
+                recipe = matches[0]
+                base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers
+                                                               for a in layer.assignments])]
+                unit.default_sections = frozenset(recipe.default_sections | ({"env"} if unit.env_known else set()))
+                unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items()
+                                         if s not in unit.default_sections}
+                if not unit.env_known:
+                    unit.env_known = True
+                    unit.default_sections = unit.default_sections | {"env"}
+                    unit.unknown_sections.pop("env", None)
+            for name, where in unit.config_files:
+                target = _find_yaml(name, read.file.path, yaml_layers)
+                if target is not None:
+                    base_layers.append(Layer(f"--config-file {name}", target.all_assignments()))
+            unit.layers = base_layers + unit.layers
+
+
+def _find_yaml(name: str, script: str, yaml_units: dict) -> Unit | None:
+    for base in (Path(script).parent, Path.cwd()):
+        candidate = (base / name).resolve()
+        if candidate in yaml_units:
+            return yaml_units[candidate]
+    return None
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    """Findings that several units share at one place are reported once."""
+    seen: dict[tuple, Finding] = {}
+    for finding in findings:
+        key = (finding.code, finding.location, finding.message, finding.possible)
+        if key not in seen:
+            seen[key] = finding
+    return list(seen.values())
+
+
+def _apply_ignores(findings: list[Finding], reads: list[_Read], options: CheckOptions,
+                   all_rules: dict[str, Rule], selected: set[str]) -> list[Finding]:
+    by_path = {r.file.path: r.suppressions for r in reads}
+    kept = []
+    for finding in findings:
+        if _per_file_ignored(finding, options.per_file_ignores):
+            continue
+        suppressed = False
+        for suppression in by_path.get(finding.location.path, []):
+            if suppression.covers(finding.code, finding.location.line):
+                suppression.used.add(finding.code)
+                suppressed = True
+        if not suppressed:
+            kept.append(finding)
+    if "OFL006" in selected:
+        rule = all_rules["OFL006"]
+        for path, suppressions in by_path.items():
+            for s in suppressions:
+                relevant = [c for c in s.codes if c in selected] if s.codes else ["*"]
+                if s.used or not relevant:
+                    continue
+                what = f"ignore[{', '.join(s.codes)}]" if s.codes else "ignore"
+                finding = Finding(rule.code, rule.slug, rule.severity,
+                                  f"unused suppression `# offlint: {what}`: no finding here to suppress",
+                                  Location(path, s.line, s.col), fix=rule.fix, url=rule.url)
+                if not _per_file_ignored(finding, options.per_file_ignores):
+                    kept.append(finding)
+    return kept
+
+
+def _per_file_ignored(finding: Finding, per_file: dict[str, list[str]]) -> bool:
+    for pattern, codes in per_file.items():
+        if fnmatch.fnmatch(finding.location.path, pattern) or fnmatch.fnmatch(Path(finding.location.path).name,
+                                                                               pattern):
+            if any(finding.code.startswith(c) for c in codes) or "ALL" in codes:
+                return True
+    return False
+
+
+def exit_code(result: CheckResult, fail_on: Severity) -> int:
+    if result.errors:
+        return 2
+    if any(f.severity.rank >= fail_on.rank for f in result.findings):
+        return 1
+    return 0

@@ -1,0 +1,156 @@
+"""The command line: click commands only, no logic. Exit codes: 0 clean, 1 findings, 2 usage/config/file error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from offlint import __version__
+from offlint.api import CheckOptions, check, exit_code
+from offlint.config import FAIL_ON, ConfigError, load_config
+from offlint.report import FORMATS, render, render_statistics
+from offlint.rules import RuleFileError, load_rules
+from offlint.types import Severity
+from offlint.versions import VersionError, parse_version
+
+
+def _fail(message: str) -> None:
+    click.echo(f"offlint: error: {message}", err=True)
+    sys.exit(2)
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="offlint")
+def main() -> None:
+    """offlint: find incompatible or ineffective Megatron offload settings before anything is launched."""
+
+
+@main.command("check")
+@click.argument("paths", nargs=-1)
+@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (comma-separated), e.g. OFL1.")
+@click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable.")
+@click.option("--extend-select", multiple=True, help="Rule codes or prefixes to enable in addition.")
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default=None,
+              help="Lowest severity that makes the exit code 1 (default: warning).")
+@click.option("--strict", is_flag=True, default=None,
+              help="Also report rules whose verdict depends on unknown values, as 'possible'.")
+@click.option("--mcore-version", default=None, help="megatron-core version to check against, e.g. 0.16.1.")
+@click.option("--output-format", type=click.Choice(FORMATS), default="concise", show_default=True)
+@click.option("--statistics", is_flag=True, help="Print a count per rule instead of each finding.")
+@click.option("--stdin-filename", default=None, help="The file name to use for input read from '-'.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not print the summary line.")
+def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_version, output_format,
+                  statistics, stdin_filename, quiet) -> None:
+    """Lint recipes, YAML overrides and launch scripts (default: the current directory)."""
+    try:
+        config = load_config(Path.cwd())
+    except ConfigError as exc:
+        _fail(str(exc))
+    paths = list(paths) or ["."]
+    stdin = None
+    if paths == ["-"]:
+        if not stdin_filename:
+            _fail("reading from '-' needs --stdin-filename NAME (it decides how the text is parsed)")
+        stdin = (stdin_filename, sys.stdin.read())
+    elif "-" in paths:
+        _fail("'-' (standard input) cannot be combined with other paths")
+    if mcore_version:
+        try:
+            parse_version(mcore_version)
+        except VersionError as exc:
+            _fail(f"--mcore-version: {exc}")
+    options = CheckOptions(
+        select=_split(select) or config.select, ignore=config.ignore + _split(ignore),
+        extend_select=config.extend_select + _split(extend_select), per_file_ignores=config.per_file_ignores,
+        strict=bool(strict) if strict is not None else config.strict, mcore_version=mcore_version,
+        configured_version=config.mcore_version, root=config.root or Path.cwd(),
+    )
+    try:
+        result = check(paths, options, stdin=stdin)
+    except (ValueError, VersionError, RuleFileError) as exc:
+        _fail(str(exc))
+    rules = load_rules()
+    if statistics:
+        sys.stdout.write(render_statistics(result.findings, rules))
+    else:
+        sys.stdout.write(render(output_format, result.findings, rules, result.sources))
+    for error in result.errors:
+        click.echo(f"offlint: error: {error}", err=True)
+    severity = Severity(fail_on or config.fail_on or "warning")
+    if not quiet and output_format in ("concise", "full"):
+        count = len(result.findings)
+        noun = "finding" if count == 1 else "findings"
+        summary = f"Found {count} {noun}" if count else "All checks passed!"
+        click.echo(f"{summary} ({result.files_checked} files, {result.units} units, megatron-core "
+                   f"{result.version.version} from {result.version.origin}).", err=True)
+    sys.exit(exit_code(result, severity))
+
+
+@main.command("rule")
+@click.argument("code")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+def rule_command(code: str, output_format: str) -> None:
+    """Explain one rule: what it checks, why, the megatron-core error it mirrors, and how to fix it."""
+    rules = load_rules()
+    rule = rules.get(code.upper())
+    if rule is None:
+        _fail(f"unknown rule code `{code}` (see `offlint rules`)")
+    if output_format == "json":
+        click.echo(json.dumps({
+            "code": rule.code, "slug": rule.slug, "severity": rule.severity.value, "versions": rule.versions,
+            "summary": rule.summary, "explanation": rule.explanation, "fix": rule.fix, "keys": list(rule.keys),
+            "mirrors": list(rule.mirrors), "url": rule.url,
+        }, indent=2))
+        return
+    lines = [f"# {rule.code} {rule.slug} ({rule.severity.value}; megatron-core {rule.versions})", "",
+             rule.summary, ""]
+    if rule.explanation:
+        lines += [rule.explanation, ""]
+    for mirror in rule.mirrors:
+        lines.append(f"Mirrors {mirror.get('id', '')}: {mirror.get('error', '')}".rstrip())
+    if rule.mirrors:
+        lines.append("")
+    if rule.fix:
+        lines += [f"Fix: {rule.fix}", ""]
+    for example in rule.examples:
+        kind = "valid" if example.valid else "invalid"
+        lines += [f"Example ({example.form}, {kind}):", *("    " + line for line in example.code.splitlines()), ""]
+    click.echo("\n".join(lines).rstrip())
+
+
+@main.command("rules")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+def rules_command(output_format: str) -> None:
+    """List every rule with its code, slug, severity and summary."""
+    rules = load_rules()
+    if output_format == "json":
+        click.echo(json.dumps([{"code": r.code, "slug": r.slug, "severity": r.severity.value,
+                                "summary": r.summary} for r in rules.values()], indent=2))
+        return
+    for rule in rules.values():
+        click.echo(f"{rule.code}  {rule.slug:<44} {rule.severity.value:<8} {rule.summary}")
+
+
+def run() -> None:
+    """Console entry point: any unexpected exception becomes a one-line message and exit code 2."""
+    try:
+        main(standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        click.echo("offlint: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # pragma: no cover - a bug; never show a traceback to a user
+        click.echo(f"offlint: internal error: {type(exc).__name__}: {exc} (please report it)", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

@@ -1,0 +1,312 @@
+"""Rule conditions: a small, safe expression language with three-valued logic.
+
+A condition is a Python expression (parsed with `ast`, never `eval`ed) over canonical keys
+(`model.cpu_offloading and model.pipeline_model_parallel_size > 1`) and the helper functions below.
+Every key reads as its effective value; an unknown value makes every expression that depends on it unknown,
+except where Kleene logic decides anyway (`False and ?` is False, `True or ?` is True).
+The evaluator records which keys it read and which of them were unknown, for related locations and --strict.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import operator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable
+
+from offlint import keys
+from offlint.types import Unknown, Value
+from offlint.versions import Version, parse_version
+
+
+class ConditionError(ValueError):
+    pass
+
+
+class _Unknown:
+    """The third truth value inside the evaluator (distinct from types.Unknown, which carries a reason)."""
+
+    def __repr__(self) -> str:
+        return "?"
+
+
+UNKNOWN = _Unknown()
+
+_COMPARE = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_, ast.IsNot: operator.is_not,
+}
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.Mod: operator.mod}
+
+
+@dataclass
+class Scope:
+    """What a condition can see: a key lookup, plus the per-assignment names for assignment-scope rules."""
+
+    lookup: Callable[[str], Value]
+    version: Version
+    names: dict[str, object] = field(default_factory=dict)
+    read: list[Value] = field(default_factory=list)
+
+    def key(self, name: str) -> object:
+        value = self.lookup(name)
+        if all(v.key != value.key for v in self.read):
+            self.read.append(value)
+        return UNKNOWN if value.is_unknown else value.value
+
+
+@lru_cache(maxsize=None)
+def compile_condition(text: str) -> ast.Expression:
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ConditionError(f"condition is not a valid expression: {text!r} ({exc.msg})") from None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Starred,
+                             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            raise ConditionError(f"construct not allowed in conditions: {ast.dump(node)[:40]}")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
+            raise ConditionError(f"unknown function in condition {text!r}")
+    return tree
+
+
+def evaluate(text: str, scope: Scope) -> object:
+    """Evaluate a condition or a template expression; returns a value or UNKNOWN."""
+    return _eval(compile_condition(text).body, scope)
+
+
+def truth(value: object) -> object:
+    """Python truthiness, three-valued."""
+    if value is UNKNOWN:
+        return UNKNOWN
+    return bool(value)
+
+
+def _eval(node: ast.AST, scope: Scope) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [_eval(e, scope) for e in node.elts]
+        if any(i is UNKNOWN for i in items):
+            return UNKNOWN
+        return set(items) if isinstance(node, ast.Set) else list(items)
+    if isinstance(node, ast.Name):
+        if node.id in scope.names:
+            return scope.names[node.id]
+        if node.id in keys.KEYS:  # a top-level key such as mixed_precision
+            return scope.key(node.id)
+        raise ConditionError(f"unknown name {node.id!r} in condition")
+    if isinstance(node, ast.Attribute):
+        dotted = _dotted(node)
+        if dotted is None:
+            raise ConditionError("attribute access is only allowed on keys")
+        return scope.key(dotted)
+    if isinstance(node, ast.BoolOp):
+        return _bool_op(node, scope)
+    if isinstance(node, ast.UnaryOp):
+        value = _eval(node.operand, scope)
+        if value is UNKNOWN:
+            return UNKNOWN
+        if isinstance(node.op, ast.Not):
+            return not value
+        if isinstance(node.op, ast.USub):
+            return -value
+        raise ConditionError("unsupported unary operator")
+    if isinstance(node, ast.Compare):
+        return _compare(node, scope)
+    if isinstance(node, ast.BinOp):
+        left, right = _eval(node.left, scope), _eval(node.right, scope)
+        if left is UNKNOWN or right is UNKNOWN:
+            return UNKNOWN
+        try:
+            return _BINARY[type(node.op)](left, right)
+        except (TypeError, ZeroDivisionError, KeyError):
+            return UNKNOWN
+    if isinstance(node, ast.IfExp):
+        test = truth(_eval(node.test, scope))
+        if test is UNKNOWN:
+            return UNKNOWN
+        return _eval(node.body if test else node.orelse, scope)
+    if isinstance(node, ast.Call):
+        function = FUNCTIONS[node.func.id]
+        args = [_eval(a, scope) for a in node.args]
+        if not getattr(function, "takes_unknown", False) and any(a is UNKNOWN for a in args):
+            return UNKNOWN
+        if getattr(function, "needs_scope", False):
+            return function(scope, *args)
+        return function(*args)
+    raise ConditionError(f"unsupported expression: {type(node).__name__}")
+
+
+def _bool_op(node: ast.BoolOp, scope: Scope) -> object:
+    is_and = isinstance(node.op, ast.And)
+    saw_unknown = False
+    for value_node in node.values:
+        value = truth(_eval(value_node, scope))
+        if value is UNKNOWN:
+            saw_unknown = True
+        elif is_and and not value:
+            return False
+        elif not is_and and value:
+            return True
+    return UNKNOWN if saw_unknown else is_and
+
+
+def _compare(node: ast.Compare, scope: Scope) -> object:
+    left = _eval(node.left, scope)
+    result: object = True
+    for op, right_node in zip(node.ops, node.comparators):
+        right = _eval(right_node, scope)
+        if left is UNKNOWN or right is UNKNOWN:
+            result = UNKNOWN if result is not False else False
+        else:
+            try:
+                ok = _COMPARE[type(op)](left, right)
+            except TypeError:
+                ok = False  # e.g. '4' > 1: megatron-core would raise; the rule's own condition is not met
+            if not ok:
+                return False
+        left = right
+    return result
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+# ---- helper functions available in conditions and message templates --------------------------------------
+
+
+def _needs_scope(fn):
+    fn.needs_scope = True
+    return fn
+
+
+def _takes_unknown(fn):
+    fn.takes_unknown = True
+    return fn
+
+
+@_needs_scope
+def version_at_least(scope: Scope, text: str) -> bool:
+    return scope.version >= parse_version(text)
+
+
+@_needs_scope
+def allowed_offload_modules(scope: Scope) -> list[str]:
+    return sorted(keys.allowed(keys.OFFLOAD_MODULES, scope.version))
+
+
+def as_list(value) -> list:
+    """megatron-core iterates these: a string iterates its characters, None is empty."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, set)):
+        return list(value)
+    if isinstance(value, str):
+        return list(value)
+    return [value]
+
+
+@_needs_scope
+def invalid_offload_modules(scope: Scope, modules) -> list:
+    allowed = keys.allowed(keys.OFFLOAD_MODULES, scope.version)
+    return sorted({str(m) for m in as_list(modules) if m not in allowed})
+
+
+def contains(collection, item) -> bool:
+    return item in as_list(collection)
+
+
+def overlap(collection, items) -> list:
+    return sorted({str(i) for i in as_list(collection) if i in items})
+
+
+def is_str(value) -> bool:
+    return isinstance(value, str)
+
+
+def is_list(value) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def lower(value) -> str:
+    return str(value).lower()
+
+
+def fmt(value) -> str:
+    """A value as a user would write it in a recipe."""
+    if isinstance(value, str):
+        return repr(value)
+    return repr(value)
+
+
+@_takes_unknown
+def known(value) -> bool:
+    return value is not UNKNOWN
+
+
+@_needs_scope
+def is_known_key(scope: Scope, key: str) -> bool:
+    section, _, field_name = key.partition(".")
+    if section not in ("model", "optimizer", "ddp") or not field_name or "." in field_name:
+        return True
+    return field_name in keys.known_fields(section)
+
+
+@_needs_scope
+def suggestion(scope: Scope, key: str) -> str:
+    """The closest known key for a typo, or '' when nothing is close."""
+    section, _, field_name = key.partition(".")
+    if section not in ("model", "optimizer", "ddp"):
+        return ""
+    close = difflib.get_close_matches(field_name, sorted(keys.known_fields(section)), n=1, cutoff=0.8)
+    return f"{section}.{close[0]}" if close else ""
+
+
+def graph_scope_names(scope) -> list[str]:
+    return [str(s) for s in as_list(scope)] if not isinstance(scope, str) else [scope]
+
+
+FUNCTIONS: dict[str, Callable] = {
+    "version_at_least": version_at_least,
+    "allowed_offload_modules": allowed_offload_modules,
+    "invalid_offload_modules": invalid_offload_modules,
+    "as_list": as_list,
+    "contains": contains,
+    "overlap": overlap,
+    "is_str": is_str,
+    "is_list": is_list,
+    "is_number": is_number,
+    "lower": lower,
+    "fmt": fmt,
+    "known": known,
+    "is_known_key": is_known_key,
+    "suggestion": suggestion,
+    "graph_scope_names": graph_scope_names,
+    "len": len,
+    "str": str,
+    "sorted": sorted,
+    "bool": bool,
+}
+
+
+def unknown_reason(value: Value) -> str:
+    if isinstance(value.value, Unknown):
+        return value.value.reason
+    return "unknown"

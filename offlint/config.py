@@ -1,0 +1,90 @@
+"""`[tool.offlint]` in pyproject.toml: select, ignore, extend-select, per-file-ignores, megatron-core-version,
+fail-on, strict. Found in the working directory or the nearest parent that has a pyproject.toml."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FAIL_ON = ("error", "warning", "info")
+_KNOWN = {"select", "ignore", "extend-select", "per-file-ignores", "megatron-core-version", "fail-on", "strict"}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class ProjectConfig:
+    path: Path | None = None
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    extend_select: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    mcore_version: str | None = None
+    fail_on: str | None = None
+    strict: bool = False
+
+    @property
+    def root(self) -> Path | None:
+        return self.path.parent if self.path else None
+
+
+def find_pyproject(start: Path) -> Path | None:
+    start = start.resolve()
+    for directory in [start, *start.parents]:
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(start: Path) -> ProjectConfig:
+    path = find_pyproject(start)
+    if path is None:
+        return ProjectConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read pyproject.toml: {exc}") from None
+    table = data.get("tool", {}).get("offlint")
+    if table is None:
+        return ProjectConfig(path=path)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.offlint] must be a table")
+    unknown = sorted(set(table) - _KNOWN)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) in [tool.offlint]: {', '.join(unknown)} "
+                          f"(known: {', '.join(sorted(_KNOWN))})")
+    config = ProjectConfig(path=path)
+    config.select = _codes(table, "select", path)
+    config.ignore = _codes(table, "ignore", path)
+    config.extend_select = _codes(table, "extend-select", path)
+    pfi = table.get("per-file-ignores", {})
+    if not isinstance(pfi, dict) or not all(isinstance(v, list) for v in pfi.values()):
+        raise ConfigError(f"{path}: per-file-ignores must map glob patterns to lists of codes")
+    config.per_file_ignores = {str(k): [str(c).upper() for c in v] for k, v in pfi.items()}
+    version = table.get("megatron-core-version")
+    config.mcore_version = str(version) if version is not None else None
+    fail_on = table.get("fail-on")
+    if fail_on is not None and fail_on not in FAIL_ON:
+        raise ConfigError(f"{path}: fail-on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
+    config.fail_on = fail_on
+    strict = table.get("strict", False)
+    if not isinstance(strict, bool):
+        raise ConfigError(f"{path}: strict must be true or false")
+    config.strict = strict
+    return config
+
+
+def _codes(table: dict, name: str, path: Path) -> list[str]:
+    value = table.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: {name} must be a list of rule codes, e.g. [\"OFL1\", \"OFL201\"]")
+    return value

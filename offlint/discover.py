@@ -1,0 +1,116 @@
+"""Which files to lint: walk directories respecting .gitignore, and tell each file's kind.
+
+Kinds: "python" (.py), "yaml" (.yaml/.yml), "shell" (.sh/.bash/.sbatch/.slurm, or no extension with a
+shell shebang). A file named explicitly that is none of these is an error (fail closed); inside a walked
+directory it is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".offlint_cache", ".offlint", ".venv", "venv", "node_modules",
+             ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".eggs"}
+EXTENSIONS = {".py": "python", ".yaml": "yaml", ".yml": "yaml", ".sh": "shell", ".bash": "shell",
+              ".sbatch": "shell", ".slurm": "shell"}
+SHELLS = (b"sh", b"bash", b"zsh", b"dash", b"ksh")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str  # as shown to the user (relative when under the working directory)
+    kind: str
+    explicit: bool  # named on the command line (always parsed, errors always reported)
+
+
+def kind_of(path: Path) -> str | None:
+    kind = EXTENSIONS.get(path.suffix.lower())
+    if kind:
+        return kind
+    if path.suffix == "" and _has_shell_shebang(path):
+        return "shell"
+    return None
+
+
+def _has_shell_shebang(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(200)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return False
+    words = first[2:].replace(b"/", b" ").split()
+    return any(w in SHELLS for w in words)
+
+
+def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]:
+    """Return the files to lint and (path, problem) pairs for paths that cannot be linted."""
+    files: list[SourceFile] = []
+    problems: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            problems.append((raw, "no such file or directory"))
+            continue
+        if path.is_dir():
+            for found in _walk(path):
+                shown = _shown(found)
+                if shown not in seen:
+                    seen.add(shown)
+                    files.append(SourceFile(shown, kind_of(found) or "", False))
+            continue
+        kind = kind_of(path)
+        if kind is None:
+            problems.append((raw, "not a Python, YAML or shell file: offlint reads .py, .yaml, .yml, .sh and "
+                                  "shell scripts with a #! line"))
+            continue
+        shown = _shown(path)
+        if shown not in seen:
+            seen.add(shown)
+            files.append(SourceFile(shown, kind, True))
+    return files, problems
+
+
+def _walk(root: Path):
+    specs: list[tuple[Path, pathspec.PathSpec]] = []
+    for directory, dirnames, filenames in os.walk(root):
+        here = Path(directory)
+        ignore_file = here / ".gitignore"
+        if ignore_file.is_file():
+            try:
+                lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+                specs.append((here, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
+            except OSError:
+                pass
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                             and not _ignored(here / d, specs, True))
+        for name in sorted(filenames):
+            path = here / name
+            if _ignored(path, specs, False) or path.is_symlink():
+                continue
+            if kind_of(path):
+                yield path
+
+
+def _ignored(path: Path, specs, is_dir: bool) -> bool:
+    for base, spec in specs:
+        try:
+            relative = path.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        if spec.match_file(relative + ("/" if is_dir else "")):
+            return True
+    return False
+
+
+def _shown(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()

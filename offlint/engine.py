@@ -1,0 +1,141 @@
+"""The rule engine: evaluates every selected rule's checks on resolved units and builds findings.
+
+Unit-scope rules read effective values (`model.cpu_offloading`); assignment-scope rules look at each
+assignment as written (`source`, `key`, `value`, `text`: the OFL0xx spelling rules). Builtin rules
+(duplicates, unused suppressions) are computed here and in `api` from data the sources keep.
+"""
+
+from __future__ import annotations
+
+import re
+
+from offlint import keys
+from offlint.conditions import UNKNOWN, Scope, evaluate, truth
+from offlint.resolve import ResolvedUnit
+from offlint.rules import Check, Rule
+from offlint.types import Assignment, Finding, Location, Related, Source, Unit, Unknown, Value
+from offlint.versions import Version, in_range
+
+_TEMPLATE = re.compile(r"\{([^{}]+)\}")
+
+
+def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[Finding]:
+    findings: list[Finding] = []
+    for rule in rules:
+        if not rule.applies_to(resolved.version):
+            continue
+        if rule.scope == "unit":
+            findings.extend(_unit_rule(rule, resolved, strict))
+        elif rule.scope == "assignment":
+            findings.extend(_assignment_rule(rule, resolved))
+        elif rule.code == "OFL004":
+            findings.extend(_duplicates(rule, resolved.unit))
+    return findings
+
+
+def _checks(rule: Rule, version: Version) -> list[Check]:
+    return [c for c in rule.checks if in_range(version, c.versions)]
+
+
+def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding]:
+    out = []
+    for check in _checks(rule, resolved.version):
+        scope = Scope(resolved.get, resolved.version)
+        verdict = truth(evaluate(check.condition, scope))
+        if verdict is True:
+            out.append(_finding(rule, check, resolved, scope, possible=False))
+        elif verdict is UNKNOWN and strict:
+            out.append(_finding(rule, check, resolved, scope, possible=True))
+    return out
+
+
+def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, possible: bool) -> Finding:
+    read = list(scope.read)
+    anchor = _anchor(rule, read, resolved)
+    message = render_message(check.message, scope)
+    if possible:
+        unknowns = [v for v in read if v.is_unknown]
+        named = "; ".join(f"{v.key}: {v.value.reason}" for v in unknowns if isinstance(v.value, Unknown))
+        message = f"{message} (depends on unknown values: {named})" if named else message
+    related = tuple(_related(v) for v in read if v.assignment is not None and v.assignment.location != anchor)
+    return Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message, location=anchor,
+                   unit=resolved.unit.name, related=tuple(dict.fromkeys(related)), fix=rule.fix,
+                   possible=possible, url=rule.url)
+
+
+def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit) -> Location:
+    """Where a finding points: the first of the rule's keys that the unit sets, else any key it read."""
+    by_key = {v.key: v for v in read}
+    for key in rule.keys:
+        value = by_key.get(key) or resolved.get(key)
+        if value.assignment is not None:
+            return value.assignment.location
+    for value in read:
+        if value.assignment is not None:
+            return value.assignment.location
+    return resolved.unit.location
+
+
+def _related(value: Value) -> Related:
+    a = value.assignment
+    assert a is not None
+    how = {Source.HYDRA: "on the command line", Source.YAML: "in YAML", Source.MLM: "as a Megatron-LM flag",
+           Source.ENV: "in the environment", Source.PERF: "as a performance-script flag"}.get(a.source, "")
+    shown = a.text or repr(a.value)
+    note = f"{value.key} = {shown}" + (f" {how}" if how else "")
+    if a.via:
+        note += " " + " ".join(a.via)
+    return Related(a.location, note)
+
+
+def render_message(template: str, scope: Scope) -> str:
+    def substitute(match: re.Match) -> str:
+        value = evaluate(match.group(1), scope)
+        if value is UNKNOWN:
+            return "?"
+        if isinstance(value, (list, tuple, set)):
+            return "[" + ", ".join(str(v) for v in value) + "]"
+        return str(value)
+
+    return _TEMPLATE.sub(substitute, template)
+
+
+def _assignment_rule(rule: Rule, resolved: ResolvedUnit) -> list[Finding]:
+    out = []
+    for assignment in resolved.unit.all_assignments():
+        info = keys.key_info(assignment.key)
+        names = {
+            "key": assignment.key,
+            "value": UNKNOWN if isinstance(assignment.value, Unknown) else assignment.value,
+            "text": assignment.text,
+            "source": assignment.source.value,
+            "key_type": info.type if info else "",
+        }
+        for check in _checks(rule, resolved.version):
+            scope = Scope(resolved.get, resolved.version, names=names)
+            if truth(evaluate(check.condition, scope)) is True:
+                out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity,
+                                   message=render_message(check.message, scope), location=assignment.location,
+                                   unit=resolved.unit.name, fix=rule.fix, url=rule.url))
+                break
+    return out
+
+
+def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
+    """OFL004: one YAML mapping or one command line sets a key twice with different values."""
+    out = []
+    for layer in unit.layers:
+        seen: dict[str, Assignment] = {}
+        for a in layer.assignments:
+            if a.source not in (Source.YAML, Source.HYDRA, Source.MLM) or a.op == "delete":
+                continue
+            first = seen.get(a.key)
+            if first is not None and first.value != a.value and first.location != a.location:
+                message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
+                           f"{first.location.line}, then {a.text or a.value!r}); the last one wins silently")
+                out.append(Finding(code=rule.code, slug=rule.slug, severity=rule.severity, message=message,
+                                   location=a.location, unit=unit.name,
+                                   related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
+                                   fix=rule.fix, url=rule.url))
+            seen[a.key] = a
+    return out

@@ -1,0 +1,195 @@
+"""The canonical key registry: the one place that knows what a key is.
+
+A key is a dotted name in Megatron Bridge's layout (`model.cpu_offloading`, `optimizer.optimizer_offload_fraction`,
+`ddp.use_distributed_optimizer`, `env.NVTE_CPU_OFFLOAD_V1`). For each key the rules use, this module knows its
+type, its megatron-core dataclass default per version, the version that introduced it, and its Megatron-LM flag.
+The complete field lists of each megatron-core version (for unknown-key detection) come from
+`offlint/data/mcore-*.json`, which `scripts/dump_mcore_fields.py` generates from the real package.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from offlint.versions import Version, parse_version
+
+SECTIONS = ("model", "optimizer", "ddp", "env")
+# Bridge ConfigContainer sections offlint does not model; keys in them are accepted as they are.
+OTHER_BRIDGE_SECTIONS = (
+    "train", "checkpoint", "logger", "dataset", "tokenizer", "scheduler", "rng", "mixed_precision",
+    "comm_overlap", "profiling", "ft", "straggler", "nvrx_straggler", "peft", "dist", "rerun_state_machine",
+    "inprocess_restart", "validation", "mtp", "distill", "env_vars", "tensor_inspect",
+)
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str  # canonical dotted name
+    type: str  # "bool" | "int" | "float" | "str" | "list" | "dtype" | "str|list"
+    default: object  # the dataclass default (Python and Bridge) when the version data does not say otherwise
+    since: str = "0.0"  # first megatron-core release with the field
+    flag: str = ""  # Megatron-LM argparse flag, when one maps onto this key directly
+
+
+def _k(name, type_, default, since="0.0", flag=""):
+    return Key(name, type_, default, since, flag)
+
+
+# The keys rules.md uses. Defaults are megatron-core dataclass defaults (checked against the real package by
+# the conformance tests); `since` gates fields that older releases lack.
+KEYS: dict[str, Key] = {k.name: k for k in [
+    # layer-level activation offloading
+    _k("model.cpu_offloading", "bool", False),
+    _k("model.cpu_offloading_num_layers", "int", 0, flag="--cpu-offloading-num-layers"),
+    _k("model.cpu_offloading_activations", "bool", True),
+    _k("model.cpu_offloading_weights", "bool", False),
+    _k("model.cpu_offloading_double_buffering", "bool", False, "0.14"),
+    _k("model.cpu_offloading_retain_pinned_cpu_buffers", "bool", False, "0.17"),
+    # fine-grained activation offloading
+    _k("model.fine_grained_activation_offloading", "bool", False, "0.16", "--fine-grained-activation-offloading"),
+    _k("model.offload_modules", "list", [], "0.16", "--offload-modules"),
+    _k("model.min_offloaded_tensor_size", "int", 1048576, "0.16", "--min-offloaded-tensor-size"),
+    _k("model.activation_offload_fraction", "float", 1.0, "0.19", "--activation-offload-fraction"),
+    _k("model.delta_offload_bytes_across_pp_ranks", "int", 0, "0.19", "--delta-offload-bytes-across-pp-ranks"),
+    _k("model.delay_offload_until_cuda_graph", "bool", False, "0.19", "--delay-offload-until-cuda-graph"),
+    _k("model.fine_grained_offloading_max_inflight_offloads", "int", None, "0.18"),
+    _k("model.moe_paged_stash", "bool", False, "0.18", "--moe-paged-stash"),
+    _k("model.use_transformer_engine_op_fuser", "bool", False, "0.19", "--use-transformer-engine-op-fuser"),
+    _k("model.transformer_impl", "str", "transformer_engine", flag="--transformer-impl"),
+    # model size and parallelism
+    _k("model.num_layers", "int", 0, flag="--num-layers"),
+    _k("model.pipeline_model_parallel_size", "int", 1, flag="--pipeline-model-parallel-size"),
+    _k("model.virtual_pipeline_model_parallel_size", "int", None, flag="--virtual-pipeline-model-parallel-size"),
+    _k("model.tensor_model_parallel_size", "int", 1, flag="--tensor-model-parallel-size"),
+    # recompute
+    _k("model.recompute_granularity", "str", None, flag="--recompute-granularity"),
+    _k("model.recompute_method", "str", None, flag="--recompute-method"),
+    _k("model.recompute_num_layers", "int", None, flag="--recompute-num-layers"),
+    _k("model.recompute_modules", "list", None, "0.12", "--recompute-modules"),
+    _k("model.moe_layer_recompute", "bool", False, "0.12", "--moe-layer-recompute"),
+    # CUDA graphs
+    _k("model.cuda_graph_impl", "str", "none", "0.15", "--cuda-graph-impl"),
+    _k("model.enable_cuda_graph", "bool", False, flag="--enable-cuda-graph"),
+    _k("model.external_cuda_graph", "bool", False, flag="--external-cuda-graph"),
+    _k("model.cuda_graph_scope", "str|list", None, flag="--cuda-graph-scope"),
+    _k("model.cuda_graph_modules", "str|list", None, "0.18", "--cuda-graph-modules"),
+    # precision
+    _k("model.bf16", "bool", False, flag="--bf16"),
+    _k("model.fp16", "bool", False, flag="--fp16"),
+    # optimizer offloading
+    _k("optimizer.optimizer", "str", "adam", flag="--optimizer"),
+    _k("optimizer.optimizer_cpu_offload", "bool", False, "0.12", "--optimizer-cpu-offload"),
+    _k("optimizer.optimizer_offload_fraction", "float", 0.0, "0.12", "--optimizer-offload-fraction"),
+    _k("optimizer.overlap_cpu_optimizer_d2h_h2d", "bool", False, "0.12", "--overlap-cpu-optimizer-d2h-h2d"),
+    _k("optimizer.use_torch_optimizer_for_cpu_offload", "bool", False, "0.12",
+       "--use-torch-optimizer-for-cpu-offload"),
+    _k("optimizer.pin_cpu_grads", "bool", True, "0.12"),
+    _k("optimizer.pin_cpu_params", "bool", True, "0.12"),
+    _k("optimizer.optimizer_cuda_graph", "bool", False, "0.17", "--optimizer-cuda-graph"),
+    _k("optimizer.decoupled_weight_decay", "bool", True, "0.15"),
+    _k("optimizer.use_precision_aware_optimizer", "bool", False, "0.11", "--use-precision-aware-optimizer"),
+    _k("optimizer.use_distributed_optimizer", "bool", False, flag="--use-distributed-optimizer"),
+    _k("optimizer.exp_avg_dtype", "dtype", "torch.float32", "0.11", "--exp-avg-dtype"),
+    _k("optimizer.exp_avg_sq_dtype", "dtype", "torch.float32", "0.11", "--exp-avg-sq-dtype"),
+    _k("optimizer.main_params_dtype", "dtype", "torch.float32", "0.11", "--main-params-dtype"),
+    _k("optimizer.main_grads_dtype", "dtype", "torch.float32", "0.11", "--main-grads-dtype"),
+    _k("optimizer.store_param_remainders", "bool", True, "0.12"),
+    _k("optimizer.bf16", "bool", False),
+    _k("optimizer.fp16", "bool", False),
+    # distributed data parallel
+    _k("ddp.use_distributed_optimizer", "bool", False),
+    _k("ddp.use_megatron_fsdp", "bool", False, flag="--use-megatron-fsdp"),
+    _k("ddp.megatron_fsdp_version", "int", None),
+    # launch environment
+    _k("env.NVTE_CPU_OFFLOAD_V1", "str", None),
+    _k("env.PYTORCH_CUDA_ALLOC_CONF", "str", None),
+    # Bridge's top-level mixed precision recipe name ("bf16_mixed", ...)
+    _k("mixed_precision", "str", None),
+]}
+
+# Allowed-value sets that megatron-core checks in __post_init__, by the release that introduced each value.
+OFFLOAD_MODULES = {
+    "core_attn": "0.16", "attn_proj": "0.16", "expert_fc1": "0.16", "moe_act": "0.16", "attn_norm": "0.16",
+    "mlp_norm": "0.16", "qkv_linear": "0.16", "fused_group_mlp": "0.19", "gdp_qkv": "0.21",
+}
+RECOMPUTE_MODULES = {
+    "core_attn": "0.12", "moe_act": "0.12", "layernorm": "0.12", "mla_up_proj": "0.12", "mlp": "0.12",
+    "moe": "0.12", "shared_experts": "0.12", "gdn_norm_out": "0.20", "gdp_in_proj": "0.21", "mhc": "0.21",
+}
+
+
+def allowed(table: dict[str, str], version: Version) -> set[str]:
+    return {name for name, since in table.items() if version >= parse_version(since)}
+
+
+def key_info(name: str) -> Key | None:
+    return KEYS.get(name)
+
+
+def key_exists(name: str, version: Version) -> bool:
+    """Whether megatron-core `version` has this field (keys outside the registry count as existing)."""
+    info = KEYS.get(name)
+    return info is None or version >= parse_version(info.since)
+
+
+def default_for(name: str, version: Version) -> object:
+    """The dataclass default of a key at `version`, preferring the generated data of the real package."""
+    section, _, field = name.partition(".")
+    data = version_data(version)
+    if data is not None and section in data["sections"] and field in data["sections"][section]:
+        entry = data["sections"][section][field]
+        default = entry.get("default")
+        if not isinstance(default, dict):
+            return default
+    info = KEYS.get(name)
+    return info.default if info else None
+
+
+@lru_cache(maxsize=None)
+def _data_files() -> dict[Version, dict]:
+    out: dict[Version, dict] = {}
+    try:
+        folder = resources.files("offlint") / "data"
+        entries = list(folder.iterdir())
+    except (FileNotFoundError, ModuleNotFoundError, NotADirectoryError):
+        return out
+    for entry in entries:
+        if entry.name.startswith("mcore-") and entry.name.endswith(".json"):
+            data = json.loads(entry.read_text(encoding="utf-8"))
+            out[parse_version(str(data["version"]))] = data
+    return out
+
+
+def version_data(version: Version) -> dict | None:
+    """The generated field data of the newest known release not newer than `version` (or the oldest)."""
+    files = _data_files()
+    if not files:
+        return None
+    older = [v for v in files if v <= version]
+    return files[max(older)] if older else files[min(files)]
+
+
+@lru_cache(maxsize=None)
+def known_fields(section: str) -> frozenset[str]:
+    """Every field name of a section across all known megatron-core versions, plus the registry's."""
+    names = {k.split(".", 1)[1] for k in KEYS if k.startswith(section + ".")}
+    for data in _data_files().values():
+        names.update(data["sections"].get(section, {}))
+    names.update(BRIDGE_PROVIDER_FIELDS.get(section, ()))
+    return frozenset(names)
+
+
+# Fields Megatron Bridge adds on top of megatron-core's dataclasses (GPTModelProvider, ConfigContainer's
+# OptimizerConfig and DDP config). Not exhaustive: unknown-key detection only reports near-misses of known keys.
+BRIDGE_PROVIDER_FIELDS = {
+    "model": (
+        "seq_length", "vocab_size", "make_vocab_size_divisible_by", "share_embeddings_and_output_weights",
+        "position_embedding_type", "rotary_base", "rotary_percent", "fp16_lm_cross_entropy",
+        "parallel_output", "hf_model_id", "generation_config", "transformer_layer_spec", "use_te_rng_tracker",
+        "should_pad_vocab", "seq_len_interpolation_factor", "scatter_embedding_sequence_parallel",
+        "pipeline_model_parallel_layout", "hybrid_layer_pattern", "restore_modelopt_state",
+    ),
+}

@@ -1,0 +1,22 @@
+"""One line per finding, `path:line:col: CODE message`, the default format: greppable and editor-clickable."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from offlint.types import Finding
+
+
+def label(finding: Finding) -> str:
+    """The message as users read it: `possible: ` marks verdicts that hang on unknown values (--strict)."""
+    return f"possible: {finding.message}" if finding.possible else finding.message
+
+
+def one_line(text: str) -> str:
+    """Fold a multi-line message onto one line so line-based tools see one finding per line."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def render(findings: list[Finding]) -> str:
+    return "".join(f"{f.location}: {f.code} {one_line(label(f))}\n" for f in findings)

@@ -1,0 +1,45 @@
+"""ruff's full format: a header, the location, a code frame with a caret, notes and help; for humans."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping
+
+from offlint.report.concise import label
+
+if TYPE_CHECKING:
+    from offlint.types import Finding
+
+
+def _frame(finding: Finding, sources: Mapping[str, str]) -> list[str]:
+    """The finding's line with a caret under its column, or nothing when the source is not at hand."""
+    loc = finding.location
+    text = sources.get(loc.path)
+    if text is None:
+        return []
+    lines = text.splitlines()
+    if not 1 <= loc.line <= len(lines):
+        return []
+    line = lines[loc.line - 1]
+    width = len(str(loc.line))
+    gutter = " " * (width + 1) + "|"
+    # Keep tabs in the caret's indent so it lines up however the terminal expands them.
+    pad = "".join(c if c == "\t" else " " for c in line[: max(loc.col - 1, 0)])
+    return [gutter, f"{loc.line} | {line}".rstrip(), f"{gutter} {pad}^", gutter]
+
+
+def _one(finding: Finding, sources: Mapping[str, str]) -> str:
+    head, *rest = label(finding).splitlines() or [""]
+    out = [f"{finding.code} {head}"]
+    out += [" " * (len(finding.code) + 1) + more for more in rest]
+    frame = _frame(finding, sources)
+    indent = " " * len(str(finding.location.line)) if frame else " "
+    out.append(f"{indent}--> {finding.location}")
+    out += frame
+    out += [f"  = note: {r.note} ({r.location})" for r in finding.related]
+    if finding.fix:
+        out.append(f"help: {finding.fix}")
+    return "\n".join(out) + "\n"
+
+
+def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
+    return "\n".join(_one(f, sources) for f in findings)

@@ -1,0 +1,72 @@
+"""Resolution: a unit's layered assignments become one effective, three-valued value per key.
+
+Layers apply in order (recipe < YAML < command line, then the environment); within a layer the last
+assignment wins. A key no layer sets takes the defaults of its source (megatron-core dataclass defaults, or
+Megatron-LM argparse defaults for flag-based launches) when the unit constructed that section, and is
+unknown otherwise: unknown is never treated as default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from offlint import keys
+from offlint.types import Assignment, Defaults, Unit, Unknown, Value
+from offlint.versions import Version
+
+# Megatron-LM's argparse defaults where they differ from the dataclass default (CLI-3; checked against the
+# real parser by the conformance tests; see offlint/data/*.json "mlm_flags").
+MLM_CLI_DEFAULTS = {
+    "optimizer.optimizer_offload_fraction": 1.0,
+}
+
+
+@dataclass
+class ResolvedUnit:
+    unit: Unit
+    version: Version
+    values: dict[str, Assignment] = field(default_factory=dict)  # key -> winning assignment
+
+    def get(self, key: str) -> Value:
+        assignment = self.values.get(key)
+        if assignment is not None:
+            if isinstance(assignment.value, Unknown):
+                return Value(key, "unknown", assignment.value, assignment)
+            return Value(key, "known", assignment.value, assignment)
+        section = key.split(".", 1)[0] if "." in key else "top"
+        if section == "top" or section in self.unit.default_sections:
+            return Value(key, "default", self._default(key))
+        reason = self.unit.unknown_sections.get(section, f"`{key}` is not set in {self.unit.name}")
+        return Value(key, "unknown", Unknown(reason))
+
+    def _default(self, key: str) -> object:
+        if self.unit.defaults == Defaults.MLM_CLI:
+            mlm = mlm_default(key, self.version)
+            if mlm is not _MISSING:
+                return mlm
+        return keys.default_for(key, self.version)
+
+
+_MISSING = object()
+
+
+def mlm_default(key: str, version: Version) -> object:
+    """The Megatron-LM argparse default of the flag that sets `key`, from the real parser's data when shipped."""
+    data = keys.version_data(version)
+    field_name = key.split(".", 1)[-1]
+    if data and data.get("mlm_flags"):
+        for flag in data["mlm_flags"]:
+            if flag.get("dest") == field_name and not isinstance(flag.get("default"), dict):
+                return flag.get("default")
+    return MLM_CLI_DEFAULTS.get(key, _MISSING)
+
+
+def resolve(unit: Unit, version: Version) -> ResolvedUnit:
+    resolved = ResolvedUnit(unit, version)
+    for layer in unit.layers:
+        for assignment in layer.assignments:
+            if assignment.op == "delete":
+                # `~key` removes the key from the override dict; Bridge then keeps the recipe's value.
+                continue
+            resolved.values[assignment.key] = assignment
+    return resolved

@@ -1,0 +1,169 @@
+"""The rule catalog: loads `rules/*.yaml` (one file per rule) and validates each file's shape.
+
+A rule file holds code, slug, severity, the megatron-core versions it applies to, one or more checks
+(condition + message), the keys it reads (the first set one is where a finding points), a fix hint, the
+megatron-core error text it mirrors (so a crash log maps back to a rule), and valid/invalid examples in each
+source form. The rules directory is `rules/` in a source checkout and `offlint/_rules/` inside the wheel.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from offlint.conditions import ConditionError, compile_condition
+from offlint.types import Severity
+from offlint.versions import VersionError, in_range, parse_version
+
+DOCS_URL = "https://github.com/offlint/offlint/blob/main/rules/{file}"
+SCOPES = ("unit", "assignment", "builtin")
+FORMS = ("python", "yaml", "hydra", "mlm", "shell", "card")
+_CODE = re.compile(r"^OFL\d{3}$")
+
+
+class RuleFileError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Check:
+    condition: str
+    message: str
+    severity: Severity
+    versions: str = "all"
+    mirrors: str = ""  # the megatron-core error text this check mirrors
+
+
+@dataclass(frozen=True)
+class Example:
+    form: str
+    code: str
+    valid: bool
+    version: str = ""  # megatron-core version to check the example against (default: the newest known)
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    slug: str
+    severity: Severity
+    summary: str
+    explanation: str
+    fix: str
+    versions: str
+    scope: str
+    keys: tuple[str, ...]
+    checks: tuple[Check, ...]
+    mirrors: tuple[dict, ...]
+    examples: tuple[Example, ...]
+    file: str
+    forms: tuple[str, ...] = field(default=())
+
+    @property
+    def url(self) -> str:
+        return DOCS_URL.format(file=self.file)
+
+    def applies_to(self, version) -> bool:
+        return in_range(version, self.versions)
+
+
+def rules_dir() -> Path:
+    packaged = resources.files("offlint") / "_rules"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    source = Path(__file__).resolve().parent.parent / "rules"
+    if source.is_dir():
+        return source
+    raise RuleFileError("offlint's rules directory is missing: reinstall offlint")
+
+
+@lru_cache(maxsize=None)
+def load_rules() -> dict[str, Rule]:
+    rules: dict[str, Rule] = {}
+    for path in sorted(rules_dir().glob("OFL*.yaml")):
+        rule = parse_rule_file(path)
+        if rule.code in rules:
+            raise RuleFileError(f"{path}: duplicate rule code {rule.code}")
+        rules[rule.code] = rule
+    return rules
+
+
+def parse_rule_file(path: Path) -> Rule:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise RuleFileError(f"{path}: cannot read rule file: {exc}") from None
+    try:
+        return _build(data, path.name)
+    except (KeyError, TypeError, ValueError, ConditionError, VersionError) as exc:
+        raise RuleFileError(f"{path}: {exc}") from None
+
+
+def _build(data: dict, file: str) -> Rule:
+    code = data["code"]
+    if not _CODE.match(code) or not file.startswith(code + "-"):
+        raise ValueError(f"rule code {code!r} must look like OFL123 and match the file name")
+    if file != f"{code}-{data['slug']}.yaml":
+        raise ValueError(f"file must be named {code}-{data['slug']}.yaml")
+    severity = Severity(data["severity"])
+    versions = str(data.get("versions", "all"))
+    in_range(parse_version("0.16.1"), versions)  # validates the range syntax
+    scope = data.get("scope", "unit")
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}")
+    raw_checks = data.get("checks") or ([{"condition": data["condition"], "message": data["message"]}]
+                                        if "condition" in data else [])
+    if scope != "builtin" and not raw_checks:
+        raise ValueError("a rule needs `condition` and `message`, or `checks`")
+    checks = []
+    for raw in raw_checks:
+        compile_condition(raw["condition"])
+        checks.append(Check(raw["condition"], raw["message"].strip(), Severity(raw.get("severity", severity)),
+                            str(raw.get("versions", "all")), raw.get("mirrors", "")))
+    examples = []
+    for raw in data.get("examples", []):
+        form = raw["form"]
+        if form not in FORMS:
+            raise ValueError(f"example form {form!r} is not one of {FORMS}")
+        for kind in ("valid", "invalid"):
+            if kind in raw:
+                examples.append(Example(form, raw[kind], kind == "valid", str(raw.get("version", "")),
+                                        bool(raw.get("strict", False))))
+    forms = tuple(dict.fromkeys(e.form for e in examples))
+    for form in forms:
+        kinds = {e.valid for e in examples if e.form == form}
+        if kinds != {True, False}:
+            raise ValueError(f"form {form!r} needs at least one valid and one invalid example")
+    return Rule(
+        code=code, slug=data["slug"], severity=severity, summary=data["summary"].strip(),
+        explanation=str(data.get("explanation", "")).strip(), fix=str(data.get("fix", "")).strip(),
+        versions=versions, scope=scope, keys=tuple(data.get("keys", ())), checks=tuple(checks),
+        mirrors=tuple(data.get("mirrors", ())), examples=tuple(examples), file=file, forms=forms,
+    )
+
+
+def select_rules(all_rules: dict[str, Rule], select, ignore, extend_select) -> set[str]:
+    """ruff semantics: codes or prefixes (`OFL1`, `OFL102`, `ALL`); unknown selectors raise ValueError."""
+
+    def expand(selectors) -> set[str]:
+        out: set[str] = set()
+        for selector in selectors or ():
+            selector = selector.strip().upper()
+            if not selector:
+                continue
+            matched = set(all_rules) if selector == "ALL" else {c for c in all_rules if c.startswith(selector)}
+            if not matched:
+                raise ValueError(f"unknown rule selector `{selector}` (see `offlint rules`)")
+            out |= matched
+        return out
+
+    chosen = expand(select) if select else set(all_rules)
+    chosen |= expand(extend_select)
+    chosen -= expand(ignore)
+    return chosen

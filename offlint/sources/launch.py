@@ -1,0 +1,145 @@
+"""Launch commands: one argv (from a shell script or a YAML card) becomes one unit.
+
+A command that runs a Bridge entry point (`run_recipe.py`, `train.sh`, ...) or carries Hydra overrides is a
+Hydra unit: its base is the named recipe (linked later by `api` when the recipe is in the linted tree), then
+`--config-file` YAML, then the overrides. A command that runs `pretrain_*.py` or carries Megatron-LM flags is
+a Megatron-LM unit, whose unset keys take argparse defaults. The launch environment is the last layer
+(a shell value beats `cfg.env_vars`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from offlint.sources import hydra, mlm_flags
+from offlint.types import Assignment, Defaults, Layer, Location, Source, Unit, UnitKind, Unknown
+
+HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_script.py")
+PYTHON_LAUNCHERS = ("python", "python3", "torchrun", "uv", "srun", "mpirun", "deepspeed", "accelerate")
+
+
+@dataclass(frozen=True)
+class Arg:
+    value: str | None
+    location: Location
+    text: str = ""
+    unknown: str = ""
+    conditional: str = ""
+
+
+@dataclass(frozen=True)
+class EnvArg:
+    name: str
+    value: str | None
+    location: Location
+    unknown: str = ""
+
+
+class CommandProblem(ValueError):
+    """An override the launch tool itself will refuse (Hydra syntax error)."""
+
+
+def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool) -> Unit | None:
+    """Return the unit for a training launch command, or None when the command is not one."""
+    values = [a.value for a in argv]
+    script_index = _script_index(values)
+    if script_index is None:
+        return None
+    script = posixpath.basename(values[script_index] or "")
+    rest = argv[script_index + 1:]
+    name = f"{script} at line {location.line}"
+    if script.startswith("pretrain_") or any(a.value and mlm_flags.is_mlm_flag(a.value) for a in rest):
+        if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
+            return _mlm_unit(name, rest, env, location)
+    if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
+        return _hydra_unit(name, rest, env, location, env_known)
+    return None
+
+
+def _script_index(values: list[str | None]) -> int | None:
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        base = posixpath.basename(value)
+        if base.endswith(".py") or base in HYDRA_ENTRY_POINTS:
+            return i
+    return None
+
+
+def _unknown(arg: Arg) -> Unknown:
+    return Unknown(arg.unknown or f"`{arg.text}` cannot be resolved statically")
+
+
+def _env_layer(env: dict[str, EnvArg]) -> Layer:
+    layer = Layer("environment")
+    for setting in env.values():
+        value = setting.value if setting.value is not None else Unknown(setting.unknown or "not resolvable")
+        layer.assignments.append(Assignment(f"env.{setting.name}", value, setting.location, Source.ENV,
+                                            setting.value or ""))
+    return layer
+
+
+def _mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location) -> Unit:
+    values, _problems = mlm_flags.read_flags([a.value for a in args])
+    layer = Layer("command line")
+    for flag in values:
+        arg = args[flag.flag_index]
+        value = flag.value
+        if value is None:
+            source_arg = args[min(flag.flag_index + 1, len(args) - 1)]
+            value = _unknown(source_arg if source_arg.value is None else arg)
+        layer.assignments.append(Assignment(flag.key, value, arg.location, Source.MLM, flag.text))
+    return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
+                defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
+                launches_training=True, env_known=True)
+
+
+def _hydra_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool) -> Unit:
+    layer = Layer("command line")
+    recipe = ""
+    config_files: list[tuple[str, Location]] = []
+    i = 0
+    problems: list[tuple[Location, str]] = []  # Hydra refuses these at launch: reported as file errors
+    while i < len(args):
+        arg = args[i]
+        value = arg.value
+        if value in ("--recipe", "--config-file", "--config_file") and i + 1 < len(args):
+            target = args[i + 1]
+            if value == "--recipe":
+                recipe = target.value or ""
+            elif target.value:
+                config_files.append((target.value, target.location))
+            i += 2
+            continue
+        if value and value.startswith("--recipe="):
+            recipe = value.split("=", 1)[1]
+        elif value and value.startswith("--config-file="):
+            config_files.append((value.split("=", 1)[1], arg.location))
+        elif value is None and "=" in arg.text and not arg.text.startswith("-"):
+            key = hydra.canonical_key(arg.text.split("=", 1)[0].lstrip("+~"))
+            layer.assignments.append(Assignment(key, _unknown(arg), arg.location, Source.HYDRA, arg.text))
+        elif value and hydra.looks_like_override(value):
+            try:
+                for override in hydra.parse_override(value):
+                    layer.assignments.append(Assignment(override.key, override.value, arg.location, Source.HYDRA,
+                                                        override.text, (), override.op))
+            except hydra.OverrideError as exc:
+                problems.append((arg.location, str(exc)))
+        i += 1
+    # With a recipe, unset variables may come from its cfg.env_vars: known only once the recipe is linked.
+    env_known = env_known and not recipe
+    unit = Unit(name=name + (f" (--recipe {recipe})" if recipe else ""), kind=UnitKind.COMMAND, location=location,
+                layers=[layer, _env_layer(env)], launches_training=True, env_known=env_known)
+    reason = (f"set by recipe `{recipe}`, which is not in the linted files" if recipe
+              else "set by the recipe this command runs")
+    unit.unknown_sections = {s: reason for s in ("model", "optimizer", "ddp")}
+    if not env_known:
+        unit.unknown_sections["env"] = "the launch environment may come from the recipe's env_vars"
+    else:
+        unit.default_sections = frozenset({"env"})
+    unit.recipe = recipe
+    unit.config_files = config_files
+    if problems:
+        raise CommandProblem("; ".join(f"line {loc.line}: {msg}" for loc, msg in problems))
+    return unit

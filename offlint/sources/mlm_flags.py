@@ -1,0 +1,111 @@
+"""Megatron-LM argparse flags (`pretrain_gpt.py --cpu-offloading-num-layers 4 ...`) as canonical assignments.
+
+Applies the CLI's own rewrites (constraints.md): CLI-6 `--cpu-offloading-num-layers N>0` turns
+`cpu_offloading` on; CLI-7 `--recompute-activations` means selective recompute; `--use-distributed-optimizer`
+and `--bf16`/`--fp16` reach both the model and the optimizer config. Unset flags take argparse defaults,
+which `resolve` supplies (CLI-3: the offload fraction defaults to 1.0 there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offlint.keys import KEYS
+
+# flag -> canonical key, from the registry
+FLAG_KEYS = {k.flag: k for k in KEYS.values() if k.flag}
+# store_true flags that set more than their own key, or whose name differs from the key
+SWITCHES: dict[str, list[tuple[str, object]]] = {
+    "--recompute-activations": [("model.recompute_granularity", "selective")],
+    "--use-distributed-optimizer": [("optimizer.use_distributed_optimizer", True),
+                                    ("ddp.use_distributed_optimizer", True)],
+    "--bf16": [("model.bf16", True), ("optimizer.bf16", True)],
+    "--fp16": [("model.fp16", True), ("optimizer.fp16", True)],
+    "--no-pin-cpu-grads": [("optimizer.pin_cpu_grads", False)],
+    "--no-pin-cpu-params": [("optimizer.pin_cpu_params", False)],
+}
+LIST_TYPES = ("list", "str|list")
+
+
+@dataclass(frozen=True)
+class FlagValue:
+    key: str
+    value: object
+    flag_index: int  # index of the flag token in the argument list (for positions)
+    text: str
+
+
+def is_mlm_flag(token: str) -> bool:
+    name = token.split("=", 1)[0]
+    return name in FLAG_KEYS or name in SWITCHES
+
+
+def read_flags(tokens: list[str | None]) -> tuple[list[FlagValue], list[str]]:
+    """Read flags from argument tokens (None = unresolvable word). Returns values and problems."""
+    out: list[FlagValue] = []
+    problems: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token is None or not token.startswith("--"):
+            i += 1
+            continue
+        name, eq, inline = token.partition("=")
+        if name in SWITCHES:
+            out.extend(FlagValue(k, v, i, name) for k, v in SWITCHES[name])
+            i += 1
+            continue
+        info = FLAG_KEYS.get(name)
+        if info is None:
+            i += 1 if eq or i + 1 >= len(tokens) or _is_flag(tokens[i + 1]) else 2
+            continue
+        if info.type == "bool":
+            out.append(FlagValue(info.name, True, i, name))
+            i += 1
+            continue
+        if info.type in LIST_TYPES:
+            values = [inline] if eq else []
+            j = i + 1
+            while not eq and j < len(tokens) and not _is_flag(tokens[j]):
+                values.append(tokens[j])
+                j += 1
+            value = None if any(v is None for v in values) else values
+            out.append(FlagValue(info.name, value, i, " ".join(str(v) for v in values)))
+            i = j if not eq else i + 1
+            continue
+        raw = inline if eq else (tokens[i + 1] if i + 1 < len(tokens) else None)
+        i += 1 if eq else 2
+        if raw is None:
+            out.append(FlagValue(info.name, None, i, ""))
+            continue
+        try:
+            value = _convert(raw, info.type)
+        except ValueError:
+            problems.append(f"{name} expects {info.type}, got {raw!r} (argparse will refuse it)")
+            continue
+        out.append(FlagValue(info.name, value, i - (1 if eq else 2), raw))
+        if name == "--cpu-offloading-num-layers" and isinstance(value, int) and value > 0:
+            out.append(FlagValue("model.cpu_offloading", True, i - (1 if eq else 2), f"{name} {raw}"))
+    return out, problems
+
+
+def _is_flag(token: str | None) -> bool:
+    return token is not None and token.startswith("-") and len(token) > 1 and not _is_number(token)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _convert(raw: str, type_: str):
+    if type_ == "int":
+        return int(raw)
+    if type_ == "float":
+        return float(raw)
+    if type_ == "dtype":
+        return f"torch.{raw}" if not raw.startswith("torch.") else raw
+    return raw

@@ -1,0 +1,133 @@
+"""YAML: nested override files (`model: {cpu_offloading: true}`) and cards whose strings hold launch commands.
+
+Values are built with PyYAML's safe constructor, the YAML 1.1 reading OmegaConf uses (`yes` is True, `None`
+is the string 'None', `~`/`null` are None). Every key keeps its line and column; a key repeated in one
+mapping is kept twice so OFL004 can see it (PyYAML and OmegaConf keep the last one silently).
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from offlint.sources.hydra import canonical_key
+from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind
+
+OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "env_vars")
+_COMMAND_HINT = re.compile(r"run_recipe\.py|train\.sh|pretrain_\w+\.py|torchrun|setup_experiment\.py|"
+                           r"run_script\.py|torch\.distributed\.run")
+
+
+class YamlError(ValueError):
+    pass
+
+
+def compose(text: str):
+    """All documents' root nodes (line marks kept); raises YamlError with a one-line message."""
+    try:
+        return [node for node in yaml.compose_all(text, Loader=yaml.SafeLoader) if node is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise YamlError(f"invalid YAML: {where}{problem}") from None
+
+
+def construct(node) -> object:
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def is_override_file(roots) -> bool:
+    return any(
+        isinstance(root, yaml.MappingNode) and any(
+            isinstance(k, yaml.ScalarNode) and k.value in ("model", "optimizer", "ddp")
+            and isinstance(v, yaml.MappingNode) for k, v in root.value)
+        for root in roots)
+
+
+def override_unit(path: str, roots) -> Unit:
+    """A YAML override file: one unit whose unset keys come from the recipe it is merged into (unknown)."""
+    layer = Layer("yaml")
+    for root in roots:
+        if isinstance(root, yaml.MappingNode):
+            _walk(root, "", path, layer)
+    first = layer.assignments[0].location if layer.assignments else Location(path, 1, 1)
+    reason = "set by the recipe this YAML file overrides"
+    return Unit(name=path, kind=UnitKind.YAML, location=Location(path, 1, 1) if not layer.assignments else first,
+                layers=[layer], unknown_sections={s: reason for s in ("model", "optimizer", "ddp", "env")})
+
+
+def yaml_layer(path: str, roots) -> Layer:
+    """The assignments of an override file as a layer, for a command that passes it with --config-file."""
+    layer = Layer("yaml")
+    for root in roots:
+        if isinstance(root, yaml.MappingNode):
+            _walk(root, "", path, layer)
+    return layer
+
+
+def _walk(node: yaml.MappingNode, prefix: str, path: str, layer: Layer) -> None:
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            continue
+        key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+        if isinstance(value_node, yaml.MappingNode) and (not prefix and key_node.value in OVERRIDE_SECTIONS):
+            _walk(value_node, key, path, layer)
+            continue
+        if not prefix:
+            continue  # top-level keys outside the modelled sections (train:, dataset:, ...)
+        location = Location(path, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+        try:
+            value = construct(value_node)
+        except yaml.YAMLError as exc:
+            raise YamlError(f"invalid YAML value at line {location.line}: {exc}") from None
+        text = value_node.value if isinstance(value_node, yaml.ScalarNode) else _flow_text(value_node)
+        layer.assignments.append(Assignment(canonical_key(key), value, location, Source.YAML, str(text)))
+
+
+def _flow_text(node) -> str:
+    if isinstance(node, yaml.SequenceNode):
+        return "[" + ", ".join(_flow_text(n) for n in node.value) + "]"
+    if isinstance(node, yaml.ScalarNode):
+        return str(node.value)
+    return "{...}"
+
+
+def command_strings(roots, source_lines: list[str]):
+    """Yield (shell_text, first_line) for every string scalar that holds a launch command.
+
+    The shell text keeps the scalar's original lines and columns; a folded or plain scalar's line breaks
+    become backslash continuations so the whole scalar reads as one command, as YAML folds it.
+    """
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(v for _, v in reversed(node.value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed(node.value))
+        elif isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and _COMMAND_HINT.search(node.value):
+            yield _shell_text(node, source_lines)
+
+
+def _shell_text(node: yaml.ScalarNode, lines: list[str]) -> tuple[str, int]:
+    start, end = node.start_mark, node.end_mark
+    if node.style in (">", "|"):
+        first = start.line + 1  # the content starts on the line after the indicator
+        body = lines[first:end.line + (1 if end.column else 0)]
+        if node.style == ">":
+            body = [line + " \\" if line.strip() else line for line in body]
+        return "\n".join(body), first + 1
+    if start.line == end.line:
+        raw = lines[start.line][start.column:end.column]
+        if node.style in ('"', "'"):
+            raw = " " + raw[1:-1] + " "
+        return " " * start.column + raw, start.line + 1
+    body = [" " * start.column + lines[start.line][start.column:]] + lines[start.line + 1:end.line + 1]
+    body = [line.replace('"', " ") if node.style == '"' else line for line in body]
+    return "\n".join(line + " \\" for line in body), start.line + 1

@@ -1,0 +1,168 @@
+"""The data types every stage shares: where things are, what was assigned, what a unit resolved to, and findings.
+
+Data flows one way: sources produce `Assignment`s grouped in `Unit`s, the resolver turns a unit into a
+`ResolvedUnit` of three-valued `Value`s, rules turn resolved units into `Finding`s, reporters print findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """A place in a file; line and column are 1-based, as editors and ruff print them."""
+
+    path: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A value offlint cannot resolve statically; `reason` says why, for messages and --strict."""
+
+    reason: str
+
+    def __repr__(self) -> str:
+        return f"<unknown: {self.reason}>"
+
+
+class Source(str, Enum):
+    """How a value was written. Rules about spelling (OFL0xx) depend on it."""
+
+    PYTHON = "python"
+    YAML = "yaml"
+    HYDRA = "hydra"  # a Hydra override token on a command line
+    MLM = "mlm"  # a Megatron-LM argparse flag
+    PERF = "perf"  # a scripts/performance convenience flag
+    ENV = "env"  # a shell export / VAR=value prefix / cfg.env_vars entry
+    DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One key set to one value at one place.
+
+    `value` is what the consumer (megatron-core, Hydra, OmegaConf, argparse) will see, or `Unknown`.
+    `text` is the value as written, for messages. `via` is the provenance chain, outermost first
+    (for example ("cfg.model", "_pretrain_common()")).
+    """
+
+    key: str
+    value: object
+    location: Location
+    source: Source
+    text: str = ""
+    via: tuple[str, ...] = ()
+    op: str = "set"  # "set", "add" (+key), "force" (++key), "delete" (~key)
+
+
+@dataclass
+class Layer:
+    """A group of assignments that apply together; later layers beat earlier ones within a unit."""
+
+    name: str  # "recipe", "yaml", "command line", "environment", ...
+    assignments: list[Assignment] = field(default_factory=list)
+    # What unset keys of a section mean in this layer's base: "default" (the section was constructed here,
+    # dataclass or argparse defaults apply) or an Unknown (inherited from something offlint did not follow).
+    base: dict[str, object] = field(default_factory=dict)
+
+
+class UnitKind(str, Enum):
+    RECIPE = "recipe"  # a Python function (or module body) that builds configs
+    YAML = "yaml"  # a YAML override file
+    COMMAND = "command"  # a launch command (shell script, card, Hydra overrides or Megatron-LM flags)
+
+
+class Defaults(str, Enum):
+    """Which defaults apply to keys a unit leaves unset."""
+
+    MCORE = "mcore"  # megatron-core / Bridge dataclass defaults
+    MLM_CLI = "mlm-cli"  # Megatron-LM argparse defaults (pretrain_gpt.py flags)
+
+
+@dataclass
+class Unit:
+    """Something that launches or builds one configuration: a recipe, a YAML file, a command."""
+
+    name: str
+    kind: UnitKind
+    location: Location
+    layers: list[Layer] = field(default_factory=list)
+    defaults: Defaults = Defaults.MCORE
+    # Sections whose unset keys take defaults; any other section's unset keys are unknown.
+    default_sections: frozenset[str] = frozenset()
+    # Why the remaining sections are unknown (for messages): section -> reason.
+    unknown_sections: dict[str, str] = field(default_factory=dict)
+    launches_training: bool = False  # OFL301 applies to units that start training
+    env_known: bool = False  # the unit defines its launch environment (exports, cfg.env_vars literal)
+    recipe: str = ""  # a launch command's `--recipe NAME`, linked to a recipe unit of the linted tree
+    config_files: list[tuple[str, Location]] = field(default_factory=list)  # `--config-file X.yaml`
+
+    def all_assignments(self) -> list[Assignment]:
+        return [a for layer in self.layers for a in layer.assignments]
+
+
+@dataclass(frozen=True)
+class Value:
+    """A key's effective value in a unit: known, default, or unknown (rules.md: values are three-valued)."""
+
+    key: str
+    state: str  # "known" | "default" | "unknown"
+    value: object = None  # the value when known or default; an Unknown when unknown
+    assignment: Assignment | None = None  # where it was set (None for defaults)
+
+    @property
+    def is_unknown(self) -> bool:
+        return self.state == "unknown"
+
+
+class Severity(str, Enum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class Related:
+    """Another value that took part in a finding, with the chain it came through."""
+
+    location: Location
+    note: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    slug: str
+    severity: Severity
+    message: str
+    location: Location
+    unit: str = ""
+    related: tuple[Related, ...] = ()
+    fix: str = ""
+    possible: bool = False  # --strict: the verdict depends on unknown values
+    url: str = ""
+
+    def sort_key(self) -> tuple:
+        return (self.location.path, self.location.line, self.location.col, self.code, self.message)
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A file offlint could not read or parse; reported as one line, exit code 2."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"

@@ -1,0 +1,105 @@
+"""megatron-core versions: parsing `0.16.1`/`0.16`/`0.20.0rc1`, range checks, and detection (rules.md order)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+NEWEST_KNOWN = "0.20.0"
+
+_VERSION = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.\-+]?(?:rc|a|b|dev|post)\S*)?\s*$")
+
+
+class VersionError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, order=True)
+class Version:
+    major: int
+    minor: int
+    patch: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+
+def parse_version(text: str) -> Version:
+    match = _VERSION.match(str(text))
+    if not match:
+        raise VersionError(f"not a megatron-core version: {text!r} (expected something like 0.16.1 or 0.20)")
+    major, minor, patch = (int(g) if g else 0 for g in match.groups())
+    return Version(major, minor, patch)
+
+
+def in_range(version: Version, spec: str) -> bool:
+    """`spec` is "all", or comma-separated comparisons such as ">=0.16" or ">=0.16,<0.19"."""
+    spec = (spec or "all").strip()
+    if spec in ("all", "*", ""):
+        return True
+    for part in spec.split(","):
+        part = part.strip()
+        op = re.match(r"^(>=|<=|==|>|<)", part)
+        if not op:
+            raise VersionError(f"bad version range {spec!r}")
+        bound = parse_version(part[op.end():])
+        ok = {
+            ">=": version >= bound, "<=": version <= bound, "==": version == bound,
+            ">": version > bound, "<": version < bound,
+        }[op.group(1)]
+        if not ok:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class DetectedVersion:
+    version: Version
+    origin: str  # where it came from, for the output ("--mcore-version", "pyproject.toml", ...)
+
+
+def version_from_package_info(path: Path) -> Version | None:
+    """Read MAJOR/MINOR/PATCH from a megatron/core/package_info.py without importing it."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    values: dict[str, int] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, int):
+                values[node.targets[0].id] = node.value.value
+    if "MAJOR" in values and "MINOR" in values:
+        return Version(values["MAJOR"], values["MINOR"], values.get("PATCH", 0))
+    return None
+
+
+def detect_version(cli: str | None, configured: str | None, root: Path | None) -> DetectedVersion:
+    """rules.md order: --mcore-version, [tool.offlint], the repo's 3rdparty pin, the installed package, newest."""
+    if cli:
+        return DetectedVersion(parse_version(cli), "--mcore-version")
+    if configured:
+        return DetectedVersion(parse_version(configured), "[tool.offlint] megatron-core-version")
+    if root is not None:
+        info = root / "3rdparty" / "Megatron-LM" / "megatron" / "core" / "package_info.py"
+        found = version_from_package_info(info)
+        if found:
+            return DetectedVersion(found, str(info))
+    installed = _installed_version()
+    if installed:
+        return DetectedVersion(installed, "installed megatron-core")
+    return DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
+
+
+def _installed_version() -> Version | None:
+    # Read the distribution metadata only: importing megatron.core would be slow and run its code.
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        return parse_version(version("megatron-core"))
+    except (PackageNotFoundError, VersionError):
+        return None
