@@ -39,8 +39,10 @@ def _checks(rule: Rule, version: Version) -> list[Check]:
 
 def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding]:
     out = []
+    unit = resolved.unit
+    names = {"launches_training": unit.launches_training, "unit_kind": unit.kind.value}
     for check in _checks(rule, resolved.version):
-        scope = Scope(resolved.get, resolved.version)
+        scope = Scope(resolved.get, resolved.version, names=dict(names))
         verdict = truth(evaluate(check.condition, scope))
         if verdict is True:
             out.append(_finding(rule, check, resolved, scope, possible=False))

@@ -1,0 +1,1019 @@
+"""Read a bash launch script into the commands it runs, each argument expanded as far as is statically known.
+
+offlint never executes what it lints, so this module plays the shell on paper: tree-sitter-bash gives the
+syntax, and a small interpreter tracks variables, arrays, exports and quoting well enough to recover the argv
+of `torchrun ... key=value` lines built through arrays, string variables and `bash -c` payloads. Where bash
+would need runtime information (command output, positional parameters, loop variables, `read`), a word's
+value is None with a short reason instead of a guess.
+
+Positions: every Word points into the original script. Words from arrays point at the element inside the
+array literal; words of `bash -c` / `eval` payloads point at the character they came from, because each
+expanded character carries its origin (so `CMD="python x.py"; bash -c "$CMD"` points at the `CMD=` line).
+Simplifications, all on the cautious side: pipelines run in the current shell; `a && X=1` makes X
+conditional but does not mark the command words; for/while bodies are read once, as a branch that may not
+run; functions are read at each call, and uncalled ones at the end, with the variables of their definition.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, replace
+
+Pos = tuple[int, int]
+_IFS = " \t\n"
+_SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
+_MAX_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Word:
+    value: str | None
+    line: int
+    col: int
+    text: str
+    unknown: str = ""
+    conditional: str = ""
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    name: str
+    value: str | None
+    line: int
+    col: int
+    unknown: str = ""
+    conditional: str = ""
+
+
+@dataclass
+class Command:
+    argv: list[Word]
+    env: dict[str, EnvSetting]
+    line: int
+    col: int
+
+
+@dataclass
+class ShellScript:
+    commands: list[Command]
+    errors: list[str]
+
+
+def parse_shell(text: str) -> ShellScript:
+    """Read `text` as bash; never raises (problems go to `errors`, the rest is still returned)."""
+    out = ShellScript([], [])
+    try:
+        if not isinstance(text, str):
+            text = bytes(text).decode("utf-8", "replace")
+        org, line, col = [], 1, 1
+        for ch in text:
+            org.append((line, col))
+            line, col = (line + 1, 1) if ch == "\n" else (line, col + 1)
+        org.append((line, col))
+        st = _State(out)
+        _Walker(st, text, org, 0, "").run()
+        st.finish()
+    except Exception as exc:  # the linter must survive any script; report instead of crashing
+        out.errors.append(f"line 1: could not read the script ({type(exc).__name__}: {exc})")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- internals
+
+
+@dataclass(frozen=True)
+class _Field:
+    """A Word plus the origin of each character of its value, so payloads can be re-parsed with positions."""
+
+    value: str | None
+    org: tuple[Pos, ...]
+    line: int
+    col: int
+    text: str
+    unknown: str = ""
+    cond: str = ""
+
+    def word(self) -> Word:
+        return Word(self.value, self.line, self.col, self.text, self.unknown, self.cond)
+
+
+@dataclass(frozen=True)
+class _Var:
+    """A shell variable: scalar `s` or array `arr`, or unknown with a reason; `unset` = exported by name only."""
+
+    s: str | None = None
+    org: tuple[Pos, ...] = ()
+    arr: tuple[_Field, ...] | None = None
+    unknown: str = ""
+    cond: str = ""
+    lines: tuple[int, ...] = ()
+    pos: Pos = (1, 1)
+    exported: bool = False
+    unset: bool = False
+
+
+class _P:
+    """One piece of an expanding word: text (split or not), an unknown, or a break between array elements."""
+
+    __slots__ = ("text", "org", "split", "quoted", "unk", "brk", "elem", "cond")
+
+    def __init__(self, text="", org=(), split=False, quoted=False, unk="", brk=False, elem=None, cond=""):
+        self.text, self.org, self.split, self.quoted = text, org, split, quoted
+        self.unk, self.brk, self.elem, self.cond = unk, brk, elem, cond
+
+
+class _Acc:
+    """The field being built during word splitting; remembers whether it came from a single array element."""
+
+    def __init__(self):
+        self.ch, self.org, self.on, self.unk, self.cond, self.src, self.elem = [], [], False, "", "", set(), None
+
+    def note(self, p: _P) -> None:
+        self.on = True
+        self.src.add(id(p.elem) if p.elem is not None else 0)
+        self.elem = p.elem or self.elem
+        self.cond = self.cond or p.cond
+
+    def add(self, p: _P, i: int, j: int) -> None:
+        if i < j or p.elem is not None:
+            self.note(p)
+        self.on = self.on or p.quoted
+        self.ch.append(p.text[i:j])
+        self.org.extend(p.org[i:j])
+
+    def field(self, line: int, col: int, text: str, ctx: str) -> _Field:
+        e = self.elem if self.elem is not None and self.src == {id(self.elem)} else None
+        if e is not None:
+            line, col, text = e.line, e.col, e.text
+        cond = ctx or self.cond
+        if self.unk:
+            return _Field(None, (), line, col, text, self.unk, cond)
+        return _Field("".join(self.ch), tuple(self.org), line, col, text, "", cond)
+
+
+def _split(pieces: list[_P], line: int, col: int, text: str, ctx: str) -> list[_Field]:
+    """Field splitting: unquoted expansion text splits on whitespace, array elements start new fields."""
+    out: list[_Field] = []
+    acc = _Acc()
+    for p in pieces:
+        if p.brk:
+            if acc.on:
+                out.append(acc.field(line, col, text, ctx))
+            acc = _Acc()
+        elif p.unk:
+            acc.note(p)
+            acc.unk = acc.unk or p.unk
+        elif not p.split:
+            acc.add(p, 0, len(p.text))
+        else:
+            start = 0
+            for i, c in enumerate(p.text + " "):
+                if c in _IFS:
+                    if i > start:
+                        acc.add(p, start, i)
+                    if acc.on and i < len(p.text):
+                        out.append(acc.field(line, col, text, ctx))
+                        acc = _Acc()
+                    start = i + 1
+    if acc.on:
+        out.append(acc.field(line, col, text, ctx))
+    return out
+
+
+def _join(pieces: list[_P], pos: Pos) -> tuple[str | None, list[Pos], str, str]:
+    """Concatenate pieces without splitting (assignment values, patterns): (text, origins, unknown, cond)."""
+    txt: list[str] = []
+    org: list[Pos] = []
+    cond = ""
+    for p in pieces:
+        if p.unk:
+            return None, [], p.unk, p.cond or cond
+        if p.brk:
+            txt.append(" ")
+            org.append(org[-1] if org else pos)
+        txt.append(p.text)
+        org.extend(p.org)
+        cond = cond or p.cond
+    return "".join(txt), org, "", cond
+
+
+def _same(a: _Var, b: _Var) -> bool:
+    va = None if a.arr is None else [f.value for f in a.arr]
+    vb = None if b.arr is None else [f.value for f in b.arr]
+    return (a.s, a.unknown, a.unset, va) == (b.s, b.unknown, b.unset, vb)
+
+
+def _merge(before: dict, paths: list[dict], label: str) -> dict:
+    """Join the variables of alternative paths: agreeing values stay, arrays keep conditional appends."""
+    out = {}
+    for name in dict.fromkeys(n for p in paths for n in p):
+        vals = [p.get(name) for p in paths]
+        if all(v is vals[0] for v in vals):
+            out[name] = vals[0]
+            continue
+        setv = [v for v in vals if v is not None and not v.unset]
+        exported = any(v is not None and v.exported for v in vals)
+        if not setv:
+            out[name] = replace(next(v for v in vals if v is not None), exported=exported)
+            continue
+        maybe_unset = len(setv) < len(vals)
+        varies_export = len({v is not None and v.exported for v in vals}) > 1
+        base = before.get(name)
+        if all(_same(v, setv[0]) for v in setv):
+            pick = next((v for v in setv if v is not base), setv[0])
+            cond = pick.cond or (label if maybe_unset or varies_export else "")
+            out[name] = replace(pick, cond=cond, exported=exported)
+            continue
+        b = base.arr if base is not None and base.arr is not None else ()
+        if all(v.arr is not None and all(x is y for x, y in zip(v.arr, b)) and len(v.arr) >= len(b) for v in setv):
+            extra = {id(f): f if f.cond else replace(f, cond=label) for v in setv for f in v.arr[len(b):]}
+            last = setv[-1]
+            out[name] = replace(last, arr=b + tuple(extra.values()), exported=exported,
+                                cond=label if maybe_unset else "")
+            continue
+        lines = sorted({ln for v in setv for ln in v.lines})
+        out[name] = _Var(unknown=f"assigned differently on some paths (lines {', '.join(map(str, lines))})",
+                         lines=tuple(lines), pos=setv[-1].pos, exported=exported, cond=label if maybe_unset else "")
+    return out
+
+
+def _special_reason(name: str) -> str:
+    if name == "0":
+        return "script name $0"
+    if name.isdigit():
+        return f"positional parameter ${name}"
+    if name in ("@", "*"):
+        return f"positional parameters ${name}"
+    if name == "#":
+        return "argument count $#"
+    if name in ("?", "$", "!", "-", "_"):
+        return f"special parameter ${name}"
+    return ""
+
+
+def _shell_c_payload(fields: list[_Field]) -> int | None:
+    """Index of the script string in `... bash [-flags]c SCRIPT`, or None; the first shell word decides."""
+    for i, f in enumerate(fields):
+        if f.value is None or f.value.rsplit("/", 1)[-1] not in _SHELLS:
+            continue
+        j, has_c = i + 1, False
+        while j < len(fields) and fields[j].value is not None:
+            v = fields[j].value
+            if v in ("-o", "+o", "-O", "+O"):
+                j += 2
+            elif len(v) > 1 and v[0] in "-+" and not v.startswith("--"):
+                has_c = has_c or (v[0] == "-" and "c" in v)
+                j += 1
+            elif v.startswith("--") and v != "--":
+                j += 1
+            else:
+                break
+        return j if has_c and j < len(fields) and fields[j].value is not None else None
+    return None
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _int(text: str) -> int:
+    t = text.strip()
+    try:
+        return int(t, 16) if t.lower().startswith(("0x", "-0x")) else int(t, 10)
+    except ValueError:
+        raise _Unknown(f"not an integer: {t!r}") from None
+
+
+_BINOPS = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "**": lambda a, b: a**b if b >= 0 else 0, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+    "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b), "<=": lambda a, b: int(a <= b),
+    ">=": lambda a, b: int(a >= b), "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
+    "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
+    "&&": lambda a, b: int(bool(a and b)), "||": lambda a, b: int(bool(a or b)),
+}
+
+
+def _divmod0(a: int, b: int) -> tuple[int, int]:
+    """C-style division (truncating toward zero), as bash does."""
+    if b == 0:
+        raise _Unknown("division by zero")
+    q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+    return q, a - b * q
+
+
+_LANG = None
+
+
+def _tree(data: bytes):
+    global _LANG
+    from tree_sitter import Language, Parser
+
+    if _LANG is None:
+        import tree_sitter_bash
+
+        _LANG = Language(tree_sitter_bash.language())
+    return Parser(_LANG).parse(data)
+
+
+class _State:
+    """What one shell process knows: variables, functions, and where it writes commands."""
+
+    def __init__(self, out: ShellScript):
+        self.out, self.env, self.ctx = out, {}, ""
+        self.funcs: dict[str, tuple] = {}
+        self.called: set[str] = set()
+        self.calling: set[str] = set()
+        self.locals: list[dict] = []
+        self.hidden: set[str] = set()
+
+    def finish(self) -> None:
+        """Functions never called still hold commands worth linting: read them with their definition's view."""
+        for name, (walker, body, env, line) in list(self.funcs.items()):
+            if name not in self.called:
+                self.called.add(name)
+                self.env, self.ctx = dict(env), f"inside function {name} at line {line}"
+                walker.stmt(body)
+
+
+class _Walker:
+    """Interprets one piece of source text (the script, a -c payload, an eval string) against a _State."""
+
+    def __init__(self, st: _State, text: str, org: list[Pos], depth: int, label: str):
+        self.st, self.text, self.org, self.depth, self.label = st, text, org, depth, label
+        self.data = text.encode("utf-8", "surrogatepass")
+        self.b2c = None
+        if not text.isascii():
+            self.b2c = []
+            for i, ch in enumerate(text):
+                self.b2c.extend([i] * len(ch.encode("utf-8", "surrogatepass")))
+            self.b2c.append(len(text))
+        self.tok = 0
+        self.at = False
+
+    # -- positions ----------------------------------------------------------------------------------
+    def ci(self, b: int) -> int:
+        if self.b2c is None:
+            return min(b, len(self.text))
+        return self.b2c[min(b, len(self.b2c) - 1)]
+
+    def pos(self, b: int) -> Pos:
+        return self.org[min(self.ci(b), len(self.org) - 1)]
+
+    def raw(self, n) -> str:
+        return self.text[self.ci(n.start_byte) : self.ci(n.end_byte)]
+
+    def run(self) -> None:
+        root = _tree(self.data).root_node
+        if root.has_error:
+            self.errors(root)
+        self.stmt(root)
+
+    def errors(self, n) -> None:
+        if n.is_missing:
+            self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}missing {n.type!r}")
+        elif n.type == "ERROR":
+            snippet = self.raw(n).split("\n", 1)[0][:40]
+            self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}syntax error near {snippet!r}")
+        elif n.has_error:
+            for c in n.children:
+                self.errors(c)
+
+    # -- statements ---------------------------------------------------------------------------------
+    def stmt(self, n) -> None:
+        t = n.type
+        if t == "command":
+            self.command(n)
+        elif t == "variable_assignment":
+            self.assign(n)
+        elif t == "declaration_command":
+            self.declare(n)
+        elif t == "unset_command":
+            for c in n.named_children:
+                if not self.raw(c).startswith("-"):
+                    self.st.env.pop(self.raw(c), None)
+        elif t == "redirected_statement":
+            body = n.child_by_field_name("body")
+            for c in ([body] if body else []) + [c for c in n.children if c.type == "heredoc_redirect"]:
+                self.stmt(c)
+        elif t == "heredoc_redirect":
+            for c in n.named_children:
+                if not c.type.startswith("heredoc_"):
+                    self.stmt(c)
+        elif t == "list":
+            self.list_(n)
+        elif t == "subshell":
+            self.subshell(n.named_children)
+        elif t == "if_statement":
+            self.if_(n)
+        elif t == "case_statement":
+            self.case(n)
+        elif t in ("for_statement", "c_style_for_statement", "while_statement"):
+            self.loop(n)
+        elif t == "function_definition":
+            name, body = n.child_by_field_name("name"), n.child_by_field_name("body")
+            if name is not None and body is not None:
+                self.st.funcs[self.raw(name)] = (self, body, dict(self.st.env), self.pos(n.start_byte)[0])
+        elif t not in ("comment", "test_command", "heredoc_body", "arithmetic_expansion"):
+            for c in n.named_children:
+                self.stmt(c)
+
+    def body(self, nodes) -> None:
+        for c in nodes:
+            self.stmt(c)
+
+    def subshell(self, nodes) -> None:
+        saved = self.st.env
+        self.st.env = dict(saved)
+        try:
+            self.body(nodes)
+        finally:
+            self.st.env = saved
+
+    def branches(self, bodies: list[list], default: bool, label: str, mark: bool = True) -> None:
+        """Read alternative paths from the same starting state, then merge what they assigned."""
+        before, ctx = self.st.env, self.st.ctx
+        results = []
+        for nodes in bodies:
+            self.st.env = dict(before)
+            self.st.ctx = label if mark else ctx
+            try:
+                self.body(nodes)
+            finally:
+                self.st.ctx = ctx
+            results.append(self.st.env)
+        if default or not results:
+            results.append(before)
+        self.st.env = _merge(before, results, label)
+
+    def list_(self, n) -> None:
+        op = None
+        for c in n.children:
+            if not c.is_named:
+                op = c.type
+            elif op in ("&&", "||"):
+                self.branches([[c]], True, f"after {op} at line {self.pos(c.start_byte)[0]}", mark=False)
+            elif c.type != "comment":
+                self.stmt(c)
+
+    def if_(self, n) -> None:
+        label = f"inside if at line {self.pos(n.start_byte)[0]}"
+        conds, body, bodies, has_else = [], [], [], False
+        seen_then = False
+        for c in n.children:
+            if c.type == "then":
+                seen_then = True
+            elif c.type in ("elif_clause", "else_clause"):
+                has_else = has_else or c.type == "else_clause"
+                bodies.append([x for x in c.named_children if x.type != "comment"])
+            elif c.is_named and c.type != "comment":
+                (body if seen_then else conds).append(c)
+        self.body(conds)
+        self.branches([body] + bodies, not has_else, label)
+
+    def case(self, n) -> None:
+        label = f"inside case at line {self.pos(n.start_byte)[0]}"
+        bodies, default = [], True
+        for item in (c for c in n.named_children if c.type == "case_item"):
+            stmts = []
+            for i, c in enumerate(item.children):
+                if item.field_name_for_child(i) == "value":
+                    default = default and self.raw(c) != "*"
+                elif c.is_named and c.type != "comment":
+                    stmts.append(c)
+            bodies.append(stmts)
+        self.branches(bodies, default, label)
+
+    def loop(self, n) -> None:
+        kind = "while" if n.type == "while_statement" else "for"
+        label = f"inside {kind} loop at line {self.pos(n.start_byte)[0]}"
+        var = n.child_by_field_name("variable") if n.type == "for_statement" else None
+        if var is not None:
+            self.set_unknown(self.raw(var), "loop variable", self.pos(var.start_byte))
+        if kind == "while":
+            self.body(n.children_by_field_name("condition"))
+        body = n.child_by_field_name("body")
+        self.branches([[body] if body is not None else []], True, label)
+
+    # -- assignments ----------------------------------------------------------------------------------
+    def set_var(self, name: str, var: _Var) -> None:
+        self.st.env[name] = var
+
+    def set_unknown(self, name: str, reason: str, pos: Pos) -> None:
+        old = self.st.env.get(name)
+        self.set_var(name, _Var(unknown=reason, lines=(pos[0],), pos=pos, exported=bool(old and old.exported)))
+
+    def scalar(self, val) -> tuple[str | None, list[Pos], str, str]:
+        if val is None:
+            return "", [], "", ""
+        self.tok = self.ci(val.start_byte)
+        return _join(self.exp(val, False), self.pos(val.start_byte))
+
+    def assign(self, n, export: bool = False) -> None:
+        name_n, val = n.child_by_field_name("name"), n.child_by_field_name("value")
+        if name_n is None:
+            return
+        pos, append = self.pos(n.start_byte), any(c.type == "+=" for c in n.children)
+        if name_n.type == "subscript":
+            return self.assign_elem(name_n, val, pos)
+        name = self.raw(name_n)
+        old = self.st.env.get(name)
+        old = None if old is not None and old.unset else old
+        exported = export or bool(self.st.env.get(name) and self.st.env[name].exported)
+        if val is not None and val.type == "array":
+            elems = [f for el in val.named_children if el.type != "comment" for f in self.token(el)]
+            base: tuple = ()
+            if append and old is not None:
+                if old.unknown:
+                    return self.set_var(name, replace(old, exported=exported, lines=(pos[0],), pos=pos))
+                base = old.arr if old.arr is not None else (_Field(old.s, old.org, *old.pos, old.s or ""),)
+            var = _Var(arr=base + tuple(elems), lines=(pos[0],), pos=pos, exported=exported)
+        else:
+            s, org, unk, cond = self.scalar(val)
+            if append and old is not None and not unk:
+                if old.unknown or old.arr is not None:
+                    s, unk = None, old.unknown or "appended to an array"
+                else:
+                    s, org = old.s + s, list(old.org) + org
+            var = _Var(s=None if unk else s, org=tuple(org), unknown=unk, cond=cond, lines=(pos[0],), pos=pos,
+                       exported=exported)
+        self.set_var(name, var)
+
+    def assign_elem(self, sub, val, pos: Pos) -> None:
+        name = self.raw(sub.child_by_field_name("name") or sub)
+        old = self.st.env.get(name)
+        try:
+            idx = self.arith(sub.child_by_field_name("index"))
+        except _Unknown:
+            idx = -1
+        if old is None or old.arr is None or not 0 <= idx <= len(old.arr) or val is None:
+            return self.set_unknown(name, f"element assignment {self.raw(sub)}=", pos)
+        s, org, unk, cond = self.scalar(val)
+        f = _Field(s, tuple(org), *self.pos(val.start_byte), self.raw(val), unk, cond or self.st.ctx)
+        arr = old.arr[:idx] + (f,) + old.arr[idx + 1 :]
+        self.set_var(name, replace(old, arr=arr, lines=(pos[0],), pos=pos))
+
+    def declare(self, n) -> None:
+        """export / declare / typeset / local / readonly: assignments, export flags, `local` scoping."""
+        kw, flags = n.children[0].type, ""
+        for c in n.children[1:]:
+            if c.type == "word" and self.raw(c)[:1] in "-+":
+                flags += self.raw(c)[1:] if self.raw(c)[0] == "-" else ""
+                if "f" in flags or "p" in flags:
+                    return
+                continue
+            export = kw == "export" and "n" not in flags or "x" in flags
+            name_n = c.child_by_field_name("name") if c.type == "variable_assignment" else c
+            name = self.raw(name_n.child_by_field_name("name") or name_n) if name_n is not None else ""
+            if not name:
+                continue
+            if kw == "local" and self.st.locals and name not in self.st.locals[-1]:
+                self.st.locals[-1][name] = self.st.env.get(name)
+            old = self.st.env.get(name)
+            if c.type == "variable_assignment":
+                self.assign(c, export)
+            elif kw == "export" and "n" in flags and old is not None:
+                self.set_var(name, replace(old, exported=False))
+            elif export:
+                self.set_var(name, replace(old, exported=True) if old is not None else _Var(
+                    unknown=f"${name} is exported but not set in this script", unset=True, exported=True,
+                    pos=self.pos(c.start_byte), lines=(self.pos(c.start_byte)[0],)))
+            elif ("a" in flags or "A" in flags) and old is None:
+                self.set_var(name, _Var(arr=(), pos=self.pos(c.start_byte), lines=(self.pos(c.start_byte)[0],)))
+
+    # -- commands -------------------------------------------------------------------------------------
+    def token(self, n) -> list[_Field]:
+        a = self.ci(n.start_byte)
+        self.tok = a
+        line, col = self.org[a]
+        return _split(self.exp(n, False), line, col, self.text[a : self.ci(n.end_byte)], self.st.ctx)
+
+    def setting(self, name: str, v: _Var) -> EnvSetting:
+        val = None if v.unknown or v.unset else v.s
+        return EnvSetting(name, val, v.pos[0], v.pos[1], v.unknown, v.cond)
+
+    def command(self, n) -> None:
+        prefix, toks = [], []
+        kids = n.children
+        for i, c in enumerate(kids):
+            if c.type == "variable_assignment":
+                prefix.append(c)
+            elif c.type == "command_name":
+                toks.extend(c.named_children or [c])
+            elif c.type.endswith("redirect") or c.type == "comment":
+                continue
+            elif not (c.type == "$" and i + 1 < len(kids) and kids[i + 1].start_byte == c.end_byte):
+                toks.append(c)  # (a `$` glued to "..." is bash's translated string; drop the `$`)
+        fields = [f for t in toks for f in self.token(t)]
+        penv: dict[str, _Var] = {}
+        for a in prefix:
+            name_n = a.child_by_field_name("name")
+            if name_n is None:
+                continue
+            s, org, unk, cond = self.scalar(a.child_by_field_name("value"))
+            p = self.pos(a.start_byte)
+            penv[self.raw(name_n)] = _Var(s=s, org=tuple(org), unknown=unk, cond=self.st.ctx or cond, pos=p,
+                                          lines=(p[0],), exported=True)
+        if not fields:
+            return
+        env = {k: self.setting(k, v) for k, v in self.st.env.items() if v.exported and v.arr is None}
+        env.update({k: self.setting(k, v) for k, v in penv.items()})
+        self.st.out.commands.append(Command([f.word() for f in fields], env, *self.pos(n.start_byte)))
+        self.builtin(fields)
+        self.payload(fields, penv)
+
+    def builtin(self, fields: list[_Field]) -> None:
+        """Builtins that change variables (read, mapfile, printf -v, getopts), eval, and function calls."""
+        name, args = fields[0].value, fields[1:]
+        vals = [f.value for f in args]
+        pos = (fields[0].line, fields[0].col)
+        if name in ("read", "mapfile", "readarray"):
+            takes = "adinNptu" if name == "read" else "dnOsuCc"
+            names, i = [], 0
+            while i < len(vals):
+                v = vals[i]
+                if v is not None and len(v) > 1 and v[0] == "-" and not names:
+                    if v[-1] in takes and i + 1 < len(vals) and vals[i + 1]:
+                        if name == "read" and v[-1] == "a":
+                            names.append(vals[i + 1])
+                        i += 1
+                elif v is not None:
+                    names.append(v)
+                i += 1
+            for v in names or ["REPLY" if name == "read" else "MAPFILE"]:
+                self.set_unknown(v, "set by read" if name == "read" else f"set by {name}", pos)
+        elif name == "printf" and len(vals) > 1 and vals[0] == "-v" and vals[1]:
+            self.set_unknown(vals[1], "set by printf -v", pos)
+        elif name == "getopts" and len(vals) > 1 and vals[1]:
+            self.set_unknown(vals[1], "set by getopts", pos)
+        elif name == "eval" and args and None not in vals and self.depth < _MAX_DEPTH:
+            text, org = "", []
+            for f in args:
+                if text:
+                    text += " "
+                    org.append(org[-1] if org else (f.line, f.col))
+                text += f.value
+                org.extend(f.org if len(f.org) == len(f.value) else [(f.line, f.col)] * len(f.value))
+            _Walker(self.st, text, org + [org[-1] if org else pos], self.depth + 1, "in eval: ").run()
+        if name in self.st.funcs and name not in self.st.calling:
+            walker, body = self.st.funcs[name][:2]
+            self.st.called.add(name)
+            self.st.calling.add(name)
+            self.st.locals.append({})
+            try:
+                walker.stmt(body)
+            finally:
+                self.st.calling.discard(name)
+                for k, v in self.st.locals.pop().items():
+                    if v is None:
+                        self.st.env.pop(k, None)
+                    else:
+                        self.st.env[k] = v
+
+    def payload(self, fields: list[_Field], penv: dict[str, _Var]) -> None:
+        """`bash -c SCRIPT` (also behind srun/docker/...): read SCRIPT as a child shell with the exported env."""
+        j = _shell_c_payload(fields)
+        if j is None or self.depth >= _MAX_DEPTH:
+            return
+        f = fields[j]
+        org = list(f.org) if len(f.org) == len(f.value) else [(f.line, f.col)] * len(f.value)
+        child = _State(self.st.out)
+        child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
+        child.env.update(penv)
+        child.ctx = self.st.ctx
+        child.hidden = {k for k, v in self.st.env.items() if not v.exported}
+        _Walker(child, f.value, org + [org[-1] if org else (f.line, f.col)], self.depth + 1,
+                "in shell -c payload: ").run()
+        child.finish()
+
+    # -- word expansion -------------------------------------------------------------------------------
+    def lit(self, a: int, b: int, q: bool) -> list[_P]:
+        """Literal source text with backslash escapes: unquoted (splittable) or inside double quotes."""
+        t, org, out = self.text, self.org, []
+        start = i = a
+        while i < b:
+            if t[i] == "\\" and i + 1 < b and (not q or t[i + 1] in '$`"\\\n'):
+                if i > start:
+                    out.append(_P(t[start:i], org[start:i], split=not q, quoted=q))
+                if t[i + 1] != "\n":
+                    out.append(_P(t[i + 1], org[i + 1 : i + 2], quoted=True))
+                i = start = i + 2
+            else:
+                i += 1
+        if b > start:
+            out.append(_P(t[start:b], org[start:b], split=not q, quoted=q))
+        return out
+
+    def seq(self, kids, a: int, b: int, q: bool) -> list[_P]:
+        """Named children in [a, b) expanded in order; the text between them is literal."""
+        out = []
+        for i, c in enumerate(kids):
+            ca, cb = self.ci(c.start_byte), self.ci(c.end_byte)
+            if ca < a or cb > b:
+                continue
+            if c.type == "$" and i + 1 < len(kids) and kids[i + 1].type == "string" and kids[i + 1].start_byte == c.end_byte:
+                out += self.lit(a, ca, q)
+                a = cb
+            elif c.is_named:
+                out += self.lit(a, ca, q) + self.exp(c, q)
+                a = cb
+        return out + self.lit(a, b, q)
+
+    def exp(self, n, q: bool) -> list[_P]:
+        t, a, b = n.type, self.ci(n.start_byte), self.ci(n.end_byte)
+        if t == "word" and not q and a == self.tok and self.text.startswith("~", a):
+            return [_P(unk="tilde expansion ~ (home directory)")]
+        if t == "raw_string":
+            e = b - 1 if b - a >= 2 and self.text[b - 1] == "'" else b
+            return [_P(self.text[a + 1 : e], self.org[a + 1 : e], quoted=True)]
+        if t == "string":
+            return self.string(n, a, b)
+        if t == "ansi_c_string":
+            return [self.ansi_c(a + 2, b - 1 if self.text[b - 1 : b] == "'" and b - a >= 3 else b)]
+        if t == "concatenation":
+            return self.seq(n.children, a, b, q)
+        if t == "simple_expansion":
+            return self.param(self.raw(n)[1:], q)
+        if t == "expansion":
+            return self.expansion(n, q)
+        if t in ("command_substitution", "process_substitution"):
+            self.subshell(n.named_children)
+            return [_P(unk="command substitution" if t[0] == "c" else "process substitution")]
+        if t == "arithmetic_expansion":
+            try:
+                s = str(self.arith(n))
+                return [_P(s, [self.org[a]] * len(s), split=not q, quoted=q)]
+            except _Unknown as exc:
+                return [_P(unk=f"arithmetic: {exc}")]
+        return self.lit(a, b, q)
+
+    def string(self, n, a: int, b: int) -> list[_P]:
+        """A double-quoted string; `"${A[@]}"` alone yields no field for an empty array, as in bash."""
+        kids = n.children
+        stop = self.ci(kids[-1].start_byte) if len(kids) > 1 and kids[-1].type == '"' else b
+        out, only_at, i = [], True, a + 1
+        for c in kids:
+            ca = self.ci(c.start_byte)
+            if not c.is_named or c.type == "string_content" or ca < i:
+                continue
+            lit = self.lit(i, ca, True)
+            self.at = False
+            out += lit + self.exp(c, True)
+            only_at = only_at and not lit and self.at
+            i = self.ci(c.end_byte)
+        tail = self.lit(i, stop, True)
+        if tail or not only_at or i == a + 1:
+            out.insert(0, _P(quoted=True))
+        return out + tail
+
+    def ansi_c(self, a: int, b: int) -> _P:
+        esc = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
+               "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+        t, txt, org, i = self.text, [], [], a
+        while i < b:
+            c, n = t[i], 1
+            if c == "\\" and i + 1 < b:
+                d = t[i + 1]
+                if d in esc:
+                    c, n = esc[d], 2
+                elif d == "x" and i + 2 < b and t[i + 2] in "0123456789abcdefABCDEF":
+                    n = 3 + (i + 3 < b and t[i + 3] in "0123456789abcdefABCDEF")
+                    c = chr(int(t[i + 2 : i + n], 16))
+                elif d in "01234567":
+                    n = 2
+                    while n < 4 and i + n < b and t[i + n] in "01234567":
+                        n += 1
+                    c = chr(int(t[i + 1 : i + n], 8) & 0xFF)
+            txt.append(c)
+            org.append(self.org[i])
+            i += n
+        return _P("".join(txt), org, quoted=True)
+
+    def get(self, name: str) -> _Var | None:
+        v = self.st.env.get(name)
+        return None if v is None or v.unset else v
+
+    def unset_reason(self, name: str) -> str:
+        v = self.st.env.get(name)
+        if v is not None and v.unset:
+            return v.unknown
+        if name in self.st.hidden:
+            return f"${name} is set in the launching script but not exported to this shell"
+        return f"${name} is not set in this script"
+
+    def value(self, v: _Var | None, reason: str, multi: bool, star: bool, q: bool) -> list[_P]:
+        if v is None:
+            return [_P(unk=reason)]
+        if v.unknown:
+            return [_P(unk=v.unknown, cond=v.cond)]
+        if v.arr is None:
+            return [_P(v.s, v.org, split=not q, quoted=q, cond=v.cond)]
+        arr = v.arr if multi else v.arr[:1]
+        if multi and star and q:
+            s, org, unk, cond = _join([p for i, f in enumerate(arr) for p in (
+                ([_P(brk=True)] if i else []) + [_P(f.value or "", f.org, unk=f.unknown, cond=f.cond)])], v.pos)
+            return [_P(unk=unk, cond=cond)] if unk else [_P(s, org, quoted=True, cond=cond)]
+        self.at = multi
+        out = []
+        for i, f in enumerate(arr):
+            if i:
+                out.append(_P(brk=True))
+            elem = f if multi else None
+            if f.value is None:
+                out.append(_P(unk=f.unknown, elem=elem, cond=f.cond))
+            else:
+                out.append(_P(f.value, f.org, split=not q, quoted=q, elem=elem, cond=f.cond))
+        return out
+
+    def param(self, name: str, q: bool) -> list[_P]:
+        special = _special_reason(name)
+        if special:
+            return [_P(unk=special)]
+        return self.value(self.get(name), self.unset_reason(name), False, False, q)
+
+    def target(self, n) -> tuple[_Var | None, str, bool, bool, str]:
+        """The variable named inside ${...}: (var, reason if missing, [@]/[*]?, [*]?, name)."""
+        if n.type != "subscript":
+            name = self.raw(n)
+            special = _special_reason(name)
+            return (None, special, False, False, name) if special else (self.get(name), self.unset_reason(name),
+                                                                        False, False, name)
+        name_n, idx_n = n.child_by_field_name("name"), n.child_by_field_name("index")
+        name = self.raw(name_n) if name_n is not None else ""
+        v, reason = self.get(name), self.unset_reason(name)
+        idx = self.raw(idx_n) if idx_n is not None else ""
+        if idx in ("@", "*") or v is None or v.unknown:
+            return v, reason, idx in ("@", "*") and v is not None and v.arr is not None, idx == "*", name
+        try:
+            i = self.arith(idx_n)
+        except _Unknown as exc:
+            return None, f"array index: {exc}", False, False, name
+        arr = v.arr if v.arr is not None else (_Field(v.s, v.org, *v.pos, ""),)
+        if not -len(arr) <= i < len(arr):
+            return None, f"${{{name}[{idx}]}} is not set in this script", False, False, name
+        f = arr[i]
+        return _Var(s=f.value, org=f.org, unknown=f.unknown, cond=f.cond, pos=v.pos), "", False, False, name
+
+    def expansion(self, n, q: bool) -> list[_P]:
+        kids = list(n.children[1:])
+        end = n.end_byte
+        if kids and kids[-1].type == "}":
+            end = kids.pop().start_byte
+        prefix = kids.pop(0).type if kids and not kids[0].is_named and kids[0].type in ("#", "!") else ""
+        if not kids:
+            return self.param(prefix or "", q) if prefix else [_P(unk="empty ${}")]
+        v, reason, multi, star, name = self.target(kids[0])
+        rest = kids[1:]
+        where = self.org[self.ci(n.start_byte)]
+        if prefix == "!":
+            return [_P(unk="indirect expansion ${!...}")]
+        if prefix == "#":
+            if v is None or v.unknown:
+                return [_P(unk=reason if v is None else v.unknown)]
+            s = str(len(v.arr) if multi else len(v.s or ""))
+            return [_P(s, [where] * len(s), split=not q, quoted=q)]
+        if not rest:
+            return self.value(v, reason, multi, star, q)
+        op = rest[0].type
+        region = lambda x, y, qq=q: self.seq(rest, self.ci(x), self.ci(y), qq)  # noqa: E731
+        if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
+            return self.default(op, v, reason, multi, star, q, name, region(rest[0].end_byte, end), where)
+        if v is None or v.unknown:
+            return [_P(unk=reason if v is None else v.unknown)]
+        if multi and op != ":":
+            return [_P(unk=f"unsupported expansion {self.raw(n)}")]
+        ops = [c for c in rest if not c.is_named]
+        s, org = v.s or "", list(v.org)
+        if op in ("#", "##", "%", "%%", "/", "//", "/#", "/%"):
+            mid = ops[1] if len(ops) > 1 and op[0] == "/" and ops[1].type == "/" else None
+            pat, _, unk, _ = _join(region(rest[0].end_byte, mid.start_byte if mid else end, True), where)
+            rep, rorg, unk2, _ = _join(region(mid.end_byte, end, True), where) if mid else ("", [], "", "")
+            if unk or unk2 or (op[0] == "/" and any(c in pat for c in "*?[")):
+                return [_P(unk=unk or unk2 or f"pattern replacement {self.raw(n)}")]
+            s, org = self.cut(op, s, org, pat, rep, rorg)
+        elif op in (",", ",,", "^", "^^"):
+            conv = str.lower if op[0] == "," else str.upper
+            s = conv(s) if len(op) == 2 else conv(s[:1]) + s[1:]
+            org = org if len(org) == len(s) else [where] * len(s)
+        elif op == ":":
+            try:
+                colon2 = ops[1] if len(ops) > 1 and ops[1].type == ":" else None
+                off = _int(_join(region(rest[0].end_byte, colon2.start_byte if colon2 else end, True), where)[0]
+                           or "0")
+                ln = _int(_join(region(colon2.end_byte, end, True), where)[0] or "0") if colon2 else None
+            except (_Unknown, TypeError):
+                return [_P(unk=f"substring {self.raw(n)}")]
+            seq = list(v.arr) if multi else list(range(len(s)))
+            off = max(0, len(seq) + off) if off < 0 else off
+            stop = len(seq) if ln is None else (ln + off if ln >= 0 else len(seq) + ln)
+            if multi:
+                return self.value(replace(v, arr=tuple(seq[off:stop])), reason, True, star, q)
+            s, org = s[off:stop], org[off:stop]
+        else:
+            return [_P(unk=f"unsupported expansion {self.raw(n)}")]
+        return [_P(s, org, split=not q, quoted=q, cond=v.cond)]
+
+    @staticmethod
+    def cut(op: str, s: str, org: list, pat: str, rep: str, rorg: list) -> tuple[str, list]:
+        """${X#p} ${X##p} ${X%p} ${X%%p} (glob patterns) and ${X/lit/rep} replacement, keeping origins."""
+        n = len(s)
+        if op in ("#", "##"):
+            rng = range(n, -1, -1) if op == "##" else range(n + 1)
+            k = next((k for k in rng if fnmatch.fnmatchcase(s[:k], pat)), 0)
+            return s[k:], org[k:]
+        if op in ("%", "%%"):
+            rng = range(n + 1) if op == "%%" else range(n, -1, -1)
+            k = next((k for k in rng if fnmatch.fnmatchcase(s[k:], pat)), n)
+            return s[:k], org[:k]
+        if not pat:
+            return s, org
+        if op == "/#":
+            return (rep + s[len(pat):], rorg + org[len(pat):]) if s.startswith(pat) else (s, org)
+        if op == "/%":
+            return (s[: n - len(pat)] + rep, org[: n - len(pat)] + rorg) if s.endswith(pat) else (s, org)
+        out, oorg, i, done = [], [], 0, False
+        while i < n:
+            if not done and s.startswith(pat, i):
+                out.append(rep)
+                oorg += rorg
+                i += len(pat)
+                done = op == "/"
+            else:
+                out.append(s[i])
+                oorg.append(org[i])
+                i += 1
+        return "".join(out), oorg
+
+    def default(self, op, v, reason, multi, star, q, name, operand, where) -> list[_P]:
+        """${X:-d} ${X-d} ${X:=d} ${X:+a} ${X:?m}; a variable set only on some paths gives both outcomes."""
+        colon, kind = op.startswith(":"), op[-1]
+
+        def outcome(var):
+            if var is not None and var.unknown and colon:
+                return [_P(unk=var.unknown)]
+            empty = var is not None and not var.unknown and (not var.arr if multi else (var.s or "") == "")
+            use_default = var is None or (colon and empty)
+            if kind == "+":
+                return [] if use_default else operand
+            if not use_default:
+                return self.value(var, reason, multi, star, q)
+            return [_P(unk=reason if var is None else f"${name} is empty")] if kind == "?" else operand
+
+        res = outcome(v)
+        if v is not None and v.cond and not v.unknown:
+            a, b = _join(res, where), _join(outcome(None), where)
+            if a[2] or b[2] or a[0] != b[0]:
+                res = [_P(unk=f"${name} is only set on some paths ({v.cond})")]
+        if kind == "=" and res is operand and not multi:
+            s, org, unk, cond = _join(operand, where)
+            self.set_var(name, _Var(s=s, org=tuple(org), unknown=unk, cond=cond, lines=(where[0],), pos=where,
+                                    exported=bool(self.st.env.get(name) and self.st.env[name].exported)))
+        return res
+
+    def arith(self, n) -> int:
+        """Integer arithmetic on known values, as in $((...)) and array indexes; raises _Unknown otherwise."""
+        if n is None:
+            raise _Unknown("empty arithmetic")
+        t = n.type
+        if t == "arithmetic_expansion":
+            kids = [c for c in n.named_children if c.type != "comment"]
+            if not kids:
+                raise _Unknown("empty arithmetic")
+            return self.arith(kids[-1])
+        if t == "number":
+            return _int(self.raw(n))
+        if t in ("variable_name", "word"):
+            name = self.raw(n)
+            if name.lstrip("-").isdigit():
+                return _int(name)
+            v = self.get(name)
+            if v is None or v.unknown:
+                raise _Unknown(self.unset_reason(name) if v is None else v.unknown)
+            return _int(v.s if v.arr is None else (v.arr[0].value if v.arr and v.arr[0].value else "0"))
+        if t in ("simple_expansion", "expansion", "string", "concatenation", "raw_string"):
+            s, _, unk, _ = _join(self.exp(n, True), self.pos(n.start_byte))
+            if unk:
+                raise _Unknown(unk)
+            return _int(s)
+        if t == "parenthesized_expression" and n.named_children:
+            return self.arith(n.named_children[0])
+        if t == "unary_expression" and n.named_children:
+            x, op = self.arith(n.named_children[-1]), n.children[0].type
+            ops = {"-": lambda: -x, "+": lambda: x, "!": lambda: int(not x), "~": lambda: ~x}
+            if op in ops:
+                return ops[op]()
+        if t == "binary_expression":
+            op_n = n.child_by_field_name("operator")
+            op = op_n.type if op_n is not None else ""
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if op in _BINOPS or op in ("/", "%"):
+                a, b = self.arith(left), self.arith(right)
+                if op in ("/", "%"):
+                    return _divmod0(a, b)[op == "%"]
+                if op in ("<<", ">>", "**") and not 0 <= b < 4096:
+                    raise _Unknown("exponent or shift out of range")
+                return _BINOPS[op](a, b)
+        if t == "ternary_expression":
+            c = self.arith(n.child_by_field_name("condition"))
+            return self.arith(n.child_by_field_name("consequence" if c else "alternative"))
+        raise _Unknown(f"cannot evaluate {self.raw(n)[:40]!r}")
