@@ -48,6 +48,14 @@ def _has_shell_shebang(path: Path) -> bool:
     return any(w in SHELLS for w in words)
 
 
+def _is_binary(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return b"\0" in handle.read(8192)
+    except OSError:
+        return True
+
+
 def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]:
     """Return the files to lint and (path, problem) pairs for paths that cannot be linted."""
     files: list[SourceFile] = []
@@ -66,6 +74,8 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
                     files.append(SourceFile(shown, kind_of(found) or "", False))
             continue
         kind = kind_of(path)
+        if kind is None and path.suffix == "" and not _is_binary(path):
+            continue  # an extension-less text file without a shell #! line (LICENSE, Makefile): not ours
         if kind is None:
             problems.append((raw, "not a Python, YAML or shell file: offlint reads .py, .yaml, .yml, .sh and "
                                   "shell scripts with a #! line"))

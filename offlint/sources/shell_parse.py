@@ -562,6 +562,8 @@ class _Walker:
                 if "f" in flags or "p" in flags:
                     return
                 continue
+            if c.type not in ("variable_name", "variable_assignment"):
+                continue
             export = kw == "export" and "n" not in flags or "x" in flags
             name_n = c.child_by_field_name("name") if c.type == "variable_assignment" else c
             name = self.raw(name_n.child_by_field_name("name") or name_n) if name_n is not None else ""
@@ -704,11 +706,19 @@ class _Walker:
             out.append(_P(t[start:b], org[start:b], split=not q, quoted=q))
         return out
 
+    def start(self, c) -> int:
+        """Where a child really starts: tree-sitter glues the whitespace before `$` in "a $X" to the `$` token."""
+        a = self.ci(c.start_byte)
+        if c.child_count and not c.children[0].is_named:
+            r = self.raw(c.children[0])
+            a += len(r) - len(r.lstrip())
+        return a
+
     def seq(self, kids, a: int, b: int, q: bool) -> list[_P]:
         """Named children in [a, b) expanded in order; the text between them is literal."""
         out = []
         for i, c in enumerate(kids):
-            ca, cb = self.ci(c.start_byte), self.ci(c.end_byte)
+            ca, cb = self.start(c), self.ci(c.end_byte)
             if ca < a or cb > b:
                 continue
             if c.type == "$" and i + 1 < len(kids) and kids[i + 1].type == "string" and kids[i + 1].start_byte == c.end_byte:
@@ -733,7 +743,7 @@ class _Walker:
         if t == "concatenation":
             return self.seq(n.children, a, b, q)
         if t == "simple_expansion":
-            return self.param(self.raw(n)[1:], q)
+            return self.param(self.raw(n.named_children[-1]) if n.named_children else "", q)
         if t == "expansion":
             return self.expansion(n, q)
         if t in ("command_substitution", "process_substitution"):
@@ -753,7 +763,7 @@ class _Walker:
         stop = self.ci(kids[-1].start_byte) if len(kids) > 1 and kids[-1].type == '"' else b
         out, only_at, i = [], True, a + 1
         for c in kids:
-            ca = self.ci(c.start_byte)
+            ca = self.start(c)
             if not c.is_named or c.type == "string_content" or ca < i:
                 continue
             lit = self.lit(i, ca, True)
