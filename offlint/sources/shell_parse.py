@@ -19,7 +19,8 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, replace
 
-Pos = tuple[int, int]
+Pos = tuple[int, int]  # (line, col), 1-based
+Org = tuple[int, int, str]  # where one expanded character came from: (line, col, conditional)
 _IFS = " \t\n"
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
 _MAX_DEPTH = 6
@@ -67,9 +68,9 @@ def parse_shell(text: str) -> ShellScript:
             text = bytes(text).decode("utf-8", "replace")
         org, line, col = [], 1, 1
         for ch in text:
-            org.append((line, col))
+            org.append((line, col, ""))
             line, col = (line + 1, 1) if ch == "\n" else (line, col + 1)
-        org.append((line, col))
+        org.append((line, col, ""))
         st = _State(out)
         _Walker(st, text, org, 0, "").run()
         st.finish()
@@ -86,7 +87,7 @@ class _Field:
     """A Word plus the origin of each character of its value, so payloads can be re-parsed with positions."""
 
     value: str | None
-    org: tuple[Pos, ...]
+    org: tuple[Org, ...]
     line: int
     col: int
     text: str
@@ -102,7 +103,7 @@ class _Var:
     """A shell variable: scalar `s` or array `arr`, or unknown with a reason; `unset` = exported by name only."""
 
     s: str | None = None
-    org: tuple[Pos, ...] = ()
+    org: tuple[Org, ...] = ()
     arr: tuple[_Field, ...] | None = None
     unknown: str = ""
     cond: str = ""
@@ -180,7 +181,7 @@ def _split(pieces: list[_P], line: int, col: int, text: str, ctx: str) -> list[_
     return out
 
 
-def _join(pieces: list[_P], pos: Pos) -> tuple[str | None, list[Pos], str, str]:
+def _join(pieces: list[_P], pos: Org) -> tuple[str | None, list[Org], str, str]:
     """Concatenate pieces without splitting (assignment values, patterns): (text, origins, unknown, cond)."""
     txt: list[str] = []
     org: list[Pos] = []
@@ -195,6 +196,11 @@ def _join(pieces: list[_P], pos: Pos) -> tuple[str | None, list[Pos], str, str]:
         org.extend(p.org)
         cond = cond or p.cond
     return "".join(txt), org, "", cond
+
+
+def _stamp(org, cond: str):
+    """Mark characters that came from a conditional value, so words re-read from a payload keep the mark."""
+    return [(ln, col, c or cond) for ln, col, c in org] if cond else org
 
 
 def _same(a: _Var, b: _Var) -> bool:
@@ -232,7 +238,8 @@ def _merge(before: dict, paths: list[dict], label: str) -> dict:
                                 cond=label if maybe_unset else "")
             continue
         lines = sorted({ln for v in setv for ln in v.lines})
-        out[name] = _Var(unknown=f"assigned differently on some paths (lines {', '.join(map(str, lines))})",
+        where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+        out[name] = _Var(unknown=f"assigned differently on some paths ({where})",
                          lines=tuple(lines), pos=setv[-1].pos, exported=exported, cond=label if maybe_unset else "")
     return out
 
@@ -357,8 +364,11 @@ class _Walker:
             return min(b, len(self.text))
         return self.b2c[min(b, len(self.b2c) - 1)]
 
-    def pos(self, b: int) -> Pos:
+    def o(self, b: int) -> Org:
         return self.org[min(self.ci(b), len(self.org) - 1)]
+
+    def pos(self, b: int) -> Pos:
+        return self.o(b)[:2]
 
     def raw(self, n) -> str:
         return self.text[self.ci(n.start_byte) : self.ci(n.end_byte)]
@@ -441,7 +451,8 @@ class _Walker:
                 self.body(nodes)
             finally:
                 self.st.ctx = ctx
-            results.append(self.st.env)
+            if not any(c.type == "command" and self.raw(c).split(None, 1)[:1] == ["exit"] for c in nodes):
+                results.append(self.st.env)  # a path that ends in `exit` does not reach what follows
         if default or not results:
             results.append(before)
         self.st.env = _merge(before, results, label)
@@ -507,7 +518,7 @@ class _Walker:
         if val is None:
             return "", [], "", ""
         self.tok = self.ci(val.start_byte)
-        return _join(self.exp(val, False), self.pos(val.start_byte))
+        return _join(self.exp(val, False), self.o(val.start_byte))
 
     def assign(self, n, export: bool = False) -> None:
         name_n, val = n.child_by_field_name("name"), n.child_by_field_name("value")
@@ -587,16 +598,23 @@ class _Walker:
     def token(self, n) -> list[_Field]:
         a = self.ci(n.start_byte)
         self.tok = a
-        line, col = self.org[a]
-        return _split(self.exp(n, False), line, col, self.text[a : self.ci(n.end_byte)], self.st.ctx)
+        line, col, cond = self.org[a]  # cond: the token came from a conditional part of a payload
+        return _split(self.exp(n, False), line, col, self.text[a : self.ci(n.end_byte)], self.st.ctx or cond)
 
     def setting(self, name: str, v: _Var) -> EnvSetting:
         val = None if v.unknown or v.unset else v.s
         return EnvSetting(name, val, v.pos[0], v.pos[1], v.unknown, v.cond)
 
     def command(self, n) -> None:
-        prefix, toks = [], []
         kids = n.children
+        for i in range(1, len(kids)):  # tree-sitter-bash sometimes glues `A=1 B=2<newline>cmd` into one command
+            gap = self.text[self.ci(kids[i - 1].end_byte) : self.ci(kids[i].start_byte)]
+            if kids[i - 1].type == "variable_assignment" and "\n" in gap.replace("\\\n", ""):
+                for a in kids[:i]:
+                    self.assign(a)
+                a, b = self.ci(kids[i].start_byte), self.ci(n.end_byte)
+                return _Walker(self.st, self.text[a:b], self.org[a : b + 1], self.depth, self.label).run()
+        prefix, toks = [], []
         for i, c in enumerate(kids):
             if c.type == "variable_assignment":
                 prefix.append(c)
@@ -653,10 +671,10 @@ class _Walker:
             for f in args:
                 if text:
                     text += " "
-                    org.append(org[-1] if org else (f.line, f.col))
+                    org.append(org[-1] if org else (f.line, f.col, f.cond))
                 text += f.value
-                org.extend(f.org if len(f.org) == len(f.value) else [(f.line, f.col)] * len(f.value))
-            _Walker(self.st, text, org + [org[-1] if org else pos], self.depth + 1, "in eval: ").run()
+                org.extend(f.org if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value))
+            _Walker(self.st, text, org + [org[-1] if org else (*pos, "")], self.depth + 1, "in eval: ").run()
         if name in self.st.funcs and name not in self.st.calling:
             walker, body = self.st.funcs[name][:2]
             self.st.called.add(name)
@@ -678,13 +696,13 @@ class _Walker:
         if j is None or self.depth >= _MAX_DEPTH:
             return
         f = fields[j]
-        org = list(f.org) if len(f.org) == len(f.value) else [(f.line, f.col)] * len(f.value)
+        org = list(f.org) if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value)
         child = _State(self.st.out)
         child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
         child.env.update(penv)
         child.ctx = self.st.ctx
         child.hidden = {k for k, v in self.st.env.items() if not v.exported}
-        _Walker(child, f.value, org + [org[-1] if org else (f.line, f.col)], self.depth + 1,
+        _Walker(child, f.value, org + [org[-1] if org else (f.line, f.col, f.cond)], self.depth + 1,
                 "in shell -c payload: ").run()
         child.finish()
 
@@ -817,12 +835,13 @@ class _Walker:
         if v.unknown:
             return [_P(unk=v.unknown, cond=v.cond)]
         if v.arr is None:
-            return [_P(v.s, v.org, split=not q, quoted=q, cond=v.cond)]
+            return [_P(v.s, _stamp(v.org, v.cond), split=not q, quoted=q, cond=v.cond)]
         arr = v.arr if multi else v.arr[:1]
-        if multi and star and q:
-            s, org, unk, cond = _join([p for i, f in enumerate(arr) for p in (
-                ([_P(brk=True)] if i else []) + [_P(f.value or "", f.org, unk=f.unknown, cond=f.cond)])], v.pos)
-            return [_P(unk=unk, cond=cond)] if unk else [_P(s, org, quoted=True, cond=cond)]
+        if multi and star and q:  # one word, present whatever the elements; they keep their marks per character
+            s, org, unk, _ = _join([p for i, f in enumerate(arr) for p in (
+                ([_P(brk=True)] if i else []) + [_P(f.value or "", _stamp(f.org, f.cond), unk=f.unknown)])],
+                (*v.pos, v.cond))
+            return [_P(unk=unk, cond=v.cond)] if unk else [_P(s, org, quoted=True, cond=v.cond)]
         self.at = multi
         out = []
         for i, f in enumerate(arr):
@@ -832,7 +851,7 @@ class _Walker:
             if f.value is None:
                 out.append(_P(unk=f.unknown, elem=elem, cond=f.cond))
             else:
-                out.append(_P(f.value, f.org, split=not q, quoted=q, elem=elem, cond=f.cond))
+                out.append(_P(f.value, _stamp(f.org, f.cond), split=not q, quoted=q, elem=elem, cond=f.cond))
         return out
 
     def param(self, name: str, q: bool) -> list[_P]:
@@ -976,7 +995,7 @@ class _Walker:
                 res = [_P(unk=f"${name} is only set on some paths ({v.cond})")]
         if kind == "=" and res is operand and not multi:
             s, org, unk, cond = _join(operand, where)
-            self.set_var(name, _Var(s=s, org=tuple(org), unknown=unk, cond=cond, lines=(where[0],), pos=where,
+            self.set_var(name, _Var(s=s, org=tuple(org), unknown=unk, cond=cond, lines=(where[0],), pos=where[:2],
                                     exported=bool(self.st.env.get(name) and self.st.env[name].exported)))
         return res
 
@@ -1001,7 +1020,7 @@ class _Walker:
                 raise _Unknown(self.unset_reason(name) if v is None else v.unknown)
             return _int(v.s if v.arr is None else (v.arr[0].value if v.arr and v.arr[0].value else "0"))
         if t in ("simple_expansion", "expansion", "string", "concatenation", "raw_string"):
-            s, _, unk, _ = _join(self.exp(n, True), self.pos(n.start_byte))
+            s, _, unk, _ = _join(self.exp(n, True), self.o(n.start_byte))
             if unk:
                 raise _Unknown(unk)
             return _int(s)

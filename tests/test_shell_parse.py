@@ -1,0 +1,464 @@
+"""Tests for offlint.sources.shell_parse: bash launch script -> the commands it runs, statically."""
+
+from __future__ import annotations
+
+import time
+from textwrap import dedent
+
+from offlint.sources.shell_parse import Command, ShellScript, Word, parse_shell
+
+
+def cmds(text: str) -> list[Command]:
+    result = parse_shell(dedent(text))
+    assert result.errors == [], result.errors
+    return result.commands
+
+
+def find(text: str, name: str) -> Command:
+    matches = [c for c in cmds(text) if c.argv and c.argv[0].value == name]
+    assert len(matches) == 1, [[w.value for w in c.argv] for c in cmds(text)]
+    return matches[0]
+
+
+def values(cmd: Command) -> list[str | None]:
+    return [w.value for w in cmd.argv]
+
+
+def word(cmd: Command, value: str) -> Word:
+    return next(w for w in cmd.argv if w.value == value)
+
+
+# --- simple commands, lists, continuations --------------------------------------------------------------
+
+
+def test_continuation_lines_and_positions():
+    c = find("python train.py \\\n  --tp 4 \\\n    --pp 2\n", "python")
+    assert values(c) == ["python", "train.py", "--tp", "4", "--pp", "2"]
+    assert (c.line, c.col) == (1, 1)
+    assert (word(c, "--tp").line, word(c, "--tp").col) == (2, 3)
+    assert (word(c, "2").line, word(c, "2").col, word(c, "2").text) == (3, 10, "2")
+
+
+def test_lists_and_pipelines_give_every_command():
+    names = [c.argv[0].value for c in cmds("a 1 && b 2; c | d || e &\nf\n")]
+    assert names == ["a", "b", "c", "d", "e", "f"]
+
+
+def test_comments_ignored_and_heredoc_skipped():
+    text = """\
+    # python commented.py
+    cat <<EOF > run.sh
+    python inside_heredoc.py
+    EOF
+    python real.py  # trailing comment
+    """
+    assert [values(c) for c in cmds(text)] == [["cat"], ["python", "real.py"]]
+
+
+# --- variables and parameter expansion -------------------------------------------------------------------
+
+
+def test_assignment_forms_and_references():
+    text = """\
+    A=1
+    B="a b"
+    C=${C:-default}
+    echo $A ${A} "$B" $C
+    """
+    assert values(find(text, "echo")) == ["echo", "1", "1", "a b", "default"]
+
+
+def test_default_and_alternative_operators():
+    text = """\
+    SET=v
+    EMPTY=
+    echo ${NOPE:-d1} ${NOPE-d2} ${EMPTY:-d3} ${EMPTY-d4} ${SET:+alt} ${NOPE:+alt} ${NEW:=d5} $NEW
+    """
+    # ${EMPTY-d4} is empty and ${NOPE:+alt} is empty: unquoted empty expansions vanish.
+    assert values(find(text, "echo")) == ["echo", "d1", "d2", "d3", "alt", "d5", "d5"]
+
+
+def test_unassigned_variable_is_unknown_with_reason():
+    c = find("python train.py --pp $PP model.tp=${TP}\n", "python")
+    pp, tp = c.argv[3], c.argv[4]
+    assert pp.value is None and pp.unknown == "$PP is not set in this script" and pp.text == "$PP"
+    assert tp.value is None and "$TP" in tp.unknown
+
+
+def test_positional_special_and_substitutions_are_unknown():
+    c = find('echo $1 "$@" $* $# $(hostname) `date` $$\n', "echo")
+    reasons = [w.unknown for w in c.argv[1:]]
+    assert all(w.value is None for w in c.argv[1:])
+    assert reasons[0] == "positional parameter $1"
+    assert "$@" in reasons[1] and "$*" in reasons[2] and "$#" in reasons[3]
+    assert reasons[4] == reasons[5] == "command substitution"
+
+
+def test_arithmetic_on_known_values():
+    text = """\
+    NNODES=2
+    echo $((NNODES * 8)) $(( (NNODES + 1) / 2 )) $((UNSET + 1))
+    """
+    c = find(text, "echo")
+    assert values(c)[:3] == ["echo", "16", "1"]
+    assert c.argv[3].value is None and "UNSET" in c.argv[3].unknown
+
+
+def test_string_operations():
+    text = """\
+    RECIPE=llama3_8b_pretrain_config
+    echo ${RECIPE%_config} ${RECIPE#*_} ${RECIPE//_/-} ${#RECIPE} ${RECIPE:0:6} ${RECIPE^^}
+    """
+    assert values(find(text, "echo"))[1:] == [
+        "llama3_8b_pretrain", "8b_pretrain_config", "llama3-8b-pretrain-config", "25", "llama3",
+        "LLAMA3_8B_PRETRAIN_CONFIG"]
+
+
+# --- quoting and word splitting --------------------------------------------------------------------------
+
+
+def test_quoting_and_word_splitting():
+    text = """\
+    PP=4
+    ARGS="--a 1   --b"
+    python '$PP' "$ARGS" $ARGS model.pp="${PP}" x\\ y ""
+    """
+    c = find(text, "python")
+    assert values(c) == ["python", "$PP", "--a 1   --b", "--a", "1", "--b", "model.pp=4", "x y", ""]
+    split = [w for w in c.argv if w.text == "$ARGS"]
+    assert len(split) == 3 and {(w.line, w.col) for w in split} == {(3, 26)}
+
+
+def test_backslash_newline_inside_double_quotes():
+    text = 'V=7\nCLI_OVERRIDES="\\\n  key=$V \\\n  key2=v"\npython run.py $CLI_OVERRIDES\n'
+    assert values(find(text, "python")) == ["python", "run.py", "key=7", "key2=v"]
+
+
+# --- arrays ---------------------------------------------------------------------------------------------
+
+
+def test_array_literal_append_and_expansion_positions():
+    text = """\
+    X="x y"
+    CMD=( a b "$X" )
+    CMD+=( c )
+    run "${CMD[@]}" ${CMD[@]} "${CMD[*]}"
+    """
+    c = find(text, "run")
+    assert values(c) == ["run", "a", "b", "x y", "c", "a", "b", "x", "y", "c", "a b x y c"]
+    a, xy, cc = c.argv[1], c.argv[3], c.argv[4]
+    assert (a.line, a.col, a.text) == (2, 7, "a")
+    assert (xy.line, xy.col, xy.text) == (2, 11, '"$X"')
+    assert (cc.line, cc.col) == (3, 8)
+    joined = c.argv[-1]
+    assert (joined.line, joined.col, joined.text) == (4, 29, '"${CMD[*]}"')
+
+
+def test_empty_array_expands_to_nothing():
+    assert values(find('EXTRA=()\npython x.py "${EXTRA[@]}" ${EXTRA[@]}\n', "python")) == ["python", "x.py"]
+
+
+def test_array_append_inside_if_is_conditional():
+    text = """\
+    CMD=(python x.py)
+    if [[ -n "$FLAG" ]]; then
+      CMD+=(--flag "$FLAG")
+    fi
+    "${CMD[@]}"
+    """
+    c = find(text, "python")
+    assert values(c) == ["python", "x.py", "--flag", None]
+    assert c.argv[0].conditional == "" and c.argv[1].conditional == ""
+    assert c.argv[2].conditional == "inside if at line 2" and (c.argv[2].line, c.argv[2].col) == (3, 9)
+
+
+# --- string command variables and shell payloads ---------------------------------------------------------
+
+
+def test_string_command_variable():
+    text = """\
+    CMD="python train.py"
+    CMD="$CMD --x 1"
+    $CMD --y
+    """
+    c = find(text, "python")
+    assert values(c) == ["python", "train.py", "--x", "1", "--y"]
+    assert all((w.line, w.col) == (3, 1) for w in c.argv[:4])
+
+
+def test_bash_c_payload_is_parsed_with_positions_and_env():
+    text = """\
+    CMD="python train.py --tp 2"
+    srun -N 2 bash -lc "export A=1; $CMD"
+    """
+    commands = cmds(text)
+    assert [c.argv[0].value for c in commands] == ["srun", "python"]
+    assert values(commands[0])[3:5] == ["bash", "-lc"]
+    inner = commands[1]
+    assert values(inner) == ["python", "train.py", "--tp", "2"]
+    assert (inner.line, inner.col) == (1, 6)
+    assert (word(inner, "--tp").line, word(inner, "--tp").col, word(inner, "--tp").text) == (1, 22, "--tp")
+    a = inner.env["A"]
+    assert (a.value, a.line, a.col) == ("1", 2, 28)
+    assert "A" not in commands[0].env
+
+
+def test_sh_c_single_quoted_payload_sees_only_exported_variables():
+    text = """\
+    export E=1
+    LOCAL=2
+    sh -c 'python x.py --e "$E" --l "${LOCAL:-unset}" $LOCAL'
+    """
+    inner = find(text, "python")
+    assert values(inner)[:6] == ["python", "x.py", "--e", "1", "--l", "unset"]
+    assert inner.argv[6].value is None and "not exported" in inner.argv[6].unknown
+    assert (inner.line, inner.col) == (3, 8)
+    assert inner.env["E"].value == "1"
+
+
+def test_payload_keeps_conditional_marks_of_array_elements():
+    text = """\
+    CMD=(python x.py)
+    if [[ -n "$DEBUG" ]]; then CMD+=(--debug); fi
+    srun bash -c "${CMD[*]}"
+    """
+    srun, inner = cmds(text)
+    assert srun.argv[-1].conditional == ""
+    assert values(inner) == ["python", "x.py", "--debug"]
+    assert [w.conditional for w in inner.argv] == ["", "", "inside if at line 2"]
+    assert (inner.argv[2].line, inner.argv[2].col) == (2, 34)
+
+
+def test_eval_payload():
+    c = find('OPTS="--a 1"\neval "python x.py $OPTS"\n', "python")
+    assert values(c) == ["python", "x.py", "--a", "1"]
+    assert (c.line, c.col) == (2, 7)
+
+
+# --- exports and environment -----------------------------------------------------------------------------
+
+
+def test_exports_in_effect_for_later_commands():
+    text = """\
+    export A=1
+    B=2
+    export B
+    C=3 D=4
+    export C D UNSET_HERE
+    declare -x E=5
+    NOT_EXPORTED=6
+    python x.py
+    """
+    env = find(text, "python").env
+    assert {k: v.value for k, v in env.items()} == {
+        "A": "1", "B": "2", "C": "3", "D": "4", "UNSET_HERE": None, "E": "5"}
+    assert (env["B"].line, env["B"].col) == (2, 1)
+    assert "not set" in env["UNSET_HERE"].unknown
+
+
+def test_prefix_assignments_apply_to_that_command_only():
+    text = """\
+    X=1 Y="a b" python first.py $X
+    python second.py
+    """
+    first, second = cmds(text)
+    assert {k: v.value for k, v in first.env.items()} == {"X": "1", "Y": "a b"}
+    assert first.argv[2].value is None  # the prefix does not affect the command's own words
+    assert second.env == {}
+
+
+def test_export_with_default_value():
+    text = "export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}\nrun\n"
+    setting = find(text, "run").env["PYTORCH_CUDA_ALLOC_CONF"]
+    assert (setting.value, setting.line, setting.col) == ("expandable_segments:True", 1, 8)
+
+
+# --- control flow ---------------------------------------------------------------------------------------
+
+
+def test_commands_in_all_control_structures_are_yielded():
+    text = """\
+    if a; then b; elif c; then d; else e; fi
+    case "$M" in x) f ;; *) g ;; esac
+    for i in 1 2; do h "$i"; done
+    while k; do l; done
+    fn() { m; }
+    fn
+    """
+    assert [c.argv[0].value for c in cmds(text)] == list("abcdefghklfm".replace("f", "f", 1)) or True
+    names = [c.argv[0].value for c in cmds(text)]
+    assert names == ["a", "b", "c", "d", "e", "f", "g", "h", "k", "l", "fn", "m"]
+    conds = {c.argv[0].value: c.argv[0].conditional for c in cmds(text)}
+    assert conds["a"] == "" and conds["b"] == "inside if at line 1" and conds["e"] == "inside if at line 1"
+    assert conds["f"] == "inside case at line 2" and conds["h"] == "inside for loop at line 3"
+    assert conds["m"] == ""  # the function is called unconditionally
+
+
+def test_conditional_assignment_new_and_reassigned():
+    text = """\
+    PP=1
+    if [[ "$BIG" == 1 ]]; then
+      PP=4
+      NEW=yes
+    fi
+    if x; then SAME=1; else SAME=1; fi
+    python train.py $PP $NEW $SAME
+    """
+    c = find(text, "python")
+    pp, new, same = c.argv[2:]
+    assert pp.value is None and pp.unknown == "assigned differently on some paths (lines 1, 3)"
+    assert (new.value, new.conditional) == ("yes", "inside if at line 2")
+    assert (same.value, same.conditional) == ("1", "")
+
+
+def test_case_and_and_or_assignments():
+    text = """\
+    case "$MODEL" in
+      8b) TP=1 ;;
+      70b) TP=4 ;;
+      *) echo "unknown model"; exit 1 ;;
+    esac
+    [[ -z "$NODES" ]] && NODES=1
+    python x.py $TP $NODES
+    """
+    c = find(text, "python")
+    assert c.argv[2].value is None and "lines 2, 3" in c.argv[2].unknown
+    assert (c.argv[3].value, c.argv[3].conditional) == ("1", "after && at line 6")
+
+
+def test_read_and_loop_variables_are_unknown():
+    text = """\
+    CONFIG="1,2,8"
+    IFS=',' read -r TP PP EP <<< "$CONFIG"
+    for MODEL in a b c; do
+      echo "$MODEL"
+    done
+    python x.py $TP $PP $EP $MODEL
+    """
+    c = find(text, "python")
+    assert [w.unknown for w in c.argv[2:5]] == ["set by read"] * 3
+    assert c.argv[5].unknown == "loop variable"
+    assert find(text, "read").env["IFS"].value == ","
+
+
+def test_function_call_uses_call_site_values_and_locals():
+    text = """\
+    launch() {
+      local TP=8
+      srun python train.py --tp "$TP" --pp "$PP" "$@"
+    }
+    usage() { echo "usage: $0"; }
+    TP=1
+    PP=2
+    launch --extra
+    python after.py $TP
+    """
+    commands = cmds(text)
+    srun = next(c for c in commands if c.argv[0].value == "srun")
+    assert values(srun)[:7] == ["srun", "python", "train.py", "--tp", "8", "--pp", "2"]
+    assert srun.argv[7].unknown == "positional parameters $@"
+    assert values(find(text, "python")) == ["python", "after.py", "1"]
+    echo = find(text, "echo")  # never called: still read, marked conditional
+    assert echo.argv[0].conditional == "inside function usage at line 5"
+
+
+# --- robustness and speed --------------------------------------------------------------------------------
+
+
+def test_garbage_input_never_raises():
+    for text in ["", "\n\n", 'echo "unterminated', "if then fi ((", "\x00\xff\ud800 echo $((1/0)) ${", "$(" * 500,
+                 "{ " * 3000, "a=( ; ) ${X:?} ${!X} ${X@Q}", bytes(range(256)).decode("latin-1") * 4]:
+        result = parse_shell(text)
+        assert isinstance(result, ShellScript)
+    assert parse_shell("").commands == [] and parse_shell("").errors == []
+    bad = parse_shell('python ok.py\necho "unterminated\n')
+    assert bad.errors and bad.errors[0].startswith("line 2: ")
+    assert bad.commands[0].argv[0].value == "python"
+
+
+def test_positions_are_in_characters_after_non_ascii():
+    c = find('echo "héllo wörld" --x\n', "echo")
+    assert (c.argv[2].line, c.argv[2].col) == (1, 20)
+
+
+def test_non_string_input_does_not_crash():
+    assert parse_shell(b"echo hi").commands[0].argv[1].value == "hi"  # type: ignore[arg-type]
+
+
+MEGATRON_BRIDGE_SCRIPT = """\
+#!/bin/bash
+# Llama3 8B pretraining with Megatron Bridge, adapted from examples/recipes
+set -euo pipefail
+
+PYTHON_BIN=${PYTHON_BIN:-python}
+RECIPE=${RECIPE:-llama3_8b_pretrain_config}
+TP=${TP:-1}
+PP=${PP:-2}
+VP=${VP:-}
+GBS=${GBS:-128}
+MBS=1
+OPTIMIZER_CPU_OFFLOAD=${OPTIMIZER_CPU_OFFLOAD:-}
+NNODES=${SLURM_NNODES:-1}
+
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
+export NCCL_NVLS_ENABLE=0
+
+CMD=(
+  "${PYTHON_BIN}" -m torch.distributed.run
+  --nproc_per_node=8 --nnodes="${NNODES}"
+  scripts/training/run_recipe.py
+  --recipe "${RECIPE}"
+  model.tensor_model_parallel_size="${TP}"
+  model.pipeline_model_parallel_size="${PP}"
+  train.global_batch_size=${GBS}
+  train.micro_batch_size=${MBS}
+  logger.log_interval=$((GBS / 64))
+)
+if [[ -n "${VP}" ]]; then
+  CMD+=(model.virtual_pipeline_model_parallel_size="${VP}")
+fi
+if [[ -n "${OPTIMIZER_CPU_OFFLOAD}" ]]; then
+  CMD+=(optimizer.optimizer_cpu_offload="${OPTIMIZER_CPU_OFFLOAD}")
+fi
+
+CMD="${CMD[*]}"
+echo "Running: ${CMD}"
+srun --nodes="${NNODES}" --ntasks-per-node=1 bash -c "$CMD"
+"""
+
+
+def test_realistic_megatron_bridge_script():
+    commands = cmds(MEGATRON_BRIDGE_SCRIPT)
+    assert [c.argv[0].value for c in commands] == ["set", "echo", "srun", "python"]
+    srun, inner = commands[2], commands[3]
+    assert values(srun)[:5] == ["srun", "--nodes=1", "--ntasks-per-node=1", "bash", "-c"]
+    assert values(inner) == [
+        "python", "-m", "torch.distributed.run", "--nproc_per_node=8", "--nnodes=1",
+        "scripts/training/run_recipe.py", "--recipe", "llama3_8b_pretrain_config",
+        "model.tensor_model_parallel_size=1", "model.pipeline_model_parallel_size=2",
+        "train.global_batch_size=128", "train.micro_batch_size=1", "logger.log_interval=2",
+        "model.virtual_pipeline_model_parallel_size=", "optimizer.optimizer_cpu_offload="]
+    pp = word(inner, "model.pipeline_model_parallel_size=2")
+    assert (pp.line, pp.col, pp.conditional) == (25, 3, "")
+    assert word(inner, "--recipe").line == 23
+    assert (inner.argv[0].line, inner.argv[0].col) == (5, 26)  # "python" as written in the default
+    vp = word(inner, "model.virtual_pipeline_model_parallel_size=")
+    assert (vp.line, vp.conditional) == (31, "inside if at line 30")
+    env = inner.env
+    assert env["PYTORCH_CUDA_ALLOC_CONF"].value == "expandable_segments:True"
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"].value == "1" and env["NCCL_NVLS_ENABLE"].line == 17
+
+
+def test_three_hundred_lines_well_under_50ms():
+    text = MEGATRON_BRIDGE_SCRIPT * 8
+    assert text.count("\n") >= 300
+    parse_shell(text)
+    best = min(_timed(text) for _ in range(3))
+    assert best < 0.05, best
+
+
+def _timed(text: str) -> float:
+    start = time.perf_counter()
+    parse_shell(text)
+    return time.perf_counter() - start
