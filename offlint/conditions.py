@@ -245,6 +245,10 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def startswith(value, prefix) -> bool:
+    return str(value).startswith(prefix)
+
+
 def lower(value) -> str:
     return str(value).lower()
 
@@ -294,6 +298,7 @@ FUNCTIONS: dict[str, Callable] = {
     "is_list": is_list,
     "is_number": is_number,
     "lower": lower,
+    "startswith": startswith,
     "fmt": fmt,
     "known": known,
     "is_known_key": is_known_key,

@@ -40,7 +40,8 @@ def _checks(rule: Rule, version: Version) -> list[Check]:
 def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding]:
     out = []
     unit = resolved.unit
-    names = {"launches_training": unit.launches_training, "unit_kind": unit.kind.value}
+    names = {"launches_training": unit.launches_training, "unit_kind": unit.kind.value,
+             "defaults": unit.defaults.value}
     for check in _checks(rule, resolved.version):
         scope = Scope(resolved.get, resolved.version, names=dict(names))
         verdict = truth(evaluate(check.condition, scope))
@@ -69,8 +70,8 @@ def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit) -> Location:
     """Where a finding points: the first of the rule's keys that the unit sets, else any key it read."""
     by_key = {v.key: v for v in read}
     for key in rule.keys:
-        value = by_key.get(key) or resolved.get(key)
-        if value.assignment is not None:
+        value = by_key.get(key)
+        if value is not None and value.assignment is not None:
             return value.assignment.location
     for value in read:
         if value.assignment is not None:
@@ -105,13 +106,13 @@ def render_message(template: str, scope: Scope) -> str:
 def _assignment_rule(rule: Rule, resolved: ResolvedUnit) -> list[Finding]:
     out = []
     for assignment in resolved.unit.all_assignments():
-        info = keys.key_info(assignment.key)
         names = {
             "key": assignment.key,
             "value": UNKNOWN if isinstance(assignment.value, Unknown) else assignment.value,
             "text": assignment.text,
             "source": assignment.source.value,
-            "key_type": info.type if info else "",
+            "key_type": keys.key_type(assignment.key, resolved.version),
+            "op": assignment.op,
         }
         for check in _checks(rule, resolved.version):
             scope = Scope(resolved.get, resolved.version, names=names)

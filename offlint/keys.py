@@ -47,7 +47,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("model.cpu_offloading_activations", "bool", True),
     _k("model.cpu_offloading_weights", "bool", False),
     _k("model.cpu_offloading_double_buffering", "bool", False, "0.14"),
-    _k("model.cpu_offloading_retain_pinned_cpu_buffers", "bool", False, "0.17"),
+    _k("model.cpu_offloading_retain_pinned_cpu_buffers", "bool", False, "0.17", "--cpu-offloading-retain-pinned-cpu-buffers"),
     # fine-grained activation offloading
     _k("model.fine_grained_activation_offloading", "bool", False, "0.16", "--fine-grained-activation-offloading"),
     _k("model.offload_modules", "list", [], "0.16", "--offload-modules"),
@@ -62,7 +62,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     # model size and parallelism
     _k("model.num_layers", "int", 0, flag="--num-layers"),
     _k("model.pipeline_model_parallel_size", "int", 1, flag="--pipeline-model-parallel-size"),
-    _k("model.virtual_pipeline_model_parallel_size", "int", None, flag="--virtual-pipeline-model-parallel-size"),
+    _k("model.virtual_pipeline_model_parallel_size", "int", None),  # MLM: --num-layers-per-virtual-pipeline-stage
     _k("model.tensor_model_parallel_size", "int", 1, flag="--tensor-model-parallel-size"),
     # recompute
     _k("model.recompute_granularity", "str", None, flag="--recompute-granularity"),
@@ -102,10 +102,11 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     # distributed data parallel
     _k("ddp.use_distributed_optimizer", "bool", False),
     _k("ddp.use_megatron_fsdp", "bool", False, flag="--use-megatron-fsdp"),
-    _k("ddp.megatron_fsdp_version", "int", None),
+    _k("ddp.megatron_fsdp_version", "int", None, "0.20", "--megatron-fsdp-version"),
     # launch environment
     _k("env.NVTE_CPU_OFFLOAD_V1", "str", None),
     _k("env.PYTORCH_CUDA_ALLOC_CONF", "str", None),
+    _k("env.PYTORCH_ALLOC_CONF", "str", None),  # the newer spelling torch also reads
     # Bridge's top-level mixed precision recipe name ("bf16_mixed", ...)
     _k("mixed_precision", "str", None),
 ]}
@@ -113,11 +114,13 @@ KEYS: dict[str, Key] = {k.name: k for k in [
 # Allowed-value sets that megatron-core checks in __post_init__, by the release that introduced each value.
 OFFLOAD_MODULES = {
     "core_attn": "0.16", "attn_proj": "0.16", "expert_fc1": "0.16", "moe_act": "0.16", "attn_norm": "0.16",
-    "mlp_norm": "0.16", "qkv_linear": "0.16", "fused_group_mlp": "0.19", "gdp_qkv": "0.21",
+    "mlp_norm": "0.16", "qkv_linear": "0.16", "fused_group_mlp": "0.19",
+    # Unreleased on main, which already calls itself 0.20.0: allowed from 0.20 so that no valid config is flagged.
+    "gdp_qkv": "0.20",
 }
 RECOMPUTE_MODULES = {
     "core_attn": "0.12", "moe_act": "0.12", "layernorm": "0.12", "mla_up_proj": "0.12", "mlp": "0.12",
-    "moe": "0.12", "shared_experts": "0.12", "gdn_norm_out": "0.20", "gdp_in_proj": "0.21", "mhc": "0.21",
+    "moe": "0.12", "shared_experts": "0.12", "gdn_norm_out": "0.20", "gdp_in_proj": "0.20", "mhc": "0.20",
 }
 
 
@@ -127,6 +130,23 @@ def allowed(table: dict[str, str], version: Version) -> set[str]:
 
 def key_info(name: str) -> Key | None:
     return KEYS.get(name)
+
+
+def key_type(name: str, version: Version) -> str:
+    """A key's value type: the registry's, else derived from the real dataclass annotation ('' if unknown)."""
+    info = KEYS.get(name)
+    if info is not None:
+        return info.type
+    section, _, field_name = name.partition(".")
+    data = version_data(version)
+    entry = (data or {}).get("sections", {}).get(section, {}).get(field_name)
+    if not entry:
+        return ""
+    annotation = str(entry.get("type", "")).lower()
+    for marker, kind in (("list", "list"), ("bool", "bool"), ("float", "float"), ("int", "int"), ("str", "str")):
+        if marker in annotation:
+            return kind
+    return ""
 
 
 def key_exists(name: str, version: Version) -> bool:

@@ -33,8 +33,9 @@ class ResolvedUnit:
             if isinstance(assignment.value, Unknown):
                 return Value(key, "unknown", assignment.value, assignment)
             return Value(key, "known", assignment.value, assignment)
-        section = key.split(".", 1)[0] if "." in key else "top"
-        if section == "top" or section in self.unit.default_sections:
+        # Top-level ConfigContainer keys (mixed_precision) are built with the container, as the model section is.
+        section = key.split(".", 1)[0] if "." in key else "model"
+        if section in self.unit.default_sections:
             return Value(key, "default", self._default(key))
         reason = self.unit.unknown_sections.get(section, f"`{key}` is not set in {self.unit.name}")
         return Value(key, "unknown", Unknown(reason))
@@ -57,7 +58,13 @@ def mlm_default(key: str, version: Version) -> object:
     if data and data.get("mlm_flags"):
         for flag in data["mlm_flags"]:
             if flag.get("dest") == field_name and not isinstance(flag.get("default"), dict):
-                return flag.get("default")
+                default = flag.get("default")
+                info = keys.key_info(key)
+                if info is not None and info.type == "dtype" and isinstance(default, str):
+                    from offlint.sources.mlm_flags import normalize_dtype
+
+                    return normalize_dtype(default)
+                return default
     return MLM_CLI_DEFAULTS.get(key, _MISSING)
 
 

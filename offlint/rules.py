@@ -124,6 +124,8 @@ def _build(data: dict, file: str) -> Rule:
     checks = []
     for raw in raw_checks:
         compile_condition(raw["condition"])
+        for expression in re.findall(r"\{([^{}]+)\}", raw["message"]):
+            compile_condition(expression)  # message templates are expressions too: fail at load, not mid-run
         checks.append(Check(raw["condition"], raw["message"].strip(), Severity(raw.get("severity", severity)),
                             str(raw.get("versions", "all")), raw.get("mirrors", "")))
     examples = []

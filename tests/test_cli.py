@@ -19,6 +19,7 @@ def recipe():
                           ddp=DistributedDataParallelConfig())
     cfg.model.cpu_offloading = True
     cfg.model.pipeline_model_parallel_size = 2
+    cfg.model.cpu_offloading_num_layers = 2
     return cfg
 """
 
@@ -136,7 +137,7 @@ def test_suppressions_and_unused_suppression(project):
     (project / "bad.py").write_text(text)
     result = run("check", "bad.py", cwd=project)
     assert "OFL102" not in result.stdout
-    assert "OFL006" in result.stdout and ":7:1:" in result.stdout
+    assert "OFL006" in result.stdout and "bad.py:8:1:" in result.stdout
     (project / "launch.sh").write_text(
         "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
         "# offlint: ignore[OFL102]\n"
@@ -144,7 +145,11 @@ def test_suppressions_and_unused_suppression(project):
     assert run("check", "launch.sh", cwd=project).returncode == 0
     (project / "o.yaml").write_text("model:\n  cpu_offloading: true  # offlint: ignore\n"
                                     "  pipeline_model_parallel_size: 2\n")
-    assert run("check", "o.yaml", cwd=project).returncode == 1  # finding points at line 2; line 3 is related
+    assert run("check", "o.yaml", cwd=project).returncode == 0  # the finding points at line 2
+    (project / "o.yaml").write_text("model:\n  cpu_offloading: true\n"
+                                    "  pipeline_model_parallel_size: 2  # offlint: ignore[OFL102]\n")
+    related_only = run("check", "o.yaml", cwd=project)  # line 3 is only a related location: not suppressed
+    assert "o.yaml:2:3: OFL102" in related_only.stdout and "o.yaml:3:36: OFL006" in related_only.stdout
 
 
 def test_pyproject_configuration(project):

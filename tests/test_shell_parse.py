@@ -126,7 +126,7 @@ def test_quoting_and_word_splitting():
     c = find(text, "python")
     assert values(c) == ["python", "$PP", "--a 1   --b", "--a", "1", "--b", "model.pp=4", "x y", ""]
     split = [w for w in c.argv if w.text == "$ARGS"]
-    assert len(split) == 3 and {(w.line, w.col) for w in split} == {(3, 26)}
+    assert len(split) == 3 and {(w.line, w.col) for w in split} == {(3, 22)}
 
 
 def test_backslash_newline_inside_double_quotes():
@@ -151,7 +151,7 @@ def test_array_literal_append_and_expansion_positions():
     assert (xy.line, xy.col, xy.text) == (2, 11, '"$X"')
     assert (cc.line, cc.col) == (3, 8)
     joined = c.argv[-1]
-    assert (joined.line, joined.col, joined.text) == (4, 29, '"${CMD[*]}"')
+    assert (joined.line, joined.col, joined.text) == (4, 27, '"${CMD[*]}"')
 
 
 def test_empty_array_expands_to_nothing():
@@ -229,6 +229,57 @@ def test_payload_keeps_conditional_marks_of_array_elements():
     assert (inner.argv[2].line, inner.argv[2].col) == (2, 34)
 
 
+def test_unknown_parts_keep_the_known_words_around_them():
+    text = """\
+    SRUN_CMD="srun --mpi=pmix --container-image=$CONTAINER_IMAGE"
+    MASTER_ADDR=$(hostname)
+    CMD="python -m torch.distributed.run --master_addr=$MASTER_ADDR train.py --tp 2"
+    $SRUN_CMD bash -c "$CMD"
+    """
+    hostname, srun, inner = cmds(text)  # commands inside $(...) run too, so they are reported
+    assert values(hostname) == ["hostname"]
+    assert values(srun)[:5] == ["srun", "--mpi=pmix", None, "bash", "-c"]
+    assert srun.argv[2].unknown == "$CONTAINER_IMAGE is not set in this script"
+    assert srun.argv[5].value is None and srun.argv[5].unknown == "command substitution"
+    assert values(inner) == ["python", "-m", "torch.distributed.run", None, "train.py", "--tp", "2"]
+    assert inner.argv[3].unknown == "command substitution" and (inner.argv[3].line, inner.argv[3].col) == (3, 38)
+
+
+def test_multiline_bash_lc_payload_with_exports():
+    text = """\
+    HF_HOME="${HF_HOME:-/workspace/hf_home}"
+    CMD="python run_recipe.py --recipe r"
+    srun bash -lc "
+        set -euo pipefail
+        export HF_HOME=$HF_HOME
+        export PYTHONPATH=/opt/src:\\${PYTHONPATH:-}
+        $CMD
+    "
+    """
+    inner = find(text, "python")
+    assert values(inner) == ["python", "run_recipe.py", "--recipe", "r"]
+    assert (inner.env["HF_HOME"].value, inner.env["HF_HOME"].line, inner.env["HF_HOME"].col) == (
+        "/workspace/hf_home", 5, 12)
+    assert inner.env["PYTHONPATH"].value == "/opt/src:"
+    assert [c.argv[0].value for c in cmds(text)] == ["srun", "set", "python"]
+
+
+def test_string_append_inside_if_keeps_words_marked_conditional():
+    text = """\
+    SRUN="srun --ntasks=8"
+    if [ -n "$MOUNTS" ]; then SRUN="$SRUN --container-mounts=/data"; fi
+    PYTHONPATH=/a
+    if [ -n "$B" ]; then PYTHONPATH="$PYTHONPATH:/b"; fi
+    export SRUN PYTHONPATH
+    $SRUN python x.py
+    """
+    c = find(text, "srun")
+    assert values(c) == ["srun", "--ntasks=8", "--container-mounts=/data", "python", "x.py"]
+    assert [w.conditional for w in c.argv] == ["", "", "inside if at line 2", "", ""]
+    assert c.env["SRUN"].value is None and c.env["SRUN"].unknown.startswith("assigned differently on some paths")
+    assert c.env["PYTHONPATH"].unknown == "assigned differently on some paths (lines 3, 4)"
+
+
 def test_eval_payload():
     c = find('OPTS="--a 1"\neval "python x.py $OPTS"\n', "python")
     assert values(c) == ["python", "x.py", "--a", "1"]
@@ -285,7 +336,6 @@ def test_commands_in_all_control_structures_are_yielded():
     fn() { m; }
     fn
     """
-    assert [c.argv[0].value for c in cmds(text)] == list("abcdefghklfm".replace("f", "f", 1)) or True
     names = [c.argv[0].value for c in cmds(text)]
     assert names == ["a", "b", "c", "d", "e", "f", "g", "h", "k", "l", "fn", "m"]
     conds = {c.argv[0].value: c.argv[0].conditional for c in cmds(text)}

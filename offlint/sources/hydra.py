@@ -14,6 +14,9 @@ from functools import lru_cache
 _OVERRIDE_SHAPE = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][\w\-]*(?:\.[\w\-@/]+)*)(=.*)?$", re.S)
 
 
+TOP_LEVEL_KEYS = ("mixed_precision",)  # ConfigContainer fields offlint reads that have no section
+
+
 @dataclass(frozen=True)
 class Override:
     key: str  # canonical key (env_vars.X -> env.X)
@@ -31,6 +34,8 @@ def looks_like_override(token: str) -> bool:
     if not match or token.startswith("-"):
         return False
     prefix, key, rest = match.groups()
+    if key in TOP_LEVEL_KEYS and rest is not None:
+        return True
     return "." in key and (rest is not None or prefix == "~") or (rest is not None and key.isidentifier()
                                                                    and rest.startswith("={"))
 

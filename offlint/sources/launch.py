@@ -57,6 +57,13 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     return None
 
 
+def env_string(key: str, value: object) -> object:
+    """Bridge applies env_vars with str(): an override `+env_vars.X=1` is the string '1'."""
+    if key.startswith("env.") and not isinstance(value, (str, Unknown)) and value is not None:
+        return str(value)
+    return value
+
+
 def _script_index(values: list[str | None]) -> int | None:
     for i, value in enumerate(values):
         if value is None:
@@ -90,9 +97,29 @@ def _mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Loca
             source_arg = args[min(flag.flag_index + 1, len(args) - 1)]
             value = _unknown(source_arg if source_arg.value is None else arg)
         layer.assignments.append(Assignment(flag.key, value, arg.location, Source.MLM, flag.text))
+    _derive_virtual_pipeline(layer)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
                 launches_training=True, env_known=True)
+
+
+def _derive_virtual_pipeline(layer: Layer) -> None:
+    """Megatron-LM: virtual pipeline size = num_layers / pipeline size / --num-layers-per-virtual-pipeline-stage."""
+    values = {a.key: a for a in layer.assignments}
+    per_stage = values.pop("model.num_layers_per_virtual_pipeline_stage", None)
+    if per_stage is None:
+        return
+    layer.assignments.remove(per_stage)
+    layers = values.get("model.num_layers")
+    pipeline = values.get("model.pipeline_model_parallel_size")
+    parts = [layers.value if layers else Unknown("--num-layers not given"), pipeline.value if pipeline else 1,
+             per_stage.value]
+    if all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in parts):
+        vpp: object = parts[0] // parts[1] // parts[2]
+    else:
+        vpp = Unknown("--num-layers-per-virtual-pipeline-stage with unknown sizes")
+    layer.assignments.append(Assignment("model.virtual_pipeline_model_parallel_size", vpp, per_stage.location,
+                                        Source.MLM, f"--num-layers-per-virtual-pipeline-stage {per_stage.text}"))
 
 
 def _hydra_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool) -> Unit:
@@ -122,7 +149,8 @@ def _hydra_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Lo
         elif value and hydra.looks_like_override(value):
             try:
                 for override in hydra.parse_override(value):
-                    layer.assignments.append(Assignment(override.key, override.value, arg.location, Source.HYDRA,
+                    parsed = env_string(override.key, override.value)
+                    layer.assignments.append(Assignment(override.key, parsed, arg.location, Source.HYDRA,
                                                         override.text, (), override.op))
             except hydra.OverrideError as exc:
                 problems.append((arg.location, str(exc)))

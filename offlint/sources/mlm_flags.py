@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from offlint.keys import KEYS
+from offlint.keys import KEYS, Key
 
 # flag -> canonical key, from the registry
 FLAG_KEYS = {k.flag: k for k in KEYS.values() if k.flag}
+# Flags read only to derive another key (virtual pipeline size = num_layers / PP / layers per stage).
+FLAG_KEYS["--num-layers-per-virtual-pipeline-stage"] = Key("model.num_layers_per_virtual_pipeline_stage", "int", None)
 # store_true flags that set more than their own key, or whose name differs from the key
 SWITCHES: dict[str, list[tuple[str, object]]] = {
     "--recompute-activations": [("model.recompute_granularity", "selective")],
@@ -84,6 +86,8 @@ def read_flags(tokens: list[str | None]) -> tuple[list[FlagValue], list[str]]:
             problems.append(f"{name} expects {info.type}, got {raw!r} (argparse will refuse it)")
             continue
         out.append(FlagValue(info.name, value, i - (1 if eq else 2), raw))
+        if name == "--num-layers-per-virtual-pipeline-stage":
+            pass
         if name == "--cpu-offloading-num-layers" and isinstance(value, int) and value > 0:
             out.append(FlagValue("model.cpu_offloading", True, i - (1 if eq else 2), f"{name} {raw}"))
     return out, problems
@@ -107,5 +111,15 @@ def _convert(raw: str, type_: str):
     if type_ == "float":
         return float(raw)
     if type_ == "dtype":
-        return f"torch.{raw}" if not raw.startswith("torch.") else raw
+        return normalize_dtype(raw)
     return raw
+
+
+# Megatron-LM's dtype flags take short names that validate_args maps to torch dtypes.
+_DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16", "fp8": "torch.uint8",
+           "float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16"}
+
+
+def normalize_dtype(raw: str) -> str:
+    name = raw[len("torch."):] if raw.startswith("torch.") else raw
+    return _DTYPES.get(name, f"torch.{name}")

@@ -52,6 +52,7 @@ class ConfigObj:
         self.values: dict[str, Assignment] = {}  # field -> last assignment (section objects)
         self.children: dict[str, ConfigObj] = {}  # section -> object (containers)
         self.env: dict[str, Assignment] | None = None  # cfg.env_vars, when assigned from a literal
+        self.env_unknown = ""  # why cfg.env_vars is not known (assigned from something offlint cannot read)
         self.top: dict[str, Assignment] = {}  # container-level keys such as mixed_precision
 
     def child(self, section: str) -> "ConfigObj":
@@ -64,6 +65,7 @@ class ConfigObj:
         other.values = dict(self.values)
         other.children = {k: v.copy() for k, v in self.children.items()}
         other.env = dict(self.env) if self.env is not None else None
+        other.env_unknown = self.env_unknown
         other.top = dict(self.top)
         return other
 
@@ -137,6 +139,7 @@ class PythonReader:
         default_sections: set[str] = set()
         unknown_sections: dict[str, str] = {}
         env_known = False
+        env_unknown = ""
         for obj in objects:
             sections = obj.children if obj.kind == "container" else {obj.section: obj}
             if obj.kind == "container":
@@ -144,17 +147,21 @@ class PythonReader:
                     if section not in sections:
                         _note_base(section, obj.base, default_sections, unknown_sections)
                 layer.assignments.extend(obj.top.values())
-                if obj.env is not None:
+                if obj.env_unknown:
+                    env_unknown = obj.env_unknown
+                elif obj.env is not None:
                     env_known = True
                     layer.assignments.extend(obj.env.values())
             for section, child in sections.items():
                 _note_base(section, child.base, default_sections, unknown_sections)
                 layer.assignments.extend(child.values.values())
-        if "env" not in default_sections and env_known:
+        if env_unknown:
+            env_known = False
+            unknown_sections["env"] = f"cfg.env_vars is not a literal: {env_unknown}"
+        elif env_known:
             default_sections.add("env")
-        unknown_sections.setdefault("env", "the launch environment is not defined in this recipe")
-        if "env" in default_sections:
-            unknown_sections.pop("env", None)
+        else:
+            unknown_sections["env"] = "the launch environment is not defined in this recipe"
         layer.assignments.sort(key=lambda a: (a.location.line, a.location.col))
         return Unit(name=name, kind=UnitKind.RECIPE, location=location, layers=[layer],
                     default_sections=frozenset(default_sections), unknown_sections=unknown_sections,
@@ -300,6 +307,8 @@ class PythonReader:
                         receiver.children[head] = ConfigObj("section", Unknown(reason), receiver.via, head)
                 elif head == "env_vars":
                     receiver.env = self._env_dict(value_node, value, loc)
+                    receiver.env_unknown = "" if isinstance(value, dict) else (
+                        value.reason if isinstance(value, Unknown) else f"cfg.env_vars = {text}")
                 elif head == "mixed_precision":
                     receiver.top["mixed_precision"] = self._assignment("mixed_precision", value, loc, text,
                                                                        receiver.via)

@@ -4,14 +4,20 @@ offlint never executes what it lints, so this module plays the shell on paper: t
 syntax, and a small interpreter tracks variables, arrays, exports and quoting well enough to recover the argv
 of `torchrun ... key=value` lines built through arrays, string variables and `bash -c` payloads. Where bash
 would need runtime information (command output, positional parameters, loop variables, `read`), a word's
-value is None with a short reason instead of a guess.
+value is None with a short reason instead of a guess. Inside a longer value such an unknown part is kept as
+a placeholder ("hole"), so `SRUN="srun --mpi=pmix --image=$IMG"; $SRUN` still gives `srun` and `--mpi=pmix`,
+and a `bash -c` payload with a `$(hostname)` in it is still read; only the words touching a hole are None.
 
-Positions: every Word points into the original script. Words from arrays point at the element inside the
-array literal; words of `bash -c` / `eval` payloads point at the character they came from, because each
-expanded character carries its origin (so `CMD="python x.py"; bash -c "$CMD"` points at the `CMD=` line).
-Simplifications, all on the cautious side: pipelines run in the current shell; `a && X=1` makes X
-conditional but does not mark the command words; for/while bodies are read once, as a branch that may not
-run; functions are read at each call, and uncalled ones at the end, with the variables of their definition.
+Positions: a word points at its token; words split from one unquoted `$VAR` all share that token's place.
+Array elements point at the element inside the array literal. Words of `bash -c` / `eval` payloads point at
+the character they came from, because each expanded character carries its origin and conditional mark (so
+`CMD="python x.py"; bash -c "$CMD"` points into the `CMD=` line); their `text` is the payload's token.
+
+Simplifications: pipelines run in the current shell (only `( )` and `$( )` get their own scope); commands in
+`$( )` are reported too; `a && X=1` makes X conditional without marking the words of the command; loop
+bodies are read once, as a branch that may not run; a branch ending in `exit` does not reach later code;
+functions are read at each call, and functions never called are read at the end with the variables of their
+definition. `source`d files are not followed. `export X` of a variable never set gives value None.
 """
 
 from __future__ import annotations
@@ -23,21 +29,27 @@ Pos = tuple[int, int]  # (line, col), 1-based
 Org = tuple[int, int, str]  # where one expanded character came from: (line, col, conditional)
 _IFS = " \t\n"
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
+_DEFAULT_OPS = (":-", "-", ":=", "=", ":+", "+", ":?", "?")
 _MAX_DEPTH = 6
+_HOLE0, _HOLES = 0xF0000, 0xFFFE  # Supplementary Private Use Area-A: never meaningful in a launch script
 
 
 @dataclass(frozen=True)
 class Word:
-    value: str | None
-    line: int
-    col: int
-    text: str
-    unknown: str = ""
-    conditional: str = ""
+    """One argument word as the command will see it."""
+
+    value: str | None  # after expansion and quote removal; None if it depends on something unresolvable
+    line: int  # 1-based, in the ORIGINAL script (array elements and payload words point at their real source)
+    col: int  # 1-based, in characters
+    text: str  # raw source text of the token it came from
+    unknown: str = ""  # when value is None: a short reason ("$PP is not set in this script", ...)
+    conditional: str = ""  # non-empty when only present on some paths ("inside if at line 40")
 
 
 @dataclass(frozen=True)
 class EnvSetting:
+    """An environment variable the command receives (line/col: where its value was assigned)."""
+
     name: str
     value: str | None
     line: int
@@ -49,15 +61,15 @@ class EnvSetting:
 @dataclass
 class Command:
     argv: list[Word]
-    env: dict[str, EnvSetting]
+    env: dict[str, EnvSetting]  # exported variables in effect when the command runs, plus `X=... cmd` prefixes
     line: int
     col: int
 
 
 @dataclass
 class ShellScript:
-    commands: list[Command]
-    errors: list[str]
+    commands: list[Command]  # in execution order; a `bash -c` payload's commands follow the command holding it
+    errors: list[str]  # parse problems, "line N: ..."; empty when tree-sitter found no ERROR nodes
 
 
 def parse_shell(text: str) -> ShellScript:
@@ -66,12 +78,10 @@ def parse_shell(text: str) -> ShellScript:
     try:
         if not isinstance(text, str):
             text = bytes(text).decode("utf-8", "replace")
-        org, line, col = [], 1, 1
-        for ch in text:
-            org.append((line, col, ""))
-            line, col = (line + 1, 1) if ch == "\n" else (line, col + 1)
-        org.append((line, col, ""))
-        st = _State(out)
+        org: list[Org] = []  # one (line, col, mark) per character, plus one for the end
+        for ln, line in enumerate(text.split("\n"), 1):
+            org.extend([(ln, c, "") for c in range(1, len(line) + 2)])
+        st = _State(out, _Holes())
         _Walker(st, text, org, 0, "").run()
         st.finish()
     except Exception as exc:  # the linter must survive any script; report instead of crashing
@@ -82,63 +92,88 @@ def parse_shell(text: str) -> ShellScript:
 # ---------------------------------------------------------------------------------------------- internals
 
 
+class _Holes:
+    """Unknown parts of values, as private-use characters that map to the reason they are unknown."""
+
+    def __init__(self):
+        self.chars: dict[str, str] = {}
+        self.reasons: list[str] = []
+
+    def char(self, reason: str) -> str:
+        if reason not in self.chars:
+            self.chars[reason] = chr(_HOLE0 + min(len(self.reasons), _HOLES - 1))
+            self.reasons.append(reason)
+        return self.chars[reason]
+
+    def why(self, s: str) -> str:
+        """The reason of the first hole in `s`, or "" when `s` is fully known."""
+        if s.isascii():
+            return ""
+        for c in s:
+            k = ord(c) - _HOLE0
+            if 0 <= k < _HOLES:
+                return self.reasons[k] if k < len(self.reasons) else "unreadable character"
+        return ""
+
+
 @dataclass(frozen=True)
 class _Field:
-    """A Word plus the origin of each character of its value, so payloads can be re-parsed with positions."""
+    """A word before it is reported: its value may hold holes, `org` has the origin of each character."""
 
-    value: str | None
+    value: str
     org: tuple[Org, ...]
     line: int
     col: int
     text: str
-    unknown: str = ""
     cond: str = ""
 
-    def word(self) -> Word:
-        return Word(self.value, self.line, self.col, self.text, self.unknown, self.cond)
+    def word(self, holes: _Holes) -> Word:
+        why = holes.why(self.value)
+        return Word(None if why else self.value, self.line, self.col, self.text, why, self.cond)
 
 
 @dataclass(frozen=True)
 class _Var:
-    """A shell variable: scalar `s` or array `arr`, or unknown with a reason; `unset` = exported by name only."""
+    """A shell variable: scalar `s` or array `arr`; `unset` = exported or declared by name, never given a value."""
 
-    s: str | None = None
+    s: str = ""
     org: tuple[Org, ...] = ()
     arr: tuple[_Field, ...] | None = None
-    unknown: str = ""
     cond: str = ""
     lines: tuple[int, ...] = ()
     pos: Pos = (1, 1)
     exported: bool = False
     unset: bool = False
 
+    def scalar(self) -> tuple[str, tuple[Org, ...]]:
+        """What `$X` gives: the value, or element 0 of an array."""
+        if self.arr is None:
+            return self.s, self.org
+        return (self.arr[0].value, self.arr[0].org) if self.arr else ("", ())
+
 
 class _P:
-    """One piece of an expanding word: text (split or not), an unknown, or a break between array elements."""
+    """One piece of an expanding word: text that is split or not, or a break between array elements."""
 
-    __slots__ = ("text", "org", "split", "quoted", "unk", "brk", "elem", "cond")
+    __slots__ = ("text", "org", "split", "quoted", "brk", "elem", "cond")
 
-    def __init__(self, text="", org=(), split=False, quoted=False, unk="", brk=False, elem=None, cond=""):
+    def __init__(self, text="", org=(), split=False, quoted=False, brk=False, elem=None, cond=""):
         self.text, self.org, self.split, self.quoted = text, org, split, quoted
-        self.unk, self.brk, self.elem, self.cond = unk, brk, elem, cond
+        self.brk, self.elem, self.cond = brk, elem, cond
 
 
 class _Acc:
     """The field being built during word splitting; remembers whether it came from a single array element."""
 
     def __init__(self):
-        self.ch, self.org, self.on, self.unk, self.cond, self.src, self.elem = [], [], False, "", "", set(), None
-
-    def note(self, p: _P) -> None:
-        self.on = True
-        self.src.add(id(p.elem) if p.elem is not None else 0)
-        self.elem = p.elem or self.elem
-        self.cond = self.cond or p.cond
+        self.ch, self.org, self.on, self.cond, self.src, self.elem = [], [], False, "", set(), None
 
     def add(self, p: _P, i: int, j: int) -> None:
         if i < j or p.elem is not None:
-            self.note(p)
-        self.on = self.on or p.quoted
+            self.src.add(id(p.elem) if p.elem is not None else 0)
+            self.elem = p.elem or self.elem
+            self.cond = self.cond or p.cond
+        self.on = self.on or p.quoted or i < j
         self.ch.append(p.text[i:j])
         self.org.extend(p.org[i:j])
 
@@ -146,10 +181,8 @@ class _Acc:
         e = self.elem if self.elem is not None and self.src == {id(self.elem)} else None
         if e is not None:
             line, col, text = e.line, e.col, e.text
-        cond = ctx or self.cond
-        if self.unk:
-            return _Field(None, (), line, col, text, self.unk, cond)
-        return _Field("".join(self.ch), tuple(self.org), line, col, text, "", cond)
+        cond = ctx or self.cond or (self.org[0][2] if self.org else "")  # first char: the word is a conditional one
+        return _Field("".join(self.ch), tuple(self.org), line, col, text, cond)
 
 
 def _split(pieces: list[_P], line: int, col: int, text: str, ctx: str) -> list[_Field]:
@@ -161,9 +194,6 @@ def _split(pieces: list[_P], line: int, col: int, text: str, ctx: str) -> list[_
             if acc.on:
                 out.append(acc.field(line, col, text, ctx))
             acc = _Acc()
-        elif p.unk:
-            acc.note(p)
-            acc.unk = acc.unk or p.unk
         elif not p.split:
             acc.add(p, 0, len(p.text))
         else:
@@ -181,21 +211,19 @@ def _split(pieces: list[_P], line: int, col: int, text: str, ctx: str) -> list[_
     return out
 
 
-def _join(pieces: list[_P], pos: Org) -> tuple[str | None, list[Org], str, str]:
-    """Concatenate pieces without splitting (assignment values, patterns): (text, origins, unknown, cond)."""
+def _join(pieces: list[_P], at: Org) -> tuple[str, list[Org], str]:
+    """Concatenate pieces without splitting (assignment values, patterns): (text, origins, conditional)."""
     txt: list[str] = []
-    org: list[Pos] = []
+    org: list[Org] = []
     cond = ""
     for p in pieces:
-        if p.unk:
-            return None, [], p.unk, p.cond or cond
         if p.brk:
             txt.append(" ")
-            org.append(org[-1] if org else pos)
+            org.append(org[-1] if org else at)
         txt.append(p.text)
         org.extend(p.org)
         cond = cond or p.cond
-    return "".join(txt), org, "", cond
+    return "".join(txt), org, cond
 
 
 def _stamp(org, cond: str):
@@ -206,10 +234,10 @@ def _stamp(org, cond: str):
 def _same(a: _Var, b: _Var) -> bool:
     va = None if a.arr is None else [f.value for f in a.arr]
     vb = None if b.arr is None else [f.value for f in b.arr]
-    return (a.s, a.unknown, a.unset, va) == (b.s, b.unknown, b.unset, vb)
+    return (a.s, a.unset, va) == (b.s, b.unset, vb)
 
 
-def _merge(before: dict, paths: list[dict], label: str) -> dict:
+def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
     """Join the variables of alternative paths: agreeing values stay, arrays keep conditional appends."""
     out = {}
     for name in dict.fromkeys(n for p in paths for n in p):
@@ -223,24 +251,33 @@ def _merge(before: dict, paths: list[dict], label: str) -> dict:
             out[name] = replace(next(v for v in vals if v is not None), exported=exported)
             continue
         maybe_unset = len(setv) < len(vals)
-        varies_export = len({v is not None and v.exported for v in vals}) > 1
+        cond = label if maybe_unset else ""
         base = before.get(name)
         if all(_same(v, setv[0]) for v in setv):
             pick = next((v for v in setv if v is not base), setv[0])
-            cond = pick.cond or (label if maybe_unset or varies_export else "")
-            out[name] = replace(pick, cond=cond, exported=exported)
+            varies_export = len({v is not None and v.exported for v in vals}) > 1
+            out[name] = replace(pick, cond=pick.cond or (label if maybe_unset or varies_export else ""),
+                                exported=exported)
             continue
         b = base.arr if base is not None and base.arr is not None else ()
-        if all(v.arr is not None and all(x is y for x, y in zip(v.arr, b)) and len(v.arr) >= len(b) for v in setv):
-            extra = {id(f): f if f.cond else replace(f, cond=label) for v in setv for f in v.arr[len(b):]}
-            last = setv[-1]
-            out[name] = replace(last, arr=b + tuple(extra.values()), exported=exported,
-                                cond=label if maybe_unset else "")
+        if all(v.arr is not None and len(v.arr) >= len(b) and all(x is y for x, y in zip(v.arr, b)) for v in setv):
+            extra = {id(f): f if f.cond else replace(f, cond=label) for v in setv for f in v.arr[len(b) :]}
+            out[name] = replace(setv[-1], arr=b + tuple(extra.values()), exported=exported, cond=cond)
             continue
         lines = sorted({ln for v in setv for ln in v.lines})
+        n, sufs = len(base.s) if base is not None and base.arr is None and not base.unset else -1, None
+        if n >= 0 and all(v.arr is None and v.s[:n] == base.s and v.org[:n] == base.org for v in setv):
+            sufs = {(v.s[n:], v.org[n:]): 0 for v in setv if v.s[n:]}
+        if sufs is not None and all(t[0] in _IFS for t, _ in sufs):
+            # `X="$X --more"` on some paths: like an array append, the added words stay, marked conditional
+            s = base.s + "".join(t for t, _ in sufs)
+            org = base.org + tuple(o for _, os in sufs for o in _stamp(os, label))
+            out[name] = replace(base, s=s, org=org, exported=exported, lines=tuple(lines))
+            continue
         where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
-        out[name] = _Var(unknown=f"assigned differently on some paths ({where})",
-                         lines=tuple(lines), pos=setv[-1].pos, exported=exported, cond=label if maybe_unset else "")
+        pos = setv[-1].pos
+        out[name] = _Var(s=holes.char(f"assigned differently on some paths ({where})"), org=((*pos, cond),),
+                         lines=tuple(lines), pos=pos, exported=exported, cond=cond)
     return out
 
 
@@ -258,24 +295,22 @@ def _special_reason(name: str) -> str:
     return ""
 
 
-def _shell_c_payload(fields: list[_Field]) -> int | None:
-    """Index of the script string in `... bash [-flags]c SCRIPT`, or None; the first shell word decides."""
-    for i, f in enumerate(fields):
-        if f.value is None or f.value.rsplit("/", 1)[-1] not in _SHELLS:
+def _shell_c_payload(vals: list[str | None]) -> int | None:
+    """Index of the script string in `... bash [-flags]c SCRIPT` (None = unknown word); the first shell decides."""
+    for i, v in enumerate(vals):
+        if v is None or v.rsplit("/", 1)[-1] not in _SHELLS:
             continue
         j, has_c = i + 1, False
-        while j < len(fields) and fields[j].value is not None:
-            v = fields[j].value
+        while j < len(vals) and vals[j] is not None:
+            v = vals[j]
             if v in ("-o", "+o", "-O", "+O"):
                 j += 2
-            elif len(v) > 1 and v[0] in "-+" and not v.startswith("--"):
-                has_c = has_c or (v[0] == "-" and "c" in v)
-                j += 1
-            elif v.startswith("--") and v != "--":
+            elif len(v) > 1 and v[0] in "-+" and v != "--":
+                has_c = has_c or (v[0] == "-" and v[1] != "-" and "c" in v)
                 j += 1
             else:
                 break
-        return j if has_c and j < len(fields) and fields[j].value is not None else None
+        return j if has_c and j < len(vals) else None
     return None
 
 
@@ -326,8 +361,8 @@ def _tree(data: bytes):
 class _State:
     """What one shell process knows: variables, functions, and where it writes commands."""
 
-    def __init__(self, out: ShellScript):
-        self.out, self.env, self.ctx = out, {}, ""
+    def __init__(self, out: ShellScript, holes: _Holes):
+        self.out, self.holes, self.env, self.ctx = out, holes, {}, ""
         self.funcs: dict[str, tuple] = {}
         self.called: set[str] = set()
         self.calling: set[str] = set()
@@ -346,7 +381,7 @@ class _State:
 class _Walker:
     """Interprets one piece of source text (the script, a -c payload, an eval string) against a _State."""
 
-    def __init__(self, st: _State, text: str, org: list[Pos], depth: int, label: str):
+    def __init__(self, st: _State, text: str, org: list[Org], depth: int, label: str):
         self.st, self.text, self.org, self.depth, self.label = st, text, org, depth, label
         self.data = text.encode("utf-8", "surrogatepass")
         self.b2c = None
@@ -356,9 +391,9 @@ class _Walker:
                 self.b2c.extend([i] * len(ch.encode("utf-8", "surrogatepass")))
             self.b2c.append(len(text))
         self.tok = 0
-        self.at = False
+        self.saw_at = False
 
-    # -- positions ----------------------------------------------------------------------------------
+    # -- positions and small helpers ------------------------------------------------------------------
     def ci(self, b: int) -> int:
         if self.b2c is None:
             return min(b, len(self.text))
@@ -372,6 +407,23 @@ class _Walker:
 
     def raw(self, n) -> str:
         return self.text[self.ci(n.start_byte) : self.ci(n.end_byte)]
+
+    def hole(self, reason: str, at: Org) -> _P:
+        return _P(self.st.holes.char(reason), [at], quoted=True)
+
+    def why(self, s: str) -> str:
+        return self.st.holes.why(s)
+
+    def differs(self, org, cond: str = "") -> str:
+        """Why a value that is partly conditional (beyond its own `cond`) is no single value."""
+        mark = next((o[2] for o in org if o[2] and o[2] != cond), "")
+        return f"assigned differently on some paths ({mark})" if mark else ""
+
+    def num(self, s: str, org=(), cond: str = "") -> int:
+        why = self.why(s) or self.differs(org, cond)
+        if why:
+            raise _Unknown(why)
+        return _int(s)
 
     def run(self) -> None:
         root = _tree(self.data).root_node
@@ -404,12 +456,9 @@ class _Walker:
                     self.st.env.pop(self.raw(c), None)
         elif t == "redirected_statement":
             body = n.child_by_field_name("body")
-            for c in ([body] if body else []) + [c for c in n.children if c.type == "heredoc_redirect"]:
-                self.stmt(c)
-        elif t == "heredoc_redirect":
-            for c in n.named_children:
-                if not c.type.startswith("heredoc_"):
-                    self.stmt(c)
+            self.body(([body] if body else []) + [c for c in n.children if c.type == "heredoc_redirect"])
+        elif t == "heredoc_redirect":  # skip the heredoc text, but not a pipeline written after `<<EOF`
+            self.body(c for c in n.named_children if not c.type.startswith("heredoc_"))
         elif t == "list":
             self.list_(n)
         elif t == "subshell":
@@ -425,8 +474,7 @@ class _Walker:
             if name is not None and body is not None:
                 self.st.funcs[self.raw(name)] = (self, body, dict(self.st.env), self.pos(n.start_byte)[0])
         elif t not in ("comment", "test_command", "heredoc_body", "arithmetic_expansion"):
-            for c in n.named_children:
-                self.stmt(c)
+            self.body(n.named_children)
 
     def body(self, nodes) -> None:
         for c in nodes:
@@ -455,7 +503,7 @@ class _Walker:
                 results.append(self.st.env)  # a path that ends in `exit` does not reach what follows
         if default or not results:
             results.append(before)
-        self.st.env = _merge(before, results, label)
+        self.st.env = _merge(before, results, label, self.st.holes)
 
     def list_(self, n) -> None:
         op = None
@@ -468,9 +516,7 @@ class _Walker:
                 self.stmt(c)
 
     def if_(self, n) -> None:
-        label = f"inside if at line {self.pos(n.start_byte)[0]}"
-        conds, body, bodies, has_else = [], [], [], False
-        seen_then = False
+        conds, body, bodies, has_else, seen_then = [], [], [], False, False
         for c in n.children:
             if c.type == "then":
                 seen_then = True
@@ -480,10 +526,9 @@ class _Walker:
             elif c.is_named and c.type != "comment":
                 (body if seen_then else conds).append(c)
         self.body(conds)
-        self.branches([body] + bodies, not has_else, label)
+        self.branches([body] + bodies, not has_else, f"inside if at line {self.pos(n.start_byte)[0]}")
 
     def case(self, n) -> None:
-        label = f"inside case at line {self.pos(n.start_byte)[0]}"
         bodies, default = [], True
         for item in (c for c in n.named_children if c.type == "case_item"):
             stmts = []
@@ -493,30 +538,28 @@ class _Walker:
                 elif c.is_named and c.type != "comment":
                     stmts.append(c)
             bodies.append(stmts)
-        self.branches(bodies, default, label)
+        self.branches(bodies, default, f"inside case at line {self.pos(n.start_byte)[0]}")
 
     def loop(self, n) -> None:
         kind = "while" if n.type == "while_statement" else "for"
-        label = f"inside {kind} loop at line {self.pos(n.start_byte)[0]}"
         var = n.child_by_field_name("variable") if n.type == "for_statement" else None
         if var is not None:
             self.set_unknown(self.raw(var), "loop variable", self.pos(var.start_byte))
         if kind == "while":
             self.body(n.children_by_field_name("condition"))
         body = n.child_by_field_name("body")
-        self.branches([[body] if body is not None else []], True, label)
+        self.branches([[body] if body is not None else []], True,
+                      f"inside {kind} loop at line {self.pos(n.start_byte)[0]}")
 
     # -- assignments ----------------------------------------------------------------------------------
-    def set_var(self, name: str, var: _Var) -> None:
-        self.st.env[name] = var
-
     def set_unknown(self, name: str, reason: str, pos: Pos) -> None:
         old = self.st.env.get(name)
-        self.set_var(name, _Var(unknown=reason, lines=(pos[0],), pos=pos, exported=bool(old and old.exported)))
+        self.st.env[name] = _Var(s=self.st.holes.char(reason), org=((*pos, ""),), lines=(pos[0],), pos=pos,
+                                 exported=bool(old and old.exported))
 
-    def scalar(self, val) -> tuple[str | None, list[Pos], str, str]:
+    def scalar(self, val) -> tuple[str, list[Org], str]:
         if val is None:
-            return "", [], "", ""
+            return "", [], ""
         self.tok = self.ci(val.start_byte)
         return _join(self.exp(val, False), self.o(val.start_byte))
 
@@ -529,26 +572,22 @@ class _Walker:
             return self.assign_elem(name_n, val, pos)
         name = self.raw(name_n)
         old = self.st.env.get(name)
+        exported = export or bool(old and old.exported)
         old = None if old is not None and old.unset else old
-        exported = export or bool(self.st.env.get(name) and self.st.env[name].exported)
         if val is not None and val.type == "array":
-            elems = [f for el in val.named_children if el.type != "comment" for f in self.token(el)]
-            base: tuple = ()
+            elems = tuple(f for el in val.named_children if el.type != "comment" for f in self.token(el))
             if append and old is not None:
-                if old.unknown:
-                    return self.set_var(name, replace(old, exported=exported, lines=(pos[0],), pos=pos))
-                base = old.arr if old.arr is not None else (_Field(old.s, old.org, *old.pos, old.s or ""),)
-            var = _Var(arr=base + tuple(elems), lines=(pos[0],), pos=pos, exported=exported)
+                elems = (old.arr if old.arr is not None else (_Field(old.s, old.org, *old.pos, f"${name}"),)) + elems
+            var = _Var(arr=elems, lines=(pos[0],), pos=pos, exported=exported)
         else:
-            s, org, unk, cond = self.scalar(val)
-            if append and old is not None and not unk:
-                if old.unknown or old.arr is not None:
-                    s, unk = None, old.unknown or "appended to an array"
+            s, org, cond = self.scalar(val)
+            if append and old is not None:
+                if old.arr is not None:
+                    s, org = self.st.holes.char("appended to an array"), [(*pos, "")]
                 else:
                     s, org = old.s + s, list(old.org) + org
-            var = _Var(s=None if unk else s, org=tuple(org), unknown=unk, cond=cond, lines=(pos[0],), pos=pos,
-                       exported=exported)
-        self.set_var(name, var)
+            var = _Var(s=s, org=tuple(org), cond=cond, lines=(pos[0],), pos=pos, exported=exported)
+        self.st.env[name] = var
 
     def assign_elem(self, sub, val, pos: Pos) -> None:
         name = self.raw(sub.child_by_field_name("name") or sub)
@@ -559,10 +598,10 @@ class _Walker:
             idx = -1
         if old is None or old.arr is None or not 0 <= idx <= len(old.arr) or val is None:
             return self.set_unknown(name, f"element assignment {self.raw(sub)}=", pos)
-        s, org, unk, cond = self.scalar(val)
-        f = _Field(s, tuple(org), *self.pos(val.start_byte), self.raw(val), unk, cond or self.st.ctx)
+        s, org, cond = self.scalar(val)
+        f = _Field(s, tuple(org), *self.pos(val.start_byte), self.raw(val), cond or self.st.ctx)
         arr = old.arr[:idx] + (f,) + old.arr[idx + 1 :]
-        self.set_var(name, replace(old, arr=arr, lines=(pos[0],), pos=pos))
+        self.st.env[name] = replace(old, arr=arr, lines=(pos[0],), pos=pos)
 
     def declare(self, n) -> None:
         """export / declare / typeset / local / readonly: assignments, export flags, `local` scoping."""
@@ -582,36 +621,36 @@ class _Walker:
                 continue
             if kw == "local" and self.st.locals and name not in self.st.locals[-1]:
                 self.st.locals[-1][name] = self.st.env.get(name)
-            old = self.st.env.get(name)
+            old, p = self.st.env.get(name), self.pos(c.start_byte)
             if c.type == "variable_assignment":
                 self.assign(c, export)
             elif kw == "export" and "n" in flags and old is not None:
-                self.set_var(name, replace(old, exported=False))
+                self.st.env[name] = replace(old, exported=False)
+            elif old is not None:
+                self.st.env[name] = replace(old, exported=old.exported or export)
             elif export:
-                self.set_var(name, replace(old, exported=True) if old is not None else _Var(
-                    unknown=f"${name} is exported but not set in this script", unset=True, exported=True,
-                    pos=self.pos(c.start_byte), lines=(self.pos(c.start_byte)[0],)))
-            elif ("a" in flags or "A" in flags) and old is None:
-                self.set_var(name, _Var(arr=(), pos=self.pos(c.start_byte), lines=(self.pos(c.start_byte)[0],)))
+                why = self.st.holes.char(f"${name} is exported but not set in this script")
+                self.st.env[name] = _Var(s=why, org=((*p, ""),), unset=True, exported=True, pos=p, lines=(p[0],))
+            elif "a" in flags or "A" in flags:
+                self.st.env[name] = _Var(arr=(), pos=p, lines=(p[0],))
 
     # -- commands -------------------------------------------------------------------------------------
     def token(self, n) -> list[_Field]:
         a = self.ci(n.start_byte)
         self.tok = a
-        line, col, cond = self.org[a]  # cond: the token came from a conditional part of a payload
-        return _split(self.exp(n, False), line, col, self.text[a : self.ci(n.end_byte)], self.st.ctx or cond)
+        line, col, _ = self.org[a]
+        return _split(self.exp(n, False), line, col, self.text[a : self.ci(n.end_byte)], self.st.ctx)
 
     def setting(self, name: str, v: _Var) -> EnvSetting:
-        val = None if v.unknown or v.unset else v.s
-        return EnvSetting(name, val, v.pos[0], v.pos[1], v.unknown, v.cond)
+        why = self.why(v.s) or self.differs(v.org, v.cond)
+        return EnvSetting(name, None if why else v.s, v.pos[0], v.pos[1], why, v.cond)
 
     def command(self, n) -> None:
         kids = n.children
         for i in range(1, len(kids)):  # tree-sitter-bash sometimes glues `A=1 B=2<newline>cmd` into one command
             gap = self.text[self.ci(kids[i - 1].end_byte) : self.ci(kids[i].start_byte)]
             if kids[i - 1].type == "variable_assignment" and "\n" in gap.replace("\\\n", ""):
-                for a in kids[:i]:
-                    self.assign(a)
+                self.body(kids[:i])
                 a, b = self.ci(kids[i].start_byte), self.ci(n.end_byte)
                 return _Walker(self.st, self.text[a:b], self.org[a : b + 1], self.depth, self.label).run()
         prefix, toks = [], []
@@ -628,48 +667,48 @@ class _Walker:
         penv: dict[str, _Var] = {}
         for a in prefix:
             name_n = a.child_by_field_name("name")
-            if name_n is None:
-                continue
-            s, org, unk, cond = self.scalar(a.child_by_field_name("value"))
-            p = self.pos(a.start_byte)
-            penv[self.raw(name_n)] = _Var(s=s, org=tuple(org), unknown=unk, cond=self.st.ctx or cond, pos=p,
-                                          lines=(p[0],), exported=True)
+            if name_n is not None:
+                s, org, cond = self.scalar(a.child_by_field_name("value"))
+                p = self.pos(a.start_byte)
+                penv[self.raw(name_n)] = _Var(s=s, org=tuple(org), cond=self.st.ctx or cond, pos=p, lines=(p[0],),
+                                              exported=True)
         if not fields:
             return
         env = {k: self.setting(k, v) for k, v in self.st.env.items() if v.exported and v.arr is None}
         env.update({k: self.setting(k, v) for k, v in penv.items()})
-        self.st.out.commands.append(Command([f.word() for f in fields], env, *self.pos(n.start_byte)))
-        self.builtin(fields)
-        self.payload(fields, penv)
+        self.st.out.commands.append(Command([f.word(self.st.holes) for f in fields], env, *self.pos(n.start_byte)))
+        vals = [None if self.why(f.value) else f.value for f in fields]
+        self.builtin(fields, vals)
+        j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH else None
+        if j is not None:
+            self.payload(fields[j], penv)
 
-    def builtin(self, fields: list[_Field]) -> None:
+    def builtin(self, fields: list[_Field], vals: list[str | None]) -> None:
         """Builtins that change variables (read, mapfile, printf -v, getopts), eval, and function calls."""
-        name, args = fields[0].value, fields[1:]
-        vals = [f.value for f in args]
-        pos = (fields[0].line, fields[0].col)
+        name, args, pos = vals[0], vals[1:], (fields[0].line, fields[0].col)
         if name in ("read", "mapfile", "readarray"):
             takes = "adinNptu" if name == "read" else "dnOsuCc"
             names, i = [], 0
-            while i < len(vals):
-                v = vals[i]
+            while i < len(args):
+                v = args[i]
                 if v is not None and len(v) > 1 and v[0] == "-" and not names:
-                    if v[-1] in takes and i + 1 < len(vals) and vals[i + 1]:
+                    if v[-1] in takes and i + 1 < len(args) and args[i + 1]:
                         if name == "read" and v[-1] == "a":
-                            names.append(vals[i + 1])
+                            names.append(args[i + 1])
                         i += 1
                 elif v is not None:
                     names.append(v)
                 i += 1
             for v in names or ["REPLY" if name == "read" else "MAPFILE"]:
                 self.set_unknown(v, "set by read" if name == "read" else f"set by {name}", pos)
-        elif name == "printf" and len(vals) > 1 and vals[0] == "-v" and vals[1]:
-            self.set_unknown(vals[1], "set by printf -v", pos)
-        elif name == "getopts" and len(vals) > 1 and vals[1]:
-            self.set_unknown(vals[1], "set by getopts", pos)
-        elif name == "eval" and args and None not in vals and self.depth < _MAX_DEPTH:
+        elif name == "printf" and len(args) > 1 and args[0] == "-v" and args[1]:
+            self.set_unknown(args[1], "set by printf -v", pos)
+        elif name == "getopts" and len(args) > 1 and args[1]:
+            self.set_unknown(args[1], "set by getopts", pos)
+        elif name == "eval" and args and self.depth < _MAX_DEPTH:
             text, org = "", []
-            for f in args:
-                if text:
+            for k, f in enumerate(fields[1:]):
+                if k:
                     text += " "
                     org.append(org[-1] if org else (f.line, f.col, f.cond))
                 text += f.value
@@ -690,20 +729,16 @@ class _Walker:
                     else:
                         self.st.env[k] = v
 
-    def payload(self, fields: list[_Field], penv: dict[str, _Var]) -> None:
+    def payload(self, f: _Field, penv: dict[str, _Var]) -> None:
         """`bash -c SCRIPT` (also behind srun/docker/...): read SCRIPT as a child shell with the exported env."""
-        j = _shell_c_payload(fields)
-        if j is None or self.depth >= _MAX_DEPTH:
-            return
-        f = fields[j]
         org = list(f.org) if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value)
-        child = _State(self.st.out)
+        child = _State(self.st.out, self.st.holes)
         child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
         child.env.update(penv)
         child.ctx = self.st.ctx
         child.hidden = {k for k, v in self.st.env.items() if not v.exported}
-        _Walker(child, f.value, org + [org[-1] if org else (f.line, f.col, f.cond)], self.depth + 1,
-                "in shell -c payload: ").run()
+        org.append(org[-1] if org else (f.line, f.col, f.cond))
+        _Walker(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()
 
     # -- word expansion -------------------------------------------------------------------------------
@@ -739,8 +774,9 @@ class _Walker:
             ca, cb = self.start(c), self.ci(c.end_byte)
             if ca < a or cb > b:
                 continue
-            if c.type == "$" and i + 1 < len(kids) and kids[i + 1].type == "string" and kids[i + 1].start_byte == c.end_byte:
-                out += self.lit(a, ca, q)
+            nxt = kids[i + 1] if i + 1 < len(kids) else None
+            if c.type == "$" and nxt is not None and nxt.type == "string" and nxt.start_byte == c.end_byte:
+                out += self.lit(a, ca, q)  # `$"..."`: bash's translated string, the same as "..."
                 a = cb
             elif c.is_named:
                 out += self.lit(a, ca, q) + self.exp(c, q)
@@ -749,8 +785,9 @@ class _Walker:
 
     def exp(self, n, q: bool) -> list[_P]:
         t, a, b = n.type, self.ci(n.start_byte), self.ci(n.end_byte)
+        at = self.org[a]
         if t == "word" and not q and a == self.tok and self.text.startswith("~", a):
-            return [_P(unk="tilde expansion ~ (home directory)")]
+            return [self.hole("tilde expansion ~ (home directory)", at)]
         if t == "raw_string":
             e = b - 1 if b - a >= 2 and self.text[b - 1] == "'" else b
             return [_P(self.text[a + 1 : e], self.org[a + 1 : e], quoted=True)]
@@ -761,18 +798,18 @@ class _Walker:
         if t == "concatenation":
             return self.seq(n.children, a, b, q)
         if t == "simple_expansion":
-            return self.param(self.raw(n.named_children[-1]) if n.named_children else "", q)
+            return self.param(self.raw(n.named_children[-1]) if n.named_children else "", q, at)
         if t == "expansion":
-            return self.expansion(n, q)
+            return self.expansion(n, q, at)
         if t in ("command_substitution", "process_substitution"):
             self.subshell(n.named_children)
-            return [_P(unk="command substitution" if t[0] == "c" else "process substitution")]
+            return [self.hole(t.replace("_", " "), at)]
         if t == "arithmetic_expansion":
             try:
                 s = str(self.arith(n))
-                return [_P(s, [self.org[a]] * len(s), split=not q, quoted=q)]
+                return [_P(s, [at] * len(s), split=not q, quoted=q)]
             except _Unknown as exc:
-                return [_P(unk=f"arithmetic: {exc}")]
+                return [self.hole(f"arithmetic: {exc}", at)]
         return self.lit(a, b, q)
 
     def string(self, n, a: int, b: int) -> list[_P]:
@@ -785,9 +822,9 @@ class _Walker:
             if not c.is_named or c.type == "string_content" or ca < i:
                 continue
             lit = self.lit(i, ca, True)
-            self.at = False
+            self.saw_at = False
             out += lit + self.exp(c, True)
-            only_at = only_at and not lit and self.at
+            only_at = only_at and not lit and self.saw_at
             i = self.ci(c.end_byte)
         tail = self.lit(i, stop, True)
         if tail or not only_at or i == a + 1:
@@ -824,54 +861,49 @@ class _Walker:
     def unset_reason(self, name: str) -> str:
         v = self.st.env.get(name)
         if v is not None and v.unset:
-            return v.unknown
+            return self.why(v.s)
         if name in self.st.hidden:
             return f"${name} is set in the launching script but not exported to this shell"
         return f"${name} is not set in this script"
 
-    def value(self, v: _Var | None, reason: str, multi: bool, star: bool, q: bool) -> list[_P]:
+    def value(self, v: _Var | None, reason: str, multi: bool, star: bool, q: bool, at: Org) -> list[_P]:
         if v is None:
-            return [_P(unk=reason)]
-        if v.unknown:
-            return [_P(unk=v.unknown, cond=v.cond)]
-        if v.arr is None:
-            return [_P(v.s, _stamp(v.org, v.cond), split=not q, quoted=q, cond=v.cond)]
-        arr = v.arr if multi else v.arr[:1]
-        if multi and star and q:  # one word, present whatever the elements; they keep their marks per character
-            s, org, unk, _ = _join([p for i, f in enumerate(arr) for p in (
-                ([_P(brk=True)] if i else []) + [_P(f.value or "", _stamp(f.org, f.cond), unk=f.unknown)])],
-                (*v.pos, v.cond))
-            return [_P(unk=unk, cond=v.cond)] if unk else [_P(s, org, quoted=True, cond=v.cond)]
-        self.at = multi
+            return [self.hole(reason, at)]
+        if v.arr is None or not multi:
+            s, org = v.scalar()
+            cond = v.cond or (v.arr[0].cond if v.arr else "")
+            return [_P(s, _stamp(org, cond), split=not q, quoted=q, cond=cond)]
+        if star and q:  # one word, present whatever the elements; they keep their marks per character
+            s, org, _ = _join([p for i, f in enumerate(v.arr) for p in ([_P(brk=True)] if i else []) + [
+                _P(f.value, _stamp(f.org, f.cond))]], (*v.pos, v.cond))
+            return [_P(s, org, quoted=True, cond=v.cond)]
+        self.saw_at = True
         out = []
-        for i, f in enumerate(arr):
+        for i, f in enumerate(v.arr):
             if i:
                 out.append(_P(brk=True))
-            elem = f if multi else None
-            if f.value is None:
-                out.append(_P(unk=f.unknown, elem=elem, cond=f.cond))
-            else:
-                out.append(_P(f.value, _stamp(f.org, f.cond), split=not q, quoted=q, elem=elem, cond=f.cond))
+            out.append(_P(f.value, _stamp(f.org, f.cond), split=not q, quoted=q, elem=f, cond=f.cond))
         return out
 
-    def param(self, name: str, q: bool) -> list[_P]:
+    def param(self, name: str, q: bool, at: Org) -> list[_P]:
         special = _special_reason(name)
         if special:
-            return [_P(unk=special)]
-        return self.value(self.get(name), self.unset_reason(name), False, False, q)
+            return [self.hole(special, at)]
+        return self.value(self.get(name), self.unset_reason(name), False, False, q, at)
 
     def target(self, n) -> tuple[_Var | None, str, bool, bool, str]:
         """The variable named inside ${...}: (var, reason if missing, [@]/[*]?, [*]?, name)."""
         if n.type != "subscript":
             name = self.raw(n)
             special = _special_reason(name)
-            return (None, special, False, False, name) if special else (self.get(name), self.unset_reason(name),
-                                                                        False, False, name)
+            if special:
+                return None, special, False, False, name
+            return self.get(name), self.unset_reason(name), False, False, name
         name_n, idx_n = n.child_by_field_name("name"), n.child_by_field_name("index")
         name = self.raw(name_n) if name_n is not None else ""
         v, reason = self.get(name), self.unset_reason(name)
         idx = self.raw(idx_n) if idx_n is not None else ""
-        if idx in ("@", "*") or v is None or v.unknown:
+        if idx in ("@", "*") or v is None or (v.arr is None and self.why(v.s)):
             return v, reason, idx in ("@", "*") and v is not None and v.arr is not None, idx == "*", name
         try:
             i = self.arith(idx_n)
@@ -881,65 +913,69 @@ class _Walker:
         if not -len(arr) <= i < len(arr):
             return None, f"${{{name}[{idx}]}} is not set in this script", False, False, name
         f = arr[i]
-        return _Var(s=f.value, org=f.org, unknown=f.unknown, cond=f.cond, pos=v.pos), "", False, False, name
+        return _Var(s=f.value, org=f.org, cond=f.cond, pos=v.pos), "", False, False, name
 
-    def expansion(self, n, q: bool) -> list[_P]:
+    def expansion(self, n, q: bool, at: Org) -> list[_P]:
+        """${...}: plain, length, defaults, pattern removal/replacement, case, substring."""
         kids = list(n.children[1:])
         end = n.end_byte
         if kids and kids[-1].type == "}":
             end = kids.pop().start_byte
         prefix = kids.pop(0).type if kids and not kids[0].is_named and kids[0].type in ("#", "!") else ""
         if not kids:
-            return self.param(prefix or "", q) if prefix else [_P(unk="empty ${}")]
+            return self.param(prefix, q, at) if prefix else [self.hole("empty ${}", at)]
         v, reason, multi, star, name = self.target(kids[0])
         rest = kids[1:]
-        where = self.org[self.ci(n.start_byte)]
         if prefix == "!":
-            return [_P(unk="indirect expansion ${!...}")]
+            return [self.hole("indirect expansion ${!...}", at)]
         if prefix == "#":
-            if v is None or v.unknown:
-                return [_P(unk=reason if v is None else v.unknown)]
-            s = str(len(v.arr) if multi else len(v.s or ""))
-            return [_P(s, [where] * len(s), split=not q, quoted=q)]
+            if v is None:
+                return [self.hole(reason, at)]
+            s, org = v.scalar()
+            why = "" if multi else self.why(s) or self.differs(org, v.cond)
+            if why:
+                return [self.hole(why, at)]
+            s = str(len(v.arr) if multi else len(s))
+            return [_P(s, [at] * len(s), split=not q, quoted=q)]
         if not rest:
-            return self.value(v, reason, multi, star, q)
+            return self.value(v, reason, multi, star, q, at)
         op = rest[0].type
         region = lambda x, y, qq=q: self.seq(rest, self.ci(x), self.ci(y), qq)  # noqa: E731
-        if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
-            return self.default(op, v, reason, multi, star, q, name, region(rest[0].end_byte, end), where)
-        if v is None or v.unknown:
-            return [_P(unk=reason if v is None else v.unknown)]
-        if multi and op != ":":
-            return [_P(unk=f"unsupported expansion {self.raw(n)}")]
-        ops = [c for c in rest if not c.is_named]
-        s, org = v.s or "", list(v.org)
+        if op in _DEFAULT_OPS:
+            return self.default(op, v, reason, multi, star, q, name, region(rest[0].end_byte, end), at)
+        if v is None:
+            return [self.hole(reason, at)]
+        s, org = v.scalar()
+        if (multi and op != ":") or (not multi and self.why(s)):
+            return [self.hole(self.why(s) if self.why(s) else f"unsupported expansion {self.raw(n)}", at)]
+        org, ops = list(org), [c for c in rest if not c.is_named]
         if op in ("#", "##", "%", "%%", "/", "//", "/#", "/%"):
             mid = ops[1] if len(ops) > 1 and op[0] == "/" and ops[1].type == "/" else None
-            pat, _, unk, _ = _join(region(rest[0].end_byte, mid.start_byte if mid else end, True), where)
-            rep, rorg, unk2, _ = _join(region(mid.end_byte, end, True), where) if mid else ("", [], "", "")
-            if unk or unk2 or (op[0] == "/" and any(c in pat for c in "*?[")):
-                return [_P(unk=unk or unk2 or f"pattern replacement {self.raw(n)}")]
+            pat = _join(region(rest[0].end_byte, mid.start_byte if mid else end, True), at)[0]
+            rep, rorg, _ = _join(region(mid.end_byte, end, True), at) if mid else ("", [], "")
+            why = self.why(pat + rep) or (op[0] == "/" and any(c in pat for c in "*?[") and "pattern replacement")
+            if why:
+                return [self.hole(why, at)]
             s, org = self.cut(op, s, org, pat, rep, rorg)
         elif op in (",", ",,", "^", "^^"):
             conv = str.lower if op[0] == "," else str.upper
             s = conv(s) if len(op) == 2 else conv(s[:1]) + s[1:]
-            org = org if len(org) == len(s) else [where] * len(s)
+            org = org if len(org) == len(s) else [at] * len(s)
         elif op == ":":
             try:
                 colon2 = ops[1] if len(ops) > 1 and ops[1].type == ":" else None
-                off = _int(_join(region(rest[0].end_byte, colon2.start_byte if colon2 else end, True), where)[0]
-                           or "0")
-                ln = _int(_join(region(colon2.end_byte, end, True), where)[0] or "0") if colon2 else None
-            except (_Unknown, TypeError):
-                return [_P(unk=f"substring {self.raw(n)}")]
+                off = self.num(_join(region(rest[0].end_byte, colon2.start_byte if colon2 else end, True), at)[0])
+                ln = self.num(_join(region(colon2.end_byte, end, True), at)[0]) if colon2 else None
+            except _Unknown as exc:
+                return [self.hole(f"substring: {exc}", at)]
             seq = list(v.arr) if multi else list(range(len(s)))
             off = max(0, len(seq) + off) if off < 0 else off
             stop = len(seq) if ln is None else (ln + off if ln >= 0 else len(seq) + ln)
             if multi:
-                return self.value(replace(v, arr=tuple(seq[off:stop])), reason, True, star, q)
+                return self.value(replace(v, arr=tuple(seq[off:stop])), reason, True, star, q, at)
             s, org = s[off:stop], org[off:stop]
         else:
-            return [_P(unk=f"unsupported expansion {self.raw(n)}")]
+            return [self.hole(f"unsupported expansion {self.raw(n)}", at)]
         return [_P(s, org, split=not q, quoted=q, cond=v.cond)]
 
     @staticmethod
@@ -957,7 +993,7 @@ class _Walker:
         if not pat:
             return s, org
         if op == "/#":
-            return (rep + s[len(pat):], rorg + org[len(pat):]) if s.startswith(pat) else (s, org)
+            return (rep + s[len(pat) :], rorg + org[len(pat) :]) if s.startswith(pat) else (s, org)
         if op == "/%":
             return (s[: n - len(pat)] + rep, org[: n - len(pat)] + rorg) if s.endswith(pat) else (s, org)
         out, oorg, i, done = [], [], 0, False
@@ -973,30 +1009,34 @@ class _Walker:
                 i += 1
         return "".join(out), oorg
 
-    def default(self, op, v, reason, multi, star, q, name, operand, where) -> list[_P]:
+    def default(self, op, v, reason, multi, star, q, name, operand, at) -> list[_P]:
         """${X:-d} ${X-d} ${X:=d} ${X:+a} ${X:?m}; a variable set only on some paths gives both outcomes."""
         colon, kind = op.startswith(":"), op[-1]
 
         def outcome(var):
-            if var is not None and var.unknown and colon:
-                return [_P(unk=var.unknown)]
-            empty = var is not None and not var.unknown and (not var.arr if multi else (var.s or "") == "")
+            s, org = var.scalar() if var is not None else ("", ())
+            if colon and not multi and s and all(0 <= ord(c) - _HOLE0 < _HOLES for c in s):
+                return self.value(var, reason, multi, star, q, at)  # wholly unknown: empty or not, can't say
+            if colon and not multi and s and self.differs(org[:1], var.cond):
+                return [self.hole(self.differs(org[:1], var.cond), at)]  # empty on some paths
+            empty = var is not None and (not var.arr if multi else s == "")
             use_default = var is None or (colon and empty)
             if kind == "+":
                 return [] if use_default else operand
             if not use_default:
-                return self.value(var, reason, multi, star, q)
-            return [_P(unk=reason if var is None else f"${name} is empty")] if kind == "?" else operand
+                return self.value(var, reason, multi, star, q, at)
+            return [self.hole(reason if var is None else f"${name} is empty", at)] if kind == "?" else operand
 
         res = outcome(v)
-        if v is not None and v.cond and not v.unknown:
-            a, b = _join(res, where), _join(outcome(None), where)
-            if a[2] or b[2] or a[0] != b[0]:
-                res = [_P(unk=f"${name} is only set on some paths ({v.cond})")]
+        if v is not None and v.cond:
+            a, b = _join(res, at)[0], _join(outcome(None), at)[0]
+            if a != b or self.why(a + b):
+                res = [self.hole(f"${name} is only set on some paths ({v.cond})", at)]
         if kind == "=" and res is operand and not multi:
-            s, org, unk, cond = _join(operand, where)
-            self.set_var(name, _Var(s=s, org=tuple(org), unknown=unk, cond=cond, lines=(where[0],), pos=where[:2],
-                                    exported=bool(self.st.env.get(name) and self.st.env[name].exported)))
+            s, org, cond = _join(operand, at)
+            old = self.st.env.get(name)
+            self.st.env[name] = _Var(s=s, org=tuple(org), cond=cond, lines=(at[0],), pos=at[:2],
+                                     exported=bool(old and old.exported))
         return res
 
     def arith(self, n) -> int:
@@ -1016,14 +1056,13 @@ class _Walker:
             if name.lstrip("-").isdigit():
                 return _int(name)
             v = self.get(name)
-            if v is None or v.unknown:
-                raise _Unknown(self.unset_reason(name) if v is None else v.unknown)
-            return _int(v.s if v.arr is None else (v.arr[0].value if v.arr and v.arr[0].value else "0"))
+            if v is None:
+                raise _Unknown(self.unset_reason(name))
+            s, org = v.scalar()
+            return self.num(s or "0", org, v.cond)
         if t in ("simple_expansion", "expansion", "string", "concatenation", "raw_string"):
-            s, _, unk, _ = _join(self.exp(n, True), self.o(n.start_byte))
-            if unk:
-                raise _Unknown(unk)
-            return _int(s)
+            s, org, cond = _join(self.exp(n, True), self.o(n.start_byte))
+            return self.num(s, org, cond)
         if t == "parenthesized_expression" and n.named_children:
             return self.arith(n.named_children[0])
         if t == "unary_expression" and n.named_children:
@@ -1034,9 +1073,8 @@ class _Walker:
         if t == "binary_expression":
             op_n = n.child_by_field_name("operator")
             op = op_n.type if op_n is not None else ""
-            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
             if op in _BINOPS or op in ("/", "%"):
-                a, b = self.arith(left), self.arith(right)
+                a, b = self.arith(n.child_by_field_name("left")), self.arith(n.child_by_field_name("right"))
                 if op in ("/", "%"):
                     return _divmod0(a, b)[op == "%"]
                 if op in ("<<", ">>", "**") and not 0 <= b < 4096:

@@ -15,6 +15,7 @@ from offlint.sources.hydra import canonical_key
 from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind
 
 OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "env_vars")
+TOP_LEVEL_KEYS = ("mixed_precision",)
 _COMMAND_HINT = re.compile(r"run_recipe\.py|train\.sh|pretrain_\w+\.py|torchrun|setup_experiment\.py|"
                            r"run_script\.py|torch\.distributed\.run")
 
@@ -79,7 +80,7 @@ def _walk(node: yaml.MappingNode, prefix: str, path: str, layer: Layer) -> None:
         if isinstance(value_node, yaml.MappingNode) and (not prefix and key_node.value in OVERRIDE_SECTIONS):
             _walk(value_node, key, path, layer)
             continue
-        if not prefix:
+        if not prefix and key_node.value not in TOP_LEVEL_KEYS:
             continue  # top-level keys outside the modelled sections (train:, dataset:, ...)
         location = Location(path, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
         try:
@@ -87,7 +88,10 @@ def _walk(node: yaml.MappingNode, prefix: str, path: str, layer: Layer) -> None:
         except yaml.YAMLError as exc:
             raise YamlError(f"invalid YAML value at line {location.line}: {exc}") from None
         text = value_node.value if isinstance(value_node, yaml.ScalarNode) else _flow_text(value_node)
-        layer.assignments.append(Assignment(canonical_key(key), value, location, Source.YAML, str(text)))
+        key = canonical_key(key)
+        if key.startswith("env.") and value is not None and not isinstance(value, str):
+            value = str(value)  # Bridge applies env_vars with str()
+        layer.assignments.append(Assignment(key, value, location, Source.YAML, str(text)))
 
 
 def _flow_text(node) -> str:
