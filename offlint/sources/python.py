@@ -106,32 +106,27 @@ class PythonReader:
             units.append(self._unit("<module>", self._loc(self.module.body[0]) if self.module.body else
                                     Location(self.path, 1, 1), module_objects))
         for name, node in self.functions.items():
-            frame = Frame(names=dict(self.constants))
-            self._bind_params(node, frame, args=None)
-            objects = self._run_block(node.body.body, frame)
-            if frame.returned is not None and isinstance(frame.returned, ConfigObj):
-                objects.append(frame.returned)
-            objects = _dedupe(objects)
-            if objects:
-                units.append(self._unit(name, self._loc(node.name), objects))
+            unit = self._function_unit(name, node)
+            if unit is not None:
+                units.append(unit)
         for stmt in self.module.body:
             if isinstance(stmt, cst.ClassDef):
-                units.extend(self._class_units(stmt))
+                for method in stmt.body.body:
+                    if isinstance(method, cst.FunctionDef):
+                        unit = self._function_unit(f"{stmt.name.value}.{method.name.value}", method)
+                        if unit is not None:
+                            units.append(unit)
         return units
 
-    def _class_units(self, cls: cst.ClassDef) -> list[Unit]:
-        out = []
-        for stmt in cls.body.body:
-            if isinstance(stmt, cst.FunctionDef):
-                frame = Frame(names=dict(self.constants))
-                self._bind_params(stmt, frame, args=None)
-                objects = self._run_block(stmt.body.body, frame)
-                if isinstance(frame.returned, ConfigObj):
-                    objects.append(frame.returned)
-                objects = _dedupe(objects)
-                if objects:
-                    out.append(self._unit(f"{cls.name.value}.{stmt.name.value}", self._loc(stmt.name), objects))
-        return out
+    def _function_unit(self, name: str, node: cst.FunctionDef) -> Unit | None:
+        """Run one function on its own (parameters at their defaults) and flatten what it built."""
+        frame = Frame(names=dict(self.constants))
+        self._bind_params(node, frame, args=None)
+        objects = self._run_block(node.body.body, frame)
+        if isinstance(frame.returned, ConfigObj):
+            objects.append(frame.returned)
+        objects = _dedupe(objects)
+        return self._unit(name, self._loc(node.name), objects) if objects else None
 
     def _unit(self, name: str, location: Location, objects: list[ConfigObj]) -> Unit:
         """Flatten the config objects a function built into one unit (one configuration)."""
@@ -310,21 +305,19 @@ class PythonReader:
                     receiver.env_unknown = "" if isinstance(value, dict) else (
                         value.reason if isinstance(value, Unknown) else f"cfg.env_vars = {text}")
                 elif head == "mixed_precision":
-                    receiver.top["mixed_precision"] = self._assignment("mixed_precision", value, loc, text,
-                                                                       receiver.via)
+                    receiver.top["mixed_precision"] = self._assignment("mixed_precision", value, loc, text)
                 return [receiver]
             if head in SECTIONS_OF_CONTAINER and len(attrs) == 2:
                 child = receiver.child(head)
-                child.values[attrs[1]] = self._assignment(f"{head}.{attrs[1]}", value, loc, text, receiver.via)
+                child.values[attrs[1]] = self._assignment(f"{head}.{attrs[1]}", value, loc, text)
                 return [receiver]
             if head == "env_vars" and len(attrs) == 2:
                 if receiver.env is None:
                     receiver.env = {}
-                receiver.env[attrs[1]] = self._assignment(f"env.{attrs[1]}", value, loc, text, receiver.via)
+                receiver.env[attrs[1]] = self._assignment(f"env.{attrs[1]}", value, loc, text)
             return [receiver]
         if len(attrs) == 1:
-            receiver.values[attrs[0]] = self._assignment(f"{receiver.section}.{attrs[0]}", value, loc, text,
-                                                         receiver.via)
+            receiver.values[attrs[0]] = self._assignment(f"{receiver.section}.{attrs[0]}", value, loc, text)
             return [receiver]
         return []
 
@@ -336,7 +329,7 @@ class PythonReader:
             out[str(name)] = Assignment(f"env.{name}", _env_str(val), where or loc, Source.ENV, text)
         return out
 
-    def _assignment(self, key, value, loc, text, via) -> Assignment:
+    def _assignment(self, key, value, loc, text) -> Assignment:
         if isinstance(value, ConfigObj):
             value = Unknown(f"a config object, not a value (`{text}`)")
         if isinstance(value, dict):
@@ -438,7 +431,7 @@ class PythonReader:
                     obj.env = self._env_dict(arg.value, value, self._loc(arg))
                 elif key == "mixed_precision":
                     obj.top[key] = self._assignment(key, value, self._loc(arg.keyword),
-                                                    self.module.code_for_node(arg.value), ())
+                                                    self.module.code_for_node(arg.value))
             return obj
         section = "model" if (short in MODEL_CLASSES or (short and _PROVIDER.match(short))) else \
             SECTION_CLASSES.get(short)
@@ -451,7 +444,7 @@ class PythonReader:
                     continue
                 obj.values[arg.keyword.value] = self._assignment(
                     f"{section}.{arg.keyword.value}", self._eval(arg.value, frame), self._loc(arg.keyword),
-                    self.module.code_for_node(arg.value), ())
+                    self.module.code_for_node(arg.value))
             return obj
         if name in self.functions and frame.depth < 8:
             return self._call_local(self.functions[name], node, frame)
@@ -497,15 +490,15 @@ class PythonReader:
             elif name in keywords:
                 frame.names[name] = keywords[name]
             else:
-                frame.names[name] = self._param_default(param, fn, caller_frame is None)
+                frame.names[name] = self._param_default(param, fn)
         for param in params.kwonly_params:
             name = param.name.value
-            frame.names[name] = keywords[name] if name in keywords else self._param_default(param, fn, True)
+            frame.names[name] = keywords[name] if name in keywords else self._param_default(param, fn)
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 frame.names[star.name.value] = Unknown(f"`{star.name.value}` collects arbitrary arguments")
 
-    def _param_default(self, param: cst.Param, fn: cst.FunctionDef, standalone: bool):
+    def _param_default(self, param: cst.Param, fn: cst.FunctionDef):
         if param.default is None:
             return Unknown(f"parameter `{param.name.value}` of {fn.name.value}()")
         return self._eval(param.default, Frame(names=dict(self.constants)))

@@ -1,0 +1,111 @@
+"""The Python reader: which values each recipe sets, from where, through which same-file calls."""
+
+from __future__ import annotations
+
+from offlint.resolve import resolve
+from offlint.sources.python import read_python
+from offlint.types import Unknown
+from offlint.versions import parse_version
+
+V = parse_version("0.20.0")
+
+SOURCE = '''\
+from megatron.bridge.recipes.common import _pretrain_common
+
+COMMON = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+PP = 4
+
+
+def _topology(cfg, *, pipeline_model_parallel_size: int = 1):
+    cfg.model.pipeline_model_parallel_size = pipeline_model_parallel_size
+
+
+def _base():
+    return ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(lr=1e-4),
+                           ddp=DistributedDataParallelConfig(use_distributed_optimizer=True))
+
+
+def inherits_unknown():
+    cfg = _pretrain_common()
+    cfg.model.cpu_offloading = True
+    return cfg
+
+
+def helpers_and_spreads():
+    cfg = _base()
+    _topology(cfg, pipeline_model_parallel_size=PP)
+    cfg.rng.te_rng_tracker = cfg.model.use_te_rng_tracker = True
+    cfg.env_vars = {**COMMON, "CUDA_DEVICE_MAX_CONNECTIONS": 32}
+    return cfg
+
+
+def branches(kind="adam"):
+    cfg = _base()
+    if kind == "adam":
+        cfg.optimizer.optimizer = "adam"
+        cfg.model.recompute_granularity = None
+    else:
+        cfg.optimizer.optimizer = "sgd"
+        cfg.model.recompute_granularity = None
+    return cfg
+
+
+def local_receivers():
+    model_cfg = GPTModelProvider(num_layers=4)
+    model_cfg.pipeline_model_parallel_size = 2
+    opt_config = OptimizerConfig(optimizer_cpu_offload=True)
+    opt_config.optimizer_offload_fraction = 0.5
+    return model_cfg, opt_config
+'''
+
+
+def units():
+    return {u.name: resolve(u, V) for u in read_python("r.py", SOURCE)}
+
+
+def test_unresolved_base_builder_makes_unset_keys_unknown():
+    unit = units()["inherits_unknown"]
+    assert unit.get("model.cpu_offloading").value is True
+    pp = unit.get("model.pipeline_model_parallel_size")
+    assert pp.is_unknown and "_pretrain_common" in pp.value.reason
+
+
+def test_same_file_helper_parameter_constant_and_provenance():
+    unit = units()["helpers_and_spreads"]
+    pp = unit.get("model.pipeline_model_parallel_size")
+    assert pp.value == 4 and pp.assignment.location.line == 8
+    assert pp.assignment.via == ("via _topology() at line 24",)
+    assert unit.get("model.num_layers").value == 8  # from _base(), a same-file base builder
+    assert unit.get("ddp.use_distributed_optimizer").value is True
+    assert unit.get("model.use_te_rng_tracker").value is True  # chained assignment
+    assert unit.get("env.PYTORCH_CUDA_ALLOC_CONF").value == "expandable_segments:True"  # ** spread
+    assert unit.get("env.CUDA_DEVICE_MAX_CONNECTIONS").value == "32"  # env values are strings
+    assert unit.get("env.NVTE_CPU_OFFLOAD_V1").state == "default"  # the environment is known: unset
+    assert unit.get("model.cpu_offloading").state == "default" and unit.get("model.cpu_offloading").value is False
+
+
+def test_branches_agreeing_stay_known_and_disagreeing_become_unknown():
+    unit = units()["branches"]
+    assert unit.get("model.recompute_granularity").state == "known"
+    optimizer = unit.get("optimizer.optimizer")
+    assert optimizer.is_unknown and 'if kind == "adam"' in optimizer.value.reason
+
+
+def test_local_provider_and_optimizer_receivers():
+    unit = units()["local_receivers"]
+    assert unit.get("model.pipeline_model_parallel_size").value == 2
+    assert unit.get("optimizer.optimizer_offload_fraction").value == 0.5
+    assert unit.get("optimizer.optimizer_cpu_offload").value is True
+
+
+def test_helper_unit_with_parameter_receiver_has_unknown_base():
+    unit = units()["_topology"]
+    assert unit.get("model.pipeline_model_parallel_size").value == 1  # the parameter default
+    assert unit.get("model.cpu_offloading").is_unknown
+
+
+def test_non_literal_env_vars_make_the_environment_unknown():
+    text = "from x import ENV\n\ndef r():\n    cfg = ConfigContainer(model=GPTModelProvider())\n" \
+           "    cfg.env_vars = {**ENV}\n    return cfg\n"
+    unit = resolve(read_python("r.py", text)[0], V)
+    assert isinstance(unit.get("env.PYTORCH_CUDA_ALLOC_CONF").value, Unknown)

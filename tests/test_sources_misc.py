@@ -1,0 +1,89 @@
+"""Hydra override semantics, Megatron-LM flag rewrites, YAML reading and version detection."""
+
+from __future__ import annotations
+
+import pytest
+
+from offlint.resolve import resolve
+from offlint.sources import read_source
+from offlint.sources.hydra import looks_like_override, parse_override
+from offlint.sources.mlm_flags import read_flags
+from offlint.versions import detect_version, in_range, parse_version
+
+V = parse_version("0.16.1")
+
+
+@pytest.mark.parametrize(("token", "value"), [
+    ("model.cpu_offloading=true", True), ("model.cpu_offloading=TRUE", True), ("model.cpu_offloading=1", 1),
+    ("model.cpu_offloading=no", "no"), ("model.recompute_granularity=None", "None"),
+    ("model.recompute_granularity=null", None), ("model.recompute_modules=core_attn", "core_attn"),
+    ("model.recompute_modules=[core_attn,mlp]", ["core_attn", "mlp"]), ("model.pipeline_model_parallel_size=\"4\"", "4"),
+    ("optimizer.optimizer_offload_fraction=1e-1", 0.1),
+])
+def test_hydra_values_are_what_bridge_sees(token, value):
+    (override,) = parse_override(token)
+    assert override.value == value and type(override.value) is type(value)
+
+
+def test_hydra_prefixes_dicts_and_shapes():
+    assert parse_override("+model.x=[a,b]")[0].op == "add"
+    assert parse_override("++model.x=1")[0].op == "force"
+    assert parse_override("~model.cpu_offloading")[0].op == "delete"
+    assert [o.key for o in parse_override("model={cpu_offloading:true,num_layers:4}")] == [
+        "model.cpu_offloading", "model.num_layers"]
+    assert parse_override("+env_vars.NVTE_CPU_OFFLOAD_V1=1")[0].key == "env.NVTE_CPU_OFFLOAD_V1"
+    assert not looks_like_override("--recipe") and not looks_like_override("x=1")
+    assert looks_like_override("mixed_precision=bf16_mixed")
+
+
+def test_mlm_rewrites():
+    values, problems = read_flags("--cpu-offloading-num-layers 4 --recompute-activations --use-distributed-optimizer "
+                                  "--offload-modules core_attn attn_proj --exp-avg-dtype bf16 --lr 1e-4".split())
+    got = {v.key: v.value for v in values}
+    assert got["model.cpu_offloading"] is True and got["model.cpu_offloading_num_layers"] == 4
+    assert got["model.recompute_granularity"] == "selective"
+    assert got["ddp.use_distributed_optimizer"] is True and got["optimizer.use_distributed_optimizer"] is True
+    assert got["model.offload_modules"] == ["core_attn", "attn_proj"]
+    assert got["optimizer.exp_avg_dtype"] == "torch.bfloat16"
+    assert not problems
+    zero, _ = read_flags(["--cpu-offloading-num-layers", "0"])
+    assert "model.cpu_offloading" not in {v.key for v in zero}
+
+
+def test_mlm_unit_takes_argparse_defaults_and_derives_vpp():
+    (unit,) = read_source("l.sh", "shell", "torchrun pretrain_gpt.py --num-layers 16 --pipeline-model-parallel-size 2 "
+                                             "--num-layers-per-virtual-pipeline-stage 2 --optimizer-cpu-offload\n")
+    resolved = resolve(unit, V)
+    assert resolved.get("optimizer.optimizer_offload_fraction").value == 1.0  # CLI-3
+    assert resolved.get("model.virtual_pipeline_model_parallel_size").value == 4
+    assert resolved.get("optimizer.exp_avg_dtype").value == "torch.float32"
+
+
+def test_yaml_reading_is_yaml_1_1_with_positions_and_duplicates():
+    text = "model:\n  cpu_offloading: yes\n  recompute_granularity: None\n  recompute_granularity: ~\n" \
+           "env_vars:\n  NVTE_CPU_OFFLOAD_V1: 1\n"
+    (unit,) = read_source("o.yaml", "yaml", text)
+    assignments = unit.all_assignments()
+    assert [(a.key, a.value, a.location.line, a.location.col) for a in assignments] == [
+        ("model.cpu_offloading", True, 2, 3), ("model.recompute_granularity", "None", 3, 3),
+        ("model.recompute_granularity", None, 4, 3), ("env.NVTE_CPU_OFFLOAD_V1", "1", 6, 3)]
+
+
+def test_card_command_positions():
+    text = "items:\n  a:\n    command: >\n      ./scripts/training/train.sh --recipe r\n" \
+           "      model.cpu_offloading=true model.pipeline_model_parallel_size=2\n"
+    (unit,) = read_source("card.yaml", "yaml", text)
+    pp = [a for a in unit.all_assignments() if a.key == "model.pipeline_model_parallel_size"][0]
+    assert (pp.location.line, pp.location.col) == (5, 33)
+
+
+def test_version_parsing_ranges_and_detection(tmp_path):
+    assert str(parse_version("0.16")) == "0.16.0" and str(parse_version("0.20.0rc1")) == "0.20.0"
+    assert in_range(parse_version("0.18.0"), ">=0.16,<0.19") and not in_range(parse_version("0.19.1"), "<0.19")
+    info = tmp_path / "3rdparty" / "Megatron-LM" / "megatron" / "core"
+    info.mkdir(parents=True)
+    (info / "package_info.py").write_text("MAJOR = 0\nMINOR = 19\nPATCH = 2\n")
+    detected = detect_version(None, None, tmp_path)
+    assert str(detected.version) == "0.19.2" and "package_info.py" in detected.origin
+    assert detect_version("0.16", "0.19", tmp_path).origin == "--mcore-version"
+    assert detect_version(None, "0.19", tmp_path).origin == "[tool.offlint] megatron-core-version"
