@@ -63,7 +63,7 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
     related = tuple(_related(v) for v in read if v.assignment is not None and v.assignment.location != anchor)
     return Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message, location=anchor,
                    unit=resolved.unit.name, related=tuple(dict.fromkeys(related)), fix=rule.fix,
-                   possible=possible, url=rule.url)
+                   possible=possible, url=rule.url, stage=check.stage)
 
 
 def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit) -> Location:
@@ -119,7 +119,7 @@ def _assignment_rule(rule: Rule, resolved: ResolvedUnit) -> list[Finding]:
             if truth(evaluate(check.condition, scope)) is True:
                 out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity,
                                    message=render_message(check.message, scope), location=assignment.location,
-                                   unit=resolved.unit.name, fix=rule.fix, url=rule.url))
+                                   unit=resolved.unit.name, fix=rule.fix, url=rule.url, stage=check.stage))
                 break
     return out
 

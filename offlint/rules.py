@@ -30,6 +30,9 @@ class RuleFileError(ValueError):
     pass
 
 
+STAGES = ("config", "optimizer-build", "model-build", "bridge", "cli", "runtime", "silent")
+
+
 @dataclass(frozen=True)
 class Check:
     condition: str
@@ -37,6 +40,10 @@ class Check:
     severity: Severity
     versions: str = "all"
     mirrors: str = ""  # the megatron-core error text this check mirrors
+    # Where megatron-core (or Bridge, or the Megatron-LM CLI) acts on it: "config" = TransformerConfig /
+    # OptimizerConfig construction, ... "silent" = accepted without error. The conformance suite compares
+    # "config" and "optimizer-build" checks with the real package.
+    stage: str = "silent"
 
 
 @dataclass(frozen=True)
@@ -122,12 +129,16 @@ def _build(data: dict, file: str) -> Rule:
     if scope != "builtin" and not raw_checks:
         raise ValueError("a rule needs `condition` and `message`, or `checks`")
     checks = []
+    default_stage = data.get("stage", "config" if code.startswith("OFL1") else "silent")
     for raw in raw_checks:
+        stage = raw.get("stage", default_stage)
+        if stage not in STAGES:
+            raise ValueError(f"stage must be one of {STAGES}, not {stage!r}")
         compile_condition(raw["condition"])
         for expression in re.findall(r"\{([^{}]+)\}", raw["message"]):
             compile_condition(expression)  # message templates are expressions too: fail at load, not mid-run
         checks.append(Check(raw["condition"], raw["message"].strip(), Severity(raw.get("severity", severity)),
-                            str(raw.get("versions", "all")), raw.get("mirrors", "")))
+                            str(raw.get("versions", "all")), raw.get("mirrors", ""), stage))
     examples = []
     for raw in data.get("examples", []):
         form = raw["form"]

@@ -152,6 +152,7 @@ class Finding:
     fix: str = ""
     possible: bool = False  # --strict: the verdict depends on unknown values
     url: str = ""
+    stage: str = ""  # where the real stack acts on it (rules.Check.stage); empty for builtin findings
 
     def sort_key(self) -> tuple:
         return (self.location.path, self.location.line, self.location.col, self.code, self.message)

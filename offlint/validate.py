@@ -1,0 +1,153 @@
+"""Run the real megatron-core on resolved configurations (`check --validate`, the conformance suite, bisect).
+
+megatron-core runs in a child process (`offlint/mcore_probe.py`) so that any installed version, or any
+Megatron-LM source tree (`OFFLINT_MCORE_SRC=/path/to/Megatron-LM`), can be asked; offlint itself never
+imports it. Only values offlint resolved are sent, as JSON.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from offlint import keys
+from offlint.resolve import ResolvedUnit
+from offlint.rules import Rule
+from offlint.types import Unknown
+from offlint.versions import Version, parse_version
+
+PROBE = Path(__file__).resolve().parent / "mcore_probe.py"
+SRC_VARIABLE = "OFFLINT_MCORE_SRC"
+
+
+class ProbeError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where a megatron-core can be imported: a Python executable plus an optional source tree."""
+
+    python: str
+    source: str = ""  # a Megatron-LM tree put on PYTHONPATH; empty = the installed package
+
+    def describe(self) -> str:
+        return f"source tree {self.source}" if self.source else f"installed megatron-core ({self.python})"
+
+
+def environments() -> list[Environment]:
+    """The installed megatron-core (if any), then every tree in OFFLINT_MCORE_SRC (os.pathsep-separated)."""
+    found = []
+    if importlib.util.find_spec("megatron") is not None and _has_core():
+        found.append(Environment(sys.executable))
+    for tree in filter(None, os.environ.get(SRC_VARIABLE, "").split(os.pathsep)):
+        found.append(Environment(sys.executable, str(Path(tree).resolve())))
+    return found
+
+
+def _has_core() -> bool:
+    try:
+        return importlib.util.find_spec("megatron.core") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class MegatronCore:
+    """A running probe process; `ask` sends one configuration and returns megatron-core's verdicts."""
+
+    def __init__(self, environment: Environment):
+        self.environment = environment
+        env = dict(os.environ)
+        if environment.source:
+            env["PYTHONPATH"] = environment.source + os.pathsep + env.get("PYTHONPATH", "")
+        env.setdefault("NO_VCS_VERSION", "1")
+        # Run the probe file with -c: running it as a script would put offlint/ first on sys.path, where
+        # offlint/types.py would shadow the standard library's `types`.
+        bootstrap = f"import runpy; runpy.run_path({str(PROBE)!r}, run_name='__main__')"
+        self.process = subprocess.Popen([environment.python, "-c", bootstrap], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                                        cwd=environment.source or str(PROBE.parent.parent))
+        first = json.loads(self.process.stdout.readline() or '{"error": "the probe exited"}')
+        if "error" in first:
+            self.close()
+            raise ProbeError(f"{environment.describe()}: {first['error']}")
+        self.version_text = first["version"]
+        self.version: Version = parse_version(first["version"])
+        self._next = 0
+
+    def ask(self, model: dict | None, optimizer: dict | None) -> dict:
+        self._next += 1
+        request = {"id": self._next, "model": model, "optimizer": optimizer}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise ProbeError(f"{self.environment.describe()}: the megatron-core probe stopped answering")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+    def __enter__(self) -> "MegatronCore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def section_kwargs(resolved: ResolvedUnit, section: str) -> dict | None:
+    """The constructor kwargs of one section, from every key the unit set, or None if any is unknown.
+
+    Keys that are not fields of that megatron-core release's dataclass (Bridge provider fields) are left out.
+    """
+    fields = (keys.version_data(resolved.version) or {}).get("sections", {}).get(section, {})
+    out = {}
+    for key, assignment in resolved.values.items():
+        head, _, name = key.partition(".")
+        if head != section or "." in name or name not in fields:
+            continue
+        if isinstance(assignment.value, Unknown):
+            return None
+        out[name] = assignment.value
+    return out
+
+
+def fully_known(resolved: ResolvedUnit) -> bool:
+    unit = resolved.unit
+    return {"model", "optimizer"} <= set(unit.default_sections) and not any(
+        isinstance(a.value, Unknown) for a in resolved.values.values()
+        if a.key.split(".", 1)[0] in ("model", "optimizer"))
+
+
+def mirror_prefixes(rule: Rule) -> list[str]:
+    """The fixed start of each megatron-core error text a rule mirrors (up to the first placeholder)."""
+    out = []
+    for mirror in rule.mirrors:
+        text = str(mirror.get("error", ""))
+        if str(mirror.get("id", "")).startswith(("CG-", "BR-", "CLI-")):
+            continue  # general checks (CG-4: any invalid impl) or not megatron-core's own
+        out.append(text.split("{", 1)[0].strip())
+    return out
+
+
+def rules_for_error(error: str, rules: dict[str, Rule]) -> set[str]:
+    """Which rules mirror this megatron-core error ("ValueError: message")."""
+    matched = set()
+    for code, rule in rules.items():
+        for prefix in mirror_prefixes(rule):
+            if ":" not in prefix:  # a bare assert with an empty message (FG-2): "AssertionError: "
+                if prefix and error.strip() == prefix + ":":
+                    matched.add(code)
+            elif error.startswith(prefix):
+                matched.add(code)
+    return matched

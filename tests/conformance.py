@@ -1,0 +1,273 @@
+"""Conformance support: random offload configurations, rendered in every source form, judged by offlint and by
+the real megatron-core. Used by test_conformance.py (property-based) and by the broken-rule test."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+from offlint import keys
+from offlint.engine import check_unit
+from offlint.resolve import resolve
+from offlint.rules import Rule
+from offlint.sources import read_source
+from offlint.validate import MegatronCore, rules_for_error
+from offlint.versions import Version, parse_version
+
+COMPARED_STAGES = ("config", "optimizer-build")
+FORMS = ("python", "yaml", "hydra", "mlm")
+
+
+def has(key: str, version: Version) -> bool:
+    return keys.key_exists(key, version)
+
+
+@st.composite
+def configs(draw, version: Version) -> dict:
+    """A configuration over the keys of rules.md, biased towards the boundaries megatron-core checks."""
+    c: dict = {}
+    layers = draw(st.sampled_from([4, 8]))
+    c["model.num_layers"] = layers
+    c["model.pipeline_model_parallel_size"] = draw(st.sampled_from([1, 1, 2, 4, 8]))
+    c["model.cpu_offloading"] = draw(st.booleans())
+    c["model.cpu_offloading_num_layers"] = draw(st.sampled_from([-1, 0, 1, layers - 1, layers, layers + 1]))
+    c["model.cpu_offloading_activations"] = draw(st.booleans())
+    c["model.cpu_offloading_weights"] = draw(st.booleans())
+    granularity = draw(st.sampled_from([None, None, "full", "selective"]))
+    c["model.recompute_granularity"] = granularity
+    c["model.recompute_method"] = draw(st.sampled_from(["uniform", "block"])) if granularity == "full" else None
+    c["model.recompute_num_layers"] = 1 if granularity == "full" else None
+    experts = draw(st.sampled_from([None, None, 4]))
+    c["model.num_moe_experts"] = experts
+    modules = ["core_attn", "layernorm", "mlp"] + (["moe", "moe_act"] if experts else [])
+    c["model.recompute_modules"] = draw(st.lists(st.sampled_from(modules), unique=True, min_size=1, max_size=3)) \
+        if granularity == "selective" else None
+    c["model.moe_layer_recompute"] = draw(st.booleans()) if experts and granularity != "full" else False
+    impls = ["none", "none", "local", "transformer_engine"] + (["full_iteration"] if has(
+        "model.cuda_graph_modules", version) else [])
+    impl = draw(st.sampled_from(impls))
+    if granularity == "full" and impl in ("local", "transformer_engine"):
+        impl = "none"  # CG-8 (full recompute needs full-iteration graphs) is not an offload rule
+    c["model.cuda_graph_impl"] = impl
+    legacy = draw(st.sampled_from([None, None, "enable_cuda_graph", "external_cuda_graph"])) if impl == "none" \
+        and granularity != "full" else None
+    if impl != "none" or legacy:
+        # CG-9: graphed recompute refuses dropout; not an offload rule, so keep dropout out of the way.
+        c["model.attention_dropout"] = c["model.hidden_dropout"] = 0.0
+    c["model.enable_cuda_graph"] = legacy == "enable_cuda_graph"
+    c["model.external_cuda_graph"] = legacy == "external_cuda_graph"
+    c["model.fine_grained_activation_offloading"] = draw(st.booleans())
+    names = sorted(keys.allowed(keys.OFFLOAD_MODULES, version)) + ["mlp"]
+    c["model.offload_modules"] = draw(st.one_of(st.none(), st.lists(st.sampled_from(names), unique=True,
+                                                                      max_size=3)))
+    c["model.min_offloaded_tensor_size"] = draw(st.sampled_from([-5, 0, 1024]))
+    if has("model.activation_offload_fraction", version):
+        c["model.activation_offload_fraction"] = draw(st.sampled_from([-0.5, 0.0, 0.5, 1.0, 1.5]))
+        c["model.delta_offload_bytes_across_pp_ranks"] = draw(st.sampled_from([-1, 0, 100]))
+        c["model.use_transformer_engine_op_fuser"] = draw(st.booleans())
+    c["model.transformer_impl"] = draw(st.sampled_from(["transformer_engine", "local"]))
+    bf16 = draw(st.booleans())
+    c["model.bf16"] = c["optimizer.bf16"] = bf16
+    c["optimizer.optimizer"] = draw(st.sampled_from(["adam", "adam", "sgd"]))
+    c["optimizer.optimizer_cpu_offload"] = draw(st.booleans())
+    c["optimizer.optimizer_offload_fraction"] = draw(st.sampled_from([-0.5, 0.0, 0.25, 1.0, 1.5]))
+    c["optimizer.overlap_cpu_optimizer_d2h_h2d"] = draw(st.booleans())
+    c["optimizer.use_torch_optimizer_for_cpu_offload"] = draw(st.booleans())
+    c["optimizer.decoupled_weight_decay"] = draw(st.booleans())
+    c["optimizer.use_precision_aware_optimizer"] = draw(st.booleans())
+    distributed = draw(st.booleans())
+    c["optimizer.use_distributed_optimizer"] = c["ddp.use_distributed_optimizer"] = distributed
+    return c
+
+
+# ---- rendering -------------------------------------------------------------------------------------------
+
+
+def _py(value) -> str:
+    if isinstance(value, str) and value.startswith("torch."):
+        return value
+    return repr(value)
+
+
+def render_python(config: dict) -> str:
+    lines = ["def recipe():",
+             "    cfg = ConfigContainer(model=TransformerConfig(), optimizer=OptimizerConfig(),",
+             "                          ddp=DistributedDataParallelConfig())"]
+    lines += [f"    cfg.{key} = {_py(value)}" for key, value in config.items()]
+    lines.append("    return cfg")
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_scalar(value) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def render_yaml(config: dict) -> str:
+    sections: dict[str, list[str]] = {}
+    for key, value in config.items():
+        section, name = key.split(".", 1)
+        sections.setdefault(section, []).append(f"  {name}: {_yaml_scalar(value)}")
+    return "".join(f"{section}:\n" + "\n".join(lines) + "\n" for section, lines in sections.items())
+
+
+def _hydra_value(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def render_hydra(config: dict) -> str:
+    tokens = [f"{key}={_hydra_value(value)}" for key, value in config.items()]
+    return "python scripts/training/run_recipe.py --recipe some_recipe_config \\\n  " + " \\\n  ".join(tokens) + "\n"
+
+
+def render_mlm(config: dict, version: Version) -> str | None:
+    """Megatron-LM flags for the configuration, or None when the CLI cannot express it exactly."""
+    c = config
+    if c["model.cpu_offloading"] != (c["model.cpu_offloading_num_layers"] > 0):
+        return None  # CLI-6: only --cpu-offloading-num-layers N>0 turns offloading on
+    if not c["model.cpu_offloading_activations"] or c["model.cpu_offloading_weights"]:
+        return None  # not CLI flags
+    if c["model.num_moe_experts"] or not c["optimizer.decoupled_weight_decay"]:
+        return None
+    if c["optimizer.use_distributed_optimizer"] != c["ddp.use_distributed_optimizer"]:
+        return None
+    flags = ["--num-layers", str(c["model.num_layers"]),
+             "--pipeline-model-parallel-size", str(c["model.pipeline_model_parallel_size"]),
+             "--cpu-offloading-num-layers", str(c["model.cpu_offloading_num_layers"]),
+             "--cuda-graph-impl", c["model.cuda_graph_impl"], "--transformer-impl", c["model.transformer_impl"],
+             "--min-offloaded-tensor-size", str(c["model.min_offloaded_tensor_size"]),
+             "--optimizer", c["optimizer.optimizer"],
+             "--optimizer-offload-fraction", str(c["optimizer.optimizer_offload_fraction"])]
+    if c["model.recompute_granularity"]:
+        flags += ["--recompute-granularity", c["model.recompute_granularity"]]
+    if c["model.recompute_method"]:
+        flags += ["--recompute-method", c["model.recompute_method"],
+                  "--recompute-num-layers", str(c["model.recompute_num_layers"])]
+    if c["model.recompute_modules"]:
+        flags += ["--recompute-modules", *c["model.recompute_modules"]]
+    if c["model.offload_modules"]:
+        flags += ["--offload-modules", *c["model.offload_modules"]]
+    elif c["model.offload_modules"] is None:
+        return None  # the CLI default is [], it cannot say None
+    for key in ("model.activation_offload_fraction", "model.delta_offload_bytes_across_pp_ranks"):
+        if key in c:
+            flags += [keys.KEYS[key].flag, str(c[key])]
+    switches = {"model.moe_layer_recompute": "--moe-layer-recompute", "model.enable_cuda_graph": "--enable-cuda-graph",
+                "model.external_cuda_graph": "--external-cuda-graph",
+                "model.fine_grained_activation_offloading": "--fine-grained-activation-offloading",
+                "model.use_transformer_engine_op_fuser": "--use-transformer-engine-op-fuser",
+                "model.bf16": "--bf16", "optimizer.optimizer_cpu_offload": "--optimizer-cpu-offload",
+                "optimizer.overlap_cpu_optimizer_d2h_h2d": "--overlap-cpu-optimizer-d2h-h2d",
+                "optimizer.use_torch_optimizer_for_cpu_offload": "--use-torch-optimizer-for-cpu-offload",
+                "optimizer.use_precision_aware_optimizer": "--use-precision-aware-optimizer",
+                "optimizer.use_distributed_optimizer": "--use-distributed-optimizer"}
+    flags += [flag for key, flag in switches.items() if c.get(key)]
+    return "torchrun --nproc-per-node 8 pretrain_gpt.py " + " ".join(flags) + "\n"
+
+
+RENDER = {"python": ("recipe.py", "python", render_python), "yaml": ("o.yaml", "yaml", render_yaml),
+          "hydra": ("launch.sh", "shell", render_hydra)}
+
+
+# ---- verdicts --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    form: str
+    fired: set[str]  # codes of compared-stage checks that fired
+    values: dict = field(default_factory=dict)  # resolved values of the configuration's keys
+
+
+def offlint_verdict(form: str, config: dict, version: Version, rules: list[Rule]) -> Verdict | None:
+    if form == "mlm":
+        text = render_mlm(config, version)
+        if text is None:
+            return None
+        path, kind = "launch.sh", "shell"
+    else:
+        path, kind, render = RENDER[form]
+        # YAML files and Hydra overrides inherit unset keys from a recipe offlint cannot see: write out every
+        # key the rules read, with megatron-core's defaults where the configuration leaves it unset.
+        text = render(config if form == "python" else complete(config, version))
+    (unit,) = read_source(path, kind, text)
+    resolved = resolve(unit, version)
+    findings = check_unit(resolved, rules, strict=False)
+    fired = {f.code for f in findings if f.stage in COMPARED_STAGES}
+    values = {key: resolved.get(key).value for key in config}
+    return Verdict(form, fired, values)
+
+
+def complete(config: dict, version: Version) -> dict:
+    full = {name: keys.default_for(name, version) for name in keys.KEYS
+            if name.split(".", 1)[0] in ("model", "optimizer", "ddp") and keys.key_exists(name, version)}
+    return {**full, **config}
+
+
+def mcore_request(config: dict) -> tuple[dict, dict]:
+    model = {k.split(".", 1)[1]: v for k, v in config.items() if k.startswith("model.")}
+    optimizer = {k.split(".", 1)[1]: v for k, v in config.items() if k.startswith("optimizer.")}
+    return model, optimizer
+
+
+@dataclass
+class Comparison:
+    outcome: str  # "accepted", "rejected", "other-error"
+    error: str = ""
+    expected: set[str] = field(default_factory=set)  # rules mirroring megatron-core's error
+    problems: list[str] = field(default_factory=list)
+
+
+# Errors that come from this CPU environment (no Transformer Engine), not from the configuration.
+ENVIRONMENT_ERRORS = ("'>=' not supported between instances of 'NoneType' and 'Version'",
+                      "requires FusedAdam from TransformerEngine, but not found")
+
+
+def compare(config: dict, mcore: MegatronCore, rules: dict[str, Rule], forms=FORMS) -> Comparison:
+    """Judge one configuration with megatron-core and with offlint in every form; list disagreements."""
+    answer = mcore.ask(*mcore_request(config))
+    errors = [answer[part]["error"] for part in ("model", "optimizer", "optimizer_build")
+              if answer.get(part) and not answer[part]["ok"]]
+    selected = [rule for rule in rules.values() if rule.scope == "unit"]
+    compared = {r.code: r for r in selected if any(c.stage in COMPARED_STAGES for c in r.checks)}
+    result = Comparison("accepted" if not errors else "rejected")
+    for error in errors:
+        if any(text in error for text in ENVIRONMENT_ERRORS):
+            result.outcome = "other-error"
+            result.error = error
+            return result
+        mapped = rules_for_error(error, compared)
+        if not mapped:
+            result.outcome = "other-error"
+        result.expected |= mapped
+    result.error = "; ".join(errors)
+    for form in forms:
+        verdict = offlint_verdict(form, config, mcore.version, selected)
+        if verdict is None:
+            continue
+        if form != "mlm":
+            wrong = {k: (config[k], v) for k, v in verdict.values.items() if v != config[k] or type(v) is not type(
+                config[k])}
+            if wrong:
+                result.problems.append(f"{form}: read back differently: {wrong}")
+        if result.outcome == "accepted" and verdict.fired:
+            result.problems.append(f"{form}: offlint fires {sorted(verdict.fired)} but megatron-core accepts")
+        missing = result.expected - verdict.fired
+        if missing:
+            result.problems.append(f"{form}: megatron-core raises {result.error!r}, offlint misses {sorted(missing)}")
+    return result
+
+
+def describe(config: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in config.items())
+
+
+def version_of(text: str) -> Version:
+    return parse_version(text)

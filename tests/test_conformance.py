@@ -1,0 +1,89 @@
+"""offlint's verdict equals megatron-core's, on random configurations rendered in every source form.
+
+For each megatron-core found (the installed package, and each Megatron-LM or megatron-core source tree in
+OFFLINT_MCORE_SRC, os.pathsep-separated), hypothesis generates configurations over the keys of rules.md; each
+is rendered as a Python recipe, a YAML override file, a Hydra command line and Megatron-LM flags (where the
+CLI can express it), read back through offlint's own sources and resolver, and judged by offlint's rules.
+megatron-core judges the same values (TransformerConfig, OptimizerConfig, and get_megatron_optimizer's
+checks before it needs a GPU). They must agree: megatron-core accepts => no construction-stage rule fires;
+megatron-core raises an error a rule mirrors => that rule fires. Values must also read back unchanged.
+Seeded (derandomized) and reproducible; OFFLINT_CONFORMANCE_EXAMPLES sets the count (default 2000).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conformance import compare, configs, describe
+from offlint.rules import load_rules
+from offlint.validate import Environment, MegatronCore, environments
+
+EXAMPLES = int(os.environ.get("OFFLINT_CONFORMANCE_EXAMPLES", "2000"))
+REPO = Path(__file__).resolve().parent.parent
+# The installed megatron-core, OFFLINT_MCORE_SRC trees, and sdists unpacked by scripts/fetch_mcore_sdist.py.
+ENVIRONMENTS = environments() + [Environment(sys.executable, str(tree))
+                                 for tree in sorted((REPO / ".mcore").glob("megatron_core-*"))
+                                 if (tree / "megatron" / "core").is_dir()]
+SETTINGS = dict(derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck),
+                print_blob=False)
+
+needs_mcore = pytest.mark.skipif(not ENVIRONMENTS, reason="megatron-core is not installed and OFFLINT_MCORE_SRC is "
+                                                          "not set (see README: conformance)")
+
+
+@pytest.fixture(scope="module", params=ENVIRONMENTS or [None], ids=lambda e: e.describe() if e else "none")
+def mcore(request):
+    if request.param is None:
+        pytest.skip("megatron-core is not installed and OFFLINT_MCORE_SRC is not set")
+    with MegatronCore(request.param) as probe:
+        yield probe
+
+
+@needs_mcore
+def test_offlint_agrees_with_megatron_core(mcore):
+    rules = load_rules()
+    outcomes: Counter = Counter()
+
+    @settings(max_examples=EXAMPLES, **SETTINGS)
+    @given(st.data())
+    def agree(data):
+        config = data.draw(configs(mcore.version))
+        result = compare(config, mcore, rules)
+        outcomes[result.outcome] += 1
+        assert not result.problems, f"megatron-core {mcore.version_text}: {describe(config)}\n" + "\n".join(
+            result.problems)
+
+    agree()
+    total = sum(outcomes.values())
+    print(f"\nmegatron-core {mcore.version_text} ({mcore.environment.describe()}): {total} configurations, "
+          f"{dict(outcomes)}, 0 disagreements")
+    assert total >= EXAMPLES * 0.9
+    assert outcomes["accepted"] + outcomes["rejected"] >= total * 0.6  # most configurations are comparable
+
+
+@needs_mcore
+def test_a_deliberately_broken_rule_is_caught(mcore):
+    """OFL102 with its comparison inverted (PP <= 1 instead of > 1), in memory: the suite must notice."""
+    rules = dict(load_rules())
+    broken = rules["OFL102"]
+    check = broken.checks[0]
+    rules["OFL102"] = replace(broken, checks=(replace(check, condition=check.condition.replace("> 1", "<= 1")),))
+    assert rules["OFL102"].checks[0].condition != check.condition
+    caught = []
+
+    @settings(max_examples=300, **SETTINGS)
+    @given(st.data())
+    def run(data):
+        result = compare(data.draw(configs(mcore.version)), mcore, rules, forms=("python",))
+        caught.extend(p for p in result.problems if "OFL102" in p)
+
+    run()
+    assert caught, "an inverted OFL102 went unnoticed"
