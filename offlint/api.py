@@ -33,6 +33,7 @@ class CheckOptions:
     mcore_version: str | None = None  # --mcore-version
     configured_version: str | None = None  # [tool.offlint] megatron-core-version
     root: Path | None = None  # the project root (for the 3rdparty/Megatron-LM pin)
+    validate: bool = False  # also build fully known units with the real megatron-core (OFL900)
 
 
 @dataclass
@@ -90,17 +91,34 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
         reads.append(_Read(file, text, units, find_suppressions(text)))
     _link_commands(reads, errors)
     rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c == "OFL004"]
+    if not options.validate:
+        selected.discard("OFL900")
     findings: list[Finding] = []
-    unit_count = 0
-    for read in reads:
-        for unit in read.units:
-            unit_count += 1
-            findings.extend(check_unit(resolve(unit, version.version), rules, options.strict))
+    resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
+    for resolved in resolved_units:
+        findings.extend(check_unit(resolved, rules, options.strict))
+    unit_count = len(resolved_units)
+    if options.validate and "OFL900" in selected:
+        findings.extend(_validate(resolved_units, findings, all_rules))
     findings = _dedupe(findings)
     findings = _apply_ignores(findings, reads, options, all_rules, selected)
     findings.sort(key=Finding.sort_key)
     errors.sort(key=lambda e: e.path)
     return CheckResult(findings, errors, len(reads), unit_count, version, {r.file.path: r.text for r in reads})
+
+
+def _validate(resolved_units, findings: list[Finding], all_rules: dict[str, Rule]) -> list[Finding]:
+    from offlint.validate import MegatronCore, ProbeError, environments, validate_units
+
+    found = environments()
+    if not found:
+        raise ValueError("--validate needs megatron-core: install it (pip install 'offlint[replay]') or set "
+                         "OFFLINT_MCORE_SRC=/path/to/Megatron-LM")
+    try:
+        with MegatronCore(found[0]) as core:
+            return validate_units(resolved_units, findings, all_rules, core)
+    except ProbeError as exc:
+        raise ValueError(f"--validate: {exc}") from None
 
 
 def _stdin_kind(name: str) -> str:

@@ -45,9 +45,12 @@ def main() -> None:
 @click.option("--output-format", type=click.Choice(FORMATS), default="concise", show_default=True)
 @click.option("--statistics", is_flag=True, help="Print a count per rule instead of each finding.")
 @click.option("--stdin-filename", default=None, help="The file name to use for input read from '-'.")
+@click.option("--validate", is_flag=True,
+              help="Also build every fully known unit with the installed megatron-core (or OFFLINT_MCORE_SRC) and "
+                   "report its own errors as OFL900.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary line.")
 def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_version, output_format,
-                  statistics, stdin_filename, quiet) -> None:
+                  statistics, stdin_filename, validate, quiet) -> None:
     """Lint recipes, YAML overrides and launch scripts (default: the current directory)."""
     try:
         config = load_config(Path.cwd())
@@ -70,7 +73,7 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
         select=_split(select) or config.select, ignore=config.ignore + _split(ignore),
         extend_select=config.extend_select + _split(extend_select), per_file_ignores=config.per_file_ignores,
         strict=bool(strict) if strict is not None else config.strict, mcore_version=mcore_version,
-        configured_version=config.mcore_version, root=config.root or Path.cwd(),
+        configured_version=config.mcore_version, root=config.root or Path.cwd(), validate=validate,
     )
     try:
         result = check(paths, options, stdin=stdin)

@@ -18,7 +18,7 @@ from pathlib import Path
 from offlint import keys
 from offlint.resolve import ResolvedUnit
 from offlint.rules import Rule
-from offlint.types import Unknown
+from offlint.types import Finding, Related, Severity, Unknown
 from offlint.versions import Version, parse_version
 
 PROBE = Path(__file__).resolve().parent / "mcore_probe.py"
@@ -122,11 +122,11 @@ def section_kwargs(resolved: ResolvedUnit, section: str) -> dict | None:
     return out
 
 
-def fully_known(resolved: ResolvedUnit) -> bool:
-    unit = resolved.unit
-    return {"model", "optimizer"} <= set(unit.default_sections) and not any(
-        isinstance(a.value, Unknown) for a in resolved.values.values()
-        if a.key.split(".", 1)[0] in ("model", "optimizer"))
+def known_section(resolved: ResolvedUnit, section: str) -> dict | None:
+    """A section's kwargs when every value of it is known (the unit built it, and nothing in it is unknown)."""
+    if section not in resolved.unit.default_sections:
+        return None
+    return section_kwargs(resolved, section)
 
 
 def mirror_prefixes(rule: Rule) -> list[str]:
@@ -151,3 +151,46 @@ def rules_for_error(error: str, rules: dict[str, Rule]) -> set[str]:
             elif error.startswith(prefix):
                 matched.add(code)
     return matched
+
+
+COMPARED_STAGES = ("config", "optimizer-build")
+
+
+def validate_units(resolved_units: list, findings: list[Finding], rules: dict[str, Rule],
+                   core: MegatronCore) -> list[Finding]:
+    """OFL900 findings: megatron-core's own verdict on every fully known unit, and any disagreement with rules."""
+    rule = rules["OFL900"]
+    by_unit: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_unit.setdefault(finding.unit, []).append(finding)
+    out: list[Finding] = []
+    compared = {c: r for c, r in rules.items() if any(k.stage in COMPARED_STAGES for k in r.checks)}
+    version = core.version_text
+    for resolved in resolved_units:
+        model, optimizer = known_section(resolved, "model"), known_section(resolved, "optimizer")
+        if model is None and optimizer is None:
+            continue
+        answer = core.ask(model, optimizer)
+        errors = [answer[p]["error"] for p in ("model", "optimizer", "optimizer_build")
+                  if answer.get(p) and not answer[p]["ok"]]
+        fired = {f.code: f for f in by_unit.get(resolved.unit.name, []) if f.stage in COMPARED_STAGES}
+        location = resolved.unit.location
+        for error in errors:
+            mirrored = rules_for_error(error, compared)
+            agreeing = sorted(mirrored & set(fired))
+            if agreeing:
+                note = f" (offlint's {', '.join(agreeing)} reports the same)"
+                location = fired[agreeing[0]].location
+            else:
+                note = " (no offlint rule predicted this: please report it)"
+            out.append(Finding(rule.code, rule.slug, Severity.ERROR,
+                               f"megatron-core {version} rejects this configuration: {error}{note}", location,
+                               unit=resolved.unit.name, fix=rule.fix, url=rule.url, stage="config"))
+        if not errors:
+            for code, finding in sorted(fired.items()):
+                out.append(Finding(rule.code, rule.slug, Severity.WARNING,
+                                   f"megatron-core {version} accepts this configuration, but offlint's {code} says "
+                                   f"it fails: one of them is wrong (please report it)", finding.location,
+                                   unit=resolved.unit.name, related=(Related(finding.location, finding.message),),
+                                   fix=rule.fix, url=rule.url, stage="config"))
+    return out

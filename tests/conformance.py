@@ -13,10 +13,9 @@ from offlint.engine import check_unit
 from offlint.resolve import resolve
 from offlint.rules import Rule
 from offlint.sources import read_source
-from offlint.validate import MegatronCore, rules_for_error
+from offlint.validate import COMPARED_STAGES, MegatronCore, rules_for_error
 from offlint.versions import Version, parse_version
 
-COMPARED_STAGES = ("config", "optimizer-build")
 FORMS = ("python", "yaml", "hydra", "mlm")
 
 
