@@ -87,3 +87,38 @@ def test_a_deliberately_broken_rule_is_caught(mcore):
 
     run()
     assert caught, "an inverted OFL102 went unnoticed"
+
+
+@needs_mcore
+def test_rule_examples_agree_with_megatron_core(mcore):
+    """Every rule example's values, built with megatron-core: its verdict equals offlint's, in every form."""
+    from offlint.resolve import resolve
+    from offlint.sources import read_source
+    from offlint.types import Unknown
+
+    rules = load_rules()
+    kinds = {"python": ("recipe.py", "python"), "yaml": ("o.yaml", "yaml"), "hydra": ("l.sh", "shell"),
+             "mlm": ("l.sh", "shell"), "shell": ("l.sh", "shell")}
+    outcomes: Counter = Counter()
+    problems = []
+    for rule in rules.values():
+        if rule.scope != "unit":
+            continue
+        for example in rule.examples:
+            path, kind = kinds.get(example.form, (None, None))
+            if path is None:
+                continue
+            for unit in read_source(path, kind, example.code):
+                resolved = resolve(unit, mcore.version)
+                config = {k: a.value for k, a in resolved.values.items()
+                          if k.split(".", 1)[0] in ("model", "optimizer") and "." in k}
+                if not config or any(isinstance(v, Unknown) for v in config.values()):
+                    outcomes["not fully known"] += 1
+                    continue
+                config.setdefault("model.num_layers", 4)  # what the probe builds with when a unit does not say
+                result = compare(config, mcore, rules, forms=("python", "yaml", "hydra"))
+                outcomes[result.outcome] += 1
+                problems.extend(f"{rule.code} {example.form} example: {p}" for p in result.problems)
+    print(f"\nrule examples on megatron-core {mcore.version_text}: {dict(outcomes)}")
+    assert outcomes["accepted"] + outcomes["rejected"] >= 50
+    assert not problems, "\n".join(problems[:20])
