@@ -126,6 +126,23 @@ def render_hydra(config: dict) -> str:
     return "python scripts/training/run_recipe.py --recipe some_recipe_config \\\n  " + " \\\n  ".join(tokens) + "\n"
 
 
+def mlm_variant(config: dict) -> dict:
+    """The nearest configuration Megatron-LM's flags can express (CLI-6 and the flags that exist)."""
+    c = dict(config)
+    c["model.cpu_offloading"] = c["model.cpu_offloading_num_layers"] > 0
+    c["model.cpu_offloading_activations"], c["model.cpu_offloading_weights"] = True, False
+    if c["model.num_moe_experts"]:
+        c["model.num_moe_experts"], c["model.moe_layer_recompute"] = None, False
+        if c["model.recompute_modules"]:
+            c["model.recompute_modules"] = [m for m in c["model.recompute_modules"] if m not in ("moe", "moe_act")] \
+                or ["core_attn"]
+    c["optimizer.decoupled_weight_decay"] = True
+    c["ddp.use_distributed_optimizer"] = c["optimizer.use_distributed_optimizer"]
+    if c["model.offload_modules"] is None:
+        c["model.offload_modules"] = []
+    return c
+
+
 def render_mlm(config: dict, version: Version) -> str | None:
     """Megatron-LM flags for the configuration, or None when the CLI cannot express it exactly."""
     c = config
@@ -248,6 +265,11 @@ def compare(config: dict, mcore: MegatronCore, rules: dict[str, Rule], forms=FOR
         result.expected |= mapped
     result.error = "; ".join(errors)
     for form in forms:
+        if form == "mlm" and mlm_variant(config) != config:
+            variant = compare(mlm_variant(config), mcore, rules, forms=("mlm",))
+            result.problems.extend(f"{p} (Megatron-LM variant {describe(mlm_variant(config))})"
+                                   for p in variant.problems)
+            continue
         verdict = offlint_verdict(form, config, mcore.version, selected)
         if verdict is None:
             continue
