@@ -170,13 +170,11 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
                 recipe = matches[0]
                 base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers
                                                                for a in layer.assignments])]
-                unit.default_sections = frozenset(recipe.default_sections | ({"env"} if unit.env_known else set()))
+                # The launch environment is the shell's plus the recipe's cfg.env_vars: known when the recipe's is.
+                unit.env_known = "env" in recipe.default_sections
+                unit.default_sections = frozenset(recipe.default_sections)
                 unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items()
                                          if s not in unit.default_sections}
-                if not unit.env_known:
-                    unit.env_known = True
-                    unit.default_sections = unit.default_sections | {"env"}
-                    unit.unknown_sections.pop("env", None)
             for name, where in unit.config_files:
                 target = _find_yaml(name, read.file.path, yaml_layers)
                 if target is not None:

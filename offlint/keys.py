@@ -143,6 +143,8 @@ def key_type(name: str, version: Version) -> str:
     if not entry:
         return ""
     annotation = str(entry.get("type", "")).lower()
+    if "list" in annotation and "str" in annotation.replace("list[str]", "").replace("list[typing.str]", ""):
+        return "str|list"  # Union[str, List[...]]: a string is accepted as it is
     for marker, kind in (("list", "list"), ("bool", "bool"), ("float", "float"), ("int", "int"), ("str", "str")):
         if marker in annotation:
             return kind

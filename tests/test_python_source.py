@@ -109,3 +109,18 @@ def test_non_literal_env_vars_make_the_environment_unknown():
            "    cfg.env_vars = {**ENV}\n    return cfg\n"
     unit = resolve(read_python("r.py", text)[0], V)
     assert isinstance(unit.get("env.PYTORCH_CUDA_ALLOC_CONF").value, Unknown)
+
+
+def test_env_vars_with_an_unreadable_spread_keep_their_own_entries():
+    text = ("from x import ENV\n\ndef r():\n    cfg = ConfigContainer(model=GPTModelProvider())\n"
+            "    cfg.env_vars = {**ENV, 'NVTE_CPU_OFFLOAD_V1': 1}\n    return cfg\n")
+    unit = resolve(read_python("r.py", text)[0], V)
+    assert unit.get("env.NVTE_CPU_OFFLOAD_V1").value == "1"
+    assert unit.get("env.PYTORCH_CUDA_ALLOC_CONF").is_unknown
+
+
+def test_a_receiver_first_seen_inside_an_if_is_conditional():
+    text = ("def f(recipe, n=None):\n    if n is not None and n > 0:\n        recipe.model.cpu_offloading = True\n"
+            "    if n is not None:\n        recipe.model.recompute_granularity = 'selective'\n    return recipe\n")
+    unit = resolve(read_python("r.py", text)[0], V)
+    assert unit.get("model.cpu_offloading").is_unknown and unit.get("model.recompute_granularity").is_unknown

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from offlint.sources import hydra, mlm_flags
 from offlint.types import Assignment, Defaults, Layer, Location, Source, Unit, UnitKind, Unknown
 
-HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_script.py")
-PYTHON_LAUNCHERS = ("python", "python3", "torchrun", "uv", "srun", "mpirun", "deepspeed", "accelerate")
+# Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
+HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_script.py", "bootstrap.py")
+# Commands that run their arguments: a launch line starts with one of these, python*, or the script itself.
+LAUNCHERS = ("torchrun", "uv", "uvx", "srun", "mpirun", "deepspeed", "accelerate", "env", "exec", "nohup", "time",
+             "numactl", "nsys", "timeout", "stdbuf", "taskset")
 
 
 @dataclass(frozen=True)
@@ -40,11 +43,15 @@ class CommandProblem(ValueError):
     """An override the launch tool itself will refuse (Hydra syntax error)."""
 
 
-def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool) -> Unit | None:
-    """Return the unit for a training launch command, or None when the command is not one."""
+def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool,
+                 needs_arguments: bool = False) -> Unit | None:
+    """Return the unit for a training launch command, or None when the command is not one.
+
+    `needs_arguments`: only a script run with arguments counts (YAML strings also hold prose and file lists).
+    """
     values = [a.value for a in argv]
     script_index = _script_index(values)
-    if script_index is None:
+    if script_index is None or (needs_arguments and script_index == len(argv) - 1):
         return None
     script = posixpath.basename(values[script_index] or "")
     rest = argv[script_index + 1:]
@@ -53,7 +60,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
             return _mlm_unit(name, rest, env, location)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
-        return _hydra_unit(name, rest, env, location, env_known)
+        return _hydra_unit(name, script, rest, env, location, env_known)
     return None
 
 
@@ -65,6 +72,11 @@ def env_string(key: str, value: object) -> object:
 
 
 def _script_index(values: list[str | None]) -> int | None:
+    """The index of the training script, when the command runs one (not `echo ... run_recipe.py`)."""
+    first = posixpath.basename(values[0] or "") if values else ""
+    if not (first.startswith("python") or first in LAUNCHERS or first.endswith((".py", ".sh"))
+            or first in HYDRA_ENTRY_POINTS):
+        return None
     for i, value in enumerate(values):
         if value is None:
             continue
@@ -122,7 +134,8 @@ def _derive_virtual_pipeline(layer: Layer) -> None:
                                         Source.MLM, f"--num-layers-per-virtual-pipeline-stage {per_stage.text}"))
 
 
-def _hydra_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool) -> Unit:
+def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg], location: Location,
+                env_known: bool) -> Unit:
     layer = Layer("command line")
     recipe = ""
     config_files: list[tuple[str, Location]] = []
@@ -134,7 +147,8 @@ def _hydra_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Lo
         if value in ("--recipe", "--config-file", "--config_file") and i + 1 < len(args):
             target = args[i + 1]
             if value == "--recipe":
-                recipe = target.value or ""
+                # An unresolvable name still means "a recipe": its values are unknown, not defaults.
+                recipe = target.value or "<unresolved>"
             elif target.value:
                 config_files.append((target.value, target.location))
             i += 2
@@ -155,8 +169,8 @@ def _hydra_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Lo
             except hydra.OverrideError as exc:
                 problems.append((arg.location, str(exc)))
         i += 1
-    # With a recipe, unset variables may come from its cfg.env_vars: known only once the recipe is linked.
-    env_known = env_known and not recipe
+    # Bridge entry points run a recipe whose cfg.env_vars may set variables: known only once it is linked.
+    env_known = env_known and not recipe and script not in HYDRA_ENTRY_POINTS
     unit = Unit(name=name + (f" (--recipe {recipe})" if recipe else ""), kind=UnitKind.COMMAND, location=location,
                 layers=[layer, _env_layer(env)], launches_training=True, env_known=env_known)
     reason = (f"set by recipe `{recipe}`, which is not in the linted files" if recipe

@@ -41,6 +41,14 @@ def worth_parsing(data: bytes) -> bool:
     return _RELEVANT.search(data) is not None
 
 
+class PartialDict(dict):
+    """A dict literal with a `**spread` offlint could not read: its own entries are known, the rest is not."""
+
+    def __init__(self, items, reason: str):
+        super().__init__(items)
+        self.reason = reason
+
+
 class ConfigObj:
     """A config object under construction: a container (with sections) or one section's object."""
 
@@ -133,7 +141,8 @@ class PythonReader:
         layer = Layer("recipe")
         default_sections: set[str] = set()
         unknown_sections: dict[str, str] = {}
-        env_known = False
+        env_known = False  # cfg.env_vars assigned from a literal
+        env_default = False  # a ConfigContainer built here and never given env_vars: Bridge's empty default
         env_unknown = ""
         for obj in objects:
             sections = obj.children if obj.kind == "container" else {obj.section: obj}
@@ -144,16 +153,19 @@ class PythonReader:
                 layer.assignments.extend(obj.top.values())
                 if obj.env_unknown:
                     env_unknown = obj.env_unknown
+                    layer.assignments.extend((obj.env or {}).values())  # the entries it does spell out
                 elif obj.env is not None:
                     env_known = True
                     layer.assignments.extend(obj.env.values())
+                elif obj.base == "default":
+                    env_default = True
             for section, child in sections.items():
                 _note_base(section, child.base, default_sections, unknown_sections)
                 layer.assignments.extend(child.values.values())
         if env_unknown:
             env_known = False
             unknown_sections["env"] = f"cfg.env_vars is not a literal: {env_unknown}"
-        elif env_known:
+        elif env_known or env_default:
             default_sections.add("env")
         else:
             unknown_sections["env"] = "the launch environment is not defined in this recipe"
@@ -204,29 +216,37 @@ class PythonReader:
         """Run each branch on a copy of the state, then merge: disagreeing values become unknown."""
         objects = [v for v in frame.names.values() if isinstance(v, ConfigObj)]
         results = []
-        touched: list[ConfigObj] = []
         for body in branches:
             copies = {id(o): o.copy() for o in objects}
             names = {k: copies.get(id(v), v) if isinstance(v, ConfigObj) else v for k, v in frame.names.items()}
             sub = Frame(names=names, depth=frame.depth)
-            new = self._run_block(body, sub)
+            self._run_block(body, sub)
             results.append((copies, sub))
-            copy_ids = {id(c) for c in copies.values()}
-            touched.extend(o for o in new if id(o) not in copy_ids and o not in objects)
         for obj in objects:
             _merge_into(obj, [copies[id(obj)] for copies, _ in results], loc, what)
+        touched = list(objects)
         for name in {n for _, sub in results for n in sub.names}:
             values = [sub.names.get(name, frame.names.get(name)) for _, sub in results]
-            if all(isinstance(v, ConfigObj) for v in values):
-                continue
-            if all(_same(v, values[0]) for v in values):
+            if isinstance(frame.names.get(name), ConfigObj):
+                continue  # merged above
+            created = [v for v in values if isinstance(v, ConfigObj)]
+            if created:
+                # A config object first seen inside a branch: on the other paths its keys are unset.
+                first = created[0]
+                variants = [v if isinstance(v, ConfigObj) else ConfigObj(first.kind, first.base, (), first.section)
+                            for v in values]
+                merged = variants[0].copy()
+                _merge_into(merged, variants, loc, what)
+                frame.names[name] = merged
+                touched.append(merged)
+            elif all(_same(v, values[0]) for v in values):
                 frame.names[name] = values[0]
             else:
                 frame.names[name] = Unknown(f"`{name}` differs by branch ({what} at line {loc.line})")
         returns = [sub.returned for _, sub in results if sub.returned is not None]
         if returns and len(returns) == len(results) and all(isinstance(r, ConfigObj) for r in returns):
             frame.returned = returns[0]
-        return touched + [o for o in objects]
+        return touched
 
     def _run_small(self, small, frame: Frame) -> list[ConfigObj]:
         if isinstance(small, cst.Assign):
@@ -274,8 +294,10 @@ class PythonReader:
         """A name not bound to a config here (a parameter, or from a call offlint cannot follow)."""
         why = frame.names.get(root)
         reason = why.reason if isinstance(why, Unknown) else f"`{root}` comes from outside this function"
-        if attrs[0] in SECTIONS_OF_CONTAINER or attrs[0] in ("env_vars", "mixed_precision") or \
-                attrs[0] in OTHER_BRIDGE_SECTIONS:
+        looks_like_config = any(part in root.lower() for part in ("cfg", "config", "recipe", "container"))
+        if attrs[0] in SECTIONS_OF_CONTAINER or (looks_like_config and (
+                attrs[0] in ("env_vars", "mixed_precision") or attrs[0] in OTHER_BRIDGE_SECTIONS)):
+            # `x.model.k = v` is a Bridge container whatever its name; `executor.env_vars = {...}` is not.
             obj = ConfigObj("container", Unknown(reason), (root,))
         elif len(attrs) == 1:
             section = _section_for(root, attrs[0])
@@ -302,7 +324,7 @@ class PythonReader:
                         receiver.children[head] = ConfigObj("section", Unknown(reason), receiver.via, head)
                 elif head == "env_vars":
                     receiver.env = self._env_dict(value_node, value, loc)
-                    receiver.env_unknown = "" if isinstance(value, dict) else (
+                    receiver.env_unknown = getattr(value, "reason", "") if isinstance(value, dict) else (
                         value.reason if isinstance(value, Unknown) else f"cfg.env_vars = {text}")
                 elif head == "mixed_precision":
                     receiver.top["mixed_precision"] = self._assignment("mixed_precision", value, loc, text)
@@ -373,11 +395,14 @@ class PythonReader:
 
     def _eval_dict(self, node: cst.Dict, frame: Frame):
         out: dict = {}
+        partial = ""
         for element in node.elements:
             if isinstance(element, cst.StarredDictElement):
                 spread = self._eval(element.value, frame)
                 if not isinstance(spread, dict):
-                    return Unknown(f"`**{self.module.code_for_node(element.value)}` is not a literal dict")
+                    partial = partial or f"`**{self.module.code_for_node(element.value)}` is not a literal dict"
+                    continue
+                partial = partial or getattr(spread, "reason", "")
                 out.update(spread)
                 continue
             key = self._eval(element.key, frame)
@@ -385,7 +410,7 @@ class PythonReader:
                 return Unknown("a dict key is not a literal")
             value = self._eval(element.value, frame)
             out[key] = (value, self._loc(element.key), self.module.code_for_node(element.value))
-        return out
+        return PartialDict(out, partial) if partial else out
 
     def _eval_attribute(self, node: cst.Attribute, frame: Frame):
         chain = _attr_chain(node)
@@ -593,14 +618,19 @@ def _merge_into(obj: ConfigObj, variants: list[ConfigObj], loc: Location, what: 
     """After branches: a key with the same value on every path keeps it; otherwise it becomes unknown."""
     if obj.kind == "container":
         for section in set().union(*(v.children for v in variants)) | set(obj.children):
-            children = [v.children.get(section) or obj.child(section) for v in variants]
+            children = [v.children.get(section) or ConfigObj("section", v.base, (), section) for v in variants]
             _merge_into(obj.child(section), children, loc, what)
         obj.top = _merge_values([v.top for v in variants], loc, what)
         envs = [v.env for v in variants]
-        if all(e is None for e in envs):
+        unknown = [v.env_unknown for v in variants if v.env_unknown]
+        if unknown:
+            obj.env, obj.env_unknown = None, unknown[0]
+        elif all(e is None for e in envs):
             obj.env = None
+        elif any(e is None for e in envs):
+            obj.env, obj.env_unknown = None, f"cfg.env_vars is assigned only on some paths (`{what}`)"
         else:
-            obj.env = _merge_values([e or {} for e in envs], loc, what)
+            obj.env = _merge_values(envs, loc, what)
         return
     bases = [v.base for v in variants]
     obj.base = bases[0] if all(b == bases[0] for b in bases) else Unknown(f"set differently by branch ({what})")

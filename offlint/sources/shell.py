@@ -15,13 +15,15 @@ class ShellError(ValueError):
     pass
 
 
-def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = True) -> list[Unit]:
+def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = True,
+               needs_arguments: bool = False) -> list[Unit]:
     script = parse_shell(text)
     if script.errors and not script.commands:
         raise ShellError(f"cannot parse shell script: {script.errors[0]}")
     units = []
     for command in script.commands:
-        unit = command_unit(*_convert(path, command, line_offset), env_known=env_known)
+        unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
+                            needs_arguments=needs_arguments)
         if unit is not None:
             units.append(unit)
     return units
