@@ -25,13 +25,10 @@ def _python(path: str, text: str, explicit: bool) -> list[Unit]:
 
     if not explicit and not worth_parsing(text.encode("utf-8", "replace")):
         return []
-    import libcst
-
     try:
         return read_python(path, text)
-    except libcst.ParserSyntaxError as exc:
-        raise ValueError(f"Python syntax error at line {exc.raw_line}, column {exc.raw_column + 1}: "
-                         f"{exc.message}") from None
+    except SyntaxError as exc:
+        raise ValueError(f"Python syntax error at line {exc.lineno}, column {exc.offset or 1}: {exc.msg}") from None
 
 
 def _yaml(path: str, text: str) -> list[Unit]:
