@@ -115,17 +115,23 @@ class PythonReader:
             units.append(self._unit("<module>", self._loc(self.module.body[0]) if self.module.body else
                                     Location(self.path, 1, 1), module_objects))
         for name, node in self.functions.items():
+            if not self._mentions_config(node):
+                continue  # no config key or config class in its text: nothing to report on its own
             unit = self._function_unit(name, node)
             if unit is not None:
                 units.append(unit)
         for stmt in self.module.body:
             if isinstance(stmt, ast.ClassDef):
                 for method in stmt.body:
-                    if isinstance(method, FUNCTIONS):
+                    if isinstance(method, FUNCTIONS) and self._mentions_config(method):
                         unit = self._function_unit(f"{stmt.name}.{method.name}", method)
                         if unit is not None:
                             units.append(unit)
         return units
+
+    def _mentions_config(self, node) -> bool:
+        end = getattr(node, "end_lineno", None) or node.lineno
+        return worth_parsing(b"".join(self.lines[node.lineno - 1:end]))
 
     def _function_unit(self, name: str, node: ast.FunctionDef) -> Unit | None:
         """Run one function on its own (parameters at their defaults) and flatten what it built."""
