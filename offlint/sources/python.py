@@ -55,11 +55,10 @@ class PartialDict(dict):
 class ConfigObj:
     """A config object under construction: a container (with sections) or one section's object."""
 
-    def __init__(self, kind: str, base: object, via: tuple[str, ...] = (), section: str = ""):
+    def __init__(self, kind: str, base: object, section: str = ""):
         self.kind = kind  # "container" or "section"
         self.section = section  # for a section object: "model", "optimizer", "ddp", ...
         self.base = base  # "default" or Unknown: what unset keys are
-        self.via = via
         self.values: dict[str, Assignment] = {}  # field -> last assignment (section objects)
         self.children: dict[str, ConfigObj] = {}  # section -> object (containers)
         self.env: dict[str, Assignment] | None = None  # cfg.env_vars, when assigned from a literal
@@ -68,11 +67,11 @@ class ConfigObj:
 
     def child(self, section: str) -> "ConfigObj":
         if section not in self.children:
-            self.children[section] = ConfigObj("section", self.base, self.via, section)
+            self.children[section] = ConfigObj("section", self.base, section)
         return self.children[section]
 
     def copy(self) -> "ConfigObj":
-        other = ConfigObj(self.kind, self.base, self.via, self.section)
+        other = ConfigObj(self.kind, self.base, self.section)
         other.values = dict(self.values)
         other.children = {k: v.copy() for k, v in self.children.items()}
         other.env = dict(self.env) if self.env is not None else None
@@ -106,7 +105,7 @@ class PythonReader:
         for stmt in self.module.body:
             if isinstance(stmt, FUNCTIONS):
                 self.functions[stmt.name] = stmt
-        module_objects = self._run_block(self.module.body, top, skip_defs=True)
+        module_objects = self._run_block(self.module.body, top)
         for name, value in top.names.items():
             if not isinstance(value, ConfigObj):
                 self.constants[name] = value
@@ -183,7 +182,7 @@ class PythonReader:
 
     # ---- statements --------------------------------------------------------------------------------------
 
-    def _run_block(self, body, frame: Frame, skip_defs: bool = False) -> list[ConfigObj]:
+    def _run_block(self, body, frame: Frame) -> list[ConfigObj]:
         """Run statements in order; return the config objects created or touched (in creation order)."""
         touched: list[ConfigObj] = []
         for stmt in body:
@@ -233,7 +232,7 @@ class PythonReader:
             if created:
                 # A config object first seen inside a branch: on the other paths its keys are unset.
                 first = created[0]
-                variants = [v if isinstance(v, ConfigObj) else ConfigObj(first.kind, first.base, (), first.section)
+                variants = [v if isinstance(v, ConfigObj) else ConfigObj(first.kind, first.base, first.section)
                             for v in values]
                 merged = variants[0].copy()
                 _merge_into(merged, variants, loc, what)
@@ -298,12 +297,12 @@ class PythonReader:
         if attrs[0] in SECTIONS_OF_CONTAINER or (looks_like_config and (
                 attrs[0] in ("env_vars", "mixed_precision") or attrs[0] in OTHER_BRIDGE_SECTIONS)):
             # `x.model.k = v` is a Bridge container whatever its name; `executor.env_vars = {...}` is not.
-            obj = ConfigObj("container", Unknown(reason), (root,))
+            obj = ConfigObj("container", Unknown(reason))
         elif len(attrs) == 1:
             section = _section_for(root, attrs[0])
             if section is None:
                 return None
-            obj = ConfigObj("section", Unknown(reason), (root,), section)
+            obj = ConfigObj("section", Unknown(reason), section)
         else:
             return None
         frame.names[root] = obj
@@ -321,7 +320,7 @@ class PythonReader:
                         receiver.children[head] = value
                     else:
                         reason = value.reason if isinstance(value, Unknown) else f"set from `{text}`"
-                        receiver.children[head] = ConfigObj("section", Unknown(reason), receiver.via, head)
+                        receiver.children[head] = ConfigObj("section", Unknown(reason), head)
                 elif head == "env_vars":
                     receiver.env = self._env_dict(value_node, value, loc)
                     receiver.env_unknown = getattr(value, "reason", "") if isinstance(value, dict) else (
@@ -430,7 +429,7 @@ class PythonReader:
         short = name.rsplit(".", 1)[-1] if name else ""
         text = self._segment(node.func) + "(...)"
         if short in CONTAINER_CLASSES:
-            obj = ConfigObj("container", "default", ())
+            obj = ConfigObj("container", "default")
             for arg in node.keywords:
                 if arg.arg is None:
                     continue
@@ -441,10 +440,10 @@ class PythonReader:
                         value.section = key
                         obj.children[key] = value
                     elif value is None:
-                        obj.children[key] = ConfigObj("section", Unknown(f"`{key}=None` in {short}(...)"), (), key)
+                        obj.children[key] = ConfigObj("section", Unknown(f"`{key}=None` in {short}(...)"), key)
                     else:
                         reason = value.reason if isinstance(value, Unknown) else f"set from {short}(...)"
-                        obj.children[key] = ConfigObj("section", Unknown(reason), (), key)
+                        obj.children[key] = ConfigObj("section", Unknown(reason), key)
                 elif key == "env_vars":
                     obj.env = self._env_dict(arg.value, value, self._loc(arg))
                 elif key == "mixed_precision":
@@ -453,7 +452,7 @@ class PythonReader:
         section = "model" if (short in MODEL_CLASSES or (short and _PROVIDER.match(short))) else \
             SECTION_CLASSES.get(short)
         if section:
-            obj = ConfigObj("section", "default", (), section)
+            obj = ConfigObj("section", "default", section)
             for arg in node.keywords:
                 if arg.arg is None:  # **kwargs: any key may be set
                     obj.base = Unknown(f"`**{self._segment(arg.value)}` in {short}(...)")
@@ -607,7 +606,7 @@ def _merge_into(obj: ConfigObj, variants: list[ConfigObj], loc: Location, what: 
     """After branches: a key with the same value on every path keeps it; otherwise it becomes unknown."""
     if obj.kind == "container":
         for section in set().union(*(v.children for v in variants)) | set(obj.children):
-            children = [v.children.get(section) or ConfigObj("section", v.base, (), section) for v in variants]
+            children = [v.children.get(section) or ConfigObj("section", v.base, section) for v in variants]
             _merge_into(obj.child(section), children, loc, what)
         obj.top = _merge_values([v.top for v in variants], loc, what)
         envs = [v.env for v in variants]
