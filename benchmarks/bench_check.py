@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Time `offlint check` on a tree: cold, warm and (optionally) the pre-commit case of one changed file.
+
+    python benchmarks/bench_check.py TREE [--runs 3] [--changed FILE] [-- extra offlint args]
+
+Each run measures, in this order:
+  cold     `offlint check .` from TREE after deleting TREE/.offlint_cache (if present);
+  warm     the same command again, right after (whatever the cold run left behind is kept);
+  changed  `offlint check FILE` from TREE, with --changed (FILE is relative to TREE, or absolute inside it).
+
+Every measurement runs offlint (`python -m offlint` with this interpreter) as a subprocess of a fresh wrapper
+process, so the wrapper's `getrusage(RUSAGE_CHILDREN).ru_maxrss` is the peak RSS of that one offlint run.
+Wall time is taken in the wrapper around the child (it excludes the wrapper's own start-up but includes
+offlint's interpreter start-up and imports). Files per second uses the file count of offlint's own summary
+line on standard error ("(N files, M units, ...)"); when offlint prints no summary (for example with -q or a
+machine-readable --output-format) the rate is shown as "?". Standard output (the findings) is read and
+discarded. One line per measurement, then the median of each kind. Nothing here asserts anything about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+# Runs one command and reports its wall time, exit code, peak RSS and standard error as JSON on stdout.
+_WRAPPER = r"""
+import json, resource, subprocess, sys, time
+cwd, cmd = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+json.dump({"wall": wall, "rc": proc.returncode, "maxrss": usage.ru_maxrss, "user": usage.ru_utime,
+           "sys": usage.ru_stime, "stdout_lines": proc.stdout.count(b"\n"),
+           "stderr": proc.stderr.decode("utf-8", "replace")}, sys.stdout)
+"""
+_SUMMARY = re.compile(r"\((\d+) files?, (\d+) units?")
+_FOUND = re.compile(r"Found (\d+) findings?|All checks passed!")
+
+
+def measure(cwd: Path, args: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "offlint", "check", *args]
+    out = subprocess.run([sys.executable, "-c", _WRAPPER, str(cwd), *cmd], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"bench_check: the measuring wrapper failed:\n{out.stderr}")
+    result = json.loads(out.stdout)
+    # Linux reports ru_maxrss in KiB, macOS in bytes.
+    result["rss_mib"] = result["maxrss"] / (1024 * 1024 if sys.platform == "darwin" else 1024)
+    summary = _SUMMARY.search(result["stderr"])
+    result["files"] = int(summary.group(1)) if summary else None
+    result["units"] = int(summary.group(2)) if summary else None
+    found = _FOUND.search(result["stderr"])
+    result["findings"] = (int(found.group(1)) if found.group(1) else 0) if found else None
+    return result
+
+
+def line(label: str, r: dict) -> str:
+    rate = f"{r['files'] / r['wall']:.1f} files/s" if r["files"] and r["wall"] > 0 else "? files/s"
+    files = f"{r['files']} files" if r["files"] is not None else "? files"
+    extra = []
+    if r["units"] is not None:
+        extra.append(f"{r['units']} units")
+    if r["findings"] is not None:
+        extra.append(f"{r['findings']} findings")
+    extra.append(f"cpu {r['user'] + r['sys']:.2f} s")
+    return (f"{label:<18} wall {r['wall']:8.2f} s  {files:>11}  {rate:>15}  peak RSS {r['rss_mib']:7.1f} MiB  "
+            f"exit {r['rc']}  ({', '.join(extra)})")
+
+
+def error_lines(r: dict) -> list[str]:
+    return [ln for ln in r["stderr"].splitlines() if ln.startswith("offlint: error")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     usage="%(prog)s TREE [--runs N] [--changed FILE] [-- extra offlint args]")
+    parser.add_argument("tree", type=Path)
+    parser.add_argument("--runs", type=int, default=3, help="cold/warm(/changed) repetitions (default 3)")
+    parser.add_argument("--changed", default=None, help="also time `offlint check FILE` run from TREE")
+    args = parser.parse_args(argv)
+    tree = args.tree.resolve()
+    if not tree.is_dir():
+        parser.error(f"{args.tree} is not a directory")
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    changed = None
+    if args.changed:
+        path = Path(args.changed)
+        full = path if path.is_absolute() else tree / path
+        if not full.is_file():
+            parser.error(f"--changed {args.changed}: no such file under {tree}")
+        try:
+            changed = full.resolve().relative_to(tree).as_posix()
+        except ValueError:
+            changed = str(full.resolve())
+    cache = tree / ".offlint_cache"
+
+    version = subprocess.run([sys.executable, "-m", "offlint", "--version"], capture_output=True, text=True)
+    print(f"# {version.stdout.strip() or 'offlint'}; Python {platform.python_version()} on {platform.machine()} "
+          f"({os.cpu_count()} CPUs); tree {tree}")
+    tail = "".join(f" {a}" for a in extra)
+    print(f"# cold/warm: (cd TREE && offlint check .{tail})"
+          + (f"; changed: (cd TREE && offlint check {changed}{tail})" if changed else ""))
+    results: dict[str, list[dict]] = {"cold": [], "warm": [], "changed": []}
+    errors_shown = False
+    for run in range(1, args.runs + 1):
+        if cache.exists():
+            shutil.rmtree(cache)
+        plan = [("cold", ["."]), ("warm", ["."])] + ([("changed", [changed])] if changed else [])
+        for kind, target in plan:
+            r = measure(tree, [*target, *extra])
+            results[kind].append(r)
+            print(line(f"{kind} {run}/{args.runs}", r), flush=True)
+            if r["rc"] == 2 and not errors_shown:
+                for ln in error_lines(r)[:5] or r["stderr"].strip().splitlines()[-3:]:
+                    print(f"#   {ln}")
+                errors_shown = True
+    if args.runs > 1:
+        for kind, rs in results.items():
+            if not rs:
+                continue
+            med = dict(rs[0])
+            med["wall"] = statistics.median(r["wall"] for r in rs)
+            med["rss_mib"] = statistics.median(r["rss_mib"] for r in rs)
+            med["user"] = statistics.median(r["user"] for r in rs)
+            med["sys"] = statistics.median(r["sys"] for r in rs)
+            med["rc"] = "/".join(sorted({str(r["rc"]) for r in rs}))
+            print(line(f"{kind} median", med))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
