@@ -16,6 +16,7 @@ from offlint.engine import check_unit
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
 from offlint.sources import read_source
+from offlint.sources.python_project import PythonProject
 from offlint.suppressions import Suppression, find_suppressions
 from offlint.types import FileError, Finding, Layer, Location, Severity, Unit, UnitKind
 from offlint.versions import DetectedVersion, detect_version
@@ -68,6 +69,8 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
         files, problems = discover(paths)
         errors.extend(FileError(p, msg) for p, msg in problems)
         texts = {}
+    project = PythonProject([f.path for f in files if f.kind == "python"],
+                            lambda path: texts.get(path) or _read_text(path)[0] or None)
     reads: list[_Read] = []
     for file in files:
         text = texts.get(file.path)
@@ -77,7 +80,7 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
                 errors.append(FileError(file.path, error))
                 continue
         try:
-            units = read_source(file.path, file.kind, text, explicit=file.explicit)
+            units = read_source(file.path, file.kind, text, explicit=file.explicit, project=project)
         except ValueError as exc:
             errors.append(FileError(file.path, _one_line(str(exc))))
             continue

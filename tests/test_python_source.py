@@ -124,3 +124,39 @@ def test_a_receiver_first_seen_inside_an_if_is_conditional():
             "    if n is not None:\n        recipe.model.recompute_granularity = 'selective'\n    return recipe\n")
     unit = resolve(read_python("r.py", text)[0], V)
     assert unit.get("model.cpu_offloading").is_unknown and unit.get("model.recompute_granularity").is_unknown
+
+
+def test_imports_aliases_reexports_and_base_builders_across_files(tmp_path, monkeypatch):
+    """recipe-patterns.md 3, 4, 5 and 2 across modules: an inherited recipe through an alias and a package
+    re-export, a base builder and an env constant imported from other modules, an imported helper."""
+    from offlint.api import CheckOptions, check
+
+    monkeypatch.chdir(tmp_path)
+    pkg = tmp_path / "bridge" / "recipes"
+    (pkg / "llama").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "common.py").write_text(
+        "from bridge.recipes.env import ENV\n\n"
+        "def _pretrain_common():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=16), optimizer=OptimizerConfig(),\n"
+        "                          ddp=DistributedDataParallelConfig())\n"
+        "    cfg.env_vars = {**ENV}\n    return cfg\n\n"
+        "def _set_pp(cfg, *, pp):\n    cfg.model.pipeline_model_parallel_size = pp\n")
+    (pkg / "env.py").write_text("ENV = {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}\n")
+    (pkg / "llama" / "__init__.py").write_text("from .h100 import base_config as llama_config\n")
+    (pkg / "llama" / "h100.py").write_text(
+        "from ..common import _pretrain_common, _set_pp\n\n"
+        "def base_config():\n    cfg = _pretrain_common()\n    _set_pp(cfg, pp=4)\n    return cfg\n")
+    (tmp_path / "perf.py").write_text(
+        "from bridge.recipes.llama import llama_config\n\n"
+        "def perf_config():\n    cfg = llama_config()\n    cfg.model.cpu_offloading = True\n"
+        "    cfg.model.cpu_offloading_num_layers = 2\n    return cfg\n")
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path))
+    assert not result.errors
+    (finding,) = [f for f in result.findings if f.code == "OFL102"]
+    assert finding.location.path == "perf.py" and finding.location.line == 5
+    (related,) = [r for r in finding.related if "pipeline_model_parallel_size" in r.note]
+    assert related.location.path == "bridge/recipes/common.py"
+    assert "via base_config() in bridge/recipes/llama/h100.py, called at perf.py:4" in related.note
+    assert "via _set_pp() in bridge/recipes/common.py, called at bridge/recipes/llama/h100.py:5" in related.note
+    assert not [f for f in result.findings if f.code == "OFL301"]  # the env constant was followed

@@ -5,12 +5,15 @@ from __future__ import annotations
 from offlint.types import Unit
 
 
-def read_source(path: str, kind: str, text: str, explicit: bool = True) -> list[Unit]:
-    """Units of one file. Raises ValueError (one-line message) when the file cannot be parsed."""
+def read_source(path: str, kind: str, text: str, explicit: bool = True, project=None) -> list[Unit]:
+    """Units of one file. Raises ValueError (one-line message) when the file cannot be parsed.
+
+    `project` (a PythonProject) lets Python recipes follow imports into the other files of the tree.
+    """
     if not text.strip():
         return []
     if kind == "python":
-        return _python(path, text, explicit)
+        return _python(path, text, explicit, project)
     if kind == "yaml":
         return _yaml(path, text)
     if kind == "shell":
@@ -20,13 +23,13 @@ def read_source(path: str, kind: str, text: str, explicit: bool = True) -> list[
     raise ValueError("not a Python, YAML or shell file")
 
 
-def _python(path: str, text: str, explicit: bool) -> list[Unit]:
+def _python(path: str, text: str, explicit: bool, project) -> list[Unit]:
     from offlint.sources.python import read_python, worth_parsing
 
     if not explicit and not worth_parsing(text.encode("utf-8", "replace")):
         return []
     try:
-        return read_python(path, text)
+        return read_python(path, text, project)
     except SyntaxError as exc:
         raise ValueError(f"Python syntax error at line {exc.lineno}, column {exc.offset or 1}: {exc.msg}") from None
 

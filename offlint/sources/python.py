@@ -90,25 +90,60 @@ class Frame:
 
 
 class PythonReader:
-    def __init__(self, path: str, module: ast.Module, text: str):
+    def __init__(self, path: str, module: ast.Module, text: str, project=None):
         self.path = path
         self.module = module
+        self.project = project  # a PythonProject: follow imports into the rest of the tree
         self.lines = [line.encode("utf-8") for line in text.splitlines(keepends=True)]
         self.constants: dict[str, object] = {}
         self.functions: dict[str, ast.FunctionDef] = {}
-        self.via_stack: list[str] = []  # the same-file calls being followed, outermost first
+        self.imports: dict[str, tuple[str, str | None]] = {}  # local name -> (module, attribute or None)
+        # The calls being followed, outermost first (shared across the project's files).
+        self.via_stack: list[str] = project.via_stack if project is not None else []
+        self._module_objects: list[ConfigObj] | None = None
 
     # ---- entry point -------------------------------------------------------------------------------------
 
-    def units(self) -> list[Unit]:
-        top = Frame()
+    def prepare(self) -> None:
+        """Index functions and imports, and evaluate the module body (its constants)."""
+        if self._module_objects is not None:
+            return
+        self._module_objects = []
         for stmt in self.module.body:
             if isinstance(stmt, FUNCTIONS):
                 self.functions[stmt.name] = stmt
-        module_objects = self._run_block(self.module.body, top)
+            for node in [stmt, *(stmt.body if isinstance(stmt, TRY) else [])]:
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    self._note_import(node)
+        top = Frame()
+        self._module_objects = self._run_block(self.module.body, top)
         for name, value in top.names.items():
             if not isinstance(value, ConfigObj):
                 self.constants[name] = value
+
+    def _note_import(self, node) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.imports[alias.asname] = (alias.name, None)
+                else:
+                    head = alias.name.split(".", 1)[0]
+                    self.imports[head] = (head, None)
+            return
+        module = node.module or ""
+        if node.level and self.project is not None:
+            package = self.project.module_name(self.path).split(".")
+            if not self.project.is_package(self.path):
+                package = package[:-1]
+            package = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+            module = ".".join([*package, *([module] if module else [])])
+        for alias in node.names:
+            if alias.name != "*":
+                self.imports[alias.asname or alias.name] = (module, alias.name)
+
+    def units(self) -> list[Unit]:
+        self.prepare()
+        module_objects = self._module_objects or []
         units: list[Unit] = []
         if module_objects:
             units.append(self._unit("<module>", self._loc(self.module.body[0]) if self.module.body else
@@ -135,7 +170,7 @@ class PythonReader:
     def _function_unit(self, name: str, node: ast.FunctionDef) -> Unit | None:
         """Run one function on its own (parameters at their defaults) and flatten what it built."""
         frame = Frame(names=dict(self.constants))
-        self._bind_params(node, frame, args=None)
+        self._bind_params(node, frame, [], {})
         objects = self._run_block(node.body, frame)
         if isinstance(frame.returned, ConfigObj):
             objects.append(frame.returned)
@@ -366,7 +401,7 @@ class PythonReader:
         if isinstance(node, ast.Name):
             if node.id in frame.names:
                 return frame.names[node.id]
-            return Unknown(f"`{node.id}` is not defined in this file")
+            return self._imported_value(node.id)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = self._eval(node.operand, frame)
             return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else Unknown(
@@ -460,8 +495,9 @@ class PythonReader:
                 obj.values[arg.arg] = self._assignment(
                     f"{section}.{arg.arg}", self._eval(arg.value, frame), self._loc(arg), self._segment(arg.value))
             return obj
-        if name in self.functions and frame.depth < 8:
-            return self._call_local(self.functions[name], node, frame)
+        target = self._find_function(name) if name else None
+        if target is not None and frame.depth < 8:
+            return self._call(target[0], target[1], node, frame)
         # A call offlint does not follow: config objects passed to it may be changed by it.
         for arg in [*node.args, *(k.value for k in node.keywords)]:
             value = self._eval(arg, frame) if isinstance(arg, ast.Name) else None
@@ -469,29 +505,43 @@ class PythonReader:
                 _taint(value, Unknown(f"may be changed by `{text}`"))
         return Unknown(f"the result of `{text}`")
 
-    def _call_local(self, fn: ast.FunctionDef, call: ast.Call, frame: Frame):
-        """Follow a function defined in this file: bind arguments, run it, return what it returns."""
-        sub = Frame(names=dict(self.constants), depth=frame.depth + 1)
-        self._bind_params(fn, sub, args=(call, frame))
-        self.via_stack.append(f"via {fn.name}() at line {call.lineno}")
-        try:
-            self._run_block(fn.body, sub)
-        finally:
-            self.via_stack.pop()
+    def _call(self, reader: "PythonReader", fn: ast.FunctionDef, call: ast.Call, frame: Frame):
+        """Follow a function (of this file or another): bind the arguments evaluated here, run it there."""
+        positional = [self._eval(a, frame) for a in call.args if not isinstance(a, ast.Starred)]
+        keywords = {k.arg: self._eval(k.value, frame) for k in call.keywords if k.arg is not None}
+        where = "" if reader is self else f" in {reader.path}"
+        entry = (f"via {fn.name}(){where} at line {call.lineno}" if not where else
+                 f"via {fn.name}(){where}, called at {self.path}:{call.lineno}")
+        key = _cache_key(reader.path, fn.name, positional, keywords)
+        if key is None or self.project is None:
+            self.via_stack.append(entry)
+            try:
+                return reader.run_function(fn, positional, keywords, frame.depth + 1)
+            finally:
+                self.via_stack.pop()
+        # Base builders and inherited recipes are called with the same (literal) arguments again and again:
+        # run each once, with provenance relative to the call, and hand every caller its own copy.
+        if key not in self.project.results:
+            outer = self.via_stack[:]
+            self.via_stack[:] = []
+            try:
+                self.project.results[key] = reader.run_function(fn, positional, keywords, frame.depth + 1)
+            finally:
+                self.via_stack[:] = outer
+        return _copy_result(self.project.results[key], (*self.via_stack, entry))
+
+    def run_function(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int):
+        sub = Frame(names=dict(self.constants), depth=depth)
+        self._bind_params(fn, sub, positional, keywords)
+        self._run_block(fn.body, sub)
         result = sub.returned
         return result if result is not None else Unknown(f"{fn.name}() returns no value")
 
-    def _bind_params(self, fn: ast.FunctionDef, frame: Frame, args) -> None:
+    def _bind_params(self, fn: ast.FunctionDef, frame: Frame, positional: list, keywords: dict) -> None:
         params = fn.args
         ordered = [*params.posonlyargs, *params.args]
         defaults = dict(zip([p.arg for p in ordered][len(ordered) - len(params.defaults):], params.defaults))
         defaults.update({p.arg: d for p, d in zip(params.kwonlyargs, params.kw_defaults) if d is not None})
-        positional: list = []
-        keywords: dict[str, object] = {}
-        if args is not None:
-            call, caller_frame = args
-            positional = [self._eval(a, caller_frame) for a in call.args if not isinstance(a, ast.Starred)]
-            keywords = {k.arg: self._eval(k.value, caller_frame) for k in call.keywords if k.arg is not None}
         for index, param in enumerate(ordered):
             if index < len(positional):
                 frame.names[param.arg] = positional[index]
@@ -505,6 +555,56 @@ class PythonReader:
         for star in (params.vararg, params.kwarg):
             if star is not None:
                 frame.names[star.arg] = Unknown(f"`{star.arg}` collects arbitrary arguments")
+
+    # ---- names from other modules ----------------------------------------------------------------------
+
+    def _find_function(self, name: str):
+        """(reader, function) for a called name: defined here, or imported (through aliases and re-exports)."""
+        if name in self.functions:
+            return self, self.functions[name]
+        parts = name.split(".")
+        if self.project is None or parts[0] not in self.imports:
+            return None
+        module, attr = self.imports[parts[0]]
+        if attr is None:  # `import pkg.mod as m; m.f()`
+            if len(parts) < 2:
+                return None
+            module, attr = ".".join([module, *parts[1:-1]]), parts[-1]
+        elif len(parts) > 1:  # `from pkg import mod; mod.f()`
+            module, attr = ".".join([module, attr, *parts[1:-1]]), parts[-1]
+        found = self._exported(module, attr, set())
+        if found is not None and found[1] == "function":
+            return found[0], found[2]
+        return None
+
+    def _imported_value(self, name: str):
+        if self.project is not None and name in self.imports:
+            module, attr = self.imports[name]
+            if attr is not None:
+                found = self._exported(module, attr, set())
+                if found is not None and found[1] == "value":
+                    return found[2]
+        return Unknown(f"`{name}` is not defined in this file" if name not in self.imports else
+                       f"`{name}` is imported from a module offlint did not find or read")
+
+    def _exported(self, module: str, attr: str, seen: set):
+        """What `from module import attr` gives: (reader, "function", fn) or (reader, "value", v), following
+        aliases and re-exports through other modules (`__init__.py`)."""
+        if (module, attr) in seen or len(seen) > 16:
+            return None
+        seen.add((module, attr))
+        reader = self.project.module_reader(module)
+        if reader is None:
+            return None
+        if attr in reader.functions:
+            return reader, "function", reader.functions[attr]
+        if attr in reader.constants:
+            return reader, "value", reader.constants[attr]
+        if attr in reader.imports:
+            next_module, next_attr = reader.imports[attr]
+            if next_attr is not None:
+                return reader._exported(next_module, next_attr, seen)
+        return None
 
     def _param_default(self, name: str, default, fn: ast.FunctionDef):
         if default is None:
@@ -535,6 +635,41 @@ class PythonReader:
         parts = [self.lines[start - 1][node.col_offset:]] + self.lines[start:end - 1] + \
             [self.lines[end - 1][:node.end_col_offset]]
         return b"".join(parts).decode("utf-8", "replace")
+
+
+def _freeze(value):
+    if isinstance(value, ConfigObj) or isinstance(value, dict):
+        raise TypeError
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    hash(value)
+    return value
+
+
+def _cache_key(path: str, name: str, positional: list, keywords: dict):
+    """A key for a call whose arguments are plain values (config objects make a call uncacheable)."""
+    try:
+        return path, name, tuple(_freeze(v) for v in positional), tuple(sorted(
+            (k, _freeze(v)) for k, v in keywords.items()))
+    except TypeError:
+        return None
+
+
+def _copy_result(value, prefix: tuple):
+    """A caller's own copy of a cached call result, its provenance prefixed with the caller's chain."""
+    if not isinstance(value, ConfigObj):
+        return value
+    copy = value.copy()
+    for obj in (copy, *copy.children.values()):
+        obj.values = {k: _prefixed(a, prefix) for k, a in obj.values.items()}
+    copy.top = {k: _prefixed(a, prefix) for k, a in copy.top.items()}
+    if copy.env is not None:
+        copy.env = {k: _prefixed(a, prefix) for k, a in copy.env.items()}
+    return copy
+
+
+def _prefixed(a: Assignment, prefix: tuple) -> Assignment:
+    return Assignment(a.key, a.value, a.location, a.source, a.text, (*prefix, *a.via), a.op)
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
@@ -655,7 +790,15 @@ def _dedupe(objects: list) -> list[ConfigObj]:
     return [o for o in out if id(o) not in attached]
 
 
-def read_python(path: str, text: str) -> list[Unit]:
+def parse(path: str, text: str) -> ast.Module:
+    return ast.parse(text, filename=path)
+
+
+def read_python(path: str, text: str, project=None) -> list[Unit]:
     """Parse one Python file and return its units. Raises SyntaxError (or ValueError) on invalid source."""
-    module = ast.parse(text, filename=path)
-    return PythonReader(path, module, text).units()
+    if project is not None:
+        parse(path, text)  # a syntax error is reported for the file being linted, not swallowed
+        reader = project.reader(path, text)
+        if reader is not None:
+            return reader.units()
+    return PythonReader(path, parse(path, text), text).units()

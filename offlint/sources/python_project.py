@@ -1,0 +1,66 @@
+"""The Python files of the linted tree, and how the names one module imports map onto another module.
+
+Recipes set values through layers: base builders imported from `recipes/common.py`, recipes inherited from
+other modules through `x_config as y_config` aliases and `__init__.py` re-exports, helpers and constants
+defined elsewhere. The project lets a reader follow those names: it maps dotted module names to files
+(by the longest path suffix that identifies a file), parses a file only when a name is first looked up in
+it, and keeps one reader per file. Cycles are cut by the readers' call depth and a re-export chain guard.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+
+class PythonProject:
+    def __init__(self, paths: list[str], read_text):
+        """`paths`: every Python file of the tree (as displayed); `read_text(path)` returns its text or None."""
+        self._read_text = read_text
+        self._by_module: dict[str, str | None] = {}  # dotted suffix -> path (None when ambiguous)
+        self._module_of: dict[str, str] = {}
+        self._readers: dict[str, object] = {}
+        self.via_stack: list[str] = []  # shared by all readers: the calls being followed, outermost first
+        self.results: dict[tuple, object] = {}  # (file, function, arguments) -> what the call returned
+        for path in paths:
+            parts = list(PurePosixPath(path).with_suffix("").parts)
+            if parts and parts[-1] == "__init__":
+                parts = parts[:-1]
+            if not parts:
+                continue
+            self._module_of[path] = ".".join(parts)
+            for start in range(len(parts)):
+                dotted = ".".join(parts[start:])
+                known = self._by_module.get(dotted, path)
+                self._by_module[dotted] = path if known == path else None  # None: two files claim it
+
+    def module_name(self, path: str) -> str:
+        return self._module_of.get(path, PurePosixPath(path).stem)
+
+    def is_package(self, path: str) -> bool:
+        return PurePosixPath(path).name == "__init__.py"
+
+    def path_of(self, module: str) -> str | None:
+        return self._by_module.get(module)
+
+    def reader(self, path: str, text: str | None = None):
+        """The (prepared) reader of a file, parsed on first use; None when it cannot be read or parsed."""
+        if path in self._readers:
+            return self._readers[path]
+        self._readers[path] = None  # guards against import cycles while preparing
+        text = self._read_text(path) if text is None else text
+        if text is None:
+            return None
+        from offlint.sources.python import PythonReader, parse
+
+        try:
+            module = parse(path, text)
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+        reader = PythonReader(path, module, text, project=self)
+        self._readers[path] = reader
+        reader.prepare()
+        return reader
+
+    def module_reader(self, module: str):
+        path = self.path_of(module)
+        return self.reader(path) if path else None
