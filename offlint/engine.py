@@ -76,6 +76,8 @@ def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit) -> Location:
     for value in read:
         if value.assignment is not None:
             return value.assignment.location
+    if resolved.unit.env_location is not None and any(v.key.startswith("env.") for v in read):
+        return resolved.unit.env_location  # an unset variable: point at where the environment is defined
     return resolved.unit.location
 
 

@@ -103,6 +103,7 @@ class Unit:
     env_known: bool = False  # the unit defines its launch environment (exports, cfg.env_vars literal)
     recipe: str = ""  # a launch command's `--recipe NAME`, linked to a recipe unit of the linted tree
     config_files: list[tuple[str, Location]] = field(default_factory=list)  # `--config-file X.yaml`
+    env_location: Location | None = None  # where the unit defines its environment (`cfg.env_vars = {...}`)
 
     def all_assignments(self) -> list[Assignment]:
         return [a for layer in self.layers for a in layer.assignments]

@@ -178,3 +178,9 @@ def test_quickstart_on_bundled_fixtures(tmp_path):
     assert good.returncode == 0, good.stdout
     bad = run("check", str(FIXTURES / "bad"), cwd=tmp_path)
     assert bad.returncode == 1 and len(bad.stdout.splitlines()) >= 10
+
+
+def test_an_unset_environment_variable_points_at_the_env_vars_assignment(tmp_path):
+    result = run("check", str(FIXTURES / "bad" / "recipes" / "llama_offload.py"), "--select", "OFL301", cwd=tmp_path)
+    assert result.stdout.splitlines() == [line for line in result.stdout.splitlines() if ":31:5: OFL301" in line]
+    assert result.stdout.strip()

@@ -63,6 +63,7 @@ class ConfigObj:
         self.children: dict[str, ConfigObj] = {}  # section -> object (containers)
         self.env: dict[str, Assignment] | None = None  # cfg.env_vars, when assigned from a literal
         self.env_unknown = ""  # why cfg.env_vars is not known (assigned from something offlint cannot read)
+        self.env_location: Location | None = None  # where cfg.env_vars was last assigned
         self.top: dict[str, Assignment] = {}  # container-level keys such as mixed_precision
 
     def child(self, section: str) -> "ConfigObj":
@@ -76,6 +77,7 @@ class ConfigObj:
         other.children = {k: v.copy() for k, v in self.children.items()}
         other.env = dict(self.env) if self.env is not None else None
         other.env_unknown = self.env_unknown
+        other.env_location = self.env_location
         other.top = dict(self.top)
         return other
 
@@ -185,6 +187,7 @@ class PythonReader:
         env_known = False  # cfg.env_vars assigned from a literal
         env_default = False  # a ConfigContainer built here and never given env_vars: Bridge's empty default
         env_unknown = ""
+        env_location = None
         for obj in objects:
             sections = obj.children if obj.kind == "container" else {obj.section: obj}
             if obj.kind == "container":
@@ -192,6 +195,7 @@ class PythonReader:
                     if section not in sections:
                         _note_base(section, obj.base, default_sections, unknown_sections)
                 layer.assignments.extend(obj.top.values())
+                env_location = obj.env_location or env_location
                 if obj.env_unknown:
                     env_unknown = obj.env_unknown
                     layer.assignments.extend((obj.env or {}).values())  # the entries it does spell out
@@ -213,7 +217,7 @@ class PythonReader:
         layer.assignments.sort(key=lambda a: (a.location.line, a.location.col))
         return Unit(name=name, kind=UnitKind.RECIPE, location=location, layers=[layer],
                     default_sections=frozenset(default_sections), unknown_sections=unknown_sections,
-                    launches_training=env_known, env_known=env_known)
+                    launches_training=env_known, env_known=env_known, env_location=env_location)
 
     # ---- statements --------------------------------------------------------------------------------------
 
@@ -358,6 +362,7 @@ class PythonReader:
                         receiver.children[head] = ConfigObj("section", Unknown(reason), head)
                 elif head == "env_vars":
                     receiver.env = self._env_dict(value_node, value, loc)
+                    receiver.env_location = loc
                     receiver.env_unknown = getattr(value, "reason", "") if isinstance(value, dict) else (
                         value.reason if isinstance(value, Unknown) else f"cfg.env_vars = {text}")
                 elif head == "mixed_precision":
