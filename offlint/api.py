@@ -173,9 +173,10 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
                 recipe = matches[0]
                 base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers
                                                                for a in layer.assignments])]
-                # The launch environment is the shell's plus the recipe's cfg.env_vars: known when the recipe's is.
-                unit.env_known = "env" in recipe.default_sections
-                unit.default_sections = frozenset(recipe.default_sections)
+                # The launch environment is the shell's plus the recipe's cfg.env_vars: known when the recipe's is,
+                # or when the recipe sets none at all.
+                unit.env_known = "env" in recipe.default_sections or recipe.env_unset
+                unit.default_sections = frozenset(recipe.default_sections | ({"env"} if unit.env_known else set()))
                 unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items()
                                          if s not in unit.default_sections}
             for name, where in unit.config_files:

@@ -210,14 +210,15 @@ class PythonReader:
         if env_unknown:
             env_known = False
             unknown_sections["env"] = f"cfg.env_vars is not a literal: {env_unknown}"
-        elif env_known or env_default:
+        elif env_known:
             default_sections.add("env")
         else:
             unknown_sections["env"] = "the launch environment is not defined in this recipe"
         layer.assignments.sort(key=lambda a: (a.location.line, a.location.col))
         return Unit(name=name, kind=UnitKind.RECIPE, location=location, layers=[layer],
                     default_sections=frozenset(default_sections), unknown_sections=unknown_sections,
-                    launches_training=env_known, env_known=env_known, env_location=env_location)
+                    launches_training=env_known, env_known=env_known, env_location=env_location,
+                    env_unset=env_default and not env_known and not env_unknown)
 
     # ---- statements --------------------------------------------------------------------------------------
 
