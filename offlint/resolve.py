@@ -9,6 +9,7 @@ unknown otherwise: unknown is never treated as default.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from offlint import keys
 from offlint.types import Assignment, Defaults, Unit, Unknown, Value
@@ -53,19 +54,27 @@ _MISSING = object()
 
 def mlm_default(key: str, version: Version) -> object:
     """The Megatron-LM argparse default of the flag that sets `key`, from the real parser's data when shipped."""
-    data = keys.version_data(version)
+    defaults = _mlm_flag_defaults(version)
     field_name = key.split(".", 1)[-1]
-    if data and data.get("mlm_flags"):
-        for flag in data["mlm_flags"]:
-            if flag.get("dest") == field_name and not isinstance(flag.get("default"), dict):
-                default = flag.get("default")
-                info = keys.key_info(key)
-                if info is not None and info.type == "dtype" and isinstance(default, str):
-                    from offlint.sources.mlm_flags import normalize_dtype
+    if field_name in defaults:
+        default = defaults[field_name]
+        info = keys.key_info(key)
+        if info is not None and info.type == "dtype" and isinstance(default, str):
+            from offlint.sources.mlm_flags import normalize_dtype
 
-                    return normalize_dtype(default)
-                return default
+            return normalize_dtype(default)
+        return default
     return MLM_CLI_DEFAULTS.get(key, _MISSING)
+
+
+@lru_cache(maxsize=None)
+def _mlm_flag_defaults(version: Version) -> dict[str, object]:
+    """dest -> argparse default of the real Megatron-LM parser (first flag per dest, as argparse keeps it)."""
+    out: dict[str, object] = {}
+    for flag in (keys.version_data(version) or {}).get("mlm_flags") or ():
+        if not isinstance(flag.get("default"), dict):
+            out.setdefault(flag.get("dest"), flag.get("default"))
+    return out
 
 
 def resolve(unit: Unit, version: Version) -> ResolvedUnit:

@@ -803,8 +803,10 @@ def parse(path: str, text: str) -> ast.Module:
 def read_python(path: str, text: str, project=None) -> list[Unit]:
     """Parse one Python file and return its units. Raises SyntaxError (or ValueError) on invalid source."""
     if project is not None:
-        parse(path, text)  # a syntax error is reported for the file being linted, not swallowed
-        reader = project.reader(path, text)
+        reader = project.reader(path)  # already read when another file imported it
+        if reader is None:
+            module = parse(path, text)  # a syntax error is reported for the file being linted
+            reader = project.reader(path, text, module)
         if reader is not None:
             return reader.units()
     return PythonReader(path, parse(path, text), text).units()

@@ -42,8 +42,11 @@ class PythonProject:
     def path_of(self, module: str) -> str | None:
         return self._by_module.get(module)
 
-    def reader(self, path: str, text: str | None = None):
-        """The (prepared) reader of a file, parsed on first use; None when it cannot be read or parsed."""
+    def reader(self, path: str, text: str | None = None, module=None):
+        """The (prepared) reader of a file, parsed on first use; None when it cannot be read or parsed.
+
+        A caller that already parsed the file passes `text` and `module`, so it is not parsed twice.
+        """
         if path in self._readers:
             return self._readers[path]
         self._readers[path] = None  # guards against import cycles while preparing
@@ -52,10 +55,11 @@ class PythonProject:
             return None
         from offlint.sources.python import PythonReader, parse
 
-        try:
-            module = parse(path, text)
-        except (SyntaxError, ValueError, RecursionError):
-            return None
+        if module is None:
+            try:
+                module = parse(path, text)
+            except (SyntaxError, ValueError, RecursionError):
+                return None
         reader = PythonReader(path, module, text, project=self)
         self._readers[path] = reader
         reader.prepare()
