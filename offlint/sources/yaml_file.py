@@ -12,6 +12,7 @@ import re
 import yaml
 
 from offlint.sources.hydra import canonical_key
+from offlint.sources.launch import env_string
 from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind
 
 OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "env_vars")
@@ -89,9 +90,7 @@ def _walk(node: yaml.MappingNode, prefix: str, path: str, layer: Layer) -> None:
             raise YamlError(f"invalid YAML value at line {location.line}: {exc}") from None
         text = value_node.value if isinstance(value_node, yaml.ScalarNode) else _flow_text(value_node)
         key = canonical_key(key)
-        if key.startswith("env.") and value is not None and not isinstance(value, str):
-            value = str(value)  # Bridge applies env_vars with str()
-        layer.assignments.append(Assignment(key, value, location, Source.YAML, str(text)))
+        layer.assignments.append(Assignment(key, env_string(key, value), location, Source.YAML, str(text)))
 
 
 def _flow_text(node) -> str:
