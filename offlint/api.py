@@ -71,6 +71,28 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
         texts = {}
     project = PythonProject([f.path for f in files if f.kind == "python"],
                             lambda path: texts.get(path) or _read_text(path)[0] or None)
+    reads = read_files(files, texts, project, errors)
+    _link_commands(reads, errors)
+    rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c == "OFL004"]
+    if not options.validate:
+        selected.discard("OFL900")
+    findings: list[Finding] = []
+    resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
+    for resolved in resolved_units:
+        findings.extend(check_unit(resolved, rules, options.strict))
+    unit_count = len(resolved_units)
+    if options.validate and "OFL900" in selected:
+        findings.extend(_validate(resolved_units, findings, all_rules))
+    findings = _dedupe(findings)
+    findings = _apply_ignores(findings, reads, options, all_rules, selected)
+    findings.sort(key=Finding.sort_key)
+    errors.sort(key=lambda e: e.path)
+    return CheckResult(findings, errors, len(reads), unit_count, version, {r.file.path: r.text for r in reads})
+
+
+def read_files(files: list[SourceFile], texts: dict[str, str], project: PythonProject,
+               errors: list[FileError]) -> list[_Read]:
+    """Read each file into units; a file that cannot be read becomes a FileError and the others go on."""
     reads: list[_Read] = []
     for file in files:
         text = texts.get(file.path)
@@ -92,22 +114,7 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
                                                f"{_one_line(str(exc))}); please report it"))
             continue
         reads.append(_Read(file, text, units, find_suppressions(text)))
-    _link_commands(reads, errors)
-    rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c == "OFL004"]
-    if not options.validate:
-        selected.discard("OFL900")
-    findings: list[Finding] = []
-    resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
-    for resolved in resolved_units:
-        findings.extend(check_unit(resolved, rules, options.strict))
-    unit_count = len(resolved_units)
-    if options.validate and "OFL900" in selected:
-        findings.extend(_validate(resolved_units, findings, all_rules))
-    findings = _dedupe(findings)
-    findings = _apply_ignores(findings, reads, options, all_rules, selected)
-    findings.sort(key=Finding.sort_key)
-    errors.sort(key=lambda e: e.path)
-    return CheckResult(findings, errors, len(reads), unit_count, version, {r.file.path: r.text for r in reads})
+    return reads
 
 
 def _validate(resolved_units, findings: list[Finding], all_rules: dict[str, Rule]) -> list[Finding]:

@@ -1,0 +1,148 @@
+"""One resolved configuration, picked by file (and recipe name), for the commands that act on one configuration.
+
+`offlint estimate`, `offlint replay` and bisect's probes all start from "this recipe / YAML file / launch
+script, plus these overrides". They read it exactly as `offlint check` does (same sources, same resolution,
+imports followed through the surrounding tree), so what they act on is what the linter reported on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from offlint.api import _link_commands, _read_text, read_files
+from offlint.discover import SourceFile, discover, kind_of
+from offlint.resolve import ResolvedUnit, resolve
+from offlint.sources import hydra
+from offlint.sources.python_project import PythonProject
+from offlint.types import Assignment, FileError, Layer, Location, Source, Unit, UnitKind
+from offlint.versions import DetectedVersion, detect_version
+
+
+class UnitSelectionError(ValueError):
+    """A one-line, user-facing reason why no single configuration could be loaded (exit code 2)."""
+
+
+@dataclass
+class LoadedUnit:
+    resolved: ResolvedUnit
+    version: DetectedVersion
+
+    @property
+    def unit(self) -> Unit:
+        return self.resolved.unit
+
+
+def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] = (),
+              mcore_version: str | None = None, configured_version: str | None = None,
+              root: Path | None = None) -> LoadedUnit:
+    """Read `config`, pick the unit named `recipe` (or its only unit), layer `overrides` on top, resolve it."""
+    path = Path(config)
+    if not path.is_file():
+        raise UnitSelectionError(f"{config}: no such file; give a recipe (.py), a YAML override file or a "
+                                 f"launch script")
+    kind = kind_of(path)
+    if kind is None:
+        raise UnitSelectionError(f"{config}: not a Python, YAML or shell file")
+    tree = root or tree_root(path)
+    tree_files, _ = discover([str(tree)])
+    python_paths = [f.path for f in tree_files if f.kind == "python"]
+    project = PythonProject(python_paths, lambda p: _read_text(p)[0] or None)
+    target = _shown(path)
+    errors: list[FileError] = []
+    reads = read_files([SourceFile(target, kind, True)], {}, project, errors)
+    if errors:
+        raise UnitSelectionError(str(errors[0]))
+    units = reads[0].units
+    if not units:
+        raise UnitSelectionError(f"{config}: no recipe, override file or launch command found in it")
+    unit = _pick(config, units, recipe)
+    if unit.kind == UnitKind.COMMAND:
+        reads += read_files(_linked_files(unit, target, tree_files), {}, project, errors)
+        _link_commands(reads, errors)
+    unit.layers = unit.layers + [override_layer(overrides)] if overrides else unit.layers
+    version = detect_version(mcore_version, configured_version, tree)
+    return LoadedUnit(resolve(unit, version.version), version)
+
+
+def override_layer(overrides: Sequence[str]) -> Layer:
+    """`--override KEY=VALUE` options as a last layer, read by Hydra's own parser like a command line."""
+    layer = Layer("--override")
+    for position, token in enumerate(overrides, start=1):
+        if not hydra.looks_like_override(token):
+            raise UnitSelectionError(f"--override {token!r}: expected KEY=VALUE with a dotted key, for example "
+                                     f"model.cpu_offloading=true")
+        try:
+            parsed = hydra.parse_override(token)
+        except hydra.OverrideError as exc:
+            raise UnitSelectionError(f"--override: {exc}") from None
+        for override in parsed:
+            layer.assignments.append(Assignment(override.key, override.value, Location("<--override>", position, 1),
+                                                Source.HYDRA, override.text, (), override.op))
+    return layer
+
+
+def tree_root(path: Path) -> Path:
+    """The repository around `path` (the nearest directory with .git), else the file's own directory."""
+    start = path.resolve().parent
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return start
+
+
+def _pick(config: str, units: list[Unit], recipe: str | None) -> Unit:
+    if recipe:
+        named = [u for u in units if u.name == recipe or u.name.split(" (")[0] == recipe]
+        if len(named) == 1:
+            return named[0]
+        names = ", ".join(sorted(u.name for u in units))
+        raise UnitSelectionError(f"{config}: no unit named {recipe!r} (found: {names}); pass one of those to "
+                                 f"--recipe")
+    if len(units) == 1:
+        return units[0]
+    names = ", ".join(sorted(u.name for u in units)[:12])
+    raise UnitSelectionError(f"{config}: {len(units)} units ({names}); choose one with --recipe NAME")
+
+
+def _linked_files(unit: Unit, target: str, tree_files: list[SourceFile]) -> list[SourceFile]:
+    """The Python files that define the recipe a command names, and the YAML files it layers."""
+    wanted: list[SourceFile] = []
+    if unit.recipe:
+        definition = re.compile(rf"\bdef {re.escape(unit.recipe)}\s*\(|\b{re.escape(unit.recipe)}\s*=".encode())
+        for file in tree_files:
+            if file.kind == "python" and file.path != target:
+                data = _read_text(file.path)[0].encode()
+                if definition.search(data):
+                    wanted.append(SourceFile(file.path, "python", True))
+        wanted = _nearest(wanted, target)
+    for name, _ in unit.config_files:
+        for base in (Path(target).parent, Path.cwd()):
+            candidate = base / name
+            if candidate.is_file():
+                wanted.append(SourceFile(_shown(candidate), "yaml", True))
+                break
+    return wanted
+
+
+def _nearest(files: list[SourceFile], target: str) -> list[SourceFile]:
+    """Of several files defining the same name, the ones closest to the launching file (most shared folders)."""
+    def shared(file: SourceFile) -> int:
+        count = 0
+        for a, b in zip(Path(file.path).parts, Path(target).parts):
+            if a != b:
+                break
+            count += 1
+        return count
+
+    best = max((shared(f) for f in files), default=0)
+    return [f for f in files if shared(f) == best]
+
+
+def _shown(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
