@@ -1,0 +1,304 @@
+"""The sizes and settings the memory model needs, read from one resolved configuration.
+
+Every input is three-valued like the rest of offlint: a key that the configuration does not pin down is named in
+`Inputs.unknown` with the reason, and never replaced by a guess. Model sizes whose megatron-core default is a
+placeholder (`num_layers=0`, `hidden_size=0`) count as unknown when unset: a Bridge recipe that takes its model
+from `AutoBridge.from_hf_pretrained(...)` has real sizes that are simply not visible in the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from offlint.types import Unknown, Value
+
+Lookup = Callable[[str], Value]
+
+# A Bridge recipe name carries its GPU count (`llama3_8b_pretrain_16gpu_h100_bf16_config`).
+_GPUS_IN_NAME = re.compile(r"_(\d+)gpus?_")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_attention_heads: int
+    num_query_groups: int
+    kv_channels: int
+    vocab_size: int
+    seq_length: int
+    gated_linear_unit: bool = False
+    tied_embeddings: bool = True
+    rms_norm: bool = False
+    add_bias_linear: bool = True
+    add_qkv_bias: bool = False
+    qk_layernorm: bool = False
+    learned_position_embeddings: bool = False
+    hidden_dropout: float = 0.0
+    num_moe_experts: int | None = None
+    moe_ffn_hidden_size: int | None = None
+    moe_router_topk: int = 2
+    moe_shared_expert_intermediate_size: int | None = None
+    moe_shared_expert_gate: bool = False
+    moe_layer_freq: int | tuple[int, ...] = 1
+
+    def is_moe_layer(self, index: int) -> bool:
+        if not self.num_moe_experts:
+            return False
+        if isinstance(self.moe_layer_freq, int):
+            return index % self.moe_layer_freq == 0
+        return bool(self.moe_layer_freq[index])
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    tp: int = 1
+    pp: int = 1
+    vpp: int | None = None
+    cp: int = 1
+    ep: int = 1
+    etp: int = 1
+    sequence_parallel: bool = False
+    world_size: int | None = None  # None: not known; the estimate then states what it assumed
+
+    @property
+    def model_parallel(self) -> int:
+        return self.tp * self.pp * self.cp
+
+    def min_world_size(self) -> int:
+        """The fewest GPUs this layout runs on (dense and expert layouts both have to tile the world)."""
+        from math import lcm
+
+        return lcm(self.tp * self.cp, self.etp * self.ep) * self.pp
+
+    def data_parallel(self, world: int) -> int:
+        return max(1, world // (self.tp * self.pp * self.cp))
+
+    def expert_data_parallel(self, world: int) -> int:
+        return max(1, world // (self.etp * self.ep * self.pp))
+
+
+@dataclass(frozen=True)
+class Training:
+    micro_batch_size: int = 1
+    global_batch_size: int | None = None
+    params_bytes: int = 2  # bf16/fp16 = 2, fp32 = 4
+    grads_fp32: bool = True
+    distributed_optimizer: bool = False
+    optimizer: str = "adam"
+    precision_aware: bool = False
+    main_params_bytes: int = 4
+    exp_avg_bytes: int = 4
+    exp_avg_sq_bytes: int = 4
+    store_param_remainders: bool = True
+    optimizer_cpu_offload: bool = False
+    optimizer_offload_fraction: float = 0.0
+    recompute_granularity: str | None = None  # None | "full" | "selective"
+    recompute_method: str | None = None  # "uniform" | "block"
+    recompute_num_layers: int | None = None
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    moe_layer_recompute: bool = False
+    cpu_offloading: bool = False
+    cpu_offloading_num_layers: int = 0
+    cpu_offloading_double_buffering: bool = False
+    fine_grained_offloading: bool = False
+    offload_modules: tuple[str, ...] = ()
+    activation_offload_fraction: float = 1.0
+
+
+@dataclass
+class Inputs:
+    model: ModelShape | None
+    parallel: Parallelism | None
+    training: Training | None
+    unknown: dict[str, str] = field(default_factory=dict)  # key -> why it is not known
+    unsupported: list[str] = field(default_factory=list)  # features the model does not cover
+    world_size_source: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return not self.unknown and not self.unsupported and None not in (self.model, self.parallel, self.training)
+
+    def with_(self, model: ModelShape | None = None, parallel: Parallelism | None = None,
+              training: Training | None = None) -> "Inputs":
+        return Inputs(model or self.model, parallel or self.parallel, training or self.training,
+                      dict(self.unknown), list(self.unsupported), self.world_size_source)
+
+
+_DTYPE_BYTES = {"torch.float32": 4, "torch.float16": 2, "torch.bfloat16": 2, "torch.uint8": 1,
+                "torch.float8_e4m3fn": 1, "fp32": 4, "fp16": 2, "bf16": 2, "float32": 4, "float16": 2,
+                "bfloat16": 2}
+
+
+class _Reader:
+    def __init__(self, lookup: Lookup):
+        self.lookup = lookup
+        self.unknown: dict[str, str] = {}
+
+    def get(self, key: str, fallback: object = None) -> object:
+        """The effective value; an unknown one is recorded and replaced by `fallback` so reading can go on."""
+        value = self.lookup(key)
+        if value.is_unknown:
+            self.unknown[key] = value.value.reason if isinstance(value.value, Unknown) else "unknown"
+            return fallback
+        return value.value if value.value is not None else fallback
+
+    def size(self, key: str, *alternatives: str) -> int:
+        """A required size: unknown when unset or left at megatron-core's placeholder 0."""
+        for name in (key, *alternatives):
+            value = self.lookup(name)
+            if not value.is_unknown and value.state == "known" and _positive_int(value.value):
+                return int(value.value)
+        value = self.lookup(key)
+        if value.is_unknown and isinstance(value.value, Unknown):
+            self.unknown[key] = value.value.reason
+        else:
+            self.unknown[key] = f"`{key}` is not set (model sizes are needed; set it or pass --override {key}=N)"
+        return 0
+
+    def optional_int(self, key: str) -> int | None:
+        value = self.get(key)
+        return int(value) if _positive_int(value) else None
+
+    def dtype_bytes(self, key: str, default: int = 4) -> int:
+        value = self.get(key)
+        return _DTYPE_BYTES.get(str(value).replace("'", ""), default) if value is not None else default
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = None) -> Inputs:
+    """Read everything the memory model uses from `lookup` (a ResolvedUnit's `get`)."""
+    r = _Reader(lookup)
+    model = _read_model(r)
+    parallel, source = _read_parallel(r, unit_name, world_size)
+    training = _read_training(r)
+    unsupported = _unsupported(r)
+    return Inputs(model, parallel, training, r.unknown, unsupported, source)
+
+
+def _read_model(r: _Reader) -> ModelShape:
+    hidden = r.size("model.hidden_size")
+    heads = r.size("model.num_attention_heads")
+    ffn = r.optional_int("model.ffn_hidden_size") or 4 * hidden
+    experts = r.optional_int("model.num_moe_experts")
+    freq = r.get("model.moe_layer_freq", 1)
+    freq = tuple(int(f) for f in freq) if isinstance(freq, (list, tuple)) else int(freq) if _positive_int(freq) else 1
+    return ModelShape(
+        num_layers=r.size("model.num_layers"),
+        hidden_size=hidden,
+        ffn_hidden_size=ffn,
+        num_attention_heads=heads,
+        num_query_groups=r.optional_int("model.num_query_groups") or heads,
+        kv_channels=r.optional_int("model.kv_channels") or (hidden // heads if heads else 0),
+        vocab_size=r.size("model.vocab_size", "tokenizer.vocab_size"),
+        seq_length=r.size("model.seq_length", "dataset.seq_length", "dataset.sequence_length"),
+        gated_linear_unit=bool(r.get("model.gated_linear_unit", False)),
+        tied_embeddings=bool(r.get("model.share_embeddings_and_output_weights", True)),
+        rms_norm=r.get("model.normalization", "LayerNorm") == "RMSNorm",
+        add_bias_linear=bool(r.get("model.add_bias_linear", True)),
+        add_qkv_bias=bool(r.get("model.add_qkv_bias", False)),
+        qk_layernorm=bool(r.get("model.qk_layernorm", False)),
+        learned_position_embeddings=r.get("model.position_embedding_type", "learned_absolute") == "learned_absolute",
+        hidden_dropout=float(r.get("model.hidden_dropout", 0.1) or 0.0),
+        num_moe_experts=experts,
+        moe_ffn_hidden_size=(r.optional_int("model.moe_ffn_hidden_size") or ffn) if experts else None,
+        moe_router_topk=int(r.get("model.moe_router_topk", 2) or 2) if experts else 2,
+        moe_shared_expert_intermediate_size=r.optional_int("model.moe_shared_expert_intermediate_size") if experts
+        else None,
+        moe_shared_expert_gate=bool(r.get("model.moe_shared_expert_gate", False)) if experts else False,
+        moe_layer_freq=freq,
+    )
+
+
+def _read_parallel(r: _Reader, unit_name: str, world_size: int | None) -> tuple[Parallelism, str]:
+    tp = r.optional_int("model.tensor_model_parallel_size") or 1
+    source = "--gpus" if world_size else ""
+    if world_size is None:
+        match = _GPUS_IN_NAME.search(unit_name + "_")
+        if match:
+            world_size, source = int(match.group(1)), f"the recipe name ({match.group(0).strip('_')})"
+    parallel = Parallelism(
+        tp=tp,
+        pp=r.optional_int("model.pipeline_model_parallel_size") or 1,
+        vpp=r.optional_int("model.virtual_pipeline_model_parallel_size"),
+        cp=r.optional_int("model.context_parallel_size") or 1,
+        ep=r.optional_int("model.expert_model_parallel_size") or 1,
+        etp=r.optional_int("model.expert_tensor_parallel_size") or tp,
+        sequence_parallel=bool(r.get("model.sequence_parallel", False)),
+        world_size=world_size,
+    )
+    return parallel, source
+
+
+def _read_training(r: _Reader) -> Training:
+    bf16 = bool(r.get("model.bf16", False)) or r.get("mixed_precision", "") in ("bf16_mixed", "bf16_with_fp8_mixed")
+    fp16 = bool(r.get("model.fp16", False))
+    distopt = bool(r.get("optimizer.use_distributed_optimizer", False)) or bool(
+        r.get("ddp.use_distributed_optimizer", False))
+    granularity = r.get("model.recompute_granularity")
+    modules = r.get("model.recompute_modules")
+    offload_modules = r.get("model.offload_modules")
+    fraction = r.get("optimizer.optimizer_offload_fraction", 0.0)
+    return Training(
+        micro_batch_size=int(r.get("train.micro_batch_size", 1) or 1),
+        global_batch_size=r.optional_int("train.global_batch_size"),
+        params_bytes=2 if (bf16 or fp16) else 4,
+        grads_fp32=bool(r.get("ddp.grad_reduce_in_fp32", True)) or not (bf16 or fp16),
+        distributed_optimizer=distopt,
+        optimizer=str(r.get("optimizer.optimizer", "adam")),
+        precision_aware=bool(r.get("optimizer.use_precision_aware_optimizer", False)),
+        main_params_bytes=r.dtype_bytes("optimizer.main_params_dtype"),
+        exp_avg_bytes=r.dtype_bytes("optimizer.exp_avg_dtype"),
+        exp_avg_sq_bytes=r.dtype_bytes("optimizer.exp_avg_sq_dtype"),
+        store_param_remainders=bool(r.get("optimizer.store_param_remainders", True)),
+        optimizer_cpu_offload=bool(r.get("optimizer.optimizer_cpu_offload", False)),
+        optimizer_offload_fraction=min(1.0, max(0.0, float(fraction))) if isinstance(fraction, (int, float)) else 0.0,
+        recompute_granularity=granularity if granularity in ("full", "selective") else None,
+        recompute_method=r.get("model.recompute_method"),
+        recompute_num_layers=r.optional_int("model.recompute_num_layers"),
+        recompute_modules=tuple(modules) if isinstance(modules, (list, tuple)) else ("core_attn",),
+        moe_layer_recompute=bool(r.get("model.moe_layer_recompute", False)),
+        cpu_offloading=bool(r.get("model.cpu_offloading", False)),
+        cpu_offloading_num_layers=int(r.get("model.cpu_offloading_num_layers", 0) or 0),
+        cpu_offloading_double_buffering=bool(r.get("model.cpu_offloading_double_buffering", False)),
+        fine_grained_offloading=bool(r.get("model.fine_grained_activation_offloading", False)),
+        offload_modules=tuple(offload_modules) if isinstance(offload_modules, (list, tuple)) else (),
+        activation_offload_fraction=float(r.get("model.activation_offload_fraction", 1.0) or 0.0),
+    )
+
+
+# Features whose memory the model does not describe: an estimate with them would be a guess.
+_UNSUPPORTED = {
+    "model.multi_latent_attention": "multi-latent attention (DeepSeek-style MLA)",
+    "model.mtp_num_layers": "multi-token prediction layers",
+    "model.num_layers_in_first_pipeline_stage": "an uneven pipeline split",
+    "model.num_layers_in_last_pipeline_stage": "an uneven pipeline split",
+    "model.pipeline_model_parallel_layout": "a custom pipeline layout",
+    "model.moe_latent_size": "latent MoE",
+    "model.hybrid_layer_pattern": "hybrid Mamba layers",
+    "ddp.use_megatron_fsdp": "Megatron-FSDP",
+}
+
+
+def _unsupported(r: _Reader) -> list[str]:
+    out: list[str] = []
+    for key, what in _UNSUPPORTED.items():
+        value = r.lookup(key)
+        if value.state == "known" and value.value not in (None, False, 0, "", []):
+            if what not in out:
+                out.append(what)
+    return out
+
+
+def with_training(inputs: Inputs, **changes) -> Inputs:
+    return inputs.with_(training=replace(inputs.training, **changes))
+
+
+def with_parallel(inputs: Inputs, **changes) -> Inputs:
+    return inputs.with_(parallel=replace(inputs.parallel, **changes))
