@@ -48,9 +48,10 @@ def main() -> None:
 @click.option("--validate", is_flag=True,
               help="Also build every fully known unit with the installed megatron-core (or OFFLINT_MCORE_SRC) and "
                    "report its own errors as OFL900.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the content-hash cache (.offlint_cache/).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary line.")
 def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_version, output_format,
-                  statistics, stdin_filename, validate, quiet) -> None:
+                  statistics, stdin_filename, validate, no_cache, quiet) -> None:
     """Lint recipes, YAML overrides and launch scripts (default: the current directory)."""
     try:
         config = load_config(Path.cwd())
@@ -74,6 +75,7 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
         extend_select=config.extend_select + _split(extend_select), per_file_ignores=config.per_file_ignores,
         strict=bool(strict) if strict is not None else config.strict, mcore_version=mcore_version,
         configured_version=config.mcore_version, root=config.root or Path.cwd(), validate=validate,
+        cache=not no_cache,
     )
     try:
         result = check(paths, options, stdin=stdin)
@@ -157,3 +159,5 @@ def run() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     run()
+from offlint.replay.command import replay_command; main.add_command(replay_command)  # noqa: E402
+from offlint.bisect.command import bisect_command; main.add_command(bisect_command)  # noqa: E402

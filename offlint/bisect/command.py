@@ -1,0 +1,210 @@
+"""`offlint bisect`: the click command. Parses options, checks input, wires the rooms together, exits.
+
+Exit codes (git bisect run's spirit, documented in docs/bisect.md): 0 a first bad commit was found;
+1 no single answer (ambiguous: only skipped commits left; aborted: an end did not verify); 2 usage error
+(unknown revision, not a repository, unknown class, missing configuration); 130 interrupted (the journal is
+kept: rerun with --resume).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+import git
+
+from offlint.bisect import history, report as reports
+from offlint.bisect.configdiff import config_diff
+from offlint.bisect.history import HistoryError
+from offlint.bisect.journal import Journal
+from offlint.bisect.probes import PROBES, Probe, make_terms
+from offlint.bisect.runner import LocalRunner
+from offlint.bisect.search import search
+from offlint.bisect.tester import CommitTester
+from offlint.bisect.worktree import Worktrees
+
+
+def _fail(message: str) -> None:
+    click.echo(f"offlint: error: {message}", err=True)
+    sys.exit(2)
+
+
+def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctrl-C, so cleanup runs
+    raise KeyboardInterrupt
+
+
+@click.command("bisect")
+@click.option("--good", required=True, help="A revision where the configuration is in the old state.")
+@click.option("--bad", required=True, help="A revision where it is in the new state.")
+@click.option("--repo", default=".", show_default=True, help="The repository to search.")
+@click.option("--probe", "probe_kind", type=click.Choice(PROBES), required=True, help="How each commit is tested.")
+@click.option("--config", default=None, help="Recipe (.py), YAML override file or launch script; read from each "
+              "commit when it is inside the repository.")
+@click.option("--recipe", default=None, help="The recipe (unit) in --config.")
+@click.option("--override", multiple=True, help="KEY=VALUE on top of the configuration (repeatable).")
+@click.option("--select", multiple=True, help="lint: rule codes or prefixes that count (default: errors).")
+@click.option("--bad-on", default=None, help="Outcome classes that mean the new state (default: every failure).")
+@click.option("--good-on", default=None, help="Outcome classes that mean the old state (default: pass).")
+@click.option("--jobs", default=1, type=click.IntRange(1, 64), show_default=True, help="Commits tested at once.")
+@click.option("--gpus", default=None, help="GPU ids, e.g. 0,1,2,3; each job gets its own CUDA_VISIBLE_DEVICES slice.")
+@click.option("--retries", default=0, type=click.IntRange(0, 100), show_default=True,
+              help="Extra runs of a commit that looked good (a failure is certain, a pass is not).")
+@click.option("--timeout", "timeout_s", default=600.0, type=click.FloatRange(0.1), show_default=True,
+              help="Seconds per probe run.")
+@click.option("--iters", default=10, type=click.IntRange(1), show_default=True, help="replay: iterations.")
+@click.option("--memory-threshold", default=0.10, type=click.FloatRange(0), show_default=True,
+              help="replay: peak memory this fraction above the good end's is a memory regression.")
+@click.option("--memory-budget", default=None, type=click.IntRange(1), help="replay: peak memory budget in bytes.")
+@click.option("--report", "report_md", default=None, help="Write a Markdown report here.")
+@click.option("--report-json", default=None, help="Write a JSON report here.")
+@click.option("--bisect-log", default=None, help="Write a `git bisect replay` file here (default: in the state dir).")
+@click.option("--resume", is_flag=True, help="Reuse the finished runs of an interrupted bisect.")
+@click.option("--full-history", is_flag=True, help="Search every commit, not only first-parent ones.")
+@click.option("--mcore-from-checkout", default=None, is_flag=False, flag_value="",
+              help="Import megatron-core from the commit under test (optionally from SUBDIR, e.g. 3rdparty/Megatron-LM).")
+@click.option("--command", "user_command", default=None, help="command probe: a shell command; {worktree} is replaced.")
+def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select, bad_on, good_on, jobs, gpus,
+                   retries, timeout_s, iters, memory_threshold, memory_budget, report_md, report_json, bisect_log,
+                   resume, full_history, mcore_from_checkout, user_command) -> None:
+    """Find the first commit where a configuration's outcome changed (an OOM, a crash, a rejection, a fix)."""
+    try:
+        repository = history.open_repo(repo)
+        span = history.bisect_range(repository, good, bad, full_history)
+        terms = make_terms(bad_on, good_on)
+    except (HistoryError, ValueError) as exc:
+        _fail(str(exc))
+    probe = _probe(repository, span, probe_kind, config, recipe, override, select, mcore_from_checkout,
+                   user_command, iters, memory_threshold, memory_budget, timeout_s)
+    state = Path(repository.git.rev_parse("--git-common-dir"))
+    state = (state if state.is_absolute() else Path(repository.working_dir) / state).resolve() / "offlint-bisect"
+    journal = Journal(state / "journal.jsonl", resume)
+    journal.append({"type": "start", "good": span.good.sha, "bad": span.bad.sha, "probe": asdict(probe),
+                    "resume": resume})
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    progress = lambda line: click.echo(line, err=True)  # noqa: E731
+    commits = [span.good, *span.candidates]
+    progress(f"Bisecting {len(span.candidates)} commits ({'full history' if full_history else 'first-parent'}) "
+             f"with the {probe_kind} probe, {jobs} at a time")
+    try:
+        with Worktrees(repository) as worktrees:
+            tester = CommitTester(commits, probe, terms, LocalRunner(_split(gpus)), worktrees, journal,
+                                  state / "logs", jobs, retries, _rule_errors(), progress)
+            result = search(len(span.candidates), tester, jobs)
+            report = _report(result, tester, span, probe, terms, journal)
+            if result.status == "found" and probe.config:
+                report.config_diff = config_diff(probe, worktrees.checkout(0, commits[result.first_bad - 1].sha),
+                                                 worktrees.checkout(1, commits[result.first_bad].sha))
+    except KeyboardInterrupt:
+        click.echo(f"offlint: interrupted; finished runs are kept in {journal.path}; rerun the same command with "
+                   f"--resume to continue", err=True)
+        sys.exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    journal.append({"type": "end", "status": report.status,
+                    "first_bad": report.first_bad.sha if report.first_bad else None})
+    reports.write(report_md, reports.to_markdown(report))
+    reports.write_json(report_json, report)
+    log_path = bisect_log or str(state / "bisect.log")
+    reports.write(log_path, reports.bisect_log(report, first_parent=not full_history))
+    _summary(report, log_path)
+    sys.exit(0 if report.status == "found" else 1)
+
+
+def _split(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def _rule_errors():
+    from offlint.rules import load_rules
+    from offlint.validate import rules_for_error
+
+    rules = load_rules()
+    return lambda signature: rules_for_error(signature, rules)
+
+
+def _probe(repository, span, kind, config, recipe, override, select, mcore_from_checkout, user_command, iters,
+           memory_threshold, memory_budget, timeout_s) -> Probe:
+    if kind == "command" and not user_command:
+        _fail("--probe command needs --command CMD (the command to run in each commit's worktree)")
+    if kind != "command" and not config:
+        _fail(f"--probe {kind} needs --config FILE (the recipe, YAML override file or launch script to test)")
+    in_repo, digest = None, ""
+    if config:
+        path = Path(config).resolve()
+        root = Path(repository.working_dir).resolve()
+        if path.is_relative_to(root):
+            in_repo = path.relative_to(root).as_posix()
+            if not any(_exists_at(repository, rev, in_repo) for rev in (span.bad.sha, span.good.sha)):
+                _fail(f"{config}: not in the repository at the good or the bad end; give a file that exists there")
+        elif not path.is_file():
+            _fail(f"{config}: no such file; give a recipe (.py), a YAML override file or a launch script")
+        else:
+            import hashlib
+
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        config = str(path)
+    return Probe(kind, config, in_repo, recipe, tuple(override), tuple(_split(",".join(select))),
+                 mcore_from_checkout, user_command, iters, memory_threshold, memory_budget, timeout_s=timeout_s,
+                 config_digest=digest)
+
+
+def _exists_at(repository, rev: str, path: str) -> bool:
+    try:
+        repository.git.cat_file("-e", f"{rev}:{path}")
+        return True
+    except git.GitCommandError:
+        return False
+
+
+def _report(result, tester: CommitTester, span, probe: Probe, terms, journal: Journal) -> reports.Report:
+    commits = tester.commits
+    tested = []
+    for position in sorted(tester.runs):
+        runs = []
+        for run in tester.runs[position]:
+            outcome = tester.outcome_of(run)
+            runs.append({"outcome": outcome.outcome.value, "verdict": terms.verdict(outcome.outcome),
+                         "signature": outcome.signature, "rules": outcome.rules, "detail": outcome.detail,
+                         "peak_allocated_bytes": outcome.peak_allocated_bytes, "duration_s": run.duration_s,
+                         "log": run.log, "cached": run.cached, "attempt": run.attempt})
+        tested.append(reports.Tested(commits[position], tester.verdict(position), runs))
+    cached = sum(1 for runs in tester.runs.values() for r in runs if r.cached)
+    report = reports.Report(result.status, span, asdict(probe),
+                            {"bad": sorted(o.value for o in terms.bad), "good": sorted(o.value for o in terms.good)},
+                            tested, reason=result.reason, rounds=tester.batches, probe_runs=tester.executed,
+                            cached_runs=cached, confidence=_confidence(tester))
+    if result.status == "found":
+        report.first_bad = commits[result.first_bad]
+    report.candidates = [commits[p] for p in result.candidates]
+    return report
+
+
+def _confidence(tester: CommitTester) -> str:
+    if tester.retries == 0:
+        return ""
+    rate = tester.failure_rate()
+    if rate is None or rate == 0:
+        return f"each good verdict rests on up to {tester.retries + 1} passing runs"
+    runs = tester.retries + 1
+    miss = (1 - rate) ** runs
+    return (f"the bad end failed in {rate:.0%} of its runs; a bad commit passes {runs} runs in a row with "
+            f"probability {miss:.2%}, so each good verdict holds with {1 - miss:.2%} confidence")
+
+
+def _summary(report: reports.Report, log_path: str) -> None:
+    if report.first_bad:
+        c = report.first_bad
+        click.echo(f"{c.sha} is the first bad commit")
+        click.echo(f"    {c.subject}  ({c.author}, {c.date})")
+    elif report.status == "ambiguous":
+        click.echo("There are only skipped commits left to test. The first bad commit could be any of:")
+        for c in report.candidates:
+            click.echo(f"{c.sha}  {c.subject}")
+    else:
+        click.echo(f"bisect aborted: {report.reason}")
+    click.echo(f"{report.probe_runs} probe runs in {report.rounds} rounds"
+               + (f" ({report.cached_runs} reused)" if report.cached_runs else "") + f"; bisect log: {log_path}",
+               err=True)

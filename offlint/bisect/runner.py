@@ -1,0 +1,112 @@
+"""`LocalRunner`: run probe steps as local subprocesses (the `StepRunner` of offlint/steps.py).
+
+Each step runs in its own session (process group), so a timeout or a cancel kills the whole tree that a
+probe started (torchrun and its workers, a shell and its children): SIGTERM first, SIGKILL after a grace
+period, as tritonparse does. stdout and stderr go to the step's log file. With `gpus`, concurrent steps get
+disjoint CUDA_VISIBLE_DEVICES slices. The runner never interprets outcomes; classify.py does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Sequence
+
+from offlint.steps import Step, StepResult
+
+GRACE_S = 5.0
+POLL_S = 0.05
+
+
+class LocalRunner:
+    def __init__(self, gpus: Sequence[str] = (), grace_s: float = GRACE_S):
+        self.gpus = list(gpus)
+        self.grace_s = grace_s
+        self._running: dict[int, subprocess.Popen] = {}
+
+    def gpu_slices(self, count: int) -> list[str | None]:
+        """CUDA_VISIBLE_DEVICES for `count` concurrent steps: the GPU list split into equal, disjoint slices."""
+        if not self.gpus:
+            return [None] * count
+        size = max(1, len(self.gpus) // count)
+        return [",".join(self.gpus[i * size:(i + 1) * size]) or None for i in range(count)]
+
+    def run(self, steps: Sequence[Step]) -> list[StepResult]:
+        started: list[tuple[Step, subprocess.Popen | None, float, str | None]] = []
+        try:
+            for step, devices in zip(steps, self.gpu_slices(len(steps))):
+                started.append((step, *self._start(step, devices)))
+            return self._collect(started)
+        except BaseException:
+            self.cancel_all()
+            raise
+
+    def _start(self, step: Step, devices: str | None) -> tuple[subprocess.Popen | None, float, str | None]:
+        env = {**os.environ, **step.env}
+        if devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = devices
+        step.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(step.log, "wb") as log:
+            try:
+                process = subprocess.Popen(step.argv, cwd=step.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as exc:  # the program does not exist or cannot run: the step never ran
+                log.write(f"offlint: cannot start {step.argv[0]}: {exc}\n".encode())
+                return None, time.monotonic(), str(exc)
+        self._running[process.pid] = process
+        return process, time.monotonic(), None
+
+    def _collect(self, started) -> list[StepResult]:
+        results: dict[int, StepResult] = {}
+        while len(results) < len(started):
+            for index, (step, process, start, error) in enumerate(started):
+                if index in results:
+                    continue
+                elapsed = time.monotonic() - start
+                if process is None:
+                    results[index] = StepResult(step, None, None, False, 0.0, scheduler_state=f"not started: {error}")
+                elif process.poll() is not None:
+                    results[index] = self._result(step, process, False, elapsed)
+                elif elapsed > step.timeout_s:
+                    self._kill(process)
+                    results[index] = self._result(step, process, True, time.monotonic() - start)
+            time.sleep(POLL_S)
+        return [results[i] for i in range(len(started))]
+
+    def _result(self, step: Step, process: subprocess.Popen, timed_out: bool, duration: float) -> StepResult:
+        self._running.pop(process.pid, None)
+        code = process.returncode
+        if code is not None and code < 0:
+            return StepResult(step, None, -code, timed_out, duration)
+        return StepResult(step, code, None, timed_out, duration)
+
+    def _kill(self, process: subprocess.Popen) -> None:
+        """SIGTERM the step's process group, then SIGKILL what is left after the grace period."""
+        for sig, wait in ((signal.SIGTERM, self.grace_s), (signal.SIGKILL, None)):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                process.wait(timeout=wait)
+                if sig == signal.SIGTERM:
+                    _killpg_quietly(process.pid)  # children that outlived their leader
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        process.wait()
+
+    def cancel_all(self) -> None:
+        for process in list(self._running.values()):
+            if process.poll() is None:
+                self._kill(process)
+            self._running.pop(process.pid, None)
+
+
+def _killpg_quietly(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
