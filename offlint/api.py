@@ -11,7 +11,10 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from offlint import pipeline
+from offlint.cache import Cache, fingerprint
 from offlint.discover import SourceFile, discover
+from offlint.pipeline import Job
 from offlint.engine import check_unit
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
@@ -35,6 +38,8 @@ class CheckOptions:
     configured_version: str | None = None  # [tool.offlint] megatron-core-version
     root: Path | None = None  # the project root (for the 3rdparty/Megatron-LM pin)
     validate: bool = False  # also build fully known units with the real megatron-core (OFL900)
+    cache: bool = True  # reuse and refresh .offlint_cache/ under `root`
+    workers: int | None = None  # worker processes (default: one per CPU, when there is enough to do)
 
 
 @dataclass
@@ -69,19 +74,38 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
         files, problems = discover(paths)
         errors.extend(FileError(p, msg) for p, msg in problems)
         texts = {}
-    project = PythonProject([f.path for f in files if f.kind == "python"],
-                            lambda path: texts.get(path) or _read_text(path)[0] or None)
-    reads = read_files(files, texts, project, errors)
-    _link_commands(reads, errors)
+    for file in files:
+        if file.path not in texts:
+            text, error = _read_text(file.path)
+            if error:
+                errors.append(FileError(file.path, error))
+            else:
+                texts[file.path] = text
     rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c == "OFL004"]
     if not options.validate:
         selected.discard("OFL900")
+    job = Job(files, texts, [f.path for f in files if f.kind == "python" and f.path in texts], rules,
+              version.version, options.strict)
+    cache = None
+    if options.cache and stdin is None and not options.validate:
+        cache = Cache(options.root or Path.cwd(), fingerprint(
+            sorted(selected), options.strict, str(version.version), job.python_paths)).load()
+    by_path = {f.path: f for f in files}
+    reads: list[_Read] = []
     findings: list[Finding] = []
-    resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
-    for resolved in resolved_units:
+    for outcome in pipeline.outcomes(job, cache, options.workers):
+        if outcome.error is not None:
+            errors.append(FileError(outcome.path, outcome.error))
+            continue
+        reads.append(_Read(by_path[outcome.path], texts[outcome.path], outcome.units, outcome.suppressions))
+        findings.extend(outcome.findings)
+    _link_commands(reads, errors)
+    commands = [resolve(u, version.version) for read in reads for u in read.units if u.kind == UnitKind.COMMAND]
+    for resolved in commands:
         findings.extend(check_unit(resolved, rules, options.strict))
-    unit_count = len(resolved_units)
+    unit_count = sum(len(read.units) for read in reads)
     if options.validate and "OFL900" in selected:
+        resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
         findings.extend(_validate(resolved_units, findings, all_rules))
     findings = _dedupe(findings)
     findings = _apply_ignores(findings, reads, options, all_rules, selected)

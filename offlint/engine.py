@@ -108,22 +108,41 @@ def render_message(template: str, scope: Scope) -> str:
 def _assignment_rule(rule: Rule, resolved: ResolvedUnit) -> list[Finding]:
     out = []
     for assignment in resolved.unit.all_assignments():
-        names = {
-            "key": assignment.key,
-            "value": UNKNOWN if isinstance(assignment.value, Unknown) else assignment.value,
-            "text": assignment.text,
-            "source": assignment.source.value,
-            "key_type": keys.key_type(assignment.key, resolved.version),
-            "op": assignment.op,
-        }
-        for check in _checks(rule, resolved.version):
-            scope = Scope(resolved.get, resolved.version, names=names)
-            if truth(evaluate(check.condition, scope)) is True:
-                out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity,
-                                   message=render_message(check.message, scope), location=assignment.location,
-                                   unit=resolved.unit.name, fix=rule.fix, url=rule.url, stage=check.stage))
-                break
+        verdict = _assignment_verdict(rule, assignment, resolved)
+        if verdict is not None:
+            check, message = verdict
+            out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message,
+                               location=assignment.location, unit=resolved.unit.name, fix=rule.fix, url=rule.url,
+                               stage=check.stage))
     return out
+
+
+# Assignment-scope verdicts that depend only on the assignment as written (most of them: spelling, types) are
+# the same wherever the same text sets the same key; a tree repeats them thousands of times.
+_ASSIGNMENT_VERDICTS: dict[tuple, tuple[Check, str] | None] = {}
+
+
+def _assignment_verdict(rule: Rule, assignment: Assignment, resolved: ResolvedUnit) -> tuple[Check, str] | None:
+    value = UNKNOWN if isinstance(assignment.value, Unknown) else assignment.value
+    memo_key = (rule.code, resolved.version, assignment.key, type(value).__name__, repr(value), assignment.text,
+                assignment.source, assignment.op)
+    if memo_key in _ASSIGNMENT_VERDICTS:
+        return _ASSIGNMENT_VERDICTS[memo_key]
+    names = {"key": assignment.key, "value": value, "text": assignment.text, "source": assignment.source.value,
+             "key_type": keys.key_type(assignment.key, resolved.version), "op": assignment.op}
+    verdict = None
+    read_keys = False
+    for check in _checks(rule, resolved.version):
+        scope = Scope(resolved.get, resolved.version, names=names)
+        fired = truth(evaluate(check.condition, scope)) is True
+        read_keys = read_keys or bool(scope.read)
+        if fired:
+            verdict = (check, render_message(check.message, scope))
+            read_keys = read_keys or bool(scope.read)
+            break
+    if not read_keys:  # the unit's values played no part: the verdict holds for every unit
+        _ASSIGNMENT_VERDICTS[memo_key] = verdict
+    return verdict
 
 
 def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:

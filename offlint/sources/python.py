@@ -527,14 +527,15 @@ class PythonReader:
                 self.via_stack.pop()
         # Base builders and inherited recipes are called with the same (literal) arguments again and again:
         # run each once, with provenance relative to the call, and hand every caller its own copy.
-        if key not in self.project.results:
+        def compute():
             outer = self.via_stack[:]
             self.via_stack[:] = []
             try:
-                self.project.results[key] = reader.run_function(fn, positional, keywords, frame.depth + 1)
+                return reader.run_function(fn, positional, keywords, frame.depth + 1)
             finally:
                 self.via_stack[:] = outer
-        return _copy_result(self.project.results[key], (*self.via_stack, entry))
+
+        return _copy_result(self.project.call_result(key, compute), (*self.via_stack, entry))
 
     def run_function(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int):
         sub = Frame(names=dict(self.constants), depth=depth)
@@ -622,6 +623,8 @@ class PythonReader:
     def _column(self, line: int, byte_offset: int) -> int:
         """ast columns are UTF-8 byte offsets; editors count characters."""
         raw = self.lines[line - 1] if 0 < line <= len(self.lines) else b""
+        if raw.isascii():
+            return byte_offset + 1
         return len(raw[:byte_offset].decode("utf-8", "replace")) + 1
 
     def _loc(self, node) -> Location:

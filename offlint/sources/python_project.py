@@ -21,6 +21,11 @@ class PythonProject:
         self._readers: dict[str, object] = {}
         self.via_stack: list[str] = []  # shared by all readers: the calls being followed, outermost first
         self.results: dict[tuple, object] = {}  # (file, function, arguments) -> what the call returned
+        # Which files a read depended on, for the content-hash cache: `touched` collects the files used while
+        # reading the current file; a reader's preparation and a cached call result remember their own.
+        self.touched: set[str] = set()
+        self._reader_deps: dict[str, frozenset[str]] = {}
+        self._result_deps: dict[tuple, frozenset[str]] = {}
         for path in paths:
             parts = list(PurePosixPath(path).with_suffix("").parts)
             if parts and parts[-1] == "__init__":
@@ -47,7 +52,9 @@ class PythonProject:
 
         A caller that already parsed the file passes `text` and `module`, so it is not parsed twice.
         """
+        self.touched.add(path)
         if path in self._readers:
+            self.touched.update(self._reader_deps.get(path, ()))
             return self._readers[path]
         self._readers[path] = None  # guards against import cycles while preparing
         text = self._read_text(path) if text is None else text
@@ -62,8 +69,37 @@ class PythonProject:
                 return None
         reader = PythonReader(path, module, text, project=self)
         self._readers[path] = reader
-        reader.prepare()
+        with self.tracking() as deps:
+            reader.prepare()
+        self._reader_deps[path] = frozenset(deps)
         return reader
+
+    def call_result(self, key: tuple, compute):
+        """A followed call's result, computed once per (file, function, arguments); its file reads are kept."""
+        if key not in self.results:
+            with self.tracking() as deps:
+                self.results[key] = compute()
+            self._result_deps[key] = frozenset(deps)
+        self.touched.update(self._result_deps.get(key, ()))
+        return self.results[key]
+
+    def tracking(self):
+        """Collect the files read inside a `with` block separately (and also into the enclosing collection)."""
+        project = self
+
+        class _Tracking:
+            def __enter__(self):
+                self.outer = project.touched
+                project.touched = set()
+                return project.touched
+
+            def __exit__(self, *exc):
+                inner = project.touched
+                project.touched = self.outer
+                project.touched.update(inner)
+                return False
+
+        return _Tracking()
 
     def module_reader(self, module: str):
         path = self.path_of(module)

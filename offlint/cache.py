@@ -1,0 +1,117 @@
+"""The content-hash cache under `.offlint_cache/`: what reading and checking one file gave, reused while valid.
+
+An entry is keyed by the file's path and the hash of its text, and remembers the hash of every other file
+its reading depended on (imported base builders, helpers, constants). It is valid only while all of those
+hashes still match, so an edit to a base builder re-reads every recipe that inherits from it. The whole
+cache is keyed by a fingerprint of everything else that decides the result: offlint's own code and rules,
+the options, the megatron-core version and the set of Python files (an added module can change an import).
+The directory carries CACHEDIR.TAG so backup tools skip it; a damaged cache is ignored, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from offlint.suppressions import Suppression
+from offlint.types import Finding, Unit
+
+CACHE_DIR = ".offlint_cache"
+_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+        "# This file is a cache directory tag created by offlint.\n"
+        "# For information about cache directory tags, see https://bford.info/cachedir/\n")
+_FORMAT = 1
+
+
+@dataclass
+class FileOutcome:
+    """Everything one file contributes to a check, as computed when it was read."""
+
+    path: str
+    digest: str
+    units: list[Unit] = field(default_factory=list)
+    suppressions: list[Suppression] = field(default_factory=list)
+    error: str | None = None
+    findings: list[Finding] = field(default_factory=list)  # of its units that need no linking (not commands)
+    deps: dict[str, str] = field(default_factory=dict)  # other files read while reading it -> their digest
+
+
+def digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def fingerprint(*parts: object) -> str:
+    """The cache's key: offlint's code and rules (by name, size and mtime) plus the given option values."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr((_FORMAT, parts)).encode())
+    package = Path(__file__).resolve().parent
+    roots = [package]
+    rules = package.parent / "rules"
+    if rules.is_dir():
+        roots.append(rules)
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".yaml", ".json") and "__pycache__" not in path.parts:
+                stat = path.stat()
+                h.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+class Cache:
+    def __init__(self, root: Path, key: str):
+        self.directory = root / CACHE_DIR
+        self.file = self.directory / f"check-{key}.pickle"
+        self.entries: dict[str, FileOutcome] = {}
+        self.changed = False
+
+    def load(self) -> "Cache":
+        try:
+            with open(self.file, "rb") as handle:
+                entries = pickle.load(handle)
+            if isinstance(entries, dict):
+                self.entries = entries
+        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+            self.entries = {}
+        return self
+
+    def lookup(self, path: str, text_digest: str, digests: dict[str, str]) -> FileOutcome | None:
+        """The stored outcome when the file and everything it read are unchanged."""
+        entry = self.entries.get(path)
+        if entry is None or entry.digest != text_digest:
+            return None
+        if any(digests.get(dep) != dep_digest for dep, dep_digest in entry.deps.items()):
+            return None
+        return entry
+
+    def store(self, outcome: FileOutcome) -> None:
+        self.entries[outcome.path] = outcome
+        self.changed = True
+
+    def save(self, keep: set[str]) -> None:
+        """Write the entries of the files still present (atomically); stale cache files are removed."""
+        stale = set(self.entries) - keep
+        if not self.changed and not stale:
+            return
+        for path in stale:
+            del self.entries[path]
+        try:
+            self.directory.mkdir(exist_ok=True)
+            tag = self.directory / "CACHEDIR.TAG"
+            if not tag.exists():
+                tag.write_text(_TAG)
+            ignore = self.directory / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# Created by offlint automatically.\n*\n")
+            for old in self.directory.glob("check-*.pickle"):
+                if old != self.file:
+                    old.unlink(missing_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".check-", suffix=".tmp")
+            with os.fdopen(handle, "wb") as out:
+                pickle.dump(self.entries, out, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(temporary, self.file)
+        except OSError:
+            pass  # a read-only tree still gets checked, only without a cache

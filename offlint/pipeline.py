@@ -1,0 +1,132 @@
+"""Reading files into units and checking the units that stand alone: cached, and in parallel worker processes.
+
+Each file becomes a `FileOutcome`: its units, suppressions, read error, the findings of its units that need
+nothing from other files (recipes and YAML files; launch commands are checked after `api` links them to the
+recipes they name), and the files its reading depended on. Outcomes come from the content-hash cache when
+valid; the rest are computed by worker processes, each with its own lazily-read view of the Python tree, fed
+contiguous runs of files so that modules which import each other tend to share a worker's cached readers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from offlint.cache import Cache, FileOutcome, digest
+from offlint.discover import SourceFile
+from offlint.engine import check_unit
+from offlint.resolve import resolve
+from offlint.rules import Rule
+from offlint.sources.python_project import PythonProject
+from offlint.types import FileError, UnitKind
+from offlint.versions import Version
+
+MIN_FILES_PER_WORKER = 60  # below this, starting processes costs more than it saves
+
+
+@dataclass
+class Job:
+    """What every worker needs; inherited by forked workers, never pickled per file."""
+
+    files: list[SourceFile]
+    texts: dict[str, str]  # path -> text, for every readable file (the Python tree included)
+    python_paths: list[str]  # the Python files imports may resolve to
+    rules: list[Rule]
+    version: Version
+    strict: bool
+
+
+def outcomes(job: Job, cache: Cache | None, workers: int | None = None) -> list[FileOutcome]:
+    """One outcome per readable file of `job.files`, in order; reusing and refreshing `cache`."""
+    digests = {path: digest(text) for path, text in job.texts.items()}
+    found: dict[str, FileOutcome] = {}
+    missing: list[SourceFile] = []
+    for file in job.files:
+        if file.path not in job.texts:
+            continue
+        hit = cache.lookup(file.path, digests[file.path], digests) if cache is not None else None
+        if hit is not None:
+            found[file.path] = hit
+        else:
+            missing.append(file)
+    for outcome in _compute(job, missing, digests, workers):
+        found[outcome.path] = outcome
+        if cache is not None:
+            cache.store(outcome)
+    if cache is not None:
+        cache.save({f.path for f in job.files})
+    return [found[f.path] for f in job.files if f.path in found]
+
+
+def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None) -> list[FileOutcome]:
+    count = workers if workers is not None else (os.cpu_count() or 1)
+    count = max(1, min(count, len(files) // MIN_FILES_PER_WORKER))
+    if count == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return _read_batch(job, files, digests)
+    global _JOB, _DIGESTS
+    _JOB, _DIGESTS = job, digests  # forked workers inherit them
+    batches = _contiguous(files, count * 4)
+    try:
+        with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
+            results = list(pool.map(_worker_batch, range(len(batches)), [batches] * len(batches)))
+    finally:
+        _JOB = _DIGESTS = None
+    return [outcome for batch in results for outcome in batch]
+
+
+_JOB: Job | None = None
+_DIGESTS: dict[str, str] | None = None
+_PROJECT: PythonProject | None = None  # one per worker process, kept across its batches
+
+
+def _worker_batch(index: int, batches: list[list[SourceFile]]) -> list[FileOutcome]:
+    assert _JOB is not None and _DIGESTS is not None
+    return _read_batch(_JOB, batches[index], _DIGESTS, reuse_project=True)
+
+
+def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],
+                reuse_project: bool = False) -> list[FileOutcome]:
+    global _PROJECT
+    project = _PROJECT if reuse_project and _PROJECT is not None else \
+        PythonProject(job.python_paths, job.texts.get)
+    if reuse_project:
+        _PROJECT = project
+    return [read_one(file, job, project, digests) for file in files]
+
+
+def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[str, str]) -> FileOutcome:
+    """Read one file into units, check the ones that stand alone, and note what the reading depended on."""
+    from offlint.api import read_files
+
+    errors: list[FileError] = []
+    with project.tracking() as touched:
+        reads = read_files([file], job.texts, project, errors)
+    outcome = FileOutcome(file.path, digests[file.path])
+    outcome.deps = {path: digests[path] for path in sorted(touched) if path != file.path and path in digests}
+    if errors:
+        outcome.error = errors[0].message
+        return outcome
+    read = reads[0]
+    outcome.units, outcome.suppressions = read.units, read.suppressions
+    for unit in read.units:
+        if unit.kind != UnitKind.COMMAND:
+            outcome.findings.extend(check_unit(resolve(unit, job.version), job.rules, job.strict))
+    return outcome
+
+
+def _contiguous(files: list[SourceFile], parts: int) -> list[list[SourceFile]]:
+    """Split files (in path order) into runs of similar total size."""
+    ordered = sorted(files, key=lambda f: f.path)
+    weights = [len(_JOB.texts.get(f.path, "")) + 2000 if _JOB else 1 for f in ordered]
+    target = sum(weights) / max(parts, 1)
+    batches: list[list[SourceFile]] = [[]]
+    size = 0
+    for file, weight in zip(ordered, weights):
+        if size >= target and len(batches) < parts:
+            batches.append([])
+            size = 0
+        batches[-1].append(file)
+        size += weight
+    return [b for b in batches if b]
