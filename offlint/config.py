@@ -13,7 +13,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 FAIL_ON = ("error", "warning", "info")
-_KNOWN = {"select", "ignore", "extend-select", "per-file-ignores", "megatron-core-version", "fail-on", "strict"}
+_KNOWN = {"select", "ignore", "extend-select", "per-file-ignores", "megatron-core-version", "fail-on", "strict",
+          "slurm"}
 
 
 class ConfigError(ValueError):
@@ -30,6 +31,7 @@ class ProjectConfig:
     mcore_version: str | None = None
     fail_on: str | None = None
     strict: bool = False
+    slurm: dict = field(default_factory=dict)  # [tool.offlint.slurm], validated by offlint.slurm.options
 
     @property
     def root(self) -> Path | None:
@@ -80,6 +82,10 @@ def load_config(start: Path) -> ProjectConfig:
     if not isinstance(strict, bool):
         raise ConfigError(f"{path}: strict must be true or false")
     config.strict = strict
+    slurm = table.get("slurm", {})
+    if not isinstance(slurm, dict):
+        raise ConfigError(f"{path}: [tool.offlint.slurm] must be a table")
+    config.slurm = slurm
     return config
 
 

@@ -1,0 +1,71 @@
+"""Fixtures for tests that need a real Slurm cluster (scripts/start_slurm.sh starts one, as root).
+
+`slurm` skips with the reason when no cluster answers, and fails a test that leaves any job in the queue.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+START = "start one with `sudo scripts/start_slurm.sh` (as .ci/run does)"
+
+
+def cluster_problem() -> str | None:
+    """Why no usable cluster is here, or None when one answers with a node ready for jobs."""
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        return f"no Slurm client commands on PATH; {START}"
+    try:
+        proc = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return f"sinfo did not answer in 20 s (slurmctld down?); {START}"
+    if proc.returncode != 0:
+        return f"sinfo failed: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}; {START}"
+    states = proc.stdout.split()
+    if not any(s.rstrip("*~#") in ("idle", "mixed", "allocated", "completing") for s in states):
+        return f"no Slurm node is up (sinfo: {' '.join(states) or 'no nodes'}); {START}"
+    return None
+
+
+def active_jobs() -> list[str]:
+    """Every job still pending, running or completing (squeue's default states)."""
+    proc = subprocess.run(["squeue", "-h", "-o", "%i %T %j"], capture_output=True, text=True, timeout=30,
+                          check=True)
+    return [line for line in proc.stdout.splitlines() if line.strip()]
+
+
+def node_name() -> str:
+    return subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30,
+                          check=True).stdout.split()[0]
+
+
+def wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.2):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> None:
+    problem = cluster_problem()
+    if problem:
+        pytest.skip(f"Slurm tests need a running cluster: {problem}")
+
+
+@pytest.fixture
+def slurm(slurm_cluster, tmp_path: Path) -> Path:
+    """A shared workdir for one test on a running cluster; the queue must be empty before and after."""
+    assert active_jobs() == [], "the Slurm queue is not empty before the test"
+    workdir = tmp_path / "shared"
+    workdir.mkdir()
+    yield workdir
+    left = active_jobs()
+    assert left == [], f"jobs left in the Slurm queue after the test: {left}"
