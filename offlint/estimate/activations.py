@@ -1,0 +1,144 @@
+"""Activation memory per transformer layer and per micro-batch, as named saved tensors.
+
+The terms follow Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (Table 2),
+which Megatron-LM's theoretical memory model also uses, generalised to grouped-query attention, gated MLPs,
+dropout-free models and MoE. Attention is taken to be fused/flash attention (q, k, v and the output are saved;
+the s x s score matrix is never stored), so recomputing `core_attn` saves nothing here. A term marked `sp` is
+sharded over tensor parallelism only with sequence parallelism; the others always are (or are per token).
+Each term has a name so recompute modules and fine-grained offload modules can drop or move exactly it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offlint.estimate.inputs import ModelShape, Parallelism, Training
+
+# Fine-grained activation offloading: which saved tensors each `offload_modules` name moves to the host.
+OFFLOAD_TERMS = {
+    "attn_norm": ("attn_norm_input",),
+    "qkv_linear": ("qkv_input",),
+    "core_attn": ("core_attn_qkv",),
+    "attn_proj": ("core_attn_out",),
+    "mlp_norm": ("mlp_norm_input",),
+    "expert_fc1": ("expert_fc1_input",),
+    "moe_act": ("expert_fc1_output",),
+    "fused_group_mlp": ("expert_fc1_input", "expert_fc1_output"),
+}
+
+# Selective recompute: which saved tensors each `recompute_modules` name no longer keeps.
+RECOMPUTE_DROPS = {
+    "core_attn": (),  # flash attention keeps no s x s matrix; the checkpoint keeps q, k, v
+    "layernorm": ("qkv_input", "fc1_input", "moe_input"),
+    "mlp": ("fc1_output", "act_output"),
+    "moe_act": ("expert_act_output",),
+    "shared_experts": ("shared_fc1_output", "shared_act_output"),
+    "moe": ("router_logits", "expert_fc1_input", "expert_fc1_output", "expert_act_output", "shared_fc1_output",
+            "shared_act_output"),
+}
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    terms: dict[str, float]  # bytes per micro-batch on one GPU
+
+    @property
+    def total(self) -> float:
+        return sum(self.terms.values())
+
+    def without(self, names) -> "LayerActivations":
+        return LayerActivations({k: v for k, v in self.terms.items() if k not in set(names)})
+
+
+def tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """Tokens of one micro-batch that one context-parallel rank holds."""
+    return m.seq_length / p.cp * t.micro_batch_size
+
+
+def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> LayerActivations:
+    n = tokens(m, p, t)
+    h = m.hidden_size
+    sp = p.tp if p.sequence_parallel else 1
+    q = m.num_attention_heads * m.kv_channels
+    kv = m.num_query_groups * m.kv_channels
+    mask = n * h / sp if m.hidden_dropout > 0 else 0.0  # 1-byte dropout masks
+    terms = {
+        "attn_norm_input": 2 * n * h / sp,
+        "qkv_input": 2 * n * h / sp,
+        "core_attn_qkv": 2 * n * (q + 2 * kv) / p.tp,
+        "core_attn_out": 2 * n * q / p.tp,
+        "attn_dropout_mask": mask,
+        "mlp_norm_input": 2 * n * h / sp,
+        "mlp_dropout_mask": mask,
+    }
+    gate = 2 if m.gated_linear_unit else 1
+    if not moe:
+        terms.update({
+            "fc1_input": 2 * n * h / sp,
+            "fc1_output": 2 * n * m.ffn_hidden_size * gate / p.tp,
+            "act_output": 2 * n * m.ffn_hidden_size / p.tp,
+        })
+        return LayerActivations(terms)
+    routed = expert_tokens(m, p, t)
+    ffn = m.moe_ffn_hidden_size or m.ffn_hidden_size
+    shared = m.moe_shared_expert_intermediate_size or 0
+    terms.update({
+        "moe_input": 2 * n * h / sp,
+        "router_logits": 4 * n * (m.num_moe_experts or 0) / sp,
+        "expert_fc1_input": 2 * routed * h,
+        "expert_fc1_output": 2 * routed * ffn * gate / p.etp,
+        "expert_act_output": 2 * routed * ffn / p.etp,
+        "shared_fc1_output": 2 * n * shared * gate / p.tp,
+        "shared_act_output": 2 * n * shared / p.tp,
+    })
+    return LayerActivations(terms)
+
+
+def expert_tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """Routed token copies one expert-parallel rank processes per MoE layer, with balanced routing:
+    each rank's (sequence-parallel) tokens times top-k, gathered over the expert-tensor-parallel group."""
+    sp = p.tp if p.sequence_parallel else 1
+    return tokens(m, p, t) / sp * m.moe_router_topk * p.etp
+
+
+def dispatch_buffers(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """The all-to-all send and receive buffers of one MoE layer (live only while that layer runs)."""
+    if not m.num_moe_experts:
+        return 0.0
+    return 2 * 2 * expert_tokens(m, p, t) * m.hidden_size
+
+
+def embedding_terms(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """The first stage's per-micro-batch inputs: token ids (int64) and the embedding dropout mask."""
+    n = tokens(m, p, t)
+    sp = p.tp if p.sequence_parallel else 1
+    return 8 * n + (n * m.hidden_size / sp if m.hidden_dropout > 0 else 0.0)
+
+
+def output_terms(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """The last stage's final-norm and output-layer inputs and the fp32 logits the cross-entropy keeps."""
+    n = tokens(m, p, t)
+    sp = p.tp if p.sequence_parallel else 1
+    return 4 * n * m.hidden_size / sp + 4 * n * m.vocab_size / p.tp
+
+
+def after_selective_recompute(layer: LayerActivations, t: Training) -> LayerActivations:
+    modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
+    if t.moe_layer_recompute:
+        modules.add("moe")
+    dropped = [name for module in modules for name in RECOMPUTE_DROPS.get(module, ())]
+    return layer.without(dropped)
+
+
+def checkpoint_input(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """What full recompute keeps of a layer (or a chunk of layers): its input hidden states."""
+    sp = p.tp if p.sequence_parallel else 1
+    return 2 * tokens(m, p, t) * m.hidden_size / sp
+
+
+def offloaded_share(layer: LayerActivations, t: Training) -> float:
+    """Bytes of one layer that fine-grained activation offloading moves to the host."""
+    if not t.fine_grained_offloading:
+        return 0.0
+    names = {n for module in t.offload_modules for n in OFFLOAD_TERMS.get(module, ())}
+    return sum(v for k, v in layer.terms.items() if k in names) * max(0.0, min(1.0, t.activation_offload_fraction))

@@ -1,0 +1,207 @@
+"""One GPU's peak memory, as named parts, for every pipeline stage; and the host memory offloading needs.
+
+Weights, gradients and optimizer states follow what megatron-core allocates: bf16/fp16 (or fp32) parameters,
+the DDP gradient buffer (fp32 main grads with `grad_reduce_in_fp32`), and Adam's fp32 master copy and two
+moments, sharded over the data-parallel group (expert parameters over the expert data-parallel group) by the
+distributed optimizer. `optimizer_cpu_offload` moves `optimizer_offload_fraction` of the optimizer's shard to
+the host; without the precision-aware optimizer the fp32 master stays on the GPU (constraints.md F-9).
+Activations come from `activations.py`, times the micro-batches each stage holds at its peak.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from offlint.estimate import activations as act
+from offlint.estimate import params
+from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
+
+GIB = 1024**3
+# The named allowance (assumptions, to be calibrated against measured peaks): cuBLAS/cuDNN/Transformer Engine
+# workspaces and NCCL communicator buffers, plus caching-allocator fragmentation as a share of everything else
+# (Megatron-LM's own theoretical model adds the same 5% for temporaries).
+WORKSPACE_AND_NCCL_BYTES = 1.5 * GIB
+FRAGMENTATION = 0.05
+
+
+@dataclass
+class Part:
+    name: str
+    bytes: float
+    kind: str  # "weights" | "grads" | "optimizer" | "activations" | "allowance"
+
+
+@dataclass
+class StageMemory:
+    stage: int
+    parts: list[Part]
+    microbatches_in_flight: float
+    host_optimizer_bytes: float = 0.0
+    host_pinned_bytes: float = 0.0
+    host_activation_bytes: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return sum(p.bytes for p in self.parts)
+
+    def of(self, kind: str) -> float:
+        return sum(p.bytes for p in self.parts if p.kind == kind)
+
+    @property
+    def host_total(self) -> float:
+        return self.host_optimizer_bytes + self.host_activation_bytes
+
+
+@dataclass
+class Estimate:
+    inputs: Inputs
+    world_size: int
+    data_parallel: int
+    expert_data_parallel: int
+    num_microbatches: int | None
+    stages: list[StageMemory] = field(default_factory=list)
+
+    @property
+    def peak(self) -> StageMemory:
+        return max(self.stages, key=lambda s: s.total)
+
+
+def estimate(inputs: Inputs, world_size: int | None = None) -> Estimate:
+    """The per-stage breakdown. `inputs` must be complete (`inputs.complete`); the world size defaults to the
+    configuration's, else the fewest GPUs its layout needs."""
+    m, p, t = inputs.model, inputs.parallel, inputs.training
+    world = world_size or p.world_size or p.min_world_size()
+    dp, edp = p.data_parallel(world), p.expert_data_parallel(world)
+    nmb = None
+    if t.global_batch_size:
+        nmb = max(1, t.global_batch_size // (t.micro_batch_size * dp))
+    result = Estimate(inputs, world, dp, edp, nmb)
+    for stage in params.stages(m, p):
+        result.stages.append(_stage_memory(m, p, t, stage, dp, edp, nmb))
+    return result
+
+
+def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, dp: int, edp: int,
+                  nmb: int | None) -> StageMemory:
+    dense, expert = stage.params.per_rank(p)
+    parts = [Part(f"weights ({_dtype(t.params_bytes)})", (dense + expert) * t.params_bytes, "weights"),
+             Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
+                  (dense + expert) * (4 if t.grads_fp32 else t.params_bytes), "grads")]
+    optimizer = optimizer_bytes(t, dense / (dp if t.distributed_optimizer else 1)) 
+    expert_optimizer = optimizer_bytes(t, expert / (edp if t.distributed_optimizer else 1))
+    for (name, gpu), (_, expert_gpu) in zip(optimizer.gpu, expert_optimizer.gpu):
+        parts.append(Part(f"optimizer: {name}", gpu + expert_gpu, "optimizer"))
+    in_flight = microbatches_in_flight(p, stage.index, nmb)
+    layer_bytes, host_activations, extra = _stage_activations(m, p, t, stage, in_flight)
+    parts.append(Part("activations: transformer layers", layer_bytes, "activations"))
+    if stage.has_embedding:
+        parts.append(Part("activations: embedding inputs", act.embedding_terms(m, p, t) * in_flight, "activations"))
+    if stage.has_output:
+        parts.append(Part("activations: output layer and logits", act.output_terms(m, p, t), "activations"))
+    if extra:
+        parts.append(Part("activations: recompute working set", extra, "activations"))
+    if m.num_moe_experts and any(m.is_moe_layer(i) for i in range(m.num_layers)):
+        parts.append(Part("MoE dispatch buffers", act.dispatch_buffers(m, p, t), "activations"))
+    subtotal = sum(x.bytes for x in parts)
+    parts.append(Part("allowance: workspaces, NCCL, fragmentation",
+                      WORKSPACE_AND_NCCL_BYTES + FRAGMENTATION * subtotal, "allowance"))
+    return StageMemory(stage.index, parts, in_flight, optimizer.host + expert_optimizer.host,
+                       optimizer.pinned + expert_optimizer.pinned, host_activations)
+
+
+def _dtype(nbytes: int) -> str:
+    return {2: "bf16/fp16", 4: "fp32"}.get(nbytes, f"{nbytes} bytes")
+
+
+@dataclass
+class OptimizerBytes:
+    gpu: list[tuple[str, float]]  # (what, bytes) that stay on the GPU
+    host: float = 0.0
+    pinned: float = 0.0
+
+
+def optimizer_bytes(t: Training, shard: float) -> OptimizerBytes:
+    """Optimizer state for `shard` parameters (this rank's share): GPU parts by name, and host bytes."""
+    moments = 2 if t.optimizer == "adam" else 1  # SGD keeps one momentum buffer
+    needs_master = t.params_bytes < 4
+    if t.optimizer_cpu_offload:
+        f = t.optimizer_offload_fraction
+        if t.precision_aware:
+            # The hybrid optimizer gets 16-bit shard views; it keeps fp32 copies and moments wherever each
+            # parameter lives (precision-aware dtypes are ignored, F-10). Offloaded: a pinned copy of the
+            # parameter, its fp32 copy and moments, and a pinned gradient copy on the host.
+            return OptimizerBytes([("fp32 master copy", (1 - f) * shard * 4),
+                                   ("moments (fp32)", (1 - f) * shard * 4 * moments)],
+                                  host=f * shard * (t.params_bytes + 4 + 4 * moments + 4),
+                                  pinned=f * shard * (t.params_bytes + 4))
+        # F-9: the distributed optimizer's fp32 master shard stays on the GPU; only the moments move (plus a
+        # pinned copy of the master and of the gradient on the host).
+        return OptimizerBytes([("fp32 master copy (stays on GPU, F-9)", shard * 4 if needs_master else 0.0),
+                               ("moments (fp32)", (1 - f) * shard * 4 * moments)],
+                              host=f * shard * (4 + 4 * moments + 4), pinned=f * shard * 8)
+    if t.precision_aware:
+        master = t.main_params_bytes
+        if t.store_param_remainders and t.main_params_bytes == 4 and t.params_bytes == 2:
+            master = 2  # the bf16 parameter plus 16-bit remainders reconstruct the fp32 master
+        return OptimizerBytes([(f"master copy ({master} bytes)", shard * master if needs_master else 0.0),
+                               ("moments", shard * (t.exp_avg_bytes + (t.exp_avg_sq_bytes if moments == 2 else 0)))])
+    return OptimizerBytes([("fp32 master copy", shard * 4 if needs_master else 0.0),
+                           ("moments (fp32)", shard * 4 * moments)])
+
+
+def microbatches_in_flight(p: Parallelism, stage: int, nmb: int | None) -> float:
+    """Micro-batches whose activations a stage holds at its peak, counted in whole-stage units.
+
+    1F1B: stage i warms up with PP-i micro-batches. Interleaved (VPP chunks): rank i holds
+    2(PP-i-1) + (VPP-1)PP + 1 model chunks, each 1/VPP of the stage. Fewer micro-batches than that cap it."""
+    if p.pp == 1:
+        return 1.0
+    if not p.vpp or p.vpp == 1:
+        warm = p.pp - stage
+        return float(min(warm, nmb) if nmb else warm)
+    chunks = 2 * (p.pp - stage - 1) + (p.vpp - 1) * p.pp + 1
+    if nmb:
+        chunks = min(chunks, nmb * p.vpp)
+    return chunks / p.vpp
+
+
+def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage,
+                       in_flight: float) -> tuple[float, float, float]:
+    """(GPU bytes of the stage's layers at peak, host bytes offloaded, recompute working set)."""
+    indices = [i for r in params.stage_layer_ranges(m.num_layers, p.pp, p.vpp)[stage.index] for i in r]
+    layers = [act.after_selective_recompute(act.layer_terms(m, p, t, m.is_moe_layer(i)), t) for i in indices]
+    if not layers:
+        return 0.0, 0.0, 0.0
+    full = [layer.total for layer in layers]
+    if t.recompute_granularity == "full":
+        return _full_recompute(m, p, t, full, in_flight)
+    stored = sum(full) * in_flight
+    host = 0.0
+    if t.cpu_offloading and t.cpu_offloading_num_layers > 0:
+        # Layer-level offloading (PP=1 only): N layers go to the host; one (two with double buffering) is
+        # being copied at any time and still occupies the GPU.
+        n = min(t.cpu_offloading_num_layers, len(full))
+        staging = min(n, 2 if t.cpu_offloading_double_buffering else 1)
+        host = sum(full[:n])
+        stored -= (host - sum(full[:staging])) * in_flight
+    elif t.fine_grained_offloading:
+        moved = [act.offloaded_share(layer, t) for layer in layers]
+        # The layer being computed keeps its tensors until they are copied out.
+        host = (sum(moved) - max(moved)) * in_flight
+        stored -= host
+    return stored, host, 0.0
+
+
+def _full_recompute(m: ModelShape, p: Parallelism, t: Training, full: list[float],
+                    in_flight: float) -> tuple[float, float, float]:
+    k = max(1, t.recompute_num_layers or 1)
+    keep = act.checkpoint_input(m, p, t)
+    if t.recompute_method == "block":
+        # The first k layers of each stage keep only their inputs; the others keep everything.
+        recomputed = min(k, len(full))
+        stored = (keep * recomputed + sum(full[recomputed:])) * in_flight
+        return stored, 0.0, max(full[:recomputed])
+    # uniform: chunks of k layers keep one input each; backward rebuilds one chunk at a time.
+    chunks = math.ceil(len(full) / k)
+    return keep * chunks * in_flight, 0.0, sum(sorted(full, reverse=True)[:k])
