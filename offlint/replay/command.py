@@ -1,0 +1,169 @@
+"""`offlint replay`: the click command. Reads the unit as `offlint check` does, maps it, runs, reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from offlint.outcomes import Outcome
+from offlint.replay import launch, sweep, verify
+from offlint.replay.mapping import MappingError, ReplaySpec, Shrink, map_unit
+from offlint.replay.result import exit_code_for, outcome_of, peak_bytes, write_json
+from offlint.units import UnitSelectionError, load_unit
+
+
+def _fail(message: str) -> None:
+    click.echo(f"offlint: error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.command("replay")
+@click.argument("config")
+@click.option("--recipe", default=None, help="The recipe (unit) in CONFIG to replay, when it holds several.")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="A Hydra-style override applied last, e.g. optimizer.optimizer_offload_fraction=0.5.")
+@click.option("--iters", default=20, show_default=True, type=click.IntRange(1), help="Training iterations.")
+@click.option("--result-json", type=click.Path(dir_okay=False), default=None,
+              help="Where to write the result (default: RUN-DIR/result.json).")
+@click.option("--gpu-memory", type=click.FloatRange(min=0, min_open=True), default=None, metavar="GIB",
+              help="Cap each process's GPU memory (GiB) through the allocator's per-process memory fraction.")
+@click.option("--num-layers", type=click.IntRange(1), default=None, help="Shrink: number of layers.")
+@click.option("--hidden-size", type=click.IntRange(1), default=None, help="Shrink: hidden size.")
+@click.option("--seq-length", type=click.IntRange(1), default=None, help="Shrink: sequence length.")
+@click.option("--micro-batch-size", type=click.IntRange(1), default=None, help="Micro batch size (default 1).")
+@click.option("--global-batch-size", type=click.IntRange(1), default=None,
+              help="Global batch size (default: micro batch x data-parallel size).")
+@click.option("--data-parallel-size", type=click.IntRange(1), default=None,
+              help="Data-parallel replicas (default: the fewest the parallel layout allows).")
+@click.option("--verify", "do_verify", is_flag=True, help="Also run the baseline (offloading off) and check the success criteria.")
+@click.option("--fractions", default=None, metavar="LIST",
+              help="With --verify: sweep optimizer_offload_fraction over LIST, e.g. 0,0.25,0.5,0.75,1.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="With --fractions: write a PNG plot.")
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              help="Where specs, rank results and logs go (default: .offlint/replay/<time>).")
+@click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(min=1), help="Seconds per run.")
+@click.option("--dry-run", is_flag=True, help="Print the effective configuration and the launch command; run nothing.")
+def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, num_layers, hidden_size, seq_length,
+                   micro_batch_size, global_batch_size, data_parallel_size, do_verify, fractions, plot, run_dir,
+                   timeout, dry_run) -> None:
+    """Run a short real megatron-core training job of CONFIG and record outcome, loss, memory and time."""
+    if (fractions or plot) and not do_verify:
+        _fail("--fractions and --plot go with --verify")
+    if plot and not fractions:
+        _fail("--plot needs --fractions (it plots the sweep)")
+    try:
+        fraction_list = sweep.parse_fractions(fractions) if fractions else None
+    except ValueError as exc:
+        _fail(str(exc))
+    try:
+        loaded = load_unit(config, recipe, overrides)
+        shrink = Shrink(num_layers, hidden_size, seq_length, micro_batch_size, global_batch_size, data_parallel_size)
+        spec = map_unit(loaded.resolved, shrink, iters, gpu_memory, label=f"{config}: {loaded.unit.name}")
+    except UnitSelectionError as exc:
+        _fail(str(exc))
+    except MappingError as exc:
+        _fail(str(exc))
+    run_root = Path(run_dir or Path(".offlint") / "replay" / time.strftime("%Y%m%d-%H%M%S"))
+    if dry_run:
+        plan = launch.launch_plan(spec, run_root, spec.world_size)
+        click.echo(json.dumps(spec.to_json(), indent=2))
+        click.echo(" ".join(f"{k}={v}" for k, v in sorted(plan.env.items())) + " " + " ".join(plan.argv))
+        return
+    gpus = available_gpus()
+    try:
+        launch.launch_plan(spec, run_root, gpus)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    if not do_verify:
+        _replay(spec, run_root, gpus, timeout, result_json)
+    elif fraction_list is None:
+        _verify(spec, run_root, gpus, timeout, result_json)
+    else:
+        _sweep(spec, fraction_list, run_root, gpus, timeout, result_json, plot)
+
+
+def available_gpus() -> int:
+    """The CUDA devices this process sees; exit 2 with one line when there are none or torch is missing."""
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("megatron") is None:
+        _fail("replay needs torch and megatron-core installed (pip install 'offlint[replay]')")
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        _fail("replay needs a CUDA GPU and torch sees none (torch.cuda.is_available() is False); run it on a "
+              "GPU machine (see docs/replay.md)")
+    return torch.cuda.device_count()
+
+
+def _run(spec: ReplaySpec, run_dir: Path, gpus: int, timeout: float) -> dict:
+    result = launch.run_local(spec, run_dir, gpus, timeout, echo=lambda m: click.echo(m, err=True))
+    for note in spec.notes + _activation_notes(result):
+        click.echo(f"  note: {note}", err=True)
+    click.echo(f"  {summary(result)}", err=True)
+    return result
+
+
+def _replay(spec, run_root, gpus, timeout, result_json) -> None:
+    result = _run(spec, run_root, gpus, timeout)
+    path = Path(result_json or run_root / "result.json")
+    write_json(path, result)
+    click.echo(f"{result['outcome']}: result in {path}")
+    sys.exit(exit_code_for(outcome_of(result)))
+
+
+def _verify(spec, run_root, gpus, timeout, result_json) -> None:
+    if not verify.offloads_anything(spec):
+        _fail(f"{spec.unit}: the configuration enables no offloading, nothing to verify; add --override "
+              f"optimizer.optimizer_cpu_offload=true --override optimizer.optimizer_offload_fraction=1.0, "
+              f"or --fractions")
+    baseline = _run(verify.baseline_spec(spec), run_root / "baseline", gpus, timeout)
+    offloaded = _run(spec, run_root / "offloaded", gpus, timeout)
+    criteria = verify.check(baseline, offloaded)
+    outcome, code = verify.verdict(criteria)
+    click.echo(verify.render_criteria(criteria))
+    path = Path(result_json or run_root / "verify.json")
+    write_json(path, {"verdict": outcome.value, "criteria": [c.__dict__ | {"failure": c.failure and c.failure.value}
+                                                             for c in criteria],
+                      "baseline": baseline, "offloaded": offloaded})
+    click.echo(f"verify: {outcome.value}: report in {path}")
+    sys.exit(code)
+
+
+def _sweep(spec, fractions, run_root, gpus, timeout, result_json, plot_path) -> None:
+    baseline = _run(verify.baseline_spec(spec), run_root / "baseline", gpus, timeout)
+    runs = {f: _run(verify.fraction_spec(spec, f), run_root / f"fraction-{f:g}", gpus, timeout) for f in fractions}
+    rows = sweep.rows(baseline, runs)
+    click.echo(sweep.table(rows))
+    if plot_path:
+        sweep.plot(rows, Path(plot_path), title=spec.unit)
+        click.echo(f"plot: {plot_path}")
+    path = Path(result_json or run_root / "sweep.json")
+    write_json(path, {"baseline": baseline, "runs": {f"{f:g}": r for f, r in runs.items()},
+                      "rows": [r.__dict__ for r in rows]})
+    failed = [r for r in rows[1:] if r.verdict != Outcome.PASS.value]
+    outcome = Outcome(failed[0].verdict) if failed else Outcome.PASS
+    click.echo(f"sweep: {outcome.value}: report in {path}")
+    sys.exit(exit_code_for(outcome))
+
+
+def summary(result: dict) -> str:
+    loss = result.get("loss") or []
+    parts = [result["outcome"] + (f" ({result['signature']})" if result.get("signature") else "")]
+    if loss:
+        parts.append(f"{len(loss)} iterations, loss {loss[0]:.4f} -> {loss[-1]:.4f}")
+    peak = peak_bytes(result)
+    if peak is not None:
+        parts.append(f"peak {peak / 2**30:.2f} GiB allocated (largest rank)")
+    step = verify.median_step_s(result)
+    if step is not None:
+        parts.append(f"median step {step:.3f} s")
+    return ", ".join(parts)
+
+
+def _activation_notes(result: dict) -> list[str]:
+    note = ((result.get("offload") or {}).get("activation") or {}).get("note")
+    return [note] if note else []
