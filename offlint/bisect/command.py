@@ -133,8 +133,10 @@ def _probe(repository, span, kind, config, recipe, override, select, mcore_from_
         _fail(f"--probe {kind} needs --config FILE (the recipe, YAML override file or launch script to test)")
     in_repo, digest = None, ""
     if config:
-        path = Path(config).resolve()
         root = Path(repository.working_dir).resolve()
+        path = Path(config).resolve()
+        if not Path(config).is_absolute() and not path.exists() and not path.is_relative_to(root):
+            path = (root / config).resolve()  # relative to the repository when the current directory is elsewhere
         if path.is_relative_to(root):
             in_repo = path.relative_to(root).as_posix()
             if not any(_exists_at(repository, rev, in_repo) for rev in (span.bad.sha, span.good.sha)):
