@@ -1,0 +1,103 @@
+"""LocalRunner and classification on real subprocesses: timeout, SIGKILL, segfault, MemoryError, CUDA OOM
+and NCCL text, import failure, exit 125, concurrent steps with GPU slices, and crash signatures mapped to rules."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from offlint.bisect.classify import classify, exception_signature
+from offlint.bisect.runner import LocalRunner
+from offlint.outcomes import Outcome
+from offlint.rules import load_rules
+from offlint.steps import Step
+from offlint.validate import rules_for_error
+
+
+def step(tmp_path: Path, name: str, code: str, timeout: float = 30, env=None) -> Step:
+    return Step(name, (sys.executable, "-c", textwrap.dedent(code)), tmp_path, tmp_path / f"{name}.log", timeout,
+                env or {})
+
+
+CASES = {
+    "pass": ("print('fine')", Outcome.PASS, None),
+    "sigkill": ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", Outcome.HOST_OOM_KILL, "SIGKILL"),
+    "exit137": ("import sys; sys.exit(137)", Outcome.HOST_OOM_KILL, "SIGKILL"),
+    "segfault": ("import ctypes; ctypes.string_at(0)", Outcome.SEGFAULT, "SIGSEGV"),
+    "memoryerror": ("x = bytearray(1 << 62)", Outcome.HOST_OOM_KILL, "MemoryError"),
+    "cuda-oom": ("raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB total)')",
+                 Outcome.CUDA_OOM, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB "
+                                   "total)"),
+    "nccl": ("import sys; print('NCCL WARN Call to ibv_reg_mr failed'); "
+             "raise RuntimeError('NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error')",
+             Outcome.NCCL_ERROR, "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error"),
+    "import": ("import megatron_core_that_does_not_exist", Outcome.BUILD_FAILURE,
+               "ModuleNotFoundError: No module named 'megatron_core_that_does_not_exist'"),
+    "skip125": ("import sys; sys.exit(125)", Outcome.BUILD_FAILURE, None),
+    "crash": ("raise ValueError('bad value at 0x7f00dead')", Outcome.CRASH, "ValueError: bad value at 0x…"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_outcome_classes_from_real_processes(tmp_path, name):
+    code, outcome, signature = CASES[name]
+    [result] = LocalRunner().run([step(tmp_path, name, code)])
+    verdict = classify(result)
+    assert verdict.outcome is outcome, (verdict, result.step.log.read_text())
+    if signature is not None:
+        assert verdict.signature == signature
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    code = f"""
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        open({str(pidfile)!r}, "w").write(str(child.pid))
+        time.sleep(60)
+    """
+    [result] = LocalRunner(grace_s=1).run([step(tmp_path, "hang", code, timeout=2)])
+    assert result.timed_out and classify(result).outcome is Outcome.TIMEOUT
+    child = int(pidfile.read_text())
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def test_concurrent_steps_get_disjoint_gpu_slices_and_keep_order(tmp_path):
+    code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
+    steps = [step(tmp_path, f"s{i}", code) for i in range(2)]
+    results = LocalRunner(gpus=["0", "1", "2", "3"]).run(steps)
+    assert [r.step.name for r in results] == ["s0", "s1"]
+    assert [r.step.log.read_text().strip() for r in results] == ["0,1", "2,3"]
+
+
+def test_a_program_that_cannot_start_is_a_skip(tmp_path):
+    bad = Step("missing", ("/nonexistent/program",), tmp_path, tmp_path / "missing.log", 5)
+    [result] = LocalRunner().run([bad])
+    assert classify(result).outcome is Outcome.BUILD_FAILURE
+
+
+def test_crash_signature_maps_to_the_rule_that_mirrors_it():
+    log = textwrap.dedent("""\
+        Traceback (most recent call last):
+          File "train.py", line 3, in <module>
+        ValueError: attn_proj cannot be set to offload_modules alone without core_attn because the input of attn_proj is the output of core_attn, which is needed in core_attn.backward().
+    """)
+    signature = exception_signature(log)
+    assert signature.startswith("ValueError: attn_proj cannot be set")
+    assert "OFL107" in rules_for_error(signature, load_rules())
+
+
+def test_replay_result_file_wins_over_exit_status(tmp_path):
+    result_json = tmp_path / "r.json"
+    code = f"""
+        import json, sys
+        json.dump({{"outcome": "cuda-oom", "signature": "torch.OutOfMemoryError: CUDA out of memory",
+                   "peak_allocated_bytes": [10, 12], "loss": [2.0]}}, open({str(result_json)!r}, "w"))
+        sys.exit(3)
+    """
+    [result] = LocalRunner().run([step(tmp_path, "replay", code)])
+    verdict = classify(result, result_json)
+    assert verdict.outcome is Outcome.CUDA_OOM and verdict.peak_allocated_bytes == [10, 12]
