@@ -14,7 +14,7 @@ else:  # pragma: no cover
 
 FAIL_ON = ("error", "warning", "info")
 _KNOWN = {"select", "ignore", "extend-select", "per-file-ignores", "megatron-core-version", "fail-on", "strict",
-          "slurm"}
+          "slurm", "gpu"}
 
 
 class ConfigError(ValueError):
@@ -32,6 +32,7 @@ class ProjectConfig:
     fail_on: str | None = None
     strict: bool = False
     slurm: dict = field(default_factory=dict)  # [tool.offlint.slurm], validated by offlint.slurm.options
+    gpu: str | None = None  # the device `offlint estimate` and OFL303/OFL304 size against ("h100-80gb", "96")
 
     @property
     def root(self) -> Path | None:
@@ -86,6 +87,10 @@ def load_config(start: Path) -> ProjectConfig:
     if not isinstance(slurm, dict):
         raise ConfigError(f"{path}: [tool.offlint.slurm] must be a table")
     config.slurm = slurm
+    gpu = table.get("gpu")
+    if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, (str, int, float))):
+        raise ConfigError(f"{path}: gpu must be a device name such as \"h100-80gb\" or a capacity in GiB")
+    config.gpu = str(gpu) if gpu is not None else None
     return config
 
 
