@@ -65,6 +65,8 @@ def run(spec: dict, part: dict) -> None:
     from megatron.core.pipeline_parallel import get_forward_backward_func
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 
+    if not torch.cuda.is_available():
+        raise RuntimeError("CUDA is not available to this rank (torch.cuda.is_available() is False)")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
     limit_memory(spec["train"].get("gpu_memory_gb"), part)
