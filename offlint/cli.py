@@ -161,3 +161,4 @@ if __name__ == "__main__":  # pragma: no cover
     run()
 from offlint.replay.command import replay_command; main.add_command(replay_command)  # noqa: E402
 from offlint.bisect.command import bisect_command; main.add_command(bisect_command)  # noqa: E402
+from offlint.estimate.command import estimate_command; main.add_command(estimate_command)  # noqa: E402

@@ -96,6 +96,7 @@ class Training:
     store_param_remainders: bool = True
     optimizer_cpu_offload: bool = False
     optimizer_offload_fraction: float = 0.0
+    overlap_cpu_optimizer_d2h_h2d: bool = False
     recompute_granularity: str | None = None  # None | "full" | "selective"
     recompute_method: str | None = None  # "uniform" | "block"
     recompute_num_layers: int | None = None
@@ -117,6 +118,7 @@ class Inputs:
     unknown: dict[str, str] = field(default_factory=dict)  # key -> why it is not known
     unsupported: list[str] = field(default_factory=list)  # features the model does not cover
     world_size_source: str = ""
+    assumed: dict[str, str] = field(default_factory=dict)  # key -> the assumption made because it is unknown
 
     @property
     def complete(self) -> bool:
@@ -125,7 +127,7 @@ class Inputs:
     def with_(self, model: ModelShape | None = None, parallel: Parallelism | None = None,
               training: Training | None = None) -> "Inputs":
         return Inputs(model or self.model, parallel or self.parallel, training or self.training,
-                      dict(self.unknown), list(self.unsupported), self.world_size_source)
+                      dict(self.unknown), list(self.unsupported), self.world_size_source, dict(self.assumed))
 
 
 _DTYPE_BYTES = {"torch.float32": 4, "torch.float16": 2, "torch.bfloat16": 2, "torch.uint8": 1,
@@ -137,6 +139,7 @@ class _Reader:
     def __init__(self, lookup: Lookup):
         self.lookup = lookup
         self.unknown: dict[str, str] = {}
+        self.assumed: dict[str, str] = {}
 
     def get(self, key: str, fallback: object = None) -> object:
         """The effective value; an unknown one is recorded and replaced by `fallback` so reading can go on."""
@@ -159,6 +162,15 @@ class _Reader:
             self.unknown[key] = f"`{key}` is not set (model sizes are needed; set it or pass --override {key}=N)"
         return 0
 
+    def soft_int(self, key: str, assumption: str) -> int | None:
+        """A setting the estimate can go on without: unknown becomes None, with the assumption recorded."""
+        value = self.lookup(key)
+        if not value.is_unknown and _positive_int(value.value):
+            return int(value.value)
+        if value.is_unknown:
+            self.assumed[key] = assumption
+        return None
+
     def optional_int(self, key: str) -> int | None:
         value = self.get(key)
         return int(value) if _positive_int(value) else None
@@ -179,7 +191,7 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     parallel, source = _read_parallel(r, unit_name, world_size)
     training = _read_training(r)
     unsupported = _unsupported(r)
-    return Inputs(model, parallel, training, r.unknown, unsupported, source)
+    return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed)
 
 
 def _read_model(r: _Reader) -> ModelShape:
@@ -246,8 +258,9 @@ def _read_training(r: _Reader) -> Training:
     offload_modules = r.get("model.offload_modules")
     fraction = r.get("optimizer.optimizer_offload_fraction", 0.0)
     return Training(
-        micro_batch_size=int(r.get("train.micro_batch_size", 1) or 1),
-        global_batch_size=r.optional_int("train.global_batch_size"),
+        micro_batch_size=r.soft_int("train.micro_batch_size", "micro-batch size 1 (the smallest)") or 1,
+        global_batch_size=r.soft_int("train.global_batch_size",
+                                     "enough micro-batches to fill the pipeline (1F1B warm-up)"),
         params_bytes=2 if (bf16 or fp16) else 4,
         grads_fp32=bool(r.get("ddp.grad_reduce_in_fp32", True)) or not (bf16 or fp16),
         distributed_optimizer=distopt,
@@ -259,6 +272,7 @@ def _read_training(r: _Reader) -> Training:
         store_param_remainders=bool(r.get("optimizer.store_param_remainders", True)),
         optimizer_cpu_offload=bool(r.get("optimizer.optimizer_cpu_offload", False)),
         optimizer_offload_fraction=min(1.0, max(0.0, float(fraction))) if isinstance(fraction, (int, float)) else 0.0,
+        overlap_cpu_optimizer_d2h_h2d=bool(r.get("optimizer.overlap_cpu_optimizer_d2h_h2d", False)),
         recompute_granularity=granularity if granularity in ("full", "selective") else None,
         recompute_method=r.get("model.recompute_method"),
         recompute_num_layers=r.optional_int("model.recompute_num_layers"),

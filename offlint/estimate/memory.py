@@ -88,7 +88,8 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
     parts = [Part(f"weights ({_dtype(t.params_bytes)})", (dense + expert) * t.params_bytes, "weights"),
              Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
                   (dense + expert) * (4 if t.grads_fp32 else t.params_bytes), "grads")]
-    optimizer = optimizer_bytes(t, dense / (dp if t.distributed_optimizer else 1)) 
+    # The distributed optimizer shards over the data-parallel group including context parallelism.
+    optimizer = optimizer_bytes(t, dense / (dp * p.cp if t.distributed_optimizer else 1))
     expert_optimizer = optimizer_bytes(t, expert / (edp if t.distributed_optimizer else 1))
     for (name, gpu), (_, expert_gpu) in zip(optimizer.gpu, expert_optimizer.gpu):
         parts.append(Part(f"optimizer: {name}", gpu + expert_gpu, "optimizer"))

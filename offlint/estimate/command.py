@@ -1,0 +1,84 @@
+"""The `offlint estimate` click command: load one configuration, estimate it, print or plot. No arithmetic here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from offlint.config import ConfigError, load_config
+from offlint.estimate.devices import DEFAULT_DEVICE, DeviceError, parse_device
+from offlint.estimate.inputs import read_inputs
+from offlint.estimate.memory import estimate
+from offlint.estimate.report import render_json, render_text
+from offlint.estimate.whatif import what_if
+from offlint.units import UnitSelectionError, load_unit
+from offlint.versions import VersionError
+
+
+def _fail(message: str) -> None:
+    click.echo(f"offlint: error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.command("estimate")
+@click.argument("config")
+@click.option("--recipe", default=None, help="The recipe (unit) in CONFIG to estimate, when it holds several.")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Set a key on top of the configuration, e.g. model.num_layers=32 (repeatable).")
+@click.option("--gpu", default=None, help=f"h100-80gb, h200, b200, gb200, a100-80gb or a capacity in GiB "
+                                          f"(default: [tool.offlint] gpu, else {DEFAULT_DEVICE}).")
+@click.option("--gpus", type=click.IntRange(min=1), default=None,
+              help="Total GPUs of the job (default: from the recipe name, else the fewest the layout needs).")
+@click.option("--plot", "plot_path", default=None, type=click.Path(dir_okay=False),
+              help="Also draw the what-if table as stacked bars into this PNG.")
+@click.option("--mcore-version", default=None, help="megatron-core version to read defaults from, e.g. 0.16.1.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def estimate_command(config, recipe, overrides, gpu, gpus, plot_path, mcore_version, output_format) -> None:
+    """Estimate one GPU's peak memory for a recipe, YAML override file or launch script, and what each
+    memory knob would change."""
+    try:
+        project = load_config(Path.cwd())
+        device = parse_device(gpu or project.gpu or DEFAULT_DEVICE)
+        loaded = load_unit(config, recipe, overrides, mcore_version, project.mcore_version,
+                           root=project.root)
+    except (ConfigError, DeviceError, UnitSelectionError, VersionError) as exc:
+        _fail(str(exc))
+    unit = loaded.unit
+    inputs = read_inputs(loaded.resolved.get, unit.name, gpus)
+    if inputs.unsupported:
+        _fail(f"{config}: {unit.name} uses {', '.join(inputs.unsupported)}, which the memory model does not cover")
+    if inputs.unknown:
+        named = ", ".join(sorted(inputs.unknown))
+        _fail(f"{config}: {unit.name}: cannot estimate without {named}; set them in the configuration or pass "
+              f"--override KEY=VALUE")
+    p = inputs.parallel
+    world = gpus or p.world_size or p.min_world_size()
+    if world % (p.tp * p.pp * p.cp) or (inputs.model.num_moe_experts and (world // p.pp) % (p.ep * p.etp)):
+        _fail(f"{config}: {world} GPUs do not divide into TP{p.tp} x PP{p.pp} x CP{p.cp}"
+              + (f" with EP{p.ep} x ETP{p.etp}" if inputs.model.num_moe_experts else "") + "; pass --gpus N")
+    if inputs.model.num_layers % (p.pp * (p.vpp or 1)):
+        _fail(f"{config}: {inputs.model.num_layers} layers do not split evenly over PP{p.pp}"
+              + (f" x VPP{p.vpp}" if p.vpp else "") + " (uneven pipeline splits are not modelled)")
+    notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})"]
+    notes += [f"{key} is not known: assuming {what}" for key, what in sorted(inputs.assumed.items())]
+    if gpus is None and p.world_size is None:
+        notes.append(f"assuming {world} GPUs, the fewest this layout needs; pass --gpus N for the real job")
+    elif gpus is None:
+        notes.append(f"{world} GPUs, from {inputs.world_size_source}")
+    result = estimate(inputs, world)
+    options = what_if(inputs, device, world)
+    title = f"{unit.name} ({config})"
+    if plot_path:
+        from offlint.estimate.plot import PlotError, plot
+
+        try:
+            plot(options, device, title, Path(plot_path))
+        except PlotError as exc:
+            _fail(str(exc))
+    if output_format == "json":
+        click.echo(json.dumps(render_json(title, result, device, options, notes), indent=1))
+    else:
+        click.echo(render_text(title, result, device, options, notes), nl=False)

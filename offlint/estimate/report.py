@@ -1,0 +1,98 @@
+"""`offlint estimate` output: the breakdown table, host memory, the what-if table and the verdict (text or JSON)."""
+
+from __future__ import annotations
+
+from offlint.estimate import params
+from offlint.estimate.devices import GIB, Device
+from offlint.estimate.memory import Estimate
+from offlint.estimate.whatif import Option
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:8.2f}"
+
+
+def verdict(result: Estimate, device: Device) -> str:
+    peak = result.peak.total
+    usable = device.usable_bytes
+    if peak <= usable:
+        return f"fits: {peak / GIB:.1f} GiB of {usable / GIB:.1f} GiB usable ({(usable - peak) / GIB:.1f} GiB headroom)"
+    return f"predicted OOM: {peak / GIB:.1f} GiB needed, {usable / GIB:.1f} GiB usable (short by {(peak - usable) / GIB:.1f} GiB)"
+
+
+def largest_parts(result: Estimate, n: int = 3) -> list[tuple[str, float]]:
+    parts = sorted(result.peak.parts, key=lambda p: p.bytes, reverse=True)
+    return [(p.name, p.bytes) for p in parts[:n]]
+
+
+def render_text(title: str, result: Estimate, device: Device, options: list[Option], notes: list[str]) -> str:
+    inputs = result.inputs
+    m, p, t = inputs.model, inputs.parallel, inputs.training
+    peak = result.peak
+    total = params.total(m)
+    lines = [f"offlint estimate: {title}"]
+    lines += [f"  note: {note}" for note in notes]
+    active = params.active(m)
+    lines.append(f"model: {total / 1e9:.2f}B parameters" + (f" ({active / 1e9:.2f}B active)" if active != total else "")
+                 + f", {m.num_layers} layers, hidden {m.hidden_size}, heads {m.num_attention_heads}/"
+                   f"{m.num_query_groups}, vocab {m.vocab_size}, seq {m.seq_length}, micro-batch {t.micro_batch_size}")
+    layout = f"TP{p.tp} PP{p.pp}" + (f" VPP{p.vpp}" if p.vpp else "") + f" CP{p.cp}"
+    if m.num_moe_experts:
+        layout += f" EP{p.ep} ETP{p.etp}"
+    lines.append(f"layout: {layout}{' SP' if p.sequence_parallel else ''}, DP{result.data_parallel} on "
+                 f"{result.world_size} GPUs" + (f", expert DP{result.expert_data_parallel}" if m.num_moe_experts else "")
+                 + (f", {result.num_microbatches} micro-batches per step" if result.num_microbatches else ""))
+    lines.append(f"device: {device.name}, {device.total_gib:.1f} GiB, {device.usable_bytes / GIB:.1f} GiB usable")
+    lines.append("")
+    lines.append(f"peak GPU memory: pipeline stage {peak.stage} of {p.pp}"
+                 f" (micro-batches in flight: {peak.microbatches_in_flight:g})")
+    lines.append(f"  {'part':<52}{'GiB':>8}")
+    for part in peak.parts:
+        lines.append(f"  {part.name:<52}{_gib(part.bytes)}")
+    lines.append(f"  {'total':<52}{_gib(peak.total)}")
+    if p.pp > 1:
+        lines.append("  per stage: " + ", ".join(f"{s.stage}: {s.total / GIB:.1f}" for s in result.stages) + " GiB")
+    if peak.host_total:
+        per_node = peak.host_total * device.gpus_per_node
+        lines.append(f"host memory for offloading: {peak.host_total / GIB:.2f} GiB per GPU "
+                     f"(optimizer {peak.host_optimizer_bytes / GIB:.2f}, of it pinned {peak.host_pinned_bytes / GIB:.2f};"
+                     f" activations {peak.host_activation_bytes / GIB:.2f} pinned), {per_node / GIB:.1f} GiB per "
+                     f"node of {device.gpus_per_node} GPUs")
+    lines.append("")
+    lines.append("what if (peak GiB on one GPU; step time relative to as configured; * = cheapest that fits):")
+    lines.append(f"  {'knob':<20}{'option':<56}{'peak GiB':>9}{'host GiB':>9}  {'fits':<5}{'time':>6}")
+    for o in options:
+        mark = "*" if o.cheapest else " "
+        lines.append(f"{mark} {o.group:<20}{o.label:<56}{o.peak_bytes / GIB:9.1f}{o.result.peak.host_total / GIB:9.1f}"
+                     f"  {'yes' if o.fits else 'no':<5}{o.relative_time:6.2f}x")
+    lines.append("")
+    lines.append(f"verdict: {verdict(result, device)}")
+    if result.peak.total > device.usable_bytes:
+        cheapest = next((o for o in options if o.cheapest), None)
+        lines.append(f"  cheapest fitting option: {cheapest.group} {cheapest.label} "
+                     f"({cheapest.relative_time:.2f}x step time)" if cheapest else
+                     "  no option in the table fits this device")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(title: str, result: Estimate, device: Device, options: list[Option], notes: list[str]) -> dict:
+    def stage(s):
+        return {"stage": s.stage, "total_bytes": s.total, "microbatches_in_flight": s.microbatches_in_flight,
+                "parts": [{"name": p.name, "kind": p.kind, "bytes": p.bytes} for p in s.parts],
+                "host_optimizer_bytes": s.host_optimizer_bytes, "host_pinned_bytes": s.host_pinned_bytes,
+                "host_activation_bytes": s.host_activation_bytes}
+
+    m = result.inputs.model
+    return {
+        "unit": title, "notes": notes,
+        "parameters": params.total(m), "active_parameters": params.active(m),
+        "world_size": result.world_size, "data_parallel": result.data_parallel,
+        "expert_data_parallel": result.expert_data_parallel, "num_microbatches": result.num_microbatches,
+        "device": {"name": device.name, "total_gib": device.total_gib, "usable_bytes": device.usable_bytes},
+        "peak_stage": result.peak.stage, "peak_bytes": result.peak.total,
+        "fits": result.peak.total <= device.usable_bytes, "verdict": verdict(result, device),
+        "stages": [stage(s) for s in result.stages],
+        "what_if": [{"knob": o.group, "option": o.label, "peak_bytes": o.peak_bytes,
+                     "host_bytes": o.result.peak.host_total, "fits": o.fits, "relative_step_time": o.relative_time,
+                     "cheapest_fitting": o.cheapest} for o in options],
+    }
