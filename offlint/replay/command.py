@@ -74,6 +74,10 @@ def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, nu
         click.echo(json.dumps(spec.to_json(), indent=2))
         click.echo(" ".join(f"{k}={v}" for k, v in sorted(plan.env.items())) + " " + " ".join(plan.argv))
         return
+    if do_verify and fraction_list is None and not verify.offloads_anything(spec):
+        _fail(f"{spec.unit}: the configuration enables no offloading, nothing to verify; add --override "
+              f"optimizer.optimizer_cpu_offload=true --override optimizer.optimizer_offload_fraction=1.0, "
+              f"or --fractions")
     gpus = available_gpus()
     try:
         launch.launch_plan(spec, run_root, gpus)
@@ -116,10 +120,6 @@ def _replay(spec, run_root, gpus, timeout, result_json) -> None:
 
 
 def _verify(spec, run_root, gpus, timeout, result_json) -> None:
-    if not verify.offloads_anything(spec):
-        _fail(f"{spec.unit}: the configuration enables no offloading, nothing to verify; add --override "
-              f"optimizer.optimizer_cpu_offload=true --override optimizer.optimizer_offload_fraction=1.0, "
-              f"or --fractions")
     baseline = _run(verify.baseline_spec(spec), run_root / "baseline", gpus, timeout)
     offloaded = _run(spec, run_root / "offloaded", gpus, timeout)
     criteria = verify.check(baseline, offloaded)

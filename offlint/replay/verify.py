@@ -20,7 +20,10 @@ from offlint.replay.mapping import ReplaySpec
 from offlint.replay.result import exit_code_for, outcome_of, peak_bytes
 
 LOSS_TOLERANCE = 1e-3
-MIN_DROP_SHARE = 0.5  # of the expected drop: HDO offloads whole parameters, and the peak also holds activations
+# Of the expected drop. The baseline's optimizer bytes include the fp32 master shards, which DistributedOptimizer
+# keeps on the GPU even under HybridDeviceOptimizer (HDO works on CPU clones of them), so a full Adam offload
+# frees about 8 of every 12 bytes (two thirds); HDO also offloads whole parameters, not exact fractions.
+MIN_DROP_SHARE = 0.5
 
 
 @dataclass(frozen=True)

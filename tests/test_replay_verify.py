@@ -1,0 +1,159 @@
+"""`replay --verify` criteria and the fraction sweep, judged on recorded results.
+
+tests/data/replay holds hand-written results shaped like a real single-GPU run (not measurements); each
+failing case below changes the one thing its criterion looks at.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from offlint.outcomes import Outcome, REPLAY_EXIT_CODES
+from offlint.replay import sweep, verify
+from offlint.replay.mapping import map_unit
+from offlint.units import load_unit
+
+DATA = Path(__file__).resolve().parent / "data" / "replay"
+
+
+@pytest.fixture
+def baseline():
+    return json.loads((DATA / "baseline.json").read_text())
+
+
+@pytest.fixture
+def offloaded():
+    return json.loads((DATA / "offloaded-1.0.json").read_text())
+
+
+def failed(criteria):
+    return [c.name for c in criteria if not c.passed]
+
+
+def test_a_good_offload_passes_every_criterion(baseline, offloaded):
+    criteria = verify.check(baseline, offloaded)
+    assert len(criteria) == 5 and failed(criteria) == []
+    assert verify.verdict(criteria) == (Outcome.PASS, 0)
+
+
+def test_rejected_configuration_fails_validation(baseline, offloaded):
+    offloaded |= {"outcome": "crash", "phase": "config",
+                  "signature": "ValueError: CPU offloading does not work when activation recomputation is enabled"}
+    criteria = verify.check(baseline, offloaded)
+    assert failed(criteria) == ["configuration validation passes", "training completes without OOM or NCCL errors"]
+    assert "activation recomputation" in criteria[1].detail
+    assert verify.verdict(criteria) == (Outcome.CRASH, REPLAY_EXIT_CODES[Outcome.CRASH])
+
+
+@pytest.mark.parametrize("outcome", [Outcome.CUDA_OOM, Outcome.NCCL_ERROR])
+def test_oom_or_nccl_error_fails_completion(baseline, offloaded, outcome):
+    offloaded |= {"outcome": outcome.value, "phase": "train", "signature": "x"}
+    criteria = verify.check(baseline, offloaded)
+    assert failed(criteria) == ["training completes without OOM or NCCL errors"]
+    assert verify.verdict(criteria) == (outcome, REPLAY_EXIT_CODES[outcome])
+
+
+def test_a_failing_baseline_is_reported_first(baseline, offloaded):
+    baseline |= {"outcome": "cuda-oom", "signature": "OutOfMemoryError: CUDA out of memory"}
+    criteria = verify.check(baseline, offloaded)
+    assert failed(criteria) == ["baseline runs"]
+    assert verify.verdict(criteria)[0] is Outcome.CUDA_OOM
+
+
+def test_loss_delta_just_over_the_tolerance_fails(baseline, offloaded):
+    offloaded["loss"][7] = baseline["loss"][7] + 1.01 * verify.LOSS_TOLERANCE
+    criteria = verify.check(baseline, offloaded)
+    assert failed(criteria) == ["loss matches the baseline"]
+    assert verify.verdict(criteria) == (Outcome.LOSS_DIVERGENCE, REPLAY_EXIT_CODES[Outcome.LOSS_DIVERGENCE])
+
+
+def test_missing_iterations_cannot_match(baseline, offloaded):
+    offloaded["loss"] = offloaded["loss"][:10]
+    assert "cannot compare" in verify.loss_criterion(baseline, offloaded).detail
+
+
+def test_memory_that_does_not_drop_with_the_fraction_fails(baseline, offloaded):
+    offloaded["peak_allocated_bytes"] = [baseline["peak_allocated_bytes"][0] - 200 * 2**20]
+    criteria = verify.check(baseline, offloaded)
+    assert failed(criteria) == ["peak memory drops in proportion to the offload fraction"]
+    assert verify.verdict(criteria)[0] is Outcome.MEMORY_REGRESSION
+
+
+def test_the_expected_drop_scales_with_the_share_offloaded(baseline, offloaded):
+    full = verify.expected_drop(baseline, offloaded)
+    offloaded["offload"]["optimizer"]["offloaded_share"] = 0.25
+    assert verify.expected_drop(baseline, offloaded) == int(baseline["optimizer_gpu_bytes"][0] * 0.25)
+    assert full == baseline["optimizer_gpu_bytes"][0]
+
+
+def test_nothing_through_an_offload_path_fails_memory_and_says_why(baseline, offloaded):
+    offloaded["offload"] = copy.deepcopy(baseline["offload"])
+    offloaded["offload"]["activation"] = {"requested": ["cpu_offloading"], "replayed": False,
+                                          "note": "activation offloading could not be replayed: Transformer Engine"}
+    criterion = verify.memory_criterion(baseline, offloaded)
+    assert not criterion.passed and "Transformer Engine" in criterion.detail
+
+
+def test_baseline_and_fraction_specs_switch_only_offloading():
+    spec = map_unit(load_unit("fixtures/replay/tiny_gpt_recipes.py", "tiny_gpt_activation_offload_config").resolved)
+    base = verify.baseline_spec(spec)
+    assert not base.optimizer["optimizer_cpu_offload"] and "cpu_offloading" not in base.model
+    assert spec.model["cpu_offloading"] is True  # the original is untouched
+    half = verify.fraction_spec(spec, 0.5)
+    assert half.optimizer["optimizer_offload_fraction"] == 0.5 and half.optimizer["optimizer_cpu_offload"]
+    assert verify.offloads_anything(spec) and not verify.offloads_anything(base)
+
+
+def _sweep_runs(baseline, offloaded):
+    """Fraction f: the recorded offload with f of the optimizer bytes moved; 0.75 is given an OOM."""
+    runs = {}
+    for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
+        run = copy.deepcopy(offloaded)
+        run["offload"]["optimizer"]["offloaded_share"] = fraction
+        run["peak_allocated_bytes"] = [baseline["peak_allocated_bytes"][0]
+                                       - int(fraction * baseline["optimizer_gpu_bytes"][0])]
+        runs[fraction] = run
+    runs[0.75] |= {"outcome": "cuda-oom", "signature": "OutOfMemoryError: CUDA out of memory", "phase": "train"}
+    return runs
+
+
+def test_sweep_rows_and_table(baseline, offloaded):
+    rows = sweep.rows(baseline, _sweep_runs(baseline, offloaded))
+    assert [r.label for r in rows] == ["off", "0", "0.25", "0.5", "0.75", "1"]
+    assert [r.verdict for r in rows] == ["pass", "pass", "pass", "pass", "cuda-oom", "pass"]
+    assert rows[2].expected_drop == int(0.25 * baseline["optimizer_gpu_bytes"][0])
+    assert rows[5].loss_delta == verify.max_loss_delta(baseline, offloaded)
+    text = sweep.table(rows)
+    lines = text.splitlines()
+    assert len(lines) == 2 + len(rows)
+    peak = (baseline["peak_allocated_bytes"][0] - baseline["optimizer_gpu_bytes"][0]) / 2**30
+    assert lines[-1].startswith(f"| 1 | pass | {peak:.3f} |")
+    slowdown = verify.median_step_s(offloaded) / verify.median_step_s(baseline)
+    assert f"{slowdown:.2f}x" in lines[-1]
+
+
+def test_sweep_plot_is_a_png_of_the_expected_size(tmp_path, baseline, offloaded):
+    from matplotlib import image
+
+    rows = sweep.rows(baseline, _sweep_runs(baseline, offloaded))
+    path = sweep.plot(rows, tmp_path / "sweep.png", title="tiny_gpt")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = image.imread(path)
+    assert pixels.shape[:2] == (400, 1000)
+    assert pixels[..., :3].std() > 0.05  # something was drawn
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0,1.5", "outside [0, 1]"), ("a", "not a number"), (",", "at least one fraction"),
+])
+def test_bad_fraction_lists(text, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        sweep.parse_fractions(text)
+
+
+def test_fraction_list_is_sorted_and_deduplicated():
+    assert sweep.parse_fractions("1, 0.5,0,0.5") == [0.0, 0.5, 1.0]
