@@ -68,4 +68,7 @@ def slurm(slurm_cluster, tmp_path: Path) -> Path:
     workdir.mkdir()
     yield workdir
     left = active_jobs()
+    if left:  # clean up so that one failure does not cascade into the next tests, then fail this one
+        subprocess.run(["scancel", *(line.split()[0] for line in left)], check=False)
+        wait_for(lambda: not active_jobs(), 60, "the leftover jobs to be cancelled", poll_s=0.5)
     assert left == [], f"jobs left in the Slurm queue after the test: {left}"

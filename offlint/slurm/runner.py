@@ -62,7 +62,12 @@ class SlurmRunner:
         """Submit every step (or re-attach to its earlier job); the job ids, in order."""
         job_ids = []
         for step in steps:
-            job_id = self._reattach(step) or self._submit(step)
+            job_id = self._reattach(step)
+            if job_id is None:
+                job_id = self._submit(step)
+                self._live[job_id] = step  # before the callback: cancel_all must see it if that raises
+                if self.on_submit:
+                    self.on_submit(step, job_id)
             self._live[job_id] = step
             job_ids.append(job_id)
         return job_ids
@@ -117,8 +122,6 @@ class SlurmRunner:
         path.write_text(render_script(step, self.options), encoding="utf-8")
         job_id = commands.submit(path)
         self._log(f"submitted {step.name} as Slurm job {job_id} ({path})")
-        if self.on_submit:
-            self.on_submit(step, job_id)
         return job_id
 
     def _reattach(self, step: Step) -> str | None:
