@@ -287,6 +287,92 @@ def graph_scope_names(scope) -> list[str]:
     return [str(s) for s in as_list(scope)] if not isinstance(scope, str) else [scope]
 
 
+# ---- the memory model (OFL303, OFL304): pure arithmetic in offlint.estimate, never torch ---------------------
+
+
+def _memory_inputs(scope: Scope):
+    """The unit's memory-model inputs (None when a size is unknown), computed once per scope. The keys that
+    decide the verdict are recorded as read, so findings list them and --strict names the unknown ones."""
+    if not hasattr(scope, "_memory_inputs"):
+        from offlint.estimate import oom
+
+        unit = getattr(scope.lookup, "__self__", None)
+        name = unit.unit.name if unit is not None and hasattr(unit, "unit") else ""
+        inputs = oom.inputs_for(scope.lookup, name)
+        if inputs is None:
+            for key in oom.read_inputs(scope.lookup, name).unknown:
+                scope.key(key)
+        for key in oom.DRIVERS:
+            if scope.lookup(key).assignment is not None:
+                scope.key(key)
+        scope._memory_inputs = inputs
+    return scope._memory_inputs
+
+
+def _memory_bound(scope: Scope):
+    if not hasattr(scope, "_memory_bound"):
+        from offlint.estimate import oom
+
+        inputs = _memory_inputs(scope)
+        scope._memory_bound = oom.bound(inputs) if inputs is not None else None
+    return scope._memory_bound
+
+
+@_needs_scope
+def estimated_peak_gib(scope: Scope) -> object:
+    """One GPU's estimated peak (GiB): at the unit's GPU count, else the lower bound over data-parallel sizes."""
+    result = _memory_bound(scope)
+    return UNKNOWN if result is None else result.peak.total / 1024**3
+
+
+@_needs_scope
+def model_state_pp1_gib(scope: Scope) -> object:
+    """Weights + gradients + optimizer states of one GPU at PP=1 (GiB)."""
+    from offlint.estimate import oom
+
+    inputs = _memory_inputs(scope)
+    return UNKNOWN if inputs is None else oom.model_state_at_pp1(inputs) / 1024**3
+
+
+@_needs_scope
+def usable_gib(scope: Scope) -> float:
+    from offlint.estimate import oom
+
+    return oom.device().usable_bytes / 1024**3
+
+
+@_needs_scope
+def gpu_name(scope: Scope) -> str:
+    from offlint.estimate import oom
+
+    return oom.device().name
+
+
+@_needs_scope
+def gpu_count(scope: Scope) -> str:
+    """How the estimate sized the job: "on 16 GPUs" or "at any data-parallel size"."""
+    inputs = _memory_inputs(scope)
+    if inputs is None or not inputs.parallel.world_size:
+        return "at any data-parallel size"
+    return f"on {inputs.parallel.world_size} GPUs"
+
+
+@_needs_scope
+def largest_memory_parts(scope: Scope) -> str:
+    from offlint.estimate import oom
+
+    result = _memory_bound(scope)
+    return "?" if result is None else oom.largest_parts(result)
+
+
+@_needs_scope
+def memory_savings(scope: Scope) -> str:
+    from offlint.estimate import oom
+
+    inputs = _memory_inputs(scope)
+    return "?" if inputs is None else oom.offload_savings(inputs, oom.device())
+
+
 FUNCTIONS: dict[str, Callable] = {
     "version_at_least": version_at_least,
     "allowed_offload_modules": allowed_offload_modules,
@@ -308,6 +394,14 @@ FUNCTIONS: dict[str, Callable] = {
     "str": str,
     "sorted": sorted,
     "bool": bool,
+    "round": round,
+    "estimated_peak_gib": estimated_peak_gib,
+    "model_state_pp1_gib": model_state_pp1_gib,
+    "usable_gib": usable_gib,
+    "gpu_name": gpu_name,
+    "gpu_count": gpu_count,
+    "largest_memory_parts": largest_memory_parts,
+    "memory_savings": memory_savings,
 }
 
 
