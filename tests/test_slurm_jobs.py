@@ -205,7 +205,8 @@ def test_node_failure_is_an_infrastructure_failure(slurm):
 def test_two_gpu_job_runs_torchrun_with_a_working_rendezvous(slurm):
     code = ("import os, torch, torch.distributed as dist; dist.init_process_group('gloo'); "
             "t = torch.tensor([dist.get_rank() + 1]); dist.all_reduce(t); "
-            "print('rank', dist.get_rank(), 'of', dist.get_world_size(), 'sum', int(t), flush=True)")
+            "print('rank', dist.get_rank(), 'of', dist.get_world_size(), 'sum', int(t), flush=True); "
+            "dist.destroy_process_group()")
     step = Step(name="ddp", argv=("python", "-c", code), cwd=slurm, log=slurm / "logs" / "ddp.log",
                 timeout_s=300, env={"PATH": f"{PY}:{os.environ['PATH']}"}, gpus=2)
     (result,) = runner(slurm).run([step])
