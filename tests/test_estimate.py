@@ -1,0 +1,212 @@
+"""The memory model's knobs behave as megatron-core allocates, and `offlint estimate` reads, prints, plots and fails
+cleanly. Expected values are derived from the model's own parts (what a knob must change and what it must
+leave alone), not copied from its output; agreement with Megatron-LM's numbers is tests/test_estimate_theoretical.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from offlint.cli import main
+from offlint.estimate import activations, memory, params
+from offlint.estimate.devices import GIB, DeviceError, parse_device
+from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "estimate"
+
+LLAMA_8B = ModelShape(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                      num_query_groups=8, kv_channels=128, vocab_size=128256, seq_length=8192, gated_linear_unit=True,
+                      tied_embeddings=False, rms_norm=True, add_bias_linear=False)
+MOE = ModelShape(num_layers=8, hidden_size=2048, ffn_hidden_size=6144, num_attention_heads=32, num_query_groups=4,
+                 kv_channels=128, vocab_size=151936, seq_length=4096, gated_linear_unit=True, tied_embeddings=False,
+                 rms_norm=True, add_bias_linear=False, num_moe_experts=64, moe_ffn_hidden_size=768, moe_router_topk=8)
+TRAIN = Training(micro_batch_size=1, global_batch_size=256, distributed_optimizer=True)
+
+
+def _peak(model=LLAMA_8B, parallel=Parallelism(world_size=8), training=TRAIN) -> memory.StageMemory:
+    return memory.estimate(Inputs(model, parallel, training)).peak
+
+
+def _part(stage: memory.StageMemory, prefix: str) -> float:
+    return sum(p.bytes for p in stage.parts if p.name.startswith(prefix))
+
+
+def test_distributed_optimizer_shards_master_and_moments_over_data_parallel_and_context_parallel():
+    plain = _peak(training=replace(TRAIN, distributed_optimizer=False))
+    for parallel, shards in ((Parallelism(world_size=8), 8), (Parallelism(cp=2, world_size=8), 8),
+                             (Parallelism(tp=2, world_size=8), 4)):
+        sharded = _peak(parallel=parallel)
+        reference = _peak(parallel=replace(parallel), training=replace(TRAIN, distributed_optimizer=False))
+        assert _part(sharded, "optimizer") == pytest.approx(_part(reference, "optimizer") / shards)
+        assert sharded.of("grads") == reference.of("grads")  # the gradient buffer is not sharded
+    assert _part(plain, "optimizer: moments") == pytest.approx(2 * _part(plain, "optimizer: fp32 master"))
+
+
+def test_optimizer_offload_moves_moments_linearly_and_keeps_fp32_master_without_precision_aware():
+    base = _peak()
+    for fraction in (0.25, 0.5, 1.0):
+        offloaded = _peak(training=replace(TRAIN, optimizer_cpu_offload=True, optimizer_offload_fraction=fraction))
+        assert _part(offloaded, "optimizer: moments") == pytest.approx((1 - fraction) * _part(base, "optimizer: moments"))
+        # F-9: the distributed optimizer's fp32 master shard stays on the GPU.
+        assert _part(offloaded, "optimizer: fp32 master") == pytest.approx(_part(base, "optimizer: fp32 master"))
+        assert offloaded.host_optimizer_bytes > 0 and offloaded.host_pinned_bytes < offloaded.host_optimizer_bytes
+
+
+def test_precision_aware_offload_moves_the_master_too():
+    full = _peak(training=replace(TRAIN, optimizer_cpu_offload=True, optimizer_offload_fraction=1.0,
+                                  precision_aware=True))
+    assert full.of("optimizer") == 0
+    half = _peak(training=replace(TRAIN, optimizer_cpu_offload=True, optimizer_offload_fraction=0.5,
+                                  precision_aware=True))
+    assert half.of("optimizer") == pytest.approx(0.5 * _peak().of("optimizer"))
+
+
+def test_precision_aware_without_offload_stores_param_remainders_and_16bit_moments():
+    aware = _peak(training=replace(TRAIN, precision_aware=True, exp_avg_bytes=2, exp_avg_sq_bytes=2))
+    base = _peak()
+    assert _part(aware, "optimizer: master") == pytest.approx(_part(base, "optimizer: fp32 master") / 2)
+    assert _part(aware, "optimizer: moments") == pytest.approx(_part(base, "optimizer: moments") / 2)
+
+
+def test_tensor_and_sequence_parallelism_shard_activations():
+    one = _peak(parallel=Parallelism(world_size=8))
+    tp = _peak(parallel=Parallelism(tp=4, world_size=8))
+    sp = _peak(parallel=Parallelism(tp=4, sequence_parallel=True, world_size=8))
+    layers = "activations: transformer layers"
+    assert _part(sp, layers) == pytest.approx(_part(one, layers) / 4)
+    assert _part(sp, layers) < _part(tp, layers) < _part(one, layers)
+
+
+def test_context_parallelism_divides_tokens():
+    cp = _peak(parallel=Parallelism(cp=4, world_size=8))
+    assert _part(cp, "activations: transformer layers") == pytest.approx(
+        _part(_peak(), "activations: transformer layers") / 4)
+
+
+def test_recompute_choices_order_memory():
+    def layers(**kw):
+        return _part(_peak(training=replace(TRAIN, **kw)), "activations")
+
+    none = layers()
+    selective = layers(recompute_granularity="selective", recompute_modules=("core_attn", "layernorm", "mlp"))
+    full = layers(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    assert full < selective < none
+    # Full recompute keeps one input per layer plus one layer rebuilt during backward.
+    per_layer = activations.layer_terms(LLAMA_8B, Parallelism(), TRAIN, moe=False).total
+    keep = activations.checkpoint_input(LLAMA_8B, Parallelism(), TRAIN)
+    expected = 32 * keep + per_layer + activations.output_terms(LLAMA_8B, Parallelism(), TRAIN) + \
+        activations.embedding_terms(LLAMA_8B, Parallelism(), TRAIN)
+    assert full == pytest.approx(expected)
+
+
+def test_layer_offloading_moves_all_but_the_staging_layer():
+    per_layer = activations.layer_terms(LLAMA_8B, Parallelism(), TRAIN, moe=False).total
+    base = _peak()
+    offloaded = _peak(training=replace(TRAIN, cpu_offloading=True, cpu_offloading_num_layers=8))
+    layers = "activations: transformer layers"
+    assert _part(base, layers) - _part(offloaded, layers) == pytest.approx(7 * per_layer)
+    assert offloaded.host_activation_bytes == pytest.approx(8 * per_layer)
+
+
+def test_fine_grained_offloading_moves_only_the_named_tensors():
+    t = replace(TRAIN, fine_grained_offloading=True, offload_modules=("core_attn",))
+    layer = activations.layer_terms(LLAMA_8B, Parallelism(), t, moe=False)
+    moved = _peak(training=t)
+    assert moved.host_activation_bytes == pytest.approx(31 * layer.terms["core_attn_qkv"])
+
+
+def test_pipeline_in_flight_microbatches_1f1b_and_interleaved():
+    assert [memory.microbatches_in_flight(Parallelism(pp=4), s, 64) for s in range(4)] == [4, 3, 2, 1]
+    assert memory.microbatches_in_flight(Parallelism(pp=4), 0, 2) == 2
+    # Interleaved: 1 + (PP-1)/(PP*VPP) times PP stage-equivalents on the first rank.
+    assert memory.microbatches_in_flight(Parallelism(pp=4, vpp=2), 0, 64) == pytest.approx(4 * (1 + 3 / 8))
+
+
+def test_moe_experts_are_sharded_over_expert_parallelism_and_dispatch_buffers_counted():
+    ep1 = _peak(model=MOE, parallel=Parallelism(world_size=8))
+    ep8 = _peak(model=MOE, parallel=Parallelism(ep=8, world_size=8))
+    experts = MOE.num_layers * MOE.num_moe_experts * params.mlp(MOE, MOE.moe_ffn_hidden_size)
+    assert ep1.of("weights") - ep8.of("weights") == pytest.approx(experts * 7 / 8 * 2)
+    assert _part(ep8, "MoE dispatch buffers") > 0
+
+
+def test_devices():
+    assert parse_device("h100-80gb").total_gib == pytest.approx(81559 / 1024)
+    assert parse_device("96").usable_bytes == pytest.approx(95 * GIB)
+    with pytest.raises(DeviceError):
+        parse_device("tpu-v5")
+
+
+# ---- the command ---------------------------------------------------------------------------------------------
+
+
+def _run(*args):
+    return CliRunner().invoke(main, ["estimate", *args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("fixture", ["llama31_8b.py", "llama31_70b.py", "qwen3_30b_a3b.py"])
+def test_estimate_prints_breakdown_whatif_and_verdict(fixture):
+    result = _run(str(FIXTURES / fixture))
+    assert result.exit_code == 0, result.output
+    for text in ("peak GPU memory", "weights (bf16/fp16)", "gradients (fp32 main grads)", "what if",
+                 "optimizer offload", "verdict:"):
+        assert text in result.output
+
+
+def test_estimate_json_is_consistent_with_its_parts():
+    result = _run(str(FIXTURES / "qwen3_30b_a3b.py"), "--format", "json", "--gpu", "h200")
+    data = json.loads(result.output)
+    peak = data["stages"][data["peak_stage"]]
+    assert sum(p["bytes"] for p in peak["parts"]) == pytest.approx(data["peak_bytes"])
+    assert data["active_parameters"] < data["parameters"]
+    assert data["device"]["name"] == "h200" and data["world_size"] == 8
+    assert sum(o["cheapest_fitting"] for o in data["what_if"]) <= 1
+
+
+def test_override_and_gpus_change_the_estimate():
+    base = json.loads(_run(str(FIXTURES / "llama31_8b.py"), "--format", "json").output)
+    more = json.loads(_run(str(FIXTURES / "llama31_8b.py"), "--format", "json", "--gpus", "8",
+                           "--override", "model.recompute_granularity=full", "--override",
+                           "model.recompute_method=uniform", "--override", "model.recompute_num_layers=1").output)
+    assert more["data_parallel"] == 4 and more["peak_bytes"] < base["peak_bytes"]
+
+
+def test_plot_writes_a_png(tmp_path):
+    image = pytest.importorskip("matplotlib.image")
+    out = tmp_path / "whatif.png"
+    result = _run(str(FIXTURES / "llama31_70b.py"), "--plot", str(out))
+    assert result.exit_code == 0, result.output
+    pixels = image.imread(out)
+    assert pixels.shape[0] > 400 and pixels.shape[1] > 800
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["missing.py"], "no such file"),
+    ([str(FIXTURES / "llama31_8b.py"), "--gpu", "tpu"], "unknown GPU"),
+    ([str(FIXTURES / "llama31_8b.py"), "--override", "model.hidden_size=${oc.env:H}"], "cannot estimate without"),
+    ([str(FIXTURES / "llama31_8b.py"), "--gpus", "3"], "do not divide"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(args, expected):
+    result = CliRunner().invoke(main, ["estimate", *args])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("offlint: error:") and expected in lines[0], result.output
+
+
+def test_check_does_not_import_torch(tmp_path):
+    """OFL303/OFL304 run the estimate inside `offlint check`, which must stay light."""
+    (tmp_path / "recipe.py").write_text((FIXTURES / "llama31_70b.py").read_text())
+    code = ("import sys; from offlint.api import CheckOptions, check; "
+            f"r = check([{str(tmp_path / 'recipe.py')!r}], CheckOptions(select=['OFL303', 'OFL304'])); "
+            "assert 'torch' not in sys.modules and 'megatron' not in sys.modules, 'heavy import'; "
+            "print(len(r.findings))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
