@@ -63,7 +63,8 @@ def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, nu
     try:
         loaded = load_unit(config, recipe, overrides)
         shrink = Shrink(num_layers, hidden_size, seq_length, micro_batch_size, global_batch_size, data_parallel_size)
-        spec = map_unit(loaded.resolved, shrink, iters, gpu_memory, label=f"{config}: {loaded.unit.name}")
+        label = config if loaded.unit.name == config else f"{config}: {loaded.unit.name}"
+        spec = map_unit(loaded.resolved, shrink, iters, gpu_memory, label=label)
     except UnitSelectionError as exc:
         _fail(str(exc))
     except MappingError as exc:
