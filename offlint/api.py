@@ -8,10 +8,10 @@ ignores -> sorted, de-duplicated findings.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from offlint import pipeline
+from offlint import changed, pipeline
 from offlint.cache import Cache, fingerprint
 from offlint.discover import SourceFile, discover
 from offlint.pipeline import Job
@@ -40,6 +40,7 @@ class CheckOptions:
     validate: bool = False  # also build fully known units with the real megatron-core (OFL900)
     cache: bool = True  # reuse and refresh .offlint_cache/ under `root`
     workers: int | None = None  # worker processes (default: one per CPU, when there is enough to do)
+    changed_files: bool = True  # explicit files inside the project: re-check every unit they affect
 
 
 @dataclass
@@ -74,17 +75,26 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
         files, problems = discover(paths)
         errors.extend(FileError(p, msg) for p, msg in problems)
         texts = {}
-    for file in files:
-        if file.path not in texts:
+    targets: set[str] | None = None  # changed-files mode: report only what concerns these files
+    tree_files = files
+    root = options.root or Path.cwd()
+    if stdin is None and options.changed_files and paths and files and all(Path(p).is_file() for p in paths) \
+            and changed.is_project_root(root) and all(_inside(f.path, root) for f in files):
+        targets = {f.path for f in files}
+        tree_files, files = changed.expand(files, root, lambda path: _read_text(path)[0])
+    needed = {f.path for f in files}
+    for file in tree_files:
+        if file.path not in texts and (file.kind == "python" or file.path in needed):
             text, error = _read_text(file.path)
             if error:
-                errors.append(FileError(file.path, error))
+                if targets is None or file.path in targets:
+                    errors.append(FileError(file.path, error))
             else:
                 texts[file.path] = text
     rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c == "OFL004"]
     if not options.validate:
         selected.discard("OFL900")
-    job = Job(files, texts, [f.path for f in files if f.kind == "python" and f.path in texts], rules,
+    job = Job(files, texts, [f.path for f in tree_files if f.kind == "python" and f.path in texts], rules,
               version.version, options.strict)
     cache = None
     if options.cache and stdin is None and not options.validate:
@@ -95,7 +105,8 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     findings: list[Finding] = []
     for outcome in pipeline.outcomes(job, cache, options.workers):
         if outcome.error is not None:
-            errors.append(FileError(outcome.path, outcome.error))
+            if targets is None or outcome.path in targets:
+                errors.append(FileError(outcome.path, outcome.error))
             continue
         reads.append(_Read(by_path[outcome.path], texts[outcome.path], outcome.units, outcome.suppressions))
         findings.extend(outcome.findings)
@@ -107,11 +118,31 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     if options.validate and "OFL900" in selected:
         resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
         findings.extend(_validate(resolved_units, findings, all_rules))
+    if targets is not None:
+        target_units = {unit.name for read in reads if read.file.path in targets for unit in read.units}
+        findings = [f for f in findings if _concerns(f, targets, target_units)]
+        unit_count = len(target_units)
     findings = _dedupe(findings)
-    findings = _apply_ignores(findings, reads, options, all_rules, selected)
+    findings = _apply_ignores(findings, reads, options, all_rules, selected, targets)
     findings.sort(key=Finding.sort_key)
     errors.sort(key=lambda e: e.path)
-    return CheckResult(findings, errors, len(reads), unit_count, version, {r.file.path: r.text for r in reads})
+    checked = len(reads) if targets is None else len([r for r in reads if r.file.path in targets])
+    return CheckResult(findings, errors, checked, unit_count, version, {r.file.path: r.text for r in reads})
+
+
+def _inside(path: str, root: Path) -> bool:
+    try:
+        Path(path).resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def _concerns(finding: Finding, targets: set[str], target_units: set[str]) -> bool:
+    """In changed-files mode a finding is reported when it belongs to a unit of a changed file, points into one,
+    or draws a value from one."""
+    return finding.unit in target_units or finding.location.path in targets or \
+        any(r.location.path in targets for r in finding.related)
 
 
 def read_files(files: list[SourceFile], texts: dict[str, str], project: PythonProject,
@@ -226,17 +257,19 @@ def _find_yaml(name: str, script: str, yaml_units: dict) -> Unit | None:
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
-    """Findings that several units share at one place are reported once."""
+    """Findings that several units share at one place are reported once, with the number of units."""
     seen: dict[tuple, Finding] = {}
+    units: dict[tuple, set[str]] = {}
     for finding in findings:
         key = (finding.code, finding.location, finding.message, finding.possible)
-        if key not in seen:
-            seen[key] = finding
-    return list(seen.values())
+        seen.setdefault(key, finding)
+        units.setdefault(key, set()).add(finding.unit)
+    return [replace(finding, units=len(units[key])) if len(units[key]) > 1 else finding
+            for key, finding in seen.items()]
 
 
 def _apply_ignores(findings: list[Finding], reads: list[_Read], options: CheckOptions,
-                   all_rules: dict[str, Rule], selected: set[str]) -> list[Finding]:
+                   all_rules: dict[str, Rule], selected: set[str], targets: set[str] | None = None) -> list[Finding]:
     by_path = {r.file.path: r.suppressions for r in reads}
     kept = []
     for finding in findings:
@@ -252,6 +285,8 @@ def _apply_ignores(findings: list[Finding], reads: list[_Read], options: CheckOp
     if "OFL006" in selected:
         rule = all_rules["OFL006"]
         for path, suppressions in by_path.items():
+            if targets is not None and path not in targets:
+                continue
             for s in suppressions:
                 relevant = [c for c in s.codes if c in selected] if s.codes else ["*"]
                 if s.used or not relevant:

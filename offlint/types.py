@@ -157,6 +157,7 @@ class Finding:
     possible: bool = False  # --strict: the verdict depends on unknown values
     url: str = ""
     stage: str = ""  # where the real stack acts on it (rules.Check.stage); empty for builtin findings
+    units: int = 1  # how many units share this finding at this place (a base builder's line, for example)
 
     def sort_key(self) -> tuple:
         return (self.location.path, self.location.line, self.location.col, self.code, self.message)

@@ -112,7 +112,7 @@ def test_full() -> None:
 def test_json() -> None:
     data = json.loads(render("json", FINDINGS, RULES, SOURCES))
     assert [d["code"] for d in data] == ["OFL301", "OFL101", "OFL101", "OFL205"]
-    keys = {"code", "slug", "severity", "message", "filename", "location", "end_location", "unit", "related", "fix",
+    keys = {"code", "slug", "severity", "message", "filename", "location", "end_location", "unit", "units", "related", "fix",
             "possible", "url"}
     assert all(set(d) == keys for d in data)
     first = data[2]

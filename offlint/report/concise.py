@@ -10,7 +10,8 @@ if TYPE_CHECKING:
 
 def label(finding: Finding) -> str:
     """The message as users read it: `possible: ` marks verdicts that hang on unknown values (--strict)."""
-    return f"possible: {finding.message}" if finding.possible else finding.message
+    message = f"possible: {finding.message}" if finding.possible else finding.message
+    return f"{message} [in {finding.units} units]" if finding.units > 1 else message
 
 
 def one_line(text: str) -> str:

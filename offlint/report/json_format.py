@@ -27,6 +27,7 @@ def _one(f: Finding, rules: Mapping[str, RuleInfo]) -> dict:
         "location": loc,
         "end_location": dict(loc),
         "unit": f.unit,
+        "units": f.units,
         "related": [
             {"filename": r.location.path, "row": r.location.line, "column": r.location.col, "note": r.note}
             for r in f.related

@@ -1,0 +1,87 @@
+"""Changed-files mode: which files of the tree a change to some files affects.
+
+Given file names (as pre-commit passes them), offlint re-checks exactly the units those files affect: the
+units in the files themselves, every recipe whose reading goes through them (a base builder's change
+re-checks every recipe that inherits from it, however deep), the launch commands that run a recipe defined
+in them, and the recipes and YAML files the changed commands name. Candidates are found with a byte-level
+search for the names the changed files define (cheap, no parse); the reader's own dependency tracking then
+decides which candidates really depend on them, so the search may over-approximate but never decides alone.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from offlint.discover import SourceFile, discover
+
+_TOP_LEVEL_NAME = re.compile(rb"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Z_][A-Z0-9_]{3,})\s*[:=]", re.M)
+_RECIPE_FLAG = re.compile(r"--recipe[=\s]+[\"']?([A-Za-z_]\w*)")
+_CONFIG_FILE = re.compile(r"--config[-_]file[=\s]+[\"']?([\w./-]+\.ya?ml)")
+MAX_ROUNDS = 6  # base builders of base builders: deeper chains than this are not seen in Bridge
+
+
+def is_project_root(path: Path) -> bool:
+    return any((path / marker).exists() for marker in (".git", "pyproject.toml", "setup.py", ".offlint.toml"))
+
+
+def expand(targets: list[SourceFile], tree: Path, read_text) -> tuple[list[SourceFile], list[SourceFile]]:
+    """(every file of the tree, the files to read): the targets plus the candidates they may affect."""
+    tree_files, _ = discover([str(tree)])
+    known = {f.path for f in tree_files}
+    tree_files += [t for t in targets if t.path not in known]
+    data = {f.path: (read_text(f.path) or "").encode("utf-8", "replace") for f in tree_files}
+    chosen: dict[str, SourceFile] = {t.path: t for t in targets}
+
+    # Python files that may import what the targets (and, transitively, those files) define.
+    frontier = [t.path for t in targets if t.kind == "python"]
+    for _ in range(MAX_ROUNDS):
+        names = set()
+        for path in frontier:
+            names |= _defined_names(path, data[path])
+        if not names:
+            break
+        pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(n) for n in sorted(names)) + rb")\b")
+        frontier = []
+        for file in tree_files:
+            if file.path not in chosen and file.kind == "python" and pattern.search(data[file.path]):
+                chosen[file.path] = SourceFile(file.path, file.kind, False)
+                frontier.append(file.path)
+
+    # Launch commands that run a recipe defined in any chosen Python file.
+    recipe_names = set()
+    for path in [p for p, f in chosen.items() if f.kind == "python"]:
+        recipe_names |= {n.decode() for n in _defined_names(path, data[path], functions_only=True)}
+    for file in tree_files:
+        if file.path in chosen or file.kind == "python":
+            continue
+        text = data[file.path].decode("utf-8", "replace")
+        if any(name in recipe_names for name in _RECIPE_FLAG.findall(text)):
+            chosen[file.path] = SourceFile(file.path, file.kind, False)
+
+    # What the changed launch commands name: the recipe's definition, the YAML files they layer.
+    for target in targets:
+        if target.kind == "python":
+            continue
+        text = data.get(target.path, b"").decode("utf-8", "replace")
+        for name in set(_RECIPE_FLAG.findall(text)):
+            definition = re.compile(rf"^\s*def {re.escape(name)}\s*\(|^{re.escape(name)}\s*=".encode(), re.M)
+            for file in tree_files:
+                if file.kind == "python" and file.path not in chosen and definition.search(data[file.path]):
+                    chosen[file.path] = SourceFile(file.path, "python", False)
+        for name in set(_CONFIG_FILE.findall(text)):
+            for file in tree_files:
+                if file.kind == "yaml" and file.path not in chosen and file.path.endswith(name.lstrip("./")):
+                    chosen[file.path] = SourceFile(file.path, "yaml", False)
+    return tree_files, [chosen[f.path] for f in tree_files if f.path in chosen]
+
+
+def _defined_names(path: str, data: bytes, functions_only: bool = False) -> set[bytes]:
+    """The functions, classes and CONSTANTS a module defines at top level: what another module can use."""
+    names = set()
+    for match in _TOP_LEVEL_NAME.finditer(data):
+        if match.group(1):
+            names.add(match.group(1))
+        elif not functions_only:
+            names.add(match.group(2))
+    return names

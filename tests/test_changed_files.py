@@ -1,0 +1,130 @@
+"""Changed-files mode (pre-commit passes file names): re-check the units the files affect, report what concerns them."""
+
+from pathlib import Path
+
+from offlint.api import CheckOptions, check
+
+BASE = '''
+from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
+from megatron.bridge.models import GPTModelProvider
+
+
+def _pretrain_common():
+    return ConfigContainer(model=GPTModelProvider(num_layers=8, pipeline_model_parallel_size=4),
+                           optimizer=OptimizerConfig(optimizer="adam"))
+'''
+MIDDLE = '''
+from recipes.common import _pretrain_common
+
+
+def _llama_common():
+    cfg = _pretrain_common()
+    cfg.model.num_layers = 16
+    return cfg
+'''
+RECIPE = '''
+from recipes.llama_common import _llama_common
+
+
+def llama_offload_config():
+    cfg = _llama_common()
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+'''
+UNRELATED = '''
+from megatron.bridge.models import GPTModelProvider
+
+
+def other_config():
+    return GPTModelProvider(num_layers=4, pipeline_model_parallel_size=2, cpu_offloading=True,
+                            cpu_offloading_num_layers=1)
+'''
+LAUNCH = '''#!/bin/bash
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+python scripts/training/run_recipe.py --recipe llama_offload_config model.cpu_offloading_num_layers=3
+'''
+
+
+def _tree(root: Path) -> None:
+    (root / "pyproject.toml").write_text("[project]\nname = 'tree'\n")
+    (root / "recipes").mkdir()
+    (root / "recipes" / "__init__.py").write_text("")
+    (root / "recipes" / "common.py").write_text(BASE)
+    (root / "recipes" / "llama_common.py").write_text(MIDDLE)
+    (root / "recipes" / "llama.py").write_text(RECIPE)
+    (root / "recipes" / "other.py").write_text(UNRELATED)
+    (root / "launch").mkdir()
+    (root / "launch" / "train_llama.sh").write_text(LAUNCH)
+
+
+def _found(root: Path, paths: list[str]) -> list[tuple[str, str, int]]:
+    result = check(paths, CheckOptions(root=root, select=["OFL102"], cache=False))
+    assert not result.errors
+    return sorted((f.code, f.location.path, f.location.line) for f in result.findings)
+
+
+def test_a_base_builder_two_levels_down_re_checks_the_recipes_that_inherit_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    whole_tree = _found(tmp_path, ["."])
+    assert whole_tree == [("OFL102", "recipes/llama.py", 7), ("OFL102", "recipes/other.py", 6)]
+    # The base builder sets PP=4: the finding it takes part in points at the recipe that turns offloading on.
+    result = check(["recipes/common.py"], CheckOptions(root=tmp_path, select=["OFL102"], cache=False))
+    [finding] = result.findings
+    assert (finding.location.path, finding.location.line) == ("recipes/llama.py", 7)
+    assert finding.units == 2  # the recipe, and the launch script that runs it
+    assert "recipes/common.py" in {r.location.path for r in finding.related}
+
+
+def test_a_changed_recipe_reports_only_its_own_findings(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    assert _found(tmp_path, ["recipes/llama.py"]) == [("OFL102", "recipes/llama.py", 7)]
+    assert _found(tmp_path, ["recipes/other.py"]) == [("OFL102", "recipes/other.py", 6)]
+
+
+def test_a_changed_launch_script_is_checked_on_top_of_the_recipe_it_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    result = check(["launch/train_llama.sh"], CheckOptions(root=tmp_path, select=["OFL102"], cache=False))
+    [finding] = result.findings
+    assert (finding.location.path, finding.location.line) == ("recipes/llama.py", 7)
+    assert finding.unit.startswith("run_recipe.py at line 3") and finding.units == 1
+    assert result.files_checked == 1
+
+
+def test_an_unrelated_change_reports_nothing_and_errors_elsewhere_do_not_fail_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    (tmp_path / "recipes" / "broken.py").write_text("def f(:\n")
+    (tmp_path / "notes.py").write_text("X = 1\n")
+    result = check(["notes.py"], CheckOptions(root=tmp_path, cache=False))
+    assert result.findings == [] and result.errors == []
+
+
+def test_shared_findings_are_reported_once_with_the_unit_count(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recipes.py").write_text('''
+from megatron.bridge.models import GPTModelProvider
+
+
+def _common():
+    return GPTModelProvider(num_layers=4, pipeline_model_parallel_size=2, cpu_offloading=True,
+                            cpu_offloading_num_layers=1)
+
+
+def a_config():
+    cfg = _common()
+    cfg.num_layers = 4
+    return cfg
+
+
+def b_config():
+    cfg = _common()
+    cfg.num_layers = 4
+    return cfg
+''')
+    result = check(["recipes.py"], CheckOptions(root=tmp_path, select=["OFL102"], cache=False))
+    [finding] = result.findings
+    assert finding.units == 3  # _common itself, a_config and b_config
