@@ -164,7 +164,7 @@ def _exists_at(repository, rev: str, path: str) -> bool:
 def _report(result, tester: CommitTester, span, probe: Probe, terms, journal: Journal) -> reports.Report:
     commits = tester.commits
     tested = []
-    for position in sorted(tester.runs):
+    for position in tester.runs:  # in the order they were tested (the bisect log replays in this order)
         runs = []
         for run in tester.runs[position]:
             outcome = tester.outcome_of(run)

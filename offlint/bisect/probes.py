@@ -39,10 +39,11 @@ class Probe:
     loss_tolerance: float = 0.5  # replay: final loss this fraction above the good end's (or NaN) is divergence
     timeout_s: float = 600.0
     config_digest: str = ""  # content of a configuration outside the repository (it can change between runs)
+    replay_program: tuple[str, ...] = (sys.executable, "-m", "offlint", "replay")  # what starts a replay
 
     def key(self) -> str:
         """Probe identity for the result cache (everything that changes a verdict except the commit)."""
-        data = {k: v for k, v in asdict(self).items() if k != "timeout_s"}
+        data = {k: v for k, v in asdict(self).items() if k not in ("timeout_s", "replay_program")}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def config_path(self, worktree: Path) -> str:
@@ -67,7 +68,7 @@ class Probe:
             argv += [a for s in self.select for a in ("--select", s)]
             argv += ["--mcore-src", self.mcore_source(worktree)] if self.kind == "validate" else []
         elif self.kind == "replay":
-            argv = [sys.executable, "-m", "offlint", "replay", self.config_path(worktree)]
+            argv = [*self.replay_program, self.config_path(worktree)]
             argv += ["--recipe", self.recipe] if self.recipe else []
             argv += [a for o in self.overrides for a in ("--override", o)]
             argv += ["--iters", str(self.iters), "--result-json", str(result_json)]

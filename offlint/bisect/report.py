@@ -111,7 +111,8 @@ def to_markdown(report: Report) -> str:
         lines.append("")
     lines += ["## Tested commits", "", "| commit | verdict | outcome | signature | peak | duration | subject |",
               "|---|---|---|---|---|---|---|"]
-    for t in report.tested:
+    order = {c.sha: i for i, c in enumerate([r.good, *r.candidates])}
+    for t in sorted(report.tested, key=lambda t: order.get(t.commit.sha, -1)):
         outcomes = ", ".join(x["outcome"] + (" (cached)" if x.get("cached") else "") for x in t.runs)
         signature = next((x["signature"] for x in t.runs if x.get("signature")), "") or ""
         duration = sum(x.get("duration_s") or 0 for x in t.runs)
