@@ -111,3 +111,21 @@ def test_no_part_written_falls_back_to_the_exit_status(tmp_path, code, outcome):
 def test_a_timeout_is_its_own_outcome(tmp_path):
     merged = launch.collect(tmp_path, 1, -9, timed_out=True)
     assert merged["outcome"] == Outcome.TIMEOUT.value
+
+
+def test_run_local_starts_the_plan_and_merges_what_the_rank_wrote(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("PYTHONWARNINGS", "ignore")
+    monkeypatch.chdir(ROOT)
+    result = launch.run_local(spec_of("tiny_gpt_optimizer_offload_config"), tmp_path, 1, timeout_s=300,
+                              echo=lambda _: None)
+    assert result["outcome"] == "crash" and "CUDA is not available" in result["signature"]
+    assert result["launcher_exit_code"] == 1 and result["world_size"] == 1
+    assert "Traceback" in (tmp_path / "log.txt").read_text()
+
+
+def test_run_local_kills_a_run_past_its_timeout(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    result = launch.run_local(spec_of("tiny_gpt_optimizer_offload_config"), tmp_path, 1, timeout_s=0.2,
+                              echo=lambda _: None)
+    assert result["outcome"] == Outcome.TIMEOUT.value and not list(tmp_path.glob("rank-*.json"))

@@ -40,7 +40,8 @@ def _fail(message: str) -> None:
               help="Global batch size (default: micro batch x data-parallel size).")
 @click.option("--data-parallel-size", type=click.IntRange(1), default=None,
               help="Data-parallel replicas (default: the fewest the parallel layout allows).")
-@click.option("--verify", "do_verify", is_flag=True, help="Also run the baseline (offloading off) and check the success criteria.")
+@click.option("--verify", "do_verify", is_flag=True,
+              help="Also run the baseline (offloading off) and check the success criteria.")
 @click.option("--fractions", default=None, metavar="LIST",
               help="With --verify: sweep optimizer_offload_fraction over LIST, e.g. 0,0.25,0.5,0.75,1.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="With --fractions: write a PNG plot.")

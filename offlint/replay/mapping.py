@@ -150,7 +150,7 @@ def _section(resolved: ResolvedUnit, section: str) -> dict:
         value = resolved.get(key)
         if value.state == "default" and value.value != keys.default_for(key, resolved.version):
             out[name] = value.value
-    return {k: v for k, v in out.items()}
+    return out
 
 
 def _fields(resolved: ResolvedUnit, section: str) -> set[str]:
@@ -212,7 +212,8 @@ def _offload_notes(resolved: ResolvedUnit, optimizer: dict, model: dict, notes: 
 
 def _batch(label: str, resolved: ResolvedUnit, shrink: Shrink, data_parallel: int) -> dict:
     micro = shrink.micro_batch_size or _set_value(label, resolved, "train.micro_batch_size") or 1
-    global_ = shrink.global_batch_size or _set_value(label, resolved, "train.global_batch_size") or micro * data_parallel
+    global_ = (shrink.global_batch_size or _set_value(label, resolved, "train.global_batch_size")
+               or micro * data_parallel)
     if global_ % (micro * data_parallel):
         raise MappingError(f"{label}: global batch size {global_} is not a multiple of micro batch size {micro} "
                            f"x data-parallel size {data_parallel}; pass --global-batch-size "

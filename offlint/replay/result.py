@@ -125,12 +125,6 @@ def _slowest(parts: list[dict]) -> list[float]:
     return [max(t[i] for t in times if len(t) > i) for i in range(length)]
 
 
-def failure_result(outcome: Outcome, signature: str, config: dict | None = None) -> dict:
-    """A result for a run that produced no rank parts at all (it never started, or every rank was killed)."""
-    return merge_ranks([], 0, (outcome, signature)) | {"outcome": outcome.value, "signature": signature,
-                                                       "config": config or {}}
-
-
 def read_result(path: Path) -> dict:
     """Read and check a result file; ResultError (one line) when it is not one."""
     try:
