@@ -78,7 +78,7 @@ def layer_spec(config, te_available: bool):
               "qk_layernorm": config.qk_layernorm}
     if te_available:
         return gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec(**kwargs), "transformer_engine"
-    return gpt_layer_specs.get_gpt_layer_local_spec(**kwargs), "local"
+    return gpt_layer_specs.get_gpt_layer_local_spec(**kwargs, normalization=config.normalization), "local"
 
 
 def build_model(config, spec: dict, transformer_layer_spec):
