@@ -51,13 +51,19 @@ def test_two_nodes_of_eight_gpus_run_one_torchrun_per_node():
 
 
 def test_task_per_gpu_runs_sixteen_srun_tasks_with_ranks_from_srun():
-    script = render_script(STEP, SlurmOptions(nodes=2, gpus_per_node=8, task_per_gpu=True, slurm_args=CONTAINER))
+    script = render_script(STEP, SlurmOptions(nodes=2, gpus_per_node=8, ranks="srun", slurm_args=CONTAINER))
     assert "--ntasks-per-node=8" in sbatch_lines(script)
     words = srun_line(script)
     assert words[:5] == ["srun", "--nodes=2", "--ntasks-per-node=8", *CONTAINER]
     assert "torchrun" not in script
     assert words[5:7] == ["bash", "-c"] and "RANK=$SLURM_PROCID" in words[7] and "WORLD_SIZE=$SLURM_NTASKS" in words[7]
     assert 'export MASTER_ADDR="$head"' in script
+
+
+def test_a_program_that_starts_its_own_ranks_is_one_task_per_node_with_all_gpus():
+    script = render_script(STEP, SlurmOptions(gpus_per_node=4, ranks="program"))
+    assert "--ntasks-per-node=1" in sbatch_lines(script) and "--gpus-per-node=4" in sbatch_lines(script)
+    assert srun_line(script) == ["srun", "--nodes=1", "--ntasks-per-node=1", *STEP.argv]
 
 
 def test_cpu_step_is_one_task_and_time_is_the_step_timeout_rounded_up():
@@ -71,7 +77,7 @@ def test_cpu_step_is_one_task_and_time_is_the_step_timeout_rounded_up():
 
 def test_generated_scripts_are_valid_bash(tmp_path):
     for options in (SlurmOptions(), SlurmOptions(nodes=2, gpus_per_node=8),
-                    SlurmOptions(nodes=2, gpus_per_node=8, task_per_gpu=True, slurm_args=CONTAINER)):
+                    SlurmOptions(nodes=2, gpus_per_node=8, ranks="srun", slurm_args=CONTAINER)):
         path = tmp_path / "job.sbatch"
         path.write_text(render_script(STEP, options))
         subprocess.run(["bash", "-n", str(path)], check=True)
@@ -96,8 +102,9 @@ def test_command_line_overrides_the_pyproject_table(tmp_path):
     config = load_config(tmp_path)
     options = build_options({"nodes": 4, "slurm_args": ("--container-mounts=/a:/a",)}, config.slurm, config.path)
     assert options == SlurmOptions(partition="batch", nodes=4, gpus_per_node=8, time_min=60,
-                                   slurm_args=("--container-mounts=/a:/a",), task_per_gpu=True,
+                                   slurm_args=("--container-mounts=/a:/a",), ranks="srun",
                                    workdir=Path("/shared/offlint"))
+    assert options.ranks == "srun"
     assert build_options({}).workdir is None
 
 
@@ -139,7 +146,8 @@ def test_state_to_outcome(state, outcome):
 def test_an_active_state_has_no_outcome_and_a_local_result_no_scheduler_outcome():
     with pytest.raises(ValueError, match="not final"):
         outcome_for_state("COMPLETING")
-    local = StepResult(step=STEP, exit_code=1, signal=None, timed_out=False, duration_s=1.0)
+    local = StepResult(step=STEP, exit_code=None, signal=None, timed_out=False, duration_s=0.0,
+                       scheduler_state="not started: No such file or directory")  # LocalRunner's note
     assert scheduler_outcome(local) is None
     slurm = StepResult(step=STEP, exit_code=None, signal=None, timed_out=False, duration_s=0.0, job_id="7",
                        scheduler_state="NODE_FAIL")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from offlint.outcomes import REPLAY_EXIT_CODES, Outcome
+from offlint.slurm.states import scheduler_outcome
 from offlint.steps import StepResult
 
 LOG_TAIL_BYTES = 64 * 1024
@@ -98,6 +99,10 @@ def classify(result: StepResult, result_file: Path | None = None, rule_errors=No
     `result_file`: the probe's JSON verdict, preferred when readable. `exit_codes`: a probe's own exit code
     meanings (offlint replay's). `rule_errors(signature) -> rule codes` maps crash messages onto offlint rules.
     """
+    scheduled = scheduler_outcome(result)  # a Slurm state that decides by itself (NODE_FAIL, OUT_OF_MEMORY, ...)
+    if scheduled is not None:
+        return Classified(scheduled, result.scheduler_state,
+                          detail=f"Slurm job {result.job_id} ended {result.scheduler_state}")
     if result.timed_out:
         return Classified(Outcome.TIMEOUT, None, detail=f"killed after the {result.step.timeout_s:g} s timeout")
     if result.exit_code is None and result.signal is None:

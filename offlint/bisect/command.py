@@ -21,10 +21,13 @@ from offlint.bisect.configdiff import config_diff
 from offlint.bisect.history import HistoryError
 from offlint.bisect.journal import Journal
 from offlint.bisect.probes import PROBES, Probe, make_terms
-from offlint.bisect.runner import LocalRunner
 from offlint.bisect.search import search
 from offlint.bisect.tester import CommitTester
 from offlint.bisect.worktree import Worktrees
+from offlint.config import ConfigError
+from offlint.slurm import SlurmError, SlurmOptionsError
+from offlint.slurm.launchers import LAUNCHERS, bisect_launch
+from offlint.slurm.options import slurm_click_options
 
 
 def _fail(message: str) -> None:
@@ -66,9 +69,12 @@ def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctr
 @click.option("--mcore-from-checkout", default=None, is_flag=False, flag_value="",
               help="Import megatron-core from the commit under test (optionally from SUBDIR, e.g. 3rdparty/Megatron-LM).")
 @click.option("--command", "user_command", default=None, help="command probe: a shell command; {worktree} is replaced.")
+@click.option("--launcher", type=click.Choice(LAUNCHERS), default="local", show_default=True,
+              help="Where probe steps run: local processes, or one Slurm job each (command and replay probes).")
+@slurm_click_options
 def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select, bad_on, good_on, jobs, gpus,
                    retries, timeout_s, iters, memory_threshold, memory_budget, report_md, report_json, bisect_log,
-                   resume, full_history, mcore_from_checkout, user_command) -> None:
+                   resume, full_history, mcore_from_checkout, user_command, launcher, **slurm_values) -> None:
     """Find the first commit where a configuration's outcome changed (an OOM, a crash, a rejection, a fix)."""
     try:
         repository = history.open_repo(repo)
@@ -83,15 +89,20 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
     journal = Journal(state / "journal.jsonl", resume)
     journal.append({"type": "start", "good": span.good.sha, "bad": span.bad.sha, "probe": asdict(probe),
                     "resume": resume})
+    try:
+        launch = bisect_launch(launcher, slurm_values, Path(repository.working_dir), state, journal, probe_kind,
+                               _split(gpus), lambda line: click.echo(line, err=True))
+    except (SlurmOptionsError, ConfigError) as exc:
+        _fail(str(exc))
     previous = signal.signal(signal.SIGTERM, _terminate)
     progress = lambda line: click.echo(line, err=True)  # noqa: E731
     commits = [span.good, *span.candidates]
     progress(f"Bisecting {len(span.candidates)} commits ({'full history' if full_history else 'first-parent'}) "
              f"with the {probe_kind} probe, {jobs} at a time")
     try:
-        with Worktrees(repository) as worktrees:
-            tester = CommitTester(commits, probe, terms, LocalRunner(_split(gpus)), worktrees, journal,
-                                  state / "logs", jobs, retries, _rule_errors(), progress)
+        with Worktrees(repository, launch.worktree_base) as worktrees:
+            tester = CommitTester(commits, probe, terms, launch.runner, worktrees, journal,
+                                  launch.log_dir, jobs, retries, _rule_errors(), progress)
             result = search(len(span.candidates), tester, jobs)
             report = _report(result, tester, span, probe, terms, journal)
             if result.status == "found" and probe.config:
@@ -101,6 +112,8 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
         click.echo(f"offlint: interrupted; finished runs are kept in {journal.path}; rerun the same command with "
                    f"--resume to continue", err=True)
         sys.exit(130)
+    except SlurmError as exc:  # the runner has cancelled its jobs already
+        _fail(str(exc))
     finally:
         signal.signal(signal.SIGTERM, previous)
     journal.append({"type": "end", "status": report.status,

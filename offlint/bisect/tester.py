@@ -22,6 +22,9 @@ from offlint.outcomes import Outcome
 from offlint.steps import StepRunner
 
 
+INFRA_ATTEMPTS = 3  # runs of a commit whose every run was an infrastructure failure (Slurm NODE_FAIL, ...)
+
+
 @dataclass
 class Run:
     sha: str
@@ -77,6 +80,8 @@ class CommitTester:
         runs = self.runs.get(position, [])
         if not runs:
             return True
+        if all(r.verdict.outcome is Outcome.INFRA_FAILURE for r in runs):  # a node failure says nothing
+            return len(runs) < INFRA_ATTEMPTS
         if len(runs) > self.retries or any(r.verdict.outcome is Outcome.BUILD_FAILURE for r in runs):
             return False
         calibrating = position == len(self.commits) - 1

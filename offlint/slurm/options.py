@@ -13,6 +13,9 @@ from typing import Any, Callable, Mapping
 
 import click
 
+# "torchrun": one torchrun per node (the step's argv is the per-rank program); "srun": one srun task per GPU;
+# "program": one task per node and the step's program starts its own ranks (e.g. `offlint replay` on one node).
+RANKS = ("torchrun", "srun", "program")
 KEYS = ("partition", "account", "nodes", "gpus-per-node", "time", "slurm-args", "task-per-gpu", "workdir")
 
 
@@ -28,7 +31,7 @@ class SlurmOptions:
     gpus_per_node: int | None = None  # None: the step's own `gpus`
     time_min: int | None = None  # None: the step's timeout, rounded up to whole minutes
     slurm_args: tuple[str, ...] = ()  # placed on the srun line (pyxis --container-image, ...)
-    task_per_gpu: bool = False  # srun one task per GPU instead of one torchrun per node
+    ranks: str = "torchrun"  # who starts one process per GPU: see RANKS
     workdir: Path | None = None  # shared storage for scripts, logs, worktrees, results
 
 
@@ -100,7 +103,7 @@ def build_options(cli: Mapping[str, Any], table: Mapping[str, Any] | None = None
         value, where = merged["task-per-gpu"]
         if not isinstance(value, bool):
             raise SlurmOptionsError(f"{where}: task-per-gpu must be true or false")
-        options["task_per_gpu"] = value
+        options["ranks"] = "srun" if value else "torchrun"
     if "workdir" in merged:
         value, where = merged["workdir"]
         base = table_path.parent if table_path and where == where_table else Path.cwd()

@@ -4,8 +4,9 @@ Three shapes, all through srun so that pass-through srun options (pyxis `--conta
 - no GPUs: one task runs the step's argv;
 - GPUs, default: one task per node runs `torchrun --nnodes N --nproc-per-node G`, rendezvous (c10d) on the
   first node of SLURM_JOB_NODELIST, so torchrun sets RANK/LOCAL_RANK/WORLD_SIZE for each GPU process;
-- GPUs with task_per_gpu: one srun task per GPU, RANK/LOCAL_RANK/WORLD_SIZE taken from srun's own
-  SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS, MASTER_ADDR the first node.
+- GPUs with ranks="srun" (--task-per-gpu): one srun task per GPU, RANK/LOCAL_RANK/WORLD_SIZE taken from
+  srun's own SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS, MASTER_ADDR the first node;
+- GPUs with ranks="program": one task per node with all its GPUs; the program starts its own ranks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 import shlex
 
-from offlint.slurm.options import SlurmOptions
+from offlint.slurm.options import RANKS, SlurmOptions
 from offlint.steps import Step
 
 # Per-job rendezvous port, so that jobs sharing a node do not collide: 20000 + job id mod 20000.
@@ -42,7 +43,9 @@ def gpus_per_node(step: Step, options: SlurmOptions) -> int:
 def render_script(step: Step, options: SlurmOptions) -> str:
     gpus = gpus_per_node(step, options)
     nodes = options.nodes
-    tasks_per_node = gpus if (gpus and options.task_per_gpu) else 1
+    if options.ranks not in RANKS:
+        raise ValueError(f"ranks must be one of {', '.join(RANKS)}, not {options.ranks!r}")
+    tasks_per_node = gpus if (gpus and options.ranks == "srun") else 1
     sbatch = [
         f"--job-name={job_name(step)}",
         f"--output={step.log}",
@@ -68,9 +71,9 @@ def render_script(step: Step, options: SlurmOptions) -> str:
     lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(step.env.items())]
     srun = ["srun", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}", *options.slurm_args]
     argv = shlex.join(step.argv)
-    if not gpus:
+    if not gpus or options.ranks == "program":
         lines.append(f"{shlex.join(srun)} {argv}")
-    elif options.task_per_gpu:
+    elif options.ranks == "srun":
         lines += [_HEAD, f'export MASTER_ADDR="$head" MASTER_PORT={_PORT}',
                   f"{shlex.join(srun)} bash -c {shlex.quote(_RANK_ENV)} offlint-task {argv}"]
     else:

@@ -54,7 +54,9 @@ def outcome_for_state(state: str) -> Outcome | None:
 
 
 def scheduler_outcome(result: StepResult) -> Outcome | None:
-    """What the scheduler says about a step, for a classifier to check before reading exit code and log."""
-    if result.scheduler_state is None:
+    """What the scheduler says about a step, for a classifier to check before reading exit code and log.
+
+    None for a step that was no scheduler job (no job id), or whose state leaves it to the probe."""
+    if result.job_id is None or result.scheduler_state is None:
         return None
     return outcome_for_state(result.scheduler_state)

@@ -1,0 +1,92 @@
+"""`offlint bisect --launcher slurm`: whole bisects whose every probe run is a job on the real cluster."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from slurm_cluster import active_jobs, slurm, slurm_cluster, wait_for  # noqa: F401 (fixtures)
+from tests.bisect_helpers import bisect, history, read_json
+
+PROBE = f"{sys.executable} probe.py"
+
+
+def git(repo: str, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+def visible_state(repo: str) -> str:
+    return "\n".join([git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"),
+                      git(repo, "branch", "-a", "-v"), git(repo, "worktree", "list", "--porcelain")])
+
+
+def journal_records(repo: str) -> list[dict]:
+    path = Path(repo, ".git", "offlint-bisect", "journal.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_bisect_with_every_step_a_slurm_job(slurm, tmp_path):
+    h = history(tmp_path, "command", commits=24, culprit=17, merge_every=0)
+    before = visible_state(h["repo"])
+    out = tmp_path / "report.json"
+    result = bisect(h["repo"], "--good", h["good"], "--bad", h["bad"], "--probe", "command", "--command", PROBE,
+                    "--launcher", "slurm", "--jobs", "2", "--timeout", "120", "--report-json", str(out))
+    assert result.returncode == 0, result.stderr
+    report = read_json(out)
+    assert report["status"] == "found" and report["first_bad_commit"] == h["culprit"]
+
+    jobs = [r for r in journal_records(h["repo"]) if r["type"] == "slurm-job"]
+    assert len(jobs) == report["probe_runs"] and len({r["job_id"] for r in jobs}) == len(jobs)
+    workdir = Path(h["repo"], ".offlint", "slurm")  # the default: inside the repository, git-ignored
+    for record in jobs:
+        log = workdir / "logs" / f"{record['step']}.log"
+        script = log.with_suffix(".sbatch").read_text()
+        assert f"#SBATCH --output={log}" in script and "probe.py" in script
+        assert f"as Slurm job {record['job_id']}" in result.stderr
+    assert visible_state(h["repo"]) == before  # worktrees removed, nothing to commit, HEAD unchanged
+
+
+def test_resume_reattaches_to_the_jobs_of_a_killed_bisect(slurm, tmp_path):
+    h = history(tmp_path, "command", commits=6, culprit=4, merge_every=0)
+    command = f"sleep 4; {PROBE}"
+    args = [sys.executable, "-m", "offlint", "bisect", "--repo", h["repo"], "--good", h["good"], "--bad", h["bad"],
+            "--probe", "command", "--command", command, "--launcher", "slurm", "--timeout", "120"]
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: Path(h["repo"], ".git", "offlint-bisect", "journal.jsonl").exists()
+                 and any(r["type"] == "slurm-job" for r in journal_records(h["repo"]))
+                 and active_jobs(), 60, "the first job to be queued")
+        first.send_signal(signal.SIGKILL)  # no cleanup at all: the job keeps running
+        first.wait()
+        (killed,) = [r for r in journal_records(h["repo"]) if r["type"] == "slurm-job"]
+        assert any(line.split()[0] == killed["job_id"] for line in active_jobs())
+    finally:
+        if first.poll() is None:
+            first.kill()
+
+    out = tmp_path / "report.json"
+    resumed = bisect(h["repo"], *args[6:], "--resume", "--report-json", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"re-attached to Slurm job {killed['job_id']}" in resumed.stderr
+    assert read_json(out)["first_bad_commit"] == h["culprit"]
+    steps = [r["step"] for r in journal_records(h["repo"]) if r["type"] == "slurm-job"]
+    assert steps.count(killed["step"]) == 1  # the interrupted step was not submitted again
+    git(h["repo"], "worktree", "prune")
+
+
+def test_slurm_options_need_the_slurm_launcher_and_a_fitting_probe(slurm, tmp_path):
+    h = history(tmp_path, "command", commits=3, culprit=2, merge_every=0)
+    base = ["--good", h["good"], "--bad", h["bad"]]
+    result = bisect(h["repo"], *base, "--probe", "command", "--command", "true", "--partition", "debug")
+    assert result.returncode == 2 and result.stderr.strip() == \
+        "offlint: error: --partition: Slurm options need --launcher slurm"
+    result = bisect(h["repo"], *base, "--probe", "lint", "--config", "conf/offload.yaml", "--launcher", "slurm")
+    assert result.returncode == 2 and "the lint probe runs locally" in result.stderr
+    result = bisect(h["repo"], *base, "--probe", "command", "--command", "true", "--launcher", "slurm",
+                    "--partition", "no-such-partition")
+    assert result.returncode == 2 and "nvalid partition" in result.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in result.stderr
