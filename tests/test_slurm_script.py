@@ -26,7 +26,7 @@ def sbatch_lines(script: str) -> list[str]:
 
 
 def srun_line(script: str) -> list[str]:
-    (line,) = [line for line in script.splitlines() if line.startswith("srun ")]
+    (line,) = [line for line in script.replace("\\\n", " ").splitlines() if line.startswith("srun ")]
     return shlex.split(line)
 
 

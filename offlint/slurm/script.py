@@ -69,18 +69,23 @@ def render_script(step: Step, options: SlurmOptions) -> str:
     lines += [f"#SBATCH {shlex.quote(arg)}" for arg in sbatch]
     lines.append("")
     lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(step.env.items())]
-    srun = ["srun", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}", *options.slurm_args]
+    srun = shlex.join(["srun", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}", *options.slurm_args])
     argv = shlex.join(step.argv)
     if not gpus or options.ranks == "program":
-        lines.append(f"{shlex.join(srun)} {argv}")
+        lines.append(_continued(srun, argv))
     elif options.ranks == "srun":
         lines += [_HEAD, f'export MASTER_ADDR="$head" MASTER_PORT={_PORT}',
-                  f"{shlex.join(srun)} bash -c {shlex.quote(_RANK_ENV)} offlint-task {argv}"]
+                  _continued(srun, f"bash -c {shlex.quote(_RANK_ENV)} offlint-task", argv)]
     else:
         torchrun = (f"torchrun --nnodes={nodes} --nproc-per-node={gpus} --rdzv-backend=c10d "
                     f'--rdzv-endpoint="$head:{_PORT}" --rdzv-id="$SLURM_JOB_ID" --no-python')
-        lines += [_HEAD, f"{shlex.join(srun)} {torchrun} {argv}"]
+        lines += [_HEAD, _continued(srun, torchrun, argv)]
     return "\n".join(lines) + "\n"
+
+
+def _continued(*parts: str) -> str:
+    """One command over several lines (srun and its options / the launcher / the step's argv), for reading."""
+    return " \\\n    ".join(parts)
 
 
 def script_path(step: Step):
