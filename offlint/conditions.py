@@ -298,10 +298,9 @@ def _memory_inputs(scope: Scope):
 
         unit = getattr(scope.lookup, "__self__", None)
         name = unit.unit.name if unit is not None and hasattr(unit, "unit") else ""
-        inputs = oom.inputs_for(scope.lookup, name)
-        if inputs is None:
-            for key in oom.read_inputs(scope.lookup, name).unknown:
-                scope.key(key)
+        inputs, unknown = oom.inputs_for(scope.lookup, name)
+        for key in unknown:
+            scope.key(key)
         for key in oom.DRIVERS:
             if scope.lookup(key).assignment is not None:
                 scope.key(key)

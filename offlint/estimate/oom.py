@@ -39,15 +39,22 @@ def device() -> Device:
     return configured_device(str(Path.cwd()))
 
 
-def inputs_for(lookup: Lookup, unit_name: str) -> Inputs | None:
-    """The unit's inputs when every size is known and the model covers it, else None (an unknown verdict)."""
+# The inputs a "possible" finding names when they are unknown (the model sizes first; at most a few others).
+SIZE_KEYS = ("model.num_layers", "model.hidden_size", "model.num_attention_heads", "model.vocab_size",
+             "model.seq_length")
+
+
+def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]]:
+    """The unit's inputs when every size is known and the model covers it (else None: an unknown verdict),
+    and the unknown keys worth naming."""
     inputs = read_inputs(lookup, unit_name)
     if not inputs.complete:
-        return None
+        named = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)[:5]
+        return None, named
     p, m = inputs.parallel, inputs.model
     if m.num_layers % (p.pp * (p.vpp or 1)) or m.num_attention_heads % p.tp:
-        return None
-    return inputs
+        return None, []
+    return inputs, []
 
 
 def bound(inputs: Inputs) -> Estimate:
