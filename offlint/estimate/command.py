@@ -51,7 +51,10 @@ def estimate_command(config, recipe, overrides, gpu, gpus, plot_path, mcore_vers
     if inputs.unsupported:
         _fail(f"{config}: {unit.name} uses {', '.join(inputs.unsupported)}, which the memory model does not cover")
     if inputs.unknown:
-        named = ", ".join(sorted(inputs.unknown))
+        from offlint.estimate.oom import SIZE_KEYS
+
+        keys = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)
+        named = ", ".join(keys[:6]) + (f" (and {len(keys) - 6} more)" if len(keys) > 6 else "")
         _fail(f"{config}: {unit.name}: cannot estimate without {named}; set them in the configuration or pass "
               f"--override KEY=VALUE")
     p = inputs.parallel

@@ -60,10 +60,11 @@ def render_text(title: str, result: Estimate, device: Device, options: list[Opti
                      f"node of {device.gpus_per_node} GPUs")
     lines.append("")
     lines.append("what if (peak GiB on one GPU; step time relative to as configured; * = cheapest that fits):")
-    lines.append(f"  {'knob':<20}{'option':<56}{'peak GiB':>9}{'host GiB':>9}  {'fits':<5}{'time':>6}")
+    width = max(len(o.label) for o in options) + 2
+    lines.append(f"  {'knob':<20}{'option':<{width}}{'peak GiB':>9}{'host GiB':>9}  {'fits':<5}{'time':>6}")
     for o in options:
         mark = "*" if o.cheapest else " "
-        lines.append(f"{mark} {o.group:<20}{o.label:<56}{o.peak_bytes / GIB:9.1f}{o.result.peak.host_total / GIB:9.1f}"
+        lines.append(f"{mark} {o.group:<20}{o.label:<{width}}{o.peak_bytes / GIB:9.1f}{o.result.peak.host_total / GIB:9.1f}"
                      f"  {'yes' if o.fits else 'no':<5}{o.relative_time:6.2f}x")
     lines.append("")
     lines.append(f"verdict: {verdict(result, device)}")
