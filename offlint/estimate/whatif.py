@@ -35,6 +35,12 @@ class Option:
 
 
 def what_if(inputs: Inputs, device: Device, world_size: int) -> list[Option]:
+    t, p = inputs.training, inputs.parallel
+    if not t.global_batch_size:
+        # Compare layouts at the same global batch: the assumed micro-batch count of the configured layout.
+        micro = max(cost.ASSUMED_MICROBATCHES, p.pp)
+        inputs = inputs.with_(training=replace(t, global_batch_size=micro * t.micro_batch_size
+                                               * p.data_parallel(world_size)))
     base = memory.estimate(inputs, world_size)
     base_time = cost.step_seconds(inputs, base, device)
     options = [_option("configured", "as configured", inputs, world_size, device, base_time)]
