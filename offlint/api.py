@@ -81,7 +81,10 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     if stdin is None and options.changed_files and paths and files and all(Path(p).is_file() for p in paths) \
             and changed.is_project_root(root) and all(_inside(f.path, root) for f in files):
         targets = {f.path for f in files}
-        tree_files, files = changed.expand(files, root, lambda path: _read_text(path)[0])
+        tree_files, _ = discover([str(root)])
+        cache = _cache(options, root, selected, version, _python_paths(tree_files + files), stdin)
+        known_deps = cache.dependencies() if cache is not None else None
+        tree_files, files = changed.expand(files, root, lambda path: _read_text(path)[0], known_deps, tree_files)
     needed = {f.path for f in files}
     for file in tree_files:
         if file.path not in texts and (file.kind == "python" or file.path in needed):
@@ -94,16 +97,14 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c == "OFL004"]
     if not options.validate:
         selected.discard("OFL900")
-    job = Job(files, texts, [f.path for f in tree_files if f.kind == "python" and f.path in texts], rules,
-              version.version, options.strict)
-    cache = None
-    if options.cache and stdin is None and not options.validate:
-        cache = Cache(options.root or Path.cwd(), fingerprint(
-            sorted(selected), options.strict, str(version.version), job.python_paths)).load()
+    job = Job(files, texts, [p for p in _python_paths(tree_files) if p in texts], rules, version.version,
+              options.strict)
+    if targets is None:
+        cache = _cache(options, root, selected, version, job.python_paths, stdin)
     by_path = {f.path: f for f in files}
     reads: list[_Read] = []
     findings: list[Finding] = []
-    for outcome in pipeline.outcomes(job, cache, options.workers):
+    for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None):
         if outcome.error is not None:
             if targets is None or outcome.path in targets:
                 errors.append(FileError(outcome.path, outcome.error))
@@ -128,6 +129,18 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     errors.sort(key=lambda e: e.path)
     checked = len(reads) if targets is None else len([r for r in reads if r.file.path in targets])
     return CheckResult(findings, errors, checked, unit_count, version, {r.file.path: r.text for r in reads})
+
+
+def _python_paths(files: list[SourceFile]) -> list[str]:
+    return sorted({f.path for f in files if f.kind == "python"})
+
+
+def _cache(options: CheckOptions, root: Path, selected: set[str], version: DetectedVersion,
+           python_paths: list[str], stdin) -> Cache | None:
+    if not options.cache or stdin is not None or options.validate:
+        return None
+    return Cache(root, fingerprint(sorted(selected - {"OFL900"}), options.strict, str(version.version),
+                                   python_paths)).load()
 
 
 def _inside(path: str, root: Path) -> bool:

@@ -24,7 +24,7 @@ CACHE_DIR = ".offlint_cache"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-_FORMAT = 1
+_FORMAT = 2
 
 
 @dataclass
@@ -61,22 +61,35 @@ def fingerprint(*parts: object) -> str:
     return h.hexdigest()
 
 
+@dataclass
+class _Entry:
+    """A stored outcome: its key fields in the clear, the outcome itself pickled until someone needs it."""
+
+    digest: str
+    deps: dict[str, str]
+    payload: bytes
+
+
 class Cache:
     def __init__(self, root: Path, key: str):
         self.directory = root / CACHE_DIR
         self.file = self.directory / f"check-{key}.pickle"
-        self.entries: dict[str, FileOutcome] = {}
+        self.entries: dict[str, _Entry] = {}
         self.changed = False
 
     def load(self) -> "Cache":
         try:
             with open(self.file, "rb") as handle:
                 entries = pickle.load(handle)
-            if isinstance(entries, dict):
+            if isinstance(entries, dict) and all(isinstance(e, _Entry) for e in entries.values()):
                 self.entries = entries
         except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
             self.entries = {}
         return self
+
+    def dependencies(self) -> dict[str, dict[str, str]]:
+        """file -> the files its last reading depended on (with their digests then)."""
+        return {path: entry.deps for path, entry in self.entries.items()}
 
     def lookup(self, path: str, text_digest: str, digests: dict[str, str]) -> FileOutcome | None:
         """The stored outcome when the file and everything it read are unchanged."""
@@ -85,15 +98,20 @@ class Cache:
             return None
         if any(digests.get(dep) != dep_digest for dep, dep_digest in entry.deps.items()):
             return None
-        return entry
+        try:
+            outcome = pickle.loads(entry.payload)
+        except (pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+            return None
+        return outcome if isinstance(outcome, FileOutcome) else None
 
     def store(self, outcome: FileOutcome) -> None:
-        self.entries[outcome.path] = outcome
+        payload = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+        self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, payload)
         self.changed = True
 
-    def save(self, keep: set[str]) -> None:
-        """Write the entries of the files still present (atomically); stale cache files are removed."""
-        stale = set(self.entries) - keep
+    def save(self, keep: set[str] | None) -> None:
+        """Write the entries (of the files in `keep`, when given) atomically; stale cache files are removed."""
+        stale = set(self.entries) - keep if keep is not None else set()
         if not self.changed and not stale:
             return
         for path in stale:

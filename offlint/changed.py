@@ -25,26 +25,38 @@ def is_project_root(path: Path) -> bool:
     return any((path / marker).exists() for marker in (".git", "pyproject.toml", "setup.py", ".offlint.toml"))
 
 
-def expand(targets: list[SourceFile], tree: Path, read_text) -> tuple[list[SourceFile], list[SourceFile]]:
-    """(every file of the tree, the files to read): the targets plus the candidates they may affect."""
-    tree_files, _ = discover([str(tree)])
+def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[str, dict[str, str]] | None = None,
+           tree_files: list[SourceFile] | None = None) -> tuple[list[SourceFile], list[SourceFile]]:
+    """(every file of the tree, the files to read): the targets plus the candidates they may affect.
+
+    `known_deps` (file -> the files its reading depended on, from the cache) replaces the text search.
+    """
+    if tree_files is None:
+        tree_files, _ = discover([str(tree)])
     known = {f.path for f in tree_files}
     tree_files += [t for t in targets if t.path not in known]
     data = {f.path: (read_text(f.path) or "").encode("utf-8", "replace") for f in tree_files}
     chosen: dict[str, SourceFile] = {t.path: t for t in targets}
+    words: dict[str, set[bytes]] = {}
 
-    # Python files that may import what the targets (and, transitively, those files) define.
-    frontier = [t.path for t in targets if t.kind == "python"]
+    if known_deps:
+        # The last run recorded which files each file's reading went through: exact, and no text search.
+        for path, deps in known_deps.items():
+            if path not in chosen and path in data and any(dep in chosen for dep in deps):
+                chosen[path] = SourceFile(path, "python", False)
+        frontier = []
+    else:
+        # Python files that may import what the targets (and, transitively, those files) define.
+        frontier = [t.path for t in targets if t.kind == "python"]
     for _ in range(MAX_ROUNDS):
         names = set()
         for path in frontier:
             names |= _defined_names(path, data[path])
         if not names:
             break
-        pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(n) for n in sorted(names)) + rb")\b")
         frontier = []
         for file in tree_files:
-            if file.path not in chosen and file.kind == "python" and pattern.search(data[file.path]):
+            if file.path not in chosen and file.kind == "python" and names & _words(file.path, data, words):
                 chosen[file.path] = SourceFile(file.path, file.kind, False)
                 frontier.append(file.path)
 
@@ -74,6 +86,16 @@ def expand(targets: list[SourceFile], tree: Path, read_text) -> tuple[list[Sourc
                 if file.kind == "yaml" and file.path not in chosen and file.path.endswith(name.lstrip("./")):
                     chosen[file.path] = SourceFile(file.path, "yaml", False)
     return tree_files, [chosen[f.path] for f in tree_files if f.path in chosen]
+
+
+_WORD = re.compile(rb"[A-Za-z_]\w{2,}")
+
+
+def _words(path: str, data: dict[str, bytes], cache: dict[str, set[bytes]]) -> set[bytes]:
+    """The identifiers a file mentions (computed once): a set test beats a regex of thousands of names."""
+    if path not in cache:
+        cache[path] = set(_WORD.findall(data[path]))
+    return cache[path]
 
 
 def _defined_names(path: str, data: bytes, functions_only: bool = False) -> set[bytes]:

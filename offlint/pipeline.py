@@ -23,7 +23,7 @@ from offlint.sources.python_project import PythonProject
 from offlint.types import FileError, UnitKind
 from offlint.versions import Version
 
-MIN_FILES_PER_WORKER = 60  # below this, starting processes costs more than it saves
+MIN_FILES_PER_WORKER = 12  # below this, forking workers costs more than it saves
 
 
 @dataclass
@@ -38,8 +38,11 @@ class Job:
     strict: bool
 
 
-def outcomes(job: Job, cache: Cache | None, workers: int | None = None) -> list[FileOutcome]:
-    """One outcome per readable file of `job.files`, in order; reusing and refreshing `cache`."""
+def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: bool = True) -> list[FileOutcome]:
+    """One outcome per readable file of `job.files`, in order; reusing and refreshing `cache`.
+
+    `prune`: the files are the whole tree, so cache entries of files not among them are dropped.
+    """
     digests = {path: digest(text) for path, text in job.texts.items()}
     found: dict[str, FileOutcome] = {}
     missing: list[SourceFile] = []
@@ -56,7 +59,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None) -> list[
         if cache is not None:
             cache.store(outcome)
     if cache is not None:
-        cache.save({f.path for f in job.files})
+        cache.save({f.path for f in job.files} if prune else None)
     return [found[f.path] for f in job.files if f.path in found]
 
 

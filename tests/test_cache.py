@@ -1,10 +1,9 @@
 """The content-hash cache: reused when nothing changed, invalidated through the files a read depended on."""
 
-import pickle
 from pathlib import Path
 
 from offlint.api import CheckOptions, check
-from offlint.cache import CACHE_DIR
+from offlint.cache import CACHE_DIR, Cache, digest
 
 BASE = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -40,9 +39,9 @@ def _codes(root: Path, **options) -> list[str]:
     return [f"{f.code} {f.location.path}" for f in result.findings]
 
 
-def _entries(root: Path) -> dict:
+def _cache(root: Path) -> Cache:
     [cache_file] = (root / CACHE_DIR).glob("check-*.pickle")
-    return pickle.loads(cache_file.read_bytes())
+    return Cache(root, cache_file.stem.removeprefix("check-")).load()
 
 
 def test_warm_run_reuses_entries_and_gives_the_same_findings(tmp_path, monkeypatch):
@@ -51,12 +50,15 @@ def test_warm_run_reuses_entries_and_gives_the_same_findings(tmp_path, monkeypat
     cold = _codes(tmp_path)
     assert cold == ["OFL102 recipes/llama.py"]
     assert (tmp_path / CACHE_DIR / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
-    entries = _entries(tmp_path)
-    assert entries["recipes/llama.py"].deps == {"recipes/common.py": entries["recipes/common.py"].digest}
+    cache = _cache(tmp_path)
+    digests = {path: digest((tmp_path / path).read_text()) for path in ("recipes/llama.py", "recipes/common.py")}
+    assert cache.dependencies()["recipes/llama.py"] == {"recipes/common.py": digests["recipes/common.py"]}
+    stored = cache.lookup("recipes/llama.py", digests["recipes/llama.py"], digests)
+    assert [f.code for f in stored.findings] == ["OFL102"]
     # Poison the stored findings: a warm run must hand back exactly what the cache holds.
-    entries["recipes/llama.py"].findings = []
-    [cache_file] = (tmp_path / CACHE_DIR).glob("check-*.pickle")
-    cache_file.write_bytes(pickle.dumps(entries))
+    stored.findings = []
+    cache.store(stored)
+    cache.save(None)
     assert _codes(tmp_path) == []
 
 
