@@ -41,7 +41,8 @@ def test_two_nodes_of_eight_gpus_run_one_torchrun_per_node():
     words = srun_line(script)
     assert words[:5] == ["srun", "--nodes=2", "--ntasks-per-node=1", *CONTAINER]  # container options on srun
     torchrun = words[5:words.index("--no-python") + 1]
-    assert torchrun[0] == "torchrun" and "--nnodes=2" in torchrun and "--nproc-per-node=8" in torchrun
+    assert torchrun[:3] == ["python", "-m", "torch.distributed.run"]  # the step's own Python's torchrun
+    assert "--nnodes=2" in torchrun and "--nproc-per-node=8" in torchrun
     assert "--rdzv-backend=c10d" in torchrun
     # the rendezvous host is the first node of the allocation, computed in the batch script
     assert 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
@@ -64,6 +65,11 @@ def test_a_program_that_starts_its_own_ranks_is_one_task_per_node_with_all_gpus(
     script = render_script(STEP, SlurmOptions(gpus_per_node=4, ranks="program"))
     assert "--ntasks-per-node=1" in sbatch_lines(script) and "--gpus-per-node=4" in sbatch_lines(script)
     assert srun_line(script) == ["srun", "--nodes=1", "--ntasks-per-node=1", *STEP.argv]
+
+
+def test_a_program_that_is_not_python_gets_torchrun_from_path():
+    step = Step(name="b", argv=("./train.sh",), cwd=Path("/w"), log=Path("/w/b.log"), timeout_s=60, gpus=2)
+    assert srun_line(render_script(step, SlurmOptions()))[3].startswith("torchrun")
 
 
 def test_cpu_step_is_one_task_and_time_is_the_step_timeout_rounded_up():

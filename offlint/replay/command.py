@@ -14,6 +14,7 @@ from offlint.outcomes import Outcome
 from offlint.replay import launch, sweep, verify
 from offlint.replay.mapping import MappingError, ReplaySpec, Shrink, map_unit
 from offlint.replay.result import exit_code_for, outcome_of, peak_bytes, write_json
+from offlint.slurm.options import slurm_click_options
 from offlint.units import UnitSelectionError, load_unit
 
 
@@ -49,9 +50,12 @@ def _fail(message: str) -> None:
               help="Where specs, rank results and logs go (default: .offlint/replay/<time>).")
 @click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(min=1), help="Seconds per run.")
 @click.option("--dry-run", is_flag=True, help="Print the effective configuration and the launch command; run nothing.")
+@click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+              help="local: this machine's GPUs; slurm: one Slurm job over --nodes x --gpus-per-node GPUs.")
+@slurm_click_options
 def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, num_layers, hidden_size, seq_length,
                    micro_batch_size, global_batch_size, data_parallel_size, do_verify, fractions, plot, run_dir,
-                   timeout, dry_run) -> None:
+                   timeout, dry_run, launcher, **slurm_values) -> None:
     """Run a short real megatron-core training job of CONFIG and record outcome, loss, memory and time."""
     if (fractions or plot) and not do_verify:
         _fail("--fractions and --plot go with --verify")
@@ -70,6 +74,8 @@ def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, nu
         _fail(str(exc))
     except MappingError as exc:
         _fail(str(exc))
+    if launcher == "slurm":
+        _slurm(spec, run_dir, result_json, timeout, dry_run, do_verify, slurm_values)
     run_root = Path(run_dir or Path(".offlint") / "replay" / time.strftime("%Y%m%d-%H%M%S"))
     if dry_run:
         plan = launch.launch_plan(spec, run_root, spec.world_size)
@@ -91,6 +97,28 @@ def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, nu
         _verify(spec, run_root, gpus, timeout, result_json)
     else:
         _sweep(spec, fraction_list, run_root, gpus, timeout, result_json, plot)
+
+
+def _slurm(spec, run_dir, result_json, timeout, dry_run, do_verify, slurm_values) -> None:
+    """The replay as one Slurm job (offlint/slurm/replay.py); --dry-run prints the sbatch script."""
+    from offlint.slurm import replay as slurm_replay
+
+    if do_verify:
+        _fail("--verify runs locally; --launcher slurm replays one configuration")
+    try:
+        job = slurm_replay.plan(spec, run_dir, timeout, slurm_values)
+        if dry_run:
+            click.echo(json.dumps(spec.to_json(), indent=2))
+            click.echo(job.script, nl=False)
+            sys.exit(0)
+        result = slurm_replay.run(job, spec, lambda m: click.echo(m, err=True))
+    except slurm_replay.errors() as exc:
+        _fail(str(exc))
+    click.echo(f"  {summary(result)}", err=True)
+    path = Path(result_json or job.run_dir / "result.json")
+    write_json(path, result)
+    click.echo(f"{result['outcome']}: result in {path}")
+    sys.exit(exit_code_for(outcome_of(result)))
 
 
 def available_gpus() -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from pathlib import Path
 
 from offlint.slurm.options import RANKS, SlurmOptions
 from offlint.steps import Step
@@ -77,10 +78,19 @@ def render_script(step: Step, options: SlurmOptions) -> str:
         lines += [_HEAD, f'export MASTER_ADDR="$head" MASTER_PORT={_PORT}',
                   _continued(srun, f"bash -c {shlex.quote(_RANK_ENV)} offlint-task", argv)]
     else:
-        torchrun = (f"torchrun --nnodes={nodes} --nproc-per-node={gpus} --rdzv-backend=c10d "
+        torchrun = (f"{_torchrun(step)} --nnodes={nodes} --nproc-per-node={gpus} --rdzv-backend=c10d "
                     f'--rdzv-endpoint="$head:{_PORT}" --rdzv-id="$SLURM_JOB_ID" --no-python')
         lines += [_HEAD, _continued(srun, torchrun, argv)]
     return "\n".join(lines) + "\n"
+
+
+def _torchrun(step: Step) -> str:
+    """The step's own Python's torch.distributed.run when it runs Python (a venv need not be on PATH on the
+    compute node), else `torchrun` from PATH."""
+    program = step.argv[0] if step.argv else ""
+    if Path(program).name.startswith("python"):
+        return f"{shlex.quote(program)} -m torch.distributed.run"
+    return "torchrun"
 
 
 def _continued(*parts: str) -> str:

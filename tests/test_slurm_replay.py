@@ -1,0 +1,85 @@
+"""`offlint replay --launcher slurm`: the sbatch script it would submit (--dry-run, no cluster needed), and a
+real replay job on the single-node cluster whose rank result is collected into the result file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from slurm_cluster import slurm, slurm_cluster  # noqa: F401 (fixtures)
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPES = str(ROOT / "fixtures/replay/tiny_gpt_recipes.py")
+YAML = str(ROOT / "fixtures/replay/tiny_optimizer_offload.yaml")
+IMAGE = "--container-image=nvcr.io/nvidia/pytorch:25.01-py3"
+MOUNTS = "--container-mounts=/lustre:/lustre"
+
+
+def replay(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "offlint", "replay", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+def dry_run(tmp_path: Path, *extra: str) -> tuple[dict, str]:
+    done = replay(RECIPES, "--recipe", "tiny_gpt_tp2_pp2_config", "--data-parallel-size", "4", "--launcher",
+                  "slurm", "--nodes", "2", "--gpus-per-node", "8", f"--slurm-arg={IMAGE}", f"--slurm-arg={MOUNTS}",
+                  "--run-dir", str(tmp_path / "run"), "--dry-run", *extra, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text, script = done.stdout.split("\n}\n", 1)
+    return json.loads(text + "\n}"), script
+
+
+def command_words(script: str) -> list[str]:
+    (line,) = [line for line in script.replace("\\\n", " ").splitlines() if line.startswith("srun ")]
+    return shlex.split(line)
+
+
+def test_dry_run_prints_srun_torchrun_over_two_nodes_of_eight(tmp_path):
+    spec, script = dry_run(tmp_path)
+    assert spec["parallel"]["data_parallel_size"] == 4  # 2 x 2 x 4 = 16 GPUs = 2 nodes x 8
+    assert script.startswith("#!/bin/bash\n")
+    assert "#SBATCH --nodes=2\n" in script and "#SBATCH --gpus-per-node=8\n" in script
+    assert "#SBATCH --ntasks-per-node=1\n" in script and f"#SBATCH --output={tmp_path}/run/log.txt\n" in script
+    words = command_words(script)
+    assert words[3:5] == [IMAGE, MOUNTS]
+    launcher = words[5:words.index("--no-python")]
+    assert launcher[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert {"--nnodes=2", "--nproc-per-node=8", "--rdzv-backend=c10d"} <= set(launcher)
+    assert words[words.index("--no-python") + 1:] == [
+        sys.executable, "-m", "offlint.replay.train", "--spec", f"{tmp_path}/run/spec.json", "--out-dir",
+        f"{tmp_path}/run"]
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1\n" in script
+    assert "export RANK=" not in script  # torchrun sets the ranks
+    assert not (tmp_path / "run").exists()  # a dry run writes nothing
+
+
+def test_dry_run_with_one_task_per_gpu(tmp_path):
+    _, script = dry_run(tmp_path, "--task-per-gpu")
+    assert "#SBATCH --ntasks-per-node=8\n" in script and "torch.distributed.run" not in script
+    words = command_words(script)
+    assert words[:3] == ["srun", "--nodes=2", "--ntasks-per-node=8"] and "RANK=$SLURM_PROCID" in words[7]
+
+
+def test_gpus_that_do_not_fit_the_layout_are_one_line(tmp_path):
+    done = replay(RECIPES, "--recipe", "tiny_gpt_tp2_pp2_config", "--launcher", "slurm", "--nodes", "2",
+                  "--gpus-per-node", "8", "--dry-run", cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "needs 4 GPUs (TP=2 x PP=2 x CP=1 x DP=1), not --nodes 2 x --gpus-per-node 8" in done.stderr
+
+
+def test_a_replay_job_on_the_cluster_writes_its_collected_result(slurm, tmp_path):
+    """No GPU here: the rank starts under srun + torchrun, finds no CUDA and says so in its result part;
+    the part is merged from the shared run directory into the result file, as on a real cluster."""
+    run_dir = slurm / "replay-run"
+    done = replay(YAML, "--iters", "2", "--launcher", "slurm", "--run-dir", str(run_dir), "--timeout", "240",
+                  cwd=tmp_path)
+    result = json.loads((run_dir / "result.json").read_text())
+    assert done.returncode == 4, done.stderr  # crash: the replay exit code of the merged outcome
+    assert result["outcome"] == "crash" and "CUDA is not available to this rank" in result["signature"]
+    assert result["slurm"]["state"] == "FAILED" and result["slurm"]["job_id"].isdigit()
+    assert Path(result["slurm"]["script"]) == run_dir / "log.sbatch"  # next to the log
+    assert f"as Slurm job {result['slurm']['job_id']}" in done.stderr
