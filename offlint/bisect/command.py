@@ -20,9 +20,10 @@ from offlint.bisect import history, report as reports
 from offlint.bisect.configdiff import config_diff
 from offlint.bisect.history import HistoryError
 from offlint.bisect.journal import Journal
+from offlint.bisect.prescreen import Prescreen
 from offlint.bisect.probes import PROBES, Probe, make_terms
 from offlint.bisect.search import search
-from offlint.bisect.tester import CommitTester
+from offlint.bisect.tester import CommitTester, StaticTester
 from offlint.bisect.worktree import Worktrees
 from offlint.config import ConfigError
 from offlint.slurm import SlurmError, SlurmOptionsError
@@ -68,13 +69,16 @@ def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctr
 @click.option("--full-history", is_flag=True, help="Search every commit, not only first-parent ones.")
 @click.option("--mcore-from-checkout", default=None, is_flag=False, flag_value="",
               help="Import megatron-core from the commit under test (optionally from SUBDIR, e.g. 3rdparty/Megatron-LM).")
+@click.option("--prescreen", is_flag=True, help="Lint every candidate statically (git archive, no checkout) first and "
+              "test its predicted culprit first; with --probe lint, the pre-screen is the probe.")
 @click.option("--command", "user_command", default=None, help="command probe: a shell command; {worktree} is replaced.")
 @click.option("--launcher", type=click.Choice(LAUNCHERS), default="local", show_default=True,
               help="Where probe steps run: local processes, or one Slurm job each (command and replay probes).")
 @slurm_click_options
 def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select, bad_on, good_on, jobs, gpus,
                    retries, timeout_s, iters, memory_threshold, memory_budget, report_md, report_json, bisect_log,
-                   resume, full_history, mcore_from_checkout, user_command, launcher, **slurm_values) -> None:
+                   resume, full_history, mcore_from_checkout, prescreen, user_command, launcher,
+                   **slurm_values) -> None:
     """Find the first commit where a configuration's outcome changed (an OOM, a crash, a rejection, a fix)."""
     try:
         repository = history.open_repo(repo)
@@ -94,6 +98,9 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
                                _split(gpus), lambda line: click.echo(line, err=True))
     except (SlurmOptionsError, ConfigError) as exc:
         _fail(str(exc))
+    if prescreen and probe.config_in_repo is None:
+        _fail(f"{config}: --prescreen reads the configuration at each commit, so --config must be inside the "
+              f"repository")
     previous = signal.signal(signal.SIGTERM, _terminate)
     progress = lambda line: click.echo(line, err=True)  # noqa: E731
     commits = [span.good, *span.candidates]
@@ -101,13 +108,25 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
              f"with the {probe_kind} probe, {jobs} at a time")
     try:
         with Worktrees(repository, launch.worktree_base) as worktrees:
-            tester = CommitTester(commits, probe, terms, launch.runner, worktrees, journal,
-                                  launch.log_dir, jobs, retries, _rule_errors(), progress)
-            result = search(len(span.candidates), tester, jobs)
+            screen, hint = None, None
+            if prescreen:
+                screen = Prescreen(repository, commits, probe)
+                screen.run(progress)
+                hint = screen.prediction(terms)
+                progress(f"pre-screen: {screen.lints} distinct file sets linted; predicted first bad commit: "
+                         + (commits[hint].short if hint is not None else "none"))
+            tester_type, extra = (StaticTester, {"static": screen.verdicts}) if screen and probe_kind == "lint" \
+                else (CommitTester, {})
+            tester = tester_type(commits, probe, terms, launch.runner, worktrees, journal,
+                                 launch.log_dir, jobs, retries, _rule_errors(), progress, **extra)
+            result = search(len(span.candidates), tester, jobs, hint=hint)
             report = _report(result, tester, span, probe, terms, journal)
+            if screen is not None:
+                report.prescreen = {"lints": screen.lints,
+                                    "predicted": commits[hint].sha if hint is not None else None}
             if result.status == "found" and probe.config:
-                report.config_diff = config_diff(probe, worktrees.checkout(0, commits[result.first_bad - 1].sha),
-                                                 worktrees.checkout(1, commits[result.first_bad].sha))
+                report.config_diff = config_diff(repository, probe, commits[result.first_bad - 1].sha,
+                                                 commits[result.first_bad].sha)
     except KeyboardInterrupt:
         click.echo(f"offlint: interrupted; finished runs are kept in {journal.path}; rerun the same command with "
                    f"--resume to continue", err=True)

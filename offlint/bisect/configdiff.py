@@ -34,8 +34,17 @@ def effective_values(probe: Probe, worktree: Path) -> dict[str, tuple[str, str]]
     return out
 
 
-def config_diff(probe: Probe, parent: Path, culprit: Path) -> list[dict]:
-    before, after = effective_values(probe, parent), effective_values(probe, culprit)
+def config_diff(repo, probe: Probe, parent_sha: str, culprit_sha: str) -> list[dict]:
+    """The diff, from the files offlint reads at each commit (extracted with `git archive`, no checkout)."""
+    import tempfile
+
+    from offlint.bisect.prescreen import extract
+
+    with tempfile.TemporaryDirectory(prefix="offlint-diff-") as directory:
+        parent, culprit = Path(directory, "parent"), Path(directory, "culprit")
+        extract(repo, parent_sha, parent)
+        extract(repo, culprit_sha, culprit)
+        before, after = effective_values(probe, parent), effective_values(probe, culprit)
     if before is None or after is None:
         return []
     return [{"key": k, "parent": before[k][0], "culprit": after[k][0], "where": after[k][1] or before[k][1]}

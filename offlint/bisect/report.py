@@ -39,6 +39,7 @@ class Report:
     cached_runs: int = 0
     confidence: str = ""
     config_diff: list[dict] = field(default_factory=list)
+    prescreen: dict | None = None  # {"lints": distinct file sets linted, "predicted": SHA or None}
 
     def culprit_record(self) -> Tested | None:
         if self.first_bad is None:
@@ -65,6 +66,7 @@ def to_json(report: Report) -> dict:
         "confidence": report.confidence,
         "tested": [{"commit": _commit(t.commit), "verdict": t.verdict, "runs": t.runs} for t in report.tested],
         "config_diff": report.config_diff,
+        "prescreen": report.prescreen,
     }
 
 
@@ -85,6 +87,10 @@ def to_markdown(report: Report) -> str:
                  + (f", {report.cached_runs} reused from the journal" if report.cached_runs else ""))
     if report.confidence:
         lines.append(f"- Confidence: {report.confidence}")
+    if report.prescreen is not None:
+        predicted = report.prescreen["predicted"]
+        lines.append(f"- Pre-screen: {report.prescreen['lints']} distinct file sets linted without a checkout; "
+                     f"predicted first bad commit: {('`' + predicted[:10] + '`') if predicted else 'none'}")
     lines.append("")
     if report.first_bad:
         c = report.first_bad

@@ -64,8 +64,9 @@ def search(n: int, evaluate: Evaluate, jobs: int = 1, hint: int | None = None) -
         result.reason = f"the bad end is not bad (it is {ends[n]})"
         return result
     lo, hi, skipped = 0, n, set()
-    if hint is not None and 0 < hint - 1 < hint < n:  # the pre-screen's prediction: test the pair first
-        lo, hi = _narrow(run([hint - 1, hint]), lo, hi, skipped)
+    pair = [p for p in (hint - 1, hint) if lo < p < hi] if hint is not None else []
+    if pair:  # the pre-screen's prediction: test the predicted culprit and its parent first
+        lo, hi = _narrow(run(pair), lo, hi, skipped)
     while hi - lo > 1:
         points = split_points(lo, hi, jobs, skipped, tested)
         if not points:

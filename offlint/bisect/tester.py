@@ -159,3 +159,24 @@ class CommitTester:
 def _classified(record: dict) -> Classified:
     return Classified(Outcome(record["outcome"]), record.get("signature"), list(record.get("rules") or []),
                       record.get("detail") or "", record.get("peak_allocated_bytes"), record.get("loss"))
+
+
+class StaticTester(CommitTester):
+    """`--probe lint --prescreen`: verdicts come from the pre-screen's static lint; nothing is checked out."""
+
+    def __init__(self, *args, static: dict[int, Classified], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.static = static
+
+    def _key(self, position: int) -> str:
+        return super()._key(position) + "-static"
+
+    def _needs_run(self, position: int, round_) -> bool:
+        return position not in self.runs  # a static verdict does not change when repeated
+
+    def _run_batch(self, positions: list[int]) -> None:
+        self.batches += 1
+        self.executed += len(positions)
+        for position in positions:
+            attempt = len(self.runs.get(position, [])) + 1
+            self._record(position, attempt, self.static[position], "", 0.0)
