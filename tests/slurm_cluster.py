@@ -1,6 +1,6 @@
 """Fixtures for tests that need a real Slurm cluster (scripts/start_slurm.sh starts one, as root).
 
-`slurm` skips with the reason when no cluster answers, and fails a test that leaves any job in the queue.
+`slurm` skips with the reason when no cluster answers, and fails a test that leaves a job of its own queued.
 """
 
 from __future__ import annotations
@@ -31,11 +31,16 @@ def cluster_problem() -> str | None:
     return None
 
 
-def active_jobs() -> list[str]:
-    """Every job still pending, running or completing (squeue's default states)."""
-    proc = subprocess.run(["squeue", "-h", "-o", "%i %T %j"], capture_output=True, text=True, timeout=30,
+def active_jobs(under: Path | None = None) -> list[str]:
+    """Jobs still pending, running or completing (squeue's default states), those whose working directory
+    lies under `under` when given (so that two test sessions sharing a cluster do not see each other's)."""
+    proc = subprocess.run(["squeue", "-h", "-o", "%i %T %j %Z"], capture_output=True, text=True, timeout=30,
                           check=True)
-    return [line for line in proc.stdout.splitlines() if line.strip()]
+    jobs = [line for line in proc.stdout.splitlines() if line.strip()]
+    if under is not None:
+        root = under.resolve()
+        jobs = [line for line in jobs if Path(line.split(" ", 3)[3]).resolve().is_relative_to(root)]
+    return jobs
 
 
 def node_name() -> str:
@@ -62,13 +67,13 @@ def slurm_cluster() -> None:
 
 @pytest.fixture
 def slurm(slurm_cluster, tmp_path: Path) -> Path:
-    """A shared workdir for one test on a running cluster; the queue must be empty before and after."""
-    assert active_jobs() == [], "the Slurm queue is not empty before the test"
+    """A shared workdir for one test on a running cluster; the test must leave no job of its own queued
+    (every job a test submits runs in a directory under its tmp_path)."""
     workdir = tmp_path / "shared"
     workdir.mkdir()
     yield workdir
-    left = active_jobs()
+    left = active_jobs(tmp_path)
     if left:  # clean up so that one failure does not cascade into the next tests, then fail this one
         subprocess.run(["scancel", *(line.split()[0] for line in left)], check=False)
-        wait_for(lambda: not active_jobs(), 60, "the leftover jobs to be cancelled", poll_s=0.5)
+        wait_for(lambda: not active_jobs(tmp_path), 60, "the leftover jobs to be cancelled", poll_s=0.5)
     assert left == [], f"jobs left in the Slurm queue after the test: {left}"

@@ -59,11 +59,11 @@ def test_resume_reattaches_to_the_jobs_of_a_killed_bisect(slurm, tmp_path):
     try:
         wait_for(lambda: Path(h["repo"], ".git", "offlint-bisect", "journal.jsonl").exists()
                  and any(r["type"] == "slurm-job" for r in journal_records(h["repo"]))
-                 and active_jobs(), 60, "the first job to be queued")
+                 and active_jobs(tmp_path), 60, "the first job to be queued")
         first.send_signal(signal.SIGKILL)  # no cleanup at all: the job keeps running
         first.wait()
         (killed,) = [r for r in journal_records(h["repo"]) if r["type"] == "slurm-job"]
-        assert any(line.split()[0] == killed["job_id"] for line in active_jobs())
+        assert any(line.split()[0] == killed["job_id"] for line in active_jobs(tmp_path))
     finally:
         if first.poll() is None:
             first.kill()
@@ -90,3 +90,41 @@ def test_slurm_options_need_the_slurm_launcher_and_a_fitting_probe(slurm, tmp_pa
                     "--partition", "no-such-partition")
     assert result.returncode == 2 and "nvalid partition" in result.stderr.strip().splitlines()[-1]
     assert "Traceback" not in result.stderr
+
+
+def test_ctrl_c_cancels_the_jobs_and_leaves_the_repository_as_it_was(slurm, tmp_path):
+    h = history(tmp_path, "command", commits=6, culprit=4, merge_every=0)
+    before = visible_state(h["repo"])
+    args = [sys.executable, "-m", "offlint", "bisect", "--repo", h["repo"], "--good", h["good"], "--bad", h["bad"],
+            "--probe", "command", "--command", "sleep 120", "--launcher", "slurm", "--jobs", "2"]
+    running = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: any(" RUNNING " in line for line in active_jobs(tmp_path)), 60, "a probe job to run")
+        running.send_signal(signal.SIGINT)
+        _, stderr = running.communicate(timeout=120)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert running.returncode == 130, stderr
+    assert "cancelling Slurm job(s)" in stderr and "--resume" in stderr
+    assert active_jobs(tmp_path) == []  # cancelled and gone before offlint exited
+    assert visible_state(h["repo"]) == before
+
+
+def test_a_node_failure_is_retried_and_never_a_verdict(slurm, tmp_path):
+    h = history(tmp_path, "command", commits=6, culprit=4, merge_every=0)
+    marker = tmp_path / "node-failed-once"
+    # the first probe job takes its node down (as a real node failure would); later jobs just run the probe
+    command = (f"if [ ! -e {marker} ]; then touch {marker}; "
+               f"scontrol update nodename=$SLURMD_NODENAME state=down reason=offlint-test; sleep 60; fi; {PROBE}")
+    out = tmp_path / "report.json"
+    result = bisect(h["repo"], "--good", h["good"], "--bad", h["bad"], "--probe", "command", "--command", command,
+                    "--launcher", "slurm", "--report-json", str(out))
+    assert result.returncode == 0, result.stderr
+    assert read_json(out)["first_bad_commit"] == h["culprit"]
+    runs = [r for r in journal_records(h["repo"]) if r["type"] == "run"]
+    assert runs[0]["outcome"] == "infra-failure" and "NODE_FAIL" in runs[0]["detail"]
+    again = [r for r in runs[1:] if r["sha"] == runs[0]["sha"]]  # the same commit, run again
+    assert [r["attempt"] for r in again] == [2] and again[0]["outcome"] != "infra-failure"
+    assert wait_for(lambda: subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+                    .stdout.split() == ["idle"], 60, "the node to be idle again")
