@@ -71,6 +71,11 @@ def test_gpus_that_do_not_fit_the_layout_are_one_line(tmp_path):
     assert "needs 4 GPUs (TP=2 x PP=2 x CP=1 x DP=1), not --nodes 2 x --gpus-per-node 8" in done.stderr
 
 
+def test_slurm_options_without_the_slurm_launcher_are_refused(tmp_path):
+    done = replay(YAML, "--nodes", "2", "--dry-run", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip() == "offlint: error: --nodes: Slurm options need --launcher slurm"
+
+
 def test_a_replay_job_on_the_cluster_writes_its_collected_result(slurm, tmp_path):
     """No GPU here: the rank starts under srun + torchrun, finds no CUDA and says so in its result part;
     the part is merged from the shared run directory into the result file, as on a real cluster."""

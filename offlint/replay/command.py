@@ -14,7 +14,7 @@ from offlint.outcomes import Outcome
 from offlint.replay import launch, sweep, verify
 from offlint.replay.mapping import MappingError, ReplaySpec, Shrink, map_unit
 from offlint.replay.result import exit_code_for, outcome_of, peak_bytes, write_json
-from offlint.slurm.options import slurm_click_options
+from offlint.slurm.options import given_options, slurm_click_options
 from offlint.units import UnitSelectionError, load_unit
 
 
@@ -76,6 +76,8 @@ def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, nu
         _fail(str(exc))
     if launcher == "slurm":
         _slurm(spec, run_dir, result_json, timeout, dry_run, do_verify, slurm_values)
+    if given_options(slurm_values):
+        _fail(f"{', '.join(given_options(slurm_values))}: Slurm options need --launcher slurm")
     run_root = Path(run_dir or Path(".offlint") / "replay" / time.strftime("%Y%m%d-%H%M%S"))
     if dry_run:
         plan = launch.launch_plan(spec, run_root, spec.world_size)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from offlint.config import load_config
-from offlint.slurm.options import KEYS, SlurmOptionsError, build_options, default_workdir
+from offlint.slurm.options import SlurmOptionsError, build_options, default_workdir, given_options
 from offlint.slurm.runner import SlurmRunner
 from offlint.steps import StepRunner
 
@@ -31,8 +31,7 @@ class Launch:
 def bisect_launch(launcher: str, cli_values: Mapping[str, Any], repo_root: Path, state_dir: Path, journal,
                   probe_kind: str, gpus: Sequence[str], progress: Callable[[str], None]) -> Launch:
     """The runner and directories of one bisect; SlurmOptionsError (one line) for options that do not fit."""
-    given = [f"--{key.removesuffix('s') if key == 'slurm-args' else key}" for key in KEYS
-             if cli_values.get(key.replace("-", "_")) not in (None, (), False)]
+    given = given_options(cli_values)
     if launcher == "local":
         if given:
             raise SlurmOptionsError(f"{', '.join(given)}: Slurm options need --launcher slurm")

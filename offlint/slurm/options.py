@@ -111,6 +111,12 @@ def build_options(cli: Mapping[str, Any], table: Mapping[str, Any] | None = None
     return SlurmOptions(**options)
 
 
+def given_options(cli: Mapping[str, Any]) -> list[str]:
+    """The Slurm options given on the command line, as the user spelled them (to refuse them without Slurm)."""
+    return [f"--{key.removesuffix('s') if key == 'slurm-args' else key}" for key in KEYS
+            if cli.get(key.replace("-", "_")) not in (None, (), False)]
+
+
 def default_workdir(repo: Path) -> Path:
     """Under the repository's `.offlint/` (git-ignored state), never in the tracked tree."""
     return repo.resolve() / ".offlint" / "slurm"
