@@ -86,7 +86,8 @@ def test_repository_unchanged_after_sigint(tmp_path):
     (["--good", "no-such-rev", "--bad", "HEAD", "--probe", "command", "--command", "true"], "unknown revision"),
     (["--good", "HEAD~1", "--bad", "HEAD", "--probe", "command", "--command", "true", "--bad-on", "oom"],
      "unknown outcome class"),
-    (["--good", "HEAD~1", "--bad", "HEAD", "--probe", "lint", "--config", "conf/missing.yaml"], "not in the repository"),
+    (["--good", "HEAD~1", "--bad", "HEAD", "--probe", "lint", "--config", "conf/missing.yaml"],
+     "not in the repository"),
     (["--good", "HEAD~1", "--bad", "HEAD", "--probe", "lint"], "needs --config"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(tmp_path, args, message):

@@ -68,7 +68,8 @@ def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctr
 @click.option("--resume", is_flag=True, help="Reuse the finished runs of an interrupted bisect.")
 @click.option("--full-history", is_flag=True, help="Search every commit, not only first-parent ones.")
 @click.option("--mcore-from-checkout", default=None, is_flag=False, flag_value="",
-              help="Import megatron-core from the commit under test (optionally from SUBDIR, e.g. 3rdparty/Megatron-LM).")
+              help="Import megatron-core from the commit under test (optionally from SUBDIR, e.g. "
+                   "3rdparty/Megatron-LM).")
 @click.option("--prescreen", is_flag=True, help="Lint every candidate statically (git archive, no checkout) first and "
               "test its predicted culprit first; with --probe lint, the pre-screen is the probe.")
 @click.option("--command", "user_command", default=None, help="command probe: a shell command; {worktree} is replaced.")

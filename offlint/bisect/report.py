@@ -94,7 +94,7 @@ def to_markdown(report: Report) -> str:
     lines.append("")
     if report.first_bad:
         c = report.first_bad
-        lines += [f"## First bad commit", "", f"`{c.sha}` {c.subject}", "", f"Author: {c.author}, {c.date}", ""]
+        lines += ["## First bad commit", "", f"`{c.sha}` {c.subject}", "", f"Author: {c.author}, {c.date}", ""]
         culprit = report.culprit_record()
         bad_run = next((x for x in (culprit.runs if culprit else []) if x.get("verdict") == "bad"), None)
         if bad_run:
