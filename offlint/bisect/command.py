@@ -120,7 +120,8 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
                 else (CommitTester, {})
             tester = tester_type(commits, probe, terms, launch.runner, worktrees, journal,
                                  launch.log_dir, jobs, retries, _rule_errors(), progress, **extra)
-            result = search(len(span.candidates), tester, jobs, hint=hint)
+            result = search(len(span.candidates), tester, jobs, hint=hint, on_round=lambda left, steps: progress(
+                f"Bisecting: {left} commits left to test (roughly {steps} more rounds)"))
             report = _report(result, tester, span, probe, terms, journal)
             if screen is not None:
                 report.prescreen = {"lints": screen.lints,

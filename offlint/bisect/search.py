@@ -10,6 +10,7 @@ only skipped commits are left between the last good and the first bad, the resul
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -45,8 +46,13 @@ def split_points(lo: int, hi: int, k: int, skipped: set[int], tested: set[int]) 
     return sorted(set(chosen))
 
 
-def search(n: int, evaluate: Evaluate, jobs: int = 1, hint: int | None = None) -> SearchResult:
-    """Find the first bad position in 1..n, given position 0 is expected good and n bad."""
+def search(n: int, evaluate: Evaluate, jobs: int = 1, hint: int | None = None,
+           on_round: Callable[[int, int], None] = lambda left, steps: None) -> SearchResult:
+    """Find the first bad position in 1..n, given position 0 is expected good and n bad.
+
+    `on_round(left, steps)` is told, before each round after the ends, how many candidates are left and
+    roughly how many rounds remain (for the progress display).
+    """
     result = SearchResult("aborted")
     tested: set[int] = set()
 
@@ -69,6 +75,8 @@ def search(n: int, evaluate: Evaluate, jobs: int = 1, hint: int | None = None) -
         lo, hi = _narrow(run(pair), lo, hi, skipped)
     while hi - lo > 1:
         points = split_points(lo, hi, jobs, skipped, tested)
+        if points:
+            on_round(hi - lo - 1, math.ceil(math.log(hi - lo, jobs + 1) - 1e-9))
         if not points:
             result.status, result.last_good = "ambiguous", lo
             result.candidates = list(range(lo + 1, hi + 1))
