@@ -6,7 +6,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from slurm_cluster import active_jobs, slurm, slurm_cluster, wait_for  # noqa: F401 (fixtures)
@@ -52,7 +51,8 @@ def test_bisect_with_every_step_a_slurm_job(slurm, tmp_path):
 
 def test_resume_reattaches_to_the_jobs_of_a_killed_bisect(slurm, tmp_path):
     h = history(tmp_path, "command", commits=6, culprit=4, merge_every=0)
-    command = f"sleep 4; {PROBE}"
+    marker = tmp_path / "slept"
+    command = f"if [ ! -e {marker} ]; then touch {marker}; sleep 4; fi; {PROBE}"  # only the first job is slow
     args = [sys.executable, "-m", "offlint", "bisect", "--repo", h["repo"], "--good", h["good"], "--bad", h["bad"],
             "--probe", "command", "--command", command, "--launcher", "slurm", "--timeout", "120"]
     first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

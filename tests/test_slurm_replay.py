@@ -73,7 +73,8 @@ def test_gpus_that_do_not_fit_the_layout_are_one_line(tmp_path):
 
 def test_slurm_options_without_the_slurm_launcher_are_refused(tmp_path):
     done = replay(YAML, "--nodes", "2", "--dry-run", cwd=tmp_path)
-    assert done.returncode == 2 and done.stderr.strip() == "offlint: error: --nodes: Slurm options need --launcher slurm"
+    assert done.returncode == 2
+    assert done.stderr.strip() == "offlint: error: --nodes: Slurm options need --launcher slurm"
 
 
 def test_a_replay_job_on_the_cluster_writes_its_collected_result(slurm, tmp_path):
