@@ -24,7 +24,7 @@ def cluster_problem() -> str | None:
     except subprocess.TimeoutExpired:
         return f"sinfo did not answer in 20 s (slurmctld down?); {START}"
     if proc.returncode != 0:
-        return f"sinfo failed: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}; {START}"
+        return f"sinfo failed: {(proc.stderr.strip().splitlines() or [f'exit {proc.returncode}'])[-1]}; {START}"
     states = proc.stdout.split()
     if not any(s.rstrip("*~#") in ("idle", "mixed", "allocated", "completing") for s in states):
         return f"no Slurm node is up (sinfo: {' '.join(states) or 'no nodes'}); {START}"
