@@ -11,7 +11,7 @@ import re
 
 from offlint import keys
 from offlint.conditions import UNKNOWN, Scope, evaluate, truth
-from offlint.resolve import ResolvedUnit
+from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
 from offlint.types import Assignment, Finding, Location, Related, Source, Unit, Unknown, Value
 from offlint.versions import Version, in_range
@@ -107,7 +107,10 @@ def render_message(template: str, scope: Scope) -> str:
 
 def _assignment_rule(rule: Rule, resolved: ResolvedUnit) -> list[Finding]:
     out = []
-    for assignment in resolved.unit.all_assignments():
+    for written in resolved.unit.all_assignments():
+        assignment = for_version(written, resolved.version)
+        if assignment is None:
+            continue
         verdict = _assignment_verdict(rule, assignment, resolved)
         if verdict is not None:
             check, message = verdict

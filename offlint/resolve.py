@@ -8,11 +8,11 @@ unknown otherwise: unknown is never treated as default.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from offlint import keys
-from offlint.types import Assignment, Defaults, Unit, Unknown, Value
+from offlint.types import ABSENT, Assignment, ByVersion, Defaults, Unit, Unknown, Value
 from offlint.versions import Version
 
 # Megatron-LM's argparse defaults where they differ from the dataclass default (CLI-3; checked against the
@@ -84,5 +84,15 @@ def resolve(unit: Unit, version: Version) -> ResolvedUnit:
             if assignment.op == "delete":
                 # `~key` removes the key from the override dict; Bridge then keeps the recipe's value.
                 continue
-            resolved.values[assignment.key] = assignment
+            assignment = for_version(assignment, version)
+            if assignment is not None:
+                resolved.values[assignment.key] = assignment
     return resolved
+
+
+def for_version(assignment: Assignment, version: Version) -> Assignment | None:
+    """The assignment as it acts on `version`: a ByVersion value picked, None when it leaves the key alone."""
+    if not isinstance(assignment.value, ByVersion):
+        return assignment
+    value = assignment.value.pick(version)
+    return None if value is ABSENT else replace(assignment, value=value)

@@ -62,6 +62,34 @@ class Assignment:
     op: str = "set"  # "set", "add" (+key), "force" (++key), "delete" (~key)
 
 
+@dataclass(frozen=True)
+class ByVersion:
+    """A value that depends on the megatron-core version the unit is checked against.
+
+    Bridge's library mutators write different fields on different megatron-core versions (for example
+    `set_cuda_graph_modules` sets `cuda_graph_modules` from 0.18 and `cuda_graph_scope` before); the resolver
+    picks the choice whose range holds, and ABSENT means "this version leaves the key alone".
+    """
+
+    choices: tuple[tuple[str, object], ...]  # (version range as in versions.in_range, value)
+
+    def pick(self, version) -> object:
+        from offlint.versions import in_range
+
+        for spec, value in self.choices:
+            if in_range(version, spec):
+                return value
+        return ABSENT
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT = _Absent()
+
+
 @dataclass
 class Layer:
     """A group of assignments that apply together; later layers beat earlier ones within a unit."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from offlint.api import _link_commands, _read_text, read_files
+from offlint.changed import is_project_root
 from offlint.discover import SourceFile, discover, kind_of
 from offlint.resolve import ResolvedUnit, resolve
 from offlint.sources import hydra
@@ -85,10 +86,10 @@ def override_layer(overrides: Sequence[str]) -> Layer:
 
 
 def tree_root(path: Path) -> Path:
-    """The repository around `path` (the nearest directory with .git), else the file's own directory."""
+    """The project around `path` (the nearest directory with .git or pyproject.toml), else the file's directory."""
     start = path.resolve().parent
     for directory in (start, *start.parents):
-        if (directory / ".git").exists():
+        if is_project_root(directory):
             return directory
     return start
 

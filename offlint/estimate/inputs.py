@@ -297,6 +297,7 @@ _UNSUPPORTED = {
     "model.moe_latent_size": "latent MoE",
     "model.hybrid_layer_pattern": "hybrid Mamba layers",
     "ddp.use_megatron_fsdp": "Megatron-FSDP",
+    "peft": "PEFT fine-tuning (frozen base weights have no gradients or optimizer states)",
 }
 
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 _OVERRIDE_SHAPE = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][\w\-]*(?:\.[\w\-@/]+)*)(=.*)?$", re.S)
 
 
-TOP_LEVEL_KEYS = ("mixed_precision",)  # ConfigContainer fields offlint reads that have no section
+TOP_LEVEL_KEYS = ("mixed_precision", "peft")  # ConfigContainer fields offlint reads that have no section
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,17 @@ from offlint.keys import KEYS, Key
 FLAG_KEYS = {k.flag: k for k in KEYS.values() if k.flag}
 # Flags read only to derive another key (virtual pipeline size = num_layers / PP / layers per stage).
 FLAG_KEYS["--num-layers-per-virtual-pipeline-stage"] = Key("model.num_layers_per_virtual_pipeline_stage", "int", None)
+# Model sizes and batch settings: not rule keys, but the memory model and replay need them from launch scripts.
+for _flag, _key in (("--hidden-size", "model.hidden_size"), ("--ffn-hidden-size", "model.ffn_hidden_size"),
+                    ("--num-attention-heads", "model.num_attention_heads"),
+                    ("--num-query-groups", "model.num_query_groups"), ("--kv-channels", "model.kv_channels"),
+                    ("--seq-length", "model.seq_length"), ("--vocab-size", "model.vocab_size"),
+                    ("--num-experts", "model.num_moe_experts"), ("--moe-ffn-hidden-size", "model.moe_ffn_hidden_size"),
+                    ("--moe-router-topk", "model.moe_router_topk"),
+                    ("--expert-model-parallel-size", "model.expert_model_parallel_size"),
+                    ("--micro-batch-size", "train.micro_batch_size"),
+                    ("--global-batch-size", "train.global_batch_size")):
+    FLAG_KEYS.setdefault(_flag, Key(_key, "int", None))
 # store_true flags that set more than their own key, or whose name differs from the key
 SWITCHES: dict[str, list[tuple[str, object]]] = {
     "--recompute-activations": [("model.recompute_granularity", "selective")],

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 
+from offlint.sources import bridge_mutators
+from offlint.sources.hf_models import PROVIDER_METHODS, HFModel, model_sizes
 from offlint.keys import KEYS, OTHER_BRIDGE_SECTIONS
 from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind, Unknown
 
@@ -27,12 +30,13 @@ SECTION_CLASSES = {
     "OptimizerConfig": "optimizer",
     "DistributedDataParallelConfig": "ddp",
     "DistributedInitConfig": "dist",
+    "TrainingConfig": "train",  # micro/global batch sizes, for the memory model and replay
 }
 CONTAINER_CLASSES = {"ConfigContainer"}
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
 _PROVIDER = re.compile(r"^\w*(ModelProvider|ModelConfig|Provider)$")
-SECTIONS_OF_CONTAINER = ("model", "optimizer", "ddp")
+SECTIONS_OF_CONTAINER = ("model", "optimizer", "ddp", "train")
 # Names that make a file worth parsing at all (a cheap prefilter; the keys rules read plus config classes).
 _RELEVANT = re.compile(
     rb"offload|pipeline_model_parallel|recompute|cuda_graph|distributed_optimizer|precision_aware|env_vars"
@@ -50,6 +54,10 @@ class PartialDict(dict):
     def __init__(self, items, reason: str):
         super().__init__(items)
         self.reason = reason
+
+
+class ObjectTuple(tuple):
+    """A tuple holding config objects (`return optimizer, scheduler`), kept whole so the caller can unpack it."""
 
 
 class ConfigObj:
@@ -312,6 +320,11 @@ class PythonReader:
             frame.names[target.id] = value
             return [value] if isinstance(value, ConfigObj) else []
         if isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, ObjectTuple) and len(value) == len(target.elts):
+                built: list[ConfigObj] = []
+                for element, item in zip(target.elts, value):
+                    built += self._assign(element, item, value_node, frame)
+                return built
             for element in target.elts:
                 if isinstance(element, ast.Name):
                     frame.names[element.id] = Unknown("tuple unpacking")
@@ -368,6 +381,10 @@ class PythonReader:
                         value.reason if isinstance(value, Unknown) else f"cfg.env_vars = {text}")
                 elif head == "mixed_precision":
                     receiver.top["mixed_precision"] = self._assignment("mixed_precision", value, loc, text)
+                elif head == "peft":
+                    # Whether the recipe fine-tunes adapters (the memory model covers full training only): the
+                    # text of what it is set to, or None.
+                    receiver.top["peft"] = self._assignment("peft", None if value is None else text, loc, text)
                 return [receiver]
             if head in SECTIONS_OF_CONTAINER and len(attrs) == 2:
                 child = receiver.child(head)
@@ -414,6 +431,9 @@ class PythonReader:
                 self._segment(node))
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             items = [self._eval(e, frame) for e in node.elts if not isinstance(e, ast.Starred)]
+            if isinstance(node, ast.Tuple) and any(isinstance(i, ConfigObj) for i in items) and \
+                    not any(isinstance(e, ast.Starred) for e in node.elts):
+                return ObjectTuple(items)  # `return optimizer, scheduler`: unpacked by the caller
             if any(isinstance(e, ast.Starred) for e in node.elts) or any(
                     isinstance(i, (Unknown, ConfigObj)) for i in items):
                 return Unknown(f"`{self._segment(node)}` is not a literal")
@@ -469,6 +489,13 @@ class PythonReader:
         name = _call_name(node.func)
         short = name.rsplit(".", 1)[-1] if name else ""
         text = self._segment(node.func) + "(...)"
+        if short == "from_hf_pretrained" and node.args:
+            model_id = self._eval(node.args[0], frame)
+            return HFModel(model_id) if isinstance(model_id, str) else Unknown(f"`{text}` of an unknown model")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in PROVIDER_METHODS:
+            owner = self._eval(node.func.value, frame)
+            if isinstance(owner, HFModel):
+                return self._hf_model_section(owner, node)
         if short in CONTAINER_CLASSES:
             obj = ConfigObj("container", "default")
             for arg in node.keywords:
@@ -489,6 +516,9 @@ class PythonReader:
                     obj.env = self._env_dict(arg.value, value, self._loc(arg))
                 elif key == "mixed_precision":
                     obj.top[key] = self._assignment(key, value, self._loc(arg), self._segment(arg.value))
+                elif key == "peft":
+                    text = self._segment(arg.value)
+                    obj.top[key] = self._assignment(key, None if value is None else text, self._loc(arg), text)
             return obj
         section = "model" if (short in MODEL_CLASSES or (short and _PROVIDER.match(short))) else \
             SECTION_CLASSES.get(short)
@@ -501,6 +531,8 @@ class PythonReader:
                 obj.values[arg.arg] = self._assignment(
                     f"{section}.{arg.arg}", self._eval(arg.value, frame), self._loc(arg), self._segment(arg.value))
             return obj
+        if short in bridge_mutators.MUTATORS:
+            return self._apply_mutator(short, node, frame)
         target = self._find_function(name) if name else None
         if target is not None and frame.depth < 8:
             return self._call(target[0], target[1], node, frame)
@@ -510,6 +542,73 @@ class PythonReader:
             if isinstance(value, ConfigObj):
                 _taint(value, Unknown(f"may be changed by `{text}`"))
         return Unknown(f"the result of `{text}`")
+
+    def _hf_model_section(self, model: HFModel, node: ast.Call) -> ConfigObj:
+        """The model section Bridge builds from a Hugging Face config: its sizes when offlint can know them."""
+        text = self._segment(node)
+        found = model_sizes(model.model_id, Path(self.path).parent)
+        if found is None:
+            return ConfigObj("section", Unknown(f"{model.model_id} is not in offlint's table of public models and "
+                                                f"no local config.json was found"), "model")
+        # Fields the Hugging Face config does not map (offloading, recompute, parallelism) keep the provider's
+        # dataclass defaults, as in Bridge.
+        obj = ConfigObj("section", "default", "model")
+        sizes, origin = found
+        loc = self._loc(node)
+        for key, value in sizes.items():
+            section, _, field_name = key.partition(".")
+            if section == "model" and field_name:
+                obj.values[field_name] = Assignment(key, value, loc, Source.PYTHON, text, (*self.via_stack, origin))
+        return obj
+
+    def _apply_mutator(self, name: str, node: ast.Call, frame: Frame):
+        """A Bridge library mutator: its documented effects on the config object passed first (returns None)."""
+        first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("config", "cfg")),
+                                                    None)
+        receiver = self._eval(first, frame) if first is not None else None
+        if not isinstance(receiver, ConfigObj):
+            return None
+        modules = None
+        if name == "set_cuda_graph_modules":
+            given = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords
+                                                                 if k.arg == "modules"), None)
+            modules = bridge_mutators.member_names(self._module_names(given, frame)) if given is not None else \
+                Unknown("set_cuda_graph_modules() without modules")
+        loc, text = self._loc(node), self._segment(node)
+        via = (*self.via_stack, f"by {name}() at {self.path}:{node.lineno}")
+        for key, value in bridge_mutators.effects(name, modules):
+            section, field_name = key.split(".", 1)
+            if section == "env":
+                if receiver.kind != "container":
+                    continue
+                if receiver.env is None:
+                    # Only these variables are known: the rest of the launch environment is the shell's.
+                    receiver.env = {}
+                    receiver.env_unknown = receiver.env_unknown or f"cfg.env_vars is only updated by {name}()"
+                receiver.env[field_name] = Assignment(key, value, loc, Source.ENV, text, via)
+                continue
+            target = receiver.child(section) if receiver.kind == "container" else receiver
+            if target.kind == "section" and target.section in ("", section):
+                target.values[field_name] = Assignment(key, value, loc, Source.PYTHON, text, via)
+        return None
+
+    def _module_names(self, node, frame: Frame):
+        """CUDA graph modules as written: `[CudaGraphModule.attn, "mlp"]` -> ["attn", "mlp"]."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            names = []
+            for element in node.elts:
+                if isinstance(element, ast.Attribute):
+                    names.append(element.attr)
+                else:
+                    value = self._eval(element, frame)
+                    if not isinstance(value, str):
+                        return Unknown(f"`{self._segment(element)}` is not a module name")
+                    names.append(value)
+            return names
+        if isinstance(node, ast.Attribute) and _attr_chain(node) and _attr_chain(node)[0] in ("CudaGraphModule",
+                                                                                             "CudaGraphScope"):
+            return [node.attr]
+        return self._eval(node, frame)
 
     def _call(self, reader: "PythonReader", fn: ast.FunctionDef, call: ast.Call, frame: Frame):
         """Follow a function (of this file or another): bind the arguments evaluated here, run it there."""
@@ -666,6 +765,8 @@ def _cache_key(path: str, name: str, positional: list, keywords: dict):
 
 def _copy_result(value, prefix: tuple):
     """A caller's own copy of a cached call result, its provenance prefixed with the caller's chain."""
+    if isinstance(value, ObjectTuple):
+        return ObjectTuple(_copy_result(item, prefix) for item in value)
     if not isinstance(value, ConfigObj):
         return value
     copy = value.copy()
