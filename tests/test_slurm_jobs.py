@@ -162,7 +162,7 @@ def test_resume_reattaches_to_the_running_job_of_a_killed_offlint(slurm):
     assert log.read_text().splitlines() == ["started", "finished"]  # one run, not two
 
 
-def test_resume_submits_again_when_the_old_job_was_cancelled_or_is_someone_elses(slurm):
+def test_resume_submits_again_when_the_old_job_was_cancelled_unknown_or_someone_elses(slurm):
     first = shell_step(slurm, "again", "echo run")
     other = shell_step(slurm, "other", "true")
     (cancelled_job,) = runner(slurm).submit([first])
@@ -179,6 +179,10 @@ def test_resume_submits_again_when_the_old_job_was_cancelled_or_is_someone_elses
     resumed.attach({"again": other_result.job_id})  # an id that names another step's job
     (result,) = resumed.run([first])
     assert result.job_id == submitted[1] != other_result.job_id
+
+    resumed.attach({"again": "999999"})  # an id Slurm does not know (forgotten, or another cluster's)
+    (result,) = resumed.run([first])
+    assert result.job_id == submitted[2] and result.scheduler_state == "COMPLETED"
 
 
 def test_node_failure_is_an_infrastructure_failure(slurm):
