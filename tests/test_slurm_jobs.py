@@ -231,3 +231,13 @@ def test_time_limit_kill_is_a_timeout(slurm):
     text = steps[0].log.read_text()
     assert "DUE TO TIME LIMIT" in text and "got TERM" in text
     assert quick.scheduler_state == "COMPLETED"
+
+
+def test_a_queued_job_says_why_it_waits(slurm):
+    """One one-CPU job more than the node has CPUs: the last waits for Resources, and the runner says so."""
+    sinfo = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True, check=True)
+    cpus = int(sinfo.stdout.split()[0])
+    steps = [shell_step(slurm, f"busy{i}", "sleep 2") for i in range(cpus + 1)]
+    messages = []
+    runner(slurm, log=messages.append).run(steps)
+    assert any("is pending: Resources" in m for m in messages), messages

@@ -76,6 +76,7 @@ class SlurmRunner:
         """Poll until every job has left the active states; one result per step, in order."""
         pending = set(job_ids)
         failures = 0
+        waiting: dict[str, str] = {}  # job id -> the pending reason last reported
         while True:
             try:
                 states = commands.queue_states(pending)
@@ -88,6 +89,7 @@ class SlurmRunner:
             if states is not None:
                 # a job missing from squeue has been forgotten by slurmctld: finished long ago
                 pending = {j for j in pending if j in states and is_active(states[j][0])}
+                self._report_waiting(states, pending, waiting)
             if not pending:
                 break
             time.sleep(self.poll_s)
@@ -95,6 +97,14 @@ class SlurmRunner:
         for job_id in job_ids:
             self._live.pop(job_id, None)
         return results
+
+    def _report_waiting(self, states, pending, waiting: dict[str, str]) -> None:
+        """Say why a job is still queued (Resources, Priority, a QOS limit) when that reason changes."""
+        for job_id in sorted(pending):
+            state, reason = states[job_id]
+            if state == "PENDING" and reason not in ("None", "", waiting.get(job_id)):
+                self._log(f"Slurm job {job_id} ({self._live[job_id].name}) is pending: {reason}")
+                waiting[job_id] = reason
 
     def cancel_all(self) -> None:
         """scancel every job this runner started and has not collected; wait until none is active."""
