@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from slurm_cluster import active_jobs, slurm, slurm_cluster, wait_for  # noqa: F401 (fixtures)
+from offlint.bisect.journal import Journal
+from offlint.bisect.probes import Probe
+from offlint.slurm import SlurmOptionsError, render_script
+from offlint.slurm.launchers import bisect_launch
 from tests.bisect_helpers import bisect, history, read_json
 
 PROBE = f"{sys.executable} probe.py"
@@ -128,3 +133,20 @@ def test_a_node_failure_is_retried_and_never_a_verdict(slurm, tmp_path):
     assert [r["attempt"] for r in again] == [2] and again[0]["outcome"] != "infra-failure"
     assert wait_for(lambda: subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
                     .stdout.split() == ["idle"], 60, "the node to be idle again")
+
+
+def test_replay_probe_job_is_one_task_with_its_gpu_and_no_second_torchrun(tmp_path):
+    """No cluster needed: bisect's replay probe starts `offlint replay`, which launches its own ranks."""
+    journal = Journal(tmp_path / "state" / "journal.jsonl", resume=False)
+    launch = bisect_launch("slurm", {}, tmp_path, tmp_path / "state", journal, "replay", [], print)
+    assert launch.log_dir == tmp_path / ".offlint" / "slurm" / "logs"
+    assert launch.worktree_base == tmp_path / ".offlint" / "slurm" / "worktrees"
+    step = Probe("replay", config="/shared/conf.yaml", iters=3).step(launch.worktree_base / "job0", "abc-replay-try1",
+                                                                      launch.log_dir)
+    script = render_script(step, launch.runner.options)
+    assert "#SBATCH --gpus-per-node=1\n" in script and "#SBATCH --ntasks-per-node=1\n" in script
+    assert "torch.distributed.run" not in script and " -m offlint replay /shared/conf.yaml" in script
+    with pytest.raises(SlurmOptionsError, match="the replay probe runs on one node"):
+        bisect_launch("slurm", {"nodes": 2}, tmp_path, tmp_path / "state", journal, "replay", [], print)
+    with pytest.raises(SlurmOptionsError, match="use --gpus-per-node"):
+        bisect_launch("slurm", {}, tmp_path, tmp_path / "state", journal, "command", ["0", "1"], print)
