@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from slurm_cluster import active_jobs, slurm, slurm_cluster, wait_for  # noqa: F401 (fixtures)
+
 from offlint.bisect.journal import Journal
 from offlint.bisect.probes import Probe
 from offlint.slurm import SlurmOptionsError, render_script
