@@ -39,7 +39,7 @@ def helpers_and_spreads():
     return cfg
 
 
-def branches(kind="adam"):
+def branches(kind):
     cfg = _base()
     if kind == "adam":
         cfg.optimizer.optimizer = "adam"
@@ -47,6 +47,18 @@ def branches(kind="adam"):
     else:
         cfg.optimizer.optimizer = "sgd"
         cfg.model.recompute_granularity = None
+    return cfg
+
+
+def branches_on_a_default(kind="sgd", fast=True):
+    cfg = _base()
+    cfg.model.recompute_granularity = None
+    if kind == "adam" and fast:
+        cfg.optimizer.optimizer = "adam"
+    elif not fast:
+        cfg.optimizer.optimizer = "adamw"
+    else:
+        cfg.optimizer.optimizer = "sgd"
     return cfg
 
 
@@ -91,6 +103,11 @@ def test_branches_agreeing_stay_known_and_disagreeing_become_unknown():
     assert optimizer.is_unknown and 'if kind == "adam"' in optimizer.value.reason
 
 
+def test_a_branch_decided_by_literal_parameter_defaults_runs_alone():
+    optimizer = units()["branches_on_a_default"].get("optimizer.optimizer")
+    assert optimizer.state == "known" and optimizer.value == "sgd" and optimizer.assignment.location.line == 49  # the else branch
+
+
 def test_local_provider_and_optimizer_receivers():
     unit = units()["local_receivers"]
     assert unit.get("model.pipeline_model_parallel_size").value == 2
@@ -120,10 +137,12 @@ def test_env_vars_with_an_unreadable_spread_keep_their_own_entries():
 
 
 def test_a_receiver_first_seen_inside_an_if_is_conditional():
-    text = ("def f(recipe, n=None):\n    if n is not None and n > 0:\n        recipe.model.cpu_offloading = True\n"
+    text = ("def f(recipe, n):\n    if n is not None and n > 0:\n        recipe.model.cpu_offloading = True\n"
             "    if n is not None:\n        recipe.model.recompute_granularity = 'selective'\n    return recipe\n")
     unit = resolve(read_python("r.py", text)[0], V)
     assert unit.get("model.cpu_offloading").is_unknown and unit.get("model.recompute_granularity").is_unknown
+    # With `n=None` as its default, the helper run on its own takes neither branch and configures nothing.
+    assert read_python("r.py", text.replace("(recipe, n)", "(recipe, n=None)")) == []
 
 
 def test_imports_aliases_reexports_and_base_builders_across_files(tmp_path, monkeypatch):

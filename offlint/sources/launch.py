@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from offlint.sources import hydra, mlm_flags
+from offlint.sources import hydra, mlm_flags, perf_flags
 from offlint.types import Assignment, Defaults, Layer, Location, Source, Unit, UnitKind, Unknown
 
 # Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
@@ -141,7 +141,11 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     config_files: list[tuple[str, Location]] = []
     i = 0
     problems: list[tuple[Location, str]] = []  # Hydra refuses these at launch: reported as file errors
+    perf, perf_used = perf_flags.perf_layer(args) if script in perf_flags.PERF_SCRIPTS else (None, set())
     while i < len(args):
+        if i in perf_used:
+            i += 1
+            continue
         arg = args[i]
         value = arg.value
         if value in ("--recipe", "--config-file", "--config_file") and i + 1 < len(args):
@@ -171,8 +175,10 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
         i += 1
     # Bridge entry points run a recipe whose cfg.env_vars may set variables: known only once it is linked.
     env_known = env_known and not recipe and script not in HYDRA_ENTRY_POINTS
+    # The perf scripts apply their own flags after the Hydra overrides (set_user_overrides runs last).
+    layers = [layer] + ([perf] if perf is not None and perf.assignments else []) + [_env_layer(env)]
     unit = Unit(name=name + (f" (--recipe {recipe})" if recipe else ""), kind=UnitKind.COMMAND, location=location,
-                layers=[layer, _env_layer(env)], launches_training=True, env_known=env_known)
+                layers=layers, launches_training=True, env_known=env_known)
     reason = (f"set by recipe `{recipe}`, which is not in the linted files" if recipe
               else "set by the recipe this command runs")
     unit.unknown_sections = {s: reason for s in ("model", "optimizer", "ddp")}

@@ -56,6 +56,39 @@ class PartialDict(dict):
         self.reason = reason
 
 
+_UNDECIDED = object()
+_DECIDABLE = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+
+
+class Record:
+    """An instance of a plain @dataclass of the tree (perf `WorkloadBaseConfig(...)`): field values by name.
+
+    Historical perf configs build them as module constants and derive variants with `replace(BASE, key=...)`;
+    code that reads `settings.cpu_offloading_num_layers` gets the value.
+    """
+
+    def __init__(self, name: str, fields: dict):
+        self.name = name
+        self.fields = dict(fields)
+
+    def replaced(self, changes: dict) -> "Record":
+        return Record(self.name, {**self.fields, **changes})
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Record) and (self.name, self.fields) == (other.name, other.fields)
+
+    def __hash__(self) -> int:
+        return hash((self.name, repr(sorted(self.fields.items(), key=lambda kv: kv[0]))))
+
+    def __repr__(self) -> str:
+        return f"{self.name}(...)"
+
+
 class ObjectTuple(tuple):
     """A tuple holding config objects (`return optimizer, scheduler`), kept whole so the caller can unpack it."""
 
@@ -110,6 +143,7 @@ class PythonReader:
         self.imports: dict[str, tuple[str, str | None]] = {}  # local name -> (module, attribute or None)
         # The calls being followed, outermost first (shared across the project's files).
         self.via_stack: list[str] = project.via_stack if project is not None else []
+        self.dataclasses: dict[str, ast.ClassDef] = {}  # @dataclass classes: calls build Records
         self._module_objects: list[ConfigObj] | None = None
 
     # ---- entry point -------------------------------------------------------------------------------------
@@ -122,6 +156,9 @@ class PythonReader:
         for stmt in self.module.body:
             if isinstance(stmt, FUNCTIONS):
                 self.functions[stmt.name] = stmt
+            if isinstance(stmt, ast.ClassDef) and any(_call_name(d.func if isinstance(d, ast.Call) else d)
+                                                      .endswith("dataclass") for d in stmt.decorator_list):
+                self.dataclasses[stmt.name] = stmt
             for node in [stmt, *(stmt.body if isinstance(stmt, TRY) else [])]:
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     self._note_import(node)
@@ -251,6 +288,9 @@ class PythonReader:
         return touched
 
     def _run_if(self, node: ast.If, frame: Frame) -> list[ConfigObj]:
+        decided = self._decide(node.test, frame)
+        if decided is not None:  # the test is known here (a literal parameter default, a constant): one path runs
+            return self._run_block(node.body if decided else node.orelse, frame)
         branches = [node.body]
         orelse = node.orelse
         while len(orelse) == 1 and isinstance(orelse[0], ast.If):  # elif
@@ -258,6 +298,41 @@ class PythonReader:
             orelse = orelse[0].orelse
         branches.append(orelse)  # the else branch, or [] when there is none (the path that skips the if)
         return self._run_branches(branches, frame, self._loc(node), f"if {self._segment(node.test)}")
+
+    def _decide(self, test, frame: Frame) -> bool | None:
+        """The truth of an `if` test when every value it reads is a known literal, else None (both paths)."""
+        if isinstance(test, ast.BoolOp):
+            parts = [self._decide(v, frame) for v in test.values]
+            if isinstance(test.op, ast.And):
+                return False if False in parts else (True if all(p is True for p in parts) else None)
+            return True if True in parts else (False if all(p is False for p in parts) else None)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self._decide(test.operand, frame)
+            return None if inner is None else not inner
+        if isinstance(test, ast.Compare):
+            left = self._literal(test.left, frame)
+            for op, right_node in zip(test.ops, test.comparators):
+                right = self._literal(right_node, frame)
+                if left is _UNDECIDED or right is _UNDECIDED or type(op) not in _DECIDABLE:
+                    return None
+                try:
+                    if not _DECIDABLE[type(op)](left, right):
+                        return False
+                except TypeError:
+                    return None
+                left = right
+            return True
+        value = self._literal(test, frame)
+        return None if value is _UNDECIDED else bool(value)
+
+    def _literal(self, node, frame: Frame):
+        if isinstance(node, (ast.Call, ast.Lambda)):
+            return _UNDECIDED  # never run a call just to decide a branch
+        value = self._eval(node, frame)
+        if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple)) or (
+                isinstance(value, dict) and not value):
+            return _UNDECIDED
+        return value
 
     def _run_branches(self, branches, frame: Frame, loc: Location, what: str) -> list[ConfigObj]:
         """Run each branch on a copy of the state, then merge: disagreeing values become unknown."""
@@ -473,6 +548,10 @@ class PythonReader:
         if chain[0] == "torch" and len(chain) == 2:
             return f"torch.{chain[1]}"
         receiver = frame.names.get(chain[0])
+        if receiver is None and chain[0] in self.imports:
+            receiver = self._imported_value(chain[0])
+        if isinstance(receiver, Record) and len(chain) == 2:
+            return receiver.fields.get(chain[1], Unknown(f"{receiver.name} has no field {chain[1]}"))
         if isinstance(receiver, ConfigObj):
             attrs = chain[1:]
             if receiver.kind == "container" and attrs and attrs[0] in SECTIONS_OF_CONTAINER:
@@ -533,6 +612,13 @@ class PythonReader:
             return obj
         if short in bridge_mutators.MUTATORS:
             return self._apply_mutator(short, node, frame)
+        if short == "replace" and node.args:
+            base = self._eval(node.args[0], frame)
+            if isinstance(base, Record):
+                return base.replaced(self._call_keywords(node, frame))
+        dataclass = self._find_dataclass(name) if name else None
+        if dataclass is not None:
+            return self._record(dataclass, node, frame)
         target = self._find_function(name) if name else None
         if target is not None and frame.depth < 8:
             return self._call(target[0], target[1], node, frame)
@@ -542,6 +628,55 @@ class PythonReader:
             if isinstance(value, ConfigObj):
                 _taint(value, Unknown(f"may be changed by `{text}`"))
         return Unknown(f"the result of `{text}`")
+
+    def _call_keywords(self, node: ast.Call, frame: Frame) -> dict:
+        """Keyword arguments, `**spread` of literal dicts included (a spread offlint cannot read is skipped)."""
+        out: dict = {}
+        for keyword in node.keywords:
+            if keyword.arg is not None:
+                out[keyword.arg] = self._eval(keyword.value, frame)
+                continue
+            spread = self._eval(keyword.value, frame)
+            if isinstance(spread, dict):
+                out.update({k: v[0] if isinstance(v, tuple) and len(v) == 3 else v for k, v in spread.items()})
+        return out
+
+    def _find_dataclass(self, name: str):
+        """(reader, class) for a called @dataclass of the tree, defined here or imported."""
+        if name in self.dataclasses:
+            return self, self.dataclasses[name]
+        parts = name.split(".")
+        if self.project is None or len(parts) != 1 or name not in self.imports:
+            return None
+        module, attr = self.imports[name]
+        reader = self.project.module_reader(module) if attr is not None else None
+        if reader is not None and attr in reader.dataclasses:
+            return reader, reader.dataclasses[attr]
+        return None
+
+    def _record(self, found, node: ast.Call, frame: Frame) -> Record:
+        reader, cls = found
+        fields: dict = {}
+        for stmt in cls.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                default = stmt.value
+                if default is None:
+                    fields[stmt.target.id] = Unknown(f"{cls.name}.{stmt.target.id} has no default")
+                elif isinstance(default, ast.Call) and _call_name(default.func).endswith("field"):
+                    factory = next((k.value for k in default.keywords if k.arg == "default_factory"), None)
+                    literal = next((k.value for k in default.keywords if k.arg == "default"), None)
+                    fields[stmt.target.id] = ({} if _call_name(factory) == "dict" else [] if _call_name(factory)
+                                              == "list" else Unknown(f"{cls.name}.{stmt.target.id} default")) \
+                        if factory is not None else reader._eval(literal, Frame(names=dict(reader.constants))) \
+                        if literal is not None else Unknown(f"{cls.name}.{stmt.target.id}")
+                else:
+                    fields[stmt.target.id] = reader._eval(default, Frame(names=dict(reader.constants)))
+        names = list(fields)
+        for index, arg in enumerate(node.args):
+            if index < len(names) and not isinstance(arg, ast.Starred):
+                fields[names[index]] = self._eval(arg, frame)
+        fields.update(self._call_keywords(node, frame))
+        return Record(cls.name, fields)
 
     def _hf_model_section(self, model: HFModel, node: ast.Call) -> ConfigObj:
         """The model section Bridge builds from a Hugging Face config: its sizes when offlint can know them."""
@@ -613,7 +748,7 @@ class PythonReader:
     def _call(self, reader: "PythonReader", fn: ast.FunctionDef, call: ast.Call, frame: Frame):
         """Follow a function (of this file or another): bind the arguments evaluated here, run it there."""
         positional = [self._eval(a, frame) for a in call.args if not isinstance(a, ast.Starred)]
-        keywords = {k.arg: self._eval(k.value, frame) for k in call.keywords if k.arg is not None}
+        keywords = self._call_keywords(call, frame)
         where = "" if reader is self else f" in {reader.path}"
         entry = (f"via {fn.name}(){where} at line {call.lineno}" if not where else
                  f"via {fn.name}(){where}, called at {self.path}:{call.lineno}")
@@ -658,9 +793,17 @@ class PythonReader:
         for param in params.kwonlyargs:
             frame.names[param.arg] = keywords[param.arg] if param.arg in keywords else \
                 self._param_default(param.arg, defaults.get(param.arg), fn)
-        for star in (params.vararg, params.kwarg):
-            if star is not None:
-                frame.names[star.arg] = Unknown(f"`{star.arg}` collects arbitrary arguments")
+        if params.vararg is not None:
+            frame.names[params.vararg.arg] = Unknown(f"`{params.vararg.arg}` collects arbitrary arguments")
+        if params.kwarg is not None:
+            # `**user_kwargs: Unpack[...]` recipes: the keywords no named parameter took (none when the recipe is
+            # checked on its own), as a literal dict so `{**recommended_kwargs, **user_kwargs}` stays readable.
+            named = {p.arg for p in (*ordered, *params.kwonlyargs)}
+            extra = {k: v for k, v in keywords.items() if k not in named}
+            if any(isinstance(v, Unknown) for v in extra.values()):
+                frame.names[params.kwarg.arg] = Unknown(f"`{params.kwarg.arg}` collects arbitrary arguments")
+            else:
+                frame.names[params.kwarg.arg] = {k: (v, None, repr(v)) for k, v in extra.items()}
 
     # ---- names from other modules ----------------------------------------------------------------------
 
