@@ -8,6 +8,7 @@ ignores -> sorted, de-duplicated findings.
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from offlint.types import FileError, Finding, Layer, Location, Severity, Unit, U
 from offlint.versions import DetectedVersion, detect_version
 
 MAX_BYTES = 2 * 1024 * 1024
+_IMPORT_ALIAS = re.compile(r"\b([A-Za-z_]\w*)\s+as\s+([A-Za-z_]\w*)\b")
 
 
 @dataclass
@@ -233,6 +235,17 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
         for unit in read.units:
             if unit.kind == UnitKind.RECIPE:
                 recipes.setdefault(unit.name, []).append(unit)
+    found_aliases: dict[str, set[str]] = {}
+
+    def aliases() -> dict[str, set[str]]:
+        if not found_aliases:
+            for read in reads:
+                if read.file.kind == "python" and " as " in read.text:
+                    for original, alias in _IMPORT_ALIAS.findall(read.text):
+                        found_aliases.setdefault(alias, set()).add(original)
+            found_aliases.setdefault("", set())
+        return found_aliases
+
     yaml_layers = {}
     for read in reads:
         for unit in read.units:
@@ -244,6 +257,11 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
                 continue
             base_layers: list[Layer] = []
             matches = recipes.get(unit.recipe, []) if unit.recipe else []
+            if unit.recipe and not matches:
+                # Bridge's alias layout: `from .h100.llama3 import llama3_8b_pretrain_2gpu_config as
+                # llama3_8b_pretrain_config` makes the legacy name run the real recipe.
+                originals = aliases().get(unit.recipe, set())
+                matches = [r for name in originals for r in recipes.get(name, [])]
             if len(matches) == 1:
                 recipe = matches[0]
                 base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers

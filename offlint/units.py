@@ -112,13 +112,17 @@ def _linked_files(unit: Unit, target: str, tree_files: list[SourceFile]) -> list
     """The Python files that define the recipe a command names, and the YAML files it layers."""
     wanted: list[SourceFile] = []
     if unit.recipe:
-        definition = re.compile(rf"\bdef {re.escape(unit.recipe)}\s*\(|\b{re.escape(unit.recipe)}\s*=".encode())
-        for file in tree_files:
-            if file.kind == "python" and file.path != target:
-                data = _read_text(file.path)[0].encode()
-                if definition.search(data):
-                    wanted.append(SourceFile(file.path, "python", True))
-        wanted = _nearest(wanted, target)
+        names = {unit.recipe}
+        alias = re.compile(rf"\b([A-Za-z_]\w*)\s+as\s+{re.escape(unit.recipe)}\b".encode())
+        python = [f for f in tree_files if f.kind == "python" and f.path != target]
+        texts = {f.path: _read_text(f.path)[0].encode() for f in python}
+        for data in texts.values():
+            names.update(m.decode() for m in alias.findall(data))  # Bridge's alias layout
+        for name in sorted(names):
+            definition = re.compile(rf"\bdef {re.escape(name)}\s*\(|^{re.escape(name)}\s*=".encode(), re.M)
+            found = [SourceFile(f.path, "python", True) for f in python if definition.search(texts[f.path])]
+            wanted += _nearest(found, target) if found else []
+        wanted += [SourceFile(f.path, "python", True) for f in python if alias.search(texts[f.path])]
     for name, _ in unit.config_files:
         for base in (Path(target).parent, Path.cwd()):
             candidate = base / name

@@ -138,3 +138,19 @@ def test_17_workload_dataclass_constants_and_replace():
     v = value("bridge/perf/workloads.py", "llama3_8b_h100_perf_config", "model.cpu_offloading_num_layers")
     assert (v.value, where(v), v.assignment.via) == (2, "bridge/perf/workloads.py:23",
                                                      ("via set_workload_base_configs() at line 30",))
+
+
+def test_3_a_launch_by_a_legacy_alias_runs_the_real_recipe():
+    v = value("launch/train_alias.sh", None, "optimizer.optimizer_offload_fraction")
+    assert (v.value, where(v)) == (0.5, f"{RECIPES}:16")
+
+
+def test_3_alias_linking_in_a_whole_tree_check():
+    """Linked through the alias, the command's cpu_offloading=true meets the recipe's PP=2 (OFL102)."""
+    from offlint.api import CheckOptions, check
+
+    result = check(["."], CheckOptions(root=TREE, cache=False, select=["OFL102"]))
+    assert not result.errors
+    [finding] = [f for f in result.findings if f.location.path == "launch/train_alias.sh"]
+    assert "--recipe llama3_8b_pretrain_config" in finding.unit
+    assert [f"{r.location.path}:{r.location.line}" for r in finding.related] == ["bridge/recipes/common.py:26"]
