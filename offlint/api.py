@@ -141,8 +141,10 @@ def _cache(options: CheckOptions, root: Path, selected: set[str], version: Detec
            python_paths: list[str], stdin) -> Cache | None:
     if not options.cache or stdin is not None or options.validate:
         return None
+    from offlint.estimate.oom import device  # OFL303/OFL304 size against [tool.offlint] gpu
+
     return Cache(root, fingerprint(sorted(selected - {"OFL900"}), options.strict, str(version.version),
-                                   python_paths)).load()
+                                   repr(device()), python_paths)).load()
 
 
 def _inside(path: str, root: Path) -> bool:
