@@ -179,3 +179,28 @@ def test_imports_aliases_reexports_and_base_builders_across_files(tmp_path, monk
     assert "via base_config() in bridge/recipes/llama/h100.py, called at perf.py:4" in related.note
     assert "via _set_pp() in bridge/recipes/common.py, called at bridge/recipes/llama/h100.py:5" in related.note
     assert not [f for f in result.findings if f.code == "OFL301"]  # the env constant was followed
+
+
+def test_comparisons_of_known_values_and_typing_cast_are_evaluated():
+    text = ("from typing import cast\n"
+            "def adam(precision='bf16-mixed'):\n"
+            "    return OptimizerConfig(optimizer='adam', bf16=precision == 'bf16-mixed', fp16=precision == '16-mixed')\n"
+            "def recipe_config():\n"
+            "    cfg = ConfigContainer(model=cast(GPTModelProvider, GPTModelProvider(num_layers=4)), optimizer=adam())\n"
+            "    return cfg\n")
+    unit = {u.name: resolve(u, V) for u in read_python("r.py", text)}["recipe_config"]
+    assert unit.get("optimizer.bf16").value is True and unit.get("optimizer.fp16").value is False
+    assert unit.get("model.num_layers").value == 4
+
+
+def test_an_unknown_hugging_face_model_leaves_its_sizes_unknown_and_the_rest_at_defaults():
+    text = ("def recipe_config():\n"
+            "    cfg = ConfigContainer(model=None, optimizer=OptimizerConfig())\n"
+            "    cfg.model = AutoBridge.from_hf_pretrained('example/not-a-known-model').get_model_config()\n"
+            "    cfg.model.pipeline_model_parallel_size = 2\n"
+            "    return cfg\n")
+    unit = resolve(read_python("r.py", text)[0], V)
+    layers = unit.get("model.num_layers")
+    assert layers.is_unknown and "example/not-a-known-model is not in offlint's table" in layers.value.reason
+    assert unit.get("model.cpu_offloading").state == "default"
+    assert unit.get("model.pipeline_model_parallel_size").value == 2

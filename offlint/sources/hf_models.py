@@ -14,6 +14,12 @@ from pathlib import Path
 from offlint.model_sizes import ModelConfigError, from_config_json, lookup
 
 PROVIDER_METHODS = frozenset({"get_model_config", "to_megatron_provider", "to_megatron_model_config"})
+# What a Hugging Face config decides (unknown when offlint cannot read it); everything else keeps its default.
+HF_SIZE_KEYS = ("model.num_layers", "model.hidden_size", "model.ffn_hidden_size", "model.num_attention_heads",
+                "model.num_query_groups", "model.kv_channels", "model.vocab_size", "model.seq_length",
+                "model.num_moe_experts", "model.moe_ffn_hidden_size", "model.moe_router_topk",
+                "model.moe_layer_freq", "model.multi_latent_attention", "model.hybrid_layer_pattern",
+                "model.share_embeddings_and_output_weights", "model.gated_linear_unit", "model.normalization")
 
 
 @dataclass(frozen=True)

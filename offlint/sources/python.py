@@ -21,7 +21,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 
 from offlint.sources import bridge_mutators
-from offlint.sources.hf_models import PROVIDER_METHODS, HFModel, model_sizes
+from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, model_sizes
 from offlint.keys import KEYS, OTHER_BRIDGE_SECTIONS
 from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind, Unknown
 
@@ -519,6 +519,11 @@ class PythonReader:
             return self._eval_attribute(node, frame)
         if isinstance(node, ast.Call):
             return self._eval_call(node, frame)
+        if isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and
+                                                           isinstance(node.op, ast.Not)):
+            decided = self._decide(node, frame)  # `bf16=precision == "bf16-mixed"`
+            if decided is not None:
+                return decided
         return Unknown(f"`{self._segment(node)}` is not a literal")
 
     def _eval_dict(self, node: ast.Dict, frame: Frame):
@@ -568,6 +573,8 @@ class PythonReader:
         name = _call_name(node.func)
         short = name.rsplit(".", 1)[-1] if name else ""
         text = self._segment(node.func) + "(...)"
+        if short == "cast" and len(node.args) == 2:  # typing.cast(Type, value) is the value
+            return self._eval(node.args[1], frame)
         if short == "from_hf_pretrained" and node.args:
             model_id = self._eval(node.args[0], frame)
             return HFModel(model_id) if isinstance(model_id, str) else Unknown(f"`{text}` of an unknown model")
@@ -682,12 +689,16 @@ class PythonReader:
         """The model section Bridge builds from a Hugging Face config: its sizes when offlint can know them."""
         text = self._segment(node)
         found = model_sizes(model.model_id, Path(self.path).parent)
-        if found is None:
-            return ConfigObj("section", Unknown(f"{model.model_id} is not in offlint's table of public models and "
-                                                f"no local config.json was found"), "model")
         # Fields the Hugging Face config does not map (offloading, recompute, parallelism) keep the provider's
-        # dataclass defaults, as in Bridge.
+        # dataclass defaults, as in Bridge; the sizes it maps are known only from a config.json or the table.
         obj = ConfigObj("section", "default", "model")
+        if found is None:
+            reason = Unknown(f"{model.model_id} is not in offlint's table of public models and no local "
+                             f"config.json was found")
+            for key in HF_SIZE_KEYS:
+                obj.values[key.split(".", 1)[1]] = Assignment(key, reason, self._loc(node), Source.PYTHON, text,
+                                                              tuple(self.via_stack))
+            return obj
         sizes, origin = found
         loc = self._loc(node)
         for key, value in sizes.items():
