@@ -204,3 +204,19 @@ def test_an_unknown_hugging_face_model_leaves_its_sizes_unknown_and_the_rest_at_
     assert layers.is_unknown and "example/not-a-known-model is not in offlint's table" in layers.value.reason
     assert unit.get("model.cpu_offloading").state == "default"
     assert unit.get("model.pipeline_model_parallel_size").value == 2
+
+
+def test_a_private_builder_does_not_define_the_launch_environment():
+    text = ("def _build_config():\n"
+            "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=4, fine_grained_activation_offloading=True))\n"
+            "    cfg.env_vars = {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}\n"
+            "    return cfg\n"
+            "def public_config():\n"
+            "    cfg = _build_config()\n"
+            "    cfg.env_vars = {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True', 'NVTE_CPU_OFFLOAD_V1': '1'}\n"
+            "    return cfg\n")
+    units = {u.name: u for u in read_python("r.py", text)}
+    private, public = units["_build_config"], units["public_config"]
+    assert not private.launches_training and "private builder" in private.unknown_sections["env"]
+    assert resolve(private, V).get("env.NVTE_CPU_OFFLOAD_V1").is_unknown
+    assert public.launches_training and resolve(public, V).get("env.NVTE_CPU_OFFLOAD_V1").value == "1"

@@ -222,7 +222,16 @@ class PythonReader:
         if isinstance(frame.returned, ConfigObj):
             objects.append(frame.returned)
         objects = _dedupe(objects)
-        return self._unit(name, self._name_loc(node), objects) if objects else None
+        if not objects:
+            return None
+        unit = self._unit(name, self._name_loc(node), objects)
+        if name.rsplit(".", 1)[-1].startswith("_"):
+            # A private builder (`_pretrain_common`, `_build_x_config`) is not launched itself: the public recipe
+            # that calls it decides the launch environment (often by replacing cfg.env_vars).
+            unit.launches_training = unit.env_known = unit.env_unset = False
+            unit.default_sections = unit.default_sections - {"env"}
+            unit.unknown_sections["env"] = f"{name}() is a private builder: its callers set the launch environment"
+        return unit
 
     def _unit(self, name: str, location: Location, objects: list[ConfigObj]) -> Unit:
         """Flatten the config objects a function built into one unit (one configuration)."""
