@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from offlint import changed, pipeline
-from offlint.cache import Cache, fingerprint
+from offlint.cache import Cache, digest, fingerprint
 from offlint.discover import SourceFile, discover
 from offlint.pipeline import Job
 from offlint.engine import check_unit
@@ -26,7 +26,6 @@ from offlint.types import FileError, Finding, Layer, Location, Severity, Unit, U
 from offlint.versions import DetectedVersion, detect_version
 
 MAX_BYTES = 2 * 1024 * 1024
-_IMPORT_ALIAS = re.compile(r"\b([A-Za-z_]\w*)\s+as\s+([A-Za-z_]\w*)\b")
 
 
 @dataclass
@@ -101,8 +100,15 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
         selected.discard("OFL900")
     job = Job(files, texts, [p for p in _python_paths(tree_files) if p in texts], rules, version.version,
               options.strict)
+    run_key = ""
     if targets is None:
         cache = _cache(options, root, selected, version, job.python_paths, stdin)
+        if cache is not None:
+            run_key = digest(repr((sorted((path, digest(text)) for path, text in texts.items()), paths,
+                                   sorted(options.per_file_ignores.items()), [str(e) for e in errors])))
+            previous = cache.last_result(run_key)
+            if isinstance(previous, CheckResult):
+                return previous
     by_path = {f.path: f for f in files}
     reads: list[_Read] = []
     findings: list[Finding] = []
@@ -130,7 +136,12 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     findings.sort(key=Finding.sort_key)
     errors.sort(key=lambda e: e.path)
     checked = len(reads) if targets is None else len([r for r in reads if r.file.path in targets])
-    return CheckResult(findings, errors, checked, unit_count, version, {r.file.path: r.text for r in reads})
+    result = CheckResult(findings, errors, checked, unit_count, version, {r.file.path: r.text for r in reads})
+    if run_key and cache is not None:
+        shown = {f.location.path for f in findings} | {r.location.path for f in findings for r in f.related}
+        cache.remember_result(run_key, replace(result, sources={p: t for p, t in result.sources.items()
+                                                                if p in shown}))
+    return result
 
 
 def _python_paths(files: list[SourceFile]) -> list[str]:
@@ -239,14 +250,13 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
                 recipes.setdefault(unit.name, []).append(unit)
     found_aliases: dict[str, set[str]] = {}
 
-    def aliases() -> dict[str, set[str]]:
-        if not found_aliases:
-            for read in reads:
-                if read.file.kind == "python" and " as " in read.text:
-                    for original, alias in _IMPORT_ALIAS.findall(read.text):
-                        found_aliases.setdefault(alias, set()).add(original)
-            found_aliases.setdefault("", set())
-        return found_aliases
+    def originals_of(alias: str) -> set[str]:
+        """The recipe names imported `as alias` anywhere in the tree (searched once per alias)."""
+        if alias not in found_aliases:
+            pattern = re.compile(rf"\b([A-Za-z_]\w*)\s+as\s+{re.escape(alias)}\b")
+            found_aliases[alias] = {original for read in reads if read.file.kind == "python" and alias in read.text
+                                    for original in pattern.findall(read.text)}
+        return found_aliases[alias]
 
     yaml_layers = {}
     for read in reads:
@@ -262,12 +272,12 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
             if unit.recipe and not matches:
                 # Bridge's alias layout: `from .h100.llama3 import llama3_8b_pretrain_2gpu_config as
                 # llama3_8b_pretrain_config` makes the legacy name run the real recipe.
-                originals = aliases().get(unit.recipe, set())
+                originals = originals_of(unit.recipe)
                 matches = [r for name in originals for r in recipes.get(name, [])]
             if len(matches) == 1:
                 recipe = matches[0]
                 base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers
-                                                               for a in layer.assignments])]
+                                                               for a in layer.assignments], inherited=True)]
                 # The launch environment is the shell's plus the recipe's cfg.env_vars: known when the recipe's is,
                 # or when the recipe sets none at all.
                 unit.env_known = "env" in recipe.default_sections or recipe.env_unset
@@ -277,7 +287,7 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
             for name, where in unit.config_files:
                 target = _find_yaml(name, read.file.path, yaml_layers)
                 if target is not None:
-                    base_layers.append(Layer(f"--config-file {name}", target.all_assignments()))
+                    base_layers.append(Layer(f"--config-file {name}", target.all_assignments(), inherited=True))
             unit.layers = base_layers + unit.layers
 
 

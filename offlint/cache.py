@@ -24,7 +24,7 @@ CACHE_DIR = ".offlint_cache"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-_FORMAT = 2
+_FORMAT = 3
 
 
 @dataclass
@@ -75,17 +75,36 @@ class Cache:
         self.directory = root / CACHE_DIR
         self.file = self.directory / f"check-{key}.pickle"
         self.entries: dict[str, _Entry] = {}
+        # The whole previous run: (key of every input's digest, its pickled result). An unchanged tree gets the
+        # same answer without unpickling a single unit.
+        self.last: tuple[str, bytes] | None = None
         self.changed = False
 
     def load(self) -> "Cache":
         try:
             with open(self.file, "rb") as handle:
-                entries = pickle.load(handle)
+                stored = pickle.load(handle)
+            entries = stored.get("entries") if isinstance(stored, dict) else None
             if isinstance(entries, dict) and all(isinstance(e, _Entry) for e in entries.values()):
                 self.entries = entries
+                last = stored.get("last")
+                self.last = last if isinstance(last, tuple) and len(last) == 2 else None
         except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-            self.entries = {}
+            self.entries, self.last = {}, None
         return self
+
+    def last_result(self, run_key: str):
+        if self.last is None or self.last[0] != run_key:
+            return None
+        try:
+            return pickle.loads(self.last[1])
+        except (pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+            return None
+
+    def remember_result(self, run_key: str, result: object) -> None:
+        self.last = (run_key, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        self.changed = True
+        self.save(None)
 
     def dependencies(self) -> dict[str, dict[str, str]]:
         """file -> the files its last reading depended on (with their digests then)."""
@@ -129,7 +148,8 @@ class Cache:
                     old.unlink(missing_ok=True)
             handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".check-", suffix=".tmp")
             with os.fdopen(handle, "wb") as out:
-                pickle.dump(self.entries, out, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump({"entries": self.entries, "last": self.last}, out, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(temporary, self.file)
+            self.changed = False
         except OSError:
             pass  # a read-only tree still gets checked, only without a cache

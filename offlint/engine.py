@@ -107,7 +107,8 @@ def render_message(template: str, scope: Scope) -> str:
 
 def _assignment_rule(rule: Rule, resolved: ResolvedUnit) -> list[Finding]:
     out = []
-    for written in resolved.unit.all_assignments():
+    own = [a for layer in resolved.unit.layers if not layer.inherited for a in layer.assignments]
+    for written in own:
         assignment = for_version(written, resolved.version)
         if assignment is None:
             continue

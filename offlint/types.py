@@ -99,6 +99,9 @@ class Layer:
     # What unset keys of a section mean in this layer's base: "default" (the section was constructed here,
     # dataclass or argparse defaults apply) or an Unknown (inherited from something offlint did not follow).
     base: dict[str, object] = field(default_factory=dict)
+    # A layer a launch command takes over from the recipe or YAML file it names: its assignments were already
+    # checked as written in that unit, so spelling rules do not check them again.
+    inherited: bool = False
 
 
 class UnitKind(str, Enum):

@@ -1,5 +1,6 @@
 """The content-hash cache: reused when nothing changed, invalidated through the files a read depended on."""
 
+from dataclasses import replace
 from pathlib import Path
 
 from offlint.api import CheckOptions, check
@@ -58,8 +59,22 @@ def test_warm_run_reuses_entries_and_gives_the_same_findings(tmp_path, monkeypat
     # Poison the stored findings: a warm run must hand back exactly what the cache holds.
     stored.findings = []
     cache.store(stored)
+    cache.last = None  # no whole-run answer: the per-file entries are used
     cache.save(None)
     assert _codes(tmp_path) == []
+
+
+def test_an_unchanged_tree_gets_the_previous_whole_run_answer_and_any_edit_invalidates_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path, pp=4)
+    assert _codes(tmp_path) == ["OFL102 recipes/llama.py"]
+    cache = _cache(tmp_path)
+    previous = cache.last_result(cache.last[0])
+    assert [f.code for f in previous.findings] == ["OFL102"]
+    cache.remember_result(cache.last[0], replace(previous, findings=[]))  # poison the stored answer
+    assert _codes(tmp_path) == []  # nothing changed: the stored answer is returned as it is
+    (tmp_path / "notes.py").write_text("X = 1\n")  # any new or edited file: recomputed
+    assert _codes(tmp_path) == ["OFL102 recipes/llama.py"]
 
 
 def test_editing_the_base_builder_re_reads_the_recipe_that_inherits_from_it(tmp_path, monkeypatch):
