@@ -14,12 +14,8 @@ from offlint.config import FAIL_ON, ConfigError, load_config
 from offlint.report import FORMATS, render, render_statistics
 from offlint.rules import RuleFileError, load_rules
 from offlint.types import Severity
+from offlint.usage import fail as _fail
 from offlint.versions import VersionError, parse_version
-
-
-def _fail(message: str) -> None:
-    click.echo(f"offlint: error: {message}", err=True)
-    sys.exit(2)
 
 
 def _split(values: tuple[str, ...]) -> list[str]:

@@ -29,11 +29,7 @@ from offlint.config import ConfigError
 from offlint.slurm import SlurmError, SlurmOptionsError
 from offlint.slurm.launchers import LAUNCHERS, bisect_launch
 from offlint.slurm.options import slurm_click_options
-
-
-def _fail(message: str) -> None:
-    click.echo(f"offlint: error: {message}", err=True)
-    sys.exit(2)
+from offlint.usage import fail as _fail
 
 
 def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctrl-C, so cleanup runs

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -15,12 +14,8 @@ from offlint.estimate.memory import estimate
 from offlint.estimate.report import render_json, render_text
 from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
+from offlint.usage import fail as _fail
 from offlint.versions import VersionError
-
-
-def _fail(message: str) -> None:
-    click.echo(f"offlint: error: {message}", err=True)
-    sys.exit(2)
 
 
 @click.command("estimate")

@@ -16,11 +16,7 @@ from offlint.replay.mapping import MappingError, ReplaySpec, Shrink, map_unit
 from offlint.replay.result import exit_code_for, outcome_of, peak_bytes, write_json
 from offlint.slurm.options import given_options, slurm_click_options
 from offlint.units import UnitSelectionError, load_unit
-
-
-def _fail(message: str) -> None:
-    click.echo(f"offlint: error: {message}", err=True)
-    sys.exit(2)
+from offlint.usage import fail as _fail
 
 
 @click.command("replay")
