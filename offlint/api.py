@@ -85,7 +85,7 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
         tree_files, _ = discover([str(root)])
         cache = _cache(options, root, selected, version, _python_paths(tree_files + files), stdin)
         known_deps = cache.dependencies() if cache is not None else None
-        tree_files, files = changed.expand(files, root, lambda path: _read_text(path)[0], known_deps, tree_files)
+        tree_files, files = changed.expand(files, root, lambda path: _remember(path, texts), known_deps, tree_files)
     needed = {f.path for f in files}
     for file in tree_files:
         if file.path not in texts and (file.kind == "python" or file.path in needed):
@@ -101,10 +101,12 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     job = Job(files, texts, [p for p in _python_paths(tree_files) if p in texts], rules, version.version,
               options.strict)
     run_key = ""
+    digests = None
     if targets is None:
         cache = _cache(options, root, selected, version, job.python_paths, stdin)
         if cache is not None:
-            run_key = digest(repr((sorted((path, digest(text)) for path, text in texts.items()), paths,
+            digests = pipeline.digests_of(texts)
+            run_key = digest(repr((sorted(digests.items()), paths,
                                    sorted(options.per_file_ignores.items()), [str(e) for e in errors])))
             previous = cache.last_result(run_key)
             if isinstance(previous, CheckResult):
@@ -112,7 +114,7 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     by_path = {f.path: f for f in files}
     reads: list[_Read] = []
     findings: list[Finding] = []
-    for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None):
+    for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests):
         if outcome.error is not None:
             if targets is None or outcome.path in targets:
                 errors.append(FileError(outcome.path, outcome.error))
@@ -142,6 +144,16 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
         cache.remember_result(run_key, replace(result, sources={p: t for p, t in result.sources.items()
                                                                 if p in shown}))
     return result
+
+
+def _remember(path: str, texts: dict[str, str]) -> str:
+    """A file's text for the changed-files search, kept so the same file is not read again to be linted."""
+    if path not in texts:
+        text, error = _read_text(path)
+        if error:
+            return ""
+        texts[path] = text
+    return texts[path]
 
 
 def _python_paths(files: list[SourceFile]) -> list[str]:

@@ -38,12 +38,18 @@ class Job:
     strict: bool
 
 
-def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: bool = True) -> list[FileOutcome]:
+def digests_of(texts: dict[str, str]) -> dict[str, str]:
+    return {path: digest(text) for path, text in texts.items()}
+
+
+def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: bool = True,
+             digests: dict[str, str] | None = None) -> list[FileOutcome]:
     """One outcome per readable file of `job.files`, in order; reusing and refreshing `cache`.
 
     `prune`: the files are the whole tree, so cache entries of files not among them are dropped.
+    `digests`: the texts' digests, when the caller already computed them.
     """
-    digests = {path: digest(text) for path, text in job.texts.items()}
+    digests = digests if digests is not None else digests_of(job.texts)
     found: dict[str, FileOutcome] = {}
     missing: list[SourceFile] = []
     for file in job.files:
@@ -70,7 +76,7 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         return _read_batch(job, files, digests)
     global _JOB, _DIGESTS
     _JOB, _DIGESTS = job, digests  # forked workers inherit them
-    batches = _contiguous(files, count * 4)
+    batches = _contiguous(job, files, count * 4)
     try:
         with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
             results = list(pool.map(_worker_batch, range(len(batches)), [batches] * len(batches)))
@@ -119,10 +125,10 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
     return outcome
 
 
-def _contiguous(files: list[SourceFile], parts: int) -> list[list[SourceFile]]:
+def _contiguous(job: Job, files: list[SourceFile], parts: int) -> list[list[SourceFile]]:
     """Split files (in path order) into runs of similar total size."""
     ordered = sorted(files, key=lambda f: f.path)
-    weights = [len(_JOB.texts.get(f.path, "")) + 2000 if _JOB else 1 for f in ordered]
+    weights = [len(job.texts.get(f.path, "")) + 2000 for f in ordered]
     target = sum(weights) / max(parts, 1)
     batches: list[list[SourceFile]] = [[]]
     size = 0
