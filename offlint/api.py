@@ -64,6 +64,11 @@ class _Read:
 
 def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None = None) -> CheckResult:
     """Lint `paths` (or, with `stdin=(filename, text)`, one in-memory file)."""
+    with pipeline.cyclic_gc_paused():
+        return _check(paths, options, stdin)
+
+
+def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None) -> CheckResult:
     all_rules = load_rules()
     selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
     version = detect_version(options.mcore_version, options.configured_version, options.root)

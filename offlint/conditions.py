@@ -51,16 +51,23 @@ class Scope:
     version: Version
     names: dict[str, object] = field(default_factory=dict)
     read: list[Value] = field(default_factory=list)
+    _read_keys: set[str] = field(default_factory=set, repr=False)
 
     def key(self, name: str) -> object:
         value = self.lookup(name)
-        if all(v.key != value.key for v in self.read):
+        if value.key not in self._read_keys:
+            self._read_keys.add(value.key)
             self.read.append(value)
         return UNKNOWN if value.is_unknown else value.value
 
 
+Compiled = Callable[[Scope], object]
+
+
 @lru_cache(maxsize=None)
-def compile_condition(text: str) -> ast.Expression:
+def compile_condition(text: str) -> Compiled:
+    """A condition as a function of a scope. Checked once (only safe constructs, only known functions), then
+    turned into nested closures, so evaluating it for thousands of units does not walk its syntax tree."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
@@ -71,12 +78,12 @@ def compile_condition(text: str) -> ast.Expression:
             raise ConditionError(f"construct not allowed in conditions: {ast.dump(node)[:40]}")
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
             raise ConditionError(f"unknown function in condition {text!r}")
-    return tree
+    return _compile(tree.body)
 
 
 def evaluate(text: str, scope: Scope) -> object:
     """Evaluate a condition or a template expression; returns a value or UNKNOWN."""
-    return _eval(compile_condition(text).body, scope)
+    return compile_condition(text)(scope)
 
 
 def truth(value: object) -> object:
@@ -86,92 +93,156 @@ def truth(value: object) -> object:
     return bool(value)
 
 
-def _eval(node: ast.AST, scope: Scope) -> object:
+def _compile(node: ast.AST) -> Compiled:
+    """The evaluator of one expression node; an unsupported construct raises when the condition is loaded."""
     if isinstance(node, ast.Constant):
-        return node.value
+        constant = node.value
+        return lambda scope: constant
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = [_eval(e, scope) for e in node.elts]
-        if any(i is UNKNOWN for i in items):
-            return UNKNOWN
-        return set(items) if isinstance(node, ast.Set) else list(items)
+        return _compile_collection(node)
     if isinstance(node, ast.Name):
-        if node.id in scope.names:
-            return scope.names[node.id]
-        if node.id in keys.KEYS:  # a top-level key such as mixed_precision
-            return scope.key(node.id)
-        raise ConditionError(f"unknown name {node.id!r} in condition")
+        return _compile_name(node.id)
     if isinstance(node, ast.Attribute):
         dotted = _dotted(node)
         if dotted is None:
             raise ConditionError("attribute access is only allowed on keys")
-        return scope.key(dotted)
+        return lambda scope: scope.key(dotted)
     if isinstance(node, ast.BoolOp):
-        return _bool_op(node, scope)
+        return _compile_bool_op(node)
     if isinstance(node, ast.UnaryOp):
-        value = _eval(node.operand, scope)
-        if value is UNKNOWN:
-            return UNKNOWN
-        if isinstance(node.op, ast.Not):
-            return not value
-        if isinstance(node.op, ast.USub):
-            return -value
-        raise ConditionError("unsupported unary operator")
+        return _compile_unary(node)
     if isinstance(node, ast.Compare):
-        return _compare(node, scope)
+        return _compile_compare(node)
     if isinstance(node, ast.BinOp):
-        left, right = _eval(node.left, scope), _eval(node.right, scope)
-        if left is UNKNOWN or right is UNKNOWN:
-            return UNKNOWN
-        try:
-            return _BINARY[type(node.op)](left, right)
-        except (TypeError, ZeroDivisionError, KeyError):
-            return UNKNOWN
+        return _compile_binary(node)
     if isinstance(node, ast.IfExp):
-        test = truth(_eval(node.test, scope))
-        if test is UNKNOWN:
-            return UNKNOWN
-        return _eval(node.body if test else node.orelse, scope)
+        return _compile_if(node)
     if isinstance(node, ast.Call):
-        function = FUNCTIONS[node.func.id]
-        args = [_eval(a, scope) for a in node.args]
-        if not getattr(function, "takes_unknown", False) and any(a is UNKNOWN for a in args):
-            return UNKNOWN
-        if getattr(function, "needs_scope", False):
-            return function(scope, *args)
-        return function(*args)
+        return _compile_call(node)
     raise ConditionError(f"unsupported expression: {type(node).__name__}")
 
 
-def _bool_op(node: ast.BoolOp, scope: Scope) -> object:
-    is_and = isinstance(node.op, ast.And)
-    saw_unknown = False
-    for value_node in node.values:
-        value = truth(_eval(value_node, scope))
-        if value is UNKNOWN:
-            saw_unknown = True
-        elif is_and and not value:
-            return False
-        elif not is_and and value:
-            return True
-    return UNKNOWN if saw_unknown else is_and
+def _compile_collection(node: ast.List | ast.Tuple | ast.Set) -> Compiled:
+    elements = [_compile(e) for e in node.elts]
+    make_set = isinstance(node, ast.Set)
+
+    def collection(scope: Scope) -> object:
+        items = [element(scope) for element in elements]
+        if any(i is UNKNOWN for i in items):
+            return UNKNOWN
+        return set(items) if make_set else items
+
+    return collection
 
 
-def _compare(node: ast.Compare, scope: Scope) -> object:
-    left = _eval(node.left, scope)
-    result: object = True
-    for op, right_node in zip(node.ops, node.comparators):
-        right = _eval(right_node, scope)
+def _compile_name(name: str) -> Compiled:
+    def lookup(scope: Scope) -> object:
+        if name in scope.names:
+            return scope.names[name]
+        if name in keys.KEYS:  # a top-level key such as mixed_precision
+            return scope.key(name)
+        raise ConditionError(f"unknown name {name!r} in condition")
+
+    return lookup
+
+
+def _compile_unary(node: ast.UnaryOp) -> Compiled:
+    operand = _compile(node.operand)
+    if isinstance(node.op, ast.Not):
+        return lambda scope: UNKNOWN if (value := operand(scope)) is UNKNOWN else not value
+    if isinstance(node.op, ast.USub):
+        return lambda scope: UNKNOWN if (value := operand(scope)) is UNKNOWN else -value
+    raise ConditionError("unsupported unary operator")
+
+
+def _compile_binary(node: ast.BinOp) -> Compiled:
+    left_of, right_of = _compile(node.left), _compile(node.right)
+    if type(node.op) not in _BINARY:
+        raise ConditionError(f"unsupported operator: {type(node.op).__name__}")
+    apply = _BINARY[type(node.op)]
+
+    def binary(scope: Scope) -> object:
+        left, right = left_of(scope), right_of(scope)
         if left is UNKNOWN or right is UNKNOWN:
-            result = UNKNOWN if result is not False else False
-        else:
-            try:
-                ok = _COMPARE[type(op)](left, right)
-            except TypeError:
-                ok = False  # e.g. '4' > 1: megatron-core would raise; the rule's own condition is not met
-            if not ok:
+            return UNKNOWN
+        try:
+            return apply(left, right)
+        except (TypeError, ZeroDivisionError, KeyError):
+            return UNKNOWN
+
+    return binary
+
+
+def _compile_if(node: ast.IfExp) -> Compiled:
+    test_of, body, orelse = _compile(node.test), _compile(node.body), _compile(node.orelse)
+
+    def if_expression(scope: Scope) -> object:
+        test = truth(test_of(scope))
+        if test is UNKNOWN:
+            return UNKNOWN
+        return body(scope) if test else orelse(scope)
+
+    return if_expression
+
+
+def _compile_call(node: ast.Call) -> Compiled:
+    function = FUNCTIONS[node.func.id]
+    arguments = [_compile(a) for a in node.args]
+    takes_unknown = getattr(function, "takes_unknown", False)
+    needs_scope = getattr(function, "needs_scope", False)
+
+    def call(scope: Scope) -> object:
+        args = [argument(scope) for argument in arguments]
+        if not takes_unknown and any(a is UNKNOWN for a in args):
+            return UNKNOWN
+        if needs_scope:
+            return function(scope, *args)
+        return function(*args)
+
+    return call
+
+
+def _compile_bool_op(node: ast.BoolOp) -> Compiled:
+    is_and = isinstance(node.op, ast.And)
+    parts = [_compile(v) for v in node.values]
+
+    def bool_op(scope: Scope) -> object:
+        saw_unknown = False
+        for part in parts:
+            value = truth(part(scope))
+            if value is UNKNOWN:
+                saw_unknown = True
+            elif is_and and not value:
                 return False
-        left = right
-    return result
+            elif not is_and and value:
+                return True
+        return UNKNOWN if saw_unknown else is_and
+
+    return bool_op
+
+
+def _compile_compare(node: ast.Compare) -> Compiled:
+    left_of = _compile(node.left)
+    steps = [(_COMPARE[type(op)], _compile(right)) for op, right in zip(node.ops, node.comparators)]
+
+    def compare(scope: Scope) -> object:
+        left = left_of(scope)
+        result: object = True
+        for apply, right_of in steps:
+            right = right_of(scope)
+            if left is UNKNOWN or right is UNKNOWN:
+                result = UNKNOWN if result is not False else False
+            else:
+                try:
+                    ok = apply(left, right)
+                except TypeError:
+                    ok = False  # e.g. '4' > 1: megatron-core would raise; the rule's own condition is not met
+                if not ok:
+                    return False
+            left = right
+        return result
+
+    return compare
 
 
 def _dotted(node: ast.AST) -> str | None:

@@ -14,7 +14,6 @@ from offlint.conditions import UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
 from offlint.types import Assignment, Finding, Location, Related, Source, Unit, Unknown, Value
-from offlint.versions import Version, in_range
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -33,16 +32,12 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
     return findings
 
 
-def _checks(rule: Rule, version: Version) -> list[Check]:
-    return [c for c in rule.checks if in_range(version, c.versions)]
-
-
 def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding]:
     out = []
     unit = resolved.unit
     names = {"launches_training": unit.launches_training, "unit_kind": unit.kind.value,
              "defaults": unit.defaults.value}
-    for check in _checks(rule, resolved.version):
+    for check in rule.checks_for(resolved.version):
         scope = Scope(resolved.get, resolved.version, names=dict(names))
         verdict = truth(evaluate(check.condition, scope))
         if verdict is True:
@@ -136,7 +131,7 @@ def _assignment_verdict(rule: Rule, assignment: Assignment, resolved: ResolvedUn
              "key_type": keys.key_type(assignment.key, resolved.version), "op": assignment.op}
     verdict = None
     read_keys = False
-    for check in _checks(rule, resolved.version):
+    for check in rule.checks_for(resolved.version):
         scope = Scope(resolved.get, resolved.version, names=names)
         fired = truth(evaluate(check.condition, scope)) is True
         read_keys = read_keys or bool(scope.read)

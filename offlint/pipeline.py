@@ -9,6 +9,8 @@ contiguous runs of files so that modules which import each other tend to share a
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -67,6 +69,21 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     if cache is not None:
         cache.save({f.path for f in job.files} if prune else None)
     return [found[f.path] for f in job.files if f.path in found]
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused():
+    """Reading builds millions of small, long-lived objects (syntax trees, readers, assignments); the cyclic
+    collector rescans them all on every full collection, which on Megatron Bridge cost a third of the cold run
+    (19.5 s against 14.4 s single-threaded; unpickling a warm cache likewise) for about 55 MB of cyclic garbage. Reference counting still frees
+    everything else; the collector's previous state is restored afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None) -> list[FileOutcome]:

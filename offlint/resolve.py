@@ -27,8 +27,15 @@ class ResolvedUnit:
     unit: Unit
     version: Version
     values: dict[str, Assignment] = field(default_factory=dict)  # key -> winning assignment
+    _seen: dict[str, Value] = field(default_factory=dict, repr=False)  # every rule asks for the same keys
 
     def get(self, key: str) -> Value:
+        value = self._seen.get(key)
+        if value is None:
+            value = self._seen[key] = self._value(key)
+        return value
+
+    def _value(self, key: str) -> Value:
         assignment = self.values.get(key)
         if assignment is not None:
             if isinstance(assignment.value, Unknown):

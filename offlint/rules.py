@@ -81,6 +81,13 @@ class Rule:
     def applies_to(self, version) -> bool:
         return in_range(version, self.versions)
 
+    def checks_for(self, version) -> list[Check]:
+        """The checks that apply to `version` (asked once per unit, so kept per version)."""
+        memo = self.__dict__.setdefault("_checks_by_version", {})
+        if version not in memo:
+            memo[version] = [c for c in self.checks if in_range(version, c.versions)]
+        return memo[version]
+
 
 def rules_dir() -> Path:
     packaged = resources.files("offlint") / "_rules"

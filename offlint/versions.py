@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 NEWEST_KNOWN = "0.20.0"
@@ -34,6 +35,7 @@ def parse_version(text: str) -> Version:
     return Version(major, minor, patch)
 
 
+@lru_cache(maxsize=4096)
 def in_range(version: Version, spec: str) -> bool:
     """`spec` is "all", or comma-separated comparisons such as ">=0.16" or ">=0.16,<0.19"."""
     spec = (spec or "all").strip()
