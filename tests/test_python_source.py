@@ -220,3 +220,38 @@ def test_a_private_builder_does_not_define_the_launch_environment():
     assert not private.launches_training and "private builder" in private.unknown_sections["env"]
     assert resolve(private, V).get("env.NVTE_CPU_OFFLOAD_V1").is_unknown
     assert public.launches_training and resolve(public, V).get("env.NVTE_CPU_OFFLOAD_V1").value == "1"
+
+
+def test_a_training_entry_point_ends_the_configuration_and_is_not_read(tmp_path, monkeypatch):
+    """`pretrain(cfg, ...)` of megatron.bridge.training is where a script's configuration ends: its body (the
+    training loop, which may touch the config at run time) is neither followed nor a dependency, and the config
+    handed to it is not treated as changed by an unknown call."""
+    from offlint.units import load_unit
+    from offlint.sources.python_project import PythonProject
+    from offlint.sources.python import read_python
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    training = tmp_path / "src" / "megatron" / "bridge" / "training"
+    training.mkdir(parents=True)
+    (training / "pretrain.py").write_text(
+        "def pretrain(config, forward_step_func):\n    config.model.cpu_offloading = True\n")
+    (tmp_path / "run.py").write_text(
+        "from megatron.bridge.training.pretrain import pretrain\n\n"
+        "def main():\n    cfg = ConfigContainer(model=GPTModelProvider(num_layers=4))\n"
+        "    cfg.model.pipeline_model_parallel_size = 2\n    pretrain(cfg, None)\n")
+    loaded = load_unit("run.py", "main", mcore_version="0.20.0")
+    assert loaded.resolved.get("model.cpu_offloading").state == "default"  # not set by the training loop
+    assert loaded.resolved.get("model.num_layers").value == 4  # not tainted as "may be changed by pretrain()"
+
+    paths = ["run.py", "src/megatron/bridge/training/pretrain.py"]
+    project = PythonProject(paths, lambda p: (tmp_path / p).read_text())
+    with project.tracking() as touched:
+        read_python("run.py", (tmp_path / "run.py").read_text(), project)
+    assert "src/megatron/bridge/training/pretrain.py" not in touched
+
+    # The same function name outside Bridge's training package is an ordinary helper, and is followed.
+    (tmp_path / "helpers.py").write_text("def pretrain(config, step):\n    config.model.cpu_offloading = True\n")
+    (tmp_path / "run.py").write_text((tmp_path / "run.py").read_text().replace(
+        "megatron.bridge.training.pretrain", "helpers"))
+    assert load_unit("run.py", "main", mcore_version="0.20.0").resolved.get("model.cpu_offloading").value is True

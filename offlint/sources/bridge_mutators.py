@@ -7,6 +7,11 @@ before, the same names go to `cuda_graph_scope`. Following their bodies would me
 offlint cannot decide, so their effects are written here, per version (`ByVersion`), and kept in step with
 Bridge by the tests. `apply_determinism_overrides(cfg)` (recipes/utils/determinism_utils.py) sets two model
 flags and adds three environment variables.
+
+The training entry points (`pretrain(cfg, forward_step)` and friends in megatron/bridge/training/) are where a
+configuration ends: what they do with it happens at run time, is the same for every recipe, and reading them
+would pull the whole training loop into every script that launches a run. They are not followed, and the
+config handed to them stays as the script built it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,18 @@ MODULES_FIELD_SINCE = "0.18"  # megatron-core added CudaGraphModule / Transforme
 
 MUTATORS = frozenset({"set_cuda_graph_modules", "clear_cuda_graph_modules", "set_full_iteration_cuda_graph",
                       "apply_determinism_overrides"})
+
+TRAINING_ENTRY_POINTS = frozenset({"pretrain", "finetune", "distill", "pretrain_megatron_mimo", "train",
+                                   "train_megatron_mimo"})
+TRAINING_PACKAGE = "megatron.bridge.training"
+
+
+def is_training_entry_point(function_name: str, module: str) -> bool:
+    """A call of Bridge's training loop (by name, defined in the training package), not a config builder.
+    `module`: the dotted module it is imported from (megatron.bridge.training.pretrain, or as the tree lays
+    it out for a relative import: src.megatron.bridge.training.pretrain)."""
+    return function_name in TRAINING_ENTRY_POINTS and f".{TRAINING_PACKAGE}." in f".{module}."
+
 
 # Which object the first argument is: a model config (provider), or the whole ConfigContainer.
 RECEIVER = {"set_cuda_graph_modules": "model", "clear_cuda_graph_modules": "model",

@@ -632,6 +632,8 @@ class PythonReader:
             base = self._eval(node.args[0], frame)
             if isinstance(base, Record):
                 return base.replaced(self._call_keywords(node, frame))
+        if name and self._imports_training_entry_point(name):
+            return Unknown(f"`{text}` runs training")  # the configuration ends here; it is not changed
         dataclass = self._find_dataclass(name) if name else None
         if dataclass is not None:
             return self._record(dataclass, node, frame)
@@ -845,6 +847,15 @@ class PythonReader:
         if found is not None and found[1] == "function":
             return found[0], found[2]
         return None
+
+    def _imports_training_entry_point(self, name: str) -> bool:
+        """`pretrain` imported from Bridge's training package (decided from the import, without reading it)."""
+        parts = name.split(".")
+        if parts[-1] not in bridge_mutators.TRAINING_ENTRY_POINTS or parts[0] not in self.imports:
+            return False
+        module, attr = self.imports[parts[0]]
+        defining_module = ".".join(p for p in [module, attr if len(parts) > 1 else None, *parts[1:-1]] if p)
+        return bridge_mutators.is_training_entry_point(parts[-1], defining_module)
 
     def _imported_value(self, name: str):
         if self.project is not None and name in self.imports:
