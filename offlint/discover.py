@@ -61,17 +61,20 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
     files: list[SourceFile] = []
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
+    cwd = os.path.realpath(os.getcwd())
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             problems.append((raw, "no such file or directory"))
             continue
         if path.is_dir():
-            for found in _walk(path):
-                shown = _shown(found)
+            # os.walk does not follow symbolic links below the root, so only the root needs resolving.
+            real_root = os.path.realpath(path)
+            for found, kind in _walk(path):
+                shown = _shown_under(real_root, os.path.relpath(found, path), cwd, found)
                 if shown not in seen:
                     seen.add(shown)
-                    files.append(SourceFile(shown, kind_of(found) or "", False))
+                    files.append(SourceFile(shown, kind, False))
             continue
         kind = kind_of(path)
         if kind is None and path.suffix == "" and not _is_binary(path):
@@ -80,7 +83,7 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
             problems.append((raw, "not a Python, YAML or shell file: offlint reads .py, .yaml, .yml, .sh and "
                                   "shell scripts with a #! line"))
             continue
-        shown = _shown(path)
+        shown = _shown_under(os.path.realpath(path), ".", cwd, raw)
         if shown not in seen:
             seen.add(shown)
             files.append(SourceFile(shown, kind, True))
@@ -88,24 +91,31 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
 
 
 def _walk(root: Path):
+    """(path, kind) of every lintable file under root, in sorted order, skipping ignored and linked files."""
     specs: list[tuple[Path, pathspec.PathSpec]] = []
     for directory, dirnames, filenames in os.walk(root):
         here = Path(directory)
-        ignore_file = here / ".gitignore"
-        if ignore_file.is_file():
+        ignore_file = os.path.join(directory, ".gitignore")
+        if os.path.isfile(ignore_file):
             try:
-                lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+                with open(ignore_file, encoding="utf-8", errors="replace") as handle:
+                    lines = handle.read().splitlines()
                 specs.append((here, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
             except OSError:
                 pass
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")
                              and not _ignored(here / d, specs, True))
         for name in sorted(filenames):
-            path = here / name
-            if _ignored(path, specs, False) or path.is_symlink():
+            extension = os.path.splitext(name)[1]
+            kind = EXTENSIONS.get(extension.lower())
+            if kind is None and extension:
                 continue
-            if kind_of(path):
-                yield path
+            found = os.path.join(directory, name)
+            if os.path.islink(found) or (specs and _ignored(here / name, specs, False)):
+                continue
+            kind = kind or kind_of(Path(found))  # no extension: a shell script when its #! line says so
+            if kind:
+                yield found, kind
 
 
 def _ignored(path: Path, specs, is_dir: bool) -> bool:
@@ -119,8 +129,9 @@ def _ignored(path: Path, specs, is_dir: bool) -> bool:
     return False
 
 
-def _shown(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
+def _shown_under(real_base: str, relative: str, cwd: str, given: str) -> str:
+    """A path as shown to the user: relative to the working directory when it is under it, else as given."""
+    real = os.path.normpath(os.path.join(real_base, relative))
+    if real.startswith(cwd.rstrip(os.sep) + os.sep):
+        return Path(os.path.relpath(real, cwd)).as_posix()
+    return Path(given).as_posix()

@@ -1046,9 +1046,14 @@ def _merge_into(obj: ConfigObj, variants: list[ConfigObj], loc: Location, what: 
 
 def _merge_values(maps: list[dict[str, Assignment]], loc: Location, what: str) -> dict[str, Assignment]:
     out: dict[str, Assignment] = {}
-    for name in set().union(*maps):
+    first_map = maps[0]
+    names = first_map.keys() if all(m.keys() == first_map.keys() for m in maps) else set().union(*maps)
+    for name in names:
         options = [m.get(name) for m in maps]
         first = options[0]
+        if first is not None and all(o is first for o in options):  # no branch touched it (the common case)
+            out[name] = first
+            continue
         if all(o is not None for o in options) and all(
                 _same(o.value, first.value) or o.value == first.value for o in options):
             out[name] = options[-1]
