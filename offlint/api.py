@@ -119,7 +119,8 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     by_path = {f.path: f for f in files}
     reads: list[_Read] = []
     findings: list[Finding] = []
-    for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests):
+    for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests,
+                                     first=frozenset(targets or ())):
         if outcome.error is not None:
             if targets is None or outcome.path in targets:
                 errors.append(FileError(outcome.path, outcome.error))

@@ -35,14 +35,14 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
         tree_files, _ = discover([str(tree)])
     known = {f.path for f in tree_files}
     tree_files += [t for t in targets if t.path not in known]
-    data = {f.path: (read_text(f.path) or "").encode("utf-8", "replace") for f in tree_files}
+    data = _Bytes(read_text)
     chosen: dict[str, SourceFile] = {t.path: t for t in targets}
     words: dict[str, set[bytes]] = {}
 
     if known_deps:
         # The last run recorded which files each file's reading went through: exact, and no text search.
         for path, deps in known_deps.items():
-            if path not in chosen and path in data and any(dep in chosen for dep in deps):
+            if path not in chosen and path in known and any(dep in chosen for dep in deps):
                 chosen[path] = SourceFile(path, "python", False)
         frontier = []
     else:
@@ -86,6 +86,21 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
                 if file.kind == "yaml" and file.path not in chosen and file.path.endswith(name.lstrip("./")):
                     chosen[file.path] = SourceFile(file.path, "yaml", False)
     return tree_files, [chosen[f.path] for f in tree_files if f.path in chosen]
+
+
+class _Bytes(dict):
+    """path -> the file's bytes, read on first use (with the cache's exact dependents most are never needed)."""
+
+    def __init__(self, read_text):
+        super().__init__()
+        self._read_text = read_text
+
+    def __missing__(self, path: str) -> bytes:
+        data = self[path] = (self._read_text(path) or "").encode("utf-8", "replace")
+        return data
+
+    def get(self, path, default=None):
+        return self[path]
 
 
 _WORD = re.compile(rb"[A-Za-z_]\w{2,}")

@@ -20,13 +20,15 @@ _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
 def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[Finding]:
     findings: list[Finding] = []
+    own: list[tuple[Assignment, tuple]] | None = None
     for rule in rules:
         if not rule.applies_to(resolved.version):
             continue
         if rule.scope == "unit":
             findings.extend(_unit_rule(rule, resolved, strict))
         elif rule.scope == "assignment":
-            findings.extend(_assignment_rule(rule, resolved))
+            own = own if own is not None else _own_assignments(resolved)
+            findings.extend(_assignment_rule(rule, resolved, own))
         elif rule.code == "OFL004":
             findings.extend(_duplicates(rule, resolved.unit))
     return findings
@@ -100,14 +102,28 @@ def render_message(template: str, scope: Scope) -> str:
     return _TEMPLATE.sub(substitute, template)
 
 
-def _assignment_rule(rule: Rule, resolved: ResolvedUnit) -> list[Finding]:
+def _own_assignments(resolved: ResolvedUnit) -> list[tuple[Assignment, tuple]]:
+    """The assignments the unit itself writes (as they act on the version), each with what an assignment-scope
+    verdict depends on when it reads no other key: the assignment as written."""
     out = []
-    own = [a for layer in resolved.unit.layers if not layer.inherited for a in layer.assignments]
-    for written in own:
-        assignment = for_version(written, resolved.version)
-        if assignment is None:
+    for layer in resolved.unit.layers:
+        if layer.inherited:
             continue
-        verdict = _assignment_verdict(rule, assignment, resolved)
+        for written in layer.assignments:
+            assignment = for_version(written, resolved.version)
+            if assignment is not None:
+                value = assignment.value
+                as_written = (resolved.version, assignment.key, type(value).__name__,
+                              "?" if isinstance(value, Unknown) else repr(value), assignment.text, assignment.source,
+                              assignment.op)
+                out.append((assignment, as_written))
+    return out
+
+
+def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignment, tuple]]) -> list[Finding]:
+    out = []
+    for assignment, as_written in own:
+        verdict = _assignment_verdict(rule, assignment, as_written, resolved)
         if verdict is not None:
             check, message = verdict
             out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message,
@@ -121,12 +137,12 @@ def _assignment_rule(rule: Rule, resolved: ResolvedUnit) -> list[Finding]:
 _ASSIGNMENT_VERDICTS: dict[tuple, tuple[Check, str] | None] = {}
 
 
-def _assignment_verdict(rule: Rule, assignment: Assignment, resolved: ResolvedUnit) -> tuple[Check, str] | None:
-    value = UNKNOWN if isinstance(assignment.value, Unknown) else assignment.value
-    memo_key = (rule.code, resolved.version, assignment.key, type(value).__name__, repr(value), assignment.text,
-                assignment.source, assignment.op)
+def _assignment_verdict(rule: Rule, assignment: Assignment, as_written: tuple,
+                        resolved: ResolvedUnit) -> tuple[Check, str] | None:
+    memo_key = (rule.code, as_written)
     if memo_key in _ASSIGNMENT_VERDICTS:
         return _ASSIGNMENT_VERDICTS[memo_key]
+    value = UNKNOWN if isinstance(assignment.value, Unknown) else assignment.value
     names = {"key": assignment.key, "value": value, "text": assignment.text, "source": assignment.source.value,
              "key_type": keys.key_type(assignment.key, resolved.version), "op": assignment.op}
     verdict = None

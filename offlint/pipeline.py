@@ -25,7 +25,7 @@ from offlint.sources.python_project import PythonProject
 from offlint.types import FileError, UnitKind
 from offlint.versions import Version
 
-MIN_FILES_PER_WORKER = 12  # below this, forking workers costs more than it saves
+MIN_FILES_PER_WORKER = 8  # below this, forking workers costs more than it saves
 
 
 @dataclass
@@ -45,11 +45,13 @@ def digests_of(texts: dict[str, str]) -> dict[str, str]:
 
 
 def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: bool = True,
-             digests: dict[str, str] | None = None) -> list[FileOutcome]:
+             digests: dict[str, str] | None = None, first: frozenset[str] = frozenset()) -> list[FileOutcome]:
     """One outcome per readable file of `job.files`, in order; reusing and refreshing `cache`.
 
     `prune`: the files are the whole tree, so cache entries of files not among them are dropped.
     `digests`: the texts' digests, when the caller already computed them.
+    `first`: files the others depend on (the changed files of a pre-commit run): read before the workers start,
+    so that they inherit those readers and call results instead of each computing them again.
     """
     digests = digests if digests is not None else digests_of(job.texts)
     found: dict[str, FileOutcome] = {}
@@ -62,7 +64,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
             found[file.path] = hit
         else:
             missing.append(file)
-    for outcome in _compute(job, missing, digests, workers):
+    for outcome in _compute(job, missing, digests, workers, first):
         found[outcome.path] = outcome
         if cache is not None:
             cache.store(outcome)
@@ -86,20 +88,24 @@ def cyclic_gc_paused():
             gc.enable()
 
 
-def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None) -> list[FileOutcome]:
+def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None,
+             first: frozenset[str]) -> list[FileOutcome]:
     count = workers if workers is not None else (os.cpu_count() or 1)
     count = max(1, min(count, len(files) // MIN_FILES_PER_WORKER))
     if count == 1 or "fork" not in multiprocessing.get_all_start_methods():
         return _read_batch(job, files, digests)
-    global _JOB, _DIGESTS
-    _JOB, _DIGESTS = job, digests  # forked workers inherit them
-    batches = _contiguous(job, files, count * 4)
+    global _JOB, _DIGESTS, _PROJECT
+    leading = [f for f in files if f.path in first]
+    rest = [f for f in files if f.path not in first]
     try:
+        done = _read_batch(job, leading, digests, reuse_project=True) if leading else []
+        _JOB, _DIGESTS = job, digests  # forked workers inherit them (and the project the leading files built)
+        batches = _contiguous(job, rest, count * 4)
         with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
             results = list(pool.map(_worker_batch, range(len(batches)), [batches] * len(batches)))
     finally:
-        _JOB = _DIGESTS = None
-    return [outcome for batch in results for outcome in batch]
+        _JOB = _DIGESTS = _PROJECT = None
+    return done + [outcome for batch in results for outcome in batch]
 
 
 _JOB: Job | None = None
