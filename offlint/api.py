@@ -73,14 +73,14 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
     version = detect_version(options.mcore_version, options.configured_version, options.root)
     errors: list[FileError] = []
+    texts = pipeline.Texts(_read_text)  # read on first use: a pre-commit run reads only what it needs
     if stdin is not None:
         name, text = stdin
         files = [SourceFile(name, _stdin_kind(name), True)]
-        texts = {name: text}
+        texts[name] = text
     else:
         files, problems = discover(paths)
         errors.extend(FileError(p, msg) for p, msg in problems)
-        texts = {}
     targets: set[str] | None = None  # changed-files mode: report only what concerns these files
     tree_files = files
     root = options.root or Path.cwd()
@@ -90,27 +90,24 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         tree_files, _ = discover([str(root)])
         cache = _cache(options, root, selected, version, _python_paths(tree_files + files), stdin)
         known_deps = cache.dependencies() if cache is not None else None
-        tree_files, files = changed.expand(files, root, lambda path: _remember(path, texts), known_deps, tree_files)
+        tree_files, files = changed.expand(files, root, lambda path: texts.get(path, ""), known_deps, tree_files)
+    # The whole tree is read up front (its digests key the whole-run cache); a pre-commit run reads the files it
+    # checks, and the modules they import only when a reader asks for them.
     needed = {f.path for f in files}
-    for file in tree_files:
-        if file.path not in texts and (file.kind == "python" or file.path in needed):
-            text, error = _read_text(file.path)
-            if error:
-                if targets is None or file.path in targets:
-                    errors.append(FileError(file.path, error))
-            else:
-                texts[file.path] = text
+    for file in tree_files if targets is None else files:
+        if (file.kind == "python" or file.path in needed) and texts[file.path] is None and \
+                (targets is None or file.path in targets):
+            errors.append(FileError(file.path, texts.problems[file.path]))
     rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c == "OFL004"]
     if not options.validate:
         selected.discard("OFL900")
-    job = Job(files, texts, [p for p in _python_paths(tree_files) if p in texts], rules, version.version,
-              options.strict)
+    job = Job(files, texts, _python_paths(tree_files), rules, version.version, options.strict)
     run_key = ""
     digests = None
     if targets is None:
         cache = _cache(options, root, selected, version, job.python_paths, stdin)
         if cache is not None:
-            digests = pipeline.digests_of(texts)
+            digests = pipeline.digests_of(texts, job.python_paths + [f.path for f in files])
             run_key = digest(repr((sorted(digests.items()), paths,
                                    sorted(options.per_file_ignores.items()), [str(e) for e in errors])))
             previous = cache.last_result(run_key)
@@ -150,16 +147,6 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         cache.remember_result(run_key, replace(result, sources={p: t for p, t in result.sources.items()
                                                                 if p in shown}))
     return result
-
-
-def _remember(path: str, texts: dict[str, str]) -> str:
-    """A file's text for the changed-files search, kept so the same file is not read again to be linted."""
-    if path not in texts:
-        text, error = _read_text(path)
-        if error:
-            return ""
-        texts[path] = text
-    return texts[path]
 
 
 def _python_paths(files: list[SourceFile]) -> list[str]:

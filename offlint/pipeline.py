@@ -33,15 +33,56 @@ class Job:
     """What every worker needs; inherited by forked workers, never pickled per file."""
 
     files: list[SourceFile]
-    texts: dict[str, str]  # path -> text, for every readable file (the Python tree included)
+    texts: Texts  # path -> text (None when unreadable), the Python tree included, read on first use
     python_paths: list[str]  # the Python files imports may resolve to
     rules: list[Rule]
     version: Version
     strict: bool
 
 
-def digests_of(texts: dict[str, str]) -> dict[str, str]:
-    return {path: digest(text) for path, text in texts.items()}
+class Texts(dict):
+    """path -> text, each file read once, on first use; None for a file that cannot be read (why: `problems`)."""
+
+    def __init__(self, read):
+        super().__init__()
+        self._read = read  # path -> (text, error message or "")
+        self.problems: dict[str, str] = {}
+
+    def __missing__(self, path: str) -> str | None:
+        text, error = self._read(path)
+        if error:
+            self.problems[path] = error
+        value = self[path] = None if error else text
+        return value
+
+    def get(self, path: str, default=None):
+        text = self[path]
+        return default if text is None else text
+
+
+class Digests(dict):
+    """path -> digest of its text, computed on first use; None for a file that cannot be read."""
+
+    def __init__(self, texts: Texts):
+        super().__init__()
+        self._texts = texts
+
+    def __missing__(self, path: str) -> str | None:
+        text = self._texts.get(path)
+        value = self[path] = None if text is None else digest(text)
+        return value
+
+    def get(self, path: str, default=None):
+        value = self[path]
+        return default if value is None else value
+
+
+def digests_of(texts: Texts, paths: list[str]) -> Digests:
+    """The digests of `paths`, computed now (the whole-run cache key needs every one of them)."""
+    digests = Digests(texts)
+    for path in paths:
+        digests.get(path)
+    return digests
 
 
 def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: bool = True,
@@ -53,11 +94,11 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     `first`: files the others depend on (the changed files of a pre-commit run): read before the workers start,
     so that they inherit those readers and call results instead of each computing them again.
     """
-    digests = digests if digests is not None else digests_of(job.texts)
+    digests = digests if digests is not None else Digests(job.texts)
     found: dict[str, FileOutcome] = {}
     missing: list[SourceFile] = []
     for file in job.files:
-        if file.path not in job.texts:
+        if job.texts.get(file.path) is None:
             continue
         hit = cache.lookup(file.path, digests[file.path], digests) if cache is not None else None
         if hit is not None:
@@ -136,7 +177,8 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
     with project.tracking() as touched:
         reads = read_files([file], job.texts, project, errors)
     outcome = FileOutcome(file.path, digests[file.path])
-    outcome.deps = {path: digests[path] for path in sorted(touched) if path != file.path and path in digests}
+    outcome.deps = {path: digests[path] for path in sorted(touched)
+                    if path != file.path and digests.get(path) is not None}
     if errors:
         outcome.error = errors[0].message
         return outcome
