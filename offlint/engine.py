@@ -7,13 +7,14 @@ assignment as written (`source`, `key`, `value`, `text`: the OFL0xx spelling rul
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from offlint import keys
 from offlint.conditions import UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
-from offlint.types import Assignment, Finding, Location, Related, Source, Unit, Unknown, Value
+from offlint.types import Assignment, Finding, Location, OneOf, Related, Source, Unit, Unknown, Value
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -42,17 +43,91 @@ def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding
     for check in rule.checks_for(resolved.version):
         scope = Scope(resolved.get, resolved.version, names=dict(names))
         verdict = truth(evaluate(check.condition, scope))
+        condition = ""
+        if verdict is UNKNOWN and any(isinstance(v.value, OneOf) for v in scope.read):
+            verdict, scope, condition = _by_path(check, resolved, names, scope)
         if verdict is True:
-            out.append(_finding(rule, check, resolved, scope, possible=False))
+            out.append(_finding(rule, check, resolved, scope, possible=False, condition=condition))
         elif verdict is UNKNOWN and strict:
             out.append(_finding(rule, check, resolved, scope, possible=True))
     return out
 
 
-def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, possible: bool) -> Finding:
+MAX_COMBINATIONS = 64  # of paths, across the branch-dependent keys one condition reads
+
+
+class _OnePath:
+    """A unit's values with the branch-dependent keys pinned to one path (`.unit`, as ResolvedUnit has)."""
+
+    def __init__(self, resolved: ResolvedUnit, pinned: dict[str, Value]):
+        self.unit = resolved.unit
+        self._resolved = resolved
+        self._pinned = pinned
+
+    def get(self, key: str) -> Value:
+        return self._pinned.get(key) or self._resolved.get(key)
+
+
+def _by_path(check: Check, resolved: ResolvedUnit, names: dict, first: Scope) -> tuple[object, Scope, str]:
+    """A condition that read values depending on which branch ran, evaluated once per consistent combination
+    of paths (two values decided by the same `if` take the same branch of it).
+
+    True on every combination: the rule holds (reported plainly). True on some: reported with the conditions
+    of the first such combination. Otherwise unknown if any combination is, else False. A combination's
+    evaluation may read further branch-dependent keys (short-circuits), which are then split as well."""
+    split = [v.key for v in first.read if isinstance(v.value, OneOf)]
+    for _ in range(4):
+        per_key = [resolved.paths(key) for key in split]
+        combinations = list(itertools.islice(itertools.product(*per_key), MAX_COMBINATIONS + 1))
+        if len(combinations) > MAX_COMBINATIONS:
+            return UNKNOWN, first, ""
+        results = []
+        more: set[str] = set()
+        for combination in combinations:
+            taken = _consistent([steps for _, steps in combination])
+            if taken is None:
+                continue
+            scope = Scope(_OnePath(resolved, {v.key: v for v, _ in combination}).get, resolved.version,
+                          names=dict(names))
+            verdict = truth(evaluate(check.condition, scope))
+            results.append((verdict, scope, " and ".join(taken)))
+            more |= {v.key for v in scope.read if isinstance(v.value, OneOf)} - set(split)
+        if not more:
+            break
+        split += sorted(more)
+    else:
+        return UNKNOWN, first, ""
+    fired = [(scope, condition) for verdict, scope, condition in results if verdict is True]
+    if fired and len(fired) == len(results):
+        return True, fired[0][0], ""
+    if fired:
+        scope, condition = fired[0]
+        others = f"; {len(fired) - 1} other path(s) too" if len(fired) > 1 else ""
+        return True, scope, f"{condition}{others}"
+    return (UNKNOWN if any(verdict is UNKNOWN for verdict, _, _ in results) else False), first, ""
+
+
+def _consistent(per_value: list[tuple[tuple[int, int, str], ...]]) -> list[str] | None:
+    """The conditions of a combination of paths, in order and once each; None when two of its paths took
+    different branches of the same split (that combination cannot happen)."""
+    branch_of: dict[int, int] = {}
+    conditions: list[str] = []
+    for steps in per_value:
+        for split_id, index, condition in steps:
+            if branch_of.setdefault(split_id, index) != index:
+                return None
+            if condition not in conditions:
+                conditions.append(condition)
+    return conditions
+
+
+def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, possible: bool,
+             condition: str = "") -> Finding:
     read = list(scope.read)
     anchor = _anchor(rule, read, resolved)
     message = render_message(check.message, scope)
+    if condition:
+        message = f"{message} (on the path where {condition})"
     if possible:
         unknowns = [v for v in read if v.is_unknown]
         named = "; ".join(f"{v.key}: {v.value.reason}" for v in unknowns if isinstance(v.value, Unknown))

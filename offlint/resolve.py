@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from offlint import keys
-from offlint.types import ABSENT, Assignment, ByVersion, Defaults, Unit, Unknown, Value
+from offlint.types import ABSENT, KEY_DEFAULT, Assignment, ByVersion, Defaults, OneOf, Unit, Unknown, Value
 from offlint.versions import Version
 
 # Megatron-LM's argparse defaults where they differ from the dataclass default (CLI-3; checked against the
@@ -34,6 +34,25 @@ class ResolvedUnit:
         if value is None:
             value = self._seen[key] = self._value(key)
         return value
+
+    def paths(self, key: str) -> list[tuple[Value, tuple[tuple[int, int, str], ...]]]:
+        """(the key's value on one path, that path's steps) for each path of a value that depends on which
+        branch ran (a OneOf); [(its value, ())] for any other value."""
+        value = self.get(key)
+        if not isinstance(value.value, OneOf) or value.assignment is None:
+            return [(value, ())]
+        written = value.assignment
+        out = []
+        for on_path, steps, where, text in value.value.paths:
+            if on_path is KEY_DEFAULT:
+                pinned = Value(key, "default", self._default(key))
+            elif isinstance(on_path, Unknown):
+                pinned = Value(key, "unknown", on_path, written)
+            else:
+                pinned = Value(key, "known", on_path, replace(written, value=on_path, location=where or written.location,
+                                                              text=text or written.text))
+            out.append((pinned, steps))
+        return out
 
     def _value(self, key: str) -> Value:
         assignment = self.values.get(key)

@@ -32,6 +32,35 @@ class Unknown:
         return f"<unknown: {self.reason}>"
 
 
+class _KeyDefault:
+    """In a OneOf: the key keeps the default of its section on this path (resolved per megatron-core version)."""
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+    def __reduce__(self):
+        return "KEY_DEFAULT"
+
+
+KEY_DEFAULT = _KeyDefault()
+
+
+@dataclass(frozen=True)
+class OneOf(Unknown):
+    """A value that depends on which path of a branch ran: one value per path, each with the path's condition.
+
+    It is an Unknown (with the same reason as before, "A, B or unset depending on `if x` (line 4)"), so code that
+    does not look inside treats it as unknown; the rule engine evaluates a rule once per consistent combination
+    of paths instead, so that a rule holding on every path is reported plainly and one holding on some paths is
+    reported with their condition. A path's value is a literal, KEY_DEFAULT, or an Unknown (that path is not
+    readable). Its steps say which branch it took at each split: (split id, branch index, condition); two
+    values set by the same `if` share the split id, so only matching branches combine.
+    """
+
+    # (value on that path, its steps, where that path set it (None: before the split), as written)
+    paths: tuple[tuple[object, tuple[tuple[int, int, str], ...], Location | None, str], ...] = ()
+
+
 class Source(str, Enum):
     """How a value was written. Rules about spelling (OFL0xx) depend on it."""
 

@@ -255,3 +255,100 @@ def test_a_training_entry_point_ends_the_configuration_and_is_not_read(tmp_path,
     (tmp_path / "run.py").write_text((tmp_path / "run.py").read_text().replace(
         "megatron.bridge.training.pretrain", "helpers"))
     assert load_unit("run.py", "main", mcore_version="0.20.0").resolved.get("model.cpu_offloading").value is True
+
+
+BRANCHY = '''\
+def only_on_one_path(fast: bool):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32, pipeline_model_parallel_size=4),
+                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
+    if fast:
+        cfg.model.cpu_offloading = True
+        cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+
+
+def on_every_path(mode: str):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32, pipeline_model_parallel_size=4),
+                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
+    if mode == "a":
+        cfg.model.cpu_offloading = True
+        cfg.model.cpu_offloading_num_layers = 1
+    elif mode == "b":
+        cfg.model.cpu_offloading = True
+        cfg.model.cpu_offloading_num_layers = 2
+    else:
+        cfg.model.cpu_offloading = True
+        cfg.model.cpu_offloading_num_layers = 3
+    return cfg
+
+
+def through_a_local(fast: bool):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32, pipeline_model_parallel_size=1),
+                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
+    granularity = None
+    if fast:
+        granularity = "full"
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 2
+    cfg.model.recompute_granularity = granularity
+    return cfg
+
+
+def never(fast: bool):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32, pipeline_model_parallel_size=4),
+                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
+    if fast:
+        cfg.model.pipeline_model_parallel_size = 1
+        cfg.model.cpu_offloading = True
+        cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+'''
+
+
+def _branchy_findings():
+    from offlint.engine import check_unit
+    from offlint.rules import load_rules
+
+    rules = list(load_rules().values())
+    found = {}
+    for unit in read_python("branchy.py", BRANCHY):
+        found[unit.name] = [(f.code, f.message, f.location.line) for f in check_unit(resolve(unit, V), rules, False)]
+    return found
+
+
+def test_a_value_set_on_some_paths_is_one_of_its_paths_values_with_their_conditions():
+    from offlint.types import KEY_DEFAULT, OneOf
+
+    unit = resolve({u.name: u for u in read_python("branchy.py", BRANCHY)}["only_on_one_path"], V)
+    value = unit.get("model.cpu_offloading")
+    assert isinstance(value.value, OneOf) and value.is_unknown  # still unknown to code that does not look inside
+    assert [(v, steps[0][2], where.line if where else None) for v, steps, where, _ in value.value.paths] == [
+        (True, "`if fast` (line 4) is true", 5), (KEY_DEFAULT, "`if fast` (line 4) is false", None)]
+    on_paths = unit.paths("model.cpu_offloading")
+    assert [(v.state, v.value) for v, _ in on_paths] == [("known", True), ("default", False)]
+    assert on_paths[0][0].assignment.location.line == 5
+
+
+def test_a_rule_that_holds_on_some_paths_is_reported_with_the_condition_of_the_path():
+    findings = _branchy_findings()["only_on_one_path"]
+    assert ("OFL102", findings[0][1], 5) in findings
+    (message,) = [m for code, m, _ in findings if code == "OFL102"]
+    assert message.endswith("(on the path where `if fast` (line 4) is true)")
+    # cpu_offloading and cpu_offloading_num_layers are decided by the same `if`: the impossible mixes
+    # (offloading on with the layer count of the other path, and the reverse) are not reported.
+    assert not [code for code, _, _ in findings if code in ("OFL210", "OFL202")]
+
+
+def test_a_rule_that_holds_on_every_path_is_reported_plainly():
+    (message,) = [m for code, m, _ in _branchy_findings()["on_every_path"] if code == "OFL102"]
+    assert "on the path" not in message
+
+
+def test_a_local_variable_assigned_on_some_paths_carries_its_paths_into_a_key():
+    findings = _branchy_findings()["through_a_local"]
+    (message,) = [m for code, m, _ in findings if code == "OFL103"]
+    assert message.endswith("(on the path where `if fast` (line 29) is true)")
+
+
+def test_a_rule_that_holds_on_no_path_is_not_reported():
+    assert not [code for code, _, _ in _branchy_findings()["never"] if code.startswith("OFL1")]

@@ -16,6 +16,7 @@ positions and source text are all it needs (suppression comments are read from t
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from offlint.sources import bridge_mutators
 from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, model_sizes
 from offlint.keys import KEYS, OTHER_BRIDGE_SECTIONS
-from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind, Unknown
+from offlint.types import KEY_DEFAULT, Assignment, Layer, Location, OneOf, Source, Unit, UnitKind, Unknown
 
 MODEL_CLASSES = {"TransformerConfig", "MLATransformerConfig", "ModelParallelConfig"}
 SECTION_CLASSES = {
@@ -287,7 +288,10 @@ class PythonReader:
             if isinstance(stmt, ast.If):
                 touched.extend(self._run_if(stmt, frame))
             elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-                touched.extend(self._run_branches([stmt.body, []], frame, self._loc(stmt), "loop"))
+                line = stmt.lineno
+                split = BranchPoint(self._loc(stmt), "loop", (f"the loop body at line {line} runs",
+                                                              f"the loop body at line {line} does not run"))
+                touched.extend(self._run_branches([stmt.body, []], frame, split))
             elif isinstance(stmt, (ast.With, ast.AsyncWith)):
                 touched.extend(self._run_block(stmt.body, frame))
             elif isinstance(stmt, TRY):
@@ -301,12 +305,17 @@ class PythonReader:
         if decided is not None:  # the test is known here (a literal parameter default, a constant): one path runs
             return self._run_block(node.body if decided else node.orelse, frame)
         branches = [node.body]
+        test = f"`if {self._segment(node.test)}` (line {node.lineno})"
+        paths = [f"{test} is true"]
         orelse = node.orelse
         while len(orelse) == 1 and isinstance(orelse[0], ast.If):  # elif
             branches.append(orelse[0].body)
+            paths.append(f"`elif {self._segment(orelse[0].test)}` (line {orelse[0].lineno}) is the branch taken")
             orelse = orelse[0].orelse
         branches.append(orelse)  # the else branch, or [] when there is none (the path that skips the if)
-        return self._run_branches(branches, frame, self._loc(node), f"if {self._segment(node.test)}")
+        paths.append(f"{test} is false" if len(branches) == 2 else f"no branch of {test} is taken")
+        split = BranchPoint(self._loc(node), f"if {self._segment(node.test)}", tuple(paths))
+        return self._run_branches(branches, frame, split)
 
     def _decide(self, test, frame: Frame) -> bool | None:
         """The truth of an `if` test when every value it reads is a known literal, else None (both paths)."""
@@ -343,8 +352,8 @@ class PythonReader:
             return _UNDECIDED
         return value
 
-    def _run_branches(self, branches, frame: Frame, loc: Location, what: str) -> list[ConfigObj]:
-        """Run each branch on a copy of the state, then merge: disagreeing values become unknown."""
+    def _run_branches(self, branches, frame: Frame, split: "BranchPoint") -> list[ConfigObj]:
+        """Run each branch on a copy of the state, then merge: a value that differs by path becomes a OneOf."""
         objects = [v for v in frame.names.values() if isinstance(v, ConfigObj)]
         results = []
         for body in branches:
@@ -354,7 +363,7 @@ class PythonReader:
             self._run_block(body, sub)
             results.append((copies, sub))
         for obj in objects:
-            _merge_into(obj, [copies[id(obj)] for copies, _ in results], loc, what)
+            _merge_into(obj, [copies[id(obj)] for copies, _ in results], split)
         touched = list(objects)
         for name in {n for _, sub in results for n in sub.names}:
             values = [sub.names.get(name, frame.names.get(name)) for _, sub in results]
@@ -367,13 +376,16 @@ class PythonReader:
                 variants = [v if isinstance(v, ConfigObj) else ConfigObj(first.kind, first.base, first.section)
                             for v in values]
                 merged = variants[0].copy()
-                _merge_into(merged, variants, loc, what)
+                _merge_into(merged, variants, split)
                 frame.names[name] = merged
                 touched.append(merged)
             elif all(_same(v, values[0]) for v in values):
                 frame.names[name] = values[0]
             else:
-                frame.names[name] = Unknown(f"`{name}` differs by branch ({what} at line {loc.line})")
+                reason = f"`{name}` differs by branch ({split.what} at line {split.loc.line})"
+                defined = name in frame.names or all(name in sub.names for _, sub in results)
+                paths = _paths([(v, None, repr(v)) for v in values], split) if defined else None
+                frame.names[name] = OneOf(reason, paths) if paths else Unknown(reason)
         returns = [sub.returned for _, sub in results if sub.returned is not None]
         if returns and len(returns) == len(results) and all(isinstance(r, ConfigObj) for r in returns):
             frame.returned = returns[0]
@@ -1021,13 +1033,30 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _merge_into(obj: ConfigObj, variants: list[ConfigObj], loc: Location, what: str) -> None:
-    """After branches: a key with the same value on every path keeps it; otherwise it becomes unknown."""
+_SPLITS = itertools.count()
+
+
+@dataclass(frozen=True)
+class BranchPoint:
+    """Where the paths of a function split (one execution of an `if` or a loop): the statement, how messages
+    name it, each path's condition, and an id that ties together the values this one split decides."""
+
+    loc: Location
+    what: str  # "if precision == 'fp8'", "loop"
+    paths: tuple[str, ...]  # one per branch, in order: "`if x` (line 4) is true", ...
+    id: int = field(default_factory=lambda: next(_SPLITS))
+
+
+MAX_PATHS = 8  # beyond this many paths a value is left unknown (rules are evaluated once per combination)
+
+
+def _merge_into(obj: ConfigObj, variants: list[ConfigObj], split: BranchPoint) -> None:
+    """After branches: a key with the same value on every path keeps it; otherwise it becomes a OneOf."""
     if obj.kind == "container":
         for section in set().union(*(v.children for v in variants)) | set(obj.children):
             children = [v.children.get(section) or ConfigObj("section", v.base, section) for v in variants]
-            _merge_into(obj.child(section), children, loc, what)
-        obj.top = _merge_values([v.top for v in variants], loc, what)
+            _merge_into(obj.child(section), children, split)
+        obj.top = _merge_values([v.top for v in variants], split, [_unset(v) for v in variants])
         envs = [v.env for v in variants]
         unknown = [v.env_unknown for v in variants if v.env_unknown]
         if unknown:
@@ -1035,16 +1064,24 @@ def _merge_into(obj: ConfigObj, variants: list[ConfigObj], loc: Location, what: 
         elif all(e is None for e in envs):
             obj.env = None
         elif any(e is None for e in envs):
-            obj.env, obj.env_unknown = None, f"cfg.env_vars is assigned only on some paths (`{what}`)"
+            obj.env, obj.env_unknown = None, f"cfg.env_vars is assigned only on some paths (`{split.what}`)"
         else:
-            obj.env = _merge_values(envs, loc, what)
+            obj.env = _merge_values(envs, split, None)
         return
     bases = [v.base for v in variants]
-    obj.base = bases[0] if all(b == bases[0] for b in bases) else Unknown(f"set differently by branch ({what})")
-    obj.values = _merge_values([v.values for v in variants], loc, what)
+    obj.base = bases[0] if all(b == bases[0] for b in bases) else \
+        Unknown(f"set differently by branch ({split.what})")
+    obj.values = _merge_values([v.values for v in variants], split, [_unset(v) for v in variants])
 
 
-def _merge_values(maps: list[dict[str, Assignment]], loc: Location, what: str) -> dict[str, Assignment]:
+def _unset(obj: ConfigObj) -> object:
+    """What a key the path leaves unset is: its section's default, or the reason the section is unknown."""
+    return KEY_DEFAULT if obj.base == "default" else obj.base
+
+
+def _merge_values(maps: list[dict[str, Assignment]], split: BranchPoint,
+                  unset: list[object] | None) -> dict[str, Assignment]:
+    """`unset`: per path, what a key it does not set is (None: not expressible, so such a key is unknown)."""
     out: dict[str, Assignment] = {}
     first_map = maps[0]
     names = first_map.keys() if all(m.keys() == first_map.keys() for m in maps) else set().union(*maps)
@@ -1062,9 +1099,35 @@ def _merge_values(maps: list[dict[str, Assignment]], loc: Location, what: str) -
         anchor = present[-1]
         values = ", ".join(sorted({o.text or repr(o.value) for o in present}))
         missing = " or unset" if len(present) < len(options) else ""
-        out[name] = Assignment(anchor.key, Unknown(f"{values}{missing} depending on `{what}` (line {loc.line})"),
-                               anchor.location, anchor.source, anchor.text, anchor.via)
+        reason = f"{values}{missing} depending on `{split.what}` (line {split.loc.line})"
+        paths = None
+        if unset is not None or not missing:
+            paths = _paths([(o.value, o.location, o.text) if o is not None else (unset[i], None, "")
+                            for i, o in enumerate(options)], split)
+        out[name] = Assignment(anchor.key, OneOf(reason, paths) if paths else Unknown(reason), anchor.location,
+                               anchor.source, anchor.text, anchor.via)
     return out
+
+
+def _paths(per_branch: list[tuple[object, Location | None, str]], split: BranchPoint):
+    """A OneOf's paths: (value, steps, where it was set, as written), nested splits flattened; None when a
+    value is not a plain literal or there are too many paths."""
+    paths = []
+    for index, ((value, where, text), condition) in enumerate(zip(per_branch, split.paths)):
+        step = (split.id, index, condition)
+        if isinstance(value, OneOf):
+            paths.extend((v, (step, *steps), w or where, t) for v, steps, w, t in value.paths)
+        elif value is KEY_DEFAULT or isinstance(value, Unknown) or _plain(value):
+            paths.append((value, (step,), where, text))
+        else:
+            return None
+    return tuple(paths) if len(paths) <= MAX_PATHS else None
+
+
+def _plain(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def _dedupe(objects: list) -> list[ConfigObj]:
