@@ -107,10 +107,10 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict, first: Scope) ->
     return (UNKNOWN if any(verdict is UNKNOWN for verdict, _, _ in results) else False), first, ""
 
 
-def _consistent(per_value: list[tuple[tuple[int, int, str], ...]]) -> list[str] | None:
+def _consistent(per_value: list[tuple[tuple[str, int, str], ...]]) -> list[str] | None:
     """The conditions of a combination of paths, in order and once each; None when two of its paths took
     different branches of the same split (that combination cannot happen)."""
-    branch_of: dict[int, int] = {}
+    branch_of: dict[str, int] = {}
     conditions: list[str] = []
     for steps in per_value:
         for split_id, index, condition in steps:

@@ -35,7 +35,7 @@ class ResolvedUnit:
             value = self._seen[key] = self._value(key)
         return value
 
-    def paths(self, key: str) -> list[tuple[Value, tuple[tuple[int, int, str], ...]]]:
+    def paths(self, key: str) -> list[tuple[Value, tuple[tuple[str, int, str], ...]]]:
         """(the key's value on one path, that path's steps) for each path of a value that depends on which
         branch ran (a OneOf); [(its value, ())] for any other value."""
         value = self.get(key)

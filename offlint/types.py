@@ -58,7 +58,7 @@ class OneOf(Unknown):
     """
 
     # (value on that path, its steps, where that path set it (None: before the split), as written)
-    paths: tuple[tuple[object, tuple[tuple[int, int, str], ...], Location | None, str], ...] = ()
+    paths: tuple[tuple[object, tuple[tuple[str, int, str], ...], Location | None, str], ...] = ()
 
 
 class Source(str, Enum):

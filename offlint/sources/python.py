@@ -16,7 +16,6 @@ positions and source text are all it needs (suppression comments are read from t
 from __future__ import annotations
 
 import ast
-import itertools
 import re
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -367,6 +366,9 @@ class PythonReader:
         touched = list(objects)
         for name in {n for _, sub in results for n in sub.names}:
             values = [sub.names.get(name, frame.names.get(name)) for _, sub in results]
+            if all(v is values[0] for v in values) and (name in frame.names or values[0] is not None):
+                frame.names[name] = values[0]  # no branch rebound it (most names: constants, parameters)
+                continue
             if isinstance(frame.names.get(name), ConfigObj):
                 continue  # merged above
             created = [v for v in values if isinstance(v, ConfigObj)]
@@ -384,7 +386,7 @@ class PythonReader:
             else:
                 reason = f"`{name}` differs by branch ({split.what} at line {split.loc.line})"
                 defined = name in frame.names or all(name in sub.names for _, sub in results)
-                paths = _paths([(v, None, repr(v)) for v in values], split) if defined else None
+                paths = _paths([(v, None, "") for v in values], split) if defined else None
                 frame.names[name] = OneOf(reason, paths) if paths else Unknown(reason)
         returns = [sub.returned for _, sub in results if sub.returned is not None]
         if returns and len(returns) == len(results) and all(isinstance(r, ConfigObj) for r in returns):
@@ -934,6 +936,8 @@ class PythonReader:
 def _freeze(value):
     if isinstance(value, ConfigObj) or isinstance(value, dict):
         raise TypeError
+    if isinstance(value, OneOf):
+        return "one of", value.reason, tuple((_freeze(v), steps) for v, steps, _, _ in value.paths)
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
     hash(value)
@@ -1033,18 +1037,19 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-_SPLITS = itertools.count()
-
-
 @dataclass(frozen=True)
 class BranchPoint:
-    """Where the paths of a function split (one execution of an `if` or a loop): the statement, how messages
-    name it, each path's condition, and an id that ties together the values this one split decides."""
+    """Where the paths of a function split (an `if` or a loop): the statement, how messages name it, and each
+    path's condition. Its id (the statement's place) ties together the values one split decides. Two runs of the
+    same statement (a helper called twice) share it, which is what lets a followed call's result be reused."""
 
     loc: Location
     what: str  # "if precision == 'fp8'", "loop"
     paths: tuple[str, ...]  # one per branch, in order: "`if x` (line 4) is true", ...
-    id: int = field(default_factory=lambda: next(_SPLITS))
+
+    @property
+    def id(self) -> str:
+        return str(self.loc)
 
 
 MAX_PATHS = 8  # beyond this many paths a value is left unknown (rules are evaluated once per combination)
