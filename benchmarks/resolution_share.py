@@ -6,7 +6,10 @@
 Reads TREE exactly as `offlint check` does (sources, cross-file following, linking of launch commands), then,
 for every recipe unit and every key the rules read (the `keys:` of rules/*.yaml), counts whether the effective
 value is known (set and resolved), default (unset in a config the unit built, so megatron-core's default
-applies) or unknown. Launch commands are counted separately. Prints the counts; asserts nothing.
+applies) or unknown. Launch commands are counted separately, and so are the public recipe functions (a name
+ending in `_config`, not starting with `_`, in a file under a `recipes/` or `perf_recipes/` directory): the
+other recipe units are helpers, tests and examples, whose inputs are often parameters. Prints the counts;
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -33,31 +36,43 @@ def main() -> int:
     os.chdir(args.tree)
     version = detect_version(args.mcore_version, None, Path("."))
     files, _ = discover(["."])
-    texts = {f.path: t for f in files if not (t := api._read_text(f.path))[1] and (t := t[0]) is not None}
-    job = pipeline.Job(files, texts, sorted(f.path for f in files if f.kind == "python" and f.path in texts), [],
-                       version.version, False)
-    reads = [api._Read(f, texts[o.path], o.units, o.suppressions)
-             for o in pipeline.outcomes(job, None) for f in files if f.path == o.path and o.error is None]
+    texts = pipeline.Texts(api._read_text)
+    job = pipeline.Job(files, texts, sorted(f.path for f in files if f.kind == "python"), [], version.version, False)
+    by_path = {f.path: f for f in files}
+    reads = [api._Read(by_path[o.path], texts[o.path], o.units, o.suppressions)
+             for o in pipeline.outcomes(job, None) if o.error is None]
     api._link_commands(reads, [])
     rule_keys = sorted({k for rule in load_rules().values() for k in rule.keys if "." in k})
-    counts = {kind: collections.Counter() for kind in (UnitKind.RECIPE, UnitKind.COMMAND)}
+    counts = {"recipe": collections.Counter(), "public recipe functions": collections.Counter(),
+              "command": collections.Counter()}
     units = collections.Counter()
     for read in reads:
         for unit in read.units:
             units[unit.kind] += 1
-            if unit.kind not in counts:
+            groups = [unit.kind.value] if unit.kind in (UnitKind.RECIPE, UnitKind.COMMAND) else []
+            if unit.kind == UnitKind.RECIPE and _public_recipe(read.file.path, unit.name):
+                groups.append("public recipe functions")
+            if not groups:
                 continue
             resolved = resolve(unit, version.version)
             for key in rule_keys:
-                counts[unit.kind][resolved.get(key).state] += 1
+                state = resolved.get(key).state
+                for group in groups:
+                    counts[group][state] += 1
     print(f"# {len(reads)} files, units: " + ", ".join(f"{k.value} {n}" for k, n in units.items())
           + f"; {len(rule_keys)} rule keys; megatron-core {version.version}")
-    for kind, counter in counts.items():
+    for group, counter in counts.items():
         total = sum(counter.values()) or 1
-        print(f"{kind.value:8} pairs {total:7}  known {counter['known'] / total:6.1%}  default "
+        print(f"{group}: {total // len(rule_keys)} units\n  pairs {total:7}  known {counter['known'] / total:6.1%}  default "
               f"{counter['default'] / total:6.1%}  resolved (known or default) "
               f"{(counter['known'] + counter['default']) / total:6.1%}  unknown {counter['unknown'] / total:6.1%}")
     return 0
+
+
+def _public_recipe(path: str, name: str) -> bool:
+    parts = path.split("/")
+    return name.endswith("_config") and not name.startswith("_") and \
+        any(p in ("recipes", "perf_recipes") for p in parts[:-1])
 
 
 if __name__ == "__main__":
