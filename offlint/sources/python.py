@@ -6,8 +6,8 @@ local names, and records every key assignment with its position. It never import
 
 Within one file it follows: module constants (including `**CONSTANT` spreads in `cfg.env_vars`), chained
 assignments, names bound to literals, base builders and helpers defined in the same file (with parameter
-defaults and the arguments passed at the call site), and `if` branches (a key set differently on different
-paths becomes unknown, naming the condition).
+defaults and the arguments passed at the call site), and `if` branches (python_branches.py: a key set
+differently on different paths takes one value per path, each with its condition).
 
 It reads the standard library's `ast`: about 15 times faster than a concrete syntax tree here, and values,
 positions and source text are all it needs (suppression comments are read from the text by `suppressions`).
@@ -18,12 +18,13 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
-from dataclasses import dataclass, field
 
 from offlint.sources import bridge_mutators
 from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, model_sizes
 from offlint.keys import KEYS, OTHER_BRIDGE_SECTIONS
-from offlint.types import KEY_DEFAULT, Assignment, Layer, Location, OneOf, Source, Unit, UnitKind, Unknown
+from offlint.sources.python_branches import BranchPoint, merge_into, paths_of, same
+from offlint.sources.python_values import ConfigObj, Frame, ObjectTuple, PartialDict, Record
+from offlint.types import Assignment, Layer, Location, OneOf, Source, Unit, UnitKind, Unknown
 
 MODEL_CLASSES = {"TransformerConfig", "MLATransformerConfig", "ModelParallelConfig"}
 SECTION_CLASSES = {
@@ -48,14 +49,6 @@ def worth_parsing(data: bytes) -> bool:
     return _RELEVANT.search(data) is not None
 
 
-class PartialDict(dict):
-    """A dict literal with a `**spread` offlint could not read: its own entries are known, the rest is not."""
-
-    def __init__(self, items, reason: str):
-        super().__init__(items)
-        self.reason = reason
-
-
 _UNDECIDED = object()
 _DECIDABLE = {
     ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Is: lambda a, b: a is b,
@@ -63,73 +56,6 @@ _DECIDABLE = {
     ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
-
-
-class Record:
-    """An instance of a plain @dataclass of the tree (perf `WorkloadBaseConfig(...)`): field values by name.
-
-    Historical perf configs build them as module constants and derive variants with `replace(BASE, key=...)`;
-    code that reads `settings.cpu_offloading_num_layers` gets the value.
-    """
-
-    def __init__(self, name: str, fields: dict):
-        self.name = name
-        self.fields = dict(fields)
-
-    def replaced(self, changes: dict) -> "Record":
-        return Record(self.name, {**self.fields, **changes})
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Record) and (self.name, self.fields) == (other.name, other.fields)
-
-    def __hash__(self) -> int:
-        return hash((self.name, repr(sorted(self.fields.items(), key=lambda kv: kv[0]))))
-
-    def __repr__(self) -> str:
-        return f"{self.name}(...)"
-
-
-class ObjectTuple(tuple):
-    """A tuple holding config objects (`return optimizer, scheduler`), kept whole so the caller can unpack it."""
-
-
-class ConfigObj:
-    """A config object under construction: a container (with sections) or one section's object."""
-
-    def __init__(self, kind: str, base: object, section: str = ""):
-        self.kind = kind  # "container" or "section"
-        self.section = section  # for a section object: "model", "optimizer", "ddp", ...
-        self.base = base  # "default" or Unknown: what unset keys are
-        self.values: dict[str, Assignment] = {}  # field -> last assignment (section objects)
-        self.children: dict[str, ConfigObj] = {}  # section -> object (containers)
-        self.env: dict[str, Assignment] | None = None  # cfg.env_vars, when assigned from a literal
-        self.env_unknown = ""  # why cfg.env_vars is not known (assigned from something offlint cannot read)
-        self.env_location: Location | None = None  # where cfg.env_vars was last assigned
-        self.top: dict[str, Assignment] = {}  # container-level keys such as mixed_precision
-
-    def child(self, section: str) -> "ConfigObj":
-        if section not in self.children:
-            self.children[section] = ConfigObj("section", self.base, section)
-        return self.children[section]
-
-    def copy(self) -> "ConfigObj":
-        other = ConfigObj(self.kind, self.base, self.section)
-        other.values = dict(self.values)
-        other.children = {k: v.copy() for k, v in self.children.items()}
-        other.env = dict(self.env) if self.env is not None else None
-        other.env_unknown = self.env_unknown
-        other.env_location = self.env_location
-        other.top = dict(self.top)
-        return other
-
-
-@dataclass
-class Frame:
-    """Local names of one function activation."""
-
-    names: dict[str, object] = field(default_factory=dict)
-    returned: object = None
-    depth: int = 0
 
 
 class PythonReader:
@@ -362,7 +288,7 @@ class PythonReader:
             self._run_block(body, sub)
             results.append((copies, sub))
         for obj in objects:
-            _merge_into(obj, [copies[id(obj)] for copies, _ in results], split)
+            merge_into(obj, [copies[id(obj)] for copies, _ in results], split)
         touched = list(objects)
         for name in {n for _, sub in results for n in sub.names}:
             values = [sub.names.get(name, frame.names.get(name)) for _, sub in results]
@@ -378,15 +304,15 @@ class PythonReader:
                 variants = [v if isinstance(v, ConfigObj) else ConfigObj(first.kind, first.base, first.section)
                             for v in values]
                 merged = variants[0].copy()
-                _merge_into(merged, variants, split)
+                merge_into(merged, variants, split)
                 frame.names[name] = merged
                 touched.append(merged)
-            elif all(_same(v, values[0]) for v in values):
+            elif all(same(v, values[0]) for v in values):
                 frame.names[name] = values[0]
             else:
                 reason = f"`{name}` differs by branch ({split.what} at line {split.loc.line})"
                 defined = name in frame.names or all(name in sub.names for _, sub in results)
-                paths = _paths([(v, None, "") for v in values], split) if defined else None
+                paths = paths_of([(v, None, "") for v in values], split) if defined else None
                 frame.names[name] = OneOf(reason, paths) if paths else Unknown(reason)
         returns = [sub.returned for _, sub in results if sub.returned is not None]
         if returns and len(returns) == len(results) and all(isinstance(r, ConfigObj) for r in returns):
@@ -1029,110 +955,6 @@ def _taint(obj: ConfigObj, reason: Unknown) -> None:
     obj.base = reason if obj.base == "default" else obj.base
     for child in obj.children.values():
         _taint(child, reason)
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, Unknown) or isinstance(b, Unknown):
-        return False
-    return type(a) is type(b) and a == b
-
-
-@dataclass(frozen=True)
-class BranchPoint:
-    """Where the paths of a function split (an `if` or a loop): the statement, how messages name it, and each
-    path's condition. Its id (the statement's place) ties together the values one split decides. Two runs of the
-    same statement (a helper called twice) share it, which is what lets a followed call's result be reused."""
-
-    loc: Location
-    what: str  # "if precision == 'fp8'", "loop"
-    paths: tuple[str, ...]  # one per branch, in order: "`if x` (line 4) is true", ...
-
-    @property
-    def id(self) -> str:
-        return str(self.loc)
-
-
-MAX_PATHS = 8  # beyond this many paths a value is left unknown (rules are evaluated once per combination)
-
-
-def _merge_into(obj: ConfigObj, variants: list[ConfigObj], split: BranchPoint) -> None:
-    """After branches: a key with the same value on every path keeps it; otherwise it becomes a OneOf."""
-    if obj.kind == "container":
-        for section in set().union(*(v.children for v in variants)) | set(obj.children):
-            children = [v.children.get(section) or ConfigObj("section", v.base, section) for v in variants]
-            _merge_into(obj.child(section), children, split)
-        obj.top = _merge_values([v.top for v in variants], split, [_unset(v) for v in variants])
-        envs = [v.env for v in variants]
-        unknown = [v.env_unknown for v in variants if v.env_unknown]
-        if unknown:
-            obj.env, obj.env_unknown = None, unknown[0]
-        elif all(e is None for e in envs):
-            obj.env = None
-        elif any(e is None for e in envs):
-            obj.env, obj.env_unknown = None, f"cfg.env_vars is assigned only on some paths (`{split.what}`)"
-        else:
-            obj.env = _merge_values(envs, split, None)
-        return
-    bases = [v.base for v in variants]
-    obj.base = bases[0] if all(b == bases[0] for b in bases) else \
-        Unknown(f"set differently by branch ({split.what})")
-    obj.values = _merge_values([v.values for v in variants], split, [_unset(v) for v in variants])
-
-
-def _unset(obj: ConfigObj) -> object:
-    """What a key the path leaves unset is: its section's default, or the reason the section is unknown."""
-    return KEY_DEFAULT if obj.base == "default" else obj.base
-
-
-def _merge_values(maps: list[dict[str, Assignment]], split: BranchPoint,
-                  unset: list[object] | None) -> dict[str, Assignment]:
-    """`unset`: per path, what a key it does not set is (None: not expressible, so such a key is unknown)."""
-    out: dict[str, Assignment] = {}
-    first_map = maps[0]
-    names = first_map.keys() if all(m.keys() == first_map.keys() for m in maps) else set().union(*maps)
-    for name in names:
-        options = [m.get(name) for m in maps]
-        first = options[0]
-        if first is not None and all(o is first for o in options):  # no branch touched it (the common case)
-            out[name] = first
-            continue
-        if all(o is not None for o in options) and all(
-                _same(o.value, first.value) or o.value == first.value for o in options):
-            out[name] = options[-1]
-            continue
-        present = [o for o in options if o is not None]
-        anchor = present[-1]
-        values = ", ".join(sorted({o.text or repr(o.value) for o in present}))
-        missing = " or unset" if len(present) < len(options) else ""
-        reason = f"{values}{missing} depending on `{split.what}` (line {split.loc.line})"
-        paths = None
-        if unset is not None or not missing:
-            paths = _paths([(o.value, o.location, o.text) if o is not None else (unset[i], None, "")
-                            for i, o in enumerate(options)], split)
-        out[name] = Assignment(anchor.key, OneOf(reason, paths) if paths else Unknown(reason), anchor.location,
-                               anchor.source, anchor.text, anchor.via)
-    return out
-
-
-def _paths(per_branch: list[tuple[object, Location | None, str]], split: BranchPoint):
-    """A OneOf's paths: (value, steps, where it was set, as written), nested splits flattened; None when a
-    value is not a plain literal or there are too many paths."""
-    paths = []
-    for index, ((value, where, text), condition) in enumerate(zip(per_branch, split.paths)):
-        step = (split.id, index, condition)
-        if isinstance(value, OneOf):
-            paths.extend((v, (step, *steps), w or where, t) for v, steps, w, t in value.paths)
-        elif value is KEY_DEFAULT or isinstance(value, Unknown) or _plain(value):
-            paths.append((value, (step,), where, text))
-        else:
-            return None
-    return tuple(paths) if len(paths) <= MAX_PATHS else None
-
-
-def _plain(value) -> bool:
-    if isinstance(value, (list, tuple)):
-        return all(_plain(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def _dedupe(objects: list) -> list[ConfigObj]:

@@ -1,0 +1,119 @@
+"""Where a function's paths split and join: the values of an `if` (or a loop) whose test offlint cannot decide.
+
+Each branch runs on its own copy of the config objects; afterwards a key with the same value on every path keeps
+it, and a key set differently (or only on some paths) becomes a `OneOf`: one value per path, each with the
+path's condition ("`if fast` (line 4) is true") and the split it belongs to, so that the rule engine can
+evaluate rules per consistent combination of paths. A key left unset on a path has its section's default
+there (KEY_DEFAULT), or is unknown when the section's base is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offlint.sources.python_values import ConfigObj
+from offlint.types import KEY_DEFAULT, Assignment, Location, OneOf, Unknown
+
+
+def same(a, b) -> bool:
+    if isinstance(a, Unknown) or isinstance(b, Unknown):
+        return False
+    return type(a) is type(b) and a == b
+
+
+@dataclass(frozen=True)
+class BranchPoint:
+    """Where the paths of a function split (an `if` or a loop): the statement, how messages name it, and each
+    path's condition. Its id (the statement's place) ties together the values one split decides. Two runs of the
+    same statement (a helper called twice) share it, which is what lets a followed call's result be reused."""
+
+    loc: Location
+    what: str  # "if precision == 'fp8'", "loop"
+    paths: tuple[str, ...]  # one per branch, in order: "`if x` (line 4) is true", ...
+
+    @property
+    def id(self) -> str:
+        return str(self.loc)
+
+
+MAX_PATHS = 8  # beyond this many paths a value is left unknown (rules are evaluated once per combination)
+
+
+def merge_into(obj: ConfigObj, variants: list[ConfigObj], split: BranchPoint) -> None:
+    """After branches: a key with the same value on every path keeps it; otherwise it becomes a OneOf."""
+    if obj.kind == "container":
+        for section in set().union(*(v.children for v in variants)) | set(obj.children):
+            children = [v.children.get(section) or ConfigObj("section", v.base, section) for v in variants]
+            merge_into(obj.child(section), children, split)
+        obj.top = merge_values([v.top for v in variants], split, [_unset(v) for v in variants])
+        envs = [v.env for v in variants]
+        unknown = [v.env_unknown for v in variants if v.env_unknown]
+        if unknown:
+            obj.env, obj.env_unknown = None, unknown[0]
+        elif all(e is None for e in envs):
+            obj.env = None
+        elif any(e is None for e in envs):
+            obj.env, obj.env_unknown = None, f"cfg.env_vars is assigned only on some paths (`{split.what}`)"
+        else:
+            obj.env = merge_values(envs, split, None)
+        return
+    bases = [v.base for v in variants]
+    obj.base = bases[0] if all(b == bases[0] for b in bases) else \
+        Unknown(f"set differently by branch ({split.what})")
+    obj.values = merge_values([v.values for v in variants], split, [_unset(v) for v in variants])
+
+
+def _unset(obj: ConfigObj) -> object:
+    """What a key the path leaves unset is: its section's default, or the reason the section is unknown."""
+    return KEY_DEFAULT if obj.base == "default" else obj.base
+
+
+def merge_values(maps: list[dict[str, Assignment]], split: BranchPoint,
+                  unset: list[object] | None) -> dict[str, Assignment]:
+    """`unset`: per path, what a key it does not set is (None: not expressible, so such a key is unknown)."""
+    out: dict[str, Assignment] = {}
+    first_map = maps[0]
+    names = first_map.keys() if all(m.keys() == first_map.keys() for m in maps) else set().union(*maps)
+    for name in names:
+        options = [m.get(name) for m in maps]
+        first = options[0]
+        if first is not None and all(o is first for o in options):  # no branch touched it (the common case)
+            out[name] = first
+            continue
+        if all(o is not None for o in options) and all(
+                same(o.value, first.value) or o.value == first.value for o in options):
+            out[name] = options[-1]
+            continue
+        present = [o for o in options if o is not None]
+        anchor = present[-1]
+        values = ", ".join(sorted({o.text or repr(o.value) for o in present}))
+        missing = " or unset" if len(present) < len(options) else ""
+        reason = f"{values}{missing} depending on `{split.what}` (line {split.loc.line})"
+        paths = None
+        if unset is not None or not missing:
+            paths = paths_of([(o.value, o.location, o.text) if o is not None else (unset[i], None, "")
+                            for i, o in enumerate(options)], split)
+        out[name] = Assignment(anchor.key, OneOf(reason, paths) if paths else Unknown(reason), anchor.location,
+                               anchor.source, anchor.text, anchor.via)
+    return out
+
+
+def paths_of(per_branch: list[tuple[object, Location | None, str]], split: BranchPoint):
+    """A OneOf's paths: (value, steps, where it was set, as written), nested splits flattened; None when a
+    value is not a plain literal or there are too many paths."""
+    paths = []
+    for index, ((value, where, text), condition) in enumerate(zip(per_branch, split.paths)):
+        step = (split.id, index, condition)
+        if isinstance(value, OneOf):
+            paths.extend((v, (step, *steps), w or where, t) for v, steps, w, t in value.paths)
+        elif value is KEY_DEFAULT or isinstance(value, Unknown) or _plain(value):
+            paths.append((value, (step,), where, text))
+        else:
+            return None
+    return tuple(paths) if len(paths) <= MAX_PATHS else None
+
+
+def _plain(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))

@@ -1,0 +1,89 @@
+"""The values the Python reader computes with: config objects under construction, dataclass records, tuples of
+config objects, dict literals with unreadable spreads, and a function activation's local names.
+
+Literals are plain Python values and what offlint cannot read is an `Unknown` (types.py); these classes are the
+rest. They hold no logic beyond copying and equality, so the reader (python.py) and the merging of branches
+(python_branches.py) share them without depending on each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from offlint.types import Assignment, Location
+
+
+class PartialDict(dict):
+    """A dict literal with a `**spread` offlint could not read: its own entries are known, the rest is not."""
+
+    def __init__(self, items, reason: str):
+        super().__init__(items)
+        self.reason = reason
+
+
+
+class Record:
+    """An instance of a plain @dataclass of the tree (perf `WorkloadBaseConfig(...)`): field values by name.
+
+    Historical perf configs build them as module constants and derive variants with `replace(BASE, key=...)`;
+    code that reads `settings.cpu_offloading_num_layers` gets the value.
+    """
+
+    def __init__(self, name: str, fields: dict):
+        self.name = name
+        self.fields = dict(fields)
+
+    def replaced(self, changes: dict) -> "Record":
+        return Record(self.name, {**self.fields, **changes})
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Record) and (self.name, self.fields) == (other.name, other.fields)
+
+    def __hash__(self) -> int:
+        return hash((self.name, repr(sorted(self.fields.items(), key=lambda kv: kv[0]))))
+
+    def __repr__(self) -> str:
+        return f"{self.name}(...)"
+
+
+class ObjectTuple(tuple):
+    """A tuple holding config objects (`return optimizer, scheduler`), kept whole so the caller can unpack it."""
+
+
+class ConfigObj:
+    """A config object under construction: a container (with sections) or one section's object."""
+
+    def __init__(self, kind: str, base: object, section: str = ""):
+        self.kind = kind  # "container" or "section"
+        self.section = section  # for a section object: "model", "optimizer", "ddp", ...
+        self.base = base  # "default" or Unknown: what unset keys are
+        self.values: dict[str, Assignment] = {}  # field -> last assignment (section objects)
+        self.children: dict[str, ConfigObj] = {}  # section -> object (containers)
+        self.env: dict[str, Assignment] | None = None  # cfg.env_vars, when assigned from a literal
+        self.env_unknown = ""  # why cfg.env_vars is not known (assigned from something offlint cannot read)
+        self.env_location: Location | None = None  # where cfg.env_vars was last assigned
+        self.top: dict[str, Assignment] = {}  # container-level keys such as mixed_precision
+
+    def child(self, section: str) -> "ConfigObj":
+        if section not in self.children:
+            self.children[section] = ConfigObj("section", self.base, section)
+        return self.children[section]
+
+    def copy(self) -> "ConfigObj":
+        other = ConfigObj(self.kind, self.base, self.section)
+        other.values = dict(self.values)
+        other.children = {k: v.copy() for k, v in self.children.items()}
+        other.env = dict(self.env) if self.env is not None else None
+        other.env_unknown = self.env_unknown
+        other.env_location = self.env_location
+        other.top = dict(self.top)
+        return other
+
+
+@dataclass
+class Frame:
+    """Local names of one function activation."""
+
+    names: dict[str, object] = field(default_factory=dict)
+    returned: object = None
+    depth: int = 0
