@@ -106,7 +106,9 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
     if not quiet and output_format in ("concise", "full"):
         count = len(result.findings)
         noun = "finding" if count == 1 else "findings"
-        summary = f"Found {count} {noun}" if count else "All checks passed!"
+        summary = f"Found {count} {noun}" if count else ("No findings" if result.errors else "All checks passed!")
+        if result.errors:
+            summary += f", {len(result.errors)} {'file' if len(result.errors) == 1 else 'files'} not checked"
         click.echo(f"{summary} ({result.files_checked} files, {result.units} units, megatron-core "
                    f"{result.version.version} from {result.version.origin}).", err=True)
     sys.exit(exit_code(result, severity))

@@ -80,6 +80,13 @@ def test_missing_path_is_an_error_but_others_are_checked(project):
     assert_one_line_errors(result.stderr, 1)
     assert "nope.py: no such file or directory" in result.stderr
     assert "OFL102" in result.stdout
+    assert "1 file not checked" in result.stderr
+
+
+def test_nothing_checked_is_not_reported_as_passing(project):
+    result = run("check", "nope.py", cwd=project)
+    assert result.returncode == 2
+    assert "All checks passed" not in result.stderr and "No findings, 1 file not checked" in result.stderr
 
 
 def test_empty_files_are_clean(project):
