@@ -367,9 +367,7 @@ def _memory_inputs(scope: Scope):
     if not hasattr(scope, "_memory_inputs"):
         from offlint.estimate import oom
 
-        unit = getattr(scope.lookup, "__self__", None)
-        name = unit.unit.name if unit is not None and hasattr(unit, "unit") else ""
-        inputs, unknown = oom.inputs_for(scope.lookup, name)
+        inputs, unknown = oom.inputs_for(scope.lookup, str(scope.names.get("unit_name", "")))
         for key in unknown:
             scope.key(key)
         for key in oom.DRIVERS:

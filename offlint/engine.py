@@ -38,7 +38,7 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
 def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding]:
     out = []
     unit = resolved.unit
-    names = {"launches_training": unit.launches_training, "unit_kind": unit.kind.value,
+    names = {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
              "defaults": unit.defaults.value}
     for check in rule.checks_for(resolved.version):
         scope = Scope(resolved.get, resolved.version, names=dict(names))
@@ -57,10 +57,9 @@ MAX_COMBINATIONS = 64  # of paths, across the branch-dependent keys one conditio
 
 
 class _OnePath:
-    """A unit's values with the branch-dependent keys pinned to one path (`.unit`, as ResolvedUnit has)."""
+    """A unit's values with the branch-dependent keys pinned to one path."""
 
     def __init__(self, resolved: ResolvedUnit, pinned: dict[str, Value]):
-        self.unit = resolved.unit
         self._resolved = resolved
         self._pinned = pinned
 
