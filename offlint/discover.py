@@ -68,10 +68,12 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
             problems.append((raw, "no such file or directory"))
             continue
         if path.is_dir():
-            # os.walk does not follow symbolic links below the root, so only the root needs resolving.
-            real_root = os.path.realpath(path)
-            for found, kind in _walk(path):
-                shown = _shown_under(real_root, os.path.relpath(found, path), cwd, found)
+            # os.walk does not follow symbolic links below the root, so only the root needs resolving: a file
+            # is shown as the root's shown form joined with its path below the root.
+            shown_root = _shown_under(os.path.realpath(path), ".", cwd, raw)
+            prefix = "" if shown_root == "." else shown_root.rstrip("/") + "/"
+            for below, kind in _walk(path):
+                shown = prefix + below
                 if shown not in seen:
                     seen.add(shown)
                     files.append(SourceFile(shown, kind, False))
@@ -91,10 +93,13 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
 
 
 def _walk(root: Path):
-    """(path, kind) of every lintable file under root, in sorted order, skipping ignored and linked files."""
+    """(path below root, kind) of every lintable file under root, in sorted order, skipping ignored and linked
+    files; paths use "/"."""
     specs: list[tuple[Path, pathspec.PathSpec]] = []
     for directory, dirnames, filenames in os.walk(root):
         here = Path(directory)
+        below = os.path.relpath(directory, root)
+        below = "" if below == "." else Path(below).as_posix() + "/"
         ignore_file = os.path.join(directory, ".gitignore")
         if os.path.isfile(ignore_file):
             try:
@@ -115,7 +120,7 @@ def _walk(root: Path):
                 continue
             kind = kind or kind_of(Path(found))  # no extension: a shell script when its #! line says so
             if kind:
-                yield found, kind
+                yield below + name, kind
 
 
 def _ignored(path: Path, specs, is_dir: bool) -> bool:
@@ -132,6 +137,6 @@ def _ignored(path: Path, specs, is_dir: bool) -> bool:
 def _shown_under(real_base: str, relative: str, cwd: str, given: str) -> str:
     """A path as shown to the user: relative to the working directory when it is under it, else as given."""
     real = os.path.normpath(os.path.join(real_base, relative))
-    if real.startswith(cwd.rstrip(os.sep) + os.sep):
+    if real == cwd or real.startswith(cwd.rstrip(os.sep) + os.sep):
         return Path(os.path.relpath(real, cwd)).as_posix()
     return Path(given).as_posix()
