@@ -101,7 +101,8 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict, first: Scope) ->
         return True, fired[0][0], ""
     if fired:
         scope, condition = fired[0]
-        others = f"; {len(fired) - 1} other path(s) too" if len(fired) > 1 else ""
+        more = len(fired) - 1
+        others = f", and on {more} other path{'s' if more > 1 else ''}" if more else ""
         return True, scope, f"{condition}{others}"
     return (UNKNOWN if any(verdict is UNKNOWN for verdict, _, _ in results) else False), first, ""
 

@@ -294,6 +294,18 @@ def through_a_local(fast: bool):
     return cfg
 
 
+def elif_paths(a: bool, b: bool):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32, pipeline_model_parallel_size=1),
+                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 2
+    if a:
+        cfg.model.recompute_granularity = "full"
+    elif b:
+        cfg.model.recompute_granularity = "selective"
+    return cfg
+
+
 def never(fast: bool):
     cfg = ConfigContainer(model=GPTModelProvider(num_layers=32, pipeline_model_parallel_size=4),
                           optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
@@ -352,3 +364,8 @@ def test_a_local_variable_assigned_on_some_paths_carries_its_paths_into_a_key():
 
 def test_a_rule_that_holds_on_no_path_is_not_reported():
     assert not [code for code, _, _ in _branchy_findings()["never"] if code.startswith("OFL1")]
+
+
+def test_a_rule_that_holds_on_several_paths_names_the_first_and_counts_the_others():
+    (message,) = [m for code, m, _ in _branchy_findings()["elif_paths"] if code == "OFL103"]
+    assert message.endswith("(on the path where `if a` (line 42) is true, and on 1 other path)")
