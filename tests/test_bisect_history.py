@@ -13,6 +13,7 @@ import pytest
 from offlint.bisect import history
 from offlint.bisect.worktree import Worktrees
 from tests.bisect_helpers import bisect, history as make_history, repo_state
+from tests.signals import default_sigint
 
 
 def test_first_parent_candidates_exclude_side_branch_commits(tmp_path):
@@ -70,7 +71,7 @@ def test_repository_unchanged_after_sigint(tmp_path):
     marker = tmp_path / "started"
     process = subprocess.Popen([sys.executable, "-m", "offlint", "bisect", "--repo", h["repo"], "--good", h["good"],
                                 "--bad", h["bad"], "--probe", "command", "--command", f"touch {marker}; sleep 30"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     deadline = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -16,6 +16,7 @@ from offlint.bisect.probes import Probe
 from offlint.slurm import SlurmOptionsError, render_script
 from offlint.slurm.launchers import bisect_launch
 from tests.bisect_helpers import bisect, history, read_json
+from tests.signals import default_sigint
 
 PROBE = f"{sys.executable} probe.py"
 
@@ -103,7 +104,8 @@ def test_ctrl_c_cancels_the_jobs_and_leaves_the_repository_as_it_was(slurm, tmp_
     before = visible_state(h["repo"])
     args = [sys.executable, "-m", "offlint", "bisect", "--repo", h["repo"], "--good", h["good"], "--bad", h["bad"],
             "--probe", "command", "--command", "sleep 120", "--launcher", "slurm", "--jobs", "2"]
-    running = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    running = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=default_sigint)
     try:
         wait_for(lambda: any(" RUNNING " in line for line in active_jobs(tmp_path)), 60, "a probe job to run")
         running.send_signal(signal.SIGINT)

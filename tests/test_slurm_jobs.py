@@ -20,6 +20,7 @@ from offlint.outcomes import Outcome
 from offlint.slurm import SlurmError, SlurmOptions, SlurmRunner, scheduler_outcome
 from offlint.slurm import commands
 from offlint.steps import Step
+from tests.signals import sigint_raises
 
 PY = os.path.dirname(sys.executable)  # jobs inherit PATH; make sure this venv's python/torchrun come first
 
@@ -121,7 +122,7 @@ def test_ctrl_c_cancels_every_job_and_leaves_nothing_running(slurm):
         _thread.interrupt_main()  # what Ctrl-C does to the main thread
 
     threading.Thread(target=interrupt_when_one_runs, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
+    with sigint_raises(), pytest.raises(KeyboardInterrupt):
         runner(slurm, on_submit=lambda step, job: submitted.append(job)).run(steps)
 
     assert len(submitted) == 3
@@ -207,9 +208,10 @@ def test_node_failure_is_an_infrastructure_failure(slurm):
 
 
 def test_two_gpu_job_runs_torchrun_with_a_working_rendezvous(slurm):
+    # Each rank reports in one write(2): with PYTHONUNBUFFERED, print() issues several and the ranks interleave.
     code = ("import os, torch, torch.distributed as dist; dist.init_process_group('gloo'); "
             "t = torch.tensor([dist.get_rank() + 1]); dist.all_reduce(t); "
-            "print('rank', dist.get_rank(), 'of', dist.get_world_size(), 'sum', int(t), flush=True); "
+            "os.write(1, f'rank {dist.get_rank()} of {dist.get_world_size()} sum {int(t)}\\n'.encode()); "
             "dist.destroy_process_group()")
     step = Step(name="ddp", argv=("python", "-c", code), cwd=slurm, log=slurm / "logs" / "ddp.log",
                 timeout_s=300, env={"PATH": f"{PY}:{os.environ['PATH']}"}, gpus=2)
