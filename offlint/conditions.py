@@ -406,14 +406,16 @@ def model_state_pp1_gib(scope: Scope) -> object:
 def usable_gib(scope: Scope) -> float:
     from offlint.estimate import oom
 
-    return oom.device().usable_bytes / 1024**3
+    found = oom.device_for(str(scope.names.get("unit_name", "")))
+    return UNKNOWN if found is None else found.usable_bytes / 1024**3
 
 
 @_needs_scope
 def gpu_name(scope: Scope) -> str:
     from offlint.estimate import oom
 
-    return oom.device().name
+    found = oom.device_for(str(scope.names.get("unit_name", "")))
+    return "?" if found is None else found.name
 
 
 @_needs_scope
@@ -438,7 +440,8 @@ def memory_savings(scope: Scope) -> str:
     from offlint.estimate import oom
 
     inputs = _memory_inputs(scope)
-    return "?" if inputs is None else oom.offload_savings(inputs, oom.device())
+    found = oom.device_for(str(scope.names.get("unit_name", "")))
+    return "?" if inputs is None or found is None else oom.offload_savings(inputs, found)
 
 
 FUNCTIONS: dict[str, Callable] = {

@@ -210,3 +210,38 @@ def test_check_does_not_import_torch(tmp_path):
             "print(len(r.findings))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_recipe_that_names_its_gpu_is_sized_against_it():
+    from offlint.estimate import oom
+
+    assert oom.device_for("llama3_8b_pretrain_8gpu_b200_bf16_config").name == "b200"
+    assert oom.device_for("qwen3_30b_a3b_pretrain_8gpu_h100_fp8cs_config").name == "h100-80gb"
+    assert oom.device_for("llama3_8b_pretrain_8gpu_gb300_bf16_config") is None  # no capacity known: unknown
+    assert oom.device_for("my_recipe_config") == oom.device()  # no GPU in the name: the configured one
+
+
+def test_a_mixed_precision_config_record_sets_half_precision_parameters(tmp_path, monkeypatch):
+    """Bridge perf recipes assign `cfg.mixed_precision = _perf_precision("bf16")`, a MixedPrecisionConfig built
+    by bf16_mixed(): the parameters are bf16, as with the string "bf16_mixed"."""
+    from offlint.estimate.inputs import read_inputs
+    from offlint.units import load_unit
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "precision.py").write_text(
+        "from dataclasses import dataclass\n\n"
+        "@dataclass\nclass MixedPrecisionConfig:\n    bf16: bool = False\n    fp16: bool = False\n\n"
+        "def bf16_mixed():\n    return MixedPrecisionConfig(bf16=True)\n")
+    (tmp_path / "recipe.py").write_text(
+        "from precision import bf16_mixed\n\n"
+        "def record_config():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=4, hidden_size=256, num_attention_heads=4,\n"
+        "                          vocab_size=1024, seq_length=128), optimizer=OptimizerConfig(),\n"
+        "                          ddp=DistributedDataParallelConfig())\n"
+        "    cfg.mixed_precision = bf16_mixed()\n    return cfg\n\n"
+        "def string_config():\n    cfg = record_config()\n    cfg.mixed_precision = 'bf16_with_mxfp8_mixed'\n    return cfg\n\n"
+        "def fp32_config():\n    cfg = record_config()\n    cfg.mixed_precision = None\n    cfg.model.bf16 = False\n    return cfg\n")
+    for name, params_bytes in (("record_config", 2), ("string_config", 2), ("fp32_config", 4)):
+        loaded = load_unit("recipe.py", name, mcore_version="0.20.0")
+        assert read_inputs(loaded.resolved.get, name).training.params_bytes == params_bytes, name

@@ -248,9 +248,29 @@ def _read_parallel(r: _Reader, unit_name: str, world_size: int | None) -> tuple[
     return parallel, source
 
 
+def _half_precision(r: _Reader) -> str | None:
+    """"bf16", "fp16" or None (fp32 parameters). Bridge's `mixed_precision` (a recipe name such as "bf16_mixed" or
+    "bf16_with_mxfp8_mixed", or a MixedPrecisionConfig the recipe built) sets the model's dtype when the run
+    starts, over model.bf16/fp16; a value offlint cannot read makes the estimate unknown."""
+    mixed = r.lookup("mixed_precision")
+    if mixed.is_unknown:
+        r.unknown["mixed_precision"] = mixed.value.reason if isinstance(mixed.value, Unknown) else "unknown"
+        return None
+    if isinstance(mixed.value, str):
+        return "bf16" if mixed.value.startswith("bf16") else "fp16" if mixed.value.startswith("fp16") else None
+    fields = getattr(mixed.value, "fields", None)  # a MixedPrecisionConfig(...) record
+    if isinstance(fields, dict):
+        for name in ("bf16", "fp16"):
+            if isinstance(fields.get(name), Unknown):
+                r.unknown["mixed_precision"] = f"`{name}` of the mixed-precision config: {fields[name].reason}"
+                return None
+        return "bf16" if fields.get("bf16") is True else "fp16" if fields.get("fp16") is True else None
+    return "bf16" if r.get("model.bf16", False) else "fp16" if r.get("model.fp16", False) else None
+
+
 def _read_training(r: _Reader) -> Training:
-    bf16 = bool(r.get("model.bf16", False)) or r.get("mixed_precision", "") in ("bf16_mixed", "bf16_with_fp8_mixed")
-    fp16 = bool(r.get("model.fp16", False))
+    half = _half_precision(r)
+    bf16, fp16 = half == "bf16", half == "fp16"
     distopt = bool(r.get("optimizer.use_distributed_optimizer", False)) or bool(
         r.get("ddp.use_distributed_optimizer", False))
     granularity = r.get("model.recompute_granularity")

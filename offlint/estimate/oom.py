@@ -3,8 +3,9 @@ model, for the rule conditions in `offlint.conditions`. Pure arithmetic: `offlin
 
 A configuration rarely states its GPU count, so the rules use a lower bound when it is unknown: the peak at
 any data-parallel size (the distributed optimizer's shard shrinks towards nothing, one micro-batch in flight).
-A finding then means the configuration cannot fit however many GPUs it runs on. The device comes from
-`[tool.offlint] gpu` (else h100-80gb).
+A finding then means the configuration cannot fit however many GPUs it runs on. The device is the one a Bridge
+recipe names (`..._8gpu_b200_bf16_config` is sized against a B200; a GPU offlint has no capacity for, such as
+GB300, leaves the verdict unknown), else `[tool.offlint] gpu`, else h100-80gb.
 """
 
 from __future__ import annotations
@@ -37,6 +38,22 @@ def configured_device(cwd: str) -> Device:
 
 def device() -> Device:
     return configured_device(str(Path.cwd()))
+
+
+# GPU names in Bridge recipe names; the second set has no capacity in offlint's device table.
+_NAMED_GPUS = {"h100": "h100-80gb", "h200": "h200", "b200": "b200", "gb200": "gb200", "a100": "a100-80gb"}
+_UNSIZED_GPUS = frozenset({"b300", "gb300", "r100", "vr200"})
+
+
+def device_for(unit_name: str) -> Device | None:
+    """The device a unit is sized against: the GPU its name names, else the configured one; None when it names
+    a GPU offlint has no capacity for."""
+    for token in unit_name.lower().replace(".", "_").split("_"):
+        if token in _NAMED_GPUS:
+            return parse_device(_NAMED_GPUS[token])
+        if token in _UNSIZED_GPUS:
+            return None
+    return device()
 
 
 # The inputs a "possible" finding names when they are unknown (the model sizes first; at most a few others).
