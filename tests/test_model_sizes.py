@@ -56,7 +56,8 @@ def _shape(hf_id: str) -> ModelShape:
     return ModelShape(
         num_layers=m["model.num_layers"], hidden_size=m["model.hidden_size"], ffn_hidden_size=m["model.ffn_hidden_size"],
         num_attention_heads=m["model.num_attention_heads"], num_query_groups=m["model.num_query_groups"],
-        kv_channels=m["model.kv_channels"], vocab_size=m["model.vocab_size"], seq_length=4096,
+        kv_channels=m.get("model.kv_channels", m["model.hidden_size"] // m["model.num_attention_heads"]),
+        vocab_size=m["model.vocab_size"], seq_length=4096,
         gated_linear_unit=m["model.gated_linear_unit"], tied_embeddings=m["model.share_embeddings_and_output_weights"],
         rms_norm=True, add_bias_linear=False, add_qkv_bias=m["model.add_qkv_bias"], qk_layernorm=m["model.qk_layernorm"],
         learned_position_embeddings=False, num_moe_experts=m.get("model.num_moe_experts"),
@@ -69,6 +70,9 @@ def _shape(hf_id: str) -> ModelShape:
     # The size each model is named after (total, and active for MoE), within rounding of the name.
     ("meta-llama/Llama-3.1-8B", 8.0, None),
     ("meta-llama/Llama-3.1-70B", 70.6, None),
+    ("meta-llama/Meta-Llama-3-8B", 8.0, None),
+    ("meta-llama/Meta-Llama-3-70B", 70.6, None),
+    ("Qwen/Qwen2.5-72B", 72.0, None),
     ("Qwen/Qwen3-30B-A3B", 30.5, 3.3),
     ("Qwen/Qwen3-235B-A22B", 235.1, 22.1),
     ("zai-org/GLM-4.5-Air", 106.0, None),  # its "A12B" leaves out the embeddings
@@ -78,6 +82,15 @@ def test_parameter_totals_match_the_models_names(hf_id, billions, active):
     assert params.total(shape) / 1e9 == pytest.approx(billions, rel=0.03)
     if active:
         assert params.active(shape) / 1e9 == pytest.approx(active, rel=0.1)
+
+
+def test_layer_lists_and_patterns_cover_every_layer():
+    for hf_id in model_sizes.known_models():
+        m = model_sizes.lookup(hf_id)
+        if isinstance(m.get("model.moe_layer_freq"), list):
+            assert len(m["model.moe_layer_freq"]) == m["model.num_layers"], hf_id
+        if "model.hybrid_layer_pattern" in m:
+            assert len(m["model.hybrid_layer_pattern"]) == m["model.num_layers"], hf_id
 
 
 def test_from_config_json_reads_moe_and_mla_layouts(tmp_path):
