@@ -105,12 +105,10 @@ def offload_savings(inputs: Inputs, dev: Device) -> str:
 
     result = bound(inputs)
     world = result.world_size
-    options = what_if(inputs, dev, world)
+    options = what_if(inputs, dev, world, layouts=False)  # a finding names knobs, not other layouts
     base = options[0].peak_bytes
     best: dict[str, tuple[float, str]] = {}
     for option in options[1:]:
-        if option.group == "layout":
-            continue
         saving = base - option.peak_bytes
         if saving >= 0.05 * GIB and saving > best.get(option.group, (0.0, ""))[0]:
             best[option.group] = (saving, f"{option.group} {option.label} saves {saving / GIB:.1f} GiB")

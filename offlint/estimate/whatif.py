@@ -34,7 +34,8 @@ class Option:
         return self.result.peak.total
 
 
-def what_if(inputs: Inputs, device: Device, world_size: int) -> list[Option]:
+def what_if(inputs: Inputs, device: Device, world_size: int, layouts: bool = True) -> list[Option]:
+    """The configured option and one per knob setting (and, with `layouts`, per other TP x PP layout)."""
     t, p = inputs.training, inputs.parallel
     if not t.global_batch_size:
         # Compare layouts at the same global batch: the assumed micro-batch count of the configured layout.
@@ -45,7 +46,7 @@ def what_if(inputs: Inputs, device: Device, world_size: int) -> list[Option]:
     base_time = cost.step_seconds(inputs, base, device)
     options = [_option("configured", "as configured", inputs, world_size, device, base_time)]
     options[0].baseline = True
-    for group, label, variant in _variants(inputs, world_size):
+    for group, label, variant in _variants(inputs, world_size, layouts):
         options.append(_option(group, label, variant, world_size, device, base_time))
     fitting = [o for o in options if o.fits]
     if fitting:
@@ -59,7 +60,7 @@ def _option(group: str, label: str, inputs: Inputs, world: int, device: Device, 
     return Option(group, label, inputs, result, relative, result.peak.total <= device.usable_bytes)
 
 
-def _variants(inputs: Inputs, world: int):
+def _variants(inputs: Inputs, world: int, layouts: bool = True):
     m, p, t = inputs.model, inputs.parallel, inputs.training
     train = lambda **kw: inputs.with_(training=replace(t, **kw))  # noqa: E731
 
@@ -89,7 +90,7 @@ def _variants(inputs: Inputs, world: int):
     yield ("activation offload", "fine-grained " + ",".join(modules),
            train(fine_grained_offloading=True, offload_modules=modules, cpu_offloading=False,
                  activation_offload_fraction=1.0))
-    for tp, pp in _layouts(inputs, world):
+    for tp, pp in _layouts(inputs, world) if layouts else ():
         if (tp, pp) == (p.tp, p.pp):
             continue
         layout = replace(p, tp=tp, pp=pp, vpp=None, etp=tp if p.etp == p.tp else p.etp,
