@@ -103,6 +103,8 @@ def from_config(config: dict) -> dict[str, object]:
                     "model.add_bias_linear": False, "model.position_embedding_type": "rope"})
         out["model.qk_layernorm"] = model_type in _QK_NORM or bool(config.get("use_qk_norm")) or mla
         out["model.add_qkv_bias"] = model_type in _QKV_BIAS or bool(config.get("attention_bias"))
+    if model_type == "gpt_oss":  # Bridge's GPTOSSBridge: biased linears and YaRN positions
+        out.update({"model.add_bias_linear": True, "model.position_embedding_type": "yarn"})
     _moe(config, out)
     return out
 

@@ -107,3 +107,28 @@ def test_from_config_json_bad_file_is_one_line_error(tmp_path):
     path.write_text("{not json")
     with pytest.raises(model_sizes.ModelConfigError, match="cannot read config.json"):
         model_sizes.from_config_json(path)
+
+
+def test_a_gpt_oss_config_json_maps_as_bridge_maps_it(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+                                "num_hidden_layers": 24, "hidden_size": 2880, "num_attention_heads": 64,
+                                "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 201088}))
+    mapped = model_sizes.from_config_json(path)
+    table = model_sizes.lookup("openai/gpt-oss-20b")
+    for key in ("model.add_bias_linear", "model.position_embedding_type", "model.num_query_groups",
+                "model.num_layers", "model.kv_channels"):
+        assert mapped[key] == table[key], key
+
+
+def test_qwen3_next_linear_attention_is_outside_the_memory_model():
+    from offlint.estimate.inputs import read_inputs
+    from offlint.types import Value
+
+    sizes = model_sizes.lookup("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    assert sizes.get("model.experimental_attention_variant")
+
+    def lookup(key):
+        return Value(key, "known", sizes[key]) if key in sizes else Value(key, "default", None)
+
+    assert "an experimental attention variant (gated delta net, DSA)" in read_inputs(lookup, "q").unsupported

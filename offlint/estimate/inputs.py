@@ -316,6 +316,7 @@ _UNSUPPORTED = {
     "model.pipeline_model_parallel_layout": "a custom pipeline layout",
     "model.moe_latent_size": "latent MoE",
     "model.hybrid_layer_pattern": "hybrid Mamba layers",
+    "model.experimental_attention_variant": "an experimental attention variant (gated delta net, DSA)",
     "ddp.use_megatron_fsdp": "Megatron-FSDP",
     "peft": "PEFT fine-tuning (frozen base weights have no gradients or optimizer states)",
 }
