@@ -10,6 +10,7 @@ Each count is split by how ranks hold it: `tp` (sharded over tensor parallelism)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from offlint.estimate.inputs import ModelShape, Parallelism
 
@@ -130,9 +131,11 @@ def stage_layer_ranges(num_layers: int, pp: int, vpp: int | None) -> list[list[r
     return out
 
 
-def stages(m: ModelShape, parallel: Parallelism) -> list[Stage]:
+@lru_cache(maxsize=512)
+def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
     """Every pipeline stage's parameters. With PP>1 and tied embeddings the last stage holds its own copy
-    of the word embeddings for the output layer (megatron-core keeps the two in sync)."""
+    of the word embeddings for the output layer (megatron-core keeps the two in sync). Kept per (model,
+    layout): a tree's recipes share a handful of models, and the what-if options repeat them."""
     out = []
     for index, ranges in enumerate(stage_layer_ranges(m.num_layers, parallel.pp, parallel.vpp)):
         count = Split()
@@ -149,4 +152,4 @@ def stages(m: ModelShape, parallel: Parallelism) -> list[Stage]:
             if not m.tied_embeddings or parallel.pp > 1:
                 count = count + output_layer(m)
         out.append(Stage(index, layers, count, first, last))
-    return out
+    return tuple(out)
