@@ -171,7 +171,10 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
                        in_flight: float) -> tuple[float, float, float]:
     """(GPU bytes of the stage's layers at peak, host bytes offloaded, recompute working set)."""
     indices = [i for r in params.stage_layer_ranges(m.num_layers, p.pp, p.vpp)[stage.index] for i in r]
-    layers = [act.after_selective_recompute(act.layer_terms(m, p, t, m.is_moe_layer(i)), t) for i in indices]
+    by_kind: dict[bool, act.LayerActivations] = {}  # a layer's activations depend only on whether it is MoE
+    for moe in {m.is_moe_layer(i) for i in indices}:
+        by_kind[moe] = act.after_selective_recompute(act.layer_terms(m, p, t, moe), t)
+    layers = [by_kind[m.is_moe_layer(i)] for i in indices]
     if not layers:
         return 0.0, 0.0, 0.0
     full = [layer.total for layer in layers]
