@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from offlint.cache import Cache, FileOutcome, digest
@@ -133,7 +131,12 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
              first: frozenset[str]) -> list[FileOutcome]:
     count = workers if workers is not None else (os.cpu_count() or 1)
     count = max(1, min(count, len(files) // MIN_FILES_PER_WORKER))
-    if count == 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if count == 1:
+        return _read_batch(job, files, digests)
+    import multiprocessing  # here: a small pre-commit run never forks, and need not import it
+    from concurrent.futures import ProcessPoolExecutor
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         return _read_batch(job, files, digests)
     global _JOB, _DIGESTS, _PROJECT
     leading = [f for f in files if f.path in first]
