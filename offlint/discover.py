@@ -60,7 +60,7 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
     """Return the files to lint and (path, problem) pairs for paths that cannot be linted."""
     files: list[SourceFile] = []
     problems: list[tuple[str, str]] = []
-    seen: set[str] = set()
+    seen: set[str] = set()  # real paths
     cwd = os.path.realpath(os.getcwd())
     for raw in paths:
         path = Path(raw)
@@ -70,13 +70,14 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
         if path.is_dir():
             # os.walk does not follow symbolic links below the root, so only the root needs resolving: a file
             # is shown as the root's shown form joined with its path below the root.
-            shown_root = _shown_under(os.path.realpath(path), ".", cwd, raw)
+            real_root = os.path.realpath(path)
+            shown_root = _shown_under(real_root, ".", cwd, raw)
             prefix = "" if shown_root == "." else shown_root.rstrip("/") + "/"
             for below, kind in _walk(path):
-                shown = prefix + below
-                if shown not in seen:
-                    seen.add(shown)
-                    files.append(SourceFile(shown, kind, False))
+                real = os.path.join(real_root, below)
+                if real not in seen:  # a file reached twice (two overlapping paths) is linted once
+                    seen.add(real)
+                    files.append(SourceFile(prefix + below, kind, False))
             continue
         kind = kind_of(path)
         if kind is None and path.suffix == "" and not _is_binary(path):
@@ -85,10 +86,10 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
             problems.append((raw, "not a Python, YAML or shell file: offlint reads .py, .yaml, .yml, .sh and "
                                   "shell scripts with a #! line"))
             continue
-        shown = _shown_under(os.path.realpath(path), ".", cwd, raw)
-        if shown not in seen:
-            seen.add(shown)
-            files.append(SourceFile(shown, kind, True))
+        real = os.path.realpath(path)
+        if real not in seen:
+            seen.add(real)
+            files.append(SourceFile(_shown_under(real, ".", cwd, raw), kind, True))
     return files, problems
 
 

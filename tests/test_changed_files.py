@@ -128,3 +128,39 @@ def b_config():
     result = check(["recipes.py"], CheckOptions(root=tmp_path, select=["OFL102"], cache=False))
     [finding] = result.findings
     assert finding.units == 3  # _common itself, a_config and b_config
+
+
+def test_a_change_with_many_dependents_gives_the_same_answer_in_worker_processes(tmp_path, monkeypatch):
+    """Enough dependents for the pre-commit run to fork workers (which inherit the changed file's readers from
+    the parent): the findings, units and related locations equal those of a single process."""
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    for index in range(24):
+        (tmp_path / "recipes" / f"variant_{index}.py").write_text(
+            "from recipes.llama import llama_offload_config\n\n\n"
+            f"def variant_{index}_config():\n    cfg = llama_offload_config()\n"
+            f"    cfg.model.cpu_offloading_num_layers = {index % 3 + 1}\n    return cfg\n")
+    answers = []
+    for workers in (1, 2):
+        result = check(["recipes/common.py"], CheckOptions(root=tmp_path, select=["OFL102"], cache=False,
+                                                           workers=workers))
+        assert not result.errors
+        answers.append((result.units, [(f.code, f.location, f.units, f.related) for f in result.findings]))
+    assert answers[0] == answers[1]
+    assert answers[0][1][0][2] == 26  # the recipe, its launch script and the 24 variants share one finding
+
+
+def test_a_check_restores_the_garbage_collector():
+    import gc
+
+    from offlint.api import CheckOptions as Options
+
+    assert gc.isenabled()
+    check(["-"], Options(cache=False), stdin=("recipe.py", "x = 1\n"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        check(["-"], Options(cache=False), stdin=("recipe.py", "x = 1\n"))
+        assert not gc.isenabled()  # a caller's choice is kept too
+    finally:
+        gc.enable()

@@ -87,3 +87,26 @@ def test_version_parsing_ranges_and_detection(tmp_path):
     assert str(detected.version) == "0.19.2" and "package_info.py" in detected.origin
     assert detect_version("0.16", "0.19", tmp_path).origin == "--mcore-version"
     assert detect_version(None, "0.19", tmp_path).origin == "[tool.offlint] megatron-core-version"
+
+
+def test_discovered_paths_are_shown_relative_to_the_working_directory_or_as_given(tmp_path, monkeypatch):
+    from offlint.discover import discover
+
+    (tmp_path / "tree" / "pkg").mkdir(parents=True)
+    (tmp_path / "tree" / "pkg" / "recipe.py").write_text("x = 1\n")
+    (tmp_path / "tree" / "run").write_text("#!/bin/bash\necho hi\n")  # no extension: a shell script by its #!
+    (tmp_path / "tree" / "notes").write_text("plain text\n")  # no extension, no #!: not ours
+    (tmp_path / "tree" / ".gitignore").write_text("ignored/\n")
+    (tmp_path / "tree" / "ignored").mkdir()
+    (tmp_path / "tree" / "ignored" / "skip.py").write_text("x = 1\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+
+    files, problems = discover(["../tree", str(tmp_path / "tree" / "pkg" / "recipe.py")])
+    assert [(f.path, f.kind, f.explicit) for f in files] == [
+        ("../tree/run", "shell", False), ("../tree/pkg/recipe.py", "python", False)]  # outside: as given, once
+    assert not problems
+
+    monkeypatch.chdir(tmp_path)
+    files, _ = discover(["./tree/", str(tmp_path / "tree" / "run")])
+    assert [f.path for f in files] == ["tree/run", "tree/pkg/recipe.py"]  # inside: relative, each once
