@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from offlint.discover import SourceFile, discover
+from offlint.pipeline import OnFirstUse
 
 _TOP_LEVEL_NAME = re.compile(rb"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Z_][A-Z0-9_]{3,})\s*[:=]", re.M)
 _RECIPE_FLAG = re.compile(r"--recipe[=\s]+[\"']?([A-Za-z_]\w*)")
@@ -35,7 +36,7 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
         tree_files, _ = discover([str(tree)])
     known = {f.path for f in tree_files}
     tree_files += [t for t in targets if t.path not in known]
-    data = _Bytes(read_text)
+    data = OnFirstUse(lambda path: (read_text(path) or "").encode("utf-8", "replace"))
     chosen: dict[str, SourceFile] = {t.path: t for t in targets}
     words: dict[str, set[bytes]] = {}
 
@@ -86,21 +87,6 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
                 if file.kind == "yaml" and file.path not in chosen and file.path.endswith(name.lstrip("./")):
                     chosen[file.path] = SourceFile(file.path, "yaml", False)
     return tree_files, [chosen[f.path] for f in tree_files if f.path in chosen]
-
-
-class _Bytes(dict):
-    """path -> the file's bytes, read on first use (with the cache's exact dependents most are never needed)."""
-
-    def __init__(self, read_text):
-        super().__init__()
-        self._read_text = read_text
-
-    def __missing__(self, path: str) -> bytes:
-        data = self[path] = (self._read_text(path) or "").encode("utf-8", "replace")
-        return data
-
-    def get(self, path, default=None):
-        return self[path]
 
 
 _WORD = re.compile(rb"[A-Za-z_]\w{2,}")

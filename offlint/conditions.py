@@ -377,6 +377,13 @@ def _memory_inputs(scope: Scope):
     return scope._memory_inputs
 
 
+def _device(scope: Scope):
+    """The GPU the unit is sized against (None: one offlint has no capacity for)."""
+    from offlint.estimate import oom
+
+    return oom.device_for(str(scope.names.get("unit_name", "")))
+
+
 def _memory_bound(scope: Scope):
     if not hasattr(scope, "_memory_bound"):
         from offlint.estimate import oom
@@ -404,17 +411,13 @@ def model_state_pp1_gib(scope: Scope) -> object:
 
 @_needs_scope
 def usable_gib(scope: Scope) -> float:
-    from offlint.estimate import oom
-
-    found = oom.device_for(str(scope.names.get("unit_name", "")))
+    found = _device(scope)
     return UNKNOWN if found is None else found.usable_bytes / 1024**3
 
 
 @_needs_scope
 def gpu_name(scope: Scope) -> str:
-    from offlint.estimate import oom
-
-    found = oom.device_for(str(scope.names.get("unit_name", "")))
+    found = _device(scope)
     return "?" if found is None else found.name
 
 
@@ -440,7 +443,7 @@ def memory_savings(scope: Scope) -> str:
     from offlint.estimate import oom
 
     inputs = _memory_inputs(scope)
-    found = oom.device_for(str(scope.names.get("unit_name", "")))
+    found = _device(scope)
     return "?" if inputs is None or found is None else oom.offload_savings(inputs, found)
 
 

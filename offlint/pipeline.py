@@ -38,41 +38,43 @@ class Job:
     strict: bool
 
 
-class Texts(dict):
-    """path -> text, each file read once, on first use; None for a file that cannot be read (why: `problems`)."""
+class OnFirstUse(dict):
+    """path -> a value computed the first time it is asked for; None where there is none (get() then gives
+    its default). A pre-commit run touches few of a tree's files, so nothing is read or hashed ahead."""
 
-    def __init__(self, read):
+    def __init__(self, compute):
         super().__init__()
-        self._read = read  # path -> (text, error message or "")
-        self.problems: dict[str, str] = {}
+        self._compute = compute
 
-    def __missing__(self, path: str) -> str | None:
-        text, error = self._read(path)
-        if error:
-            self.problems[path] = error
-        value = self[path] = None if error else text
-        return value
-
-    def get(self, path: str, default=None):
-        text = self[path]
-        return default if text is None else text
-
-
-class Digests(dict):
-    """path -> digest of its text, computed on first use; None for a file that cannot be read."""
-
-    def __init__(self, texts: Texts):
-        super().__init__()
-        self._texts = texts
-
-    def __missing__(self, path: str) -> str | None:
-        text = self._texts.get(path)
-        value = self[path] = None if text is None else digest(text)
+    def __missing__(self, path: str):
+        value = self[path] = self._compute(path)
         return value
 
     def get(self, path: str, default=None):
         value = self[path]
         return default if value is None else value
+
+
+class Texts(OnFirstUse):
+    """path -> text; None for a file that cannot be read (why: `problems`)."""
+
+    def __init__(self, read):
+        super().__init__(self._text)
+        self._read = read  # path -> (text, error message or "")
+        self.problems: dict[str, str] = {}
+
+    def _text(self, path: str) -> str | None:
+        text, error = self._read(path)
+        if error:
+            self.problems[path] = error
+        return None if error else text
+
+
+class Digests(OnFirstUse):
+    """path -> digest of its text; None for a file that cannot be read."""
+
+    def __init__(self, texts: Texts):
+        super().__init__(lambda path: None if (text := texts.get(path)) is None else digest(text))
 
 
 def digests_of(texts: Texts, paths: list[str]) -> Digests:
