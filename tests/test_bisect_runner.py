@@ -1,10 +1,12 @@
 """LocalRunner and classification on real subprocesses: timeout, SIGKILL, segfault, MemoryError, CUDA OOM
-and NCCL text, import failure, exit 125, concurrent steps with GPU slices, and crash signatures mapped to rules."""
+and NCCL text, import failure, exit 125, concurrent steps with GPU slices, crash signatures mapped to rules,
+and a probe's leftover children killed when it exits."""
 
 from __future__ import annotations
 
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,38 @@ def test_replay_result_file_wins_over_exit_status(tmp_path):
     [result] = LocalRunner().run([step(tmp_path, "replay", code)])
     verdict = classify(result, result_json)
     assert verdict.outcome is Outcome.CUDA_OOM and verdict.peak_allocated_bytes == [10, 12]
+
+
+def test_what_a_probe_leaves_running_is_killed_when_it_exits(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    code = f"""
+        import subprocess, sys
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        open({str(pidfile)!r}, "w").write(str(child.pid))
+    """
+    [result] = LocalRunner().run([step(tmp_path, "leaves-a-child", code)])
+    assert classify(result).outcome is Outcome.PASS
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 20
+    while Path(f"/proc/{child}").exists() and "Z" not in Path(f"/proc/{child}/stat").read_text().split()[2]:
+        assert time.monotonic() < deadline, "the probe's child outlived it"
+        time.sleep(0.05)
+
+
+def test_the_tracker_hears_of_every_group(tmp_path):
+    class Tracker:
+        def __init__(self):
+            self.events = []
+
+        def started(self, pgid, start):
+            self.events.append(("+", pgid, start))
+
+        def ended(self, pgid):
+            self.events.append(("-", pgid))
+
+    tracker = Tracker()
+    results = LocalRunner(tracker=tracker).run([step(tmp_path, f"s{i}", "print(1)") for i in range(2)])
+    assert all(classify(r).outcome is Outcome.PASS for r in results)
+    started = [e[1] for e in tracker.events if e[0] == "+"]
+    assert len(started) == 2 and sorted(started) == sorted(e[1] for e in tracker.events if e[0] == "-")
+    assert all(isinstance(e[2], int) for e in tracker.events if e[0] == "+")

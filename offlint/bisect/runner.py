@@ -2,8 +2,12 @@
 
 Each step runs in its own session (process group), so a timeout or a cancel kills the whole tree that a
 probe started (torchrun and its workers, a shell and its children): SIGTERM first, SIGKILL after a grace
-period, as tritonparse does. stdout and stderr go to the step's log file. With `gpus`, concurrent steps get
-disjoint CUDA_VISIBLE_DEVICES slices. The runner never interprets outcomes; classify.py does.
+period, as tritonparse does; what a probe leaves running when its first process exits is killed too. If the
+bisect itself is killed (SIGKILL runs no cleanup), the watchdog (watchdog.py, one small process per batch,
+told of every group on a pipe) kills the groups still running. A `tracker` (the run's record in the state
+directory, state.py) hears of every group too, so a later run can verify and kill what is left. stdout and
+stderr go to the step's log file. With `gpus`, concurrent steps get disjoint CUDA_VISIBLE_DEVICES slices.
+The runner never interprets outcomes; classify.py does.
 """
 
 from __future__ import annotations
@@ -11,20 +15,31 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
-from typing import Sequence
+from pathlib import Path
+from typing import Protocol, Sequence
 
+from offlint.bisect import watchdog
 from offlint.steps import Step, StepResult
 
 GRACE_S = 5.0
 POLL_S = 0.05
 
 
+class GroupTracker(Protocol):
+    def started(self, pgid: int, start: int | None) -> None: ...
+
+    def ended(self, pgid: int) -> None: ...
+
+
 class LocalRunner:
-    def __init__(self, gpus: Sequence[str] = (), grace_s: float = GRACE_S):
+    def __init__(self, gpus: Sequence[str] = (), grace_s: float = GRACE_S, tracker: GroupTracker | None = None):
         self.gpus = list(gpus)
         self.grace_s = grace_s
+        self.tracker = tracker
         self._running: dict[int, subprocess.Popen] = {}
+        self._watchdog: subprocess.Popen | None = None
 
     def gpu_slices(self, count: int) -> list[str | None]:
         """CUDA_VISIBLE_DEVICES for `count` concurrent steps: the GPU list split into equal, disjoint slices."""
@@ -42,6 +57,8 @@ class LocalRunner:
         except BaseException:
             self.cancel_all()
             raise
+        finally:
+            self._stop_watchdog()
 
     def _start(self, step: Step, devices: str | None) -> tuple[subprocess.Popen | None, float, str | None]:
         env = {**os.environ, **step.env}
@@ -56,6 +73,7 @@ class LocalRunner:
                 log.write(f"offlint: cannot start {step.argv[0]}: {exc}\n".encode())
                 return None, time.monotonic(), str(exc)
         self._running[process.pid] = process
+        self._announce(process.pid, started=True)
         return process, time.monotonic(), None
 
     def _collect(self, started) -> list[StepResult]:
@@ -76,7 +94,7 @@ class LocalRunner:
         return [results[i] for i in range(len(started))]
 
     def _result(self, step: Step, process: subprocess.Popen, timed_out: bool, duration: float) -> StepResult:
-        self._running.pop(process.pid, None)
+        self._end(process)
         code = process.returncode
         if code is not None and code < 0:
             return StepResult(step, None, -code, timed_out, duration)
@@ -102,7 +120,54 @@ class LocalRunner:
         for process in list(self._running.values()):
             if process.poll() is None:
                 self._kill(process)
-            self._running.pop(process.pid, None)
+            self._end(process)
+
+    def _stop_watchdog(self) -> None:
+        """After a batch nothing of ours runs, so the watchdog has nothing to kill: end of its pipe, it exits."""
+        if self._watchdog is not None and not self._running:
+            try:
+                self._watchdog.stdin.close()
+                self._watchdog.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            self._watchdog = None
+
+    def _end(self, process: subprocess.Popen) -> None:
+        """The step's leader has exited: kill what it left in its group, then forget the group."""
+        if self._running.pop(process.pid, None) is None:
+            return
+        _killpg_quietly(process.pid)
+        self._announce(process.pid, started=False)
+
+    def _announce(self, pgid: int, started: bool) -> None:
+        """Tell the tracker and the watchdog that group `pgid` started (with its leader's start time) or ended."""
+        if started:
+            start = watchdog.start_time(pgid)
+            line = f"+{pgid} {'-' if start is None else start}"
+            if self.tracker is not None:
+                self.tracker.started(pgid, start)
+        else:
+            line = f"-{pgid}"
+            if self.tracker is not None:
+                self.tracker.ended(pgid)
+        guard = self._guard()
+        if guard is not None:
+            try:
+                guard.stdin.write(line.encode() + b"\n")
+                guard.stdin.flush()
+            except OSError:  # the watchdog died: the tracker's record still lets a later run clean up
+                self._watchdog = None
+
+    def _guard(self) -> subprocess.Popen | None:
+        """The watchdog process, started on first use (its own session: a Ctrl-C or a group kill misses it)."""
+        if self._watchdog is None:
+            try:
+                self._watchdog = subprocess.Popen([sys.executable, "-I", str(Path(watchdog.__file__))],
+                                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                                  stderr=subprocess.DEVNULL, start_new_session=True)
+            except OSError:
+                return None
+        return self._watchdog
 
 
 def _killpg_quietly(pgid: int) -> None:
