@@ -4,7 +4,7 @@
     python benchmarks/bench_check.py TREE [--runs 3] [--changed FILE] [-- extra offlint args]
 
 Each run measures, in this order:
-  cold     `offlint check .` from TREE after deleting TREE/.offlint_cache (if present);
+  cold     `offlint check .` from TREE with an empty cache (OFFLINT_CACHE_DIR is a fresh folder per run);
   warm     the same command again, right after (whatever the cold run left behind is kept);
   changed  `offlint check FILE` from TREE, with --changed (FILE is relative to TREE, or absolute inside it),
            the pre-commit case: FILE gets a comment line appended first (a real edit, so its cache entry and those
@@ -30,6 +30,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 # Runs one command and reports its wall time, exit code, peak RSS and standard error as JSON on stdout.
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             changed = full.resolve().relative_to(tree).as_posix()
         except ValueError:
             changed = str(full.resolve())
-    cache = tree / ".offlint_cache"
+    cache = Path(tempfile.mkdtemp(prefix="offlint-bench-cache-"))
+    os.environ["OFFLINT_CACHE_DIR"] = str(cache)  # inherited by every measured run
 
     version = subprocess.run([sys.executable, "-m", "offlint", "--version"], capture_output=True, text=True)
     print(f"# {version.stdout.strip() or 'offlint'}; Python {platform.python_version()} on {platform.machine()} "
@@ -130,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict]] = {"cold": [], "warm": [], "changed": []}
     errors_shown = False
     for run in range(1, args.runs + 1):
-        if cache.exists():
-            shutil.rmtree(cache)
+        shutil.rmtree(cache, ignore_errors=True)
         plan = [("cold", ["."]), ("warm", ["."])] + ([("changed", [changed])] if changed else [])
         for kind, target in plan:
             r = measure_edited(tree, target[0], extra) if kind == "changed" else measure(tree, [*target, *extra])
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             med["sys"] = statistics.median(r["sys"] for r in rs)
             med["rc"] = "/".join(sorted({str(r["rc"]) for r in rs}))
             print(line(f"{kind} median", med))
+    shutil.rmtree(cache, ignore_errors=True)
     return 0
 
 

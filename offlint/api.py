@@ -39,7 +39,7 @@ class CheckOptions:
     configured_version: str | None = None  # [tool.offlint] megatron-core-version
     root: Path | None = None  # the project root (for the 3rdparty/Megatron-LM pin)
     validate: bool = False  # also build fully known units with the real megatron-core (OFL900)
-    cache: bool = True  # reuse and refresh .offlint_cache/ under `root`
+    cache: bool = True  # reuse and refresh the cache of `root` (cache.py: in the user's cache directory)
     workers: int | None = None  # worker processes (default: one per CPU, when there is enough to do)
     changed_files: bool = True  # explicit files inside the project: re-check every unit they affect
 
@@ -104,13 +104,15 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     job = Job(files, texts, _python_paths(tree_files), rules, version.version, options.strict)
     run_key = ""
     digests = None
+    key_paths: set[str] = set()
     if targets is None:
         cache = _cache(options, root, selected, version, job.python_paths, stdin)
         if cache is not None:
-            digests = pipeline.digests_of(texts, job.python_paths + [f.path for f in files])
+            key_paths = set(job.python_paths) | {f.path for f in files}
+            digests = pipeline.digests_of(texts, sorted(key_paths))
             run_key = digest(repr((sorted(digests.items()), paths,
                                    sorted(options.per_file_ignores.items()), [str(e) for e in errors])))
-            previous = cache.last_result(run_key)
+            previous = cache.last_result(run_key, digests)
             if isinstance(previous, CheckResult):
                 return previous
     by_path = {f.path: f for f in files}
@@ -145,7 +147,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     if run_key and cache is not None:
         shown = {f.location.path for f in findings} | {r.location.path for f in findings for r in f.related}
         cache.remember_result(run_key, replace(result, sources={p: t for p, t in result.sources.items()
-                                                                if p in shown}))
+                                                                if p in shown}), covered=key_paths)
     return result
 
 
@@ -160,7 +162,14 @@ def _cache(options: CheckOptions, root: Path, selected: set[str], version: Detec
     from offlint.estimate.oom import device  # OFL303/OFL304 size against [tool.offlint] gpu
 
     return Cache(root, fingerprint(sorted(selected - {"OFL900"}), options.strict, str(version.version),
-                                   repr(device()), python_paths)).load()
+                                   repr(device()), _pyproject_digest(root), python_paths),
+                 result_classes=(CheckResult,)).load()
+
+
+def _pyproject_digest(root: Path) -> str:
+    """The project's pyproject.toml ([tool.offlint] settings the options do not carry, such as the GPU)."""
+    text, _ = _read_text(str(root / "pyproject.toml"))
+    return digest(text) if text else ""
 
 
 def _inside(path: str, root: Path) -> bool:

@@ -1,30 +1,43 @@
-"""The content-hash cache under `.offlint_cache/`: what reading and checking one file gave, reused while valid.
+"""The content-hash cache: what reading and checking one file gave, reused while valid.
 
 An entry is keyed by the file's path and the hash of its text, and remembers the hash of every other file
-its reading depended on (imported base builders, helpers, constants). It is valid only while all of those
-hashes still match, so an edit to a base builder re-reads every recipe that inherits from it. The whole
-cache is keyed by a fingerprint of everything else that decides the result: offlint's own code and rules,
-the options, the megatron-core version and the set of Python files (an added module can change an import).
-The directory carries CACHEDIR.TAG so backup tools skip it; a damaged cache is ignored, never an error.
+its reading depended on (imported base builders, helpers, constants, a local Hugging Face config.json). It is
+valid only while all of those hashes still match, so an edit to a base builder re-reads every recipe that
+inherits from it. The whole cache is keyed by a fingerprint of everything else that decides the result:
+offlint's own code and rules, the options, the megatron-core version, the project's pyproject.toml and the
+set of Python files (an added module can change an import).
+
+What it trusts (offlint runs as a CI gate on pull requests, so the checked tree is hostile):
+- Nothing inside the checked tree. The cache lives in the user's cache directory (`OFFLINT_CACHE_DIR`, else
+  `$XDG_CACHE_HOME/offlint`, else `~/.cache/offlint`), one folder per project root; a cache directory that
+  lies inside the checked project is not used at all, and an old in-tree `.offlint_cache/` is never read.
+- Only files this user wrote: the folder and its files must belong to the current user, be writable by nobody
+  else, and be regular files (symbolic links are not followed).
+- Only data: entries are JSON (cache_format.py), so a planted or damaged file can at worst be ignored. Any
+  problem reading it means "no cache", never an error and never a different answer.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import pickle
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec
 from offlint.suppressions import Suppression
 from offlint.types import Finding, Unit
 
-CACHE_DIR = ".offlint_cache"
+ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-_FORMAT = 3
+_FORMAT = 4
+ABSENT_FILE = "absent"
+MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree
 
 
 @dataclass
@@ -44,6 +57,12 @@ def digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+def file_state(digests, path: str) -> str:
+    """What a dependency is now: its digest, or ABSENT_FILE when it does not exist or cannot be read (a reading
+    that looked for a file and did not find it changes when the file appears)."""
+    return digests.get(path) or ABSENT_FILE
+
+
 def fingerprint(*parts: object) -> str:
     """The cache's key: offlint's code and rules (by name, size and mtime) plus the given option values."""
     h = hashlib.blake2b(digest_size=16)
@@ -56,53 +75,132 @@ def fingerprint(*parts: object) -> str:
     for root in roots:
         for path in sorted(root.rglob("*")):
             if path.suffix in (".py", ".yaml", ".json") and "__pycache__" not in path.parts:
-                stat = path.stat()
-                h.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+                info = path.stat()
+                h.update(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns}\n".encode())
     return h.hexdigest()
+
+
+def cache_home() -> Path:
+    """Where offlint keeps its caches: OFFLINT_CACHE_DIR, else $XDG_CACHE_HOME/offlint, else ~/.cache/offlint."""
+    explicit = os.environ.get(ENV_DIR)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "offlint"
+
+
+def project_cache_dir(root: Path) -> Path | None:
+    """The cache folder of the project at `root`, or None when the cache must not be used for it (the cache
+    home lies inside the project, so the checked tree could have supplied it)."""
+    try:
+        home = cache_home().resolve()
+        project = root.resolve()
+    except (OSError, RuntimeError):
+        return None
+    if home == project or project in home.parents:
+        return None
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in project.name)[:40] or "root"
+    return home / f"{name}-{hashlib.blake2b(str(project).encode(), digest_size=8).hexdigest()}"
 
 
 @dataclass
 class _Entry:
-    """A stored outcome: its key fields in the clear, the outcome itself pickled until someone needs it."""
+    """A stored outcome: its key fields in the clear, the outcome itself encoded until someone needs it."""
 
     digest: str
     deps: dict[str, str]
-    payload: bytes
+    payload: str
 
 
 class Cache:
-    def __init__(self, root: Path, key: str):
-        self.directory = root / CACHE_DIR
-        self.file = self.directory / f"check-{key}.pickle"
-        self.entries: dict[str, _Entry] = {}
-        # The whole previous run: (key of every input's digest, its pickled result). An unchanged tree gets the
-        # same answer without unpickling a single unit.
-        self.last: tuple[str, bytes] | None = None
+    def __init__(self, root: Path, key: str, result_classes: tuple[type, ...] = ()):
+        """`result_classes`: the classes of a whole run's result beyond the values of a file's outcome."""
+        self.directory = project_cache_dir(root)
+        self.key = key
+        self.codec = Codec(VALUE_CLASSES + (FileOutcome,) + result_classes)
+        self._entries: dict[str, _Entry] | None = None  # read on first use: a warm run needs only `last`
+        # The whole previous run: its key (every input's digest), the files beyond those it depended on, and its
+        # encoded result. An unchanged tree gets the same answer without decoding a single unit.
+        self.last: tuple[str, dict[str, str], str] | None = None
         self.changed = False
+        self.trusted = False
+
+    @property
+    def entries_file(self) -> Path | None:
+        return self.directory / f"check-{self.key}.jsonl" if self.directory else None
+
+    @property
+    def last_file(self) -> Path | None:
+        return self.directory / f"last-{self.key}.json" if self.directory else None
 
     def load(self) -> "Cache":
-        try:
-            with open(self.file, "rb") as handle:
-                stored = pickle.load(handle)
-            entries = stored.get("entries") if isinstance(stored, dict) else None
-            if isinstance(entries, dict) and all(isinstance(e, _Entry) for e in entries.values()):
-                self.entries = entries
-                last = stored.get("last")
-                self.last = last if isinstance(last, tuple) and len(last) == 2 else None
-        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-            self.entries, self.last = {}, None
+        self._entries, self.last = None, None
+        self.trusted = self.directory is not None and _owned_private_dir(self.directory)
+        last = _read_owned(self.last_file) if self.trusted else None
+        if last is not None:
+            self.last = self._parse_last(last)
         return self
 
-    def last_result(self, run_key: str):
+    @property
+    def entries(self) -> dict[str, _Entry]:
+        if self._entries is None:
+            data = _read_owned(self.entries_file) if self.trusted else None
+            self._entries = self._parse_entries(data) if data is not None else {}
+        return self._entries
+
+    def _parse_entries(self, data: bytes) -> dict[str, _Entry]:
+        lines = data.decode("ascii", "replace").split("\n")
+        try:
+            header = json.loads(lines[0])
+        except ValueError:
+            return {}
+        if header != {"format": _FORMAT, "key": self.key}:
+            return {}
+        entries: dict[str, _Entry] = {}
+        for line in lines[1:]:
+            head, tab, payload = line.partition("\t")
+            try:
+                meta = json.loads(head) if tab else None
+            except ValueError:
+                meta = None
+            if not (isinstance(meta, dict) and isinstance(meta.get("path"), str) and isinstance(meta.get("digest"), str)
+                    and _str_map(meta.get("deps"))):
+                continue  # a damaged line costs that file a re-read, nothing more
+            entries[meta["path"]] = _Entry(meta["digest"], meta["deps"], payload)
+        return entries
+
+    def _parse_last(self, data: bytes) -> tuple[str, dict[str, str], str] | None:
+        head, tab, payload = data.decode("ascii", "replace").partition("\t")
+        try:
+            meta = json.loads(head) if tab else None
+        except ValueError:
+            return None
+        if not (isinstance(meta, dict) and meta.get("format") == _FORMAT and meta.get("key") == self.key
+                and isinstance(meta.get("run"), str) and _str_map(meta.get("deps"))):
+            return None
+        return meta["run"], meta["deps"], payload
+
+    def last_result(self, run_key: str, digests) -> object | None:
+        """The previous run's result when its inputs (`run_key`) and every other file it read are unchanged."""
         if self.last is None or self.last[0] != run_key:
             return None
+        if any(file_state(digests, path) != recorded for path, recorded in self.last[1].items()):
+            return None
         try:
-            return pickle.loads(self.last[1])
-        except (pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+            return self.codec.loads(self.last[2])
+        except CacheFormatError:
             return None
 
-    def remember_result(self, run_key: str, result: object) -> None:
-        self.last = (run_key, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+    def remember_result(self, run_key: str, result: object, covered: set[str]) -> None:
+        """Keep `result` for the run keyed by `run_key`; `covered`: the files the key already hashes. Every other
+        file an entry depended on is kept with its digest, and checked before the result is reused."""
+        deps = {path: recorded for entry in self.entries.values() for path, recorded in entry.deps.items()
+                if path not in covered}
+        try:
+            self.last = (run_key, deps, self.codec.dumps(result))
+        except (TypeError, ValueError, RecursionError):
+            self.last = None
         self.changed = True
         self.save(None)
 
@@ -110,46 +208,102 @@ class Cache:
         """file -> the files its last reading depended on (with their digests then)."""
         return {path: entry.deps for path, entry in self.entries.items()}
 
-    def lookup(self, path: str, text_digest: str, digests: dict[str, str]) -> FileOutcome | None:
+    def lookup(self, path: str, text_digest: str, digests) -> FileOutcome | None:
         """The stored outcome when the file and everything it read are unchanged."""
         entry = self.entries.get(path)
         if entry is None or entry.digest != text_digest:
             return None
-        if any(digests.get(dep) != dep_digest for dep, dep_digest in entry.deps.items()):
+        if any(file_state(digests, dep) != dep_digest for dep, dep_digest in entry.deps.items()):
             return None
         try:
-            outcome = pickle.loads(entry.payload)
-        except (pickle.PickleError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+            outcome = self.codec.loads(entry.payload)
+        except CacheFormatError:
             return None
-        return outcome if isinstance(outcome, FileOutcome) else None
+        if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != text_digest:
+            return None
+        return outcome
 
     def store(self, outcome: FileOutcome) -> None:
-        payload = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            payload = self.codec.dumps(outcome)
+        except (TypeError, ValueError, RecursionError):
+            self.entries.pop(outcome.path, None)  # a value the format cannot hold: that file is read every time
+            return
         self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, payload)
         self.changed = True
 
     def save(self, keep: set[str] | None) -> None:
-        """Write the entries (of the files in `keep`, when given) atomically; stale cache files are removed."""
+        """Write the entries (of the files in `keep`, when given) atomically; other keys' files are removed."""
         stale = set(self.entries) - keep if keep is not None else set()
         if not self.changed and not stale:
             return
         for path in stale:
             del self.entries[path]
+        if self.directory is None:
+            return
         try:
-            self.directory.mkdir(exist_ok=True)
-            tag = self.directory / "CACHEDIR.TAG"
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _owned_private_dir(self.directory):
+                return
+            tag = self.directory.parent / "CACHEDIR.TAG"
             if not tag.exists():
-                tag.write_text(_TAG)
-            ignore = self.directory / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# Created by offlint automatically.\n*\n")
-            for old in self.directory.glob("check-*.pickle"):
-                if old != self.file:
+                _write_atomically(tag.parent, tag, _TAG)
+            for old in self.directory.iterdir():
+                if old.name.startswith(("check-", "last-")) and old not in (self.entries_file, self.last_file):
                     old.unlink(missing_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".check-", suffix=".tmp")
-            with os.fdopen(handle, "wb") as out:
-                pickle.dump({"entries": self.entries, "last": self.last}, out, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(temporary, self.file)
+            lines = [json.dumps({"format": _FORMAT, "key": self.key})]
+            for path, entry in self.entries.items():
+                meta = json.dumps({"path": path, "digest": entry.digest, "deps": entry.deps}, ensure_ascii=True)
+                lines.append(f"{meta}\t{entry.payload}")
+            _write_atomically(self.directory, self.entries_file, "\n".join(lines))
+            if self.last is not None:
+                run_key, deps, payload = self.last
+                meta = json.dumps({"format": _FORMAT, "key": self.key, "run": run_key, "deps": deps})
+                _write_atomically(self.directory, self.last_file, f"{meta}\t{payload}")
+            else:
+                self.last_file.unlink(missing_ok=True)
             self.changed = False
         except OSError:
-            pass  # a read-only tree still gets checked, only without a cache
+            pass  # no writable cache directory: the check runs, only without a cache
+
+
+def _str_map(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _owned_private_dir(path: Path) -> bool:
+    """A real directory (not a link) of the current user that nobody else can write to."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
+def _read_owned(path: Path | None) -> bytes | None:
+    """The bytes of a regular file of the current user that nobody else can write to; None for anything else.
+    Opened without following links and without blocking (a FIFO planted here must not hang the check)."""
+    if path is None:
+        return None
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022 \
+                or info.st_size > MAX_CACHE_BYTES:
+            return None
+        data = handle.read(MAX_CACHE_BYTES + 1)
+    return data if len(data) <= MAX_CACHE_BYTES else None
+
+
+def _write_atomically(directory: Path, target: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(handle, "w", encoding="ascii", errors="backslashreplace") as out:
+            out.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

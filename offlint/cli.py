@@ -62,7 +62,7 @@ def main() -> None:
 @click.option("--validate", is_flag=True,
               help="Also build every fully known unit with the installed megatron-core (or OFFLINT_MCORE_SRC) and "
                    "report its own errors as OFL900.")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the content-hash cache (.offlint_cache/).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the content-hash cache (in OFFLINT_CACHE_DIR, else ~/.cache/offlint).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary line.")
 def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_version, output_format,
                   statistics, stdin_filename, validate, no_cache, quiet) -> None:

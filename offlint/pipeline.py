@@ -14,7 +14,7 @@ import gc
 import os
 from dataclasses import dataclass
 
-from offlint.cache import Cache, FileOutcome, digest
+from offlint.cache import Cache, FileOutcome, digest, file_state
 from offlint.discover import SourceFile
 from offlint.engine import check_unit
 from offlint.resolve import resolve
@@ -182,8 +182,7 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
     with project.tracking() as touched:
         reads = read_files([file], job.texts, project, errors)
     outcome = FileOutcome(file.path, digests[file.path])
-    outcome.deps = {path: digests[path] for path in sorted(touched)
-                    if path != file.path and digests.get(path) is not None}
+    outcome.deps = {path: file_state(digests, path) for path in sorted(touched) if path != file.path}
     if errors:
         outcome.error = errors[0].message
         return outcome

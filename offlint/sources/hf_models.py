@@ -29,10 +29,15 @@ class HFModel:
     model_id: str
 
 
+def config_candidates(model_id: str, search_from: Path) -> list[Path]:
+    """The local config.json files that would give a model id its sizes, in the order they are tried. The
+    answer depends on each of them, present or not, so the cache keys a reading on all of them."""
+    return [Path(model_id) / "config.json", search_from / model_id / "config.json"]
+
+
 def model_sizes(model_id: str, search_from: Path) -> tuple[dict[str, object], str] | None:
     """({key: value}, where they came from) for a model id, or None when offlint cannot know them."""
-    for base in (Path(model_id), search_from / model_id):
-        config = base / "config.json"
+    for config in config_candidates(model_id, search_from):
         try:
             if config.is_file():
                 return from_config_json(config), f"from {config}"

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from offlint.sources import bridge_mutators
-from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, model_sizes
+from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_sizes
 from offlint.keys import KEYS, OTHER_BRIDGE_SECTIONS
 from offlint.sources.python_branches import BranchPoint, merge_into, paths_of, same
 from offlint.sources.python_values import ConfigObj, Frame, ObjectTuple, PartialDict, Record
@@ -640,6 +640,8 @@ class PythonReader:
         """The model section Bridge builds from a Hugging Face config: its sizes when offlint can know them."""
         text = self._segment(node)
         found = model_sizes(model.model_id, Path(self.path).parent)
+        if self.project is not None:
+            self.project.touched.update(str(path) for path in config_candidates(model.model_id, Path(self.path).parent))
         # Fields the Hugging Face config does not map (offloading, recompute, parallelism) keep the provider's
         # dataclass defaults, as in Bridge; the sizes it maps are known only from a config.json or the table.
         obj = ConfigObj("section", "default", "model")
