@@ -19,10 +19,11 @@ import git
 from offlint.bisect import history, report as reports
 from offlint.bisect.configdiff import config_diff
 from offlint.bisect.history import HistoryError
-from offlint.bisect.journal import Journal
+from offlint.bisect.journal import Journal, JournalError
 from offlint.bisect.prescreen import Prescreen
 from offlint.bisect.probes import PROBES, Probe, make_terms
 from offlint.bisect.search import search
+from offlint.bisect.state import RunRecord, StateError, open_state, recover
 from offlint.bisect.tester import CommitTester, StaticTester
 from offlint.bisect.worktree import Worktrees
 from offlint.config import ConfigError
@@ -87,9 +88,14 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
                    user_command, iters, memory_threshold, memory_budget, timeout_s)
     state = Path(repository.git.rev_parse("--git-common-dir"))
     state = (state if state.is_absolute() else Path(repository.working_dir) / state).resolve() / "offlint-bisect"
-    journal = Journal(state / "journal.jsonl", resume)
-    journal.append({"type": "start", "good": span.good.sha, "bad": span.bad.sha, "probe": asdict(probe),
-                    "resume": resume})
+    progress = lambda line: click.echo(line, err=True)  # noqa: E731
+    try:
+        recover(open_state(state), repository, progress)  # what a killed run left: worktrees, probe groups
+        journal = Journal(state / "journal.jsonl", resume)
+        journal.append({"type": "start", "good": span.good.sha, "bad": span.bad.sha, "probe": asdict(probe),
+                        "resume": resume})
+    except (StateError, JournalError) as exc:
+        _fail(str(exc))
     try:
         launch = bisect_launch(launcher, slurm_values, Path(repository.working_dir), state, journal, probe_kind,
                                _split(gpus), lambda line: click.echo(line, err=True))
@@ -99,12 +105,13 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
         _fail(f"{config}: --prescreen reads the configuration at each commit, so --config must be inside the "
               f"repository")
     previous = signal.signal(signal.SIGTERM, _terminate)
-    progress = lambda line: click.echo(line, err=True)  # noqa: E731
     commits = [span.good, *span.candidates]
     progress(f"Bisecting {len(span.candidates)} commits ({'full history' if full_history else 'first-parent'}) "
              f"with the {probe_kind} probe, {jobs} at a time")
     try:
-        with Worktrees(repository, launch.worktree_base) as worktrees:
+        with RunRecord(state) as record, Worktrees(repository, launch.worktree_base, record) as worktrees:
+            if hasattr(launch.runner, "tracker"):  # local probes: their process groups go into the record
+                launch.runner.tracker = record
             screen, hint = None, None
             if prescreen:
                 screen = Prescreen(repository, commits, probe)
@@ -129,7 +136,7 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
         click.echo(f"offlint: interrupted; finished runs are kept in {journal.path}; rerun the same command with "
                    f"--resume to continue", err=True)
         sys.exit(130)
-    except SlurmError as exc:  # the runner has cancelled its jobs already
+    except (SlurmError, JournalError, StateError) as exc:  # the runner has cancelled its jobs already
         _fail(str(exc))
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -4,11 +4,14 @@ The user's working tree, index, HEAD and branches are never touched: each job ge
 --detach` in a temporary directory, later commits are checked out inside it, and submodules are updated to
 each commit's gitlinks. `close()` (also run from `__exit__`, so on errors and Ctrl-C) removes every worktree
 and prunes git's bookkeeping, so `git worktree list` is what it was. SIGINT is ignored while cleaning up,
-so a second Ctrl-C cannot leave a half-removed worktree behind.
+so a second Ctrl-C cannot leave a half-removed worktree behind. With a `record` (state.py), every path is
+written to the run's record before it is created, so a later run can remove what a SIGKILL left.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 import signal
 import tempfile
@@ -25,9 +28,14 @@ class WorktreeError(RuntimeError):
 
 
 class Worktrees:
-    def __init__(self, repo: git.Repo, base: Path | None = None):
+    def __init__(self, repo: git.Repo, base: Path | None = None, record=None):
         self.repo = repo
-        self.base = Path(tempfile.mkdtemp(prefix="offlint-bisect-", dir=base))
+        self.record = record
+        name = f"offlint-bisect-{os.getpid()}-{secrets.token_hex(4)}"
+        self.base = Path(base or tempfile.gettempdir()).resolve() / name
+        if record is not None:
+            record.worktree_base(self.base)
+        self.base.mkdir(mode=0o700)
         self.slots: dict[int, Path] = {}
 
     def checkout(self, slot: int, sha: str) -> Path:
@@ -36,6 +44,8 @@ class Worktrees:
         if path is None:
             path = self.base / f"job{slot}"
             self.slots[slot] = path  # registered first: a failing `add` is still cleaned up
+            if self.record is not None:
+                self.record.worktree(path)
             self.repo.git.worktree("add", "--detach", "--force", str(path), sha)
         else:
             tree = git.Repo(path)
