@@ -7,7 +7,9 @@ directory it is skipped.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,10 +40,14 @@ def kind_of(path: Path) -> str | None:
 
 def _has_shell_shebang(path: Path) -> bool:
     try:
-        with open(path, "rb") as handle:
-            first = handle.readline(200)
+        return _shell_shebang(path)
     except OSError:
         return False
+
+
+def _shell_shebang(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        first = handle.readline(200)
     if not first.startswith(b"#!"):
         return False
     words = first[2:].replace(b"/", b" ").split()
@@ -64,16 +70,21 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
     cwd = os.path.realpath(os.getcwd())
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
-            problems.append((raw, "no such file or directory"))
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            problems.append((raw, _os_problem(exc)))
             continue
-        if path.is_dir():
+        if stat.S_ISDIR(info.st_mode):
             # os.walk does not follow symbolic links below the root, so only the root needs resolving: a file
             # is shown as the root's shown form joined with its path below the root.
             real_root = os.path.realpath(path)
             shown_root = _shown_under(real_root, ".", cwd, raw)
             prefix = "" if shown_root == "." else shown_root.rstrip("/") + "/"
-            for below, kind in _walk(path):
+            for below, kind, problem in _walk(path):
+                if problem:  # an unreadable directory or file: not checked, so never a pass
+                    problems.append(((prefix + below).rstrip("/") or shown_root, problem))
+                    continue
                 real = os.path.join(real_root, below)
                 if real not in seen:  # a file reached twice (two overlapping paths) is linted once
                     seen.add(real)
@@ -94,10 +105,12 @@ def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]
 
 
 def _walk(root: Path):
-    """(path below root, kind) of every lintable file under root, in sorted order, skipping ignored and linked
-    files; paths use "/"."""
+    """(path below root, kind, "") of every lintable file under root, in sorted order, skipping ignored and linked
+    files; paths use "/". A directory or file that cannot be read gives (its path below root, "", why)."""
     specs: list[tuple[Path, pathspec.PathSpec]] = []
-    for directory, dirnames, filenames in os.walk(root):
+    unreadable: list[OSError] = []
+    for directory, dirnames, filenames in os.walk(root, onerror=unreadable.append):
+        yield from _unreadable_dirs(root, unreadable)
         here = Path(directory)
         below = os.path.relpath(directory, root)
         below = "" if below == "." else Path(below).as_posix() + "/"
@@ -119,9 +132,28 @@ def _walk(root: Path):
             found = os.path.join(directory, name)
             if os.path.islink(found) or (specs and _ignored(here / name, specs, False)):
                 continue
-            kind = kind or kind_of(Path(found))  # no extension: a shell script when its #! line says so
+            if kind is None:  # no extension: a shell script when its #! line says so
+                try:
+                    kind = "shell" if _shell_shebang(Path(found)) else None
+                except OSError as exc:
+                    yield below + name, "", f"{_os_problem(exc)} (to tell whether it is a shell script)"
+                    continue
             if kind:
-                yield below + name, kind
+                yield below + name, kind, ""
+    yield from _unreadable_dirs(root, unreadable)
+
+
+def _unreadable_dirs(root: Path, errors: list[OSError]):
+    while errors:
+        error = errors.pop(0)
+        below = Path(os.path.relpath(error.filename, root)).as_posix() if error.filename else "."
+        yield ("" if below == "." else below + "/"), "", f"cannot read directory: {error.strerror or error}"
+
+
+def _os_problem(exc: OSError) -> str:
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "no such file or directory"
+    return f"cannot read: {exc.strerror or exc}"
 
 
 def _ignored(path: Path, specs, is_dir: bool) -> bool:

@@ -64,7 +64,8 @@ def test_clean_exit_0(project):
     ("huge.yaml", b"model:\n" + b"  # padding padding padding padding padding padding padding padding\n" * 80000,
      "limit"),
     ("data.bin", b"whatever", "not a Python, YAML or shell file"),
-])
+], ids=["blob.py", "broken.yaml", "broken.py", "latin1.py", "huge.yaml", "data.bin"])  # (a content id would
+# put megabytes into PYTEST_CURRENT_TEST, and the subprocess's environment would be too large to start it)
 def test_garbage_gives_one_line_error_exit_2_and_other_files_still_checked(project, name, content, message):
     (project / name).write_bytes(content)
     result = run("check", name, "bad.py", cwd=project)

@@ -45,5 +45,6 @@ def _yaml(path: str, text: str) -> list[Unit]:
     for shell_text, first_line in yaml_file.command_strings(roots, lines):
         from offlint.sources.shell import read_shell
 
-        units.extend(read_shell(path, shell_text, line_offset=first_line - 1, env_known=True, needs_arguments=True))
+        units.extend(read_shell(path, shell_text, line_offset=first_line - 1, env_known=True, needs_arguments=True,
+                                complete=False))
     return units

@@ -16,10 +16,15 @@ class ShellError(ValueError):
 
 
 def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = True,
-               needs_arguments: bool = False) -> list[Unit]:
+               needs_arguments: bool = False, complete: bool = True) -> list[Unit]:
+    """Launch units of a script. `complete`: a script offlint could not read in full is an error (the commands it
+    missed would otherwise pass unseen); a command string in YAML, which may be prose, is read as far as it
+    goes."""
     script = parse_shell(text)
-    if script.errors and not script.commands:
-        raise ShellError(f"cannot parse shell script: {script.errors[0]}")
+    if script.errors and (complete or not script.commands):
+        more = f" (and {len(script.errors) - 1} more)" if len(script.errors) > 1 else ""
+        raise ShellError(f"cannot parse shell script: {script.errors[0]}{more}; `bash -n {path}` tells whether bash "
+                         f"accepts it")
     units = []
     for command in script.commands:
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,

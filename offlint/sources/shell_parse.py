@@ -31,6 +31,7 @@ _IFS = " \t\n"
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
 _DEFAULT_OPS = (":-", "-", ":=", "=", ":+", "+", ":?", "?")
 _MAX_DEPTH = 6
+_MAX_NESTING = 100  # nested statements, words and arithmetic: past this a script is reported, not half-read
 _HOLE0, _HOLES = 0xF0000, 0xFFFE  # Supplementary Private Use Area-A: never meaningful in a launch script
 
 
@@ -84,6 +85,11 @@ def parse_shell(text: str) -> ShellScript:
         st = _State(out, _Holes())
         _Walker(st, text, org, 0, "").run()
         st.finish()
+    except _TooDeep as exc:
+        out.errors.append(f"line {exc.line}: nested more than {_MAX_NESTING} levels deep (statements, substitutions "
+                          f"or arithmetic); offlint does not read scripts nested deeper")
+    except RecursionError:
+        out.errors.append("line 1: nested too deeply for offlint to read")
     except Exception as exc:  # the linter must survive any script; report instead of crashing
         out.errors.append(f"line 1: could not read the script ({type(exc).__name__}: {exc})")
     return out
@@ -314,6 +320,14 @@ def _shell_c_payload(vals: list[str | None]) -> int | None:
     return None
 
 
+class _TooDeep(Exception):
+    """Nesting past _MAX_NESTING: the walk stops, and the script is reported instead of losing commands."""
+
+    def __init__(self, line: int):
+        super().__init__(line)
+        self.line = line
+
+
 class _Unknown(Exception):
     pass
 
@@ -363,6 +377,7 @@ class _State:
 
     def __init__(self, out: ShellScript, holes: _Holes):
         self.out, self.holes, self.env, self.ctx = out, holes, {}, ""
+        self.nesting = 0  # statements, words and arithmetic being read, one inside the other
         self.funcs: dict[str, tuple] = {}
         self.called: set[str] = set()
         self.calling: set[str] = set()
@@ -431,18 +446,40 @@ class _Walker:
             self.errors(root)
         self.stmt(root)
 
-    def errors(self, n) -> None:
-        if n.is_missing:
-            self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}missing {n.type!r}")
-        elif n.type == "ERROR":
-            snippet = self.raw(n).split("\n", 1)[0][:40]
-            self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}syntax error near {snippet!r}")
-        elif n.has_error:
-            for c in n.children:
-                self.errors(c)
+    def errors(self, root) -> None:
+        """The MISSING and ERROR nodes, in order (a loop: a deeply nested script must not exhaust the stack). An
+        ERROR node that covers no text but blanks and line continuations (a script ending in `\\`) skips
+        nothing, so it is no error."""
+        pending = [root]
+        while pending:
+            n = pending.pop()
+            if n.is_missing:
+                self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}missing {n.type!r}")
+            elif n.type == "ERROR":
+                raw = self.raw(n)
+                if raw.replace("\\", "").strip():
+                    end = self.pos(n.end_byte)[0]
+                    span = f" (lines {self.pos(n.start_byte)[0]}-{end} not read)" if "\n" in raw.rstrip() else ""
+                    self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}syntax error near "
+                                              f"{raw.split(chr(10), 1)[0][:40]!r}{span}")
+            elif n.has_error:
+                pending.extend(reversed(n.children))
+
+    def deeper(self, n) -> None:
+        """Count one more level of nesting; past _MAX_NESTING the whole walk stops (see parse_shell)."""
+        self.st.nesting += 1
+        if self.st.nesting > _MAX_NESTING:
+            raise _TooDeep(self.pos(n.start_byte)[0])
 
     # -- statements ---------------------------------------------------------------------------------
     def stmt(self, n) -> None:
+        self.deeper(n)
+        try:
+            self._stmt(n)
+        finally:
+            self.st.nesting -= 1
+
+    def _stmt(self, n) -> None:
         t = n.type
         if t == "command":
             self.command(n)
@@ -506,8 +543,13 @@ class _Walker:
         self.st.env = _merge(before, results, label, self.st.holes)
 
     def list_(self, n) -> None:
+        # `a && b && c` is a list nested in its first child, once per operator: read it as one flat sequence,
+        # so that a long chain costs no nesting.
+        kids = list(n.children)
+        while kids and kids[0].type == "list":
+            kids[:1] = kids[0].children
         op = None
-        for c in n.children:
+        for c in kids:
             if not c.is_named:
                 op = c.type
             elif op in ("&&", "||"):
@@ -737,6 +779,7 @@ class _Walker:
         child.env.update(penv)
         child.ctx = self.st.ctx
         child.hidden = {k for k, v in self.st.env.items() if not v.exported}
+        child.nesting = self.st.nesting
         org.append(org[-1] if org else (f.line, f.col, f.cond))
         _Walker(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()
@@ -784,6 +827,13 @@ class _Walker:
         return out + self.lit(a, b, q)
 
     def exp(self, n, q: bool) -> list[_P]:
+        self.deeper(n)
+        try:
+            return self._exp(n, q)
+        finally:
+            self.st.nesting -= 1
+
+    def _exp(self, n, q: bool) -> list[_P]:
         t, a, b = n.type, self.ci(n.start_byte), self.ci(n.end_byte)
         at = self.org[a]
         if t == "word" and not q and a == self.tok and self.text.startswith("~", a):
@@ -1043,6 +1093,13 @@ class _Walker:
         """Integer arithmetic on known values, as in $((...)) and array indexes; raises _Unknown otherwise."""
         if n is None:
             raise _Unknown("empty arithmetic")
+        self.deeper(n)
+        try:
+            return self._arith(n)
+        finally:
+            self.st.nesting -= 1
+
+    def _arith(self, n) -> int:
         t = n.type
         if t == "arithmetic_expansion":
             kids = [c for c in n.named_children if c.type != "comment"]

@@ -1,0 +1,171 @@
+"""Input an attacker (or an unlucky user) can put in a pull request, through the real command line.
+
+Nothing offlint could not read, or could not parse in full, may pass: it is one `offlint: error:` line and exit 2,
+while the other files are still checked. Every run has a timeout, so a hang fails the test instead of CI.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TIMEOUT = 60
+
+BAD_RECIPE = """\
+def recipe():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+    cfg.model.cpu_offloading = True
+    cfg.model.pipeline_model_parallel_size = 2
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+"""
+BAD_LAUNCH = "python run_recipe.py --recipe x model.cpu_offloading=True model.pipeline_model_parallel_size=2\n"
+
+
+def run(*args: str, cwd: Path, stdin: bytes | None = None, preexec_fn=None, timeout: int = TIMEOUT,
+        stdin_file=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "offlint", *args], cwd=cwd, input=stdin, stdin=stdin_file,
+                          capture_output=True, timeout=timeout, preexec_fn=preexec_fn)
+
+
+def errors_of(result: subprocess.CompletedProcess) -> list[str]:
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    return [line for line in stderr.splitlines() if line.startswith("offlint: error:")]
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "ok.py").write_text(BAD_RECIPE)
+    return tmp_path
+
+
+# ---------------------------------------------------------------------------------------------- permissions
+
+def _without_root_file_access() -> None:
+    """`preexec_fn`: the child loses what lets root ignore file permissions (CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH, dropped from the bounding set, so the interpreter it executes never has them). It keeps
+    uid 0, so it can still run an interpreter installed under /root, which `nobody` could not."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+@pytest.fixture()
+def unprivileged(tmp_path: Path):
+    """A preexec_fn under which permissions hold (CI runs as root); skips the test where that cannot be had."""
+    probe = tmp_path / "probe-unreadable"
+    probe.write_text("x")
+    probe.chmod(0)
+    try:
+        result = subprocess.run([sys.executable, "-c", f"open({str(probe)!r}).read()"], capture_output=True,
+                                timeout=TIMEOUT, preexec_fn=_without_root_file_access)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot run a child without root's file access here: {exc}")
+    finally:
+        probe.unlink()
+    if result.returncode == 0:
+        pytest.skip("a child can still read a mode-000 file (running as root, and its capabilities cannot be "
+                    "dropped here)")
+    return _without_root_file_access
+
+
+@pytest.fixture()
+def unreadable_dir(project: Path):
+    folder = project / "unreadable"
+    folder.mkdir()
+    (folder / "x.py").write_text(BAD_RECIPE)
+    folder.chmod(0)
+    yield folder
+    folder.chmod(0o755)
+
+
+# ---------------------------------------------------------------------------------------------- fails open
+
+def test_an_unreadable_directory_is_an_error_not_a_pass(project, unreadable_dir, unprivileged):
+    result = run("check", "unreadable", "--no-cache", cwd=project, preexec_fn=unprivileged)
+    errors = errors_of(result)
+    assert result.returncode == 2, result.stderr
+    assert errors == ["offlint: error: unreadable: cannot read directory: Permission denied"]
+    assert b"All checks passed" not in result.stderr
+
+    whole = run("check", "--no-cache", cwd=project, preexec_fn=unprivileged)  # found while walking the tree
+    assert whole.returncode == 2
+    assert errors_of(whole) == ["offlint: error: unreadable: cannot read directory: Permission denied"]
+    assert b"ok.py:4:5: OFL102" in whole.stdout
+
+
+def test_an_unreadable_file_next_to_a_good_one_keeps_the_good_ones_findings(project, unreadable_dir, unprivileged):
+    result = run("check", "ok.py", "unreadable/x.py", "--no-cache", cwd=project, preexec_fn=unprivileged)
+    assert result.returncode == 2, result.stderr
+    assert errors_of(result) == ["offlint: error: unreadable/x.py: cannot read: Permission denied"]
+    assert b"ok.py:4:5: OFL102" in result.stdout
+
+
+def test_an_unreadable_file_in_a_walked_tree_is_an_error(project, unprivileged):
+    (project / "secret.py").write_text(BAD_RECIPE)
+    (project / "secret.py").chmod(0)
+    (project / "launch").write_text("#!/bin/bash\n" + BAD_LAUNCH)  # extension-less: its #! line decides
+    (project / "launch").chmod(0)
+    result = run("check", "--no-cache", cwd=project, preexec_fn=unprivileged)
+    assert result.returncode == 2
+    assert sorted(errors_of(result)) == [
+        "offlint: error: launch: cannot read: Permission denied (to tell whether it is a shell script)",
+        "offlint: error: secret.py: cannot read: Permission denied",
+    ]
+    assert b"ok.py:4:5: OFL102" in result.stdout
+
+
+def _nested_ifs(depth: int) -> str:
+    return ("#!/bin/bash\necho start\n" + "".join(f'if [ -n "$X{i}" ]; then\n' for i in range(depth)) + BAD_LAUNCH
+            + "fi\n" * depth)
+
+
+def test_a_script_nested_past_the_bound_is_an_error_not_zero_units(project):
+    (project / "deep.sh").write_text(_nested_ifs(250))
+    assert subprocess.run(["bash", "-n", "deep.sh"], cwd=project, timeout=TIMEOUT).returncode == 0  # valid bash
+    result = run("check", "deep.sh", "ok.py", "--no-cache", cwd=project)
+    assert result.returncode == 2, result.stderr
+    (error,) = errors_of(result)
+    assert error.startswith("offlint: error: deep.sh: cannot parse shell script: line ")
+    assert "nested more than 100 levels deep" in error
+    assert b"ok.py:4:5: OFL102" in result.stdout  # the other file is still checked
+
+
+def test_a_script_nested_within_the_bound_is_read_in_full(project):
+    (project / "deep.sh").write_text(_nested_ifs(90))
+    (project / "chain.sh").write_text("#!/bin/bash\n" + "true && " * 500 + BAD_LAUNCH)  # a long chain costs no depth
+    result = run("check", "deep.sh", "chain.sh", "--no-cache", cwd=project)
+    assert result.returncode == 1, result.stderr
+    assert errors_of(result) == []
+    assert b"deep.sh:93:" in result.stdout and b"chain.sh:2:" in result.stdout
+
+
+def test_unbalanced_quotes_are_an_error_not_a_clean_script(project):
+    (project / "quotes.sh").write_text('#!/bin/bash\necho "ok"\npython run_recipe.py --recipe x "unterminated\n')
+    assert subprocess.run(["bash", "-n", "quotes.sh"], cwd=project, capture_output=True,
+                          timeout=TIMEOUT).returncode != 0  # bash rejects it too
+    result = run("check", "quotes.sh", "ok.py", "--no-cache", cwd=project)
+    assert result.returncode == 2
+    (error,) = errors_of(result)
+    assert error.startswith("offlint: error: quotes.sh: cannot parse shell script: line 3: ")
+    assert b"ok.py:4:5: OFL102" in result.stdout
+
+
+def test_a_script_whose_last_line_ends_in_a_backslash_is_still_read(project):
+    """tree-sitter marks the dangling continuation as an empty ERROR node; it skips no text, so it is no error."""
+    (project / "tail.sh").write_text("#!/bin/bash\n" + BAD_LAUNCH.rstrip("\n") + " \\\n")
+    result = run("check", "tail.sh", "--no-cache", cwd=project)
+    assert result.returncode == 1, result.stderr
+    assert errors_of(result) == []
+    assert b"tail.sh:2:" in result.stdout
