@@ -8,11 +8,12 @@ ignores -> sorted, de-duplicated findings.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from offlint import changed, pipeline, scope
+from offlint import changed, pipeline
 from offlint.cache import Cache, digest, fingerprint
 from offlint.discover import SourceFile, discover
 from offlint.pipeline import Job
@@ -71,10 +72,7 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
 def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None) -> CheckResult:
     all_rules = load_rules()
     selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
-    root = options.root or Path.cwd()
-    if stdin is None:
-        root = scope.project_root(paths or ["."]) or root  # the project the paths lie in, found from them
-    version = detect_version(options.mcore_version, options.configured_version, root)
+    version = detect_version(options.mcore_version, options.configured_version, options.root)
     errors: list[FileError] = []
     texts = pipeline.Texts(_read_text)  # read on first use: a pre-commit run reads only what it needs
     if stdin is not None:
@@ -84,12 +82,13 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     else:
         files, problems = discover(paths)
         errors.extend(FileError(p, msg) for p, msg in problems)
-    targets: set[str] | None = None  # part of a project: report only what concerns these files
+    targets: set[str] | None = None  # changed-files mode: report only what concerns these files
     tree_files = files
-    if stdin is None and options.changed_files and paths and files and root == scope.project_root(paths) \
-            and scope.selects_part_of(paths, root):
-        tree_files, files = scope.project_files(root, paths, files)
+    root = options.root or Path.cwd()
+    if stdin is None and options.changed_files and paths and files and all(_is_file(p) for p in paths) \
+            and changed.is_project_root(root) and all(_inside(f.path, root) for f in files):
         targets = {f.path for f in files}
+        tree_files, _ = discover([str(root)])
         cache = _cache(options, root, selected, version, _python_paths(tree_files + files), stdin)
         known_deps = cache.dependencies() if cache is not None else None
         tree_files, files = changed.expand(files, root, lambda path: texts.get(path, ""), known_deps, tree_files)
@@ -172,6 +171,19 @@ def _pyproject_digest(root: Path) -> str:
     """The project's pyproject.toml ([tool.offlint] settings the options do not carry, such as the GPU)."""
     text, _ = _read_text(str(root / "pyproject.toml"))
     return digest(text) if text else ""
+
+
+def _is_file(path: str) -> bool:
+    """Whether `path` names a file (not a directory); False, not an exception, when it cannot be looked at."""
+    return os.path.isfile(path)
+
+
+def _inside(path: str, root: Path) -> bool:
+    try:
+        Path(path).resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
 
 
 def _concerns(finding: Finding, targets: set[str], target_units: set[str]) -> bool:
