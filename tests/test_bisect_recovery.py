@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,17 +70,22 @@ def test_kill9_mid_probe_child_dies_and_next_run_cleans_up(tmp_path, resume):
     h = history(tmp_path, "command", commits=12, culprit=7, merge_every=0)
     before = repo_state(h["repo"])
     args, left = kill9_mid_probe(tmp_path, h)
-    # (a) the probe's own child (a grandchild of the bisect) is gone, killed by the watchdog
-    assert wait_for(lambda: gone(left["child"]), 20), f"probe child {left['child']} outlived the bisect"
     base = left["record"]["worktree_base"]
-    assert "offlint-bisect-" in worktrees(h["repo"]) and Path(base).is_dir()  # what SIGKILL leaves behind
     out = tmp_path / "r.json"
-    result = bisect(h["repo"], *args, *(["--resume"] if resume else []), "--report-json", str(out))
+    try:
+        # (a) the probe's own child (a grandchild of the bisect) is gone, killed by the watchdog
+        assert wait_for(lambda: gone(left["child"]), 20), f"probe child {left['child']} outlived the bisect"
+        assert "offlint-bisect-" in worktrees(h["repo"]) and Path(base).is_dir()  # what SIGKILL leaves behind
+        result = bisect(h["repo"], *args, *(["--resume"] if resume else []), "--report-json", str(out))
+        left_on_disk = Path(base).exists()
+    finally:  # a failing run must not leave the worktree in the shared temporary directory
+        if Path(base).name.startswith("offlint-bisect-"):
+            shutil.rmtree(base, ignore_errors=True)
     assert result.returncode == 0, result.stderr
     assert "an earlier bisect" in result.stderr and "Traceback" not in result.stderr
     # (b) git's list and the disk are clean, and the dead run's record is gone
     assert "offlint-bisect-" not in worktrees(h["repo"])
-    assert not Path(base).exists()
+    assert not left_on_disk
     assert not list(Path(h["repo"], ".git", "offlint-bisect", "runs").iterdir())
     assert repo_state(h["repo"]) == before
     # (c) the same answer; --resume reuses the two runs that finished before the kill

@@ -104,9 +104,11 @@ def recover(state: Path, repo: git.Repo, progress: Callable[[str], None] = lambd
         removed = _remove_worktrees(repo, record)
         path.unlink(missing_ok=True)
         cleaned += 1
-        if killed or removed:
-            progress(f"offlint: an earlier bisect (pid {record['pid']}) was killed; removed its "
-                     f"{removed} worktree(s) and stopped {len(killed)} probe process group(s) it left")
+        done = [f"removed {removed} worktree(s)" if removed else "",
+                f"stopped {len(killed)} probe process group(s)" if killed else ""]
+        if removed or killed:
+            progress(f"offlint: an earlier bisect (pid {record['pid']}) was killed; "
+                     f"{' and '.join(d for d in done if d)} it left behind")
     return cleaned
 
 

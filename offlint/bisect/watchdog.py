@@ -60,13 +60,26 @@ def is_ours(pgid: int, started: int | None, unverified: bool = False) -> bool:
 
 
 def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    """Whether group `pgid` has a member that is not a zombie (a zombie only waits for its parent to reap it)."""
+    if not have_proc():
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False
 
 
 def kill_groups(groups: dict[int, int | None], grace_s: float = GRACE_S, unverified: bool = False) -> list[int]:
