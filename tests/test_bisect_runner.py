@@ -4,6 +4,9 @@ and a probe's leftover children killed when it exits."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -138,3 +141,51 @@ def test_the_tracker_hears_of_every_group(tmp_path):
     started = [e[1] for e in tracker.events if e[0] == "+"]
     assert len(started) == 2 and sorted(started) == sorted(e[1] for e in tracker.events if e[0] == "-")
     assert all(isinstance(e[2], int) for e in tracker.events if e[0] == "+")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+def test_a_steps_first_process_dies_when_the_bisect_and_its_watchdog_are_killed(tmp_path):
+    """`pkill -9` of the bisect and its watchdog together: the kernel still ends the step's first process."""
+    script = tmp_path / "bisect.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from offlint.bisect.runner import LocalRunner
+        from offlint.steps import Step
+        LocalRunner().run([Step("hang", ("sleep", "300"), Path({str(tmp_path)!r}), Path({str(tmp_path)!r}) / "h.log",
+                                 600)])
+    """))
+    bisect = subprocess.Popen([sys.executable, str(script)])
+    step = None
+    try:
+        def children():
+            return [int(p) for p in Path(f"/proc/{bisect.pid}/task/{bisect.pid}/children").read_text().split()]
+
+        def named(word: bytes) -> list[int]:  # (a child between fork and exec still has the parent's name)
+            return [p for p in children() if word in Path(f"/proc/{p}/cmdline").read_bytes()]
+
+        deadline = time.monotonic() + 60
+        while len(named(b"sleep")) != 1 or len(named(b"watchdog")) != 1:
+            assert time.monotonic() < deadline and bisect.poll() is None, "the step or the watchdog never started"
+            time.sleep(0.05)
+        [step], [guard] = named(b"sleep"), named(b"watchdog")
+        os.kill(guard, signal.SIGKILL)
+        bisect.kill()
+        bisect.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while Path(f"/proc/{step}").exists() and "Z" not in Path(f"/proc/{step}/stat").read_text().split()[2]:
+            assert time.monotonic() < deadline, "the step outlived the bisect and its watchdog"
+            time.sleep(0.05)
+    finally:
+        if bisect.poll() is None:
+            bisect.kill()
+            bisect.wait()
+        if step is not None and _cmdline(step) == b"sleep\x00300\x00":  # a failed run must not leave it behind
+            os.kill(step, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -4,7 +4,8 @@ Each step runs in its own session (process group), so a timeout or a cancel kill
 probe started (torchrun and its workers, a shell and its children): SIGTERM first, SIGKILL after a grace
 period, as tritonparse does; what a probe leaves running when its first process exits is killed too. If the
 bisect itself is killed (SIGKILL runs no cleanup), the watchdog (watchdog.py, one small process per batch,
-told of every group on a pipe) kills the groups still running. A `tracker` (the run's record in the state
+told of every group on a pipe) kills the groups still running; should the watchdog die too, each step's first
+process still gets SIGTERM from the kernel (PR_SET_PDEATHSIG, Linux). A `tracker` (the run's record in the state
 directory, state.py) hears of every group too, so a later run can verify and kill what is left. stdout and
 stderr go to the step's log file. With `gpus`, concurrent steps get disjoint CUDA_VISIBLE_DEVICES slices.
 The runner never interprets outcomes; classify.py does.
@@ -12,6 +13,7 @@ The runner never interprets outcomes; classify.py does.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -68,7 +70,8 @@ class LocalRunner:
         with open(step.log, "wb") as log:
             try:
                 process = subprocess.Popen(step.argv, cwd=step.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True)
+                                           stdin=subprocess.DEVNULL, start_new_session=True,
+                                           preexec_fn=_die_with_parent(os.getpid()))
             except OSError as exc:  # the program does not exist or cannot run: the step never ran
                 log.write(f"offlint: cannot start {step.argv[0]}: {exc}\n".encode())
                 return None, time.monotonic(), str(exc)
@@ -168,6 +171,36 @@ class LocalRunner:
             except OSError:
                 return None
         return self._watchdog
+
+
+def _die_with_parent(parent: int):
+    """Linux: the step's first process gets SIGTERM when the bisect dies, should the watchdog be gone too (a
+    `pkill` of both). Only that process: its children are the watchdog's and the next run's (state.py) job."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the bisect died before the signal was armed
+            os._exit(1)
+
+    return arm
+
+
+@functools.cache
+def _prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _killpg_quietly(pgid: int) -> None:
