@@ -17,6 +17,7 @@ from offlint import changed, pipeline
 from offlint.cache import Cache, digest, fingerprint
 from offlint.discover import SourceFile, discover
 from offlint.pipeline import Job
+from offlint.reading import ReadError, read_text
 from offlint.engine import check_unit
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
@@ -26,7 +27,6 @@ from offlint.suppressions import Suppression, find_suppressions
 from offlint.types import FileError, Finding, Layer, Location, Severity, Unit, UnitKind
 from offlint.versions import DetectedVersion, detect_version
 
-MAX_BYTES = 2 * 1024 * 1024
 
 
 @dataclass
@@ -72,6 +72,7 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
 def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None) -> CheckResult:
     all_rules = load_rules()
     selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
+    root = options.root or Path.cwd()
     version = detect_version(options.mcore_version, options.configured_version, options.root)
     errors: list[FileError] = []
     texts = pipeline.Texts(_read_text)  # read on first use: a pre-commit run reads only what it needs
@@ -80,11 +81,10 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         files = [SourceFile(name, _stdin_kind(name), True)]
         texts[name] = text
     else:
-        files, problems = discover(paths)
+        files, problems = discover(paths, root)
         errors.extend(FileError(p, msg) for p, msg in problems)
     targets: set[str] | None = None  # changed-files mode: report only what concerns these files
     tree_files = files
-    root = options.root or Path.cwd()
     if stdin is None and options.changed_files and paths and files and all(_is_file(p) for p in paths) \
             and changed.is_project_root(root) and all(_inside(f.path, root) for f in files):
         targets = {f.path for f in files}
@@ -241,20 +241,11 @@ def _stdin_kind(name: str) -> str:
 
 
 def _read_text(path: str) -> tuple[str, str]:
+    """(text, "") or ("", why not): through offlint.reading, the one reader of the linted tree's files."""
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_BYTES:
-            return "", f"file is {size / 1e6:.1f} MB, over offlint's {MAX_BYTES // (1024 * 1024)} MiB limit " \
-                       f"(generated?); exclude it or split it"
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        return "", f"cannot read: {exc.strerror or exc}"
-    if b"\0" in data:
-        return "", "binary file (contains NUL bytes); not a Python, YAML or shell file"
-    try:
-        return data.decode("utf-8-sig"), ""
-    except UnicodeDecodeError as exc:
-        return "", f"not UTF-8 text (invalid byte at offset {exc.start}); save it as UTF-8"
+        return read_text(path), ""
+    except ReadError as exc:
+        return "", str(exc)
 
 
 def _one_line(message: str) -> str:

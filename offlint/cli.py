@@ -12,11 +12,24 @@ import click
 from offlint import __version__
 from offlint.api import CheckOptions, check, exit_code
 from offlint.config import FAIL_ON, ConfigError, load_config
+from offlint.reading import ReadError, decode, read_fd
 from offlint.report import FORMATS, render, render_statistics
 from offlint.rules import RuleFileError, load_rules
 from offlint.types import Severity
 from offlint.usage import fail as _fail
 from offlint.versions import VersionError, parse_version
+
+
+def _read_stdin(name: str) -> str:
+    """Standard input, read like any file of the tree: at most the size limit, UTF-8 text."""
+    try:
+        if sys.stdin is None:
+            raise ReadError("standard input is closed")
+        return decode(read_fd(sys.stdin.fileno()))
+    except ReadError as exc:
+        _fail(f"{name} (standard input): {exc}")
+    except (OSError, ValueError) as exc:  # no descriptor behind sys.stdin
+        _fail(f"{name} (standard input): cannot read: {exc}")
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -76,7 +89,7 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
     if paths == ["-"]:
         if not stdin_filename:
             _fail("reading from '-' needs --stdin-filename NAME (it decides how the text is parsed)")
-        stdin = (stdin_filename, sys.stdin.read())
+        stdin = (stdin_filename, _read_stdin(stdin_filename))
     elif "-" in paths:
         _fail("'-' (standard input) cannot be combined with other paths")
     if mcore_version:

@@ -7,6 +7,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from offlint.reading import ReadError, read_text
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -53,8 +55,8 @@ def load_config(start: Path) -> ProjectConfig:
     if path is None:
         return ProjectConfig()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        data = tomllib.loads(read_text(path, follow_links=True))
+    except (ReadError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read pyproject.toml: {exc}") from None
     table = data.get("tool", {}).get("offlint")
     if table is None:

@@ -2,7 +2,8 @@
 
 Kinds: "python" (.py), "yaml" (.yaml/.yml), "shell" (.sh/.bash/.sbatch/.slurm, or no extension with a
 shell shebang). A file named explicitly that is none of these is an error (fail closed); inside a walked
-directory it is skipped.
+directory it is skipped. Only regular files are linted: a walk never follows a symbolic link and never opens a
+FIFO, socket or device (one named explicitly is an error); what it cannot read is reported, never skipped.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
+
+from offlint.reading import ReadError, not_regular, read_bytes, read_head
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".offlint_cache", ".offlint", ".venv", "venv", "node_modules",
              ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".eggs"}
@@ -33,21 +36,16 @@ def kind_of(path: Path) -> str | None:
     kind = EXTENSIONS.get(path.suffix.lower())
     if kind:
         return kind
-    if path.suffix == "" and _has_shell_shebang(path):
-        return "shell"
+    if path.suffix == "":
+        try:
+            return "shell" if _shell_shebang(read_head(path, 200)) else None
+        except ReadError:
+            return None
     return None
 
 
-def _has_shell_shebang(path: Path) -> bool:
-    try:
-        return _shell_shebang(path)
-    except OSError:
-        return False
-
-
-def _shell_shebang(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        first = handle.readline(200)
+def _shell_shebang(head: bytes) -> bool:
+    first = head.split(b"\n", 1)[0]
     if not first.startswith(b"#!"):
         return False
     words = first[2:].replace(b"/", b" ").split()
@@ -56,104 +54,133 @@ def _shell_shebang(path: Path) -> bool:
 
 def _is_binary(path: Path) -> bool:
     try:
-        with open(path, "rb") as handle:
-            return b"\0" in handle.read(8192)
-    except OSError:
+        return b"\0" in read_head(path, 8192)
+    except ReadError:
         return True
 
 
-def discover(paths: list[str]) -> tuple[list[SourceFile], list[tuple[str, str]]]:
-    """Return the files to lint and (path, problem) pairs for paths that cannot be linted."""
+def discover(paths: list[str], root: str | os.PathLike | None = None
+             ) -> tuple[list[SourceFile], list[tuple[str, str]]]:
+    """Return the files to lint and (path, problem) pairs for paths that cannot be linted.
+
+    `root`: the project (default: the working directory). A path named through a symbolic link is followed only
+    to a target inside it; a special file (FIFO, device, socket) is an error when named, skipped when walked.
+    """
     files: list[SourceFile] = []
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()  # real paths
     cwd = os.path.realpath(os.getcwd())
+    project = os.path.realpath(root if root is not None else cwd)
     for raw in paths:
-        path = Path(raw)
         try:
-            info = os.stat(path)
+            os.lstat(raw)
         except OSError as exc:
             problems.append((raw, _os_problem(exc)))
             continue
+        real = os.path.realpath(raw)
+        linked = real != os.path.normpath(os.path.abspath(raw))
+        if linked and not _inside(real, project):
+            problems.append((raw, f"a symbolic link to {real}, outside the project ({project}); offlint does not "
+                                  f"follow links out of the project"))
+            continue
+        try:
+            info = os.stat(raw)
+        except OSError as exc:
+            broken = exc.errno in (errno.ENOENT, errno.ELOOP)
+            problems.append((raw, "a broken symbolic link, or a loop of them" if broken else _os_problem(exc)))
+            continue
+        shown = _shown_under(real, ".", cwd, real if linked else raw)
         if stat.S_ISDIR(info.st_mode):
-            # os.walk does not follow symbolic links below the root, so only the root needs resolving: a file
-            # is shown as the root's shown form joined with its path below the root.
-            real_root = os.path.realpath(path)
-            shown_root = _shown_under(real_root, ".", cwd, raw)
-            prefix = "" if shown_root == "." else shown_root.rstrip("/") + "/"
-            for below, kind, problem in _walk(path):
+            # The walk does not follow symbolic links, so only the root needs resolving: a file is shown as the
+            # root's shown form joined with its path below the root.
+            prefix = "" if shown == "." else shown.rstrip("/") + "/"
+            for below, kind, problem in _walk(real):
                 if problem:  # an unreadable directory or file: not checked, so never a pass
-                    problems.append(((prefix + below).rstrip("/") or shown_root, problem))
+                    problems.append(((prefix + below).rstrip("/") or shown, problem))
                     continue
-                real = os.path.join(real_root, below)
-                if real not in seen:  # a file reached twice (two overlapping paths) is linted once
-                    seen.add(real)
+                found = os.path.join(real, below)
+                if found not in seen:  # a file reached twice (two overlapping paths) is linted once
+                    seen.add(found)
                     files.append(SourceFile(prefix + below, kind, False))
             continue
-        kind = kind_of(path)
-        if kind is None and path.suffix == "" and not _is_binary(path):
+        if not stat.S_ISREG(info.st_mode):
+            problems.append((raw, not_regular(info.st_mode)))
+            continue
+        kind = kind_of(Path(real))
+        if kind is None and Path(raw).suffix == "" and not _is_binary(Path(real)):
             continue  # an extension-less text file without a shell #! line (LICENSE, Makefile): not ours
         if kind is None:
             problems.append((raw, "not a Python, YAML or shell file: offlint reads .py, .yaml, .yml, .sh and "
                                   "shell scripts with a #! line"))
             continue
-        real = os.path.realpath(path)
         if real not in seen:
             seen.add(real)
-            files.append(SourceFile(_shown_under(real, ".", cwd, raw), kind, True))
+            files.append(SourceFile(shown, kind, True))
     return files, problems
 
 
-def _walk(root: Path):
-    """(path below root, kind, "") of every lintable file under root, in sorted order, skipping ignored and linked
-    files; paths use "/". A directory or file that cannot be read gives (its path below root, "", why)."""
+def _walk(root: str):
+    """(path below root, kind, "") of every lintable file under root, in sorted order (depth first), skipping
+    ignored files, symbolic links and special files, none of which is ever opened; paths use "/". A directory
+    or file that cannot be read gives (its path below root, "", why)."""
     specs: list[tuple[Path, pathspec.PathSpec]] = []
-    unreadable: list[OSError] = []
-    for directory, dirnames, filenames in os.walk(root, onerror=unreadable.append):
-        yield from _unreadable_dirs(root, unreadable)
+    pending = [""]  # directories still to read, as paths below root ("a/b/"); a stack, so depth first
+    while pending:
+        below = pending.pop()
+        directory = os.path.join(root, below)
+        try:
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as exc:
+            yield below, "", f"cannot read directory: {exc.strerror or exc}"
+            continue
         here = Path(directory)
-        below = os.path.relpath(directory, root)
-        below = "" if below == "." else Path(below).as_posix() + "/"
-        ignore_file = os.path.join(directory, ".gitignore")
-        if os.path.isfile(ignore_file):
+        subdirs = []
+        classified = []  # (entry, is a directory, is a regular file): d_type, so usually without a stat
+        for entry in entries:
             try:
-                with open(ignore_file, encoding="utf-8", errors="replace") as handle:
-                    lines = handle.read().splitlines()
-                specs.append((here, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
-            except OSError:
-                pass
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                             and not _ignored(here / d, specs, True))
-        for name in sorted(filenames):
+                is_dir = entry.is_dir(follow_symlinks=False)
+                classified.append((entry, is_dir, not is_dir and entry.is_file(follow_symlinks=False)))
+            except OSError as exc:
+                yield below + entry.name, "", _os_problem(exc)
+        for entry, is_dir, _ in classified:
+            if entry.name == ".gitignore" and not is_dir:
+                try:
+                    lines = read_bytes(entry.path).decode("utf-8", "replace").splitlines()
+                    specs.append((here, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
+                except ReadError as exc:  # which files it would exclude is unknown: say so
+                    yield below + entry.name, "", f"{exc} (offlint reads .gitignore files to know what to skip)"
+        for entry, is_dir, regular in classified:
+            name = entry.name
+            if is_dir:
+                if name not in SKIP_DIRS and not name.endswith(".egg-info") and not _ignored(here / name, specs, True):
+                    subdirs.append(below + name + "/")
+                continue
+            if not regular:
+                continue  # a symbolic link, FIFO, socket or device: never followed, never opened
             extension = os.path.splitext(name)[1]
             kind = EXTENSIONS.get(extension.lower())
-            if kind is None and extension:
-                continue
-            found = os.path.join(directory, name)
-            if os.path.islink(found) or (specs and _ignored(here / name, specs, False)):
+            if (kind is None and extension) or (specs and _ignored(here / name, specs, False)):
                 continue
             if kind is None:  # no extension: a shell script when its #! line says so
                 try:
-                    kind = "shell" if _shell_shebang(Path(found)) else None
-                except OSError as exc:
-                    yield below + name, "", f"{_os_problem(exc)} (to tell whether it is a shell script)"
+                    kind = "shell" if _shell_shebang(read_head(entry.path, 200)) else None
+                except ReadError as exc:
+                    yield below + name, "", f"{exc} (to tell whether it is a shell script)"
                     continue
             if kind:
                 yield below + name, kind, ""
-    yield from _unreadable_dirs(root, unreadable)
-
-
-def _unreadable_dirs(root: Path, errors: list[OSError]):
-    while errors:
-        error = errors.pop(0)
-        below = Path(os.path.relpath(error.filename, root)).as_posix() if error.filename else "."
-        yield ("" if below == "." else below + "/"), "", f"cannot read directory: {error.strerror or error}"
+        pending.extend(reversed(subdirs))
 
 
 def _os_problem(exc: OSError) -> str:
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
         return "no such file or directory"
     return f"cannot read: {exc.strerror or exc}"
+
+
+def _inside(real: str, directory: str) -> bool:
+    return real == directory or real.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _ignored(path: Path, specs, is_dir: bool) -> bool:

@@ -14,6 +14,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from offlint.reading import ReadError, read_text
+
 # Architectures whose MLP is gated (SwiGLU / GeGLU), with RMSNorm and no linear biases, as their bridges map them.
 _GATED_RMSNORM = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
                   "deepseek_v2", "deepseek_v3", "kimi_k2", "glm", "glm4_moe", "gemma", "gemma2", "gemma3", "gemma3_text",
@@ -69,8 +71,9 @@ def _case_insensitive(hf_id: str) -> str:
 def from_config_json(path: str | Path) -> dict[str, object]:
     """Map a Hugging Face config.json onto megatron-core keys (only the facts the file states)."""
     try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        # Links are followed (Hugging Face's cache is made of them), to a regular file of at most 2 MiB only.
+        config = json.loads(read_text(path, follow_links=True))
+    except (ReadError, json.JSONDecodeError, RecursionError) as exc:
         raise ModelConfigError(f"{path}: cannot read config.json ({exc})") from None
     if not isinstance(config, dict):
         raise ModelConfigError(f"{path}: config.json must hold a JSON object")

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from offlint.reading import ReadError, read_text
+
 NEWEST_KNOWN = "0.20.0"
 
 _VERSION = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.\-+]?(?:rc|a|b|dev|post)\S*)?\s*$")
@@ -65,8 +67,8 @@ class DetectedVersion:
 def version_from_package_info(path: Path) -> Version | None:
     """Read MAJOR/MINOR/PATCH from a megatron/core/package_info.py without importing it."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        tree = ast.parse(read_text(path, follow_links=True))
+    except (ReadError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     values: dict[str, int] = {}
     for node in tree.body:

@@ -169,3 +169,104 @@ def test_a_script_whose_last_line_ends_in_a_backslash_is_still_read(project):
     assert result.returncode == 1, result.stderr
     assert errors_of(result) == []
     assert b"tail.sh:2:" in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------- special files, stdin
+
+def _memory_capped() -> None:
+    """`preexec_fn`: 2 GiB of address space, so that a reader that lost its bound fails here instead of taking
+    the machine's memory (a link to /dev/zero never ends)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+def test_a_fifo_anywhere_in_the_project_never_blocks_a_check(project):
+    os.mkfifo(project / "pipe.py")
+    os.mkfifo(project / "launch")  # extension-less: a walk would open it to look for a #! line
+    (project / "other.py").write_text(BAD_RECIPE)
+    for args in (["ok.py"], ["ok.py", "other.py"], ["."], []):  # changed-files mode searches the whole tree
+        result = run("check", *args, "--no-cache", cwd=project)
+        assert result.returncode == 1, (args, result.stderr)
+        assert errors_of(result) == []  # found while walking: skipped, not reported
+        assert b"ok.py:4:5: OFL102" in result.stdout
+
+
+def test_special_files_and_links_named_explicitly_are_one_line_errors(project):
+    os.mkfifo(project / "pipe.py")
+    (project / "zero.py").symlink_to("/dev/zero")
+    (project / "passwd.py").symlink_to("/etc/passwd")
+    (project / "loop1.py").symlink_to("loop2.py")
+    (project / "loop2.py").symlink_to("loop1.py")
+    (project / "fifo-link.py").symlink_to("pipe.py")  # inside the project, but not to a regular file
+    result = run("check", "pipe.py", "zero.py", "passwd.py", "loop1.py", "fifo-link.py", "ok.py", "--no-cache",
+                 cwd=project, preexec_fn=_memory_capped)
+    assert result.returncode == 2, result.stderr
+    outside = "outside the project ({}); offlint does not follow links out of the project".format(
+        os.path.realpath(project))
+    assert sorted(errors_of(result)) == [
+        "offlint: error: fifo-link.py: not a regular file (a named pipe (FIFO)); offlint reads only regular files",
+        "offlint: error: loop1.py: a broken symbolic link, or a loop of them",
+        f"offlint: error: passwd.py: a symbolic link to /etc/passwd, {outside}",
+        "offlint: error: pipe.py: not a regular file (a named pipe (FIFO)); offlint reads only regular files",
+        f"offlint: error: zero.py: a symbolic link to /dev/zero, {outside}",
+    ]
+    assert b"ok.py:4:5: OFL102" in result.stdout
+
+    whole = run("check", "--no-cache", cwd=project, preexec_fn=_memory_capped)  # walked: links are not followed
+    assert whole.returncode == 1 and errors_of(whole) == []
+
+
+def test_a_link_inside_the_project_is_followed(project):
+    (project / "sub").mkdir()
+    (project / "sub" / "alias.py").symlink_to("../ok.py")
+    result = run("check", "sub/alias.py", "--no-cache", cwd=project)
+    assert result.returncode == 1, result.stderr
+    assert b"ok.py:4:5: OFL102" in result.stdout
+
+
+def test_a_file_over_the_limit_is_an_error(project):
+    (project / "big.py").write_bytes(b"#" * (3 << 20))
+    result = run("check", "big.py", "ok.py", "--no-cache", cwd=project)
+    assert result.returncode == 2
+    assert errors_of(result) == ["offlint: error: big.py: more than 2 MiB, over offlint's size limit (generated?); "
+                                 "exclude it or split it"]
+    assert b"ok.py:4:5: OFL102" in result.stdout
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "3 MB"])
+def test_standard_input_is_read_with_the_same_bound(project, source):
+    if source == "/dev/zero":
+        with open("/dev/zero", "rb") as zero:
+            result = run("check", "-", "--stdin-filename", "x.py", cwd=project, stdin_file=zero,
+                         preexec_fn=_memory_capped)
+    else:
+        result = run("check", "-", "--stdin-filename", "x.py", cwd=project, stdin=b"# x\n" * (3_000_000 // 4))
+    assert result.returncode == 2, result.stderr
+    assert errors_of(result) == ["offlint: error: x.py (standard input): more than 2 MiB, over offlint's size "
+                                 "limit (generated?); exclude it or split it"]
+
+
+def test_standard_input_within_the_bound_is_checked(project):
+    padding = b"# padding\n" * 190_000  # 1.9 MB
+    result = run("check", "-", "--stdin-filename", "x.py", cwd=project, stdin=padding + BAD_RECIPE.encode())
+    assert result.returncode == 1, result.stderr
+    assert b"x.py:190004:5: OFL102" in result.stdout
+
+
+def test_a_model_config_json_that_is_a_fifo_does_not_block(project):
+    (project / "models" / "big").mkdir(parents=True)
+    os.mkfifo(project / "models" / "big" / "config.json")
+    (project / "hf.py").write_text(
+        "from megatron.bridge import AutoBridge\n\n\n"
+        "def big_config():\n"
+        "    cfg = ConfigContainer(model=AutoBridge.from_hf_pretrained('models/big').to_megatron_provider(),\n"
+        "                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())\n"
+        "    cfg.model.cpu_offloading = True\n"
+        "    cfg.model.pipeline_model_parallel_size = 2\n"
+        "    return cfg\n")
+    for args in (["hf.py"], []):
+        result = run("check", *args, "--no-cache", cwd=project)
+        assert result.returncode == 1, result.stderr
+        assert errors_of(result) == []
+        assert b"hf.py:7:5: OFL102" in result.stdout

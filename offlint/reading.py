@@ -1,0 +1,137 @@
+"""Opening files of the linted tree: regular files only, never more than the size limit, never blocking.
+
+offlint reads whatever a pull request contains. `open()` on a named pipe blocks until a writer comes; a link to
+`/dev/zero` has `st_size` 0 and never ends; a link can point anywhere. So every file of the linted tree is opened
+here, and only here: `lstat` first (a special file is never opened, since opening a device can itself do
+something), then a non-blocking open that does not follow a final symbolic link (unless the caller asks), an
+`fstat` of what was opened (so the check and the read concern the same file), and at most MAX_BYTES + 1 bytes
+read, whatever the file claims its size is.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+MAX_BYTES = 2 * 1024 * 1024
+_CHUNK = 256 * 1024
+
+
+class ReadError(Exception):
+    """A one-line reason why a file cannot be read (what is wrong, and what to do where that helps)."""
+
+
+def kind_of_mode(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "not a regular file"
+
+
+def not_regular(mode: int) -> str:
+    return f"not a regular file ({kind_of_mode(mode)}); offlint reads only regular files"
+
+
+def read_bytes(path: str | os.PathLike, limit: int = MAX_BYTES, follow_links: bool = False) -> bytes:
+    """The file's bytes; ReadError when it is not a regular file, cannot be opened, or holds more than `limit`.
+
+    `follow_links`: a final symbolic link is followed (to a regular file only); otherwise it is refused.
+    """
+    fd = _open_regular(path, follow_links)
+    try:
+        return read_fd(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def read_head(path: str | os.PathLike, size: int) -> bytes:
+    """At most the first `size` bytes of a regular file (to sniff a #! line or NUL bytes); ReadError otherwise."""
+    fd = _open_regular(path, False)
+    try:
+        return os.read(fd, size)
+    except OSError as exc:
+        raise ReadError(_os_problem(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: str | os.PathLike, follow_links: bool) -> int:
+    try:
+        info = os.stat(path) if follow_links else os.lstat(path)
+    except OSError as exc:
+        raise ReadError(_os_problem(exc)) from None
+    if stat.S_ISLNK(info.st_mode):
+        raise ReadError("a symbolic link; offlint does not follow links inside the linted tree")
+    if not stat.S_ISREG(info.st_mode):
+        raise ReadError(not_regular(info.st_mode))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise ReadError(_os_problem(exc)) from None
+    try:
+        opened = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise ReadError(_os_problem(exc)) from None
+    if not stat.S_ISREG(opened.st_mode):  # replaced between the lstat and the open
+        os.close(fd)
+        raise ReadError(not_regular(opened.st_mode))
+    return fd
+
+
+def read_fd(fd: int, limit: int = MAX_BYTES) -> bytes:
+    """At most `limit` bytes from an open descriptor (a file or standard input); ReadError past that."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        try:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+        except OSError as exc:
+            raise ReadError(_os_problem(exc)) from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > limit:
+        raise ReadError(f"more than {_size(limit)}, over offlint's size limit (generated?); exclude it or split it")
+    return b"".join(chunks)
+
+
+def decode(data: bytes) -> str:
+    """The text of a file's bytes: UTF-8 (a BOM is dropped); ReadError for binary or other encodings."""
+    if b"\0" in data:
+        raise ReadError("binary file (contains NUL bytes); not a Python, YAML or shell file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ReadError(f"not UTF-8 text (invalid byte at offset {exc.start}); save it as UTF-8") from None
+
+
+def read_text(path: str | os.PathLike, limit: int = MAX_BYTES, follow_links: bool = False) -> str:
+    return decode(read_bytes(path, limit, follow_links))
+
+
+def _os_problem(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link (or a loop of them); offlint does not follow links inside the linted tree"
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "no such file or directory"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit} bytes"
