@@ -153,7 +153,7 @@ class LocalRunner:
             line = f"-{pgid}"
             if self.tracker is not None:
                 self.tracker.ended(pgid)
-        guard = self._guard()
+        guard = self._guard() if started else self._watchdog  # no watchdog is started to hear of an end
         if guard is not None:
             try:
                 guard.stdin.write(line.encode() + b"\n")
