@@ -14,6 +14,7 @@ from offlint.api import CheckOptions, check, exit_code
 from offlint.config import FAIL_ON, ConfigError, load_config
 from offlint.reading import ReadError, decode, read_fd
 from offlint.report import FORMATS, render, render_statistics
+from offlint.report.escape import printable
 from offlint.rules import RuleFileError, load_rules
 from offlint.types import Severity
 from offlint.usage import fail as _fail
@@ -45,6 +46,15 @@ class _Commands(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def invoke(self, ctx: click.Context):
+        """Ctrl-C ends any command with exit code 130, as shells report SIGINT; click alone would print
+        "Aborted!" and exit 1, which reads as "findings"."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("offlint: interrupted", err=True)
+            sys.exit(130)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.LAZY:
@@ -114,7 +124,7 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
     else:
         sys.stdout.write(render(output_format, result.findings, rules, result.sources))
     for error in result.errors:
-        click.echo(f"offlint: error: {error}", err=True)
+        click.echo(f"offlint: error: {printable(str(error))}", err=True)
     severity = Severity(fail_on or config.fail_on or "warning")
     if not quiet and output_format in ("concise", "full"):
         count = len(result.findings)

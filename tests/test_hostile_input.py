@@ -7,9 +7,12 @@ while the other files are still checked. Every run has a timeout, so a hang fail
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -270,3 +273,110 @@ def test_a_model_config_json_that_is_a_fifo_does_not_block(project):
         assert result.returncode == 1, result.stderr
         assert errors_of(result) == []
         assert b"hf.py:7:5: OFL102" in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------- output
+
+ESCAPE_KEY_YAML = 'model:\n  "cpu_offloading\\e[2J": true\n'  # a key with a raw ESC: clear-screen when printed
+
+
+@pytest.fixture()
+def odd_names(project: Path) -> Path:
+    (project / "ok.py").unlink()
+    (project / "new\nline.py").write_text(BAD_RECIPE)
+    (project / "back\\slash.py").write_text(BAD_RECIPE)
+    (project / os.fsdecode(b"latin\xe9.py")).write_text(BAD_RECIPE)  # a name that is not UTF-8
+    (project / "esc.yaml").write_text(ESCAPE_KEY_YAML)
+    (project / "bad\x1b[2J.yaml").write_text("model: [unclosed\x1b[31m\n")  # an error line: name and content
+    return project
+
+
+@pytest.mark.parametrize("fmt", ["concise", "full", "github", "junit", "json", "sarif"])
+def test_control_characters_from_names_and_contents_never_reach_the_output(odd_names, fmt):
+    result = run("check", "--no-cache", "--output-format", fmt, cwd=odd_names)
+    assert result.returncode == 2, result.stderr
+    stdout, stderr = result.stdout.decode("utf-8"), result.stderr.decode("utf-8")  # valid UTF-8, nothing raw
+    for text in (stdout, stderr):
+        assert not any(c in text for c in "\x1b\r\x00"), text
+    (error,) = errors_of(result)
+    assert error.startswith("offlint: error: bad\\x1b[2J.yaml: invalid YAML")
+    if fmt == "concise":  # one line per finding, each starting with the escaped path
+        lines = stdout.splitlines()
+        assert len(lines) == 4, stdout
+        assert [line.split(":", 1)[0] for line in lines] == ["back\\slash.py", "esc.yaml", "latin\\udce9.py",
+                                                             "new\\nline.py"]
+        assert "model.cpu_offloading\\x1b[2J is not a config field" in lines[1]
+    if fmt == "github":
+        assert len(stdout.splitlines()) == 4
+        assert "file=new%0Aline.py," in stdout and "cpu_offloading\\x1b[2J" in stdout
+    if fmt in ("json", "sarif"):  # the exact strings, in JSON's own escapes
+        document = json.loads(stdout)
+        text = json.dumps(document)
+        assert "\\u001b[2J" in text
+    if fmt == "json":
+        assert {f["filename"] for f in document} == {"back\\slash.py", "esc.yaml", os.fsdecode(b"latin\xe9.py"),
+                                                     "new\nline.py"}
+
+
+def test_sarif_keeps_a_backslash_in_a_file_name(odd_names):
+    result = run("check", "--no-cache", "--output-format", "sarif", cwd=odd_names)
+    uris = {result_["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for result_ in json.loads(result.stdout)["runs"][0]["results"]}
+    # A backslash is part of the name on POSIX (not a directory separator); a name that is not UTF-8 keeps its
+    # bytes, percent-encoded.
+    assert uris == {"back%5Cslash.py", "esc.yaml", "latin%E9.py", "new%0Aline.py"}
+
+
+def test_a_python_object_tag_is_an_error_on_a_key_a_section_or_a_value(project):
+    tag = "!!python/object/new:os.system"
+    cases = {
+        "section.yaml": f'model: {tag} ["echo"]\n',  # the `model:` key's own value
+        "mapping.yaml": f"model: {tag}\n  cpu_offloading: true\n",
+        "key.yaml": f"model:\n  {tag} cpu_offloading: true\n",
+        "value.yaml": f'model:\n  cpu_offloading: {tag} ["echo"]\n',
+        "document.yaml": f"{tag}\nmodel:\n  cpu_offloading: true\n",
+    }
+    for name, text in cases.items():
+        (project / name).write_text(text)
+    result = run("check", *cases, "ok.py", "--no-cache", cwd=project)
+    assert result.returncode == 2
+    errors = errors_of(result)
+    assert sorted(e.split(":", 3)[2].strip() for e in errors) == sorted(cases), errors
+    assert all("tag 'tag:yaml.org,2002:python/object/new:os.system' is not plain data" in e for e in errors)
+    assert b"ok.py:4:5: OFL102" in result.stdout
+
+    (project / "merge.yaml").write_text("base: &b {cpu_offloading: true}\nmodel:\n  <<: *b\n")  # a merge key is data
+    assert errors_of(run("check", "merge.yaml", "--no-cache", cwd=project)) == []
+
+
+def _reading_stdin(pid: int) -> bool:
+    """Whether the process is blocked reading a pipe (Linux /proc)."""
+    try:
+        return "pipe" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
+def test_ctrl_c_during_check_exits_130(project):
+    if not Path("/proc/self/wchan").exists():
+        pytest.skip("needs Linux /proc to see that offlint is waiting")
+    from tests.signals import default_sigint
+
+    process = subprocess.Popen([sys.executable, "-m", "offlint", "check", "-", "--stdin-filename", "x.py"],
+                               cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=default_sigint)
+    try:
+        for _ in range(600):  # until it waits for its input, inside the check command
+            if _reading_stdin(process.pid) or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.skip("offlint never showed as waiting on its input")
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, err
+    assert err.decode().strip() == "offlint: interrupted"  # not click's "Aborted!", no traceback

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from offlint.report.escape import printable
+
 if TYPE_CHECKING:
     from offlint.types import Finding
 
@@ -20,4 +22,4 @@ def one_line(text: str) -> str:
 
 
 def render(findings: list[Finding]) -> str:
-    return "".join(f"{f.location}: {f.code} {one_line(label(f))}\n" for f in findings)
+    return "".join(printable(f"{f.location}: {f.code} {one_line(label(f))}") + "\n" for f in findings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping
 
 from offlint.report.concise import label
+from offlint.report.escape import printable
 
 if TYPE_CHECKING:
     from offlint.types import Finding
@@ -22,23 +23,30 @@ def _frame(finding: Finding, sources: Mapping[str, str]) -> list[str]:
     line = lines[loc.line - 1]
     width = len(str(loc.line))
     gutter = " " * (width + 1) + "|"
-    # Keep tabs in the caret's indent so it lines up however the terminal expands them.
-    pad = "".join(c if c == "\t" else " " for c in line[: max(loc.col - 1, 0)])
+    # Keep tabs in the caret's indent so it lines up however the terminal expands them; an escaped character
+    # before the caret takes the width of its escape.
+    pad = "".join(c if c == "\t" else " " for c in printable(line[: max(loc.col - 1, 0)]))
+    line = printable(line)
     return [gutter, f"{loc.line} | {line}".rstrip(), f"{gutter} {pad}^", gutter]
 
 
 def _one(finding: Finding, sources: Mapping[str, str]) -> str:
-    head, *rest = label(finding).splitlines() or [""]
+    head, *rest = _lines([label(finding)]) or [""]
     out = [f"{finding.code} {head}"]
     out += [" " * (len(finding.code) + 1) + more for more in rest]
     frame = _frame(finding, sources)
     indent = " " * len(str(finding.location.line)) if frame else " "
-    out.append(f"{indent}--> {finding.location}")
+    out.append(f"{indent}--> {printable(str(finding.location))}")
     out += frame
-    out += [f"  = note: {r.note} ({r.location})" for r in finding.related]
+    out += _lines(f"  = note: {r.note} ({printable(str(r.location))})" for r in finding.related)
     if finding.fix:
-        out.append(f"help: {finding.fix}")
+        out += _lines([f"help: {finding.fix}"])
     return "\n".join(out) + "\n"
+
+
+def _lines(texts) -> list[str]:
+    """Each line of each text, escaped on its own: the line breaks a message means are kept."""
+    return [printable(line) for text in texts for line in text.splitlines()]
 
 
 def render(findings: list[Finding], sources: Mapping[str, str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from offlint.report.concise import label
+from offlint.report.escape import printable
 
 if TYPE_CHECKING:
     from offlint.types import Finding
@@ -13,8 +14,9 @@ _LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def escape_data(text: str) -> str:
-    """The message part: GitHub decodes %25, %0D, %0A (toolkit's escapeData)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """The message part: GitHub decodes %25, %0D, %0A (toolkit's escapeData); any other control character
+    would reach the log raw, so it is escaped (offlint.report.escape)."""
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:

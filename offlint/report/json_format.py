@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Mapping
+
+from offlint.report.escape import json_dumps
 
 if TYPE_CHECKING:
     from offlint.report import RuleInfo
@@ -39,4 +40,4 @@ def _one(f: Finding, rules: Mapping[str, RuleInfo]) -> dict:
 
 
 def render(findings: list[Finding], rules: Mapping[str, RuleInfo]) -> str:
-    return json.dumps([_one(f, rules) for f in findings], indent=2, ensure_ascii=False) + "\n"
+    return json_dumps([_one(f, rules) for f in findings]) + "\n"

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from offlint.report.concise import label
+from offlint.report.escape import printable
 
 if TYPE_CHECKING:
     from offlint.types import Finding
@@ -16,7 +17,7 @@ _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _clean(text: str) -> str:
-    return _ILLEGAL.sub("\ufffd", text)
+    return _ILLEGAL.sub("\ufffd", printable(text, keep="\t\n\r"))
 
 
 def render(findings: list[Finding]) -> str:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Mapping
 from urllib.parse import quote
 
 from offlint.report.concise import label
+from offlint.report.escape import json_dumps
 from offlint.report.json_format import rule_url
 
 if TYPE_CHECKING:
@@ -28,18 +29,22 @@ def _version() -> str:
 
 
 def _physical(loc: Location) -> dict:
-    """Relative paths stay relative to %SRCROOT% so results are portable between checkouts."""
-    path = loc.path.replace("\\", "/")
-    if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute():
-        artifact = {"uri": ("file://" if path.startswith("/") else "file:///") + quote(path, safe="/:")}
+    """Relative paths stay relative to %SRCROOT% so results are portable between checkouts. Only "/" separates
+    directories: a backslash is a separator on Windows alone, elsewhere a character of the name (%5C). A name
+    that is not UTF-8 keeps its own bytes, percent-encoded."""
+    path = loc.path.replace("\\", "/") if os.sep == "\\" else loc.path
+    data = path.encode("utf-8", "surrogateescape")
+    if PurePosixPath(path).is_absolute() or (os.sep == "\\" and PureWindowsPath(path).is_absolute()):
+        artifact = {"uri": ("file://" if path.startswith("/") else "file:///") + quote(data, safe="/:")}
     else:  # `:` is escaped too, or `a:b.py` would read as a URI with scheme `a`
-        artifact = {"uri": quote(path, safe="/@!$&'()*+,;="), "uriBaseId": "%SRCROOT%"}
+        artifact = {"uri": quote(data, safe="/@!$&'()*+,;="), "uriBaseId": "%SRCROOT%"}
     return {"artifactLocation": artifact, "region": {"startLine": loc.line, "startColumn": loc.col}}
 
 
 def fingerprint(f: Finding) -> str:
     """Stable across runs and unrelated edits (no line numbers), so code scanning can track alerts."""
-    return hashlib.sha256("\0".join((f.code, f.location.path, f.message)).encode()).hexdigest()[:32]
+    text = "\0".join((f.code, f.location.path, f.message))
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def _descriptor(rule: RuleInfo) -> dict:
@@ -104,4 +109,4 @@ def render(findings: list[Finding], rules: Mapping[str, RuleInfo]) -> str:
             }
         ],
     }
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return json_dumps(log) + "\n"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Mapping
 
+from offlint.report.escape import printable
+
 if TYPE_CHECKING:
     from offlint.report import RuleInfo
     from offlint.types import Finding
@@ -17,4 +19,4 @@ def render(findings: list[Finding], rules: Mapping[str, RuleInfo]) -> str:
         if code in slugs and not slugs[code]:
             slugs[code] = rule.slug
     rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    return "".join(f"{count}\t{code}\t{slugs[code]}\n" for code, count in rows)
+    return "".join(printable(f"{count}\t{code}\t{slugs[code]}") + "\n" for code, count in rows)

@@ -28,12 +28,41 @@ class YamlError(ValueError):
 def compose(text: str):
     """All documents' root nodes (line marks kept); raises YamlError with a one-line message."""
     try:
-        return [node for node in yaml.compose_all(text, Loader=yaml.SafeLoader) if node is not None]
+        roots = [node for node in yaml.compose_all(text, Loader=yaml.SafeLoader) if node is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise YamlError(f"invalid YAML: {where}{problem}") from None
+    _plain_data_only(roots)
+    return roots
+
+
+# What the safe loader builds, and the merge key (`<<: *base`), which it resolves while building the map.
+_PLAIN_TAGS = {tag for tag in yaml.SafeLoader.yaml_constructors if tag is not None} | {"tag:yaml.org,2002:merge"}
+
+
+def _plain_data_only(roots) -> None:
+    """Every node, key or value, read or not, must carry a tag the safe loader builds (str, int, map, ...): a
+    `!!python/object/new:` tag on a key or a section is as wrong as on a value, and no reader may meet it later.
+    Each node is visited once (aliases share nodes), with a loop rather than recursion."""
+    seen: set[int] = set()
+    pending = list(roots)
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.tag not in _PLAIN_TAGS:
+            mark = node.start_mark
+            raise YamlError(f"invalid YAML: line {mark.line + 1}, column {mark.column + 1}: tag {node.tag!r} is not "
+                            f"plain data; offlint reads YAML with the safe loader (strings, numbers, lists, maps) "
+                            f"and never builds Python objects")
+        if isinstance(node, yaml.MappingNode):
+            for key, value in reversed(node.value):
+                pending += [value, key]
+        elif isinstance(node, yaml.SequenceNode):
+            pending += reversed(node.value)
 
 
 def construct(node) -> object:
