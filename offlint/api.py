@@ -8,12 +8,11 @@ ignores -> sorted, de-duplicated findings.
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from offlint import changed, pipeline
+from offlint import changed, pipeline, scope
 from offlint.cache import Cache, digest, fingerprint
 from offlint.discover import SourceFile, discover
 from offlint.pipeline import Job
@@ -73,7 +72,9 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     all_rules = load_rules()
     selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
     root = options.root or Path.cwd()
-    version = detect_version(options.mcore_version, options.configured_version, options.root)
+    if stdin is None:
+        root = scope.project_root(paths or ["."]) or root  # the project the paths lie in, found from them
+    version = detect_version(options.mcore_version, options.configured_version, root)
     errors: list[FileError] = []
     texts = pipeline.Texts(_read_text)  # read on first use: a pre-commit run reads only what it needs
     if stdin is not None:
@@ -83,12 +84,12 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     else:
         files, problems = discover(paths, root)
         errors.extend(FileError(p, msg) for p, msg in problems)
-    targets: set[str] | None = None  # changed-files mode: report only what concerns these files
+    targets: set[str] | None = None  # part of a project: report only what concerns these files
     tree_files = files
-    if stdin is None and options.changed_files and paths and files and all(_is_file(p) for p in paths) \
-            and changed.is_project_root(root) and all(_inside(f.path, root) for f in files):
+    if stdin is None and options.changed_files and paths and files and root == scope.project_root(paths) \
+            and scope.selects_part_of(paths, root):
+        tree_files, files = scope.project_files(root, paths, files)
         targets = {f.path for f in files}
-        tree_files, _ = discover([str(root)])
         cache = _cache(options, root, selected, version, _python_paths(tree_files + files), stdin)
         known_deps = cache.dependencies() if cache is not None else None
         tree_files, files = changed.expand(files, root, lambda path: texts.get(path, ""), known_deps, tree_files)
@@ -119,6 +120,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     by_path = {f.path: f for f in files}
     reads: list[_Read] = []
     findings: list[Finding] = []
+    own: set[int] = set()  # (ids of) the findings of units defined in the target files
     for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests,
                                      first=frozenset(targets or ())):
         if outcome.error is not None:
@@ -127,17 +129,25 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
             continue
         reads.append(_Read(by_path[outcome.path], texts[outcome.path], outcome.units, outcome.suppressions))
         findings.extend(outcome.findings)
+        if targets is not None and outcome.path in targets:
+            own.update(id(f) for f in outcome.findings)
     _link_commands(reads, errors)
-    commands = [resolve(u, version.version) for read in reads for u in read.units if u.kind == UnitKind.COMMAND]
-    for resolved in commands:
-        findings.extend(check_unit(resolved, rules, options.strict))
+    for read in reads:
+        for unit in read.units:
+            if unit.kind == UnitKind.COMMAND:
+                found = check_unit(resolve(unit, version.version), rules, options.strict)
+                findings.extend(found)
+                if targets is not None and read.file.path in targets:
+                    own.update(id(f) for f in found)
     unit_count = sum(len(read.units) for read in reads)
     if options.validate and "OFL900" in selected:
         resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
         findings.extend(_validate(resolved_units, findings, all_rules))
     if targets is not None:
-        target_units = {unit.name for read in reads if read.file.path in targets for unit in read.units}
-        findings = [f for f in findings if _concerns(f, targets, target_units)]
+        target_units = [unit for read in reads if read.file.path in targets for unit in read.units]
+        validated = {unit.name for unit in target_units}  # OFL900 findings name their unit
+        findings = [f for f in findings if id(f) in own or _concerns(f, targets)
+                    or (f.code == "OFL900" and f.unit in validated)]
         unit_count = len(target_units)
     findings = _dedupe(findings)
     findings = _apply_ignores(findings, reads, options, all_rules, selected, targets)
@@ -173,24 +183,10 @@ def _pyproject_digest(root: Path) -> str:
     return digest(text) if text else ""
 
 
-def _is_file(path: str) -> bool:
-    """Whether `path` names a file (not a directory); False, not an exception, when it cannot be looked at."""
-    return os.path.isfile(path)
-
-
-def _inside(path: str, root: Path) -> bool:
-    try:
-        Path(path).resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
-
-
-def _concerns(finding: Finding, targets: set[str], target_units: set[str]) -> bool:
-    """In changed-files mode a finding is reported when it belongs to a unit of a changed file, points into one,
-    or draws a value from one."""
-    return finding.unit in target_units or finding.location.path in targets or \
-        any(r.location.path in targets for r in finding.related)
+def _concerns(finding: Finding, targets: set[str]) -> bool:
+    """When the paths name part of a project, a finding of a unit elsewhere is reported when it points into a
+    named file or draws a value from one (a unit of a named file is always reported)."""
+    return finding.location.path in targets or any(r.location.path in targets for r in finding.related)
 
 
 def read_files(files: list[SourceFile], texts: dict[str, str], project: PythonProject,
@@ -285,6 +281,9 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
                 # llama3_8b_pretrain_config` makes the legacy name run the real recipe.
                 originals = originals_of(unit.recipe)
                 matches = [r for name in originals for r in recipes.get(name, [])]
+            if len(matches) > 1:  # several trees side by side define the name: the one nearest the launch
+                closest = scope.nearest([r.location.path for r in matches], read.file.path)
+                matches = [r for r in matches if r.location.path in closest]
             if len(matches) == 1:
                 recipe = matches[0]
                 base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers

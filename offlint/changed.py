@@ -17,13 +17,10 @@ from offlint.discover import SourceFile, discover
 from offlint.pipeline import OnFirstUse
 
 _TOP_LEVEL_NAME = re.compile(rb"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Z_][A-Z0-9_]{3,})\s*[:=]", re.M)
+_ALIAS = re.compile(rb"\bimport\s+[\w.]+\s+as\s+([A-Za-z_]\w*)|,?\s*[A-Za-z_]\w*\s+as\s+([A-Za-z_]\w*)")
 _RECIPE_FLAG = re.compile(r"--recipe[=\s]+[\"']?([A-Za-z_]\w*)")
 _CONFIG_FILE = re.compile(r"--config[-_]file[=\s]+[\"']?([\w./-]+\.ya?ml)")
 MAX_ROUNDS = 6  # base builders of base builders: deeper chains than this are not seen in Bridge
-
-
-def is_project_root(path: Path) -> bool:
-    return any((path / marker).exists() for marker in (".git", "pyproject.toml", "setup.py", ".offlint.toml"))
 
 
 def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[str, dict[str, str]] | None = None,
@@ -72,17 +69,25 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
         if any(name in recipe_names for name in _RECIPE_FLAG.findall(text)):
             chosen[file.path] = SourceFile(file.path, file.kind, False)
 
-    # What the changed launch commands name: the recipe's definition, the YAML files they layer.
-    for target in targets:
-        if target.kind == "python":
-            continue
-        text = data.get(target.path, b"").decode("utf-8", "replace")
-        for name in set(_RECIPE_FLAG.findall(text)):
-            definition = re.compile(rf"^\s*def {re.escape(name)}\s*\(|^{re.escape(name)}\s*=".encode(), re.M)
-            for file in tree_files:
-                if file.kind == "python" and file.path not in chosen and definition.search(data[file.path]):
-                    chosen[file.path] = SourceFile(file.path, "python", False)
-        for name in set(_CONFIG_FILE.findall(text)):
+    # What the changed launch commands name: the recipe's definition (through `x as name` re-exports, x's too).
+    # Every chosen launch (changed, or running a chosen recipe) also needs the YAML files it layers.
+    launches = [f for f in chosen.values() if f.kind != "python"]
+    texts = {f.path: data.get(f.path, b"").decode("utf-8", "replace") for f in launches}
+    wanted = {name for t in targets if t.kind != "python" for name in _RECIPE_FLAG.findall(texts.get(t.path, ""))}
+    seen = set(wanted)
+    python_files = [f for f in tree_files if f.kind == "python"]
+    while wanted:
+        names = "|".join(sorted(re.escape(n) for n in wanted))
+        definition = re.compile(rf"^\s*def (?:{names})\s*\(|^(?:{names})\s*=|\bas\s+(?:{names})\b".encode(), re.M)
+        original = re.compile(rf"\b([A-Za-z_]\w*)\s+as\s+(?:{names})\b".encode())
+        wanted = set()
+        for file in python_files:
+            if definition.search(data[file.path]):
+                chosen.setdefault(file.path, SourceFile(file.path, "python", False))
+                wanted |= {m.decode() for m in original.findall(data[file.path])} - seen
+        seen |= wanted
+    for launch in launches:
+        for name in set(_CONFIG_FILE.findall(texts[launch.path])):
             for file in tree_files:
                 if file.kind == "yaml" and file.path not in chosen and file.path.endswith(name.lstrip("./")):
                     chosen[file.path] = SourceFile(file.path, "yaml", False)
@@ -100,11 +105,15 @@ def _words(path: str, data: dict[str, bytes], cache: dict[str, set[bytes]]) -> s
 
 
 def _defined_names(path: str, data: bytes, functions_only: bool = False) -> set[bytes]:
-    """The functions, classes and CONSTANTS a module defines at top level: what another module can use."""
+    """The functions, classes and CONSTANTS a module defines at top level: what another module can use. With
+    `functions_only` (the names a launch may run), also the names it binds with `as` (a re-exported recipe:
+    `from .llama import llama3_8b_config as llama3_8b_pretrain_config`)."""
     names = set()
     for match in _TOP_LEVEL_NAME.finditer(data):
         if match.group(1):
             names.add(match.group(1))
         elif not functions_only:
             names.add(match.group(2))
+    if functions_only:
+        names |= {match.group(1) or match.group(2) for match in _ALIAS.finditer(data)}
     return names

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Sequence
 
 from offlint.api import _link_commands, _read_text, read_files
-from offlint.changed import is_project_root
 from offlint.discover import SourceFile, discover, kind_of
 from offlint.resolve import ResolvedUnit, resolve
+from offlint.scope import project_root
 from offlint.sources import hydra
 from offlint.sources.python_project import PythonProject
 from offlint.types import Assignment, FileError, Layer, Location, Source, Unit, UnitKind
@@ -86,12 +86,9 @@ def override_layer(overrides: Sequence[str]) -> Layer:
 
 
 def tree_root(path: Path) -> Path:
-    """The project around `path` (the nearest directory with .git or pyproject.toml), else the file's directory."""
-    start = path.resolve().parent
-    for directory in (start, *start.parents):
-        if is_project_root(directory):
-            return directory
-    return start
+    """The project around `path` (scope.project_root: its repository, else its Python project), else the file's
+    directory."""
+    return project_root([str(path)]) or path.resolve().parent
 
 
 def _pick(config: str, units: list[Unit], recipe: str | None) -> Unit:

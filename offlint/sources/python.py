@@ -607,7 +607,7 @@ class PythonReader:
         if self.project is None or len(parts) != 1 or name not in self.imports:
             return None
         module, attr = self.imports[name]
-        reader = self.project.module_reader(module) if attr is not None else None
+        reader = self.project.module_reader(module, self.path) if attr is not None else None
         if reader is not None and attr in reader.dataclasses:
             return reader, reader.dataclasses[attr]
         return None
@@ -815,7 +815,7 @@ class PythonReader:
         if (module, attr) in seen or len(seen) > 16:
             return None
         seen.add((module, attr))
-        reader = self.project.module_reader(module)
+        reader = self.project.module_reader(module, self.path)
         if reader is None:
             return None
         if attr in reader.functions:

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from offlint.scope import nearest
+
 
 class PythonProject:
     def __init__(self, paths: list[str], read_text):
         """`paths`: every Python file of the tree (as displayed); `read_text(path)` returns its text or None."""
         self._read_text = read_text
         self._by_module: dict[str, str | None] = {}  # dotted suffix -> path (None when ambiguous)
+        self._claims: dict[str, list[str]] = {}  # an ambiguous dotted suffix -> every path that claims it
         self._module_of: dict[str, str] = {}
         self._readers: dict[str, object] = {}
         self.via_stack: list[str] = []  # shared by all readers: the calls being followed, outermost first
@@ -37,6 +40,9 @@ class PythonProject:
                 dotted = ".".join(parts[start:])
                 known = self._by_module.get(dotted, path)
                 self._by_module[dotted] = path if known == path else None  # None: two files claim it
+                if known != path:
+                    claims = self._claims.setdefault(dotted, [] if known is None else [known])
+                    claims.append(path)
 
     def module_name(self, path: str) -> str:
         return self._module_of.get(path, PurePosixPath(path).stem)
@@ -44,8 +50,15 @@ class PythonProject:
     def is_package(self, path: str) -> bool:
         return PurePosixPath(path).name == "__init__.py"
 
-    def path_of(self, module: str) -> str | None:
-        return self._by_module.get(module)
+    def path_of(self, module: str, importer: str | None = None) -> str | None:
+        """The file of a dotted module name. When several files claim it (two trees with their own `recipes/`
+        package side by side in one repository), the one nearest to the importing file: the one sharing the
+        most leading directories with it, if only one does; else None (unknown)."""
+        found = self._by_module.get(module)
+        if found is not None or importer is None or module not in self._claims:
+            return found
+        closest = nearest(self._claims[module], importer)
+        return closest[0] if len(closest) == 1 else None
 
     def reader(self, path: str, text: str | None = None, module=None):
         """The (prepared) reader of a file, parsed on first use; None when it cannot be read or parsed.
@@ -101,6 +114,7 @@ class PythonProject:
 
         return _Tracking()
 
-    def module_reader(self, module: str):
-        path = self.path_of(module)
+    def module_reader(self, module: str, importer: str | None = None):
+        path = self.path_of(module, importer)
         return self.reader(path) if path else None
+
