@@ -358,6 +358,24 @@ def graph_scope_names(scope) -> list[str]:
     return [str(s) for s in as_list(scope)] if not isinstance(scope, str) else [scope]
 
 
+FP32_SPELLINGS = ("torch.float32", "torch.float", "float32", "fp32", "torch.fp32")
+
+
+def is_fp32(dtype) -> bool:
+    """A dtype setting (as offlint reads it: "torch.float32", "fp32", ...) that means fp32."""
+    return str(dtype) in FP32_SPELLINGS
+
+
+@_takes_unknown
+def listing(*parts) -> str:
+    """Message parts joined with ", ", leaving out empty ones (a setting that is not worth naming) and unknown
+    ones; "?" when nothing known is left but something was unknown."""
+    known_parts = [str(p) for p in parts if p is not UNKNOWN and p != ""]
+    if known_parts:
+        return ", ".join(known_parts)
+    return "?" if any(p is UNKNOWN for p in parts) else ""
+
+
 # ---- the memory model (OFL303, OFL304): pure arithmetic in offlint.estimate, never torch ---------------------
 
 
@@ -464,6 +482,8 @@ FUNCTIONS: dict[str, Callable] = {
     "is_known_key": is_known_key,
     "suggestion": suggestion,
     "graph_scope_names": graph_scope_names,
+    "is_fp32": is_fp32,
+    "listing": listing,
     "len": len,
     "str": str,
     "sorted": sorted,

@@ -134,7 +134,7 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
         message = f"{message} (depends on unknown values: {named})" if named else message
     related = tuple(_related(v) for v in read if v.assignment is not None and v.assignment.location != anchor)
     return Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message, location=anchor,
-                   unit=resolved.unit.name, related=tuple(dict.fromkeys(related)), fix=rule.fix,
+                   unit=resolved.unit.name, related=tuple(dict.fromkeys(related)), fix=check.fix or rule.fix,
                    possible=possible, url=rule.url, stage=check.stage)
 
 
@@ -145,6 +145,10 @@ def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit) -> Location:
         value = by_key.get(key)
         if value is not None and value.assignment is not None:
             return value.assignment.location
+    if rule.keys and rule.keys[0].startswith("env.") and any(v.key == rule.keys[0] for v in read):
+        # A rule about a missing variable (OFL301) points where the environment is defined, not at the other
+        # settings it consulted (CUDA graphs, NCCL user buffers).
+        return resolved.unit.env_location or resolved.unit.location
     for value in read:
         if value.assignment is not None:
             return value.assignment.location
@@ -202,8 +206,8 @@ def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignm
         if verdict is not None:
             check, message = verdict
             out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message,
-                               location=assignment.location, unit=resolved.unit.name, fix=rule.fix, url=rule.url,
-                               stage=check.stage))
+                               location=assignment.location, unit=resolved.unit.name, fix=check.fix or rule.fix,
+                               url=rule.url, stage=check.stage))
     return out
 
 

@@ -103,10 +103,12 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("ddp.use_distributed_optimizer", "bool", False),
     _k("ddp.use_megatron_fsdp", "bool", False, flag="--use-megatron-fsdp"),
     _k("ddp.megatron_fsdp_version", "int", None, "0.20", "--megatron-fsdp-version"),
+    _k("ddp.nccl_ub", "bool", False, flag="--use-nccl-ub"),
     # launch environment
     _k("env.NVTE_CPU_OFFLOAD_V1", "str", None),
     _k("env.PYTORCH_CUDA_ALLOC_CONF", "str", None),
     _k("env.PYTORCH_ALLOC_CONF", "str", None),  # the newer spelling torch also reads
+    _k("env.NCCL_GRAPH_REGISTER", "str", None),  # "0" is expandable_segments' partner under CUDA graphs
     # Bridge's top-level mixed precision recipe name ("bf16_mixed", ...)
     _k("mixed_precision", "str", None),
 ]}

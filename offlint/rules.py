@@ -46,6 +46,7 @@ class Check:
     # OptimizerConfig construction, ... "silent" = accepted without error. The conformance suite compares
     # "config" and "optimizer-build" checks with the real package.
     stage: str = "silent"
+    fix: str = ""  # this check's own fix hint, when it differs from the rule's (empty: the rule's `fix`)
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,8 @@ def _build(data: dict, file: str) -> Rule:
         for expression in re.findall(r"\{([^{}]+)\}", raw["message"]):
             compile_condition(expression)  # message templates are expressions too: fail at load, not mid-run
         checks.append(Check(raw["condition"], raw["message"].strip(), Severity(raw.get("severity", severity)),
-                            str(raw.get("versions", "all")), raw.get("mirrors", ""), stage))
+                            str(raw.get("versions", "all")), raw.get("mirrors", ""), stage,
+                            str(raw.get("fix", "")).strip()))
     examples = []
     for raw in data.get("examples", []):
         form = raw["form"]
