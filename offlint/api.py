@@ -8,6 +8,8 @@ ignores -> sorted, de-duplicated findings.
 from __future__ import annotations
 
 import fnmatch
+import os
+import posixpath
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,7 +22,7 @@ from offlint.reading import ReadError, read_text
 from offlint.engine import check_unit
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
-from offlint.sources import read_source
+from offlint.sources import perf_env, read_source
 from offlint.sources.python_project import PythonProject
 from offlint.suppressions import Suppression, find_suppressions
 from offlint.types import FileError, Finding, Layer, Location, Severity, Unit, UnitKind
@@ -256,6 +258,7 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
             if unit.kind == UnitKind.RECIPE:
                 recipes.setdefault(unit.name, []).append(unit)
     found_aliases: dict[str, set[str]] = {}
+    tree_text = _tree_reader(reads)
 
     def originals_of(alias: str) -> set[str]:
         """The recipe names imported `as alias` anywhere in the tree (searched once per alias)."""
@@ -299,6 +302,30 @@ def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
                 if target is not None:
                     base_layers.append(Layer(f"--config-file {name}", target.all_assignments(), inherited=True))
             unit.layers = base_layers + unit.layers
+            if unit.launch_args:  # a performance launcher builds the job's environment itself
+                near = read.file.path
+                perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
+
+
+def _tree_reader(reads: list[_Read]):
+    """(path, near) -> text for what links launches to the tree: a file read in this run, else one of the project
+    `near` lies in, read through the bounded reader (a pre-commit run reads only some files); never one outside."""
+    texts: dict[str, str | None] = {posixpath.normpath(read.file.path): read.text for read in reads}
+    roots: dict[str, Path | None] = {}
+
+    def tree_text(path: str, near: str) -> str | None:
+        path = posixpath.normpath(path)
+        if path not in texts:
+            folder = posixpath.dirname(near) or "."
+            if folder not in roots:
+                roots[folder] = scope.project_root([folder])
+            root, real = roots[folder], Path(os.path.realpath(path))
+            inside = root is not None and (real == root or root in real.parents) and real.is_file()
+            text, error = _read_text(path) if inside else ("", "outside the project")
+            texts[path] = None if error else text
+        return texts[path]
+
+    return tree_text
 
 
 def _find_yaml(name: str, script: str, yaml_units: dict) -> Unit | None:

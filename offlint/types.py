@@ -164,6 +164,9 @@ class Unit:
     recipe: str = ""  # a launch command's `--recipe NAME`, linked to a recipe unit of the linted tree
     config_files: list[tuple[str, Location]] = field(default_factory=list)  # `--config-file X.yaml`
     env_location: Location | None = None  # where the unit defines its environment (`cfg.env_vars = {...}`)
+    # A performance-launcher command's script as written, then its arguments (None: unresolvable), for the
+    # environment that launcher builds from them (sources/perf_env.py, applied when commands are linked).
+    launch_args: tuple[str | None, ...] = ()
     # A recipe that built its ConfigContainer and never set env_vars: a launch of it runs with the shell's
     # environment only (the recipe alone does not define one).
     env_unset: bool = False

@@ -3,7 +3,8 @@
 OFL301 must never advise `expandable_segments:True` where it breaks the run (NCCL user buffers) or where the
 project opted out on purpose (Megatron-FSDP), and under CUDA graphs its fix must name NCCL_GRAPH_REGISTER=0,
 without which megatron-core asserts. OFL208 names only the settings that are really ignored; OFL213 reports
-`recompute_modules` without selective recompute, and OFL002 says so instead of claiming a crash.
+`recompute_modules` without selective recompute, and OFL002 says so instead of claiming a crash. The environment
+the performance launcher builds (its executor plugin, read from the tree) is the launch's environment.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from offlint.api import CheckOptions, check
+from offlint.units import load_unit
 
 TREE = Path(__file__).resolve().parent.parent / "fixtures" / "launch_env"
 
@@ -58,10 +60,10 @@ def test_every_allocator_advice_is_safe_for_its_unit(findings):
     """Over the whole tree: no OFL301 for a unit with nccl_ub or Megatron-FSDP, and every one under graphs
     names the partner variable."""
     graph_units = {"moe_pretrain_8gpu_h100_bf16_config"}
-    reported = {f.unit for f in findings if f.code == "OFL301"}
+    reported = {f.unit for f in findings if f.code == "OFL301" and not f.possible}
     assert reported == {"moe_pretrain_8gpu_h100_bf16_config", "dense_pretrain_8gpu_h100_bf16_config",
                         "dense_pretrain_8gpu_b200_bf16_config"}
-    for finding in (f for f in findings if f.code == "OFL301"):
+    for finding in (f for f in findings if f.code == "OFL301" and not f.possible):
         assert ("NCCL_GRAPH_REGISTER=0" in finding.fix) == (finding.unit in graph_units)
 
 
@@ -105,3 +107,80 @@ def test_scalar_recompute_modules_message_when_megatron_core_never_reads_it(tmp_
     (read,) = _override_findings(tmp_path, "model:\n  recompute_granularity: selective\n"
                                            "  recompute_modules: core_attn\n")
     assert read.severity.value == "error" and "iterates the characters" in read.message
+
+
+# ---- the performance launcher's environment (clarifications: executor.env_vars in perf_plugins.py) ---------
+
+
+def launch_env(line: int, root: Path = TREE, script: str = "launch/perf_sweep.sh"):
+    resolved = load_unit(str(root / script), recipe=f"setup_experiment.py at line {line}", mcore_version="0.20.0",
+                         root=root).resolved
+    return {key: (resolved.get(f"env.{key}").state, resolved.get(f"env.{key}").value)
+            for key in ("PYTORCH_CUDA_ALLOC_CONF", "NCCL_GRAPH_REGISTER", "NVTE_NORM_FWD_USE_CUDNN",
+                        "CUDA_DEVICE_MAX_CONNECTIONS", "TORCH_NCCL_HIGH_PRIORITY")}
+
+
+def test_the_launcher_environment_is_read_per_workload(monkeypatch):
+    monkeypatch.chdir(TREE)
+    moe_h100 = launch_env(3)  # the plugin's branch for this family, recipe, GPU and precision
+    assert moe_h100["PYTORCH_CUDA_ALLOC_CONF"] == ("known", "expandable_segments:True")
+    assert moe_h100["NCCL_GRAPH_REGISTER"] == ("known", "0")
+    assert moe_h100["NVTE_NORM_FWD_USE_CUDNN"][0] == "default"  # popped by the plugin
+    assert moe_h100["TORCH_NCCL_HIGH_PRIORITY"] == ("known", "1")  # PERF_ENV_VARS, utils/executors.py
+    assert moe_h100["CUDA_DEVICE_MAX_CONNECTIONS"][0] == "unknown"  # depends on the workload's TP size
+    moe_b200 = launch_env(4)  # no branch sets the allocator: known to be unset
+    assert moe_b200["PYTORCH_CUDA_ALLOC_CONF"] == ("default", None)
+    dense = launch_env(5)  # -c and --task at their argparse defaults (bf16, pretrain)
+    assert dense["PYTORCH_CUDA_ALLOC_CONF"] == ("known", "expandable_segments:True")
+    assert dense["NVTE_NORM_FWD_USE_CUDNN"] == ("known", "1")
+    own = launch_env(6)  # the launch adds variables of its own (-ce): nothing is known
+    assert {state for state, _ in own.values()} == {"unknown"}
+
+
+def test_a_launch_the_launcher_leaves_without_the_allocator_option_is_judged(findings):
+    """The environment is known now; the verdict waits only for the workload's own settings."""
+    possible = [f for f in findings if f.code == "OFL301" and f.unit == "setup_experiment.py at line 4"]
+    assert possible  # one per check (with and without CUDA graphs) that the workload could take
+    for finding in possible:
+        assert finding.possible and "PYTORCH_CUDA_ALLOC_CONF unset" in finding.message
+        unknown = finding.message.split("depends on unknown values:", 1)[1]
+        assert "ddp.nccl_ub" in unknown and "env." not in unknown
+    assert not [f for f in findings if f.code == "OFL301" and f.unit in ("setup_experiment.py at line 3",
+                                                                        "setup_experiment.py at line 5")]
+
+
+def _copy_tree(tmp_path: Path) -> Path:
+    import shutil
+
+    target = tmp_path / "tree"
+    shutil.copytree(TREE, target)
+    (target / ".git").mkdir()  # its own project
+    return target
+
+
+def test_no_launcher_environment_when_the_launcher_also_takes_the_recipes(tmp_path, monkeypatch):
+    tree = _copy_tree(tmp_path)
+    (tree / "scripts" / "performance" / "run_recipe.py").write_text(
+        "def apply(recipe, environ):\n    for name, value in recipe.env_vars.items():\n"
+        "        environ[name] = str(value)\n")
+    monkeypatch.chdir(tree)
+    assert launch_env(3, root=tree)["PYTORCH_CUDA_ALLOC_CONF"][0] == "unknown"
+
+
+def test_only_the_script_that_builds_the_executor_gets_its_environment(tmp_path, monkeypatch):
+    tree = _copy_tree(tmp_path)
+    (tree / "launch" / "in_job.sh").write_text(
+        "python scripts/performance/run_script.py -m moe -mr moe_16b -g h100 -c fp8_cs -ng 16\n")
+    monkeypatch.chdir(tree)
+    resolved = load_unit(str(tree / "launch" / "in_job.sh"), mcore_version="0.20.0", root=tree).resolved
+    assert resolved.get("env.PYTORCH_CUDA_ALLOC_CONF").state == "unknown"
+
+
+def test_an_environment_change_the_reader_does_not_model_makes_every_variable_unknown(tmp_path, monkeypatch):
+    tree = _copy_tree(tmp_path)
+    plugins = tree / "scripts" / "performance" / "perf_plugins.py"
+    plugins.write_text(plugins.read_text().replace(
+        "        keep_cudnn_norm = family == \"dense\"\n",
+        "        executor.env_vars.update(extra_env_for(family))\n        keep_cudnn_norm = family == \"dense\"\n"))
+    monkeypatch.chdir(tree)
+    assert {state for state, _ in launch_env(4, root=tree).values()} == {"unknown"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from offlint.sources import hydra, mlm_flags, perf_flags
+from offlint.sources import hydra, mlm_flags, perf_env, perf_flags
 from offlint.types import Assignment, Defaults, Layer, Location, Source, Unit, UnitKind, Unknown
 
 # Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
@@ -60,7 +60,10 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
             return _mlm_unit(name, rest, env, location)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
-        return _hydra_unit(name, script, rest, env, location, env_known)
+        unit = _hydra_unit(name, script, rest, env, location, env_known)
+        if script in perf_env.LAUNCHERS:
+            unit.launch_args = (values[script_index], *(a.value for a in rest))
+        return unit
     return None
 
 
