@@ -465,6 +465,78 @@ def memory_savings(scope: Scope) -> str:
     return "?" if inputs is None or found is None else oom.offload_savings(inputs, found)
 
 
+@_needs_scope
+def predicted_oom(scope: Scope) -> object:
+    """OFL303: True when even the calibrated floor exceeds the device, unknown when only the full estimate does
+    (or a size is unknown), else False (oom.oom_verdict)."""
+    from offlint.estimate import oom
+
+    result, found = _memory_bound(scope), _device(scope)
+    if result is None or found is None:
+        return UNKNOWN
+    return {"oom": True, "uncalibrated": UNKNOWN, "fits": False}[oom.oom_verdict(result, found)]
+
+
+@_needs_scope
+def oom_message(scope: Scope) -> str:
+    from offlint.estimate import oom
+
+    return oom.oom_message(_memory_bound(scope), _device(scope), scope.lookup,
+                           str(scope.names.get("unit_name", "")), gpu_count(scope))
+
+
+@_needs_scope
+def oom_floor_gib(scope: Scope) -> object:
+    from offlint.estimate import oom
+
+    result = _memory_bound(scope)
+    return UNKNOWN if result is None else oom.floor_bytes(result) / 1024**3
+
+
+def _expandable(scope: Scope) -> bool | None:
+    from offlint.estimate import oom
+
+    for key in ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"):
+        scope.key(key)
+    return oom.expandable(scope.lookup)
+
+
+@_needs_scope
+def oom_at_risk(scope: Scope) -> object:
+    """OFL305: a peak that fits with less headroom than the allocator needs (oom.risk_verdict). Without an
+    estimate (an unknown size, an unmodelled feature, a GPU of unknown capacity) it stays quiet: OFL303 names
+    those unknowns under --strict, once per unit."""
+    from offlint.estimate import oom
+
+    result, found = _memory_bound(scope), _device(scope)
+    if result is None or found is None:
+        return False
+    verdict = oom.risk_verdict(result, found, _expandable(scope))
+    return {"at risk": True, "possible": UNKNOWN, "no": False}[verdict]
+
+
+@_needs_scope
+def at_risk_margin_gib(scope: Scope) -> object:
+    from offlint.estimate import oom
+
+    found = _device(scope)
+    if found is None:
+        return UNKNOWN
+    return oom.margin_bytes(found, _expandable(scope) is not False) / 1024**3
+
+
+@_needs_scope
+def at_risk_fix(scope: Scope) -> str:
+    from offlint.estimate import oom
+
+    inputs, found = _memory_inputs(scope), _device(scope)
+    for key in ("ddp.nccl_ub", "ddp.use_megatron_fsdp", "model.cuda_graph_impl", "env.NCCL_GRAPH_REGISTER"):
+        scope.key(key)
+    if inputs is None or found is None:
+        return "?"
+    return oom.cheapest_fix(inputs, found, scope.lookup, _expandable(scope))
+
+
 FUNCTIONS: dict[str, Callable] = {
     "version_at_least": version_at_least,
     "allowed_offload_modules": allowed_offload_modules,
@@ -496,6 +568,12 @@ FUNCTIONS: dict[str, Callable] = {
     "gpu_count": gpu_count,
     "largest_memory_parts": largest_memory_parts,
     "memory_savings": memory_savings,
+    "predicted_oom": predicted_oom,
+    "oom_floor_gib": oom_floor_gib,
+    "oom_message": oom_message,
+    "oom_at_risk": oom_at_risk,
+    "at_risk_margin_gib": at_risk_margin_gib,
+    "at_risk_fix": at_risk_fix,
 }
 
 

@@ -11,7 +11,8 @@ from offlint.config import ConfigError, load_config
 from offlint.estimate.devices import DEFAULT_DEVICE, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.memory import estimate
-from offlint.estimate.report import render_json, render_text
+from offlint.estimate import oom
+from offlint.estimate.report import render_json, render_text, verdict_state
 from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
@@ -44,14 +45,15 @@ def estimate_command(config, recipe, overrides, gpu, gpus, plot_path, mcore_vers
     unit = loaded.unit
     inputs = read_inputs(loaded.resolved.get, unit.name, gpus)
     if inputs.unsupported:
-        _fail(f"{config}: {unit.name} uses {', '.join(inputs.unsupported)}, which the memory model does not cover")
+        _fail(f"{config}: {unit.name}: no verdict: it uses {', '.join(inputs.unsupported)}, which the memory model "
+              f"does not cover (an estimate would be a guess)")
     if inputs.unknown:
         from offlint.estimate.oom import SIZE_KEYS
 
         keys = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)
         named = ", ".join(keys[:6]) + (f" (and {len(keys) - 6} more)" if len(keys) > 6 else "")
-        _fail(f"{config}: {unit.name}: cannot estimate without {named}; set them in the configuration or pass "
-              f"--override KEY=VALUE")
+        _fail(f"{config}: {unit.name}: no verdict: cannot estimate without {named}; set them in the configuration "
+              f"or pass --override KEY=VALUE")
     p = inputs.parallel
     world = gpus or p.world_size or p.min_world_size()
     if world % (p.tp * p.pp * p.cp) or (inputs.model.num_moe_experts and (world // p.pp) % (p.ep * p.etp)):
@@ -78,6 +80,10 @@ def estimate_command(config, recipe, overrides, gpu, gpus, plot_path, mcore_vers
         notes.append(f"{world} GPUs, from {inputs.world_size_source}")
     result = estimate(inputs, world)
     options = what_if(inputs, device, world)
+    with_expandable = oom.expandable(loaded.resolved.get)
+    risk_fix = ""
+    if verdict_state(result, device, with_expandable) == "at risk":
+        risk_fix = oom.cheapest_fix(inputs, device, loaded.resolved.get, with_expandable, result)
     title = f"{unit.name} ({config})"
     if plot_path:
         from offlint.estimate.plot import PlotError, plot
@@ -87,6 +93,6 @@ def estimate_command(config, recipe, overrides, gpu, gpus, plot_path, mcore_vers
         except PlotError as exc:
             _fail(str(exc))
     if output_format == "json":
-        click.echo(json.dumps(render_json(title, result, device, options, notes), indent=1))
+        click.echo(json.dumps(render_json(title, result, device, options, notes, with_expandable, risk_fix), indent=1))
     else:
-        click.echo(render_text(title, result, device, options, notes), nl=False)
+        click.echo(render_text(title, result, device, options, notes, with_expandable, risk_fix), nl=False)

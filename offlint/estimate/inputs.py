@@ -190,7 +190,7 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     model = _read_model(r)
     parallel, source = _read_parallel(r, unit_name, world_size)
     training = _read_training(r)
-    unsupported = _unsupported(r)
+    unsupported = _unsupported(r, unit_name)
     return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed)
 
 
@@ -307,7 +307,9 @@ def _read_training(r: _Reader) -> Training:
     )
 
 
-# Features whose memory the model does not describe: an estimate with them would be a guess.
+LOW_PRECISION = "FP8/FP4 training (low-precision weight copies and saved activations are not modelled)"
+# Features whose memory the model does not describe: an estimate with them would be a guess. A known value turns
+# the feature on (no verdict); an unknown one leaves the estimate unknown (rules.md: unknown is never default).
 _UNSUPPORTED = {
     "model.multi_latent_attention": "multi-latent attention (DeepSeek-style MLA)",
     "model.mtp_num_layers": "multi-token prediction layers",
@@ -319,17 +321,50 @@ _UNSUPPORTED = {
     "model.experimental_attention_variant": "an experimental attention variant (gated delta net, DSA)",
     "ddp.use_megatron_fsdp": "Megatron-FSDP",
     "peft": "PEFT fine-tuning (frozen base weights have no gradients or optimizer states)",
+    "model.teacher": "knowledge distillation (a frozen teacher model beside the trained student)",
+    "model.freeze_language_model": "a frozen language model (no gradients or optimizer states for it)",
+    "model.fp8": LOW_PRECISION,
+    "model.fp4": LOW_PRECISION,
 }
+# Bridge's precision recipes and recipe names that train in FP8 or FP4 (`bf16_with_fp8_current_scaling_mixed`,
+# `bf16_with_mxfp8_mixed`, `..._8gpu_h100_fp8cs_config`, `..._b200_nvfp4_config`).
+_LOW_PRECISION_NAME = re.compile(r"(?:^|_)(?:fp8\w*|mxfp8|nvfp4|fp4\w*)(?:_|$)", re.I)
 
 
-def _unsupported(r: _Reader) -> list[str]:
+def _unsupported(r: _Reader, unit_name: str = "") -> list[str]:
     out: list[str] = []
     for key, what in _UNSUPPORTED.items():
         value = r.lookup(key)
-        if value.state == "known" and value.value not in (None, False, 0, "", []):
+        if value.is_unknown:
+            reason = value.value.reason if isinstance(value.value, Unknown) else "unknown"
+            r.unknown[key] = f"{reason} (the memory model would need to know whether {what} is used)"
+        elif value.state == "known" and value.value not in (None, False, 0, "", []):
             if what not in out:
                 out.append(what)
+    if _low_precision(r, unit_name) and LOW_PRECISION not in out:
+        out.append(LOW_PRECISION)
     return out
+
+
+def _low_precision(r: _Reader, unit_name: str) -> bool:
+    """Whether the run trains in FP8 or FP4: Bridge's `mixed_precision` (a recipe name, or a MixedPrecisionConfig
+    record with `fp8`/`fp4` set), or a Bridge recipe whose name says so. Megatron-LM's `--fp8-format` maps onto
+    `model.fp8`, which `_UNSUPPORTED` covers."""
+    if _LOW_PRECISION_NAME.search(unit_name.lower().removesuffix("_config")):
+        return True
+    mixed = r.lookup("mixed_precision")
+    if mixed.state != "known":
+        return False  # an unknown one is already recorded by _half_precision
+    if isinstance(mixed.value, str):
+        return bool(_LOW_PRECISION_NAME.search(mixed.value.lower()))
+    fields = getattr(mixed.value, "fields", None)
+    if isinstance(fields, dict):
+        for name in ("fp8", "fp4", "fp8_param", "fp4_param"):
+            if isinstance(fields.get(name), Unknown):
+                r.unknown["mixed_precision"] = f"`{name}` of the mixed-precision config: {fields[name].reason}"
+            elif fields.get(name) not in (None, False, ""):
+                return True
+    return False
 
 
 def with_training(inputs: Inputs, **changes) -> Inputs:

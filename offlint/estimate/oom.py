@@ -1,6 +1,13 @@
 """What OFL303 (predicted OOM) and OFL304 (activation offloading on a model too large for PP=1) ask of the memory
 model, for the rule conditions in `offlint.conditions`. Pure arithmetic: `offlint check` never imports torch.
 
+What a finding may rest on (docs/estimate.md, "Verdicts and what a finding rests on"): the model state (weights,
+gradient buffer, optimizer shard) is exact; the activation model and the allowance are not calibrated against
+measured peaks well enough to decide a near-limit case. So OFL303 reports an OOM at default settings only when the
+*floor* (model state + ACTIVATION_FLOOR of the modelled activations, no allowance) exceeds the device; when only
+the full estimate does, the verdict is unknown ("possible" under --strict). OFL305 (at risk) is the same for a
+peak that fits but leaves less headroom than the allocator needs (AT_RISK_MARGIN).
+
 A configuration rarely states its GPU count, so the rules use a lower bound when it is unknown: the peak at
 any data-parallel size (the distributed optimizer's shard shrinks towards nothing, one micro-batch in flight).
 A finding then means the configuration cannot fit however many GPUs it runs on. The device is the one a Bridge
@@ -23,6 +30,15 @@ DRIVERS = ("model.num_layers", "model.hidden_size", "model.seq_length", "model.t
            "model.pipeline_model_parallel_size", "model.recompute_granularity", "optimizer.optimizer_cpu_offload",
            "model.cpu_offloading")
 _ANY_DP = 1 << 20  # a data-parallel size large enough that the optimizer shard is negligible
+
+# The share of the modelled activations a finding may rest on: the activation model may be this much too high
+# (25%, the same tolerance the step-time model is held to) before an OOM it predicts stops being certain.
+ACTIVATION_FLOOR = 0.75
+# Headroom under which a peak that fits is at risk, as a share of the usable memory: the caching allocator's
+# reserved-but-unallocated memory in Megatron Bridge's published runs reached 10-12 GiB (17-21% of allocated)
+# without a stated allocator setting, and 7 GiB (11%) with expandable_segments; the memory-tuning card puts the
+# usual fragmentation at 2-10 GB. See docs/estimate.md for the table.
+AT_RISK_MARGIN = {True: 0.05, False: 0.15}  # with / without expandable_segments:True
 
 
 @lru_cache(maxsize=8)
@@ -74,6 +90,35 @@ def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]
     return inputs, []
 
 
+def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
+    """Why a unit's memory estimate has no verdict, for a "possible" finding's message."""
+    inputs = read_inputs(lookup, unit_name)
+    if inputs.unsupported:
+        return f"it uses {', '.join(inputs.unsupported)}, which the memory model does not cover"
+    if inputs.unknown:
+        return "it needs values offlint cannot read"
+    if device_for(unit_name) is None:
+        return "the recipe names a GPU offlint has no capacity for"
+    return "its layout is not modelled (uneven pipeline split or heads not divisible by TP)"
+
+
+def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, unit_name: str,
+                gpu_count: str) -> str:
+    """OFL303's message: the estimate against the device and what the verdict rests on."""
+    if result is None or dev is None:
+        return f"the memory estimate has no verdict: {no_verdict_reason(lookup, unit_name)}"
+    usable, floor = dev.usable_bytes, floor_bytes(result)
+    text = (f"estimated peak memory {result.peak.total / GIB:.1f} GiB per GPU {gpu_count} exceeds the "
+            f"{usable / GIB:.1f} GiB usable on {dev.name} ")
+    if floor > usable:
+        text += (f"(even the calibrated floor, model state plus {ACTIVATION_FLOOR:.0%} of the activations, needs "
+                 f"{floor / GIB:.1f} GiB)")
+    else:
+        text += (f"(outside the calibrated range: the floor, model state plus {ACTIVATION_FLOOR:.0%} of the "
+                 f"activations, is {floor / GIB:.1f} GiB and fits)")
+    return text
+
+
 def bound(inputs: Inputs) -> Estimate:
     """The estimate at the configuration's GPU count, or the lower bound over every data-parallel size."""
     if inputs.parallel.world_size:
@@ -114,3 +159,99 @@ def offload_savings(inputs: Inputs, dev: Device) -> str:
             best[option.group] = (saving, f"{option.group} {option.label} saves {saving / GIB:.1f} GiB")
     ranked = sorted(best.values(), reverse=True)
     return "; ".join(text for _, text in ranked) or "no offload or recompute setting saves memory here"
+
+
+def state_bytes(stage) -> float:
+    return stage.of("weights") + stage.of("grads") + stage.of("optimizer")
+
+
+def floor_bytes(result: Estimate) -> float:
+    """The calibrated lower bound of the peak: the largest stage's model state plus ACTIVATION_FLOOR of its
+    modelled activations, without the allowance for workspaces and fragmentation."""
+    return max(state_bytes(s) + ACTIVATION_FLOOR * s.of("activations") for s in result.stages)
+
+
+def oom_verdict(result: Estimate, dev: Device) -> str:
+    """"oom" (the floor exceeds the device), "uncalibrated" (only the full estimate does), or "fits"."""
+    if result.peak.total <= dev.usable_bytes:
+        return "fits"
+    return "oom" if floor_bytes(result) > dev.usable_bytes else "uncalibrated"
+
+
+def expandable(lookup: Lookup) -> bool | None:
+    """Whether the launch sets expandable_segments:True (None: its environment is not known)."""
+    unknown = False
+    for key in ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"):
+        value = lookup(key)
+        if value.is_unknown:
+            unknown = True
+        elif value.value is not None and "expandable_segments:True" in str(value.value):
+            return True
+    return None if unknown else False
+
+
+def margin_bytes(dev: Device, with_expandable: bool) -> float:
+    return AT_RISK_MARGIN[with_expandable] * dev.usable_bytes
+
+
+def risk_verdict(result: Estimate, dev: Device, with_expandable: bool | None) -> str:
+    """For a peak that fits: "at risk" (even the floor leaves less headroom than the margin), "possible" (the
+    estimate does, the floor does not, or it depends on an unknown launch environment), or "no"."""
+    usable, peak, floor = dev.usable_bytes, result.peak.total, floor_bytes(result)
+    if peak > usable:
+        return "no"  # OFL303's case
+    if with_expandable is None:  # at risk with or without expandable_segments, or it depends on which
+        if floor > usable - margin_bytes(dev, True):
+            return "at risk"
+        return "possible" if peak > usable - margin_bytes(dev, False) else "no"
+    margin = margin_bytes(dev, with_expandable)
+    if peak <= usable - margin:
+        return "no"
+    return "at risk" if floor > usable - margin else "possible"
+
+
+def compatibility(lookup: Lookup) -> tuple[str, str]:
+    """(why expandable_segments cannot be suggested, or ''; what must go with it, or '')."""
+    def on(key: str) -> bool:
+        value = lookup(key)
+        return value.state == "known" and value.value not in (None, False, "none", "")
+
+    if on("ddp.nccl_ub"):
+        return "NCCL user-buffer registration (ddp.nccl_ub) cannot use the expandable allocator", ""
+    if on("ddp.use_megatron_fsdp"):
+        return "Megatron-FSDP recipes leave it off (Bridge's Megatron-FSDP perf recipes omit it)", ""
+    graphs = on("model.enable_cuda_graph") or on("model.external_cuda_graph") or on("model.cuda_graph_impl")
+    register = lookup("env.NCCL_GRAPH_REGISTER")
+    if graphs and not (register.state == "known" and str(register.value) == "0"):
+        return "", "NCCL_GRAPH_REGISTER=0 (CUDA graphs assert with expandable segments otherwise)"
+    return "", ""
+
+
+def cheapest_fix(inputs: Inputs, dev: Device, lookup: Lookup, with_expandable: bool | None,
+                 result: Estimate | None = None) -> str:
+    """The cheapest way to restore the at-risk margin: expandable_segments where it is compatible and enough,
+    else the what-if option with the smallest step time whose peak leaves the margin."""
+    from offlint.estimate.whatif import what_if
+
+    result = result or bound(inputs)
+    blocked, needs = compatibility(lookup)
+    usable, use_expandable = dev.usable_bytes, with_expandable is True or not blocked
+    out = []
+    if with_expandable is not True and not blocked:
+        setting = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" + (f" with {needs}" if needs else "")
+        if max(floor_bytes(result), result.peak.total) <= usable - margin_bytes(dev, True):
+            return f"set {setting} (zero cost; its {margin_bytes(dev, True) / GIB:.1f} GiB margin is then met)"
+        out.append(f"set {setting}" + ("" if with_expandable is False else " if the launch does not")
+                   + f", and to leave its {margin_bytes(dev, True) / GIB:.1f} GiB margin:")
+    elif blocked:
+        out.append(f"not expandable_segments ({blocked})")
+    target = usable - margin_bytes(dev, use_expandable)
+    options = [o for o in what_if(inputs, dev, result.world_size, layouts=False)[1:]
+               if o.peak_bytes <= target]
+    if options:
+        best = min(options, key=lambda o: (round(o.relative_time, 2), o.peak_bytes))
+        out.append(f"{best.group} {best.label} ({best.peak_bytes / GIB:.1f} GiB, {best.relative_time:.2f}x "
+                   f"step time)")
+    else:
+        out.append("no offload or recompute setting leaves the margin")
+    return " ".join(out) if out[0].endswith(":") else "; ".join(out)

@@ -12,12 +12,36 @@ def _gib(n: float) -> str:
     return f"{n / GIB:8.2f}"
 
 
-def verdict(result: Estimate, device: Device) -> str:
-    peak = result.peak.total
-    usable = device.usable_bytes
-    if peak <= usable:
-        return f"fits: {peak / GIB:.1f} GiB of {usable / GIB:.1f} GiB usable ({(usable - peak) / GIB:.1f} GiB headroom)"
-    return f"predicted OOM: {peak / GIB:.1f} GiB needed, {usable / GIB:.1f} GiB usable (short by {(peak - usable) / GIB:.1f} GiB)"
+def verdict_state(result: Estimate, device: Device, with_expandable: bool | None = None) -> str:
+    """"fits", "at risk" or "does not fit": the point estimate against the device and the at-risk margin
+    (oom.AT_RISK_MARGIN; with an unknown launch environment, the margin without expandable_segments)."""
+    from offlint.estimate import oom
+
+    peak, usable = result.peak.total, device.usable_bytes
+    if peak > usable:
+        return "does not fit"
+    return "at risk" if peak > usable - oom.margin_bytes(device, with_expandable is True) else "fits"
+
+
+def verdict(result: Estimate, device: Device, with_expandable: bool | None = None) -> str:
+    from offlint.estimate import oom
+
+    peak, usable = result.peak.total, device.usable_bytes
+    floor = oom.floor_bytes(result)
+    state = verdict_state(result, device, with_expandable)
+    calibrated = (f"calibrated floor (model state + {oom.ACTIVATION_FLOOR:.0%} of activations, no allowance) "
+                  f"{floor / GIB:.1f} GiB")
+    if state == "does not fit":
+        sure = "an OOM even at the floor" if floor > usable else "the floor fits: outside the calibrated range"
+        return (f"does not fit: {peak / GIB:.1f} GiB needed, {usable / GIB:.1f} GiB usable (short by "
+                f"{(peak - usable) / GIB:.1f} GiB); {calibrated}: {sure}")
+    headroom = f"{peak / GIB:.1f} GiB of {usable / GIB:.1f} GiB usable ({(usable - peak) / GIB:.1f} GiB headroom)"
+    if state == "at risk":
+        with_it, without = oom.margin_bytes(device, True) / GIB, oom.margin_bytes(device, False) / GIB
+        margin = (f"under the {with_it:.1f} GiB margin with expandable_segments" if with_expandable else
+                  f"under the {without:.1f} GiB margin without expandable_segments ({with_it:.1f} GiB with it)")
+        return f"at risk: {headroom}, {margin}; {calibrated}"
+    return f"fits: {headroom}"
 
 
 def largest_parts(result: Estimate, n: int = 3) -> list[tuple[str, float]]:
@@ -25,7 +49,8 @@ def largest_parts(result: Estimate, n: int = 3) -> list[tuple[str, float]]:
     return [(p.name, p.bytes) for p in parts[:n]]
 
 
-def render_text(title: str, result: Estimate, device: Device, options: list[Option], notes: list[str]) -> str:
+def render_text(title: str, result: Estimate, device: Device, options: list[Option], notes: list[str],
+                with_expandable: bool | None = None, risk_fix: str = "") -> str:
     inputs = result.inputs
     m, p, t = inputs.model, inputs.parallel, inputs.training
     peak = result.peak
@@ -67,8 +92,11 @@ def render_text(title: str, result: Estimate, device: Device, options: list[Opti
         lines.append(f"{mark} {o.group:<20}{o.label:<{width}}{o.peak_bytes / GIB:9.1f}{o.result.peak.host_total / GIB:9.1f}"
                      f"  {'yes' if o.fits else 'no':<5}{o.relative_time:6.2f}x")
     lines.append("")
-    lines.append(f"verdict: {verdict(result, device)}")
-    if result.peak.total > device.usable_bytes:
+    lines.append(f"verdict: {verdict(result, device, with_expandable)}")
+    state = verdict_state(result, device, with_expandable)
+    if state == "at risk" and risk_fix:
+        lines.append(f"  cheapest fix: {risk_fix}")
+    elif state == "does not fit":
         cheapest = next((o for o in options if o.cheapest), None)
         lines.append(f"  cheapest fitting option: {cheapest.group} {cheapest.label} "
                      f"({cheapest.relative_time:.2f}x step time)" if cheapest else
@@ -76,12 +104,15 @@ def render_text(title: str, result: Estimate, device: Device, options: list[Opti
     return "\n".join(lines) + "\n"
 
 
-def render_json(title: str, result: Estimate, device: Device, options: list[Option], notes: list[str]) -> dict:
+def render_json(title: str, result: Estimate, device: Device, options: list[Option], notes: list[str],
+                with_expandable: bool | None = None, risk_fix: str = "") -> dict:
     def stage(s):
         return {"stage": s.stage, "total_bytes": s.total, "microbatches_in_flight": s.microbatches_in_flight,
                 "parts": [{"name": p.name, "kind": p.kind, "bytes": p.bytes} for p in s.parts],
                 "host_optimizer_bytes": s.host_optimizer_bytes, "host_pinned_bytes": s.host_pinned_bytes,
                 "host_activation_bytes": s.host_activation_bytes}
+
+    from offlint.estimate import oom
 
     m = result.inputs.model
     return {
@@ -91,7 +122,9 @@ def render_json(title: str, result: Estimate, device: Device, options: list[Opti
         "expert_data_parallel": result.expert_data_parallel, "num_microbatches": result.num_microbatches,
         "device": {"name": device.name, "total_gib": device.total_gib, "usable_bytes": device.usable_bytes},
         "peak_stage": result.peak.stage, "peak_bytes": result.peak.total,
-        "fits": result.peak.total <= device.usable_bytes, "verdict": verdict(result, device),
+        "fits": result.peak.total <= device.usable_bytes, "verdict": verdict(result, device, with_expandable),
+        "verdict_state": verdict_state(result, device, with_expandable), "floor_bytes": oom.floor_bytes(result),
+        "at_risk_fix": risk_fix or None,
         "stages": [stage(s) for s in result.stages],
         "what_if": [{"knob": o.group, "option": o.label, "peak_bytes": o.peak_bytes,
                      "host_bytes": o.result.peak.host_total, "fits": o.fits, "relative_step_time": o.relative_time,

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""How many public recipe functions of a tree `offlint estimate` gives a verdict for, and why the others get none.
+
+    python benchmarks/estimate_coverage.py TREE [--mcore-version 0.20.0] [--list]
+
+Reads TREE exactly as `offlint check` does and, for every public recipe function (a name ending in `_config`, not
+starting with `_`, in a file under `recipes/` or `perf_recipes/`; pretrain recipes counted separately), asks the
+memory model for its inputs (`offlint.estimate.oom.inputs_for`, what OFL303 and `offlint estimate` use). A unit
+gets a verdict when every input is known and every feature it uses is modelled. The others are grouped by the
+first reason: an unsupported feature (named), an unknown model size, another unknown input, or a layout the
+model does not split (uneven layers, heads not divisible by TP). Prints the counts; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+from pathlib import Path
+
+from offlint import api, pipeline
+from offlint.discover import discover
+from offlint.estimate.inputs import read_inputs
+from offlint.estimate.oom import SIZE_KEYS
+from offlint.resolve import resolve
+from offlint.types import UnitKind
+from offlint.versions import detect_version
+
+
+def reason(resolved, name: str) -> str:
+    """'' when the estimate has a verdict, else why not (one line)."""
+    inputs = read_inputs(resolved.get, name)
+    if inputs.unsupported:
+        return "unsupported: " + inputs.unsupported[0]
+    sizes = [k for k in SIZE_KEYS if k in inputs.unknown]
+    if sizes:
+        return "unknown model size"
+    if inputs.unknown:
+        return "unknown input: " + sorted(inputs.unknown)[0]
+    p, m = inputs.parallel, inputs.model
+    if m.num_layers % (p.pp * (p.vpp or 1)) or m.num_attention_heads % p.tp:
+        return "layout not modelled (uneven split)"
+    return ""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tree", type=Path)
+    parser.add_argument("--mcore-version", default=None)
+    parser.add_argument("--list", action="store_true", help="print every unit with its reason")
+    args = parser.parse_args()
+    os.chdir(args.tree)
+    version = detect_version(args.mcore_version, None, Path("."))
+    files, _ = discover(["."])
+    texts = pipeline.Texts(api._read_text)
+    job = pipeline.Job(files, texts, sorted(f.path for f in files if f.kind == "python"), [], version.version, False)
+    by_path = {f.path: f for f in files}
+    reads = [api._Read(by_path[o.path], texts[o.path], o.units, o.suppressions)
+             for o in pipeline.outcomes(job, None) if o.error is None]
+    groups = {"public recipe functions": collections.Counter(), "public pretrain recipes": collections.Counter()}
+    totals = collections.Counter()
+    for read in reads:
+        for unit in read.units:
+            if unit.kind != UnitKind.RECIPE or not _public_recipe(read.file.path, unit.name):
+                continue
+            why = reason(resolve(unit, version.version), unit.name)
+            names = ["public recipe functions"] + (["public pretrain recipes"] if "pretrain" in unit.name else [])
+            for group in names:
+                totals[group] += 1
+                groups[group][why or "verdict"] += 1
+            if args.list:
+                print(f"{read.file.path}:{unit.name}: {why or 'verdict'}")
+    for group, counter in groups.items():
+        total = totals[group] or 1
+        print(f"{group}: {totals[group]} units, verdict {counter['verdict']} ({counter['verdict'] / total:.1%})")
+        for why, n in counter.most_common():
+            if why != "verdict":
+                print(f"  {n:5}  {why}")
+    return 0
+
+
+def _public_recipe(path: str, name: str) -> bool:
+    parts = path.split("/")
+    return name.endswith("_config") and not name.startswith("_") and \
+        any(p in ("recipes", "perf_recipes") for p in parts[:-1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
