@@ -366,6 +366,15 @@ def is_fp32(dtype) -> bool:
     return str(dtype) in FP32_SPELLINGS
 
 
+@_needs_scope
+def is_default(scope: Scope, key: str) -> object:
+    """Whether the unit leaves `key` unset, so the default applies (an explicit write of the default value is a
+    choice, not this); unknown when the value is."""
+    if scope.key(key) is UNKNOWN:
+        return UNKNOWN
+    return scope.lookup(key).state == "default"
+
+
 @_takes_unknown
 def listing(*parts) -> str:
     """Message parts joined with ", ", leaving out empty ones (a setting that is not worth naming) and unknown
@@ -555,6 +564,7 @@ FUNCTIONS: dict[str, Callable] = {
     "suggestion": suggestion,
     "graph_scope_names": graph_scope_names,
     "is_fp32": is_fp32,
+    "is_default": is_default,
     "listing": listing,
     "len": len,
     "str": str,
