@@ -375,6 +375,15 @@ def is_default(scope: Scope, key: str) -> object:
     return scope.lookup(key).state == "default"
 
 
+@_needs_scope
+def is_written(scope: Scope, key: str) -> bool:
+    """Whether some code, flag or file of the unit writes `key` (even with a value offlint cannot read). A key
+    no one writes holds its default, or an unknown inherited from code offlint did not follow: a rule about a
+    setting someone chose (OFL213) is not about that unit."""
+    scope.key(key)
+    return scope.lookup(key).assignment is not None
+
+
 @_takes_unknown
 def listing(*parts) -> str:
     """Message parts joined with ", ", leaving out empty ones (a setting that is not worth naming) and unknown
@@ -565,6 +574,7 @@ FUNCTIONS: dict[str, Callable] = {
     "graph_scope_names": graph_scope_names,
     "is_fp32": is_fp32,
     "is_default": is_default,
+    "is_written": is_written,
     "listing": listing,
     "len": len,
     "str": str,
