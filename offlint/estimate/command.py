@@ -11,16 +11,19 @@ from offlint.config import ConfigError, load_config
 from offlint.estimate.devices import DEFAULT_DEVICE, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.memory import estimate
+from offlint.estimate.overrides import OverrideInputError
+from offlint.estimate.overrides import check as check_overrides
 from offlint.estimate import oom
 from offlint.estimate.report import render_json, render_text, verdict_state
 from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
-from offlint.versions import VersionError
+from offlint.versions import NEWEST_KNOWN, VersionError, parse_version
 
 
 @click.command("estimate")
 @click.argument("config")
+@click.argument("extra_overrides", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--recipe", default=None, help="The recipe (unit) in CONFIG to estimate, when it holds several.")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Set a key on top of the configuration, e.g. model.num_layers=32 (repeatable).")
@@ -32,15 +35,21 @@ from offlint.versions import VersionError
               help="Also draw the what-if table as stacked bars into this PNG.")
 @click.option("--mcore-version", default=None, help="megatron-core version to read defaults from, e.g. 0.16.1.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def estimate_command(config, recipe, overrides, gpu, gpus, plot_path, mcore_version, output_format) -> None:
+def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot_path, mcore_version,
+                     output_format) -> None:
     """Estimate one GPU's peak memory for a recipe, YAML override file or launch script, and what each
-    memory knob would change."""
+    memory knob would change. Overrides go in --override KEY=VALUE or, as for run_recipe.py, after CONFIG."""
+    overrides = list(overrides) + list(extra_overrides)
+    if Path(config).is_dir():
+        _fail(f"{config}: is a directory; give one recipe (.py), YAML override file or launch script "
+              f"(`offlint check {config}` lints a whole directory)")
     try:
         project = load_config(Path.cwd())
         device = parse_device(gpu or project.gpu or DEFAULT_DEVICE)
+        check_overrides(overrides, parse_version(mcore_version or NEWEST_KNOWN))
         loaded = load_unit(config, recipe, overrides, mcore_version, project.mcore_version,
                            root=project.root)
-    except (ConfigError, DeviceError, UnitSelectionError, VersionError) as exc:
+    except (ConfigError, DeviceError, OverrideInputError, UnitSelectionError, VersionError) as exc:
         _fail(str(exc))
     unit = loaded.unit
     inputs = read_inputs(loaded.resolved.get, unit.name, gpus)
@@ -85,14 +94,14 @@ def estimate_command(config, recipe, overrides, gpu, gpus, plot_path, mcore_vers
     if verdict_state(result, device, with_expandable) == "at risk":
         risk_fix = oom.cheapest_fix(inputs, device, loaded.resolved.get, with_expandable, result)
     title = f"{unit.name} ({config})"
-    if plot_path:
+    if output_format == "json":
+        click.echo(json.dumps(render_json(title, result, device, options, notes, with_expandable, risk_fix), indent=1))
+    else:
+        click.echo(render_text(title, result, device, options, notes, with_expandable, risk_fix), nl=False)
+    if plot_path:  # after the estimate: a missing matplotlib costs the picture, not the numbers
         from offlint.estimate.plot import PlotError, plot
 
         try:
             plot(options, device, title, Path(plot_path))
         except PlotError as exc:
             _fail(str(exc))
-    if output_format == "json":
-        click.echo(json.dumps(render_json(title, result, device, options, notes, with_expandable, risk_fix), indent=1))
-    else:
-        click.echo(render_text(title, result, device, options, notes, with_expandable, risk_fix), nl=False)

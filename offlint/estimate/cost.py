@@ -1,110 +1,221 @@
-"""A relative step-time model: how much slower each memory knob makes a training step, not how fast it is.
+"""A step-time model: seconds per training step on the busiest pipeline stage, to rank memory knobs by cost.
 
-Compute time is FLOPs at an assumed fraction of the device's BF16 peak; recompute adds the forward FLOPs it
-repeats; pipeline parallelism adds its bubble; tensor parallelism adds its all-reduce/reduce-scatter traffic;
-optimizer offloading adds the host round trip and the CPU Adam step; activation offloading adds whatever
-host transfer the computation does not hide. The constants are assumptions (named here, not measured) and only
-matter as ratios between options of the same configuration.
+Per layer and micro-batch, time is the sum of named parts: GEMMs at an efficiency that grows with the rows a GEMM
+has (the batch shape: tokens per micro-batch, or tokens per expert for routed experts), flash attention at its own
+efficiency, memory-bound element-wise work at HBM bandwidth, a fixed per-layer launch cost, the tensor-parallel
+and expert-parallel collectives, and for MoE layers a host overhead that CUDA graphs of the router shrink. A
+step is the pipeline's micro-batches plus its bubble, then what is not hidden of the data-parallel gradient
+reduce-scatter and parameter all-gather, the optimizer step, and with optimizer offloading the PCIe copies and
+the host's Adam step. Recompute adds the named parts it replays. Every constant, its public source and the
+measured ratios this model reproduces are in docs/estimate.md ("Step time"); tests/test_estimate_calibration.py
+recomputes that table. The result ranks options of one configuration; absolute seconds are approximate.
 """
 
 from __future__ import annotations
 
-from offlint.estimate import activations as act
+from dataclasses import dataclass, field
+
 from offlint.estimate import params
 from offlint.estimate.devices import Device
 from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
 from offlint.estimate.memory import Estimate
 
-MFU = 0.40  # achieved share of the BF16 peak
-PCIE_BYTES_PER_S = 25e9  # host <-> device per GPU, each direction
-CPU_ADAM_PARAMS_PER_S = 0.5e9  # parameters per second the host's Adam step manages for one GPU's share
-NVLINK_BYTES_PER_S = 200e9  # intra-node collective bus bandwidth per GPU
-NETWORK_BYTES_PER_S = 25e9  # inter-node bandwidth per GPU
+# Compute (docs/estimate.md, "Step time: constants").
+GEMM_EFFICIENCY = 0.65  # share of the dense peak a large GEMM reaches in training (fit: Qwen3-8B card)
+GEMM_HALF_ROWS = 128  # rows (tokens) at which a GEMM reaches half of GEMM_EFFICIENCY
+ATTENTION_EFFICIENCY = 0.45  # flash attention, forward and backward together
+ELEMENTWISE_BYTES = 12  # bytes moved per token per hidden unit per layer and pass by norms, residuals, rope
+LAYER_LAUNCH_SECONDS = 0.1e-3  # per layer and pass: ~20 kernel launches at ~5 us
+MOE_HOST_SECONDS = {True: 0.5e-3, False: 2.6e-3}  # per MoE layer and pass: router/preprocess graphed or eager
+STEP_SECONDS = 0.02  # per step: loss and grad-norm reductions, logging, scheduler
+# Communication.
+COLLECTIVE_EFFICIENCY = 0.75  # NCCL ring collectives inside a node, of the per-direction NVLink bandwidth
+ALLTOALL_EFFICIENCY = 0.77  # expert dispatch/combine inside a node, of the per-direction NVLink bandwidth (DeepEP)
+NETWORK_BYTES_PER_S = 45e9  # per GPU between nodes (400 Gb/s NDR; DeepEP internode: 43-58 GB/s)
+PCIE_BYTES_PER_S = 50e9  # host <-> device per GPU and direction (PCIe Gen5 x16: 64 GB/s)
+# Optimizer.
+CPU_ADAM_PARAMS_PER_S = 0.66e9  # host Adam, parameters per second per GPU's process (fit: Qwen3-30B-A3B card)
+ADAM_BYTES_PER_PARAM = 30  # GPU Adam: read param, grad, two moments; write param, moments, 16-bit copy
+HBM_EFFICIENCY = 0.8
 ASSUMED_MICROBATCHES = 8  # per step and pipeline, when the global batch size is unknown
 
 
-def layer_forward_flops(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[str, float]:
-    """Forward FLOPs of one layer for one micro-batch on one GPU, by part (for recompute accounting)."""
-    n = act.tokens(m, p, t)
-    h, q, kv = m.hidden_size, m.num_attention_heads * m.kv_channels, m.num_query_groups * m.kv_channels
+@dataclass
+class LayerTime:
+    """Seconds of one layer for one micro-batch on one GPU, by named part (forward pass)."""
+
+    parts: dict[str, float] = field(default_factory=dict)
+    comm: dict[str, float] = field(default_factory=dict)
+    host: float = 0.0
+
+    @property
+    def forward(self) -> float:
+        return sum(self.parts.values()) + sum(self.comm.values()) + self.host
+
+    @property
+    def backward(self) -> float:
+        """Twice the forward's arithmetic (input and weight gradients), the same communication, and half again
+        the launches."""
+        return 2 * sum(self.parts.values()) + sum(self.comm.values()) + 1.5 * self.host
+
+
+def gemm_seconds(flops: float, rows: float, rate: float) -> float:
+    return flops / (rate * GEMM_EFFICIENCY * rows / (rows + GEMM_HALF_ROWS))
+
+
+def _tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
+    return m.seq_length / p.cp * t.micro_batch_size
+
+
+def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: bool) -> LayerTime:
+    n = _tokens(m, p, t)
+    h = m.hidden_size
+    sp = p.tp if p.sequence_parallel else 1
+    q, kv = m.num_attention_heads * m.kv_channels, m.num_query_groups * m.kv_channels
+    rate = device.peak_flops(t.compute_dtype)
+    hbm = device.hbm_bytes_per_s * HBM_EFFICIENCY
     gate = 3 if m.gated_linear_unit else 2
-    out = {
-        "linear_qkv_proj": 2 * n * h * (2 * q + 2 * kv) / p.tp,
-        "core_attn": 2 * n * m.seq_length * q / p.tp,  # QK^T and AV, causal: half of 4*n*s*q
-    }
+    out = LayerTime()
+    out.parts["qkv"] = gemm_seconds(2 * n * h * (q + 2 * kv) / p.tp, n, rate)
+    out.parts["proj"] = gemm_seconds(2 * n * q * h / p.tp, n, rate)
+    # causal attention: QK^T and AV over half the sequence; flash attention runs in 16 bits
+    out.parts["core_attn"] = 2 * n * m.seq_length * q / p.tp / (device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
+    out.parts["layernorm"] = 2 * 2 * 2 * n / sp * h / hbm  # two norms, read and write 16-bit
+    out.parts["elementwise"] = ELEMENTWISE_BYTES * n / sp * h / hbm
     if moe:
+        experts, k = m.num_moe_experts or 1, m.moe_router_topk
         ffn = m.moe_ffn_hidden_size or m.ffn_hidden_size
-        out["experts"] = 2 * act.expert_tokens(m, p, t) * h * ffn * gate / p.etp
-        out["shared"] = 2 * n * h * (m.moe_shared_expert_intermediate_size or 0) * gate / p.tp
-        out["router"] = 2 * n * h * (m.num_moe_experts or 0)
+        pairs = n / sp * k * p.etp  # token copies this rank computes (balanced routing)
+        rows = pairs * p.ep / experts  # tokens per local expert: the grouped GEMM's batch shape
+        out.parts["experts"] = gemm_seconds(2 * pairs * h * ffn * gate / p.etp, rows, rate)
+        out.parts["moe_act"] = 2 * pairs * ffn * (gate - 1) * 2 / p.etp / hbm
+        shared = m.moe_shared_expert_intermediate_size or 0
+        if shared:
+            out.parts["shared_experts"] = gemm_seconds(2 * n * h * shared * gate / p.tp, n, rate)
+        out.parts["router"] = 2 * n * h * experts / rate
+        out.comm["alltoall"] = _alltoall_seconds(n / sp * h * 2, k, p, device)
+        out.host = LAYER_LAUNCH_SECONDS + MOE_HOST_SECONDS[t.moe_router_graphed]
     else:
-        out["mlp"] = 2 * n * h * m.ffn_hidden_size * gate / p.tp
+        out.parts["mlp"] = gemm_seconds(2 * n * h * m.ffn_hidden_size * gate / p.tp, n, rate)
+        out.parts["mlp"] += 2 * n * m.ffn_hidden_size * (gate - 1) * 2 / p.tp / hbm  # the activation function
+        out.host = LAYER_LAUNCH_SECONDS
+    if p.tp > 1:
+        # sequence parallelism: all-gather before and reduce-scatter after attention and MLP (without it, two
+        # all-reduces of twice the volume); 16-bit activations
+        volume = 2 * 2 * n * h * (p.tp - 1) / p.tp
+        out.comm["tp"] = volume / _bandwidth(p.tp, device)
     return out
 
 
-def _recomputed_share(parts: dict[str, float], t: Training) -> float:
+def _bandwidth(group: int, device: Device) -> float:
+    return device.nvlink_bytes_per_s * COLLECTIVE_EFFICIENCY if group <= device.gpus_per_node else \
+        NETWORK_BYTES_PER_S
+
+
+def _alltoall_seconds(tokens_bytes: float, k: int, p: Parallelism, device: Device) -> float:
+    """Dispatch and combine of one MoE layer; `tokens_bytes` is this rank's tokens once. Copies for ranks in
+    this node cross NVLink; a remote node gets at most one copy of a token however many of its experts it
+    hosts (DeepEP and HybridEP forward inside the node)."""
+    local = max(1, min(p.ep, device.gpus_per_node // max(1, p.tp * p.cp)))  # EP ranks sharing this node
+    nodes = max(1, p.ep // local)
+    intra = tokens_bytes * k * (local - 1) / p.ep
+    inter = min(tokens_bytes * k * (p.ep - local) / p.ep, tokens_bytes * (nodes - 1))
+    return 2 * (intra / (device.nvlink_bytes_per_s * ALLTOALL_EFFICIENCY) + inter / NETWORK_BYTES_PER_S)
+
+
+def recomputed_seconds(layer: LayerTime, t: Training) -> float:
+    """The forward work recompute repeats in the backward pass of one layer."""
     if t.recompute_granularity == "full":
-        return sum(parts.values())
+        return layer.forward
     modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if t.moe_layer_recompute:
         modules.add("moe")
-    extra = 0.0
-    if "core_attn" in modules:
-        extra += parts["core_attn"]
-    if "mlp" in modules:
-        extra += parts.get("mlp", 0.0)
+    parts = layer.parts
+    extra = sum(parts.get(name, 0.0) for name in ("core_attn", "layernorm", "mlp", "moe_act", "shared_experts")
+                if name in modules)
     if "moe" in modules:
-        extra += parts.get("experts", 0.0) + parts.get("shared", 0.0) + parts.get("router", 0.0)
-    if "shared_experts" in modules:
-        extra += parts.get("shared", 0.0)
-    if "moe_act" in modules:
-        extra += 0.0  # elementwise: negligible FLOPs
+        extra += parts.get("experts", 0.0) + parts.get("router", 0.0) + parts.get("moe_act", 0.0) + \
+            parts.get("shared_experts", 0.0) + layer.comm.get("alltoall", 0.0) + layer.host
     return extra
 
 
-def step_seconds(inputs: Inputs, result: Estimate, device: Device) -> float:
-    """Modelled seconds per training step on the busiest pipeline stage."""
+@dataclass
+class StepTime:
+    """Seconds of one step, by part (all on the busiest stage's GPU)."""
+
+    pipeline: float
+    data_parallel: float
+    optimizer: float
+    offload: float
+    activation_offload: float
+    fixed: float = STEP_SECONDS
+    microbatches: int = 0
+
+    @property
+    def total(self) -> float:
+        return self.pipeline + self.data_parallel + self.optimizer + self.offload + self.activation_offload + \
+            self.fixed
+
+
+def step_time(inputs: Inputs, result: Estimate, device: Device) -> StepTime:
     m, p, t = inputs.model, inputs.parallel, inputs.training
-    rate = device.bf16_tflops * 1e12 * MFU
+    world = result.world_size
+    dp = p.data_parallel(world)
     nmb = result.num_microbatches or max(ASSUMED_MICROBATCHES, p.pp)
-    ranges = params.stage_layer_ranges(m.num_layers, p.pp, p.vpp)
-    per_stage = []
-    for stage, chunk_ranges in enumerate(ranges):
-        flops = 0.0
+    by_kind = {moe: layer_time(m, p, t, device, moe) for moe in {m.is_moe_layer(i) for i in range(m.num_layers)}}
+    stage_seconds, backward_seconds = [], []
+    for stage, chunk_ranges in enumerate(params.stage_layer_ranges(m.num_layers, p.pp, p.vpp)):
+        seconds = backward = 0.0
         for r in chunk_ranges:
             for i in r:
-                parts = layer_forward_flops(m, p, t, m.is_moe_layer(i))
+                layer = by_kind[m.is_moe_layer(i)]
+                recompute = recomputed_seconds(layer, t)
                 if t.recompute_granularity == "full" and t.recompute_method == "block":
-                    recompute = sum(parts.values()) if (i - r.start) < (t.recompute_num_layers or 0) else 0.0
-                else:
-                    recompute = _recomputed_share(parts, t)
-                flops += 3 * sum(parts.values()) + recompute
+                    recompute = layer.forward if (i - r.start) < (t.recompute_num_layers or 0) else 0.0
+                seconds += layer.forward + layer.backward + recompute
+                backward += layer.backward + recompute
         if stage == p.pp - 1:
-            flops += 3 * 2 * act.tokens(m, p, t) * m.hidden_size * m.vocab_size / p.tp
-        per_stage.append(flops / rate)
-    micro = max(per_stage)
-    bubble = (p.pp - 1) / (p.vpp or 1) * micro
-    compute = micro * nmb + bubble
-    return compute + _tp_comm(m, p, t, device) * nmb + _optimizer_offload(result, inputs) + \
-        _activation_offload(result, micro, nmb)
+            n = _tokens(m, p, t)
+            seconds += gemm_seconds(3 * 2 * n * m.hidden_size * m.vocab_size / p.tp, n,
+                                    device.peak_flops(t.compute_dtype))
+        stage_seconds.append(seconds)
+        backward_seconds.append(backward)
+    busiest = max(range(p.pp), key=lambda s: stage_seconds[s])
+    micro = stage_seconds[busiest]
+    pipeline = (nmb + (p.pp - 1) / (p.vpp or 1)) * micro
+    dense, expert = params.stages(m, p)[busiest].params.per_rank(p)
+    shard = dense / (dp * p.cp) + expert / p.expert_data_parallel(world)
+    grads = 4 if t.grads_fp32 else t.params_bytes
+    reduce_scatter = _collective(dense * grads, dp * p.cp, p.tp * p.cp * dp, device) + \
+        _collective(expert * grads, p.expert_data_parallel(world), world // p.pp, device)
+    all_gather = _collective(dense * t.params_bytes, dp * p.cp, p.tp * p.cp * dp, device) + \
+        _collective(expert * t.params_bytes, p.expert_data_parallel(world), world // p.pp, device)
+    if not t.distributed_optimizer:
+        reduce_scatter, all_gather = 2 * reduce_scatter, 0.0  # an all-reduce
+    # the gradient reduction overlaps the last micro-batch's backward pass, the gather the first forward
+    window = backward_seconds[busiest] / (p.vpp or 1)
+    data_parallel = max(0.0, reduce_scatter - window) + 0.5 * all_gather
+    hbm = device.hbm_bytes_per_s * HBM_EFFICIENCY
+    on_gpu = 1.0 - (t.optimizer_offload_fraction if t.optimizer_cpu_offload else 0.0)
+    optimizer = ADAM_BYTES_PER_PARAM * shard * on_gpu / hbm
+    return StepTime(pipeline, data_parallel, optimizer, _optimizer_offload(t, shard),
+                    _activation_offload(result, micro, nmb), microbatches=nmb)
 
 
-def _tp_comm(m: ModelShape, p: Parallelism, t: Training, device: Device) -> float:
-    if p.tp == 1:
+def _collective(nbytes: float, group: int, span: int, device: Device) -> float:
+    """A ring reduce-scatter or all-gather of `nbytes` over `group` ranks spread over `span` consecutive ranks."""
+    if group <= 1:
         return 0.0
-    bandwidth = NVLINK_BYTES_PER_S if p.tp <= device.gpus_per_node else NETWORK_BYTES_PER_S
-    volume = 2 * act.tokens(m, p, t) * m.hidden_size * 2 * (p.tp - 1) / p.tp  # ring, bf16
-    layers = m.num_layers / p.pp
-    return 4 * volume * layers / bandwidth  # two collectives forward, two backward, per layer
+    return nbytes * (group - 1) / group / _bandwidth(span, device)
 
 
-def _optimizer_offload(result: Estimate, inputs: Inputs) -> float:
-    t = inputs.training
+def _optimizer_offload(t: Training, shard: float) -> float:
     if not t.optimizer_cpu_offload or t.optimizer_offload_fraction <= 0:
         return 0.0
-    peak = result.peak
-    offloaded = peak.host_optimizer_bytes / (16 if not t.precision_aware else 18)  # parameters offloaded
-    transfer = offloaded * (4 + 2) / PCIE_BYTES_PER_S  # fp32 grads down, 16-bit params back
+    offloaded = t.optimizer_offload_fraction * shard
+    # gradients down and updated parameters back: fp32 main copies, or 16-bit views with precision-aware (F-10)
+    copy_bytes = 2 * t.params_bytes if t.precision_aware else 8
+    transfer = offloaded * copy_bytes / PCIE_BYTES_PER_S
     cpu = offloaded / CPU_ADAM_PARAMS_PER_S
     return max(transfer, cpu) if t.overlap_cpu_optimizer_d2h_h2d else transfer + cpu
 
@@ -115,3 +226,8 @@ def _activation_offload(result: Estimate, micro_seconds: float, nmb: int) -> flo
         return 0.0
     transfer = 2 * moved / PCIE_BYTES_PER_S  # out in the forward pass, back in the backward pass
     return max(0.0, transfer - micro_seconds) * nmb
+
+
+def step_seconds(inputs: Inputs, result: Estimate, device: Device) -> float:
+    """Modelled seconds per training step."""
+    return step_time(inputs, result, device).total

@@ -4,7 +4,9 @@
 H200 143771MiB, B200 183359MiB, GB200 189471MiB, A100-SXM4 80GB 81920MiB). Of that, the driver's reserve and the
 CUDA context are not available to PyTorch's allocator; `RESERVED_GIB` stands for both (on an A100-SXM4-80GB,
 torch reports 85,056,798,720 bytes = 79.2 GiB of 80 GiB). `bf16_tflops` is the dense BF16 tensor-core peak
-from NVIDIA's data sheets; it only scales the relative step-time estimate, never the memory.
+from NVIDIA's data sheets, as are the dense FP8 peak, the HBM bandwidth and the NVLink bandwidth per GPU and direction
+(H100/H200 NVLink 4: 900 GB/s both directions; B200/GB200 NVLink 5: 1.8 TB/s; A100 NVLink 3: 600 GB/s); they
+only feed the step-time model (cost.py), never the memory.
 """
 
 from __future__ import annotations
@@ -19,8 +21,22 @@ RESERVED_GIB = 1.0
 class Device:
     name: str
     total_mib: float
-    bf16_tflops: float = 989.0  # dense; a plain "<GiB>" device uses the H100 figure for the cost model
+    bf16_tflops: float = 989.0  # dense; a plain "<GiB>" device uses the H100 figures for the cost model
     gpus_per_node: int = 8
+    fp8_tflops: float = 1979.0  # dense FP8 (the A100 has none: its BF16 figure)
+    hbm_tb_per_s: float = 3.35
+    nvlink_gb_per_s: float = 450.0  # per GPU and direction
+
+    def peak_flops(self, dtype: str = "bf16") -> float:
+        return (self.fp8_tflops if dtype in ("fp8", "fp4") else self.bf16_tflops) * 1e12
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.hbm_tb_per_s * 1e12
+
+    @property
+    def nvlink_bytes_per_s(self) -> float:
+        return self.nvlink_gb_per_s * 1e9
 
     @property
     def total_gib(self) -> float:
@@ -32,11 +48,11 @@ class Device:
 
 
 DEVICES = {
-    "h100-80gb": Device("h100-80gb", 81559, 989.0),
-    "h200": Device("h200", 143771, 989.0),
-    "b200": Device("b200", 183359, 2250.0),
-    "gb200": Device("gb200", 189471, 2500.0, gpus_per_node=4),
-    "a100-80gb": Device("a100-80gb", 81920, 312.0),
+    "h100-80gb": Device("h100-80gb", 81559, 989.0, 8, 1979.0, 3.35, 450.0),
+    "h200": Device("h200", 143771, 989.0, 8, 1979.0, 4.8, 450.0),
+    "b200": Device("b200", 183359, 2250.0, 8, 4500.0, 8.0, 900.0),
+    "gb200": Device("gb200", 189471, 2500.0, 4, 5000.0, 8.0, 900.0),
+    "a100-80gb": Device("a100-80gb", 81920, 312.0, 8, 312.0, 2.039, 300.0),
 }
 DEFAULT_DEVICE = "h100-80gb"
 ALIASES = {"h100": "h100-80gb", "a100": "a100-80gb", "h200-141gb": "h200"}

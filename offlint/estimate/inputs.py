@@ -108,6 +108,8 @@ class Training:
     fine_grained_offloading: bool = False
     offload_modules: tuple[str, ...] = ()
     activation_offload_fraction: float = 1.0
+    compute_dtype: str = "bf16"  # the GEMMs' precision, for the step-time model only ("fp8" in calibration)
+    moe_router_graphed: bool = False  # CUDA graphs capture the MoE router and preprocessing (host overhead)
 
 
 @dataclass
@@ -304,7 +306,18 @@ def _read_training(r: _Reader) -> Training:
         fine_grained_offloading=bool(r.get("model.fine_grained_activation_offloading", False)),
         offload_modules=tuple(offload_modules) if isinstance(offload_modules, (list, tuple)) else (),
         activation_offload_fraction=float(r.get("model.activation_offload_fraction", 1.0) or 0.0),
+        moe_router_graphed=_router_graphed(r),
     )
+
+
+def _router_graphed(r: _Reader) -> bool:
+    """Whether CUDA graphs capture the MoE router (only the step-time model asks: an unknown value counts as
+    no, and never makes the estimate unknown)."""
+    impl, scope = r.lookup("model.cuda_graph_impl"), r.lookup("model.cuda_graph_scope")
+    if impl.state != "known" or impl.value in (None, "none") or scope.state != "known":
+        return False
+    names = scope.value if isinstance(scope.value, (list, tuple)) else str(scope.value).split(",")
+    return any("moe_router" in str(name) for name in names)
 
 
 LOW_PRECISION = "FP8/FP4 training (low-precision weight copies and saved activations are not modelled)"

@@ -84,13 +84,14 @@ def render_text(title: str, result: Estimate, device: Device, options: list[Opti
                      f" activations {peak.host_activation_bytes / GIB:.2f} pinned), {per_node / GIB:.1f} GiB per "
                      f"node of {device.gpus_per_node} GPUs")
     lines.append("")
-    lines.append("what if (peak GiB on one GPU; step time relative to as configured; * = cheapest that fits):")
+    lines.append("what if (peak GiB on one GPU; step time relative to as configured; * = cheapest that fits; "
+                 "risk = fits with less headroom than expandable_segments' margin):")
     width = max(len(o.label) for o in options) + 2
     lines.append(f"  {'knob':<20}{'option':<{width}}{'peak GiB':>9}{'host GiB':>9}  {'fits':<5}{'time':>6}")
     for o in options:
         mark = "*" if o.cheapest else " "
         lines.append(f"{mark} {o.group:<20}{o.label:<{width}}{o.peak_bytes / GIB:9.1f}{o.result.peak.host_total / GIB:9.1f}"
-                     f"  {'yes' if o.fits else 'no':<5}{o.relative_time:6.2f}x")
+                     f"  {('risk' if o.at_risk else 'yes') if o.fits else 'no':<5}{o.relative_time:6.2f}x")
     lines.append("")
     lines.append(f"verdict: {verdict(result, device, with_expandable)}")
     state = verdict_state(result, device, with_expandable)
@@ -127,6 +128,7 @@ def render_json(title: str, result: Estimate, device: Device, options: list[Opti
         "at_risk_fix": risk_fix or None,
         "stages": [stage(s) for s in result.stages],
         "what_if": [{"knob": o.group, "option": o.label, "peak_bytes": o.peak_bytes,
-                     "host_bytes": o.result.peak.host_total, "fits": o.fits, "relative_step_time": o.relative_time,
+                     "host_bytes": o.result.peak.host_total, "fits": o.fits, "at_risk": o.at_risk,
+                     "relative_step_time": o.relative_time,
                      "cheapest_fitting": o.cheapest} for o in options],
     }

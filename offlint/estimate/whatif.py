@@ -4,7 +4,8 @@ Knobs: optimizer offload fractions 0 / 0.25 / 0.5 / 0.75 / 1 (and the precision-
 whether the fp32 master moves too, F-9), recompute choices, layer-level activation offloading by layer count
 (PP=1 only, AO-2), fine-grained activation offloading, and TP x PP layouts on the same number of GPUs. Options
 megatron-core would reject (activation offloading with PP>1 or with recompute) are built the way it accepts
-them (PP=1, recompute off) or left out. The cheapest option that fits the device is marked.
+them (PP=1, recompute off) or left out. The cheapest option that fits the device is marked, preferring one that
+also leaves the at-risk margin (oom.AT_RISK_MARGIN with expandable_segments).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Option:
     relative_time: float
     fits: bool
     cheapest: bool = False
+    at_risk: bool = False  # fits, but with less headroom than the margin expandable_segments needs
     baseline: bool = False
 
     @property
@@ -48,16 +50,20 @@ def what_if(inputs: Inputs, device: Device, world_size: int, layouts: bool = Tru
     options[0].baseline = True
     for group, label, variant in _variants(inputs, world_size, layouts):
         options.append(_option(group, label, variant, world_size, device, base_time))
-    fitting = [o for o in options if o.fits]
+    fitting = [o for o in options if o.fits and not o.at_risk] or [o for o in options if o.fits]
     if fitting:
         min(fitting, key=lambda o: (round(o.relative_time, 3), o.peak_bytes)).cheapest = True
     return options
 
 
 def _option(group: str, label: str, inputs: Inputs, world: int, device: Device, base_time: float) -> Option:
+    from offlint.estimate.oom import margin_bytes
+
     result = memory.estimate(inputs, world)
     relative = cost.step_seconds(inputs, result, device) / base_time if base_time else 1.0
-    return Option(group, label, inputs, result, relative, result.peak.total <= device.usable_bytes)
+    peak = result.peak.total
+    return Option(group, label, inputs, result, relative, peak <= device.usable_bytes,
+                  at_risk=device.usable_bytes - margin_bytes(device, True) < peak <= device.usable_bytes)
 
 
 def _variants(inputs: Inputs, world: int, layouts: bool = True):

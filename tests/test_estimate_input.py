@@ -1,0 +1,98 @@
+"""`offlint estimate` is strict about its input (issue 15): unknown override keys name the closest known key,
+values must have the key's type, Hydra-style overrides after CONFIG work as on run_recipe.py's command line, a
+directory is a clear error, and `--plot` without matplotlib still prints the estimate. Each through the CLI."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from offlint.cli import main
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "estimate"
+LLAMA = str(FIXTURES / "llama31_8b.py")
+
+
+def _run(*args):
+    return CliRunner().invoke(main, ["estimate", *args])
+
+
+def _one_error_line(result) -> str:
+    lines = [line for line in result.output.splitlines() if line]
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("offlint: error:"), result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    ("optimizer.optimizer_cpu_ofload=true", "did you mean `optimizer.optimizer_cpu_offload`"),
+    ("optimizer.optimizer_offload_fraction=abc", "`optimizer.optimizer_offload_fraction` takes a number, not 'abc'"),
+    ("optimizer.optimizer_cpu_offload=maybe", "`optimizer.optimizer_cpu_offload` takes true or false, not 'maybe'"),
+    ("model.num_layers=2.5", "`model.num_layers` takes an integer"),
+    ("modle.num_layers=4", "unknown key `modle.num_layers`"),
+])
+def test_a_bad_override_is_one_line_naming_the_problem(override, expected):
+    for args in (["--override", override], [override]):
+        assert expected in _one_error_line(_run(LLAMA, *args)), args
+
+
+def test_known_keys_of_other_sections_and_null_values_are_accepted():
+    result = _run(LLAMA, "--override", "train.micro_batch_size=2", "--override", "model.recompute_modules=null",
+                  "--override", "checkpoint.save_interval=10", "--format", "json")
+    assert result.exit_code == 0, result.output
+
+
+def test_hydra_style_overrides_after_config_are_applied():
+    base = json.loads(_run(LLAMA, "--format", "json").output)
+    moved = json.loads(_run(LLAMA, "optimizer.optimizer_cpu_offload=true", "optimizer.optimizer_offload_fraction=0.5",
+                            "--format", "json").output)
+    assert base["stages"][0]["host_optimizer_bytes"] == 0
+    assert moved["stages"][0]["host_optimizer_bytes"] > 0 and moved["peak_bytes"] < base["peak_bytes"]
+    both = json.loads(_run(LLAMA, "--override", "optimizer.optimizer_cpu_offload=true",
+                           "optimizer.optimizer_offload_fraction=0.5", "--format", "json").output)
+    assert both["peak_bytes"] == moved["peak_bytes"]
+
+
+def test_a_directory_is_a_clear_error():
+    line = _one_error_line(_run(str(FIXTURES)))
+    assert "is a directory" in line and "offlint check" in line
+
+
+def test_plot_without_matplotlib_prints_the_estimate_first(monkeypatch, tmp_path):
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    result = _run(LLAMA, "--plot", str(tmp_path / "out.png"))
+    lines = [line for line in result.output.splitlines() if line]
+    assert result.exit_code == 2
+    assert any(line.startswith("verdict:") for line in lines[:-1])
+    assert lines[-1] == "offlint: error: --plot needs matplotlib: pip install 'offlint[estimate]'"
+    assert not (tmp_path / "out.png").exists()
+
+
+def test_the_plot_legend_and_labels_do_not_cover_the_bars():
+    pytest.importorskip("matplotlib")
+    from offlint.estimate import oom, whatif
+    from offlint.estimate.devices import parse_device
+    from offlint.estimate.plot import figure
+    from offlint.units import load_unit
+
+    loaded = load_unit(str(FIXTURES / "llama31_70b.py"))
+    inputs, _ = oom.inputs_for(loaded.resolved.get, loaded.unit.name)
+    device = parse_device("h100-80gb")
+    options = whatif.what_if(inputs, device, 32)
+    fig = figure(options, device, "a long title " * 12)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    axes = fig.axes[0]
+    box = axes.get_window_extent(renderer)
+    legend = axes.get_legend().get_window_extent(renderer)
+    assert legend.x0 >= box.x1  # right of the plotting area
+    for label in axes.get_xticklabels():
+        assert label.get_window_extent(renderer).y1 <= box.y0 + 1  # below the bars
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
