@@ -491,7 +491,9 @@ def predicted_oom(scope: Scope) -> object:
 
     result, found = _memory_bound(scope), _device(scope)
     if result is None or found is None:
-        return UNKNOWN
+        # a feature the model does not cover is no unknown value: `offlint estimate` says "no verdict", and
+        # --strict has nothing to name; unknown sizes or an unknown GPU capacity are "possible"
+        return False if oom.has_no_answer(scope.lookup, str(scope.names.get("unit_name", ""))) else UNKNOWN
     return {"oom": True, "uncalibrated": UNKNOWN, "fits": False}[oom.oom_verdict(result, found)]
 
 

@@ -135,17 +135,22 @@ def _lookup(values: dict):
     return get
 
 
-def test_an_unknown_peft_makes_the_estimate_unknown(tmp_path):
-    """Bridge's PEFT recipes set `cfg.peft = default_peft_config(peft_scheme)`: offlint cannot read it, and an
-    unknown value of a feature the model does not cover is never taken as off (D4 on Bridge)."""
+def test_peft_gets_no_verdict_and_an_unknown_peft_makes_the_estimate_unknown(tmp_path):
+    """Bridge's PEFT recipes set `cfg.peft = default_peft_config(peft_scheme)` (D4 on Bridge). Fine-tuning
+    adapters on a frozen base is not modelled: no verdict, and no "possible" finding either (nothing is unknown,
+    the model has no answer). Where offlint cannot tell whether peft is set, the estimate is unknown: an
+    unknown value of a feature the model does not cover is never taken as off."""
     text = "from megatron.bridge.peft import default_peft_config\n\n" + _recipe(
         "llama_peft_2gpu_h100_bf16_config", OOM_ON_MODEL_STATE + "cfg.peft = default_peft_config(load_scheme())")
     assert _check(tmp_path, text) == []
-    strict = _check(tmp_path, text, "--strict")
-    assert [f["code"] for f in strict] == ["OFL303"] and strict[0]["possible"]
-    assert "no verdict" in strict[0]["message"] and "PEFT" in strict[0]["message"]
-    inputs = read_inputs(_lookup({"peft": "LoRA(dim=16)"}), "x")
-    assert any("PEFT" in what for what in inputs.unsupported)
+    assert _check(tmp_path, text, "--strict") == []
+    result = _estimate(tmp_path, text, "llama_peft_2gpu_h100_bf16_config")
+    assert result.exit_code == 2 and "no verdict" in result.output and "PEFT" in result.output
+    known = read_inputs(_lookup({"peft": "LoRA(dim=16)"}), "x")
+    assert any("PEFT" in what for what in known.unsupported)
+    unknown = read_inputs(_lookup({"peft": Unknown("default_peft_config(peft_scheme)")}), "x")
+    assert "peft" in unknown.unknown and not unknown.unsupported and not unknown.complete
+    assert not oom.has_no_answer(_lookup({"peft": Unknown("default_peft_config(peft_scheme)")}), "x")
 
 
 def test_distillation_gets_no_verdict():

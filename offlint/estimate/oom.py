@@ -90,6 +90,18 @@ def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]
     return inputs, []
 
 
+def has_no_answer(lookup: Lookup, unit_name: str) -> bool:
+    """True when the model cannot estimate this unit whatever the unknown values are: it uses a feature the model
+    does not cover, or a layout it does not split (known values, so no "possible" finding either)."""
+    inputs = read_inputs(lookup, unit_name)
+    if inputs.unsupported:
+        return True
+    if inputs.unknown or device_for(unit_name) is None:
+        return False
+    p, m = inputs.parallel, inputs.model
+    return bool(m.num_layers % (p.pp * (p.vpp or 1)) or m.num_attention_heads % p.tp)
+
+
 def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
     """Why a unit's memory estimate has no verdict, for a "possible" finding's message."""
     inputs = read_inputs(lookup, unit_name)
