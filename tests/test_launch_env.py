@@ -185,3 +185,16 @@ def test_an_environment_change_the_reader_does_not_model_makes_every_variable_un
         "        executor.env_vars.update(extra_env_for(family))\n        keep_cudnn_norm = family == \"dense\"\n"))
     monkeypatch.chdir(tree)
     assert {state for state, _ in launch_env(4, root=tree).values()} == {"unknown"}
+
+
+def test_a_plugin_too_large_to_run_leaves_the_environment_unknown(tmp_path, monkeypatch):
+    """Hostile input stays linear: nested loops over long literals stop at the step budget."""
+    tree = _copy_tree(tmp_path)
+    plugins = tree / "scripts" / "performance" / "perf_plugins.py"
+    items = ", ".join(["0"] * 3000)
+    plugins.write_text(plugins.read_text().replace(
+        "        keep_cudnn_norm = family == \"dense\"\n",
+        f"        for a in ({items}):\n            for b in ({items}):\n"
+        "                executor.env_vars[\"X\"] = \"1\"\n        keep_cudnn_norm = family == \"dense\"\n"))
+    monkeypatch.chdir(tree)
+    assert {state for state, _ in launch_env(4, root=tree).values()} == {"unknown"}

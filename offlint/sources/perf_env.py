@@ -31,6 +31,7 @@ LAUNCHERS = ("setup_experiment.py",)  # the scripts that build the executor and 
 PLUGIN_CLASS = "PerfEnvPlugin"
 BASE_ENV = "PERF_ENV_VARS"
 MAX_DEPTH = 4  # nested self.<method>() calls followed
+MAX_STEPS = 20_000  # statements run per launch: a plugin that needs more is not followed (hostile input stays linear)
 _RECIPE_ENV = re.compile(r"(?<!executor)\.env_vars\b")  # recipe.env_vars / cfg.env_vars, not executor.env_vars
 _DROPPED = object()  # a variable the launcher removed (the shell's value, if any, stays)
 
@@ -105,12 +106,10 @@ def launcher_layer(script: str, arguments: list[str | None], read: Callable[[str
         if own:
             raise _Unsupported(f"the launch adds its own variables with --{own[0]}")
         _Interpreter(plugin, plugins_path, fields).run_method("setup", [UNKNOWN, _Executor()], {}, env, 0)
+    except RecursionError:
+        return _unknown_layer(layer, env, "nested too deeply to follow")
     except _Unsupported as exc:
-        layer.assignments = [Assignment(f"env.{name}", Unknown(f"set by the performance launcher ({exc})"),
-                                        where, Source.ENV, "", ("by the performance launcher",))
-                             for name, (_, where) in sorted(env.items())]
-        layer.base = {"env": Unknown(f"the performance launcher's environment ({exc})")}
-        return layer
+        return _unknown_layer(layer, env, str(exc))
     for name, (value, where) in sorted(env.items()):
         if value is _DROPPED:
             continue
@@ -119,6 +118,15 @@ def launcher_layer(script: str, arguments: list[str | None], read: Callable[[str
         layer.assignments.append(Assignment(f"env.{name}", shown, where, Source.ENV,
                                             "" if value is UNKNOWN else str(value),
                                             (f"by the performance launcher ({posixpath.basename(where.path)})",)))
+    return layer
+
+
+def _unknown_layer(layer: Layer, env: dict, why: str) -> Layer:
+    """The launcher changes the environment in a way offlint does not follow: every variable is unknown."""
+    layer.assignments = [Assignment(f"env.{name}", Unknown(f"set by the performance launcher ({why})"), where,
+                                    Source.ENV, "", ("by the performance launcher",))
+                         for name, (_, where) in sorted(env.items())]
+    layer.base = {"env": Unknown(f"the performance launcher's environment ({why})")}
     return layer
 
 
@@ -131,7 +139,7 @@ def _parse(text: str | None) -> ast.Module | None:
         return None
     try:
         return ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
@@ -277,6 +285,7 @@ class _Interpreter:
         self.methods = {n.name: n for n in plugin.body if isinstance(n, ast.FunctionDef)}
         self.path = path
         self.fields = fields
+        self.steps = 0
 
     def run_method(self, name: str, positional: list, keywords: dict, env: dict, depth: int) -> None:
         method = self.methods.get(name)
@@ -306,6 +315,9 @@ class _Interpreter:
             self.statement(statement, names, env, depth)
 
     def statement(self, node: ast.stmt, names: dict, env: dict, depth: int) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise _Unsupported(f"more than {MAX_STEPS} statements to run")
         if isinstance(node, ast.If):
             test = self.truth(node.test, names, env)
             if test is UNKNOWN:
