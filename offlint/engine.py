@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 
 from offlint import keys
 from offlint.conditions import UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
-from offlint.types import Assignment, Finding, Location, OneOf, Related, Source, Unit, Unknown, Value
+from offlint.types import (Assignment, Finding, Location, OneOf, Related, Severity, Source, Unit, Unknown,
+                           Value)
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -26,7 +28,8 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
         if not rule.applies_to(resolved.version):
             continue
         if rule.scope == "unit":
-            findings.extend(_unit_rule(rule, resolved, strict))
+            if not resolved.unit.checked_through_callers:  # a helper: its callers' units report what it sets
+                findings.extend(_unit_rule(rule, resolved, strict))
         elif rule.scope == "assignment":
             own = own if own is not None else _own_assignments(resolved)
             findings.extend(_assignment_rule(rule, resolved, own))
@@ -44,13 +47,86 @@ def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding
         scope = Scope(resolved.get, resolved.version, names=dict(names))
         verdict = truth(evaluate(check.condition, scope))
         condition = ""
+        flags: tuple[str, ...] = ()
+        undecided = [scope]  # the evaluations that came out unknown
         if verdict is UNKNOWN and any(isinstance(v.value, OneOf) for v in scope.read):
-            verdict, scope, condition = _by_path(check, resolved, names, scope)
+            verdict, scope, condition, undecided, flags = _by_path(check, resolved, names, scope)
         if verdict is True:
-            out.append(_finding(rule, check, resolved, scope, possible=False, condition=condition))
-        elif verdict is UNKNOWN and strict:
+            finding = _finding(rule, check, resolved, scope, possible=False, condition=condition)
+            if flags:  # it holds only on paths the user's own flags choose: about those flags, not the code
+                finding = replace(finding, severity=min(finding.severity, Severity.WARNING, key=_rank),
+                                  message=f"{finding.message} (only with the user's flags {', '.join(flags)})")
+            out.append(_for_caller(finding, rule, scope, resolved))
+        elif verdict is UNKNOWN and strict and any(_could_hold(check, resolved, names, s) for s in undecided):
             out.append(_finding(rule, check, resolved, scope, possible=True))
     return out
+
+
+def _rank(severity: Severity) -> int:
+    return severity.rank
+
+
+def _for_caller(finding: Finding, rule: Rule, scope: Scope, resolved: ResolvedUnit) -> Finding:
+    """A finding about the launch environment (a rule reading `env.*`) that points into a helper the unit
+    called names the unit: the environment is the caller's, and each caller that lacks a variable is its own
+    mistake (reported once per caller, not merged)."""
+    if not any(key.startswith("env.") for key in rule.keys):
+        return finding
+    for value in scope.read:
+        a = value.assignment
+        if a is not None and a.location == finding.location and a.via and not value.key.startswith("env."):
+            return replace(finding, message=f"{finding.message} (the launch environment of {resolved.unit.name}, "
+                                            f"which runs this line {a.via[0]})")
+    return finding
+
+
+# The master switch of each offload rule family. Nothing turns one on but code that sets it (a recipe, a helper,
+# a flag, an override), and offlint reads that code wherever it is in the tree. The same holds for the settings
+# under them (`cpu_offloading_num_layers`, `optimizer_offload_fraction`, ...), which the rules about inert or
+# out-of-range settings (OFL202, OFL203, OFL205, OFL209) fire on, and for the other opt-in features the rules
+# pair them with: activation recompute and CUDA graphs.
+MASTER_SWITCHES = frozenset({"model.cpu_offloading", "model.fine_grained_activation_offloading",
+                             "optimizer.optimizer_cpu_offload", "optimizer.use_precision_aware_optimizer"})
+_OPT_IN_WORDS = ("offload", "recompute", "cuda_graph")
+_UNDER_SWITCHES = frozenset({"overlap_cpu_optimizer_d2h_h2d", "pin_cpu_grads", "pin_cpu_params"})
+
+
+def is_opt_in_setting(key: str) -> bool:
+    """A setting of an opt-in feature (offloading, recompute, CUDA graphs): it keeps its default unless code
+    sets it."""
+    field_name = key.rsplit(".", 1)[-1]
+    return key in MASTER_SWITCHES or (key.startswith(("model.", "optimizer.")) and (
+        any(word in field_name for word in _OPT_IN_WORDS) or field_name in _UNDER_SWITCHES))
+
+
+def _could_hold(check: Check, resolved: ResolvedUnit, names: dict, scope: Scope) -> bool:
+    """--strict: whether a verdict that depends on unknown values is worth a "possible" finding.
+
+    Not when it reads a section the unit never builds (a function that only builds an OptimizerConfig has no
+    model: the rule does not apply to it). Not when it needs a master switch that nothing this unit runs sets:
+    a switch (or another opt-in setting) that is unknown only from a generic cause (a section built by code
+    offlint does not read, a call it does not follow, `**kwargs`, the recipe a YAML file overrides when offlint
+    cannot find it) keeps its default here; one that some code of the unit sets to a value offlint cannot read
+    (a parameter, a user flag, a branch) stays unknown, and the finding is reported."""
+    pinned: dict[str, Value] = {}
+    current = scope
+    for _ in range(4):
+        unseen = []
+        for value in current.read:
+            if not value.is_unknown or value.assignment is not None or value.key in pinned:
+                continue
+            if not resolved.builds(value.key):
+                return False
+            if is_opt_in_setting(value.key):
+                unseen.append(value.key)
+        if not unseen:
+            return True
+        pinned.update({key: Value(key, "default", resolved.default(key)) for key in unseen})
+        lookup = scope.lookup
+        current = Scope(lambda key: pinned.get(key) or lookup(key), resolved.version, names=dict(names))
+        if truth(evaluate(check.condition, current)) is False:
+            return False
+    return True
 
 
 MAX_COMBINATIONS = 64  # of paths, across the branch-dependent keys one condition reads
@@ -67,19 +143,22 @@ class _OnePath:
         return self._pinned.get(key) or self._resolved.get(key)
 
 
-def _by_path(check: Check, resolved: ResolvedUnit, names: dict, first: Scope) -> tuple[object, Scope, str]:
+def _by_path(check: Check, resolved: ResolvedUnit, names: dict,
+             first: Scope) -> tuple[object, Scope, str, list[Scope], tuple[str, ...]]:
     """A condition that read values depending on which branch ran, evaluated once per consistent combination
     of paths (two values decided by the same `if` take the same branch of it).
 
     True on every combination: the rule holds (reported plainly). True on some: reported with the conditions
-    of the first such combination. Otherwise unknown if any combination is, else False. A combination's
-    evaluation may read further branch-dependent keys (short-circuits), which are then split as well."""
+    of the first such combination, and with the command-line flags that choose them when every such path is
+    one only a user's own flags choose. Otherwise unknown if any combination is (with the scopes of those
+    combinations), else False. A combination's evaluation may read further branch-dependent keys
+    (short-circuits), which are then split as well."""
     split = [v.key for v in first.read if isinstance(v.value, OneOf)]
     for _ in range(4):
         per_key = [resolved.paths(key) for key in split]
         combinations = list(itertools.islice(itertools.product(*per_key), MAX_COMBINATIONS + 1))
         if len(combinations) > MAX_COMBINATIONS:
-            return UNKNOWN, first, ""
+            return UNKNOWN, first, "", [first], ()
         results = []
         more: set[str] = set()
         for combination in combinations:
@@ -89,36 +168,46 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict, first: Scope) ->
             scope = Scope(_OnePath(resolved, {v.key: v for v, _ in combination}).get, resolved.version,
                           names=dict(names))
             verdict = truth(evaluate(check.condition, scope))
-            results.append((verdict, scope, " and ".join(taken)))
+            results.append((verdict, scope, taken))
             more |= {v.key for v in scope.read if isinstance(v.value, OneOf)} - set(split)
         if not more:
             break
         split += sorted(more)
     else:
-        return UNKNOWN, first, ""
-    fired = [(scope, condition) for verdict, scope, condition in results if verdict is True]
+        return UNKNOWN, first, "", [first], ()
+    fired = [(scope, taken) for verdict, scope, taken in results if verdict is True]
     if fired and len(fired) == len(results):
-        return True, fired[0][0], ""
+        return True, fired[0][0], "", [], ()
     if fired:
-        scope, condition = fired[0]
+        scope, (conditions, _) = fired[0]
         more = len(fired) - 1
         others = f", and on {more} other path{'s' if more > 1 else ''}" if more else ""
-        return True, scope, f"{condition}{others}"
-    return (UNKNOWN if any(verdict is UNKNOWN for verdict, _, _ in results) else False), first, ""
+        flags = [taken[1] for _, taken in fired]
+        user_only = tuple(dict.fromkeys(f for chosen in flags for f in chosen)) if all(flags) else ()
+        return True, scope, f"{' and '.join(conditions)}{others}", [], user_only
+    undecided = [scope for verdict, scope, _ in results if verdict is UNKNOWN]
+    return (UNKNOWN if undecided else False), first, "", undecided, ()
 
 
-def _consistent(per_value: list[tuple[tuple[str, int, str], ...]]) -> list[str] | None:
-    """The conditions of a combination of paths, in order and once each; None when two of its paths took
+def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[str, ...]] | None:
+    """The conditions of a combination of paths, in order and once each, and the command-line flags that choose
+    it when every one of its splits is decided by user flags alone (else ()); None when two of its paths took
     different branches of the same split (that combination cannot happen)."""
     branch_of: dict[str, int] = {}
     conditions: list[str] = []
+    flags: list[str] = []
+    user_only = True
     for steps in per_value:
-        for split_id, index, condition in steps:
+        for step in steps:
+            split_id, index, condition = step[:3]
             if branch_of.setdefault(split_id, index) != index:
                 return None
             if condition not in conditions:
                 conditions.append(condition)
-    return conditions
+            chosen = step[3] if len(step) > 3 else ()
+            user_only = user_only and bool(chosen)
+            flags.extend(chosen)
+    return conditions, tuple(dict.fromkeys(flags)) if user_only and flags else ()
 
 
 def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, possible: bool,

@@ -28,6 +28,7 @@ class ResolvedUnit:
     version: Version
     values: dict[str, Assignment] = field(default_factory=dict)  # key -> winning assignment
     _seen: dict[str, Value] = field(default_factory=dict, repr=False)  # every rule asks for the same keys
+    _assigned_sections: set[str] | None = field(default=None, repr=False)
 
     def get(self, key: str) -> Value:
         value = self._seen.get(key)
@@ -46,8 +47,8 @@ class ResolvedUnit:
         for on_path, steps, where, text in value.value.paths:
             if on_path is KEY_DEFAULT:
                 pinned = Value(key, "default", self._default(key))
-            elif isinstance(on_path, Unknown):
-                pinned = Value(key, "unknown", on_path, written)
+            elif isinstance(on_path, Unknown):  # no assignment where the path leaves it unset (an unknown base)
+                pinned = Value(key, "unknown", on_path, written if text is not None else None)
             else:
                 pinned = Value(key, "known", on_path, replace(written, value=on_path, location=where or written.location,
                                                               text=text or written.text))
@@ -60,12 +61,25 @@ class ResolvedUnit:
             if isinstance(assignment.value, Unknown):
                 return Value(key, "unknown", assignment.value, assignment)
             return Value(key, "known", assignment.value, assignment)
-        # Top-level ConfigContainer keys (mixed_precision) are built with the container, as the model section is.
-        section = key.split(".", 1)[0] if "." in key else "model"
+        section = _section(key)
         if section in self.unit.default_sections:
             return Value(key, "default", self._default(key))
         reason = self.unit.unknown_sections.get(section, f"`{key}` is not set in {self.unit.name}")
         return Value(key, "unknown", Unknown(reason))
+
+    def builds(self, key: str) -> bool:
+        """Whether the unit builds the section `key` lives in (constructed, received, or assigned to at all):
+        a key of a section it never builds is not unknown but not applicable."""
+        section = _section(key)
+        if section in self.unit.default_sections or section in self.unit.unknown_sections:
+            return True
+        if self._assigned_sections is None:
+            self._assigned_sections = {_section(assigned) for assigned in self.values}
+        return section in self._assigned_sections
+
+    def default(self, key: str) -> object:
+        """The default of `key` in this unit (megatron-core's, or the Megatron-LM flag's for flag launches)."""
+        return self._default(key)
 
     def _default(self, key: str) -> object:
         if self.unit.defaults == Defaults.MLM_CLI:
@@ -73,6 +87,12 @@ class ResolvedUnit:
             if mlm is not _MISSING:
                 return mlm
         return keys.default_for(key, self.version)
+
+
+def _section(key: str) -> str:
+    """The section a key lives in. Top-level ConfigContainer keys (mixed_precision) are built with the container,
+    as the model section is."""
+    return key.split(".", 1)[0] if "." in key else "model"
 
 
 _MISSING = object()

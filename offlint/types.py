@@ -57,8 +57,21 @@ class OneOf(Unknown):
     values set by the same `if` share the split id, so only matching branches combine.
     """
 
-    # (value on that path, its steps, where that path set it (None: before the split), as written)
-    paths: tuple[tuple[object, tuple[tuple[str, int, str], ...], Location | None, str], ...] = ()
+    # (value on that path, its steps, where that path set it (None: before the split), as written (None: the
+    # path leaves the key unset)). A step may carry a fourth item: the command-line flags its condition reads,
+    # when it reads nothing else (the path is one a user's own flags choose).
+    paths: tuple[tuple[object, tuple[tuple, ...], Location | None, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class UserInput(Unknown):
+    """A value a user gives on the command line (an argparse namespace, or one of its attributes): unknown to a
+    static check, and chosen by whoever runs the script, not by the code. `flags` names the options that set it
+    ("-ol/--activation_offload_layers"); empty for the namespace itself, which carries the options its parser
+    declares instead (`declared`: (dest, option strings) pairs)."""
+
+    flags: tuple[str, ...] = ()
+    declared: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 class Source(str, Enum):
@@ -170,6 +183,9 @@ class Unit:
     # A recipe that built its ConfigContainer and never set env_vars: a launch of it runs with the shell's
     # environment only (the recipe alone does not define one).
     env_unset: bool = False
+    # Not something that runs on its own (a private function, a helper changing a config it is given): why.
+    # Unit rules are not evaluated on it; the units that call it follow it and report what it sets.
+    checked_through_callers: str = ""
 
     def all_assignments(self) -> list[Assignment]:
         return [a for layer in self.layers for a in layer.assignments]

@@ -22,9 +22,10 @@ from pathlib import Path
 from offlint.sources import bridge_mutators
 from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_sizes
 from offlint.keys import KEYS, OTHER_BRIDGE_SECTIONS
+from offlint.sources import python_inputs, python_roles
 from offlint.sources.python_branches import BranchPoint, merge_into, paths_of, same
 from offlint.sources.python_values import ConfigObj, Frame, ObjectTuple, PartialDict, Record
-from offlint.types import Assignment, Layer, Location, OneOf, Source, Unit, UnitKind, Unknown
+from offlint.types import Assignment, Layer, Location, OneOf, Source, Unit, UnitKind, Unknown, UserInput
 
 MODEL_CLASSES = {"TransformerConfig", "MLATransformerConfig", "ModelParallelConfig"}
 SECTION_CLASSES = {
@@ -71,6 +72,7 @@ class PythonReader:
         self.via_stack: list[str] = project.via_stack if project is not None else []
         self.dataclasses: dict[str, ast.ClassDef] = {}  # @dataclass classes: calls build Records
         self._module_objects: list[ConfigObj] | None = None
+        self._options: dict[str, tuple[str, ...]] | None = None  # argparse dest -> option strings
 
     # ---- entry point -------------------------------------------------------------------------------------
 
@@ -115,6 +117,8 @@ class PythonReader:
                 self.imports[alias.asname or alias.name] = (module, alias.name)
 
     def units(self) -> list[Unit]:
+        if python_roles.is_test_code(self.path):
+            return []  # test code runs only under pytest: neither a launch nor a recipe (python_roles)
         self.prepare()
         module_objects = self._module_objects or []
         units: list[Unit] = []
@@ -157,6 +161,8 @@ class PythonReader:
             unit.launches_training = unit.env_known = unit.env_unset = False
             unit.default_sections = unit.default_sections - {"env"}
             unit.unknown_sections["env"] = f"{name}() is a private builder: its callers set the launch environment"
+        params = [p.arg for p in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+        unit.checked_through_callers = python_roles.checked_through_callers(name, objects, frame.names, params)
         return unit
 
     def _unit(self, name: str, location: Location, objects: list[ConfigObj]) -> Unit:
@@ -239,8 +245,56 @@ class PythonReader:
             orelse = orelse[0].orelse
         branches.append(orelse)  # the else branch, or [] when there is none (the path that skips the if)
         paths.append(f"{test} is false" if len(branches) == 2 else f"no branch of {test} is taken")
-        split = BranchPoint(self._loc(node), f"if {self._segment(node.test)}", tuple(paths))
+        split = BranchPoint(self._loc(node), f"if {self._segment(node.test)}", tuple(paths),
+                            self._input_flags(node, frame))
         return self._run_branches(branches, frame, split)
+
+    def _input_flags(self, node: ast.If, frame: Frame) -> tuple[str, ...]:
+        """The command-line flags an `if`/`elif` chain tests, when its tests read nothing else that is unknown
+        (python_inputs); () otherwise."""
+        flags: list[str] = []
+        tests = [node.test]
+        while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            tests.append(node.test)
+        leaves = []
+        while tests:
+            test = tests.pop()
+            if isinstance(test, ast.BoolOp):
+                tests.extend(test.values)
+            elif isinstance(test, ast.UnaryOp):
+                tests.append(test.operand)
+            elif isinstance(test, ast.Compare):
+                tests.extend([test.left, *test.comparators])
+            elif not isinstance(test, ast.Constant):
+                leaves.append(test)
+        for leaf in leaves:
+            if isinstance(leaf, ast.Call) and _call_name(leaf.func) == "getattr" and len(leaf.args) >= 2 and \
+                    isinstance(leaf.args[1], ast.Constant) and isinstance(leaf.args[1].value, str):
+                namespace = self._eval(leaf.args[0], frame)  # getattr(args, "name", default)
+                value = python_inputs.attribute(namespace, leaf.args[1].value, self._segment(leaf)) \
+                    if isinstance(namespace, UserInput) and not namespace.flags else Unknown("")
+            elif isinstance(leaf, (ast.Name, ast.Attribute)):
+                value = self._eval(leaf, frame)
+            else:
+                return ()
+            if isinstance(value, UserInput) and value.flags:
+                flags.extend(value.flags)
+            elif isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple)):
+                return ()
+        return tuple(dict.fromkeys(flags))
+
+    def _declared_options(self) -> dict[str, tuple[str, ...]]:
+        """The argparse options declared in this module and in the modules it imports names from."""
+        if self._options is None:
+            self._options = {}
+            readers = [self] + ([self.project.module_reader(m, self.path) for m in
+                                 sorted({m for m, _ in self.imports.values()})] if self.project else [])
+            for reader in readers:
+                if reader is not None:
+                    for dest, options in python_inputs.declared_options(reader.module).items():
+                        self._options.setdefault(dest, options)
+        return self._options
 
     def _decide(self, test, frame: Frame) -> bool | None:
         """The truth of an `if` test when every value it reads is a known literal, else None (both paths)."""
@@ -504,6 +558,8 @@ class PythonReader:
         receiver = frame.names.get(chain[0])
         if receiver is None and chain[0] in self.imports:
             receiver = self._imported_value(chain[0])
+        if isinstance(receiver, UserInput) and not receiver.flags and len(chain) == 2:
+            return python_inputs.attribute(receiver, chain[1], text)  # `args.name`
         if isinstance(receiver, Record) and len(chain) == 2:
             return receiver.fields.get(chain[1], Unknown(f"{receiver.name} has no field {chain[1]}"))
         if isinstance(receiver, ConfigObj):
@@ -524,6 +580,10 @@ class PythonReader:
         text = self._segment(node.func) + "(...)"
         if short == "cast" and len(node.args) == 2:  # typing.cast(Type, value) is the value
             return self._eval(node.args[1], frame)
+        if python_inputs.is_parse_call(node):  # `args = parser.parse_args()`: what the user gives
+            parsed = python_inputs.namespace(f"`{self._segment(node)}`", self._declared_options())
+            return ObjectTuple((parsed, Unknown("arguments the parser does not know"))) \
+                if short == "parse_known_args" else parsed
         if short == "from_hf_pretrained" and node.args:
             model_id = self._eval(node.args[0], frame)
             return HFModel(model_id) if isinstance(model_id, str) else Unknown(f"`{text}` of an unknown model")
@@ -830,6 +890,10 @@ class PythonReader:
 
     def _param_default(self, name: str, default, fn: ast.FunctionDef):
         if default is None:
+            annotation = next((a.annotation for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
+                               if a.arg == name), None)
+            if python_inputs.is_namespace_annotation(annotation):  # `def main(args: argparse.Namespace)`
+                return python_inputs.namespace(f"parameter `{name}` of {fn.name}()", self._declared_options())
             return Unknown(f"parameter `{name}` of {fn.name}()")
         return self._eval(default, Frame(names=dict(self.constants)))
 

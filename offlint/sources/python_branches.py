@@ -30,6 +30,9 @@ class BranchPoint:
     loc: Location
     what: str  # "if precision == 'fp8'", "loop"
     paths: tuple[str, ...]  # one per branch, in order: "`if x` (line 4) is true", ...
+    # The command-line flags the test reads, when it reads nothing else unknown: a split only a user's own flags
+    # decide (python_inputs). Its steps carry them as a fourth item.
+    flags: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -91,19 +94,20 @@ def merge_values(maps: list[dict[str, Assignment]], split: BranchPoint,
         reason = f"{values}{missing} depending on `{split.what}` (line {split.loc.line})"
         paths = None
         if unset is not None or not missing:
-            paths = paths_of([(o.value, o.location, o.text) if o is not None else (unset[i], None, "")
-                            for i, o in enumerate(options)], split)
+            paths = paths_of([(o.value, o.location, o.text) if o is not None else (unset[i], None, None)
+                            for i, o in enumerate(options)], split)  # text None: not set on that path
         out[name] = Assignment(anchor.key, OneOf(reason, paths) if paths else Unknown(reason), anchor.location,
                                anchor.source, anchor.text, anchor.via)
     return out
 
 
-def paths_of(per_branch: list[tuple[object, Location | None, str]], split: BranchPoint):
+def paths_of(per_branch: list[tuple[object, Location | None, str | None]], split: BranchPoint):
     """A OneOf's paths: (value, steps, where it was set, as written), nested splits flattened; None when a
-    value is not a plain literal or there are too many paths."""
+    value is not a plain literal or there are too many paths. "As written" is None on a path that leaves the
+    key unset (its value is then its section's default, or the section's unknown base)."""
     paths = []
     for index, ((value, where, text), condition) in enumerate(zip(per_branch, split.paths)):
-        step = (split.id, index, condition)
+        step = (split.id, index, condition, split.flags) if split.flags else (split.id, index, condition)
         if isinstance(value, OneOf):
             paths.extend((v, (step, *steps), w or where, t) for v, steps, w, t in value.paths)
         elif value is KEY_DEFAULT or isinstance(value, Unknown) or _plain(value):

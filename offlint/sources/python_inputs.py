@@ -1,0 +1,60 @@
+"""Values a user gives on the command line: an argparse namespace and what is read from it.
+
+A script that parses its arguments (`args = parser.parse_args()`) and configures a run from them
+(`if args.activation_offload_layers > 0: cfg.model.cpu_offloading = True`) has paths that only a user's own
+flags choose. The reader marks such values as `UserInput` (an Unknown that names the flags), so that a branch
+whose test reads nothing else is known to be the user's choice: a finding that holds only on such a path is
+about a flag combination, not about the code (engine: at most a warning, naming the flags).
+
+A flag is named by its option strings as the script's parser declares them (`add_argument("-ol",
+"--activation_offload_layers", ...)`), searched where the arguments are parsed: that module and the modules it
+imports names from; `--name` when no declaration is found.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from offlint.types import UserInput
+
+PARSE_METHODS = ("parse_args", "parse_known_args", "parse_intermixed_args")
+NAMESPACE_TYPES = ("Namespace", "argparse.Namespace")
+
+
+def namespace(what: str, declared: dict[str, tuple[str, ...]]) -> UserInput:
+    """The namespace a parser returns (`declared`: the options the script's parser declares)."""
+    return UserInput(f"{what}: command-line arguments", (), tuple(sorted(declared.items())))
+
+
+def is_parse_call(node: ast.Call) -> bool:
+    """`parser.parse_args(...)` and its siblings (a method of whatever parser object)."""
+    return isinstance(node.func, ast.Attribute) and node.func.attr in PARSE_METHODS
+
+
+def is_namespace_annotation(annotation) -> bool:
+    return annotation is not None and ast.unparse(annotation) in NAMESPACE_TYPES
+
+
+def attribute(namespace: UserInput, dest: str, text: str) -> UserInput:
+    """`args.dest`: the value of the flag that sets `dest`."""
+    flag = "/".join(dict(namespace.declared).get(dest) or (f"--{dest}",))
+    return UserInput(f"`{text}` is the command-line flag {flag}", (flag,))
+
+
+def declared_options(module: ast.Module) -> dict[str, tuple[str, ...]]:
+    """dest -> option strings, for every `*.add_argument("-x", "--long", ...)` in a module."""
+    out: dict[str, tuple[str, ...]] = {}
+    for node in ast.walk(module):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        options = tuple(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+        if not options or not all(o.startswith("-") for o in options):
+            continue  # a positional argument
+        dest = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)
+                     and isinstance(k.value.value, str)), None)
+        if dest is None:
+            long = next((o for o in options if o.startswith("--")), options[0])
+            dest = long.lstrip("-").replace("-", "_")
+        out.setdefault(dest, options)
+    return out
