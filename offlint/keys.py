@@ -172,6 +172,35 @@ def default_for(name: str, version: Version) -> object:
     return info.default if info else None
 
 
+NO_COMMON_DEFAULT = object()
+
+
+@lru_cache(maxsize=None)
+def default_in_every_version(name: str) -> object:
+    """The dataclass default of a key when every known megatron-core release that has the field agrees on it,
+    else NO_COMMON_DEFAULT: what code reading the field of a default-built config sees whatever the version
+    (the Python reader decides `if cfg.model.x:` with it, before the version is known)."""
+    section, _, field = name.partition(".")
+    found = []
+    for data in _data_files().values():
+        entry = data["sections"].get(section, {}).get(field)
+        if entry is not None:
+            found.append(entry.get("default"))
+    if not found and name in KEYS:
+        found.append(KEYS[name].default)
+    if not found or isinstance(found[0], dict) or any(d != found[0] or type(d) is not type(found[0]) for d in found):
+        return NO_COMMON_DEFAULT
+    return found[0]
+
+
+@lru_cache(maxsize=None)
+def field_in_every_version(name: str) -> bool | None:
+    """Whether every known megatron-core release has the field (True), none has it (False), or some (None)."""
+    section, _, field = name.partition(".")
+    has = [field in data["sections"].get(section, {}) for data in _data_files().values()]
+    return None if not has or len(set(has)) > 1 else has[0]
+
+
 @lru_cache(maxsize=None)
 def _data_files() -> dict[Version, dict]:
     out: dict[Version, dict] = {}

@@ -16,11 +16,13 @@ positions and source text are all it needs (suppression comments are read from t
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from pathlib import Path
 
-from offlint.sources import bridge_mutators
+from offlint.sources import bridge_mutators, python_calls
 from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_sizes
+from offlint import keys
 from offlint.keys import KEYS, OTHER_BRIDGE_SECTIONS
 from offlint.sources import python_inputs, python_roles
 from offlint.sources.python_branches import BranchPoint, merge_into, paths_of, same
@@ -51,6 +53,7 @@ def worth_parsing(data: bytes) -> bool:
 
 
 _UNDECIDED = object()
+_LOCAL_IMPORT = re.compile(rb"[ \t]+(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]")  # an import inside a block
 _DECIDABLE = {
     ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Is: lambda a, b: a is b,
     ast.IsNot: lambda a, b: a is not b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
@@ -90,11 +93,29 @@ class PythonReader:
             for node in [stmt, *(stmt.body if isinstance(stmt, TRY) else [])]:
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     self._note_import(node)
+        self._note_local_imports()
         top = Frame()
         self._module_objects = self._run_block(self.module.body, top)
         for name, value in top.names.items():
             if not isinstance(value, ConfigObj):
                 self.constants[name] = value
+
+    def _note_local_imports(self) -> None:
+        """Imports inside function bodies (`from ...optimizer_utils import adam_with_cosine` deferred against an
+        import cycle): callable from where they are imported; a module-level import of the name wins. Only the
+        functions whose text holds an indented import are walked, statements only."""
+        lines = sorted(i for i, line in enumerate(self.lines, start=1) if _LOCAL_IMPORT.match(line))
+        if not lines:
+            return
+        module_level = dict(self.imports)
+        for fn in [*self.functions.values(), *(m for c in self.module.body if isinstance(c, ast.ClassDef)
+                                               for m in c.body if isinstance(m, FUNCTIONS))]:
+            first = bisect.bisect_left(lines, fn.lineno)
+            if first < len(lines) and lines[first] <= (fn.end_lineno or fn.lineno):
+                for node in _statements(fn.body):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        self._note_import(node)
+        self.imports.update(module_level)
 
     def _note_import(self, node) -> None:
         if isinstance(node, ast.Import):
@@ -323,8 +344,8 @@ class PythonReader:
         return None if value is _UNDECIDED else bool(value)
 
     def _literal(self, node, frame: Frame):
-        if isinstance(node, (ast.Call, ast.Lambda)):
-            return _UNDECIDED  # never run a call just to decide a branch
+        if isinstance(node, ast.Lambda) or (isinstance(node, ast.Call) and not self._is_pure(node, frame)):
+            return _UNDECIDED  # never run a call just to decide a branch (only the pure ones of python_calls)
         value = self._eval(node, frame)
         if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple)) or (
                 isinstance(value, dict) and not value):
@@ -568,10 +589,10 @@ class PythonReader:
                 child = receiver.child(attrs[0])
                 if len(attrs) == 1:
                     return child
-                if len(attrs) == 2 and attrs[1] in child.values:
-                    return child.values[attrs[1]].value
-            if receiver.kind == "section" and len(attrs) == 1 and attrs[0] in receiver.values:
-                return receiver.values[attrs[0]].value
+                if len(attrs) == 2:
+                    return _field(child, attrs[1], text)
+            if receiver.kind == "section" and len(attrs) == 1:
+                return _field(receiver, attrs[0], text)
         return Unknown(f"`{text}` is read from an object offlint does not evaluate")
 
     def _eval_call(self, node: ast.Call, frame: Frame):
@@ -584,6 +605,9 @@ class PythonReader:
             parsed = python_inputs.namespace(f"`{self._segment(node)}`", self._declared_options())
             return ObjectTuple((parsed, Unknown("arguments the parser does not know"))) \
                 if short == "parse_known_args" else parsed
+        pure = self._pure_call(node, frame)
+        if pure is not python_calls.NOT_PURE:
+            return pure
         if short == "from_hf_pretrained" and node.args:
             model_id = self._eval(node.args[0], frame)
             return HFModel(model_id) if isinstance(model_id, str) else Unknown(f"`{text}` of an unknown model")
@@ -634,18 +658,103 @@ class PythonReader:
                 return base.replaced(self._call_keywords(node, frame))
         if name and self._imports_training_entry_point(name):
             return Unknown(f"`{text}` runs training")  # the configuration ends here; it is not changed
+        if name and self._imports_mcore_consumer(name):
+            return Unknown(f"the result of `{text}`")  # megatron-core reads the config; it does not change it
         dataclass = self._find_dataclass(name) if name else None
         if dataclass is not None:
             return self._record(dataclass, node, frame)
         target = self._find_function(name) if name else None
         if target is not None and frame.depth < 8:
             return self._call(target[0], target[1], node, frame)
-        # A call offlint does not follow: config objects passed to it may be changed by it.
+        # A call offlint does not follow: the config objects it can reach (`f(cfg)`: the whole container,
+        # `f(cfg.model)`: the model section) may be changed by it; the reason names the call and where it is.
+        why = Unknown(f"may be changed by `{text}` at {self.path}:{node.lineno}")
         for arg in [*node.args, *(k.value for k in node.keywords)]:
-            value = self._eval(arg, frame) if isinstance(arg, ast.Name) else None
+            arg = arg.value if isinstance(arg, ast.Starred) else arg
+            value = self._eval(arg, frame) if isinstance(arg, (ast.Name, ast.Attribute)) else None
             if isinstance(value, ConfigObj):
-                _taint(value, Unknown(f"may be changed by `{text}`"))
+                _taint(value, why)
         return Unknown(f"the result of `{text}`")
+
+    # ---- calls known without following them (python_calls) ----------------------------------------------
+
+    def _is_pure(self, node: ast.Call, frame: Frame) -> bool:
+        """A call that only computes a value (decidable in a branch test without running anything else)."""
+        func = node.func
+        if isinstance(func, ast.Name):
+            return func.id in python_calls.PURE_BUILTINS and not self._shadowed(func.id, frame)
+        return isinstance(func, ast.Attribute) and func.attr in python_calls.STR_METHODS and \
+            isinstance(func.value, (ast.Constant, ast.Name, ast.Attribute))
+
+    def _shadowed(self, name: str, frame: Frame) -> bool:
+        return name in frame.names or name in self.functions or name in self.imports or name in self.constants
+
+    def _pure_call(self, node: ast.Call, frame: Frame):
+        """The value of a builtin, string method or logging call (python_calls), or NOT_PURE for any other."""
+        func = node.func
+        if python_calls.is_logging_call(func):
+            return None
+        if not self._is_pure(node, frame):
+            return python_calls.NOT_PURE
+        if isinstance(func, ast.Attribute):
+            receiver = self._eval(func.value, frame)
+            if not isinstance(receiver, str):
+                return python_calls.NOT_PURE  # not a string: a method of something else
+            args = [self._eval(a, frame) for a in node.args if not isinstance(a, ast.Starred)]
+            if len(args) != len(node.args) or node.keywords:
+                return Unknown(f"`{self._segment(node)}` is not a literal")
+            return python_calls.str_method_value(receiver, func.attr, args)
+        if func.id in ("getattr", "hasattr"):
+            return self._getattr(node, frame, func.id)
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return Unknown(f"the result of `{self._segment(node.func)}(...)`")
+        args = [self._eval(a, frame) for a in node.args]
+        keywords = {k.arg: self._eval(k.value, frame) for k in node.keywords}
+        if any(isinstance(v, (ConfigObj, Record, HFModel, ObjectTuple)) for v in [*args, *keywords.values()]):
+            return Unknown(f"the result of `{self._segment(node.func)}(...)` on a config object")
+        return python_calls.builtin_value(func.id, args, keywords)
+
+    def _getattr(self, node: ast.Call, frame: Frame, which: str):
+        """`getattr(obj, "name"[, default])` / `hasattr(obj, "name")`: the value where offlint knows it."""
+        unknown = Unknown(f"`{self._segment(node)}`: not a value this code sets")
+        if len(node.args) < 2 or node.keywords:
+            return unknown
+        obj = self._eval(node.args[0], frame)
+        attr = self._eval(node.args[1], frame)
+        if not isinstance(attr, str):
+            return unknown
+        found, value = False, None
+        if isinstance(obj, Record):
+            found, value = attr in obj.fields, obj.fields.get(attr)
+            if not found and which == "getattr" and len(node.args) > 2:
+                return self._eval(node.args[2], frame)  # a namespace without that name: the default
+            if not found and which == "hasattr":
+                return False
+        elif isinstance(obj, ConfigObj) and obj.kind == "container" and attr in SECTIONS_OF_CONTAINER:
+            found, value = True, obj.child(attr)
+        elif isinstance(obj, ConfigObj) and obj.kind == "section":
+            if attr in obj.values:
+                found, value = True, obj.values[attr].value
+            elif obj.base == "default" and obj.section:  # a dataclass field, or not one, in every release
+                exists = keys.field_in_every_version(f"{obj.section}.{attr}")
+                if which == "hasattr":
+                    return unknown if exists is None else exists
+                if exists is False and len(node.args) > 2:
+                    return self._eval(node.args[2], frame)
+                value = _field(obj, attr, self._segment(node))
+                return unknown if isinstance(value, Unknown) else value
+        if not found:
+            return unknown
+        return True if which == "hasattr" else value
+
+    def _imports_mcore_consumer(self, name: str) -> bool:
+        """`get_megatron_optimizer`, `GPTModel`, ... imported from megatron-core (python_calls.MCORE_CONSUMERS)."""
+        parts = name.split(".")
+        if parts[-1] not in python_calls.MCORE_CONSUMERS or parts[0] not in self.imports:
+            return False
+        module, attr = self.imports[parts[0]]
+        defining_module = ".".join(p for p in [module, attr if len(parts) > 1 else None, *parts[1:-1]] if p)
+        return python_calls.is_mcore_consumer(parts[-1], defining_module)
 
     def _call_keywords(self, node: ast.Call, frame: Frame) -> dict:
         """Keyword arguments, `**spread` of literal dicts included (a spread offlint cannot read is skipped)."""
@@ -997,6 +1106,29 @@ def _section_for(root: str, field: str) -> str | None:
         section = sections.pop()
         return section if section in ("model", "optimizer", "ddp") else None
     return None
+
+
+def _field(obj: ConfigObj, name: str, text: str):
+    """A field read from a section object: its value when this code set it; when it did not and the section was
+    built here, the dataclass default if every known megatron-core release agrees on it; else unknown."""
+    if name in obj.values:
+        return obj.values[name].value
+    if obj.base == "default" and obj.section:
+        default = keys.default_in_every_version(f"{obj.section}.{name}")
+        if default is not keys.NO_COMMON_DEFAULT:
+            return list(default) if isinstance(default, list) else default
+        return Unknown(f"`{text}` is not set here and its default depends on the megatron-core version")
+    return obj.base if isinstance(obj.base, Unknown) else Unknown(f"`{text}` is not set here")
+
+
+def _statements(body):
+    """Every statement in a block, nested blocks included (no expressions: cheaper than ast.walk)."""
+    for stmt in body:
+        yield stmt
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list):
+                yield from _statements(inner)
 
 
 def _note_base(section: str, base, default_sections: set, unknown_sections: dict) -> None:

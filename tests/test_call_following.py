@@ -1,0 +1,161 @@
+"""Calls on a config: in-tree helpers are read, calls that only look never taint, an unknown call taints only
+what it can reach and says so, megatron-core consumers leave a plain megatron-core script's defaults alone.
+
+The trees are written here in the shapes Megatron Bridge uses (fixtures of our own, not Bridge code).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from offlint.units import load_unit
+
+HELPER = '''\
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def _fallback(model_config):
+    model_config.moe_token_dispatcher_type = "alltoall"
+    model_config.moe_flex_dispatcher_backend = None
+
+
+def apply_dispatcher_backend(model_config, backend=None):
+    """Flex dispatcher only for MoE models on supported GPUs (decided on the machine)."""
+    num_experts = getattr(model_config, "num_moe_experts", None)
+    if num_experts is None or num_experts == 0:
+        logger.warning("not a MoE model: %s", model_config)
+        return
+    if not torch.cuda.is_available():
+        model_config.moe_token_dispatcher_type = "flex"
+        model_config.moe_flex_dispatcher_backend = backend
+        return
+    if torch.cuda.get_device_properties(0).major not in (9, 10):
+        _fallback(model_config)
+        return
+    model_config.moe_token_dispatcher_type = "flex"
+    model_config.moe_flex_dispatcher_backend = backend
+'''
+
+RECIPE = '''\
+from megatron.bridge.training.dispatcher import apply_dispatcher_backend
+from somewhere_else import tune_kernels
+
+
+def _pretrain_common():
+    return ConfigContainer(model=GPTModelProvider(num_layers=48, num_moe_experts=128),
+                           optimizer=OptimizerConfig(use_distributed_optimizer=True),
+                           ddp=DistributedDataParallelConfig(use_distributed_optimizer=True))
+
+
+def moe_30b_pretrain_config():
+    cfg = _pretrain_common()
+    cfg.model.pipeline_model_parallel_size = 2
+    cfg.model.moe_flex_dispatcher_backend = "deepep"
+    if hasattr(cfg.model, "recompute_granularity") and cfg.model.recompute_granularity == "full":
+        cfg.model.recompute_num_layers = 4
+    impl = getattr(cfg.model, "cuda_graph_impl", None)
+    if impl == "none":
+        cfg.model.cuda_graph_scope = []
+    apply_dispatcher_backend(cfg.model, cfg.model.moe_flex_dispatcher_backend)
+    return cfg
+
+
+def tuned_config():
+    cfg = _pretrain_common()
+    cfg.model.pipeline_model_parallel_size = 4
+    tune_kernels(cfg.model, fast=True)
+    return cfg
+
+
+def deferred_import_config():
+    from megatron.bridge.recipes.optim import adam_with_cosine
+
+    cfg = _pretrain_common()
+    cfg.optimizer, scheduler = adam_with_cosine(lr=1e-4)
+    cfg.ddp.use_distributed_optimizer = True
+    return cfg
+'''
+
+OPTIM = '''\
+def adam_with_cosine(lr=3e-4):
+    opt = OptimizerConfig(optimizer="adam", lr=lr, use_distributed_optimizer=True)
+    opt.optimizer_cpu_offload = False
+    return opt, SchedulerConfig()
+'''
+
+MCORE_SCRIPT = '''\
+from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+from megatron.core.models.gpt import GPTModel
+from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+from megatron.core.transformer import TransformerConfig
+
+
+def train():
+    config = TransformerConfig(num_layers=4, hidden_size=256, num_attention_heads=4)
+    model = GPTModel(config=config, vocab_size=1024, max_sequence_length=256)
+    ddp_config = DistributedDataParallelConfig(use_distributed_optimizer=True)
+    model = DistributedDataParallel(config, ddp_config, model)
+    opt_config = OptimizerConfig(optimizer="adam", lr=1e-4, bf16=True)
+    optimizer = get_megatron_optimizer(opt_config, [model])
+    return optimizer
+'''
+
+
+@pytest.fixture()
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    bridge = tmp_path / "src" / "megatron" / "bridge"
+    (bridge / "training").mkdir(parents=True)
+    (bridge / "recipes").mkdir(parents=True)
+    (bridge / "training" / "dispatcher.py").write_text(HELPER)
+    (bridge / "recipes" / "moe.py").write_text(RECIPE)
+    (bridge / "recipes" / "optim.py").write_text(OPTIM)
+    (tmp_path / "train_mcore.py").write_text(MCORE_SCRIPT)
+    return tmp_path
+
+
+def resolved(recipe, path="src/megatron/bridge/recipes/moe.py"):
+    return load_unit(path, recipe, mcore_version="0.20.0").resolved
+
+
+def test_an_in_tree_helper_is_read_and_getattr_does_not_taint(tree):
+    unit = resolved("moe_30b_pretrain_config")
+    # The helper's own branches are decided on the machine: its keys depend on the path, the rest stay known.
+    assert unit.get("model.pipeline_model_parallel_size").value == 2
+    assert unit.get("model.num_layers").value == 48
+    for key in ("model.cpu_offloading", "model.recompute_granularity", "model.fine_grained_activation_offloading"):
+        assert unit.get(key).state == "default", key
+    assert unit.get("optimizer.optimizer_cpu_offload").state == "default"
+    # getattr/hasattr on a default-built section read the dataclass default: both branches above are decided.
+    assert unit.get("model.recompute_num_layers").state == "default"
+    assert unit.get("model.cuda_graph_scope").value == []
+
+
+def test_an_unknown_call_taints_only_what_it_reaches_and_says_which_call(tree):
+    unit = resolved("tuned_config")
+    why = unit.get("model.cpu_offloading")
+    assert why.is_unknown
+    assert "may be changed by `tune_kernels(...)` at src/megatron/bridge/recipes/moe.py:27" in why.value.reason
+    assert unit.get("model.pipeline_model_parallel_size").value == 4  # set before the call: kept
+    assert unit.get("optimizer.optimizer_cpu_offload").state == "default"  # the call never saw the optimizer
+    assert unit.get("ddp.use_distributed_optimizer").value is True
+
+
+def test_a_helper_imported_inside_the_function_is_followed(tree):
+    unit = resolved("deferred_import_config")
+    assert unit.get("optimizer.optimizer_cpu_offload").value is False
+    assert unit.get("optimizer.lr").value == 1e-4
+
+
+def test_megatron_core_consumers_do_not_change_the_config(tree):
+    unit = resolved("train", "train_mcore.py")
+    assert unit.get("optimizer.bf16").value is True
+    # get_megatron_optimizer(opt_config, ...) and the model/DDP constructors only read their configs.
+    assert unit.get("optimizer.optimizer_cpu_offload").state == "default"
+    assert unit.get("model.cpu_offloading").state == "default"
+    assert unit.get("ddp.use_distributed_optimizer").value is True
