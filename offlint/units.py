@@ -57,6 +57,10 @@ def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] =
     if errors:
         raise UnitSelectionError(str(errors[0]))
     units = reads[0].units
+    if recipe and kind == "python" and not any(_named(u, recipe) for u in units):
+        aliased = _aliased_recipe(project, target, recipe, errors)
+        if aliased is not None:
+            units, recipe = aliased
     if not units:
         raise UnitSelectionError(f"{config}: no recipe, override file or launch command found in it")
     unit = _pick(config, units, recipe)
@@ -91,9 +95,24 @@ def tree_root(path: Path) -> Path:
     return project_root([str(path)]) or path.resolve().parent
 
 
+def _named(unit: Unit, recipe: str) -> bool:
+    return unit.name == recipe or unit.name.split(" (")[0] == recipe
+
+
+def _aliased_recipe(project: PythonProject, target: str, recipe: str, errors: list[FileError]):
+    """A recipe name the file only imports (Bridge's `from .h100.qwen3_moe import X as qwen3_30b_a3b_pretrain_config`
+    alias modules): the units of the file that defines it, and its name there; None when it is not one."""
+    reader = project.reader(target)
+    found = reader.definition_of(recipe) if reader is not None else None
+    if found is None or found[0] == target:
+        return None
+    reads = read_files([SourceFile(found[0], "python", True)], {}, project, errors)
+    return (reads[0].units, found[1]) if reads else None
+
+
 def _pick(config: str, units: list[Unit], recipe: str | None) -> Unit:
     if recipe:
-        named = [u for u in units if u.name == recipe or u.name.split(" (")[0] == recipe]
+        named = [u for u in units if _named(u, recipe)]
         if len(named) == 1:
             return named[0]
         names = ", ".join(sorted(u.name for u in units))

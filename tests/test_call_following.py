@@ -159,3 +159,83 @@ def test_megatron_core_consumers_do_not_change_the_config(tree):
     assert unit.get("optimizer.optimizer_cpu_offload").state == "default"
     assert unit.get("model.cpu_offloading").state == "default"
     assert unit.get("ddp.use_distributed_optimizer").value is True
+
+
+DETERMINISM = '''\
+def apply_determinism_overrides(cfg):
+    cfg.model.deterministic_mode = True
+    cfg.env_vars.update({"NCCL_ALGO": "Tree", "NVTE_ALLOW_NONDETERMINISTIC_ALGO": 0})
+'''
+
+CUDA_GRAPH = '''\
+try:
+    from megatron.core.transformer.enums import CudaGraphModule
+except ImportError:
+    CudaGraphModule = None
+
+
+def set_cuda_graph_modules(config, modules):
+    if CudaGraphModule is not None and hasattr(config, "cuda_graph_modules"):
+        config.cuda_graph_modules = [CudaGraphModule[name] for name in modules]
+        config.cuda_graph_scope = None
+    else:
+        config.cuda_graph_scope = list(modules)
+'''
+
+GRAPH_RECIPES = '''\
+from megatron.bridge.recipes.utils.determinism_utils import apply_determinism_overrides
+from megatron.bridge.utils.cuda_graph import set_cuda_graph_modules
+
+
+def dense_8b_deterministic_config():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+    cfg.env_vars = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    apply_determinism_overrides(cfg)
+    cfg.model.cuda_graph_impl = "transformer_engine"
+    set_cuda_graph_modules(cfg.model, ["attn", "mlp"])
+    return cfg
+'''
+
+ALIASES = '''\
+from megatron.bridge.recipes.moe import moe_30b_pretrain_config as moe_30b_config
+
+__all__ = ["moe_30b_config"]
+'''
+
+
+@pytest.fixture()
+def graph_tree(tree):
+    utils = tree / "src" / "megatron" / "bridge" / "recipes" / "utils"
+    utils.mkdir()
+    (utils / "determinism_utils.py").write_text(DETERMINISM)
+    (tree / "src" / "megatron" / "bridge" / "utils").mkdir()
+    (tree / "src" / "megatron" / "bridge" / "utils" / "cuda_graph.py").write_text(CUDA_GRAPH)
+    (tree / "src" / "megatron" / "bridge" / "recipes" / "dense.py").write_text(GRAPH_RECIPES)
+    (tree / "src" / "megatron" / "bridge" / "recipes" / "aliases.py").write_text(ALIASES)
+    return tree
+
+
+def test_a_mutator_whose_source_is_in_the_tree_is_read_there(graph_tree):
+    unit = resolved("dense_8b_deterministic_config", "src/megatron/bridge/recipes/dense.py")
+    mode = unit.get("model.deterministic_mode")
+    assert mode.value is True and mode.assignment.location.path == "src/megatron/bridge/recipes/utils/determinism_utils.py"
+    assert unit.get("env.NCCL_ALGO").value == "Tree"  # the tree's value, not the built-in model's "Ring"
+    assert unit.get("env.NVTE_ALLOW_NONDETERMINISTIC_ALGO").value == "0"
+    assert unit.get("env.PYTORCH_CUDA_ALLOC_CONF").value == "expandable_segments:True"
+    assert "env.CUBLAS_WORKSPACE_CONFIG" not in unit.values  # the built-in model would have added it
+
+
+def test_a_mutator_branching_on_the_megatron_core_version_uses_the_version_aware_model(graph_tree):
+    new = resolved("dense_8b_deterministic_config", "src/megatron/bridge/recipes/dense.py")
+    assert new.get("model.cuda_graph_modules").value == ["attn", "mlp"]
+    assert new.get("model.cuda_graph_scope").value is None
+    old = load_unit("src/megatron/bridge/recipes/dense.py", "dense_8b_deterministic_config",
+                    mcore_version="0.16.1").resolved
+    assert old.get("model.cuda_graph_scope").value == ["attn", "mlp"]
+
+
+def test_a_recipe_known_only_by_its_alias_is_loaded_from_its_definition(graph_tree):
+    unit = resolved("moe_30b_config", "src/megatron/bridge/recipes/aliases.py")
+    assert unit.unit.name == "moe_30b_pretrain_config"
+    assert unit.get("model.pipeline_model_parallel_size").value == 2

@@ -1,12 +1,16 @@
-"""The documented effects of Megatron Bridge's config mutators, which recipes call instead of assigning keys.
+"""The documented effects of Megatron Bridge's config mutators, which recipes call instead of assigning keys:
+the fallback for when the tree's own source cannot say.
 
-`set_cuda_graph_modules(cfg.model, [...])` and friends (src/megatron/bridge/utils/cuda_graph.py) write
-different fields depending on the megatron-core they run against: from 0.18, where `CudaGraphModule` and
-the `cuda_graph_modules` field exist, the modules go to `cuda_graph_modules` and `cuda_graph_scope` is reset;
-before, the same names go to `cuda_graph_scope`. Following their bodies would meet an import-time branch
-offlint cannot decide, so their effects are written here, per version (`ByVersion`), and kept in step with
-Bridge by the tests. `apply_determinism_overrides(cfg)` (recipes/utils/determinism_utils.py) sets two model
-flags and adds three environment variables.
+Where a mutator's source is in the linted tree, the Python reader runs it there (python.py `_tree_mutator`),
+so a checkout is judged by its own helpers (`offlint bisect --probe lint` at an old commit included). This
+model is used when the source is not in the tree (a project that pip-installs Bridge), or when running it
+leaves a key unknown or depending on a branch: `set_cuda_graph_modules(cfg.model, [...])` and friends
+(src/megatron/bridge/utils/cuda_graph.py) write different fields depending on the megatron-core they run
+against (from 0.18, where `CudaGraphModule` and the `cuda_graph_modules` field exist, the modules go to
+`cuda_graph_modules` and `cuda_graph_scope` is reset; before, the same names go to `cuda_graph_scope`), an
+import-time branch the reader cannot decide, so their effects are written here per version (`ByVersion`) and
+kept in step with Bridge by the tests. `apply_determinism_overrides(cfg)` (recipes/utils/determinism_utils.py)
+sets two model flags and adds three environment variables.
 
 The training entry points (`pretrain(cfg, forward_step)` and friends in megatron/bridge/training/) are where a
 configuration ends: what they do with it happens at run time, is the same for every recipe, and reading them

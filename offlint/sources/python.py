@@ -651,7 +651,18 @@ class PythonReader:
                     f"{section}.{arg.arg}", self._eval(arg.value, frame), self._loc(arg), self._segment(arg.value))
             return obj
         if short in bridge_mutators.MUTATORS:
+            # The tree's own helper when its source is there and decides every key it writes; the documented
+            # model (bridge_mutators) where it is not, or where it branches on the megatron-core version.
+            target = self._find_function(name) if name else None
+            if target is not None and frame.depth < 8:
+                done = self._tree_mutator(target, node, frame)
+                if done is not _UNDECIDED:
+                    return done
             return self._apply_mutator(short, node, frame)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "update":
+            updated = self._env_update(node, frame)
+            if updated is not _UNDECIDED:
+                return updated
         if short == "replace" and node.args:
             base = self._eval(node.args[0], frame)
             if isinstance(base, Record):
@@ -829,6 +840,40 @@ class PythonReader:
                 obj.values[field_name] = Assignment(key, value, loc, Source.PYTHON, text, (*self.via_stack, origin))
         return obj
 
+    def _tree_mutator(self, target, node: ast.Call, frame: Frame):
+        """Run a mutator's source from the tree on the config objects passed to it. If that leaves a key
+        depending on a branch offlint cannot decide there (Bridge's cuda-graph helpers branch on whether the
+        installed megatron-core has `CudaGraphModule`), undo it and return _UNDECIDED: the version-aware model
+        decides instead."""
+        receivers = [v for v in (self._eval(a, frame) for a in [*node.args, *(k.value for k in node.keywords)]
+                                 if isinstance(a, (ast.Name, ast.Attribute))) if isinstance(v, ConfigObj)]
+        before = [(obj, obj.copy()) for obj in receivers]
+        result = self._call(target[0], target[1], node, frame)
+        if any(_branch_dependent(obj, old) for obj, old in before):
+            for obj, old in before:
+                _restore(obj, old)
+            return _UNDECIDED
+        return result
+
+    def _env_update(self, node: ast.Call, frame: Frame):
+        """`cfg.env_vars.update({...})`: the entries join the recipe's environment (a literal dict only)."""
+        chain = _attr_chain(node.func.value)
+        if not chain or chain[-1] != "env_vars" or len(node.args) != 1 or node.keywords:
+            return _UNDECIDED
+        owner = frame.names.get(chain[0]) if len(chain) == 2 else None
+        if not isinstance(owner, ConfigObj) or owner.kind != "container":
+            return _UNDECIDED
+        value = self._eval(node.args[0], frame)
+        if not isinstance(value, dict) or isinstance(value, PartialDict):
+            owner.env_unknown = owner.env_unknown or f"cfg.env_vars updated from `{self._segment(node.args[0])}`"
+            return None
+        if owner.env is None:
+            owner.env = {}
+            if owner.base != "default":  # the entries before the update are the unknown base's
+                owner.env_unknown = owner.env_unknown or f"cfg.env_vars is only updated here ({self._segment(node)})"
+        owner.env.update(self._env_dict(node.args[0], value, self._loc(node)))
+        return None
+
     def _apply_mutator(self, name: str, node: ast.Call, frame: Frame):
         """A Bridge library mutator: its documented effects on the config object passed first (returns None)."""
         first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("config", "cfg")),
@@ -958,6 +1003,13 @@ class PythonReader:
         if found is not None and found[1] == "function":
             return found[0], found[2]
         return None
+
+    def definition_of(self, name: str):
+        """(path, function name) where a name this module defines or imports (through `x as name` aliases and
+        re-exports) is defined in the tree; None when it is not a function of the tree."""
+        self.prepare()
+        found = self._find_function(name)
+        return (found[0].path, found[1].name) if found is not None else None
 
     def _imports_training_entry_point(self, name: str) -> bool:
         """`pretrain` imported from Bridge's training package (decided from the import, without reading it)."""
@@ -1129,6 +1181,27 @@ def _statements(body):
             inner = getattr(stmt, name, None)
             if isinstance(inner, list):
                 yield from _statements(inner)
+
+
+def _branch_dependent(obj: ConfigObj, before: ConfigObj) -> bool:
+    """Whether a call left a key of `obj` (or of its sections) unknown or depending on a branch, or tainted it."""
+    if obj.base is not before.base and isinstance(obj.base, Unknown):
+        return True
+    if any(isinstance(a.value, Unknown) and before.values.get(k) is not a for k, a in obj.values.items()):
+        return True
+    return any(_branch_dependent(child, before.children.get(section) or ConfigObj("section", child.base, section))
+               for section, child in obj.children.items())
+
+
+def _restore(obj: ConfigObj, old: ConfigObj) -> None:
+    """Put an object back as it was before a call, in place (names bound to it or its sections keep seeing it)."""
+    obj.base, obj.values, obj.top = old.base, dict(old.values), dict(old.top)
+    obj.env, obj.env_unknown, obj.env_location = old.env, old.env_unknown, old.env_location
+    for section in list(obj.children):
+        if section in old.children:
+            _restore(obj.children[section], old.children[section])
+        else:
+            del obj.children[section]
 
 
 def _note_base(section: str, base, default_sections: set, unknown_sections: dict) -> None:
