@@ -54,6 +54,8 @@ class CheckResult:
     units: int
     version: DetectedVersion
     sources: dict[str, str]
+    # --strict: the models and GPUs offlint could not size, once each (estimate.oom.unsized_notes); not findings
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -157,6 +159,11 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     errors.sort(key=lambda e: e.path)
     checked = len(reads) if targets is None else len([r for r in reads if r.file.path in targets])
     result = CheckResult(findings, errors, checked, unit_count, version, {r.file.path: r.text for r in reads})
+    if options.strict:
+        from offlint.estimate.oom import unsized_notes
+
+        result.notes = unsized_notes(unit for r in reads if targets is None or r.file.path in targets
+                                     for unit in r.units)
     if run_key and cache is not None:
         shown = {f.location.path for f in findings} | {r.location.path for f in findings for r in f.related}
         cache.remember_result(run_key, replace(result, sources={p: t for p, t in result.sources.items()

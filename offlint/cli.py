@@ -125,6 +125,8 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
         sys.stdout.write(render(output_format, result.findings, rules, result.sources))
     for error in result.errors:
         click.echo(f"offlint: error: {printable(str(error))}", err=True)
+    for note in result.notes if not quiet else ():
+        click.echo(f"offlint: note: {printable(note)}", err=True)
     severity = Severity(fail_on or config.fail_on or "warning")
     if not quiet and output_format in ("concise", "full"):
         count = len(result.findings)

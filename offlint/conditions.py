@@ -485,15 +485,15 @@ def memory_savings(scope: Scope) -> str:
 
 @_needs_scope
 def predicted_oom(scope: Scope) -> object:
-    """OFL303: True when even the calibrated floor exceeds the device, unknown when only the full estimate does
-    (or a size is unknown), else False (oom.oom_verdict)."""
+    """OFL303: True when even the calibrated floor exceeds the device, unknown when only the full estimate does,
+    else False (oom.oom_verdict). Without an estimate (a feature the model does not cover, an unknown size or GPU
+    capacity) there is no finding, not even a "possible" one: no OOM is claimed without a number, and a model or
+    GPU offlint cannot size is said once per run (oom.unsized_notes), not once per recipe."""
     from offlint.estimate import oom
 
     result, found = _memory_bound(scope), _device(scope)
     if result is None or found is None:
-        # a feature the model does not cover is no unknown value: `offlint estimate` says "no verdict", and
-        # --strict has nothing to name; unknown sizes or an unknown GPU capacity are "possible"
-        return False if oom.has_no_answer(scope.lookup, str(scope.names.get("unit_name", ""))) else UNKNOWN
+        return False
     return {"oom": True, "uncalibrated": UNKNOWN, "fits": False}[oom.oom_verdict(result, found)]
 
 

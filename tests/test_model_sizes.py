@@ -72,6 +72,8 @@ def _shape(hf_id: str) -> ModelShape:
     ("meta-llama/Llama-3.1-70B", 70.6, None),
     ("meta-llama/Meta-Llama-3-8B", 8.0, None),
     ("meta-llama/Meta-Llama-3-70B", 70.6, None),
+    ("meta-llama/Meta-Llama-3.1-405B", 405.9, None),  # Bridge's 405B perf recipes load it by this id
+    ("meta-llama/Llama-3.1-405B", 405.9, None),
     ("Qwen/Qwen2.5-72B", 72.0, None),
     ("Qwen/Qwen3-30B-A3B", 30.5, 3.3),
     ("Qwen/Qwen3-235B-A22B", 235.1, 22.1),

@@ -17,6 +17,7 @@ GB300, leaves the verdict unknown), else `[tool.offlint] gpu`, else h100-80gb.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -267,3 +268,52 @@ def cheapest_fix(inputs: Inputs, dev: Device, lookup: Lookup, with_expandable: b
     else:
         out.append("no offload or recompute setting leaves the margin")
     return " ".join(out) if out[0].endswith(":") else "; ".join(out)
+
+
+# ---- what --strict says once per run instead of a "possible" OOM per recipe ---------------------------------
+
+_NOT_IN_TABLE = " is not in offlint's table of public models"  # the reason sources/hf_models gives an unsized id
+
+
+def unsized_notes(units) -> list[str]:
+    """One line per model and per GPU that left OOM estimates (OFL303/OFL304/OFL305) without a number: the models
+    loaded by Hugging Face id that offlint cannot size (not in offlint/data/hf_models.json, no local config.json)
+    and the GPUs a recipe name gives that have no capacity in offlint's device table. Each names how many units it
+    affects, where it is first named, and what to add. Not findings: nothing is wrong with the configuration."""
+    models: dict[str, list] = {}
+    gpus: dict[str, list] = {}
+    for unit in units:
+        if unit.checked_through_callers:
+            continue  # reported through its callers, which are units of their own
+        for assignment in unit.all_assignments():
+            reason = getattr(assignment.value, "reason", "")
+            if assignment.key == "model.num_layers" and isinstance(reason, str) and _NOT_IN_TABLE in reason:
+                models.setdefault(reason.split(_NOT_IN_TABLE)[0], []).append(assignment.location)
+                break
+        for token in unit.name.lower().replace(".", "_").split("_"):
+            if token in _NAMED_GPUS:
+                break
+            if token in _UNSIZED_GPUS:
+                gpus.setdefault(token, []).append(unit.location)
+                break
+    notes = []
+    for model_id, places in sorted(models.items()):
+        first = _first(places)
+        beside = posixpath.join(posixpath.dirname(first.path), model_id, "config.json")
+        notes.append(f"no memory estimate for {_units(places)} that load {model_id} (first at {first.path}:"
+                     f"{first.line}): offlint does not know its sizes; put its config.json at {beside}, or add "
+                     f"it to offlint/data/hf_models.json with the public source of each size")
+    for gpu, places in sorted(gpus.items()):
+        first = _first(places)
+        notes.append(f"no memory estimate for {_units(places)} named for {gpu} (first at {first.path}:{first.line}): "
+                     f"offlint has no capacity for that GPU; add it to offlint/estimate/devices.py with its "
+                     f"published memory size")
+    return notes
+
+
+def _units(places: list) -> str:
+    return f"{len(places)} unit" + ("" if len(places) == 1 else "s")
+
+
+def _first(places: list):
+    return min(places, key=lambda loc: (loc.path, loc.line, loc.col))
