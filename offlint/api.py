@@ -120,7 +120,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                                    sorted(options.per_file_ignores.items()), [str(e) for e in errors])))
             previous = cache.last_result(run_key, digests)
             if isinstance(previous, CheckResult):
-                return previous
+                return replace(previous, version=version)  # the same rules; this run's way of naming them
     by_path = {f.path: f for f in files}
     reads: list[_Read] = []
     findings: list[Finding] = []

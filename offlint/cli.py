@@ -18,7 +18,8 @@ from offlint.report.escape import printable
 from offlint.rules import RuleFileError, load_rules
 from offlint.types import Severity
 from offlint.usage import fail as _fail
-from offlint.versions import VersionError, parse_version
+from offlint.discover import EXTENSIONS
+from offlint.versions import VersionError, checked_as, parse_version
 
 
 def _read_stdin(name: str) -> str:
@@ -104,9 +105,13 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
         _fail("'-' (standard input) cannot be combined with other paths")
     if mcore_version:
         try:
-            parse_version(mcore_version)
+            version = parse_version(mcore_version)
         except VersionError as exc:
             _fail(f"--mcore-version: {exc}")
+        try:
+            checked_as(version, "--mcore-version", explicit=True)
+        except VersionError as exc:
+            _fail(str(exc))
     options = CheckOptions(
         select=_split(select) or config.select, ignore=config.ignore + _split(ignore),
         extend_select=config.extend_select + _split(extend_select), per_file_ignores=config.per_file_ignores,
@@ -127,16 +132,29 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
         click.echo(f"offlint: error: {printable(str(error))}", err=True)
     for note in result.notes if not quiet else ():
         click.echo(f"offlint: note: {printable(note)}", err=True)
+    # A gate that read nothing must not pass: ruff only warns here (exit 0), but a CI gate pointed at the wrong
+    # path would then stay green for ever. It is an error (exit 2, like a missing path), not findings (1).
+    nothing = result.files_checked == 0 and not result.errors
+    if nothing:
+        kinds = ", ".join(sorted(EXTENSIONS))
+        click.echo(f"offlint: error: {printable(' '.join(paths) if stdin is None else stdin[0])}: no file offlint "
+                   f"reads ({kinds}, or a script with a shell #! line) is there, so nothing was checked; name the "
+                   f"files or directories that hold recipes, overrides and launch scripts", err=True)
+    if result.version.note and not quiet:
+        click.echo(f"offlint: warning: {printable(result.version.note)}", err=True)
     severity = Severity(fail_on or config.fail_on or "warning")
     if not quiet and output_format in ("concise", "full"):
         count = len(result.findings)
         noun = "finding" if count == 1 else "findings"
         summary = f"Found {count} {noun}" if count else ("No findings" if result.errors else "All checks passed!")
+        if nothing:
+            summary = "Nothing checked"
         if result.errors:
             summary += f", {len(result.errors)} {'file' if len(result.errors) == 1 else 'files'} not checked"
+        requested = f" (for {result.version.requested})" if result.version.requested else ""
         click.echo(f"{summary} ({result.files_checked} files, {result.units} units, megatron-core "
-                   f"{result.version.version} from {result.version.origin}).", err=True)
-    sys.exit(exit_code(result, severity))
+                   f"{result.version.version}{requested} from {result.version.origin}).", err=True)
+    sys.exit(2 if nothing else exit_code(result, severity))
 
 
 @main.command("rule")

@@ -215,8 +215,9 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
     read = list(scope.read)
     anchor = _anchor(rule, read, resolved)
     message = render_message(check.message, scope)
-    if condition:
-        message = f"{message} (on the path where {condition})"
+    conditions = [c for c in (resolved.unit.path_condition, condition) if c]
+    if conditions:
+        message = f"{message} (on the path where {' and '.join(conditions)})"
     if possible:
         unknowns = [v for v in read if v.is_unknown]
         named = "; ".join(f"{v.key}: {v.value.reason}" for v in unknowns if isinstance(v.value, Unknown))
@@ -294,6 +295,8 @@ def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignm
         verdict = _assignment_verdict(rule, assignment, as_written, resolved)
         if verdict is not None:
             check, message = verdict
+            if resolved.unit.path_condition:
+                message = f"{message} (on the path where {resolved.unit.path_condition})"
             out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message,
                                location=assignment.location, unit=resolved.unit.name, fix=check.fix or rule.fix,
                                url=rule.url, stage=check.stage))

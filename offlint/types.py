@@ -183,6 +183,9 @@ class Unit:
     # A recipe that built its ConfigContainer and never set env_vars: a launch of it runs with the shell's
     # environment only (the recipe alone does not define one).
     env_unset: bool = False
+    # A launch script's branches that offlint decided from variables' defaults, i.e. assuming the environment does
+    # not set them (shell_parse Command.assumes): every finding of the unit holds on that path and says so.
+    path_condition: str = ""
     # Not something that runs on its own (a private function, a helper changing a config it is given): why.
     # Unit rules are not evaluated on it; the units that call it follow it and report what it sets.
     checked_through_callers: str = ""

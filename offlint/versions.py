@@ -11,6 +11,7 @@ from pathlib import Path
 from offlint.reading import ReadError, read_text
 
 NEWEST_KNOWN = "0.20.0"
+OLDEST_KNOWN = "0.16.1"  # the releases offlint's rules and field data were written against: 0.16 to 0.20
 
 _VERSION = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.\-+]?(?:rc|a|b|dev|post)\S*)?\s*$")
 
@@ -60,8 +61,36 @@ def in_range(version: Version, spec: str) -> bool:
 
 @dataclass(frozen=True)
 class DetectedVersion:
-    version: Version
+    version: Version  # the version whose rules are applied
     origin: str  # where it came from, for the output ("--mcore-version", "pyproject.toml", ...)
+    note: str = ""  # when the version found is not one offlint knows: which one's rules are used instead
+    requested: Version | None = None  # that version (None when it is `version`)
+
+
+def known_range() -> str:
+    oldest, newest = parse_version(OLDEST_KNOWN), parse_version(NEWEST_KNOWN)
+    return f"{oldest.major}.{oldest.minor} to {newest.major}.{newest.minor}"
+
+
+def checked_as(version: Version, origin: str, explicit: bool) -> DetectedVersion:
+    """The version offlint checks against when `version` was asked for. A release newer than any offlint knows is
+    checked with the newest one's rules (said in `note`: its own rules cannot be known yet); an older one named
+    explicitly is refused (offlint has no rules for it), one found in the environment is checked with the
+    oldest one's rules, said in `note`."""
+    oldest, newest = parse_version(OLDEST_KNOWN), parse_version(NEWEST_KNOWN)
+    if (version.major, version.minor) > (newest.major, newest.minor):
+        return DetectedVersion(newest, origin, f"megatron-core {version} (from {origin}) is newer than any version "
+                                               f"offlint knows ({known_range()}): checking with the rules of {newest}",
+                               version)
+    if (version.major, version.minor) < (oldest.major, oldest.minor):
+        if explicit:
+            raise VersionError(f"{origin}: megatron-core {version} is older than any version offlint knows "
+                               f"({known_range()}); offlint has no rules for it (name {oldest.major}.{oldest.minor} "
+                               f"to check with the oldest rules it has)")
+        return DetectedVersion(oldest, origin, f"megatron-core {version} (from {origin}) is older than any version "
+                                               f"offlint knows ({known_range()}): checking with the rules of {oldest}",
+                               version)
+    return DetectedVersion(version, origin)
 
 
 def version_from_package_info(path: Path) -> Version | None:
@@ -83,17 +112,17 @@ def version_from_package_info(path: Path) -> Version | None:
 def detect_version(cli: str | None, configured: str | None, root: Path | None) -> DetectedVersion:
     """rules.md order: --mcore-version, [tool.offlint], the repo's 3rdparty pin, the installed package, newest."""
     if cli:
-        return DetectedVersion(parse_version(cli), "--mcore-version")
+        return checked_as(parse_version(cli), "--mcore-version", explicit=True)
     if configured:
-        return DetectedVersion(parse_version(configured), "[tool.offlint] megatron-core-version")
+        return checked_as(parse_version(configured), "[tool.offlint] megatron-core-version", explicit=True)
     if root is not None:
         info = root / "3rdparty" / "Megatron-LM" / "megatron" / "core" / "package_info.py"
         found = version_from_package_info(info)
         if found:
-            return DetectedVersion(found, str(info))
+            return checked_as(found, str(info), explicit=False)
     installed = _installed_version()
     if installed:
-        return DetectedVersion(installed, "installed megatron-core")
+        return checked_as(installed, "installed megatron-core", explicit=False)
     return DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
 
 

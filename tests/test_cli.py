@@ -192,3 +192,144 @@ def test_an_unset_environment_variable_points_at_the_env_vars_assignment(tmp_pat
     result = run("check", str(FIXTURES / "bad" / "recipes" / "llama_offload.py"), "--select", "OFL301", cwd=tmp_path)
     assert result.stdout.splitlines() == [line for line in result.stdout.splitlines() if ":31:5: OFL301" in line]
     assert result.stdout.strip()
+
+
+# --- launch scripts in Megatron Bridge's shapes ------------------------------------------------------------
+
+OFFLOAD_WITH_PP = "model.cpu_offloading=true model.cpu_offloading_num_layers=2 model.pipeline_model_parallel_size"
+
+
+def _bash_accepts(path: Path) -> bool:
+    return subprocess.run(["bash", "-n", str(path)], capture_output=True, timeout=30).returncode == 0
+
+
+def test_a_script_tree_sitter_bash_misreads_is_read_in_full(project):
+    """The shapes of Bridge's deepseek_v4/conversion.sh and its perf launchers: tree-sitter-bash lost lines 66-177
+    (`${entries%%]*}`), `${extra:+$extra;}` and `$((10#$NGPUS))` made other scripts unreadable; bash accepts all."""
+    script = project / "conversion.sh"
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        "_first_host() {\n"
+        "    local nodelist=$1 entries\n"
+        '    if [[ "${nodelist}" != *"["* ]]; then\n'
+        '        echo "${nodelist%%,*}"; return\n'
+        "    fi\n"
+        '    entries="${nodelist#*[}"\n'
+        '    entries="${entries%%]*}"\n'
+        '    echo "${nodelist%%[*}${entries%%[,-]*}"\n'
+        "}\n"
+        'extra="$(_first_host "${SLURM_NODELIST:-localhost}")"\n'
+        '[ -n "${QOS:-}" ] && extra="${extra:+$extra;}qos=${QOS}"\n'
+        'NGPUS="${NGPUS:-8}"\n'
+        "NGPUS=$((10#$NGPUS))\n"
+        f'torchrun --nproc_per_node "$NGPUS" scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config '
+        f"{OFFLOAD_WITH_PP}=2\n")
+    assert _bash_accepts(script)
+    result = run("check", "conversion.sh", "--no-cache", cwd=project)
+    assert result.returncode == 1, result.stderr
+    assert "offlint: error" not in result.stderr
+    assert result.stdout.startswith("conversion.sh:15:") and "OFL102" in result.stdout
+
+
+def test_a_launch_found_through_the_directory_idioms(project):
+    """`ROOT_DIR=$(cd "$(dirname "$0")/../.." && pwd -P)` and friends name the entry point and the YAML layer."""
+    scripts = project / "examples" / "llama" / "scripts"
+    scripts.mkdir(parents=True)
+    (project / "examples" / "llama" / "conf").mkdir()
+    (project / "examples" / "llama" / "conf" / "offload.yaml").write_text(
+        "model:\n  cpu_offloading: true\n  cpu_offloading_num_layers: 2\n")
+    (scripts / "pretrain.sh").write_text(
+        "#!/bin/bash\nset -euo pipefail\n"
+        'ROOT_DIR=$(cd "$(dirname "$0")/../../.." && pwd -P)\n'
+        'CONF_DIR="$( cd -- "$( dirname -- "${BASH_SOURCE[0]}" )/../conf" &> /dev/null && pwd )"\n'
+        'torchrun --nproc_per_node 8 "${ROOT_DIR}/scripts/training/run_recipe.py" \\\n'
+        '    --config-file "${CONF_DIR}/offload.yaml" model.pipeline_model_parallel_size=4\n')
+    (scripts / "mlm.sh").write_text(
+        '#!/bin/bash\nSCRIPT_DIR=$(dirname "$(realpath "$0")")\n'
+        'torchrun "${SCRIPT_DIR}/pretrain_gpt.py" --cpu-offloading --cpu-offloading-num-layers 2 '
+        "--pipeline-model-parallel-size 2 --num-layers 8 --train-iters 10\n")
+    result = run("check", "examples", "--no-cache", "--select", "OFL102", cwd=project)
+    assert result.returncode == 1, result.stderr
+    found = sorted(line.split(" ", 2)[:2] for line in result.stdout.splitlines())
+    # the Bridge launch layers the YAML file found through CONF_DIR (the finding points at its cpu_offloading);
+    # the Megatron-LM launch runs the pretrain_gpt.py found through SCRIPT_DIR
+    assert found == [["examples/llama/conf/offload.yaml:2:3:", "OFL102"],
+                     ["examples/llama/scripts/mlm.sh:3:59:", "OFL102"]], result.stdout
+    assert "pipeline_model_parallel_size=4" in result.stdout
+
+
+def test_a_preset_branch_is_decided_and_its_assumption_is_in_the_finding(project):
+    (project / "launch.sh").write_text(
+        "#!/bin/bash\n"
+        "PRESET=${PRESET:-small}\n"
+        'if [[ "${PRESET}" == large ]]; then\n'
+        "    PP=1\n"
+        "else\n"
+        "    PP=2\n"
+        "fi\n"
+        'case "${PRESET}" in\n'
+        '    large) LAYERS=4 ;;\n'
+        '    *) LAYERS=2 ;;\n'
+        "esac\n"
+        "python scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config model.cpu_offloading=true "
+        "model.cpu_offloading_num_layers=$LAYERS model.pipeline_model_parallel_size=$PP\n")
+    result = run("check", "launch.sh", "--no-cache", cwd=project)
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stdout.splitlines()
+    assert line.startswith("launch.sh:12:") and "OFL102" in line
+    assert line.endswith("(on the path where `[[ \"${PRESET}\" == large ]]` (launch.sh:3) is false, assuming the "
+                         "environment does not set PRESET and case `\"${PRESET}\"` (launch.sh:8) takes `*)`, assuming "
+                         "the environment does not set PRESET)"), line
+    # where the tested value is not known (a positional parameter), both paths stay open: PP is unknown
+    (project / "launch.sh").write_text((project / "launch.sh").read_text().replace("${PRESET:-small}", "$1"))
+    result = run("check", "launch.sh", "--no-cache", cwd=project)
+    assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr
+
+
+# --- what was checked -------------------------------------------------------------------------------------
+
+
+def test_a_directory_with_nothing_offlint_reads_is_not_a_pass(project):
+    (project / "docs").mkdir()
+    (project / "docs" / "README.md").write_text("# notes\n")
+    (project / "empty").mkdir()
+    result = run("check", "docs", "empty", "--no-cache", cwd=project)
+    assert result.returncode == 2
+    assert_one_line_errors(result.stderr, 1)
+    assert "offlint: error: docs empty: no file offlint reads" in result.stderr and "nothing was checked" in \
+        result.stderr
+    assert "All checks passed" not in result.stderr and "Nothing checked (0 files" in result.stderr
+    json_run = run("check", "docs", "--no-cache", "--output-format", "json", cwd=project)
+    assert json_run.returncode == 2 and json.loads(json_run.stdout) == []
+
+
+def test_a_megatron_core_version_offlint_does_not_know(project):
+    newer = run("check", "bad.py", "--mcore-version", "9.9", "--no-cache", cwd=project)
+    known = run("check", "bad.py", "--mcore-version", "0.20.0", "--no-cache", cwd=project)
+    assert newer.returncode == known.returncode == 1 and newer.stdout == known.stdout
+    assert ("offlint: warning: megatron-core 9.9.0 (from --mcore-version) is newer than any version offlint knows "
+            "(0.16 to 0.20): checking with the rules of 0.20.0") in newer.stderr
+    assert "megatron-core 0.20.0 (for 9.9.0) from --mcore-version)." in newer.stderr
+    assert "warning" not in known.stderr
+    older = run("check", "bad.py", "--mcore-version", "0.9", cwd=project)
+    assert older.returncode == 2 and older.stdout == ""
+    assert_one_line_errors(older.stderr, 1)
+    assert "megatron-core 0.9.0 is older than any version offlint knows (0.16 to 0.20)" in older.stderr
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n[tool.offlint]\nmegatron-core-version = '0.12'\n")
+    configured = run("check", "bad.py", cwd=project)
+    assert configured.returncode == 2 and "[tool.offlint] megatron-core-version: megatron-core 0.12.0 is older" in \
+        configured.stderr
+
+
+def test_a_megatron_lm_flag_alone_does_not_make_a_training_launch(project):
+    """Bridge's gemma4 slurm_pretrain.sh runs `parity_check_e4b.py --tp 1 --bf16` before training: a model set up
+    for a check, which the training-launch advice (OFL301) does not concern; the training run next to it does."""
+    (project / "run.sh").write_text(
+        '#!/bin/bash\nSCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)\n'
+        'torchrun --nproc_per_node 2 "$SCRIPT_DIR/parity_check_e4b.py" --hf-dir /models/x --tp 1 --bf16\n'
+        'torchrun --nproc_per_node 2 "$SCRIPT_DIR/pretrain_custom.py" --bf16 --train-iters 10\n'
+        'torchrun --nproc_per_node 2 "$SCRIPT_DIR/my_trainer.py" --bf16 --micro-batch-size 1\n')
+    result = run("check", "run.sh", "--no-cache", "--select", "OFL301", cwd=project)
+    assert result.returncode == 1, result.stderr
+    assert [line.split(" ", 1)[0] for line in result.stdout.splitlines()] == ["run.sh:4:1:", "run.sh:5:1:"]
+    assert "(1 files, 3 units," in result.stderr

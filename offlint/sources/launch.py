@@ -58,7 +58,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     name = f"{script} at line {location.line}"
     if script.startswith("pretrain_") or any(a.value and mlm_flags.is_mlm_flag(a.value) for a in rest):
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
-            return _mlm_unit(name, rest, env, location)
+            return _mlm_unit(name, rest, env, location, _trains(script, rest))
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known)
         if script in perf_env.LAUNCHERS:
@@ -102,7 +102,19 @@ def _env_layer(env: dict[str, EnvArg]) -> Layer:
     return layer
 
 
-def _mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location) -> Unit:
+# Megatron-LM flags only a training loop reads. A command with other Megatron-LM flags alone (a parity check, a
+# conversion or an inference script given `--bf16` or `--tensor-model-parallel-size`) sets a model up but does
+# not train, so advice about training launches (OFL301) does not apply to it.
+_TRAINING_FLAGS = frozenset({"--train-iters", "--train-samples", "--global-batch-size", "--micro-batch-size",
+                             "--lr", "--lr-decay-iters", "--lr-warmup-iters", "--save-interval"})
+
+
+def _trains(script: str, args: list[Arg]) -> bool:
+    return script.startswith(("pretrain_", "train", "finetune")) or any(
+        (a.value or "").split("=", 1)[0] in _TRAINING_FLAGS for a in args)
+
+
+def _mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, trains: bool = True) -> Unit:
     values, _problems = mlm_flags.read_flags([a.value for a in args])
     layer = Layer("command line")
     for flag in values:
@@ -115,7 +127,7 @@ def _mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Loca
     _derive_virtual_pipeline(layer)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
-                launches_training=True, env_known=True)
+                launches_training=trains, env_known=True)
 
 
 def _derive_virtual_pipeline(layer: Layer) -> None:

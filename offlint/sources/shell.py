@@ -20,7 +20,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
     """Launch units of a script. `complete`: a script offlint could not read in full is an error (the commands it
     missed would otherwise pass unseen); a command string in YAML, which may be prose, is read as far as it
     goes."""
-    script = parse_shell(text)
+    # a YAML command string is no script file: no $0
+    script = parse_shell(text, path if complete else None, where=(path, line_offset))
     if script.errors and (complete or not script.commands):
         more = f" (and {len(script.errors) - 1} more)" if len(script.errors) > 1 else ""
         raise ShellError(f"cannot parse shell script: {script.errors[0]}{more}; `bash -n {path}` tells whether bash "
@@ -30,8 +31,17 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
                             needs_arguments=needs_arguments)
         if unit is not None:
+            unit.path_condition = path_condition(command.assumes)
             units.append(unit)
     return units
+
+
+def path_condition(assumes: tuple[str, ...], shown: int = 3) -> str:
+    """The decisions a command's path took from defaults, for its findings' "(on the path where ...)"."""
+    if len(assumes) <= shown:
+        return " and ".join(assumes)
+    rest = len(assumes) - shown
+    return " and ".join(assumes[:shown]) + f" (and {rest} more branch{'es' if rest > 1 else ''} decided the same way)"
 
 
 def _convert(path: str, command: Command, line_offset: int):

@@ -25,6 +25,9 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, replace
 
+from offlint.sources import shell_paths, shell_tests
+from offlint.sources.shell_mask import Masked, parse_masked
+
 Pos = tuple[int, int]  # (line, col), 1-based
 Org = tuple[int, int, str]  # where one expanded character came from: (line, col, conditional)
 _IFS = " \t\n"
@@ -65,6 +68,9 @@ class Command:
     env: dict[str, EnvSetting]  # exported variables in effect when the command runs, plus `X=... cmd` prefixes
     line: int
     col: int
+    # Branches decided on the way here from a variable's default, i.e. assuming the environment does not set it:
+    # "`[[ $PRESET == large ]]` (line 7) is false, taking the default of PRESET ..."
+    assumes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -73,8 +79,12 @@ class ShellScript:
     errors: list[str]  # parse problems, "line N: ..."; empty when tree-sitter found no ERROR nodes
 
 
-def parse_shell(text: str) -> ShellScript:
-    """Read `text` as bash; never raises (problems go to `errors`, the rest is still returned)."""
+def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = ("", 0)) -> ShellScript:
+    """Read `text` as bash; never raises (problems go to `errors`, the rest is still returned).
+
+    `script`: the script's path, when `text` is a script file run as such: `$0` and `${BASH_SOURCE[0]}` are then
+    that path, so `$(dirname "$0")` and the like locate files next to it (shell_paths). `where`: the file and the
+    line offset that Command.assumes name a decision's place with (a finding may be located in another file)."""
     out = ShellScript([], [])
     try:
         if not isinstance(text, str):
@@ -82,7 +92,8 @@ def parse_shell(text: str) -> ShellScript:
         org: list[Org] = []  # one (line, col, mark) per character, plus one for the end
         for ln, line in enumerate(text.split("\n"), 1):
             org.extend([(ln, c, "") for c in range(1, len(line) + 2)])
-        st = _State(out, _Holes())
+        st = _State(out, _Holes(), script)
+        st.where = where
         _Walker(st, text, org, 0, "").run()
         st.finish()
     except _TooDeep as exc:
@@ -150,6 +161,8 @@ class _Var:
     pos: Pos = (1, 1)
     exported: bool = False
     unset: bool = False
+    defaults: tuple[str, ...] = ()  # variables whose default (`${X:-d}` with X not set here) this value took
+    notes: tuple[str, ...] = ()  # the decisions taken from such defaults that this value rests on
 
     def scalar(self) -> tuple[str, tuple[Org, ...]]:
         """What `$X` gives: the value, or element 0 of an array."""
@@ -335,9 +348,38 @@ class _Unknown(Exception):
 def _int(text: str) -> int:
     t = text.strip()
     try:
+        if "#" in t:  # bash's `BASE#DIGITS`
+            base, digits = t.split("#", 1)
+            if not 2 <= int(base, 10) <= 36:
+                raise ValueError
+            return int(digits, int(base, 10))
         return int(t, 16) if t.lower().startswith(("0x", "-0x")) else int(t, 10)
     except ValueError:
         raise _Unknown(f"not an integer: {t!r}") from None
+
+
+def _kleene(op: str, a: bool | None, b: bool | None) -> bool | None:
+    """`a && b` / `a || b` with None for unknown."""
+    if op == "&&":
+        return False if a is False or b is False else (True if a and b else None)
+    if op == "||":
+        return True if a is True or b is True else (False if a is False and b is False else None)
+    return None
+
+
+def _holds(n, types: tuple[str, ...]) -> bool:
+    """Whether a node has a descendant of one of `types`."""
+    return next(_descendants(n, types), None) is not None
+
+
+def _descendants(n, types: tuple[str, ...]):
+    """The descendants of a node of one of `types` (iteratively)."""
+    pending = list(n.children)
+    while pending:
+        c = pending.pop()
+        if c.type in types:
+            yield c
+        pending.extend(c.children)
 
 
 _BINOPS = {
@@ -375,14 +417,23 @@ def _tree(data: bytes):
 class _State:
     """What one shell process knows: variables, functions, and where it writes commands."""
 
-    def __init__(self, out: ShellScript, holes: _Holes):
+    def __init__(self, out: ShellScript, holes: _Holes, script: str | None = None):
         self.out, self.holes, self.env, self.ctx = out, holes, {}, ""
+        self.script = None  # `$0`, when the script's path is known
+        if script:
+            self.script = _Var(s=script, org=((1, 1, ""),) * len(script))
+            self.env["BASH_SOURCE"] = _Var(arr=(_Field(script, self.script.org, 1, 1, "BASH_SOURCE"),))
         self.nesting = 0  # statements, words and arithmetic being read, one inside the other
         self.funcs: dict[str, tuple] = {}
         self.called: set[str] = set()
         self.calling: set[str] = set()
         self.locals: list[dict] = []
         self.hidden: set[str] = set()
+        self.seen: dict[str, None] = {}  # variables whose default the expansion being read took
+        self.noted: dict[str, None] = {}  # the decisions (their notes) the values being read rest on
+        self.control: list[str] = []  # the decisions (notes) of the decided branches being read
+        self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with
+        self.order: dict[str, int] = {}  # notes in the order the decisions were read (the script's order)
 
     def finish(self) -> None:
         """Functions never called still hold commands worth linting: read them with their definition's view."""
@@ -407,6 +458,7 @@ class _Walker:
             self.b2c.append(len(text))
         self.tok = 0
         self.saw_at = False
+        self.masked = Masked()
 
     # -- positions and small helpers ------------------------------------------------------------------
     def ci(self, b: int) -> int:
@@ -441,10 +493,20 @@ class _Walker:
         return _int(s)
 
     def run(self) -> None:
-        root = _tree(self.data).root_node
+        tree, self.masked = parse_masked(self.data, _tree)  # tree-sitter-bash's known gaps (shell_mask)
+        root = tree.root_node
         if root.has_error:
             self.errors(root)
         self.stmt(root)
+
+    def masked_in(self, n) -> str:
+        """Why node `n` cannot be read: it holds a construct masked for tree-sitter-bash ("" when it does not)."""
+        span = self.masked.inside(n.start_byte, n.end_byte) if self.masked.spans else None
+        if span is None:
+            return ""
+        raw = self.text[self.ci(span[0]) : self.ci(span[1])]
+        raw = raw if len(raw) <= 60 else raw[:57] + "..."
+        return f"`{raw}` is beyond offlint's bash parser (tree-sitter-bash misreads it), so its value is unknown"
 
     def errors(self, root) -> None:
         """The MISSING and ERROR nodes, in order (a loop: a deeply nested script must not exhaust the stack). An
@@ -536,7 +598,7 @@ class _Walker:
                 self.body(nodes)
             finally:
                 self.st.ctx = ctx
-            if not any(c.type == "command" and self.raw(c).split(None, 1)[:1] == ["exit"] for c in nodes):
+            if not self.exits(nodes):
                 results.append(self.st.env)  # a path that ends in `exit` does not reach what follows
         if default or not results:
             results.append(before)
@@ -548,39 +610,284 @@ class _Walker:
         kids = list(n.children)
         while kids and kids[0].type == "list":
             kids[:1] = kids[0].children
-        op = None
+        # A test whose outcome is certain decides whether the next command runs (decide()).
+        op, status, last, names = None, None, None, ()
         for c in kids:
             if not c.is_named:
                 op = c.type
-            elif op in ("&&", "||"):
-                self.branches([[c]], True, f"after {op} at line {self.pos(c.start_byte)[0]}", mark=False)
-            elif c.type != "comment":
+                continue
+            if c.type == "comment":
+                continue
+            runs = None if status is None or op not in ("&&", "||") else status == (op == "&&")
+            if op not in ("&&", "||"):
                 self.stmt(c)
+            elif runs is None or runs and self.exits([c]):
+                if runs:
+                    self.required([last], names)
+                self.branches([[c]], True, f"after {op} at line {self.pos(c.start_byte)[0]}", mark=False)
+                status = None
+                continue
+            else:
+                note = self.note(names, f"{self.shown([last])} is {'true' if status else 'false'}")
+                self.take([note], [c] if runs else [], [c])
+                if not runs:
+                    continue  # `false && x`: x does not run, and the status stays
+            status, names = self.decide([c])
+            last = c
+            if status is None and c.type == "variable_assignment" and not _holds(c, ("command_substitution",)):
+                status = True  # `X=1` succeeds
 
     def if_(self, n) -> None:
-        conds, body, bodies, has_else, seen_then = [], [], [], False, False
+        clauses: list[tuple[list | None, list]] = []  # (condition, body); the else clause has no condition
+        conds, body, seen_then = [], [], False
         for c in n.children:
             if c.type == "then":
                 seen_then = True
             elif c.type in ("elif_clause", "else_clause"):
-                has_else = has_else or c.type == "else_clause"
-                bodies.append([x for x in c.named_children if x.type != "comment"])
+                clauses.append(self.clause(c) if c.type == "elif_clause" else (None, self.named(c)))
             elif c.is_named and c.type != "comment":
                 (body if seen_then else conds).append(c)
+        clauses.insert(0, (conds, body))
         self.body(conds)
-        self.branches([body] + bodies, not has_else, f"inside if at line {self.pos(n.start_byte)[0]}")
+        results: list[tuple[bool | None, tuple[str, ...]]] = []
+        for cond, _ in clauses:
+            results.append((True, ()) if cond is None else self.decide(cond))
+            if results[-1][0] is True:
+                break
+        taken = next((k for k, (v, _) in enumerate(results) if v is True), -1)
+        if self.exits(clauses[taken][1] if taken >= 0 else []):
+            self.required([c for cond, _ in clauses[: len(results)] if cond for c in cond],
+                          [name for _, names in results for name in names])
+            results = [(None, ())] * len(clauses)  # taking it would end the script: read every path, as before
+        notes = [self.note(names, f"{self.shown(cond)} is {'true' if verdict else 'false'}")
+                 for (cond, _), (verdict, names) in zip(clauses, results) if verdict is not None and cond]
+        everything = [c for cond, body in clauses for c in (cond or []) + body]
+        verdicts = [v for v, _ in results]
+        if None not in verdicts:
+            self.take(notes, clauses[taken][1] if taken >= 0 else [], everything)
+            return
+        paths = [(cond if k and cond else []) + body for k, ((cond, body), v) in enumerate(zip(clauses, verdicts))
+                 if v is not False]
+        self.take(notes, [], everything, lambda: self.branches(paths, True not in verdicts,
+                                                               f"inside if at line {self.pos(n.start_byte)[0]}"))
+
+    def clause(self, c) -> tuple[list, list]:
+        """An elif clause: (its condition, its body)."""
+        cond, body, seen_then = [], [], False
+        for x in c.children:
+            if x.type == "then":
+                seen_then = True
+            elif x.is_named and x.type != "comment":
+                (body if seen_then else cond).append(x)
+        return cond, body
+
+    @staticmethod
+    def named(c) -> list:
+        return [x for x in c.named_children if x.type != "comment"]
+
+    def exits(self, nodes) -> bool:
+        """Whether a path ends the script (`exit`, also inside `{ ...; }`): it does not reach what follows."""
+        pending = list(nodes)
+        while pending:
+            c = pending.pop()
+            if c.type == "command" and self.raw(c).split(None, 1)[:1] == ["exit"]:
+                return True
+            if c.type == "compound_statement":
+                pending.extend(c.named_children)
+        return False
+
+    def shown(self, nodes) -> str:
+        raw = " ".join(self.raw(c) for c in nodes).replace("\n", " ")
+        name, offset = self.st.where
+        line = self.pos(nodes[0].start_byte)[0] + offset
+        return f"`{raw if len(raw) <= 60 else raw[:57] + '...'}` ({f'{name}:{line}' if name else f'line {line}'})"
+
+    def note(self, names, what: str) -> str:
+        """A decision that took defaults, as a path condition ("" when it took none): offlint assumes the
+        environment does not set those variables (and that the script gets no argument for `${1:-...}`)."""
+        env = [n for n in names if not n.isdigit()]
+        args = [f"${n}" for n in names if n.isdigit()]
+        parts = ([f"the environment does not set {', '.join(env)}"] if env else []) + (
+            [f"the script is run without {', '.join(args)}"] if args else [])
+        note = f"{what}, assuming {' and '.join(parts)}" if parts else ""
+        self.st.order.setdefault(note, len(self.st.order))
+        return note
+
+    def take(self, notes: list[str], body, others, read=None) -> None:
+        """Read a decided path (`body`, or `read()`) under its decisions' notes: its commands carry them, and so do
+        the variables that any path of the statement (`others`) assigns, whose value now rests on them."""
+        notes = [n for n in notes if n]
+        self.st.control.extend(notes)
+        try:
+            read() if read is not None else self.body(body)
+        finally:
+            del self.st.control[len(self.st.control) - len(notes):]
+        if notes:
+            names = {self.raw(a.child_by_field_name("name").child_by_field_name("name")
+                              or a.child_by_field_name("name"))
+                     for c in others for a in [c, *_descendants(c, ("variable_assignment",))]
+                     if a.type == "variable_assignment" and a.child_by_field_name("name") is not None}
+            for name in names:
+                v = self.st.env.get(name)
+                if v is not None:
+                    self.st.env[name] = replace(v, notes=tuple(dict.fromkeys([*v.notes, *notes])))
+
+    def required(self, nodes, names) -> None:
+        """A decision from defaults that would end the script (`[[ -z "${X:-}" ]] && exit 1`): the runs that matter
+        set those variables, so from here on they (and the variables the test reads) are unknown."""
+        if not names:
+            return
+        line = self.pos(nodes[0].start_byte)[0]
+        read = [self.raw(v) for c in nodes for v in _descendants(c, ("variable_name",))]
+        read = [name for name in read if (self.get(name) or _Var()).defaults]  # not those the script sets plainly
+        for name in dict.fromkeys([*names, *read]):
+            if not name.isdigit():
+                self.set_unknown(name, f"the script stops at line {line} unless ${name} is set differently from its "
+                                       f"default", self.pos(nodes[0].start_byte))
 
     def case(self, n) -> None:
-        bodies, default = [], True
+        bodies, default, items = [], True, []
         for item in (c for c in n.named_children if c.type == "case_item"):
-            stmts = []
+            stmts, values, through = [], [], False
             for i, c in enumerate(item.children):
-                if item.field_name_for_child(i) == "value":
+                field = item.field_name_for_child(i)
+                if field == "value":
                     default = default and self.raw(c) != "*"
+                    values.append(c)
+                elif field == "fallthrough":
+                    through = True
                 elif c.is_named and c.type != "comment":
                     stmts.append(c)
             bodies.append(stmts)
+            items.append((values, through))
+        subject = n.child_by_field_name("value")
+        taken, names = self.decide_case(subject, items)
+        if taken is not None and self.exits(bodies[taken] if taken >= 0 else []):
+            self.required([subject], names)
+        elif taken is not None:
+            pattern = f"`{self.raw(items[taken][0][0])})`" if taken >= 0 else "no pattern"
+            self.take([self.note(names, f"case {self.shown([subject])} takes {pattern}")],
+                      bodies[taken] if taken >= 0 else [], [c for b in bodies for c in b])
+            return
         self.branches(bodies, default, f"inside case at line {self.pos(n.start_byte)[0]}")
+
+    # -- decisions: tests and case patterns on known values (shell_tests) ---------------------------------
+    def decide(self, nodes) -> tuple[bool | None, tuple[str, ...]]:
+        """Whether a condition succeeds, when known values make it certain (None otherwise), with the variables
+        whose default it took (the environment is assumed not to set them, as everywhere in offlint)."""
+        stmts = [c for c in nodes if c.type != "comment"]
+        if len(stmts) != 1:
+            return None, ()
+        seen, tok, saw_at = self.st.seen, self.tok, self.saw_at
+        self.st.seen = {}
+        try:
+            verdict = self.status(stmts[0])
+            return verdict, tuple(self.st.seen) if verdict is not None else ()
+        finally:
+            self.st.seen, self.tok, self.saw_at = seen, tok, saw_at
+
+    def status(self, n) -> bool | None:
+        if n.type == "negated_command":
+            inner = self.named(n)
+            v = self.status(inner[0]) if len(inner) == 1 else None
+            return None if v is None else not v
+        if n.type == "list":
+            kids = list(n.children)
+            while kids and kids[0].type == "list":
+                kids[:1] = kids[0].children
+            value, op = None, ""
+            for c in kids:
+                if not c.is_named:
+                    op = c.type
+                elif c.type != "comment":
+                    v = self.status(c)
+                    value = v if not op else _kleene(op, value, v)
+            return value
+        if n.type != "test_command" or self.masked_in(n) or _holds(n, ("command_substitution", "process_substitution")):
+            return None
+        exprs = self.named(n)
+        return self.texpr(exprs[0], n.children[0].type == "[[") if len(exprs) == 1 else None
+
+    def texpr(self, e, double: bool) -> bool | None:
+        """One test expression; `double`: inside `[[ ]]` (patterns, && and ||) rather than `[ ]`."""
+        t = e.type
+        kids = self.named(e)
+        if t == "parenthesized_expression":
+            return self.texpr(kids[0], double) if double and len(kids) == 1 else None
+        op_n = e.child_by_field_name("operator")
+        op = self.raw(op_n) if op_n is not None else ""
+        if t == "unary_expression" and kids:
+            if op == "!":
+                v = self.texpr(kids[-1], double)
+                return None if v is None else not v
+            operand = self.operand(kids[-1], double)
+            return None if operand is None else shell_tests.unary(op, operand)
+        if t == "binary_expression":
+            left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
+            if left is None or right is None:
+                return None
+            if op in ("&&", "||"):
+                return _kleene(op, self.texpr(left, double), self.texpr(right, double)) if double else None
+            a = self.operand(left, double)
+            if a is None:
+                return None
+            if op in ("==", "=", "!="):
+                return shell_tests.binary(op, a, None, self.pattern(right, double))
+            return shell_tests.binary(op, a, self.operand(right, double), None)
+        operand = self.operand(e, double)  # `[[ $X ]]`: non-empty
+        return None if operand is None else operand != ""
+
+    _OPERANDS = ("word", "string", "raw_string", "simple_expansion", "expansion", "concatenation", "number",
+                 "ansi_c_string", "extglob_pattern")
+
+    def pieces(self, n, double: bool, quoted: bool) -> list[_P] | None:
+        """An operand's expansion, when it is a plain word whose value is known on every path. In `[ ]` (not
+        `double`) an unquoted expansion is split and globbed: blanks, glob characters or nothing there are left
+        undecided."""
+        if n.type not in self._OPERANDS:
+            return None
+        self.tok = -1
+        pieces = self.exp(n, quoted)
+        text, org, cond = _join(pieces, self.o(n.start_byte))
+        if any(p.brk for p in pieces) or cond or self.why(text) or self.differs(org):
+            return None
+        if not double and (any(p.split and any(c in _IFS + "*?[" for c in p.text) for p in pieces)
+                           or not any(p.quoted or p.text for p in pieces)):
+            return None
+        return pieces
+
+    def operand(self, n, double: bool) -> str | None:
+        pieces = self.pieces(n, double, double)
+        return None if pieces is None else "".join(p.text for p in pieces)
+
+    def pattern(self, n, double: bool) -> str | None:
+        """The right side of `==`: a glob inside `[[ ]]` (its quoted parts match themselves), a string in `[ ]`."""
+        if n.type == "regex" and double:  # how tree-sitter-bash gives some patterns after `=`: one plain token
+            split = shell_tests.quoted_pieces(self.raw(n))
+            return None if split is None else shell_tests.glob(split)
+        pieces = self.pieces(n, double, False)
+        if pieces is None:
+            return None
+        return shell_tests.glob([(p.text, p.quoted or not double) for p in pieces])
+
+    def decide_case(self, subject, items) -> tuple[int | None, tuple[str, ...]]:
+        """The index of the `case` item that runs (-1: none), when certain; with the defaults that took."""
+        seen, tok, saw_at = self.st.seen, self.tok, self.saw_at
+        self.st.seen = {}
+        try:
+            value = self.operand(subject, True) if subject is not None else None
+            if value is None or self.masked_in(subject):
+                return None, ()
+            for k, (patterns, through) in enumerate(items):
+                for p in patterns:
+                    glob = self.pattern(p, True) if not self.masked_in(p) else None
+                    if glob is None:
+                        return None, ()
+                    if shell_tests.matches(value, glob):
+                        return (None, ()) if through else (k, tuple(self.st.seen))
+            return -1, tuple(self.st.seen)
+        finally:
+            self.st.seen, self.tok, self.saw_at = seen, tok, saw_at
 
     def loop(self, n) -> None:
         kind = "while" if n.type == "while_statement" else "for"
@@ -606,6 +913,22 @@ class _Walker:
         return _join(self.exp(val, False), self.o(val.start_byte))
 
     def assign(self, n, export: bool = False) -> None:
+        """An assignment; the new value remembers the defaults it took and the decisions it rests on."""
+        seen, noted = self.st.seen, self.st.noted
+        self.st.seen, self.st.noted = {}, {}
+        try:
+            self._assign(n, export)
+            name_n = n.child_by_field_name("name")
+            name = self.raw(name_n.child_by_field_name("name") or name_n) if name_n is not None else ""
+            var = self.st.env.get(name)
+            notes = tuple(dict.fromkeys([*self.st.control, *self.st.noted]))
+            if var is not None and (self.st.seen or notes):
+                self.st.env[name] = replace(var, defaults=tuple(self.st.seen) or var.defaults,
+                                            notes=tuple(dict.fromkeys([*notes, *var.notes])))
+        finally:
+            self.st.seen, self.st.noted = {**seen, **self.st.seen}, {**noted, **self.st.noted}
+
+    def _assign(self, n, export: bool) -> None:
         name_n, val = n.child_by_field_name("name"), n.child_by_field_name("value")
         if name_n is None:
             return
@@ -705,25 +1028,39 @@ class _Walker:
                 continue
             elif not (c.type == "$" and i + 1 < len(kids) and kids[i + 1].start_byte == c.end_byte):
                 toks.append(c)  # (a `$` glued to "..." is bash's translated string; drop the `$`)
-        fields = [f for t in toks for f in self.token(t)]
-        penv: dict[str, _Var] = {}
-        for a in prefix:
-            name_n = a.child_by_field_name("name")
-            if name_n is not None:
-                s, org, cond = self.scalar(a.child_by_field_name("value"))
-                p = self.pos(a.start_byte)
-                penv[self.raw(name_n)] = _Var(s=s, org=tuple(org), cond=self.st.ctx or cond, pos=p, lines=(p[0],),
-                                              exported=True)
+        noted, self.st.noted = self.st.noted, {}
+        try:
+            fields = [f for t in toks for f in self.token(t)]
+            penv: dict[str, _Var] = {}
+            for a in prefix:
+                name_n = a.child_by_field_name("name")
+                if name_n is not None:
+                    s, org, cond = self.scalar(a.child_by_field_name("value"))
+                    p = self.pos(a.start_byte)
+                    penv[self.raw(name_n)] = _Var(s=s, org=tuple(org), cond=self.st.ctx or cond, pos=p,
+                                                  lines=(p[0],), exported=True)
+            read = list(self.st.noted)
+        finally:
+            self.st.noted = {**noted, **self.st.noted}
         if not fields:
             return
-        env = {k: self.setting(k, v) for k, v in self.st.env.items() if v.exported and v.arr is None}
+        exported = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
+        env = {k: self.setting(k, v) for k, v in exported.items()}
         env.update({k: self.setting(k, v) for k, v in penv.items()})
-        self.st.out.commands.append(Command([f.word(self.st.holes) for f in fields], env, *self.pos(n.start_byte)))
+        # the decisions from defaults on this command's path, its words' and its environment's
+        notes = dict.fromkeys([*self.st.control, *read, *(n for v in exported.values() for n in v.notes)])
+        assumes = tuple(sorted(notes, key=lambda note: self.st.order.get(note, 0)))
+        self.st.out.commands.append(Command([f.word(self.st.holes) for f in fields], env, *self.pos(n.start_byte),
+                                            assumes))
         vals = [None if self.why(f.value) else f.value for f in fields]
-        self.builtin(fields, vals)
+        self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
+        try:
+            self.builtin(fields, vals)
+        finally:
+            del self.st.control[len(self.st.control) - len(read):]
         j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH else None
         if j is not None:
-            self.payload(fields[j], penv)
+            self.payload(fields[j], penv, assumes)
 
     def builtin(self, fields: list[_Field], vals: list[str | None]) -> None:
         """Builtins that change variables (read, mapfile, printf -v, getopts), eval, and function calls."""
@@ -771,7 +1108,7 @@ class _Walker:
                     else:
                         self.st.env[k] = v
 
-    def payload(self, f: _Field, penv: dict[str, _Var]) -> None:
+    def payload(self, f: _Field, penv: dict[str, _Var], assumes: tuple[str, ...] = ()) -> None:
         """`bash -c SCRIPT` (also behind srun/docker/...): read SCRIPT as a child shell with the exported env."""
         org = list(f.org) if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value)
         child = _State(self.st.out, self.st.holes)
@@ -780,6 +1117,8 @@ class _Walker:
         child.ctx = self.st.ctx
         child.hidden = {k for k, v in self.st.env.items() if not v.exported}
         child.nesting = self.st.nesting
+        child.control = list(assumes)
+        child.where, child.order = self.st.where, self.st.order
         org.append(org[-1] if org else (f.line, f.col, f.cond))
         _Walker(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()
@@ -836,6 +1175,10 @@ class _Walker:
     def _exp(self, n, q: bool) -> list[_P]:
         t, a, b = n.type, self.ci(n.start_byte), self.ci(n.end_byte)
         at = self.org[a]
+        if t in ("expansion", "arithmetic_expansion") and self.masked.spans:
+            why = self.masked_in(n)
+            if why:
+                return [self.hole(why, at)]
         if t == "word" and not q and a == self.tok and self.text.startswith("~", a):
             return [self.hole("tilde expansion ~ (home directory)", at)]
         if t == "raw_string":
@@ -852,6 +1195,9 @@ class _Walker:
         if t == "expansion":
             return self.expansion(n, q, at)
         if t in ("command_substitution", "process_substitution"):
+            known = self.path_idiom(n, q, at) if t == "command_substitution" else None
+            if known is not None:
+                return known
             self.subshell(n.named_children)
             return [self.hole(t.replace("_", " "), at)]
         if t == "arithmetic_expansion":
@@ -861,6 +1207,44 @@ class _Walker:
             except _Unknown as exc:
                 return [self.hole(f"arithmetic: {exc}", at)]
         return self.lit(a, b, q)
+
+    def path_idiom(self, n, q: bool, at: Org) -> list[_P] | None:
+        """`$(dirname "$0")`, `$(cd "$(dirname "$0")/.." && pwd -P)`, `$(realpath "$0")`...: the path it prints
+        (shell_paths), or a hole when an argument is unknown; None when `n` is not such an idiom."""
+        stmts = [c for c in n.named_children if c.type != "comment"]
+        if len(stmts) == 1 and stmts[0].type == "list":
+            if [c.type for c in stmts[0].children if not c.is_named] != ["&&"]:
+                return None
+            stmts = [c for c in stmts[0].children if c.is_named and c.type != "comment"]
+        commands = []
+        for i, c in enumerate(stmts):
+            if c.type == "redirected_statement":  # `cd DIR >/dev/null`, `dirname X 2>/dev/null`: the same output
+                redirects = [r for r in c.children if r.type.endswith("redirect")]
+                if i == 0 and len(stmts) == 2 or all(self.raw(r).startswith("2") for r in redirects):
+                    c = c.child_by_field_name("body")
+            name = c.child_by_field_name("name") if c is not None and c.type == "command" else None
+            if name is None or self.raw(name) not in shell_paths.COMMANDS:
+                return None
+            commands.append((self.raw(name), c.children_by_field_name("argument")))
+        if not 1 <= len(commands) <= 2:
+            return None
+        tok, saw_at = self.tok, self.saw_at
+        try:
+            known, cond = [], ""
+            for name, args in commands:
+                fields = [f for a in args for f in self.token(a)]
+                for f in fields:
+                    why = self.why(f.value) or self.differs(f.org, f.cond)
+                    if why:
+                        return [self.hole(why, at)]
+                    cond = cond or f.cond
+                known.append((name, [f.value for f in fields]))
+        finally:
+            self.tok, self.saw_at = tok, saw_at
+        path = shell_paths.prints(known)
+        if path is None:
+            return [self.hole("command substitution", at)]
+        return [_P(path, [at] * len(path), split=not q, quoted=q, cond=cond)]
 
     def string(self, n, a: int, b: int) -> list[_P]:
         """A double-quoted string; `"${A[@]}"` alone yields no field for an empty array, as in bash."""
@@ -919,6 +1303,10 @@ class _Walker:
     def value(self, v: _Var | None, reason: str, multi: bool, star: bool, q: bool, at: Org) -> list[_P]:
         if v is None:
             return [self.hole(reason, at)]
+        if v.defaults:
+            self.st.seen.update(dict.fromkeys(v.defaults))
+        if v.notes:
+            self.st.noted.update(dict.fromkeys(v.notes))
         if v.arr is None or not multi:
             s, org = v.scalar()
             cond = v.cond or (v.arr[0].cond if v.arr else "")
@@ -936,6 +1324,8 @@ class _Walker:
         return out
 
     def param(self, name: str, q: bool, at: Org) -> list[_P]:
+        if name == "0" and self.st.script is not None:
+            return self.value(self.st.script, "", False, False, q, at)
         special = _special_reason(name)
         if special:
             return [self.hole(special, at)]
@@ -945,6 +1335,8 @@ class _Walker:
         """The variable named inside ${...}: (var, reason if missing, [@]/[*]?, [*]?, name)."""
         if n.type != "subscript":
             name = self.raw(n)
+            if name == "0" and self.st.script is not None:
+                return self.st.script, "", False, False, name
             special = _special_reason(name)
             if special:
                 return None, special, False, False, name
@@ -1078,6 +1470,8 @@ class _Walker:
             return [self.hole(reason if var is None else f"${name} is empty", at)] if kind == "?" else operand
 
         res = outcome(v)
+        if v is None and name:
+            self.st.seen[name] = None  # the outcome assumes the environment (or the command line) does not set it
         if v is not None and v.cond:
             a, b = _join(res, at)[0], _join(outcome(None), at)[0]
             if a != b or self.why(a + b):
@@ -1086,7 +1480,7 @@ class _Walker:
             s, org, cond = _join(operand, at)
             old = self.st.env.get(name)
             self.st.env[name] = _Var(s=s, org=tuple(org), cond=cond, lines=(at[0],), pos=at[:2],
-                                     exported=bool(old and old.exported))
+                                     exported=bool(old and old.exported), defaults=(name,) if v is None else ())
         return res
 
     def arith(self, n) -> int:
@@ -1099,8 +1493,36 @@ class _Walker:
         finally:
             self.st.nesting -= 1
 
+    def based(self, n, base: int) -> int:
+        """`B#digits` in arithmetic (the prefix was blanked for the parser): the operand read in base B."""
+        if n.type in ("variable_name", "word") and not self.raw(n)[:1].isdigit():
+            v = self.get(self.raw(n))
+            if v is None:
+                raise _Unknown(self.unset_reason(self.raw(n)))
+            s, org, cond = *v.scalar(), v.cond
+        elif n.type in ("number", "word"):
+            s, org, cond = self.raw(n), (), ""
+        else:
+            s, org, cond = _join(self.exp(n, True), self.o(n.start_byte))
+        why = self.why(s) or self.differs(org, cond)
+        if why:
+            raise _Unknown(why)
+        try:
+            if not 2 <= base <= 36:
+                raise ValueError
+            return int(s.strip(), base)
+        except ValueError:
+            raise _Unknown(f"not a base-{base} number: {s.strip()!r}") from None
+
     def _arith(self, n) -> int:
         t = n.type
+        if self.masked:
+            why = self.masked_in(n)
+            if why:
+                raise _Unknown(why)
+            base = self.masked.bases.get(n.start_byte)
+            if base is not None and t in ("number", "word", "variable_name", "simple_expansion", "expansion"):
+                return self.based(n, base)
         if t == "arithmetic_expansion":
             kids = [c for c in n.named_children if c.type != "comment"]
             if not kids:

@@ -1,0 +1,403 @@
+"""Read bash that tree-sitter-bash misparses: re-parse with the misread constructs masked.
+
+tree-sitter-bash (0.25) rejects some valid bash, and its error recovery can swallow a whole function or file:
+a `]` in an expansion's pattern (`${v%%]*}`, upstream issues 274 and 285), an operator character in an
+expansion's word (`${s:+$s;}`, `${L:-a|b}`, issue 267), arithmetic in a substring offset (`${A:$N+1}`), a base
+prefix in arithmetic (`$((10#$N))`), and globs with quoted spaces or extglobs in `[[ ]]` (issues 321, 246). Each
+seen on Megatron Bridge's scripts would otherwise make the whole script unreadable.
+
+When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
+`[[ ... ]]`, found by a small lexer) is replaced by a neutral one of exactly the same byte length (`${___}`,
+`$((0  ))`, `[[ x  ]]`), so every position stays right, and the text is parsed again; a base prefix `B#` is
+blanked instead and remembered, so `$((10#$N))` keeps its value. The masked parse is used only when it is
+clean; otherwise the original errors stand (a script offlint cannot read in full is still an error). The walker
+gives a masked expansion an unknown value and leaves a masked test undecided.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+_ROUNDS = 8  # parse, mask what the errors point into, parse again: a few rounds, each one parse
+
+_BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
+_WORD_END = " \t\n;&|()<>"
+
+
+class Masked:
+    """What was masked in one text: byte spans (start -> (end, kind)) and blanked base prefixes."""
+
+    def __init__(self):
+        self.spans: dict[int, tuple[int, str]] = {}
+        self.bases: dict[int, int] = {}  # byte offset of an arithmetic operand -> its base (`10#$N`: 10)
+        # start -> the construct with only its troublesome literal characters replaced: the walker reads the
+        # original text, so the value is kept (`${L:-a|b}` is still "a|b")
+        self.literal: dict[int, bytes] = {}
+        self._starts: list[int] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.spans or self.bases or self.literal)
+
+    def freeze(self) -> None:
+        self._starts = sorted(self.spans)
+
+    def inside(self, start: int, end: int) -> tuple[int, int] | None:
+        """The first masked span lying within [start, end), if any."""
+        i = bisect.bisect_left(self._starts, start)
+        while i < len(self._starts) and self._starts[i] < end:
+            s = self._starts[i]
+            if self.spans[s][0] <= end:
+                return s, self.spans[s][0]
+            i += 1
+        return None
+
+
+def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
+    """`parse(bytes)` -> tree. The tree of `data`, or of a masked copy when only that one parses cleanly."""
+    tree = parse(data)
+    masked = Masked()
+    if not tree.root_node.has_error:
+        return tree, masked
+    spans = None
+    current = tree
+    for _ in range(_ROUNDS):
+        if spans is None:
+            spans = _Spans(data)
+        touched: set[int] = set()  # one step per construct per round: the gentlest first
+        points, regions = _error_points(current.root_node)
+        located = [spans.innermost(point) for point in points]
+        if not any(i is not None for i in located):
+            # the recovery put the error where it sees it (often the start of a long ERROR node): take the
+            # constructs of a known troublesome shape inside the unreadable regions instead
+            regions.sort()
+            located = [i for i, (start, end, kind) in enumerate(spans.items)
+                       if end is not None and _inside(regions, start, end) and _troublesome(data[start:end], kind)]
+        for i in located:
+            if i is None:
+                continue
+            start, end, kind = spans.items[i]
+            if start in masked.spans or start in touched:
+                continue
+            if kind != "expansion" and not _troublesome(data[start:end], kind):
+                continue  # bash checks a test's syntax itself: mask only the shapes tree-sitter-bash misreads
+            touched.add(start)
+            if kind == "arith" and _blank_bases(data, start, end, masked):
+                continue
+            if start not in masked.literal:
+                literal = _literal_mask(data[start:end], kind)
+                if literal is not None:
+                    masked.literal[start] = literal
+                    continue
+            if _neutral(kind, end - start):
+                masked.spans[start] = (end, kind)
+            else:
+                touched.discard(start)
+        if not touched:
+            break
+        current = parse(_apply(data, masked))
+        if not current.root_node.has_error:
+            masked.freeze()
+            return current, masked
+    return tree, Masked()
+
+
+def _error_points(root) -> tuple[list[int], list[tuple[int, int]]]:
+    """Byte offsets of the innermost ERROR nodes and of the MISSING tokens, in order, and the byte ranges of the
+    outermost ERROR nodes (iteratively: a deeply nested tree must not exhaust the stack)."""
+    out: list[int] = []
+    regions: list[tuple[int, int]] = []
+    pending = [(root, False)]
+    while pending:
+        n, in_error = pending.pop()
+        if n.is_missing:
+            out.append(n.start_byte)
+        elif n.has_error:
+            kids = [c for c in n.children if c.has_error or c.is_missing]
+            if n.type == "ERROR" and not in_error:
+                regions.append((n.start_byte, n.end_byte))
+            if n.type == "ERROR" and not kids:
+                out.append(n.start_byte)
+            pending.extend((c, in_error or n.type == "ERROR") for c in reversed(kids))
+    return out, regions
+
+
+def _inside(regions: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether [start, end) lies in one of `regions` (sorted, not overlapping)."""
+    i = bisect.bisect_right(regions, (start, float("inf"))) - 1
+    return i >= 0 and regions[i][0] <= start and end <= regions[i][1]
+
+
+_EXTGLOB = re.compile(rb"[@!+*?]\(")
+
+
+def _troublesome(text: bytes, kind: str) -> bool:
+    """The shapes tree-sitter-bash is known to misread (see the module docstring)."""
+    if kind == "expansion":
+        head = _NAME.match(text)
+        rest = text[head.end():-1] if head else b""
+        return any(c in _SPECIAL for c in rest) or (rest[:1] == b":" and rest[1:2] not in b"-=+?" and b"$" in rest)
+    if kind in ("arith", "arith-command"):
+        return _BASE.search(text.decode("latin-1")) is not None
+    if kind == "test":
+        return _EXTGLOB.search(text) is not None or _literal_mask(text, kind) is not None
+    return False
+
+
+def _neutral(kind: str, n: int) -> bytes | None:
+    """A construct of the same kind and byte length that tree-sitter-bash reads, or None if none fits."""
+    if kind == "expansion":
+        return b"${" + b"_" * (n - 3) + b"}" if n >= 4 else None
+    if kind == "arith":
+        return b"$((0" + b" " * (n - 6) + b"))" if n >= 6 else None
+    if kind == "arith-command":
+        return b"((0" + b" " * (n - 5) + b"))" if n >= 5 else None
+    if kind == "test":
+        return b"[[ x" + b" " * (n - 7) + b" ]]" if n >= 7 else None
+    return None
+
+
+_NAME = re.compile(rb"\$\{(?:[A-Za-z_]\w*|\d+|[@*#?$!-])(?:\[[^\]]*\])?")
+_SPECIAL = b" \t;|&()<>[]"  # what tree-sitter-bash stumbles on inside an expansion's word or a test's quotes
+
+
+def _literal_mask(text: bytes, kind: str) -> bytes | None:
+    """`${NAME<op><word>}` whose word is plain text, or a `[[ ]]` test whose quoted strings hold blanks: the same
+    construct with the troublesome characters replaced by `_` (None when the word is not plain text)."""
+    out = bytearray(text)
+    if kind == "expansion":
+        head = _NAME.match(text)
+        if head is None or any(c in text[head.end():-1] for c in b"$`'\"\\{}"):
+            return None
+        for k in range(head.end(), len(text) - 1):
+            if out[k] in _SPECIAL:
+                out[k] = ord("_")
+    elif kind == "test":
+        quote = 0
+        for k, c in enumerate(text):
+            if quote:
+                if c == quote:
+                    quote = 0
+                elif c in b" \t":
+                    out[k] = ord("_")
+            elif c in b"'\"":
+                quote = c
+    else:
+        return None
+    return bytes(out) if out != text else None
+
+
+def _blank_bases(data: bytes, start: int, end: int, masked: Masked) -> bool:
+    """Blank the `B#` base prefixes of one arithmetic span not yet blanked; False when there are none."""
+    text = data[start:end].decode("latin-1")
+    found = False
+    for m in _BASE.finditer(text):
+        operand = start + m.end()
+        if operand not in masked.bases:
+            masked.bases[operand] = int(m.group(1))
+            found = True
+    return found
+
+
+def _apply(data: bytes, masked: Masked) -> bytes:
+    out = bytearray(data)
+    for start, literal in masked.literal.items():
+        out[start:start + len(literal)] = literal
+    for operand, base in masked.bases.items():
+        width = len(str(base)) + 1
+        out[operand - width:operand] = b" " * width
+    for start, (end, kind) in sorted(masked.spans.items(), key=lambda item: item[1][0] - item[0]):
+        out[start:end] = _neutral(kind, end - start)  # innermost first: an enclosing mask overwrites it
+    return bytes(out)
+
+
+class _Spans:
+    """The closed `${...}`, `$((...))`, `((...))` and `[[ ... ]]` of a bash text, with their nesting.
+
+    A light lexer: quotes, escapes, comments, command substitutions and here-document bodies are skipped the way
+    bash reads them. It need not be exact: a masked text is used only when tree-sitter then parses it cleanly.
+    Linear in the text."""
+
+    def __init__(self, data: bytes):
+        self.items: list[list] = []  # [start, end (None while open), kind], in order of start
+        self.parent: list[int] = []
+        s = data.decode("latin-1")  # byte offsets; UTF-8 continuation bytes never look like syntax
+        self._lex(s)
+        self.starts = [item[0] for item in self.items]
+
+    def innermost(self, point: int) -> int | None:
+        i = bisect.bisect_right(self.starts, point) - 1
+        while i >= 0:
+            start, end, _ = self.items[i]
+            if end is not None and start <= point < end:
+                return i
+            i = self.parent[i]
+        return None
+
+    def _open(self, stack: list, kind: str, start: int) -> None:
+        parent = next((e[3] for e in reversed(stack) if e[3] >= 0), -1)
+        self.items.append([start, None, kind])
+        self.parent.append(parent)
+        stack.append([kind, start, 0, len(self.items) - 1])
+
+    def _close(self, stack: list, end: int) -> None:
+        entry = stack.pop()
+        if entry[3] >= 0:
+            self.items[entry[3]][1] = end
+
+    def _lex(self, s: str) -> None:  # noqa: C901 - one state machine reads best in one place
+        n = len(s)
+        stack: list[list] = [["top", 0, 0, -1]]  # [context, start, paren depth, item index or -1]
+        heredocs: list[tuple[str, bool]] = []
+        i = 0
+        while i < n:
+            ctx = stack[-1][0]
+            c = s[i]
+            code = ctx in ("top", "sub", "test", "bq")
+            if c == "\\":
+                i += 2
+                continue
+            if c == "'" and ctx != "dq" and not (ctx == "expansion" and any(e[0] == "dq" for e in stack)):
+                j = s.find("'", i + 1)
+                if j < 0:
+                    return
+                i = j + 1
+                continue
+            if c == "$" and i + 1 < n:
+                nxt = s[i + 1]
+                if s.startswith("$((", i):
+                    self._open(stack, "arith", i)
+                    i += 3
+                    continue
+                if nxt == "(":
+                    stack.append(["sub", i, 0, -1])
+                    i += 2
+                    continue
+                if nxt == "{":
+                    self._open(stack, "expansion", i)
+                    i += 2
+                    continue
+                if nxt == "'" and ctx != "dq":
+                    i = self._ansi_c_end(s, i + 2)
+                    continue
+            if c == "`":
+                if ctx == "bq":
+                    stack.pop()
+                else:
+                    stack.append(["bq", i, 0, -1])
+                i += 1
+                continue
+            if ctx == "dq":
+                if c == '"':
+                    stack.pop()
+                i += 1
+                continue
+            if c == '"':
+                stack.append(["dq", i, 0, -1])
+                i += 1
+                continue
+            at_word = i == 0 or s[i - 1] in " \t\n;&|(!"
+            if ctx == "expansion":
+                if c == "}":
+                    self._close(stack, i + 1)
+                i += 1
+                continue
+            if ctx in ("arith", "arith-command"):
+                if c == "(":
+                    stack[-1][2] += 1
+                elif c == ")":
+                    if stack[-1][2] > 0:
+                        stack[-1][2] -= 1
+                    elif s.startswith("))", i):
+                        self._close(stack, i + 2)
+                        i += 2
+                        continue
+                    else:
+                        stack.pop()  # `$( (...) )` or a stray parenthesis: not arithmetic after all
+                i += 1
+                continue
+            # code: top level, a command substitution, a backquoted command, a [[ ]] test
+            if c == "#" and at_word:
+                j = s.find("\n", i)
+                i = n if j < 0 else j
+                continue
+            if ctx == "test":
+                if s.startswith("]]", i) and at_word and (i + 2 >= n or s[i + 2] in _WORD_END):
+                    self._close(stack, i + 2)
+                    i += 2
+                    continue
+            elif code and at_word and s.startswith("[[", i) and i + 2 < n and s[i + 2] in " \t\n":
+                self._open(stack, "test", i)
+                i += 2
+                continue
+            elif code and at_word and s.startswith("((", i):
+                self._open(stack, "arith-command", i)
+                i += 2
+                continue
+            if ctx == "sub":
+                if c == "(":
+                    stack[-1][2] += 1
+                elif c == ")":
+                    if stack[-1][2] > 0:
+                        stack[-1][2] -= 1
+                    else:
+                        stack.pop()
+                    i += 1
+                    continue
+            if c == "<" and s.startswith("<<<", i):  # a here-string, not a here-document
+                i += 3
+                continue
+            if c == "<" and s.startswith("<<", i):
+                i = self._heredoc_start(s, i + 2, heredocs)
+                continue
+            if c == "\n" and heredocs:
+                i = self._skip_heredocs(s, i + 1, heredocs)
+                heredocs.clear()
+                continue
+            i += 1
+
+    @staticmethod
+    def _ansi_c_end(s: str, i: int) -> int:
+        while i < len(s):
+            if s[i] == "\\":
+                i += 2
+            elif s[i] == "'":
+                return i + 1
+            else:
+                i += 1
+        return i
+
+    @staticmethod
+    def _heredoc_start(s: str, i: int, heredocs: list) -> int:
+        strip = s.startswith("-", i)
+        i += strip
+        while i < len(s) and s[i] in " \t":
+            i += 1
+        word = []
+        while i < len(s) and s[i] not in _WORD_END:
+            if s[i] in "'\"":
+                j = s.find(s[i], i + 1)
+                j = len(s) if j < 0 else j
+                word.append(s[i + 1:j])
+                i = j + 1
+            elif s[i] == "\\":
+                word.append(s[i + 1:i + 2])
+                i += 2
+            else:
+                word.append(s[i])
+                i += 1
+        if word:
+            heredocs.append(("".join(word), strip))
+        return i
+
+    @staticmethod
+    def _skip_heredocs(s: str, i: int, heredocs: list) -> int:
+        for delimiter, strip in heredocs:
+            while i < len(s):
+                j = s.find("\n", i)
+                j = len(s) if j < 0 else j
+                line = s[i:j]
+                i = j + 1
+                if (line.lstrip("\t") if strip else line) == delimiter:
+                    break
+        return i

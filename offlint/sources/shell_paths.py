@@ -1,0 +1,71 @@
+"""What the directory idioms of launch scripts print, from known arguments.
+
+`ROOT_DIR=$(cd "$(dirname "$0")/../.." && pwd -P)`, `SCRIPT_DIR=$(dirname "$(realpath "$0")")` and
+`$(dirname "${BASH_SOURCE[0]}")` locate files next to the script; without them a launch that runs
+`"${ROOT_DIR}/scripts/training/run_recipe.py"` is not recognised at all. The walker gives `$0` and
+`${BASH_SOURCE[0]}` the script's path as offlint names it (relative to the working directory, as a user runs it
+from there) and asks this module what `dirname`, `realpath`, `readlink -f` and `cd DIR && pwd` print. Paths are
+made absolute against the working directory and normalised as text; symbolic links are not followed (`pwd -P`
+would), nothing is run and nothing on disk is read.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+COMMANDS = ("dirname", "realpath", "readlink", "cd", "pwd")
+
+
+def prints(commands: list[tuple[str, list[str]]]) -> str | None:
+    """What `$( ... )` prints for one command, or for `cd DIR && pwd` (also `cd DIR; pwd`), given each command's
+    name and its (known) argument values; None when it is not one of these idioms."""
+    if len(commands) == 1:
+        name, args = commands[0]
+        if name == "dirname":
+            operand = _operand(args, "")
+            return _dirname(operand) if operand is not None else None
+        if name == "realpath":
+            operand = _operand(args, "esmqPLz")
+            return _absolute(operand) if operand is not None else None
+        if name == "readlink":
+            flags = {c for a in args if a.startswith("-") and not a.startswith("--") for c in a[1:]}
+            operand = _operand(args, "femnqsvz")
+            return _absolute(operand) if operand is not None and flags & set("fem") else None
+        return None
+    if len(commands) == 2 and commands[0][0] == "cd" and commands[1][0] == "pwd":
+        operand = _operand(commands[0][1], "PLe@")
+        if operand is not None and operand != "-" and _operand(commands[1][1] + ["."], "PL") == ".":
+            return _absolute(operand)
+    return None
+
+
+def _operand(args: list[str], flags: str) -> str | None:
+    """The one argument that is not an option (`--` ends the options), or None when there is not exactly one or an
+    option outside `flags` is given."""
+    out: list[str] = []
+    options = True
+    for arg in args:
+        if options and arg == "--":
+            options = False
+        elif options and len(arg) > 1 and arg.startswith("-"):
+            if arg.startswith("--") or any(c not in flags for c in arg[1:]):
+                return None
+        else:
+            out.append(arg)
+    return out[0] if len(out) == 1 else None
+
+
+def _dirname(path: str) -> str:
+    """As coreutils `dirname`: `a/b/` -> `a`, `run.sh` -> `.`, `/x` -> `/`."""
+    if not path:
+        return "."
+    stripped = path.rstrip("/")
+    if not stripped:
+        return "/"
+    head = stripped.rsplit("/", 1)[0] if "/" in stripped else "."
+    return head.rstrip("/") or "/"
+
+
+def _absolute(path: str) -> str:
+    return posixpath.normpath(posixpath.join(os.getcwd(), path)) if path else os.getcwd()
