@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Callable
 
 from offlint import keys
-from offlint.types import Unknown, Value
+from offlint.types import OneOf, Unknown, Value
 from offlint.versions import Version, parse_version
 
 
@@ -354,6 +354,68 @@ def suggestion(scope: Scope, key: str) -> str:
     return f"{section}.{close[0]}" if close else ""
 
 
+@_needs_scope
+def overrides(scope: Scope, key: str, other: str) -> object:
+    """Whether `key` was set over `other` by an outer writer: from another file (a derived recipe elsewhere, a
+    YAML file, a command line) or by a function that calls the one that set `other` (its chain of calls is a
+    proper prefix; a Bridge mutator's or a performance flag's own "by ..." step aside). Such a writer switching
+    something off is overriding an earlier choice, not contradicting itself. False when either key is at its
+    default; unknown when either value is."""
+    if scope.key(key) is UNKNOWN or scope.key(other) is UNKNOWN:
+        return UNKNOWN
+    outer, inner = scope.lookup(key).assignment, scope.lookup(other).assignment
+    if outer is None or inner is None:
+        return False
+    if outer.location.path != inner.location.path:
+        return True
+    outer_via, inner_via = ([step for step in a.via if not step.startswith("by ")] for a in (outer, inner))
+    return len(outer_via) < len(inner_via) and inner_via[:len(outer_via)] == outer_via
+
+
+def _graph_names(value) -> list[str]:
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else as_list(value)
+    names = [str(item).rsplit(".", 1)[-1] for item in items if str(item) != ""]  # CudaGraphModule.attn -> attn
+    return [] if names == ["full"] else names
+
+
+@_takes_unknown
+def graph_modules(scope, modules) -> object:
+    """The CUDA graph module names megatron-core ends up with, before it migrates "full_iteration": the
+    deprecated `cuda_graph_scope` (the only field before 0.18) replaces `cuda_graph_modules` when it names
+    something; a string is split on commas; "full" alone means none (the whole layer). Modules that name
+    something are the answer whatever an unknown scope is: any scope but None beside them is rejected (CG-5)."""
+    named = [] if modules is UNKNOWN else _graph_names(modules)
+    if scope is UNKNOWN:
+        return named or UNKNOWN
+    return _graph_names(scope) or (UNKNOWN if modules is UNKNOWN else named)
+
+
+@_needs_scope
+def written_known(scope: Scope, key: str) -> object:
+    """Whether the unit writes `key` with a value offlint reads: False when nothing writes it or what writes it
+    cannot be read (copied from an object offlint does not evaluate, say), so a rule about a chosen setting
+    does not guess at one, even under --strict; unknown when the value depends on a branch (judged per path)."""
+    value = scope.key(key)
+    found = scope.lookup(key)
+    if found.assignment is None:
+        return False
+    if value is UNKNOWN:
+        return UNKNOWN if isinstance(found.value, OneOf) else False
+    return True
+
+
+@_needs_scope
+def graph_modules_written(scope: Scope) -> object:
+    """graph_modules() of the cuda_graph_scope and cuda_graph_modules the unit writes readably (written_known),
+    a field it does not write, or writes with a value offlint cannot read, counting as unset (None)."""
+    values = []
+    for key in ("model.cuda_graph_scope", "model.cuda_graph_modules"):
+        values.append(scope.key(key) if written_known(scope, key) is not False else None)
+    return graph_modules(*values)
+
+
 def graph_scope_names(scope) -> list[str]:
     return [str(s) for s in as_list(scope)] if not isinstance(scope, str) else [scope]
 
@@ -573,6 +635,10 @@ FUNCTIONS: dict[str, Callable] = {
     "known": known,
     "is_known_key": is_known_key,
     "suggestion": suggestion,
+    "graph_modules": graph_modules,
+    "graph_modules_written": graph_modules_written,
+    "written_known": written_known,
+    "overrides": overrides,
     "graph_scope_names": graph_scope_names,
     "is_fp32": is_fp32,
     "is_default": is_default,

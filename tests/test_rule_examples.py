@@ -39,7 +39,7 @@ def test_rule_example(rule, example, tmp_path, monkeypatch):
 
 
 def test_every_rule_in_the_catalog_has_a_file():
-    expected = {f"OFL{n:03d}" for n in list(range(1, 7)) + list(range(101, 117)) + list(range(201, 213))
+    expected = {f"OFL{n:03d}" for n in list(range(1, 7)) + list(range(101, 117)) + list(range(201, 216))
                 + [301, 302]}
     assert expected <= set(load_rules())
 
