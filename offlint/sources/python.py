@@ -25,7 +25,7 @@ from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, c
 from offlint import keys
 from offlint.keys import KEYS, OTHER_BRIDGE_SECTIONS
 from offlint.sources import python_inputs, python_roles
-from offlint.sources.python_branches import BranchPoint, merge_into, paths_of, same
+from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
 from offlint.sources.python_values import ConfigObj, Frame, ObjectTuple, PartialDict, Record
 from offlint.types import Assignment, Layer, Location, OneOf, Source, Unit, UnitKind, Unknown, UserInput
 
@@ -268,7 +268,11 @@ class PythonReader:
         paths.append(f"{test} is false" if len(branches) == 2 else f"no branch of {test} is taken")
         split = BranchPoint(self._loc(node), f"if {self._segment(node.test)}", tuple(paths),
                             self._input_flags(node, frame))
-        return self._run_branches(branches, frame, split)
+        tests, chain = [node.test], node
+        while len(chain.orelse) == 1 and isinstance(chain.orelse[0], ast.If):  # each elif's own test
+            chain = chain.orelse[0]
+            tests.append(chain.test)
+        return self._run_branches(branches, frame, split, narrow=[narrowings(t) for t in tests])
 
     def _input_flags(self, node: ast.If, frame: Frame) -> tuple[str, ...]:
         """The command-line flags an `if`/`elif` chain tests, when its tests read nothing else that is unknown
@@ -352,15 +356,20 @@ class PythonReader:
             return _UNDECIDED
         return value
 
-    def _run_branches(self, branches, frame: Frame, split: "BranchPoint") -> list[ConfigObj]:
-        """Run each branch on a copy of the state, then merge: a value that differs by path becomes a OneOf."""
+    def _run_branches(self, branches, frame: Frame, split: "BranchPoint", narrow=()) -> list[ConfigObj]:
+        """Run each branch on a copy of the state, then merge: a value that differs by path becomes a OneOf.
+        `narrow[i]`: what branch i's test fixes there (python_branches.narrowings)."""
         objects = [v for v in frame.names.values() if isinstance(v, ConfigObj)]
         results = []
-        for body in branches:
+        for index, body in enumerate(branches):
             copies = {id(o): o.copy() for o in objects}
             names = {k: copies.get(id(v), v) if isinstance(v, ConfigObj) else v for k, v in frame.names.items()}
             sub = Frame(names=names, depth=frame.depth)
+            restore = self._narrow(narrow[index], sub, body) if index < len(narrow) else {}
             self._run_block(body, sub)
+            for name, (fixed, before) in restore.items():
+                if sub.names.get(name) is fixed:  # the body did not rebind it: the name is as before the test
+                    sub.names[name] = before
             results.append((copies, sub))
         for obj in objects:
             merge_into(obj, [copies[id(obj)] for copies, _ in results], split)
@@ -393,6 +402,41 @@ class PythonReader:
         if returns and len(returns) == len(results) and all(isinstance(r, ConfigObj) for r in returns):
             frame.returned = returns[0]
         return touched
+
+    def _narrow(self, facts, frame: Frame, body) -> dict:
+        """Give what a branch's test fixes its value on that branch, where it is not known already: a config key
+        gets an assignment at the test (so the merge after the `if` pairs it with the branch's path), a local name
+        the literal for the branch's body only. A config the function was given (`cfg`, not yet an object here)
+        becomes one as the body's own first write through it would make it. Returns {name: (literal, value
+        before)} for the names."""
+        restore = {}
+        for target, literal_node in facts:
+            literal = literal_node.value
+            if isinstance(target, ast.Name):
+                before = frame.names.get(target.id)
+                if isinstance(before, (Unknown, OneOf, UserInput)):
+                    frame.names[target.id] = literal
+                    restore[target.id] = (literal, before)
+                continue
+            chain = _attr_chain(target)
+            receiver = frame.names.get(chain[0]) if chain else None
+            if chain and not isinstance(receiver, ConfigObj) and _writes_through(body, chain[0]):
+                receiver = self._implicit_receiver(chain[0], chain[1:], frame)
+            if not isinstance(receiver, ConfigObj):
+                continue
+            attrs = chain[1:]
+            if receiver.kind == "container" and len(attrs) == 2 and attrs[0] in SECTIONS_OF_CONTAINER:
+                receiver, attrs = receiver.child(attrs[0]), attrs[1:]
+            if receiver.kind != "section" or len(attrs) != 1:
+                continue
+            current = receiver.values.get(attrs[0])
+            value = current.value if current is not None else receiver.base
+            if isinstance(value, (Unknown, OneOf)):
+                key = f"{receiver.section}.{attrs[0]}"
+                text = f"{self._segment(target)} (on the branch where it is {literal!r})"
+                receiver.values[attrs[0]] = Assignment(key, literal, self._loc(target), Source.PYTHON, text,
+                                                       tuple(self.via_stack))
+        return restore
 
     def _run_small(self, stmt, frame: Frame) -> list[ConfigObj]:
         if isinstance(stmt, ast.Assign):
@@ -1171,6 +1215,18 @@ def _field(obj: ConfigObj, name: str, text: str):
             return list(default) if isinstance(default, list) else default
         return Unknown(f"`{text}` is not set here and its default depends on the megatron-core version")
     return obj.base if isinstance(obj.base, Unknown) else Unknown(f"`{text}` is not set here")
+
+
+def _writes_through(body, root: str) -> bool:
+    """Whether a block assigns an attribute of `root` (`root.optimizer.x = ...`) anywhere in it."""
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            chain = _attr_chain(target) if isinstance(target, ast.Attribute) else None
+            if chain and chain[0] == root:
+                return True
+    return False
 
 
 def _statements(body):

@@ -121,3 +121,29 @@ def _plain(value) -> bool:
     if isinstance(value, (list, tuple)):
         return all(_plain(v) for v in value)
     return value is None or isinstance(value, (bool, int, float, str))
+
+
+def narrowings(test) -> list[tuple[object, object]]:
+    """What an `if` test fixes on the branch it guards: (target, literal) AST pairs for each conjunct of the form
+    `x == LITERAL`, `x is True/False/None` or `x in (LITERAL,)` (one element), x a name or an attribute chain
+    (`cfg.optimizer.optimizer == "adam"`). On that branch x is that literal, whatever it was before the test."""
+    import ast
+
+    conjuncts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    found = []
+    for part in conjuncts:
+        if not (isinstance(part, ast.Compare) and len(part.ops) == 1):
+            continue
+        op, target, literal = part.ops[0], part.left, part.comparators[0]
+        if isinstance(target, ast.Constant) and not isinstance(literal, ast.Constant):
+            target, literal = literal, target  # "adam" == cfg.optimizer.optimizer
+        if isinstance(op, ast.In) and isinstance(literal, (ast.Tuple, ast.List, ast.Set)) and len(literal.elts) == 1:
+            literal = literal.elts[0]
+        elif isinstance(op, ast.Is):
+            if not (isinstance(literal, ast.Constant) and literal.value in (True, False, None)):
+                continue
+        elif not isinstance(op, ast.Eq):
+            continue
+        if isinstance(literal, ast.Constant) and isinstance(target, (ast.Name, ast.Attribute)):
+            found.append((target, literal))
+    return found

@@ -1,0 +1,53 @@
+"""An `if` test that compares a value with a literal fixes that value on the branch it guards (python_branches.
+narrowings): Bridge's dump_perf_configs.py turns the precision-aware optimizer on only under
+`if precision == "bf16" and cfg.optimizer.optimizer == "adam"`, so on that path the optimizer is Adam and OFL116's
+"only supported with adam" cannot happen. Fixtures of our own in that shape."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from offlint.api import CheckOptions, check
+from offlint.sources.python_branches import narrowings
+
+RECIPE = textwrap.dedent('''
+    from megatron.bridge.models import GPTModelProvider
+    from megatron.bridge.training.config import ConfigContainer, DistributedDataParallelConfig
+
+
+    def llama_pretrain_config(precision: str = "bf16") -> ConfigContainer:
+        cfg = ConfigContainer(model=GPTModelProvider(num_layers=16), optimizer=make_optimizer(),
+                              ddp=DistributedDataParallelConfig(use_distributed_optimizer=True))
+        if precision == "bf16" and cfg.optimizer.optimizer {test}:
+            cfg.optimizer.use_precision_aware_optimizer = True
+        return cfg
+''')
+
+
+def _adam_findings(tmp_path, test: str):
+    (tmp_path / "recipe.py").write_text(RECIPE.format(test=test))
+    result = check([str(tmp_path)], CheckOptions(strict=True, root=tmp_path, cache=False, select=["OFL116"]))
+    return [f for f in result.findings if "only supported with adam" in f.message]
+
+
+def test_equality_with_a_literal_fixes_the_value_on_its_branch(tmp_path):
+    assert _adam_findings(tmp_path, '== "adam"') == []
+    assert _adam_findings(tmp_path, 'in ("adam",)') == []
+
+
+def test_a_test_that_does_not_fix_the_value_leaves_it_unknown(tmp_path):
+    # `!=` says nothing about which optimizer runs on the branch: still a "possible" finding
+    assert _adam_findings(tmp_path, '!= "sgd"')
+
+
+def test_narrowings_reads_conjuncts_of_the_forms_it_knows():
+    def facts(source):
+        return [(ast.unparse(t), lit.value) for t, lit in narrowings(ast.parse(source, mode="eval").body)]
+
+    assert facts('p == "bf16" and cfg.optimizer.optimizer == "adam"') == [("p", "bf16"),
+                                                                           ("cfg.optimizer.optimizer", "adam")]
+    assert facts('"adam" == x') == [("x", "adam")]
+    assert facts("x is True") == [("x", True)]
+    assert facts('x in ("a",)') == [("x", "a")]
+    assert facts('x in ("a", "b")') == [] and facts("x or y == 1") == [] and facts("x < 3") == []
