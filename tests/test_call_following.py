@@ -239,3 +239,64 @@ def test_a_recipe_known_only_by_its_alias_is_loaded_from_its_definition(graph_tr
     unit = resolved("moe_30b_config", "src/megatron/bridge/recipes/aliases.py")
     assert unit.unit.name == "moe_30b_pretrain_config"
     assert unit.get("model.pipeline_model_parallel_size").value == 2
+
+
+WORKLOADS = '''\
+from dataclasses import dataclass, replace
+
+
+@dataclass
+class WorkloadBaseConfig:
+    pipeline_model_parallel_size: int = 1
+    cpu_offloading_num_layers: int | None = None
+
+
+BASE = WorkloadBaseConfig()
+DENSE_8B_PRETRAIN_CONFIG_H100_BF16 = replace(BASE, pipeline_model_parallel_size=2)
+'''
+
+DYNAMIC = '''\
+import importlib
+
+
+def get_workload(family, recipe, gpu, dtype):
+    module = importlib.import_module(f"configs.{family}")
+    found = getattr(module, f"{recipe}_pretrain_config_{gpu}_{dtype}".upper(), None)
+    if found is not None:
+        return found
+    raise ValueError(recipe)
+
+
+def _dispatcher(model_config):
+    experts = getattr(model_config, "num_moe_experts", None)
+    if experts is None:
+        return
+    model_config.moe_token_dispatcher_type = "flex"
+
+
+def dense_8b_config():
+    settings = get_workload("dense", "dense_8b", "h100", "bf16")
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+    cfg.model.pipeline_model_parallel_size = settings.pipeline_model_parallel_size
+    if settings.cpu_offloading_num_layers is not None and settings.cpu_offloading_num_layers > 0:
+        cfg.model.cpu_offloading = True
+    cfg.model.context_parallel_size = getattr(cfg.model, "context_parallel_size", 1) or 1
+    cfg.model.recompute_modules = [m.lower() for m in ["MLP", "CORE_ATTN"] if m != "X"]
+    _dispatcher(cfg.model)
+    return cfg
+'''
+
+
+def test_a_workload_looked_up_by_a_computed_name_and_early_returns_are_followed(tree):
+    configs = tree / "scripts" / "configs" / "dense"
+    configs.mkdir(parents=True)
+    (configs / "__init__.py").write_text("from .workloads import DENSE_8B_PRETRAIN_CONFIG_H100_BF16\n")
+    (configs / "workloads.py").write_text(WORKLOADS)
+    (tree / "scripts" / "recipes.py").write_text(DYNAMIC)
+    unit = resolved("dense_8b_config", "scripts/recipes.py")
+    assert unit.get("model.pipeline_model_parallel_size").value == 2  # importlib + getattr(module, NAME)
+    assert unit.get("model.cpu_offloading").state == "default"  # `settings is not None`: decided
+    assert unit.get("model.context_parallel_size").value == 1  # `x or 1` is the operand, not True
+    assert unit.get("model.recompute_modules").value == ["mlp", "core_attn"]
+    assert unit.get("model.moe_token_dispatcher_type").state == "default"  # the bare `return` ended the helper

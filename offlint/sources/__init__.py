@@ -15,11 +15,11 @@ def read_source(path: str, kind: str, text: str, explicit: bool = True, project=
     if kind == "python":
         return _python(path, text, explicit, project)
     if kind == "yaml":
-        return _yaml(path, text)
+        return _yaml(path, text, project)
     if kind == "shell":
         from offlint.sources.shell import read_shell
 
-        return read_shell(path, text)
+        return read_shell(path, text, project=project)
     raise ValueError("not a Python, YAML or shell file")
 
 
@@ -34,7 +34,7 @@ def _python(path: str, text: str, explicit: bool, project) -> list[Unit]:
         raise ValueError(f"Python syntax error at line {exc.lineno}, column {exc.offset or 1}: {exc.msg}") from None
 
 
-def _yaml(path: str, text: str) -> list[Unit]:
+def _yaml(path: str, text: str, project=None) -> list[Unit]:
     from offlint.sources import yaml_file
 
     roots = yaml_file.compose(text)
@@ -46,5 +46,5 @@ def _yaml(path: str, text: str) -> list[Unit]:
         from offlint.sources.shell import read_shell
 
         units.extend(read_shell(path, shell_text, line_offset=first_line - 1, env_known=True, needs_arguments=True,
-                                complete=False))
+                                complete=False, project=project))
     return units

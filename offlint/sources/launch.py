@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from offlint.sources import hydra, mlm_flags, perf_env, perf_flags
+from offlint.sources import hydra, mlm_flags, perf_env, perf_flags, perf_scripts
 from offlint.types import Assignment, Defaults, Layer, Location, Source, Unit, UnitKind, Unknown
 
 # Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
@@ -44,10 +44,12 @@ class CommandProblem(ValueError):
 
 
 def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool,
-                 needs_arguments: bool = False) -> Unit | None:
+                 needs_arguments: bool = False, project=None) -> Unit | None:
     """Return the unit for a training launch command, or None when the command is not one.
 
     `needs_arguments`: only a script run with arguments counts (YAML strings also hold prose and file lists).
+    `project` (a PythonProject): the tree's Python files, where the performance scripts' own code gives their
+    flags a meaning and names the recipe a launch builds (perf_scripts).
     """
     values = [a.value for a in argv]
     script_index = _script_index(values)
@@ -60,7 +62,8 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
             return _mlm_unit(name, rest, env, location, _trains(script, rest))
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
-        unit = _hydra_unit(name, script, rest, env, location, env_known)
+        unit = _hydra_unit(name, script, rest, env, location, env_known,
+                           _perf_launch(project, location, values[script_index], script, rest))
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         return unit
@@ -149,14 +152,25 @@ def _derive_virtual_pipeline(layer: Layer) -> None:
                                         Source.MLM, f"--num-layers-per-virtual-pipeline-stage {per_stage.text}"))
 
 
+def _perf_launch(project, location: Location, script_word: str | None, script: str, args: list[Arg]):
+    """What the tree's performance scripts make of a launch of them (perf_scripts); None for another script,
+    or when the tree does not hold them (the built-in model of perf_flags applies)."""
+    if script not in perf_flags.PERF_SCRIPTS or project is None or not script_word:
+        return None
+    return perf_scripts.read_launch(project, location.path, script_word, args, location)
+
+
 def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg], location: Location,
-                env_known: bool) -> Unit:
+                env_known: bool, perf_launch=None) -> Unit:
     layer = Layer("command line")
     recipe = ""
     config_files: list[tuple[str, Location]] = []
     i = 0
     problems: list[tuple[Location, str]] = []  # Hydra refuses these at launch: reported as file errors
-    perf, perf_used = perf_flags.perf_layer(args) if script in perf_flags.PERF_SCRIPTS else (None, set())
+    if perf_launch is not None:  # the tree's scripts: their parser, selection and overrides (perf_scripts)
+        perf, perf_used, recipe = perf_launch.layer, perf_launch.used, perf_launch.recipe
+    else:
+        perf, perf_used = perf_flags.perf_layer(args) if script in perf_flags.PERF_SCRIPTS else (None, set())
     while i < len(args):
         if i in perf_used:
             i += 1
@@ -192,10 +206,14 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     env_known = env_known and not recipe and script not in HYDRA_ENTRY_POINTS
     # The perf scripts apply their own flags after the Hydra overrides (set_user_overrides runs last).
     layers = [layer] + ([perf] if perf is not None and perf.assignments else []) + [_env_layer(env)]
-    unit = Unit(name=name + (f" (--recipe {recipe})" if recipe else ""), kind=UnitKind.COMMAND, location=location,
+    shown = f" (recipe {recipe}, chosen by the performance scripts)" if perf_launch is not None and recipe else \
+        f" (--recipe {recipe})" if recipe else ""
+    unit = Unit(name=name + shown, kind=UnitKind.COMMAND, location=location,
                 layers=layers, launches_training=True, env_known=env_known)
     reason = (f"set by recipe `{recipe}`, which is not in the linted files" if recipe
               else "set by the recipe this command runs")
+    if perf_launch is not None and perf_launch.refused:
+        reason = f"{script} refuses this command: {perf_launch.refused}"
     unit.unknown_sections = {s: reason for s in ("model", "optimizer", "ddp")}
     if not env_known:
         unit.unknown_sections["env"] = "the launch environment may come from the recipe's env_vars"

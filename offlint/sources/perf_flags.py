@@ -1,4 +1,7 @@
-"""The convenience flags of Megatron Bridge's performance scripts (`scripts/performance/run_script.py -pp 2 -ol 4`).
+"""The convenience flags of Megatron Bridge's performance scripts (`scripts/performance/run_script.py -pp 2 -ol 4`):
+the built-in model, for trees that do not hold those scripts (a project that installs Bridge). Where the tree
+holds them, perf_scripts reads their parser and `set_user_overrides` instead, so each commit is judged by its
+own scripts (before Bridge 3853c34cf, `-ol 0` turned CPU offloading on; this model is today's scripts).
 
 They are not Hydra overrides: `set_user_overrides` (scripts/performance/utils/overrides.py) turns each into
 config writes, after the Hydra overrides of the same command line, so they win. Their meaning is not one key

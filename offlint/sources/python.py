@@ -26,7 +26,7 @@ from offlint import keys
 from offlint.keys import KEYS, OTHER_BRIDGE_SECTIONS
 from offlint.sources import python_inputs, python_roles
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
-from offlint.sources.python_values import ConfigObj, Frame, ObjectTuple, PartialDict, Record
+from offlint.sources.python_values import ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record
 from offlint.types import Assignment, Layer, Location, OneOf, Source, Unit, UnitKind, Unknown, UserInput
 
 MODEL_CLASSES = {"TransformerConfig", "MLATransformerConfig", "ModelParallelConfig"}
@@ -332,6 +332,9 @@ class PythonReader:
             inner = self._decide(test.operand, frame)
             return None if inner is None else not inner
         if isinstance(test, ast.Compare):
+            objects = self._object_is_none(test, frame)
+            if objects is not None:
+                return objects
             left = self._literal(test.left, frame)
             for op, right_node in zip(test.ops, test.comparators):
                 right = self._literal(right_node, frame)
@@ -346,6 +349,18 @@ class PythonReader:
             return True
         value = self._literal(test, frame)
         return None if value is _UNDECIDED else bool(value)
+
+    def _object_is_none(self, test: ast.Compare, frame: Frame) -> bool | None:
+        """`x is None` / `x is not None` where x is an object the code built or looked up (a config, a dataclass
+        record, a module or function): never None. None when the test is not one of those."""
+        if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Is, ast.IsNot)) or not (
+                isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None) or \
+                isinstance(test.left, (ast.Call, ast.Lambda)):
+            return None
+        value = self._eval(test.left, frame)
+        if not isinstance(value, (ConfigObj, Record, ObjectTuple, ModuleRef, FunctionRef, HFModel)):
+            return None
+        return isinstance(test.ops[0], ast.IsNot)
 
     def _literal(self, node, frame: Frame):
         if isinstance(node, ast.Lambda) or (isinstance(node, ast.Call) and not self._is_pure(node, frame)):
@@ -451,8 +466,8 @@ class PythonReader:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             result = self._eval(stmt.value, frame)
             return [result] if isinstance(result, ConfigObj) else []
-        if isinstance(stmt, ast.Return) and stmt.value is not None:
-            frame.returned = self._eval(stmt.value, frame)
+        if isinstance(stmt, ast.Return):  # a bare `return` ends the function too
+            frame.returned = self._eval(stmt.value, frame) if stmt.value is not None else None
             if frame.returned is None:
                 frame.returned = Unknown("returns None")
             return []
@@ -587,12 +602,94 @@ class PythonReader:
             return self._eval_attribute(node, frame)
         if isinstance(node, ast.Call):
             return self._eval_call(node, frame)
+        if isinstance(node, ast.BoolOp) and not self._truth_only(node, frame):
+            return self._eval_bool_value(node, frame)  # `x or 1`: the operand, not its truth
         if isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and
                                                            isinstance(node.op, ast.Not)):
             decided = self._decide(node, frame)  # `bf16=precision == "bf16-mixed"`
             if decided is not None:
                 return decided
+        if isinstance(node, ast.JoinedStr):
+            return self._eval_fstring(node, frame)
+        if isinstance(node, ast.IfExp):
+            decided = self._decide(node.test, frame)
+            if decided is not None:
+                return self._eval(node.body if decided else node.orelse, frame)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return self._eval_comprehension(node, frame)
+        if isinstance(node, ast.Subscript):
+            return python_calls.item(self._eval(node.value, frame), self._eval(node.slice, frame),
+                                     self._segment(node))
+        if isinstance(node, ast.BinOp):
+            return python_calls.arithmetic(node.op, self._eval(node.left, frame), self._eval(node.right, frame),
+                                           self._segment(node))
         return Unknown(f"`{self._segment(node)}` is not a literal")
+
+    def _truth_only(self, node: ast.BoolOp, frame: Frame) -> bool:
+        """`a and b` whose operands are truth values (or unknown): Kleene logic decides it (`? and False`)."""
+        return all(isinstance(v, (ast.Compare, ast.BoolOp, ast.UnaryOp)) or (isinstance(v, ast.Constant) and
+                                                                         isinstance(v.value, bool))
+                   for v in node.values)
+
+    def _eval_bool_value(self, node: ast.BoolOp, frame: Frame):
+        """`a or b` / `a and b` as Python gives it: the first operand that decides, as a value."""
+        value = None
+        for operand in node.values:
+            value = self._eval(operand, frame)
+            if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple)):
+                decided = self._decide(node, frame)
+                return decided if isinstance(decided, bool) and all(
+                    isinstance(self._eval(v, frame), (bool, Unknown)) for v in node.values) else Unknown(
+                    f"`{self._segment(node)}` is not a literal")
+            if bool(value) == isinstance(node.op, ast.Or):
+                return value
+        return value
+
+    def _eval_fstring(self, node: ast.JoinedStr, frame: Frame):
+        """An f-string of literal parts; the text is offered to the project's string probe (perf_scripts reads
+        the recipe name a launcher computes this way)."""
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                parts.append(str(part.value))
+                continue
+            value = self._eval(part.value, frame) if isinstance(part, ast.FormattedValue) else Unknown("")
+            if not isinstance(value, (str, int, float, bool, type(None))) or part.format_spec is not None:
+                return Unknown(f"`{self._segment(node)}` is not a literal")
+            parts.append(repr(value) if part.conversion == ord("r") else ascii(value)
+                         if part.conversion == ord("a") else str(value))
+        text = "".join(parts)
+        if len(text) > python_calls.MAX_LITERAL:
+            return Unknown(f"`{self._segment(node)}` is too long to follow")
+        if self.project is not None and self.project.string_probe is not None:
+            self.project.string_probe.append(text)
+        return text
+
+    def _eval_comprehension(self, node, frame: Frame):
+        """`[f(x) for x in literal if test]` over a literal sequence, each element a literal."""
+        unknown = Unknown(f"`{self._segment(node)}` is not a literal")
+        if len(node.generators) != 1 or node.generators[0].is_async or \
+                not isinstance(node.generators[0].target, ast.Name):
+            return unknown
+        loop = node.generators[0]
+        items = self._eval(loop.iter, frame)
+        items = list(items) if isinstance(items, dict) else items
+        if not isinstance(items, (list, tuple, str)) or len(items) > python_calls.MAX_ITEMS:
+            return unknown
+        sub = Frame(names=dict(frame.names), depth=frame.depth)
+        out = []
+        for item in items:
+            sub.names[loop.target.id] = item
+            tests = [self._decide(test, sub) for test in loop.ifs]
+            if None in tests:
+                return unknown
+            if all(tests):
+                value = self._eval(node.elt, sub)
+                if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple, dict)):
+                    return unknown
+                out.append(value)
+        return list(dict.fromkeys(out)) if isinstance(node, ast.SetComp) and all(
+            isinstance(v, (str, int, float, bool)) for v in out) else out
 
     def _eval_dict(self, node: ast.Dict, frame: Frame):
         out: dict = {}
@@ -713,6 +810,13 @@ class PythonReader:
                 return base.replaced(self._call_keywords(node, frame))
         if name and self._imports_training_entry_point(name):
             return Unknown(f"`{text}` runs training")  # the configuration ends here; it is not changed
+        if short == "import_module" and name and self._imported_from(name, "importlib") and node.args:
+            target = self._eval(node.args[0], frame)  # importlib.import_module(f"configs.{family}")
+            return ModuleRef(target) if isinstance(target, str) and not target.startswith(".") else Unknown(
+                f"`{self._segment(node)}`: a module offlint cannot name")
+        called = frame.names.get(node.func.id) if isinstance(node.func, ast.Name) else None
+        if isinstance(called, FunctionRef) and frame.depth < 8:  # `builder = getattr(module, name); builder()`
+            return self._call(called.reader, called.fn, node, frame)
         if name and self._imports_mcore_consumer(name):
             return Unknown(f"the result of `{text}`")  # megatron-core reads the config; it does not change it
         dataclass = self._find_dataclass(name) if name else None
@@ -738,8 +842,8 @@ class PythonReader:
         func = node.func
         if isinstance(func, ast.Name):
             return func.id in python_calls.PURE_BUILTINS and not self._shadowed(func.id, frame)
-        return isinstance(func, ast.Attribute) and func.attr in python_calls.STR_METHODS and \
-            isinstance(func.value, (ast.Constant, ast.Name, ast.Attribute))
+        return isinstance(func, ast.Attribute) and func.attr in python_calls.VALUE_METHODS and \
+            isinstance(func.value, (ast.Constant, ast.Name, ast.Attribute, ast.JoinedStr))
 
     def _shadowed(self, name: str, frame: Frame) -> bool:
         return name in frame.names or name in self.functions or name in self.imports or name in self.constants
@@ -753,12 +857,12 @@ class PythonReader:
             return python_calls.NOT_PURE
         if isinstance(func, ast.Attribute):
             receiver = self._eval(func.value, frame)
-            if not isinstance(receiver, str):
-                return python_calls.NOT_PURE  # not a string: a method of something else
+            if not python_calls.has_value_method(receiver, func.attr):
+                return python_calls.NOT_PURE  # not a string or a literal dict: a method of something else
             args = [self._eval(a, frame) for a in node.args if not isinstance(a, ast.Starred)]
             if len(args) != len(node.args) or node.keywords:
                 return Unknown(f"`{self._segment(node)}` is not a literal")
-            return python_calls.str_method_value(receiver, func.attr, args)
+            return python_calls.method_value(receiver, func.attr, args)
         if func.id in ("getattr", "hasattr"):
             return self._getattr(node, frame, func.id)
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
@@ -779,6 +883,13 @@ class PythonReader:
         if not isinstance(attr, str):
             return unknown
         found, value = False, None
+        if isinstance(obj, ModuleRef) and self.project is not None:
+            exported = self._exported(obj.name, attr, set())
+            if exported is None:  # not a function or constant offlint finds there: unknown, not the default
+                return unknown
+            if which == "hasattr":
+                return True
+            return exported[2] if exported[1] == "value" else FunctionRef(exported[0], exported[2])
         if isinstance(obj, Record):
             found, value = attr in obj.fields, obj.fields.get(attr)
             if not found and which == "getattr" and len(node.args) > 2:
@@ -801,6 +912,14 @@ class PythonReader:
         if not found:
             return unknown
         return True if which == "hasattr" else value
+
+    def _imported_from(self, name: str, module: str) -> bool:
+        """`importlib.import_module` with `import importlib` (or `from importlib import import_module`)."""
+        head = name.split(".", 1)[0]
+        return head in self.imports and self.imports[head][0] == module and not self._shadowed_locally(head)
+
+    def _shadowed_locally(self, name: str) -> bool:
+        return name in self.functions
 
     def _imports_mcore_consumer(self, name: str) -> bool:
         """`get_megatron_optimizer`, `GPTModel`, ... imported from megatron-core (python_calls.MCORE_CONSUMERS)."""
@@ -999,6 +1118,17 @@ class PythonReader:
         self._run_block(fn.body, sub)
         result = sub.returned
         return result if result is not None else Unknown(f"{fn.name}() returns no value")
+
+    def run_stepwise(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int = 1):
+        """Run a function one top-level statement at a time, yielding each statement once it has run (so a
+        caller can tell which statement made which change: perf_scripts attributes config writes to flags)."""
+        frame = Frame(names=dict(self.constants), depth=depth)
+        self._bind_params(fn, frame, positional, keywords)
+        for stmt in fn.body:
+            if frame.returned is not None:
+                return
+            self._run_block([stmt], frame)
+            yield stmt
 
     def _bind_params(self, fn: ast.FunctionDef, frame: Frame, positional: list, keywords: dict) -> None:
         params = fn.args

@@ -30,6 +30,10 @@ PURE_BUILTINS = frozenset({
 STR_METHODS = frozenset({"lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "startswith",
                          "endswith", "replace", "casefold", "title", "capitalize", "isdigit", "isalpha",
                          "isnumeric", "removeprefix", "removesuffix", "join", "format"})
+DICT_METHODS = frozenset({"get", "keys", "values", "items"})
+VALUE_METHODS = STR_METHODS | DICT_METHODS
+MAX_LITERAL = 10_000  # longest string or list the reader builds (hostile input stays small)
+MAX_ITEMS = 1_000  # longest sequence a comprehension runs over
 LOGGING_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 _LOGGER_NAMES = ("logger", "log", "logging", "_logger", "LOGGER", "_log", "warnings")
 
@@ -81,6 +85,69 @@ def builtin_value(name: str, args: list, keywords: dict) -> object:
     return Unknown(f"the result of `{name}(...)`")
 
 
+def _plain(value: object) -> object:
+    """A dict literal's entry as the reader stores it, (value, where, text), or a plain value: the value."""
+    if isinstance(value, tuple) and len(value) == 3 and isinstance(value[2], str) and (
+            value[1] is None or type(value[1]).__name__ == "Location"):
+        return value[0]
+    return value
+
+
+def has_value_method(receiver: object, method: str) -> bool:
+    return (isinstance(receiver, str) and method in STR_METHODS) or (isinstance(receiver, dict)
+                                                                      and method in DICT_METHODS)
+
+
+def method_value(receiver: object, method: str, args: list) -> object:
+    """A string method, or dict.get/keys/values/items, on a literal with literal arguments."""
+    if isinstance(receiver, str):
+        return str_method_value(receiver, method, args)
+    if getattr(receiver, "reason", ""):  # a dict literal with a spread offlint could not read
+        return Unknown(f"the result of `.{method}(...)` on a partly known dict")
+    if method == "get" and 1 <= len(args) <= 2:
+        if isinstance(args[0], Unknown):
+            return Unknown("`.get(...)` of an unknown key")
+        return _plain(receiver[args[0]]) if args[0] in receiver else (args[1] if len(args) == 2 else None)
+    if not args:
+        if method == "keys":
+            return list(receiver)
+        if method == "values":
+            return [_plain(v) for v in receiver.values()]
+        return Unknown("`.items()`")
+    return Unknown(f"the result of `.{method}(...)`")
+
+
+def item(container: object, key: object, text: str) -> object:
+    """`container[key]` on a literal dict, list or string."""
+    if isinstance(container, dict) and not getattr(container, "reason", "") and \
+            isinstance(key, (str, int, float, bool, type(None))) and key in container:
+        return _plain(container[key])
+    if isinstance(container, (list, str)) and isinstance(key, int) and not isinstance(key, bool) and \
+            -len(container) <= key < len(container):
+        return container[key]
+    return Unknown(f"`{text}` is not a literal")
+
+
+def arithmetic(op: ast.operator, left: object, right: object, text: str) -> object:
+    """`a + b` and friends on literal numbers, `+` on literal strings and lists, all of bounded size."""
+    unknown = Unknown(f"`{text}` is not a literal")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
+    try:
+        if isinstance(op, ast.Add) and (numbers or (type(left) is type(right) and isinstance(left, (str, list)))):
+            result = left + right
+        elif numbers and isinstance(op, (ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)):
+            result = {ast.Sub: lambda: left - right, ast.Mult: lambda: left * right, ast.Div: lambda: left / right,
+                      ast.FloorDiv: lambda: left // right, ast.Mod: lambda: left % right}[type(op)]()
+        else:
+            return unknown
+    except (ZeroDivisionError, OverflowError, TypeError):
+        return unknown
+    if isinstance(result, (str, list)) and len(result) > MAX_LITERAL or \
+            isinstance(result, int) and abs(result) > 2 ** 63:
+        return unknown
+    return result
+
+
 def str_method_value(receiver: str, method: str, args: list) -> object:
     """A string method on a literal string with literal arguments."""
     if any(not isinstance(a, (str, int, list, tuple, type(None))) for a in args):
@@ -91,6 +158,8 @@ def str_method_value(receiver: str, method: str, args: list) -> object:
                 Unknown("`.join(...)` of values that are not literal strings")
         if method == "format":
             return Unknown("`.format(...)`")
-        return getattr(receiver, method)(*args)
+        result = getattr(receiver, method)(*args)
+        too_long = isinstance(result, (str, list)) and len(result) > MAX_LITERAL
+        return Unknown(f"the result of `.{method}(...)` is too long to follow") if too_long else result
     except (TypeError, ValueError, AttributeError):
         return Unknown(f"the result of `.{method}(...)`")

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+import re
+
 from offlint.scope import nearest
+
+_DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
 
 
 class PythonProject:
@@ -24,6 +28,10 @@ class PythonProject:
         self._readers: dict[str, object] = {}
         self.via_stack: list[str] = []  # shared by all readers: the calls being followed, outermost first
         self.results: dict[tuple, object] = {}  # (file, function, arguments) -> what the call returned
+        # While not None, every string an f-string builds is appended (perf_scripts: the recipe name a
+        # launcher computes from its flags).
+        self.string_probe: list[str] | None = None
+        self._definitions: dict[str, list[str]] | None = None  # function name -> files (function_paths)
         # Which files a read depended on, for the content-hash cache: `touched` collects the files used while
         # reading the current file; a reader's preparation and a cached call result remember their own.
         self.touched: set[str] = set()
@@ -43,6 +51,22 @@ class PythonProject:
                 if known != path:
                     claims = self._claims.setdefault(dotted, [] if known is None else [known])
                     claims.append(path)
+
+    def function_paths(self, name: str, near: str) -> list[str]:
+        """The files defining a module-level function `name` (found by text, indexed on first use), nearest to
+        the file `near` first: a name a program computes at run time (perf_scripts' selected recipe)."""
+        if self._definitions is None:
+            self._definitions = {}
+            for path in self._module_of:
+                text = self._read_text(path) or ""
+                for match in _DEFINITION.finditer(text):
+                    self._definitions.setdefault(match.group(1), []).append(path)
+        found = self._definitions.get(name, [])
+        return nearest(found, near) if len(found) > 1 else list(found)
+
+    def knows(self, path: str) -> bool:
+        """Whether `path` (as displayed) is one of the tree's Python files."""
+        return path in self._module_of
 
     def module_name(self, path: str) -> str:
         return self._module_of.get(path, PurePosixPath(path).stem)

@@ -46,6 +46,28 @@ class Record:
         return f"{self.name}(...)"
 
 
+class ModuleRef:
+    """A module a program imports by a name it computes (`importlib.import_module(f"configs.{family}")`); names
+    read from it are looked up in the tree."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<module {self.name}>"
+
+
+class FunctionRef:
+    """A function of the tree held in a variable (`builder = getattr(module, name)`), called later."""
+
+    def __init__(self, reader, fn):
+        self.reader = reader
+        self.fn = fn
+
+    def __repr__(self) -> str:
+        return f"<function {self.fn.name}>"
+
+
 class ObjectTuple(tuple):
     """A tuple holding config objects (`return optimizer, scheduler`), kept whole so the caller can unpack it."""
 

@@ -16,7 +16,7 @@ class ShellError(ValueError):
 
 
 def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = True,
-               needs_arguments: bool = False, complete: bool = True) -> list[Unit]:
+               needs_arguments: bool = False, complete: bool = True, project=None) -> list[Unit]:
     """Launch units of a script. `complete`: a script offlint could not read in full is an error (the commands it
     missed would otherwise pass unseen); a command string in YAML, which may be prose, is read as far as it
     goes."""
@@ -29,7 +29,7 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
     units = []
     for command in script.commands:
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
-                            needs_arguments=needs_arguments)
+                            needs_arguments=needs_arguments, project=project)
         if unit is not None:
             unit.path_condition = path_condition(command.assumes)
             units.append(unit)

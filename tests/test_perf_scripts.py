@@ -1,0 +1,273 @@
+"""Launches of the performance entry scripts are read from the scripts in the tree (perf_scripts): the tree's
+argument parser binds the flags, its selection code names the recipe the launch builds, and its
+`set_user_overrides` gives the flags their meaning; without the scripts, the built-in model applies.
+
+The trees are written here in the shapes Megatron Bridge uses (fixtures of our own, not Bridge code): the same
+launch, `-pp 2 -ol 0`, crashes when the tree's `_set_recompute_overrides` tests `is not None` (Bridge before
+3853c34cf) and is fine when it tests `> 0`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from offlint.units import load_unit
+
+ARGUMENT_PARSER = '''\
+import argparse
+
+VALID_SCOPES = ["attn", "mlp", "moe", "full_iteration"]
+
+
+def list_of_strings(arg):
+    return arg.split(",")
+
+
+def bool_arg(arg):
+    if arg.lower() in ["true", "1", "yes"]:
+        return True
+    elif arg.lower() in ["false", "0", "no"]:
+        return False
+    raise ValueError(arg)
+
+
+def scope_list(arg):
+    scopes = arg.split(",")
+    if all(s in VALID_SCOPES for s in scopes):
+        return scopes
+    raise ValueError(arg)
+
+
+def parse_cli_args():
+    parser = argparse.ArgumentParser(argument_default=None)
+    parser.add_argument("-m", "--model_family_name", type=str, required=True)
+    parser.add_argument("-mr", "--model_recipe_name", type=str, required=True)
+    parser.add_argument("-ng", "--num_gpus", type=int, required=True)
+    parser.add_argument("-g", "--gpu", type=str, required=True)
+    parser.add_argument("-c", "--compute_dtype", type=str, default="bf16")
+    parser.add_argument("--task", default="pretrain")
+    _parallelism(parser)
+    return parser
+
+
+def _parallelism(parser):
+    group = parser.add_argument_group("performance")
+    group.add_argument("-pp", "--pipeline_model_parallel_size", type=int)
+    group.add_argument("-vp", "--virtual_pipeline_model_parallel_size",
+                       type=lambda x: None if x == "None" else int(x), default=-1)
+    group.add_argument("-ol", "--activation_offload_layers", type=int)
+    group.add_argument("-rl", "--recompute_num_layers", type=int)
+    group.add_argument("--recompute_modules", type=list_of_strings)
+    group.add_argument("--cuda_graph_scope", type=scope_list)
+    group.add_argument("--use_megatron_fsdp", type=bool_arg, default=False)
+    group.add_argument("--dryrun", action="store_true")
+'''
+
+OVERRIDES = '''\
+def _set_recompute_overrides(recipe, cpu_offloading_num_layers=None, recompute_num_layers=None,
+                             recompute_modules=None):
+    if cpu_offloading_num_layers is not None{guard}:
+        recipe.model.cpu_offloading = True
+        recipe.model.cpu_offloading_weights = False
+        recipe.model.cpu_offloading_num_layers = cpu_offloading_num_layers
+    if recompute_num_layers is not None:
+        recipe.model.recompute_granularity = "full"
+        recipe.model.recompute_method = "block"
+        recipe.model.recompute_num_layers = recompute_num_layers
+    if recompute_modules is not None:
+        recipe.model.recompute_modules = recompute_modules
+        recipe.model.recompute_granularity = "selective"
+    return recipe
+
+
+def set_user_overrides(recipe, args):
+    if args.use_megatron_fsdp:
+        recipe.ddp.use_megatron_fsdp = True
+    _set_recompute_overrides(recipe, cpu_offloading_num_layers=args.activation_offload_layers,
+                             recompute_num_layers=args.recompute_num_layers,
+                             recompute_modules=args.recompute_modules)
+    if args.pipeline_model_parallel_size is not None:
+        recipe.model.pipeline_model_parallel_size = args.pipeline_model_parallel_size
+    if args.virtual_pipeline_model_parallel_size != -1:
+        recipe.model.virtual_pipeline_model_parallel_size = args.virtual_pipeline_model_parallel_size
+    if recipe.ddp.use_megatron_fsdp:
+        recipe.ddp.average_in_collective = False
+    recipe.logger.log_interval = 1
+    return recipe
+'''
+
+UTILS = '''\
+import importlib
+
+_PRECISIONS = {"bf16": "bf16", "fp8_cs": "fp8cs"}
+
+
+def _recipe_function_name(*, model_recipe_name, task, num_gpus, gpu, precision):
+    precision_name = _PRECISIONS.get(precision.lower(), precision.lower().replace("_", ""))
+    return f"{model_recipe_name}_{task}_{num_gpus}gpu_{gpu}_{precision_name}_config"
+
+
+def get_perf_recipe_by_name(model_recipe_name, task, num_gpus, gpu, precision):
+    name = _recipe_function_name(model_recipe_name=model_recipe_name, task=task, num_gpus=num_gpus, gpu=gpu,
+                                 precision=precision)
+    module = importlib.import_module("megatron.bridge.perf_recipes")
+    return getattr(module, name)()
+'''
+
+RUN_SCRIPT = '''\
+from argument_parser import parse_cli_args
+from utils.utils import get_perf_recipe_by_name
+
+from megatron.bridge.training.pretrain import pretrain
+
+
+def _prepare(args, cli_overrides):
+    from utils.overrides import set_user_overrides
+
+    recipe = get_perf_recipe_by_name(model_recipe_name=args.model_recipe_name, task=args.task,
+                                     num_gpus=args.num_gpus, gpu=args.gpu, precision=args.compute_dtype)
+    return set_user_overrides(recipe, args)
+
+
+def main():
+    args, cli_overrides = parse_cli_args().parse_known_args()
+    pretrain(config=_prepare(args, cli_overrides), forward_step_func=None)
+'''
+
+SETUP_EXPERIMENT = '''\
+from argument_parser import parse_cli_args
+
+
+def main():
+    args, unknown = parse_cli_args().parse_known_args()
+    run_script_on_cluster("run_script.py", args, unknown)
+'''
+
+PERF_RECIPES = '''\
+def llama3_8b_pretrain_8gpu_h100_bf16_config():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32, hidden_size=4096, num_attention_heads=32),
+                          optimizer=OptimizerConfig(use_distributed_optimizer=True),
+                          ddp=DistributedDataParallelConfig(use_distributed_optimizer=True))
+    cfg.model.pipeline_model_parallel_size = 1
+    cfg.model.recompute_granularity = None
+    cfg.env_vars = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    return cfg
+
+
+def llama3_8b_pretrain_16gpu_h100_bf16_config():
+    cfg = llama3_8b_pretrain_8gpu_h100_bf16_config()
+    cfg.model.tensor_model_parallel_size = 2
+    return cfg
+'''
+
+LAUNCH = '''\
+#!/bin/bash
+python scripts/performance/setup_experiment.py -m llama -mr llama3_8b -g h100 -c bf16 -ng 8 -pp 2 -ol 0
+python scripts/performance/run_script.py --model_family_name llama --model_recipe_name llama3_8b -g h100 \\
+    -ng 16 --recompute_modules core_attn,mlp --use_megatron_fsdp=true model.recompute_granularity=full
+python scripts/performance/setup_experiment.py --model llama3-8b --moe_a2a_overlap
+'''
+
+
+def write_tree(root, guard: str):
+    perf = root / "scripts" / "performance"
+    (perf / "utils").mkdir(parents=True)
+    (perf / "argument_parser.py").write_text(ARGUMENT_PARSER)
+    (perf / "utils" / "overrides.py").write_text(OVERRIDES.format(guard=guard))
+    (perf / "utils" / "utils.py").write_text(UTILS)
+    (perf / "run_script.py").write_text(RUN_SCRIPT)
+    (perf / "setup_experiment.py").write_text(SETUP_EXPERIMENT)
+    recipes = root / "src" / "megatron" / "bridge" / "perf_recipes" / "llama" / "h100"
+    recipes.mkdir(parents=True)
+    (recipes / "llama3.py").write_text(PERF_RECIPES)
+    (root / "launch").mkdir()
+    (root / "launch" / "perf.sh").write_text(LAUNCH)
+    (root / "pyproject.toml").write_text("")
+
+
+@pytest.fixture()
+def parent(tmp_path, monkeypatch):
+    """The tree before the fix: any `-ol N` that is given turns CPU offloading on, 0 included."""
+    write_tree(tmp_path, "")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture()
+def fixed(tmp_path, monkeypatch):
+    write_tree(tmp_path, " and cpu_offloading_num_layers > 0")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def launch(line: int):
+    return load_unit("launch/perf.sh", f"setup_experiment.py at line {line}" if line != 3 else
+                     "run_script.py at line 3", mcore_version="0.20.0").resolved
+
+
+def check(*args) -> list[dict]:
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", *args, "--output-format", "json",
+                           "--mcore-version", "0.20.0", "--no-cache"], capture_output=True, text=True, timeout=300)
+    return json.loads(done.stdout)
+
+
+def test_the_flags_mean_what_the_trees_overrides_say(parent):
+    unit = launch(2)
+    offload = unit.get("model.cpu_offloading")
+    assert offload.value is True  # `-ol 0` turns it on in this tree
+    assert offload.assignment.location.line == 2 and offload.assignment.text == "True"
+    assert offload.assignment.via[0] == "by `-ol 0`"
+    assert "scripts/performance/utils/overrides.py:4" in offload.assignment.via[1]
+    assert unit.get("model.cpu_offloading_num_layers").value == 0
+    assert unit.get("model.pipeline_model_parallel_size").value == 2
+    found = {(f["code"], f["filename"]) for f in check("launch/perf.sh")}
+    assert ("OFL102", "launch/perf.sh") in found
+
+
+def test_the_fixed_tree_gives_the_same_launch_no_offloading(fixed):
+    unit = launch(2)
+    assert unit.get("model.cpu_offloading").state == "default"
+    assert unit.get("model.pipeline_model_parallel_size").value == 2
+    assert not [f for f in check("launch/perf.sh") if f["code"] in ("OFL102", "OFL210")]
+
+
+def test_the_launch_is_linked_to_the_recipe_the_trees_selection_names(fixed):
+    unit = launch(2)
+    assert unit.unit.name == ("setup_experiment.py at line 2 (recipe llama3_8b_pretrain_8gpu_h100_bf16_config, "
+                              "chosen by the performance scripts)")
+    assert unit.get("model.num_layers").value == 32  # from the recipe
+    assert unit.get("env.PYTORCH_CUDA_ALLOC_CONF").value == "expandable_segments:True"
+    other = launch(3)
+    assert "llama3_8b_pretrain_16gpu_h100_bf16_config" in other.unit.name
+    assert other.get("model.tensor_model_parallel_size").value == 2
+
+
+def test_flag_types_defaults_and_the_recipes_own_values_are_read_from_the_tree(fixed):
+    unit = launch(3)
+    # list_of_strings and bool_arg are the tree's own converters; the flags win over the Hydra override.
+    assert unit.get("model.recompute_modules").value == ["core_attn", "mlp"]
+    assert unit.get("model.recompute_granularity").value == "selective"
+    assert unit.get("ddp.use_megatron_fsdp").value is True
+    assert unit.get("ddp.average_in_collective").value is False  # decided on the recipe's config
+    # -vp not given: its default -1 means "keep the recipe's"; no write happens.
+    assert unit.get("model.virtual_pipeline_model_parallel_size").assignment is None or \
+        unit.get("model.virtual_pipeline_model_parallel_size").assignment.source.value != "perf"
+
+
+def test_a_command_the_parser_refuses_builds_no_recipe(fixed):
+    unit = launch(5)
+    assert unit.unit.recipe == ""
+    assert "refuses this command" in unit.get("model.num_layers").value.reason
+
+
+def test_without_the_scripts_the_built_in_model_applies(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "perf.sh").write_text("python run_script.py -m llama -mr llama3_8b -g h100 -ng 8 -pp 2 -ol 0\n")
+    monkeypatch.chdir(tmp_path)
+    unit = load_unit("perf.sh", mcore_version="0.20.0").resolved
+    assert unit.get("model.pipeline_model_parallel_size").value == 2
+    assert unit.get("model.cpu_offloading").is_unknown  # today's scripts: -ol 0 sets nothing; the recipe decides
