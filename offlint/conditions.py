@@ -279,6 +279,18 @@ def allowed_offload_modules(scope: Scope) -> list[str]:
     return sorted(keys.allowed(keys.OFFLOAD_MODULES, scope.version))
 
 
+@_needs_scope
+def distributed_optimizer(scope: Scope) -> object:
+    """Whether the run uses the distributed optimizer. In Megatron Bridge either flag turns it on (BR-4 syncs
+    optimizer.use_distributed_optimizer and ddp.use_distributed_optimizer); in a plain megatron-core program
+    get_megatron_optimizer decides from the OptimizerConfig alone (the DDP config's flag only lays out buffers)."""
+    optimizer = truth(scope.key("optimizer.use_distributed_optimizer"))
+    if scope.names.get("framework") == "megatron-core" or optimizer is True:
+        return optimizer
+    ddp = truth(scope.key("ddp.use_distributed_optimizer"))
+    return True if ddp is True else UNKNOWN if UNKNOWN in (optimizer, ddp) else False
+
+
 def as_list(value) -> list:
     """megatron-core iterates these: a string iterates its characters, None is empty."""
     if value is None:
@@ -620,6 +632,7 @@ def at_risk_fix(scope: Scope) -> str:
 
 
 FUNCTIONS: dict[str, Callable] = {
+    "distributed_optimizer": distributed_optimizer,
     "version_at_least": version_at_least,
     "allowed_offload_modules": allowed_offload_modules,
     "invalid_offload_modules": invalid_offload_modules,

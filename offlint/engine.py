@@ -42,7 +42,7 @@ def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding
     out = []
     unit = resolved.unit
     names = {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
-             "defaults": unit.defaults.value}
+             "defaults": unit.defaults.value, "framework": unit.framework}
     for check in rule.checks_for(resolved.version):
         scope = Scope(resolved.get, resolved.version, names=dict(names))
         verdict = truth(evaluate(check.condition, scope))

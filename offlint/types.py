@@ -189,6 +189,10 @@ class Unit:
     # Not something that runs on its own (a private function, a helper changing a config it is given): why.
     # Unit rules are not evaluated on it; the units that call it follow it and report what it sets.
     checked_through_callers: str = ""
+    # Whose semantics the configuration follows: "bridge" (a ConfigContainer, Bridge syncs paired fields such as
+    # the distributed optimizer's), or "megatron-core" (a plain megatron-core program: each consumer reads its
+    # own config, get_megatron_optimizer only the OptimizerConfig).
+    framework: str = "bridge"
 
     def all_assignments(self) -> list[Assignment]:
         return [a for layer in self.layers for a in layer.assignments]

@@ -300,3 +300,31 @@ def test_a_workload_looked_up_by_a_computed_name_and_early_returns_are_followed(
     assert unit.get("model.context_parallel_size").value == 1  # `x or 1` is the operand, not True
     assert unit.get("model.recompute_modules").value == ["mlp", "core_attn"]
     assert unit.get("model.moe_token_dispatcher_type").state == "default"  # the bare `return` ended the helper
+
+
+def test_the_distributed_optimizer_is_read_as_megatron_core_or_bridge_decides_it(tree):
+    """megatron-core's get_megatron_optimizer reads only the OptimizerConfig; Bridge syncs it with the DDP
+    config's flag (BR-4). The same two configs are an error in a plain megatron-core program only."""
+    from offlint.engine import check_unit
+    from offlint.rules import load_rules
+
+    (tree / "mcore_offload.py").write_text(
+        "from megatron.core.distributed import DistributedDataParallelConfig\n"
+        "from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer\n\n"
+        "def build(model):\n"
+        "    ddp_config = DistributedDataParallelConfig(use_distributed_optimizer=True)\n"
+        "    opt_config = OptimizerConfig(optimizer='adam', bf16=True, optimizer_cpu_offload=True)\n"
+        "    return get_megatron_optimizer(opt_config, [model])\n")
+    (tree / "bridge_offload.py").write_text(
+        "from megatron.bridge.training.config import ConfigContainer, DistributedDataParallelConfig, OptimizerConfig\n\n"
+        "def offload_config():\n"
+        "    return ConfigContainer(model=GPTModelProvider(num_layers=8),\n"
+        "                           ddp=DistributedDataParallelConfig(use_distributed_optimizer=True),\n"
+        "                           optimizer=OptimizerConfig(optimizer='adam', bf16=True, optimizer_cpu_offload=True))\n")
+    rules = [load_rules()["OFL206"]]
+    mcore = resolved("build", "mcore_offload.py")
+    assert mcore.unit.framework == "megatron-core"
+    assert [f.code for f in check_unit(mcore, rules, strict=False)] == ["OFL206"]
+    bridge = resolved("offload_config", "bridge_offload.py")
+    assert bridge.unit.framework == "bridge"
+    assert check_unit(bridge, rules, strict=False) == []

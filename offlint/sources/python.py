@@ -225,7 +225,7 @@ class PythonReader:
         return Unit(name=name, kind=UnitKind.RECIPE, location=location, layers=[layer],
                     default_sections=frozenset(default_sections), unknown_sections=unknown_sections,
                     launches_training=env_known, env_known=env_known, env_location=env_location,
-                    env_unset=env_default and not env_known and not env_unknown)
+                    env_unset=env_default and not env_known and not env_unknown, framework=_framework(objects))
 
     # ---- statements --------------------------------------------------------------------------------------
 
@@ -758,6 +758,7 @@ class PythonReader:
                 return self._hf_model_section(owner, node)
         if short in CONTAINER_CLASSES:
             obj = ConfigObj("container", "default")
+            obj.origin = "bridge"
             for arg in node.keywords:
                 if arg.arg is None:
                     continue
@@ -784,6 +785,7 @@ class PythonReader:
             SECTION_CLASSES.get(short)
         if section:
             obj = ConfigObj("section", "default", section)
+            obj.origin = self._class_origin(name)
             for arg in node.keywords:
                 if arg.arg is None:  # **kwargs: any key may be set
                     obj.base = Unknown(f"`**{self._segment(arg.value)}` in {short}(...)")
@@ -912,6 +914,14 @@ class PythonReader:
         if not found:
             return unknown
         return True if which == "hasattr" else value
+
+    def _class_origin(self, name: str) -> str:
+        """Which library a config class comes from, by its import: "megatron-core", "bridge", or ""."""
+        head = name.split(".", 1)[0]
+        module = self.imports.get(head, ("", None))[0]
+        if module == "megatron.core" or module.startswith("megatron.core.") or ".megatron.core." in f".{module}":
+            return "megatron-core"
+        return "bridge" if "megatron.bridge" in module else ""
 
     def _imported_from(self, name: str, module: str) -> bool:
         """`importlib.import_module` with `import importlib` (or `from importlib import import_module`)."""
@@ -1388,6 +1398,15 @@ def _restore(obj: ConfigObj, old: ConfigObj) -> None:
             _restore(obj.children[section], old.children[section])
         else:
             del obj.children[section]
+
+
+def _framework(objects: list[ConfigObj]) -> str:
+    """A unit that builds megatron-core's own config classes and no Bridge container or class is a megatron-core
+    program: its configs are read by megatron-core's consumers one by one, not synced as Bridge does."""
+    origins = {o.origin for o in objects} | {c.origin for o in objects for c in o.children.values()}
+    if "megatron-core" in origins and "bridge" not in origins and all(o.kind == "section" for o in objects):
+        return "megatron-core"
+    return "bridge"
 
 
 def _note_base(section: str, base, default_sections: set, unknown_sections: dict) -> None:

@@ -85,6 +85,7 @@ class ConfigObj:
         self.env_unknown = ""  # why cfg.env_vars is not known (assigned from something offlint cannot read)
         self.env_location: Location | None = None  # where cfg.env_vars was last assigned
         self.top: dict[str, Assignment] = {}  # container-level keys such as mixed_precision
+        self.origin = ""  # "megatron-core" when built from a class imported from megatron.core, "bridge" for Bridge's
 
     def child(self, section: str) -> "ConfigObj":
         if section not in self.children:
@@ -99,6 +100,7 @@ class ConfigObj:
         other.env_unknown = self.env_unknown
         other.env_location = self.env_location
         other.top = dict(self.top)
+        other.origin = self.origin
         return other
 
 
