@@ -271,3 +271,21 @@ def test_without_the_scripts_the_built_in_model_applies(tmp_path, monkeypatch):
     unit = load_unit("perf.sh", mcore_version="0.20.0").resolved
     assert unit.get("model.pipeline_model_parallel_size").value == 2
     assert unit.get("model.cpu_offloading").is_unknown  # today's scripts: -ol 0 sets nothing; the recipe decides
+
+
+def test_the_bisect_lint_probe_judges_each_commit_by_its_own_scripts(tmp_path, monkeypatch):
+    """`offlint bisect --probe lint` reads each commit's tree: the same launch is a crash at the parent and
+    passes at the fix."""
+    from offlint.bisect.child import lint_verdict
+
+    verdicts = {}
+    for name, guard in (("parent", ""), ("fixed", " and cpu_offloading_num_layers > 0")):
+        root = tmp_path / name
+        root.mkdir()
+        write_tree(root, guard)
+        monkeypatch.chdir(root)
+        (root / "launch" / "one.sh").write_text("python scripts/performance/setup_experiment.py -m llama "
+                                                "-mr llama3_8b -g h100 -ng 8 -pp 2 -ol 0\n")
+        verdicts[name] = lint_verdict("launch/one.sh", None, [], ["OFL102"], root)
+    assert verdicts["parent"]["outcome"] == "crash" and verdicts["parent"]["rules"] == ["OFL102"]
+    assert verdicts["fixed"]["outcome"] == "pass"
