@@ -189,3 +189,33 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_watchdog_kills_a_probe_it_was_never_told_of_by_its_environment_token():
+    """The bisect may die between starting a probe and announcing its group (a loaded machine): the watchdog
+    still finds the probe and what it started by the run's token in their environment."""
+    import secrets
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from offlint.bisect import watchdog
+
+    token = secrets.token_hex(8)
+    env = {**os.environ, watchdog.TOKEN_VARIABLE: token}
+    probe = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], env=env, start_new_session=True)
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)  # no token: left alone
+    guard = subprocess.Popen([sys.executable, "-I", str(Path(watchdog.__file__)), token], stdin=subprocess.PIPE)
+    try:
+        time.sleep(0.3)
+        guard.stdin.close()  # the bisect is gone, having announced nothing
+        guard.wait(timeout=30)
+        probe.wait(timeout=10)
+        assert not watchdog.carrying_token(token)  # the probe's own child is gone too
+        assert stranger.poll() is None
+    finally:
+        for process in (probe, stranger):
+            if process.poll() is None:
+                process.kill()
+                process.wait()

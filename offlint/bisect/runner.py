@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ class LocalRunner:
         self.tracker = tracker
         self._running: dict[int, subprocess.Popen] = {}
         self._watchdog: subprocess.Popen | None = None
+        self._token = secrets.token_hex(8)  # marks this runner's probes in their environment (watchdog.py)
 
     def gpu_slices(self, count: int) -> list[str | None]:
         """CUDA_VISIBLE_DEVICES for `count` concurrent steps: the GPU list split into equal, disjoint slices."""
@@ -63,7 +65,8 @@ class LocalRunner:
             self._stop_watchdog()
 
     def _start(self, step: Step, devices: str | None) -> tuple[subprocess.Popen | None, float, str | None]:
-        env = {**os.environ, **step.env}
+        self._guard()  # running before the probe starts: a probe is never unwatched, however slow the machine
+        env = {**os.environ, **step.env, watchdog.TOKEN_VARIABLE: self._token}
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
         step.log.parent.mkdir(parents=True, exist_ok=True)
@@ -165,7 +168,7 @@ class LocalRunner:
         """The watchdog process, started on first use (its own session: a Ctrl-C or a group kill misses it)."""
         if self._watchdog is None:
             try:
-                self._watchdog = subprocess.Popen([sys.executable, "-I", str(Path(watchdog.__file__))],
+                self._watchdog = subprocess.Popen([sys.executable, "-I", str(Path(watchdog.__file__)), self._token],
                                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                                   stderr=subprocess.DEVNULL, start_new_session=True)
             except OSError:

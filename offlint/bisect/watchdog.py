@@ -102,8 +102,45 @@ def _signal(pgid: int, sig: int) -> None:
         pass
 
 
+TOKEN_VARIABLE = "OFFLINT_BISECT_PROBE"  # in every probe's environment: this run's random token
+
+
+def carrying_token(token: str) -> list[int]:
+    """The processes whose environment holds this run's token: a probe and everything it started (inherited),
+    including one the bisect had no time to announce before it died. Linux /proc; empty elsewhere."""
+    if not token or not have_proc():
+        return []
+    marker = f"{TOKEN_VARIABLE}={token}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                if marker in handle.read().split(b"\0"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def kill_token_holders(token: str, grace_s: float = GRACE_S) -> None:
+    """SIGTERM every process carrying the token, SIGKILL what is left after `grace_s`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        holders = carrying_token(token)
+        for pid in holders:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 0)
+        while holders and carrying_token(token) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the end of the pipe ends the watch
+    token = sys.argv[1] if len(sys.argv) > 1 else ""
     groups: dict[int, int | None] = {}
     for line in sys.stdin.buffer:
         parts = line.split()
@@ -113,6 +150,8 @@ def main() -> int:
             groups.pop(int(parts[0][1:]), None)
     if groups:  # the bisect told us these were running: kill them even where /proc cannot confirm it
         kill_groups(groups, unverified=True)
+    # A probe started just before the bisect died may not have been announced yet: its environment names it.
+    kill_token_holders(token)
     return 0
 
 
