@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import sys
 from pathlib import Path
 
-from offlint import api, pipeline
-from offlint.discover import discover
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.oom import SIZE_KEYS
 from offlint.resolve import resolve
 from offlint.types import UnitKind
-from offlint.versions import detect_version
+from tree_units import public_recipe, read_tree
 
 
 def reason(resolved, name: str) -> str:
@@ -50,19 +47,12 @@ def main() -> int:
     parser.add_argument("--mcore-version", default=None)
     parser.add_argument("--list", action="store_true", help="print every unit with its reason")
     args = parser.parse_args()
-    os.chdir(args.tree)
-    version = detect_version(args.mcore_version, None, Path("."))
-    files, _ = discover(["."])
-    texts = pipeline.Texts(api._read_text)
-    job = pipeline.Job(files, texts, sorted(f.path for f in files if f.kind == "python"), [], version.version, False)
-    by_path = {f.path: f for f in files}
-    reads = [api._Read(by_path[o.path], texts[o.path], o.units, o.suppressions)
-             for o in pipeline.outcomes(job, None) if o.error is None]
+    reads, version = read_tree(args.tree, args.mcore_version)
     groups = {"public recipe functions": collections.Counter(), "public pretrain recipes": collections.Counter()}
     totals = collections.Counter()
     for read in reads:
         for unit in read.units:
-            if unit.kind != UnitKind.RECIPE or not _public_recipe(read.file.path, unit.name):
+            if unit.kind != UnitKind.RECIPE or not public_recipe(read.file.path, unit.name):
                 continue
             why = reason(resolve(unit, version.version), unit.name)
             names = ["public recipe functions"] + (["public pretrain recipes"] if "pretrain" in unit.name else [])
@@ -79,11 +69,6 @@ def main() -> int:
                 print(f"  {n:5}  {why}")
     return 0
 
-
-def _public_recipe(path: str, name: str) -> bool:
-    parts = path.split("/")
-    return name.endswith("_config") and not name.startswith("_") and \
-        any(p in ("recipes", "perf_recipes") for p in parts[:-1])
 
 
 if __name__ == "__main__":

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import sys
 from pathlib import Path
 
-from offlint import api, pipeline
-from offlint.discover import discover
 from offlint.resolve import resolve
 from offlint.rules import load_rules
 from offlint.types import UnitKind
-from offlint.versions import detect_version
+from tree_units import public_recipe, read_tree
 
 
 def main() -> int:
@@ -33,15 +30,7 @@ def main() -> int:
     parser.add_argument("tree", type=Path)
     parser.add_argument("--mcore-version", default=None)
     args = parser.parse_args()
-    os.chdir(args.tree)
-    version = detect_version(args.mcore_version, None, Path("."))
-    files, _ = discover(["."])
-    texts = pipeline.Texts(api._read_text)
-    job = pipeline.Job(files, texts, sorted(f.path for f in files if f.kind == "python"), [], version.version, False)
-    by_path = {f.path: f for f in files}
-    reads = [api._Read(by_path[o.path], texts[o.path], o.units, o.suppressions)
-             for o in pipeline.outcomes(job, None) if o.error is None]
-    api._link_commands(reads, [])
+    reads, version = read_tree(args.tree, args.mcore_version, link=True)
     rule_keys = sorted({k for rule in load_rules().values() for k in rule.keys if "." in k})
     counts = {"recipe": collections.Counter(), "public recipe functions": collections.Counter(),
               "command": collections.Counter()}
@@ -50,7 +39,7 @@ def main() -> int:
         for unit in read.units:
             units[unit.kind] += 1
             groups = [unit.kind.value] if unit.kind in (UnitKind.RECIPE, UnitKind.COMMAND) else []
-            if unit.kind == UnitKind.RECIPE and _public_recipe(read.file.path, unit.name):
+            if unit.kind == UnitKind.RECIPE and public_recipe(read.file.path, unit.name):
                 groups.append("public recipe functions")
             if not groups:
                 continue
@@ -68,11 +57,6 @@ def main() -> int:
               f"{(counter['known'] + counter['default']) / total:6.1%}  unknown {counter['unknown'] / total:6.1%}")
     return 0
 
-
-def _public_recipe(path: str, name: str) -> bool:
-    parts = path.split("/")
-    return name.endswith("_config") and not name.startswith("_") and \
-        any(p in ("recipes", "perf_recipes") for p in parts[:-1])
 
 
 if __name__ == "__main__":
