@@ -289,3 +289,62 @@ def test_the_bisect_lint_probe_judges_each_commit_by_its_own_scripts(tmp_path, m
         verdicts[name] = lint_verdict("launch/one.sh", None, [], ["OFL102"], root)
     assert verdicts["parent"]["outcome"] == "crash" and verdicts["parent"]["rules"] == ["OFL102"]
     assert verdicts["fixed"]["outcome"] == "pass"
+
+
+LEGACY_UTILS = '''\
+import importlib
+
+
+def get_perf_optimized_recipe(model_family_name, model_recipe_name, train_task, gpu, compute_dtype):
+    module = importlib.import_module(f"configs.{model_family_name}")
+    recipe_builder = getattr(module, f"{model_recipe_name}_{train_task}_config_{gpu}")
+    return recipe_builder(precision=compute_dtype)
+'''
+
+LEGACY_RUN_SCRIPT = '''\
+from argument_parser import parse_cli_args
+from utils.overrides import set_user_overrides
+from utils.utils import get_perf_optimized_recipe
+
+
+def main():
+    args, cli_overrides = parse_cli_args().parse_known_args()
+    recipe = get_perf_optimized_recipe(model_family_name=args.model_family_name,
+                                       model_recipe_name=args.model_recipe_name, train_task=args.task,
+                                       gpu=args.gpu, compute_dtype=args.compute_dtype)
+    recipe = set_user_overrides(recipe, args)
+'''
+
+LEGACY_CONFIGS = '''\
+def llama3_8b_pretrain_config_h100(precision: str = "bf16", mock: bool = True):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+    if precision == "fp8_cs":
+        cfg.model.cuda_graph_impl = "local"
+        cfg.model.cuda_graph_modules = "full"
+    else:
+        cfg.model.cuda_graph_impl = "none"
+    return cfg
+'''
+
+
+def test_the_recipe_is_built_with_the_arguments_the_selection_code_passes(tmp_path, monkeypatch):
+    """The older layout: `getattr(importlib.import_module(f"configs.{family}"), name)(precision=...)` builds the
+    recipe with the launch's precision, so the launch gets the fp8 branch, not the function's default."""
+    write_tree(tmp_path, " and cpu_offloading_num_layers > 0")
+    perf = tmp_path / "scripts" / "performance"
+    (perf / "utils" / "utils.py").write_text(LEGACY_UTILS)
+    (perf / "run_script.py").write_text(LEGACY_RUN_SCRIPT)
+    (perf / "configs" / "llama").mkdir(parents=True)
+    (perf / "configs" / "llama" / "__init__.py").write_text(
+        "try:\n    import megatron.bridge\n    HAVE_BRIDGE = True\nexcept ImportError:\n    HAVE_BRIDGE = False\n\n"
+        "if HAVE_BRIDGE:\n    from .llama3_llm_pretrain import llama3_8b_pretrain_config_h100\n")
+    (perf / "configs" / "llama" / "llama3_llm_pretrain.py").write_text(LEGACY_CONFIGS)
+    (tmp_path / "launch" / "fp8.sh").write_text(
+        "python scripts/performance/setup_experiment.py -m llama -mr llama3_8b -g h100 -c fp8_cs -ng 8\n")
+    monkeypatch.chdir(tmp_path)
+    unit = load_unit("launch/fp8.sh", mcore_version="0.20.0").resolved
+    assert "recipe llama3_8b_pretrain_config_h100" in unit.unit.name
+    assert unit.get("model.cuda_graph_impl").value == "local"
+    assert unit.get("model.cuda_graph_modules").value == "full"
+    assert [f["code"] for f in check("launch/fp8.sh") if f["code"] == "OFL215"] == ["OFL215"]

@@ -152,6 +152,16 @@ def _derive_virtual_pipeline(layer: Layer) -> None:
                                         Source.MLM, f"--num-layers-per-virtual-pipeline-stage {per_stage.text}"))
 
 
+def _built_recipe(unit: Unit, recipe: Unit) -> None:
+    """The recipe as the performance scripts' selection code built it (its arguments included) becomes the
+    launch's base, as `api` would link a named recipe; the name is then not linked again."""
+    unit.layers.insert(0, Layer(f"recipe {recipe.name}", recipe.all_assignments(), inherited=True))
+    unit.env_known = "env" in recipe.default_sections or recipe.env_unset
+    unit.default_sections = frozenset(recipe.default_sections | ({"env"} if unit.env_known else set()))
+    unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items() if s not in unit.default_sections}
+    unit.recipe = ""
+
+
 def _perf_launch(project, location: Location, script_word: str | None, script: str, args: list[Arg]):
     """What the tree's performance scripts make of a launch of them (perf_scripts); None for another script,
     or when the tree does not hold them (the built-in model of perf_flags applies)."""
@@ -220,6 +230,8 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     else:
         unit.default_sections = frozenset({"env"})
     unit.recipe = recipe
+    if perf_launch is not None and perf_launch.recipe_unit is not None:
+        _built_recipe(unit, perf_launch.recipe_unit)
     unit.config_files = config_files
     if problems:
         raise CommandProblem("; ".join(f"line {loc.line}: {msg}" for loc, msg in problems))

@@ -45,6 +45,7 @@ class PerfLaunch:
     used: set[int] = field(default_factory=set)  # argument indexes the scripts' parser takes (the rest: Hydra)
     scripts: str = ""  # the folder of the scripts that were read
     refused: str = ""  # why argparse would refuse the command (then nothing else is read)
+    recipe_unit: object = None  # the recipe's configuration as the selection code built it (a Unit), or None
 
 
 @dataclass
@@ -89,12 +90,17 @@ def read_launch(project, launch_file: str, script_word: str, args: list, command
     if missing:  # argparse refuses the command (an illustration in a card, not a launch): no recipe is built
         return PerfLaunch("", Layer("performance-script flags"), used, folder,
                           f"the command lacks the required flags {', '.join(missing)}")
-    recipe = _selected_recipe(project, runner, ns)
+    recipe, built = _selected_recipe(project, runner, ns)
     layer = Layer("performance-script flags")
     overrides = _definition(project, runner, OVERRIDES_FUNCTION)
+    base = built.copy() if built is not None else _recipe_config(project, recipe, script)
     if overrides is not None:
-        _apply_overrides(overrides, ns, given, _recipe_config(project, recipe, script), recipe, command, layer)
-    return PerfLaunch(recipe, layer, used, folder)
+        _apply_overrides(overrides, ns, given, base, recipe, command, layer)
+    # The recipe as the selection code built it (with the flags' precision and variant), when the reader could
+    # follow it to the end; else `api` links the named recipe function (run at its parameters' defaults).
+    recipe_unit = runner.recipe_unit(recipe or "the recipe the performance scripts build", command, built) \
+        if built is not None else None
+    return PerfLaunch(recipe, layer, used, folder, recipe_unit=recipe_unit)
 
 
 def _find_script(project, launch_file: str, script_word: str) -> str | None:
@@ -256,23 +262,27 @@ def _convert(option: _Option, raw: str | None, arg) -> object:
 # ---- the recipe the launch builds ---------------------------------------------------------------------------
 
 
-def _selected_recipe(project, runner, ns: Record) -> str:
-    """The recipe-function name the tree's selection code builds from the flags: the run script's first call
-    passing `args.model_recipe_name`, evaluated with the bound flags; of the strings its code formats, the one
-    that is a function name."""
+def _selected_recipe(project, runner, ns: Record) -> tuple[str, ConfigObj | None]:
+    """The recipe the tree's selection code builds from the flags: the run script's first call passing
+    `args.model_recipe_name`, evaluated with the bound flags. Its name: of the strings its code formats, the one
+    that is a function name; its config: what the call returns, when the reader follows it to the end
+    (`getattr(importlib.import_module(...), name)(precision=..., config_variant=...)`)."""
     call, variable = _selection_call(runner.module)
     if call is None:
-        return ""
+        return "", None
     project.string_probe = []
     try:
-        runner._eval(call, Frame(names={**runner.constants, variable: ns}, depth=1))
-        built = project.string_probe
+        result = runner._eval(call, Frame(names={**runner.constants, variable: ns}, depth=1))
+        formatted = project.string_probe
     finally:
         project.string_probe = None
-    names = list(dict.fromkeys(s for s in built if s.isidentifier() and not s.startswith("_")))
+    names = list(dict.fromkeys(s for s in formatted if s.isidentifier() and not s.startswith("_")))
+    defined = [n for n in names if project.function_paths(n, runner.path)]  # a recipe is a function
     configs = [n for n in names if "config" in n]
-    chosen = configs or names
-    return chosen[-1] if len(chosen) == 1 or len(configs) == 1 else ""
+    chosen = defined or configs or names
+    name = chosen[-1] if len(chosen) == 1 else ""
+    built = result if isinstance(result, ConfigObj) and result.kind == "container" else None
+    return name, built
 
 
 def _recipe_config(project, recipe: str, near: str) -> ConfigObj | None:

@@ -90,7 +90,9 @@ class PythonReader:
             if isinstance(stmt, ast.ClassDef) and any(_call_name(d.func if isinstance(d, ast.Call) else d)
                                                       .endswith("dataclass") for d in stmt.decorator_list):
                 self.dataclasses[stmt.name] = stmt
-            for node in [stmt, *(stmt.body if isinstance(stmt, TRY) else [])]:
+            # Imports at module level, also under `try:` and `if HAVE_BRIDGE:` (a name imported on one path is
+            # what the module exports when that path runs; offlint follows it).
+            for node in _statements([stmt]) if isinstance(stmt, (ast.If, *TRY)) else [stmt]:
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     self._note_import(node)
         self._note_local_imports()
@@ -867,6 +869,8 @@ class PythonReader:
             return python_calls.method_value(receiver, func.attr, args)
         if func.id in ("getattr", "hasattr"):
             return self._getattr(node, frame, func.id)
+        if func.id == "isinstance" and len(node.args) == 2 and not node.keywords:
+            return python_calls.isinstance_value(self._eval(node.args[0], frame), node.args[1])
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return Unknown(f"the result of `{self._segment(node.func)}(...)`")
         args = [self._eval(a, frame) for a in node.args]
@@ -1128,6 +1132,11 @@ class PythonReader:
         self._run_block(fn.body, sub)
         result = sub.returned
         return result if result is not None else Unknown(f"{fn.name}() returns no value")
+
+    def recipe_unit(self, name: str, location: Location, built: ConfigObj) -> Unit:
+        """A configuration another program built with this reader's help (a launcher's recipe selection),
+        flattened into a recipe unit."""
+        return self._unit(name, location, [built])
 
     def run_stepwise(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int = 1):
         """Run a function one top-level statement at a time, yielding each statement once it has run (so a

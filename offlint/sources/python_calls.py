@@ -148,6 +148,18 @@ def arithmetic(op: ast.operator, left: object, right: object, text: str) -> obje
     return result
 
 
+_BUILTIN_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "tuple": tuple, "dict": dict}
+
+
+def isinstance_value(value: object, types: ast.expr) -> object:
+    """`isinstance(literal, str)` (or a tuple of builtin types) on a literal value; unknown otherwise."""
+    names = types.elts if isinstance(types, ast.Tuple) else [types]
+    if not all(isinstance(n, ast.Name) and n.id in _BUILTIN_TYPES for n in names) or isinstance(value, Unknown) \
+            or type(value).__module__ != "builtins":
+        return Unknown("the result of `isinstance(...)`")
+    return isinstance(value, tuple(_BUILTIN_TYPES[n.id] for n in names))
+
+
 def str_method_value(receiver: str, method: str, args: list) -> object:
     """A string method on a literal string with literal arguments."""
     if any(not isinstance(a, (str, int, list, tuple, type(None))) for a in args):
