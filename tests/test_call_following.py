@@ -328,3 +328,25 @@ def test_the_distributed_optimizer_is_read_as_megatron_core_or_bridge_decides_it
     bridge = resolved("offload_config", "bridge_offload.py")
     assert bridge.unit.framework == "bridge"
     assert check_unit(bridge, rules, strict=False) == []
+
+
+def test_values_the_reader_builds_stay_small(tmp_path):
+    """Nested comprehensions, huge repetitions and replacements are not computed (hostile input stays linear)."""
+    from offlint.resolve import resolve
+    from offlint.sources.python import read_python
+    from offlint.versions import parse_version
+
+    text = ("L = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] * 1\n"
+            "X = [[[a + b + c for a in L] for b in L] for c in L]\n"
+            "S = 'ab' * 100000000\n"
+            "T = 'b'.replace('b', 'c' * 10) + ''.join(['x'] * 3)\n"
+            "W = 'x,' * 3\n"
+            "def recipe():\n"
+            "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=len(X)))\n"
+            "    cfg.model.pipeline_model_parallel_size = len(S)\n"
+            "    cfg.model.recompute_modules = [m.upper() for m in 'a,b'.split(',')]\n"
+            "    return cfg\n")
+    unit = resolve(read_python("r.py", text)[0], parse_version("0.20.0"))
+    assert unit.get("model.num_layers").is_unknown
+    assert unit.get("model.pipeline_model_parallel_size").is_unknown
+    assert unit.get("model.recompute_modules").value == ["A", "B"]

@@ -674,6 +674,9 @@ class PythonReader:
                 not isinstance(node.generators[0].target, ast.Name):
             return unknown
         loop = node.generators[0]
+        if any(isinstance(inner, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp, ast.Lambda))
+               for part in (node.elt, *loop.ifs) for inner in ast.walk(part)):
+            return unknown  # nested loops would multiply: hostile input stays linear
         items = self._eval(loop.iter, frame)
         items = list(items) if isinstance(items, dict) else items
         if not isinstance(items, (list, tuple, str)) or len(items) > python_calls.MAX_ITEMS:
