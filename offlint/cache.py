@@ -35,7 +35,7 @@ ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-_FORMAT = 4
+FORMAT = 5
 ABSENT_FILE = "absent"
 MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree
 
@@ -66,7 +66,7 @@ def file_state(digests, path: str) -> str:
 def fingerprint(*parts: object) -> str:
     """The cache's key: offlint's code and rules (by name, size and mtime) plus the given option values."""
     h = hashlib.blake2b(digest_size=16)
-    h.update(repr((_FORMAT, parts)).encode())
+    h.update(repr((FORMAT, parts)).encode())
     package = Path(__file__).resolve().parent
     roots = [package]
     rules = package.parent / "rules"
@@ -106,11 +106,14 @@ def project_cache_dir(root: Path) -> Path | None:
 
 @dataclass
 class _Entry:
-    """A stored outcome: its key fields in the clear, the outcome itself encoded until someone needs it."""
+    """A stored outcome: its key fields in the clear, the outcome itself encoded until someone needs it. An entry
+    loaded from disk has no payload yet, only where it lies in the file (`span`: offset past the index, length):
+    a pre-commit run reads the index and the few payloads it uses, not the whole file."""
 
     digest: str
     deps: dict[str, str]
-    payload: str
+    payload: str | None
+    span: tuple[int, int] = (0, 0)
 
 
 class Cache:
@@ -125,6 +128,8 @@ class Cache:
         self.last: tuple[str, dict[str, str], str] | None = None
         self.changed = False
         self.trusted = False
+        self._payloads = None  # the open entries file, for payloads read on first use
+        self._payload_start = 0
 
     @property
     def entries_file(self) -> Path | None:
@@ -145,30 +150,41 @@ class Cache:
     @property
     def entries(self) -> dict[str, _Entry]:
         if self._entries is None:
-            data = _read_owned(self.entries_file) if self.trusted else None
-            self._entries = self._parse_entries(data) if data is not None else {}
+            self._entries = {}
+            handle = _open_owned(self.entries_file) if self.trusted else None
+            if handle is not None:
+                self._payloads = handle
+                self._entries = self._parse_index(handle.readline(MAX_CACHE_BYTES))
+                self._payload_start = handle.tell()
         return self._entries
 
-    def _parse_entries(self, data: bytes) -> dict[str, _Entry]:
-        lines = data.decode("ascii", "replace").split("\n")
+    def _parse_index(self, line: bytes) -> dict[str, _Entry]:
+        """The first line of the entries file: {"format", "key", "entries": {path: [digest, deps, offset, length]}}."""
         try:
-            header = json.loads(lines[0])
+            header = json.loads(line)
         except ValueError:
             return {}
-        if header != {"format": _FORMAT, "key": self.key}:
+        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("key") != self.key \
+                or not isinstance(header.get("entries"), dict):
             return {}
         entries: dict[str, _Entry] = {}
-        for line in lines[1:]:
-            head, tab, payload = line.partition("\t")
-            try:
-                meta = json.loads(head) if tab else None
-            except ValueError:
-                meta = None
-            if not (isinstance(meta, dict) and isinstance(meta.get("path"), str) and isinstance(meta.get("digest"), str)
-                    and _str_map(meta.get("deps"))):
-                continue  # a damaged line costs that file a re-read, nothing more
-            entries[meta["path"]] = _Entry(meta["digest"], meta["deps"], payload)
+        for path, meta in header["entries"].items():
+            if not (isinstance(meta, list) and len(meta) == 4 and isinstance(meta[0], str) and _str_map(meta[1])
+                    and all(type(n) is int and n >= 0 for n in meta[2:])):
+                continue  # a damaged entry costs that file a re-read, nothing more
+            entries[path] = _Entry(meta[0], meta[1], None, (meta[2], meta[3]))
         return entries
+
+    def _payload(self, entry: _Entry) -> str | None:
+        """An entry's encoded outcome, read from the file on first use."""
+        if entry.payload is None and self._payloads is not None:
+            offset, length = entry.span
+            try:
+                data = os.pread(self._payloads.fileno(), length, self._payload_start + offset)
+            except (OSError, ValueError, OverflowError):
+                return None
+            entry.payload = data.decode("ascii", "replace") if len(data) == length else None
+        return entry.payload
 
     def _parse_last(self, data: bytes) -> tuple[str, dict[str, str], str] | None:
         head, tab, payload = data.decode("ascii", "replace").partition("\t")
@@ -176,7 +192,7 @@ class Cache:
             meta = json.loads(head) if tab else None
         except ValueError:
             return None
-        if not (isinstance(meta, dict) and meta.get("format") == _FORMAT and meta.get("key") == self.key
+        if not (isinstance(meta, dict) and meta.get("format") == FORMAT and meta.get("key") == self.key
                 and isinstance(meta.get("run"), str) and _str_map(meta.get("deps"))):
             return None
         return meta["run"], meta["deps"], payload
@@ -215,8 +231,11 @@ class Cache:
             return None
         if any(file_state(digests, dep) != dep_digest for dep, dep_digest in entry.deps.items()):
             return None
+        payload = self._payload(entry)
+        if payload is None:
+            return None
         try:
-            outcome = self.codec.loads(entry.payload)
+            outcome = self.codec.loads(payload)
         except CacheFormatError:
             return None
         if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != text_digest:
@@ -251,14 +270,21 @@ class Cache:
             for old in self.directory.iterdir():
                 if old.name.startswith(("check-", "last-")) and old not in (self.entries_file, self.last_file):
                     old.unlink(missing_ok=True)
-            lines = [json.dumps({"format": _FORMAT, "key": self.key})]
+            index: dict[str, list] = {}
+            payloads: list[str] = []
+            offset = 0
             for path, entry in self.entries.items():
-                meta = json.dumps({"path": path, "digest": entry.digest, "deps": entry.deps}, ensure_ascii=True)
-                lines.append(f"{meta}\t{entry.payload}")
-            _write_atomically(self.directory, self.entries_file, "\n".join(lines))
+                payload = self._payload(entry)
+                if payload is None:
+                    continue  # unreadable now: that file is read again next time
+                index[path] = [entry.digest, entry.deps, offset, len(payload)]
+                payloads.append(payload)
+                offset += len(payload)
+            header = json.dumps({"format": FORMAT, "key": self.key, "entries": index}, ensure_ascii=True)
+            _write_atomically(self.directory, self.entries_file, header + "\n" + "".join(payloads))
             if self.last is not None:
                 run_key, deps, payload = self.last
-                meta = json.dumps({"format": _FORMAT, "key": self.key, "run": run_key, "deps": deps})
+                meta = json.dumps({"format": FORMAT, "key": self.key, "run": run_key, "deps": deps})
                 _write_atomically(self.directory, self.last_file, f"{meta}\t{payload}")
             else:
                 self.last_file.unlink(missing_ok=True)
@@ -280,20 +306,30 @@ def _owned_private_dir(path: Path) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
 
 
-def _read_owned(path: Path | None) -> bytes | None:
-    """The bytes of a regular file of the current user that nobody else can write to; None for anything else.
-    Opened without following links and without blocking (a FIFO planted here must not hang the check)."""
+def _open_owned(path: Path | None):
+    """A regular file of the current user that nobody else can write to, opened for reading; None for anything
+    else. Opened without following links and without blocking (a FIFO planted here must not hang the check)."""
     if path is None:
         return None
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-    with os.fdopen(descriptor, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022 \
-                or info.st_size > MAX_CACHE_BYTES:
-            return None
+    handle = os.fdopen(descriptor, "rb")
+    info = os.fstat(handle.fileno())
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022 \
+            or info.st_size > MAX_CACHE_BYTES:
+        handle.close()
+        return None
+    return handle
+
+
+def _read_owned(path: Path | None) -> bytes | None:
+    """The bytes of a file `_open_owned` accepts (at most MAX_CACHE_BYTES); None for anything else."""
+    handle = _open_owned(path)
+    if handle is None:
+        return None
+    with handle:
         data = handle.read(MAX_CACHE_BYTES + 1)
     return data if len(data) <= MAX_CACHE_BYTES else None
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from offlint.api import CheckOptions, CheckResult, check
-from offlint.cache import Cache, cache_home, digest, project_cache_dir
+from offlint.cache import FORMAT, Cache, cache_home, digest, project_cache_dir
 
 BASE = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -190,10 +190,13 @@ def test_a_planted_cache_runs_nothing_and_changes_no_finding(tmp_path):
     for path in files:
         path.write_bytes(evil)
     second = _cli(tree, "--select", "OFL102")
-    header = json.dumps({"format": 4, "key": files[0].stem.split("-", 1)[1]})
+    # A well-formed index whose entry matches the recipe's digest, so that the payload is really decoded.
+    payload = '{"@":"system","v":["touch ' + str(marker) + '"]}'
+    recipe = digest((tree / "recipes" / "llama.py").read_text())
+    index = {"format": FORMAT, "key": files[0].stem.split("-", 1)[1],
+             "entries": {"recipes/llama.py": [recipe, {}, 0, len(payload)]}}
     for path in files:
-        path.write_text(header + "\n" + json.dumps({"path": "recipes/llama.py", "digest": "x", "deps": {}}) +
-                        '\t{"@":"system","v":["touch ' + str(marker) + '"]}')
+        path.write_text(json.dumps(index) + "\n" + payload)
     third = _cli(tree, "--select", "OFL102")
     assert not marker.exists()
     for run in (first, second, third):
