@@ -48,13 +48,9 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 
-def add_launcher_env(unit, launch_file: str, read: Callable[[str], str | None]) -> None:
-    """Give a launch of the performance launcher (`unit.launch_args`: the script as written, then its arguments)
-    the environment that launcher builds, when the tree holds the launcher; `launch_file` is where the command
-    is written (the script path is tried relative to its folder and each folder above it)."""
-    if not unit.launch_args or posixpath.basename(unit.launch_args[0] or "") not in LAUNCHERS:
-        return
-    script = unit.launch_args[0]
+def script_candidates(launch_file: str, script: str) -> list[str]:
+    """Where a script a launch names may lie in the tree, most likely first: relative to the launching file's
+    folder or any folder above it (a script run from the repository root), then as written."""
     folder = posixpath.dirname(launch_file)
     candidates = []
     while True:
@@ -63,7 +59,16 @@ def add_launcher_env(unit, launch_file: str, read: Callable[[str], str | None]) 
             break
         folder = posixpath.dirname(folder)
     candidates.append(posixpath.normpath(script))
-    found = next((c for c in dict.fromkeys(candidates) if read(c) is not None), None)
+    return list(dict.fromkeys(candidates))
+
+
+def add_launcher_env(unit, launch_file: str, read: Callable[[str], str | None]) -> None:
+    """Give a launch of the performance launcher (`unit.launch_args`: the script as written, then its arguments)
+    the environment that launcher builds, when the tree holds the launcher; `launch_file` is where the command
+    is written (the script path is tried relative to its folder and each folder above it)."""
+    if not unit.launch_args or posixpath.basename(unit.launch_args[0] or "") not in LAUNCHERS:
+        return
+    found = next((c for c in script_candidates(launch_file, unit.launch_args[0]) if read(c) is not None), None)
     layer = launcher_layer(found, list(unit.launch_args[1:]), read) if found is not None else None
     if layer is None:
         return

@@ -26,6 +26,7 @@ import ast
 import posixpath
 from dataclasses import dataclass, field
 
+from offlint.sources.perf_env import script_candidates
 from offlint.sources.python_values import ConfigObj, Frame, Record
 from offlint.types import Assignment, Layer, Location, Source, Unknown
 
@@ -104,17 +105,8 @@ def read_launch(project, launch_file: str, script_word: str, args: list, command
 
 
 def _find_script(project, launch_file: str, script_word: str) -> str | None:
-    """The tree's file for the script as the command names it: relative to the launching file's folder or any
-    folder above it (a script run from the repository root), or as written."""
-    folder = posixpath.dirname(launch_file)
-    candidates = []
-    while True:
-        candidates.append(posixpath.normpath(posixpath.join(folder, script_word)))
-        if folder in ("", "/", "."):
-            break
-        folder = posixpath.dirname(folder)
-    candidates.append(posixpath.normpath(script_word))
-    return next((c for c in dict.fromkeys(candidates) if project.knows(c)), None)
+    """The tree's file for the script as the command names it (perf_env.script_candidates)."""
+    return next((c for c in script_candidates(launch_file, script_word) if project.knows(c)), None)
 
 
 def _definition(project, reader, name: str):
