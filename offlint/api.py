@@ -75,9 +75,8 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
 def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None) -> CheckResult:
     all_rules = load_rules()
     selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
-    root = options.root or Path.cwd()
-    if stdin is None:
-        root = scope.project_root(paths or ["."]) or root  # the project the paths lie in, found from them
+    project = scope.project_root(paths or ["."]) if stdin is None else None  # found from the paths
+    root = project or options.root or Path.cwd()
     version = detect_version(options.mcore_version, options.configured_version, root)
     errors: list[FileError] = []
     texts = pipeline.Texts(_read_text)  # read on first use: a pre-commit run reads only what it needs
@@ -90,8 +89,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         errors.extend(FileError(p, msg) for p, msg in problems)
     targets: set[str] | None = None  # part of a project: report only what concerns these files
     tree_files = files
-    if stdin is None and options.changed_files and paths and files and root == scope.project_root(paths) \
-            and scope.selects_part_of(paths, root):
+    if project is not None and options.changed_files and paths and files and scope.selects_part_of(paths, project):
         tree_files, files = scope.project_files(root, paths, files)
         targets = {f.path for f in files}
         cache = _cache(options, root, selected, version, _python_paths(tree_files + files), stdin)
