@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -43,7 +42,9 @@ class LocalRunner:
         self.tracker = tracker
         self._running: dict[int, subprocess.Popen] = {}
         self._watchdog: subprocess.Popen | None = None
-        self._token = secrets.token_hex(8)  # marks this runner's probes in their environment (watchdog.py)
+        # Marks this runner's probes in their environment (watchdog.py). os.urandom, not secrets: that imports random,
+        # which imports bisect, which a bisect driver script named bisect.py would shadow.
+        self._token = os.urandom(8).hex()
 
     def gpu_slices(self, count: int) -> list[str | None]:
         """CUDA_VISIBLE_DEVICES for `count` concurrent steps: the GPU list split into equal, disjoint slices."""
