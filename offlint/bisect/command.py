@@ -90,7 +90,8 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
     state = (state if state.is_absolute() else Path(repository.working_dir) / state).resolve() / "offlint-bisect"
     progress = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
-        recover(open_state(state), repository, progress)  # what a killed run left: worktrees, probe groups
+        # What a killed run left: worktrees, probe groups (its Slurm jobs' worktrees stay for --resume to re-attach)
+        recover(open_state(state), repository, progress, keep_worktrees=resume and launcher == "slurm")
         journal = Journal(state / "journal.jsonl", resume)
         journal.append({"type": "start", "good": span.good.sha, "bad": span.bad.sha, "probe": asdict(probe),
                         "resume": resume})

@@ -92,8 +92,12 @@ class RunRecord:
                              f"permissions and free space of {self.path.parent}") from None
 
 
-def recover(state: Path, repo: git.Repo, progress: Callable[[str], None] = lambda line: None) -> int:
-    """Clean up after every recorded run that is no longer alive; how many such runs there were."""
+def recover(state: Path, repo: git.Repo, progress: Callable[[str], None] = lambda line: None,
+            keep_worktrees: bool = False) -> int:
+    """Clean up after every recorded run that is no longer alive; how many such runs there were.
+
+    `keep_worktrees`: a `--resume` with the Slurm launcher re-attaches to the jobs the killed run submitted, and
+    those jobs are still running in its worktrees: only its local probe groups are stopped."""
     cleaned = 0
     for path in sorted((state / "runs").glob("*.json")):
         record = _load(path)
@@ -101,7 +105,7 @@ def recover(state: Path, repo: git.Repo, progress: Callable[[str], None] = lambd
             continue
         groups = {int(pgid): start for pgid, start in record["groups"].items()}
         killed = kill_groups(groups) if groups and record["boot"] == boot_id() else []
-        removed = _remove_worktrees(repo, record)
+        removed = 0 if keep_worktrees else _remove_worktrees(repo, record)
         path.unlink(missing_ok=True)
         cleaned += 1
         done = [f"removed {removed} worktree(s)" if removed else "",
