@@ -342,15 +342,22 @@ def _find_yaml(name: str, script: str, yaml_units: dict) -> Unit | None:
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
-    """Findings that several units share at one place are reported once, with the number of units."""
-    seen: dict[tuple, Finding] = {}
-    units: dict[tuple, set[str]] = {}
+    """Findings that several units share at one place are reported once, under one unit (the one the finding's
+    file defines when there is one, else the first by name), with the others named in `shared_with`."""
+    groups: dict[tuple, list[Finding]] = {}
     for finding in findings:
         key = (finding.code, finding.location, finding.message, finding.possible)
-        seen.setdefault(key, finding)
-        units.setdefault(key, set()).add(finding.unit)
-    return [replace(finding, units=len(units[key])) if len(units[key]) > 1 else finding
-            for key, finding in seen.items()]
+        groups.setdefault(key, []).append(finding)
+    out = []
+    for group in groups.values():
+        names = sorted({f.unit for f in group})
+        if len(names) == 1:
+            out.append(group[0])
+            continue
+        first = min(group, key=lambda f: (f.unit_path != f.location.path, f.unit))
+        others = tuple(name for name in names if name != first.unit)
+        out.append(replace(first, units=len(names), shared_with=others))
+    return out
 
 
 def _apply_ignores(findings: list[Finding], reads: list[_Read], options: CheckOptions,

@@ -225,7 +225,7 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
     related = tuple(_related(v) for v in read if v.assignment is not None and v.assignment.location != anchor)
     return Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message, location=anchor,
                    unit=resolved.unit.name, related=tuple(dict.fromkeys(related)), fix=check.fix or rule.fix,
-                   possible=possible, url=rule.url, stage=check.stage)
+                   possible=possible, url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path)
 
 
 def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit) -> Location:
@@ -299,7 +299,7 @@ def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignm
                 message = f"{message} (on the path where {resolved.unit.path_condition})"
             out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message,
                                location=assignment.location, unit=resolved.unit.name, fix=check.fix or rule.fix,
-                               url=rule.url, stage=check.stage))
+                               url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path))
     return out
 
 
@@ -344,7 +344,7 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                 message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
                            f"{first.location.line}, then {a.text or a.value!r}); the last one wins silently")
                 out.append(Finding(code=rule.code, slug=rule.slug, severity=rule.severity, message=message,
-                                   location=a.location, unit=unit.name,
+                                   location=a.location, unit=unit.name, unit_path=unit.location.path,
                                    related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
                                    fix=rule.fix, url=rule.url))
             seen[a.key] = a

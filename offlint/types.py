@@ -244,6 +244,8 @@ class Finding:
     url: str = ""
     stage: str = ""  # where the real stack acts on it (rules.Check.stage); empty for builtin findings
     units: int = 1  # how many units share this finding at this place (a base builder's line, for example)
+    unit_path: str = ""  # the file that defines `unit`: a finding elsewhere (a shared helper) names its unit
+    shared_with: tuple[str, ...] = ()  # the other units that share this finding at this place, sorted
 
     def sort_key(self) -> tuple:
         return (self.location.path, self.location.line, self.location.col, self.code, self.message)

@@ -116,10 +116,11 @@ def matches(finding: dict, want: dict) -> bool:
     if "path" in want and want["path"] != finding["filename"] and \
             want["path"] not in [r.get("filename") for r in finding.get("related") or []]:
         return False
-    unit = finding.get("unit") or ""
-    if "unit" in want and unit != want["unit"]:
+    # A finding several units share is reported once, under one unit, with the others in `shared_with`.
+    units = [finding.get("unit") or "", *(finding.get("shared_with") or [])]
+    if "unit" in want and want["unit"] not in units:
         return False
-    if want.get("unit_contains", "") not in unit:
+    if not any(want.get("unit_contains", "") in unit for unit in units):
         return False
     return want.get("message_contains", "") in finding.get("message", "")
 

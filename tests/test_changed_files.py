@@ -75,6 +75,9 @@ def test_a_base_builder_two_levels_down_re_checks_the_recipes_that_inherit_it(tm
     assert (finding.location.path, finding.location.line) == ("recipes/llama.py", 7)
     assert finding.units == 2  # the recipe, and the launch script that runs it
     assert "recipes/common.py" in {r.location.path for r in finding.related}
+    # Reported under the unit the finding's file defines; the launch that shares it is named beside it.
+    assert finding.unit_path == "recipes/llama.py"
+    assert [name.startswith("run_recipe.py at line 3") for name in finding.shared_with] == [True]
 
 
 def test_a_changed_recipe_reports_only_its_own_findings(tmp_path, monkeypatch):
@@ -128,6 +131,7 @@ def b_config():
     result = check(["recipes.py"], CheckOptions(root=tmp_path, select=["OFL102"], cache=False))
     [finding] = result.findings
     assert finding.units == 2  # a_config and b_config (the private _common runs only as part of them)
+    assert (finding.unit, finding.shared_with) == ("a_config", ("b_config",))
 
 
 def test_a_change_with_many_dependents_gives_the_same_answer_in_worker_processes(tmp_path, monkeypatch):

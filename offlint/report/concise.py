@@ -11,9 +11,14 @@ if TYPE_CHECKING:
 
 
 def label(finding: Finding) -> str:
-    """The message as users read it: `possible: ` marks verdicts that hang on unknown values (--strict)."""
+    """The message as users read it: `possible: ` marks verdicts that hang on unknown values (--strict); a finding
+    at a line that is not its unit's own (a shared helper) says which unit, or how many, it comes from."""
     message = f"possible: {finding.message}" if finding.possible else finding.message
-    return f"{message} [in {finding.units} units]" if finding.units > 1 else message
+    if finding.units > 1:
+        return f"{message} [in {finding.units} units]"
+    if finding.unit_path and finding.unit_path != finding.location.path:
+        return f"{message} [in {finding.unit}]"
+    return message
 
 
 def one_line(text: str) -> str:

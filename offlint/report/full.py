@@ -39,9 +39,17 @@ def _one(finding: Finding, sources: Mapping[str, str]) -> str:
     out.append(f"{indent}--> {printable(str(finding.location))}")
     out += frame
     out += _lines(f"  = note: {r.note} ({printable(str(r.location))})" for r in finding.related)
+    out += _lines([_units_note(finding)] if finding.shared_with else [])
     if finding.fix:
         out += _lines([f"help: {finding.fix}"])
     return "\n".join(out) + "\n"
+
+
+def _units_note(finding: Finding, most: int = 5) -> str:
+    """Which units share a finding at a shared line, so a reader knows the recipes it concerns."""
+    names = (finding.unit, *finding.shared_with)
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return f"  = note: in units {', '.join(names[:most])}{more}"
 
 
 def _lines(texts) -> list[str]:

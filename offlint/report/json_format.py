@@ -29,6 +29,7 @@ def _one(f: Finding, rules: Mapping[str, RuleInfo]) -> dict:
         "end_location": dict(loc),
         "unit": f.unit,
         "units": f.units,
+        "shared_with": list(f.shared_with),
         "related": [
             {"filename": r.location.path, "row": r.location.line, "column": r.location.col, "note": r.note}
             for r in f.related
