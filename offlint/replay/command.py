@@ -98,16 +98,20 @@ def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, nu
 
 
 def _slurm(spec, run_dir, result_json, timeout, dry_run, do_verify, slurm_values) -> None:
-    """The replay as one Slurm job (offlint/slurm/replay.py); --dry-run prints the sbatch script."""
+    """The replay as one Slurm job (offlint/slurm/replay.py); --dry-run writes the spec and the sbatch script
+    into the run directory and prints the script's path."""
     from offlint.slurm import replay as slurm_replay
 
     if do_verify:
         _fail("--verify runs locally; --launcher slurm replays one configuration")
     try:
         job = slurm_replay.plan(spec, run_dir, timeout, slurm_values)
-        if dry_run:
-            click.echo(json.dumps(spec.to_json(), indent=2))
-            click.echo(job.script, nl=False)
+        click.echo(f"offlint: note: {job.note}", err=True)
+        if dry_run:  # stdout: the script's path only, so that `sbatch "$(offlint replay ... --dry-run)"` works
+            path = slurm_replay.write_job(job, spec)
+            click.echo(f"offlint: wrote {path} and the configuration it runs, "
+                       f"{job.run_dir / launch.SPEC_NAME}; submit it with: sbatch {path}", err=True)
+            click.echo(str(path))
             sys.exit(0)
         result = slurm_replay.run(job, spec, lambda m: click.echo(m, err=True))
     except slurm_replay.errors() as exc:

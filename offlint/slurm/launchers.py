@@ -46,7 +46,7 @@ def bisect_launch(launcher: str, cli_values: Mapping[str, Any], repo_root: Path,
     config = load_config(repo_root)
     options = build_options(cli_values, config.slurm, config.path)
     if probe_kind == "replay":
-        if options.nodes != 1:
+        if (options.nodes or 1) != 1:
             raise SlurmOptionsError("--launcher slurm: the replay probe runs on one node (offlint replay starts "
                                     "its own ranks there); use --nodes 1")
         options = replace(options, ranks="program")

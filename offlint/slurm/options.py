@@ -16,6 +16,8 @@ import click
 # "torchrun": one torchrun per node (the step's argv is the per-rank program); "srun": one srun task per GPU;
 # "program": one task per node and the step's program starts its own ranks (e.g. `offlint replay` on one node).
 RANKS = ("torchrun", "srun", "program")
+# A replay that names no --nodes is spread over nodes of this many GPUs (the common 8-GPU server).
+DEFAULT_GPUS_PER_NODE = 8
 KEYS = ("partition", "account", "nodes", "gpus-per-node", "time", "slurm-args", "task-per-gpu", "workdir")
 
 
@@ -27,8 +29,8 @@ class SlurmOptionsError(ValueError):
 class SlurmOptions:
     partition: str | None = None
     account: str | None = None
-    nodes: int = 1
-    gpus_per_node: int | None = None  # None: the step's own `gpus`
+    nodes: int | None = None  # None: 1, or for a replay derived from its GPUs and the per-node count
+    gpus_per_node: int | None = None  # None: the step's own `gpus` (a replay: DEFAULT_GPUS_PER_NODE per node)
     time_min: int | None = None  # None: the step's timeout, rounded up to whole minutes
     slurm_args: tuple[str, ...] = ()  # placed on the srun line (pyxis --container-image, ...)
     ranks: str = "torchrun"  # who starts one process per GPU: see RANKS
@@ -127,8 +129,10 @@ def slurm_click_options(command: Callable) -> Callable:
     decorators = [
         click.option("--partition", default=None, help="Slurm partition (sbatch --partition)."),
         click.option("--account", default=None, help="Slurm account (sbatch --account)."),
-        click.option("--nodes", type=int, default=None, help="Nodes per job (default 1)."),
-        click.option("--gpus-per-node", type=int, default=None, help="GPUs per node (default: the step's)."),
+        click.option("--nodes", type=int, default=None,
+                     help="Nodes per job (default: replay: its GPUs / --gpus-per-node, rounded up; bisect: 1)."),
+        click.option("--gpus-per-node", type=int, default=None,
+                     help=f"GPUs per node (default: replay: up to {DEFAULT_GPUS_PER_NODE}; bisect: the step's)."),
         click.option("--time", default=None,
                      help="Job time limit: minutes or [D-]HH:MM:SS, rounded up to minutes "
                           "(default: the step timeout)."),

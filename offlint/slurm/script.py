@@ -43,7 +43,7 @@ def gpus_per_node(step: Step, options: SlurmOptions) -> int:
 
 def render_script(step: Step, options: SlurmOptions) -> str:
     gpus = gpus_per_node(step, options)
-    nodes = options.nodes
+    nodes = options.nodes or 1
     if options.ranks not in RANKS:
         raise ValueError(f"ranks must be one of {', '.join(RANKS)}, not {options.ranks!r}")
     tasks_per_node = gpus if (gpus and options.ranks == "srun") else 1
