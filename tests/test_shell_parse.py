@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from textwrap import dedent
 
-from offlint.sources.shell_parse import Command, ShellScript, Word, parse_shell
+from offlint.sources.shell_parse import parse_shell
+from offlint.sources.shell_values import Command, ShellScript, Word
 
 
 def cmds(text: str) -> list[Command]:

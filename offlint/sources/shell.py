@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 from offlint.sources.launch import Arg, EnvArg, command_unit
-from offlint.sources.shell_parse import Command, parse_shell
+from offlint.sources.shell_parse import parse_shell
+from offlint.sources.shell_values import Command
 from offlint.types import Location, Unit
 
 

@@ -1,0 +1,257 @@
+"""Commands and assignments in the walker: `X=...`, `X+=(...)`, `export` / `declare` / `local`, a command's
+argv and environment (the `Command` it reports), the builtins that set variables (`read`, `printf -v`,
+`getopts`), `eval`, function calls, and `bash -c` payloads read as child shells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from offlint.sources.shell_values import Command, EnvSetting, _Field, _join, Org, Pos, _split, _State, _Unknown, _Var
+
+_SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
+_MAX_DEPTH = 6
+
+
+class Commands:
+    """Assignments, declarations, commands and builtins; part of the walker."""
+
+    def set_unknown(self, name: str, reason: str, pos: Pos) -> None:
+        old = self.st.env.get(name)
+        self.st.env[name] = _Var(s=self.st.holes.char(reason), org=((*pos, ""),), lines=(pos[0],), pos=pos,
+                                 exported=bool(old and old.exported))
+
+    def scalar(self, val) -> tuple[str, list[Org], str]:
+        if val is None:
+            return "", [], ""
+        self.tok = self.ci(val.start_byte)
+        return _join(self.exp(val, False), self.o(val.start_byte))
+
+    def assign(self, n, export: bool = False) -> None:
+        """An assignment; the new value remembers the defaults it took and the decisions it rests on."""
+        seen, noted = self.st.seen, self.st.noted
+        self.st.seen, self.st.noted = {}, {}
+        try:
+            self._assign(n, export)
+            name_n = n.child_by_field_name("name")
+            name = self.raw(name_n.child_by_field_name("name") or name_n) if name_n is not None else ""
+            var = self.st.env.get(name)
+            notes = tuple(dict.fromkeys([*self.st.control, *self.st.noted]))
+            if var is not None and (self.st.seen or notes):
+                self.st.env[name] = replace(var, defaults=tuple(self.st.seen) or var.defaults,
+                                            notes=tuple(dict.fromkeys([*notes, *var.notes])))
+        finally:
+            self.st.seen, self.st.noted = {**seen, **self.st.seen}, {**noted, **self.st.noted}
+
+    def _assign(self, n, export: bool) -> None:
+        name_n, val = n.child_by_field_name("name"), n.child_by_field_name("value")
+        if name_n is None:
+            return
+        pos, append = self.pos(n.start_byte), any(c.type == "+=" for c in n.children)
+        if name_n.type == "subscript":
+            return self.assign_elem(name_n, val, pos)
+        name = self.raw(name_n)
+        old = self.st.env.get(name)
+        exported = export or bool(old and old.exported)
+        old = None if old is not None and old.unset else old
+        if val is not None and val.type == "array":
+            elems = tuple(f for el in val.named_children if el.type != "comment" for f in self.token(el))
+            if append and old is not None:
+                elems = (old.arr if old.arr is not None else (_Field(old.s, old.org, *old.pos, f"${name}"),)) + elems
+            var = _Var(arr=elems, lines=(pos[0],), pos=pos, exported=exported)
+        else:
+            s, org, cond = self.scalar(val)
+            if append and old is not None:
+                if old.arr is not None:
+                    s, org = self.st.holes.char("appended to an array"), [(*pos, "")]
+                else:
+                    s, org = old.s + s, list(old.org) + org
+            var = _Var(s=s, org=tuple(org), cond=cond, lines=(pos[0],), pos=pos, exported=exported)
+        self.st.env[name] = var
+
+    def assign_elem(self, sub, val, pos: Pos) -> None:
+        name = self.raw(sub.child_by_field_name("name") or sub)
+        old = self.st.env.get(name)
+        try:
+            idx = self.arith(sub.child_by_field_name("index"))
+        except _Unknown:
+            idx = -1
+        if old is None or old.arr is None or not 0 <= idx <= len(old.arr) or val is None:
+            return self.set_unknown(name, f"element assignment {self.raw(sub)}=", pos)
+        s, org, cond = self.scalar(val)
+        f = _Field(s, tuple(org), *self.pos(val.start_byte), self.raw(val), cond or self.st.ctx)
+        arr = old.arr[:idx] + (f,) + old.arr[idx + 1 :]
+        self.st.env[name] = replace(old, arr=arr, lines=(pos[0],), pos=pos)
+
+    def declare(self, n) -> None:
+        """export / declare / typeset / local / readonly: assignments, export flags, `local` scoping."""
+        kw, flags = n.children[0].type, ""
+        for c in n.children[1:]:
+            if c.type == "word" and self.raw(c)[:1] in "-+":
+                flags += self.raw(c)[1:] if self.raw(c)[0] == "-" else ""
+                if "f" in flags or "p" in flags:
+                    return
+                continue
+            if c.type not in ("variable_name", "variable_assignment"):
+                continue
+            export = kw == "export" and "n" not in flags or "x" in flags
+            name_n = c.child_by_field_name("name") if c.type == "variable_assignment" else c
+            name = self.raw(name_n.child_by_field_name("name") or name_n) if name_n is not None else ""
+            if not name:
+                continue
+            if kw == "local" and self.st.locals and name not in self.st.locals[-1]:
+                self.st.locals[-1][name] = self.st.env.get(name)
+            old, p = self.st.env.get(name), self.pos(c.start_byte)
+            if c.type == "variable_assignment":
+                self.assign(c, export)
+            elif kw == "export" and "n" in flags and old is not None:
+                self.st.env[name] = replace(old, exported=False)
+            elif old is not None:
+                self.st.env[name] = replace(old, exported=old.exported or export)
+            elif export:
+                why = self.st.holes.char(f"${name} is exported but not set in this script")
+                self.st.env[name] = _Var(s=why, org=((*p, ""),), unset=True, exported=True, pos=p, lines=(p[0],))
+            elif "a" in flags or "A" in flags:
+                self.st.env[name] = _Var(arr=(), pos=p, lines=(p[0],))
+
+    def token(self, n) -> list[_Field]:
+        a = self.ci(n.start_byte)
+        self.tok = a
+        line, col, _ = self.org[a]
+        return _split(self.exp(n, False), line, col, self.text[a : self.ci(n.end_byte)], self.st.ctx)
+
+    def setting(self, name: str, v: _Var) -> EnvSetting:
+        why = self.why(v.s) or self.differs(v.org, v.cond)
+        return EnvSetting(name, None if why else v.s, v.pos[0], v.pos[1], why, v.cond)
+
+    def command(self, n) -> None:
+        kids = n.children
+        for i in range(1, len(kids)):  # tree-sitter-bash sometimes glues `A=1 B=2<newline>cmd` into one command
+            gap = self.text[self.ci(kids[i - 1].end_byte) : self.ci(kids[i].start_byte)]
+            if kids[i - 1].type == "variable_assignment" and "\n" in gap.replace("\\\n", ""):
+                self.body(kids[:i])
+                a, b = self.ci(kids[i].start_byte), self.ci(n.end_byte)
+                return type(self)(self.st, self.text[a:b], self.org[a : b + 1], self.depth, self.label).run()
+        prefix, toks = [], []
+        for i, c in enumerate(kids):
+            if c.type == "variable_assignment":
+                prefix.append(c)
+            elif c.type == "command_name":
+                toks.extend(c.named_children or [c])
+            elif c.type.endswith("redirect") or c.type == "comment":
+                continue
+            elif not (c.type == "$" and i + 1 < len(kids) and kids[i + 1].start_byte == c.end_byte):
+                toks.append(c)  # (a `$` glued to "..." is bash's translated string; drop the `$`)
+        noted, self.st.noted = self.st.noted, {}
+        try:
+            fields = [f for t in toks for f in self.token(t)]
+            penv: dict[str, _Var] = {}
+            for a in prefix:
+                name_n = a.child_by_field_name("name")
+                if name_n is not None:
+                    s, org, cond = self.scalar(a.child_by_field_name("value"))
+                    p = self.pos(a.start_byte)
+                    penv[self.raw(name_n)] = _Var(s=s, org=tuple(org), cond=self.st.ctx or cond, pos=p,
+                                                  lines=(p[0],), exported=True)
+            read = list(self.st.noted)
+        finally:
+            self.st.noted = {**noted, **self.st.noted}
+        if not fields:
+            return
+        exported = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
+        env = {k: self.setting(k, v) for k, v in exported.items()}
+        env.update({k: self.setting(k, v) for k, v in penv.items()})
+        # the decisions from defaults on this command's path, its words' and its environment's
+        notes = dict.fromkeys([*self.st.control, *read, *(n for v in exported.values() for n in v.notes)])
+        assumes = tuple(sorted(notes, key=lambda note: self.st.order.get(note, 0)))
+        self.st.out.commands.append(Command([f.word(self.st.holes) for f in fields], env, *self.pos(n.start_byte),
+                                            assumes))
+        vals = [None if self.why(f.value) else f.value for f in fields]
+        self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
+        try:
+            self.builtin(fields, vals)
+        finally:
+            del self.st.control[len(self.st.control) - len(read):]
+        j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH else None
+        if j is not None:
+            self.payload(fields[j], penv, assumes)
+
+    def builtin(self, fields: list[_Field], vals: list[str | None]) -> None:
+        """Builtins that change variables (read, mapfile, printf -v, getopts), eval, and function calls."""
+        name, args, pos = vals[0], vals[1:], (fields[0].line, fields[0].col)
+        if name in ("read", "mapfile", "readarray"):
+            takes = "adinNptu" if name == "read" else "dnOsuCc"
+            names, i = [], 0
+            while i < len(args):
+                v = args[i]
+                if v is not None and len(v) > 1 and v[0] == "-" and not names:
+                    if v[-1] in takes and i + 1 < len(args) and args[i + 1]:
+                        if name == "read" and v[-1] == "a":
+                            names.append(args[i + 1])
+                        i += 1
+                elif v is not None:
+                    names.append(v)
+                i += 1
+            for v in names or ["REPLY" if name == "read" else "MAPFILE"]:
+                self.set_unknown(v, "set by read" if name == "read" else f"set by {name}", pos)
+        elif name == "printf" and len(args) > 1 and args[0] == "-v" and args[1]:
+            self.set_unknown(args[1], "set by printf -v", pos)
+        elif name == "getopts" and len(args) > 1 and args[1]:
+            self.set_unknown(args[1], "set by getopts", pos)
+        elif name == "eval" and args and self.depth < _MAX_DEPTH:
+            text, org = "", []
+            for k, f in enumerate(fields[1:]):
+                if k:
+                    text += " "
+                    org.append(org[-1] if org else (f.line, f.col, f.cond))
+                text += f.value
+                org.extend(f.org if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value))
+            type(self)(self.st, text, org + [org[-1] if org else (*pos, "")], self.depth + 1, "in eval: ").run()
+        if name in self.st.funcs and name not in self.st.calling:
+            walker, body = self.st.funcs[name][:2]
+            self.st.called.add(name)
+            self.st.calling.add(name)
+            self.st.locals.append({})
+            try:
+                walker.stmt(body)
+            finally:
+                self.st.calling.discard(name)
+                for k, v in self.st.locals.pop().items():
+                    if v is None:
+                        self.st.env.pop(k, None)
+                    else:
+                        self.st.env[k] = v
+
+    def payload(self, f: _Field, penv: dict[str, _Var], assumes: tuple[str, ...] = ()) -> None:
+        """`bash -c SCRIPT` (also behind srun/docker/...): read SCRIPT as a child shell with the exported env."""
+        org = list(f.org) if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value)
+        child = _State(self.st.out, self.st.holes)
+        child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
+        child.env.update(penv)
+        child.ctx = self.st.ctx
+        child.hidden = {k for k, v in self.st.env.items() if not v.exported}
+        child.nesting = self.st.nesting
+        child.control = list(assumes)
+        child.where, child.order = self.st.where, self.st.order
+        org.append(org[-1] if org else (f.line, f.col, f.cond))
+        type(self)(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
+        child.finish()
+
+
+def _shell_c_payload(vals: list[str | None]) -> int | None:
+    """Index of the script string in `... bash [-flags]c SCRIPT` (None = unknown word); the first shell decides."""
+    for i, v in enumerate(vals):
+        if v is None or v.rsplit("/", 1)[-1] not in _SHELLS:
+            continue
+        j, has_c = i + 1, False
+        while j < len(vals) and vals[j] is not None:
+            v = vals[j]
+            if v in ("-o", "+o", "-O", "+O"):
+                j += 2
+            elif len(v) > 1 and v[0] in "-+" and v != "--":
+                has_c = has_c or (v[0] == "-" and v[1] != "-" and "c" in v)
+                j += 1
+            else:
+                break
+        return j if has_c and j < len(vals) else None
+    return None

@@ -1,0 +1,292 @@
+"""What the shell walker computes with: the words and commands it reports, and the values it tracks.
+
+Public: `Word`, `EnvSetting`, `Command`, `ShellScript` (what parse_shell returns). Internal: a variable
+(`_Var`), a word before it is reported (`_Field`), the pieces of an expanding word (`_P`) and field splitting
+(`_split`, `_join`), unknown parts of values as private-use characters (`_Holes`), the merge of alternative
+paths (`_merge`), and one shell process's state (`_State`). Every expanded character carries its origin
+(`Org`: line, column, conditional mark).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+Pos = tuple[int, int]  # (line, col), 1-based
+Org = tuple[int, int, str]  # where one expanded character came from: (line, col, conditional)
+_IFS = " \t\n"
+_MAX_NESTING = 100  # nested statements, words and arithmetic: past this a script is reported, not half-read
+_HOLE0, _HOLES = 0xF0000, 0xFFFE  # Supplementary Private Use Area-A: never meaningful in a launch script
+
+
+@dataclass(frozen=True)
+class Word:
+    """One argument word as the command will see it."""
+
+    value: str | None  # after expansion and quote removal; None if it depends on something unresolvable
+    line: int  # 1-based, in the ORIGINAL script (array elements and payload words point at their real source)
+    col: int  # 1-based, in characters
+    text: str  # raw source text of the token it came from
+    unknown: str = ""  # when value is None: a short reason ("$PP is not set in this script", ...)
+    conditional: str = ""  # non-empty when only present on some paths ("inside if at line 40")
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """An environment variable the command receives (line/col: where its value was assigned)."""
+
+    name: str
+    value: str | None
+    line: int
+    col: int
+    unknown: str = ""
+    conditional: str = ""
+
+
+@dataclass
+class Command:
+    argv: list[Word]
+    env: dict[str, EnvSetting]  # exported variables in effect when the command runs, plus `X=... cmd` prefixes
+    line: int
+    col: int
+    # Branches decided on the way here from a variable's default, i.e. assuming the environment does not set it:
+    # "`[[ $PRESET == large ]]` (line 7) is false, taking the default of PRESET ..."
+    assumes: tuple[str, ...] = ()
+
+
+@dataclass
+class ShellScript:
+    commands: list[Command]  # in execution order; a `bash -c` payload's commands follow the command holding it
+    errors: list[str]  # parse problems, "line N: ..."; empty when tree-sitter found no ERROR nodes
+
+
+class _Holes:
+    """Unknown parts of values, as private-use characters that map to the reason they are unknown."""
+
+    def __init__(self):
+        self.chars: dict[str, str] = {}
+        self.reasons: list[str] = []
+
+    def char(self, reason: str) -> str:
+        if reason not in self.chars:
+            self.chars[reason] = chr(_HOLE0 + min(len(self.reasons), _HOLES - 1))
+            self.reasons.append(reason)
+        return self.chars[reason]
+
+    def why(self, s: str) -> str:
+        """The reason of the first hole in `s`, or "" when `s` is fully known."""
+        if s.isascii():
+            return ""
+        for c in s:
+            k = ord(c) - _HOLE0
+            if 0 <= k < _HOLES:
+                return self.reasons[k] if k < len(self.reasons) else "unreadable character"
+        return ""
+
+
+@dataclass(frozen=True)
+class _Field:
+    """A word before it is reported: its value may hold holes, `org` has the origin of each character."""
+
+    value: str
+    org: tuple[Org, ...]
+    line: int
+    col: int
+    text: str
+    cond: str = ""
+
+    def word(self, holes: _Holes) -> Word:
+        why = holes.why(self.value)
+        return Word(None if why else self.value, self.line, self.col, self.text, why, self.cond)
+
+
+@dataclass(frozen=True)
+class _Var:
+    """A shell variable: scalar `s` or array `arr`; `unset` = exported or declared by name, never given a value."""
+
+    s: str = ""
+    org: tuple[Org, ...] = ()
+    arr: tuple[_Field, ...] | None = None
+    cond: str = ""
+    lines: tuple[int, ...] = ()
+    pos: Pos = (1, 1)
+    exported: bool = False
+    unset: bool = False
+    defaults: tuple[str, ...] = ()  # variables whose default (`${X:-d}` with X not set here) this value took
+    notes: tuple[str, ...] = ()  # the decisions taken from such defaults that this value rests on
+
+    def scalar(self) -> tuple[str, tuple[Org, ...]]:
+        """What `$X` gives: the value, or element 0 of an array."""
+        if self.arr is None:
+            return self.s, self.org
+        return (self.arr[0].value, self.arr[0].org) if self.arr else ("", ())
+
+
+class _P:
+    """One piece of an expanding word: text that is split or not, or a break between array elements."""
+
+    __slots__ = ("text", "org", "split", "quoted", "brk", "elem", "cond")
+
+    def __init__(self, text="", org=(), split=False, quoted=False, brk=False, elem=None, cond=""):
+        self.text, self.org, self.split, self.quoted = text, org, split, quoted
+        self.brk, self.elem, self.cond = brk, elem, cond
+
+
+class _Acc:
+    """The field being built during word splitting; remembers whether it came from a single array element."""
+
+    def __init__(self):
+        self.ch, self.org, self.on, self.cond, self.src, self.elem = [], [], False, "", set(), None
+
+    def add(self, p: _P, i: int, j: int) -> None:
+        if i < j or p.elem is not None:
+            self.src.add(id(p.elem) if p.elem is not None else 0)
+            self.elem = p.elem or self.elem
+            self.cond = self.cond or p.cond
+        self.on = self.on or p.quoted or i < j
+        self.ch.append(p.text[i:j])
+        self.org.extend(p.org[i:j])
+
+    def field(self, line: int, col: int, text: str, ctx: str) -> _Field:
+        e = self.elem if self.elem is not None and self.src == {id(self.elem)} else None
+        if e is not None:
+            line, col, text = e.line, e.col, e.text
+        cond = ctx or self.cond or (self.org[0][2] if self.org else "")  # first char: the word is a conditional one
+        return _Field("".join(self.ch), tuple(self.org), line, col, text, cond)
+
+
+def _split(pieces: list[_P], line: int, col: int, text: str, ctx: str) -> list[_Field]:
+    """Field splitting: unquoted expansion text splits on whitespace, array elements start new fields."""
+    out: list[_Field] = []
+    acc = _Acc()
+    for p in pieces:
+        if p.brk:
+            if acc.on:
+                out.append(acc.field(line, col, text, ctx))
+            acc = _Acc()
+        elif not p.split:
+            acc.add(p, 0, len(p.text))
+        else:
+            start = 0
+            for i, c in enumerate(p.text + " "):
+                if c in _IFS:
+                    if i > start:
+                        acc.add(p, start, i)
+                    if acc.on and i < len(p.text):
+                        out.append(acc.field(line, col, text, ctx))
+                        acc = _Acc()
+                    start = i + 1
+    if acc.on:
+        out.append(acc.field(line, col, text, ctx))
+    return out
+
+
+def _join(pieces: list[_P], at: Org) -> tuple[str, list[Org], str]:
+    """Concatenate pieces without splitting (assignment values, patterns): (text, origins, conditional)."""
+    txt: list[str] = []
+    org: list[Org] = []
+    cond = ""
+    for p in pieces:
+        if p.brk:
+            txt.append(" ")
+            org.append(org[-1] if org else at)
+        txt.append(p.text)
+        org.extend(p.org)
+        cond = cond or p.cond
+    return "".join(txt), org, cond
+
+
+def _stamp(org, cond: str):
+    """Mark characters that came from a conditional value, so words re-read from a payload keep the mark."""
+    return [(ln, col, c or cond) for ln, col, c in org] if cond else org
+
+
+def _same(a: _Var, b: _Var) -> bool:
+    va = None if a.arr is None else [f.value for f in a.arr]
+    vb = None if b.arr is None else [f.value for f in b.arr]
+    return (a.s, a.unset, va) == (b.s, b.unset, vb)
+
+
+def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
+    """Join the variables of alternative paths: agreeing values stay, arrays keep conditional appends."""
+    out = {}
+    for name in dict.fromkeys(n for p in paths for n in p):
+        vals = [p.get(name) for p in paths]
+        if all(v is vals[0] for v in vals):
+            out[name] = vals[0]
+            continue
+        setv = [v for v in vals if v is not None and not v.unset]
+        exported = any(v is not None and v.exported for v in vals)
+        if not setv:
+            out[name] = replace(next(v for v in vals if v is not None), exported=exported)
+            continue
+        maybe_unset = len(setv) < len(vals)
+        cond = label if maybe_unset else ""
+        base = before.get(name)
+        if all(_same(v, setv[0]) for v in setv):
+            pick = next((v for v in setv if v is not base), setv[0])
+            varies_export = len({v is not None and v.exported for v in vals}) > 1
+            out[name] = replace(pick, cond=pick.cond or (label if maybe_unset or varies_export else ""),
+                                exported=exported)
+            continue
+        b = base.arr if base is not None and base.arr is not None else ()
+        if all(v.arr is not None and len(v.arr) >= len(b) and all(x is y for x, y in zip(v.arr, b)) for v in setv):
+            extra = {id(f): f if f.cond else replace(f, cond=label) for v in setv for f in v.arr[len(b) :]}
+            out[name] = replace(setv[-1], arr=b + tuple(extra.values()), exported=exported, cond=cond)
+            continue
+        lines = sorted({ln for v in setv for ln in v.lines})
+        n, sufs = len(base.s) if base is not None and base.arr is None and not base.unset else -1, None
+        if n >= 0 and all(v.arr is None and v.s[:n] == base.s and v.org[:n] == base.org for v in setv):
+            sufs = {(v.s[n:], v.org[n:]): 0 for v in setv if v.s[n:]}
+        if sufs is not None and all(t[0] in _IFS for t, _ in sufs):
+            # `X="$X --more"` on some paths: like an array append, the added words stay, marked conditional
+            s = base.s + "".join(t for t, _ in sufs)
+            org = base.org + tuple(o for _, os in sufs for o in _stamp(os, label))
+            out[name] = replace(base, s=s, org=org, exported=exported, lines=tuple(lines))
+            continue
+        where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+        pos = setv[-1].pos
+        out[name] = _Var(s=holes.char(f"assigned differently on some paths ({where})"), org=((*pos, cond),),
+                         lines=tuple(lines), pos=pos, exported=exported, cond=cond)
+    return out
+
+
+class _TooDeep(Exception):
+    """Nesting past _MAX_NESTING: the walk stops, and the script is reported instead of losing commands."""
+
+    def __init__(self, line: int):
+        super().__init__(line)
+        self.line = line
+
+
+class _Unknown(Exception):
+    pass
+
+
+class _State:
+    """What one shell process knows: variables, functions, and where it writes commands."""
+
+    def __init__(self, out: ShellScript, holes: _Holes, script: str | None = None):
+        self.out, self.holes, self.env, self.ctx = out, holes, {}, ""
+        self.script = None  # `$0`, when the script's path is known
+        if script:
+            self.script = _Var(s=script, org=((1, 1, ""),) * len(script))
+            self.env["BASH_SOURCE"] = _Var(arr=(_Field(script, self.script.org, 1, 1, "BASH_SOURCE"),))
+        self.nesting = 0  # statements, words and arithmetic being read, one inside the other
+        self.funcs: dict[str, tuple] = {}
+        self.called: set[str] = set()
+        self.calling: set[str] = set()
+        self.locals: list[dict] = []
+        self.hidden: set[str] = set()
+        self.seen: dict[str, None] = {}  # variables whose default the expansion being read took
+        self.noted: dict[str, None] = {}  # the decisions (their notes) the values being read rest on
+        self.control: list[str] = []  # the decisions (notes) of the decided branches being read
+        self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with
+        self.order: dict[str, int] = {}  # notes in the order the decisions were read (the script's order)
+
+    def finish(self) -> None:
+        """Functions never called still hold commands worth linting: read them with their definition's view."""
+        for name, (walker, body, env, line) in list(self.funcs.items()):
+            if name not in self.called:
+                self.called.add(name)
+                self.env, self.ctx = dict(env), f"inside function {name} at line {line}"
+                walker.stmt(body)

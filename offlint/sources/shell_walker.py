@@ -1,0 +1,361 @@
+"""The walker: reads one piece of bash (the script, a `bash -c` payload, an `eval` string) statement by statement.
+
+Statements and control flow live here: lists (`a && b`), `if`, `case`, loops, subshells, functions, and the
+merging of what alternative paths assigned. What the walker does with a command and an assignment is
+shell_commands, with a word shell_words, with a test or arithmetic shell_conditions; the values it passes
+around are shell_values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from offlint.sources.shell_mask import Masked, parse_masked
+from offlint.sources.shell_values import _MAX_NESTING, _merge, Org, _P, Pos, _State, _TooDeep, _Var
+from offlint.sources.shell_conditions import Conditions, _descendants, _holds
+from offlint.sources.shell_words import WordExpansion
+from offlint.sources.shell_commands import Commands
+
+_LANG = None
+
+
+def _tree(data: bytes):
+    global _LANG
+    from tree_sitter import Language, Parser
+
+    if _LANG is None:
+        import tree_sitter_bash
+
+        _LANG = Language(tree_sitter_bash.language())
+    return Parser(_LANG).parse(data)
+
+
+class _Walker(Commands, WordExpansion, Conditions):
+    """Interprets one piece of source text (the script, a -c payload, an eval string) against a _State."""
+
+    def __init__(self, st: _State, text: str, org: list[Org], depth: int, label: str):
+        self.st, self.text, self.org, self.depth, self.label = st, text, org, depth, label
+        self.data = text.encode("utf-8", "surrogatepass")
+        self.b2c = None
+        if not text.isascii():
+            self.b2c = []
+            for i, ch in enumerate(text):
+                self.b2c.extend([i] * len(ch.encode("utf-8", "surrogatepass")))
+            self.b2c.append(len(text))
+        self.tok = 0
+        self.saw_at = False
+        self.masked = Masked()
+
+    def ci(self, b: int) -> int:
+        if self.b2c is None:
+            return min(b, len(self.text))
+        return self.b2c[min(b, len(self.b2c) - 1)]
+
+    def o(self, b: int) -> Org:
+        return self.org[min(self.ci(b), len(self.org) - 1)]
+
+    def pos(self, b: int) -> Pos:
+        return self.o(b)[:2]
+
+    def raw(self, n) -> str:
+        return self.text[self.ci(n.start_byte) : self.ci(n.end_byte)]
+
+    def hole(self, reason: str, at: Org) -> _P:
+        return _P(self.st.holes.char(reason), [at], quoted=True)
+
+    def why(self, s: str) -> str:
+        return self.st.holes.why(s)
+
+    def differs(self, org, cond: str = "") -> str:
+        """Why a value that is partly conditional (beyond its own `cond`) is no single value."""
+        mark = next((o[2] for o in org if o[2] and o[2] != cond), "")
+        return f"assigned differently on some paths ({mark})" if mark else ""
+
+    def run(self) -> None:
+        tree, self.masked = parse_masked(self.data, _tree)  # tree-sitter-bash's known gaps (shell_mask)
+        root = tree.root_node
+        if root.has_error:
+            self.errors(root)
+        self.stmt(root)
+
+    def masked_in(self, n) -> str:
+        """Why node `n` cannot be read: it holds a construct masked for tree-sitter-bash ("" when it does not)."""
+        span = self.masked.inside(n.start_byte, n.end_byte) if self.masked.spans else None
+        if span is None:
+            return ""
+        raw = self.text[self.ci(span[0]) : self.ci(span[1])]
+        raw = raw if len(raw) <= 60 else raw[:57] + "..."
+        return f"`{raw}` is beyond offlint's bash parser (tree-sitter-bash misreads it), so its value is unknown"
+
+    def errors(self, root) -> None:
+        """The MISSING and ERROR nodes, in order (a loop: a deeply nested script must not exhaust the stack). An
+        ERROR node that covers no text but blanks and line continuations (a script ending in `\\`) skips
+        nothing, so it is no error."""
+        pending = [root]
+        while pending:
+            n = pending.pop()
+            if n.is_missing:
+                self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}missing {n.type!r}")
+            elif n.type == "ERROR":
+                raw = self.raw(n)
+                if raw.replace("\\", "").strip():
+                    end = self.pos(n.end_byte)[0]
+                    span = f" (lines {self.pos(n.start_byte)[0]}-{end} not read)" if "\n" in raw.rstrip() else ""
+                    self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}syntax error near "
+                                              f"{raw.split(chr(10), 1)[0][:40]!r}{span}")
+            elif n.has_error:
+                pending.extend(reversed(n.children))
+
+    def deeper(self, n) -> None:
+        """Count one more level of nesting; past _MAX_NESTING the whole walk stops (see parse_shell)."""
+        self.st.nesting += 1
+        if self.st.nesting > _MAX_NESTING:
+            raise _TooDeep(self.pos(n.start_byte)[0])
+
+    def stmt(self, n) -> None:
+        self.deeper(n)
+        try:
+            self._stmt(n)
+        finally:
+            self.st.nesting -= 1
+
+    def _stmt(self, n) -> None:
+        t = n.type
+        if t == "command":
+            self.command(n)
+        elif t == "variable_assignment":
+            self.assign(n)
+        elif t == "declaration_command":
+            self.declare(n)
+        elif t == "unset_command":
+            for c in n.named_children:
+                if not self.raw(c).startswith("-"):
+                    self.st.env.pop(self.raw(c), None)
+        elif t == "redirected_statement":
+            body = n.child_by_field_name("body")
+            self.body(([body] if body else []) + [c for c in n.children if c.type == "heredoc_redirect"])
+        elif t == "heredoc_redirect":  # skip the heredoc text, but not a pipeline written after `<<EOF`
+            self.body(c for c in n.named_children if not c.type.startswith("heredoc_"))
+        elif t == "list":
+            self.list_(n)
+        elif t == "subshell":
+            self.subshell(n.named_children)
+        elif t == "if_statement":
+            self.if_(n)
+        elif t == "case_statement":
+            self.case(n)
+        elif t in ("for_statement", "c_style_for_statement", "while_statement"):
+            self.loop(n)
+        elif t == "function_definition":
+            name, body = n.child_by_field_name("name"), n.child_by_field_name("body")
+            if name is not None and body is not None:
+                self.st.funcs[self.raw(name)] = (self, body, dict(self.st.env), self.pos(n.start_byte)[0])
+        elif t not in ("comment", "test_command", "heredoc_body", "arithmetic_expansion"):
+            self.body(n.named_children)
+
+    def body(self, nodes) -> None:
+        for c in nodes:
+            self.stmt(c)
+
+    def subshell(self, nodes) -> None:
+        saved = self.st.env
+        self.st.env = dict(saved)
+        try:
+            self.body(nodes)
+        finally:
+            self.st.env = saved
+
+    def branches(self, bodies: list[list], default: bool, label: str, mark: bool = True) -> None:
+        """Read alternative paths from the same starting state, then merge what they assigned."""
+        before, ctx = self.st.env, self.st.ctx
+        results = []
+        for nodes in bodies:
+            self.st.env = dict(before)
+            self.st.ctx = label if mark else ctx
+            try:
+                self.body(nodes)
+            finally:
+                self.st.ctx = ctx
+            if not self.exits(nodes):
+                results.append(self.st.env)  # a path that ends in `exit` does not reach what follows
+        if default or not results:
+            results.append(before)
+        self.st.env = _merge(before, results, label, self.st.holes)
+
+    def list_(self, n) -> None:
+        # `a && b && c` is a list nested in its first child, once per operator: read it as one flat sequence,
+        # so that a long chain costs no nesting.
+        kids = list(n.children)
+        while kids and kids[0].type == "list":
+            kids[:1] = kids[0].children
+        # A test whose outcome is certain decides whether the next command runs (decide()).
+        op, status, last, names = None, None, None, ()
+        for c in kids:
+            if not c.is_named:
+                op = c.type
+                continue
+            if c.type == "comment":
+                continue
+            runs = None if status is None or op not in ("&&", "||") else status == (op == "&&")
+            if op not in ("&&", "||"):
+                self.stmt(c)
+            elif runs is None or runs and self.exits([c]):
+                if runs:
+                    self.required([last], names)
+                self.branches([[c]], True, f"after {op} at line {self.pos(c.start_byte)[0]}", mark=False)
+                status = None
+                continue
+            else:
+                note = self.note(names, f"{self.shown([last])} is {'true' if status else 'false'}")
+                self.take([note], [c] if runs else [], [c])
+                if not runs:
+                    continue  # `false && x`: x does not run, and the status stays
+            status, names = self.decide([c])
+            last = c
+            if status is None and c.type == "variable_assignment" and not _holds(c, ("command_substitution",)):
+                status = True  # `X=1` succeeds
+
+    def if_(self, n) -> None:
+        clauses: list[tuple[list | None, list]] = []  # (condition, body); the else clause has no condition
+        conds, body, seen_then = [], [], False
+        for c in n.children:
+            if c.type == "then":
+                seen_then = True
+            elif c.type in ("elif_clause", "else_clause"):
+                clauses.append(self.clause(c) if c.type == "elif_clause" else (None, self.named(c)))
+            elif c.is_named and c.type != "comment":
+                (body if seen_then else conds).append(c)
+        clauses.insert(0, (conds, body))
+        self.body(conds)
+        results: list[tuple[bool | None, tuple[str, ...]]] = []
+        for cond, _ in clauses:
+            results.append((True, ()) if cond is None else self.decide(cond))
+            if results[-1][0] is True:
+                break
+        taken = next((k for k, (v, _) in enumerate(results) if v is True), -1)
+        if self.exits(clauses[taken][1] if taken >= 0 else []):
+            self.required([c for cond, _ in clauses[: len(results)] if cond for c in cond],
+                          [name for _, names in results for name in names])
+            results = [(None, ())] * len(clauses)  # taking it would end the script: read every path, as before
+        notes = [self.note(names, f"{self.shown(cond)} is {'true' if verdict else 'false'}")
+                 for (cond, _), (verdict, names) in zip(clauses, results) if verdict is not None and cond]
+        everything = [c for cond, body in clauses for c in (cond or []) + body]
+        verdicts = [v for v, _ in results]
+        if None not in verdicts:
+            self.take(notes, clauses[taken][1] if taken >= 0 else [], everything)
+            return
+        paths = [(cond if k and cond else []) + body for k, ((cond, body), v) in enumerate(zip(clauses, verdicts))
+                 if v is not False]
+        self.take(notes, [], everything, lambda: self.branches(paths, True not in verdicts,
+                                                               f"inside if at line {self.pos(n.start_byte)[0]}"))
+
+    def clause(self, c) -> tuple[list, list]:
+        """An elif clause: (its condition, its body)."""
+        cond, body, seen_then = [], [], False
+        for x in c.children:
+            if x.type == "then":
+                seen_then = True
+            elif x.is_named and x.type != "comment":
+                (body if seen_then else cond).append(x)
+        return cond, body
+
+    @staticmethod
+    def named(c) -> list:
+        return [x for x in c.named_children if x.type != "comment"]
+
+    def exits(self, nodes) -> bool:
+        """Whether a path ends the script (`exit`, also inside `{ ...; }`): it does not reach what follows."""
+        pending = list(nodes)
+        while pending:
+            c = pending.pop()
+            if c.type == "command" and self.raw(c).split(None, 1)[:1] == ["exit"]:
+                return True
+            if c.type == "compound_statement":
+                pending.extend(c.named_children)
+        return False
+
+    def shown(self, nodes) -> str:
+        raw = " ".join(self.raw(c) for c in nodes).replace("\n", " ")
+        name, offset = self.st.where
+        line = self.pos(nodes[0].start_byte)[0] + offset
+        return f"`{raw if len(raw) <= 60 else raw[:57] + '...'}` ({f'{name}:{line}' if name else f'line {line}'})"
+
+    def note(self, names, what: str) -> str:
+        """A decision that took defaults, as a path condition ("" when it took none): offlint assumes the
+        environment does not set those variables (and that the script gets no argument for `${1:-...}`)."""
+        env = [n for n in names if not n.isdigit()]
+        args = [f"${n}" for n in names if n.isdigit()]
+        parts = ([f"the environment does not set {', '.join(env)}"] if env else []) + (
+            [f"the script is run without {', '.join(args)}"] if args else [])
+        note = f"{what}, assuming {' and '.join(parts)}" if parts else ""
+        self.st.order.setdefault(note, len(self.st.order))
+        return note
+
+    def take(self, notes: list[str], body, others, read=None) -> None:
+        """Read a decided path (`body`, or `read()`) under its decisions' notes: its commands carry them, and so do
+        the variables that any path of the statement (`others`) assigns, whose value now rests on them."""
+        notes = [n for n in notes if n]
+        self.st.control.extend(notes)
+        try:
+            read() if read is not None else self.body(body)
+        finally:
+            del self.st.control[len(self.st.control) - len(notes):]
+        if notes:
+            names = {self.raw(a.child_by_field_name("name").child_by_field_name("name")
+                              or a.child_by_field_name("name"))
+                     for c in others for a in [c, *_descendants(c, ("variable_assignment",))]
+                     if a.type == "variable_assignment" and a.child_by_field_name("name") is not None}
+            for name in names:
+                v = self.st.env.get(name)
+                if v is not None:
+                    self.st.env[name] = replace(v, notes=tuple(dict.fromkeys([*v.notes, *notes])))
+
+    def required(self, nodes, names) -> None:
+        """A decision from defaults that would end the script (`[[ -z "${X:-}" ]] && exit 1`): the runs that matter
+        set those variables, so from here on they (and the variables the test reads) are unknown."""
+        if not names:
+            return
+        line = self.pos(nodes[0].start_byte)[0]
+        read = [self.raw(v) for c in nodes for v in _descendants(c, ("variable_name",))]
+        read = [name for name in read if (self.get(name) or _Var()).defaults]  # not those the script sets plainly
+        for name in dict.fromkeys([*names, *read]):
+            if not name.isdigit():
+                self.set_unknown(name, f"the script stops at line {line} unless ${name} is set differently from its "
+                                       f"default", self.pos(nodes[0].start_byte))
+
+    def case(self, n) -> None:
+        bodies, default, items = [], True, []
+        for item in (c for c in n.named_children if c.type == "case_item"):
+            stmts, values, through = [], [], False
+            for i, c in enumerate(item.children):
+                field = item.field_name_for_child(i)
+                if field == "value":
+                    default = default and self.raw(c) != "*"
+                    values.append(c)
+                elif field == "fallthrough":
+                    through = True
+                elif c.is_named and c.type != "comment":
+                    stmts.append(c)
+            bodies.append(stmts)
+            items.append((values, through))
+        subject = n.child_by_field_name("value")
+        taken, names = self.decide_case(subject, items)
+        if taken is not None and self.exits(bodies[taken] if taken >= 0 else []):
+            self.required([subject], names)
+        elif taken is not None:
+            pattern = f"`{self.raw(items[taken][0][0])})`" if taken >= 0 else "no pattern"
+            self.take([self.note(names, f"case {self.shown([subject])} takes {pattern}")],
+                      bodies[taken] if taken >= 0 else [], [c for b in bodies for c in b])
+            return
+        self.branches(bodies, default, f"inside case at line {self.pos(n.start_byte)[0]}")
+
+    def loop(self, n) -> None:
+        kind = "while" if n.type == "while_statement" else "for"
+        var = n.child_by_field_name("variable") if n.type == "for_statement" else None
+        if var is not None:
+            self.set_unknown(self.raw(var), "loop variable", self.pos(var.start_byte))
+        if kind == "while":
+            self.body(n.children_by_field_name("condition"))
+        body = n.child_by_field_name("body")
+        self.branches([[body] if body is not None else []], True,
+                      f"inside {kind} loop at line {self.pos(n.start_byte)[0]}")

@@ -1,0 +1,392 @@
+"""Word expansion in the walker: quoting, escapes, `$X`, `${X:-d}` and the other `${...}` forms, arrays,
+`$'...'`, command substitution (only the path idioms of shell_paths have a value), arithmetic expansion.
+
+A word expands to pieces (`_P`, shell_values) that carry each character's origin; an unknown part is a hole.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import replace
+
+from offlint.sources import shell_paths
+from offlint.sources.shell_values import _Field, _HOLE0, _HOLES, _join, Org, _P, _stamp, _Unknown, _Var
+
+_DEFAULT_OPS = (":-", "-", ":=", "=", ":+", "+", ":?", "?")
+
+
+class WordExpansion:
+    """Expanding one word as bash would, as far as is statically known; part of the walker."""
+
+    def lit(self, a: int, b: int, q: bool) -> list[_P]:
+        """Literal source text with backslash escapes: unquoted (splittable) or inside double quotes."""
+        t, org, out = self.text, self.org, []
+        start = i = a
+        while i < b:
+            if t[i] == "\\" and i + 1 < b and (not q or t[i + 1] in '$`"\\\n'):
+                if i > start:
+                    out.append(_P(t[start:i], org[start:i], split=not q, quoted=q))
+                if t[i + 1] != "\n":
+                    out.append(_P(t[i + 1], org[i + 1 : i + 2], quoted=True))
+                i = start = i + 2
+            else:
+                i += 1
+        if b > start:
+            out.append(_P(t[start:b], org[start:b], split=not q, quoted=q))
+        return out
+
+    def start(self, c) -> int:
+        """Where a child really starts: tree-sitter glues the whitespace before `$` in "a $X" to the `$` token."""
+        a = self.ci(c.start_byte)
+        if c.child_count and not c.children[0].is_named:
+            r = self.raw(c.children[0])
+            a += len(r) - len(r.lstrip())
+        return a
+
+    def seq(self, kids, a: int, b: int, q: bool) -> list[_P]:
+        """Named children in [a, b) expanded in order; the text between them is literal."""
+        out = []
+        for i, c in enumerate(kids):
+            ca, cb = self.start(c), self.ci(c.end_byte)
+            if ca < a or cb > b:
+                continue
+            nxt = kids[i + 1] if i + 1 < len(kids) else None
+            if c.type == "$" and nxt is not None and nxt.type == "string" and nxt.start_byte == c.end_byte:
+                out += self.lit(a, ca, q)  # `$"..."`: bash's translated string, the same as "..."
+                a = cb
+            elif c.is_named:
+                out += self.lit(a, ca, q) + self.exp(c, q)
+                a = cb
+        return out + self.lit(a, b, q)
+
+    def exp(self, n, q: bool) -> list[_P]:
+        self.deeper(n)
+        try:
+            return self._exp(n, q)
+        finally:
+            self.st.nesting -= 1
+
+    def _exp(self, n, q: bool) -> list[_P]:
+        t, a, b = n.type, self.ci(n.start_byte), self.ci(n.end_byte)
+        at = self.org[a]
+        if t in ("expansion", "arithmetic_expansion") and self.masked.spans:
+            why = self.masked_in(n)
+            if why:
+                return [self.hole(why, at)]
+        if t == "word" and not q and a == self.tok and self.text.startswith("~", a):
+            return [self.hole("tilde expansion ~ (home directory)", at)]
+        if t == "raw_string":
+            e = b - 1 if b - a >= 2 and self.text[b - 1] == "'" else b
+            return [_P(self.text[a + 1 : e], self.org[a + 1 : e], quoted=True)]
+        if t == "string":
+            return self.string(n, a, b)
+        if t == "ansi_c_string":
+            return [self.ansi_c(a + 2, b - 1 if self.text[b - 1 : b] == "'" and b - a >= 3 else b)]
+        if t == "concatenation":
+            return self.seq(n.children, a, b, q)
+        if t == "simple_expansion":
+            return self.param(self.raw(n.named_children[-1]) if n.named_children else "", q, at)
+        if t == "expansion":
+            return self.expansion(n, q, at)
+        if t in ("command_substitution", "process_substitution"):
+            known = self.path_idiom(n, q, at) if t == "command_substitution" else None
+            if known is not None:
+                return known
+            self.subshell(n.named_children)
+            return [self.hole(t.replace("_", " "), at)]
+        if t == "arithmetic_expansion":
+            try:
+                s = str(self.arith(n))
+                return [_P(s, [at] * len(s), split=not q, quoted=q)]
+            except _Unknown as exc:
+                return [self.hole(f"arithmetic: {exc}", at)]
+        return self.lit(a, b, q)
+
+    def path_idiom(self, n, q: bool, at: Org) -> list[_P] | None:
+        """`$(dirname "$0")`, `$(cd "$(dirname "$0")/.." && pwd -P)`, `$(realpath "$0")`...: the path it prints
+        (shell_paths), or a hole when an argument is unknown; None when `n` is not such an idiom."""
+        stmts = [c for c in n.named_children if c.type != "comment"]
+        if len(stmts) == 1 and stmts[0].type == "list":
+            if [c.type for c in stmts[0].children if not c.is_named] != ["&&"]:
+                return None
+            stmts = [c for c in stmts[0].children if c.is_named and c.type != "comment"]
+        commands = []
+        for i, c in enumerate(stmts):
+            if c.type == "redirected_statement":  # `cd DIR >/dev/null`, `dirname X 2>/dev/null`: the same output
+                redirects = [r for r in c.children if r.type.endswith("redirect")]
+                if i == 0 and len(stmts) == 2 or all(self.raw(r).startswith("2") for r in redirects):
+                    c = c.child_by_field_name("body")
+            name = c.child_by_field_name("name") if c is not None and c.type == "command" else None
+            if name is None or self.raw(name) not in shell_paths.COMMANDS:
+                return None
+            commands.append((self.raw(name), c.children_by_field_name("argument")))
+        if not 1 <= len(commands) <= 2:
+            return None
+        tok, saw_at = self.tok, self.saw_at
+        try:
+            known, cond = [], ""
+            for name, args in commands:
+                fields = [f for a in args for f in self.token(a)]
+                for f in fields:
+                    why = self.why(f.value) or self.differs(f.org, f.cond)
+                    if why:
+                        return [self.hole(why, at)]
+                    cond = cond or f.cond
+                known.append((name, [f.value for f in fields]))
+        finally:
+            self.tok, self.saw_at = tok, saw_at
+        path = shell_paths.prints(known)
+        if path is None:
+            return [self.hole("command substitution", at)]
+        return [_P(path, [at] * len(path), split=not q, quoted=q, cond=cond)]
+
+    def string(self, n, a: int, b: int) -> list[_P]:
+        """A double-quoted string; `"${A[@]}"` alone yields no field for an empty array, as in bash."""
+        kids = n.children
+        stop = self.ci(kids[-1].start_byte) if len(kids) > 1 and kids[-1].type == '"' else b
+        out, only_at, i = [], True, a + 1
+        for c in kids:
+            ca = self.start(c)
+            if not c.is_named or c.type == "string_content" or ca < i:
+                continue
+            lit = self.lit(i, ca, True)
+            self.saw_at = False
+            out += lit + self.exp(c, True)
+            only_at = only_at and not lit and self.saw_at
+            i = self.ci(c.end_byte)
+        tail = self.lit(i, stop, True)
+        if tail or not only_at or i == a + 1:
+            out.insert(0, _P(quoted=True))
+        return out + tail
+
+    def ansi_c(self, a: int, b: int) -> _P:
+        esc = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
+               "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+        t, txt, org, i = self.text, [], [], a
+        while i < b:
+            c, n = t[i], 1
+            if c == "\\" and i + 1 < b:
+                d = t[i + 1]
+                if d in esc:
+                    c, n = esc[d], 2
+                elif d == "x" and i + 2 < b and t[i + 2] in "0123456789abcdefABCDEF":
+                    n = 3 + (i + 3 < b and t[i + 3] in "0123456789abcdefABCDEF")
+                    c = chr(int(t[i + 2 : i + n], 16))
+                elif d in "01234567":
+                    n = 2
+                    while n < 4 and i + n < b and t[i + n] in "01234567":
+                        n += 1
+                    c = chr(int(t[i + 1 : i + n], 8) & 0xFF)
+            txt.append(c)
+            org.append(self.org[i])
+            i += n
+        return _P("".join(txt), org, quoted=True)
+
+    def get(self, name: str) -> _Var | None:
+        v = self.st.env.get(name)
+        return None if v is None or v.unset else v
+
+    def unset_reason(self, name: str) -> str:
+        v = self.st.env.get(name)
+        if v is not None and v.unset:
+            return self.why(v.s)
+        if name in self.st.hidden:
+            return f"${name} is set in the launching script but not exported to this shell"
+        return f"${name} is not set in this script"
+
+    def value(self, v: _Var | None, reason: str, multi: bool, star: bool, q: bool, at: Org) -> list[_P]:
+        if v is None:
+            return [self.hole(reason, at)]
+        if v.defaults:
+            self.st.seen.update(dict.fromkeys(v.defaults))
+        if v.notes:
+            self.st.noted.update(dict.fromkeys(v.notes))
+        if v.arr is None or not multi:
+            s, org = v.scalar()
+            cond = v.cond or (v.arr[0].cond if v.arr else "")
+            return [_P(s, _stamp(org, cond), split=not q, quoted=q, cond=cond)]
+        if star and q:  # one word, present whatever the elements; they keep their marks per character
+            s, org, _ = _join([p for i, f in enumerate(v.arr) for p in ([_P(brk=True)] if i else []) + [
+                _P(f.value, _stamp(f.org, f.cond))]], (*v.pos, v.cond))
+            return [_P(s, org, quoted=True, cond=v.cond)]
+        self.saw_at = True
+        out = []
+        for i, f in enumerate(v.arr):
+            if i:
+                out.append(_P(brk=True))
+            out.append(_P(f.value, _stamp(f.org, f.cond), split=not q, quoted=q, elem=f, cond=f.cond))
+        return out
+
+    def param(self, name: str, q: bool, at: Org) -> list[_P]:
+        if name == "0" and self.st.script is not None:
+            return self.value(self.st.script, "", False, False, q, at)
+        special = _special_reason(name)
+        if special:
+            return [self.hole(special, at)]
+        return self.value(self.get(name), self.unset_reason(name), False, False, q, at)
+
+    def target(self, n) -> tuple[_Var | None, str, bool, bool, str]:
+        """The variable named inside ${...}: (var, reason if missing, [@]/[*]?, [*]?, name)."""
+        if n.type != "subscript":
+            name = self.raw(n)
+            if name == "0" and self.st.script is not None:
+                return self.st.script, "", False, False, name
+            special = _special_reason(name)
+            if special:
+                return None, special, False, False, name
+            return self.get(name), self.unset_reason(name), False, False, name
+        name_n, idx_n = n.child_by_field_name("name"), n.child_by_field_name("index")
+        name = self.raw(name_n) if name_n is not None else ""
+        v, reason = self.get(name), self.unset_reason(name)
+        idx = self.raw(idx_n) if idx_n is not None else ""
+        if idx in ("@", "*") or v is None or (v.arr is None and self.why(v.s)):
+            return v, reason, idx in ("@", "*") and v is not None and v.arr is not None, idx == "*", name
+        try:
+            i = self.arith(idx_n)
+        except _Unknown as exc:
+            return None, f"array index: {exc}", False, False, name
+        arr = v.arr if v.arr is not None else (_Field(v.s, v.org, *v.pos, ""),)
+        if not -len(arr) <= i < len(arr):
+            return None, f"${{{name}[{idx}]}} is not set in this script", False, False, name
+        f = arr[i]
+        return _Var(s=f.value, org=f.org, cond=f.cond, pos=v.pos), "", False, False, name
+
+    def expansion(self, n, q: bool, at: Org) -> list[_P]:
+        """${...}: plain, length, defaults, pattern removal/replacement, case, substring."""
+        kids = list(n.children[1:])
+        end = n.end_byte
+        if kids and kids[-1].type == "}":
+            end = kids.pop().start_byte
+        prefix = kids.pop(0).type if kids and not kids[0].is_named and kids[0].type in ("#", "!") else ""
+        if not kids:
+            return self.param(prefix, q, at) if prefix else [self.hole("empty ${}", at)]
+        v, reason, multi, star, name = self.target(kids[0])
+        rest = kids[1:]
+        if prefix == "!":
+            return [self.hole("indirect expansion ${!...}", at)]
+        if prefix == "#":
+            if v is None:
+                return [self.hole(reason, at)]
+            s, org = v.scalar()
+            why = "" if multi else self.why(s) or self.differs(org, v.cond)
+            if why:
+                return [self.hole(why, at)]
+            s = str(len(v.arr) if multi else len(s))
+            return [_P(s, [at] * len(s), split=not q, quoted=q)]
+        if not rest:
+            return self.value(v, reason, multi, star, q, at)
+        op = rest[0].type
+        region = lambda x, y, qq=q: self.seq(rest, self.ci(x), self.ci(y), qq)  # noqa: E731
+        if op in _DEFAULT_OPS:
+            return self.default(op, v, reason, multi, star, q, name, region(rest[0].end_byte, end), at)
+        if v is None:
+            return [self.hole(reason, at)]
+        s, org = v.scalar()
+        if (multi and op != ":") or (not multi and self.why(s)):
+            return [self.hole(self.why(s) if self.why(s) else f"unsupported expansion {self.raw(n)}", at)]
+        org, ops = list(org), [c for c in rest if not c.is_named]
+        if op in ("#", "##", "%", "%%", "/", "//", "/#", "/%"):
+            mid = ops[1] if len(ops) > 1 and op[0] == "/" and ops[1].type == "/" else None
+            pat = _join(region(rest[0].end_byte, mid.start_byte if mid else end, True), at)[0]
+            rep, rorg, _ = _join(region(mid.end_byte, end, True), at) if mid else ("", [], "")
+            why = self.why(pat + rep) or (op[0] == "/" and any(c in pat for c in "*?[") and "pattern replacement")
+            if why:
+                return [self.hole(why, at)]
+            s, org = self.cut(op, s, org, pat, rep, rorg)
+        elif op in (",", ",,", "^", "^^"):
+            conv = str.lower if op[0] == "," else str.upper
+            s = conv(s) if len(op) == 2 else conv(s[:1]) + s[1:]
+            org = org if len(org) == len(s) else [at] * len(s)
+        elif op == ":":
+            try:
+                colon2 = ops[1] if len(ops) > 1 and ops[1].type == ":" else None
+                off = self.num(_join(region(rest[0].end_byte, colon2.start_byte if colon2 else end, True), at)[0])
+                ln = self.num(_join(region(colon2.end_byte, end, True), at)[0]) if colon2 else None
+            except _Unknown as exc:
+                return [self.hole(f"substring: {exc}", at)]
+            seq = list(v.arr) if multi else list(range(len(s)))
+            off = max(0, len(seq) + off) if off < 0 else off
+            stop = len(seq) if ln is None else (ln + off if ln >= 0 else len(seq) + ln)
+            if multi:
+                return self.value(replace(v, arr=tuple(seq[off:stop])), reason, True, star, q, at)
+            s, org = s[off:stop], org[off:stop]
+        else:
+            return [self.hole(f"unsupported expansion {self.raw(n)}", at)]
+        return [_P(s, org, split=not q, quoted=q, cond=v.cond)]
+
+    @staticmethod
+    def cut(op: str, s: str, org: list, pat: str, rep: str, rorg: list) -> tuple[str, list]:
+        """${X#p} ${X##p} ${X%p} ${X%%p} (glob patterns) and ${X/lit/rep} replacement, keeping origins."""
+        n = len(s)
+        if op in ("#", "##"):
+            rng = range(n, -1, -1) if op == "##" else range(n + 1)
+            k = next((k for k in rng if fnmatch.fnmatchcase(s[:k], pat)), 0)
+            return s[k:], org[k:]
+        if op in ("%", "%%"):
+            rng = range(n + 1) if op == "%%" else range(n, -1, -1)
+            k = next((k for k in rng if fnmatch.fnmatchcase(s[k:], pat)), n)
+            return s[:k], org[:k]
+        if not pat:
+            return s, org
+        if op == "/#":
+            return (rep + s[len(pat) :], rorg + org[len(pat) :]) if s.startswith(pat) else (s, org)
+        if op == "/%":
+            return (s[: n - len(pat)] + rep, org[: n - len(pat)] + rorg) if s.endswith(pat) else (s, org)
+        out, oorg, i, done = [], [], 0, False
+        while i < n:
+            if not done and s.startswith(pat, i):
+                out.append(rep)
+                oorg += rorg
+                i += len(pat)
+                done = op == "/"
+            else:
+                out.append(s[i])
+                oorg.append(org[i])
+                i += 1
+        return "".join(out), oorg
+
+    def default(self, op, v, reason, multi, star, q, name, operand, at) -> list[_P]:
+        """${X:-d} ${X-d} ${X:=d} ${X:+a} ${X:?m}; a variable set only on some paths gives both outcomes."""
+        colon, kind = op.startswith(":"), op[-1]
+
+        def outcome(var):
+            s, org = var.scalar() if var is not None else ("", ())
+            if colon and not multi and s and all(0 <= ord(c) - _HOLE0 < _HOLES for c in s):
+                return self.value(var, reason, multi, star, q, at)  # wholly unknown: empty or not, can't say
+            if colon and not multi and s and self.differs(org[:1], var.cond):
+                return [self.hole(self.differs(org[:1], var.cond), at)]  # empty on some paths
+            empty = var is not None and (not var.arr if multi else s == "")
+            use_default = var is None or (colon and empty)
+            if kind == "+":
+                return [] if use_default else operand
+            if not use_default:
+                return self.value(var, reason, multi, star, q, at)
+            return [self.hole(reason if var is None else f"${name} is empty", at)] if kind == "?" else operand
+
+        res = outcome(v)
+        if v is None and name:
+            self.st.seen[name] = None  # the outcome assumes the environment (or the command line) does not set it
+        if v is not None and v.cond:
+            a, b = _join(res, at)[0], _join(outcome(None), at)[0]
+            if a != b or self.why(a + b):
+                res = [self.hole(f"${name} is only set on some paths ({v.cond})", at)]
+        if kind == "=" and res is operand and not multi:
+            s, org, cond = _join(operand, at)
+            old = self.st.env.get(name)
+            self.st.env[name] = _Var(s=s, org=tuple(org), cond=cond, lines=(at[0],), pos=at[:2],
+                                     exported=bool(old and old.exported), defaults=(name,) if v is None else ())
+        return res
+
+
+def _special_reason(name: str) -> str:
+    if name == "0":
+        return "script name $0"
+    if name.isdigit():
+        return f"positional parameter ${name}"
+    if name in ("@", "*"):
+        return f"positional parameters ${name}"
+    if name == "#":
+        return "argument count $#"
+    if name in ("?", "$", "!", "-", "_"):
+        return f"special parameter ${name}"
+    return ""
