@@ -350,3 +350,42 @@ def test_values_the_reader_builds_stay_small(tmp_path):
     assert unit.get("model.num_layers").is_unknown
     assert unit.get("model.pipeline_model_parallel_size").is_unknown
     assert unit.get("model.recompute_modules").value == ["A", "B"]
+
+
+PRECISION = '''\
+from dataclasses import dataclass
+
+
+@dataclass
+class PrecisionConfig:
+    bf16: bool = False
+    fp8: str | None = None
+    fp8_recipe: str = "tensorwise"
+    fp8_param_gather: bool = False
+
+
+def bf16_base():
+    return PrecisionConfig(bf16=True)
+
+
+def bf16_with_fp8():
+    cfg = bf16_base()
+    cfg.fp8 = "hybrid"
+    cfg.fp8_param_gather = True
+    return cfg
+
+
+def fp8_config():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
+    cfg.mixed_precision = bf16_with_fp8()
+    return cfg
+'''
+
+
+def test_an_attribute_written_on_a_dataclass_instance_changes_it(tree):
+    """Bridge's precision recipes build the bf16 config and then set `cfg.fp8 = ...` on it: the write must reach
+    the record (dropping it left FP8 recipes known as bf16)."""
+    (tree / "src" / "megatron" / "bridge" / "recipes" / "precision.py").write_text(PRECISION)
+    fields = resolved("fp8_config", "src/megatron/bridge/recipes/precision.py").get("mixed_precision").value.fields
+    assert (fields["bf16"], fields["fp8"], fields["fp8_recipe"], fields["fp8_param_gather"]) == (
+        True, "hybrid", "tensorwise", True)

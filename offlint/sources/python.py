@@ -496,6 +496,11 @@ class PythonReader:
             return []
         root, attrs = chain[0], chain[1:]
         receiver = frame.names.get(root)
+        if isinstance(receiver, Record) and len(attrs) == 1:
+            # `cfg = bf16_mixed(); cfg.fp8 = "hybrid"`: the write changes the record the name holds (kept
+            # otherwise, the record would be known and wrong).
+            frame.names[root] = receiver.replaced({attrs[0]: value})
+            return []
         if not isinstance(receiver, ConfigObj):
             receiver = self._implicit_receiver(root, attrs, frame)
             if receiver is None:
