@@ -20,6 +20,7 @@ from offlint.bisect import history, report as reports
 from offlint.bisect.configdiff import config_diff
 from offlint.bisect.history import HistoryError
 from offlint.bisect.journal import Journal, JournalError
+from offlint.bisect.plan import plan_callback
 from offlint.bisect.prescreen import Prescreen
 from offlint.bisect.probes import PROBES, Probe, make_terms
 from offlint.bisect.search import search
@@ -38,6 +39,8 @@ def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctr
 
 
 @click.command("bisect")
+@click.option("--plan", default=None, is_eager=True, expose_value=False, callback=plan_callback, metavar="FILE",
+              help="A saved plan (bisect/NAME.yaml): every option of this command by name; flags typed here win.")
 @click.option("--good", required=True, help="A revision where the configuration is in the old state.")
 @click.option("--bad", required=True, help="A revision where it is in the new state.")
 @click.option("--repo", default=".", show_default=True, help="The repository to search.")
