@@ -1,7 +1,7 @@
 """Calls the Python reader knows without following them: what they compute, and what they can change.
 
 A call offlint cannot follow may change every config object handed to it, so the reader forgets the defaults
-of what it reaches (python.py `_taint`). That is right for an unknown helper, and wrong for the calls that only
+of what it reaches (python_configs `_taint`). That is right for an unknown helper, and wrong for the calls that only
 look: builtins such as `getattr`, `hasattr`, `isinstance`, `len`, logging, and string methods. Those are
 evaluated here when their inputs are literals (`"a,b".split(",")`, `getattr(cfg.model, "cuda_graph_impl",
 None)` once the recipe set it), so the branches that test them can be decided, and they never taint.

@@ -1,0 +1,121 @@
+"""Config objects in the Python reader: which classes build them, which section a field belongs to, what an
+unset field reads as, and how a unit is told what was left at defaults or made unknown.
+
+The objects themselves (`ConfigObj`) are python_values; these are the rules about them that the reader's
+statements, expressions and calls share.
+"""
+
+from __future__ import annotations
+
+import re
+
+from offlint import keys
+from offlint.keys import KEYS
+from offlint.sources.python_values import ConfigObj
+from offlint.types import Unknown
+
+MODEL_CLASSES = {"TransformerConfig", "MLATransformerConfig", "ModelParallelConfig"}
+SECTION_CLASSES = {
+    "OptimizerConfig": "optimizer",
+    "DistributedDataParallelConfig": "ddp",
+    "DistributedInitConfig": "dist",
+    "TrainingConfig": "train",  # micro/global batch sizes, for the memory model and replay
+}
+CONTAINER_CLASSES = {"ConfigContainer"}
+_PROVIDER = re.compile(r"^\w*(ModelProvider|ModelConfig|Provider)$")
+SECTIONS_OF_CONTAINER = ("model", "optimizer", "ddp", "train")
+
+
+def _section_for(root: str, field: str) -> str | None:
+    """Which section a bare receiver like `model_cfg.x` or `opt_config.x` writes to."""
+    sections = {k.split(".", 1)[0] for k in KEYS if k.split(".", 1)[-1] == field and "." in k}
+    lowered = root.lower()
+    if "opt" in lowered and "optimizer" in sections:
+        return "optimizer"
+    if "ddp" in lowered and "ddp" in sections:
+        return "ddp"
+    if ("model" in lowered or "provider" in lowered or "transformer" in lowered) and "model" in sections:
+        return "model"
+    if len(sections) == 1 and lowered not in ("self", "args"):
+        section = sections.pop()
+        return section if section in ("model", "optimizer", "ddp") else None
+    return None
+
+
+def _field(obj: ConfigObj, name: str, text: str):
+    """A field read from a section object: its value when this code set it; when it did not and the section was
+    built here, the dataclass default if every known megatron-core release agrees on it; else unknown."""
+    if name in obj.values:
+        return obj.values[name].value
+    if obj.base == "default" and obj.section:
+        default = keys.default_in_every_version(f"{obj.section}.{name}")
+        if default is not keys.NO_COMMON_DEFAULT:
+            return list(default) if isinstance(default, list) else default
+        return Unknown(f"`{text}` is not set here and its default depends on the megatron-core version")
+    return obj.base if isinstance(obj.base, Unknown) else Unknown(f"`{text}` is not set here")
+
+
+def _branch_dependent(obj: ConfigObj, before: ConfigObj) -> bool:
+    """Whether a call left a key of `obj` (or of its sections) unknown or depending on a branch, or tainted it."""
+    if obj.base is not before.base and isinstance(obj.base, Unknown):
+        return True
+    if any(isinstance(a.value, Unknown) and before.values.get(k) is not a for k, a in obj.values.items()):
+        return True
+    return any(_branch_dependent(child, before.children.get(section) or ConfigObj("section", child.base, section))
+               for section, child in obj.children.items())
+
+
+def _restore(obj: ConfigObj, old: ConfigObj) -> None:
+    """Put an object back as it was before a call, in place (names bound to it or its sections keep seeing it)."""
+    obj.base, obj.values, obj.top = old.base, dict(old.values), dict(old.top)
+    obj.env, obj.env_unknown, obj.env_location = old.env, old.env_unknown, old.env_location
+    for section in list(obj.children):
+        if section in old.children:
+            _restore(obj.children[section], old.children[section])
+        else:
+            del obj.children[section]
+
+
+def _framework(objects: list[ConfigObj]) -> str:
+    """A unit that builds megatron-core's own config classes and no Bridge container or class is a megatron-core
+    program: its configs are read by megatron-core's consumers one by one, not synced as Bridge does."""
+    origins = {o.origin for o in objects} | {c.origin for o in objects for c in o.children.values()}
+    if "megatron-core" in origins and "bridge" not in origins and all(o.kind == "section" for o in objects):
+        return "megatron-core"
+    return "bridge"
+
+
+def _note_base(section: str, base, default_sections: set, unknown_sections: dict) -> None:
+    if base == "default":
+        default_sections.add(section)
+        unknown_sections.pop(section, None)
+    elif section not in default_sections:
+        unknown_sections[section] = base.reason if isinstance(base, Unknown) else str(base)
+
+
+def _env_str(value):
+    """Environment variables are strings; cfg.env_vars values are applied with str()."""
+    if isinstance(value, Unknown):
+        return value
+    if isinstance(value, bool):
+        return str(value)
+    return str(value) if value is not None else "None"
+
+
+def _taint(obj: ConfigObj, reason: Unknown) -> None:
+    """A call offlint cannot follow received this object: its unset keys are no longer known defaults."""
+    obj.base = reason if obj.base == "default" else obj.base
+    for child in obj.children.values():
+        _taint(child, reason)
+
+
+def _dedupe(objects: list) -> list[ConfigObj]:
+    seen: set[int] = set()
+    out = []
+    for obj in objects:
+        if isinstance(obj, ConfigObj) and id(obj) not in seen:
+            seen.add(id(obj))
+            out.append(obj)
+    # A section object attached to a container is represented by the container.
+    attached = {id(child) for obj in out if obj.kind == "container" for child in obj.children.values()}
+    return [o for o in out if id(o) not in attached]

@@ -1,0 +1,263 @@
+"""Expressions in the Python reader: literals, names, containers, f-strings, comprehensions over literals,
+attribute reads from config objects and records, and the calls known without following them (builtins,
+string methods, `getattr`: python_calls). A value offlint cannot compute is an `Unknown` with the reason.
+Calls of anything else are python_following.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from offlint import keys
+from offlint.sources import python_calls, python_inputs
+from offlint.sources.hf_models import HFModel
+from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _field
+from offlint.sources.python_syntax import _attr_chain
+from offlint.sources.python_values import ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record
+from offlint.types import Unknown, UserInput
+
+
+class Expressions:
+    """Evaluating expressions to values; part of PythonReader."""
+
+    def _eval(self, node, frame: Frame):
+        """Evaluate an expression to a Python literal, a ConfigObj, a dict of (value, loc, text), or Unknown."""
+        if isinstance(node, ast.Constant):
+            return node.value if not isinstance(node.value, bytes) else Unknown("bytes")
+        if isinstance(node, ast.Name):
+            if node.id in frame.names:
+                return frame.names[node.id]
+            return self._imported_value(node.id)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = self._eval(node.operand, frame)
+            return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else Unknown(
+                self._segment(node))
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = [self._eval(e, frame) for e in node.elts if not isinstance(e, ast.Starred)]
+            if isinstance(node, ast.Tuple) and any(isinstance(i, ConfigObj) for i in items) and \
+                    not any(isinstance(e, ast.Starred) for e in node.elts):
+                return ObjectTuple(items)  # `return optimizer, scheduler`: unpacked by the caller
+            if any(isinstance(e, ast.Starred) for e in node.elts) or any(
+                    isinstance(i, (Unknown, ConfigObj)) for i in items):
+                return Unknown(f"`{self._segment(node)}` is not a literal")
+            return list(items)
+        if isinstance(node, ast.Dict):
+            return self._eval_dict(node, frame)
+        if isinstance(node, ast.Attribute):
+            return self._eval_attribute(node, frame)
+        if isinstance(node, ast.Call):
+            return self._eval_call(node, frame)
+        if isinstance(node, ast.BoolOp) and not self._truth_only(node, frame):
+            return self._eval_bool_value(node, frame)  # `x or 1`: the operand, not its truth
+        if isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and
+                                                           isinstance(node.op, ast.Not)):
+            decided = self._decide(node, frame)  # `bf16=precision == "bf16-mixed"`
+            if decided is not None:
+                return decided
+        if isinstance(node, ast.JoinedStr):
+            return self._eval_fstring(node, frame)
+        if isinstance(node, ast.IfExp):
+            decided = self._decide(node.test, frame)
+            if decided is not None:
+                return self._eval(node.body if decided else node.orelse, frame)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return self._eval_comprehension(node, frame)
+        if isinstance(node, ast.Subscript):
+            return python_calls.item(self._eval(node.value, frame), self._eval(node.slice, frame),
+                                     self._segment(node))
+        if isinstance(node, ast.BinOp):
+            return python_calls.arithmetic(node.op, self._eval(node.left, frame), self._eval(node.right, frame),
+                                           self._segment(node))
+        return Unknown(f"`{self._segment(node)}` is not a literal")
+
+    def _truth_only(self, node: ast.BoolOp, frame: Frame) -> bool:
+        """`a and b` whose operands are truth values (or unknown): Kleene logic decides it (`? and False`)."""
+        return all(isinstance(v, (ast.Compare, ast.BoolOp, ast.UnaryOp)) or (isinstance(v, ast.Constant) and
+                                                                         isinstance(v.value, bool))
+                   for v in node.values)
+
+    def _eval_bool_value(self, node: ast.BoolOp, frame: Frame):
+        """`a or b` / `a and b` as Python gives it: the first operand that decides, as a value."""
+        value = None
+        for operand in node.values:
+            value = self._eval(operand, frame)
+            if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple)):
+                decided = self._decide(node, frame)
+                return decided if isinstance(decided, bool) and all(
+                    isinstance(self._eval(v, frame), (bool, Unknown)) for v in node.values) else Unknown(
+                    f"`{self._segment(node)}` is not a literal")
+            if bool(value) == isinstance(node.op, ast.Or):
+                return value
+        return value
+
+    def _eval_fstring(self, node: ast.JoinedStr, frame: Frame):
+        """An f-string of literal parts; the text is offered to the project's string probe (perf_scripts reads
+        the recipe name a launcher computes this way)."""
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                parts.append(str(part.value))
+                continue
+            value = self._eval(part.value, frame) if isinstance(part, ast.FormattedValue) else Unknown("")
+            if not isinstance(value, (str, int, float, bool, type(None))) or part.format_spec is not None:
+                return Unknown(f"`{self._segment(node)}` is not a literal")
+            parts.append(repr(value) if part.conversion == ord("r") else ascii(value)
+                         if part.conversion == ord("a") else str(value))
+        text = "".join(parts)
+        if len(text) > python_calls.MAX_LITERAL:
+            return Unknown(f"`{self._segment(node)}` is too long to follow")
+        if self.project is not None and self.project.string_probe is not None:
+            self.project.string_probe.append(text)
+        return text
+
+    def _eval_comprehension(self, node, frame: Frame):
+        """`[f(x) for x in literal if test]` over a literal sequence, each element a literal."""
+        unknown = Unknown(f"`{self._segment(node)}` is not a literal")
+        if len(node.generators) != 1 or node.generators[0].is_async or \
+                not isinstance(node.generators[0].target, ast.Name):
+            return unknown
+        loop = node.generators[0]
+        if any(isinstance(inner, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp, ast.Lambda))
+               for part in (node.elt, *loop.ifs) for inner in ast.walk(part)):
+            return unknown  # nested loops would multiply: hostile input stays linear
+        items = self._eval(loop.iter, frame)
+        items = list(items) if isinstance(items, dict) else items
+        if not isinstance(items, (list, tuple, str)) or len(items) > python_calls.MAX_ITEMS:
+            return unknown
+        sub = Frame(names=dict(frame.names), depth=frame.depth)
+        out = []
+        for item in items:
+            sub.names[loop.target.id] = item
+            tests = [self._decide(test, sub) for test in loop.ifs]
+            if None in tests:
+                return unknown
+            if all(tests):
+                value = self._eval(node.elt, sub)
+                if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple, dict)):
+                    return unknown
+                out.append(value)
+        return list(dict.fromkeys(out)) if isinstance(node, ast.SetComp) and all(
+            isinstance(v, (str, int, float, bool)) for v in out) else out
+
+    def _eval_dict(self, node: ast.Dict, frame: Frame):
+        out: dict = {}
+        partial = ""
+        for key_node, value_node in zip(node.keys, node.values):
+            if key_node is None:  # **spread
+                spread = self._eval(value_node, frame)
+                if not isinstance(spread, dict):
+                    partial = partial or f"`**{self._segment(value_node)}` is not a literal dict"
+                    continue
+                partial = partial or getattr(spread, "reason", "")
+                out.update(spread)
+                continue
+            key = self._eval(key_node, frame)
+            if isinstance(key, (Unknown, ConfigObj, dict, list)):
+                return Unknown("a dict key is not a literal")
+            value = self._eval(value_node, frame)
+            out[key] = (value, self._loc(key_node), self._segment(value_node))
+        return PartialDict(out, partial) if partial else out
+
+    def _eval_attribute(self, node: ast.Attribute, frame: Frame):
+        chain = _attr_chain(node)
+        if chain is None:
+            return Unknown(f"`{self._segment(node)}`")
+        text = ".".join(chain)
+        if chain[0] == "torch" and len(chain) == 2:
+            return f"torch.{chain[1]}"
+        receiver = frame.names.get(chain[0])
+        if receiver is None and chain[0] in self.imports:
+            receiver = self._imported_value(chain[0])
+        if isinstance(receiver, UserInput) and not receiver.flags and len(chain) == 2:
+            return python_inputs.attribute(receiver, chain[1], text)  # `args.name`
+        if isinstance(receiver, Record) and len(chain) == 2:
+            return receiver.fields.get(chain[1], Unknown(f"{receiver.name} has no field {chain[1]}"))
+        if isinstance(receiver, ConfigObj):
+            attrs = chain[1:]
+            if receiver.kind == "container" and attrs and attrs[0] in SECTIONS_OF_CONTAINER:
+                child = receiver.child(attrs[0])
+                if len(attrs) == 1:
+                    return child
+                if len(attrs) == 2:
+                    return _field(child, attrs[1], text)
+            if receiver.kind == "section" and len(attrs) == 1:
+                return _field(receiver, attrs[0], text)
+        return Unknown(f"`{text}` is read from an object offlint does not evaluate")
+
+    def _is_pure(self, node: ast.Call, frame: Frame) -> bool:
+        """A call that only computes a value (decidable in a branch test without running anything else)."""
+        func = node.func
+        if isinstance(func, ast.Name):
+            return func.id in python_calls.PURE_BUILTINS and not self._shadowed(func.id, frame)
+        return isinstance(func, ast.Attribute) and func.attr in python_calls.VALUE_METHODS and \
+            isinstance(func.value, (ast.Constant, ast.Name, ast.Attribute, ast.JoinedStr))
+
+    def _shadowed(self, name: str, frame: Frame) -> bool:
+        return name in frame.names or name in self.functions or name in self.imports or name in self.constants
+
+    def _pure_call(self, node: ast.Call, frame: Frame):
+        """The value of a builtin, string method or logging call (python_calls), or NOT_PURE for any other."""
+        func = node.func
+        if python_calls.is_logging_call(func):
+            return None
+        if not self._is_pure(node, frame):
+            return python_calls.NOT_PURE
+        if isinstance(func, ast.Attribute):
+            receiver = self._eval(func.value, frame)
+            if not python_calls.has_value_method(receiver, func.attr):
+                return python_calls.NOT_PURE  # not a string or a literal dict: a method of something else
+            args = [self._eval(a, frame) for a in node.args if not isinstance(a, ast.Starred)]
+            if len(args) != len(node.args) or node.keywords:
+                return Unknown(f"`{self._segment(node)}` is not a literal")
+            return python_calls.method_value(receiver, func.attr, args)
+        if func.id in ("getattr", "hasattr"):
+            return self._getattr(node, frame, func.id)
+        if func.id == "isinstance" and len(node.args) == 2 and not node.keywords:
+            return python_calls.isinstance_value(self._eval(node.args[0], frame), node.args[1])
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return Unknown(f"the result of `{self._segment(node.func)}(...)`")
+        args = [self._eval(a, frame) for a in node.args]
+        keywords = {k.arg: self._eval(k.value, frame) for k in node.keywords}
+        if any(isinstance(v, (ConfigObj, Record, HFModel, ObjectTuple)) for v in [*args, *keywords.values()]):
+            return Unknown(f"the result of `{self._segment(node.func)}(...)` on a config object")
+        return python_calls.builtin_value(func.id, args, keywords)
+
+    def _getattr(self, node: ast.Call, frame: Frame, which: str):
+        """`getattr(obj, "name"[, default])` / `hasattr(obj, "name")`: the value where offlint knows it."""
+        unknown = Unknown(f"`{self._segment(node)}`: not a value this code sets")
+        if len(node.args) < 2 or node.keywords:
+            return unknown
+        obj = self._eval(node.args[0], frame)
+        attr = self._eval(node.args[1], frame)
+        if not isinstance(attr, str):
+            return unknown
+        found, value = False, None
+        if isinstance(obj, ModuleRef) and self.project is not None:
+            exported = self._exported(obj.name, attr, set())
+            if exported is None:  # not a function or constant offlint finds there: unknown, not the default
+                return unknown
+            if which == "hasattr":
+                return True
+            return exported[2] if exported[1] == "value" else FunctionRef(exported[0], exported[2])
+        if isinstance(obj, Record):
+            found, value = attr in obj.fields, obj.fields.get(attr)
+            if not found and which == "getattr" and len(node.args) > 2:
+                return self._eval(node.args[2], frame)  # a namespace without that name: the default
+            if not found and which == "hasattr":
+                return False
+        elif isinstance(obj, ConfigObj) and obj.kind == "container" and attr in SECTIONS_OF_CONTAINER:
+            found, value = True, obj.child(attr)
+        elif isinstance(obj, ConfigObj) and obj.kind == "section":
+            if attr in obj.values:
+                found, value = True, obj.values[attr].value
+            elif obj.base == "default" and obj.section:  # a dataclass field, or not one, in every release
+                exists = keys.field_in_every_version(f"{obj.section}.{attr}")
+                if which == "hasattr":
+                    return unknown if exists is None else exists
+                if exists is False and len(node.args) > 2:
+                    return self._eval(node.args[2], frame)
+                value = _field(obj, attr, self._segment(node))
+                return unknown if isinstance(value, Unknown) else value
+        if not found:
+            return unknown
+        return True if which == "hasattr" else value

@@ -1,0 +1,404 @@
+"""Calls in the Python reader: what a call builds (config classes, `ConfigContainer`, dataclass records, a
+Hugging Face model's section), Bridge's mutators (the tree's own source, else bridge_mutators), environment
+updates, and calls followed into functions of this file or another (arguments bound, the function run there,
+results of calls with plain arguments cached per project). A call it cannot follow taints what it is given.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from offlint.sources import bridge_mutators, python_calls, python_inputs
+from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_sizes
+from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
+                                            SECTIONS_OF_CONTAINER, _branch_dependent, _restore, _taint)
+from offlint.sources.python_statements import _UNDECIDED
+from offlint.sources.python_syntax import _attr_chain, _call_name
+from offlint.sources.python_values import ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record
+from offlint.types import Assignment, Location, OneOf, Source, Unit, Unknown
+
+
+class CallFollowing:
+    """What a call builds or changes, and following calls into functions; part of PythonReader."""
+
+    def _eval_call(self, node: ast.Call, frame: Frame):
+        name = _call_name(node.func)
+        short = name.rsplit(".", 1)[-1] if name else ""
+        text = self._segment(node.func) + "(...)"
+        if short == "cast" and len(node.args) == 2:  # typing.cast(Type, value) is the value
+            return self._eval(node.args[1], frame)
+        if python_inputs.is_parse_call(node):  # `args = parser.parse_args()`: what the user gives
+            parsed = python_inputs.namespace(f"`{self._segment(node)}`", self._declared_options())
+            return ObjectTuple((parsed, Unknown("arguments the parser does not know"))) \
+                if short == "parse_known_args" else parsed
+        pure = self._pure_call(node, frame)
+        if pure is not python_calls.NOT_PURE:
+            return pure
+        if short == "from_hf_pretrained" and node.args:
+            model_id = self._eval(node.args[0], frame)
+            return HFModel(model_id) if isinstance(model_id, str) else Unknown(f"`{text}` of an unknown model")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in PROVIDER_METHODS:
+            owner = self._eval(node.func.value, frame)
+            if isinstance(owner, HFModel):
+                return self._hf_model_section(owner, node)
+        if short in CONTAINER_CLASSES:
+            obj = ConfigObj("container", "default")
+            obj.origin = "bridge"
+            for arg in node.keywords:
+                if arg.arg is None:
+                    continue
+                key = arg.arg
+                value = self._eval(arg.value, frame)
+                if key in SECTIONS_OF_CONTAINER:
+                    if isinstance(value, ConfigObj) and value.kind == "section":
+                        value.section = key
+                        obj.children[key] = value
+                    elif value is None:
+                        obj.children[key] = ConfigObj("section", Unknown(f"`{key}=None` in {short}(...)"), key)
+                    else:
+                        reason = value.reason if isinstance(value, Unknown) else f"set from {short}(...)"
+                        obj.children[key] = ConfigObj("section", Unknown(reason), key)
+                elif key == "env_vars":
+                    obj.env = self._env_dict(arg.value, value, self._loc(arg))
+                elif key == "mixed_precision":
+                    obj.top[key] = self._assignment(key, value, self._loc(arg), self._segment(arg.value))
+                elif key == "peft":
+                    text = self._segment(arg.value)
+                    obj.top[key] = self._assignment(key, None if value is None else text, self._loc(arg), text)
+            return obj
+        section = "model" if (short in MODEL_CLASSES or (short and _PROVIDER.match(short))) else \
+            SECTION_CLASSES.get(short)
+        if section:
+            obj = ConfigObj("section", "default", section)
+            obj.origin = self._class_origin(name)
+            for arg in node.keywords:
+                if arg.arg is None:  # **kwargs: any key may be set
+                    obj.base = Unknown(f"`**{self._segment(arg.value)}` in {short}(...)")
+                    continue
+                obj.values[arg.arg] = self._assignment(
+                    f"{section}.{arg.arg}", self._eval(arg.value, frame), self._loc(arg), self._segment(arg.value))
+            return obj
+        if short in bridge_mutators.MUTATORS:
+            # The tree's own helper when its source is there and decides every key it writes; the documented
+            # model (bridge_mutators) where it is not, or where it branches on the megatron-core version.
+            target = self._find_function(name) if name else None
+            if target is not None and frame.depth < 8:
+                done = self._tree_mutator(target, node, frame)
+                if done is not _UNDECIDED:
+                    return done
+            return self._apply_mutator(short, node, frame)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "update":
+            updated = self._env_update(node, frame)
+            if updated is not _UNDECIDED:
+                return updated
+        if short == "replace" and node.args:
+            base = self._eval(node.args[0], frame)
+            if isinstance(base, Record):
+                return base.replaced(self._call_keywords(node, frame))
+        if name and self._imports_training_entry_point(name):
+            return Unknown(f"`{text}` runs training")  # the configuration ends here; it is not changed
+        if short == "import_module" and name and self._imported_from(name, "importlib") and node.args:
+            target = self._eval(node.args[0], frame)  # importlib.import_module(f"configs.{family}")
+            return ModuleRef(target) if isinstance(target, str) and not target.startswith(".") else Unknown(
+                f"`{self._segment(node)}`: a module offlint cannot name")
+        called = frame.names.get(node.func.id) if isinstance(node.func, ast.Name) else None
+        if isinstance(called, FunctionRef) and frame.depth < 8:  # `builder = getattr(module, name); builder()`
+            return self._call(called.reader, called.fn, node, frame)
+        if name and self._imports_mcore_consumer(name):
+            return Unknown(f"the result of `{text}`")  # megatron-core reads the config; it does not change it
+        dataclass = self._find_dataclass(name) if name else None
+        if dataclass is not None:
+            return self._record(dataclass, node, frame)
+        target = self._find_function(name) if name else None
+        if target is not None and frame.depth < 8:
+            return self._call(target[0], target[1], node, frame)
+        # A call offlint does not follow: the config objects it can reach (`f(cfg)`: the whole container,
+        # `f(cfg.model)`: the model section) may be changed by it; the reason names the call and where it is.
+        why = Unknown(f"may be changed by `{text}` at {self.path}:{node.lineno}")
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            arg = arg.value if isinstance(arg, ast.Starred) else arg
+            value = self._eval(arg, frame) if isinstance(arg, (ast.Name, ast.Attribute)) else None
+            if isinstance(value, ConfigObj):
+                _taint(value, why)
+        return Unknown(f"the result of `{text}`")
+
+    def _call_keywords(self, node: ast.Call, frame: Frame) -> dict:
+        """Keyword arguments, `**spread` of literal dicts included (a spread offlint cannot read is skipped)."""
+        out: dict = {}
+        for keyword in node.keywords:
+            if keyword.arg is not None:
+                out[keyword.arg] = self._eval(keyword.value, frame)
+                continue
+            spread = self._eval(keyword.value, frame)
+            if isinstance(spread, dict):
+                out.update({k: v[0] if isinstance(v, tuple) and len(v) == 3 else v for k, v in spread.items()})
+        return out
+
+    def _find_dataclass(self, name: str):
+        """(reader, class) for a called @dataclass of the tree, defined here or imported."""
+        if name in self.dataclasses:
+            return self, self.dataclasses[name]
+        parts = name.split(".")
+        if self.project is None or len(parts) != 1 or name not in self.imports:
+            return None
+        module, attr = self.imports[name]
+        reader = self.project.module_reader(module, self.path) if attr is not None else None
+        if reader is not None and attr in reader.dataclasses:
+            return reader, reader.dataclasses[attr]
+        return None
+
+    def _record(self, found, node: ast.Call, frame: Frame) -> Record:
+        reader, cls = found
+        fields: dict = {}
+        for stmt in cls.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                default = stmt.value
+                if default is None:
+                    fields[stmt.target.id] = Unknown(f"{cls.name}.{stmt.target.id} has no default")
+                elif isinstance(default, ast.Call) and _call_name(default.func).endswith("field"):
+                    factory = next((k.value for k in default.keywords if k.arg == "default_factory"), None)
+                    literal = next((k.value for k in default.keywords if k.arg == "default"), None)
+                    fields[stmt.target.id] = ({} if _call_name(factory) == "dict" else [] if _call_name(factory)
+                                              == "list" else Unknown(f"{cls.name}.{stmt.target.id} default")) \
+                        if factory is not None else reader._eval(literal, Frame(names=dict(reader.constants))) \
+                        if literal is not None else Unknown(f"{cls.name}.{stmt.target.id}")
+                else:
+                    fields[stmt.target.id] = reader._eval(default, Frame(names=dict(reader.constants)))
+        names = list(fields)
+        for index, arg in enumerate(node.args):
+            if index < len(names) and not isinstance(arg, ast.Starred):
+                fields[names[index]] = self._eval(arg, frame)
+        fields.update(self._call_keywords(node, frame))
+        return Record(cls.name, fields)
+
+    def _hf_model_section(self, model: HFModel, node: ast.Call) -> ConfigObj:
+        """The model section Bridge builds from a Hugging Face config: its sizes when offlint can know them."""
+        text = self._segment(node)
+        found = model_sizes(model.model_id, Path(self.path).parent)
+        if self.project is not None:
+            self.project.touched.update(str(path) for path in config_candidates(model.model_id, Path(self.path).parent))
+        # Fields the Hugging Face config does not map (offloading, recompute, parallelism) keep the provider's
+        # dataclass defaults, as in Bridge; the sizes it maps are known only from a config.json or the table.
+        obj = ConfigObj("section", "default", "model")
+        if found is None:
+            reason = Unknown(f"{model.model_id} is not in offlint's table of public models and no local "
+                             f"config.json was found")
+            for key in HF_SIZE_KEYS:
+                obj.values[key.split(".", 1)[1]] = Assignment(key, reason, self._loc(node), Source.PYTHON, text,
+                                                              tuple(self.via_stack))
+            return obj
+        sizes, origin = found
+        loc = self._loc(node)
+        for key, value in sizes.items():
+            section, _, field_name = key.partition(".")
+            if section == "model" and field_name:
+                obj.values[field_name] = Assignment(key, value, loc, Source.PYTHON, text, (*self.via_stack, origin))
+        return obj
+
+    def _tree_mutator(self, target, node: ast.Call, frame: Frame):
+        """Run a mutator's source from the tree on the config objects passed to it. If that leaves a key
+        depending on a branch offlint cannot decide there (Bridge's cuda-graph helpers branch on whether the
+        installed megatron-core has `CudaGraphModule`), undo it and return _UNDECIDED: the version-aware model
+        decides instead."""
+        receivers = [v for v in (self._eval(a, frame) for a in [*node.args, *(k.value for k in node.keywords)]
+                                 if isinstance(a, (ast.Name, ast.Attribute))) if isinstance(v, ConfigObj)]
+        before = [(obj, obj.copy()) for obj in receivers]
+        result = self._call(target[0], target[1], node, frame)
+        if any(_branch_dependent(obj, old) for obj, old in before):
+            for obj, old in before:
+                _restore(obj, old)
+            return _UNDECIDED
+        return result
+
+    def _env_update(self, node: ast.Call, frame: Frame):
+        """`cfg.env_vars.update({...})`: the entries join the recipe's environment (a literal dict only)."""
+        chain = _attr_chain(node.func.value)
+        if not chain or chain[-1] != "env_vars" or len(node.args) != 1 or node.keywords:
+            return _UNDECIDED
+        owner = frame.names.get(chain[0]) if len(chain) == 2 else None
+        if not isinstance(owner, ConfigObj) or owner.kind != "container":
+            return _UNDECIDED
+        value = self._eval(node.args[0], frame)
+        if not isinstance(value, dict) or isinstance(value, PartialDict):
+            owner.env_unknown = owner.env_unknown or f"cfg.env_vars updated from `{self._segment(node.args[0])}`"
+            return None
+        if owner.env is None:
+            owner.env = {}
+            if owner.base != "default":  # the entries before the update are the unknown base's
+                owner.env_unknown = owner.env_unknown or f"cfg.env_vars is only updated here ({self._segment(node)})"
+        owner.env.update(self._env_dict(node.args[0], value, self._loc(node)))
+        return None
+
+    def _apply_mutator(self, name: str, node: ast.Call, frame: Frame):
+        """A Bridge library mutator: its documented effects on the config object passed first (returns None)."""
+        first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("config", "cfg")),
+                                                    None)
+        receiver = self._eval(first, frame) if first is not None else None
+        if not isinstance(receiver, ConfigObj):
+            return None
+        modules = None
+        if name == "set_cuda_graph_modules":
+            given = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords
+                                                                 if k.arg == "modules"), None)
+            modules = bridge_mutators.member_names(self._module_names(given, frame)) if given is not None else \
+                Unknown("set_cuda_graph_modules() without modules")
+        loc, text = self._loc(node), self._segment(node)
+        via = (*self.via_stack, f"by {name}() at {self.path}:{node.lineno}")
+        for key, value in bridge_mutators.effects(name, modules):
+            section, field_name = key.split(".", 1)
+            if section == "env":
+                if receiver.kind != "container":
+                    continue
+                if receiver.env is None:
+                    # Only these variables are known: the rest of the launch environment is the shell's.
+                    receiver.env = {}
+                    receiver.env_unknown = receiver.env_unknown or f"cfg.env_vars is only updated by {name}()"
+                receiver.env[field_name] = Assignment(key, value, loc, Source.ENV, text, via)
+                continue
+            target = receiver.child(section) if receiver.kind == "container" else receiver
+            if target.kind == "section" and target.section in ("", section):
+                target.values[field_name] = Assignment(key, value, loc, Source.PYTHON, text, via)
+        return None
+
+    def _module_names(self, node, frame: Frame):
+        """CUDA graph modules as written: `[CudaGraphModule.attn, "mlp"]` -> ["attn", "mlp"]."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            names = []
+            for element in node.elts:
+                if isinstance(element, ast.Attribute):
+                    names.append(element.attr)
+                else:
+                    value = self._eval(element, frame)
+                    if not isinstance(value, str):
+                        return Unknown(f"`{self._segment(element)}` is not a module name")
+                    names.append(value)
+            return names
+        if isinstance(node, ast.Attribute) and _attr_chain(node) and _attr_chain(node)[0] in ("CudaGraphModule",
+                                                                                             "CudaGraphScope"):
+            return [node.attr]
+        return self._eval(node, frame)
+
+    def _call(self, reader, fn: ast.FunctionDef, call: ast.Call, frame: Frame):
+        """Follow a function (of this file or another): bind the arguments evaluated here, run it there."""
+        positional = [self._eval(a, frame) for a in call.args if not isinstance(a, ast.Starred)]
+        keywords = self._call_keywords(call, frame)
+        where = "" if reader is self else f" in {reader.path}"
+        entry = (f"via {fn.name}(){where} at line {call.lineno}" if not where else
+                 f"via {fn.name}(){where}, called at {self.path}:{call.lineno}")
+        key = _cache_key(reader.path, fn.name, positional, keywords)
+        if key is None or self.project is None:
+            self.via_stack.append(entry)
+            try:
+                return reader.run_function(fn, positional, keywords, frame.depth + 1)
+            finally:
+                self.via_stack.pop()
+        # Base builders and inherited recipes are called with the same (literal) arguments again and again:
+        # run each once, with provenance relative to the call, and hand every caller its own copy.
+        def compute():
+            outer = self.via_stack[:]
+            self.via_stack[:] = []
+            try:
+                return reader.run_function(fn, positional, keywords, frame.depth + 1)
+            finally:
+                self.via_stack[:] = outer
+
+        return _copy_result(self.project.call_result(key, compute), (*self.via_stack, entry))
+
+    def run_function(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int):
+        sub = Frame(names=dict(self.constants), depth=depth)
+        self._bind_params(fn, sub, positional, keywords)
+        self._run_block(fn.body, sub)
+        result = sub.returned
+        return result if result is not None else Unknown(f"{fn.name}() returns no value")
+
+    def recipe_unit(self, name: str, location: Location, built: ConfigObj) -> Unit:
+        """A configuration another program built with this reader's help (a launcher's recipe selection),
+        flattened into a recipe unit."""
+        return self._unit(name, location, [built])
+
+    def run_stepwise(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int = 1):
+        """Run a function one top-level statement at a time, yielding each statement once it has run (so a
+        caller can tell which statement made which change: perf_scripts attributes config writes to flags)."""
+        frame = Frame(names=dict(self.constants), depth=depth)
+        self._bind_params(fn, frame, positional, keywords)
+        for stmt in fn.body:
+            if frame.returned is not None:
+                return
+            self._run_block([stmt], frame)
+            yield stmt
+
+    def _bind_params(self, fn: ast.FunctionDef, frame: Frame, positional: list, keywords: dict) -> None:
+        params = fn.args
+        ordered = [*params.posonlyargs, *params.args]
+        defaults = dict(zip([p.arg for p in ordered][len(ordered) - len(params.defaults):], params.defaults))
+        defaults.update({p.arg: d for p, d in zip(params.kwonlyargs, params.kw_defaults) if d is not None})
+        for index, param in enumerate(ordered):
+            if index < len(positional):
+                frame.names[param.arg] = positional[index]
+            elif param.arg in keywords:
+                frame.names[param.arg] = keywords[param.arg]
+            else:
+                frame.names[param.arg] = self._param_default(param.arg, defaults.get(param.arg), fn)
+        for param in params.kwonlyargs:
+            frame.names[param.arg] = keywords[param.arg] if param.arg in keywords else \
+                self._param_default(param.arg, defaults.get(param.arg), fn)
+        if params.vararg is not None:
+            frame.names[params.vararg.arg] = Unknown(f"`{params.vararg.arg}` collects arbitrary arguments")
+        if params.kwarg is not None:
+            # `**user_kwargs: Unpack[...]` recipes: the keywords no named parameter took (none when the recipe is
+            # checked on its own), as a literal dict so `{**recommended_kwargs, **user_kwargs}` stays readable.
+            named = {p.arg for p in (*ordered, *params.kwonlyargs)}
+            extra = {k: v for k, v in keywords.items() if k not in named}
+            if any(isinstance(v, Unknown) for v in extra.values()):
+                frame.names[params.kwarg.arg] = Unknown(f"`{params.kwarg.arg}` collects arbitrary arguments")
+            else:
+                frame.names[params.kwarg.arg] = {k: (v, None, repr(v)) for k, v in extra.items()}
+
+    def _param_default(self, name: str, default, fn: ast.FunctionDef):
+        if default is None:
+            annotation = next((a.annotation for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
+                               if a.arg == name), None)
+            if python_inputs.is_namespace_annotation(annotation):  # `def main(args: argparse.Namespace)`
+                return python_inputs.namespace(f"parameter `{name}` of {fn.name}()", self._declared_options())
+            return Unknown(f"parameter `{name}` of {fn.name}()")
+        return self._eval(default, Frame(names=dict(self.constants)))
+
+
+def _freeze(value):
+    if isinstance(value, ConfigObj) or isinstance(value, dict):
+        raise TypeError
+    if isinstance(value, OneOf):
+        return "one of", value.reason, tuple((_freeze(v), steps) for v, steps, _, _ in value.paths)
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    hash(value)
+    return value
+
+
+def _cache_key(path: str, name: str, positional: list, keywords: dict):
+    """A key for a call whose arguments are plain values (config objects make a call uncacheable)."""
+    try:
+        return path, name, tuple(_freeze(v) for v in positional), tuple(sorted(
+            (k, _freeze(v)) for k, v in keywords.items()))
+    except TypeError:
+        return None
+
+
+def _copy_result(value, prefix: tuple):
+    """A caller's own copy of a cached call result, its provenance prefixed with the caller's chain."""
+    if isinstance(value, ObjectTuple):
+        return ObjectTuple(_copy_result(item, prefix) for item in value)
+    if not isinstance(value, ConfigObj):
+        return value
+    copy = value.copy()
+    for obj in (copy, *copy.children.values()):
+        obj.values = {k: _prefixed(a, prefix) for k, a in obj.values.items()}
+    copy.top = {k: _prefixed(a, prefix) for k, a in copy.top.items()}
+    if copy.env is not None:
+        copy.env = {k: _prefixed(a, prefix) for k, a in copy.env.items()}
+    return copy
+
+
+def _prefixed(a: Assignment, prefix: tuple) -> Assignment:
+    return Assignment(a.key, a.value, a.location, a.source, a.text, (*prefix, *a.via), a.op)

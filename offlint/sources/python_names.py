@@ -1,0 +1,146 @@
+"""Names in the Python reader: the module's imports (also under `try:`/`if`, and inside functions), and what
+an imported name is (a function or a value of another module of the tree, followed through aliases and
+`__init__.py` re-exports; python_project finds the module), or which library it comes from.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+
+from offlint.sources import bridge_mutators, python_calls
+from offlint.sources.python_syntax import FUNCTIONS, _statements
+from offlint.types import Unknown
+
+_LOCAL_IMPORT = re.compile(rb"[ \t]+(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]")  # an import inside a block
+
+
+class NameLookup:
+    """Imports and the names they bring in; part of PythonReader."""
+
+    def _note_local_imports(self) -> None:
+        """Imports inside function bodies (`from ...optimizer_utils import adam_with_cosine` deferred against an
+        import cycle): callable from where they are imported; a module-level import of the name wins. Only the
+        functions whose text holds an indented import are walked, statements only."""
+        lines = sorted(i for i, line in enumerate(self.lines, start=1) if _LOCAL_IMPORT.match(line))
+        if not lines:
+            return
+        module_level = dict(self.imports)
+        for fn in [*self.functions.values(), *(m for c in self.module.body if isinstance(c, ast.ClassDef)
+                                               for m in c.body if isinstance(m, FUNCTIONS))]:
+            first = bisect.bisect_left(lines, fn.lineno)
+            if first < len(lines) and lines[first] <= (fn.end_lineno or fn.lineno):
+                for node in _statements(fn.body):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        self._note_import(node)
+        self.imports.update(module_level)
+
+    def _note_import(self, node) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.imports[alias.asname] = (alias.name, None)
+                else:
+                    head = alias.name.split(".", 1)[0]
+                    self.imports[head] = (head, None)
+            return
+        module = node.module or ""
+        if node.level and self.project is not None:
+            package = self.project.module_name(self.path).split(".")
+            if not self.project.is_package(self.path):
+                package = package[:-1]
+            package = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+            module = ".".join([*package, *([module] if module else [])])
+        for alias in node.names:
+            if alias.name != "*":
+                self.imports[alias.asname or alias.name] = (module, alias.name)
+
+    def _class_origin(self, name: str) -> str:
+        """Which library a config class comes from, by its import: "megatron-core", "bridge", or ""."""
+        head = name.split(".", 1)[0]
+        module = self.imports.get(head, ("", None))[0]
+        if module == "megatron.core" or module.startswith("megatron.core.") or ".megatron.core." in f".{module}":
+            return "megatron-core"
+        return "bridge" if "megatron.bridge" in module else ""
+
+    def _imported_from(self, name: str, module: str) -> bool:
+        """`importlib.import_module` with `import importlib` (or `from importlib import import_module`)."""
+        head = name.split(".", 1)[0]
+        return head in self.imports and self.imports[head][0] == module and not self._shadowed_locally(head)
+
+    def _shadowed_locally(self, name: str) -> bool:
+        return name in self.functions
+
+    def _imports_mcore_consumer(self, name: str) -> bool:
+        """`get_megatron_optimizer`, `GPTModel`, ... imported from megatron-core (python_calls.MCORE_CONSUMERS)."""
+        parts = name.split(".")
+        if parts[-1] not in python_calls.MCORE_CONSUMERS or parts[0] not in self.imports:
+            return False
+        module, attr = self.imports[parts[0]]
+        defining_module = ".".join(p for p in [module, attr if len(parts) > 1 else None, *parts[1:-1]] if p)
+        return python_calls.is_mcore_consumer(parts[-1], defining_module)
+
+    def _find_function(self, name: str):
+        """(reader, function) for a called name: defined here, or imported (through aliases and re-exports)."""
+        if name in self.functions:
+            return self, self.functions[name]
+        parts = name.split(".")
+        if self.project is None or parts[0] not in self.imports:
+            return None
+        module, attr = self.imports[parts[0]]
+        if attr is None:  # `import pkg.mod as m; m.f()`
+            if len(parts) < 2:
+                return None
+            module, attr = ".".join([module, *parts[1:-1]]), parts[-1]
+        elif len(parts) > 1:  # `from pkg import mod; mod.f()`
+            module, attr = ".".join([module, attr, *parts[1:-1]]), parts[-1]
+        found = self._exported(module, attr, set())
+        if found is not None and found[1] == "function":
+            return found[0], found[2]
+        return None
+
+    def definition_of(self, name: str):
+        """(path, function name) where a name this module defines or imports (through `x as name` aliases and
+        re-exports) is defined in the tree; None when it is not a function of the tree."""
+        self.prepare()
+        found = self._find_function(name)
+        return (found[0].path, found[1].name) if found is not None else None
+
+    def _imports_training_entry_point(self, name: str) -> bool:
+        """`pretrain` imported from Bridge's training package (decided from the import, without reading it)."""
+        parts = name.split(".")
+        if parts[-1] not in bridge_mutators.TRAINING_ENTRY_POINTS or parts[0] not in self.imports:
+            return False
+        module, attr = self.imports[parts[0]]
+        defining_module = ".".join(p for p in [module, attr if len(parts) > 1 else None, *parts[1:-1]] if p)
+        return bridge_mutators.is_training_entry_point(parts[-1], defining_module)
+
+    def _imported_value(self, name: str):
+        if self.project is not None and name in self.imports:
+            module, attr = self.imports[name]
+            if attr is not None:
+                found = self._exported(module, attr, set())
+                if found is not None and found[1] == "value":
+                    return found[2]
+        return Unknown(f"`{name}` is not defined in this file" if name not in self.imports else
+                       f"`{name}` is imported from a module offlint did not find or read")
+
+    def _exported(self, module: str, attr: str, seen: set):
+        """What `from module import attr` gives: (reader, "function", fn) or (reader, "value", v), following
+        aliases and re-exports through other modules (`__init__.py`)."""
+        if (module, attr) in seen or len(seen) > 16:
+            return None
+        seen.add((module, attr))
+        reader = self.project.module_reader(module, self.path)
+        if reader is None:
+            return None
+        if attr in reader.functions:
+            return reader, "function", reader.functions[attr]
+        if attr in reader.constants:
+            return reader, "value", reader.constants[attr]
+        if attr in reader.imports:
+            next_module, next_attr = reader.imports[attr]
+            if next_attr is not None:
+                return reader._exported(next_module, next_attr, seen)
+        return None

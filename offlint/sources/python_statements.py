@@ -1,0 +1,390 @@
+"""Statements in the Python reader: blocks run in order, `if` tests decided on known literals or split into
+paths (python_branches merges them), loops as branches that may not run, and assignments, which bind local
+names or write config keys (`cfg.model.x = v`, `cfg.env_vars = {...}`) with their positions.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from offlint.keys import OTHER_BRIDGE_SECTIONS
+from offlint.sources import python_inputs
+from offlint.sources.hf_models import HFModel
+from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
+from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _env_str, _section_for
+from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name
+from offlint.sources.python_values import ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, Record
+from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
+
+_UNDECIDED = object()
+_DECIDABLE = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+
+
+class Statements:
+    """Running statements: blocks, `if` and loops, assignments; part of PythonReader."""
+
+    def _run_block(self, body, frame: Frame) -> list[ConfigObj]:
+        """Run statements in order; return the config objects created or touched (in creation order)."""
+        touched: list[ConfigObj] = []
+        for stmt in body:
+            if frame.returned is not None:
+                break
+            if isinstance(stmt, (*FUNCTIONS, ast.ClassDef)):
+                continue
+            if isinstance(stmt, ast.If):
+                touched.extend(self._run_if(stmt, frame))
+            elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                line = stmt.lineno
+                split = BranchPoint(self._loc(stmt), "loop", (f"the loop body at line {line} runs",
+                                                              f"the loop body at line {line} does not run"))
+                touched.extend(self._run_branches([stmt.body, []], frame, split))
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                touched.extend(self._run_block(stmt.body, frame))
+            elif isinstance(stmt, TRY):
+                touched.extend(self._run_block(stmt.body, frame))
+            else:
+                touched.extend(self._run_small(stmt, frame))
+        return touched
+
+    def _run_if(self, node: ast.If, frame: Frame) -> list[ConfigObj]:
+        decided = self._decide(node.test, frame)
+        if decided is not None:  # the test is known here (a literal parameter default, a constant): one path runs
+            return self._run_block(node.body if decided else node.orelse, frame)
+        branches = [node.body]
+        test = f"`if {self._segment(node.test)}` (line {node.lineno})"
+        paths = [f"{test} is true"]
+        orelse = node.orelse
+        while len(orelse) == 1 and isinstance(orelse[0], ast.If):  # elif
+            branches.append(orelse[0].body)
+            paths.append(f"`elif {self._segment(orelse[0].test)}` (line {orelse[0].lineno}) is the branch taken")
+            orelse = orelse[0].orelse
+        branches.append(orelse)  # the else branch, or [] when there is none (the path that skips the if)
+        paths.append(f"{test} is false" if len(branches) == 2 else f"no branch of {test} is taken")
+        split = BranchPoint(self._loc(node), f"if {self._segment(node.test)}", tuple(paths),
+                            self._input_flags(node, frame))
+        tests, chain = [node.test], node
+        while len(chain.orelse) == 1 and isinstance(chain.orelse[0], ast.If):  # each elif's own test
+            chain = chain.orelse[0]
+            tests.append(chain.test)
+        return self._run_branches(branches, frame, split, narrow=[narrowings(t) for t in tests])
+
+    def _input_flags(self, node: ast.If, frame: Frame) -> tuple[str, ...]:
+        """The command-line flags an `if`/`elif` chain tests, when its tests read nothing else that is unknown
+        (python_inputs); () otherwise."""
+        flags: list[str] = []
+        tests = [node.test]
+        while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            tests.append(node.test)
+        leaves = []
+        while tests:
+            test = tests.pop()
+            if isinstance(test, ast.BoolOp):
+                tests.extend(test.values)
+            elif isinstance(test, ast.UnaryOp):
+                tests.append(test.operand)
+            elif isinstance(test, ast.Compare):
+                tests.extend([test.left, *test.comparators])
+            elif not isinstance(test, ast.Constant):
+                leaves.append(test)
+        for leaf in leaves:
+            if isinstance(leaf, ast.Call) and _call_name(leaf.func) == "getattr" and len(leaf.args) >= 2 and \
+                    isinstance(leaf.args[1], ast.Constant) and isinstance(leaf.args[1].value, str):
+                namespace = self._eval(leaf.args[0], frame)  # getattr(args, "name", default)
+                value = python_inputs.attribute(namespace, leaf.args[1].value, self._segment(leaf)) \
+                    if isinstance(namespace, UserInput) and not namespace.flags else Unknown("")
+            elif isinstance(leaf, (ast.Name, ast.Attribute)):
+                value = self._eval(leaf, frame)
+            else:
+                return ()
+            if isinstance(value, UserInput) and value.flags:
+                flags.extend(value.flags)
+            elif isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple)):
+                return ()
+        return tuple(dict.fromkeys(flags))
+
+    def _declared_options(self) -> dict[str, tuple[str, ...]]:
+        """The argparse options declared in this module and in the modules it imports names from."""
+        if self._options is None:
+            self._options = {}
+            readers = [self] + ([self.project.module_reader(m, self.path) for m in
+                                 sorted({m for m, _ in self.imports.values()})] if self.project else [])
+            for reader in readers:
+                if reader is not None:
+                    for dest, options in python_inputs.declared_options(reader.module).items():
+                        self._options.setdefault(dest, options)
+        return self._options
+
+    def _decide(self, test, frame: Frame) -> bool | None:
+        """The truth of an `if` test when every value it reads is a known literal, else None (both paths)."""
+        if isinstance(test, ast.BoolOp):
+            parts = [self._decide(v, frame) for v in test.values]
+            if isinstance(test.op, ast.And):
+                return False if False in parts else (True if all(p is True for p in parts) else None)
+            return True if True in parts else (False if all(p is False for p in parts) else None)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self._decide(test.operand, frame)
+            return None if inner is None else not inner
+        if isinstance(test, ast.Compare):
+            objects = self._object_is_none(test, frame)
+            if objects is not None:
+                return objects
+            left = self._literal(test.left, frame)
+            for op, right_node in zip(test.ops, test.comparators):
+                right = self._literal(right_node, frame)
+                if left is _UNDECIDED or right is _UNDECIDED or type(op) not in _DECIDABLE:
+                    return None
+                try:
+                    if not _DECIDABLE[type(op)](left, right):
+                        return False
+                except TypeError:
+                    return None
+                left = right
+            return True
+        value = self._literal(test, frame)
+        return None if value is _UNDECIDED else bool(value)
+
+    def _object_is_none(self, test: ast.Compare, frame: Frame) -> bool | None:
+        """`x is None` / `x is not None` where x is an object the code built or looked up (a config, a dataclass
+        record, a module or function): never None. None when the test is not one of those."""
+        if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Is, ast.IsNot)) or not (
+                isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None) or \
+                isinstance(test.left, (ast.Call, ast.Lambda)):
+            return None
+        value = self._eval(test.left, frame)
+        if not isinstance(value, (ConfigObj, Record, ObjectTuple, ModuleRef, FunctionRef, HFModel)):
+            return None
+        return isinstance(test.ops[0], ast.IsNot)
+
+    def _literal(self, node, frame: Frame):
+        if isinstance(node, ast.Lambda) or (isinstance(node, ast.Call) and not self._is_pure(node, frame)):
+            return _UNDECIDED  # never run a call just to decide a branch (only the pure ones of python_calls)
+        value = self._eval(node, frame)
+        if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple)) or (
+                isinstance(value, dict) and not value):
+            return _UNDECIDED
+        return value
+
+    def _run_branches(self, branches, frame: Frame, split: "BranchPoint", narrow=()) -> list[ConfigObj]:
+        """Run each branch on a copy of the state, then merge: a value that differs by path becomes a OneOf.
+        `narrow[i]`: what branch i's test fixes there (python_branches.narrowings)."""
+        objects = [v for v in frame.names.values() if isinstance(v, ConfigObj)]
+        results = []
+        for index, body in enumerate(branches):
+            copies = {id(o): o.copy() for o in objects}
+            names = {k: copies.get(id(v), v) if isinstance(v, ConfigObj) else v for k, v in frame.names.items()}
+            sub = Frame(names=names, depth=frame.depth)
+            restore = self._narrow(narrow[index], sub, body) if index < len(narrow) else {}
+            self._run_block(body, sub)
+            for name, (fixed, before) in restore.items():
+                if sub.names.get(name) is fixed:  # the body did not rebind it: the name is as before the test
+                    sub.names[name] = before
+            results.append((copies, sub))
+        for obj in objects:
+            merge_into(obj, [copies[id(obj)] for copies, _ in results], split)
+        touched = list(objects)
+        for name in {n for _, sub in results for n in sub.names}:
+            values = [sub.names.get(name, frame.names.get(name)) for _, sub in results]
+            if all(v is values[0] for v in values) and (name in frame.names or values[0] is not None):
+                frame.names[name] = values[0]  # no branch rebound it (most names: constants, parameters)
+                continue
+            if isinstance(frame.names.get(name), ConfigObj):
+                continue  # merged above
+            created = [v for v in values if isinstance(v, ConfigObj)]
+            if created:
+                # A config object first seen inside a branch: on the other paths its keys are unset.
+                first = created[0]
+                variants = [v if isinstance(v, ConfigObj) else ConfigObj(first.kind, first.base, first.section)
+                            for v in values]
+                merged = variants[0].copy()
+                merge_into(merged, variants, split)
+                frame.names[name] = merged
+                touched.append(merged)
+            elif all(same(v, values[0]) for v in values):
+                frame.names[name] = values[0]
+            else:
+                reason = f"`{name}` differs by branch ({split.what} at line {split.loc.line})"
+                defined = name in frame.names or all(name in sub.names for _, sub in results)
+                paths = paths_of([(v, None, "") for v in values], split) if defined else None
+                frame.names[name] = OneOf(reason, paths) if paths else Unknown(reason)
+        returns = [sub.returned for _, sub in results if sub.returned is not None]
+        if returns and len(returns) == len(results) and all(isinstance(r, ConfigObj) for r in returns):
+            frame.returned = returns[0]
+        return touched
+
+    def _narrow(self, facts, frame: Frame, body) -> dict:
+        """Give what a branch's test fixes its value on that branch, where it is not known already: a config key
+        gets an assignment at the test (so the merge after the `if` pairs it with the branch's path), a local name
+        the literal for the branch's body only. A config the function was given (`cfg`, not yet an object here)
+        becomes one as the body's own first write through it would make it. Returns {name: (literal, value
+        before)} for the names."""
+        restore = {}
+        for target, literal_node in facts:
+            literal = literal_node.value
+            if isinstance(target, ast.Name):
+                before = frame.names.get(target.id)
+                if isinstance(before, (Unknown, OneOf, UserInput)):
+                    frame.names[target.id] = literal
+                    restore[target.id] = (literal, before)
+                continue
+            chain = _attr_chain(target)
+            receiver = frame.names.get(chain[0]) if chain else None
+            if chain and not isinstance(receiver, ConfigObj) and _writes_through(body, chain[0]):
+                receiver = self._implicit_receiver(chain[0], chain[1:], frame)
+            if not isinstance(receiver, ConfigObj):
+                continue
+            attrs = chain[1:]
+            if receiver.kind == "container" and len(attrs) == 2 and attrs[0] in SECTIONS_OF_CONTAINER:
+                receiver, attrs = receiver.child(attrs[0]), attrs[1:]
+            if receiver.kind != "section" or len(attrs) != 1:
+                continue
+            current = receiver.values.get(attrs[0])
+            value = current.value if current is not None else receiver.base
+            if isinstance(value, (Unknown, OneOf)):
+                key = f"{receiver.section}.{attrs[0]}"
+                text = f"{self._segment(target)} (on the branch where it is {literal!r})"
+                receiver.values[attrs[0]] = Assignment(key, literal, self._loc(target), Source.PYTHON, text,
+                                                       tuple(self.via_stack))
+        return restore
+
+    def _run_small(self, stmt, frame: Frame) -> list[ConfigObj]:
+        if isinstance(stmt, ast.Assign):
+            value = self._eval(stmt.value, frame)
+            touched = []
+            for target in stmt.targets:  # a = b = value: every target gets the value (chained assignment)
+                touched.extend(self._assign(target, value, stmt.value, frame))
+            return touched
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            value = self._eval(stmt.value, frame)
+            return self._assign(stmt.target, value, stmt.value, frame)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            result = self._eval(stmt.value, frame)
+            return [result] if isinstance(result, ConfigObj) else []
+        if isinstance(stmt, ast.Return):  # a bare `return` ends the function too
+            frame.returned = self._eval(stmt.value, frame) if stmt.value is not None else None
+            if frame.returned is None:
+                frame.returned = Unknown("returns None")
+            return []
+        return []
+
+    def _assign(self, target, value, value_node, frame: Frame) -> list[ConfigObj]:
+        if isinstance(target, ast.Name):
+            frame.names[target.id] = value
+            return [value] if isinstance(value, ConfigObj) else []
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, ObjectTuple) and len(value) == len(target.elts):
+                built: list[ConfigObj] = []
+                for element, item in zip(target.elts, value):
+                    built += self._assign(element, item, value_node, frame)
+                return built
+            for element in target.elts:
+                if isinstance(element, ast.Name):
+                    frame.names[element.id] = Unknown("tuple unpacking")
+            return []
+        if not isinstance(target, ast.Attribute):
+            return []
+        chain = _attr_chain(target)
+        if chain is None:
+            return []
+        root, attrs = chain[0], chain[1:]
+        receiver = frame.names.get(root)
+        if isinstance(receiver, Record) and len(attrs) == 1:
+            # `cfg = bf16_mixed(); cfg.fp8 = "hybrid"`: the write changes the record the name holds (kept
+            # otherwise, the record would be known and wrong).
+            frame.names[root] = receiver.replaced({attrs[0]: value})
+            return []
+        if not isinstance(receiver, ConfigObj):
+            receiver = self._implicit_receiver(root, attrs, frame)
+            if receiver is None:
+                return []
+        return self._store(receiver, attrs, value, value_node, target, root)
+
+    def _implicit_receiver(self, root: str, attrs: list[str], frame: Frame) -> ConfigObj | None:
+        """A name not bound to a config here (a parameter, or from a call offlint cannot follow)."""
+        why = frame.names.get(root)
+        reason = why.reason if isinstance(why, Unknown) else f"`{root}` comes from outside this function"
+        looks_like_config = any(part in root.lower() for part in ("cfg", "config", "recipe", "container"))
+        if attrs[0] in SECTIONS_OF_CONTAINER or (looks_like_config and (
+                attrs[0] in ("env_vars", "mixed_precision") or attrs[0] in OTHER_BRIDGE_SECTIONS)):
+            # `x.model.k = v` is a Bridge container whatever its name; `executor.env_vars = {...}` is not.
+            obj = ConfigObj("container", Unknown(reason))
+        elif len(attrs) == 1:
+            section = _section_for(root, attrs[0])
+            if section is None:
+                return None
+            obj = ConfigObj("section", Unknown(reason), section)
+        else:
+            return None
+        frame.names[root] = obj
+        return obj
+
+    def _store(self, receiver: ConfigObj, attrs: list[str], value, value_node, target, root) -> list[ConfigObj]:
+        loc = self._loc(target)
+        text = self._segment(value_node)
+        if receiver.kind == "container":
+            head = attrs[0]
+            if len(attrs) == 1:
+                if head in SECTIONS_OF_CONTAINER:
+                    if isinstance(value, ConfigObj) and value.kind == "section":
+                        value.section = head
+                        receiver.children[head] = value
+                    else:
+                        reason = value.reason if isinstance(value, Unknown) else f"set from `{text}`"
+                        receiver.children[head] = ConfigObj("section", Unknown(reason), head)
+                elif head == "env_vars":
+                    receiver.env = self._env_dict(value_node, value, loc)
+                    receiver.env_location = loc
+                    receiver.env_unknown = getattr(value, "reason", "") if isinstance(value, dict) else (
+                        value.reason if isinstance(value, Unknown) else f"cfg.env_vars = {text}")
+                elif head == "mixed_precision":
+                    receiver.top["mixed_precision"] = self._assignment("mixed_precision", value, loc, text)
+                elif head == "peft":
+                    # Whether the recipe fine-tunes adapters (the memory model covers full training only): the
+                    # text of what it is set to, or None.
+                    receiver.top["peft"] = self._assignment("peft", None if value is None else text, loc, text)
+                return [receiver]
+            if head in SECTIONS_OF_CONTAINER and len(attrs) == 2:
+                child = receiver.child(head)
+                child.values[attrs[1]] = self._assignment(f"{head}.{attrs[1]}", value, loc, text)
+                return [receiver]
+            if head == "env_vars" and len(attrs) == 2:
+                if receiver.env is None:
+                    receiver.env = {}
+                receiver.env[attrs[1]] = self._assignment(f"env.{attrs[1]}", value, loc, text)
+            return [receiver]
+        if len(attrs) == 1:
+            receiver.values[attrs[0]] = self._assignment(f"{receiver.section}.{attrs[0]}", value, loc, text)
+            return [receiver]
+        return []
+
+    def _env_dict(self, node, value, loc: Location) -> dict[str, Assignment]:
+        out: dict[str, Assignment] = {}
+        if not isinstance(value, dict):
+            return out
+        for name, (val, where, text) in value.items():
+            out[str(name)] = Assignment(f"env.{name}", _env_str(val), where or loc, Source.ENV, text)
+        return out
+
+    def _assignment(self, key, value, loc, text) -> Assignment:
+        if isinstance(value, ConfigObj):
+            value = Unknown(f"a config object, not a value (`{text}`)")
+        if isinstance(value, dict):
+            value = {k: v[0] for k, v in value.items()}
+        return Assignment(key, value, loc, Source.PYTHON, text, tuple(self.via_stack))
+
+
+def _writes_through(body, root: str) -> bool:
+    """Whether a block assigns an attribute of `root` (`root.optimizer.x = ...`) anywhere in it."""
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            chain = _attr_chain(target) if isinstance(target, ast.Attribute) else None
+            if chain and chain[0] == root:
+                return True
+    return False
