@@ -1,4 +1,20 @@
-"""Sources: one reader per input kind. Each turns a file's text into units of assignments with positions."""
+"""Sources: one reader per input kind. Each turns a file's text into units of assignments with positions.
+
+Where each input is handled (the two large readers carry a finer map in their docstrings):
+
+- Python recipes: python (entry, `PythonReader`) with python_statements (statements, assignments),
+  python_expressions (values), python_following (calls: config classes, mutators, followed functions),
+  python_names (imports), python_configs (config classes and sections), python_branches (paths of an `if`),
+  python_values, python_project (the tree's modules), python_calls (calls known without following),
+  python_inputs (argparse values), python_roles (what runs on its own), python_syntax.
+- Shell scripts: shell (commands to units) and shell_parse (entry) with shell_values (data types),
+  shell_walker (statements), shell_commands (assignments, commands, builtins), shell_words (word expansion),
+  shell_conditions (tests and arithmetic), shell_tests, shell_paths, shell_mask (tree-sitter-bash's gaps).
+- YAML: yaml_file (override files and command strings); Hydra overrides: hydra; Megatron-LM flags: mlm_flags.
+- Launch commands: launch (one argv, one unit), perf_scripts / perf_flags / perf_env (Bridge's performance
+  scripts, read from the tree, with built-in fallbacks), bridge_mutators (Bridge's mutators, fallback),
+  hf_models (Hugging Face model sizes).
+"""
 
 from __future__ import annotations
 
