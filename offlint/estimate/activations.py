@@ -10,7 +10,7 @@ Each term has a name so recompute modules and fine-grained offload modules can d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from offlint.estimate.inputs import ModelShape, Parallelism, Training
 
@@ -34,7 +34,10 @@ RECOMPUTE_DROPS = {
     "moe_act": ("expert_act_output",),
     "shared_experts": ("shared_fc1_output", "shared_act_output"),
     "moe": ("router_logits", "expert_fc1_input", "expert_fc1_output", "expert_act_output", "shared_fc1_output",
-            "shared_act_output"),
+            "shared_act_output", "latent_fc2_input"),
+    # MLA: the up projections and rope run again in backward; their outputs (q, k, v) and the normed compressed
+    # inputs they saved are dropped, the compressed q/kv (the checkpoint's inputs) are kept.
+    "mla_up_proj": ("core_attn_qkv", "mla_q_up_input", "mla_kv_up_input"),
 }
 
 
@@ -59,14 +62,11 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> LayerA
     n = tokens(m, p, t)
     h = m.hidden_size
     sp = p.tp if p.sequence_parallel else 1
-    q = m.num_attention_heads * m.kv_channels
-    kv = m.num_query_groups * m.kv_channels
     mask = n * h / sp if m.hidden_dropout > 0 else 0.0  # 1-byte dropout masks
     terms = {
         "attn_norm_input": 2 * n * h / sp,
         "qkv_input": 2 * n * h / sp,
-        "core_attn_qkv": 2 * n * (q + 2 * kv) / p.tp,
-        "core_attn_out": 2 * n * q / p.tp,
+        **(_latent_attention_terms(m, p, n) if m.multi_latent_attention else _attention_terms(m, p, n)),
         "attn_dropout_mask": mask,
         "mlp_norm_input": 2 * n * h / sp,
         "mlp_dropout_mask": mask,
@@ -82,16 +82,71 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> LayerA
     routed = expert_tokens(m, p, t)
     ffn = m.moe_ffn_hidden_size or m.ffn_hidden_size
     shared = m.moe_shared_expert_intermediate_size or 0
+    width = m.moe_latent_size or h  # latent MoE dispatches and computes in the latent width
     terms.update({
         "moe_input": 2 * n * h / sp,
         "router_logits": 4 * n * (m.num_moe_experts or 0) / sp,
-        "expert_fc1_input": 2 * routed * h,
+        "expert_fc1_input": 2 * routed * width,
         "expert_fc1_output": 2 * routed * ffn * gate / p.etp,
         "expert_act_output": 2 * routed * ffn / p.etp,
         "shared_fc1_output": 2 * n * shared * gate / p.tp,
         "shared_act_output": 2 * n * shared / p.tp,
     })
+    if m.moe_latent_size:
+        # fc2_latent_proj keeps its input, the combined tokens in the latent width (fc1_latent_proj's input is
+        # the normed hidden state, `moe_input`).
+        terms["latent_fc2_input"] = 2 * n * m.moe_latent_size / sp
     return LayerActivations(terms)
+
+
+def _attention_terms(m: ModelShape, p: Parallelism, n: float) -> dict[str, float]:
+    q = m.num_attention_heads * m.kv_channels
+    kv = m.num_query_groups * m.kv_channels
+    return {"core_attn_qkv": 2 * n * (q + 2 * kv) / p.tp, "core_attn_out": 2 * n * q / p.tp}
+
+
+def _latent_attention_terms(m: ModelShape, p: Parallelism, n: float) -> dict[str, float]:
+    """Multi-latent attention (megatron-core MLASelfAttention, Transformer Engine spec). The down projections
+    read the normed hidden state (`qkv_input`); the compressed q and kv (sequence-parallel like the hidden
+    state, the down projections being duplicated over TP) are saved by the norms fused into the up projections,
+    whose normed outputs are the up projections' saved inputs (without `qk_layernorm` the compressed tensor is
+    that input). Flash attention keeps q and k (no-position + rotary head dims), v and its output, split over
+    TP by heads."""
+    sp = p.tp if p.sequence_parallel else 1
+    heads = m.num_attention_heads
+    qk = m.qk_head_dim + m.qk_pos_emb_head_dim
+    norm = 1 if m.qk_layernorm else 0
+    terms = {
+        "mla_q_compressed": 2 * n * (m.q_lora_rank or 0) / sp,
+        "mla_q_up_input": 2 * n * (m.q_lora_rank or 0) / sp * norm,
+        "mla_kv_compressed": 2 * n * m.kv_lora_rank / sp,
+        "mla_kv_up_input": 2 * n * m.kv_lora_rank / sp * norm,
+        "core_attn_qkv": 2 * n * heads * (2 * qk + m.v_head_dim) / p.tp,
+        "core_attn_out": 2 * n * heads * m.v_head_dim / p.tp,
+    }
+    return {k: v for k, v in terms.items() if v}
+
+
+def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
+    """One multi-token prediction depth on the last stage, per micro-batch (megatron-core
+    MultiTokenPredictionLayer): the embedding of the shifted tokens, the inputs of enorm and hnorm, eh_proj's
+    input (the two normed tensors concatenated, 2h wide), one transformer layer of the decoder's last layer's
+    kind, then the final norm, the shared output layer and this depth's fp32 logits (`output_terms`). Under
+    full recompute (megatron-core checkpoints an MTP layer with `uniform`; `block` leaves it alone) a depth keeps
+    only its two inputs, besides the embedding and the output layer's input and logits."""
+    n = tokens(m, p, t)
+    h = m.hidden_size / (p.tp if p.sequence_parallel else 1)
+    if t.recompute_granularity == "full" and t.recompute_method != "block":
+        return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_checkpoint_inputs": 4 * n * h,
+                                 "mtp_output": output_terms(m, p, t) - 2 * n * h})
+    layer = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(m.num_layers - 1)), t)
+    return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_norm_inputs": 4 * n * h,
+                             "mtp_eh_proj_input": 4 * n * h, **layer.terms, "mtp_output": output_terms(m, p, t)})
+
+
+def mtp_rebuilt(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """What backward rebuilds of one MTP depth under full recompute (its whole forward; one depth at a time)."""
+    return mtp_depth(m, p, replace(t, recompute_granularity=None)).total
 
 
 def expert_tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
@@ -105,7 +160,7 @@ def dispatch_buffers(m: ModelShape, p: Parallelism, t: Training) -> float:
     """The all-to-all send and receive buffers of one MoE layer (live only while that layer runs)."""
     if not m.num_moe_experts:
         return 0.0
-    return 2 * 2 * expert_tokens(m, p, t) * m.hidden_size
+    return 2 * 2 * expert_tokens(m, p, t) * (m.moe_latent_size or m.hidden_size)
 
 
 def embedding_terms(m: ModelShape, p: Parallelism, t: Training) -> float:

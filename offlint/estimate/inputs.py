@@ -44,6 +44,19 @@ class ModelShape:
     moe_shared_expert_intermediate_size: int | None = None
     moe_shared_expert_gate: bool = False
     moe_layer_freq: int | tuple[int, ...] = 1
+    moe_latent_size: int | None = None  # latent MoE: routed experts work in this width, projected from/to hidden
+    # Multi-latent attention (DeepSeek-V2/V3): compressed KV (and Q, unless q_lora_rank is None) with per-head
+    # no-position (qk_head_dim), rotary (qk_pos_emb_head_dim) and value (v_head_dim) sizes.
+    multi_latent_attention: bool = False
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 0
+    qk_head_dim: int = 0
+    qk_pos_emb_head_dim: int = 0
+    v_head_dim: int = 0
+    # Multi-token prediction: this many extra depths on the last pipeline stage; with `mtp_repeated_layer` one
+    # MTP layer's weights serve every depth.
+    mtp_num_layers: int = 0
+    mtp_repeated_layer: bool = False
 
     def is_moe_layer(self, index: int) -> bool:
         if not self.num_moe_experts:
@@ -227,7 +240,28 @@ def _read_model(r: _Reader) -> ModelShape:
         else None,
         moe_shared_expert_gate=bool(r.get("model.moe_shared_expert_gate", False)) if experts else False,
         moe_layer_freq=freq,
+        moe_latent_size=r.optional_int("model.moe_latent_size") if experts else None,
+        **_read_mla(r),
+        **_read_mtp(r),
     )
+
+
+def _read_mla(r: _Reader) -> dict:
+    """Multi-latent attention's sizes (megatron-core's MLATransformerConfig fields); `q_lora_rank` None means the
+    query is projected directly (DeepSeek-V2-Lite)."""
+    if not r.get("model.multi_latent_attention", False):
+        return {}
+    q_lora = r.get("model.q_lora_rank")
+    return dict(multi_latent_attention=True, q_lora_rank=int(q_lora) if _positive_int(q_lora) else None,
+                kv_lora_rank=r.size("model.kv_lora_rank"), qk_head_dim=r.size("model.qk_head_dim"),
+                qk_pos_emb_head_dim=r.size("model.qk_pos_emb_head_dim"), v_head_dim=r.size("model.v_head_dim"))
+
+
+def _read_mtp(r: _Reader) -> dict:
+    depths = r.optional_int("model.mtp_num_layers")
+    if not depths:
+        return {}
+    return dict(mtp_num_layers=depths, mtp_repeated_layer=bool(r.get("model.mtp_use_repeated_layer", False)))
 
 
 def _read_parallel(r: _Reader, unit_name: str, world_size: int | None) -> tuple[Parallelism, str]:
@@ -324,12 +358,9 @@ LOW_PRECISION = "FP8/FP4 training (low-precision weight copies and saved activat
 # Features whose memory the model does not describe: an estimate with them would be a guess. A known value turns
 # the feature on (no verdict); an unknown one leaves the estimate unknown (rules.md: unknown is never default).
 _UNSUPPORTED = {
-    "model.multi_latent_attention": "multi-latent attention (DeepSeek-style MLA)",
-    "model.mtp_num_layers": "multi-token prediction layers",
     "model.num_layers_in_first_pipeline_stage": "an uneven pipeline split",
     "model.num_layers_in_last_pipeline_stage": "an uneven pipeline split",
     "model.pipeline_model_parallel_layout": "a custom pipeline layout",
-    "model.moe_latent_size": "latent MoE",
     "model.hybrid_layer_pattern": "hybrid Mamba layers",
     "model.experimental_attention_variant": "an experimental attention variant (gated delta net, DSA)",
     "ddp.use_megatron_fsdp": "Megatron-FSDP",

@@ -100,6 +100,12 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
         parts.append(Part("activations: embedding inputs", act.embedding_terms(m, p, t) * in_flight, "activations"))
     if stage.has_output:
         parts.append(Part("activations: output layer and logits", act.output_terms(m, p, t), "activations"))
+    if stage.has_output and m.mtp_num_layers:
+        # The MTP depths run on the last stage, one micro-batch at a time like its output layer.
+        parts.append(Part(f"activations: multi-token prediction ({m.mtp_num_layers} depths)",
+                          act.mtp_depth(m, p, t).total * m.mtp_num_layers, "activations"))
+        if t.recompute_granularity == "full" and t.recompute_method != "block":
+            extra = max(extra, act.mtp_rebuilt(m, p, t))  # before the decoder layers' backward, not beside it
     if extra:
         parts.append(Part("activations: recompute working set", extra, "activations"))
     if m.num_moe_experts and any(m.is_moe_layer(i) for i in range(m.num_layers)):

@@ -43,6 +43,8 @@ def _norm(m: ModelShape, width: int) -> int:
 
 
 def attention(m: ModelShape) -> Split:
+    if m.multi_latent_attention:
+        return latent_attention(m)
     q = m.num_attention_heads * m.kv_channels
     kv = m.num_query_groups * m.kv_channels
     qkv = m.hidden_size * (q + 2 * kv) + ((q + 2 * kv) if (m.add_bias_linear or m.add_qkv_bias) else 0)
@@ -51,10 +53,37 @@ def attention(m: ModelShape) -> Split:
     return Split(tp=qkv + proj, replicated=_norm(m, m.hidden_size) + qk_norms)
 
 
-def mlp(m: ModelShape, ffn: int) -> int:
-    """One MLP (dense, expert or shared expert) of width `ffn`."""
+def latent_attention(m: ModelShape) -> Split:
+    """Multi-latent attention as megatron-core's MLASelfAttention builds it with Transformer Engine (Bridge's
+    spec): the down projections (hidden -> q_lora_rank, hidden -> kv_lora_rank + rotary dim) are `TELinear`
+    with parallel_mode="duplicated", so every TP rank holds them whole; the up projections and the output
+    projection are split over TP; the q/kv norms (fused into the up projections) exist with `qk_layernorm`.
+    Without q_lora_rank the query is one column-parallel projection. No bias except the output projection's."""
+    n, h = m.num_attention_heads, m.hidden_size
+    q_out = n * (m.qk_head_dim + m.qk_pos_emb_head_dim)
+    tp = n * m.v_head_dim * h + (h if m.add_bias_linear else 0)  # linear_proj
+    replicated = _norm(m, h)  # input_layernorm
+    if m.q_lora_rank is None:
+        tp += h * q_out  # linear_q_proj
+    else:
+        replicated += h * m.q_lora_rank + (_norm(m, m.q_lora_rank) if m.qk_layernorm else 0)
+        tp += m.q_lora_rank * q_out  # linear_q_up_proj
+    replicated += h * (m.kv_lora_rank + m.qk_pos_emb_head_dim) + (_norm(m, m.kv_lora_rank) if m.qk_layernorm else 0)
+    tp += m.kv_lora_rank * n * (m.qk_head_dim + m.v_head_dim)  # linear_kv_up_proj
+    return Split(tp=tp, replicated=replicated)
+
+
+def mlp(m: ModelShape, ffn: int, width: int | None = None) -> int:
+    """One MLP (dense, expert or shared expert) of width `ffn` on inputs of `width` (the hidden size, or the
+    latent size for a latent MoE's routed experts)."""
+    width = width or m.hidden_size
     fc1_out = ffn * (2 if m.gated_linear_unit else 1)
-    return m.hidden_size * fc1_out + ffn * m.hidden_size + ((fc1_out + m.hidden_size) if m.add_bias_linear else 0)
+    return width * fc1_out + ffn * width + ((fc1_out + width) if m.add_bias_linear else 0)
+
+
+def routed_expert(m: ModelShape) -> int:
+    """One routed expert's parameters."""
+    return mlp(m, m.moe_ffn_hidden_size or m.ffn_hidden_size, m.moe_latent_size)
 
 
 def dense_layer(m: ModelShape) -> Split:
@@ -67,12 +96,29 @@ def moe_layer(m: ModelShape) -> Split:
     shared = m.moe_shared_expert_intermediate_size or 0
     shared_params = mlp(m, shared) if shared else 0
     gate = m.hidden_size if shared and m.moe_shared_expert_gate else 0
-    return attention(m) + Split(tp=shared_params, replicated=_norm(m, m.hidden_size) + router + gate,
-                                expert=experts * mlp(m, m.moe_ffn_hidden_size or m.ffn_hidden_size))
+    # Latent MoE: fc1_latent_proj (hidden -> latent) and fc2_latent_proj (latent -> hidden), `TELinear`s
+    # duplicated over TP, with biases when add_bias_linear.
+    latent = m.moe_latent_size or 0
+    latent_proj = 2 * m.hidden_size * latent + ((latent + m.hidden_size) if m.add_bias_linear else 0) if latent else 0
+    return attention(m) + Split(tp=shared_params, replicated=_norm(m, m.hidden_size) + router + gate + latent_proj,
+                                expert=experts * routed_expert(m))
 
 
 def layer(m: ModelShape, index: int) -> Split:
     return moe_layer(m) if m.is_moe_layer(index) else dense_layer(m)
+
+
+def mtp_block(m: ModelShape) -> Split:
+    """The multi-token prediction block (megatron-core's MultiTokenPredictionLayer, once per depth, or once for
+    all depths with `mtp_use_repeated_layer`): norms of the embedding and of the hidden states (enorm, hnorm),
+    the column-parallel projection of their concatenation back to hidden (eh_proj, 2h x h, no bias), one
+    transformer layer built from the decoder's last layer spec (MoE if the last layer is), and a final norm.
+    The embedding and output layer are the model's own, shared (see `stages`)."""
+    if not m.mtp_num_layers:
+        return Split()
+    h = m.hidden_size
+    one = Split(tp=2 * h * h, replicated=3 * _norm(m, h)) + layer(m, m.num_layers - 1)
+    return one * (1 if m.mtp_repeated_layer else m.mtp_num_layers)
 
 
 def embedding(m: ModelShape) -> Split:
@@ -90,7 +136,7 @@ def final_norm(m: ModelShape) -> Split:
 
 def total(m: ModelShape) -> int:
     """All parameters of the model (tied output weights counted once), as `sum(p.numel())` on one rank."""
-    count = embedding(m) + final_norm(m)
+    count = embedding(m) + final_norm(m) + mtp_block(m)
     for i in range(m.num_layers):
         count = count + layer(m, i)
     if not m.tied_embeddings:
@@ -99,12 +145,13 @@ def total(m: ModelShape) -> int:
 
 
 def active(m: ModelShape) -> int:
-    """Parameters one token passes through (MoE: top-k of the routed experts)."""
+    """Parameters one token passes through (MoE: top-k of the routed experts; MTP layers included)."""
     if not m.num_moe_experts:
         return total(m)
-    per_expert = mlp(m, m.moe_ffn_hidden_size or m.ffn_hidden_size)
-    unused = (m.num_moe_experts - m.moe_router_topk) * per_expert
+    unused = (m.num_moe_experts - m.moe_router_topk) * routed_expert(m)
     moe_layers = sum(1 for i in range(m.num_layers) if m.is_moe_layer(i))
+    if m.mtp_num_layers and m.is_moe_layer(m.num_layers - 1):
+        moe_layers += 1 if m.mtp_repeated_layer else m.mtp_num_layers
     return total(m) - unused * moe_layers
 
 
@@ -134,8 +181,11 @@ def stage_layer_ranges(num_layers: int, pp: int, vpp: int | None) -> list[list[r
 @lru_cache(maxsize=512)
 def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
     """Every pipeline stage's parameters. With PP>1 and tied embeddings the last stage holds its own copy
-    of the word embeddings for the output layer (megatron-core keeps the two in sync). Kept per (model,
-    layout): a tree's recipes share a handful of models, and the what-if options repeat them."""
+    of the word embeddings for the output layer (megatron-core keeps the two in sync). The MTP block lives on
+    the last stage; with PP>1 that stage also builds an embedding for it (GPTModel: `pre_process or
+    mtp_process`) beside the output layer, whose own weight is still allocated when tied (megatron-core skips
+    it only where `pre_process`; 0.16.1 and 0.19.2 alike). Kept per (model, layout): a tree's recipes share
+    a handful of models, and the what-if options repeat them."""
     out = []
     for index, ranges in enumerate(stage_layer_ranges(m.num_layers, parallel.pp, parallel.vpp)):
         count = Split()
@@ -148,8 +198,10 @@ def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
         if first:
             count = count + embedding(m)
         if last:
-            count = count + final_norm(m)
+            count = count + final_norm(m) + mtp_block(m)
             if not m.tied_embeddings or parallel.pp > 1:
                 count = count + output_layer(m)
+            if m.mtp_num_layers and not first:
+                count = count + embedding(m)
         out.append(Stage(index, layers, count, first, last))
     return tuple(out)

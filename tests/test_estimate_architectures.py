@@ -1,0 +1,144 @@
+"""Multi-latent attention, multi-token prediction and latent MoE in the memory model: how the configuration is read
+(three-valued: an unknown setting leaves the estimate unknown) and the activations and stage parts each adds.
+
+Parameter counts are checked against real megatron-core models in tests/test_estimate_params_mla_mtp.py.
+Megatron-LM's theoretical memory model has no activation terms for MLA, MTP or latent MoE (only weights: see
+tests/test_estimate_theoretical.py), so the activation terms here are checked against the tensors megatron-core's
+modules save, term by term, as docs/estimate.md lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from offlint.estimate import activations as act
+from offlint.estimate import params
+from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training, read_inputs
+from offlint.estimate.memory import estimate
+from offlint.types import Unknown, Value
+
+# DeepSeek-V3's attention and MoE widths (offlint/data/hf_models.json), fewer layers.
+V3 = ModelShape(num_layers=4, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, num_query_groups=128,
+                kv_channels=128, vocab_size=129280, seq_length=4096, gated_linear_unit=True, tied_embeddings=False,
+                rms_norm=True, add_bias_linear=False, qk_layernorm=True, hidden_dropout=0.0, num_moe_experts=256,
+                moe_ffn_hidden_size=2048, moe_router_topk=8, moe_shared_expert_intermediate_size=2048,
+                moe_layer_freq=(0, 1, 1, 1), multi_latent_attention=True, q_lora_rank=1536, kv_lora_rank=512,
+                qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128)
+
+
+def _lookup(values: dict):
+    def get(key: str) -> Value:
+        if key not in values:
+            return Value(key, "default", None)
+        value = values[key]
+        return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
+    return get
+
+
+_SIZES = {"model.num_layers": 4, "model.hidden_size": 256, "model.num_attention_heads": 8, "model.vocab_size": 1000,
+          "model.seq_length": 128}
+
+
+def test_mla_and_mtp_are_read_and_no_longer_refused():
+    inputs = read_inputs(_lookup(_SIZES | {"model.multi_latent_attention": True, "model.q_lora_rank": None,
+                                           "model.kv_lora_rank": 64, "model.qk_head_dim": 32,
+                                           "model.qk_pos_emb_head_dim": 16, "model.v_head_dim": 32,
+                                           "model.mtp_num_layers": 2, "model.mtp_use_repeated_layer": True}))
+    assert inputs.complete, (inputs.unknown, inputs.unsupported)
+    m = inputs.model
+    assert m.multi_latent_attention and m.q_lora_rank is None and m.kv_lora_rank == 64
+    assert (m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim) == (32, 16, 32)
+    assert m.mtp_num_layers == 2 and m.mtp_repeated_layer
+
+
+@pytest.mark.parametrize("key", ["model.mtp_num_layers", "model.multi_latent_attention", "model.kv_lora_rank",
+                                 "model.mtp_use_repeated_layer"])
+def test_an_unknown_mla_or_mtp_setting_leaves_the_estimate_unknown(key):
+    values = _SIZES | {"model.multi_latent_attention": True, "model.kv_lora_rank": 64, "model.qk_head_dim": 32,
+                       "model.qk_pos_emb_head_dim": 16, "model.v_head_dim": 32, "model.mtp_num_layers": 1}
+    values[key] = Unknown("set by a helper offlint cannot read")
+    inputs = read_inputs(_lookup(values))
+    assert key in inputs.unknown and not inputs.complete
+
+
+def test_an_unknown_latent_size_leaves_a_moe_estimate_unknown():
+    inputs = read_inputs(_lookup(_SIZES | {"model.num_moe_experts": 8, "model.moe_latent_size": Unknown("helper")}))
+    assert "model.moe_latent_size" in inputs.unknown
+
+
+def test_mla_saves_the_compressed_latents_and_wider_query_keys():
+    """Per layer and micro-batch (n tokens, TP t, sequence parallel): the compressed q (1536) and kv (512) and the
+    up projections' normed inputs, 2 bytes each and split like the hidden state; q and k of 128 + 64 per head
+    and v of 128, split over TP by heads; no num_query_groups x kv_channels terms."""
+    p = Parallelism(tp=2, sequence_parallel=True)
+    t = Training()
+    n = V3.seq_length
+    terms = act.layer_terms(V3, p, t, moe=False).terms
+    assert terms["mla_q_compressed"] == terms["mla_q_up_input"] == 2 * n * 1536 / 2
+    assert terms["mla_kv_compressed"] == terms["mla_kv_up_input"] == 2 * n * 512 / 2
+    assert terms["core_attn_qkv"] == 2 * n * 128 * (2 * 192 + 128) / 2
+    assert terms["core_attn_out"] == 2 * n * 128 * 128 / 2
+    no_q_lora = act.layer_terms(replace(V3, q_lora_rank=None, qk_layernorm=False), p, t, moe=False).terms
+    assert "mla_q_compressed" not in no_q_lora and "mla_q_up_input" not in no_q_lora
+    assert "mla_kv_up_input" not in no_q_lora  # without the fused norm the compressed kv is the up input
+
+
+def test_mla_up_proj_recompute_drops_q_k_v_and_keeps_the_compressed_latents():
+    t = Training(recompute_granularity="selective", recompute_modules=("mla_up_proj",))
+    full = act.layer_terms(V3, Parallelism(), Training(), moe=False)
+    kept = act.after_selective_recompute(full, t)
+    assert set(full.terms) - set(kept.terms) == {"core_attn_qkv", "mla_q_up_input", "mla_kv_up_input"}
+    assert "mla_q_compressed" in kept.terms and "mla_kv_compressed" in kept.terms
+
+
+def _inputs(m: ModelShape, p: Parallelism, t: Training) -> Inputs:
+    return Inputs(m, p, replace(t, global_batch_size=8 * t.micro_batch_size * (p.world_size or 1)))
+
+
+def test_mtp_depths_are_held_on_the_last_stage_only():
+    m = replace(V3, mtp_num_layers=2, num_moe_experts=None, moe_layer_freq=1)
+    p = Parallelism(pp=2, world_size=2)
+    result = estimate(_inputs(m, p, Training(distributed_optimizer=True)))
+    first, last = result.stages
+
+    def part(stage, prefix):
+        return sum(x.bytes for x in stage.parts if x.name.startswith(prefix))
+
+    assert part(first, "activations: multi-token") == 0
+    depth = act.mtp_depth(m, p, Training())
+    assert part(last, "activations: multi-token prediction (2 depths)") == 2 * depth.total
+    # One depth: the decoder layer's terms, plus its embedding, norm and eh_proj inputs, plus an output layer.
+    layer = act.layer_terms(m, p, Training(), moe=False)
+    n, h = m.seq_length, m.hidden_size
+    assert depth.total == pytest.approx(layer.total + act.embedding_terms(m, p, Training()) + 8 * n * h
+                                        + act.output_terms(m, p, Training()))
+    # The last stage's weights: its layers, the MTP block, a final norm, an output layer and the MTP's embedding.
+    assert result.stages[1].parts[0].bytes == pytest.approx(params.stages(m, p)[1].params.total * 2)
+
+
+def test_full_recompute_keeps_two_inputs_per_mtp_depth_and_rebuilds_one():
+    m = replace(V3, mtp_num_layers=1)
+    p = Parallelism()
+    full = Training(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    kept = act.mtp_depth(m, p, full)
+    assert kept.terms["mtp_checkpoint_inputs"] == 2 * 2 * m.seq_length * m.hidden_size
+    assert kept.total < act.mtp_depth(m, p, Training()).total == act.mtp_rebuilt(m, p, full)
+    # `block` does not recompute MTP layers (megatron-core warns and runs them plainly).
+    block = replace(full, recompute_method="block")
+    assert act.mtp_depth(m, p, block).total == act.mtp_depth(m, p, Training()).total
+
+
+def test_latent_moe_dispatches_and_computes_in_the_latent_width():
+    m = replace(V3, multi_latent_attention=False, moe_latent_size=1024)
+    plain = replace(m, moe_latent_size=None)
+    p, t = Parallelism(ep=8), Training()
+    assert act.dispatch_buffers(m, p, t) == act.dispatch_buffers(plain, p, t) * 1024 / 7168
+    latent, dense = act.layer_terms(m, p, t, moe=True).terms, act.layer_terms(plain, p, t, moe=True).terms
+    assert latent["expert_fc1_input"] == dense["expert_fc1_input"] * 1024 / 7168
+    assert latent["expert_fc1_output"] == dense["expert_fc1_output"]  # the experts' ffn width is unchanged
+    assert latent["latent_fc2_input"] == 2 * m.seq_length * 1024
+    moe = act.after_selective_recompute(act.layer_terms(m, p, t, moe=True),
+                                        Training(recompute_granularity="selective", recompute_modules=("moe",)))
+    assert "latent_fc2_input" not in moe.terms
