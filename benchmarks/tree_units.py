@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from offlint import api, pipeline
+from offlint import pipeline
 from offlint.discover import discover
+from offlint.linking import link_commands
+from offlint.reading import text_or_error
+from offlint.source_files import FileRead
 from offlint.versions import DetectedVersion, detect_version
 
 
@@ -17,13 +20,13 @@ def read_tree(tree: Path, mcore_version: str | None, link: bool = False) -> tupl
     os.chdir(tree)
     version = detect_version(mcore_version, None, Path("."))
     files, _ = discover(["."])
-    texts = pipeline.Texts(api._read_text)
+    texts = pipeline.Texts(text_or_error)
     job = pipeline.Job(files, texts, sorted(f.path for f in files if f.kind == "python"), [], version.version, False)
     by_path = {f.path: f for f in files}
-    reads = [api._Read(by_path[o.path], texts[o.path], o.units, o.suppressions)
+    reads = [FileRead(by_path[o.path], texts[o.path], o.units, o.suppressions)
              for o in pipeline.outcomes(job, None) if o.error is None]
     if link:
-        api._link_commands(reads, [])
+        link_commands(reads, [])
     return reads, version
 
 

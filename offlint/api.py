@@ -8,9 +8,6 @@ ignores -> sorted, de-duplicated findings.
 from __future__ import annotations
 
 import fnmatch
-import os
-import posixpath
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -18,16 +15,14 @@ from offlint import changed, pipeline, scope
 from offlint.cache import Cache, digest, fingerprint
 from offlint.discover import SourceFile, discover
 from offlint.pipeline import Job
-from offlint.reading import ReadError, read_text
+from offlint.linking import link_commands
+from offlint.reading import text_or_error
 from offlint.engine import check_unit
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
-from offlint.sources import perf_env, read_source
-from offlint.sources.python_project import PythonProject
-from offlint.suppressions import Suppression, find_suppressions
-from offlint.types import FileError, Finding, Layer, Location, Severity, Unit, UnitKind
+from offlint.source_files import FileRead
+from offlint.types import FileError, Finding, Location, Severity, UnitKind
 from offlint.versions import DetectedVersion, detect_version
-
 
 
 @dataclass
@@ -58,14 +53,6 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
-class _Read:
-    file: SourceFile
-    text: str
-    units: list[Unit]
-    suppressions: list[Suppression]
-
-
 def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None = None) -> CheckResult:
     """Lint `paths` (or, with `stdin=(filename, text)`, one in-memory file)."""
     with pipeline.cyclic_gc_paused():
@@ -79,7 +66,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     root = project or options.root or Path.cwd()
     version = detect_version(options.mcore_version, options.configured_version, root)
     errors: list[FileError] = []
-    texts = pipeline.Texts(_read_text)  # read on first use: a pre-commit run reads only what it needs
+    texts = pipeline.Texts(text_or_error)  # read on first use: a pre-commit run reads only what it needs
     if stdin is not None:
         name, text = stdin
         files = [SourceFile(name, _stdin_kind(name), True)]
@@ -120,7 +107,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
             if isinstance(previous, CheckResult):
                 return replace(previous, version=version)  # the same rules; this run's way of naming them
     by_path = {f.path: f for f in files}
-    reads: list[_Read] = []
+    reads: list[FileRead] = []
     findings: list[Finding] = []
     own: set[int] = set()  # (ids of) the findings of units defined in the target files
     for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests,
@@ -129,11 +116,11 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
             if targets is None or outcome.path in targets:
                 errors.append(FileError(outcome.path, outcome.error))
             continue
-        reads.append(_Read(by_path[outcome.path], texts[outcome.path], outcome.units, outcome.suppressions))
+        reads.append(FileRead(by_path[outcome.path], texts[outcome.path], outcome.units, outcome.suppressions))
         findings.extend(outcome.findings)
         if targets is not None and outcome.path in targets:
             own.update(id(f) for f in outcome.findings)
-    _link_commands(reads, errors)
+    link_commands(reads, errors)
     for read in reads:
         for unit in read.units:
             if unit.kind == UnitKind.COMMAND:
@@ -186,7 +173,7 @@ def _cache(options: CheckOptions, root: Path, selected: set[str], version: Detec
 
 def _pyproject_digest(root: Path) -> str:
     """The project's pyproject.toml ([tool.offlint] settings the options do not carry, such as the GPU)."""
-    text, _ = _read_text(str(root / "pyproject.toml"))
+    text, _ = text_or_error(str(root / "pyproject.toml"))
     return digest(text) if text else ""
 
 
@@ -194,33 +181,6 @@ def _concerns(finding: Finding, targets: set[str]) -> bool:
     """When the paths name part of a project, a finding of a unit elsewhere is reported when it points into a
     named file or draws a value from one (a unit of a named file is always reported)."""
     return finding.location.path in targets or any(r.location.path in targets for r in finding.related)
-
-
-def read_files(files: list[SourceFile], texts: dict[str, str], project: PythonProject,
-               errors: list[FileError]) -> list[_Read]:
-    """Read each file into units; a file that cannot be read becomes a FileError and the others go on."""
-    reads: list[_Read] = []
-    for file in files:
-        text = texts.get(file.path)
-        if text is None:
-            text, error = _read_text(file.path)
-            if error:
-                errors.append(FileError(file.path, error))
-                continue
-        try:
-            units = read_source(file.path, file.kind, text, explicit=file.explicit, project=project)
-        except ValueError as exc:
-            errors.append(FileError(file.path, _one_line(str(exc))))
-            continue
-        except RecursionError:
-            errors.append(FileError(file.path, "too deeply nested to analyse"))
-            continue
-        except Exception as exc:  # an offlint bug must not stop the other files from being checked
-            errors.append(FileError(file.path, f"internal error while reading ({type(exc).__name__}: "
-                                               f"{_one_line(str(exc))}); please report it"))
-            continue
-        reads.append(_Read(file, text, units, find_suppressions(text)))
-    return reads
 
 
 def _validate(resolved_units, findings: list[Finding], all_rules: dict[str, Rule]) -> list[Finding]:
@@ -243,104 +203,6 @@ def _stdin_kind(name: str) -> str:
     return EXTENSIONS.get(Path(name).suffix.lower(), "shell" if Path(name).suffix == "" else "")
 
 
-def _read_text(path: str) -> tuple[str, str]:
-    """(text, "") or ("", why not): through offlint.reading, the one reader of the linted tree's files."""
-    try:
-        return read_text(path), ""
-    except ReadError as exc:
-        return "", str(exc)
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split())[:500]
-
-
-def _link_commands(reads: list[_Read], errors: list[FileError]) -> None:
-    """A launch command naming a recipe (or a YAML file) of the linted tree is checked on top of it."""
-    recipes: dict[str, list[Unit]] = {}
-    for read in reads:
-        for unit in read.units:
-            if unit.kind == UnitKind.RECIPE:
-                recipes.setdefault(unit.name, []).append(unit)
-    found_aliases: dict[str, set[str]] = {}
-    tree_text = _tree_reader(reads)
-
-    def originals_of(alias: str) -> set[str]:
-        """The recipe names imported `as alias` anywhere in the tree (searched once per alias)."""
-        if alias not in found_aliases:
-            pattern = re.compile(rf"\b([A-Za-z_]\w*)\s+as\s+{re.escape(alias)}\b")
-            found_aliases[alias] = {original for read in reads if read.file.kind == "python" and alias in read.text
-                                    for original in pattern.findall(read.text)}
-        return found_aliases[alias]
-
-    yaml_layers = {}
-    for read in reads:
-        for unit in read.units:
-            if unit.kind == UnitKind.YAML:
-                yaml_layers[Path(read.file.path).resolve()] = unit
-    for read in reads:
-        for unit in read.units:
-            if unit.kind != UnitKind.COMMAND:
-                continue
-            base_layers: list[Layer] = []
-            matches = recipes.get(unit.recipe, []) if unit.recipe else []
-            if unit.recipe and not matches:
-                # Bridge's alias layout: `from .h100.llama3 import llama3_8b_pretrain_2gpu_config as
-                # llama3_8b_pretrain_config` makes the legacy name run the real recipe.
-                originals = originals_of(unit.recipe)
-                matches = [r for name in originals for r in recipes.get(name, [])]
-            if len(matches) > 1:  # several trees side by side define the name: the one nearest the launch
-                closest = scope.nearest([r.location.path for r in matches], read.file.path)
-                matches = [r for r in matches if r.location.path in closest]
-            if len(matches) == 1:
-                recipe = matches[0]
-                base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers
-                                                               for a in layer.assignments], inherited=True)]
-                # The launch environment is the shell's plus the recipe's cfg.env_vars: known when the recipe's is,
-                # or when the recipe sets none at all.
-                unit.env_known = "env" in recipe.default_sections or recipe.env_unset
-                unit.default_sections = frozenset(recipe.default_sections | ({"env"} if unit.env_known else set()))
-                unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items()
-                                         if s not in unit.default_sections}
-            for name, where in unit.config_files:
-                target = _find_yaml(name, read.file.path, yaml_layers)
-                if target is not None:
-                    base_layers.append(Layer(f"--config-file {name}", target.all_assignments(), inherited=True))
-            unit.layers = base_layers + unit.layers
-            if unit.launch_args:  # a performance launcher builds the job's environment itself
-                near = read.file.path
-                perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
-
-
-def _tree_reader(reads: list[_Read]):
-    """(path, near) -> text for what links launches to the tree: a file read in this run, else one of the project
-    `near` lies in, read through the bounded reader (a pre-commit run reads only some files); never one outside."""
-    texts: dict[str, str | None] = {posixpath.normpath(read.file.path): read.text for read in reads}
-    roots: dict[str, Path | None] = {}
-
-    def tree_text(path: str, near: str) -> str | None:
-        path = posixpath.normpath(path)
-        if path not in texts:
-            folder = posixpath.dirname(near) or "."
-            if folder not in roots:
-                roots[folder] = scope.project_root([folder])
-            root, real = roots[folder], Path(os.path.realpath(path))
-            inside = root is not None and (real == root or root in real.parents) and real.is_file()
-            text, error = _read_text(path) if inside else ("", "outside the project")
-            texts[path] = None if error else text
-        return texts[path]
-
-    return tree_text
-
-
-def _find_yaml(name: str, script: str, yaml_units: dict) -> Unit | None:
-    for base in (Path(script).parent, Path.cwd()):
-        candidate = (base / name).resolve()
-        if candidate in yaml_units:
-            return yaml_units[candidate]
-    return None
-
-
 def _dedupe(findings: list[Finding]) -> list[Finding]:
     """Findings that several units share at one place are reported once, under one unit (the one the finding's
     file defines when there is one, else the first by name), with the others named in `shared_with`."""
@@ -360,7 +222,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _apply_ignores(findings: list[Finding], reads: list[_Read], options: CheckOptions,
+def _apply_ignores(findings: list[Finding], reads: list[FileRead], options: CheckOptions,
                    all_rules: dict[str, Rule], selected: set[str], targets: set[str] | None = None) -> list[Finding]:
     by_path = {r.file.path: r.suppressions for r in reads}
     kept = []

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from offlint.discover import SourceFile, discover
-from offlint.pipeline import OnFirstUse
+from offlint.reading import OnFirstUse
 
 _TOP_LEVEL_NAME = re.compile(rb"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Z_][A-Z0-9_]{3,})\s*[:=]", re.M)
 _ALIAS = re.compile(rb"\bimport\s+[\w.]+\s+as\s+([A-Za-z_]\w*)|,?\s*[A-Za-z_]\w*\s+as\s+([A-Za-z_]\w*)")

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from offlint.cache import Cache, FileOutcome, digest, file_state
 from offlint.discover import SourceFile
 from offlint.engine import check_unit
+from offlint.reading import OnFirstUse
 from offlint.resolve import resolve
 from offlint.rules import Rule
+from offlint.source_files import read_files
 from offlint.sources.python_project import PythonProject
 from offlint.types import FileError, UnitKind
 from offlint.versions import Version
@@ -36,23 +38,6 @@ class Job:
     rules: list[Rule]
     version: Version
     strict: bool
-
-
-class OnFirstUse(dict):
-    """path -> a value computed the first time it is asked for; None where there is none (get() then gives
-    its default). A pre-commit run touches few of a tree's files, so nothing is read or hashed ahead."""
-
-    def __init__(self, compute):
-        super().__init__()
-        self._compute = compute
-
-    def __missing__(self, path: str):
-        value = self[path] = self._compute(path)
-        return value
-
-    def get(self, path: str, default=None):
-        value = self[path]
-        return default if value is None else value
 
 
 class Texts(OnFirstUse):
@@ -176,8 +161,6 @@ def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],
 
 def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[str, str]) -> FileOutcome:
     """Read one file into units, check the ones that stand alone, and note what the reading depended on."""
-    from offlint.api import read_files
-
     errors: list[FileError] = []
     with project.tracking() as touched:
         reads = read_files([file], job.texts, project, errors)

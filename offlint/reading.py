@@ -125,6 +125,31 @@ def read_text(path: str | os.PathLike, limit: int = MAX_BYTES, follow_links: boo
     return decode(read_bytes(path, limit, follow_links))
 
 
+def text_or_error(path: str) -> tuple[str, str]:
+    """(text, "") or ("", why not): for callers that report an unreadable file and go on."""
+    try:
+        return read_text(path), ""
+    except ReadError as exc:
+        return "", str(exc)
+
+
+class OnFirstUse(dict):
+    """path -> a value computed the first time it is asked for; None where there is none (get() then gives
+    its default). A pre-commit run touches few of a tree's files, so nothing is read or hashed ahead."""
+
+    def __init__(self, compute):
+        super().__init__()
+        self._compute = compute
+
+    def __missing__(self, path: str):
+        value = self[path] = self._compute(path)
+        return value
+
+    def get(self, path: str, default=None):
+        value = self[path]
+        return default if value is None else value
+
+
 def _os_problem(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "a symbolic link (or a loop of them); offlint does not follow links inside the linted tree"

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from offlint.api import _link_commands, _read_text, read_files
 from offlint.discover import SourceFile, discover, kind_of
+from offlint.linking import link_commands
+from offlint.reading import text_or_error
 from offlint.resolve import ResolvedUnit, resolve
 from offlint.scope import project_root
+from offlint.source_files import read_files
 from offlint.sources import hydra
 from offlint.sources.python_project import PythonProject
 from offlint.types import Assignment, FileError, Layer, Location, Source, Unit, UnitKind
@@ -50,7 +52,7 @@ def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] =
     tree = root or tree_root(path)
     tree_files, _ = discover([str(tree)])
     python_paths = [f.path for f in tree_files if f.kind == "python"]
-    project = PythonProject(python_paths, lambda p: _read_text(p)[0] or None)
+    project = PythonProject(python_paths, lambda p: text_or_error(p)[0] or None)
     target = _shown(path)
     errors: list[FileError] = []
     reads = read_files([SourceFile(target, kind, True)], {}, project, errors)
@@ -66,7 +68,7 @@ def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] =
     unit = _pick(config, units, recipe)
     if unit.kind == UnitKind.COMMAND:
         reads += read_files(_linked_files(unit, target, tree_files), {}, project, errors)
-        _link_commands(reads, errors)
+        link_commands(reads, errors)
     unit.layers = unit.layers + [override_layer(overrides)] if overrides else unit.layers
     version = detect_version(mcore_version, configured_version, tree)
     return LoadedUnit(resolve(unit, version.version), version)
@@ -131,7 +133,7 @@ def _linked_files(unit: Unit, target: str, tree_files: list[SourceFile]) -> list
         names = {unit.recipe}
         alias = re.compile(rf"\b([A-Za-z_]\w*)\s+as\s+{re.escape(unit.recipe)}\b".encode())
         python = [f for f in tree_files if f.kind == "python" and f.path != target]
-        texts = {f.path: _read_text(f.path)[0].encode() for f in python}
+        texts = {f.path: text_or_error(f.path)[0].encode() for f in python}
         for data in texts.values():
             names.update(m.decode() for m in alias.findall(data))  # Bridge's alias layout
         for name in sorted(names):

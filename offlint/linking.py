@@ -1,0 +1,106 @@
+"""Launch commands linked to the tree: a command that names a recipe (`--recipe NAME`, Bridge's alias layout,
+a performance launch) or a YAML file (`--config-file`) of the linted tree is checked on top of it, and a
+performance launcher's environment is read from the tree's own scripts (perf_env).
+
+Runs after every file is read (the recipes a command names may be anywhere in the tree) and before the
+commands are resolved and checked.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from pathlib import Path
+
+from offlint import scope
+from offlint.reading import text_or_error
+from offlint.source_files import FileRead
+from offlint.sources import perf_env
+from offlint.types import FileError, Layer, Unit, UnitKind
+
+
+def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
+    """A launch command naming a recipe (or a YAML file) of the linted tree is checked on top of it."""
+    recipes: dict[str, list[Unit]] = {}
+    for read in reads:
+        for unit in read.units:
+            if unit.kind == UnitKind.RECIPE:
+                recipes.setdefault(unit.name, []).append(unit)
+    found_aliases: dict[str, set[str]] = {}
+    tree_text = _tree_reader(reads)
+
+    def originals_of(alias: str) -> set[str]:
+        """The recipe names imported `as alias` anywhere in the tree (searched once per alias)."""
+        if alias not in found_aliases:
+            pattern = re.compile(rf"\b([A-Za-z_]\w*)\s+as\s+{re.escape(alias)}\b")
+            found_aliases[alias] = {original for read in reads if read.file.kind == "python" and alias in read.text
+                                    for original in pattern.findall(read.text)}
+        return found_aliases[alias]
+
+    yaml_layers = {}
+    for read in reads:
+        for unit in read.units:
+            if unit.kind == UnitKind.YAML:
+                yaml_layers[Path(read.file.path).resolve()] = unit
+    for read in reads:
+        for unit in read.units:
+            if unit.kind != UnitKind.COMMAND:
+                continue
+            base_layers: list[Layer] = []
+            matches = recipes.get(unit.recipe, []) if unit.recipe else []
+            if unit.recipe and not matches:
+                # Bridge's alias layout: `from .h100.llama3 import llama3_8b_pretrain_2gpu_config as
+                # llama3_8b_pretrain_config` makes the legacy name run the real recipe.
+                originals = originals_of(unit.recipe)
+                matches = [r for name in originals for r in recipes.get(name, [])]
+            if len(matches) > 1:  # several trees side by side define the name: the one nearest the launch
+                closest = scope.nearest([r.location.path for r in matches], read.file.path)
+                matches = [r for r in matches if r.location.path in closest]
+            if len(matches) == 1:
+                recipe = matches[0]
+                base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers
+                                                               for a in layer.assignments], inherited=True)]
+                # The launch environment is the shell's plus the recipe's cfg.env_vars: known when the recipe's is,
+                # or when the recipe sets none at all.
+                unit.env_known = "env" in recipe.default_sections or recipe.env_unset
+                unit.default_sections = frozenset(recipe.default_sections | ({"env"} if unit.env_known else set()))
+                unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items()
+                                         if s not in unit.default_sections}
+            for name, where in unit.config_files:
+                target = _find_yaml(name, read.file.path, yaml_layers)
+                if target is not None:
+                    base_layers.append(Layer(f"--config-file {name}", target.all_assignments(), inherited=True))
+            unit.layers = base_layers + unit.layers
+            if unit.launch_args:  # a performance launcher builds the job's environment itself
+                near = read.file.path
+                perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
+
+
+def _tree_reader(reads: list[FileRead]):
+    """(path, near) -> text for what links launches to the tree: a file read in this run, else one of the project
+    `near` lies in, read through the bounded reader (a pre-commit run reads only some files); never one outside."""
+    texts: dict[str, str | None] = {posixpath.normpath(read.file.path): read.text for read in reads}
+    roots: dict[str, Path | None] = {}
+
+    def tree_text(path: str, near: str) -> str | None:
+        path = posixpath.normpath(path)
+        if path not in texts:
+            folder = posixpath.dirname(near) or "."
+            if folder not in roots:
+                roots[folder] = scope.project_root([folder])
+            root, real = roots[folder], Path(os.path.realpath(path))
+            inside = root is not None and (real == root or root in real.parents) and real.is_file()
+            text, error = text_or_error(path) if inside else ("", "outside the project")
+            texts[path] = None if error else text
+        return texts[path]
+
+    return tree_text
+
+
+def _find_yaml(name: str, script: str, yaml_units: dict) -> Unit | None:
+    for base in (Path(script).parent, Path.cwd()):
+        candidate = (base / name).resolve()
+        if candidate in yaml_units:
+            return yaml_units[candidate]
+    return None
