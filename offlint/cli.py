@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from offlint import __version__
+from offlint import __version__, citations
 from offlint.api import CheckOptions, check, exit_code
 from offlint.config import FAIL_ON, ConfigError, load_config
 from offlint.reading import ReadError, decode, read_fd
@@ -171,6 +171,7 @@ def rule_command(code: str, output_format: str) -> None:
             "code": rule.code, "slug": rule.slug, "severity": rule.severity.value, "versions": rule.versions,
             "summary": rule.summary, "explanation": rule.explanation, "fix": rule.fix, "keys": list(rule.keys),
             "mirrors": list(rule.mirrors), "url": rule.url,
+            "cites": [{"id": cited, "url": citations.url(cited)} for cited in citations.cited_ids(rule)],
         }, indent=2))
         return
     lines = [f"# {rule.code} {rule.slug} ({rule.severity.value}; megatron-core {rule.versions})", "",
@@ -181,6 +182,10 @@ def rule_command(code: str, output_format: str) -> None:
         lines.append(f"Mirrors {mirror.get('id', '')}: {mirror.get('error', '')}".rstrip())
     if rule.mirrors:
         lines.append("")
+    cited = citations.cited_ids(rule)  # internal ids (AO-2, F-9): each a link a user can open
+    if cited:
+        lines += [f"Cited megatron-core checks ({citations.CHECKS_DOC}):",
+                  *(f"  {c}: {citations.url(c)}" for c in cited), ""]
     if rule.fix:
         lines += [f"Fix: {rule.fix}", ""]
     for example in rule.examples:
