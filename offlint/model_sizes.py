@@ -4,7 +4,8 @@
 `lookup(hf_id)` reads `offlint/data/hf_models.json` (each entry names where its facts came from);
 `from_config_json(path)` maps a Hugging Face `config.json` the way Megatron Bridge's bridges do (layers, widths,
 grouped-query heads, head size, vocabulary, tied embeddings, MoE experts, shared experts and dense-first
-layers, multi-latent attention). Both return `{"model.num_layers": 32, ...}` with offlint's key names.
+layers, multi-latent attention, multi-token prediction depths). Both return `{"model.num_layers": 32, ...}`
+with offlint's key names.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ _DIRECT = {
     "qk_nope_head_dim": "model.qk_head_dim",
     "qk_rope_head_dim": "model.qk_pos_emb_head_dim",
     "v_head_dim": "model.v_head_dim",
+    # Bridge's generic mapping (models/conversion/model_bridge.py) and DeepSeekV3Bridge: MTP depths; 0 = none
+    "num_nextn_predict_layers": "model.mtp_num_layers",
+    "mtp_num_hidden_layers": "model.mtp_num_layers",
 }
 
 
@@ -90,6 +94,8 @@ def from_config(config: dict) -> dict[str, object]:
     mla = isinstance(config.get("kv_lora_rank"), int)
     if mla:
         out["model.multi_latent_attention"] = True
+        if config.get("q_lora_rank") is None:  # DeepSeek-V2-Lite: the query is not compressed
+            out["model.q_lora_rank"] = None
     else:
         if isinstance(config.get("num_key_value_heads"), int):
             out["model.num_query_groups"] = config["num_key_value_heads"]

@@ -142,3 +142,24 @@ def test_latent_moe_dispatches_and_computes_in_the_latent_width():
     moe = act.after_selective_recompute(act.layer_terms(m, p, t, moe=True),
                                         Training(recompute_granularity="selective", recompute_modules=("moe",)))
     assert "latent_fc2_input" not in moe.terms
+
+
+@pytest.mark.parametrize(("hf_id", "total", "active"), [
+    # DeepSeek-V3 technical report: 671B total, 37B activated per token, besides the MTP module (HF: 685B with
+    # the MTP module's own embedding and head, which megatron-core shares with the main model).
+    ("deepseek-ai/DeepSeek-V3", 671.0, 37.0),
+    ("deepseek-ai/DeepSeek-V2", 236.0, 21.0),  # DeepSeek-V2 paper: 236B total, 21B activated
+    ("deepseek-ai/DeepSeek-V2-Lite", 15.7, 2.4),  # 15.7B total, 2.4B activated (no q_lora_rank)
+    ("moonshotai/Kimi-K2-Instruct", 1000.0, 32.0),  # model card: "1T" total (rounded), 32B activated
+])
+def test_mla_models_of_the_size_table_have_their_published_sizes(hf_id, total, active):
+    from offlint import model_sizes
+
+    values = model_sizes.lookup(hf_id) | {"model.seq_length": 4096}
+    m = read_inputs(_lookup(values)).model
+    assert m.multi_latent_attention and (m.q_lora_rank is None) == ("Lite" in hf_id)
+    main = replace(m, mtp_num_layers=0)
+    assert params.total(main) / 1e9 == pytest.approx(total, rel=0.01 if total < 1000 else 0.03)
+    assert params.active(main) / 1e9 == pytest.approx(active, rel=0.12)
+    if m.mtp_num_layers:  # one MTP depth: one MoE layer, eh_proj and norms (about 11.6B for DeepSeek-V3)
+        assert params.total(m) - params.total(main) == params.mtp_block(m).total
