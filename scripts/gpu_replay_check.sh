@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# The GPU validation of `offlint replay`, in one command, on a CUDA machine with Python 3.12 and torch but no
-# megatron-core and no network (the device machine; docs/gpu-validation.md). Run from the repository root after
-# `scripts/fetch_device_wheels.sh` has filled .device-wheels/ (carried along; it is git-ignored):
+# The GPU validation of `offlint replay`, in one command, on a machine with a CUDA GPU (docs/gpu-validation.md).
+# Run from the repository root:
 #
-#   bash scripts/gpu_replay_check.sh            # results under $OUT (the device tool's folder), else ./gpu-replay-out
+#   bash scripts/gpu_replay_check.sh            # results under $OUT, else ./gpu-replay-out
 #
+# It uses the torch and megatron-core it finds (pip install -e '.[replay]'). On a machine without network and
+# without megatron-core, fill .device-wheels/ with scripts/fetch_device_wheels.sh on a connected machine first
+# (git-ignored; copy it along): the script then installs those wheels into /tmp/offlint-site.
 # Writes: env.txt (GPU, driver, versions), gpu-tests.txt (pytest -m gpu), verify.txt + verify.json
 # (--verify of optimizer offloading), sweep.txt + sweep.json + sweep.png (fractions 0..1).
 set -uo pipefail
 out=${OUT:-gpu-replay-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/offlint-site \
-  .device-wheels/*.whl || { echo "cannot install .device-wheels (run scripts/fetch_device_wheels.sh here first)"; exit 2; }
-export PYTHONPATH="$PWD:/tmp/offlint-site${PYTHONPATH:+:$PYTHONPATH}"
+if ! python3 -c "import torch, megatron.core, matplotlib" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/offlint-site \
+    .device-wheels/*.whl || { echo "torch, megatron-core or matplotlib is missing: pip install -e '.[replay]'" \
+                                   "(or fill .device-wheels/ with scripts/fetch_device_wheels.sh)"; exit 2; }
+  export PYTHONPATH="/tmp/offlint-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   python3 -c "import sys, torch, megatron.core as m; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'megatron-core', m.__version__)"
