@@ -13,7 +13,7 @@ from pathlib import Path
 
 from offlint import changed, pipeline, scope
 from offlint.cache import Cache, digest, fingerprint
-from offlint.discover import SourceFile, discover
+from offlint.discover import Exclusion, SourceFile, discover
 from offlint.pipeline import Job
 from offlint.linking import link_commands
 from offlint.reading import text_or_error
@@ -39,6 +39,8 @@ class CheckOptions:
     cache: bool = True  # reuse and refresh the cache of `root` (cache.py: in the user's cache directory)
     workers: int | None = None  # worker processes (default: one per CPU, when there is enough to do)
     changed_files: bool = True  # explicit files inside the project: re-check every unit they affect
+    exclusion: Exclusion | None = None  # --exclude / --extend-exclude (default: discover.DEFAULT_EXCLUDE)
+    progress: pipeline.Progress | None = None  # told (files read, files to read) while files are read
 
 
 @dataclass
@@ -72,7 +74,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         files = [SourceFile(name, _stdin_kind(name), True)]
         texts[name] = text
     else:
-        files, problems = discover(paths, root)
+        files, problems = discover(paths, root, options.exclusion)
         errors.extend(FileError(p, msg) for p, msg in problems)
     targets: set[str] | None = None  # part of a project: report only what concerns these files
     tree_files = files
@@ -111,7 +113,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     findings: list[Finding] = []
     own: set[int] = set()  # (ids of) the findings of units defined in the target files
     for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests,
-                                     first=frozenset(targets or ())):
+                                     first=frozenset(targets or ()), progress=options.progress):
         if outcome.error is not None:
             if targets is None or outcome.path in targets:
                 errors.append(FileError(outcome.path, outcome.error))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -17,8 +18,11 @@ from offlint.report import FORMATS, render, render_statistics
 from offlint.report.escape import printable
 from offlint.rules import RuleFileError, load_rules
 from offlint.types import Severity
+from offlint import terminal
+from offlint.options import color_option
+from offlint.terminal import message, plural
 from offlint.usage import fail as _fail
-from offlint.discover import EXTENSIONS
+from offlint.discover import DEFAULT_EXCLUDE, EXTENSIONS, Exclusion
 from offlint.versions import VersionError, checked_as, parse_version
 
 
@@ -36,6 +40,42 @@ def _read_stdin(name: str) -> str:
 
 def _split(values: tuple[str, ...]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _exclusion(config, exclude: tuple[str, ...], extend_exclude: tuple[str, ...], force: bool | None) -> Exclusion:
+    """ruff's rules: --exclude replaces `exclude` (which replaces the defaults); `extend-exclude` and
+    --extend-exclude add to them. Configured patterns are relative to the pyproject.toml's directory, command-line
+    ones to the working directory."""
+    cwd, root = str(Path.cwd()), str(config.root or Path.cwd())
+    if exclude:
+        patterns = [(p, cwd) for p in _split(exclude)]
+    elif config.exclude is not None:
+        patterns = [(p, root) for p in config.exclude]
+    else:
+        patterns = [(p, "") for p in DEFAULT_EXCLUDE]
+    patterns += [(p, root) for p in config.extend_exclude] + [(p, cwd) for p in _split(extend_exclude)]
+    return Exclusion.of(patterns, force if force is not None else config.force_exclude)
+
+
+class _OneLineUsageError(click.ClickException):
+    """Every usage error in offlint's one style: `offlint: error: what is wrong; see 'offlint CMD --help'`, exit 2
+    (instead of click's Usage/Try/Error block)."""
+
+    exit_code = 2
+
+    def __init__(self, error: click.UsageError):
+        text = " ".join(error.format_message().split()).rstrip(".")
+        text = text.replace(". (Did you mean", " (did you mean").replace(". Did you mean", " (did you mean")
+        if "(did you mean" in text and not text.endswith(")"):
+            text += ")"
+        if len(text) > 1 and text[0].isupper() and text[1].islower():
+            text = text[0].lower() + text[1:]
+        super().__init__(text)
+        path = error.ctx.command_path if error.ctx is not None else "offlint"
+        self.hint = f"see '{path} --help'"
+
+    def show(self, file=None) -> None:
+        click.echo(message("error", f"{printable(self.message)}; {self.hint}"), err=True)
 
 
 class _Commands(click.Group):
@@ -56,6 +96,16 @@ class _Commands(click.Group):
         except KeyboardInterrupt:
             click.echo("offlint: interrupted", err=True)
             sys.exit(130)
+        except click.UsageError as exc:  # a subcommand's options: the one error style
+            raise _OneLineUsageError(exc) from None
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:  # the group's own options, an unknown command
+            raise _OneLineUsageError(exc) from None
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.LAZY:
@@ -88,8 +138,17 @@ def main() -> None:
                    "report its own errors as OFL900.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the content-hash cache (in OFFLINT_CACHE_DIR, else ~/.cache/offlint).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary line.")
+@click.option("--exclude", multiple=True, metavar="PATTERNS",
+              help="Glob patterns (comma-separated) to leave out, replacing the default exclusions (.git, .venv, "
+                   "build, ...), as ruff's --exclude; a pattern without '/' matches a name anywhere.")
+@click.option("--extend-exclude", multiple=True, metavar="PATTERNS",
+              help="Glob patterns to leave out in addition to the default or configured exclusions.")
+@click.option("--force-exclude", is_flag=True, default=None,
+              help="Apply the exclusions to paths named on the command line too (for pre-commit).")
+@color_option
 def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_version, output_format,
-                  statistics, stdin_filename, validate, no_cache, quiet) -> None:
+                  statistics, stdin_filename, validate, no_cache, quiet, exclude, extend_exclude,
+                  force_exclude) -> None:
     """Lint recipes, YAML overrides and launch scripts (default: the current directory)."""
     try:
         config = load_config(Path.cwd())
@@ -103,6 +162,17 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
         stdin = (stdin_filename, _read_stdin(stdin_filename))
     elif "-" in paths:
         _fail("'-' (standard input) cannot be combined with other paths")
+    elif stdin_filename:
+        _fail("--stdin-filename names the text read from '-'; add '-' to read standard input, or drop "
+              "--stdin-filename to check files")
+    exclusion = _exclusion(config, exclude, extend_exclude, force_exclude)
+    if stdin is None and exclusion.force and all(exclusion.covers(os.path.realpath(p), str(Path.cwd()))
+                                                 for p in paths if os.path.exists(p)) \
+            and all(os.path.exists(p) for p in paths):
+        if not quiet:  # pre-commit named only excluded files: nothing to do is a pass here, not a mistake
+            click.echo(f"No files to check: every path given is excluded ({plural(len(paths), 'path')}).",
+                       err=True)
+        sys.exit(0)
     if mcore_version:
         try:
             version = parse_version(mcore_version)
@@ -117,42 +187,46 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
         extend_select=config.extend_select + _split(extend_select), per_file_ignores=config.per_file_ignores,
         strict=bool(strict) if strict is not None else config.strict, mcore_version=mcore_version,
         configured_version=config.mcore_version, root=config.root or Path.cwd(), validate=validate,
-        cache=not no_cache,
+        cache=not no_cache, exclusion=exclusion,
     )
+    human = output_format in ("concise", "full") and not quiet
     try:
-        result = check(paths, options, stdin=stdin)
+        with terminal.Bar("Reading files", enabled=human) as bar:
+            options.progress = bar.update
+            result = check(paths, options, stdin=stdin)
     except (ValueError, VersionError, RuleFileError) as exc:
         _fail(str(exc))
     rules = load_rules()
     if statistics:
         sys.stdout.write(render_statistics(result.findings, rules))
     else:
-        sys.stdout.write(render(output_format, result.findings, rules, result.sources))
+        sys.stdout.write(render(output_format, result.findings, rules, result.sources,
+                                color=human and terminal.color_for(sys.stdout)))
     for error in result.errors:
-        click.echo(f"offlint: error: {printable(str(error))}", err=True)
+        click.echo(message("error", printable(str(error))), err=True)
     for note in result.notes if not quiet else ():
-        click.echo(f"offlint: note: {printable(note)}", err=True)
+        click.echo(message("note", printable(note)), err=True)
     # A gate that read nothing must not pass: ruff only warns here (exit 0), but a CI gate pointed at the wrong
     # path would then stay green for ever. It is an error (exit 2, like a missing path), not findings (1).
     nothing = result.files_checked == 0 and not result.errors
     if nothing:
         kinds = ", ".join(sorted(EXTENSIONS))
-        click.echo(f"offlint: error: {printable(' '.join(paths) if stdin is None else stdin[0])}: no file offlint "
+        click.echo(message("error", f"{printable(' '.join(paths) if stdin is None else stdin[0])}: no file offlint "
                    f"reads ({kinds}, or a script with a shell #! line) is there, so nothing was checked; name the "
-                   f"files or directories that hold recipes, overrides and launch scripts", err=True)
+                   f"files or directories that hold recipes, overrides and launch scripts"), err=True)
     if result.version.note and not quiet:
-        click.echo(f"offlint: warning: {printable(result.version.note)}", err=True)
+        click.echo(message("warning", printable(result.version.note)), err=True)
     severity = Severity(fail_on or config.fail_on or "warning")
     if not quiet and output_format in ("concise", "full"):
         count = len(result.findings)
-        noun = "finding" if count == 1 else "findings"
-        summary = f"Found {count} {noun}" if count else ("No findings" if result.errors else "All checks passed!")
+        summary = f"Found {plural(count, 'finding')}" if count else \
+            ("No findings" if result.errors else "All checks passed!")
         if nothing:
             summary = "Nothing checked"
         if result.errors:
-            summary += f", {len(result.errors)} {'file' if len(result.errors) == 1 else 'files'} not checked"
+            summary += f", {plural(len(result.errors), 'file')} not checked"
         requested = f" (for {result.version.requested})" if result.version.requested else ""
-        click.echo(f"{summary} ({result.files_checked} files, {result.units} units, megatron-core "
+        click.echo(f"{summary} ({plural(result.files_checked, 'file')}, {plural(result.units, 'unit')}, megatron-core "
                    f"{result.version.version}{requested} from {result.version.origin}).", err=True)
     sys.exit(2 if nothing else exit_code(result, severity))
 

@@ -16,7 +16,7 @@ else:  # pragma: no cover
 
 FAIL_ON = ("error", "warning", "info")
 _KNOWN = {"select", "ignore", "extend-select", "per-file-ignores", "megatron-core-version", "fail-on", "strict",
-          "slurm", "gpu"}
+          "slurm", "gpu", "exclude", "extend-exclude", "force-exclude"}
 
 
 class ConfigError(ValueError):
@@ -35,6 +35,9 @@ class ProjectConfig:
     strict: bool = False
     slurm: dict = field(default_factory=dict)  # [tool.offlint.slurm], validated by offlint.slurm.options
     gpu: str | None = None  # the device `offlint estimate` and OFL303/OFL304 size against ("h100-80gb", "96")
+    exclude: list[str] | None = None  # ruff's semantics: replaces the default exclusions (discover.DEFAULT_EXCLUDE)
+    extend_exclude: list[str] = field(default_factory=list)  # added to them
+    force_exclude: bool = False  # exclusions apply to paths named on the command line too
 
     @property
     def root(self) -> Path | None:
@@ -93,6 +96,16 @@ def load_config(start: Path) -> ProjectConfig:
     if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, (str, int, float))):
         raise ConfigError(f"{path}: gpu must be a device name such as \"h100-80gb\" or a capacity in GiB")
     config.gpu = str(gpu) if gpu is not None else None
+    for key in ("exclude", "extend-exclude"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            raise ConfigError(f"{path}: {key} must be a list of glob patterns, e.g. [\"examples/*\", \"*_test.sh\"]")
+    config.exclude = table.get("exclude")
+    config.extend_exclude = table.get("extend-exclude", [])
+    force = table.get("force-exclude", False)
+    if not isinstance(force, bool):
+        raise ConfigError(f"{path}: force-exclude must be true or false")
+    config.force_exclude = force
     return config
 
 

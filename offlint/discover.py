@@ -9,6 +9,7 @@ FIFO, socket or device (one named explicitly is an error); what it cannot read i
 from __future__ import annotations
 
 import errno
+import fnmatch
 import os
 import stat
 from dataclasses import dataclass
@@ -20,9 +21,47 @@ from offlint.reading import ReadError, not_regular, read_bytes, read_head
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".offlint_cache", ".offlint", ".venv", "venv", "node_modules",
              ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".eggs"}
+DEFAULT_EXCLUDE = (*sorted(SKIP_DIRS), "*.egg-info")
 EXTENSIONS = {".py": "python", ".yaml": "yaml", ".yml": "yaml", ".sh": "shell", ".bash": "shell",
               ".sbatch": "shell", ".slurm": "shell"}
 SHELLS = (b"sh", b"bash", b"zsh", b"dash", b"ksh")
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """ruff's `exclude` / `extend-exclude`: glob patterns; one without a `/` matches a file or directory name
+    anywhere in the tree (`.venv`, `foo_*.py`), one with a `/` a path relative to its base (the directory of the
+    pyproject.toml that gave it, or the working directory for a command-line pattern). An excluded directory is not
+    entered. Paths named on the command line are checked anyway unless `force` (ruff's --force-exclude), so
+    pre-commit, which names files, follows the exclusions only with it."""
+
+    names: tuple[str, ...] = DEFAULT_EXCLUDE  # patterns without a "/": matched against a name
+    paths: tuple[str, ...] = ()  # patterns with a "/", made absolute (real paths) against their base
+    force: bool = False
+
+    @classmethod
+    def of(cls, patterns: list[tuple[str, str]], force: bool = False) -> Exclusion:
+        """From (pattern, base directory) pairs."""
+        names = tuple(p.rstrip("/") for p, _ in patterns if "/" not in p.rstrip("/"))
+        paths = tuple(os.path.normpath(os.path.join(os.path.realpath(base), p.rstrip("/")))
+                      for p, base in patterns if "/" in p.rstrip("/"))
+        return cls(names, paths, force)
+
+    def matches(self, real: str) -> bool:
+        name = os.path.basename(real)
+        return any(fnmatch.fnmatchcase(name, p) for p in self.names) or \
+            any(fnmatch.fnmatchcase(real, p) for p in self.paths)
+
+    def covers(self, real: str, project: str) -> bool:
+        """Whether `real` or a directory above it (up to the project) is excluded."""
+        path = real
+        while True:
+            if self.matches(path):
+                return True
+            parent = os.path.dirname(path)
+            if parent == path or not _inside(parent, project) or parent == project:
+                return False
+            path = parent
 
 
 @dataclass(frozen=True)
@@ -59,7 +98,7 @@ def _is_binary(path: Path) -> bool:
         return True
 
 
-def discover(paths: list[str], root: str | os.PathLike | None = None
+def discover(paths: list[str], root: str | os.PathLike | None = None, exclusion: Exclusion | None = None
              ) -> tuple[list[SourceFile], list[tuple[str, str]]]:
     """Return the files to lint and (path, problem) pairs for paths that cannot be linted.
 
@@ -71,6 +110,7 @@ def discover(paths: list[str], root: str | os.PathLike | None = None
     seen: set[str] = set()  # real paths
     cwd = os.path.realpath(os.getcwd())
     project = os.path.realpath(root if root is not None else cwd)
+    exclusion = exclusion or Exclusion()
     for raw in paths:
         try:
             os.lstat(raw)
@@ -90,11 +130,13 @@ def discover(paths: list[str], root: str | os.PathLike | None = None
             problems.append((raw, "a broken symbolic link, or a loop of them" if broken else _os_problem(exc)))
             continue
         shown = _shown_under(real, ".", cwd, real if linked else raw)
+        if exclusion.force and exclusion.covers(real, project):
+            continue  # --force-exclude: excluded even when named
         if stat.S_ISDIR(info.st_mode):
             # The walk does not follow symbolic links, so only the root needs resolving: a file is shown as the
             # root's shown form joined with its path below the root.
             prefix = "" if shown == "." else shown.rstrip("/") + "/"
-            for below, kind, problem in _walk(real):
+            for below, kind, problem in _walk(real, exclusion):
                 if problem:  # an unreadable directory or file: not checked, so never a pass
                     problems.append(((prefix + below).rstrip("/") or shown, problem))
                     continue
@@ -119,7 +161,7 @@ def discover(paths: list[str], root: str | os.PathLike | None = None
     return files, problems
 
 
-def _walk(root: str):
+def _walk(root: str, exclusion: Exclusion):
     """(path below root, kind, "") of every lintable file under root, in sorted order (depth first), skipping
     ignored files, symbolic links and special files, none of which is ever opened; paths use "/". A directory
     or file that cannot be read gives (its path below root, "", why)."""
@@ -153,14 +195,15 @@ def _walk(root: str):
         for entry, is_dir, regular in classified:
             name = entry.name
             if is_dir:
-                if name not in SKIP_DIRS and not name.endswith(".egg-info") and not _ignored(here / name, specs, True):
+                if not exclusion.matches(os.path.join(root, below, name)) and not _ignored(here / name, specs, True):
                     subdirs.append(below + name + "/")
                 continue
             if not regular:
                 continue  # a symbolic link, FIFO, socket or device: never followed, never opened
             extension = os.path.splitext(name)[1]
             kind = EXTENSIONS.get(extension.lower())
-            if (kind is None and extension) or (specs and _ignored(here / name, specs, False)):
+            if (kind is None and extension) or (specs and _ignored(here / name, specs, False)) \
+                    or exclusion.matches(os.path.join(root, below, name)):
                 continue
             if kind is None:  # no extension: a shell script when its #! line says so
                 try:

@@ -55,7 +55,7 @@ def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding
             finding = _finding(rule, check, resolved, scope, possible=False, condition=condition)
             if flags:  # it holds only on paths the user's own flags choose: about those flags, not the code
                 finding = replace(finding, severity=min(finding.severity, Severity.WARNING, key=_rank),
-                                  message=f"{finding.message} (only with the user's flags {', '.join(flags)})")
+                                  message=f"{finding.message}\n(only with the user's flags {', '.join(flags)})")
             out.append(_for_caller(finding, rule, scope, resolved))
         elif verdict is UNKNOWN and strict and any(_could_hold(check, resolved, names, s) for s in undecided):
             out.append(_finding(rule, check, resolved, scope, possible=True))
@@ -75,7 +75,7 @@ def _for_caller(finding: Finding, rule: Rule, scope: Scope, resolved: ResolvedUn
     for value in scope.read:
         a = value.assignment
         if a is not None and a.location == finding.location and a.via and not value.key.startswith("env."):
-            return replace(finding, message=f"{finding.message} (the launch environment of {resolved.unit.name}, "
+            return replace(finding, message=f"{finding.message}\n(the launch environment of {resolved.unit.name}, "
                                             f"which runs this line {a.via[0]})")
     return finding
 
@@ -217,11 +217,11 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
     message = render_message(check.message, scope)
     conditions = [c for c in (resolved.unit.path_condition, condition) if c]
     if conditions:
-        message = f"{message} (on the path where {' and '.join(conditions)})"
+        message = f"{message}\n(on the path where {' and '.join(conditions)})"
     if possible:
         unknowns = [v for v in read if v.is_unknown]
         named = "; ".join(f"{v.key}: {v.value.reason}" for v in unknowns if isinstance(v.value, Unknown))
-        message = f"{message} (depends on unknown values: {named})" if named else message
+        message = f"{message}\n(depends on unknown values: {named})" if named else message
     related = tuple(_related(v) for v in read if v.assignment is not None and v.assignment.location != anchor)
     return Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message, location=anchor,
                    unit=resolved.unit.name, related=tuple(dict.fromkeys(related)), fix=check.fix or rule.fix,
@@ -296,7 +296,7 @@ def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignm
         if verdict is not None:
             check, message = verdict
             if resolved.unit.path_condition:
-                message = f"{message} (on the path where {resolved.unit.path_condition})"
+                message = f"{message}\n(on the path where {resolved.unit.path_condition})"
             out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message,
                                location=assignment.location, unit=resolved.unit.name, fix=check.fix or rule.fix,
                                url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path))

@@ -13,6 +13,7 @@ import contextlib
 import gc
 import os
 from dataclasses import dataclass
+from typing import Callable
 
 from offlint.cache import Cache, FileOutcome, digest, file_state
 from offlint.discover import SourceFile
@@ -21,6 +22,8 @@ from offlint.reading import OnFirstUse
 from offlint.resolve import resolve
 from offlint.rules import Rule
 from offlint.source_files import read_files
+
+Progress = Callable[[int, int], None]  # (files read, files to read)
 from offlint.sources.python_project import PythonProject
 from offlint.types import FileError, UnitKind
 from offlint.versions import Version
@@ -71,13 +74,15 @@ def digests_of(texts: Texts, paths: list[str]) -> Digests:
 
 
 def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: bool = True,
-             digests: dict[str, str] | None = None, first: frozenset[str] = frozenset()) -> list[FileOutcome]:
+             digests: dict[str, str] | None = None, first: frozenset[str] = frozenset(),
+             progress: Progress | None = None) -> list[FileOutcome]:
     """One outcome per readable file of `job.files`, in order; reusing and refreshing `cache`.
 
     `prune`: the files are the whole tree, so cache entries of files not among them are dropped.
     `digests`: the texts' digests, when the caller already computed them.
     `first`: files the others depend on (the changed files of a pre-commit run): read before the workers start,
     so that they inherit those readers and call results instead of each computing them again.
+    `progress`: called with (files read so far, files to read) as reading goes (the terminal's progress bar).
     """
     digests = digests if digests is not None else Digests(job.texts)
     found: dict[str, FileOutcome] = {}
@@ -90,7 +95,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
             found[file.path] = hit
         else:
             missing.append(file)
-    for outcome in _compute(job, missing, digests, workers, first):
+    for outcome in _compute(job, missing, digests, workers, first, progress or (lambda done, total: None)):
         found[outcome.path] = outcome
         if cache is not None:
             cache.store(outcome)
@@ -115,13 +120,13 @@ def cyclic_gc_paused():
 
 
 def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None,
-             first: frozenset[str]) -> list[FileOutcome]:
+             first: frozenset[str], progress: Progress) -> list[FileOutcome]:
     count = workers if workers is not None else (os.cpu_count() or 1)
     count = max(1, min(count, len(files) // MIN_FILES_PER_WORKER))
     if count == 1:
-        return _read_batch(job, files, digests)
+        return _read_batch(job, files, digests, progress=progress)
     import multiprocessing  # here: a small pre-commit run never forks, and need not import it
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     if "fork" not in multiprocessing.get_all_start_methods():
         return _read_batch(job, files, digests)
@@ -133,7 +138,12 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         _JOB, _DIGESTS = job, digests  # forked workers inherit them (and the project the leading files built)
         batches = _contiguous(job, rest, count * 4)
         with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
-            results = list(pool.map(_worker_batch, range(len(batches)), [batches] * len(batches)))
+            futures = [pool.submit(_worker_batch, index, batches) for index in range(len(batches))]
+            finished = len(done)
+            for future in as_completed(futures):
+                finished += len(future.result())
+                progress(finished, len(files))
+            results = [future.result() for future in futures]
     finally:
         _JOB = _DIGESTS = _PROJECT = None
     return done + [outcome for batch in results for outcome in batch]
@@ -150,13 +160,18 @@ def _worker_batch(index: int, batches: list[list[SourceFile]]) -> list[FileOutco
 
 
 def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],
-                reuse_project: bool = False) -> list[FileOutcome]:
+                reuse_project: bool = False, progress: Progress | None = None) -> list[FileOutcome]:
     global _PROJECT
     project = _PROJECT if reuse_project and _PROJECT is not None else \
         PythonProject(job.python_paths, job.texts.get)
     if reuse_project:
         _PROJECT = project
-    return [read_one(file, job, project, digests) for file in files]
+    out = []
+    for file in files:
+        out.append(read_one(file, job, project, digests))
+        if progress is not None:
+            progress(len(out), len(files))
+    return out
 
 
 def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[str, str]) -> FileOutcome:

@@ -235,6 +235,8 @@ class Finding:
     code: str
     slug: str
     severity: Severity
+    # Its first line is the short message the concise format shows; the lines after it are the detail (the path
+    # it holds on, the unknown values it depends on, provenance) that full and json show too.
     message: str
     location: Location
     unit: str = ""

@@ -6,7 +6,9 @@ import sys
 
 import click
 
+from offlint.terminal import message
 
-def fail(message: str) -> None:
-    click.echo(f"offlint: error: {message}", err=True)
+
+def fail(text: str) -> None:
+    click.echo(message("error", text), err=True)
     sys.exit(2)

@@ -276,10 +276,12 @@ def test_a_preset_branch_is_decided_and_its_assumption_is_in_the_finding(project
     result = run("check", "launch.sh", "--no-cache", cwd=project)
     assert result.returncode == 1, result.stderr
     (line,) = result.stdout.splitlines()
-    assert line.startswith("launch.sh:12:") and "OFL102" in line
-    assert line.endswith("(on the path where `[[ \"${PRESET}\" == large ]]` (launch.sh:3) is false, assuming the "
-                         "environment does not set PRESET and case `\"${PRESET}\"` (launch.sh:8) takes `*)`, assuming "
-                         "the environment does not set PRESET)"), line
+    assert line.startswith("launch.sh:12:") and "OFL102" in line and "on the path" not in line  # concise: short
+    full = run("check", "launch.sh", "--no-cache", "--output-format", "full", cwd=project).stdout
+    (head,) = [line for line in full.splitlines() if "on the path where" in line]
+    assert head.strip().endswith("(on the path where `[[ \"${PRESET}\" == large ]]` (launch.sh:3) is false, assuming "
+                                 "the environment does not set PRESET and case `\"${PRESET}\"` (launch.sh:8) takes `*)`, "
+                                 "assuming the environment does not set PRESET)"), full
     # where the tested value is not known (a positional parameter), both paths stay open: PP is unknown
     (project / "launch.sh").write_text((project / "launch.sh").read_text().replace("${PRESET:-small}", "$1"))
     result = run("check", "launch.sh", "--no-cache", cwd=project)
@@ -332,4 +334,4 @@ def test_a_megatron_lm_flag_alone_does_not_make_a_training_launch(project):
     result = run("check", "run.sh", "--no-cache", "--select", "OFL301", cwd=project)
     assert result.returncode == 1, result.stderr
     assert [line.split(" ", 1)[0] for line in result.stdout.splitlines()] == ["run.sh:4:1:", "run.sh:5:1:"]
-    assert "(1 files, 3 units," in result.stderr
+    assert "(1 file, 3 units," in result.stderr

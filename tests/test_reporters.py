@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import jsonschema
 import pytest
 
@@ -72,12 +73,25 @@ def test_no_findings(fmt: str) -> None:
 
 
 def test_concise() -> None:
+    """One line per finding with the message's first line only: the detail lines after it ("may OOM" here) are
+    for full and json (test_full, test_json)."""
     assert render("concise", FINDINGS, RULES, SOURCES).splitlines() == [
         "conf/x,y: z.yaml:2:3: OFL301 a & b < c",
         "conf/x,y: z.yaml:4:1: OFL101 again",
         'recipes/a.py:3:5: OFL101 cpu_offloading "on" with <2 layers',
-        "recipes/a.py:12:2: OFL205 possible: 100% offload may OOM",
+        "recipes/a.py:12:2: OFL205 possible: 100% offload",
     ]
+
+
+def test_concise_and_full_colour_only_when_asked() -> None:
+    plain = render("concise", FINDINGS, RULES, SOURCES)
+    assert "\x1b[" not in plain and "\x1b[" not in render("full", FINDINGS, RULES, SOURCES)
+    coloured = render("concise", FINDINGS, RULES, SOURCES, color=True)
+    assert "\x1b[" in coloured and click.unstyle(coloured) == plain
+    assert click.unstyle(render("full", FINDINGS, RULES, SOURCES, color=True)) == \
+        render("full", FINDINGS, RULES, SOURCES)
+    for fmt in ("json", "sarif", "github", "junit"):  # machine formats never
+        assert "\x1b[" not in render(fmt, FINDINGS, RULES, SOURCES, color=True)
 
 
 def test_full() -> None:

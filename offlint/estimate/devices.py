@@ -77,3 +77,14 @@ def parse_device(text: str) -> Device:
     if not 1 <= gib <= 4096:
         raise DeviceError(f"GPU capacity {text!r} is out of range: give the device memory in GiB, e.g. 80")
     return Device(f"{gib:g} GiB", gib * 1024)
+
+
+# Headroom under which a peak that fits is at risk, as a share of the usable memory: the caching allocator's
+# reserved-but-unallocated memory in Megatron Bridge's published runs reached 10-12 GiB (17-21% of allocated)
+# without a stated allocator setting, and 7 GiB (11%) with expandable_segments; the memory-tuning card puts the
+# usual fragmentation at 2-10 GB. See docs/estimate.md for the table.
+AT_RISK_MARGIN = {True: 0.05, False: 0.15}  # with / without expandable_segments:True
+
+
+def margin_bytes(dev: Device, with_expandable: bool) -> float:
+    return AT_RISK_MARGIN[with_expandable] * dev.usable_bytes

@@ -6,7 +6,7 @@ gradient buffer, optimizer shard) is exact; the activation model and the allowan
 measured peaks well enough to decide a near-limit case. So OFL303 reports an OOM at default settings only when the
 *floor* (model state + ACTIVATION_FLOOR of the modelled activations, no allowance) exceeds the device; when only
 the full estimate does, the verdict is unknown ("possible" under --strict). OFL305 (at risk) is the same for a
-peak that fits but leaves less headroom than the allocator needs (AT_RISK_MARGIN).
+peak that fits but leaves less headroom than the allocator needs (devices.AT_RISK_MARGIN).
 
 A configuration rarely states its GPU count, so the rules use a lower bound when it is unknown: the peak at
 any data-parallel size (the distributed optimizer's shard shrinks towards nothing, one micro-batch in flight).
@@ -22,7 +22,8 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from offlint.estimate.devices import DEFAULT_DEVICE, GIB, Device, DeviceError, parse_device
+from offlint.estimate.devices import (DEFAULT_DEVICE, GIB, Device, DeviceError, margin_bytes,
+                                     parse_device)
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
 from offlint.estimate.memory import Estimate, estimate
 
@@ -35,11 +36,6 @@ _ANY_DP = 1 << 20  # a data-parallel size large enough that the optimizer shard 
 # The share of the modelled activations a finding may rest on: the activation model may be this much too high
 # (25%, the same tolerance the step-time model is held to) before an OOM it predicts stops being certain.
 ACTIVATION_FLOOR = 0.75
-# Headroom under which a peak that fits is at risk, as a share of the usable memory: the caching allocator's
-# reserved-but-unallocated memory in Megatron Bridge's published runs reached 10-12 GiB (17-21% of allocated)
-# without a stated allocator setting, and 7 GiB (11%) with expandable_segments; the memory-tuning card puts the
-# usual fragmentation at 2-10 GB. See docs/estimate.md for the table.
-AT_RISK_MARGIN = {True: 0.05, False: 0.15}  # with / without expandable_segments:True
 
 
 @lru_cache(maxsize=8)
@@ -201,10 +197,6 @@ def expandable(lookup: Lookup) -> bool | None:
         elif value.value is not None and "expandable_segments:True" in str(value.value):
             return True
     return None if unknown else False
-
-
-def margin_bytes(dev: Device, with_expandable: bool) -> float:
-    return AT_RISK_MARGIN[with_expandable] * dev.usable_bytes
 
 
 def risk_verdict(result: Estimate, dev: Device, with_expandable: bool | None) -> str:

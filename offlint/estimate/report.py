@@ -14,7 +14,7 @@ def _gib(n: float) -> str:
 
 def verdict_state(result: Estimate, device: Device, with_expandable: bool | None = None) -> str:
     """"fits", "at risk" or "does not fit": the point estimate against the device and the at-risk margin
-    (oom.AT_RISK_MARGIN; with an unknown launch environment, the margin without expandable_segments)."""
+    (devices.AT_RISK_MARGIN; with an unknown launch environment, the margin without expandable_segments)."""
     from offlint.estimate import oom
 
     peak, usable = result.peak.total, device.usable_bytes

@@ -5,7 +5,7 @@ whether the fp32 master moves too, F-9), recompute choices, layer-level activati
 (PP=1 only, AO-2), fine-grained activation offloading, and TP x PP layouts on the same number of GPUs. Options
 megatron-core would reject (activation offloading with PP>1 or with recompute) are built the way it accepts
 them (PP=1, recompute off) or left out. The cheapest option that fits the device is marked, preferring one that
-also leaves the at-risk margin (oom.AT_RISK_MARGIN with expandable_segments).
+also leaves the at-risk margin (devices.AT_RISK_MARGIN with expandable_segments).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from offlint.estimate import cost, memory
-from offlint.estimate.devices import Device
+from offlint.estimate.devices import Device, margin_bytes
 from offlint.estimate.inputs import Inputs
 
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -57,8 +57,6 @@ def what_if(inputs: Inputs, device: Device, world_size: int, layouts: bool = Tru
 
 
 def _option(group: str, label: str, inputs: Inputs, world: int, device: Device, base_time: float) -> Option:
-    from offlint.estimate.oom import margin_bytes
-
     result = memory.estimate(inputs, world)
     relative = cost.step_seconds(inputs, result, device) / base_time if base_time else 1.0
     peak = result.peak.total

@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from offlint.report import concise, full, github, json_format, junit, sarif, statistics
+from offlint.report.rule_info import RuleInfo
 
 if TYPE_CHECKING:
-    from offlint.types import Finding, Severity
+    from offlint.types import Finding
 
 FORMATS = ("concise", "full", "json", "sarif", "github", "junit")
-
-
-class RuleInfo(Protocol):
-    """What reporters need to know about a rule. Read-only, so frozen dataclasses and plain objects both fit."""
-
-    @property
-    def code(self) -> str: ...
-    @property
-    def slug(self) -> str: ...
-    @property
-    def severity(self) -> Severity: ...
-    @property
-    def summary(self) -> str: ...
-    @property
-    def explanation(self) -> str: ...
-    @property
-    def fix(self) -> str: ...
-    @property
-    def url(self) -> str: ...
 
 
 _RENDERERS: dict[str, Callable[[list[Finding], Mapping[str, RuleInfo], Mapping[str, str]], str]] = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from offlint.report.concise import label
+from offlint.report.concise import label, styled_code, styled_location
 from offlint.report.escape import printable
 
 if TYPE_CHECKING:
@@ -30,13 +30,13 @@ def _frame(finding: Finding, sources: Mapping[str, str]) -> list[str]:
     return [gutter, f"{loc.line} | {line}".rstrip(), f"{gutter} {pad}^", gutter]
 
 
-def _one(finding: Finding, sources: Mapping[str, str]) -> str:
+def _one(finding: Finding, sources: Mapping[str, str], color: bool = False) -> str:
     head, *rest = _lines([label(finding)]) or [""]
-    out = [f"{finding.code} {head}"]
+    out = [f"{styled_code(finding, color)} {head}"]
     out += [" " * (len(finding.code) + 1) + more for more in rest]
     frame = _frame(finding, sources)
     indent = " " * len(str(finding.location.line)) if frame else " "
-    out.append(f"{indent}--> {printable(str(finding.location))}")
+    out.append(f"{indent}--> {styled_location(finding, color)}")
     out += frame
     out += _lines(f"  = note: {r.note} ({printable(str(r.location))})" for r in finding.related)
     out += _lines([_units_note(finding)] if finding.shared_with else [])
@@ -57,5 +57,5 @@ def _lines(texts) -> list[str]:
     return [printable(line) for text in texts for line in text.splitlines()]
 
 
-def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
-    return "\n".join(_one(f, sources) for f in findings)
+def render(findings: list[Finding], sources: Mapping[str, str], color: bool = False) -> str:
+    return "\n".join(_one(f, sources, color) for f in findings)

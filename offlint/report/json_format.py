@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Mapping
 from offlint.report.escape import json_dumps
 
 if TYPE_CHECKING:
-    from offlint.report import RuleInfo
+    from offlint.report.rule_info import RuleInfo
     from offlint.types import Finding
 
 

@@ -13,7 +13,7 @@ from offlint.report.escape import json_dumps
 from offlint.report.json_format import rule_url
 
 if TYPE_CHECKING:
-    from offlint.report import RuleInfo
+    from offlint.report.rule_info import RuleInfo
     from offlint.types import Finding, Location
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
