@@ -57,6 +57,24 @@ def _moe(name, base: dict, experts, moe_ffn, topk, ep, etp=1, shared=None, freq=
     return config
 
 
+def _mla(name, base: dict, q_lora, kv_lora, qk, pe, v):
+    """Multi-latent attention (Megatron-LM counts its q/kv norms, as offlint does with qk_layernorm)."""
+    config = json.loads(json.dumps(base))
+    config["name"] = name
+    config["model"].update({"multi_latent_attention": True, "q_lora_rank": q_lora, "kv_lora_rank": kv_lora,
+                            "qk_head_dim": qk, "qk_pos_emb_head_dim": pe, "v_head_dim": v, "qk_layernorm": True})
+    config["compare"] = ["weights"]
+    return config
+
+
+def _mtp(name, base: dict, depths):
+    config = json.loads(json.dumps(base))
+    config["name"] = name
+    config["model"]["mtp_num_layers"] = depths
+    config["compare"] = ["weights"]
+    return config
+
+
 # Activations are compared where Megatron-LM's formulas apply: multi-head attention, a non-gated MLP with
 # ffn = 4h and dropout (the paper's GPT). GQA, SwiGLU and MoE configurations compare weights and optimizer only.
 CONFIGS = [
@@ -78,6 +96,21 @@ CONFIGS = [
                                             swiglu=True, untied=True, rms=True), 64, 1408, 6, 4, shared=2816),
     _moe("moe-freq-list-pp1", _dense("", 8, 1024, 16, 32000, 2048, 1, 2, 1, 16, 8, ffn=4096, swiglu=True,
                                        untied=False, rms=True), 16, 512, 2, 8, freq=[0, 1, 1, 1, 1, 1, 1, 1]),
+    # MLA and MTP at TP1 (Megatron-LM splits all of MLA over TP; the Transformer Engine spec duplicates the down
+    # projections, as offlint counts them) and MTP at PP1 (Megatron-LM puts the MTP block on the first stage's
+    # "most loaded shard"; megatron-core builds it on the last).
+    _mla("mla-deepseek-v2-lite-shape-no-q-lora", _moe("", _dense("", 27, 2048, 16, 102400, 4096, 1, 1, 1, 8, 8,
+                                                                   ffn=10944, swiglu=True, untied=True, rms=True),
+                                                       64, 1408, 6, 8, shared=2816, freq=[0] + [1] * 26),
+         None, 512, 128, 64, 128),
+    _mla("mla-q-lora-dense-pp2", _dense("", 8, 2048, 16, 32000, 4096, 1, 1, 2, 8, 8, ffn=5632, swiglu=True,
+                                          untied=True, rms=True), 768, 256, 64, 32, 64),
+    _mtp("mtp-two-depths-dense-tp2", _dense("", 8, 2048, 16, 32000, 4096, 1, 2, 1, 8, 8, ffn=5632, swiglu=True,
+                                              untied=True, rms=True), 2),
+    _mtp("mtp-mla-moe-last-layer", _mla("", _moe("", _dense("", 6, 1024, 8, 32000, 4096, 1, 1, 1, 8, 8, ffn=2816,
+                                                              swiglu=True, untied=True, rms=True),
+                                                  16, 512, 4, 4, shared=512, freq=[0, 1, 1, 1, 1, 1]),
+                                        384, 128, 64, 32, 64), 1),
 ]
 
 
@@ -90,13 +123,16 @@ def mlm_args(config: dict) -> argparse.Namespace:
         num_attention_heads=m["num_attention_heads"], kv_channels=m["kv_channels"],
         group_query_attention=m["num_query_groups"] != m["num_attention_heads"],
         num_query_groups=m["num_query_groups"], swiglu=m["gated_linear_unit"],
-        normalization="RMSNorm" if m["rms_norm"] else "LayerNorm", multi_latent_attention=False,
+        normalization="RMSNorm" if m["rms_norm"] else "LayerNorm",
+        multi_latent_attention=m.get("multi_latent_attention", False), q_lora_rank=m.get("q_lora_rank"),
+        kv_lora_rank=m.get("kv_lora_rank"), qk_head_dim=m.get("qk_head_dim"),
+        qk_pos_emb_head_dim=m.get("qk_pos_emb_head_dim"), v_head_dim=m.get("v_head_dim"),
         padded_vocab_size=m["vocab_size"], untie_embeddings_and_output_weights=not m["tied_embeddings"],
         add_bias_linear=m["add_bias_linear"], num_experts=m.get("num_moe_experts"),
         moe_ffn_hidden_size=m.get("moe_ffn_hidden_size"), moe_router_topk=m.get("moe_router_topk", 2),
         moe_shared_expert_intermediate_size=m.get("moe_shared_expert_intermediate_size"),
         moe_layer_freq=m.get("moe_layer_freq", 1), moe_latent_size=None, moe_shared_expert_gate=False,
-        mtp_num_layers=None, seq_length=m["seq_length"], micro_batch_size=t["micro_batch_size"],
+        mtp_num_layers=m.get("mtp_num_layers"), seq_length=m["seq_length"], micro_batch_size=t["micro_batch_size"],
         tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
         virtual_pipeline_model_parallel_size=p["vpp"], context_parallel_size=1,
         expert_model_parallel_size=p.get("ep", 1), expert_tensor_parallel_size=p.get("etp", 1),
