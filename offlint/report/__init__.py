@@ -13,23 +13,25 @@ if TYPE_CHECKING:
 FORMATS = ("concise", "full", "json", "sarif", "github", "junit")
 
 
-_RENDERERS: dict[str, Callable[[list[Finding], Mapping[str, RuleInfo], Mapping[str, str]], str]] = {
-    "concise": lambda f, r, s: concise.render(f),
-    "full": lambda f, r, s: full.render(f, s),
-    "json": lambda f, r, s: json_format.render(f, r),
-    "sarif": lambda f, r, s: sarif.render(f, r),
-    "github": lambda f, r, s: github.render(f),
-    "junit": lambda f, r, s: junit.render(f),
+_RENDERERS: dict[str, Callable[[list[Finding], Mapping[str, RuleInfo], Mapping[str, str], bool], str]] = {
+    "concise": lambda f, r, s, c: concise.render(f, c),
+    "full": lambda f, r, s, c: full.render(f, s, c),
+    "json": lambda f, r, s, c: json_format.render(f, r),
+    "sarif": lambda f, r, s, c: sarif.render(f, r),
+    "github": lambda f, r, s, c: github.render(f),
+    "junit": lambda f, r, s, c: junit.render(f),
 }
 
 
-def render(fmt: str, findings: list[Finding], rules: Mapping[str, RuleInfo], sources: Mapping[str, str]) -> str:
-    """Render `findings` (already sorted) in format `fmt`; the text ends with a newline unless it is empty."""
+def render(fmt: str, findings: list[Finding], rules: Mapping[str, RuleInfo], sources: Mapping[str, str],
+           color: bool = False) -> str:
+    """Render `findings` (already sorted) in format `fmt`; the text ends with a newline unless it is empty.
+    `color`: ANSI colour for a terminal (the human formats only; machine formats never get it)."""
     try:
         renderer = _RENDERERS[fmt]
     except KeyError:
         raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}") from None
-    return renderer(findings, rules, sources)
+    return renderer(findings, rules, sources, color)
 
 
 def render_statistics(findings: list[Finding], rules: Mapping[str, RuleInfo]) -> str:
