@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from offlint.estimate.inputs import read_inputs
-from offlint.estimate.oom import SIZE_KEYS
+from offlint.estimate.oom import SIZE_KEYS, fp8_transpose
 from offlint.resolve import resolve
 from offlint.types import UnitKind
 from tree_units import public_recipe, read_tree
@@ -27,7 +27,7 @@ from tree_units import public_recipe, read_tree
 
 def reason(resolved, name: str) -> str:
     """'' when the estimate has a verdict, else why not (one line)."""
-    inputs = read_inputs(resolved.get, name)
+    inputs = read_inputs(resolved.get, name, fp8_transpose=fp8_transpose(name))
     if inputs.unsupported:
         return "unsupported: " + inputs.unsupported[0]
     sizes = [k for k in SIZE_KEYS if k in inputs.unknown]

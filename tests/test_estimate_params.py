@@ -129,3 +129,18 @@ def test_pipeline_stages_hold_every_layer_once_and_the_output_copy():
     # PP>1 with tied weights: the last stage allocates its own output weight.
     extra = shape.vocab_size * shape.hidden_size
     assert sum(s.params.total for s in stages) == params.total(shape) + extra
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fp8_gemm_weights_equal_the_linear_weights_of_megatron_core(name, model_parallel):
+    """What FP8 training quantizes (offlint.estimate.precision): the weight matrices of the layers' linears
+    (QKV, output projection, fc1, fc2 of dense, shared and routed experts), not biases, norms or the router."""
+    from offlint.estimate import precision
+
+    shape = _shape(CASES[name])
+    model = _build(shape)
+    linears = ("linear_qkv.weight", "linear_proj.weight", "linear_fc1.weight", "linear_fc2.weight")
+    real = sum(p.numel() for n, p in model.named_parameters() if n.startswith("decoder.layers.")
+               and n.endswith(linears))
+    counted = sum(sum(precision.gemm_weights(shape, shape.is_moe_layer(i))) for i in range(shape.num_layers))
+    assert counted == real

@@ -1,5 +1,5 @@
 """What OFL303 (predicted OOM), OFL305 (at risk) and `offlint estimate`'s verdict may claim: only what rests on
-calibrated parts, never a guess about features the memory model does not cover (FP8/FP4, PEFT, distillation),
+calibrated parts, never a guess about features the memory model does not cover (FP4, PEFT, distillation),
 and an at-risk fix that is compatible with the launch. Recipes are written in Megatron Bridge's shapes; the
 numbers asserted are derived from the model's own parts, not copied from its output.
 """
@@ -103,23 +103,31 @@ def test_the_floor_is_model_state_plus_three_quarters_of_the_activations():
     assert oom.floor_bytes(result) < result.peak.total  # no allowance, fewer activations
 
 
-@pytest.mark.parametrize(("how", "body"), [
-    ("recipe name", ""),
-    ("precision recipe name", "cfg.mixed_precision = 'bf16_with_fp8_current_scaling_mixed'"),
-    ("FP4 precision recipe name", "cfg.mixed_precision = 'bf16_with_nvfp4_mixed'"),
-    ("model.fp8", "cfg.model.fp8 = 'hybrid'"),
+@pytest.mark.parametrize(("how", "body", "why"), [
+    ("recipe name", "", "the recipe name announces"),
+    ("FP4 precision recipe name", "cfg.mixed_precision = 'bf16_with_nvfp4_mixed'", "FP4"),
 ])
-def test_fp8_and_fp4_training_get_no_verdict(tmp_path, how, body):
+def test_fp4_and_unseen_fp8_training_get_no_verdict(tmp_path, how, body, why):
     name = "llama_pretrain_2gpu_h100_fp8cs_config" if how == "recipe name" else "llama_pretrain_2gpu_h100_config"
     text = _recipe(name, OOM_ON_MODEL_STATE + body)
     assert _check(tmp_path, text) == [], how  # as bf16 it would be an OOM: never guessed
     result = _estimate(tmp_path, text, name)
-    assert result.exit_code == 2 and "no verdict" in result.output and "FP8/FP4" in result.output, result.output
+    assert result.exit_code == 2 and "no verdict" in result.output and why in result.output, result.output
 
 
-def test_a_mixed_precision_record_with_fp8_gets_no_verdict():
+@pytest.mark.parametrize("body", ["cfg.mixed_precision = 'bf16_with_fp8_current_scaling_mixed'",
+                                  "cfg.model.fp8 = 'hybrid'\ncfg.model.fp8_recipe = 'tensorwise'"])
+def test_fp8_training_on_hopper_keeps_two_bytes_per_gemm_weight_and_is_sized(tmp_path, body):
+    """FP8 weights with their Hopper transpose (or bf16 weights beside a cached FP8 copy) leave the exact
+    model state at least the bf16 one: the OOM on model state is reported for the FP8 recipe too."""
+    name = "llama_pretrain_2gpu_h100_config"
+    findings = _check(tmp_path, _recipe(name, OOM_ON_MODEL_STATE + body))
+    assert [f["code"] for f in findings] == ["OFL303"] and "even the calibrated floor" in findings[0]["message"]
+
+
+def test_a_mixed_precision_record_with_fp4_gets_no_verdict():
     class Record:
-        fields = {"bf16": True, "fp16": False, "fp8": "hybrid", "fp4": None}
+        fields = {"bf16": True, "fp16": False, "fp8": None, "fp4": "e2m1"}
 
     values = {"mixed_precision": Record()}
     inputs = read_inputs(_lookup(values), "llama_pretrain_config")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from offlint.estimate import precision
 from offlint.estimate.inputs import ModelShape, Parallelism, Training
 
 # Fine-grained activation offloading: which saved tensors each `offload_modules` name moves to the host.
@@ -19,7 +20,7 @@ OFFLOAD_TERMS = {
     "attn_norm": ("attn_norm_input",),
     "qkv_linear": ("qkv_input",),
     "core_attn": ("core_attn_qkv",),
-    "attn_proj": ("core_attn_out",),
+    "attn_proj": ("core_attn_out", "proj_input"),
     "mlp_norm": ("mlp_norm_input",),
     "expert_fc1": ("expert_fc1_input",),
     "moe_act": ("expert_fc1_output",),
@@ -32,13 +33,18 @@ RECOMPUTE_DROPS = {
     "layernorm": ("qkv_input", "fc1_input", "moe_input"),
     "mlp": ("fc1_output", "act_output"),
     "moe_act": ("expert_act_output",),
-    "shared_experts": ("shared_fc1_output", "shared_act_output"),
-    "moe": ("router_logits", "expert_fc1_input", "expert_fc1_output", "expert_act_output", "shared_fc1_output",
-            "shared_act_output", "latent_fc2_input"),
+    "shared_experts": ("shared_fc1_input", "shared_fc1_output", "shared_act_output"),
+    "moe": ("router_logits", "expert_fc1_input", "expert_fc1_output", "expert_act_output", "shared_fc1_input",
+            "shared_fc1_output", "shared_act_output", "latent_fc2_input"),
     # MLA: the up projections and rope run again in backward; their outputs (q, k, v) and the normed compressed
     # inputs they saved are dropped, the compressed q/kv (the checkpoint's inputs) are kept.
     "mla_up_proj": ("core_attn_qkv", "mla_q_up_input", "mla_kv_up_input"),
 }
+
+# Inputs of FP8 linears that only the linear saves (LayerNorm-fused linears quantize their normalised output;
+# fc2 inputs are the activation outputs): in FP8 training they are saved quantized instead of in bf16.
+FP8_SAVED_INPUTS = ("qkv_input", "fc1_input", "act_output", "expert_fc1_input", "expert_act_output",
+                    "shared_act_output")
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,26 @@ def tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
     return m.seq_length / p.cp * t.micro_batch_size
 
 
-def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> LayerActivations:
+def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool = False) -> LayerActivations:
+    """A layer's saved tensors; `fp8`: the layer runs its GEMMs in FP8 (t.low_precision)."""
+    terms = _bf16_terms(m, p, t, moe)
+    return LayerActivations(_quantized(terms, m, p, t, moe) if fp8 and t.low_precision else terms)
+
+
+def _quantized(terms: dict[str, float], m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[str, float]:
+    """FP8 saved inputs: the linears' own inputs at the recipe's bytes per element; the output projection's
+    quantized input is a copy beside the bf16 attention output flash attention keeps, and the shared expert's
+    fc1 keeps its own copy of the MoE input (which the router keeps in bf16)."""
+    per = precision.saved_input_bytes(t.low_precision)
+    out = {k: (v * per / 2 if k in FP8_SAVED_INPUTS else v) for k, v in terms.items()}
+    n, sp = tokens(m, p, t), (p.tp if p.sequence_parallel else 1)
+    out["proj_input"] = per * n * m.num_attention_heads * m.kv_channels / p.tp
+    if moe and m.moe_shared_expert_intermediate_size:
+        out["shared_fc1_input"] = per * n * m.hidden_size / sp
+    return out
+
+
+def _bf16_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[str, float]:
     n = tokens(m, p, t)
     h = m.hidden_size
     sp = p.tp if p.sequence_parallel else 1
@@ -78,7 +103,7 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> LayerA
             "fc1_output": 2 * n * m.ffn_hidden_size * gate / p.tp,
             "act_output": 2 * n * m.ffn_hidden_size / p.tp,
         })
-        return LayerActivations(terms)
+        return terms
     routed = expert_tokens(m, p, t)
     ffn = m.moe_ffn_hidden_size or m.ffn_hidden_size
     shared = m.moe_shared_expert_intermediate_size or 0
@@ -96,7 +121,7 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> LayerA
         # fc2_latent_proj keeps its input, the combined tokens in the latent width (fc1_latent_proj's input is
         # the normed hidden state, `moe_input`).
         terms["latent_fc2_input"] = 2 * n * m.moe_latent_size / sp
-    return LayerActivations(terms)
+    return terms
 
 
 def _attention_terms(m: ModelShape, p: Parallelism, n: float) -> dict[str, float]:

@@ -52,7 +52,18 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     except (ConfigError, DeviceError, OverrideInputError, UnitSelectionError, VersionError) as exc:
         _fail(str(exc))
     unit = loaded.unit
-    inputs = read_inputs(loaded.resolved.get, unit.name, gpus)
+    notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})"]
+    if gpu is None:  # a Bridge recipe name says which GPU it is for (`..._8gpu_b200_bf16_config`)
+        from offlint.estimate.oom import device_for
+
+        named = device_for(unit.name)
+        if named is None:
+            notes.append(f"the recipe name names a GPU offlint has no capacity for: sized against {device.name}; "
+                         f"pass --gpu")
+        elif named != device:
+            device = named
+            notes.append(f"device {device.name}, from the recipe name")
+    inputs = read_inputs(loaded.resolved.get, unit.name, gpus, device.fp8_transpose)
     if inputs.unsupported:
         _fail(f"{config}: {unit.name}: no verdict: it uses {', '.join(inputs.unsupported)}, which the memory model "
               f"does not cover (an estimate would be a guess)")
@@ -71,17 +82,6 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     if inputs.model.num_layers % (p.pp * (p.vpp or 1)):
         _fail(f"{config}: {inputs.model.num_layers} layers do not split evenly over PP{p.pp}"
               + (f" x VPP{p.vpp}" if p.vpp else "") + " (uneven pipeline splits are not modelled)")
-    notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})"]
-    if gpu is None:  # a Bridge recipe name says which GPU it is for (`..._8gpu_b200_bf16_config`)
-        from offlint.estimate.oom import device_for
-
-        named = device_for(unit.name)
-        if named is None:
-            notes.append(f"the recipe name names a GPU offlint has no capacity for: sized against {device.name}; "
-                         f"pass --gpu")
-        elif named != device:
-            device = named
-            notes.append(f"device {device.name}, from the recipe name")
     notes += [f"{key} is not known: assuming {what}" for key, what in sorted(inputs.assumed.items())]
     if gpus is None and p.world_size is None:
         notes.append(f"assuming {world} GPUs, the fewest this layout needs; pass --gpus N for the real job")

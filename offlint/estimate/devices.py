@@ -26,6 +26,10 @@ class Device:
     fp8_tflops: float = 1979.0  # dense FP8 (the A100 has none: its BF16 figure)
     hbm_tb_per_s: float = 3.35
     nvlink_gb_per_s: float = 450.0  # per GPU and direction
+    # Whether per-tensor FP8 keeps a separate transposed copy for the column-wise GEMM operand: on Hopper
+    # (compute capability 9.0) yes; on Blackwell (10.x) the FP8 GEMM takes the row-wise data (Transformer
+    # Engine's nvte_is_non_tn_fp8_gemm_supported). None: not known (a capacity given in GiB; the A100 has no FP8).
+    fp8_transpose: bool | None = None
 
     def peak_flops(self, dtype: str = "bf16") -> float:
         return (self.fp8_tflops if dtype in ("fp8", "fp4") else self.bf16_tflops) * 1e12
@@ -48,10 +52,10 @@ class Device:
 
 
 DEVICES = {
-    "h100-80gb": Device("h100-80gb", 81559, 989.0, 8, 1979.0, 3.35, 450.0),
-    "h200": Device("h200", 143771, 989.0, 8, 1979.0, 4.8, 450.0),
-    "b200": Device("b200", 183359, 2250.0, 8, 4500.0, 8.0, 900.0),
-    "gb200": Device("gb200", 189471, 2500.0, 4, 5000.0, 8.0, 900.0),
+    "h100-80gb": Device("h100-80gb", 81559, 989.0, 8, 1979.0, 3.35, 450.0, fp8_transpose=True),
+    "h200": Device("h200", 143771, 989.0, 8, 1979.0, 4.8, 450.0, fp8_transpose=True),
+    "b200": Device("b200", 183359, 2250.0, 8, 4500.0, 8.0, 900.0, fp8_transpose=False),
+    "gb200": Device("gb200", 189471, 2500.0, 4, 5000.0, 8.0, 900.0, fp8_transpose=False),
     "a100-80gb": Device("a100-80gb", 81920, 312.0, 8, 312.0, 2.039, 300.0),
 }
 DEFAULT_DEVICE = "h100-80gb"

@@ -95,6 +95,18 @@ class Parallelism:
 
 
 @dataclass(frozen=True)
+class LowPrecision:
+    """FP8 training as megatron-core and Transformer Engine run it (offlint/estimate/precision.py)."""
+
+    recipe: str  # "delayed" | "tensorwise" | "mxfp8" | "blockwise"
+    params: bool = False  # fp8_param(_gather): primary weights in FP8, no bf16 weight copy
+    transpose: bool = True  # per-tensor scaling keeps a separate FP8 transpose (Hopper; not Blackwell)
+    bf16_layers_start: int = 0  # first_last_layers_bf16: layers that stay bf16
+    bf16_layers_end: int = 0
+    amax_history: int = 1  # delayed scaling's amax history length
+
+
+@dataclass(frozen=True)
 class Training:
     micro_batch_size: int = 1
     global_batch_size: int | None = None
@@ -123,6 +135,7 @@ class Training:
     activation_offload_fraction: float = 1.0
     compute_dtype: str = "bf16"  # the GEMMs' precision, for the step-time model only ("fp8" in calibration)
     moe_router_graphed: bool = False  # CUDA graphs capture the MoE router and preprocessing (host overhead)
+    low_precision: LowPrecision | None = None  # FP8 training; None: bf16/fp16/fp32 GEMMs
 
 
 @dataclass
@@ -199,13 +212,24 @@ def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = None) -> Inputs:
-    """Read everything the memory model uses from `lookup` (a ResolvedUnit's `get`)."""
+def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = None,
+                fp8_transpose: bool | None = None) -> Inputs:
+    """Read everything the memory model uses from `lookup` (a ResolvedUnit's `get`). `fp8_transpose` is the
+    device's (devices.Device.fp8_transpose): per-tensor FP8 needs it, and None then means no verdict."""
     r = _Reader(lookup)
     model = _read_model(r)
     parallel, source = _read_parallel(r, unit_name, world_size)
     training = _read_training(r)
     unsupported = _unsupported(r, unit_name)
+    low, why = _read_low_precision(r, unit_name, fp8_transpose)
+    if why and why not in unsupported:
+        unsupported.append(why)
+    if low is not None and (model.multi_latent_attention or model.moe_latent_size or model.mtp_num_layers):
+        low, why = None, ("FP8 training with multi-latent attention, latent MoE or MTP layers (their quantized "
+                          "weight copies and saved inputs are not counted)")
+        unsupported.append(why)
+    if low is not None:
+        training = replace(training, low_precision=low, compute_dtype="fp8")
     return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed)
 
 
@@ -354,7 +378,7 @@ def _router_graphed(r: _Reader) -> bool:
     return any("moe_router" in str(name) for name in names)
 
 
-LOW_PRECISION = "FP8/FP4 training (low-precision weight copies and saved activations are not modelled)"
+LOW_PRECISION = "FP4 (NVFP4) training (FP4 weight and activation storage is not modelled)"
 # Features whose memory the model does not describe: an estimate with them would be a guess. A known value turns
 # the feature on (no verdict); an unknown one leaves the estimate unknown (rules.md: unknown is never default).
 _UNSUPPORTED = {
@@ -367,8 +391,6 @@ _UNSUPPORTED = {
     "peft": "PEFT fine-tuning (frozen base weights have no gradients or optimizer states)",
     "model.teacher": "knowledge distillation (a frozen teacher model beside the trained student)",
     "model.freeze_language_model": "a frozen language model (no gradients or optimizer states for it)",
-    "model.fp8": LOW_PRECISION,
-    "model.fp4": LOW_PRECISION,
 }
 # Bridge's precision recipes and recipe names that train in FP8 or FP4 (`bf16_with_fp8_current_scaling_mixed`,
 # `bf16_with_mxfp8_mixed`, `..._8gpu_h100_fp8cs_config`, `..._b200_nvfp4_config`).
@@ -385,30 +407,114 @@ def _unsupported(r: _Reader, unit_name: str = "") -> list[str]:
         elif value.state == "known" and value.value not in (None, False, 0, "", []):
             if what not in out:
                 out.append(what)
-    if _low_precision(r, unit_name) and LOW_PRECISION not in out:
-        out.append(LOW_PRECISION)
     return out
 
 
-def _low_precision(r: _Reader, unit_name: str) -> bool:
-    """Whether the run trains in FP8 or FP4: Bridge's `mixed_precision` (a recipe name, or a MixedPrecisionConfig
-    record with `fp8`/`fp4` set), or a Bridge recipe whose name says so. Megatron-LM's `--fp8-format` maps onto
-    `model.fp8`, which `_UNSUPPORTED` covers."""
-    if _LOW_PRECISION_NAME.search(unit_name.lower().removesuffix("_config")):
-        return True
+# Bridge's named precision recipes (training/mixed_precision.py at 067f987) that train in FP8: fp8_recipe,
+# fp8_param_gather, and the bf16 layers kept at the start and end by first_last_layers_bf16. A name is looked up
+# by Bridge at run time (get_mixed_precision_config), so offlint keeps the table; FP4 recipes are not modelled.
+BRIDGE_FP8_RECIPES = {
+    "bf16_with_fp8_delayed_scaling_mixed": dict(fp8_recipe="delayed", fp8_param_gather=True,
+                                                fp8_amax_history_len=1024),
+    "fp16_with_fp8_delayed_scaling_mixed": dict(fp8_recipe="delayed", fp8_param_gather=True,
+                                                fp8_amax_history_len=1024),
+    "bf16_with_mxfp8_mixed": dict(fp8_recipe="mxfp8", fp8_param_gather=True),
+    "fp16_with_mxfp8_mixed": dict(fp8_recipe="mxfp8", fp8_param_gather=True),
+    "bf16_with_fp8_current_scaling_mixed": dict(fp8_recipe="tensorwise", fp8_param_gather=True,
+                                                first_last_layers_bf16=True, num_layers_at_start_in_bf16=1,
+                                                num_layers_at_end_in_bf16=1),
+    "fp16_with_fp8_current_scaling_mixed": dict(fp8_recipe="tensorwise", fp8_param_gather=True,
+                                                first_last_layers_bf16=True, num_layers_at_start_in_bf16=1,
+                                                num_layers_at_end_in_bf16=1),
+    "nemotron_h_bf16_with_fp8_current_scaling_mixed": dict(fp8_recipe="tensorwise", fp8_param_gather=True,
+                                                           first_last_layers_bf16=True,
+                                                           num_layers_at_start_in_bf16=2,
+                                                           num_layers_at_end_in_bf16=2),
+    "nanov2_bf16_with_fp8_current_scaling_mixed": dict(fp8_recipe="blockwise", fp8_param_gather=True,
+                                                       first_last_layers_bf16=True, num_layers_at_start_in_bf16=2,
+                                                       num_layers_at_end_in_bf16=2),
+    "bf16_with_fp8_subchannel_scaling_mixed": dict(fp8_recipe="blockwise", fp8_param_gather=False),
+    "fp16_with_fp8_subchannel_scaling_mixed": dict(fp8_recipe="blockwise", fp8_param_gather=False),
+}
+_FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+# Bridge recipe names that say FP8 or FP4 (`..._8gpu_h100_fp8cs_config`, `..._b200_nvfp4_config`) and precision
+# recipe names that do (`bf16_with_nvfp4_mixed`).
+_LOW_PRECISION_NAME = re.compile(r"(?:^|_)(?:fp8\w*|mxfp8|nvfp4|fp4\w*)(?:_|$)", re.I)
+_MCORE_FIELDS = ("fp8", "fp8_recipe", "fp8_param", "fp8_amax_history_len", "fp8_dot_product_attention",
+                 "fp8_multi_head_attention", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
+                 "num_layers_at_end_in_bf16", "fp4")
+
+
+def _precision_settings(r: _Reader) -> dict | None:
+    """The FP8/FP4 settings in force: Bridge's `mixed_precision` (a recipe name or a MixedPrecisionConfig
+    record), which overwrites the model config's fields when set; else megatron-core's own `model.fp8...` keys
+    (Megatron-LM's --fp8-format maps onto model.fp8). None: not readable (already recorded as unknown)."""
     mixed = r.lookup("mixed_precision")
-    if mixed.state != "known":
-        return False  # an unknown one is already recorded by _half_precision
-    if isinstance(mixed.value, str):
-        return bool(_LOW_PRECISION_NAME.search(mixed.value.lower()))
+    if mixed.is_unknown:
+        return None  # recorded by _half_precision
+    if mixed.state == "known" and isinstance(mixed.value, str):
+        name = mixed.value.replace("-", "_")
+        if name in BRIDGE_FP8_RECIPES:
+            settings = BRIDGE_FP8_RECIPES[name]
+            return dict(settings, fp8="hybrid", fp8_param=settings["fp8_param_gather"])
+        return {"fp4": "e2m1"} if "fp4" in name else {"unknown_name": name} if _LOW_PRECISION_NAME.search(
+            name) else {}
     fields = getattr(mixed.value, "fields", None)
-    if isinstance(fields, dict):
-        for name in ("fp8", "fp4", "fp8_param", "fp4_param"):
-            if isinstance(fields.get(name), Unknown):
-                r.unknown["mixed_precision"] = f"`{name}` of the mixed-precision config: {fields[name].reason}"
-            elif fields.get(name) not in (None, False, ""):
-                return True
-    return False
+    if mixed.state == "known" and isinstance(fields, dict):
+        settings = dict(fields)
+        if settings.get("fp8_param") is None:  # MixedPrecisionConfig.finalize: fp8_param from fp8_param_gather
+            settings["fp8_param"] = settings.get("fp8_param_gather")
+        return settings
+    settings = {}
+    for name in _MCORE_FIELDS:
+        value = r.lookup(f"model.{name}")
+        if value.is_unknown:
+            r.unknown[f"model.{name}"] = value.value.reason if isinstance(value.value, Unknown) else "unknown"
+            return None
+        settings[name] = value.value
+    settings["disable_parameter_transpose_cache"] = r.get("model.disable_parameter_transpose_cache", False)
+    return settings
+
+
+def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) -> tuple[LowPrecision | None, str]:
+    """(the FP8 settings, or None for 16/32-bit GEMMs; why there is no verdict, or "")."""
+    settings = _precision_settings(r)
+    if settings is None:
+        return None, ""
+    for name, value in settings.items():
+        if isinstance(value, Unknown) and (name.startswith(("fp8", "fp4")) or "bf16" in name):
+            r.unknown["mixed_precision"] = f"`{name}` of the mixed-precision config: {value.reason}"
+            return None, ""
+    named = bool(_LOW_PRECISION_NAME.search(unit_name.lower().removesuffix("_config")))
+    if "unknown_name" in settings:
+        return None, f"the precision recipe {settings['unknown_name']!r}, which offlint does not know"
+    if settings.get("fp4"):
+        return None, LOW_PRECISION
+    if not settings.get("fp8"):
+        if named:  # the name says FP8/FP4 and the configuration says neither: do not size it as bf16
+            return None, "FP8/FP4 training that the recipe name announces but offlint does not see set"
+        return None, ""
+    recipe = settings.get("fp8_recipe") or "delayed"
+    if recipe not in _FP8_RECIPES:
+        return None, f"the FP8 recipe {recipe!r} (not modelled)"
+    if settings.get("fp8_dot_product_attention") or settings.get("fp8_multi_head_attention"):
+        return None, "FP8 attention (fp8_dot_product_attention: its saved tensors are not modelled)"
+    if recipe in ("delayed", "tensorwise") and fp8_transpose is None:
+        return None, ("per-tensor FP8 scaling on a GPU whose architecture offlint does not know (Hopper keeps an "
+                      "FP8 transpose of every weight, Blackwell does not; pass --gpu)")
+    if not settings.get("fp8_param") and settings.get("disable_parameter_transpose_cache"):
+        return None, ("FP8 with bf16 weights and disable_parameter_transpose_cache (the quantized weights are then "
+                      "made again for every micro-batch; not modelled)")
+    bf16_layers = bool(settings.get("first_last_layers_bf16"))
+    history = settings.get("fp8_amax_history_len")
+    return LowPrecision(
+        recipe=recipe,
+        params=bool(settings.get("fp8_param")),
+        transpose=bool(fp8_transpose) if recipe in ("delayed", "tensorwise") else True,
+        bf16_layers_start=int(settings.get("num_layers_at_start_in_bf16") or 0) if bf16_layers else 0,
+        bf16_layers_end=int(settings.get("num_layers_at_end_in_bf16") or 0) if bf16_layers else 0,
+        amax_history=int(history) if _positive_int(history) else 1,
+    ), ""
 
 
 def with_training(inputs: Inputs, **changes) -> Inputs:

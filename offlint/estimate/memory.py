@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from offlint.estimate import activations as act
-from offlint.estimate import params
+from offlint.estimate import params, precision
 from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
 
 GIB = 1024**3
@@ -85,9 +85,9 @@ def estimate(inputs: Inputs, world_size: int | None = None) -> Estimate:
 def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, dp: int, edp: int,
                   nmb: int | None) -> StageMemory:
     dense, expert = stage.params.per_rank(p)
-    parts = [Part(f"weights ({_dtype(t.params_bytes)})", (dense + expert) * t.params_bytes, "weights"),
-             Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
-                  (dense + expert) * (4 if t.grads_fp32 else t.params_bytes), "grads")]
+    parts = _weights(m, p, t, stage, dense + expert)
+    parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
+                      (dense + expert) * (4 if t.grads_fp32 else t.params_bytes), "grads"))
     # The distributed optimizer shards over the data-parallel group including context parallelism.
     optimizer = optimizer_bytes(t, dense / (dp * p.cp if t.distributed_optimizer else 1))
     expert_optimizer = optimizer_bytes(t, expert / (edp if t.distributed_optimizer else 1))
@@ -115,6 +115,32 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                       WORKSPACE_AND_NCCL_BYTES + FRAGMENTATION * subtotal, "allowance"))
     return StageMemory(stage.index, parts, in_flight, optimizer.host + expert_optimizer.host,
                        optimizer.pinned + expert_optimizer.pinned, host_activations)
+
+
+def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, count: float) -> list[Part]:
+    """The parameters, and in FP8 training the quantized GEMM weights (precision.py): in place of the bf16
+    ones with FP8 primary weights, else beside them (Transformer Engine's cache); delayed scaling's state."""
+    lp = t.low_precision
+    plain = Part(f"weights ({_dtype(t.params_bytes)})", count * t.params_bytes, "weights")
+    if lp is None:
+        return [plain]
+    gemm, gemms = 0.0, 0.0
+    for index in _stage_layers(m, p, stage):
+        if precision.is_fp8_layer(m, lp, index):
+            moe = m.is_moe_layer(index)
+            dense, expert = precision.gemm_weights(m, moe)
+            gemm += dense / p.tp + expert / (p.ep * p.etp)
+            gemms += precision.gemms(m, moe, (m.num_moe_experts or 0) / p.ep)
+    copies = gemm * precision.weight_copy_bytes(lp)
+    state = Part("FP8 scaling state (amax history)", precision.scaling_state_bytes(lp, gemms), "weights")
+    if lp.params:
+        return [Part(f"weights ({_dtype(t.params_bytes)}; FP8 GEMM weights, {lp.recipe})",
+                     (count - gemm) * t.params_bytes + copies, "weights"), state]
+    return [plain, Part(f"FP8 weight copies ({lp.recipe}, Transformer Engine cache)", copies, "weights"), state]
+
+
+def _stage_layers(m: ModelShape, p: Parallelism, stage: params.Stage) -> list[int]:
+    return [i for r in params.stage_layer_ranges(m.num_layers, p.pp, p.vpp)[stage.index] for i in r]
 
 
 def _dtype(nbytes: int) -> str:
@@ -176,11 +202,13 @@ def microbatches_in_flight(p: Parallelism, stage: int, nmb: int | None) -> float
 def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage,
                        in_flight: float) -> tuple[float, float, float]:
     """(GPU bytes of the stage's layers at peak, host bytes offloaded, recompute working set)."""
-    indices = [i for r in params.stage_layer_ranges(m.num_layers, p.pp, p.vpp)[stage.index] for i in r]
-    by_kind: dict[bool, act.LayerActivations] = {}  # a layer's activations depend only on whether it is MoE
-    for moe in {m.is_moe_layer(i) for i in indices}:
-        by_kind[moe] = act.after_selective_recompute(act.layer_terms(m, p, t, moe), t)
-    layers = [by_kind[m.is_moe_layer(i)] for i in indices]
+    indices = _stage_layers(m, p, stage)
+
+    def kind(i: int) -> tuple[bool, bool]:  # a layer's activations depend only on whether it is MoE and FP8
+        return m.is_moe_layer(i), precision.is_fp8_layer(m, t.low_precision, i)
+
+    by_kind = {k: act.after_selective_recompute(act.layer_terms(m, p, t, *k), t) for k in {kind(i) for i in indices}}
+    layers = [by_kind[kind(i)] for i in indices]
     if not layers:
         return 0.0, 0.0, 0.0
     full = [layer.total for layer in layers]

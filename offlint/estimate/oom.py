@@ -69,6 +69,20 @@ def device_for(unit_name: str) -> Device | None:
     return device()
 
 
+# Blackwell Ultra GPUs offlint has no capacity for: compute capability 10.3, where Transformer Engine's FP8 GEMMs
+# take the row-wise data for both layouts (nvte_is_non_tn_fp8_gemm_supported: 10.0 <= cc < 12.0).
+_BLACKWELL_UNSIZED = frozenset({"b300", "gb300"})
+
+
+def fp8_transpose(unit_name: str) -> bool | None:
+    """Whether per-tensor FP8 keeps a transposed weight copy on the unit's device (None: not known)."""
+    dev = device_for(unit_name)
+    if dev is None:
+        tokens = set(unit_name.lower().replace(".", "_").split("_"))
+        return False if tokens & _BLACKWELL_UNSIZED else None
+    return dev.fp8_transpose
+
+
 # The inputs a "possible" finding names when they are unknown (the model sizes first; at most a few others).
 SIZE_KEYS = ("model.num_layers", "model.hidden_size", "model.num_attention_heads", "model.vocab_size",
              "model.seq_length")
@@ -77,7 +91,7 @@ SIZE_KEYS = ("model.num_layers", "model.hidden_size", "model.num_attention_heads
 def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]]:
     """The unit's inputs when every size is known and the model covers it (else None: an unknown verdict),
     and the unknown keys worth naming."""
-    inputs = read_inputs(lookup, unit_name)
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name))
     if not inputs.complete:
         named = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)[:5]
         return None, named
@@ -90,7 +104,7 @@ def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]
 def has_no_answer(lookup: Lookup, unit_name: str) -> bool:
     """True when the model cannot estimate this unit whatever the unknown values are: it uses a feature the model
     does not cover, or a layout it does not split (known values, so no "possible" finding either)."""
-    inputs = read_inputs(lookup, unit_name)
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name))
     if inputs.unsupported:
         return True
     if inputs.unknown or device_for(unit_name) is None:
@@ -101,7 +115,7 @@ def has_no_answer(lookup: Lookup, unit_name: str) -> bool:
 
 def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
     """Why a unit's memory estimate has no verdict, for a "possible" finding's message."""
-    inputs = read_inputs(lookup, unit_name)
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name))
     if inputs.unsupported:
         return f"it uses {', '.join(inputs.unsupported)}, which the memory model does not cover"
     if inputs.unknown:

@@ -1,0 +1,91 @@
+"""What FP8 training keeps in GPU memory beyond bf16 training, per scaling recipe (Transformer Engine 2.x as
+megatron-core drives it). Sources: docs/estimate.md, "FP8 training"; every figure below names where it is read.
+
+Only the GEMM weights of the transformer layers run in FP8 (megatron-core's Transformer Engine linears: QKV,
+attention output, fc1, fc2, shared and routed experts). Embedding, output layer, norms, router and biases stay
+16-bit. Per FP8 GEMM weight element a rank holds one quantized copy with both usages the forward and backward
+GEMMs need (`quantize_weight`: row-wise for fprop, column-wise for dgrad):
+
+- bf16 primary weights (`fp8_param` off): the bf16 parameter plus Transformer Engine's cached quantized copy
+  (`_fp8_workspaces["weight"]`, kept because megatron-core passes `is_first_microbatch` unless
+  `disable_parameter_transpose_cache`);
+- FP8 primary weights (`fp8_param`/`fp8_param_gather`): the quantized parameter replaces the bf16 one (the DDP
+  parameter buffer is uint8); the fp32 master copy stays in the optimizer.
+
+The quantized copy's size: per-tensor scaling (delayed, tensorwise/current) stores 1 byte per element, and on
+Hopper a separate 1-byte transpose for the column-wise usage (`nvte_is_non_tn_fp8_gemm_supported` is false
+below compute capability 10.0); MXFP8 stores row-wise and column-wise data, each 1 byte plus a 1-byte E8M0
+scale per 32 elements; blockwise (Hopper "subchannel") stores both, each 1 byte plus an fp32 scale per 128 x 128
+block for weights and per 1 x 128 for activations.
+
+The input each FP8 linear saves for its weight gradient is quantized (only the usage the backward needs is
+kept): 1 byte per element, plus the scales. Attention itself stays bf16 (flash attention keeps its bf16
+output for its backward, so the output projection's FP8 input is an extra copy).
+"""
+
+from __future__ import annotations
+
+from offlint.estimate.inputs import LowPrecision, ModelShape
+
+# Bytes per element of one quantized GEMM weight holding both usages, and of one saved (one-usage) input.
+_SCALE_MXFP8 = 1 / 32  # one E8M0 byte per 32 elements
+_SCALE_BLOCK_WEIGHT = 4 / (128 * 128)  # an fp32 scale per 128 x 128 block
+_SCALE_BLOCK_INPUT = 4 / 128  # an fp32 scale per 1 x 128 block
+
+
+def weight_copy_bytes(lp: LowPrecision) -> float:
+    """Bytes per GEMM weight element of its quantized copy (both usages)."""
+    if lp.recipe == "mxfp8":
+        return 2 * (1 + _SCALE_MXFP8)
+    if lp.recipe == "blockwise":
+        return 2 * (1 + _SCALE_BLOCK_WEIGHT)
+    return 2.0 if lp.transpose else 1.0  # delayed / tensorwise: data, and its transpose on Hopper
+
+
+def saved_input_bytes(lp: LowPrecision) -> float:
+    """Bytes per element of an FP8 linear's saved input (the one usage its backward reads)."""
+    if lp.recipe == "mxfp8":
+        return 1 + _SCALE_MXFP8
+    if lp.recipe == "blockwise":
+        return 1 + _SCALE_BLOCK_INPUT
+    return 1.0
+
+
+def is_fp8_layer(m: ModelShape, lp: LowPrecision | None, index: int) -> bool:
+    """Whether layer `index` (global) runs its GEMMs in FP8: Bridge's `first_last_layers_bf16` keeps the first
+    and last few in bf16 (megatron-core's is_first_last_bf16_layer)."""
+    if lp is None:
+        return False
+    return lp.bf16_layers_start <= index < m.num_layers - lp.bf16_layers_end
+
+
+def gemm_weights(m: ModelShape, moe: bool) -> tuple[int, int]:
+    """(TP-sharded, expert) GEMM weight elements of one layer, biases and norms excluded."""
+    h = m.hidden_size
+    q = m.num_attention_heads * m.kv_channels
+    kv = m.num_query_groups * m.kv_channels
+    attention = h * (q + 2 * kv) + q * h
+    gate = 2 if m.gated_linear_unit else 1
+    if not moe:
+        return attention + h * m.ffn_hidden_size * gate + m.ffn_hidden_size * h, 0
+    shared = m.moe_shared_expert_intermediate_size or 0
+    ffn = m.moe_ffn_hidden_size or m.ffn_hidden_size
+    return attention + shared * h * (gate + 1), (m.num_moe_experts or 0) * ffn * h * (gate + 1)
+
+
+def gemms(m: ModelShape, moe: bool, local_experts: float) -> float:
+    """Quantized GEMMs of one layer on one rank (each keeps its own scaling state): QKV and output projection,
+    fc1 and fc2, or fc1 and fc2 per local expert plus the shared expert's."""
+    if not moe:
+        return 4
+    return 2 + 2 * local_experts + (2 if m.moe_shared_expert_intermediate_size else 0)
+
+
+def scaling_state_bytes(lp: LowPrecision, gemms: float) -> float:
+    """Delayed scaling's per-GEMM state: three forward quantizers (input, weight, output) and two backward ones
+    (output gradient, input gradient), each with an fp32 amax history of `fp8_amax_history_len` entries, a
+    scale and its inverse (Transformer Engine's DelayedScaling `fp8_meta`). Current and block scaling keep no
+    history (a few scalars)."""
+    if lp.recipe != "delayed":
+        return 0.0
+    return gemms * 5 * (lp.amax_history + 2) * 4

@@ -1,0 +1,156 @@
+"""FP8 training in the memory model (offlint/estimate/precision.py): which recipe keeps what, read from Bridge's
+precision configs. Expected bytes are derived here from the parameter counts and Transformer Engine's storage
+rules (docs/estimate.md, "FP8 training"), not copied from the model's output; that the GEMM weights are the
+linear weights of a real GPTModel is tests/test_estimate_params.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from offlint.estimate import activations, memory, params
+from offlint.estimate.inputs import (LOW_PRECISION, Inputs, LowPrecision, ModelShape, Parallelism, Training,
+                                     read_inputs)
+from offlint.types import Unknown, Value
+
+# Llama-3-8B-shaped, no biases: every parameter that is not embedding, output layer or a norm is a GEMM weight.
+MODEL = ModelShape(num_layers=8, hidden_size=1024, ffn_hidden_size=3584, num_attention_heads=8, num_query_groups=2,
+                   kv_channels=128, vocab_size=32000, seq_length=2048, gated_linear_unit=True, tied_embeddings=False,
+                   rms_norm=True, add_bias_linear=False)
+TRAIN = Training(micro_batch_size=1, global_batch_size=64, distributed_optimizer=True)
+PARALLEL = Parallelism(world_size=8)
+
+
+def _gemm_weights(m: ModelShape = MODEL) -> int:
+    """GEMM weights by subtraction: all parameters less the embedding, the output layer and the RMSNorms."""
+    norms = (2 * m.num_layers + 1) * m.hidden_size
+    return params.total(m) - 2 * m.vocab_size * m.hidden_size - norms
+
+
+def _stage(lp: LowPrecision | None, model=MODEL, parallel=PARALLEL, training=TRAIN) -> memory.StageMemory:
+    return memory.estimate(Inputs(model, parallel, replace(training, low_precision=lp))).peak
+
+
+def _weights(stage: memory.StageMemory) -> float:
+    return stage.of("weights")
+
+
+@pytest.mark.parametrize(("recipe", "transpose", "copy"), [
+    ("tensorwise", True, 2.0),  # Hopper: FP8 data and its FP8 transpose
+    ("tensorwise", False, 1.0),  # Blackwell: one FP8 buffer serves both GEMM layouts
+    ("delayed", True, 2.0),
+    ("mxfp8", True, 2 * (1 + 1 / 32)),  # row-wise and column-wise data, an E8M0 byte per 32 of each
+    ("blockwise", True, 2 * (1 + 4 / (128 * 128))),  # both usages, an fp32 scale per 128x128 block
+])
+def test_fp8_weights_per_recipe(recipe, transpose, copy):
+    gemm, total = _gemm_weights(), params.total(MODEL)
+    bf16 = _weights(_stage(None))
+    assert bf16 == 2 * total
+    state = 0.0
+    if recipe == "delayed":  # 4 GEMMs per layer, 5 quantizers each, history + scale + scale_inv in fp32
+        state = MODEL.num_layers * 4 * 5 * (1024 + 2) * 4
+    lp = LowPrecision(recipe, params=False, transpose=transpose, amax_history=1024)
+    # bf16 primary weights: Transformer Engine's cached quantized copy beside them.
+    assert _weights(_stage(lp)) == pytest.approx(2 * total + copy * gemm + state)
+    # FP8 primary weights (fp8_param_gather): the quantized copy replaces the bf16 GEMM weight.
+    assert _weights(_stage(replace(lp, params=True))) == pytest.approx(2 * (total - gemm) + copy * gemm + state)
+
+
+def test_fp8_changes_no_gradient_or_optimizer_bytes():
+    lp = LowPrecision("tensorwise", params=True)
+    for kind in ("grads", "optimizer"):
+        assert _stage(lp).of(kind) == _stage(None).of(kind)
+
+
+def test_first_and_last_bf16_layers_keep_no_fp8_copies_and_bf16_activations():
+    lp = LowPrecision("tensorwise", params=False, bf16_layers_start=1, bf16_layers_end=2)
+    full = LowPrecision("tensorwise", params=False)
+    per_layer = _gemm_weights() / MODEL.num_layers * 2
+    assert _stage(full).of("weights") - _stage(lp).of("weights") == pytest.approx(3 * per_layer)
+    bf16_layer = activations.layer_terms(MODEL, PARALLEL, TRAIN, False).total
+    fp8_layer = activations.layer_terms(MODEL, PARALLEL, replace(TRAIN, low_precision=lp), False, True).total
+    layers = "activations: transformer layers"
+    assert _part(_stage(lp), layers) - _part(_stage(full), layers) == pytest.approx(3 * (bf16_layer - fp8_layer))
+
+
+def _part(stage: memory.StageMemory, name: str) -> float:
+    return sum(p.bytes for p in stage.parts if p.name == name)
+
+
+@pytest.mark.parametrize(("recipe", "per"), [("tensorwise", 1.0), ("mxfp8", 1 + 1 / 32), ("blockwise", 1 + 4 / 128)])
+@pytest.mark.parametrize("sp", [False, True])
+def test_fp8_linears_save_quantized_inputs(recipe, per, sp):
+    """The QKV and fc1 inputs (normalised hidden states) and the fc2 input (activation output) are saved
+    quantized; the output projection saves a quantized copy beside flash attention's bf16 output."""
+    parallel = Parallelism(tp=2, sequence_parallel=sp, world_size=8)
+    t = replace(TRAIN, low_precision=LowPrecision(recipe))
+    bf16 = activations.layer_terms(MODEL, parallel, TRAIN, False).terms
+    fp8 = activations.layer_terms(MODEL, parallel, t, False, True).terms
+    n, h, f = MODEL.seq_length, MODEL.hidden_size, MODEL.ffn_hidden_size
+    shard = 2 if sp else 1  # sequence parallelism shards the normalised inputs over TP
+    assert fp8["qkv_input"] == pytest.approx(per * n * h / shard)
+    assert fp8["fc1_input"] == pytest.approx(per * n * h / shard)
+    assert fp8["act_output"] == pytest.approx(per * n * f / 2)
+    assert fp8["proj_input"] == pytest.approx(per * n * 8 * 128 / 2)
+    assert fp8["core_attn_out"] == bf16["core_attn_out"]  # flash attention's output stays bf16
+    for name in ("attn_norm_input", "mlp_norm_input", "core_attn_qkv", "fc1_output"):
+        assert fp8[name] == bf16[name], name
+
+
+def _lookup(values: dict):
+    def get(key: str) -> Value:
+        if key not in values:
+            return Value(key, "default", None)
+        value = values[key]
+        return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
+    return get
+
+
+class _Record:
+    def __init__(self, **fields):
+        self.fields = {"bf16": True, "fp16": False, "fp8": None, "fp8_recipe": "tensorwise", "fp8_param": None,
+                       "fp8_param_gather": False, "fp4": None, "first_last_layers_bf16": False,
+                       "num_layers_at_start_in_bf16": 0, "num_layers_at_end_in_bf16": 0, "fp8_amax_history_len": 1,
+                       **fields}
+
+
+def test_bridge_precision_configs_are_read():
+    current = _Record(fp8="hybrid", fp8_param_gather=True, first_last_layers_bf16=True,
+                      num_layers_at_start_in_bf16=1, num_layers_at_end_in_bf16=1)
+    lp = read_inputs(_lookup({"mixed_precision": current}), "x_config", fp8_transpose=True).training.low_precision
+    assert lp == LowPrecision("tensorwise", params=True, transpose=True, bf16_layers_start=1, bf16_layers_end=1)
+    # A recipe name Bridge looks up at run time (mixed_precision.py): the same settings.
+    named = read_inputs(_lookup({"mixed_precision": "bf16_with_fp8_current_scaling_mixed"}), "x_config",
+                        fp8_transpose=True)
+    assert named.training.low_precision == lp and not named.unsupported
+    mx = read_inputs(_lookup({"mixed_precision": "bf16_with_mxfp8_mixed"}), "x_config")  # no device needed
+    assert mx.training.low_precision == LowPrecision("mxfp8", params=True) and not mx.unsupported
+    bf16 = read_inputs(_lookup({"mixed_precision": "bf16_mixed"}), "x_config", fp8_transpose=True)
+    assert bf16.training.low_precision is None and not bf16.unsupported
+    # Without Bridge's mixed_precision, megatron-core's own keys (Megatron-LM's --fp8-format).
+    mcore = read_inputs(_lookup({"model.fp8": "hybrid", "model.fp8_recipe": "delayed",
+                                 "model.fp8_amax_history_len": 1024, "model.bf16": True}), "x", fp8_transpose=False)
+    assert mcore.training.low_precision == LowPrecision("delayed", transpose=False, amax_history=1024)
+
+
+@pytest.mark.parametrize(("values", "name", "transpose", "why"), [
+    ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "x_config", True, LOW_PRECISION),
+    ({"mixed_precision": _Record(fp4="e2m1")}, "x_config", True, LOW_PRECISION),
+    ({"mixed_precision": _Record(fp8="hybrid")}, "x_config", None, "architecture"),
+    ({"mixed_precision": _Record(fp8="hybrid", fp8_dot_product_attention=True)}, "x_config", True, "FP8 attention"),
+    ({"mixed_precision": _Record()}, "llama3_8b_pretrain_8gpu_h100_fp8cs_config", True, "recipe name announces"),
+    ({"mixed_precision": "bf16_with_fp8_unknown_mixed"}, "x_config", True, "does not know"),
+    ({"model.fp8": "hybrid", "model.disable_parameter_transpose_cache": True}, "x", True, "transpose_cache"),
+    ({"mixed_precision": "bf16_with_mxfp8_mixed", "model.mtp_num_layers": 1}, "x_config", True, "MTP layers"),
+])
+def test_what_fp8_settings_get_no_verdict(values, name, transpose, why):
+    inputs = read_inputs(_lookup(values), name, fp8_transpose=transpose)
+    assert any(why in reason for reason in inputs.unsupported), inputs.unsupported
+
+
+def test_an_unknown_fp8_field_makes_the_estimate_unknown():
+    inputs = read_inputs(_lookup({"mixed_precision": _Record(fp8=Unknown("computed"))}), "x_config",
+                         fp8_transpose=True)
+    assert "mixed_precision" in inputs.unknown and not inputs.complete
