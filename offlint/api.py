@@ -39,6 +39,8 @@ class CheckOptions:
     cache: bool = True  # reuse and refresh the cache of `root` (cache.py: in the user's cache directory)
     workers: int | None = None  # worker processes (default: one per CPU, when there is enough to do)
     changed_files: bool = True  # explicit files inside the project: re-check every unit they affect
+    # path -> text read instead of the file's (`check --diff` checks its fixes again without writing them)
+    overlay: dict[str, str] = field(default_factory=dict)
     exclusion: Exclusion | None = None  # --exclude / --extend-exclude (default: discover.DEFAULT_EXCLUDE)
     progress: pipeline.Progress | None = None  # told (files read, files to read) while files are read
 
@@ -68,7 +70,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     root = project or options.root or Path.cwd()
     version = detect_version(options.mcore_version, options.configured_version, root)
     errors: list[FileError] = []
-    texts = pipeline.Texts(text_or_error)  # read on first use: a pre-commit run reads only what it needs
+    texts = pipeline.Texts(_overlaid(options.overlay))  # read on first use: a pre-commit run reads only what it needs
     if stdin is not None:
         name, text = stdin
         files = [SourceFile(name, _stdin_kind(name), True)]
@@ -197,6 +199,12 @@ def _validate(resolved_units, findings: list[Finding], all_rules: dict[str, Rule
             return validate_units(resolved_units, findings, all_rules, core)
     except ProbeError as exc:
         raise ValueError(f"--validate: {exc}") from None
+
+
+def _overlaid(overlay: dict[str, str]):
+    if not overlay:
+        return text_or_error
+    return lambda path: (overlay[path], "") if path in overlay else text_or_error(path)
 
 
 def _stdin_kind(name: str) -> str:

@@ -17,6 +17,7 @@ from offlint.reading import ReadError, decode, read_fd
 from offlint.report import FORMATS, render, render_statistics
 from offlint.report.escape import printable
 from offlint.rules import RuleFileError, load_rules
+from offlint.fix.request import fix_options, fixing
 from offlint.types import Severity
 from offlint import terminal
 from offlint.options import color_option
@@ -138,6 +139,7 @@ def main() -> None:
                    "report its own errors as OFL900.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the content-hash cache (in OFFLINT_CACHE_DIR, else ~/.cache/offlint).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the summary line.")
+@fix_options
 @click.option("--exclude", multiple=True, metavar="PATTERNS",
               help="Glob patterns (comma-separated) to leave out, replacing the default exclusions (.git, .venv, "
                    "build, ...), as ruff's --exclude; a pattern without '/' matches a name anywhere.")
@@ -193,7 +195,7 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
     try:
         with terminal.Bar("Reading files", enabled=human) as bar:
             options.progress = bar.update
-            result = check(paths, options, stdin=stdin)
+            result = fixing().run(paths, options, stdin) if fixing().asked else check(paths, options, stdin=stdin)
     except (ValueError, VersionError, RuleFileError) as exc:
         _fail(str(exc))
     rules = load_rules()
@@ -225,9 +227,11 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
             summary = "Nothing checked"
         if result.errors:
             summary += f", {plural(len(result.errors), 'file')} not checked"
+        summary = fixing().summary(summary, count)
         requested = f" (for {result.version.requested})" if result.version.requested else ""
         click.echo(f"{summary} ({plural(result.files_checked, 'file')}, {plural(result.units, 'unit')}, megatron-core "
                    f"{result.version.version}{requested} from {result.version.origin}).", err=True)
+    fixing().finish(result.findings, rules, quiet or output_format not in ("concise", "full"))
     sys.exit(2 if nothing else exit_code(result, severity))
 
 
@@ -246,6 +250,9 @@ def rule_command(code: str, output_format: str) -> None:
             "summary": rule.summary, "explanation": rule.explanation, "fix": rule.fix, "keys": list(rule.keys),
             "mirrors": list(rule.mirrors), "url": rule.url,
             "cites": [{"id": cited, "url": citations.url(cited)} for cited in citations.cited_ids(rule)],
+            "autofix": [{"title": f.title, "applicability": f.applicability, "action": f.action,
+                         "description": f.describe()}
+                        for f in (*rule.autofix, *(f for c in rule.checks for f in c.autofix))],
         }, indent=2))
         return
     lines = [f"# {rule.code} {rule.slug} ({rule.severity.value}; megatron-core {rule.versions})", "",
@@ -262,6 +269,10 @@ def rule_command(code: str, output_format: str) -> None:
                   *(f"  {c}: {citations.url(c)}" for c in cited), ""]
     if rule.fix:
         lines += [f"Fix: {rule.fix}", ""]
+    autofixes = [*rule.autofix, *(f for check in rule.checks for f in check.autofix)]
+    if autofixes:
+        lines += ["Autofix (`offlint check --fix`; unsafe ones with `--unsafe-fixes`):",
+                  *(f"    {f.describe()}" for f in autofixes), ""]
     for example in rule.examples:
         kind = "valid" if example.valid else "invalid"
         lines += [f"Example ({example.form}, {kind}):", *("    " + line for line in example.code.splitlines()), ""]

@@ -225,7 +225,9 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
     related = tuple(_related(v) for v in read if v.assignment is not None and v.assignment.location != anchor)
     return Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message, location=anchor,
                    unit=resolved.unit.name, related=tuple(dict.fromkeys(related)), fix=check.fix or rule.fix,
-                   possible=possible, url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path)
+                   possible=possible, url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path,
+                   written=tuple(dict.fromkeys((v.key, v.assignment.location) for v in read
+                                               if v.assignment is not None)))
 
 
 def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit) -> Location:
@@ -299,7 +301,8 @@ def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignm
                 message = f"{message}\n(on the path where {resolved.unit.path_condition})"
             out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message,
                                location=assignment.location, unit=resolved.unit.name, fix=check.fix or rule.fix,
-                               url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path))
+                               url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path,
+                               written=((assignment.key, assignment.location),)))
     return out
 
 
@@ -346,6 +349,6 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                 out.append(Finding(code=rule.code, slug=rule.slug, severity=rule.severity, message=message,
                                    location=a.location, unit=unit.name, unit_path=unit.location.path,
                                    related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
-                                   fix=rule.fix, url=rule.url))
+                                   fix=rule.fix, url=rule.url, written=((a.key, a.location),)))
             seen[a.key] = a
     return out

@@ -18,6 +18,7 @@ import yaml
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: rules load 5x faster
 
+from offlint.fix import spec as fix_spec
 from offlint.conditions import ConditionError, compile_condition
 from offlint.types import Severity
 from offlint.versions import VersionError, in_range, parse_version
@@ -47,6 +48,7 @@ class Check:
     # "config" and "optimizer-build" checks with the real package.
     stage: str = "silent"
     fix: str = ""  # this check's own fix hint, when it differs from the rule's (empty: the rule's `fix`)
+    autofix: tuple = ()  # this check's own fix as data (fix/spec.py), when it differs from the rule's
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Rule:
     examples: tuple[Example, ...]
     file: str
     forms: tuple[str, ...] = field(default=())
+    autofix: tuple = ()  # the fix as data, for `check --fix` (fix/spec.py AutoFix entries)
 
     @property
     def url(self) -> str:
@@ -149,7 +152,7 @@ def _build(data: dict, file: str) -> Rule:
             compile_condition(expression)  # message templates are expressions too: fail at load, not mid-run
         checks.append(Check(raw["condition"], raw["message"].strip(), Severity(raw.get("severity", severity)),
                             str(raw.get("versions", "all")), raw.get("mirrors", ""), stage,
-                            str(raw.get("fix", "")).strip()))
+                            str(raw.get("fix", "")).strip(), fix_spec.parse(raw.get("autofix"), "check")))
     examples = []
     for raw in data.get("examples", []):
         form = raw["form"]
@@ -169,6 +172,7 @@ def _build(data: dict, file: str) -> Rule:
         explanation=str(data.get("explanation", "")).strip(), fix=str(data.get("fix", "")).strip(),
         versions=versions, scope=scope, keys=tuple(data.get("keys", ())), checks=tuple(checks),
         mirrors=tuple(data.get("mirrors", ())), examples=tuple(examples), file=file, forms=forms,
+        autofix=fix_spec.parse(data.get("autofix"), "rule"),
     )
 
 

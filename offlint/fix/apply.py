@@ -1,0 +1,188 @@
+"""Carrying fixes out on file texts, and writing the results back safely.
+
+Fixes are made one at a time, from the end of each file backwards, each on the text the previous ones left: an
+edit never moves what lies before it, so the positions of the remaining fixes stay true. A fix whose edits
+reach past one already made in the same file waits for the next pass (run.py checks again and re-plans). A fix
+is all or nothing across the files it edits.
+
+Writing: each file goes to a temporary file in its own directory, which is then renamed over it, so a reader
+sees the old or the new text and never half of one. Right before, the file is read again and compared with the
+text the fixes were planned on: a file that changed meanwhile is left as it is. A read-only file (no write
+permission bit, or the directory refuses the temporary file) is left too. Each is one line in `problems`.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import stat
+import tempfile
+from dataclasses import dataclass, field
+
+from offlint.fix.edits import Change, FixError
+from offlint.fix.plan import PlannedFix
+from offlint.reading import ReadError, read_text
+
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class Edited:
+    """The texts of the files fixes changed, with the fixes made."""
+
+    originals: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    made: list[PlannedFix] = field(default_factory=list)
+    deferred: int = 0  # fixes left for the next pass (they overlap one made in this pass)
+    problems: dict[str, str] = field(default_factory=dict)  # path -> why it is not fixed (one line)
+
+
+def make(planned: list[PlannedFix], reader=None) -> Edited:
+    """Every fix that can be made, on texts read from disk (or from `reader(path)`)."""
+    reader = reader or read
+    result = Edited()
+    touched: dict[str, tuple[int, int]] = {}  # path -> the earliest position edited so far
+    order = sorted(planned, key=lambda p: max((c.path, c.position) for c in p.changes), reverse=True)
+    for fix in order:
+        by_path: dict[str, list[Change]] = {}
+        for change in fix.changes:
+            by_path.setdefault(change.path, []).append(change)
+        if any(path in result.problems for path in by_path):
+            continue
+        if any(path in touched and max(c.position for c in changes) >= touched[path]
+               for path, changes in by_path.items()):
+            result.deferred += 1
+            continue
+        new_texts = {}
+        try:
+            for path, changes in by_path.items():
+                if path not in result.texts:
+                    try:
+                        result.originals[path] = result.texts[path] = reader(path)
+                    except (OSError, ReadError) as exc:
+                        result.problems[path] = f"cannot read it: {exc}"
+                        raise FixError("unreadable") from None
+                new_texts[path] = edit_text(path, result.texts[path], changes)
+        except FixError as exc:
+            if exc.args and str(exc.args[0]).startswith("file:"):
+                result.problems.setdefault(next(iter(by_path)), str(exc.args[0])[5:].strip())
+            continue
+        for path, changes in by_path.items():
+            result.texts[path] = new_texts[path]
+            first = min(c.position for c in changes)
+            touched[path] = min(touched.get(path, first), first)
+        result.made.append(fix)
+    for path in list(result.texts):
+        if path in result.problems or result.texts[path] == result.originals[path]:
+            result.texts.pop(path)
+            result.originals.pop(path)
+    result.made = [f for f in result.made if not any(p in result.problems for p in f.paths)]
+    return result
+
+
+def read(path: str) -> str:
+    return read_text(path)
+
+
+def edit_text(path: str, text: str, changes: list[Change]) -> str:
+    """One fix's edits in one file, by the file's kind; FixError when they cannot be made safely. A message
+    starting with 'file:' is about the whole file (it does not parse), not just this fix."""
+    drops = [c for c in changes if c.op == "drop-suppression"]
+    others = [c for c in changes if c.op != "drop-suppression"]
+    if drops:
+        text = drop_comments(text, drops)
+    if not others:
+        _verify(path, text)
+        return text
+    if path.endswith(".py"):
+        _verify(path, text)
+        from offlint.fix import python_edit
+
+        new = python_edit.edit(text, others)
+    elif path.endswith(YAML_SUFFIXES):
+        from offlint.fix import shell_edit, yaml_edit
+
+        entries = [c for c in others if yaml_edit.is_entry(text, c)]
+        tokens = [c for c in others if c not in entries]
+        new = yaml_edit.edit(text, entries) if entries else text
+        if tokens:
+            new = shell_edit.edit_command_text(new, tokens)
+    else:
+        from offlint.fix import shell_edit
+
+        new = shell_edit.edit_script(text, others)
+    _verify(path, new, after=True)
+    return new
+
+
+def _verify(path: str, text: str, after: bool = False) -> None:
+    """The text still parses as what it is (Python, YAML); a file that does not parse before is not fixed."""
+    prefix = "the fix would make it unparsable" if after else "file: cannot be parsed, so it is not fixed"
+    if path.endswith(".py"):
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError) as exc:
+            raise FixError(f"{prefix}: {exc}") from None
+    elif path.endswith(YAML_SUFFIXES):
+        import yaml
+
+        try:
+            yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as exc:
+            raise FixError(f"{prefix}: {str(exc).splitlines()[0]}") from None
+
+
+def drop_comments(text: str, changes: list[Change]) -> str:
+    """Delete the `# offlint: ignore...` comments at the changes' positions: the whole line when the comment is
+    alone on it, else the comment and the spaces before it."""
+    lines = text.splitlines(keepends=True)
+    for change in sorted(changes, key=lambda c: c.position, reverse=True):
+        index = change.line - 1
+        if not 0 <= index < len(lines):
+            raise FixError(f"line {change.line} is not in the file")
+        line = lines[index]
+        body = line.rstrip("\r\n")
+        ending = line[len(body):]
+        start = change.col - 1
+        if not body[start:].lstrip("#").lstrip().lower().startswith("offlint"):
+            raise FixError(f"no suppression comment at line {change.line}, column {change.col}")
+        if not body[:start].strip():
+            del lines[index]
+        else:
+            lines[index] = body[:start].rstrip(" \t") + ending
+    return "".join(lines)
+
+
+def write(path: str, original: str, new: str) -> str | None:
+    """Replace `path`'s text `original` by `new` atomically; the reason (one line) when it is left as it is."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror}"
+    if not info.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK):
+        return "the file is read-only, so it is not fixed"
+    try:
+        current = read_text(path)
+    except (OSError, ReadError) as exc:
+        return f"cannot read it: {exc}"
+    if current != original:
+        return "the file changed while offlint ran, so it is not fixed; run offlint again"
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=".offlint-fix-", dir=directory)
+    except OSError as exc:
+        return f"cannot write next to it ({exc.strerror}), so it is not fixed"
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(new)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, stat.S_IMODE(info.st_mode))
+        os.replace(temporary, path)
+    except OSError as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        return f"cannot write it ({exc.strerror}), so it is not fixed"
+    return None

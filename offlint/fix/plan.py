@@ -1,0 +1,137 @@
+"""From findings to edits: each finding's fix (its rule's `autofix` data) placed where its provenance points.
+
+A finding carries `written`: the keys it read that its unit writes, each with the place that writes it (in the
+finding's file, or another file of the project the value came from). A `set` edits the place that writes the
+key; a key the unit leaves at its default is inserted next to the unit's assignment to the same config section
+(the one the finding points at when it is one). Nothing here reads or writes files.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from offlint import keys
+from offlint.fix.edits import Change, section
+from offlint.fix.spec import AutoFix
+from offlint.rules import Rule
+from offlint.types import Finding, Location
+
+
+@dataclass(frozen=True)
+class PlannedFix:
+    finding: Finding
+    autofix: AutoFix
+    changes: tuple[Change, ...]
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.path for c in self.changes))
+
+
+def autofixes(finding: Finding, rules: dict[str, Rule]) -> tuple[AutoFix, ...]:
+    """The fixes a finding's rule declares for it: its check's own (matched by the check's fix text), else the
+    rule's. A 'possible' finding (--strict) depends on unknown values: it gets no fix."""
+    rule = rules.get(finding.code)
+    if rule is None or finding.possible:
+        return ()
+    for check in rule.checks:
+        if check.autofix and check.fix and check.fix == finding.fix:
+            return check.autofix
+    return rule.autofix
+
+
+def fixability(findings: list[Finding], rules: dict[str, Rule]) -> tuple[int, int]:
+    """(findings with a safe fix, findings whose only fixes are unsafe): ruff's `[*] N fixable` counts."""
+    safe = unsafe = 0
+    for finding in findings:
+        options = autofixes(finding, rules)
+        if any(f.safe for f in options):
+            safe += 1
+        elif options:
+            unsafe += 1
+    return safe, unsafe
+
+
+def plan(findings: list[Finding], rules: dict[str, Rule], unsafe: bool) -> tuple[list[PlannedFix], int]:
+    """The fixes to make, and how many findings have only unsafe fixes that were not asked for."""
+    out: list[PlannedFix] = []
+    hidden = 0
+    for finding in findings:
+        options = autofixes(finding, rules)
+        allowed = [f for f in options if f.safe or unsafe]
+        if options and not allowed:
+            hidden += 1
+        for autofix in allowed:
+            changes = changes_for(finding, autofix)
+            if changes:
+                out.append(PlannedFix(finding, autofix, changes))
+                break
+    return out, hidden
+
+
+def changes_for(finding: Finding, autofix: AutoFix) -> tuple[Change, ...]:
+    """The edits of one fix for one finding; () when its provenance gives no place to make them."""
+    written = list(finding.written)
+    where = dict(written)
+    if autofix.action == "set":
+        key = autofix.key or (written[0][0] if written else "")
+        if not key:
+            return ()
+        if key in where:
+            return (_at(where[key], "set", key, value=autofix.value, transform=autofix.transform),)
+        if autofix.transform:
+            return ()
+        sibling = _sibling(finding, key)
+        return (_at(sibling, "insert", key, value=autofix.value),) if sibling is not None else ()
+    if autofix.action == "remove":
+        return tuple(_at(location, "remove", key) for key, location in written if key in autofix.keys)
+    if autofix.action == "rename":
+        if not written:
+            return ()
+        key, location = written[0]
+        new_key = unambiguous_suggestion(key)
+        return (_at(location, "rename", key, new_key=new_key),) if new_key else ()
+    if autofix.action == "add-env":
+        out = [_env(finding, autofix.name, autofix.option, append=True)]
+        out += [_env(finding, name, value, append=False) for name, value in autofix.also]
+        return tuple(out)
+    if autofix.action == "drop-suppression":
+        return (_at(finding.location, "drop-suppression"),)
+    return ()
+
+
+def _at(location: Location, op: str, key: str = "", **fields) -> Change:
+    return Change(location.path, location.line, location.col, op, key, **fields)
+
+
+def _sibling(finding: Finding, key: str) -> Location | None:
+    """Where a key the unit leaves at its default goes: next to the unit's assignment to the same section,
+    preferring the one the finding points at."""
+    same = [(k, loc) for k, loc in finding.written if section(k) == section(key) and not k.startswith("env.")]
+    for k, location in same:
+        if location == finding.location:
+            return location
+    return same[-1][1] if same else None
+
+
+def _env(finding: Finding, name: str, option: str, append: bool) -> Change:
+    key = f"env.{name}"
+    location = dict(finding.written).get(key, finding.location)
+    return _at(location, "env", key, name=name, option=option, append=append)
+
+
+def unambiguous_suggestion(key: str) -> str:
+    """The one known field a misspelt key is close to; '' when none is, or two are about as close."""
+    sec, _, field = key.lstrip("+~").partition(".")
+    if sec not in ("model", "optimizer", "ddp") or not field:
+        return ""
+    known = sorted(keys.known_fields(sec))
+    close = difflib.get_close_matches(field, known, n=2, cutoff=0.8)
+    if not close:
+        return ""
+    if len(close) == 2:
+        first, second = (difflib.SequenceMatcher(None, field, c).ratio() for c in close)
+        if first - second < 0.05:
+            return ""
+    return f"{sec}.{close[0]}"

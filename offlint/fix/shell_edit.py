@@ -1,0 +1,253 @@
+"""Command-line edits: only the bytes of one override token or flag, in a shell script or a card's command.
+
+A Hydra override (`model.x=None`), a Megatron-LM flag (`--flag VALUE`) or an environment assignment
+(`VAR=value`, `export VAR=value`) is one shell word starting where the reader recorded it. The word's byte
+range is found with a small quote-aware scan (quotes, backslashes, `$(...)`), which works the same in a `.sh`
+file and in a command held in a YAML card; only that range (or the whitespace before it, for a removal) is
+rewritten, so quoting elsewhere and line continuations stay as they were. A `.sh` result is parsed again
+with tree-sitter-bash, and an edit that adds a parse error is refused.
+"""
+
+from __future__ import annotations
+
+from offlint.fix.edits import Change, FixError, field_name, plain_text, transformed, with_option
+from offlint.keys import KEYS
+from offlint.sources.mlm_flags import SWITCHES
+
+_BREAK = set(" \t\n;|&<>()")
+
+
+def edit_script(text: str, changes: list[Change]) -> str:
+    """A shell script: the edits, refused when the result has more bash parse errors than the original."""
+    before = _errors(text)
+    for change in sorted(changes, key=lambda c: c.position, reverse=True):
+        text = _one(text, change)
+    if _errors(text) > before:
+        raise FixError("the edited script would not parse as bash")
+    return text
+
+
+def edit_command_text(text: str, changes: list[Change]) -> str:
+    """A command inside another file (a YAML card): the same token edits, checked by the caller's parser."""
+    for change in sorted(changes, key=lambda c: c.position, reverse=True):
+        text = _one(text, change)
+    return text
+
+
+def _errors(text: str) -> int:
+    import tree_sitter
+    import tree_sitter_bash
+
+    parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    tree = parser.parse(text.encode("utf-8"))
+    count = 0
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            count += 1
+        stack.extend(node.children)
+    return count
+
+
+def _offset(text: str, line: int, col: int) -> int:
+    lines = text.splitlines(keepends=True)
+    if line < 1 or line > len(lines) or col < 1 or col > len(lines[line - 1]):
+        raise FixError(f"line {line}, column {col} is not in the file")
+    return sum(len(x) for x in lines[:line - 1]) + col - 1
+
+
+def word_end(text: str, start: int) -> int:
+    """Where the shell word starting at `start` ends (quote-aware; `$(...)` and `${...}` nest)."""
+    i = start
+    depth = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                raise FixError("unterminated quote")
+            i = end + 1
+            continue
+        if c == '"':
+            i += 1
+            while i < len(text) and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            if i >= len(text):
+                raise FixError("unterminated quote")
+            i += 1
+            continue
+        if c == "$" and i + 1 < len(text) and text[i + 1] in "({":
+            depth += 1
+            i += 2
+            continue
+        if depth and c in ")}":
+            depth -= 1
+            i += 1
+            continue
+        if not depth and c in _BREAK:
+            break
+        i += 1
+    return i
+
+
+def _one(text: str, change: Change) -> str:
+    start = _offset(text, change.line, change.col)
+    if change.op == "env":
+        return _env(text, start, change)
+    end = word_end(text, start)
+    word = text[start:end]
+    if word.lstrip("'\"").startswith("-"):
+        return _flag(text, start, end, change)
+    return _override(text, start, end, change)
+
+
+def _split(word: str) -> tuple[int, int, int, str]:
+    """(where the key starts, where `=` is, where the value ends, the quote around the whole word or '')."""
+    quote = word[0] if word[:1] in ("'", '"') and word.endswith(word[0]) and len(word) > 1 else ""
+    body_start = 1 if quote else 0
+    eq = word.find("=", body_start)
+    if eq < 0:
+        raise FixError("not a key=value override")
+    return body_start, eq, len(word) - (1 if quote else 0), quote
+
+
+def _unquote(value: str) -> tuple[str, str]:
+    if len(value) > 1 and value[0] in ("'", '"') and value.endswith(value[0]):
+        return value[1:-1], value[0]
+    return value, ""
+
+
+def _override(text: str, start: int, end: int, change: Change) -> str:
+    word = text[start:end]
+    key_start, eq, value_end, quote = _split(word)
+    key_text = word[key_start:eq]
+    if field_name(key_text.lstrip("+~")) != field_name(change.key):
+        raise FixError(f"the word at line {change.line} sets {key_text}, not {field_name(change.key)}")
+    if change.op == "set":
+        raw, inner_quote = _unquote(word[eq + 1:value_end])
+        new = transformed(change.transform, raw) if change.transform else plain_text(change.value)
+        new = f"{inner_quote}{new}{inner_quote}"
+        if not quote and not inner_quote and any(c in new for c in "[]{}*?,$ "):
+            # unquoted brackets are a glob to bash: quote the whole word, as Hydra's documentation does
+            return text[:start] + "'" + word[:eq + 1] + new + "'" + text[end:]
+        return text[:start] + word[:eq + 1] + new + word[value_end:] + text[end:]
+    if change.op == "rename":
+        prefix = key_text[:len(key_text) - len(key_text.lstrip("+~"))]
+        new_key = prefix + _dotted_like(key_text.lstrip("+~"), change.new_key)
+        return text[:start] + word[:key_start] + new_key + word[eq:] + text[end:]
+    if change.op == "remove":
+        return _remove_word(text, start, end)
+    if change.op == "insert":
+        new_key = _dotted_like(key_text.lstrip("+~"), change.key)
+        value = plain_text(change.value)
+        token = f"{new_key}={value}"
+        if quote or any(c in value for c in "[]{}*?,$ "):
+            token = f"'{token}'"
+        return text[:end] + " " + token + text[end:]
+    raise FixError(f"cannot {change.op} an override")
+
+
+def _dotted_like(written: str, key: str) -> str:
+    """A key spelled as the written token spells its own: the same prefix path (model.x -> model.y)."""
+    head = written.rsplit(".", 1)[0] + "." if "." in written else ""
+    return head + field_name(key)
+
+
+def _remove_word(text: str, start: int, end: int) -> str:
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    before = text[line_start:start]
+    after = text[end:line_end]
+    if not before.strip() and after.strip() in ("", "\\"):
+        # the word is alone on a continuation line: the whole line goes
+        if after.strip() == "" and line_start > 0:
+            # the last line of a continued command: drop the previous line's backslash instead
+            previous_end = line_start - 1
+            previous = text.rfind("\n", 0, previous_end) + 1
+            prev_line = text[previous:previous_end]
+            if prev_line.rstrip().endswith("\\"):
+                trimmed = prev_line.rstrip()[:-1].rstrip()
+                return text[:previous] + trimmed + text[line_end:]
+        return text[:line_start] + text[min(line_end + 1, len(text)):]
+    cut = start
+    while cut > line_start and text[cut - 1] in " \t":
+        cut -= 1
+    return text[:cut] + text[end:]
+
+
+def _flag(text: str, start: int, end: int, change: Change) -> str:
+    word = text[start:end].strip("'\"")
+    flag, _, inline = word.partition("=")
+    key = KEYS.get(change.key)
+    if change.op == "insert":
+        new_flag = key.flag if key is not None else ""
+        if not new_flag:
+            raise FixError(f"no Megatron-LM flag for {change.key}")
+        after = _flag_end(text, end, inline)
+        if change.value is True:
+            return text[:after] + " " + new_flag + text[after:]
+        if change.value is False or change.value is None:
+            return text  # the store_true default
+        return text[:after] + f" {new_flag} {plain_text(change.value)}" + text[after:]
+    switch = SWITCHES.get(flag, ())
+    if change.op == "set" and any(k == change.key and v != change.value for k, v in switch):
+        # a switch that sets the key among others (--recompute-activations): dropping it unsets them all
+        if len(switch) > 1:
+            raise FixError(f"{flag} sets more than {change.key}")
+        return _remove_word(text, start, end)
+    if key is None or key.flag != flag:
+        raise FixError(f"the flag at line {change.line} is {flag}, not the flag of {change.key}")
+    if change.op == "remove" or (change.op == "set" and change.value in (False, None) and key.type == "bool"):
+        return _remove_word(text, start, _flag_end(text, end, inline))
+    if change.op == "set" and change.value is True and key.type == "bool":
+        return text
+    if change.op == "set" and change.value is None:
+        return _remove_word(text, start, _flag_end(text, end, inline))
+    if change.op == "set":
+        if inline:
+            return text[:start] + f"{flag}={plain_text(change.value)}" + text[end:]
+        value_start = end
+        while value_start < len(text) and text[value_start] in " \t":
+            value_start += 1
+        value_end = word_end(text, value_start)
+        return text[:value_start] + plain_text(change.value) + text[value_end:]
+    raise FixError(f"cannot {change.op} a Megatron-LM flag")
+
+
+def _flag_end(text: str, end: int, inline: str) -> int:
+    """The end of a flag with its value word (`--flag VALUE`), or of the flag alone (a switch, `--flag=V`)."""
+    if inline:
+        return end
+    i = end
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    if i >= len(text) or text[i] in "\n\\-" or text[i] in _BREAK:
+        return end
+    return word_end(text, i)
+
+
+def _env(text: str, start: int, change: Change) -> str:
+    """`VAR=value` or `export VAR=value` at the site gets the option appended; anything else (the command the
+    environment is missing from) gets a `VAR=option ` prefix."""
+    end = word_end(text, start)
+    word = text[start:end]
+    if word == "export":
+        i = end
+        while i < len(text) and text[i] in " \t":
+            i += 1
+        start, end = i, word_end(text, i)
+        word = text[start:end]
+    if word.startswith(change.name + "="):
+        raw, inner_quote = _unquote(word[len(change.name) + 1:])
+        if "$" in raw:
+            raise FixError(f"{change.name} is built from other variables here")
+        new = with_option(raw, change.option) if change.append else change.option
+        if new == raw:
+            return text
+        return text[:start] + f"{change.name}={inner_quote}{new}{inner_quote}" + text[end:]
+    return text[:start] + f"{change.name}={change.option} " + text[start:]

@@ -1,0 +1,313 @@
+"""`offlint check --fix / --unsafe-fixes / --diff / --show-fixes` (issue 16): every rule with a fix, on each of
+its invalid examples, and the file-safety promises (atomic writes, files that change, read-only, unparsable)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offlint.api import CheckOptions, check
+from offlint.fix import apply, run as fix_run
+from offlint.fix.plan import autofixes
+from offlint.rules import load_rules
+from offlint.versions import NEWEST_KNOWN
+
+FILE_NAMES = {"python": "recipe.py", "yaml": "override.yaml", "card": "card.yaml", "hydra": "launch.sh",
+              "mlm": "launch.sh", "shell": "launch.sh"}
+RULES = load_rules()
+FIXABLE = [rule for rule in RULES.values() if rule.autofix or any(c.autofix for c in rule.checks)]
+CASES = [pytest.param(rule, example, id=f"{rule.code}-{example.form}-{i}")
+         for rule in FIXABLE for i, example in enumerate(rule.examples) if not example.valid]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "offlint", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _options(root: Path, version: str = "", select=()) -> CheckOptions:
+    return CheckOptions(select=list(select), mcore_version=version or NEWEST_KNOWN, root=root, cache=False)
+
+
+def test_the_rules_the_issue_names_have_fixes():
+    assert {"OFL001", "OFL002", "OFL003", "OFL005", "OFL006", "OFL102", "OFL103", "OFL201", "OFL202", "OFL301",
+            "OFL302"} <= {rule.code for rule in FIXABLE}
+    safety = {rule.code: {f.applicability for f in (*rule.autofix, *(f for c in rule.checks for f in c.autofix))}
+              for rule in FIXABLE}
+    assert safety["OFL102"] == {"unsafe"} and safety["OFL103"] == {"unsafe"} and safety["OFL201"] == {"unsafe"}
+    assert safety["OFL302"] == {"safe"} and safety["OFL301"] == {"safe"} and safety["OFL202"] == {"safe", "unsafe"}
+
+
+@pytest.mark.parametrize(("rule", "example"), CASES)
+def test_fix_removes_the_finding_adds_none_and_is_idempotent(rule, example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / FILE_NAMES[example.form]
+    path.write_text(example.code, encoding="utf-8")
+    options = _options(tmp_path, example.version)
+    before = check([path.name], options)
+    assert rule.code in {f.code for f in before.findings}
+    outcome = fix_run.fix([path.name], options, unsafe=True, diff=False)
+    assert not outcome.problems, outcome.problems
+    fixed = path.read_text(encoding="utf-8")
+    assert fixed != example.code
+    assert any(p.finding.code == rule.code for p in outcome.fixed)
+    after = check([path.name], options)
+    assert not after.errors, after.errors
+    assert rule.code not in {f.code for f in after.findings}, [f"{f.location}: {f.message}" for f in after.findings]
+    assert {f.code for f in after.findings} <= {f.code for f in before.findings}, \
+        [f"{f.location}: {f.code} {f.message}" for f in after.findings]
+    again = fix_run.fix([path.name], options, unsafe=True, diff=False)
+    assert again.fixed == [] and path.read_text(encoding="utf-8") == fixed
+
+
+def test_every_form_of_every_fixable_rule_is_covered():
+    for rule in FIXABLE:
+        forms = {e.form for e in rule.examples if not e.valid}
+        assert forms == set(rule.forms), rule.code
+
+
+def test_unsafe_fixes_are_applied_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = "model:\n  cpu_offloading: true\n  pipeline_model_parallel_size: 4\n"
+    (tmp_path / "o.yaml").write_text(text)
+    outcome = fix_run.fix(["o.yaml"], _options(tmp_path), unsafe=False, diff=False)
+    assert outcome.fixed == [] and outcome.hidden == 1 and (tmp_path / "o.yaml").read_text() == text
+    outcome = fix_run.fix(["o.yaml"], _options(tmp_path), unsafe=True, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL102"]
+    assert (tmp_path / "o.yaml").read_text() == text.replace("size: 4", "size: 1")
+
+
+def test_python_edits_keep_comments_quotes_and_trailing_commas(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = (
+        "def recipe():\n"
+        "    # the optimizer\n"
+        "    optimizer = OptimizerConfig(\n"
+        "        optimizer_cpu_offload=True,  # offload it\n"
+        "        optimizer_offload_fraction=1.0,\n"
+        "    )\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=optimizer,\n"
+        "                          ddp=DistributedDataParallelConfig())\n"
+        "    cfg.env_vars = {'CUDA_DEVICE_MAX_CONNECTIONS': '1',}  # keep\n"
+        "    return cfg\n")
+    (tmp_path / "recipe.py").write_text(source)
+    outcome = fix_run.fix(["recipe.py"], _options(tmp_path), unsafe=False, diff=False)
+    assert sorted(p.finding.code for p in outcome.fixed) == ["OFL301", "OFL302"]
+    assert (tmp_path / "recipe.py").read_text() == source.replace(
+        "        optimizer_offload_fraction=1.0,\n",
+        "        optimizer_offload_fraction=1.0,\n        overlap_cpu_optimizer_d2h_h2d=True,\n").replace(
+        "{'CUDA_DEVICE_MAX_CONNECTIONS': '1',}",
+        "{'CUDA_DEVICE_MAX_CONNECTIONS': '1', 'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True',}")
+
+
+def test_a_removed_statement_keeps_its_comment_and_an_emptied_block_gets_pass(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = ("def recipe():\n"
+              "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
+              "                          ddp=DistributedDataParallelConfig())\n"
+              "    if True:\n"
+              "        cfg.model.cpu_offloading_num_layers = 4\n"
+              "    # the end\n"
+              "    cfg.model.cpu_offloading_weights = False\n"
+              "    return cfg\n")
+    (tmp_path / "recipe.py").write_text(source)
+    outcome = fix_run.fix(["recipe.py"], _options(tmp_path), unsafe=False, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL202"]
+    assert (tmp_path / "recipe.py").read_text() == source.replace(
+        "        cfg.model.cpu_offloading_num_layers = 4\n", "        pass\n")
+
+
+def test_the_fix_edits_the_file_the_value_comes_from_and_names_both(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "common.py").write_text(
+        "def _base():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
+        "                          ddp=DistributedDataParallelConfig())\n"
+        "    cfg.optimizer.optimizer_offload_fraction = 1.0\n"
+        "    return cfg\n")
+    recipe = ("from common import _base\n\n\n"
+              "def recipe():\n"
+              "    cfg = _base()\n"
+              "    cfg.optimizer.optimizer_cpu_offload = True\n"
+              "    return cfg\n")
+    (tmp_path / "recipe.py").write_text(recipe)
+    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=False, diff=False)
+    assert [p.paths for p in outcome.fixed] == [("common.py",)]
+    assert (tmp_path / "recipe.py").read_text() == recipe
+    assert "    cfg.optimizer.optimizer_offload_fraction = 1.0\n    cfg.optimizer.overlap_cpu_optimizer_d2h_h2d = True\n" \
+        in (tmp_path / "common.py").read_text()
+    shown = fix_run.show_fixes(outcome.fixed)
+    assert "common.py" in shown and "recipe.py" in shown, shown
+
+
+def _tree(root: Path) -> None:
+    (root / "conf").mkdir()
+    (root / "conf" / "o.yaml").write_text("# overrides\nmodel:\n  recompute_granularity: None  # oops\n"
+                                          "  recompute_modules: mlp\n")
+    (root / "launch.sh").write_text(
+        "#!/bin/bash\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
+        "python run_recipe.py --recipe r \\\n    model.cpu_offloading=no \\\n    model.cpu_ofloading_num_layers=2\n")
+    (root / "recipe.py").write_text(
+        "def recipe():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
+        "                          ddp=DistributedDataParallelConfig())\n"
+        "    cfg.optimizer.optimizer_offload_fraction = 0.5  # no switch\n"
+        "    return cfg\n")
+    (root / "nofix.py").write_text("X = 1\n")
+
+
+def test_diff_applies_with_git_apply_and_equals_the_fix(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    first, second = tmp_path / "a", tmp_path / "b"
+    for root in (first, second):
+        root.mkdir()
+        _tree(root)
+    before = {p: p.read_bytes() for p in first.rglob("*") if p.is_file()}
+    diff = run_cli("check", "--diff", "--no-cache", ".", cwd=first)
+    assert diff.returncode == 1, diff.stderr
+    # 5 findings, and the OFL202 the corrected key then gives (cpu_offloading is off): fixed in a second pass
+    assert "Would fix 6 findings." in diff.stderr, diff.stderr
+    assert {p: p.read_bytes() for p in first.rglob("*") if p.is_file()} == before  # nothing written
+    assert "nofix.py" not in diff.stdout
+    (tmp_path / "fix.diff").write_text(diff.stdout)
+    applied = subprocess.run(["git", "apply", "--verbose", str(tmp_path / "fix.diff")], cwd=first,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    fixed = run_cli("check", "--fix", "--show-fixes", "--no-cache", ".", cwd=second)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    for path in second.rglob("*"):
+        if path.is_file():
+            assert path.read_bytes() == (first / path.relative_to(second)).read_bytes(), path
+    assert "Fixed 6 findings:" in fixed.stdout and "- conf/o.yaml:" in fixed.stdout
+    assert "    1 × OFL001 (hydra-none-string)" in fixed.stdout
+    assert "Found 6 findings (6 fixed, 0 remaining)" in fixed.stderr
+    assert (second / "launch.sh").read_text().endswith("--recipe r \\\n    model.cpu_offloading=false\n")
+    clean = run_cli("check", "--diff", "--no-cache", ".", cwd=second)
+    assert clean.returncode == 0 and clean.stdout == "" and "No findings would be fixed" in clean.stderr
+
+
+def test_check_reports_what_fix_would_fix_in_ruffs_words(tmp_path):
+    _tree(tmp_path)
+    result = run_cli("check", "--no-cache", ".", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "[*] 5 fixable with the `--fix` option." in result.stderr, result.stderr
+    (tmp_path / "o.yaml").write_text("model:\n  cpu_offloading: true\n  pipeline_model_parallel_size: 4\n")
+    result = run_cli("check", "--no-cache", "o.yaml", cwd=tmp_path)
+    assert "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)." in result.stderr
+
+
+def test_check_without_fix_does_not_import_libcst(tmp_path):
+    _tree(tmp_path)
+    probe = ("import sys\nfrom offlint.cli import main\n"
+             "try:\n    main(['check', '--no-cache', '.'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+             "print('LIBCST' if any(m == 'libcst' or m.startswith('libcst.') for m in sys.modules) else 'NONE')\n")
+    plain = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert plain.stdout.strip().splitlines()[-1] == "NONE", plain.stdout + plain.stderr
+    with_fix = subprocess.run([sys.executable, "-c", probe.replace("'--no-cache'", "'--no-cache', '--diff'")],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert with_fix.stdout.strip().splitlines()[-1] == "LIBCST", with_fix.stdout + with_fix.stderr
+
+
+def test_read_only_file_is_reported_in_one_line_and_untouched(tmp_path):
+    _tree(tmp_path)
+    target = tmp_path / "conf" / "o.yaml"
+    text = target.read_text()
+    target.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    try:
+        result = run_cli("check", "--fix", "--no-cache", ".", cwd=tmp_path)
+    finally:
+        target.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    assert target.read_text() == text
+    errors = [line for line in result.stderr.splitlines() if line.startswith("offlint: error:")]
+    assert errors == ["offlint: error: conf/o.yaml: the file is read-only, so it is not fixed"], result.stderr
+    assert result.returncode == 1  # its findings remain
+    assert "model.cpu_offloading=false" in (tmp_path / "launch.sh").read_text()  # the others are fixed
+
+
+def test_unparsable_file_is_reported_in_one_line_and_untouched(tmp_path):
+    _tree(tmp_path)
+    (tmp_path / "broken.py").write_bytes(b"def f(:\n    cfg.optimizer.optimizer_offload_fraction = 0.5\n")
+    result = run_cli("check", "--fix", "--no-cache", ".", cwd=tmp_path)
+    assert (tmp_path / "broken.py").read_bytes() == b"def f(:\n    cfg.optimizer.optimizer_offload_fraction = 0.5\n"
+    errors = [line for line in result.stderr.splitlines() if line.startswith("offlint: error:")]
+    assert len(errors) == 1 and errors[0].startswith("offlint: error: broken.py:"), result.stderr
+    assert result.returncode == 2
+    assert "recompute_granularity: null" in (tmp_path / "conf" / "o.yaml").read_text()
+
+
+def test_a_file_that_changes_during_the_run_is_left_alone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    target = tmp_path / "conf" / "o.yaml"
+    real_make = apply.make
+
+    def make_then_edit(planned, reader=None):
+        edited = real_make(planned, reader)
+        if not target.read_text().endswith("meanwhile\n"):
+            target.write_text(target.read_text() + "# edited meanwhile\n")  # someone saves the file
+        return edited
+
+    monkeypatch.setattr(fix_run.apply, "make", make_then_edit)
+    outcome = fix_run.fix(["."], _options(tmp_path), unsafe=False, diff=False)
+    assert target.read_text().endswith("  recompute_modules: mlp\n# edited meanwhile\n")
+    assert "None" in target.read_text()
+    assert outcome.problems == {"conf/o.yaml": "the file changed while offlint ran, so it is not fixed; "
+                                               "run offlint again"}
+    assert "model.cpu_offloading=false" in (tmp_path / "launch.sh").read_text()
+
+
+def test_a_failed_write_leaves_the_file_whole_and_no_temporary_file(tmp_path, monkeypatch):
+    target = tmp_path / "o.yaml"
+    target.write_text("a: 1\n")
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    problem = apply.write(str(target), "a: 1\n", "a: 2\n")
+    assert problem == "cannot write it (No space left on device), so it is not fixed"
+    assert target.read_text() == "a: 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.yaml"]
+
+
+def test_written_file_keeps_its_mode(tmp_path):
+    target = tmp_path / "launch.sh"
+    target.write_text("echo 1\n")
+    target.chmod(0o755)
+    assert apply.write(str(target), "echo 1\n", "echo 2\n") is None
+    assert target.read_text() == "echo 2\n" and stat.S_IMODE(target.stat().st_mode) == 0o755
+
+
+def test_yaml_edit_refuses_what_it_cannot_do_exactly(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = "model: &m\n  recompute_granularity: None\nother: *m\n"
+    (tmp_path / "o.yaml").write_text(text)
+    outcome = fix_run.fix(["o.yaml"], _options(tmp_path), unsafe=False, diff=False)
+    # the alias repeats the mapping: changing one entry changes both places, so the result is checked and refused
+    assert (tmp_path / "o.yaml").read_text() in (text, text.replace("None", "null"))
+    if outcome.fixed:
+        assert check(["o.yaml"], _options(tmp_path)).findings == []
+
+
+def test_possible_findings_get_no_fix():
+    rule = RULES["OFL302"]
+    from offlint.types import Finding, Location, Severity
+    finding = Finding("OFL302", rule.slug, Severity.INFO, "m", Location("a.py", 1, 1), fix=rule.fix, possible=True)
+    assert autofixes(finding, RULES) == ()
+
+
+def test_rule_command_shows_the_fix_as_data(tmp_path):
+    text = run_cli("rule", "OFL202", cwd=tmp_path).stdout
+    assert "Autofix (`offlint check --fix`; unsafe ones with `--unsafe-fixes`):" in text
+    assert "(safe: remove optimizer.optimizer_offload_fraction" in text
+    assert "Turn model.cpu_offloading on (unsafe: set model.cpu_offloading to true)" in text
+    import json
+    data = json.loads(run_cli("rule", "OFL102", "--output-format", "json", cwd=tmp_path).stdout)
+    assert data["autofix"][0]["applicability"] == "unsafe" and data["autofix"][0]["action"] == "set"
