@@ -163,3 +163,17 @@ def test_mla_models_of_the_size_table_have_their_published_sizes(hf_id, total, a
     assert params.active(main) / 1e9 == pytest.approx(active, rel=0.12)
     if m.mtp_num_layers:  # one MTP depth: one MoE layer, eh_proj and norms (about 11.6B for DeepSeek-V3)
         assert params.total(m) - params.total(main) == params.mtp_block(m).total
+
+
+def test_moonlight_parameter_count_reconciles_with_its_measured_checkpoint_size():
+    """Bridge's Moonlight-16B-A3B verification card (067f987, examples/model_verification_cards/
+    moonlight-16b-a3b/card.yaml) measured its exported Hugging Face checkpoint: 31,920,240,256 bytes of BF16
+    tensors, which includes two kinds of buffers megatron-core does not count as parameters: the router's expert
+    bias (e_score_correction_bias, 64 per MoE layer, 26 layers, 2 bytes) and rotary inv_freq (32 fp32 values per
+    layer, 27 layers; Bridge exports them since 4b2b069b)."""
+    from offlint import model_sizes
+
+    m = read_inputs(_lookup(model_sizes.lookup("moonshotai/Moonlight-16B-A3B"))).model
+    buffers = 26 * 64 * 2 + 27 * 32 * 4
+    assert params.total(m) * 2 + buffers == 31_920_240_256
+    assert params.active(m) / 1e9 == pytest.approx(3.0, rel=0.05)  # "A3B"
