@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import functools
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-import pathspec
-
+from offlint.gitignore import GitIgnore
 from offlint.reading import ReadError, not_regular, read_bytes, read_head
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".offlint_cache", ".offlint", ".venv", "venv", "node_modules",
@@ -48,9 +49,8 @@ class Exclusion:
         return cls(names, paths, force)
 
     def matches(self, real: str) -> bool:
-        name = os.path.basename(real)
-        return any(fnmatch.fnmatchcase(name, p) for p in self.names) or \
-            any(fnmatch.fnmatchcase(real, p) for p in self.paths)
+        return _any_of(self.names).match(os.path.basename(real)) is not None or \
+            (bool(self.paths) and _any_of(self.paths).match(real) is not None)
 
     def covers(self, real: str, project: str) -> bool:
         """Whether `real` or a directory above it (up to the project) is excluded."""
@@ -62,6 +62,12 @@ class Exclusion:
             if parent == path or not _inside(parent, project) or parent == project:
                 return False
             path = parent
+
+
+@functools.lru_cache(maxsize=64)
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern:
+    """One regex for a set of globs (fnmatchcase's semantics), tried once per walked entry instead of each glob."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns) or "(?!)")
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ def _walk(root: str, exclusion: Exclusion):
     """(path below root, kind, "") of every lintable file under root, in sorted order (depth first), skipping
     ignored files, symbolic links and special files, none of which is ever opened; paths use "/". A directory
     or file that cannot be read gives (its path below root, "", why)."""
-    specs: list[tuple[Path, pathspec.PathSpec]] = []
+    specs: list[tuple[str, GitIgnore]] = []  # (folder below root, "a/" or "", its .gitignore)
     pending = [""]  # directories still to read, as paths below root ("a/b/"); a stack, so depth first
     while pending:
         below = pending.pop()
@@ -176,7 +182,6 @@ def _walk(root: str, exclusion: Exclusion):
         except OSError as exc:
             yield below, "", f"cannot read directory: {exc.strerror or exc}"
             continue
-        here = Path(directory)
         subdirs = []
         classified = []  # (entry, is a directory, is a regular file): d_type, so usually without a stat
         for entry in entries:
@@ -189,20 +194,20 @@ def _walk(root: str, exclusion: Exclusion):
             if entry.name == ".gitignore" and not is_dir:
                 try:
                     lines = read_bytes(entry.path).decode("utf-8", "replace").splitlines()
-                    specs.append((here, pathspec.PathSpec.from_lines("gitwildmatch", lines)))
+                    specs.append((below, GitIgnore(lines)))
                 except ReadError as exc:  # which files it would exclude is unknown: say so
                     yield below + entry.name, "", f"{exc} (offlint reads .gitignore files to know what to skip)"
         for entry, is_dir, regular in classified:
             name = entry.name
             if is_dir:
-                if not exclusion.matches(os.path.join(root, below, name)) and not _ignored(here / name, specs, True):
+                if not exclusion.matches(os.path.join(root, below, name)) and not _ignored(below + name + "/", specs):
                     subdirs.append(below + name + "/")
                 continue
             if not regular:
                 continue  # a symbolic link, FIFO, socket or device: never followed, never opened
             extension = os.path.splitext(name)[1]
             kind = EXTENSIONS.get(extension.lower())
-            if (kind is None and extension) or (specs and _ignored(here / name, specs, False)) \
+            if (kind is None and extension) or (specs and _ignored(below + name, specs)) \
                     or exclusion.matches(os.path.join(root, below, name)):
                 continue
             if kind is None:  # no extension: a shell script when its #! line says so
@@ -226,15 +231,9 @@ def _inside(real: str, directory: str) -> bool:
     return real == directory or real.startswith(directory.rstrip(os.sep) + os.sep)
 
 
-def _ignored(path: Path, specs, is_dir: bool) -> bool:
-    for base, spec in specs:
-        try:
-            relative = path.relative_to(base).as_posix()
-        except ValueError:
-            continue
-        if spec.match_file(relative + ("/" if is_dir else "")):
-            return True
-    return False
+def _ignored(path: str, specs: list[tuple[str, GitIgnore]]) -> bool:
+    """Whether a .gitignore above `path` (below the walk's root; a directory ends in "/") ignores it."""
+    return any(path.startswith(folder) and ignore.match(path[len(folder):]) for folder, ignore in specs)
 
 
 def _shown_under(real_base: str, relative: str, cwd: str, given: str) -> str:
