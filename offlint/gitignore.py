@@ -42,14 +42,12 @@ def _joined(patterns) -> tuple[re.Pattern | None, list[bool]]:
         if regex is None or not isinstance(regex.pattern, str) or not regex.pattern.startswith("^") \
                 or regex.flags != re.UNICODE:
             return None, []
-        plain = _NAMED_GROUP.sub("(?:", regex.pattern)
-        try:
-            if re.compile(plain).groups:
-                return None, []
-        except re.error:
-            return None, []
-        alternatives.append(f"({plain})")
+        alternatives.append("(" + _NAMED_GROUP.sub("(?:", regex.pattern) + ")")
         include.append(bool(pattern.include))
     if not alternatives:
         return re.compile(r"(?!)"), [False]
-    return re.compile("|".join(alternatives)), include
+    try:
+        joined = re.compile("|".join(alternatives))
+    except re.error:
+        return None, []
+    return (joined, include) if joined.groups == len(alternatives) else (None, [])
