@@ -14,7 +14,7 @@ import pytest
 
 from offlint.api import CheckOptions, check
 from offlint.fix import apply, run as fix_run
-from offlint.fix.plan import autofixes
+from offlint.fix.spec import autofixes
 from offlint.rules import load_rules
 from offlint.versions import NEWEST_KNOWN
 
@@ -311,3 +311,12 @@ def test_rule_command_shows_the_fix_as_data(tmp_path):
     import json
     data = json.loads(run_cli("rule", "OFL102", "--output-format", "json", cwd=tmp_path).stdout)
     assert data["autofix"][0]["applicability"] == "unsafe" and data["autofix"][0]["action"] == "set"
+
+
+def test_fix_of_standard_input_is_a_one_line_error(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", "--fix", "-", "--stdin-filename", "o.yaml"],
+                          cwd=tmp_path, input="model:\n  recompute_granularity: None\n", capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == ("offlint: error: --fix and --diff edit files: name them instead of "
+                                            "reading standard input"), done.stderr

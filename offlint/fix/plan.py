@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from offlint import keys
 from offlint.fix.edits import Change, section
-from offlint.fix.spec import AutoFix
-from offlint.rules import Rule
+from offlint.fix.spec import AutoFix, autofixes
 from offlint.types import Finding, Location
 
 
@@ -29,31 +28,7 @@ class PlannedFix:
         return tuple(dict.fromkeys(c.path for c in self.changes))
 
 
-def autofixes(finding: Finding, rules: dict[str, Rule]) -> tuple[AutoFix, ...]:
-    """The fixes a finding's rule declares for it: its check's own (matched by the check's fix text), else the
-    rule's. A 'possible' finding (--strict) depends on unknown values: it gets no fix."""
-    rule = rules.get(finding.code)
-    if rule is None or finding.possible:
-        return ()
-    for check in rule.checks:
-        if check.autofix and check.fix and check.fix == finding.fix:
-            return check.autofix
-    return rule.autofix
-
-
-def fixability(findings: list[Finding], rules: dict[str, Rule]) -> tuple[int, int]:
-    """(findings with a safe fix, findings whose only fixes are unsafe): ruff's `[*] N fixable` counts."""
-    safe = unsafe = 0
-    for finding in findings:
-        options = autofixes(finding, rules)
-        if any(f.safe for f in options):
-            safe += 1
-        elif options:
-            unsafe += 1
-    return safe, unsafe
-
-
-def plan(findings: list[Finding], rules: dict[str, Rule], unsafe: bool) -> tuple[list[PlannedFix], int]:
+def plan(findings: list[Finding], rules: dict, unsafe: bool) -> tuple[list[PlannedFix], int]:
     """The fixes to make, and how many findings have only unsafe fixes that were not asked for."""
     out: list[PlannedFix] = []
     hidden = 0

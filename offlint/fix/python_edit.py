@@ -165,13 +165,12 @@ class _Editor(cst.CSTTransformer):
                     element = self._sibling_element(new, change, name_attr)
                     last = index == len(inserts) - 1
                     out.append(element.with_changes(comma=trailing if last else _first_line(sibling_comma, None)))
-            if not keep and out is not None:
+            if not keep and original is originals[-1] and out:
                 # the comma of a removed last element moves to the one before it (trailing-comma style kept)
-                if original is originals[-1] and out:
-                    out[-1] = out[-1].with_changes(comma=new.comma)
+                out[-1] = out[-1].with_changes(comma=new.comma)
         if not changed:
             return updated
-        return _commas(out, originals)
+        return _commas(out)
 
     def _sibling_element(self, sibling, change: Change, name_attr: str):
         value = _expression(change.value, _quote_of(sibling.value))
@@ -184,9 +183,6 @@ class _Editor(cst.CSTTransformer):
         quote = _quote_of(key) if key is not None else '"'
         return cst.DictElement(cst.SimpleString(f"{quote}{field_name(change.key)}{quote}"), value,
                                comma=sibling.comma)
-
-    def leave_SimpleStatementLine(self, original, updated):
-        return updated
 
     def _set_value(self, site, updated, attribute: str):
         changes = [c for c in self.sites.get(site, []) if c.op in ("set", "env")]
@@ -249,7 +245,7 @@ def _first_line(comma, first_line):
     return comma
 
 
-def _commas(elements: list, originals) -> list:
+def _commas(elements: list) -> list:
     """After an insertion or a removal every element but the last needs a comma; the last keeps whatever
     comma it has (a trailing comma stays, a missing one stays missing)."""
     out = []

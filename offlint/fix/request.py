@@ -122,6 +122,6 @@ class FixRequest:
 
     @staticmethod
     def _counts(findings, rules) -> tuple[int, int]:
-        from offlint.fix.plan import fixability
+        from offlint.fix.spec import fixability  # no editor, no libcst: imported with the rules already
 
-        return fixability(findings, rules)
+        return fixability(findings, rules) if findings else (0, 0)

@@ -100,3 +100,27 @@ def parse(raw: object, where: str) -> tuple[AutoFix, ...]:
                            option=str(entry.get("option", "")),
                            also=tuple((str(k), str(v)) for k, v in also.items())))
     return tuple(out)
+
+
+def autofixes(finding, rules: dict) -> tuple[AutoFix, ...]:
+    """The fixes a finding's rule declares for it: its check's own (matched by the check's fix text), else the
+    rule's. A 'possible' finding (--strict) depends on unknown values: it gets no fix."""
+    rule = rules.get(finding.code)
+    if rule is None or finding.possible:
+        return ()
+    for check in rule.checks:
+        if check.autofix and check.fix and check.fix == finding.fix:
+            return check.autofix
+    return rule.autofix
+
+
+def fixability(findings: list, rules: dict) -> tuple[int, int]:
+    """(findings with a safe fix, findings whose only fixes are unsafe): ruff's `[*] N fixable` counts."""
+    safe = unsafe = 0
+    for finding in findings:
+        options = autofixes(finding, rules)
+        if any(f.safe for f in options):
+            safe += 1
+        elif options:
+            unsafe += 1
+    return safe, unsafe
