@@ -18,6 +18,7 @@ import collections
 import sys
 from pathlib import Path
 
+from offlint.estimate import params
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.oom import SIZE_KEYS, fp8_transpose
 from offlint.resolve import resolve
@@ -36,7 +37,7 @@ def reason(resolved, name: str) -> str:
     if inputs.unknown:
         return "unknown input: " + sorted(inputs.unknown)[0]
     p, m = inputs.parallel, inputs.model
-    if m.num_layers % (p.pp * (p.vpp or 1)) or m.num_attention_heads % p.tp:
+    if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return "layout not modelled (uneven split)"
     return ""
 

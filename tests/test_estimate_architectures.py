@@ -177,3 +177,52 @@ def test_moonlight_parameter_count_reconciles_with_its_measured_checkpoint_size(
     buffers = 26 * 64 * 2 + 27 * 32 * 4
     assert params.total(m) * 2 + buffers == 31_920_240_256
     assert params.active(m) / 1e9 == pytest.approx(3.0, rel=0.05)  # "A3B"
+
+
+def test_a_custom_layout_is_read_and_sets_the_virtual_stages():
+    values = _SIZES | {"model.pipeline_model_parallel_size": 2, "model.mtp_num_layers": 1,
+                       "model.pipeline_model_parallel_layout": "Et|t|t|tmL"}
+    inputs = read_inputs(_lookup(values))
+    assert inputs.complete, (inputs.unknown, inputs.unsupported)
+    assert inputs.parallel.vpp == 2 and inputs.parallel.layout[-1] == ("decoder", "mtp", "loss")
+    listed = read_inputs(_lookup(values | {"model.pipeline_model_parallel_layout": [["embedding", "decoder"],
+                                                                                      ["decoder", "decoder"],
+                                                                                      ["decoder", "mtp", "loss"],
+                                                                                      []]}))
+    assert listed.parallel.layout[1] == ("decoder", "decoder") and listed.parallel.vpp == 2
+
+
+@pytest.mark.parametrize("layout", ["Et|tx|L", "(t)*99999999999|L", Unknown("set by a helper"), 42])
+def test_a_layout_offlint_cannot_read_leaves_the_estimate_unknown(layout):
+    values = _SIZES | {"model.pipeline_model_parallel_size": 2, "model.pipeline_model_parallel_layout": layout}
+    inputs = read_inputs(_lookup(values))
+    assert "model.pipeline_model_parallel_layout" in inputs.unknown and not inputs.complete
+
+
+def test_uneven_first_and_last_stages_are_read():
+    values = _SIZES | {"model.num_layers": 10, "model.pipeline_model_parallel_size": 4,
+                       "model.num_layers_in_first_pipeline_stage": 1, "model.num_layers_in_last_pipeline_stage": 3}
+    inputs = read_inputs(_lookup(values))
+    assert inputs.complete and not inputs.unsupported
+    assert [sum(len(r) for r in s) for s in params.layer_ranges(inputs.model, inputs.parallel)] == [1, 3, 3, 3]
+
+
+def test_a_standalone_mtp_stage_holds_the_mtp_layers_and_the_last_stage_their_logits():
+    m = replace(V3, num_layers=4, num_moe_experts=None, moe_layer_freq=1, mtp_num_layers=1)
+    layout = (("embedding", "decoder", "decoder"), ("decoder", "decoder"), ("mtp",), ("loss",))
+    p = Parallelism(pp=4, world_size=4, layout=layout)
+    result = estimate(_inputs(m, p, Training(distributed_optimizer=True)))
+
+    def part(stage):
+        return sum(x.bytes for x in stage.parts if x.name.startswith("activations: multi-token"))
+
+    depth = act.mtp_depth(m, p, Training())
+    logits = depth.terms["mtp_output"]
+    assert [part(s) for s in result.stages] == [0, 0, pytest.approx(depth.total - logits), pytest.approx(logits)]
+    stages = params.stages(m, p)
+    assert [s.layers for s in stages] == [2, 2, 0, 0] and stages[2].mtp_layers == 1
+    # The MTP stage builds its own embedding; the last stage holds only the output layer (no decoder layers;
+    # with MTP the final norm sits with the last decoder layer, on stage 1).
+    assert stages[2].params.total == params.mtp_block(m).total + params.embedding(m).total
+    assert stages[3].params.total == params.output_layer(m).total
+    assert stages[1].params.total == 2 * params.layer(m, 0).total + params.final_norm(m).total

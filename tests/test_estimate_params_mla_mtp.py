@@ -201,3 +201,82 @@ def test_latent_moe_experts_work_in_the_latent_width():
     assert params.routed_expert(shape) == 3 * 40 * 24 and params.routed_expert(plain) == 3 * 40 * 64
     active_drop = (4 - 2) * params.routed_expert(shape) * 2
     assert params.total(shape) - params.active(shape) == active_drop
+
+
+# Pipeline splits: which decoder layers (and MTP depths) each stage and virtual chunk builds, against megatron-core's
+# own functions (get_transformer_layer_offset / get_num_layers_to_build, PipelineParallelLayerLayout).
+SPLITS = [  # num_layers, pp, vpp, first, last, account_for_embedding, account_for_loss
+    (14, 4, 2, 2, 4, False, False),
+    (13, 4, None, 1, None, False, False),
+    (30, 4, None, None, 6, False, False),
+    (14, 4, None, None, None, True, True),
+    (23, 4, 2, None, None, True, False),
+]
+
+
+@pytest.mark.parametrize("split", SPLITS, ids=[str(s) for s in SPLITS])
+def test_uneven_pipeline_splits_match_megatron_core(split):
+    from megatron.core.transformer import TransformerConfig
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    from megatron.core.transformer.transformer_layer import get_transformer_layer_offset
+
+    layers, pp, vpp, first, last, emb, loss = split
+    config = TransformerConfig(num_layers=layers, hidden_size=64, num_attention_heads=4,
+                               pipeline_model_parallel_size=pp, virtual_pipeline_model_parallel_size=vpp,
+                               num_layers_in_first_pipeline_stage=first, num_layers_in_last_pipeline_stage=last,
+                               account_for_embedding_in_pipeline_split=emb, account_for_loss_in_pipeline_split=loss,
+                               pipeline_dtype=torch.bfloat16)
+    shape = ModelShape(**_BASE | dict(num_layers=layers))
+    ours = params.layer_ranges(shape, Parallelism(pp=pp, vpp=vpp, first_stage_layers=first, last_stage_layers=last,
+                                                  account_for_embedding=emb, account_for_loss=loss))
+    for stage in range(pp):
+        for chunk in range(vpp or 1):
+            vp = chunk if vpp else None
+            start = get_transformer_layer_offset(config, vp, stage)
+            count = get_num_layers_to_build(config, vp, stage)
+            assert ours[stage][chunk] == range(start, start + count), (stage, chunk)
+
+
+LAYOUTS = [  # layout, pp, decoder layers, MTP depths
+    ("Et*3|(tt|)*2,m|L", 5, 7, 1),
+    ("Ettt|tt|tt|ttmL", 4, 9, 1),
+    ("Et|t|t|t|tt|tt|t|tL", 4, 10, 0),  # VPP 2
+    ([["embedding", "decoder"], ["decoder", "decoder"], ["decoder", "mtp", "mtp", "loss"]], 3, 4, 2),
+]
+
+
+@pytest.mark.parametrize("layout,pp,layers,mtp", LAYOUTS, ids=[str(x[0])[:24] for x in LAYOUTS])
+def test_custom_pipeline_layouts_match_megatron_core(layout, pp, layers, mtp):
+    from megatron.core import parallel_state
+    from megatron.core.transformer.enums import LayerType
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+
+    from offlint.estimate.inputs import _layout_from_str
+
+    theirs = PipelineParallelLayerLayout(layout, pp)
+    theirs.validate_layer_layout(layers, mtp or None)
+    flat = _layout_from_str(layout) if isinstance(layout, str) else layout
+    vpp = len(flat) // pp
+    parallel = Parallelism(pp=pp, vpp=vpp if vpp > 1 else None, layout=tuple(tuple(row) for row in flat))
+    shape = ModelShape(**_BASE | dict(num_layers=layers, mtp_num_layers=mtp))
+    ours = params.layer_ranges(shape, parallel)
+    parallel_state.set_virtual_pipeline_model_parallel_world_size(vpp if vpp > 1 else None)
+    try:
+        for stage in range(pp):
+            for chunk in range(vpp):
+                assert list(ours[stage][chunk]) == theirs.get_layer_id_list(vp_stage=chunk, pp_rank=stage)
+                built_mtp = theirs.get_num_layers_to_build(LayerType.mtp, vp_stage=chunk, pp_rank=stage)
+                stage_mtp = params.stages(shape, parallel)[stage].mtp_layers
+                assert built_mtp == 0 or stage_mtp == built_mtp
+    finally:
+        parallel_state.set_virtual_pipeline_model_parallel_world_size(None)
+    if mtp:
+        assert sum(s.mtp_layers for s in params.stages(shape, parallel)) == mtp
+
+
+def test_a_split_megatron_core_would_refuse_has_no_ranges():
+    shape = ModelShape(**_BASE | dict(num_layers=10))
+    assert params.layer_ranges(shape, Parallelism(pp=4)) is None
+    assert params.layer_ranges(shape, Parallelism(pp=4, first_stage_layers=3)) is None  # 7 over 3 stages
+    assert params.layer_ranges(shape, Parallelism(pp=4, first_stage_layers=1)) is not None
+    assert params.layer_ranges(shape, Parallelism(pp=2, layout=(("embedding", "decoder"), ("decoder", "loss")))) is None

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from offlint.config import ConfigError, load_config
+from offlint.estimate import params
 from offlint.estimate.devices import DEFAULT_DEVICE, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.memory import estimate
@@ -79,9 +80,10 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     if world % (p.tp * p.pp * p.cp) or (inputs.model.num_moe_experts and (world // p.pp) % (p.ep * p.etp)):
         _fail(f"{config}: {world} GPUs do not divide into TP{p.tp} x PP{p.pp} x CP{p.cp}"
               + (f" with EP{p.ep} x ETP{p.etp}" if inputs.model.num_moe_experts else "") + "; pass --gpus N")
-    if inputs.model.num_layers % (p.pp * (p.vpp or 1)):
-        _fail(f"{config}: {inputs.model.num_layers} layers do not split evenly over PP{p.pp}"
-              + (f" x VPP{p.vpp}" if p.vpp else "") + " (uneven pipeline splits are not modelled)")
+    if params.layer_ranges(inputs.model, p) is None:
+        _fail(f"{config}: {inputs.model.num_layers} layers do not split over PP{p.pp}"
+              + (f" x VPP{p.vpp}" if p.vpp else "") + " as configured (layout, first/last stage layers or an "
+              "uneven split megatron-core would refuse); fix the split or pass --override")
     notes += [f"{key} is not known: assuming {what}" for key, what in sorted(inputs.assumed.items())]
     if gpus is None and p.world_size is None:
         notes.append(f"assuming {world} GPUs, the fewest this layout needs; pass --gpus N for the real job")

@@ -164,7 +164,7 @@ def step_time(inputs: Inputs, result: Estimate, device: Device) -> StepTime:
     nmb = result.num_microbatches or max(ASSUMED_MICROBATCHES, p.pp)
     by_kind = {moe: layer_time(m, p, t, device, moe) for moe in {m.is_moe_layer(i) for i in range(m.num_layers)}}
     stage_seconds, backward_seconds = [], []
-    for stage, chunk_ranges in enumerate(params.stage_layer_ranges(m.num_layers, p.pp, p.vpp)):
+    for stage, chunk_ranges in enumerate(params.layer_ranges(m, p)):
         seconds = backward = 0.0
         for r in chunk_ranges:
             for i in r:

@@ -76,6 +76,14 @@ class Parallelism:
     etp: int = 1
     sequence_parallel: bool = False
     world_size: int | None = None  # None: not known; the estimate then states what it assumed
+    # How the decoder layers are split over pipeline stages when not evenly (params.layer_ranges): a custom
+    # layout (megatron-core's flat list, chunk-major, of "embedding"/"decoder"/"mtp"/"loss" per stage), the
+    # first/last stage's layer counts, or the embedding/loss counted as a layer.
+    layout: tuple[tuple[str, ...], ...] | None = None
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    account_for_embedding: bool = False
+    account_for_loss: bool = False
 
     @property
     def model_parallel(self) -> int:
@@ -295,17 +303,74 @@ def _read_parallel(r: _Reader, unit_name: str, world_size: int | None) -> tuple[
         match = _GPUS_IN_NAME.search(unit_name + "_")
         if match:
             world_size, source = int(match.group(1)), f"the recipe name ({match.group(0).strip('_')})"
+    pp = r.optional_int("model.pipeline_model_parallel_size") or 1
+    layout = _layout(r)
+    vpp = r.optional_int("model.virtual_pipeline_model_parallel_size")
+    if layout is not None:  # megatron-core takes the virtual stages from the layout
+        vpp = len(layout) // pp if len(layout) // pp > 1 else None
     parallel = Parallelism(
         tp=tp,
-        pp=r.optional_int("model.pipeline_model_parallel_size") or 1,
-        vpp=r.optional_int("model.virtual_pipeline_model_parallel_size"),
+        pp=pp,
+        vpp=vpp,
         cp=r.optional_int("model.context_parallel_size") or 1,
         ep=r.optional_int("model.expert_model_parallel_size") or 1,
         etp=r.optional_int("model.expert_tensor_parallel_size") or tp,
         sequence_parallel=bool(r.get("model.sequence_parallel", False)),
         world_size=world_size,
+        layout=layout,
+        first_stage_layers=r.optional_int("model.num_layers_in_first_pipeline_stage"),
+        last_stage_layers=r.optional_int("model.num_layers_in_last_pipeline_stage"),
+        account_for_embedding=bool(r.get("model.account_for_embedding_in_pipeline_split", False)),
+        account_for_loss=bool(r.get("model.account_for_loss_in_pipeline_split", False)),
     )
     return parallel, source
+
+
+_LAYOUT_CHARS = {"E": "embedding", "L": "loss", "t": "decoder", "m": "mtp"}
+_LAYOUT_NAMES = frozenset({"embedding", "loss", "decoder", "mtp"})
+
+
+def _layout(r: _Reader) -> tuple[tuple[str, ...], ...] | None:
+    """`pipeline_model_parallel_layout` as a tuple of stages (megatron-core's flat order), each a tuple of
+    layer names. Written as a list of lists of names, or as megatron-core's string ("Et*3|(tt|)*29,m|L": `|`
+    separates stages, `x*n` and `(...)*n` repeat, commas are cosmetic). One offlint cannot read is unknown."""
+    key = "model.pipeline_model_parallel_layout"
+    value = r.get(key)
+    if value is None:
+        return None
+    stages = _layout_from_str(value) if isinstance(value, str) else value
+    if isinstance(stages, (list, tuple)) and all(isinstance(row, (list, tuple)) for row in stages):
+        names = tuple(tuple(str(x).strip().lower() for x in row) for row in stages)
+        if all(name in _LAYOUT_NAMES for row in names for name in row):
+            return names
+    r.unknown[key] = f"`{key}` is {value!r}, which offlint cannot read as a pipeline layout"
+    return None
+
+
+def _layout_from_str(text: str) -> list[list[str]] | None:
+    """None when the text is not a layout, or would unroll into more than _LAYOUT_MAX characters."""
+    text = text.replace(",", "")
+    budget = [_LAYOUT_MAX - len(text)]  # characters the unrolling may still add, over all repetitions
+
+    def unroll(match: re.Match) -> str:
+        budget[0] -= len(match.group(1)) * (int(match.group(2)) - 1)
+        if budget[0] < 0:
+            raise ValueError("layout too long")
+        return match.group(1) * int(match.group(2))
+
+    try:
+        while _LAYOUT_GROUP.search(text):
+            text = _LAYOUT_GROUP.sub(unroll, text)
+        text = re.sub(r"(.)\*(\d+)", unroll, text)
+    except ValueError:  # too long, or a count too large for int()
+        return None
+    if any(c not in _LAYOUT_CHARS and c != "|" for c in text):
+        return None
+    return [[_LAYOUT_CHARS[c] for c in stage] for stage in text.split("|")]
+
+
+_LAYOUT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
+_LAYOUT_MAX = 100_000  # characters: far more than any model's layers, bounded for hostile input
 
 
 def _half_precision(r: _Reader) -> str | None:
@@ -382,9 +447,6 @@ LOW_PRECISION = "FP4 (NVFP4) training (FP4 weight and activation storage is not 
 # Features whose memory the model does not describe: an estimate with them would be a guess. A known value turns
 # the feature on (no verdict); an unknown one leaves the estimate unknown (rules.md: unknown is never default).
 _UNSUPPORTED = {
-    "model.num_layers_in_first_pipeline_stage": "an uneven pipeline split",
-    "model.num_layers_in_last_pipeline_stage": "an uneven pipeline split",
-    "model.pipeline_model_parallel_layout": "a custom pipeline layout",
     "model.hybrid_layer_pattern": "hybrid Mamba layers",
     "model.experimental_attention_variant": "an experimental attention variant (gated delta net, DSA)",
     "ddp.use_megatron_fsdp": "Megatron-FSDP",

@@ -100,11 +100,15 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
         parts.append(Part("activations: embedding inputs", act.embedding_terms(m, p, t) * in_flight, "activations"))
     if stage.has_output:
         parts.append(Part("activations: output layer and logits", act.output_terms(m, p, t), "activations"))
-    if stage.has_output and m.mtp_num_layers:
-        # The MTP depths run on the last stage, one micro-batch at a time like its output layer.
-        parts.append(Part(f"activations: multi-token prediction ({m.mtp_num_layers} depths)",
-                          act.mtp_depth(m, p, t).total * m.mtp_num_layers, "activations"))
-        if t.recompute_granularity == "full" and t.recompute_method != "block":
+    if m.mtp_num_layers and (stage.mtp_layers or stage.has_output):
+        # The MTP depths run on the last stage (or their own), one micro-batch at a time like the output
+        # layer, which computes their logits on the last stage.
+        depth = act.mtp_depth(m, p, t)
+        logits = depth.terms["mtp_output"] * m.mtp_num_layers
+        layers = depth.total * m.mtp_num_layers - logits
+        here = (layers if stage.mtp_layers else 0.0) + (logits if stage.has_output else 0.0)
+        parts.append(Part(f"activations: multi-token prediction ({m.mtp_num_layers} depths)", here, "activations"))
+        if stage.mtp_layers and t.recompute_granularity == "full" and t.recompute_method != "block":
             extra = max(extra, act.mtp_rebuilt(m, p, t))  # before the decoder layers' backward, not beside it
     if extra:
         parts.append(Part("activations: recompute working set", extra, "activations"))
@@ -140,7 +144,7 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
 
 
 def _stage_layers(m: ModelShape, p: Parallelism, stage: params.Stage) -> list[int]:
-    return [i for r in params.stage_layer_ranges(m.num_layers, p.pp, p.vpp)[stage.index] for i in r]
+    return [i for r in params.layer_ranges(m, p)[stage.index] for i in r]
 
 
 def _dtype(nbytes: int) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from offlint.estimate.devices import (DEFAULT_DEVICE, GIB, Device, DeviceError, margin_bytes,
                                      parse_device)
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
+from offlint.estimate import params
 from offlint.estimate.memory import Estimate, estimate
 
 # Keys a finding lists as related locations (the ones that decide the size), besides any unknown input.
@@ -96,7 +97,7 @@ def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]
         named = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)[:5]
         return None, named
     p, m = inputs.parallel, inputs.model
-    if m.num_layers % (p.pp * (p.vpp or 1)) or m.num_attention_heads % p.tp:
+    if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return None, []
     return inputs, []
 
@@ -110,7 +111,7 @@ def has_no_answer(lookup: Lookup, unit_name: str) -> bool:
     if inputs.unknown or device_for(unit_name) is None:
         return False
     p, m = inputs.parallel, inputs.model
-    return bool(m.num_layers % (p.pp * (p.vpp or 1)) or m.num_attention_heads % p.tp)
+    return bool(params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp)
 
 
 def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
@@ -122,7 +123,7 @@ def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
         return "it needs values offlint cannot read"
     if device_for(unit_name) is None:
         return "the recipe names a GPU offlint has no capacity for"
-    return "its layout is not modelled (uneven pipeline split or heads not divisible by TP)"
+    return "its layout does not split (pipeline stages megatron-core would refuse, or heads not divisible by TP)"
 
 
 def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, unit_name: str,

@@ -164,6 +164,7 @@ class Stage:
     params: Split
     has_embedding: bool
     has_output: bool
+    mtp_layers: int = 0  # MTP depths built on this stage
 
 
 def stage_layer_ranges(num_layers: int, pp: int, vpp: int | None) -> list[list[range]]:
@@ -178,16 +179,76 @@ def stage_layer_ranges(num_layers: int, pp: int, vpp: int | None) -> list[list[r
     return out
 
 
+def layer_ranges(m: ModelShape, p: Parallelism) -> list[list[range]] | None:
+    """Decoder layer index ranges per pipeline stage (one per virtual chunk) as megatron-core builds them: from a
+    custom `pipeline_model_parallel_layout`, from `num_layers_in_first/last_pipeline_stage` (the other stages
+    share the rest evenly), with the embedding or loss counted as a layer (`account_for_*_in_pipeline_split`),
+    or evenly. Layers are numbered chunk by chunk, stage by stage (megatron-core's layer offsets). None where
+    megatron-core would refuse the split (it does not divide, or a layout's counts do not match the model)."""
+    counts = _layer_counts(m, p)
+    if counts is None:
+        return None
+    out: list[list[range]] = [[] for _ in range(p.pp)]
+    start = 0
+    for row in counts:
+        for stage, n in enumerate(row):
+            out[stage].append(range(start, start + n))
+            start += n
+    return out
+
+
+def _layer_counts(m: ModelShape, p: Parallelism) -> list[list[int]] | None:
+    """Decoder layers per [virtual chunk][stage]."""
+    pp, chunks = p.pp, p.vpp or 1
+    if p.layout is not None:
+        if len(p.layout) != pp * chunks or sum(row.count("mtp") for row in p.layout) != m.mtp_num_layers:
+            return None
+        counts = [[p.layout[c * pp + s].count("decoder") for s in range(pp)] for c in range(chunks)]
+        return counts if sum(map(sum, counts)) == m.num_layers else None
+    if p.first_stage_layers is not None or p.last_stage_layers is not None:
+        if p.account_for_embedding or p.account_for_loss:
+            return None  # megatron-core asserts: no standalone embedding/loss stage with uneven PP
+        fixed = [(0, p.first_stage_layers), (pp - 1, p.last_stage_layers)]
+        fixed = {stage: n for stage, n in fixed if n is not None}
+        rest, left = m.num_layers - sum(fixed.values()), pp - len(fixed)
+        if rest < 0 or (left and rest % left) or (not left and rest):
+            return None
+        per_stage = [fixed.get(s, rest // left if left else 0) for s in range(pp)]
+        if any(n % chunks for n in per_stage):
+            return None
+        return [[n // chunks for n in per_stage] for _ in range(chunks)]
+    total = m.num_layers + int(p.account_for_embedding) + int(p.account_for_loss)
+    if total % (pp * chunks):
+        return None
+    counts = [[total // (pp * chunks)] * pp for _ in range(chunks)]
+    counts[0][0] -= int(p.account_for_embedding)
+    counts[-1][-1] -= int(p.account_for_loss)
+    return counts if min(counts[0][0], counts[-1][-1]) >= 0 else None
+
+
+def mtp_stage(p: Parallelism) -> int:
+    """The pipeline stage that builds the MTP depths: the last, or the one a custom layout places them on."""
+    if p.layout is not None:
+        for i, row in enumerate(p.layout):
+            if "mtp" in row:
+                return i % p.pp
+    return p.pp - 1
+
+
 @lru_cache(maxsize=512)
 def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
-    """Every pipeline stage's parameters. With PP>1 and tied embeddings the last stage holds its own copy
-    of the word embeddings for the output layer (megatron-core keeps the two in sync). The MTP block lives on
-    the last stage; with PP>1 that stage also builds an embedding for it (GPTModel: `pre_process or
-    mtp_process`) beside the output layer, whose own weight is still allocated when tied (megatron-core skips
-    it only where `pre_process`; 0.16.1 and 0.19.2 alike). Kept per (model, layout): a tree's recipes share
-    a handful of models, and the what-if options repeat them."""
+    """Every pipeline stage's parameters (`layer_ranges` must not be None). With PP>1 and tied embeddings the
+    last stage holds its own copy of the word embeddings for the output layer (megatron-core keeps the two in
+    sync). The MTP block lives on the last stage (or where a custom layout puts it); with PP>1 a stage with MTP
+    but no embedding builds one for it (GPTModel: `pre_process or mtp_process`), beside the output layer on
+    the last stage, whose own weight is still allocated when tied (megatron-core skips it only where
+    `pre_process`; 0.16.1 and 0.19.2 alike). With MTP the final norm sits with the last decoder layer
+    (TransformerBlock.has_final_layernorm_in_this_stage), else on the last stage. Kept per (model, layout): a
+    tree's recipes share a handful of models, and the what-if options repeat them."""
     out = []
-    for index, ranges in enumerate(stage_layer_ranges(m.num_layers, parallel.pp, parallel.vpp)):
+    ranges_by_stage = layer_ranges(m, parallel)
+    with_mtp = mtp_stage(parallel) if m.mtp_num_layers else None
+    for index, ranges in enumerate(ranges_by_stage):
         count = Split()
         layers = 0
         for r in ranges:
@@ -197,11 +258,11 @@ def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
         first, last = index == 0, index == parallel.pp - 1
         if first:
             count = count + embedding(m)
-        if last:
-            count = count + final_norm(m) + mtp_block(m)
-            if not m.tied_embeddings or parallel.pp > 1:
-                count = count + output_layer(m)
-            if m.mtp_num_layers and not first:
-                count = count + embedding(m)
-        out.append(Stage(index, layers, count, first, last))
+        if (m.num_layers - 1 in [i for r in ranges for i in r]) if m.mtp_num_layers else last:
+            count = count + final_norm(m)
+        if last and (not m.tied_embeddings or parallel.pp > 1):
+            count = count + output_layer(m)
+        if index == with_mtp:
+            count = count + mtp_block(m) + (embedding(m) if not first else Split())
+        out.append(Stage(index, layers, count, first, last, m.mtp_num_layers if index == with_mtp else 0))
     return tuple(out)

@@ -98,7 +98,8 @@ def _variants(inputs: Inputs, world: int, layouts: bool = True):
         if (tp, pp) == (p.tp, p.pp):
             continue
         layout = replace(p, tp=tp, pp=pp, vpp=None, etp=tp if p.etp == p.tp else p.etp,
-                         sequence_parallel=tp > 1, world_size=world)
+                         sequence_parallel=tp > 1, world_size=world, layout=None, first_stage_layers=None,
+                         last_stage_layers=None, account_for_embedding=False, account_for_loss=False)
         variant = inputs.with_(parallel=layout)
         if pp > 1 and t.cpu_offloading:
             variant = variant.with_(training=replace(t, cpu_offloading=False, cpu_offloading_num_layers=0))
