@@ -144,6 +144,9 @@ class Training:
     compute_dtype: str = "bf16"  # the GEMMs' precision, for the step-time model only ("fp8" in calibration)
     moe_router_graphed: bool = False  # CUDA graphs capture the MoE router and preprocessing (host overhead)
     low_precision: LowPrecision | None = None  # FP8 training; None: bf16/fp16/fp32 GEMMs
+    fsdp: str | None = None  # Megatron-FSDP's data_parallel_sharding_strategy; None: megatron-core DDP
+    fsdp_unit_size: int | None = None  # ddp.suggested_communication_unit_size (elements); None: its default
+    fsdp_double_buffer: bool = False
 
 
 @dataclass
@@ -230,6 +233,13 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     training = _read_training(r)
     unsupported = _unsupported(r, unit_name)
     low, why = _read_low_precision(r, unit_name, fp8_transpose)
+    fsdp, fsdp_why = _read_fsdp(r, training, low)
+    if fsdp_why:
+        unsupported.append(fsdp_why)
+    if fsdp:
+        training = replace(training, fsdp=fsdp, distributed_optimizer=True,  # Bridge forces it with FSDP
+                           fsdp_unit_size=r.optional_int("ddp.suggested_communication_unit_size"),
+                           fsdp_double_buffer=bool(r.get("ddp.fsdp_double_buffer", False)))
     if why and why not in unsupported:
         unsupported.append(why)
     if low is not None and (model.multi_latent_attention or model.moe_latent_size or model.mtp_num_layers):
@@ -449,7 +459,6 @@ LOW_PRECISION = "FP4 (NVFP4) training (FP4 weight and activation storage is not 
 _UNSUPPORTED = {
     "model.hybrid_layer_pattern": "hybrid Mamba layers",
     "model.experimental_attention_variant": "an experimental attention variant (gated delta net, DSA)",
-    "ddp.use_megatron_fsdp": "Megatron-FSDP",
     "peft": "PEFT fine-tuning (frozen base weights have no gradients or optimizer states)",
     "model.teacher": "knowledge distillation (a frozen teacher model beside the trained student)",
     "model.freeze_language_model": "a frozen language model (no gradients or optimizer states for it)",
@@ -577,6 +586,48 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
         bf16_layers_end=int(settings.get("num_layers_at_end_in_bf16") or 0) if bf16_layers else 0,
         amax_history=int(history) if _positive_int(history) else 1,
     ), ""
+
+
+_FSDP_STRATEGIES = ("no_shard", "optim", "optim_grads_params")
+
+
+def _read_fsdp(r: _Reader, t: Training, low: LowPrecision | None) -> tuple[str | None, str]:
+    """(Megatron-FSDP's sharding strategy, or None without it; why there is no verdict, or ""). Bridge runs
+    Megatron-FSDP with `ddp.use_megatron_fsdp` (or `dist.use_megatron_fsdp`), version 1 unless
+    `ddp.megatron_fsdp_version` says 2 (a separate implementation, not modelled)."""
+    on = r.lookup("ddp.use_megatron_fsdp")
+    if on.is_unknown:
+        r.unknown[on.key] = (on.value.reason if isinstance(on.value, Unknown) else "unknown") + \
+            " (the memory model would need to know whether Megatron-FSDP is used)"
+        return None, ""
+    dist = r.lookup("dist.use_megatron_fsdp")  # Bridge's validation copies it onto ddp
+    if not (on.state == "known" and on.value) and not (dist.state == "known" and dist.value is True):
+        return None, ""
+    strategy = r.get("ddp.data_parallel_sharding_strategy", "no_shard")
+    if strategy is None and "ddp.data_parallel_sharding_strategy" in r.unknown:
+        return None, ""
+    if strategy == "optim_grads":
+        return None, ("Megatron-FSDP's optim_grads strategy (its unsharded gradient buckets follow bucket_size; "
+                      "not modelled)")
+    if strategy not in _FSDP_STRATEGIES:
+        return None, f"Megatron-FSDP with the sharding strategy {strategy!r} (not modelled)"
+    others = {
+        "ddp.megatron_fsdp_version": (1, "Megatron-FSDP version 2"),
+        "ddp.num_distributed_optimizer_instances": (1, "hybrid-sharded Megatron-FSDP (HSDP)"),
+        "ddp.outer_dp_sharding_strategy": ("no_shard", "hybrid-sharded Megatron-FSDP (outer DP sharding)"),
+        "ddp.preserve_fp32_weights": (True, "Megatron-FSDP without fp32 main weights (preserve_fp32_weights=False)"),
+    }
+    for key, (default, what) in others.items():
+        value = r.get(key, default)
+        if key in r.unknown:
+            return None, ""
+        if value is not None and value != default:
+            return None, f"{what} (not modelled)"
+    if low is not None:
+        return None, "Megatron-FSDP with FP8 (its FP8 parameter and transpose buffers are not modelled)"
+    if t.precision_aware or t.optimizer_cpu_offload:
+        return None, "Megatron-FSDP with the precision-aware optimizer or optimizer offload (not modelled)"
+    return strategy, ""
 
 
 def with_training(inputs: Inputs, **changes) -> Inputs:

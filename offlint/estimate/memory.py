@@ -29,7 +29,7 @@ FRAGMENTATION = 0.05
 class Part:
     name: str
     bytes: float
-    kind: str  # "weights" | "grads" | "optimizer" | "activations" | "allowance"
+    kind: str  # "weights" | "grads" | "optimizer" | "activations" | "transient" (not in the floor) | "allowance"
 
 
 @dataclass
@@ -85,14 +85,17 @@ def estimate(inputs: Inputs, world_size: int | None = None) -> Estimate:
 def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, dp: int, edp: int,
                   nmb: int | None) -> StageMemory:
     dense, expert = stage.params.per_rank(p)
-    parts = _weights(m, p, t, stage, dense + expert)
+    weights, grads, optim = _shards(p, t, dp, edp)
+    parts = _weights(m, p, t, stage, dense / weights[0] + expert / weights[1])
     parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
-                      (dense + expert) * (4 if t.grads_fp32 else t.params_bytes), "grads"))
-    # The distributed optimizer shards over the data-parallel group including context parallelism.
-    optimizer = optimizer_bytes(t, dense / (dp * p.cp if t.distributed_optimizer else 1))
-    expert_optimizer = optimizer_bytes(t, expert / (edp if t.distributed_optimizer else 1))
+                      (dense / grads[0] + expert / grads[1]) * _grad_bytes(t), "grads"))
+    optimizer = optimizer_bytes(t, dense / optim[0])
+    expert_optimizer = optimizer_bytes(t, expert / optim[1])
     for (name, gpu), (_, expert_gpu) in zip(optimizer.gpu, expert_optimizer.gpu):
         parts.append(Part(f"optimizer: {name}", gpu + expert_gpu, "optimizer"))
+    if t.fsdp == "optim_grads_params":
+        parts.append(Part("Megatron-FSDP unsharded buffers (upper bound)", _fsdp_buffers(m, p, t, stage),
+                          "transient"))
     in_flight = microbatches_in_flight(p, stage.index, nmb)
     layer_bytes, host_activations, extra = _stage_activations(m, p, t, stage, in_flight)
     parts.append(Part("activations: transformer layers", layer_bytes, "activations"))
@@ -119,6 +122,50 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                       WORKSPACE_AND_NCCL_BYTES + FRAGMENTATION * subtotal, "allowance"))
     return StageMemory(stage.index, parts, in_flight, optimizer.host + expert_optimizer.host,
                        optimizer.pinned + expert_optimizer.pinned, host_activations)
+
+
+def _grad_bytes(t: Training) -> int:
+    return 4 if t.grads_fp32 else t.params_bytes
+
+
+def _shards(p: Parallelism, t: Training, dp: int, edp: int) -> tuple[tuple[int, int], ...]:
+    """How many ranks share the (dense, expert) weights, gradients and optimizer states one rank holds.
+    megatron-core DDP keeps whole weights and gradient buffers; its distributed optimizer shards the optimizer
+    over the data-parallel group with context parallelism (experts: the expert data-parallel group).
+    Megatron-FSDP shards over the same groups by `data_parallel_sharding_strategy` (its buffers are
+    `is_data_distributed` per strategy: param_and_grad_buffer.py, megatron-core 0.16.1)."""
+    whole, data = (1, 1), (dp * p.cp, edp)
+    if t.fsdp is None:
+        return whole, whole, data if t.distributed_optimizer else whole
+    return {"no_shard": (whole, whole, whole), "optim": (whole, whole, data),
+            "optim_grads_params": (data, data, data)}[t.fsdp]
+
+
+# Megatron-FSDP's default communication unit (elements) when `suggested_communication_unit_size` is unset:
+# twice the average FSDP unit, at least 1e9 (megatron_fsdp.py); the all-gather prefetch is half of it.
+FSDP_MIN_UNIT = 1_000_000_000
+
+
+def _fsdp_buffers(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage) -> float:
+    """optim_grads_params keeps each FSDP unit (a transformer layer) sharded and all-gathers it around its
+    forward and backward: unsharded parameters of the unit being computed plus those prefetched (all-gather
+    pipeline: prefetch while less than half the communication unit is prefetched; with fsdp_double_buffer a
+    fixed pool of two units), and unsharded gradients of the units waiting for their reduce-scatter (at most
+    the communication unit before the newest, plus the newest and the one being computed). Parameters outside
+    the units (embedding, output layer, final norm) are counted unsharded. An upper bound: the queues need not
+    be full when activations peak."""
+    layers = [params.layer(m, i) for i in _stage_layers(m, p, stage)]
+    per_layer = [sum(x.per_rank(p)) for x in layers]
+    if not per_layer:
+        return 0.0
+    unit = max(per_layer)
+    outside = sum(stage.params.per_rank(p)) - sum(per_layer)
+    size = t.fsdp_unit_size or max(FSDP_MIN_UNIT, 2 * sum(per_layer) // len(per_layer))
+    gathered = 2 if t.fsdp_double_buffer else 1 + math.ceil(size // 2 / unit)
+    reducing = size // unit + 2
+    n = len(per_layer)
+    return (min(n, gathered) * unit + outside) * t.params_bytes + (min(n, reducing) * unit + outside) * \
+        _grad_bytes(t)
 
 
 def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, count: float) -> list[Part]:

@@ -9,7 +9,7 @@ from offlint.estimate.devices import GIB, Device
 from offlint.estimate.whatif import Option
 
 KINDS = (("weights", "weights"), ("grads", "gradients"), ("optimizer", "optimizer states"),
-         ("activations", "activations"), ("allowance", "allowance"))
+         ("activations", "activations"), ("transient", "FSDP buffers"), ("allowance", "allowance"))
 
 
 class PlotError(ValueError):
