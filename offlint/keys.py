@@ -134,6 +134,7 @@ def key_info(name: str) -> Key | None:
     return KEYS.get(name)
 
 
+@lru_cache(maxsize=1 << 16)  # asked once per assignment and rule
 def key_type(name: str, version: Version) -> str:
     """A key's value type: the registry's, else derived from the real dataclass annotation ('' if unknown)."""
     info = KEYS.get(name)
@@ -216,6 +217,7 @@ def _data_files() -> dict[Version, dict]:
     return out
 
 
+@lru_cache(maxsize=None)
 def version_data(version: Version) -> dict | None:
     """The generated field data of the newest known release not newer than `version` (or the oldest)."""
     files = _data_files()

@@ -3,6 +3,14 @@
 Values are built with PyYAML's safe constructor, the YAML 1.1 reading OmegaConf uses (`yes` is True, `None`
 is the string 'None', `~`/`null` are None). Every key keeps its line and column; a key repeated in one
 mapping is kept twice so OFL004 can see it (PyYAML and OmegaConf keep the last one silently).
+
+A file is hostile input: an alias shares its node, so ten anchors each listing the previous one ten times ("a
+billion laughs") are a kilobyte of text and ten billion nodes to anyone who walks them as a tree; an alias inside
+its own anchor is a loop; nesting is recursion (PyYAML's, and libyaml's, which overflows the C stack). So the event
+stream is checked first, in one pass without recursion: how deep the nodes nest and how many nodes the aliases
+stand for. Only a file within both bounds is composed, by libyaml where it is installed (five times faster on a
+2 MiB file; the nodes, lines and columns are the same), by PyYAML otherwise, and by PyYAML again for the message
+when libyaml rejects a file.
 """
 
 from __future__ import annotations
@@ -21,6 +29,11 @@ _COMMAND_HINT = re.compile(r"run_recipe\.py|train\.sh|pretrain_\w+\.py|torchrun|
                            r"run_script\.py|torch\.distributed\.run")
 
 
+MAX_DEPTH = 100  # collections inside each other, aliases expanded (a real override file nests a few levels)
+MAX_ALIAS_NODES = 1_000_000  # nodes the aliases of one file stand for, all together
+_FAST_LOADER = getattr(yaml, "CSafeLoader", None)
+
+
 class YamlError(ValueError):
     pass
 
@@ -28,14 +41,81 @@ class YamlError(ValueError):
 def compose(text: str):
     """All documents' root nodes (line marks kept); raises YamlError with a one-line message."""
     try:
-        roots = [node for node in yaml.compose_all(text, Loader=yaml.SafeLoader) if node is not None]
+        roots = _bounded_compose(text, _FAST_LOADER or yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise YamlError(f"invalid YAML: {where}{problem}") from None
+        if _FAST_LOADER is None:
+            raise _invalid(exc) from None
+        try:  # libyaml's messages are terse ("found undefined alias"): PyYAML's name what it expected
+            roots = _bounded_compose(text, yaml.SafeLoader)
+        except yaml.YAMLError as exc:
+            raise _invalid(exc) from None
     _plain_data_only(roots)
     return roots
+
+
+def _invalid(exc: yaml.YAMLError) -> YamlError:
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return YamlError(f"invalid YAML: {where}{problem}")
+
+
+def _bounded_compose(text: str, loader) -> list:
+    _check_bounds(text, loader)
+    return [node for node in yaml.compose_all(text, Loader=loader) if node is not None]
+
+
+def _check_bounds(text: str, loader) -> None:
+    """YamlError when the nodes nest deeper than MAX_DEPTH or the aliases stand for more than MAX_ALIAS_NODES
+    nodes, or an alias lies inside its own anchor: from the events, each looked at once. Per anchor, the size and
+    height of its node once complete; per open collection, [anchor, nodes so far, tallest child so far]."""
+    anchors: dict[str, tuple[int, int]] = {}
+    open_: list[list] = []
+    expanded = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(open_) >= MAX_DEPTH:
+                raise _too_deep(event)
+            open_.append([event.anchor, 1, 0])
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, nodes, tallest = open_.pop()
+            height = tallest + 1
+            if anchor is not None:
+                anchors[anchor] = (nodes, height)
+        elif isinstance(event, yaml.ScalarEvent):
+            nodes, height = 1, 1
+            if event.anchor is not None:
+                anchors[event.anchor] = (nodes, height)
+        elif isinstance(event, yaml.AliasEvent):
+            if any(collection[0] == event.anchor for collection in open_):
+                mark = event.start_mark
+                raise YamlError(f"invalid YAML: line {mark.line + 1}, column {mark.column + 1}: the alias "
+                                f"*{event.anchor} lies inside its own anchor (a loop); offlint reads only tree-shaped "
+                                f"data")
+            if event.anchor not in anchors:
+                continue  # undefined: composing says so
+            nodes, height = anchors[event.anchor]
+            expanded += nodes
+            if expanded > MAX_ALIAS_NODES:
+                raise YamlError(f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias bomb?); "
+                                f"offlint expands at most that many per file")
+            if len(open_) + height > MAX_DEPTH:
+                raise _too_deep(event)
+        elif isinstance(event, yaml.DocumentEndEvent):
+            anchors.clear()  # an anchor names a node of its own document only
+            continue
+        else:
+            continue
+        if open_:
+            open_[-1][1] += nodes
+            open_[-1][2] = max(open_[-1][2], height)
+
+
+def _too_deep(event) -> YamlError:
+    mark = event.start_mark
+    return YamlError(f"YAML nested more than {MAX_DEPTH} levels deep at line {mark.line + 1}, column {mark.column + 1} "
+                     f"(counting what aliases stand for); offlint reads at most {MAX_DEPTH} levels")
 
 
 # What the safe loader builds, and the merge key (`<<: *base`), which it resolves while building the map.
@@ -137,8 +217,12 @@ def command_strings(roots, source_lines: list[str]):
     become backslash continuations so the whole scalar reads as one command, as YAML folds it.
     """
     stack = list(roots)
+    seen: set[int] = set()  # an aliased node is one string at one place: read once
     while stack:
         node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             stack.extend(v for _, v in reversed(node.value))
         elif isinstance(node, yaml.SequenceNode):

@@ -1,0 +1,284 @@
+"""Hostile inputs (issue 20), one generator each: shared by tests/test_hostile_input.py (does each give the right
+answer?) and benchmarks/hostile_inputs.py (how long, how much memory?).
+
+A case writes files into an empty project folder (which already holds `pyproject.toml` and `ok.py`, a recipe with
+one OFL102 finding at line 4) and names the offlint command to run there. `expect` says what must come out:
+checked normally (exit 0 or 1, no error line), or, with `errors`, exit 2 and one line per hostile file
+(`offlint: error: PATH: ...`, the start of each given). Where `ok.py` is among the checked files, its finding must still be there.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+LIMIT = 2 * 1024 * 1024
+NEAR_LIMIT = LIMIT - 100 * 1024  # "1.9 MiB": just under offlint's size limit
+
+OK_RECIPE = """\
+def recipe():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+    cfg.model.cpu_offloading = True
+    cfg.model.pipeline_model_parallel_size = 2
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+"""
+OK_FINDING = b"ok.py:4:5: OFL102"
+LAUNCH = "python run_recipe.py --recipe recipe model.cpu_offloading=True model.pipeline_model_parallel_size=2"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    build: Callable[[Path], None]
+    args: tuple[str, ...]  # after `offlint`, run in the project folder
+    errors: tuple[str, ...] = ()  # each error line, after "offlint: error: ", starts with one of these; () = checked
+    checks_ok: bool = True  # ok.py is among the checked files: its finding must be reported
+    slow: bool = False  # takes seconds even when right (marked slow in the tests)
+    needs_git: bool = False
+
+
+def project(root: Path) -> Path:
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (root / "ok.py").write_text(OK_RECIPE)
+    return root
+
+
+def _fill(line_of: Callable[[int], str], size: int = NEAR_LIMIT, head: str = "", tail: str = "") -> str:
+    """`head`, then lines line_of(0), line_of(1), ... while the text stays under `size` bytes, then `tail`."""
+    parts, total, index = [head], len(head.encode()) + len(tail.encode()), 0
+    while True:
+        line = line_of(index)
+        if total + len(line.encode()) > size:
+            break
+        parts.append(line)
+        total += len(line.encode())
+        index += 1
+    parts.append(tail)
+    return "".join(parts)
+
+
+def _write(name: str, text: str) -> Callable[[Path], None]:
+    def build(root: Path) -> None:
+        (root / name).write_text(text)
+    return build
+
+
+# ---------------------------------------------------------------------------------------------- YAML
+
+def alias_bomb(levels: int, width: int = 10, leaf: str = '"python run_recipe.py --recipe x"',
+               under_model: bool = False) -> str:
+    """Anchors each listing the previous one `width` times: `width ** levels` leaves once expanded."""
+    lines = [f"a0: &a0 {leaf}"]
+    for level in range(1, levels + 1):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * width) + "]")
+    if under_model:
+        lines.append(f"model:\n  cpu_offloading_num_layers: *a{levels}")
+    return "\n".join(lines) + "\n"
+
+
+MODEST_ALIASES = """\
+base: &base {cpu_offloading: true, cpu_offloading_num_layers: 2}
+layers: &layers [1, 2, 3, 4]
+model:
+  <<: *base
+  pipeline_model_parallel_size: 2
+optimizer: {lr_warmup_iters: 10}
+cards: [*layers, *layers, *layers, *layers]
+"""
+
+
+def _yaml_keys(root: Path) -> None:
+    (root / "big.yaml").write_text(_fill(lambda i: f"  key_{i}: {i}\n", head="model:\n"))
+
+
+def _yaml_commands(root: Path) -> None:
+    (root / "cards.yaml").write_text(_fill(
+        lambda i: f"  - python run_recipe.py --recipe r{i} model.cpu_offloading=true\n", head="cards:\n"))
+
+
+# ---------------------------------------------------------------------------------------------- file system
+
+def _links_to_devices(root: Path) -> None:
+    (root / "zero.py").symlink_to("/dev/zero")
+    (root / "random.yaml").symlink_to("/dev/urandom")
+    (root / "launch").symlink_to("/dev/zero")  # extension-less: a walk would sniff its #! line
+    (root / "sub").mkdir()
+    (root / "sub" / "zero.sh").symlink_to("/dev/zero")
+
+
+def _links_out_and_loops(root: Path) -> None:
+    (root / "passwd.py").symlink_to("/etc/passwd")
+    (root / "loop1.py").symlink_to("loop2.py")
+    (root / "loop2.py").symlink_to("loop1.py")
+    (root / "sub").mkdir()
+    (root / "sub" / "up").symlink_to("..")  # a directory loop
+    (root / "etc").symlink_to("/etc")  # a directory outside the project
+
+
+def _fifos(root: Path) -> None:
+    os.mkfifo(root / "pipe.py")
+    os.mkfifo(root / "launch")
+
+
+def _odd_names(root: Path) -> None:
+    for name in ("with space.py", "new\nline.py", os.fsdecode(b"latin\xe9.py"), "tab\t.yaml"):
+        (root / name).write_text(OK_RECIPE if name.endswith(".py") else "model:\n  cpu_offloading: true\n")
+
+
+# ---------------------------------------------------------------------------------------------- shell
+
+def _shell_commands(root: Path) -> None:
+    (root / "many.sh").write_text("#!/bin/bash\n" + "".join(
+        f"python run_recipe.py --recipe r{i} model.cpu_offloading=true model.num_layers={i % 7 + 1}\n"
+        for i in range(10_000)))
+
+
+def _shell_continuations(root: Path) -> None:
+    (root / "long.sh").write_text("#!/bin/bash\npython run_recipe.py --recipe r \\\n" + "".join(
+        f"    model.key_{i}={i} \\\n" for i in range(10_000)) + "    model.cpu_offloading=true\n")
+
+
+def _shell_overrides(root: Path) -> None:
+    (root / "wide.sh").write_text("#!/bin/bash\npython run_recipe.py --recipe r "
+                                  + " ".join(f"model.k{i}={i}" for i in range(100_000)) + "\n")
+
+
+def _shell_argv(root: Path) -> None:
+    (root / "argv.sh").write_text("#!/bin/bash\ntorchrun pretrain_gpt.py --cpu-offloading "
+                                  + " ".join(f"--flag-{i} {i}" for i in range(100_000)) + "\n")
+
+
+def _shell_heredoc(root: Path) -> None:
+    (root / "heredoc.sh").write_text(_fill(lambda i: f"line {i} with $HOME and `quotes' \"\n",
+                                           head="#!/bin/bash\ncat > notes.txt <<EOF\n",
+                                           tail="EOF\n" + LAUNCH + "\n"))
+
+
+def _shell_quotes(root: Path) -> None:
+    (root / "quotes.sh").write_text(_fill(lambda i: f"echo line {i}\n", head='#!/bin/bash\necho "unterminated\n'))
+
+
+def _shell_nesting(root: Path) -> None:
+    (root / "subshells.sh").write_text("#!/bin/bash\nx=" + "$(echo " * 5000 + "1" + ")" * 5000 + "\n" + LAUNCH + "\n")
+
+
+def _shell_big(root: Path) -> None:
+    (root / "big.sh").write_text(_fill(lambda i: f"# comment line {i}\n", head="#!/bin/bash\n", tail=LAUNCH + "\n"))
+
+
+# ---------------------------------------------------------------------------------------------- Python
+
+def _python_recipes(root: Path) -> None:
+    (root / "recipes.py").write_text("".join(
+        f"def recipe_{i}():\n    cfg = ConfigContainer(model=GPTModelProvider(num_layers={i % 9 + 1}, hidden_size=1024, "
+        f"num_attention_heads=8, vocab_size=32000, seq_length=2048))\n"
+        f"    cfg.model.cpu_offloading = True\n    return cfg\n\n\n" for i in range(5_000)))
+
+
+def _python_assignments(root: Path) -> None:
+    (root / "big.py").write_text(_fill(lambda i: f"    cfg.model.key_{i} = {i}\n",
+                                       head="def big_recipe():\n    cfg = ConfigContainer(model=GPTModelProvider())\n",
+                                       tail="    return cfg\n"))
+
+
+def _python_argv(root: Path) -> None:
+    (root / "argv.py").write_text(
+        "import subprocess\n\n\ndef launch():\n    cmd = ['python', 'run_recipe.py', '--recipe', 'r', "
+        + ", ".join(f"'m.k{i}=1'" for i in range(100_000)) + "]\n    subprocess.run(cmd)\n")
+
+
+def _python_nesting(root: Path) -> None:
+    (root / "parens.py").write_text("def recipe():\n    x = " + "(" * 180 + "1" + ")" * 180 + "\n    return x\n")
+    (root / "chain.py").write_text("def recipe():\n    x = " + " + ".join(["1"] * 200_000) + "\n    return x\n")
+    (root / "attrs.py").write_text("def recipe():\n    x = cfg" + ".a" * 300_000 + "\n    return x\n")
+    (root / "blocks.py").write_text("def recipe():\n" + "".join("    " * (i + 1) + "if x:\n" for i in range(98))
+                                    + "    " * 99 + "cfg.model.cpu_offloading = True\n")
+
+
+def _python_cycle(root: Path) -> None:
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "a.py").write_text(
+        "from pkg.b import b_config\n\n\ndef a_config():\n    cfg = b_config()\n    cfg.model.cpu_offloading = True\n"
+        "    return cfg\n")
+    (root / "pkg" / "b.py").write_text(
+        "from pkg.a import a_config\n\n\ndef b_config():\n    cfg = a_config()\n"
+        "    cfg.model.pipeline_model_parallel_size = 2\n    return cfg\n")
+
+
+# ---------------------------------------------------------------------------------------------- bisect
+
+def _git_history(root: Path, config: str, text: str) -> None:
+    """A repository whose first commit has a plain override file and whose second replaces it with `text`."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
+                       env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                            "GIT_COMMITTER_EMAIL": "t@t"})
+    git("init", "-q", "-b", "main")
+    (root / config).write_text("model:\n  cpu_offloading: false\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "good")
+    (root / config).write_text(text)
+    git("add", "-A")
+    git("commit", "-q", "-m", "bad")
+
+
+def _bisect_bomb(root: Path) -> None:
+    _git_history(root, "conf.yaml", alias_bomb(11))
+
+
+ALIAS_ERROR = "bomb.yaml: YAML aliases expand to more than"
+
+CASES: list[Case] = [
+    Case("yaml alias bomb 7 levels x10", _write("bomb.yaml", alias_bomb(7)), ("check", "bomb.yaml", "ok.py"),
+         (ALIAS_ERROR,)),
+    Case("yaml alias bomb 11 levels x10", _write("bomb.yaml", alias_bomb(11)), ("check", "bomb.yaml", "ok.py"),
+         (ALIAS_ERROR,)),
+    Case("yaml alias bomb in a model key", _write("bomb.yaml", alias_bomb(9, leaf="1", under_model=True)),
+         ("check", "bomb.yaml", "ok.py"), (ALIAS_ERROR,)),
+    Case("yaml alias bomb, whole tree", _write("bomb.yaml", alias_bomb(11)), ("check",), (ALIAS_ERROR,)),
+    Case("yaml modest aliases", _write("modest.yaml", MODEST_ALIASES), ("check", "modest.yaml", "ok.py")),
+    Case("yaml nested 100k deep", _write("deep.yaml", "model:\n  x: " + "[" * 100_000 + "]" * 100_000 + "\n"),
+         ("check", "deep.yaml", "ok.py"), ("deep.yaml: YAML nested more than 100 levels deep",)),
+    Case("yaml 1.9 MiB of keys", _yaml_keys, ("check", "big.yaml", "ok.py"), slow=True),
+    Case("yaml 1.9 MiB of commands", _yaml_commands, ("check", "cards.yaml", "ok.py"), slow=True),
+    Case("links to /dev/zero, /dev/urandom, tree", _links_to_devices, ("check",)),
+    Case("links to /dev/zero, changed file", _links_to_devices, ("check", "ok.py")),
+    Case("links out of the tree and loops, tree", _links_out_and_loops, ("check",)),
+    Case("fifos in the tree, changed file", _fifos, ("check", "ok.py")),
+    Case("names with spaces, newlines, bytes", _odd_names, ("check",)),
+    Case("shell 10,000 launch commands", _shell_commands, ("check", "many.sh", "ok.py"), slow=True),
+    Case("shell 10,000 continuation lines", _shell_continuations, ("check", "long.sh", "ok.py"), slow=True),
+    Case("shell 100,000 hydra overrides", _shell_overrides, ("check", "wide.sh", "ok.py"), slow=True),
+    Case("shell 100,000 argv words", _shell_argv, ("check", "argv.sh", "ok.py"), slow=True),
+    Case("shell 1.9 MiB heredoc", _shell_heredoc, ("check", "heredoc.sh", "ok.py"), slow=True),
+    Case("shell 1.9 MiB, unbalanced quote", _shell_quotes, ("check", "quotes.sh", "ok.py"),
+         ("quotes.sh: cannot parse shell script",), slow=True),
+    Case("shell 5,000 nested $(...)", _shell_nesting, ("check", "subshells.sh", "ok.py"),
+         ("subshells.sh: cannot parse shell script",)),
+    Case("shell 1.9 MiB of comments", _shell_big, ("check", "big.sh", "ok.py"), slow=True),
+    Case("python 5,000 recipes", _python_recipes, ("check", "recipes.py", "ok.py"), slow=True),
+    Case("python 1.9 MiB recipe", _python_assignments, ("check", "big.py", "ok.py"), slow=True),
+    Case("python argv list of 100,000", _python_argv, ("check", "argv.py", "ok.py"), slow=True),
+    Case("python deep nesting", _python_nesting, ("check", "parens.py", "chain.py", "attrs.py", "blocks.py", "ok.py"),
+         ("attrs.py: too deeply nested", "chain.py: too deeply nested")),
+    Case("python recipes in a cycle across files", _python_cycle, ("check", "pkg/a.py", "pkg/b.py", "ok.py")),
+    Case("estimate: yaml alias bomb", _write("bomb.yaml", alias_bomb(11)), ("estimate", "bomb.yaml"),
+         (ALIAS_ERROR,), checks_ok=False),
+    Case("estimate: 5,000 recipes", _python_recipes, ("estimate", "recipes.py", "--recipe", "recipe_4999"),
+         checks_ok=False, slow=True),
+    Case("estimate: 10,000 launch commands", _shell_commands, ("estimate", "many.sh"),
+         ("many.sh: ",), checks_ok=False, slow=True),
+    Case("replay --dry-run: yaml alias bomb", _write("bomb.yaml", alias_bomb(11)),
+         ("replay", "bomb.yaml", "--dry-run"), (ALIAS_ERROR,), checks_ok=False),
+    Case("replay --dry-run: 100,000 overrides", _shell_overrides, ("replay", "wide.sh", "--dry-run"),
+         checks_ok=False, slow=True),
+    Case("bisect pre-screen: yaml alias bomb", _bisect_bomb,
+         ("bisect", "--good", "HEAD~1", "--bad", "HEAD", "--probe", "lint", "--config", "conf.yaml", "--prescreen"),
+         checks_ok=False, needs_git=True),
+]
