@@ -320,3 +320,39 @@ def test_fix_of_standard_input_is_a_one_line_error(tmp_path):
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == ("offlint: error: --fix and --diff edit files: name them instead of "
                                             "reading standard input"), done.stderr
+
+
+def test_a_token_whose_value_is_a_shell_variable_gets_the_variables_default_fixed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script = ("#!/bin/bash\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nFRACTION=${FRACTION:-0}\n"
+              "python run_recipe.py --recipe r optimizer.optimizer_cpu_offload=true "
+              "optimizer.optimizer_offload_fraction=\"${FRACTION}\"\n")
+    (tmp_path / "launch.sh").write_text(script)
+    options = _options(tmp_path, select=["OFL201"])
+    assert [f.code for f in check(["launch.sh"], options).findings] == ["OFL201"]
+    outcome = fix_run.fix(["launch.sh"], options, unsafe=True, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL201"]
+    # the script keeps its parameter; only the default the finding assumed changes
+    assert (tmp_path / "launch.sh").read_text() == script.replace("${FRACTION:-0}", "${FRACTION:-1.0}")
+    # a variable the script computes, or assigns more than once, is not guessed at
+    twice = script.replace("FRACTION=${FRACTION:-0}\n", "FRACTION=0\nif [ -n \"$X\" ]; then FRACTION=0; fi\n")
+    (tmp_path / "launch.sh").write_text(twice)
+    if check(["launch.sh"], options).findings:
+        assert fix_run.fix(["launch.sh"], options, unsafe=True, diff=False).fixed == []
+    assert (tmp_path / "launch.sh").read_text() == twice
+
+
+def test_an_inserted_override_goes_next_to_its_sibling_in_a_card(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    card = ("model: Qwen/Qwen2-1.5B\nitems:\n  finetune_0:\n    H100:\n      description: sft\n      command: >\n"
+            "        ./scripts/training/train.sh --recipe r --mode finetune\n"
+            "        optimizer.optimizer_cpu_offload=true optimizer.optimizer_offload_fraction=1.0\n"
+            "        logger.log_interval=1\n")
+    (tmp_path / "card.yaml").write_text(card)
+    (tmp_path / "recipe.py").write_text(
+        "def r():\n    return ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
+        "                           ddp=DistributedDataParallelConfig())\n")
+    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=False, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL302"]
+    assert (tmp_path / "card.yaml").read_text() == card.replace(
+        "optimizer_offload_fraction=1.0\n", "optimizer_offload_fraction=1.0 optimizer.overlap_cpu_optimizer_d2h_h2d=true\n")

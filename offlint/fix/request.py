@@ -46,7 +46,7 @@ def fixing() -> "FixRequest":
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word if n == 1 else word + 's'}"
+    return f"{n} {word if n == 1 else word + ('es' if word.endswith(('x', 's')) else 's')}"
 
 
 @dataclass

@@ -10,6 +10,8 @@ with tree-sitter-bash, and an edit that adds a parse error is refused.
 
 from __future__ import annotations
 
+import re
+
 from offlint.fix.edits import Change, FixError, field_name, plain_text, transformed, with_option
 from offlint.keys import KEYS
 from offlint.sources.mlm_flags import SWITCHES
@@ -125,10 +127,14 @@ def _override(text: str, start: int, end: int, change: Change) -> str:
     word = text[start:end]
     key_start, eq, value_end, quote = _split(word)
     key_text = word[key_start:eq]
-    if field_name(key_text.lstrip("+~")) != field_name(change.key):
+    if change.op != "insert" and field_name(key_text.lstrip("+~")) != field_name(change.key):
         raise FixError(f"the word at line {change.line} sets {key_text}, not {field_name(change.key)}")
     if change.op == "set":
         raw, inner_quote = _unquote(word[eq + 1:value_end])
+        if "$" in raw or "`" in raw:
+            # the value is the script's variable (a parameter of the script): writing a literal over it would
+            # drop the parameter, so the variable's default (where the value offlint read comes from) is set
+            return _variable_default(text, raw, change)
         new = transformed(change.transform, raw) if change.transform else plain_text(change.value)
         new = f"{inner_quote}{new}{inner_quote}"
         if not quote and not inner_quote and any(c in new for c in "[]{}*?,$ "):
@@ -251,3 +257,37 @@ def _env(text: str, start: int, change: Change) -> str:
             return text
         return text[:start] + f"{change.name}={inner_quote}{new}{inner_quote}" + text[end:]
     return text[:start] + f"{change.name}={change.option} " + text[start:]
+
+
+_VARIABLE = re.compile(r"^\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))$")
+
+
+def _variable_default(text: str, raw: str, change: Change) -> str:
+    """`key="${NAME}"` whose NAME the script assigns once (`NAME=${NAME:-0.0}` or `NAME=0.0`, maybe exported):
+    that default or literal is rewritten, and the override keeps reading the variable."""
+    match = _VARIABLE.match(raw)
+    if match is None:
+        raise FixError("the value is built from shell expansions")
+    name = match.group("braced") or match.group("plain")
+    assignment = re.compile(rf"^[ \t]*(?:(?:export|local|readonly|declare(?:[ \t]+-\w+)*)[ \t]+)?{name}=",
+                            re.MULTILINE)
+    found = list(assignment.finditer(text))
+    anywhere = len(re.findall(rf"(?<![\w$.-]){name}=", text))  # `then NAME=...`, `VAR=... NAME=...` too
+    if len(found) != 1 or anywhere != 1:
+        raise FixError(f"{name} is assigned {anywhere} times in the script, not once")
+    start = found[0].end()
+    end = word_end(text, start)
+    written, quote = _unquote(text[start:end])
+    offset = start + (1 if quote else 0)
+    default = re.fullmatch(rf"\$\{{{name}:?-(?P<value>[^}}$`]*)\}}", written)
+    if default is not None:
+        value_start, value_end = offset + default.start("value"), offset + default.end("value")
+        current = default.group("value")
+    elif not any(c in written for c in "$`"):
+        value_start, value_end, current = offset, offset + len(written), written
+    else:
+        raise FixError(f"{name} is computed, not given a default")
+    new = transformed(change.transform, current) if change.transform else plain_text(change.value)
+    if any(c in new for c in "}$`") or (not quote and any(c in new for c in " []{}*?")):
+        raise FixError(f"{new!r} cannot be written into {name}'s default as it is")
+    return text[:value_start] + new + text[value_end:]
