@@ -356,3 +356,21 @@ def test_an_inserted_override_goes_next_to_its_sibling_in_a_card(tmp_path, monke
     assert [p.finding.code for p in outcome.fixed] == ["OFL302"]
     assert (tmp_path / "card.yaml").read_text() == card.replace(
         "optimizer_offload_fraction=1.0\n", "optimizer_offload_fraction=1.0 optimizer.overlap_cpu_optimizer_d2h_h2d=true\n")
+
+
+def test_a_python_file_libcst_cannot_parse_is_one_problem_and_untouched(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    text = (tmp_path / "recipe.py").read_text()
+    import libcst
+
+    def refuse(source, *args, **kwargs):
+        raise libcst.ParserSyntaxError("unsupported syntax", lines=[source], raw_line=1, raw_column=0)
+
+    monkeypatch.setattr(libcst, "parse_module", refuse)
+    outcome = fix_run.fix(["."], _options(tmp_path), unsafe=False, diff=False)
+    assert (tmp_path / "recipe.py").read_text() == text
+    assert list(outcome.problems) == ["recipe.py"]
+    assert outcome.problems["recipe.py"].startswith("libcst cannot parse it (") and \
+        outcome.problems["recipe.py"].endswith(", so it is not fixed")
+    assert "recompute_granularity: null" in (tmp_path / "conf" / "o.yaml").read_text()

@@ -54,18 +54,19 @@ def make(planned: list[PlannedFix], reader=None) -> Edited:
             result.deferred += 1
             continue
         new_texts = {}
-        try:
-            for path, changes in by_path.items():
+        for path, changes in by_path.items():
+            try:
                 if path not in result.texts:
-                    try:
-                        result.originals[path] = result.texts[path] = reader(path)
-                    except (OSError, ReadError) as exc:
-                        result.problems[path] = f"cannot read it: {exc}"
-                        raise FixError("unreadable") from None
+                    result.originals[path] = result.texts[path] = reader(path)
                 new_texts[path] = edit_text(path, result.texts[path], changes)
-        except FixError as exc:
-            if exc.args and str(exc.args[0]).startswith("file:"):
-                result.problems.setdefault(next(iter(by_path)), str(exc.args[0])[5:].strip())
+            except (OSError, ReadError) as exc:
+                result.problems[path] = f"cannot read it: {exc}"
+                break
+            except FixError as exc:  # this fix is left out; one about the whole file leaves the file alone
+                if str(exc).startswith("file:"):
+                    result.problems.setdefault(path, str(exc)[5:].strip())
+                break
+        if len(new_texts) != len(by_path):
             continue
         for path, changes in by_path.items():
             result.texts[path] = new_texts[path]

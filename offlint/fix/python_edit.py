@@ -19,7 +19,7 @@ def edit(text: str, changes: list[Change]) -> str:
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        raise FixError(f"libcst cannot parse it: {str(exc).splitlines()[0]}") from None
+        raise FixError(f"file: libcst cannot parse it ({str(exc).splitlines()[0]}), so it is not fixed") from None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     sites: dict[tuple[int, int], list[Change]] = {}
