@@ -238,6 +238,7 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
 @main.command("rule")
 @click.argument("code")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+@color_option
 def rule_command(code: str, output_format: str) -> None:
     """Explain one rule: what it checks, why, the megatron-core error it mirrors, and how to fix it."""
     rules = load_rules()
@@ -281,6 +282,7 @@ def rule_command(code: str, output_format: str) -> None:
 
 @main.command("rules")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+@color_option
 def rules_command(output_format: str) -> None:
     """List every rule with its code, slug, severity and summary."""
     rules = load_rules()
@@ -289,13 +291,15 @@ def rules_command(output_format: str) -> None:
                                 "summary": r.summary} for r in rules.values()], indent=2))
         return
     for rule in rules.values():
-        click.echo(f"{rule.code}  {rule.slug:<44} {rule.severity.value:<8} {rule.summary}")
+        code = terminal.style(rule.code, **terminal.SEVERITY_STYLE[rule.severity.value])
+        severity = terminal.style(f"{rule.severity.value:<8}", fg=terminal.SEVERITY_STYLE[rule.severity.value]["fg"])
+        click.echo(f"{code}  {rule.slug:<44} {severity} {rule.summary}", color=terminal.color_for(sys.stdout))
 
 
 def run() -> None:
     """Console entry point: any unexpected exception becomes a one-line message and exit code 2."""
     try:
-        main(standalone_mode=True)
+        main(standalone_mode=True, prog_name="offlint")  # `python -m offlint` too: hints name `offlint`
     except SystemExit:
         raise
     except KeyboardInterrupt:

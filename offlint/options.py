@@ -81,35 +81,38 @@ def output_format_option(choices: tuple[str, ...] | list[str], default: str) -> 
                         help="How to print the result.")
 
 
-def deprecated(old: str, target: str, new: str, convert: Callable[[Any], Any] | None = None,
-               **option_kwargs) -> Callable:
+def deprecated(old: str, target: str, new: str, **option_kwargs) -> Callable:
     """A hidden `old` option that sets parameter `target` (spelled `new` now), with a note on standard error.
 
-    The target keeps its own value when given; giving both is an error. Click handles the options given on the
-    command line first, so the alias is seen before the target's default is filled in (_prefer_alias)."""
+    Click handles the parameters given on the command line first, in the order given, then the others; so when the
+    target is already in ctx.params here, it was given too (an error), and otherwise its callback (`alias_of`)
+    takes this value in place of its default."""
 
     def remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
         if value is None or value == ():
             return
         click.echo(terminal.message("warning", f"{old} is deprecated and will be removed in the next release; "
                                                f"use {new}"), err=True)
-        if ctx.get_parameter_source(target) == click.core.ParameterSource.COMMANDLINE:
-            raise click.UsageError(f"{old} and {new} are the same option; give only {new}", ctx)
-        ctx.meta.setdefault("offlint.aliases", {})[target] = convert(value) if convert else value
-        if target in ctx.params:  # the target was handled first: overwrite its default
-            ctx.params[target] = ctx.meta["offlint.aliases"][target]
+        if target in ctx.params:
+            raise click.UsageError(f"{old} is the old spelling of {new}; give only {new}", ctx)
+        ctx.meta.setdefault("offlint.aliases", {})[target] = value
 
     option_kwargs.setdefault("default", None)
     return click.option(old, f"_alias_{target}", hidden=True, expose_value=False, callback=remember,
                         **option_kwargs)
 
 
-def prefer_alias(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Callback for an option or argument that has a deprecated alias: the alias's value when only it was given."""
-    aliases = ctx.meta.get("offlint.aliases", {})
-    if param.name in aliases:
-        if ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE:
-            raise click.UsageError(f"give {param.opts[0] if param.opts else param.name} once, not also through "
-                                   f"its old spelling", ctx)
-        return aliases[param.name]
-    return value
+def alias_of(default: Any = None) -> Callable:
+    """The callback of a parameter that has a deprecated alias; the parameter itself defaults to None (so that
+    "not given" can be told apart) and `default` is applied here."""
+
+    def choose(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        aliases = ctx.meta.get("offlint.aliases", {})
+        if param.name in aliases:
+            if value is not None:
+                name = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+                raise click.UsageError(f"give {name} once, not also through its old spelling", ctx)
+            return aliases[param.name]
+        return default if value is None else value
+
+    return choose

@@ -72,6 +72,6 @@ def test_prescreen_needs_a_configuration_inside_the_repository(tmp_path):
     h = history(tmp_path, "config", commits=3, culprit=2, merge_every=0)
     outside = tmp_path / "cfg.yaml"
     outside.write_text("model:\n  num_layers: 4\n")
-    result = bisect(h["repo"], "--good", h["good"], "--bad", h["bad"], "--probe", "lint", "--config", str(outside),
+    result = bisect(h["repo"], "--good", h["good"], "--bad", h["bad"], "--probe", "lint", str(outside),
                     "--prescreen")
     assert result.returncode == 2 and "--prescreen" in result.stderr and result.stderr.count("\n") == 1

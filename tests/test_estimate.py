@@ -162,7 +162,7 @@ def test_estimate_prints_breakdown_whatif_and_verdict(fixture):
 
 
 def test_estimate_json_is_consistent_with_its_parts():
-    result = _run(str(FIXTURES / "qwen3_30b_a3b.py"), "--format", "json", "--gpu", "h200")
+    result = _run(str(FIXTURES / "qwen3_30b_a3b.py"), "--output-format", "json", "--gpu", "h200")
     data = json.loads(result.output)
     peak = data["stages"][data["peak_stage"]]
     assert sum(p["bytes"] for p in peak["parts"]) == pytest.approx(data["peak_bytes"])
@@ -172,8 +172,8 @@ def test_estimate_json_is_consistent_with_its_parts():
 
 
 def test_override_and_gpus_change_the_estimate():
-    base = json.loads(_run(str(FIXTURES / "llama31_8b.py"), "--format", "json").output)
-    more = json.loads(_run(str(FIXTURES / "llama31_8b.py"), "--format", "json", "--gpus", "8",
+    base = json.loads(_run(str(FIXTURES / "llama31_8b.py"), "--output-format", "json").output)
+    more = json.loads(_run(str(FIXTURES / "llama31_8b.py"), "--output-format", "json", "--gpus", "8",
                            "--override", "model.recompute_granularity=full", "--override",
                            "model.recompute_method=uniform", "--override", "model.recompute_num_layers=1").output)
     assert more["data_parallel"] == 4 and more["peak_bytes"] < base["peak_bytes"]

@@ -41,18 +41,18 @@ def test_a_bad_override_is_one_line_naming_the_problem(override, expected):
 
 def test_known_keys_of_other_sections_and_null_values_are_accepted():
     result = _run(LLAMA, "--override", "train.micro_batch_size=2", "--override", "model.recompute_modules=null",
-                  "--override", "checkpoint.save_interval=10", "--format", "json")
+                  "--override", "checkpoint.save_interval=10", "--output-format", "json")
     assert result.exit_code == 0, result.output
 
 
 def test_hydra_style_overrides_after_config_are_applied():
-    base = json.loads(_run(LLAMA, "--format", "json").output)
+    base = json.loads(_run(LLAMA, "--output-format", "json").output)
     moved = json.loads(_run(LLAMA, "optimizer.optimizer_cpu_offload=true", "optimizer.optimizer_offload_fraction=0.5",
-                            "--format", "json").output)
+                            "--output-format", "json").output)
     assert base["stages"][0]["host_optimizer_bytes"] == 0
     assert moved["stages"][0]["host_optimizer_bytes"] > 0 and moved["peak_bytes"] < base["peak_bytes"]
     both = json.loads(_run(LLAMA, "--override", "optimizer.optimizer_cpu_offload=true",
-                           "optimizer.optimizer_offload_fraction=0.5", "--format", "json").output)
+                           "optimizer.optimizer_offload_fraction=0.5", "--output-format", "json").output)
     assert both["peak_bytes"] == moved["peak_bytes"]
 
 

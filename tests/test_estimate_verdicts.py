@@ -79,7 +79,7 @@ D3_BODY = "cfg.model.tensor_model_parallel_size = 2\n"
 
 def test_an_overrun_resting_on_uncalibrated_activations_is_unknown_not_reported(tmp_path):
     text = _recipe("qwen_pretrain_2gpu_h100_bf16_config", D3_BODY, D3_MODEL)
-    result = _estimate(tmp_path, text, "qwen_pretrain_2gpu_h100_bf16_config", "--format", "json")
+    result = _estimate(tmp_path, text, "qwen_pretrain_2gpu_h100_bf16_config", "--output-format", "json")
     data = json.loads(result.output)
     usable = data["device"]["usable_bytes"]
     assert data["peak_bytes"] > usable >= data["floor_bytes"], "the fixture must sit in the uncalibrated band"
@@ -205,7 +205,7 @@ def test_at_risk_with_expandable_segments_uses_the_smaller_margin(tmp_path):
     assert oom.margin_bytes(dev, True) < oom.margin_bytes(dev, False)
     text = _recipe("llama_pretrain_4gpu_h100_bf16_config",
                    AT_RISK + "cfg.env_vars = {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}")
-    result = json.loads(_estimate(tmp_path, text, "llama_pretrain_4gpu_h100_bf16_config", "--format", "json").output)
+    result = json.loads(_estimate(tmp_path, text, "llama_pretrain_4gpu_h100_bf16_config", "--output-format", "json").output)
     usable, margin = result["device"]["usable_bytes"], oom.margin_bytes(dev, True)
     assert result["verdict_state"] == "at risk"  # 2.7 GiB headroom, under even the smaller margin
     assert result["floor_bytes"] <= usable - margin  # but the floor leaves it: not on calibrated parts
@@ -215,7 +215,7 @@ def test_at_risk_with_expandable_segments_uses_the_smaller_margin(tmp_path):
 
 def test_an_unknown_launch_environment_reports_at_risk_only_when_it_holds_either_way(tmp_path):
     text = _recipe("llama_pretrain_4gpu_h100_bf16_config", AT_RISK)  # no env_vars: the environment is unknown
-    loaded = json.loads(_estimate(tmp_path, text, "llama_pretrain_4gpu_h100_bf16_config", "--format", "json").output)
+    loaded = json.loads(_estimate(tmp_path, text, "llama_pretrain_4gpu_h100_bf16_config", "--output-format", "json").output)
     usable, floor = loaded["device"]["usable_bytes"], loaded["floor_bytes"]
     dev = parse_device("h100-80gb")
     definite = floor > usable - oom.margin_bytes(dev, True)

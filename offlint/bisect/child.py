@@ -30,12 +30,13 @@ def verdict(outcome: Outcome, signature: str | None = None, rules=(), detail: st
     return {"outcome": outcome.value, "signature": signature, "rules": sorted(rules), "detail": detail, **extra}
 
 
-def lint_verdict(config: str, recipe: str | None, overrides, select, root: Path) -> dict:
+def lint_verdict(config: str, recipe: str | None, overrides, select, root: Path,
+                 mcore_version: str | None = None) -> dict:
     """offlint's rules on one unit: `crash` with the rule codes as signature when any chosen rule fires."""
     from offlint.engine import check_unit
 
     try:
-        loaded = load_unit(config, recipe, overrides, root=root)
+        loaded = load_unit(config, recipe, overrides, mcore_version, root=root)
     except UnitSelectionError as exc:
         return verdict(Outcome.BUILD_FAILURE, detail=f"cannot read the configuration here: {exc}")
     all_rules = load_rules()
@@ -64,12 +65,13 @@ def section_values(resolved, section: str) -> dict | None:
     return out
 
 
-def validate_verdict(config: str, recipe: str | None, overrides, root: Path, mcore_src: str) -> dict:
+def validate_verdict(config: str, recipe: str | None, overrides, root: Path, mcore_src: str,
+                     mcore_version: str | None = None) -> dict:
     """The configuration built by the real megatron-core (installed, or the source tree `mcore_src`)."""
     from offlint.validate import Environment, MegatronCore, ProbeError, rules_for_error
 
     try:
-        loaded = load_unit(config, recipe, overrides, root=root)
+        loaded = load_unit(config, recipe, overrides, mcore_version, root=root)
     except UnitSelectionError as exc:
         return verdict(Outcome.BUILD_FAILURE, detail=f"cannot read the configuration here: {exc}")
     sections = {s: section_values(loaded.resolved, s) for s in SECTIONS}
@@ -117,14 +119,16 @@ def main(argv=None) -> int:
     parser.add_argument("--override", action="append", default=[])
     parser.add_argument("--select", action="append", default=[])
     parser.add_argument("--mcore-src", default="")
+    parser.add_argument("--mcore-version", default=None)  # whose defaults the configuration is read with
     parser.add_argument("--result-json", required=True)
     args = parser.parse_args(argv)
     root = Path(args.root)
     try:
         if args.probe == "lint":
-            result = lint_verdict(args.config, args.recipe, args.override, args.select, root)
+            result = lint_verdict(args.config, args.recipe, args.override, args.select, root, args.mcore_version)
         else:
-            result = validate_verdict(args.config, args.recipe, args.override, root, args.mcore_src)
+            result = validate_verdict(args.config, args.recipe, args.override, root, args.mcore_src,
+                                      args.mcore_version)
     except Exception as exc:  # offlint could not read this commit's files: cannot test here, not a verdict
         result = verdict(Outcome.BUILD_FAILURE, detail=f"offlint failed on this commit: {type(exc).__name__}: {exc}")
     Path(args.result_json).write_text(json.dumps(result))

@@ -32,6 +32,9 @@ from offlint.slurm import SlurmError, SlurmOptionsError
 from offlint.slurm.launchers import LAUNCHERS, bisect_launch
 from offlint.slurm.options import slurm_click_options
 from offlint.usage import fail as _fail
+from offlint.options import Size, alias_of, color_option, deprecated, iters_option, mcore_version_option
+from offlint.terminal import Status, plural
+from offlint.versions import VersionError, parse_version
 
 
 def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctrl-C, so cleanup runs
@@ -45,23 +48,29 @@ def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctr
 @click.option("--bad", required=True, help="A revision where it is in the new state.")
 @click.option("--repo", default=".", show_default=True, help="The repository to search.")
 @click.option("--probe", "probe_kind", type=click.Choice(PROBES), required=True, help="How each commit is tested.")
-@click.option("--config", default=None, help="Recipe (.py), YAML override file or launch script; read from each "
-              "commit when it is inside the repository.")
-@click.option("--recipe", default=None, help="The recipe (unit) in --config.")
+@click.argument("config", required=False, callback=alias_of())
+@deprecated("--config", "config", "CONFIG (the first argument)")
+@click.option("--recipe", default=None, help="The recipe (unit) in CONFIG.")
 @click.option("--override", multiple=True, help="KEY=VALUE on top of the configuration (repeatable).")
 @click.option("--select", multiple=True, help="lint: rule codes or prefixes that count (default: errors).")
 @click.option("--bad-on", default=None, help="Outcome classes that mean the new state (default: every failure).")
 @click.option("--good-on", default=None, help="Outcome classes that mean the old state (default: pass).")
 @click.option("--jobs", default=1, type=click.IntRange(1, 64), show_default=True, help="Commits tested at once.")
-@click.option("--gpus", default=None, help="GPU ids, e.g. 0,1,2,3; each job gets its own CUDA_VISIBLE_DEVICES slice.")
+@click.option("--gpu-ids", default=None, callback=alias_of(), metavar="IDS",
+              help="GPU ids, e.g. 0,1,2,3; each job gets its own CUDA_VISIBLE_DEVICES slice.")
+@deprecated("--gpus", "gpu_ids", "--gpu-ids (--gpus is a count of GPUs in offlint estimate)")
 @click.option("--retries", default=0, type=click.IntRange(0, 100), show_default=True,
               help="Extra runs of a commit that looked good (a failure is certain, a pass is not).")
 @click.option("--timeout", "timeout_s", default=600.0, type=click.FloatRange(0.1), show_default=True,
               help="Seconds per probe run.")
-@click.option("--iters", default=10, type=click.IntRange(1), show_default=True, help="replay: iterations.")
+@iters_option("replay: training iterations.")
 @click.option("--memory-threshold", default=0.10, type=click.FloatRange(0), show_default=True,
               help="replay: peak memory this fraction above the good end's is a memory regression.")
-@click.option("--memory-budget", default=None, type=click.IntRange(1), help="replay: peak memory budget in bytes.")
+@click.option("--memory-budget", default=None, type=Size(legacy_bytes=True), metavar="SIZE",
+              help="replay: peak memory budget, a size such as 70GiB or 500MB; a plain number is GiB.")
+@mcore_version_option("megatron-core version whose defaults lint, validate and replay probes read the configuration "
+                      "with, e.g. 0.16.1 (default: the installed one).")
+@color_option
 @click.option("--report", "report_md", default=None, help="Write a Markdown report here.")
 @click.option("--report-json", default=None, help="Write a JSON report here.")
 @click.option("--bisect-log", default=None, help="Write a `git bisect replay` file here (default: in the state dir).")
@@ -76,9 +85,9 @@ def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctr
 @click.option("--launcher", type=click.Choice(LAUNCHERS), default="local", show_default=True,
               help="Where probe steps run: local processes, or one Slurm job each (command and replay probes).")
 @slurm_click_options
-def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select, bad_on, good_on, jobs, gpus,
+def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select, bad_on, good_on, jobs, gpu_ids,
                    retries, timeout_s, iters, memory_threshold, memory_budget, report_md, report_json, bisect_log,
-                   resume, full_history, mcore_from_checkout, prescreen, user_command, launcher,
+                   resume, full_history, mcore_from_checkout, prescreen, user_command, launcher, mcore_version,
                    **slurm_values) -> None:
     """Find the first commit where a configuration's outcome changed (an OOM, a crash, a rejection, a fix)."""
     try:
@@ -87,11 +96,17 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
         terms = make_terms(bad_on, good_on)
     except (HistoryError, ValueError) as exc:
         _fail(str(exc))
+    if mcore_version:
+        try:
+            parse_version(mcore_version)
+        except VersionError as exc:
+            _fail(f"--mcore-version: {exc}")
     probe = _probe(repository, span, probe_kind, config, recipe, override, select, mcore_from_checkout,
-                   user_command, iters, memory_threshold, memory_budget, timeout_s)
+                   user_command, iters, memory_threshold, memory_budget, timeout_s, mcore_version)
     state = Path(repository.git.rev_parse("--git-common-dir"))
     state = (state if state.is_absolute() else Path(repository.working_dir) / state).resolve() / "offlint-bisect"
-    progress = lambda line: click.echo(line, err=True)  # noqa: E731
+    status = Status()  # on a terminal: a status line with the rounds left and a clock, under the progress lines
+    progress = status.echo
     try:
         # What a killed run left: worktrees, probe groups (its Slurm jobs' worktrees stay for --resume to re-attach)
         recover(open_state(state), repository, progress, keep_worktrees=resume and launcher == "slurm")
@@ -102,16 +117,18 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
         _fail(str(exc))
     try:
         launch = bisect_launch(launcher, slurm_values, Path(repository.working_dir), state, journal, probe_kind,
-                               _split(gpus), lambda line: click.echo(line, err=True))
+                               _split(gpu_ids), progress)
     except (SlurmOptionsError, ConfigError) as exc:
         _fail(str(exc))
     if prescreen and probe.config_in_repo is None:
-        _fail(f"{config}: --prescreen reads the configuration at each commit, so --config must be inside the "
+        _fail(f"{config}: --prescreen reads the configuration at each commit, so CONFIG must be inside the "
               f"repository")
     previous = signal.signal(signal.SIGTERM, _terminate)
     commits = [span.good, *span.candidates]
-    progress(f"Bisecting {len(span.candidates)} commits ({'full history' if full_history else 'first-parent'}) "
+    progress(f"Bisecting {plural(len(span.candidates), 'commit')} ({'full history' if full_history else 'first-parent'}) "
              f"with the {probe_kind} probe, {jobs} at a time")
+    status.__enter__()
+    status.set(f"bisect: {plural(len(span.candidates), 'commit')} to search")
     try:
         with RunRecord(state) as record, Worktrees(repository, launch.worktree_base, record) as worktrees:
             if hasattr(launch.runner, "tracker"):  # local probes: their process groups go into the record
@@ -127,8 +144,8 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
                 else (CommitTester, {})
             tester = tester_type(commits, probe, terms, launch.runner, worktrees, journal,
                                  launch.log_dir, jobs, retries, _rule_errors(), progress, **extra)
-            result = search(len(span.candidates), tester, jobs, hint=hint, on_round=lambda left, steps: progress(
-                f"Bisecting: {left} commits left to test (roughly {steps} more rounds)"))
+            result = search(len(span.candidates), tester, jobs, hint=hint, on_round=lambda left, steps: _round(
+                status, left, steps))
             report = _report(result, tester, span, probe, terms, journal)
             if screen is not None:
                 report.prescreen = {"lints": screen.lints,
@@ -143,6 +160,7 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
     except (SlurmError, JournalError, StateError) as exc:  # the runner has cancelled its jobs already
         _fail(str(exc))
     finally:
+        status.__exit__(None, None, None)
         signal.signal(signal.SIGTERM, previous)
     journal.append({"type": "end", "status": report.status,
                     "first_bad": report.first_bad.sha if report.first_bad else None})
@@ -152,6 +170,12 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
     reports.write(log_path, reports.bisect_log(report, first_parent=not full_history))
     _summary(report, log_path)
     sys.exit(0 if report.status == "found" else 1)
+
+
+def _round(status: Status, left: int, steps: int) -> None:
+    text = f"{plural(left, 'commit')} left to test (roughly {plural(steps, 'more round')})"
+    status.echo(f"Bisecting: {text}")
+    status.set(f"bisect: {text}")
 
 
 def _split(text: str | None) -> list[str]:
@@ -167,11 +191,12 @@ def _rule_errors():
 
 
 def _probe(repository, span, kind, config, recipe, override, select, mcore_from_checkout, user_command, iters,
-           memory_threshold, memory_budget, timeout_s) -> Probe:
+           memory_threshold, memory_budget, timeout_s, mcore_version=None) -> Probe:
     if kind == "command" and not user_command:
         _fail("--probe command needs --command CMD (the command to run in each commit's worktree)")
     if kind != "command" and not config:
-        _fail(f"--probe {kind} needs --config FILE (the recipe, YAML override file or launch script to test)")
+        _fail(f"--probe {kind} needs CONFIG (the recipe, YAML override file or launch script to test), e.g. "
+              f"offlint bisect recipes/llama.py --probe {kind} --good REV --bad REV")
     in_repo, digest = None, ""
     if config:
         root = Path(repository.working_dir).resolve()
@@ -191,7 +216,7 @@ def _probe(repository, span, kind, config, recipe, override, select, mcore_from_
         config = str(path)
     return Probe(kind, config, in_repo, recipe, tuple(override), tuple(_split(",".join(select))),
                  mcore_from_checkout, user_command, iters, memory_threshold, memory_budget, timeout_s=timeout_s,
-                 config_digest=digest)
+                 config_digest=digest, mcore_version=mcore_version)
 
 
 def _exists_at(repository, rev: str, path: str) -> bool:
@@ -248,6 +273,6 @@ def _summary(report: reports.Report, log_path: str) -> None:
             click.echo(f"{c.sha}  {c.subject}")
     else:
         click.echo(f"bisect aborted: {report.reason}")
-    click.echo(f"{report.probe_runs} probe runs in {report.rounds} rounds"
+    click.echo(f"{plural(report.probe_runs, 'probe run')} in {plural(report.rounds, 'round')}"
                + (f" ({report.cached_runs} reused)" if report.cached_runs else "") + f"; bisect log: {log_path}",
                err=True)

@@ -27,9 +27,13 @@ class PlanError(ValueError):
 
 
 def plan_keys(command: click.Command) -> dict[str, click.Option]:
-    """Plan key (the option's long name without dashes) -> its click option, for every visible option."""
+    """Plan key (the option's long name without dashes, an argument's name: `config`) -> its click parameter, for
+    every visible option and every argument."""
     keys: dict[str, click.Option] = {}
     for param in command.params:
+        if isinstance(param, click.Argument):
+            keys[param.name] = param
+            continue
         if not isinstance(param, click.Option) or param.hidden or param.name in (PLAN_OPTION, "help"):
             continue
         longs = [opt for opt in param.opts if opt.startswith("--")]
@@ -81,11 +85,11 @@ def _convert(path: Path, key: str, param: click.Option, value: Any, ctx: click.C
     def wrong(expected: str) -> PlanError:
         return PlanError(f"{path}: {key}: expected {expected}, not {_shown(value)}")
 
-    if param.is_flag and not param._flag_needs_value:
+    if getattr(param, "is_flag", False) and not param._flag_needs_value:
         if not isinstance(value, bool):
             raise wrong("true or false")
         return value
-    if param._flag_needs_value and value is True:  # an option whose value is optional: `key: true` is the bare flag
+    if getattr(param, "_flag_needs_value", False) and value is True:  # an option whose value is optional: `key: true` is the bare flag
         return param.flag_value
     if param.multiple:
         items = value if isinstance(value, list) else [value]

@@ -60,7 +60,8 @@ class Prescreen:
             root = Path(directory)
             extract(self.repo, sha, root)
             config = root / self.probe.config_in_repo
-            result = lint_verdict(str(config), self.probe.recipe, self.probe.overrides, self.probe.select, root)
+            result = lint_verdict(str(config), self.probe.recipe, self.probe.overrides, self.probe.select, root,
+                                  self.probe.mcore_version)
         verdict = from_result_file(result) or Classified(Outcome.BUILD_FAILURE)
         verdict.detail = f"static (git archive, no checkout): {verdict.detail}".replace(str(root) + "/", "")
         return verdict

@@ -33,17 +33,19 @@ class Probe:
     select: tuple[str, ...] = ()  # lint: rule codes or prefixes
     mcore_from_checkout: str | None = None  # None: installed megatron-core; "" the worktree root; or a subdirectory
     command: str | None = None
-    iters: int = 10  # replay
+    iters: int = 20  # replay (options.ITERS_DEFAULT, as `offlint replay`)
     memory_threshold: float = 0.10  # replay: a peak this fraction above the good end's is a memory regression
     memory_budget: int | None = None  # replay: bytes; a peak above it is a memory regression
     loss_tolerance: float = 0.5  # replay: final loss this fraction above the good end's (or NaN) is divergence
     timeout_s: float = 600.0
     config_digest: str = ""  # content of a configuration outside the repository (it can change between runs)
     replay_program: tuple[str, ...] = (sys.executable, "-m", "offlint", "replay")  # what starts a replay
+    mcore_version: str | None = None  # --mcore-version: whose defaults lint, validate and replay read with
 
     def key(self) -> str:
         """Probe identity for the result cache (everything that changes a verdict except the commit)."""
-        data = {k: v for k, v in asdict(self).items() if k not in ("timeout_s", "replay_program")}
+        data = {k: v for k, v in asdict(self).items() if k not in ("timeout_s", "replay_program")
+                and not (k == "mcore_version" and v is None)}  # keys of runs before --mcore-version still match
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def config_path(self, worktree: Path) -> str:
@@ -67,11 +69,13 @@ class Probe:
             argv += [a for o in self.overrides for a in ("--override", o)]
             argv += [a for s in self.select for a in ("--select", s)]
             argv += ["--mcore-src", self.mcore_source(worktree)] if self.kind == "validate" else []
+            argv += ["--mcore-version", self.mcore_version] if self.mcore_version else []
         elif self.kind == "replay":
             argv = [*self.replay_program, self.config_path(worktree)]
             argv += ["--recipe", self.recipe] if self.recipe else []
             argv += [a for o in self.overrides for a in ("--override", o)]
             argv += ["--iters", str(self.iters), "--result-json", str(result_json)]
+            argv += ["--mcore-version", self.mcore_version] if self.mcore_version else []
             source = self.mcore_source(worktree)
             if source:
                 env["PYTHONPATH"] = source

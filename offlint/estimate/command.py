@@ -19,6 +19,8 @@ from offlint.estimate.report import render_json, render_text, verdict_state
 from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
+from offlint.options import alias_of, color_option, deprecated, mcore_version_option
+from offlint.terminal import Status
 from offlint.versions import NEWEST_KNOWN, VersionError, parse_version
 
 
@@ -34,8 +36,11 @@ from offlint.versions import NEWEST_KNOWN, VersionError, parse_version
               help="Total GPUs of the job (default: from the recipe name, else the fewest the layout needs).")
 @click.option("--plot", "plot_path", default=None, type=click.Path(dir_okay=False),
               help="Also draw the what-if table as stacked bars into this PNG.")
-@click.option("--mcore-version", default=None, help="megatron-core version to read defaults from, e.g. 0.16.1.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@mcore_version_option("megatron-core version to read defaults from, e.g. 0.16.1.")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default=None, callback=alias_of("text"),
+              help="How to print the estimate (default: text).")
+@deprecated("--format", "output_format", "--output-format", type=click.Choice(["text", "json"]))
+@color_option
 def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot_path, mcore_version,
                      output_format) -> None:
     """Estimate one GPU's peak memory for a recipe, YAML override file or launch script, and what each
@@ -48,8 +53,10 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         project = load_config(Path.cwd())
         device = parse_device(gpu or project.gpu or DEFAULT_DEVICE)
         check_overrides(overrides, parse_version(mcore_version or NEWEST_KNOWN))
-        loaded = load_unit(config, recipe, overrides, mcore_version, project.mcore_version,
-                           root=project.root)
+        with Status(enabled=output_format == "text") as status:  # a tree's imports take a second or two
+            status.set(f"estimate: reading {config} and what it imports")
+            loaded = load_unit(config, recipe, overrides, mcore_version, project.mcore_version,
+                               root=project.root)
     except (ConfigError, DeviceError, OverrideInputError, UnitSelectionError, VersionError) as exc:
         _fail(str(exc))
     unit = loaded.unit

@@ -17,6 +17,9 @@ from offlint.replay.result import exit_code_for, outcome_of, peak_bytes, write_j
 from offlint.slurm.options import given_options, slurm_click_options
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
+from offlint.options import Size, color_option, iters_option, mcore_version_option
+from offlint.terminal import Status, plural
+from offlint.versions import VersionError
 
 
 @click.command("replay")
@@ -24,11 +27,12 @@ from offlint.usage import fail as _fail
 @click.option("--recipe", default=None, help="The recipe (unit) in CONFIG to replay, when it holds several.")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="A Hydra-style override applied last, e.g. optimizer.optimizer_offload_fraction=0.5.")
-@click.option("--iters", default=20, show_default=True, type=click.IntRange(1), help="Training iterations.")
+@iters_option()
 @click.option("--result-json", type=click.Path(dir_okay=False), default=None,
               help="Where to write the result (default: RUN-DIR/result.json).")
-@click.option("--gpu-memory", type=click.FloatRange(min=0, min_open=True), default=None, metavar="GIB",
-              help="Cap each process's GPU memory (GiB) through the allocator's per-process memory fraction.")
+@click.option("--gpu-memory", type=Size(), default=None, metavar="SIZE",
+              help="Cap each process's GPU memory through the allocator's per-process memory fraction: a size such "
+                   "as 40GiB or 500MB; a plain number is GiB.")
 @click.option("--num-layers", type=click.IntRange(1), default=None, help="Shrink: number of layers.")
 @click.option("--hidden-size", type=click.IntRange(1), default=None, help="Shrink: hidden size.")
 @click.option("--seq-length", type=click.IntRange(1), default=None, help="Shrink: sequence length.")
@@ -49,9 +53,12 @@ from offlint.usage import fail as _fail
 @click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
               help="local: this machine's GPUs; slurm: one Slurm job over --nodes x --gpus-per-node GPUs.")
 @slurm_click_options
+@mcore_version_option("megatron-core version whose defaults the configuration is read with, e.g. 0.16.1 "
+                      "(default: as offlint check finds it); the run itself uses the installed megatron-core.")
+@color_option
 def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, num_layers, hidden_size, seq_length,
                    micro_batch_size, global_batch_size, data_parallel_size, do_verify, fractions, plot, run_dir,
-                   timeout, dry_run, launcher, **slurm_values) -> None:
+                   timeout, dry_run, launcher, mcore_version, **slurm_values) -> None:
     """Run a short real megatron-core training job of CONFIG and record outcome, loss, memory and time."""
     if (fractions or plot) and not do_verify:
         _fail("--fractions and --plot go with --verify")
@@ -62,11 +69,11 @@ def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, nu
     except ValueError as exc:
         _fail(str(exc))
     try:
-        loaded = load_unit(config, recipe, overrides)
+        loaded = load_unit(config, recipe, overrides, mcore_version)
         shrink = Shrink(num_layers, hidden_size, seq_length, micro_batch_size, global_batch_size, data_parallel_size)
         label = config if loaded.unit.name == config else f"{config}: {loaded.unit.name}"
-        spec = map_unit(loaded.resolved, shrink, iters, gpu_memory, label=label)
-    except UnitSelectionError as exc:
+        spec = map_unit(loaded.resolved, shrink, iters, gpu_memory / 2**30 if gpu_memory else None, label=label)
+    except (UnitSelectionError, VersionError) as exc:
         _fail(str(exc))
     except MappingError as exc:
         _fail(str(exc))
@@ -135,11 +142,12 @@ def available_gpus() -> int:
     return torch.cuda.device_count()
 
 
-def _run(spec: ReplaySpec, run_dir: Path, gpus: int, timeout: float) -> dict:
-    result = launch.run_local(spec, run_dir, gpus, timeout, echo=lambda m: click.echo(m, err=True))
+def _run(spec: ReplaySpec, run_dir: Path, gpus: int, timeout: float, status: Status | None = None) -> dict:
+    echo = status.echo if status is not None else (lambda m: click.echo(m, err=True))
+    result = launch.run_local(spec, run_dir, gpus, timeout, echo=echo)
     for note in spec.notes + _activation_notes(result):
-        click.echo(f"  note: {note}", err=True)
-    click.echo(f"  {summary(result)}", err=True)
+        echo(f"  note: {note}")
+    echo(f"  {summary(result)}")
     return result
 
 
@@ -152,8 +160,11 @@ def _replay(spec, run_root, gpus, timeout, result_json) -> None:
 
 
 def _verify(spec, run_root, gpus, timeout, result_json) -> None:
-    baseline = _run(verify.baseline_spec(spec), run_root / "baseline", gpus, timeout)
-    offloaded = _run(spec, run_root / "offloaded", gpus, timeout)
+    with Status() as status:  # on a terminal: which of the two runs is going, and for how long
+        status.set("verify: run 1 of 2 (baseline, offloading off)")
+        baseline = _run(verify.baseline_spec(spec), run_root / "baseline", gpus, timeout, status)
+        status.set("verify: run 2 of 2 (offloaded)")
+        offloaded = _run(spec, run_root / "offloaded", gpus, timeout, status)
     criteria = verify.check(baseline, offloaded)
     outcome, code = verify.verdict(criteria)
     click.echo(verify.render_criteria(criteria))
@@ -166,8 +177,14 @@ def _verify(spec, run_root, gpus, timeout, result_json) -> None:
 
 
 def _sweep(spec, fractions, run_root, gpus, timeout, result_json, plot_path) -> None:
-    baseline = _run(verify.baseline_spec(spec), run_root / "baseline", gpus, timeout)
-    runs = {f: _run(verify.fraction_spec(spec, f), run_root / f"fraction-{f:g}", gpus, timeout) for f in fractions}
+    total = len(fractions) + 1
+    with Status() as status:  # on a terminal: which run of the sweep is going, and for how long
+        status.set(f"sweep: run 1 of {total} (baseline, offloading off)")
+        baseline = _run(verify.baseline_spec(spec), run_root / "baseline", gpus, timeout, status)
+        runs = {}
+        for number, f in enumerate(fractions, start=2):
+            status.set(f"sweep: run {number} of {total} (optimizer_offload_fraction {f:g})")
+            runs[f] = _run(verify.fraction_spec(spec, f), run_root / f"fraction-{f:g}", gpus, timeout, status)
     rows = sweep.rows(baseline, runs)
     click.echo(sweep.table(rows))
     if plot_path:
@@ -186,7 +203,7 @@ def summary(result: dict) -> str:
     loss = result.get("loss") or []
     parts = [result["outcome"] + (f" ({result['signature']})" if result.get("signature") else "")]
     if loss:
-        parts.append(f"{len(loss)} iterations, loss {loss[0]:.4f} -> {loss[-1]:.4f}")
+        parts.append(f"{plural(len(loss), 'iteration')}, loss {loss[0]:.4f} -> {loss[-1]:.4f}")
     peak = peak_bytes(result)
     if peak is not None:
         parts.append(f"peak {peak / 2**30:.2f} GiB allocated (largest rank)")
