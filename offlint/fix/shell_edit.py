@@ -4,8 +4,9 @@ A Hydra override (`model.x=None`), a Megatron-LM flag (`--flag VALUE`) or an env
 (`VAR=value`, `export VAR=value`) is one shell word starting where the reader recorded it. The word's byte
 range is found with a small quote-aware scan (quotes, backslashes, `$(...)`), which works the same in a `.sh`
 file and in a command held in a YAML card; only that range (or the whitespace before it, for a removal) is
-rewritten, so quoting elsewhere and line continuations stay as they were. A `.sh` result is parsed again
-with tree-sitter-bash, and an edit that adds a parse error is refused.
+rewritten, so quoting elsewhere and line continuations stay as they were. In a `.sh` file tree-sitter-bash must
+see the same word at the site (else the edit is refused), and the result is parsed again: an edit that adds a
+parse error is refused.
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ _BREAK = set(" \t\n;|&<>()")
 
 
 def edit_script(text: str, changes: list[Change]) -> str:
-    """A shell script: the edits, refused when the result has more bash parse errors than the original."""
+    """A shell script: the edits, each on the word tree-sitter-bash also sees at the site (a word whose range the
+    two disagree on is refused), and refused when the result has more bash parse errors than the original."""
     before = _errors(text)
     for change in sorted(changes, key=lambda c: c.position, reverse=True):
+        start = _offset(text, change.line, change.col)
+        if _bash_word_end(text, start) != word_end(text, start):
+            raise FixError(f"tree-sitter-bash reads the word at line {change.line}, column {change.col} differently")
         text = _one(text, change)
     if _errors(text) > before:
         raise FixError("the edited script would not parse as bash")
@@ -36,12 +41,36 @@ def edit_command_text(text: str, changes: list[Change]) -> str:
     return text
 
 
-def _errors(text: str) -> int:
+def _parse(data: bytes):
     import tree_sitter
     import tree_sitter_bash
 
-    parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
-    tree = parser.parse(text.encode("utf-8"))
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language())).parse(data)
+
+
+# Node types that make up one shell word (an argument, an assignment, a command name), as tree-sitter-bash names
+# them; climbing stops at the command, array or statement holding the word.
+_WORD_PARTS = frozenset({"word", "concatenation", "string", "raw_string", "ansi_c_string", "simple_expansion",
+                         "expansion", "command_substitution", "number", "variable_name", "variable_assignment",
+                         "command_name"})
+
+
+def _bash_word_end(text: str, start: int) -> int | None:
+    """Where tree-sitter-bash says the word starting at character `start` ends (None: no word starts there)."""
+    data = text.encode("utf-8")
+    offset = len(text[:start].encode("utf-8"))
+    node = _parse(data).root_node.named_descendant_for_byte_range(offset, offset)
+    end = None
+    while node is not None and node.start_byte == offset and node.type in _WORD_PARTS:
+        end = node.end_byte
+        node = node.parent
+    if end is None and node is not None and node.child_count and node.children[0].start_byte == offset:
+        end = node.children[0].end_byte  # a keyword such as `export`, which tree-sitter does not name
+    return None if end is None else len(data[:end].decode("utf-8", "replace"))
+
+
+def _errors(text: str) -> int:
+    tree = _parse(text.encode("utf-8"))
     count = 0
     stack = [tree.root_node]
     while stack:
