@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from offlint.bisect import history as hist
 from offlint.bisect.prescreen import Prescreen
 from offlint.bisect.probes import Probe, make_terms
@@ -30,6 +32,7 @@ def test_prescreen_lints_each_distinct_file_set_once_and_predicts_the_culprit(tm
     assert "OFL107" in verdicts[len(commits) - 1].rules
 
 
+@pytest.mark.slow
 def test_lint_probe_with_prescreen_needs_no_checkout(tmp_path):
     h = history(tmp_path, "config", commits=300, culprit=251)
     before = repo_state(h["repo"])

@@ -25,6 +25,7 @@ LINT_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(LINT_CASES))
 def test_lint_probe_finds_each_kind_of_configuration_culprit(tmp_path, kind):
     h = history(tmp_path, kind, commits=24, culprit=15, merge_every=8)
@@ -41,6 +42,7 @@ def test_lint_probe_finds_each_kind_of_configuration_culprit(tmp_path, kind):
         assert diff["model.offload_modules"]["culprit"] == "['attn_proj']"
 
 
+@pytest.mark.slow
 def test_lint_probe_300_commit_history_within_the_bound(tmp_path):
     import math
 
@@ -54,6 +56,7 @@ def test_lint_probe_300_commit_history_within_the_bound(tmp_path):
     assert report["probe_runs"] <= math.ceil(math.log2(report["candidate_count"] + 1)) + 2
 
 
+@pytest.mark.slow
 def test_unreadable_commits_are_skipped_not_blamed(tmp_path):
     h = history(tmp_path, "config", commits=20, culprit=14, broken=(6, 9), merge_every=0)
     out = tmp_path / "r.json"
@@ -63,6 +66,7 @@ def test_unreadable_commits_are_skipped_not_blamed(tmp_path):
     assert read_json(out)["first_bad_commit"] == h["culprit"]
 
 
+@pytest.mark.slow
 def test_validate_probe_with_the_real_megatron_core(tmp_path):
     h = history(tmp_path, "config", commits=3, culprit=2, merge_every=0)
     out = tmp_path / "r.json"
@@ -76,6 +80,7 @@ def test_validate_probe_with_the_real_megatron_core(tmp_path):
     assert "OFL107" in bad["rules"]
 
 
+@pytest.mark.slow
 def test_command_probe_follows_submodule_bumps(tmp_path):
     h = history(tmp_path, "submodule", commits=12, culprit=8, merge_every=0)
     out = tmp_path / "r.json"
@@ -114,6 +119,7 @@ def test_replay_probe_memory_regression_against_the_good_end(tmp_path):
     assert budget.against_baseline(verdicts[2], None).outcome is Outcome.MEMORY_REGRESSION
 
 
+@pytest.mark.slow
 def test_resume_after_kill_gives_the_same_answer_without_repeating_runs(tmp_path):
     h = history(tmp_path, "command", commits=40, culprit=29, merge_every=0)
     runs_log = tmp_path / "runs.txt"
@@ -143,6 +149,7 @@ def test_resume_after_kill_gives_the_same_answer_without_repeating_runs(tmp_path
     assert repo_state(h["repo"]) == before
 
 
+@pytest.mark.slow
 def test_reports_and_bisect_log_replay_with_git(tmp_path):
     h = history(tmp_path, "config", commits=10, culprit=6, merge_every=0)
     out, md, log = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "bisect.log"

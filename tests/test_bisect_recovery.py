@@ -65,6 +65,7 @@ def kill9_mid_probe(tmp_path: Path, h: dict) -> tuple[list[str], dict]:
     return args, {"child": int(child.read_text()), "record": record}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resume", [True, False])
 def test_kill9_mid_probe_child_dies_and_next_run_cleans_up(tmp_path, resume):
     h = history(tmp_path, "command", commits=12, culprit=7, merge_every=0)

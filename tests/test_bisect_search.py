@@ -28,6 +28,7 @@ def test_search_bounds_on_every_culprit_position():
                 assert result.rounds <= math.ceil(round(math.log(n, jobs + 1), 9)) + 1
 
 
+@pytest.mark.slow
 def test_binary_search_on_a_300_commit_history(tmp_path):
     h = history(tmp_path, "command", commits=300, culprit=217)
     out = tmp_path / "r.json"
@@ -53,6 +54,7 @@ def test_k_ary_rounds(tmp_path, jobs):
     assert report["rounds"] <= math.ceil(math.log(60, jobs + 1)) + 1
 
 
+@pytest.mark.slow
 def test_flaky_failure_found_with_retries(tmp_path):
     h = history(tmp_path, "flaky", commits=16, culprit=9, merge_every=0)
     counters = tmp_path / "counters"

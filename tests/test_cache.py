@@ -9,6 +9,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from offlint.api import CheckOptions, CheckResult, check
 from offlint.cache import FORMAT, Cache, cache_home, digest, project_cache_dir
 
@@ -269,6 +271,7 @@ def _hf_tree(root: Path, layers: int) -> None:
     (root / "models" / "big" / "config.json").write_text(_hf_config(layers))
 
 
+@pytest.mark.slow
 def test_editing_a_local_hf_config_changes_the_cached_verdict_both_ways(tmp_path):
     _hf_tree(tmp_path, layers=4)
     for args in ([], ["recipes/big.py"]):  # a whole-tree run and a pre-commit run on the recipe
@@ -288,6 +291,7 @@ def test_a_local_hf_config_that_appears_later_is_read(tmp_path):
     assert _cli(tmp_path, "--select", "OFL303").returncode == 1
 
 
+@pytest.mark.slow
 def test_concurrent_checks_sharing_a_cache_give_the_no_cache_answer(tmp_path):
     for index in range(12):
         _tree(tmp_path / f"pkg{index}", pp=4 if index % 2 else 1)

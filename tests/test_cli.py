@@ -104,6 +104,7 @@ def test_unknown_selector_is_a_usage_error(project):
     assert "OFL999" in result.stderr
 
 
+@pytest.mark.slow
 def test_select_ignore_and_fail_on(project):
     assert run("check", "bad.py", "--ignore", "OFL102", cwd=project).returncode == 0
     assert run("check", "bad.py", "--select", "OFL2", cwd=project).returncode == 0
@@ -124,6 +125,7 @@ def test_stdin(project):
     assert missing.returncode == 2 and "--stdin-filename" in missing.stderr
 
 
+@pytest.mark.slow
 def test_json_sarif_github_junit_statistics(project):
     data = json.loads(run("check", "bad.py", "--output-format", "json", cwd=project).stdout)
     assert data[0]["code"] == "OFL102" and data[0]["location"] == {"row": 4, "column": 5}
@@ -138,6 +140,7 @@ def test_json_sarif_github_junit_statistics(project):
     assert stats.splitlines()[0].split("\t")[:2] == ["1", "OFL102"]
 
 
+@pytest.mark.slow
 def test_suppressions_and_unused_suppression(project):
     text = BAD_RECIPE.replace("cfg.model.cpu_offloading = True",
                               "cfg.model.cpu_offloading = True  # offlint: ignore[OFL102]")
@@ -160,6 +163,7 @@ def test_suppressions_and_unused_suppression(project):
     assert "o.yaml:2:3: OFL102" in related_only.stdout and "o.yaml:3:36: OFL006" in related_only.stdout
 
 
+@pytest.mark.slow
 def test_pyproject_configuration(project):
     (project / "pyproject.toml").write_text(
         "[tool.offlint]\nignore = ['OFL102']\nmegatron-core-version = '0.16'\n")
@@ -181,6 +185,7 @@ def test_rule_and_rules_commands(project):
     assert run("rule", "OFL999", cwd=project).returncode == 2
 
 
+@pytest.mark.slow
 def test_quickstart_on_bundled_fixtures(tmp_path):
     good = run("check", str(FIXTURES / "good"), cwd=tmp_path)
     assert good.returncode == 0, good.stdout
@@ -188,6 +193,7 @@ def test_quickstart_on_bundled_fixtures(tmp_path):
     assert bad.returncode == 1 and len(bad.stdout.splitlines()) >= 10
 
 
+@pytest.mark.slow
 def test_an_unset_environment_variable_points_at_the_env_vars_assignment(tmp_path):
     result = run("check", str(FIXTURES / "bad" / "recipes" / "llama_offload.py"), "--select", "OFL301", cwd=tmp_path)
     assert result.stdout.splitlines() == [line for line in result.stdout.splitlines() if ":31:5: OFL301" in line]
@@ -305,6 +311,7 @@ def test_a_directory_with_nothing_offlint_reads_is_not_a_pass(project):
     assert json_run.returncode == 2 and json.loads(json_run.stdout) == []
 
 
+@pytest.mark.slow
 def test_a_megatron_core_version_offlint_does_not_know(project):
     newer = run("check", "bad.py", "--mcore-version", "9.9", "--no-cache", cwd=project)
     known = run("check", "bad.py", "--mcore-version", "0.20.0", "--no-cache", cwd=project)

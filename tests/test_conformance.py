@@ -26,6 +26,8 @@ from conformance import compare, configs, describe
 from offlint.rules import load_rules
 from offlint.validate import Environment, MegatronCore, environments
 
+pytestmark = pytest.mark.slow  # the fast lane (`pytest -m "not slow"`) leaves this module out
+
 EXAMPLES = int(os.environ.get("OFFLINT_CONFORMANCE_EXAMPLES", "2000"))
 REPO = Path(__file__).resolve().parent.parent
 # The installed megatron-core, OFFLINT_MCORE_SRC trees, and sdists unpacked by scripts/fetch_mcore_sdist.py.

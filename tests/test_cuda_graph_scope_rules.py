@@ -318,6 +318,7 @@ def _version(env: dict) -> str:
     return text.split("+", 1)[0]  # a source tree inside a git checkout appends "+<commit>"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "env"), [pytest.param(n, e, id=n) for n, e in _environments()] or [pytest.param(
     "none", {}, marks=pytest.mark.skip(reason="megatron-core is not installed and no source tree is available"))])
 def test_megatron_core_does_what_the_rules_say(name, env, tmp_path, monkeypatch):

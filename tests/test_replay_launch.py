@@ -80,6 +80,7 @@ def _run_rank(spec, run_dir: Path, rank: int = 0) -> subprocess.CompletedProcess
                            "--out-dir", str(run_dir)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_rank_that_fails_still_writes_its_classified_part(tmp_path):
     spec = spec_of("tiny_gpt_optimizer_offload_config")
     completed = _run_rank(spec, tmp_path)
@@ -113,6 +114,7 @@ def test_a_timeout_is_its_own_outcome(tmp_path):
     assert merged["outcome"] == Outcome.TIMEOUT.value
 
 
+@pytest.mark.slow
 def test_run_local_starts_the_plan_and_merges_what_the_rank_wrote(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setenv("PYTHONWARNINGS", "ignore")

@@ -147,6 +147,7 @@ def _free_port() -> str:
         return str(sock.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_the_model_a_rank_builds_has_the_mapped_size(tmp_path):
     """GPTModel built on CPU (gloo, local spec) from the mapped spec: its parameter count follows the shape."""
     spec = spec_of(RECIPES, "tiny_gpt_optimizer_offload_config", shrink=Shrink(num_layers=2, hidden_size=64,

@@ -35,6 +35,7 @@ def journal_records(repo: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_bisect_with_every_step_a_slurm_job(slurm, tmp_path):
     h = history(tmp_path, "command", commits=24, culprit=17, merge_every=0)
     before = visible_state(h["repo"])
@@ -56,6 +57,7 @@ def test_bisect_with_every_step_a_slurm_job(slurm, tmp_path):
     assert visible_state(h["repo"]) == before  # worktrees removed, nothing to commit, HEAD unchanged
 
 
+@pytest.mark.slow
 def test_resume_reattaches_to_the_jobs_of_a_killed_bisect(slurm, tmp_path):
     h = history(tmp_path, "command", commits=6, culprit=4, merge_every=0)
     marker = tmp_path / "slept"
@@ -85,6 +87,7 @@ def test_resume_reattaches_to_the_jobs_of_a_killed_bisect(slurm, tmp_path):
     git(h["repo"], "worktree", "prune")
 
 
+@pytest.mark.slow
 def test_slurm_options_need_the_slurm_launcher_and_a_fitting_probe(slurm, tmp_path):
     h = history(tmp_path, "command", commits=3, culprit=2, merge_every=0)
     base = ["--good", h["good"], "--bad", h["bad"]]
@@ -99,6 +102,7 @@ def test_slurm_options_need_the_slurm_launcher_and_a_fitting_probe(slurm, tmp_pa
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_cancels_the_jobs_and_leaves_the_repository_as_it_was(slurm, tmp_path):
     h = history(tmp_path, "command", commits=6, culprit=4, merge_every=0)
     before = visible_state(h["repo"])
@@ -119,6 +123,7 @@ def test_ctrl_c_cancels_the_jobs_and_leaves_the_repository_as_it_was(slurm, tmp_
     assert visible_state(h["repo"]) == before
 
 
+@pytest.mark.slow
 def test_a_node_failure_is_retried_and_never_a_verdict(slurm, tmp_path):
     h = history(tmp_path, "command", commits=6, culprit=4, merge_every=0)
     marker = tmp_path / "node-failed-once"

@@ -22,6 +22,8 @@ from offlint.slurm import commands
 from offlint.steps import Step
 from tests.signals import sigint_raises
 
+pytestmark = pytest.mark.slow  # jobs on a real Slurm cluster: the fast lane (`pytest -m "not slow"`) leaves them out
+
 PY = os.path.dirname(sys.executable)  # jobs inherit PATH; make sure this venv's python/torchrun come first
 
 

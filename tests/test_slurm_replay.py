@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from slurm_cluster import slurm, slurm_cluster  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,6 +118,7 @@ def test_slurm_options_without_the_slurm_launcher_are_refused(tmp_path):
     assert done.stderr.strip() == "offlint: error: --nodes: Slurm options need --launcher slurm"
 
 
+@pytest.mark.slow
 def test_a_replay_job_on_the_cluster_writes_its_collected_result(slurm, tmp_path):
     """No GPU here: the rank starts under srun + torchrun, finds no CUDA and says so in its result part;
     the part is merged from the shared run directory into the result file, as on a real cluster."""
@@ -131,6 +133,7 @@ def test_a_replay_job_on_the_cluster_writes_its_collected_result(slurm, tmp_path
     assert f"as Slurm job {result['slurm']['job_id']}" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_dry_run_script_submits_with_plain_sbatch(slurm, tmp_path):
     """`sbatch <printed file>` runs the job a dry run describes: its rank reads the written spec (no GPU here,
     so the part says CUDA is missing) and writes its part into the run directory."""

@@ -33,6 +33,7 @@ def run(tmp_path, pp=1, granularity=None):
     return check([str(path)], CheckOptions(validate=True, root=tmp_path))
 
 
+@pytest.mark.slow
 @needs_mcore
 def test_megatron_core_error_reported_next_to_the_rule(tmp_path):
     result = run(tmp_path, pp=2)
@@ -43,6 +44,7 @@ def test_megatron_core_error_reported_next_to_the_rule(tmp_path):
     assert ofl900[0].location.line == 4
 
 
+@pytest.mark.slow
 @needs_mcore
 def test_an_error_no_rule_predicts_is_shown(tmp_path):
     result = run(tmp_path, granularity="block")  # with offloading on, AO-3 runs before RC-1
@@ -56,6 +58,7 @@ def test_an_error_no_rule_predicts_is_shown(tmp_path):
     assert "recompute_granuarlity: block" in finding.message and "no offlint rule predicted this" in finding.message
 
 
+@pytest.mark.slow
 @needs_mcore
 def test_a_rule_megatron_core_contradicts_is_shown(tmp_path, monkeypatch):
     real = rules_module.load_rules()
