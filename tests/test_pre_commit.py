@@ -53,6 +53,10 @@ def test_pre_commit_hook_passes_clean_and_fails_bad(tmp_path, hook_source):
     (work / "launch").write_text("#!/bin/bash\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
                                  "python run_recipe.py --recipe recipe model.pipeline_model_parallel_size=1\n")
     (work / "LICENSE").write_text("Apache-2.0\n")
+    # an excluded directory stays out although pre-commit names its files (the hook's --force-exclude)
+    (work / "pyproject.toml").write_text('[tool.offlint]\nextend-exclude = ["vendored"]\n')
+    (work / "vendored").mkdir()
+    (work / "vendored" / "recipe.py").write_text(BAD)
     _git(work, "add", "-A")
     env_home = {"PRE_COMMIT_HOME": str(tmp_path / "pc-cache"), "PATH": __import__("os").environ["PATH"],
                 "HOME": str(tmp_path)}
