@@ -144,7 +144,8 @@ def _shell_continuations(root: Path) -> None:
 
 
 def _shell_overrides(root: Path) -> None:
-    (root / "wide.sh").write_text("#!/bin/bash\npython run_recipe.py --recipe r "
+    (root / "wide.sh").write_text("#!/bin/bash\npython run_recipe.py --recipe r model.num_layers=2 model.hidden_size=64 "
+                                  "model.num_attention_heads=4 model.seq_length=128 "
                                   + " ".join(f"model.k{i}={i}" for i in range(100_000)) + "\n")
 
 
