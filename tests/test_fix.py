@@ -374,3 +374,23 @@ def test_a_python_file_libcst_cannot_parse_is_one_problem_and_untouched(tmp_path
     assert outcome.problems["recipe.py"].startswith("libcst cannot parse it (") and \
         outcome.problems["recipe.py"].endswith(", so it is not fixed")
     assert "recompute_granularity: null" in (tmp_path / "conf" / "o.yaml").read_text()
+
+
+def test_a_fix_that_cannot_be_made_gives_way_to_the_rules_next_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    from offlint.fix.edits import Change
+    from offlint.fix.plan import PlannedFix
+    from offlint.fix.spec import AutoFix
+    from offlint.types import Finding, Location, Severity
+
+    (tmp_path / "o.yaml").write_text("optimizer:\n  optimizer_offload_fraction: 0.5\n")
+    finding = Finding("OFL202", "inert-offload-setting", Severity.WARNING, "m", Location("o.yaml", 2, 3))
+    remove = PlannedFix(finding, AutoFix("remove", "safe", "remove"),
+                        (Change("o.yaml", 2, 3, "remove", "optimizer.optimizer_offload_fraction"),))
+    switch_on = PlannedFix(finding, AutoFix("on", "unsafe", "set"),
+                           (Change("o.yaml", 2, 3, "insert", "optimizer.optimizer_cpu_offload", value=True),))
+    # removing the section's only entry would turn `optimizer:` into null: refused, so the switch goes on
+    edited = apply.make([PlannedFix(remove.finding, remove.autofix, remove.changes, fallbacks=(switch_on,))])
+    assert edited.made == [switch_on]
+    assert edited.texts["o.yaml"] == ("optimizer:\n  optimizer_offload_fraction: 0.5\n"
+                                      "  optimizer_cpu_offload: true\n")

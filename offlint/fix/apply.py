@@ -43,42 +43,51 @@ def make(planned: list[PlannedFix], reader=None) -> Edited:
     result = Edited()
     touched: dict[str, tuple[int, int]] = {}  # path -> the earliest position edited so far
     order = sorted(planned, key=lambda p: max((c.path, c.position) for c in p.changes), reverse=True)
-    for fix in order:
-        by_path: dict[str, list[Change]] = {}
-        for change in fix.changes:
-            by_path.setdefault(change.path, []).append(change)
-        if any(path in result.problems for path in by_path):
-            continue
-        if any(path in touched and max(c.position for c in changes) >= touched[path]
-               for path, changes in by_path.items()):
-            result.deferred += 1
-            continue
-        new_texts = {}
-        for path, changes in by_path.items():
-            try:
-                if path not in result.texts:
-                    result.originals[path] = result.texts[path] = reader(path)
-                new_texts[path] = edit_text(path, result.texts[path], changes)
-            except (OSError, ReadError) as exc:
-                result.problems[path] = f"cannot read it: {exc}"
+    for planned_fix in order:
+        for fix in (planned_fix, *planned_fix.fallbacks):
+            outcome = _try(fix, result, touched, reader)
+            if outcome != "failed":
                 break
-            except FixError as exc:  # this fix is left out; one about the whole file leaves the file alone
-                if str(exc).startswith("file:"):
-                    result.problems.setdefault(path, str(exc)[5:].strip())
-                break
-        if len(new_texts) != len(by_path):
-            continue
-        for path, changes in by_path.items():
-            result.texts[path] = new_texts[path]
-            first = min(c.position for c in changes)
-            touched[path] = min(touched.get(path, first), first)
-        result.made.append(fix)
     for path in list(result.texts):
         if path in result.problems or result.texts[path] == result.originals[path]:
             result.texts.pop(path)
             result.originals.pop(path)
     result.made = [f for f in result.made if not any(p in result.problems for p in f.paths)]
     return result
+
+
+def _try(fix: PlannedFix, result: Edited, touched: dict[str, tuple[int, int]], reader) -> str:
+    """Make one fix on the texts so far: "made", "deferred" (it reaches past an edit made in this pass), "skipped"
+    (a file it edits has a problem) or "failed" (it cannot be made on this text; the next fallback may)."""
+    by_path: dict[str, list[Change]] = {}
+    for change in fix.changes:
+        by_path.setdefault(change.path, []).append(change)
+    if any(path in result.problems for path in by_path):
+        return "skipped"
+    if any(path in touched and max(c.position for c in changes) >= touched[path]
+           for path, changes in by_path.items()):
+        result.deferred += 1
+        return "deferred"
+    new_texts = {}
+    for path, changes in by_path.items():
+        try:
+            if path not in result.texts:
+                result.originals[path] = result.texts[path] = reader(path)
+            new_texts[path] = edit_text(path, result.texts[path], changes)
+        except (OSError, ReadError) as exc:
+            result.problems[path] = f"cannot read it: {exc}"
+            return "skipped"
+        except FixError as exc:  # this fix is left out; one about the whole file leaves the file alone
+            if str(exc).startswith("file:"):
+                result.problems.setdefault(path, str(exc)[5:].strip())
+                return "skipped"
+            return "failed"
+    for path, changes in by_path.items():
+        result.texts[path] = new_texts[path]
+        first = min(c.position for c in changes)
+        touched[path] = min(touched.get(path, first), first)
+    result.made.append(fix)
+    return "made"
 
 
 def read(path: str) -> str:

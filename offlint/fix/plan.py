@@ -9,7 +9,7 @@ key; a key the unit leaves at its default is inserted next to the unit's assignm
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from offlint import keys
 from offlint.fix.edits import Change, section
@@ -22,6 +22,9 @@ class PlannedFix:
     finding: Finding
     autofix: AutoFix
     changes: tuple[Change, ...]
+    # The rule's next fixes for the finding, tried in order when this one cannot be made on the text (OFL202's
+    # "turn the switch on" where the inert setting cannot be removed cleanly)
+    fallbacks: tuple["PlannedFix", ...] = ()
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -37,11 +40,10 @@ def plan(findings: list[Finding], rules: dict, unsafe: bool) -> tuple[list[Plann
         allowed = [f for f in options if f.safe or unsafe]
         if options and not allowed:
             hidden += 1
-        for autofix in allowed:
-            changes = changes_for(finding, autofix)
-            if changes:
-                out.append(PlannedFix(finding, autofix, changes))
-                break
+        candidates = [PlannedFix(finding, autofix, changes) for autofix in allowed
+                      for changes in [changes_for(finding, autofix)] if changes]
+        if candidates:
+            out.append(replace(candidates[0], fallbacks=tuple(candidates[1:])))
     return out, hidden
 
 
