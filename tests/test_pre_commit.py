@@ -56,7 +56,7 @@ def test_pre_commit_hook_passes_clean_and_fails_bad(tmp_path, hook_source):
     # an excluded directory stays out although pre-commit names its files (the hook's --force-exclude)
     (work / "pyproject.toml").write_text('[tool.offlint]\nextend-exclude = ["vendored"]\n')
     (work / "vendored").mkdir()
-    (work / "vendored" / "recipe.py").write_text(BAD)
+    (work / "vendored" / "recipe.py").write_text(BAD.replace("def recipe", "def vendored_recipe"))  # no 2nd `recipe`
     _git(work, "add", "-A")
     env_home = {"PRE_COMMIT_HOME": str(tmp_path / "pc-cache"), "PATH": __import__("os").environ["PATH"],
                 "HOME": str(tmp_path)}
