@@ -125,25 +125,32 @@ def test_a_removed_statement_keeps_its_comment_and_an_emptied_block_gets_pass(tm
 
 def test_the_fix_edits_the_file_the_value_comes_from_and_names_both(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "common.py").write_text(
-        "def _base():\n"
-        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
-        "                          ddp=DistributedDataParallelConfig())\n"
-        "    cfg.optimizer.optimizer_offload_fraction = 1.0\n"
-        "    return cfg\n")
+    common = ("def _base():\n"
+              "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
+              "                          ddp=DistributedDataParallelConfig())\n"
+              "    cfg.optimizer.optimizer_offload_fraction = 0.0\n"
+              "    return cfg\n")
+    (tmp_path / "common.py").write_text(common)
     recipe = ("from common import _base\n\n\n"
               "def recipe():\n"
               "    cfg = _base()\n"
               "    cfg.optimizer.optimizer_cpu_offload = True\n"
               "    return cfg\n")
     (tmp_path / "recipe.py").write_text(recipe)
-    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=False, diff=False)
+    # the fraction is written in common.py: that is where OFL201's fix sets it
+    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL201"]), unsafe=True, diff=False)
     assert [p.paths for p in outcome.fixed] == [("common.py",)]
     assert (tmp_path / "recipe.py").read_text() == recipe
-    assert "    cfg.optimizer.optimizer_offload_fraction = 1.0\n    cfg.optimizer.overlap_cpu_optimizer_d2h_h2d = True\n" \
-        in (tmp_path / "common.py").read_text()
+    assert (tmp_path / "common.py").read_text() == common.replace("fraction = 0.0", "fraction = 1.0")
     shown = fix_run.show_fixes(outcome.fixed)
-    assert "common.py" in shown and "recipe.py" in shown, shown
+    assert "- common.py:\n    1 × OFL201 (optimizer-offload-zero-fraction), for recipe in recipe.py" in shown, shown
+    # a setting the unit leaves at its default goes into the unit's own file, next to its assignment to the
+    # section, not into the base builder other recipes share
+    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=False, diff=False)
+    assert [p.paths for p in outcome.fixed] == [("recipe.py",)]
+    assert (tmp_path / "recipe.py").read_text() == recipe.replace(
+        "    cfg.optimizer.optimizer_cpu_offload = True\n",
+        "    cfg.optimizer.optimizer_cpu_offload = True\n    cfg.optimizer.overlap_cpu_optimizer_d2h_h2d = True\n")
 
 
 def _tree(root: Path) -> None:

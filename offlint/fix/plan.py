@@ -83,13 +83,15 @@ def _at(location: Location, op: str, key: str = "", **fields) -> Change:
 
 
 def _sibling(finding: Finding, key: str) -> Location | None:
-    """Where a key the unit leaves at its default goes: next to the unit's assignment to the same section,
-    preferring the one the finding points at."""
-    same = [(k, loc) for k, loc in finding.written if section(k) == section(key) and not k.startswith("env.")]
-    for k, location in same:
+    """Where a key the unit leaves at its default goes: next to the unit's assignment to the same section, in the
+    unit's own file when it has one there (a base builder in another file is shared by other units, which the
+    new setting would change too), preferring the one the finding points at."""
+    same = [loc for k, loc in finding.written if section(k) == section(key) and not k.startswith("env.")]
+    own = [loc for loc in same if loc.path == finding.unit_path] or same
+    for location in own:
         if location == finding.location:
             return location
-    return same[-1][1] if same else None
+    return own[-1] if own else None
 
 
 def _env(finding: Finding, name: str, option: str, append: bool) -> Change:
