@@ -401,3 +401,22 @@ def test_a_fix_that_cannot_be_made_gives_way_to_the_rules_next_one(tmp_path, mon
     assert edited.made == [switch_on]
     assert edited.texts["o.yaml"] == ("optimizer:\n  optimizer_offload_fraction: 0.5\n"
                                       "  optimizer_cpu_offload: true\n")
+
+
+def test_a_finding_the_fixes_make_appear_is_named(tmp_path):
+    # the base builder's fraction is inert in its own unit (OFL202, removed as safe), but another recipe turns
+    # optimizer offloading on over it: without the fraction that recipe offloads nothing (OFL201 appears)
+    (tmp_path / "common.py").write_text(
+        "def base_config():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
+        "                          ddp=DistributedDataParallelConfig())\n"
+        "    cfg.optimizer.optimizer_offload_fraction = 0.5\n"
+        "    return cfg\n")
+    (tmp_path / "recipe.py").write_text(
+        "from common import base_config\n\n\ndef offload_config():\n    cfg = base_config()\n"
+        "    cfg.optimizer.optimizer_cpu_offload = True\n    return cfg\n")
+    result = run_cli("check", "--fix", "--no-cache", "--select", "OFL201,OFL202", ".", cwd=tmp_path)
+    assert "cfg.optimizer.optimizer_offload_fraction" not in (tmp_path / "common.py").read_text()
+    assert "OFL201" in result.stdout
+    assert "offlint: warning: the fixes made 1 finding appear that no fix removes (OFL201 at " in result.stderr, \
+        result.stderr

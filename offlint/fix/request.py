@@ -87,6 +87,12 @@ class FixRequest:
     def _problems(self) -> None:
         for path, why in sorted(self.outcome.problems.items()):
             click.echo(f"offlint: error: {printable(path)}: {printable(why)}", err=True)
+        appeared = self.outcome.appeared
+        if appeared:
+            where = ", ".join(f"{f.code} at {f.location}" for f in appeared[:3]) + (", ..." if len(appeared) > 3 else "")
+            verb = "would make" if self.diff else "made"
+            click.echo(f"offlint: warning: the fixes {verb} {_plural(len(appeared), 'finding')} appear that no fix "
+                       f"removes ({printable(where)}); review them", err=True)
 
     def summary(self, summary: str, count: int) -> str:
         """ruff's `Found N errors (F fixed, R remaining)` after --fix."""

@@ -27,6 +27,9 @@ class FixOutcome:
     hidden: int = 0  # findings whose only fixes are unsafe, not asked for
     problems: dict[str, str] = field(default_factory=dict)  # files left as they were: path -> why
     diff: str = ""
+    # findings of a rule in a unit that had none of it before the fixes and that no fix removed: what the
+    # fixes broke (a setting removed from a base builder that another recipe relied on), to review
+    appeared: list = field(default_factory=list)
 
 
 def fix(paths: list[str], options: CheckOptions, unsafe: bool, diff: bool) -> FixOutcome:
@@ -35,6 +38,7 @@ def fix(paths: list[str], options: CheckOptions, unsafe: bool, diff: bool) -> Fi
     rules = load_rules()
     result = check(paths, options)
     outcome = FixOutcome(result)
+    before = _keys(result.findings)
     overlay: dict[str, str] = {}
     originals: dict[str, str] = {}
 
@@ -64,12 +68,18 @@ def fix(paths: list[str], options: CheckOptions, unsafe: bool, diff: bool) -> Fi
         if not written:
             break
         result = check(paths, replace(options, overlay=dict(overlay)) if diff else options)
+    outcome.appeared = [f for f in result.findings if not _keys([f]) <= before]
     if diff:
         outcome.diff = "".join(unified(path, originals[path], overlay[path]) for path in sorted(overlay)
                                if overlay[path] != originals[path])
     else:
         outcome.result = result
     return outcome
+
+
+def _keys(findings) -> set[tuple[str, str]]:
+    """(rule, unit) for every unit a finding is reported for (shared findings name the others)."""
+    return {(f.code, unit) for f in findings for unit in (f.unit, *f.shared_with)}
 
 
 def unified(path: str, before: str, after: str) -> str:
