@@ -226,3 +226,18 @@ def test_a_standalone_mtp_stage_holds_the_mtp_layers_and_the_last_stage_their_lo
     assert stages[2].params.total == params.mtp_block(m).total + params.embedding(m).total
     assert stages[3].params.total == params.output_layer(m).total
     assert stages[1].params.total == 2 * params.layer(m, 0).total + params.final_norm(m).total
+
+
+def test_step_time_prices_mla_projections_and_their_recompute():
+    from offlint.estimate import cost, devices
+
+    dev = devices.parse_device("h100-80gb")
+    p, t = Parallelism(tp=2, sequence_parallel=True), Training()
+    layer = cost.layer_time(V3, p, t, dev, moe=False)
+    assert {"qkv", "mla_up_proj", "proj", "core_attn"} <= set(layer.parts)
+    recompute = Training(recompute_granularity="selective", recompute_modules=("mla_up_proj",))
+    assert cost.recomputed_seconds(layer, recompute) == layer.parts["mla_up_proj"] > 0
+    # Latent MoE: the routed experts' GEMMs shrink with the latent width, the latent projections are added.
+    latent, plain, ep = replace(V3, moe_latent_size=1024), V3, Parallelism(ep=8, world_size=8)
+    assert 0 < cost.layer_time(latent, ep, t, dev, moe=True).comm["alltoall"] < \
+        cost.layer_time(plain, ep, t, dev, moe=True).comm["alltoall"]

@@ -76,10 +76,13 @@ def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: 
     hbm = device.hbm_bytes_per_s * HBM_EFFICIENCY
     gate = 3 if m.gated_linear_unit else 2
     out = LayerTime()
-    out.parts["qkv"] = gemm_seconds(2 * n * h * (q + 2 * kv) / p.tp, n, rate)
-    out.parts["proj"] = gemm_seconds(2 * n * q * h / p.tp, n, rate)
-    # causal attention: QK^T and AV over half the sequence; flash attention runs in 16 bits
-    out.parts["core_attn"] = 2 * n * m.seq_length * q / p.tp / (device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
+    if m.multi_latent_attention:
+        _latent_attention_time(m, p, n, rate, device, out)
+    else:
+        out.parts["qkv"] = gemm_seconds(2 * n * h * (q + 2 * kv) / p.tp, n, rate)
+        out.parts["proj"] = gemm_seconds(2 * n * q * h / p.tp, n, rate)
+        # causal attention: QK^T and AV over half the sequence; flash attention runs in 16 bits
+        out.parts["core_attn"] = 2 * n * m.seq_length * q / p.tp / (device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
     out.parts["layernorm"] = 2 * 2 * 2 * n / sp * h / hbm  # two norms, read and write 16-bit
     out.parts["elementwise"] = ELEMENTWISE_BYTES * n / sp * h / hbm
     if moe:
@@ -87,13 +90,16 @@ def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: 
         ffn = m.moe_ffn_hidden_size or m.ffn_hidden_size
         pairs = n / sp * k * p.etp  # token copies this rank computes (balanced routing)
         rows = pairs * p.ep / experts  # tokens per local expert: the grouped GEMM's batch shape
-        out.parts["experts"] = gemm_seconds(2 * pairs * h * ffn * gate / p.etp, rows, rate)
+        width = m.moe_latent_size or h  # latent MoE: experts and dispatch in the latent width
+        out.parts["experts"] = gemm_seconds(2 * pairs * width * ffn * gate / p.etp, rows, rate)
+        if m.moe_latent_size:  # fc1/fc2 latent projections, duplicated over TP: each rank projects its tokens
+            out.parts["experts"] += gemm_seconds(2 * 2 * n / sp * h * width, n / sp, rate)
         out.parts["moe_act"] = 2 * pairs * ffn * (gate - 1) * 2 / p.etp / hbm
         shared = m.moe_shared_expert_intermediate_size or 0
         if shared:
             out.parts["shared_experts"] = gemm_seconds(2 * n * h * shared * gate / p.tp, n, rate)
         out.parts["router"] = 2 * n * h * experts / rate
-        out.comm["alltoall"] = _alltoall_seconds(n / sp * h * 2, k, p, device)
+        out.comm["alltoall"] = _alltoall_seconds(n / sp * width * 2, k, p, device)
         out.host = LAYER_LAUNCH_SECONDS + MOE_HOST_SECONDS[t.moe_router_graphed]
     else:
         out.parts["mlp"] = gemm_seconds(2 * n * h * m.ffn_hidden_size * gate / p.tp, n, rate)
@@ -105,6 +111,24 @@ def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: 
         volume = 2 * 2 * n * h * (p.tp - 1) / p.tp
         out.comm["tp"] = volume / _bandwidth(p.tp, device)
     return out
+
+
+def _latent_attention_time(m: ModelShape, p: Parallelism, n: float, rate: float, device: Device,
+                           out: LayerTime) -> None:
+    """Multi-latent attention: the down projections are duplicated over TP (each rank projects its sequence-
+    parallel tokens whole), the up projections (`mla_up_proj`, which recompute can repeat) and the output
+    projection are split; flash attention over q/k of qk + rope dims and v of v_head_dim per head."""
+    h, heads = m.hidden_size, m.num_attention_heads
+    sp = p.tp if p.sequence_parallel else 1
+    qk = m.qk_head_dim + m.qk_pos_emb_head_dim
+    down = h * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_pos_emb_head_dim)
+    q_up = (m.q_lora_rank or h) * heads * qk  # linear_q_up_proj, or linear_q_proj without q_lora_rank
+    up = q_up + m.kv_lora_rank * heads * (m.qk_head_dim + m.v_head_dim)
+    out.parts["qkv"] = gemm_seconds(2 * n / sp * down, n / sp, rate)
+    out.parts["mla_up_proj"] = gemm_seconds(2 * n * up / p.tp, n, rate)
+    out.parts["proj"] = gemm_seconds(2 * n * heads * m.v_head_dim * h / p.tp, n, rate)
+    out.parts["core_attn"] = n * m.seq_length * heads * (qk + m.v_head_dim) / p.tp / (
+        device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
 
 
 def _bandwidth(group: int, device: Device) -> float:
@@ -131,8 +155,8 @@ def recomputed_seconds(layer: LayerTime, t: Training) -> float:
     if t.moe_layer_recompute:
         modules.add("moe")
     parts = layer.parts
-    extra = sum(parts.get(name, 0.0) for name in ("core_attn", "layernorm", "mlp", "moe_act", "shared_experts")
-                if name in modules)
+    extra = sum(parts.get(name, 0.0) for name in ("core_attn", "layernorm", "mlp", "moe_act", "shared_experts",
+                                                  "mla_up_proj") if name in modules)
     if "moe" in modules:
         extra += parts.get("experts", 0.0) + parts.get("router", 0.0) + parts.get("moe_act", 0.0) + \
             parts.get("shared_experts", 0.0) + layer.comm.get("alltoall", 0.0) + layer.host
