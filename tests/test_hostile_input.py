@@ -441,3 +441,121 @@ def test_overrides_read_without_hydra_read_as_hydra_reads_them(token):
         assert str(got) == str(expected)
     else:
         assert got == expected
+
+
+# ---------------------------------------------------------------------------------------------- the cache
+
+BASE_MODULE = """\
+def _common():
+    return ConfigContainer(model=GPTModelProvider(num_layers=8, pipeline_model_parallel_size={pp}),
+                           optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
+"""
+DERIVED_RECIPE = """\
+from pkg.common import _common
+
+
+def derived_config():
+    cfg = _common()
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+"""
+
+
+@pytest.fixture()
+def cached_project(project: Path) -> Path:
+    """A project whose recipe inherits its pipeline size from an imported module (pp=2: OFL102 at the recipe)."""
+    (project / ".git").mkdir()
+    (project / "pkg").mkdir()
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "common.py").write_text(BASE_MODULE.format(pp=2))
+    (project / "pkg" / "derived.py").write_text(DERIVED_RECIPE)
+    return project
+
+
+def _cache_files() -> list[Path]:
+    home = Path(os.environ["OFFLINT_CACHE_DIR"])
+    return sorted(p for p in home.rglob("*") if p.is_file() and p.name.startswith(("check-", "last-")))
+
+
+def _same_as_without_cache(project: Path, *args: str, preexec_fn=None) -> subprocess.CompletedProcess:
+    expected = run("check", *args, "--no-cache", cwd=project, preexec_fn=preexec_fn)
+    got = run("check", *args, cwd=project, preexec_fn=preexec_fn)
+    errors_of(got)  # no traceback, no internal error
+    assert (got.returncode, got.stdout) == (expected.returncode, expected.stdout), got.stderr
+    return got
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "binary"])
+def test_a_damaged_cache_entry_changes_no_finding(cached_project, damage):
+    for args in ([], ["pkg/derived.py"]):
+        assert b"derived.py:6:5: OFL102" in _same_as_without_cache(cached_project, *args).stdout
+    files = _cache_files()
+    assert files
+    for path in files:
+        data = path.read_bytes()
+        path.write_bytes({"truncated": data[:len(data) // 2], "garbage": b'{"format": 5, "entries": [}\n{]\t',
+                          "empty": b"", "binary": os.urandom(4096)}[damage])
+    for args in ([], ["pkg/derived.py"], ["ok.py"]):
+        _same_as_without_cache(cached_project, *args)
+
+
+def test_a_read_only_cache_directory_changes_no_finding(cached_project, unprivileged):
+    home = Path(os.environ["OFFLINT_CACHE_DIR"])
+    _same_as_without_cache(cached_project, preexec_fn=unprivileged)  # fills it
+    folders = [home, *(p for p in home.rglob("*") if p.is_dir())]
+    for folder in folders:
+        folder.chmod(0o500)
+    try:
+        (cached_project / "pkg" / "common.py").write_text(BASE_MODULE.format(pp=1))  # the old entries are stale
+        for args in ([], ["pkg/derived.py"]):
+            result = _same_as_without_cache(cached_project, *args, preexec_fn=unprivileged)
+            assert b"derived.py:6:5: OFL102" not in result.stdout
+    finally:
+        for folder in folders:
+            folder.chmod(0o700)
+
+
+def test_a_file_where_the_cache_directory_should_be_changes_no_finding(cached_project, tmp_path_factory,
+                                                                      monkeypatch):
+    outside = tmp_path_factory.mktemp("cache-home")  # not inside the project, where a cache is never used
+    in_the_way = outside / "cache-is-a-file"
+    in_the_way.write_text("not a directory\n")
+    monkeypatch.setenv("OFFLINT_CACHE_DIR", str(in_the_way))
+    for args in ([], ["pkg/derived.py"]):
+        _same_as_without_cache(cached_project, *args)
+    assert in_the_way.read_text() == "not a directory\n"
+
+    home = outside / "home"  # the cache home is a folder, the project's folder in it is a file
+    monkeypatch.setenv("OFFLINT_CACHE_DIR", str(home))
+    _same_as_without_cache(cached_project)
+    for folder in [p for p in home.iterdir() if p.is_dir()]:
+        shutil.rmtree(folder)
+        folder.write_text("in the way\n")
+    for args in ([], ["pkg/derived.py"]):
+        _same_as_without_cache(cached_project, *args)
+
+
+def test_a_stale_entry_is_never_served_after_an_imported_file_changed(cached_project):
+    for pp, finds in ((2, True), (1, False), (4, True), (1, False)):
+        (cached_project / "pkg" / "common.py").write_text(BASE_MODULE.format(pp=pp))
+        for args in ([], ["pkg/derived.py"]):  # the whole tree, and the pre-commit run on the recipe alone
+            result = _same_as_without_cache(cached_project, *args)
+            assert (b"derived.py:6:5: OFL102" in result.stdout) is finds, (pp, args)
+
+
+@pytest.mark.slow
+def test_two_checks_writing_the_cache_at_once_never_change_the_findings(cached_project):
+    """Two processes check the same project at once, round after round, with an edit between rounds so that
+    every round writes the cache again; each answer must be the one without a cache."""
+    for round_ in range(10):
+        pp = 2 if round_ % 2 else 1
+        (cached_project / "pkg" / "common.py").write_text(BASE_MODULE.format(pp=pp) + f"# round {round_}\n")
+        for args in ([], ["pkg/derived.py"]):
+            expected = run("check", *args, "--no-cache", cwd=cached_project)
+            processes = [subprocess.Popen([sys.executable, "-m", "offlint", "check", *args], cwd=cached_project,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+            for process in processes:
+                out, err = process.communicate(timeout=TIMEOUT)
+                assert b"Traceback" not in err and b"internal error" not in err, err
+                assert (process.returncode, out) == (expected.returncode, expected.stdout), (round_, args, err)
