@@ -24,6 +24,7 @@ def _tested(report: dict) -> list[tuple[str, str]]:
     return [(t["commit"]["sha"], t["verdict"]) for t in report["tested"]]
 
 
+@pytest.mark.slow
 def test_a_plan_gives_the_same_answer_as_the_command_line_it_stands_for(tmp_path):
     h = history(tmp_path, "config", commits=20, culprit=13, merge_every=0)
     by_hand, by_plan = tmp_path / "hand.json", tmp_path / "plan.json"

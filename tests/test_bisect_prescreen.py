@@ -16,6 +16,7 @@ from offlint.outcomes import Outcome
 from tests.bisect_helpers import bisect, history, read_json, repo_state
 
 
+@pytest.mark.slow
 def test_prescreen_lints_each_distinct_file_set_once_and_predicts_the_culprit(tmp_path):
     h = history(tmp_path, "base-builder", commits=120, culprit=77, broken=(30, 31))
     repo = hist.open_repo(h["repo"])
@@ -46,6 +47,7 @@ def test_lint_probe_with_prescreen_needs_no_checkout(tmp_path):
     assert repo_state(h["repo"]) == before
 
 
+@pytest.mark.slow
 def test_prediction_is_tested_first_by_a_real_probe(tmp_path):
     h = history(tmp_path, "config", commits=60, culprit=37, merge_every=0)
     out = tmp_path / "r.json"

@@ -42,6 +42,7 @@ def test_binary_search_on_a_300_commit_history(tmp_path):
     assert report["probe_runs"] == len(report["tested"]) <= math.ceil(math.log2(n + 1)) + 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [2, 3])
 def test_k_ary_rounds(tmp_path, jobs):
     h = history(tmp_path, "command", commits=60, culprit=41, merge_every=0)

@@ -169,6 +169,7 @@ def _tree(root: Path) -> None:
     (root / "nofix.py").write_text("X = 1\n")
 
 
+@pytest.mark.slow
 def test_diff_applies_with_git_apply_and_equals_the_fix(tmp_path):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
@@ -200,6 +201,7 @@ def test_diff_applies_with_git_apply_and_equals_the_fix(tmp_path):
     assert clean.returncode == 0 and clean.stdout == "" and "No findings would be fixed" in clean.stderr
 
 
+@pytest.mark.slow
 def test_check_reports_what_fix_would_fix_in_ruffs_words(tmp_path):
     _tree(tmp_path)
     result = run_cli("check", "--no-cache", ".", cwd=tmp_path)
@@ -210,6 +212,7 @@ def test_check_reports_what_fix_would_fix_in_ruffs_words(tmp_path):
     assert "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)." in result.stderr
 
 
+@pytest.mark.slow
 def test_check_without_fix_does_not_import_libcst(tmp_path):
     _tree(tmp_path)
     probe = ("import sys\nfrom offlint.cli import main\n"
@@ -222,6 +225,7 @@ def test_check_without_fix_does_not_import_libcst(tmp_path):
     assert with_fix.stdout.strip().splitlines()[-1] == "LIBCST", with_fix.stdout + with_fix.stderr
 
 
+@pytest.mark.slow
 def test_read_only_file_is_reported_in_one_line_and_untouched(tmp_path):
     _tree(tmp_path)
     target = tmp_path / "conf" / "o.yaml"
@@ -238,6 +242,7 @@ def test_read_only_file_is_reported_in_one_line_and_untouched(tmp_path):
     assert "model.cpu_offloading=false" in (tmp_path / "launch.sh").read_text()  # the others are fixed
 
 
+@pytest.mark.slow
 def test_unparsable_file_is_reported_in_one_line_and_untouched(tmp_path):
     _tree(tmp_path)
     (tmp_path / "broken.py").write_bytes(b"def f(:\n    cfg.optimizer.optimizer_offload_fraction = 0.5\n")

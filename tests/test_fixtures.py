@@ -18,6 +18,7 @@ def _check(path: Path):
     return check([str(path)], CheckOptions(mcore_version=NEWEST_KNOWN, root=FIXTURES))
 
 
+@pytest.mark.slow
 def test_good_fixtures_are_clean():
     result = _check(FIXTURES / "good")
     assert not result.errors
@@ -25,6 +26,7 @@ def test_good_fixtures_are_clean():
     assert result.findings == [], [f"{f.location}: {f.code} {f.message}" for f in result.findings]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", BAD_FILES, ids=[p.relative_to(FIXTURES).as_posix() for p in BAD_FILES])
 def test_bad_fixture_gives_exactly_its_expected_codes(path):
     expected = set()

@@ -392,6 +392,7 @@ def _case_param(case):
     return pytest.param(case, id=case.name, marks=[pytest.mark.slow] if case.slow else [])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [_case_param(c) for c in CASES])
 def test_a_hostile_input_is_checked_or_refused_in_one_line(tmp_path, case):
     """Each case of issue 20 (tests/hostile_cases.py), through the real command line: checked normally, or one

@@ -145,6 +145,7 @@ def test_3_a_launch_by_a_legacy_alias_runs_the_real_recipe():
     assert (v.value, where(v)) == (0.5, f"{RECIPES}:16")
 
 
+@pytest.mark.slow
 def test_3_alias_linking_in_a_whole_tree_check():
     """Linked through the alias, the command's cpu_offloading=true meets the recipe's PP=2 (OFL102)."""
     from offlint.api import CheckOptions, check

@@ -35,6 +35,7 @@ def one_line_error(completed: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_without_cuda_replay_says_so_in_one_line_and_exits_2():
     line = one_line_error(offlint(YAML, "--iters", "2"))
     assert "needs a CUDA GPU" in line

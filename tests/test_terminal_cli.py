@@ -53,6 +53,7 @@ def piped(*args: str, cwd: Path = FIXTURES, extra_env: dict | None = None, stdin
                           input=stdin, env=env(**(extra_env or {})), timeout=120)
 
 
+@pytest.mark.slow
 def test_check_on_a_terminal_shows_progress_and_colour():
     code, text = in_terminal("check", "bad", "--no-cache")
     assert code == 1
@@ -62,6 +63,7 @@ def test_check_on_a_terminal_shows_progress_and_colour():
     assert "Found " in text
 
 
+@pytest.mark.slow
 def test_check_in_a_pipe_has_neither_progress_nor_colour():
     result = piped("check", "bad", "--no-cache")
     assert result.returncode == 1
@@ -69,6 +71,7 @@ def test_check_in_a_pipe_has_neither_progress_nor_colour():
     assert result.stdout.count("\n") == len([line for line in result.stdout.splitlines() if ": OFL" in line])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra, progress, colour", [
     ({"CI": "true"}, False, True),  # CI logs are files: no bar, but a terminal still gets colour
     ({"NO_COLOR": "1"}, True, False),
@@ -82,6 +85,7 @@ def test_environment_on_a_terminal(extra, progress, colour):
     assert (f"{ESC}1mbad/" in text) is colour
 
 
+@pytest.mark.slow
 def test_color_flag_beats_the_environment_and_machine_formats_stay_plain():
     assert f"{ESC}1mbad/" in piped("check", "bad", "--no-cache", "--color", "always").stdout
     assert f"{ESC}1mbad/" in piped("check", "bad", "--no-cache", "--color", "always",
@@ -137,6 +141,7 @@ def test_plurals_in_the_summary(tmp_path):
     assert "Found 1 finding (1 file, 1 unit, megatron-core" in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_bisect_progress_and_plurals(tmp_path):
     h = history(tmp_path, "command", commits=6, culprit=4, merge_every=0)
     args = ("bisect", "--repo", h["repo"], "--good", h["good"], "--bad", h["bad"], "--probe", "command",
@@ -151,6 +156,7 @@ def test_bisect_progress_and_plurals(tmp_path):
     assert " in 1 rounds" not in result.stderr and " 1 commits" not in result.stderr
 
 
+@pytest.mark.slow
 def test_bisect_config_is_the_first_argument_and_the_old_spellings_still_work(tmp_path):
     h = history(tmp_path, "config", commits=8, culprit=5, merge_every=0)
     base = ["--good", h["good"], "--bad", h["bad"], "--probe", "lint", "--report-json"]
@@ -163,6 +169,7 @@ def test_bisect_config_is_the_first_argument_and_the_old_spellings_still_work(tm
     assert first[0] == first[1] == h["culprit"]
 
 
+@pytest.mark.slow
 def test_sizes_accept_units_and_plain_numbers_are_gib():
     def gib(*size: str) -> float:
         result = piped("replay", "replay/tiny_gpt_recipes.py", "--recipe", "tiny_gpt_optimizer_offload_config",
@@ -192,6 +199,7 @@ def _checked(result) -> set[str]:
     return {line.split(":", 1)[0] for line in result.stdout.splitlines()}
 
 
+@pytest.mark.slow
 def test_exclude_follows_ruff(tmp_path):
     project = _project(tmp_path)
     everything = {"conf/a.yaml", "conf/generated/b.yaml", "examples/c.yaml", "conf/e_test.yaml"}
@@ -214,6 +222,7 @@ def test_exclude_follows_ruff(tmp_path):
     assert "every path given is excluded (1 path)" in only_excluded.stderr
 
 
+@pytest.mark.slow
 def test_exclude_keys_in_pyproject(tmp_path):
     project = _project(tmp_path, 'extend-exclude = ["examples", "conf/generated"]\nforce-exclude = true\n')
     assert _checked(piped("check", "--no-cache", cwd=project)) == {"conf/a.yaml", "conf/e_test.yaml"}
