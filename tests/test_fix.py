@@ -425,3 +425,25 @@ def test_a_finding_the_fixes_make_appear_is_named(tmp_path):
     assert "OFL201" in result.stdout
     assert "offlint: warning: the fixes made 1 finding appear that no fix removes (OFL201 at " in result.stderr, \
         result.stderr
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("recipe.py", 'NOTE = "x  # offlint: ignore[OFL102]"\n'),
+    ("o.yaml", 'note: "x  # offlint: ignore[OFL102]"\n'),
+    ("launch.sh", "#!/bin/bash\necho 'x  # offlint: ignore[OFL102]'\n"),
+])
+def test_an_unused_suppression_inside_a_string_is_not_deleted(tmp_path, monkeypatch, name, text):
+    monkeypatch.chdir(tmp_path)
+    from offlint.fix.edits import Change
+    from offlint.fix.plan import PlannedFix
+    from offlint.fix.spec import AutoFix
+    from offlint.types import Finding, Location, Severity
+
+    (tmp_path / name).write_text(text)
+    line = text.count("\n", 0, text.index("# offlint")) + 1
+    col = text.splitlines()[line - 1].index("# offlint") + 1
+    finding = Finding("OFL006", "unused-suppression", Severity.WARNING, "m", Location(name, line, col))
+    drop = PlannedFix(finding, AutoFix("drop", "safe", "drop-suppression"),
+                      (Change(name, line, col, "drop-suppression"),))
+    edited = apply.make([drop])
+    assert edited.made == [] and edited.texts == {}

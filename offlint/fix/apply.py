@@ -100,7 +100,9 @@ def edit_text(path: str, text: str, changes: list[Change]) -> str:
     drops = [c for c in changes if c.op == "drop-suppression"]
     others = [c for c in changes if c.op != "drop-suppression"]
     if drops:
-        text = drop_comments(text, drops)
+        dropped = drop_comments(text, drops)
+        _same_meaning(path, text, dropped, drops)
+        text = dropped
     if not others:
         _verify(path, text)
         return text
@@ -140,6 +142,30 @@ def _verify(path: str, text: str, after: bool = False) -> None:
             yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except yaml.YAMLError as exc:
             raise FixError(f"{prefix}: {str(exc).splitlines()[0]}") from None
+
+
+def _same_meaning(path: str, before: str, after: str, drops: list[Change]) -> None:
+    """A deleted suppression must have been a comment, not text inside a string: the Python syntax tree, the
+    YAML data, or (in a script) tree-sitter-bash's comment node at the place says so."""
+    if path.endswith(".py"):
+        try:
+            same = ast.dump(ast.parse(before)) == ast.dump(ast.parse(after))
+        except (SyntaxError, ValueError):
+            same = False
+    elif path.endswith(YAML_SUFFIXES):
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        try:
+            same = yaml.load(before, Loader=loader) == yaml.load(after, Loader=loader)
+        except yaml.YAMLError:
+            same = False
+    else:
+        from offlint.fix.shell_edit import is_comment
+
+        same = all(is_comment(before, c.line, c.col) for c in drops)
+    if not same:
+        raise FixError("the suppression is not a comment there")
 
 
 def drop_comments(text: str, changes: list[Change]) -> str:

@@ -320,3 +320,11 @@ def _variable_default(text: str, raw: str, change: Change) -> str:
     if any(c in new for c in "}$`") or (not quote and any(c in new for c in " []{}*?")):
         raise FixError(f"{new!r} cannot be written into {name}'s default as it is")
     return text[:value_start] + new + text[value_end:]
+
+
+def is_comment(text: str, line: int, col: int) -> bool:
+    """Whether tree-sitter-bash reads a comment starting at this place (not a `#` inside a quoted word)."""
+    start = _offset(text, line, col)
+    offset = len(text[:start].encode("utf-8"))
+    node = _parse(text.encode("utf-8")).root_node.descendant_for_byte_range(offset, offset)
+    return node is not None and node.type == "comment" and node.start_byte == offset
