@@ -245,3 +245,17 @@ def test_a_mixed_precision_config_record_sets_half_precision_parameters(tmp_path
     for name, params_bytes in (("record_config", 2), ("string_config", 2), ("fp32_config", 4)):
         loaded = load_unit("recipe.py", name, mcore_version="0.20.0")
         assert read_inputs(loaded.resolved.get, name).training.params_bytes == params_bytes, name
+
+
+def test_full_recompute_counts_its_layers_per_virtual_pipeline_chunk():
+    """megatron-core recomputes within each TransformerBlock, and with VPP every chunk is its own block: block
+    recompute of 1 layer on 2 layers per chunk recomputes one layer of each chunk, not one of the stage."""
+    model = replace(LLAMA_8B, num_layers=8)
+    parallel = Parallelism(pp=2, vpp=2, world_size=2)
+    training = replace(TRAIN, global_batch_size=64, recompute_granularity="full", recompute_method="block",
+                       recompute_num_layers=1)
+    stage = memory.estimate(Inputs(model, parallel, training)).stages[0]
+    layer = activations.layer_terms(model, parallel, training, False).total
+    keep = activations.checkpoint_input(model, parallel, training)
+    per_stage = 2 * (keep + layer)  # two chunks, each: one recomputed layer's input plus one whole layer
+    assert _part(stage, "activations: transformer layers") == pytest.approx(per_stage * stage.microbatches_in_flight)

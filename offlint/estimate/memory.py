@@ -264,7 +264,9 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
         return 0.0, 0.0, 0.0
     full = [layer.total for layer in layers]
     if t.recompute_granularity == "full":
-        return _full_recompute(m, p, t, full, in_flight)
+        # megatron-core recomputes per TransformerBlock, i.e. per virtual pipeline chunk of the stage.
+        chunks = [[by_kind[kind(i)].total for i in r] for r in params.layer_ranges(m, p)[stage.index]]
+        return _full_recompute(m, p, t, [c for c in chunks if c], in_flight)
     stored = sum(full) * in_flight
     host = 0.0
     if t.cpu_offloading and t.cpu_offloading_num_layers > 0:
@@ -282,15 +284,21 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
     return stored, host, 0.0
 
 
-def _full_recompute(m: ModelShape, p: Parallelism, t: Training, full: list[float],
+def _full_recompute(m: ModelShape, p: Parallelism, t: Training, blocks: list[list[float]],
                     in_flight: float) -> tuple[float, float, float]:
+    """Full recompute over the stage's transformer blocks (one per virtual pipeline chunk: megatron-core's
+    TransformerBlock._checkpointed_forward counts `recompute_num_layers` within its own layers)."""
     k = max(1, t.recompute_num_layers or 1)
     keep = act.checkpoint_input(m, p, t)
-    if t.recompute_method == "block":
-        # The first k layers of each stage keep only their inputs; the others keep everything.
-        recomputed = min(k, len(full))
-        stored = (keep * recomputed + sum(full[recomputed:])) * in_flight
-        return stored, 0.0, max(full[:recomputed])
-    # uniform: chunks of k layers keep one input each; backward rebuilds one chunk at a time.
-    chunks = math.ceil(len(full) / k)
-    return keep * chunks * in_flight, 0.0, sum(sorted(full, reverse=True)[:k])
+    stored, working = 0.0, 0.0
+    for full in blocks:
+        if t.recompute_method == "block":
+            # The first k layers of each block keep only their inputs; the others keep everything.
+            recomputed = min(k, len(full))
+            stored += keep * recomputed + sum(full[recomputed:])
+            working = max(working, max(full[:recomputed]))
+        else:
+            # uniform: chunks of k layers keep one input each; backward rebuilds one chunk at a time.
+            stored += keep * math.ceil(len(full) / k)
+            working = max(working, sum(sorted(full, reverse=True)[:k]))
+    return stored * in_flight, 0.0, working
