@@ -367,7 +367,8 @@ def test_an_inserted_override_goes_next_to_its_sibling_in_a_card(tmp_path, monke
     outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=False, diff=False)
     assert [p.finding.code for p in outcome.fixed] == ["OFL302"]
     assert (tmp_path / "card.yaml").read_text() == card.replace(
-        "optimizer_offload_fraction=1.0\n", "optimizer_offload_fraction=1.0 optimizer.overlap_cpu_optimizer_d2h_h2d=true\n")
+        "optimizer_offload_fraction=1.0\n",
+        "optimizer_offload_fraction=1.0 optimizer.overlap_cpu_optimizer_d2h_h2d=true\n")
 
 
 def test_a_python_file_libcst_cannot_parse_is_one_problem_and_untouched(tmp_path, monkeypatch):

@@ -89,7 +89,8 @@ class FixRequest:
             click.echo(f"offlint: error: {printable(path)}: {printable(why)}", err=True)
         appeared = self.outcome.appeared
         if appeared:
-            where = ", ".join(f"{f.code} at {f.location}" for f in appeared[:3]) + (", ..." if len(appeared) > 3 else "")
+            where = ", ".join(f"{f.code} at {f.location}" for f in appeared[:3])
+            where += ", ..." if len(appeared) > 3 else ""
             verb = "would make" if self.diff else "made"
             click.echo(f"offlint: warning: the fixes {verb} {_plural(len(appeared), 'finding')} appear that no fix "
                        f"removes ({printable(where)}); review them", err=True)

@@ -2,8 +2,8 @@
 
 `--fix`: check, plan the fixes the findings allow, make them, write the files, and check again until nothing
 more is fixed (a fix that overlapped another waits for the next pass); what remains is reported as `check`
-reports it. `--diff`: the same passes on the texts in memory, nothing written, the changes printed as a unified diff that
-`git apply` takes.
+reports it. `--diff`: the same passes on the texts in memory, nothing written, the changes printed as a unified
+diff that `git apply` takes.
 """
 
 from __future__ import annotations
