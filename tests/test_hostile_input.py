@@ -487,6 +487,7 @@ def _same_as_without_cache(project: Path, *args: str, preexec_fn=None) -> subpro
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "binary"])
 def test_a_damaged_cache_entry_changes_no_finding(cached_project, damage):
     for args in ([], ["pkg/derived.py"]):
@@ -501,6 +502,7 @@ def test_a_damaged_cache_entry_changes_no_finding(cached_project, damage):
         _same_as_without_cache(cached_project, *args)
 
 
+@pytest.mark.slow
 def test_a_read_only_cache_directory_changes_no_finding(cached_project, unprivileged):
     home = Path(os.environ["OFFLINT_CACHE_DIR"])
     _same_as_without_cache(cached_project, preexec_fn=unprivileged)  # fills it
@@ -517,6 +519,7 @@ def test_a_read_only_cache_directory_changes_no_finding(cached_project, unprivil
             folder.chmod(0o700)
 
 
+@pytest.mark.slow
 def test_a_file_where_the_cache_directory_should_be_changes_no_finding(cached_project, tmp_path_factory,
                                                                       monkeypatch):
     outside = tmp_path_factory.mktemp("cache-home")  # not inside the project, where a cache is never used
@@ -537,6 +540,7 @@ def test_a_file_where_the_cache_directory_should_be_changes_no_finding(cached_pr
         _same_as_without_cache(cached_project, *args)
 
 
+@pytest.mark.slow
 def test_a_stale_entry_is_never_served_after_an_imported_file_changed(cached_project):
     for pp, finds in ((2, True), (1, False), (4, True), (1, False)):
         (cached_project / "pkg" / "common.py").write_text(BASE_MODULE.format(pp=pp))
