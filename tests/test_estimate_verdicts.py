@@ -144,9 +144,10 @@ def _lookup(values: dict):
 
 
 def test_peft_gets_no_verdict_and_an_unknown_peft_makes_the_estimate_unknown(tmp_path):
-    """Bridge's PEFT recipes set `cfg.peft = default_peft_config(peft_scheme)` (D4 on Bridge). Fine-tuning
-    adapters on a frozen base is not modelled: no verdict, and no "possible" finding either (nothing is unknown,
-    the model has no answer). Where offlint cannot tell whether peft is set, the estimate is unknown: an
+    """Bridge's PEFT recipes set `cfg.peft = default_peft_config(peft_scheme)` (D4 on Bridge). A PEFT config
+    offlint does not evaluate (here the scheme comes from a call it cannot follow) gets no verdict, and no
+    "possible" finding either (the model has no answer; LoRA configs it evaluates are modelled:
+    tests/test_estimate_lora.py). Where offlint cannot tell whether peft is set, the estimate is unknown: an
     unknown value of a feature the model does not cover is never taken as off."""
     text = "from megatron.bridge.peft import default_peft_config\n\n" + _recipe(
         "llama_peft_2gpu_h100_bf16_config", OOM_ON_MODEL_STATE + "cfg.peft = default_peft_config(load_scheme())")

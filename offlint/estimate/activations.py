@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from offlint.estimate import precision
+from offlint.estimate import lora, precision
 from offlint.estimate.inputs import ModelShape, Parallelism, Training
 
 # Fine-grained activation offloading: which saved tensors each `offload_modules` name moves to the host.
@@ -67,6 +67,8 @@ def tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
 def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool = False) -> LayerActivations:
     """A layer's saved tensors; `fp8`: the layer runs its GEMMs in FP8 (t.low_precision)."""
     terms = _bf16_terms(m, p, t, moe)
+    if t.peft and not moe:
+        terms = lora.frozen_terms(terms, m, p, t.peft, tokens(m, p, t))
     return LayerActivations(_quantized(terms, m, p, t, moe) if fp8 and t.low_precision else terms)
 
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from offlint.estimate import activations as act
-from offlint.estimate import params, precision
+from offlint.estimate import lora, params, precision
 from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
 
 GIB = 1024**3
@@ -87,6 +87,10 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
     dense, expert = stage.params.per_rank(p)
     weights, grads, optim = _shards(p, t, dp, edp)
     parts = _weights(m, p, t, stage, dense / weights[0] + expert / weights[1])
+    if t.peft:  # a frozen base: gradients and optimizer states only for the adapters (lora.py)
+        adapters = sum(lora.adapter_params(m, t.peft) for _ in _stage_layers(m, p, stage)) / p.tp
+        parts.append(Part(f"LoRA adapters ({_dtype(t.params_bytes)})", adapters * t.params_bytes, "weights"))
+        dense, expert = adapters, 0.0
     parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
                       (dense / grads[0] + expert / grads[1]) * _grad_bytes(t), "grads"))
     optimizer = optimizer_bytes(t, dense / optim[0])

@@ -65,7 +65,8 @@ class CallFollowing:
                     obj.top[key] = self._assignment(key, value, self._loc(arg), self._segment(arg.value))
                 elif key == "peft":
                     text = self._segment(arg.value)
-                    obj.top[key] = self._assignment(key, None if value is None else text, self._loc(arg), text)
+                    held = value if value is None or isinstance(value, Record) else text  # as `cfg.peft = ...`
+                    obj.top[key] = self._assignment(key, held, self._loc(arg), text)
             return obj
         section = "model" if (short in MODEL_CLASSES or (short and _PROVIDER.match(short))) else \
             SECTION_CLASSES.get(short)
@@ -159,6 +160,9 @@ class CallFollowing:
                 elif isinstance(default, ast.Call) and _call_name(default.func).endswith("field"):
                     factory = next((k.value for k in default.keywords if k.arg == "default_factory"), None)
                     literal = next((k.value for k in default.keywords if k.arg == "default"), None)
+                    if isinstance(factory, ast.Lambda) and not factory.args.args:  # `lambda: [...]`
+                        fields[stmt.target.id] = reader._eval(factory.body, Frame(names=dict(reader.constants)))
+                        continue
                     fields[stmt.target.id] = ({} if _call_name(factory) == "dict" else [] if _call_name(factory)
                                               == "list" else Unknown(f"{cls.name}.{stmt.target.id} default")) \
                         if factory is not None else reader._eval(literal, Frame(names=dict(reader.constants))) \

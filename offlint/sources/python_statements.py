@@ -6,6 +6,7 @@ names or write config keys (`cfg.model.x = v`, `cfg.env_vars = {...}`) with thei
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from offlint.keys import OTHER_BRIDGE_SECTIONS
 from offlint.sources import python_inputs
@@ -295,8 +296,15 @@ class Statements:
         receiver = frame.names.get(root)
         if isinstance(receiver, Record) and len(attrs) == 1:
             # `cfg = bf16_mixed(); cfg.fp8 = "hybrid"`: the write changes the record the name holds (kept
-            # otherwise, the record would be known and wrong).
-            frame.names[root] = receiver.replaced({attrs[0]: value})
+            # otherwise, the record would be known and wrong), and a container key already set to that same
+            # record (`cfg.peft = peft_cfg; peft_cfg.dim = 8`).
+            changed = receiver.replaced({attrs[0]: value})
+            frame.names[root] = changed
+            for obj in frame.names.values():
+                if isinstance(obj, ConfigObj) and obj.kind == "container":
+                    for key, held in list(obj.top.items()):
+                        if held.value is receiver:
+                            obj.top[key] = dataclasses.replace(held, value=changed)
             return []
         if not isinstance(receiver, ConfigObj):
             receiver = self._implicit_receiver(root, attrs, frame)
@@ -344,9 +352,17 @@ class Statements:
                 elif head == "mixed_precision":
                     receiver.top["mixed_precision"] = self._assignment("mixed_precision", value, loc, text)
                 elif head == "peft":
-                    # Whether the recipe fine-tunes adapters (the memory model covers full training only): the
-                    # text of what it is set to, or None.
-                    receiver.top["peft"] = self._assignment("peft", None if value is None else text, loc, text)
+                    # The PEFT config: the dataclass record offlint built (Bridge's LoRA(...)), else the text of
+                    # what it is set to (a config offlint did not evaluate), or None.
+                    held = value if value is None or isinstance(value, Record) else text
+                    receiver.top["peft"] = self._assignment("peft", held, loc, text)
+                return [receiver]
+            if head in ("peft", "mixed_precision") and len(attrs) == 2:
+                # `cfg.peft.target_modules = [...]`, `cfg.mixed_precision.grad_reduce_in_fp32 = False`: the record
+                # changes; a value offlint did not evaluate stays what it was (not a known config either way).
+                held = receiver.top.get(head)
+                if held is not None and isinstance(held.value, Record):
+                    receiver.top[head] = dataclasses.replace(held, value=held.value.replaced({attrs[1]: value}))
                 return [receiver]
             if head in SECTIONS_OF_CONTAINER and len(attrs) == 2:
                 child = receiver.child(head)
