@@ -502,7 +502,8 @@ def _memory_inputs(scope: Scope):
     if not hasattr(scope, "_memory_inputs"):
         from offlint.estimate import oom
 
-        inputs, unknown = oom.inputs_for(scope.lookup, str(scope.names.get("unit_name", "")))
+        unit_name = str(scope.names.get("unit_name", ""))
+        inputs, unknown = _per_unit(scope, ("inputs", unit_name), lambda: oom.inputs_for(scope.lookup, unit_name))
         for key in unknown:
             scope.key(key)
         for key in oom.DRIVERS:
@@ -524,8 +525,19 @@ def _memory_bound(scope: Scope):
         from offlint.estimate import oom
 
         inputs = _memory_inputs(scope)
-        scope._memory_bound = oom.bound(inputs) if inputs is not None else None
+        scope._memory_bound = _per_unit(scope, ("bound", str(scope.names.get("unit_name", ""))),
+                                        lambda: oom.bound(inputs) if inputs is not None else None)
     return scope._memory_bound
+
+
+def _per_unit(scope: Scope, what: tuple, compute):
+    """`compute()`, once per resolved unit the scope reads (each rule's check has a scope of its own, and the
+    memory model cost a third of a check: three rules ask for it)."""
+    owner = getattr(scope.lookup, "__self__", None)  # the ResolvedUnit of `resolved.get`
+    memo = owner.__dict__.setdefault("_per_unit", {}) if hasattr(owner, "__dict__") else {}
+    if what not in memo:
+        memo[what] = compute()
+    return memo[what]
 
 
 @_needs_scope
