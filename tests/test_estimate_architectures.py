@@ -241,3 +241,25 @@ def test_step_time_prices_mla_projections_and_their_recompute():
     latent, plain, ep = replace(V3, moe_latent_size=1024), V3, Parallelism(ep=8, world_size=8)
     assert 0 < cost.layer_time(latent, ep, t, dev, moe=True).comm["alltoall"] < \
         cost.layer_time(plain, ep, t, dev, moe=True).comm["alltoall"]
+
+
+def test_fp8_training_with_mla_and_mtp_gets_a_verdict_and_counts_their_quantized_copies():
+    from offlint.estimate import precision
+    from offlint.estimate.inputs import LowPrecision
+
+    m = replace(V3, mtp_num_layers=1)
+    p = Parallelism(pp=2, ep=8, world_size=16)
+    lp = LowPrecision(recipe="tensorwise", transpose=True)
+    t = Training(distributed_optimizer=True, low_precision=lp)
+    result = estimate(_inputs(m, p, t))
+    last = result.stages[1]
+    copies = sum(x.bytes for x in last.parts if x.name.startswith("FP8 weight copies"))
+    layers = [i for r in params.layer_ranges(m, p)[1] for i in r]
+    per_rank = [precision.gemm_weights(m, m.is_moe_layer(i)) for i in layers] + [precision.mtp_gemm_weights(m)]
+    expected = sum(tp / p.tp + rep + ex / (p.ep * p.etp) for tp, rep, ex in per_rank) * 2  # 1 byte + transpose
+    assert copies == pytest.approx(expected)
+    values = _SIZES | {"model.multi_latent_attention": True, "model.kv_lora_rank": 64, "model.qk_head_dim": 32,
+                       "model.qk_pos_emb_head_dim": 16, "model.v_head_dim": 32, "model.mtp_num_layers": 1,
+                       "mixed_precision": "bf16_with_mxfp8_mixed"}
+    inputs = read_inputs(_lookup(values))
+    assert inputs.complete and inputs.training.low_precision is not None, inputs.unsupported

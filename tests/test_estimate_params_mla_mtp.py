@@ -280,3 +280,27 @@ def test_a_split_megatron_core_would_refuse_has_no_ranges():
     assert params.layer_ranges(shape, Parallelism(pp=4, first_stage_layers=3)) is None  # 7 over 3 stages
     assert params.layer_ranges(shape, Parallelism(pp=4, first_stage_layers=1)) is not None
     assert params.layer_ranges(shape, Parallelism(pp=2, layout=(("embedding", "decoder"), ("decoder", "loss")))) is None
+
+
+_LINEARS = ("linear_qkv.weight", "linear_q_proj.weight", "linear_q_down_proj.weight", "linear_q_up_proj.weight",
+            "linear_kv_down_proj.weight", "linear_kv_up_proj.weight", "linear_proj.weight", "linear_fc1.weight", "linear_fc2.weight",
+            "fc1_latent_proj.weight", "fc2_latent_proj.weight", "eh_proj.weight")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fp8_gemm_weights_equal_the_linear_weights_of_megatron_core(name, model_parallel):
+    """What FP8 training quantizes (offlint.estimate.precision) for MLA, latent MoE and MTP: the weight matrices
+    of the layers' linears (MLA's down/up/output projections, the latent projections, eh_proj), not biases,
+    norms or the router."""
+    from offlint.estimate import precision
+
+    shape = ModelShape(**CASES[name])
+    model = _build(shape)
+
+    def real(prefix: str) -> int:
+        return sum(p.numel() for n, p in model.named_parameters() if n.startswith(prefix) and n.endswith(_LINEARS))
+
+    layers = sum(sum(precision.gemm_weights(shape, shape.is_moe_layer(i))) for i in range(shape.num_layers))
+    assert layers == real("decoder.layers.")
+    if shape.mtp_num_layers:
+        assert sum(precision.mtp_gemm_weights(shape)) == real("mtp.")

@@ -143,7 +143,6 @@ def test_bridge_precision_configs_are_read():
     ({"mixed_precision": _Record()}, "llama3_8b_pretrain_8gpu_h100_fp8cs_config", True, "recipe name announces"),
     ({"mixed_precision": "bf16_with_fp8_unknown_mixed"}, "x_config", True, "does not know"),
     ({"model.fp8": "hybrid", "model.disable_parameter_transpose_cache": True}, "x", True, "transpose_cache"),
-    ({"mixed_precision": "bf16_with_mxfp8_mixed", "model.mtp_num_layers": 1}, "x_config", True, "MTP layers"),
 ])
 def test_what_fp8_settings_get_no_verdict(values, name, transpose, why):
     inputs = read_inputs(_lookup(values), name, fp8_transpose=transpose)

@@ -44,7 +44,7 @@ RECOMPUTE_DROPS = {
 # Inputs of FP8 linears that only the linear saves (LayerNorm-fused linears quantize their normalised output;
 # fc2 inputs are the activation outputs): in FP8 training they are saved quantized instead of in bf16.
 FP8_SAVED_INPUTS = ("qkv_input", "fc1_input", "act_output", "expert_fc1_input", "expert_act_output",
-                    "shared_act_output")
+                    "shared_act_output", "mla_q_up_input", "mla_kv_up_input", "latent_fc2_input")
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,12 @@ def _quantized(terms: dict[str, float], m: ModelShape, p: Parallelism, t: Traini
     per = precision.saved_input_bytes(t.low_precision)
     out = {k: (v * per / 2 if k in FP8_SAVED_INPUTS else v) for k, v in terms.items()}
     n, sp = tokens(m, p, t), (p.tp if p.sequence_parallel else 1)
-    out["proj_input"] = per * n * m.num_attention_heads * m.kv_channels / p.tp
+    head = m.v_head_dim if m.multi_latent_attention else m.kv_channels
+    out["proj_input"] = per * n * m.num_attention_heads * head / p.tp
     if moe and m.moe_shared_expert_intermediate_size:
         out["shared_fc1_input"] = per * n * m.hidden_size / sp
+    if moe and m.moe_latent_size:  # fc1_latent_proj's own quantized copy of the MoE input
+        out["latent_fc1_input"] = per * n * m.hidden_size / sp
     return out
 
 
@@ -166,9 +169,11 @@ def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
     if t.recompute_granularity == "full" and t.recompute_method != "block":
         return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_checkpoint_inputs": 4 * n * h,
                                  "mtp_output": output_terms(m, p, t) - 2 * n * h})
-    layer = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(m.num_layers - 1)), t)
+    # MTP runs in the global FP8 context: its layer's and eh_proj's saved inputs are quantized too.
+    layer = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(m.num_layers - 1), fp8=True), t)
+    eh_proj = 4 * n * h * (precision.saved_input_bytes(t.low_precision) / 2 if t.low_precision else 1)
     return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_norm_inputs": 4 * n * h,
-                             "mtp_eh_proj_input": 4 * n * h, **layer.terms, "mtp_output": output_terms(m, p, t)})
+                             "mtp_eh_proj_input": eh_proj, **layer.terms, "mtp_output": output_terms(m, p, t)})
 
 
 def mtp_rebuilt(m: ModelShape, p: Parallelism, t: Training) -> float:

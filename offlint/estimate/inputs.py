@@ -255,10 +255,6 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
                            fsdp_double_buffer=bool(r.get("ddp.fsdp_double_buffer", False)))
     if why and why not in unsupported:
         unsupported.append(why)
-    if low is not None and (model.multi_latent_attention or model.moe_latent_size or model.mtp_num_layers):
-        low, why = None, ("FP8 training with multi-latent attention, latent MoE or MTP layers (their quantized "
-                          "weight copies and saved inputs are not counted)")
-        unsupported.append(why)
     if low is not None:
         training = replace(training, low_precision=low, compute_dtype="fp8")
     return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed)

@@ -183,9 +183,14 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
     for index in _stage_layers(m, p, stage):
         if precision.is_fp8_layer(m, lp, index):
             moe = m.is_moe_layer(index)
-            dense, expert = precision.gemm_weights(m, moe)
-            gemm += dense / p.tp + expert / (p.ep * p.etp)
+            dense, replicated, expert = precision.gemm_weights(m, moe)
+            gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
             gemms += precision.gemms(m, moe, (m.num_moe_experts or 0) / p.ep)
+    if stage.mtp_layers:
+        dense, replicated, expert = precision.mtp_gemm_weights(m)
+        gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
+        depths = 1 if m.mtp_repeated_layer else m.mtp_num_layers
+        gemms += depths * (1 + precision.gemms(m, m.is_moe_layer(m.num_layers - 1), (m.num_moe_experts or 0) / p.ep))
     copies = gemm * precision.weight_copy_bytes(lp)
     state = Part("FP8 scaling state (amax history)", precision.scaling_state_bytes(lp, gemms), "weights")
     if lp.params:

@@ -59,26 +59,53 @@ def is_fp8_layer(m: ModelShape, lp: LowPrecision | None, index: int) -> bool:
     return lp.bf16_layers_start <= index < m.num_layers - lp.bf16_layers_end
 
 
-def gemm_weights(m: ModelShape, moe: bool) -> tuple[int, int]:
-    """(TP-sharded, expert) GEMM weight elements of one layer, biases and norms excluded."""
+def gemm_weights(m: ModelShape, moe: bool) -> tuple[int, int, int]:
+    """(TP-sharded, replicated, expert) GEMM weight elements of one layer, biases and norms excluded. Replicated:
+    multi-latent attention's down projections and latent MoE's projections, Transformer Engine linears
+    duplicated over TP (params.latent_attention, params.moe_layer)."""
     h = m.hidden_size
-    q = m.num_attention_heads * m.kv_channels
-    kv = m.num_query_groups * m.kv_channels
-    attention = h * (q + 2 * kv) + q * h
+    tp, replicated = _attention_gemm_weights(m)
     gate = 2 if m.gated_linear_unit else 1
     if not moe:
-        return attention + h * m.ffn_hidden_size * gate + m.ffn_hidden_size * h, 0
+        return tp + h * m.ffn_hidden_size * gate + m.ffn_hidden_size * h, replicated, 0
     shared = m.moe_shared_expert_intermediate_size or 0
     ffn = m.moe_ffn_hidden_size or m.ffn_hidden_size
-    return attention + shared * h * (gate + 1), (m.num_moe_experts or 0) * ffn * h * (gate + 1)
+    width = m.moe_latent_size or h  # latent MoE: routed experts in the latent width
+    replicated += 2 * h * m.moe_latent_size if m.moe_latent_size else 0
+    return tp + shared * h * (gate + 1), replicated, (m.num_moe_experts or 0) * ffn * width * (gate + 1)
+
+
+def _attention_gemm_weights(m: ModelShape) -> tuple[int, int]:
+    """(TP-sharded, replicated) weights of the attention's linears."""
+    h = m.hidden_size
+    if not m.multi_latent_attention:
+        q = m.num_attention_heads * m.kv_channels
+        kv = m.num_query_groups * m.kv_channels
+        return h * (q + 2 * kv) + q * h, 0
+    heads, qk = m.num_attention_heads, m.qk_head_dim + m.qk_pos_emb_head_dim
+    tp = (m.q_lora_rank or h) * heads * qk + m.kv_lora_rank * heads * (m.qk_head_dim + m.v_head_dim) \
+        + heads * m.v_head_dim * h
+    return tp, h * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_pos_emb_head_dim)
+
+
+def mtp_gemm_weights(m: ModelShape) -> tuple[int, int, int]:
+    """(TP-sharded, replicated, expert) GEMM weights of the MTP block: per depth (one set for all with
+    `mtp_use_repeated_layer`) eh_proj and the layer's linears. MTP runs in the global FP8 context
+    (megatron-core's MultiTokenPredictionLayer), whatever first_last_layers_bf16 says."""
+    tp, replicated, expert = gemm_weights(m, m.is_moe_layer(m.num_layers - 1))
+    n = 1 if m.mtp_repeated_layer else m.mtp_num_layers
+    return n * (tp + 2 * m.hidden_size * m.hidden_size), n * replicated, n * expert
 
 
 def gemms(m: ModelShape, moe: bool, local_experts: float) -> float:
-    """Quantized GEMMs of one layer on one rank (each keeps its own scaling state): QKV and output projection,
-    fc1 and fc2, or fc1 and fc2 per local expert plus the shared expert's."""
+    """Quantized GEMMs of one layer on one rank (each keeps its own scaling state): QKV and output projection
+    (MLA: the down and up projections and the output projection), fc1 and fc2, or fc1 and fc2 per local expert
+    plus the shared expert's (and latent MoE's two projections)."""
+    attention = (5 if m.q_lora_rank else 4) if m.multi_latent_attention else 2
     if not moe:
-        return 4
-    return 2 + 2 * local_experts + (2 if m.moe_shared_expert_intermediate_size else 0)
+        return attention + 2
+    return attention + 2 * local_experts + (2 if m.moe_shared_expert_intermediate_size else 0) + \
+        (2 if m.moe_latent_size else 0)
 
 
 def scaling_state_bytes(lp: LowPrecision, gemms: float) -> float:
