@@ -20,6 +20,10 @@ from offlint.sources import perf_env
 from offlint.types import FileError, Layer, Unit, UnitKind
 
 
+# `X as Y`; Y is matched in a lookahead so that `a as b as c` gives both pairs, as a search for each Y did.
+_IMPORTED_AS = re.compile(r"\b([A-Za-z_]\w*)\s+as\s+(?=([A-Za-z_]\w*)\b)")
+
+
 def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
     """A launch command naming a recipe (or a YAML file) of the linted tree is checked on top of it."""
     recipes: dict[str, list[Unit]] = {}
@@ -27,16 +31,21 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
         for unit in read.units:
             if unit.kind == UnitKind.RECIPE:
                 recipes.setdefault(unit.name, []).append(unit)
-    found_aliases: dict[str, set[str]] = {}
+    imported_as: dict[str, set[str]] | None = None
     tree_text = _tree_reader(reads)
 
     def originals_of(alias: str) -> set[str]:
-        """The recipe names imported `as alias` anywhere in the tree (searched once per alias)."""
-        if alias not in found_aliases:
-            pattern = re.compile(rf"\b([A-Za-z_]\w*)\s+as\s+{re.escape(alias)}\b")
-            found_aliases[alias] = {original for read in reads if read.file.kind == "python" and alias in read.text
-                                    for original in pattern.findall(read.text)}
-        return found_aliases[alias]
+        """The recipe names imported `as alias` anywhere in the tree: every `X as Y` of the tree's Python files,
+        found in one pass on first use (a search per name cost the size of the tree for each of 10,000 launch
+        commands naming recipes the tree does not define)."""
+        nonlocal imported_as
+        if imported_as is None:
+            imported_as = {}
+            for read in reads:
+                if read.file.kind == "python":
+                    for original, name in _IMPORTED_AS.findall(read.text):
+                        imported_as.setdefault(name, set()).add(original)
+        return imported_as.get(alias, set())
 
     yaml_layers = {}
     for read in reads:
