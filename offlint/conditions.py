@@ -574,7 +574,8 @@ def gpu_count(scope: Scope) -> str:
     inputs = _memory_inputs(scope)
     if inputs is None or not inputs.parallel.world_size:
         return "at any data-parallel size"
-    return f"on {inputs.parallel.world_size} GPUs"
+    world = inputs.parallel.world_size
+    return f"on {world} GPU{'' if world == 1 else 's'}"
 
 
 @_needs_scope

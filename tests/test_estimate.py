@@ -192,7 +192,7 @@ def test_plot_writes_a_png(tmp_path):
     (["missing.py"], "no such file"),
     ([str(FIXTURES / "llama31_8b.py"), "--gpu", "tpu"], "unknown GPU"),
     ([str(FIXTURES / "llama31_8b.py"), "--override", "model.hidden_size=${oc.env:H}"], "cannot estimate without"),
-    ([str(FIXTURES / "llama31_8b.py"), "--gpus", "3"], "do not divide"),
+    ([str(FIXTURES / "llama31_8b.py"), "--gpus", "3"], "3 GPUs cannot be divided"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(args, expected):
     result = CliRunner().invoke(main, ["estimate", *args])

@@ -20,7 +20,7 @@ from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
 from offlint.options import alias_of, color_option, deprecated, mcore_version_option
-from offlint.terminal import Status
+from offlint.terminal import Status, plural
 from offlint.versions import NEWEST_KNOWN, VersionError, parse_version
 
 
@@ -85,7 +85,7 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     p = inputs.parallel
     world = gpus or p.world_size or p.min_world_size()
     if world % (p.tp * p.pp * p.cp) or (inputs.model.num_moe_experts and (world // p.pp) % (p.ep * p.etp)):
-        _fail(f"{config}: {world} GPUs do not divide into TP{p.tp} x PP{p.pp} x CP{p.cp}"
+        _fail(f"{config}: the job's {plural(world, 'GPU')} cannot be divided into TP{p.tp} x PP{p.pp} x CP{p.cp}"
               + (f" with EP{p.ep} x ETP{p.etp}" if inputs.model.num_moe_experts else "") + "; pass --gpus N")
     if params.layer_ranges(inputs.model, p) is None:
         _fail(f"{config}: {inputs.model.num_layers} layers do not split over PP{p.pp}"
@@ -93,9 +93,9 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
               "uneven split megatron-core would refuse); fix the split or pass --override")
     notes += [f"{key} is not known: assuming {what}" for key, what in sorted(inputs.assumed.items())]
     if gpus is None and p.world_size is None:
-        notes.append(f"assuming {world} GPUs, the fewest this layout needs; pass --gpus N for the real job")
+        notes.append(f"assuming {plural(world, 'GPU')}, the fewest this layout needs; pass --gpus N for the real job")
     elif gpus is None:
-        notes.append(f"{world} GPUs, from {inputs.world_size_source}")
+        notes.append(f"{plural(world, 'GPU')}, from {inputs.world_size_source}")
     result = estimate(inputs, world)
     options = what_if(inputs, device, world)
     with_expandable = oom.expandable(loaded.resolved.get)

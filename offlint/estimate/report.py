@@ -6,6 +6,7 @@ from offlint.estimate import params
 from offlint.estimate.devices import GIB, Device
 from offlint.estimate.memory import Estimate
 from offlint.estimate.whatif import Option
+from offlint.terminal import plural
 
 
 def _gib(n: float) -> str:
@@ -65,7 +66,7 @@ def render_text(title: str, result: Estimate, device: Device, options: list[Opti
     if m.num_moe_experts:
         layout += f" EP{p.ep} ETP{p.etp}"
     lines.append(f"layout: {layout}{' SP' if p.sequence_parallel else ''}, DP{result.data_parallel} on "
-                 f"{result.world_size} GPUs" + (f", expert DP{result.expert_data_parallel}" if m.num_moe_experts else "")
+                 f"{plural(result.world_size, 'GPU')}" + (f", expert DP{result.expert_data_parallel}" if m.num_moe_experts else "")
                  + (f", {result.num_microbatches} micro-batches per step" if result.num_microbatches else ""))
     lines.append(f"device: {device.name}, {device.total_gib:.1f} GiB, {device.usable_bytes / GIB:.1f} GiB usable")
     lines.append("")

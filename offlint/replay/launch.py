@@ -16,6 +16,7 @@ from pathlib import Path
 from offlint.outcomes import Outcome
 from offlint.replay import result as results
 from offlint.replay.mapping import ReplaySpec
+from offlint.terminal import plural
 from offlint.steps import Step
 
 TRAIN_MODULE = "offlint.replay.train"
@@ -50,7 +51,7 @@ def launch_plan(spec: ReplaySpec, run_dir: Path, gpus_available: int, python: st
     """argv and environment that run `spec` on this node; LaunchError when it needs more GPUs than there are."""
     needed = spec.world_size
     if needed > gpus_available:
-        raise LaunchError(f"{spec.unit}: the configuration needs {needed} GPUs ({layout(spec)}) and "
+        raise LaunchError(f"{spec.unit}: the configuration needs {plural(needed, 'GPU')} ({layout(spec)}) and "
                           f"{gpus_available} are available; shrink it, e.g. --override "
                           f"model.tensor_model_parallel_size=1 --override model.pipeline_model_parallel_size=1")
     run_dir = Path(run_dir)
