@@ -133,7 +133,7 @@ def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, uni
         return f"the memory estimate has no verdict: {no_verdict_reason(lookup, unit_name)}"
     usable, floor = dev.usable_bytes, floor_bytes(result)
     text = (f"estimated peak memory {result.peak.total / GIB:.1f} GiB per GPU {gpu_count} exceeds the "
-            f"{usable / GIB:.1f} GiB usable on {dev.name} ")
+            f"{usable / GIB:.1f} GiB usable on {dev.name}\n")  # the short message; what it rests on is detail
     if floor > usable:
         text += (f"(even the calibrated floor, model state plus {ACTIVATION_FLOOR:.0%} of the activations, needs "
                  f"{floor / GIB:.1f} GiB)")
