@@ -234,3 +234,19 @@ def test_exclude_keys_in_pyproject(tmp_path):
     bad = _project(tmp_path / "b", 'exclude = "examples"\n')
     result = piped("check", "--no-cache", cwd=bad)
     assert result.returncode == 2 and "exclude must be a list of glob patterns" in result.stderr
+
+
+def test_mcore_version_on_replay_and_bisect(tmp_path):
+    replay = ("replay", "replay/tiny_gpt_recipes.py", "--recipe", "tiny_gpt_optimizer_offload_config", "--dry-run")
+    assert piped(*replay, "--mcore-version", "0.16.1").returncode == 0
+    wrong = piped(*replay, "--mcore-version", "foo")
+    assert wrong.returncode == 2 and wrong.stderr.startswith("offlint: error: ") and wrong.stderr.count("\n") == 1
+    h = history(tmp_path, "config", commits=6, culprit=4, merge_every=0)
+    report = tmp_path / "report.json"
+    result = bisect(h["repo"], "conf/offload.yaml", "--good", h["good"], "--bad", h["bad"], "--probe", "lint",
+                    "--mcore-version", "0.20.0", "--report-json", str(report))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(report.read_text())
+    assert data["probe"]["mcore_version"] == "0.20.0" and data["first_bad"]["sha"] == h["culprit"]
+    good = [run for tested in data["tested"] for run in tested["runs"] if run["verdict"] == "good"]
+    assert good and all("megatron-core 0.20.0" in run["detail"] for run in good)  # not the installed 0.16.1
