@@ -9,7 +9,8 @@ waited-for children from `resource.getrusage(RUSAGE_CHILDREN)`, measured in a fr
 goes to a fresh folder per case (OFFLINT_CACHE_DIR), so every run is cold. A case that runs past --timeout is
 killed and shown as TIMEOUT. The last column says whether the answer was the expected one (checked normally, or
 one `offlint: error:` line per hostile file and exit 2, and ok.py's finding still reported). The issue's bound:
-every case under 10 s and 1 GB on the machine that runs it; nothing here asserts it.
+every case under 10 s and 1 GB on the machine that runs it; nothing here asserts it. On a shared machine the
+wall time depends on the load: the CPU column (user + system seconds of the offlint process) does much less.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ sys.path.insert(0, str(ROOT))
 from tests.hostile_cases import CASES, OK_FINDING, Case, project  # noqa: E402
 
 TIME = "/usr/bin/time"
-# Runs one command; prints wall seconds, exit code and peak RSS (KiB) of its child: the fallback to /usr/bin/time.
+# Runs one command; prints wall seconds, CPU seconds and peak RSS (KiB) of its child: the fallback to /usr/bin/time.
 _WRAPPER = r"""
 import resource, subprocess, sys, time
 start = time.perf_counter()
 code = subprocess.call(sys.argv[1:])
-print(f"wrapper: {time.perf_counter() - start} {code} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}",
-      file=sys.stderr)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"wrapper: {time.perf_counter() - start} {usage.ru_utime + usage.ru_stime} {usage.ru_maxrss}", file=sys.stderr)
 """
 
 
@@ -58,8 +59,8 @@ def verdict(case: Case, code: int, stdout: bytes, stderr: bytes) -> str:
     return "ok"
 
 
-def measure(case: Case, timeout: float) -> tuple[str, float, float | None, str]:
-    """(exit code or TIMEOUT, wall seconds, peak RSS MiB, verdict) of one case, in a fresh folder."""
+def measure(case: Case, timeout: float) -> tuple[str, float, float | None, float | None, str]:
+    """(exit code or TIMEOUT, wall seconds, CPU seconds, peak RSS MiB, verdict) of one case, in a fresh folder."""
     with tempfile.TemporaryDirectory(prefix="offlint-hostile-") as scratch:
         root = Path(scratch) / "project"
         root.mkdir()
@@ -79,22 +80,24 @@ def measure(case: Case, timeout: float) -> tuple[str, float, float | None, str]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, 9)
             process.communicate()
-            return "TIMEOUT", time.perf_counter() - start, None, f"no answer in {timeout:.0f} s"
-        wall, peak = time.perf_counter() - start, None
+            return "TIMEOUT", time.perf_counter() - start, None, None, f"no answer in {timeout:.0f} s"
+        wall, cpu, peak = time.perf_counter() - start, None, None
         own = []
         for line in stderr.decode("utf-8", "replace").splitlines():
             stripped = line.strip()
             if stripped.startswith("Maximum resident set size (kbytes):"):
                 peak = int(stripped.rsplit(":", 1)[1]) / 1024
+            elif stripped.startswith(("User time (seconds):", "System time (seconds):")):
+                cpu = (cpu or 0.0) + float(stripped.rsplit(":", 1)[1])
             elif stripped.startswith("Elapsed (wall clock) time"):
                 wall = _clock(stripped.rsplit(": ", 1)[1])
             elif stripped.startswith("wrapper: "):
-                seconds, _, kib = stripped.removeprefix("wrapper: ").split()
-                wall, peak = float(seconds), int(kib) / 1024
+                seconds, cpu_seconds, kib = stripped.removeprefix("wrapper: ").split()
+                wall, cpu, peak = float(seconds), float(cpu_seconds), int(kib) / 1024
             elif not line.startswith("\t") and not stripped.startswith("Command exited with non-zero status"):
                 own.append(line)
         code = process.returncode
-        return str(code), wall, peak, verdict(case, code, stdout, "\n".join(own).encode())
+        return str(code), wall, cpu, peak, verdict(case, code, stdout, "\n".join(own).encode())
 
 
 def _clock(text: str) -> float:
@@ -112,15 +115,16 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     width = max(len(c.name) for c in CASES)
-    print(f"| {'case':<{width}} | exit    | time s | peak MiB | answer")
-    print(f"|{'-' * (width + 2)}|---------|--------|----------|-------")
+    print(f"| {'case':<{width}} | exit    | time s | CPU s  | peak MiB | answer")
+    print(f"|{'-' * (width + 2)}|---------|--------|--------|----------|-------")
     for case in CASES:
         if args.select not in case.name:
             continue
-        code, wall, peak, answer = measure(case, args.timeout)
+        code, wall, cpu, peak, answer = measure(case, args.timeout)
         rows.append((case, code, wall, peak, answer))
+        shown_cpu = f"{cpu:6.2f}" if cpu is not None else "     ?"
         shown_peak = f"{peak:8.0f}" if peak is not None else "       ?"
-        print(f"| {case.name:<{width}} | {code:<7} | {wall:6.2f} | {shown_peak} | {answer}", flush=True)
+        print(f"| {case.name:<{width}} | {code:<7} | {wall:6.2f} | {shown_cpu} | {shown_peak} | {answer}", flush=True)
     worst = max((r[2] for r in rows), default=0.0)
     heaviest = max((r[3] or 0.0 for r in rows), default=0.0)
     wrong = [r[0].name for r in rows if r[4] != "ok"]

@@ -96,6 +96,11 @@ def _yaml_keys(root: Path) -> None:
     (root / "big.yaml").write_text(_fill(lambda i: f"  key_{i}: {i}\n", head="model:\n"))
 
 
+def _yaml_commands_10k(root: Path) -> None:
+    (root / "cards.yaml").write_text("cards:\n" + "".join(
+        f"  - python run_recipe.py --recipe r{i} model.cpu_offloading=true\n" for i in range(10_000)))
+
+
 def _yaml_commands(root: Path) -> None:
     (root / "cards.yaml").write_text(_fill(
         lambda i: f"  - python run_recipe.py --recipe r{i} model.cpu_offloading=true\n", head="cards:\n"))
@@ -132,10 +137,10 @@ def _odd_names(root: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- shell
 
-def _shell_commands(root: Path) -> None:
+def _shell_commands(root: Path, count: int = 10_000) -> None:
     (root / "many.sh").write_text("#!/bin/bash\n" + "".join(
         f"python run_recipe.py --recipe r{i} model.cpu_offloading=true model.num_layers={i % 7 + 1}\n"
-        for i in range(10_000)))
+        for i in range(count)))
 
 
 def _shell_continuations(root: Path) -> None:
@@ -247,7 +252,11 @@ CASES: list[Case] = [
     Case("yaml nested 100k deep", _write("deep.yaml", "model:\n  x: " + "[" * 100_000 + "]" * 100_000 + "\n"),
          ("check", "deep.yaml", "ok.py"), ("deep.yaml: YAML nested more than 100 levels deep",)),
     Case("yaml 1.9 MiB of keys", _yaml_keys, ("check", "big.yaml", "ok.py"), slow=True),
-    Case("yaml 1.9 MiB of commands", _yaml_commands, ("check", "cards.yaml", "ok.py"), slow=True),
+    Case("yaml 1.9 MiB of commands", _yaml_commands, ("check", "cards.yaml", "ok.py"),
+         ("cards.yaml: more than 10,000 recipes and launch commands in one file",), slow=True),
+    Case("yaml 10,000 commands", _yaml_commands_10k, ("check", "cards.yaml", "ok.py"), slow=True),
+    Case("shell 10,001 launch commands", lambda root: _shell_commands(root, 10_001), ("check", "many.sh", "ok.py"),
+         ("many.sh: more than 10,000 recipes and launch commands in one file",), slow=True),
     Case("links to /dev/zero, /dev/urandom, tree", _links_to_devices, ("check",)),
     Case("links to /dev/zero, changed file", _links_to_devices, ("check", "ok.py")),
     Case("links out of the tree and loops, tree", _links_out_and_loops, ("check",)),
