@@ -63,7 +63,7 @@ class Size(click.ParamType):
 def color_option(command: Callable) -> Callable:
     """--color auto|always|never (NO_COLOR and FORCE_COLOR apply under auto)."""
     return click.option("--color", type=click.Choice(terminal.COLOR_CHOICES), default=None, expose_value=False,
-                        is_eager=True, callback=lambda ctx, param, value: terminal.set_color(value),
+                        is_eager=True, callback=lambda ctx, param, value: terminal.set_color(ctx, value),
                         help="Colour codes, paths and severities: auto (on a terminal), always or never; "
                              "NO_COLOR / FORCE_COLOR apply under auto.")(command)
 

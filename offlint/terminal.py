@@ -17,14 +17,13 @@ from typing import Callable, TextIO
 import click
 
 COLOR_CHOICES = ("auto", "always", "never")
-_color = "auto"
+_COLOR_KEY = "offlint.color"  # in click's context meta, which a command's contexts share: no state between runs
 
 
-def set_color(choice: str | None) -> None:
-    """--color, once per run (a subcommand's --color overrides the group's)."""
-    global _color
+def set_color(ctx: click.Context, choice: str | None) -> None:
+    """--color, for the command being run."""
     if choice:
-        _color = choice
+        ctx.meta[_COLOR_KEY] = choice
 
 
 def _env_on(name: str) -> bool:
@@ -34,8 +33,10 @@ def _env_on(name: str) -> bool:
 
 def color_for(stream: TextIO | None = None) -> bool:
     """Whether text written to `stream` (default: standard output) gets ANSI colour."""
-    if _color != "auto":
-        return _color == "always"
+    ctx = click.get_current_context(silent=True)
+    choice = ctx.meta.get(_COLOR_KEY, "auto") if ctx is not None else "auto"
+    if choice != "auto":
+        return choice == "always"
     if os.environ.get("NO_COLOR"):
         return False
     if _env_on("FORCE_COLOR"):
