@@ -154,8 +154,8 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
                 report.config_diff = config_diff(repository, probe, commits[result.first_bad - 1].sha,
                                                  commits[result.first_bad].sha)
     except KeyboardInterrupt:
-        click.echo(f"offlint: interrupted; finished runs are kept in {journal.path}; rerun the same command with "
-                   f"--resume to continue", err=True)
+        status.echo(f"offlint: interrupted; finished runs are kept in {journal.path}; rerun the same command with "
+                    f"--resume to continue")  # above the status line, which the finally clause removes
         sys.exit(130)
     except (SlurmError, JournalError, StateError) as exc:  # the runner has cancelled its jobs already
         _fail(str(exc))
