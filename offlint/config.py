@@ -1,5 +1,6 @@
 """`[tool.offlint]` in pyproject.toml: select, ignore, extend-select, per-file-ignores, megatron-core-version,
-fail-on, strict. Found in the working directory or the nearest parent that has a pyproject.toml."""
+fail-on, strict, gpu, exclude, extend-exclude, force-exclude (ruff's meanings) and the [tool.offlint.slurm] table.
+Found in the working directory or the nearest parent that has a pyproject.toml."""
 
 from __future__ import annotations
 
