@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 import re
 
-from offlint.sources import python_roles
+from offlint.sources import python_inputs, python_roles
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _dedupe, _framework, _note_base
 from offlint.sources.python_expressions import Expressions
 from offlint.sources.python_following import CallFollowing
@@ -68,6 +68,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         self.dataclasses: dict[str, ast.ClassDef] = {}  # @dataclass classes: calls build Records
         self._module_objects: list[ConfigObj] | None = None
         self._options: dict[str, tuple[str, ...]] | None = None  # argparse dest -> option strings
+        self._own_options: dict[str, tuple[str, ...]] | None = None  # those this module declares
 
     def prepare(self) -> None:
         """Index functions and imports, and evaluate the module body (its constants)."""
@@ -91,6 +92,14 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         for name, value in top.names.items():
             if not isinstance(value, ConfigObj):
                 self.constants[name] = value
+
+    def own_options(self) -> dict[str, tuple[str, ...]]:
+        """The argparse options this module declares, walked for once: every module that imports from it asks, and
+        a module whose text never says `add_argument` declares none (no walk of its tree)."""
+        if self._own_options is None:
+            mentions = any(b"add_argument" in line for line in self.lines)
+            self._own_options = python_inputs.declared_options(self.module) if mentions else {}
+        return self._own_options
 
     def units(self) -> list[Unit]:
         if python_roles.is_test_code(self.path):

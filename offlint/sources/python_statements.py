@@ -117,7 +117,7 @@ class Statements:
                                  sorted({m for m, _ in self.imports.values()})] if self.project else [])
             for reader in readers:
                 if reader is not None:
-                    for dest, options in python_inputs.declared_options(reader.module).items():
+                    for dest, options in reader.own_options().items():
                         self._options.setdefault(dest, options)
         return self._options
 
