@@ -192,11 +192,12 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
         depths = 1 if m.mtp_repeated_layer else m.mtp_num_layers
         gemms += depths * (1 + precision.gemms(m, m.is_moe_layer(m.num_layers - 1), (m.num_moe_experts or 0) / p.ep))
     copies = gemm * precision.weight_copy_bytes(lp)
-    state = Part("FP8 scaling state (amax history)", precision.scaling_state_bytes(lp, gemms), "weights")
+    history = precision.scaling_state_bytes(lp, gemms)  # delayed scaling only
+    state = [Part("FP8 scaling state (amax history)", history, "weights")] if history else []
     if lp.params:
         return [Part(f"weights ({_dtype(t.params_bytes)}; FP8 GEMM weights, {lp.recipe})",
-                     (count - gemm) * t.params_bytes + copies, "weights"), state]
-    return [plain, Part(f"FP8 weight copies ({lp.recipe}, Transformer Engine cache)", copies, "weights"), state]
+                     (count - gemm) * t.params_bytes + copies, "weights"), *state]
+    return [plain, Part(f"FP8 weight copies ({lp.recipe}, Transformer Engine cache)", copies, "weights"), *state]
 
 
 def _stage_layers(m: ModelShape, p: Parallelism, stage: params.Stage) -> list[int]:
