@@ -23,7 +23,7 @@ _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
 def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[Finding]:
     findings: list[Finding] = []
-    own: list[tuple[Assignment, tuple]] | None = None
+    own: list[tuple[Assignment, tuple, dict]] | None = None
     for rule in rules:
         if not rule.applies_to(resolved.version):
             continue
@@ -273,28 +273,34 @@ def render_message(template: str, scope: Scope) -> str:
     return _TEMPLATE.sub(substitute, template)
 
 
-def _own_assignments(resolved: ResolvedUnit) -> list[tuple[Assignment, tuple]]:
+def _own_assignments(resolved: ResolvedUnit) -> list[tuple[Assignment, tuple, dict]]:
     """The assignments the unit itself writes (as they act on the version), each with what an assignment-scope
-    verdict depends on when it reads no other key: the assignment as written."""
+    verdict depends on when it reads no other key (the assignment as written) and the names its conditions see,
+    the same for every rule (a unit of 100,000 overrides built them four times over)."""
     out = []
+    version = resolved.version
+    version_key = (version.major, version.minor, version.patch)  # a plain tuple: hashed in C, not by a dataclass
     for layer in resolved.unit.layers:
         if layer.inherited:
             continue
         for written in layer.assignments:
-            assignment = for_version(written, resolved.version)
+            assignment = for_version(written, version)
             if assignment is not None:
                 value = assignment.value
-                as_written = (resolved.version, assignment.key, type(value).__name__,
-                              "?" if isinstance(value, Unknown) else repr(value), assignment.text, assignment.source,
-                              assignment.op)
-                out.append((assignment, as_written))
+                unknown = isinstance(value, Unknown)
+                as_written = (version_key, assignment.key, type(value).__name__, "?" if unknown else repr(value),
+                              assignment.text, assignment.source, assignment.op)
+                names = {"key": assignment.key, "value": UNKNOWN if unknown else value, "text": assignment.text,
+                         "source": assignment.source.value, "key_type": keys.key_type(assignment.key, version),
+                         "op": assignment.op}
+                out.append((assignment, as_written, names))
     return out
 
 
-def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignment, tuple]]) -> list[Finding]:
+def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignment, tuple, dict]]) -> list[Finding]:
     out = []
-    for assignment, as_written in own:
-        verdict = _assignment_verdict(rule, assignment, as_written, resolved)
+    for assignment, as_written, names in own:
+        verdict = _assignment_verdict(rule, as_written, names, resolved)
         if verdict is not None:
             check, message = verdict
             if resolved.unit.path_condition:
@@ -311,14 +317,11 @@ def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignm
 _ASSIGNMENT_VERDICTS: dict[tuple, tuple[Check, str] | None] = {}
 
 
-def _assignment_verdict(rule: Rule, assignment: Assignment, as_written: tuple,
+def _assignment_verdict(rule: Rule, as_written: tuple, names: dict,
                         resolved: ResolvedUnit) -> tuple[Check, str] | None:
     memo_key = (rule.code, as_written)
     if memo_key in _ASSIGNMENT_VERDICTS:
         return _ASSIGNMENT_VERDICTS[memo_key]
-    value = UNKNOWN if isinstance(assignment.value, Unknown) else assignment.value
-    names = {"key": assignment.key, "value": value, "text": assignment.text, "source": assignment.source.value,
-             "key_type": keys.key_type(assignment.key, resolved.version), "op": assignment.op}
     verdict = None
     read_keys = False
     for check in rule.checks_for(resolved.version):
