@@ -597,8 +597,9 @@ def memory_savings(scope: Scope) -> str:
 
 @_needs_scope
 def predicted_oom(scope: Scope) -> object:
-    """OFL303: True when even the calibrated floor exceeds the device, unknown when only the full estimate does,
-    else False (oom.oom_verdict). Without an estimate (a feature the model does not cover, an unknown size or GPU
+    """OFL303: True when even the calibrated floor exceeds the device, else False (oom.oom_verdict): an overrun of
+    the full estimate alone rests on the uncalibrated activations and allowance, so it is no finding, not even a
+    "possible" one under --strict (`offlint estimate` shows it). Without an estimate (a feature the model does not cover, an unknown size or GPU
     capacity) there is no finding, not even a "possible" one: no OOM is claimed without a number, and a model or
     GPU offlint cannot size is said once per run (oom.unsized_notes), not once per recipe."""
     from offlint.estimate import oom
@@ -606,7 +607,7 @@ def predicted_oom(scope: Scope) -> object:
     result, found = _memory_bound(scope), _device(scope)
     if result is None or found is None:
         return False
-    return {"oom": True, "uncalibrated": UNKNOWN, "fits": False}[oom.oom_verdict(result, found)]
+    return {"oom": True, "uncalibrated": False, "fits": False}[oom.oom_verdict(result, found)]
 
 
 @_needs_scope
@@ -644,7 +645,7 @@ def oom_at_risk(scope: Scope) -> object:
     if result is None or found is None:
         return False
     verdict = oom.risk_verdict(result, found, _expandable(scope))
-    return {"at risk": True, "possible": UNKNOWN, "no": False}[verdict]
+    return {"at risk": True, "possible": UNKNOWN, "uncalibrated": False, "no": False}[verdict]
 
 
 @_needs_scope

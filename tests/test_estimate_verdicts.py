@@ -77,7 +77,10 @@ D3_MODEL = _model(layers=28, hidden=3584, ffn=18944, heads=28, groups=4, seq=614
 D3_BODY = "cfg.model.tensor_model_parallel_size = 2\n"
 
 
-def test_an_overrun_resting_on_uncalibrated_activations_is_unknown_not_reported(tmp_path):
+def test_an_overrun_resting_on_uncalibrated_activations_is_not_reported_even_under_strict(tmp_path):
+    """The estimate shows the overrun and says it is outside the calibrated range; check reports nothing, not even
+    a "possible" finding under --strict (on Bridge each such case was a recipe NVIDIA runs: the strict triage's
+    oom-outside-calibrated-range group)."""
     text = _recipe("qwen_pretrain_2gpu_h100_bf16_config", D3_BODY, D3_MODEL)
     result = _estimate(tmp_path, text, "qwen_pretrain_2gpu_h100_bf16_config", "--output-format", "json")
     data = json.loads(result.output)
@@ -85,9 +88,7 @@ def test_an_overrun_resting_on_uncalibrated_activations_is_unknown_not_reported(
     assert data["peak_bytes"] > usable >= data["floor_bytes"], "the fixture must sit in the uncalibrated band"
     assert data["verdict_state"] == "does not fit" and "outside the calibrated range" in data["verdict"]
     assert _check(tmp_path, text) == []  # default settings: not reported
-    strict = _check(tmp_path, text, "--strict")
-    assert [(f["code"], f["possible"]) for f in strict] == [("OFL303", True)]
-    assert "outside the calibrated range" in strict[0]["message"]
+    assert _check(tmp_path, text, "--strict") == []
 
 
 def test_the_floor_is_model_state_plus_three_quarters_of_the_activations():
@@ -211,7 +212,7 @@ def test_at_risk_with_expandable_segments_uses_the_smaller_margin(tmp_path):
     assert result["verdict_state"] == "at risk"  # 2.7 GiB headroom, under even the smaller margin
     assert result["floor_bytes"] <= usable - margin  # but the floor leaves it: not on calibrated parts
     assert _check(tmp_path, text) == []
-    assert [(f["code"], f["possible"]) for f in _check(tmp_path, text, "--strict")] == [("OFL305", True)]
+    assert _check(tmp_path, text, "--strict") == []  # the margin is missed only on uncalibrated parts
 
 
 def test_an_unknown_launch_environment_reports_at_risk_only_when_it_holds_either_way(tmp_path):
@@ -220,12 +221,13 @@ def test_an_unknown_launch_environment_reports_at_risk_only_when_it_holds_either
     usable, floor = loaded["device"]["usable_bytes"], loaded["floor_bytes"]
     dev = parse_device("h100-80gb")
     definite = floor > usable - oom.margin_bytes(dev, True)
+    assert not definite and floor > usable - oom.margin_bytes(dev, False), \
+        "the fixture must be at risk on its floor without expandable_segments only"
     default = _check(tmp_path, text)
     strict = _check(tmp_path, text, "--strict")
-    assert [f["code"] for f in default] == (["OFL305"] if definite else [])
-    assert [(f["code"], f["possible"]) for f in strict] == [("OFL305", not definite)]
-    if not definite:
-        assert "env.PYTORCH_CUDA_ALLOC_CONF" in strict[0]["message"]
+    assert default == []
+    assert [(f["code"], f["possible"]) for f in strict] == [("OFL305", True)]  # hangs on the environment
+    assert "env.PYTORCH_CUDA_ALLOC_CONF" in strict[0]["message"]
 
 
 def test_three_state_verdict():

@@ -5,8 +5,10 @@ What a finding may rest on (docs/estimate.md, "Verdicts and what a finding rests
 gradient buffer, optimizer shard) is exact; the activation model and the allowance are not calibrated against
 measured peaks well enough to decide a near-limit case. So OFL303 reports an OOM at default settings only when the
 *floor* (model state + ACTIVATION_FLOOR of the modelled activations, no allowance) exceeds the device; when only
-the full estimate does, the verdict is unknown ("possible" under --strict). OFL305 (at risk) is the same for a
-peak that fits but leaves less headroom than the allocator needs (devices.AT_RISK_MARGIN).
+the full estimate does, the verdict rests on the uncalibrated part and there is no finding, not even under
+--strict (on Megatron Bridge every such "possible" OOM was a recipe NVIDIA runs; `offlint estimate` still shows
+the figure). OFL305 (at risk) is the same for a peak that fits but leaves less headroom than the allocator needs
+(devices.AT_RISK_MARGIN); only where the launch environment is unknown is its verdict "possible".
 
 A configuration rarely states its GPU count, so the rules use a lower bound when it is unknown: the peak at
 any data-parallel size (the distributed optimizer's shard shrinks towards nothing, one micro-batch in flight).
@@ -132,15 +134,11 @@ def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, uni
     if result is None or dev is None:
         return f"the memory estimate has no verdict: {no_verdict_reason(lookup, unit_name)}"
     usable, floor = dev.usable_bytes, floor_bytes(result)
-    text = (f"estimated peak memory {result.peak.total / GIB:.1f} GiB per GPU {gpu_count} exceeds the "
-            f"{usable / GIB:.1f} GiB usable on {dev.name}\n")  # the short message; what it rests on is detail
-    if floor > usable:
-        text += (f"(even the calibrated floor, model state plus {ACTIVATION_FLOOR:.0%} of the activations, needs "
-                 f"{floor / GIB:.1f} GiB)")
-    else:
-        text += (f"(outside the calibrated range: the floor, model state plus {ACTIVATION_FLOOR:.0%} of the "
-                 f"activations, is {floor / GIB:.1f} GiB and fits)")
-    return text
+    # A finding is made only when the floor exceeds the device (oom_verdict "oom"), so that is what it rests on.
+    return (f"estimated peak memory {result.peak.total / GIB:.1f} GiB per GPU {gpu_count} exceeds the "
+            f"{usable / GIB:.1f} GiB usable on {dev.name}\n"  # the short message; what it rests on is detail
+            f"(even the calibrated floor, model state plus {ACTIVATION_FLOOR:.0%} of the activations, needs "
+            f"{floor / GIB:.1f} GiB)")
 
 
 def bound(inputs: Inputs) -> Estimate:
@@ -215,19 +213,22 @@ def expandable(lookup: Lookup) -> bool | None:
 
 
 def risk_verdict(result: Estimate, dev: Device, with_expandable: bool | None) -> str:
-    """For a peak that fits: "at risk" (even the floor leaves less headroom than the margin), "possible" (the
-    estimate does, the floor does not, or it depends on an unknown launch environment), or "no"."""
+    """For a peak that fits: "at risk" (even the floor leaves less headroom than the margin), "possible" (it
+    depends on the launch environment, which is unknown: the floor is at risk without expandable_segments and not
+    with it), "uncalibrated" (only the full estimate leaves less than the margin), or "no"."""
     usable, peak, floor = dev.usable_bytes, result.peak.total, floor_bytes(result)
     if peak > usable:
         return "no"  # OFL303's case
     if with_expandable is None:  # at risk with or without expandable_segments, or it depends on which
         if floor > usable - margin_bytes(dev, True):
             return "at risk"
-        return "possible" if peak > usable - margin_bytes(dev, False) else "no"
+        if floor > usable - margin_bytes(dev, False):
+            return "possible"
+        return "uncalibrated" if peak > usable - margin_bytes(dev, False) else "no"
     margin = margin_bytes(dev, with_expandable)
     if peak <= usable - margin:
         return "no"
-    return "at risk" if floor > usable - margin else "possible"
+    return "at risk" if floor > usable - margin else "uncalibrated"
 
 
 def compatibility(lookup: Lookup) -> tuple[str, str]:
