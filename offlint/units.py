@@ -7,6 +7,7 @@ imports followed through the surrounding tree), so what they act on is what the 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,13 +44,17 @@ def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] =
               root: Path | None = None) -> LoadedUnit:
     """Read `config`, pick the unit named `recipe` (or its only unit), layer `overrides` on top, resolve it."""
     path = Path(config)
+    tree = root or tree_root(path)
+    if os.path.lexists(config) and not path.is_dir():  # a link out of the tree, a FIFO, a device: as `check` says
+        _, problems = discover([config], tree)
+        if problems:
+            raise UnitSelectionError(f"{config}: {problems[0][1]}")
     if not path.is_file():
         raise UnitSelectionError(f"{config}: no such file; give a recipe (.py), a YAML override file or a "
                                  f"launch script")
     kind = kind_of(path)
     if kind is None:
         raise UnitSelectionError(f"{config}: not a Python, YAML or shell file")
-    tree = root or tree_root(path)
     tree_files, _ = discover([str(tree)])
     python_paths = [f.path for f in tree_files if f.kind == "python"]
     project = PythonProject(python_paths, lambda p: text_or_error(p)[0] or None)
@@ -94,7 +99,8 @@ def override_layer(overrides: Sequence[str]) -> Layer:
 def tree_root(path: Path) -> Path:
     """The project around `path` (scope.project_root: its repository, else its Python project), else the file's
     directory."""
-    return project_root([str(path)]) or path.resolve().parent
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))  # a link's own folder, not its target's
+    return project_root([folder]) or Path(folder)
 
 
 def _named(unit: Unit, recipe: str) -> bool:
