@@ -202,6 +202,7 @@ def _python_nesting(root: Path) -> None:
     (root / "parens.py").write_text("def recipe():\n    x = " + "(" * 180 + "1" + ")" * 180 + "\n    return x\n")
     (root / "chain.py").write_text("def recipe():\n    x = " + " + ".join(["1"] * 200_000) + "\n    return x\n")
     (root / "attrs.py").write_text("def recipe():\n    x = cfg" + ".a" * 300_000 + "\n    return x\n")
+    (root / "signs.py").write_text("def recipe():\n    x = " + "-" * 1_000_000 + "1\n    return x\n")
     (root / "blocks.py").write_text("def recipe():\n" + "".join("    " * (i + 1) + "if x:\n" for i in range(98))
                                     + "    " * 99 + "cfg.model.cpu_offloading = True\n")
 
@@ -215,6 +216,11 @@ def _python_cycle(root: Path) -> None:
     (root / "pkg" / "b.py").write_text(
         "from pkg.a import a_config\n\n\ndef b_config():\n    cfg = a_config()\n"
         "    cfg.model.pipeline_model_parallel_size = 2\n    return cfg\n")
+    (root / "pkg" / "c.py").write_text(  # a recipe calling itself, and three modules in a ring
+        "from pkg.d import d_config\n\n\ndef c_config():\n    cfg = c_config() if d_config() else c_config()\n"
+        "    return cfg\n")
+    (root / "pkg" / "d.py").write_text("from pkg.e import e_config\n\n\ndef d_config():\n    return e_config()\n")
+    (root / "pkg" / "e.py").write_text("from pkg.c import c_config\n\n\ndef e_config():\n    return c_config()\n")
 
 
 # ---------------------------------------------------------------------------------------------- bisect
@@ -275,9 +281,11 @@ CASES: list[Case] = [
     Case("python 5,000 recipes", _python_recipes, ("check", "recipes.py", "ok.py"), slow=True),
     Case("python 1.9 MiB recipe", _python_assignments, ("check", "big.py", "ok.py"), slow=True),
     Case("python argv list of 100,000", _python_argv, ("check", "argv.py", "ok.py"), slow=True),
-    Case("python deep nesting", _python_nesting, ("check", "parens.py", "chain.py", "attrs.py", "blocks.py", "ok.py"),
-         ("attrs.py: too deeply nested", "chain.py: too deeply nested")),
-    Case("python recipes in a cycle across files", _python_cycle, ("check", "pkg/a.py", "pkg/b.py", "ok.py")),
+    Case("python deep nesting", _python_nesting,
+         ("check", "parens.py", "chain.py", "attrs.py", "signs.py", "blocks.py", "ok.py"),
+         ("attrs.py: too deeply nested", "chain.py: too deeply nested", "signs.py: Python source nested too deeply")),
+    Case("python recipes in a cycle across files", _python_cycle, ("check", "pkg/a.py", "pkg/b.py", "pkg/c.py", "ok.py")),
+    Case("python recipes in a cycle, tree", _python_cycle, ("check",)),
     Case("estimate: yaml alias bomb", _write("bomb.yaml", alias_bomb(11)), ("estimate", "bomb.yaml"),
          (ALIAS_ERROR,), checks_ok=False),
     Case("estimate: 5,000 recipes", _python_recipes, ("estimate", "recipes.py", "--recipe", "recipe_4999"),

@@ -218,7 +218,11 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
 
 
 def parse(path: str, text: str) -> ast.Module:
-    return ast.parse(text, filename=path)
+    try:
+        return ast.parse(text, filename=path)
+    except MemoryError:  # how CPython's parser gives up on deep nesting (`x = ------...1`, a million signs)
+        raise ValueError("Python source nested too deeply for Python's own parser (it gave up); offlint does not "
+                         "read it") from None
 
 
 def read_python(path: str, text: str, project=None) -> list[Unit]:
