@@ -93,7 +93,8 @@ cards: [*layers, *layers, *layers, *layers]
 
 
 def _yaml_keys(root: Path) -> None:
-    (root / "big.yaml").write_text(_fill(lambda i: f"  key_{i}: {i}\n", head="model:\n"))
+    sizes = "model:\n  num_layers: 2\n  hidden_size: 64\n  num_attention_heads: 4\n  vocab_size: 1000\n  seq_length: 128\n"
+    (root / "big.yaml").write_text(_fill(lambda i: f"  key_{i}: {i}\n", head=sizes))
 
 
 def _yaml_commands_10k(root: Path) -> None:
@@ -290,6 +291,8 @@ CASES: list[Case] = [
          (ALIAS_ERROR,), checks_ok=False),
     Case("estimate: 5,000 recipes", _python_recipes, ("estimate", "recipes.py", "--recipe", "recipe_4999"),
          checks_ok=False, slow=True),
+    Case("estimate: 1.9 MiB of yaml keys", _yaml_keys, ("estimate", "big.yaml"),
+         ("big.yaml: big.yaml: no verdict: cannot estimate without",), checks_ok=False, slow=True),  # its normal answer
     Case("estimate: 10,000 launch commands", _shell_commands, ("estimate", "many.sh"),
          ("many.sh: ",), checks_ok=False, slow=True),
     Case("estimate: a link to /dev/zero", _links_to_devices, ("estimate", "zero.py"),
@@ -300,6 +303,8 @@ CASES: list[Case] = [
          ("pipe.py: not a regular file (a named pipe (FIFO))",), checks_ok=False),
     Case("replay --dry-run: yaml alias bomb", _write("bomb.yaml", alias_bomb(11)),
          ("replay", "bomb.yaml", "--dry-run"), (ALIAS_ERROR,), checks_ok=False),
+    Case("replay --dry-run: 1.9 MiB of yaml keys", _yaml_keys, ("replay", "big.yaml", "--dry-run"), checks_ok=False,
+         slow=True),
     Case("replay --dry-run: 100,000 overrides", _shell_overrides, ("replay", "wide.sh", "--dry-run"),
          checks_ok=False, slow=True),
     Case("bisect pre-screen: yaml alias bomb", _bisect_bomb,
