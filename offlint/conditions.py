@@ -10,6 +10,7 @@ The evaluator records which keys it read and which of them were unknown, for rel
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
 import operator
 from dataclasses import dataclass, field
@@ -368,27 +369,30 @@ def suggestion(scope: Scope, key: str) -> str:
 
 def _could_be_close(section: str, name: str) -> list[str]:
     """The fields of `section` whose similarity ratio to `name` (difflib's 2*M/T, M the matching characters) can
-    reach 0.8: M is at most the shorter length and at most the number of the field's characters that occur in
-    `name`. The same answer as trying every field, in a tenth of the time: a 2 MiB file of 100,000 misspelt keys
+    reach 0.8: the shorter is at least 2/3 of the longer, and M is at most the shorter length and at most the
+    number of the field's characters that occur in `name` (one `translate` deletes those from all fields at
+    once). The same answer as trying every field, in a tenth of the time: a 2 MiB file of 100,000 misspelt keys
     asks 100,000 times."""
+    fields, lengths, starts, joined = _fields_by_length(section)
     size = len(name)
-    delete_name_chars = str.maketrans(dict.fromkeys(name))
-    out = []
-    for length in range(-(-2 * size // 3), size * 3 // 2 + 1):  # 2 * min / (size + length) >= 0.8
-        fields, joined = _fields_of_length(section).get(length, ((), ""))
-        needed = 0.4 * (size + length)
-        rests = joined.translate(delete_name_chars).split("\n")
-        out += [field for field, rest in zip(fields, rests) if min(size, length - len(rest)) >= needed]
-    return out
+    first = bisect.bisect_left(lengths, -(-2 * size // 3))
+    last = bisect.bisect_right(lengths, size * 3 // 2)
+    if first >= last:
+        return []
+    rests = joined[starts[first]:starts[last] - 1].translate(str.maketrans(dict.fromkeys(name))).split("\n")
+    return [field for field, length, rest in zip(fields[first:last], lengths[first:last], rests)
+            if min(size, length - len(rest)) >= 0.4 * (size + length)]
 
 
 @lru_cache(maxsize=None)
-def _fields_of_length(section: str) -> dict[int, tuple[tuple[str, ...], str]]:
-    """length -> (the section's fields of that length, sorted; the same joined by newlines)."""
-    by_length: dict[int, list[str]] = {}
-    for name in sorted(keys.known_fields(section)):
-        by_length.setdefault(len(name), []).append(name)
-    return {length: (tuple(names), "\n".join(names)) for length, names in by_length.items()}
+def _fields_by_length(section: str) -> tuple[list[str], list[int], list[int], str]:
+    """The section's fields ordered by length, their lengths, where each starts in the newline-joined text, and
+    that text."""
+    fields = sorted(keys.known_fields(section), key=lambda name: (len(name), name))
+    starts = [0]
+    for name in fields:
+        starts.append(starts[-1] + len(name) + 1)
+    return fields, [len(name) for name in fields], starts, "\n".join(fields)
 
 
 @_needs_scope

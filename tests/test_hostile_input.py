@@ -564,3 +564,20 @@ def test_two_checks_writing_the_cache_at_once_never_change_the_findings(cached_p
                 out, err = process.communicate(timeout=TIMEOUT)
                 assert b"Traceback" not in err and b"internal error" not in err, err
                 assert (process.returncode, out) == (expected.returncode, expected.stdout), (round_, args, err)
+
+
+@pytest.mark.parametrize("section", ["model", "optimizer", "ddp"])
+def test_the_did_you_mean_shortlist_gives_difflibs_answer(section):
+    """OFL003 tries only the fields whose similarity can reach the cutoff (100,000 misspelt keys in one file asked
+    difflib about every field 100,000 times): the suggestion must be the one trying every field gives."""
+    import difflib
+
+    from offlint import conditions, keys
+
+    fields = sorted(keys.known_fields(section))
+    names = ([f[:-1] for f in fields] + [f + "s" for f in fields] + [f.replace("_", "", 1) for f in fields]
+             + [f"key_{i}" for i in range(200)] + ["", "a", "x" * 80, "cpu_ofloading", "recompute_granulrity"])
+    for name in names:
+        expected = difflib.get_close_matches(name, fields, n=1, cutoff=0.8)
+        assert difflib.get_close_matches(name, conditions._could_be_close(section, name), n=1,
+                                         cutoff=0.8) == expected, name
