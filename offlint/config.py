@@ -4,6 +4,7 @@ Found in the working directory or the nearest parent that has a pyproject.toml."
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,8 +50,8 @@ def find_pyproject(start: Path) -> Path | None:
     start = start.resolve()
     for directory in [start, *start.parents]:
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
+        if os.path.lexists(candidate):  # one that cannot be read (a link to /dev/zero, a FIFO) is an error, not
+            return candidate            # a reason to use a parent folder's settings
     return None
 
 

@@ -4,7 +4,7 @@ answer?) and benchmarks/hostile_inputs.py (how long, how much memory?).
 A case writes files into an empty project folder (which already holds `pyproject.toml` and `ok.py`, a recipe with
 one OFL102 finding at line 4) and names the offlint command to run there. `expect` says what must come out:
 checked normally (exit 0 or 1, no error line), or, with `errors`, exit 2 and one line per hostile file
-(`offlint: error: PATH: ...`, the start of each given). Where `ok.py` is among the checked files, its finding must still be there.
+(`offlint: error: PATH: ...`, each holding the text given, which starts with the path where it is relative). Where `ok.py` is among the checked files, its finding must still be there.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Case:
     name: str
     build: Callable[[Path], None]
     args: tuple[str, ...]  # after `offlint`, run in the project folder
-    errors: tuple[str, ...] = ()  # each error line, after "offlint: error: ", starts with one of these; () = checked
+    errors: tuple[str, ...] = ()  # one error line holding each of these (in sorted order); () = checked
     checks_ok: bool = True  # ok.py is among the checked files: its finding must be reported
     slow: bool = False  # takes seconds even when right (marked slow in the tests)
     needs_git: bool = False
@@ -124,6 +124,21 @@ def _links_out_and_loops(root: Path) -> None:
     (root / "sub").mkdir()
     (root / "sub" / "up").symlink_to("..")  # a directory loop
     (root / "etc").symlink_to("/etc")  # a directory outside the project
+
+
+def _linked_settings(root: Path) -> None:
+    (root / ".gitignore").symlink_to("/dev/zero")
+
+
+def _linked_pyproject(root: Path) -> None:
+    (root / "pyproject.toml").unlink()
+    (root / "pyproject.toml").symlink_to("/dev/zero")
+
+
+def _perf_argv(root: Path) -> None:
+    (root / "perf.sh").write_text(
+        "#!/bin/bash\npython scripts/performance/setup_experiment.py --model_family_name llama --model_recipe_name "
+        "llama3_8b --gpu h100 " + " ".join(f"--tp {i % 4 + 1} -cg {i}" for i in range(50_000)) + "\n")
 
 
 def _fifos(root: Path) -> None:
@@ -268,11 +283,16 @@ CASES: list[Case] = [
     Case("links to /dev/zero, changed file", _links_to_devices, ("check", "ok.py")),
     Case("links out of the tree and loops, tree", _links_out_and_loops, ("check",)),
     Case("fifos in the tree, changed file", _fifos, ("check", "ok.py")),
+    Case(".gitignore a link to /dev/zero", _linked_settings, ("check",),
+         (".gitignore: a symbolic link; offlint does not follow links inside the linted tree",)),
+    Case("pyproject.toml a link to /dev/zero", _linked_pyproject, ("check", "ok.py"),
+         ("pyproject.toml: cannot read pyproject.toml: not a regular file (a character device)",), checks_ok=False),
     Case("names with spaces, newlines, bytes", _odd_names, ("check",)),
     Case("shell 10,000 launch commands", _shell_commands, ("check", "many.sh", "ok.py"), slow=True),
     Case("shell 10,000 continuation lines", _shell_continuations, ("check", "long.sh", "ok.py"), slow=True),
     Case("shell 100,000 hydra overrides", _shell_overrides, ("check", "wide.sh", "ok.py"), slow=True),
     Case("shell 100,000 argv words", _shell_argv, ("check", "argv.sh", "ok.py"), slow=True),
+    Case("shell perf launch, 100,000 argv words", _perf_argv, ("check", "perf.sh", "ok.py"), slow=True),
     Case("shell 1.9 MiB heredoc", _shell_heredoc, ("check", "heredoc.sh", "ok.py"), slow=True),
     Case("shell 1.9 MiB, unbalanced quote", _shell_quotes, ("check", "quotes.sh", "ok.py"),
          ("quotes.sh: cannot parse shell script",), slow=True),
