@@ -118,9 +118,12 @@ def method_value(receiver: object, method: str, args: list) -> object:
 
 
 def item(container: object, key: object, text: str) -> object:
-    """`container[key]` on a literal dict, list or string."""
+    """`container[key]` on a literal dict, list or string. A tuple key (read as a list) looks up the dict's tuple
+    keys (`layout_map[(pp, vp)]`)."""
+    if isinstance(key, list) and all(isinstance(k, _SCALARS) for k in key):
+        key = tuple(key)
     if isinstance(container, dict) and not getattr(container, "reason", "") and \
-            isinstance(key, (str, int, float, bool, type(None))) and key in container:
+            isinstance(key, (*_SCALARS, tuple)) and key in container:
         return _plain(container[key])
     if isinstance(container, (list, str)) and isinstance(key, int) and not isinstance(key, bool) and \
             -len(container) <= key < len(container):
@@ -135,6 +138,9 @@ def arithmetic(op: ast.operator, left: object, right: object, text: str) -> obje
     try:
         if isinstance(op, ast.Add) and (numbers or (type(left) is type(right) and isinstance(left, (str, list)))):
             result = left + right
+        elif isinstance(op, ast.Mult) and _repeat_count(left, right) is not None:
+            # `["decoder"] * 16`: a bounded repetition of a literal list or string
+            result = left * right if isinstance(left, (str, list)) else right * left
         elif numbers and isinstance(op, (ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)):
             result = {ast.Sub: lambda: left - right, ast.Mult: lambda: left * right, ast.Div: lambda: left / right,
                       ast.FloorDiv: lambda: left // right, ast.Mod: lambda: left % right}[type(op)]()
@@ -146,6 +152,17 @@ def arithmetic(op: ast.operator, left: object, right: object, text: str) -> obje
             isinstance(result, int) and abs(result) > 2 ** 63:
         return unknown
     return result
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _repeat_count(left: object, right: object) -> int | None:
+    """n for `sequence * n` or `n * sequence` when the result stays within MAX_LITERAL, else None."""
+    sequence, n = (left, right) if isinstance(left, (str, list)) else (right, left)
+    if not isinstance(sequence, (str, list)) or not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        return None
+    return n if len(sequence) * n <= MAX_LITERAL else None
 
 
 _BUILTIN_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "tuple": tuple, "dict": dict}

@@ -152,6 +152,9 @@ class Expressions:
                 out.update(spread)
                 continue
             key = self._eval(key_node, frame)
+            if isinstance(key_node, ast.Tuple) and isinstance(key, list) and \
+                    all(isinstance(k, (str, int, float, bool, type(None))) for k in key):
+                key = tuple(key)  # `{(4, 1): ...}`: a tuple of literals is a key like any literal
             if isinstance(key, (Unknown, ConfigObj, dict, list)):
                 return Unknown("a dict key is not a literal")
             value = self._eval(value_node, frame)
