@@ -8,7 +8,8 @@ Each case is generated in a fresh temporary project and run as `python -m offlin
 waited-for children from `resource.getrusage(RUSAGE_CHILDREN)`, measured in a fresh wrapper process). The cache
 goes to a fresh folder per case (OFFLINT_CACHE_DIR), so every run is cold. A case that runs past --timeout is
 killed and shown as TIMEOUT. The last column says whether the answer was the expected one (checked normally, or
-one `offlint: error:` line per hostile file and exit 2, and ok.py's finding still reported). The issue's bound:
+one `offlint: error:` line per hostile file and exit 2, and ok.py's finding still reported). Cases about
+unreadable files run without root's power to read any file (its capabilities dropped, as the tests do). The issue's bound:
 every case under 10 s and 1 GB on the machine that runs it; nothing here asserts it. On a shared machine the
 wall time depends on the load: the CPU column (user + system seconds of the offlint process) does much less.
 """
@@ -27,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.hostile_cases import CASES, OK_FINDING, Case, project  # noqa: E402
+from tests.hostile_cases import CASES, OK_FINDING, Case, drop_root_file_access, project  # noqa: E402
 
 TIME = "/usr/bin/time"
 # Runs one command; prints wall seconds, CPU seconds and peak RSS (KiB) of its child: the fallback to /usr/bin/time.
@@ -62,9 +63,7 @@ def verdict(case: Case, code: int, stdout: bytes, stderr: bytes) -> str:
 def measure(case: Case, timeout: float) -> tuple[str, float, float | None, float | None, str]:
     """(exit code or TIMEOUT, wall seconds, CPU seconds, peak RSS MiB, verdict) of one case, in a fresh folder."""
     with tempfile.TemporaryDirectory(prefix="offlint-hostile-") as scratch:
-        root = Path(scratch) / "project"
-        root.mkdir()
-        project(root)
+        root = project(Path(scratch) / "project")
         case.build(root)
         env = {**os.environ, "OFFLINT_CACHE_DIR": str(Path(scratch) / "cache"), "PYTHONPATH": str(ROOT)}
         command = [sys.executable, "-m", "offlint", *case.args]
@@ -74,7 +73,8 @@ def measure(case: Case, timeout: float) -> tuple[str, float, float | None, float
             command = [sys.executable, "-c", _WRAPPER, *command]
         start = time.perf_counter()
         process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   start_new_session=True)
+                                   start_new_session=True,
+                                   preexec_fn=drop_root_file_access if case.unprivileged else None)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

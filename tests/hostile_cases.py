@@ -9,6 +9,7 @@ checked normally (exit 0 or 1, no error line), or, with `errors`, exit 2 and one
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 from dataclasses import dataclass
@@ -40,9 +41,23 @@ class Case:
     checks_ok: bool = True  # ok.py is among the checked files: its finding must be reported
     slow: bool = False  # takes seconds even when right (marked slow in the tests)
     needs_git: bool = False
+    unprivileged: bool = False  # run without root's power to read any file (drop_root_file_access)
+
+
+def drop_root_file_access() -> None:
+    """`preexec_fn`: the child loses what lets root ignore file permissions (CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH, dropped from the bounding set, so the interpreter it executes never has them). It keeps
+    uid 0, so it can still run an interpreter installed under /root, which `nobody` could not."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
 def project(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     (root / "ok.py").write_text(OK_RECIPE)
     return root
@@ -139,6 +154,14 @@ def _perf_argv(root: Path) -> None:
     (root / "perf.sh").write_text(
         "#!/bin/bash\npython scripts/performance/setup_experiment.py --model_family_name llama --model_recipe_name "
         "llama3_8b --gpu h100 " + " ".join(f"--tp {i % 4 + 1} -cg {i}" for i in range(50_000)) + "\n")
+
+
+def _unreadable(root: Path) -> None:
+    (root / "secret.py").write_text(OK_RECIPE)
+    (root / "secret.py").chmod(0)
+    (root / "closed").mkdir()
+    (root / "closed" / "x.py").write_text(OK_RECIPE)
+    (root / "closed").chmod(0)
 
 
 def _fifos(root: Path) -> None:
@@ -283,6 +306,9 @@ CASES: list[Case] = [
     Case("links to /dev/zero, changed file", _links_to_devices, ("check", "ok.py")),
     Case("links out of the tree and loops, tree", _links_out_and_loops, ("check",)),
     Case("fifos in the tree, changed file", _fifos, ("check", "ok.py")),
+    Case("unreadable file and folder, tree", _unreadable, ("check",),
+         ("closed: cannot read directory: Permission denied", "secret.py: cannot read: Permission denied"),
+         unprivileged=True),
     Case(".gitignore a link to /dev/zero", _linked_settings, ("check",),
          (".gitignore: a symbolic link; offlint does not follow links inside the linted tree",)),
     Case("pyproject.toml a link to /dev/zero", _linked_pyproject, ("check", "ok.py"),

@@ -6,7 +6,6 @@ while the other files are still checked. Every run has a timeout, so a hang fail
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -56,16 +55,7 @@ def project(tmp_path: Path) -> Path:
 
 # ---------------------------------------------------------------------------------------------- permissions
 
-def _without_root_file_access() -> None:
-    """`preexec_fn`: the child loses what lets root ignore file permissions (CAP_DAC_OVERRIDE and
-    CAP_DAC_READ_SEARCH, dropped from the bounding set, so the interpreter it executes never has them). It keeps
-    uid 0, so it can still run an interpreter installed under /root, which `nobody` could not."""
-    if os.geteuid() != 0:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+_without_root_file_access = hostile_cases.drop_root_file_access
 
 
 @pytest.fixture()
@@ -394,15 +384,27 @@ def _case_param(case):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", [_case_param(c) for c in CASES])
-def test_a_hostile_input_is_checked_or_refused_in_one_line(tmp_path, case):
+def test_a_hostile_input_is_checked_or_refused_in_one_line(tmp_path, case, request):
     """Each case of issue 20 (tests/hostile_cases.py), through the real command line: checked normally, or one
     `offlint: error: PATH: ...` line per hostile file and exit 2, the other files still checked. How long each
     takes is measured by benchmarks/hostile_inputs.py, not here; the timeout only turns a hang into a failure."""
     if case.needs_git and shutil.which("git") is None:
         pytest.skip("needs git")
-    root = hostile_cases.project(tmp_path)
+    preexec_fn = _memory_capped
+    if case.unprivileged:
+        drop = request.getfixturevalue("unprivileged")  # skips where root's file access cannot be dropped
+
+        def preexec_fn():
+            _memory_capped()
+            drop()
+    root = hostile_cases.project(tmp_path / "project")
     case.build(root)
-    result = run(*case.args, cwd=root, preexec_fn=_memory_capped)
+    try:
+        result = run(*case.args, cwd=root, preexec_fn=preexec_fn)
+    finally:
+        for path in root.rglob("*"):  # chmod 0 files and folders: let pytest remove them
+            if not path.is_symlink():
+                path.chmod(0o755)
     errors = sorted(line.removeprefix("offlint: error: ") for line in errors_of(result))
     if case.errors:
         assert result.returncode == 2, result.stderr
