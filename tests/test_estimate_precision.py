@@ -11,8 +11,7 @@ from dataclasses import replace
 import pytest
 
 from offlint.estimate import activations, memory, params
-from offlint.estimate.inputs import (LOW_PRECISION, Inputs, LowPrecision, ModelShape, Parallelism, Training,
-                                     read_inputs)
+from offlint.estimate.inputs import Inputs, LowPrecision, ModelShape, Parallelism, Training, read_inputs
 from offlint.types import Unknown, Value
 
 # Llama-3-8B-shaped, no biases: every parameter that is not embedding, output layer or a norm is a GEMM weight.
@@ -29,6 +28,26 @@ def _gemm_weights(m: ModelShape = MODEL) -> int:
     return params.total(m) - 2 * m.vocab_size * m.hidden_size - norms
 
 
+def _nvfp4_bytes(rows: int, cols: int, rowwise: bool = True, columnwise: bool = True) -> int:
+    """Bytes of one NVFP4 tensor of shape [rows, cols], as Transformer Engine allocates it
+    (NVFP4Quantizer.inner_tensor_specs / create_tensor, get_scale_shape): per usage the E2M1 data with two
+    elements per byte, one E4M3 byte per 16 elements with the scale tensor padded to 128 x 4, and an fp32 amax;
+    the column-wise usage is stored transposed."""
+    def up(x, k):
+        return -(-x // k) * k
+
+    def usage(m, k):
+        return m * k // 2 + up(m, 128) * up(-(-k // 16), 4) + 4
+    return (usage(rows, cols) if rowwise else 0) + (usage(cols, rows) if columnwise else 0)
+
+
+def _gemm_shapes(m: ModelShape = MODEL) -> list[tuple[int, int]]:
+    """[out, in] of one layer's TE linears: QKV, output projection, fc1 (gated: two halves), fc2."""
+    h, q, kv, f = m.hidden_size, m.num_attention_heads * m.kv_channels, m.num_query_groups * m.kv_channels, \
+        m.ffn_hidden_size
+    return [(q + 2 * kv, h), (h, q), (2 * f, h), (h, f)]
+
+
 def _stage(lp: LowPrecision | None, model=MODEL, parallel=PARALLEL, training=TRAIN) -> memory.StageMemory:
     return memory.estimate(Inputs(model, parallel, replace(training, low_precision=lp))).peak
 
@@ -43,6 +62,8 @@ def _weights(stage: memory.StageMemory) -> float:
     ("delayed", True, 2.0),
     ("mxfp8", True, 2 * (1 + 1 / 32)),  # row-wise and column-wise data, an E8M0 byte per 32 of each
     ("blockwise", True, 2 * (1 + 4 / (128 * 128))),  # both usages, an fp32 scale per 128x128 block
+    # NVFP4: both usages, half a byte per element and an E4M3 scale per 16 (TE's allocation, amaxes aside)
+    ("nvfp4", True, sum(_nvfp4_bytes(*shape) - 8 for shape in _gemm_shapes()) / sum(o * i for o, i in _gemm_shapes())),
 ])
 def test_fp8_weights_per_recipe(recipe, transpose, copy):
     gemm, total = _gemm_weights(), params.total(MODEL)
@@ -79,11 +100,15 @@ def _part(stage: memory.StageMemory, name: str) -> float:
     return sum(p.bytes for p in stage.parts if p.name == name)
 
 
-@pytest.mark.parametrize(("recipe", "per"), [("tensorwise", 1.0), ("mxfp8", 1 + 1 / 32), ("blockwise", 1 + 4 / 128)])
+@pytest.mark.parametrize(("recipe", "per"), [("delayed", 1.0), ("tensorwise", 1.0), ("mxfp8", 1 + 1 / 32),
+                                             ("blockwise", 1 + 4 / 128),
+                                             # the column-wise usage of an NVFP4 tensor, per element
+                                             ("nvfp4", (_nvfp4_bytes(2048, 1024, rowwise=False) - 4) / 2048 / 1024)])
 @pytest.mark.parametrize("sp", [False, True])
 def test_fp8_linears_save_quantized_inputs(recipe, per, sp):
     """The QKV and fc1 inputs (normalised hidden states) and the fc2 input (activation output) are saved
-    quantized; the output projection saves a quantized copy beside flash attention's bf16 output."""
+    quantized; with delayed scaling the output projection saves a quantized copy beside flash attention's bf16
+    output, the other recipes its original input (megatron-core's set_save_original_input), i.e. nothing more."""
     parallel = Parallelism(tp=2, sequence_parallel=sp, world_size=8)
     t = replace(TRAIN, low_precision=LowPrecision(recipe))
     bf16 = activations.layer_terms(MODEL, parallel, TRAIN, False).terms
@@ -93,7 +118,10 @@ def test_fp8_linears_save_quantized_inputs(recipe, per, sp):
     assert fp8["qkv_input"] == pytest.approx(per * n * h / shard)
     assert fp8["fc1_input"] == pytest.approx(per * n * h / shard)
     assert fp8["act_output"] == pytest.approx(per * n * f / 2)
-    assert fp8["proj_input"] == pytest.approx(per * n * 8 * 128 / 2)
+    if recipe == "delayed":
+        assert fp8["proj_input"] == pytest.approx(per * n * 8 * 128 / 2)
+    else:
+        assert "proj_input" not in fp8
     assert fp8["core_attn_out"] == bf16["core_attn_out"]  # flash attention's output stays bf16
     for name in ("attn_norm_input", "mlp_norm_input", "core_attn_qkv", "fc1_output"):
         assert fp8[name] == bf16[name], name
@@ -111,7 +139,8 @@ def _lookup(values: dict):
 class _Record:
     def __init__(self, **fields):
         self.fields = {"bf16": True, "fp16": False, "fp8": None, "fp8_recipe": "tensorwise", "fp8_param": None,
-                       "fp8_param_gather": False, "fp4": None, "first_last_layers_bf16": False,
+                       "fp8_param_gather": False, "fp4": None, "fp4_recipe": "nvfp4", "fp4_param": None,
+                       "fp4_param_gather": False, "first_last_layers_bf16": False,
                        "num_layers_at_start_in_bf16": 0, "num_layers_at_end_in_bf16": 0, "fp8_amax_history_len": 1,
                        **fields}
 
@@ -135,9 +164,54 @@ def test_bridge_precision_configs_are_read():
     assert mcore.training.low_precision == LowPrecision("delayed", transpose=False, amax_history=1024)
 
 
+def test_bridge_nvfp4_configs_are_read():
+    """Bridge's bf16_with_nvfp4_mixed: fp4="e2m1", the nvfp4 recipe, FP4 primary weights (fp4_param_gather);
+    nemotron_3_super_bf16_with_nvfp4_mixed also keeps the last 14 layers in bf16. The device's transpose question
+    does not arise (None: any Blackwell-class GPU)."""
+    named = read_inputs(_lookup({"mixed_precision": "bf16_with_nvfp4_mixed"}), "x_config", fp8_transpose=False)
+    assert named.training.low_precision == LowPrecision("nvfp4", params=True) and not named.unsupported
+    assert named.training.compute_dtype == "fp4"
+    record = _Record(fp4="e2m1", fp4_recipe="nvfp4", fp4_param_gather=True)
+    assert read_inputs(_lookup({"mixed_precision": record}), "x_config").training.low_precision == \
+        named.training.low_precision
+    bf16_weights = _Record(fp4="e2m1", fp4_recipe="nvfp4", fp4_param_gather=False)
+    assert read_inputs(_lookup({"mixed_precision": bf16_weights}), "x").training.low_precision == \
+        LowPrecision("nvfp4", params=False)
+    super_ = read_inputs(_lookup({"mixed_precision": "nemotron_3_super_bf16_with_nvfp4_mixed"}), "x_config")
+    assert super_.training.low_precision == LowPrecision("nvfp4", params=True, bf16_layers_end=14)
+    mcore = read_inputs(_lookup({"model.fp4": "e2m1", "model.fp4_param": True, "model.bf16": True}), "x")
+    assert mcore.training.low_precision == LowPrecision("nvfp4", params=True)
+
+
+@pytest.mark.parametrize("fp4_params", [False, True])
+def test_nvfp4_weights_replace_or_join_the_bf16_ones(fp4_params):
+    """FP4 primary weights (megatron-core 0.20: the row-wise bytes packed in the DDP buffer, the column-wise
+    data and scales kept by the NVFP4 tensor) replace the bf16 GEMM weights; bf16 weights keep a cached NVFP4
+    copy beside them."""
+    gemm, total = _gemm_weights(), params.total(MODEL)
+    per_layer = sum(_nvfp4_bytes(*shape) - 8 for shape in _gemm_shapes())
+    copies = MODEL.num_layers * per_layer
+    expected = 2 * (total - gemm) + copies if fp4_params else 2 * total + copies
+    assert _weights(_stage(LowPrecision("nvfp4", params=fp4_params))) == pytest.approx(expected)
+
+
+def test_nvfp4_leaves_the_mtp_block_in_bf16():
+    """megatron-core builds and runs the MTP layers under FP8 contexts only: in NVFP4 training their weights and
+    saved tensors are bf16, where FP8 training quantizes them."""
+    m = replace(MODEL, mtp_num_layers=1)
+    mtp = "activations: multi-token prediction (1 depths)"
+    bf16, fp4, fp8 = _stage(None, m), _stage(LowPrecision("nvfp4", params=True), m), \
+        _stage(LowPrecision("mxfp8", params=True), m)
+    decoder_only = _weights(_stage(LowPrecision("nvfp4", params=True))) - _weights(_stage(None))
+    assert _weights(fp4) - _weights(bf16) == pytest.approx(decoder_only)  # the MTP layer adds no NVFP4 copy
+    assert _part(fp4, mtp) == _part(bf16, mtp) and _part(fp8, mtp) < _part(bf16, mtp)
+
+
 @pytest.mark.parametrize(("values", "name", "transpose", "why"), [
-    ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "x_config", True, LOW_PRECISION),
-    ({"mixed_precision": _Record(fp4="e2m1")}, "x_config", True, LOW_PRECISION),
+    ({"mixed_precision": _Record(fp4="e2m1", fp4_recipe="custom")}, "x_config", False, "custom quantizer"),
+    ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "x_config", True, "Hopper"),
+    ({"mixed_precision": _Record(fp4="e2m1", fp8_dot_product_attention=True)}, "x_config", False, "FP8 attention"),
+    ({"mixed_precision": "bf16_with_nvfp4_unknown_mixed"}, "x_config", False, "does not know"),
     ({"mixed_precision": _Record(fp8="hybrid")}, "x_config", None, "architecture"),
     ({"mixed_precision": _Record(fp8="hybrid", fp8_dot_product_attention=True)}, "x_config", True, "FP8 attention"),
     ({"mixed_precision": _Record()}, "llama3_8b_pretrain_8gpu_h100_fp8cs_config", True, "recipe name announces"),

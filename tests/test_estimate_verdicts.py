@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from offlint.cli import main
 from offlint.estimate import oom
 from offlint.estimate.devices import GIB, parse_device
-from offlint.estimate.inputs import LOW_PRECISION, read_inputs
+from offlint.estimate.inputs import LowPrecision, read_inputs
 from offlint.estimate.report import verdict_state
 from offlint.types import Unknown, Value
 
@@ -126,13 +126,16 @@ def test_fp8_training_on_hopper_keeps_two_bytes_per_gemm_weight_and_is_sized(tmp
     assert [f["code"] for f in findings] == ["OFL303"] and "even the calibrated floor" in findings[0]["message"]
 
 
-def test_a_mixed_precision_record_with_fp4_gets_no_verdict():
+def test_a_mixed_precision_record_with_fp4_is_read_as_nvfp4_and_a_custom_fp4_recipe_gets_no_verdict():
     class Record:
         fields = {"bf16": True, "fp16": False, "fp8": None, "fp4": "e2m1"}
 
     values = {"mixed_precision": Record()}
     inputs = read_inputs(_lookup(values), "llama_pretrain_config")
-    assert LOW_PRECISION in inputs.unsupported
+    assert inputs.training.low_precision == LowPrecision("nvfp4") and not inputs.unsupported
+    Record.fields = dict(Record.fields, fp4_recipe="custom")
+    inputs = read_inputs(_lookup(values), "llama_pretrain_config")
+    assert any("FP4 recipe 'custom'" in why for why in inputs.unsupported), inputs.unsupported
 
 
 def _lookup(values: dict):

@@ -73,15 +73,17 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool
 
 
 def _quantized(terms: dict[str, float], m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[str, float]:
-    """FP8 saved inputs: the linears' own inputs at the recipe's bytes per element; the output projection's
-    quantized input is a copy beside the bf16 attention output flash attention keeps, and the shared expert's
-    fc1 keeps its own copy of the MoE input (which the router keeps in bf16)."""
+    """FP8/NVFP4 saved inputs: the linears' own inputs at the recipe's bytes per element. With delayed scaling
+    the output projection's quantized input is a copy beside the bf16 attention output flash attention keeps,
+    and the shared expert's fc1 keeps its own copy of the MoE input (which the router keeps in bf16); the other
+    recipes save the original input there (precision.keeps_quantized_copies)."""
     per = precision.saved_input_bytes(t.low_precision)
     out = {k: (v * per / 2 if k in FP8_SAVED_INPUTS else v) for k, v in terms.items()}
     n, sp = tokens(m, p, t), (p.tp if p.sequence_parallel else 1)
     head = m.v_head_dim if m.multi_latent_attention else m.kv_channels
-    out["proj_input"] = per * n * m.num_attention_heads * head / p.tp
-    if moe and m.moe_shared_expert_intermediate_size:
+    if precision.keeps_quantized_copies(t.low_precision):
+        out["proj_input"] = per * n * m.num_attention_heads * head / p.tp
+    if moe and m.moe_shared_expert_intermediate_size and precision.keeps_quantized_copies(t.low_precision):
         out["shared_fc1_input"] = per * n * m.hidden_size / sp
     if moe and m.moe_latent_size:  # fc1_latent_proj's own quantized copy of the MoE input
         out["latent_fc1_input"] = per * n * m.hidden_size / sp
@@ -169,9 +171,11 @@ def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
     if t.recompute_granularity == "full" and t.recompute_method != "block":
         return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_checkpoint_inputs": 4 * n * h,
                                  "mtp_output": output_terms(m, p, t) - 2 * n * h})
-    # MTP runs in the global FP8 context: its layer's and eh_proj's saved inputs are quantized too.
-    layer = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(m.num_layers - 1), fp8=True), t)
-    eh_proj = 4 * n * h * (precision.saved_input_bytes(t.low_precision) / 2 if t.low_precision else 1)
+    # MTP runs in the global FP8 context: its layer's and eh_proj's saved inputs are quantized too (not in
+    # NVFP4 training, which leaves MTP in bf16).
+    fp8 = precision.quantized_mtp(t.low_precision)
+    layer = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(m.num_layers - 1), fp8=fp8), t)
+    eh_proj = 4 * n * h * (precision.saved_input_bytes(t.low_precision) / 2 if fp8 else 1)
     return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_norm_inputs": 4 * n * h,
                              "mtp_eh_proj_input": eh_proj, **layer.terms, "mtp_output": output_terms(m, p, t)})
 

@@ -106,8 +106,8 @@ class Parallelism:
 class LowPrecision:
     """FP8 training as megatron-core and Transformer Engine run it (offlint/estimate/precision.py)."""
 
-    recipe: str  # "delayed" | "tensorwise" | "mxfp8" | "blockwise"
-    params: bool = False  # fp8_param(_gather): primary weights in FP8, no bf16 weight copy
+    recipe: str  # "delayed" | "tensorwise" | "mxfp8" | "blockwise" | "nvfp4" (FP4: `fp4="e2m1"`)
+    params: bool = False  # fp8_param(_gather) / fp4_param(_gather): primary weights quantized, no bf16 copy
     transpose: bool = True  # per-tensor scaling keeps a separate FP8 transpose (Hopper; not Blackwell)
     bf16_layers_start: int = 0  # first_last_layers_bf16: layers that stay bf16
     bf16_layers_end: int = 0
@@ -151,7 +151,7 @@ class Training:
     activation_offload_fraction: float = 1.0
     compute_dtype: str = "bf16"  # the GEMMs' precision, for the step-time model only ("fp8" in calibration)
     moe_router_graphed: bool = False  # CUDA graphs capture the MoE router and preprocessing (host overhead)
-    low_precision: LowPrecision | None = None  # FP8 training; None: bf16/fp16/fp32 GEMMs
+    low_precision: LowPrecision | None = None  # FP8 or NVFP4 training; None: bf16/fp16/fp32 GEMMs
     fsdp: str | None = None  # Megatron-FSDP's data_parallel_sharding_strategy; None: megatron-core DDP
     fsdp_unit_size: int | None = None  # ddp.suggested_communication_unit_size (elements); None: its default
     fsdp_double_buffer: bool = False
@@ -256,7 +256,7 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     if why and why not in unsupported:
         unsupported.append(why)
     if low is not None:
-        training = replace(training, low_precision=low, compute_dtype="fp8")
+        training = replace(training, low_precision=low, compute_dtype="fp4" if low.recipe == "nvfp4" else "fp8")
     return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed)
 
 
@@ -462,7 +462,6 @@ def _router_graphed(r: _Reader) -> bool:
     return any("moe_router" in str(name) for name in names)
 
 
-LOW_PRECISION = "FP4 (NVFP4) training (FP4 weight and activation storage is not modelled)"
 # Features whose memory the model does not describe: an estimate with them would be a guess. A known value turns
 # the feature on (no verdict); an unknown one leaves the estimate unknown (rules.md: unknown is never default).
 _UNSUPPORTED = {
@@ -491,7 +490,7 @@ def _unsupported(r: _Reader, unit_name: str = "") -> list[str]:
 
 # Bridge's named precision recipes (training/mixed_precision.py at 067f987) that train in FP8: fp8_recipe,
 # fp8_param_gather, and the bf16 layers kept at the start and end by first_last_layers_bf16. A name is looked up
-# by Bridge at run time (get_mixed_precision_config), so offlint keeps the table; FP4 recipes are not modelled.
+# by Bridge at run time (get_mixed_precision_config), so offlint keeps the table.
 BRIDGE_FP8_RECIPES = {
     "bf16_with_fp8_delayed_scaling_mixed": dict(fp8_recipe="delayed", fp8_param_gather=True,
                                                 fp8_amax_history_len=1024),
@@ -516,12 +515,18 @@ BRIDGE_FP8_RECIPES = {
     "fp16_with_fp8_subchannel_scaling_mixed": dict(fp8_recipe="blockwise", fp8_param_gather=False),
 }
 _FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+# The same for Bridge's FP4 recipes: NVFP4 with FP4 primary weights (fp4_param_gather), and the bf16 layers.
+BRIDGE_FP4_RECIPES = {
+    "bf16_with_nvfp4_mixed": dict(fp4="e2m1", fp4_recipe="nvfp4", fp4_param_gather=True),
+    "nemotron_3_super_bf16_with_nvfp4_mixed": dict(fp4="e2m1", fp4_recipe="nvfp4", fp4_param_gather=True,
+                                                   first_last_layers_bf16=True, num_layers_at_end_in_bf16=14),
+}
 # Bridge recipe names that say FP8 or FP4 (`..._8gpu_h100_fp8cs_config`, `..._b200_nvfp4_config`) and precision
 # recipe names that do (`bf16_with_nvfp4_mixed`).
 _LOW_PRECISION_NAME = re.compile(r"(?:^|_)(?:fp8\w*|mxfp8|nvfp4|fp4\w*)(?:_|$)", re.I)
 _MCORE_FIELDS = ("fp8", "fp8_recipe", "fp8_param", "fp8_amax_history_len", "fp8_dot_product_attention",
                  "fp8_multi_head_attention", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
-                 "num_layers_at_end_in_bf16", "fp4")
+                 "num_layers_at_end_in_bf16", "fp4", "fp4_recipe", "fp4_param")
 
 
 def _precision_settings(r: _Reader) -> dict | None:
@@ -536,13 +541,16 @@ def _precision_settings(r: _Reader) -> dict | None:
         if name in BRIDGE_FP8_RECIPES:
             settings = BRIDGE_FP8_RECIPES[name]
             return dict(settings, fp8="hybrid", fp8_param=settings["fp8_param_gather"])
-        return {"fp4": "e2m1"} if "fp4" in name else {"unknown_name": name} if _LOW_PRECISION_NAME.search(
-            name) else {}
+        if name in BRIDGE_FP4_RECIPES:
+            settings = BRIDGE_FP4_RECIPES[name]
+            return dict(settings, fp4_param=settings["fp4_param_gather"])
+        return {"unknown_name": name} if _LOW_PRECISION_NAME.search(name) else {}
     fields = getattr(mixed.value, "fields", None)
     if mixed.state == "known" and isinstance(fields, dict):
         settings = dict(fields)
-        if settings.get("fp8_param") is None:  # MixedPrecisionConfig.finalize: fp8_param from fp8_param_gather
-            settings["fp8_param"] = settings.get("fp8_param_gather")
+        for kind in ("fp8", "fp4"):  # MixedPrecisionConfig.finalize: fp8_param from fp8_param_gather, fp4 alike
+            if settings.get(f"{kind}_param") is None:
+                settings[f"{kind}_param"] = settings.get(f"{kind}_param_gather")
         return settings
     settings = {}
     for name in _MCORE_FIELDS:
@@ -568,7 +576,7 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
     if "unknown_name" in settings:
         return None, f"the precision recipe {settings['unknown_name']!r}, which offlint does not know"
     if settings.get("fp4"):
-        return None, LOW_PRECISION
+        return _read_fp4(settings, fp8_transpose)
     if not settings.get("fp8"):
         if named:  # the name says FP8/FP4 and the configuration says neither: do not size it as bf16
             return None, "FP8/FP4 training that the recipe name announces but offlint does not see set"
@@ -593,6 +601,27 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
         bf16_layers_start=int(settings.get("num_layers_at_start_in_bf16") or 0) if bf16_layers else 0,
         bf16_layers_end=int(settings.get("num_layers_at_end_in_bf16") or 0) if bf16_layers else 0,
         amax_history=int(history) if _positive_int(history) else 1,
+    ), ""
+
+
+def _read_fp4(settings: dict, fp8_transpose: bool | None) -> tuple[LowPrecision | None, str]:
+    """FP4 training: megatron-core's `fp4="e2m1"` with the `nvfp4` recipe (Transformer Engine's
+    NVFP4BlockScaling); FP4 primary weights with `fp4_param`; bf16 layers as for FP8 (fp4_utils.get_fp4_context)."""
+    recipe = settings.get("fp4_recipe") or "nvfp4"
+    if recipe != "nvfp4":
+        return None, f"the FP4 recipe {recipe!r} (a custom quantizer factory; not modelled)"
+    if settings.get("fp8"):
+        return None, "FP8 and FP4 together (megatron-core refuses the combination)"
+    if settings.get("fp8_dot_product_attention") or settings.get("fp8_multi_head_attention"):
+        return None, "FP8 attention (fp8_dot_product_attention: its saved tensors are not modelled)"
+    if fp8_transpose:  # a Hopper GPU (the only kind with an FP8 transpose)
+        return None, "NVFP4 training on a Hopper GPU (Transformer Engine trains NVFP4 on Blackwell only)"
+    bf16_layers = bool(settings.get("first_last_layers_bf16"))
+    return LowPrecision(
+        recipe="nvfp4",
+        params=bool(settings.get("fp4_param")),
+        bf16_layers_start=int(settings.get("num_layers_at_start_in_bf16") or 0) if bf16_layers else 0,
+        bf16_layers_end=int(settings.get("num_layers_at_end_in_bf16") or 0) if bf16_layers else 0,
     ), ""
 
 
@@ -632,7 +661,8 @@ def _read_fsdp(r: _Reader, t: Training, low: LowPrecision | None) -> tuple[str |
         if value is not None and value != default:
             return None, f"{what} (not modelled)"
     if low is not None:
-        return None, "Megatron-FSDP with FP8 (its FP8 parameter and transpose buffers are not modelled)"
+        return None, (f"Megatron-FSDP with {'NVFP4' if low.recipe == 'nvfp4' else 'FP8'} (its quantized parameter "
+                      "and transpose buffers are not modelled)")
     if t.precision_aware or t.optimizer_cpu_offload:
         return None, "Megatron-FSDP with the precision-aware optimizer or optimizer offload (not modelled)"
     return strategy, ""

@@ -173,8 +173,9 @@ def _fsdp_buffers(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
 
 
 def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, count: float) -> list[Part]:
-    """The parameters, and in FP8 training the quantized GEMM weights (precision.py): in place of the bf16
-    ones with FP8 primary weights, else beside them (Transformer Engine's cache); delayed scaling's state."""
+    """The parameters, and in FP8/NVFP4 training the quantized GEMM weights (precision.py): in place of the
+    bf16 ones with FP8/FP4 primary weights, else beside them (Transformer Engine's cache); delayed scaling's
+    state."""
     lp = t.low_precision
     plain = Part(f"weights ({_dtype(t.params_bytes)})", count * t.params_bytes, "weights")
     if lp is None:
@@ -186,7 +187,7 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
             dense, replicated, expert = precision.gemm_weights(m, moe)
             gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
             gemms += precision.gemms(m, moe, (m.num_moe_experts or 0) / p.ep)
-    if stage.mtp_layers:
+    if stage.mtp_layers and precision.quantized_mtp(lp):
         dense, replicated, expert = precision.mtp_gemm_weights(m)
         gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
         depths = 1 if m.mtp_repeated_layer else m.mtp_num_layers
@@ -194,10 +195,11 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
     copies = gemm * precision.weight_copy_bytes(lp)
     history = precision.scaling_state_bytes(lp, gemms)  # delayed scaling only
     state = [Part("FP8 scaling state (amax history)", history, "weights")] if history else []
+    kind = "NVFP4" if lp.recipe == "nvfp4" else "FP8"
     if lp.params:
-        return [Part(f"weights ({_dtype(t.params_bytes)}; FP8 GEMM weights, {lp.recipe})",
+        return [Part(f"weights ({_dtype(t.params_bytes)}; {kind} GEMM weights, {lp.recipe})",
                      (count - gemm) * t.params_bytes + copies, "weights"), *state]
-    return [plain, Part(f"FP8 weight copies ({lp.recipe}, Transformer Engine cache)", copies, "weights"), *state]
+    return [plain, Part(f"{kind} weight copies ({lp.recipe}, Transformer Engine cache)", copies, "weights"), *state]
 
 
 def _stage_layers(m: ModelShape, p: Parallelism, stage: params.Stage) -> list[int]:

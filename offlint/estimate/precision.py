@@ -19,8 +19,16 @@ scale per 32 elements; blockwise (Hopper "subchannel") stores both, each 1 byte 
 block for weights and per 1 x 128 for activations.
 
 The input each FP8 linear saves for its weight gradient is quantized (only the usage the backward needs is
-kept): 1 byte per element, plus the scales. Attention itself stays bf16 (flash attention keeps its bf16
-output for its backward, so the output projection's FP8 input is an extra copy).
+kept): 1 byte per element, plus the scales. Attention itself stays bf16: flash attention keeps its bf16 output
+for its backward, and with delayed scaling the output projection's FP8 input is an extra copy (the other
+recipes and NVFP4 save the original input there, `set_save_original_input`, and the same for the shared
+expert's fc1).
+
+NVFP4 (`fp4="e2m1"`, Transformer Engine's NVFP4BlockScaling) quantizes the same GEMMs, layers
+`first_last_layers_bf16` keeps aside, but not the MTP block (megatron-core runs it outside any FP4 context).
+An NVFP4 tensor holds per usage 4-bit E2M1 data (two elements per byte), one E4M3 byte of block scale per 16
+elements and an fp32 global amax: a GEMM weight keeps both usages (2 x (1/2 + 1/16) bytes per element), a saved
+input the column-wise one (1/2 + 1/16).
 """
 
 from __future__ import annotations
@@ -31,10 +39,14 @@ from offlint.estimate.inputs import LowPrecision, ModelShape
 _SCALE_MXFP8 = 1 / 32  # one E8M0 byte per 32 elements
 _SCALE_BLOCK_WEIGHT = 4 / (128 * 128)  # an fp32 scale per 128 x 128 block
 _SCALE_BLOCK_INPUT = 4 / 128  # an fp32 scale per 1 x 128 block
+_NVFP4_DATA = 1 / 2  # E2M1: two elements per byte
+_NVFP4_SCALE = 1 / 16  # one E4M3 block scale per 16 elements
 
 
 def weight_copy_bytes(lp: LowPrecision) -> float:
     """Bytes per GEMM weight element of its quantized copy (both usages)."""
+    if lp.recipe == "nvfp4":
+        return 2 * (_NVFP4_DATA + _NVFP4_SCALE)
     if lp.recipe == "mxfp8":
         return 2 * (1 + _SCALE_MXFP8)
     if lp.recipe == "blockwise":
@@ -43,7 +55,9 @@ def weight_copy_bytes(lp: LowPrecision) -> float:
 
 
 def saved_input_bytes(lp: LowPrecision) -> float:
-    """Bytes per element of an FP8 linear's saved input (the one usage its backward reads)."""
+    """Bytes per element of a quantized linear's saved input (the one usage its backward reads)."""
+    if lp.recipe == "nvfp4":
+        return _NVFP4_DATA + _NVFP4_SCALE
     if lp.recipe == "mxfp8":
         return 1 + _SCALE_MXFP8
     if lp.recipe == "blockwise":
@@ -52,11 +66,26 @@ def saved_input_bytes(lp: LowPrecision) -> float:
 
 
 def is_fp8_layer(m: ModelShape, lp: LowPrecision | None, index: int) -> bool:
-    """Whether layer `index` (global) runs its GEMMs in FP8: Bridge's `first_last_layers_bf16` keeps the first
-    and last few in bf16 (megatron-core's is_first_last_bf16_layer)."""
+    """Whether layer `index` (global) runs its GEMMs in FP8 (or NVFP4): Bridge's `first_last_layers_bf16` keeps
+    the first and last few in bf16 (megatron-core's is_first_last_bf16_layer, fp4_utils.get_fp4_context)."""
     if lp is None:
         return False
     return lp.bf16_layers_start <= index < m.num_layers - lp.bf16_layers_end
+
+
+def quantized_mtp(lp: LowPrecision | None) -> bool:
+    """Whether the MTP block's GEMMs are quantized: FP8 yes (the global FP8 context), NVFP4 no (megatron-core
+    builds and runs the MTP layers under FP8 contexts only: `get_fp8_context` in multi_token_prediction.py,
+    "currently ignoring FP4 in MTP layers")."""
+    return lp is not None and lp.recipe != "nvfp4"
+
+
+def keeps_quantized_copies(lp: LowPrecision) -> bool:
+    """Whether the output projection and the shared expert's fc1 keep quantized copies of inputs that are saved
+    anyway in bf16 (flash attention's output, the router's input). Only delayed scaling: for the other FP8
+    recipes (Transformer Engine >= 2.6) and NVFP4 (>= 2.7) megatron-core calls `set_save_original_input` on
+    them (attention.py, multi_latent_attention.py, moe/shared_experts.py)."""
+    return lp.recipe == "delayed"
 
 
 def gemm_weights(m: ModelShape, moe: bool) -> tuple[int, int, int]:
