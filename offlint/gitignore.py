@@ -9,6 +9,7 @@ alternative that matches is the last pattern that matches, which decides as in g
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 
 import pathspec
@@ -42,7 +43,7 @@ def _joined(patterns) -> tuple[re.Pattern | None, list[bool]]:
         if regex is None or not isinstance(regex.pattern, str) or not regex.pattern.startswith("^") \
                 or regex.flags != re.UNICODE:
             return None, []
-        alternatives.append("(" + _NAMED_GROUP.sub("(?:", regex.pattern) + ")")
+        alternatives.append("(" + _without_backtracking(_NAMED_GROUP.sub("(?:", regex.pattern)) + ")")
         include.append(bool(pattern.include))
     if not alternatives:
         return re.compile(r"(?!)"), [False]
@@ -51,3 +52,25 @@ def _joined(patterns) -> tuple[re.Pattern | None, list[bool]]:
     except re.error:
         return None, []
     return (joined, include) if joined.groups == len(alternatives) else (None, [])
+
+
+_STAR = r"[^/]*"  # pathspec's `*`: any run within one path segment
+_FIXED_RUN = re.compile(r"(?:\\.|\[\^/\]|\[[^\]/\\]*\]|[^\\\[\]()|*+?{}.$^/])+")  # fixed length, never "/"
+
+
+def _without_backtracking(pattern: str) -> str:
+    """pathspec's regex, with each `*` that is followed by a fixed run and then another `*` of the same segment
+    made to take that run's first occurrence, atomically. Python's `re` otherwise tries every way to split a name
+    among the stars: a .gitignore line `*a*a*a...*b` (25 stars) against a file named `aaa...a.py` never finished.
+    The first occurrence is always a right choice: the next `*` takes up whatever lies between it and a later
+    one, since none of it is a "/". Python 3.10 has no atomic groups: the pattern is left as it is there."""
+    if sys.version_info < (3, 11):
+        return pattern
+    parts = pattern.split(_STAR)
+    out = [parts[0]]
+    for position, run in enumerate(parts[1:], start=1):
+        if position < len(parts) - 1 and _FIXED_RUN.fullmatch(run):
+            out.append(f"(?>{_STAR}?{run})")
+        else:
+            out.append(_STAR + run)
+    return "".join(out)

@@ -164,6 +164,12 @@ def _unreadable(root: Path) -> None:
     (root / "closed").chmod(0)
 
 
+def _gitignore_stars(root: Path) -> None:
+    (root / ".gitignore").write_text("*a" * 25 + "b\n")  # every split of a long name among 25 stars
+    for index in range(20):
+        (root / ("a" * 200 + f"{index}.py")).write_text(OK_RECIPE)
+
+
 def _fifos(root: Path) -> None:
     os.mkfifo(root / "pipe.py")
     os.mkfifo(root / "launch")
@@ -309,6 +315,7 @@ CASES: list[Case] = [
     Case("unreadable file and folder, tree", _unreadable, ("check",),
          ("closed: cannot read directory: Permission denied", "secret.py: cannot read: Permission denied"),
          unprivileged=True),
+    Case(".gitignore of 25 stars, long names", _gitignore_stars, ("check",)),
     Case(".gitignore a link to /dev/zero", _linked_settings, ("check",),
          (".gitignore: a symbolic link; offlint does not follow links inside the linted tree",)),
     Case("pyproject.toml a link to /dev/zero", _linked_pyproject, ("check", "ok.py"),

@@ -34,3 +34,27 @@ def test_the_last_matching_pattern_decides():
     assert ignore.match("keep.py") and ignore.match("a/other.py")
     assert not GitIgnore(["*.py", "!keep.py"]).match("keep.py")
     assert not GitIgnore([]).match("a.py") and not GitIgnore(["# only a comment"]).match("a.py")
+
+
+STAR_PIECES = ["*", "a", "b", "?", "[ab]", ".", "**", "/", "*a*"]
+NAMES = ["a", "b", "ab", "aab", "ba.b", "aaaa", "abab.a", "b.a", ".a", "aaaaaaaab"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(STAR_PIECES), min_size=1, max_size=7).map("".join), min_size=1, max_size=4),
+       st.lists(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3), min_size=1, max_size=8), st.booleans())
+def test_patterns_of_several_stars_decide_as_pathspec_does(lines, paths, as_dir):
+    """Several `*` in one segment are matched without backtracking (each takes the first occurrence of what
+    follows it): the same decisions as pathspec's own regexes."""
+    test_the_joined_regex_decides_as_pathspec_does.hypothesis.inner_test(lines, paths, as_dir)
+
+
+def test_many_stars_against_a_long_name_take_no_time():
+    """`*a*a*...*b` against `aaa...a`: Python's re tried every split of the name among the stars (a check of one
+    such file never finished); run in a child with a timeout, so that a regression fails instead of hanging."""
+    import subprocess
+    import sys
+
+    code = ("from offlint.gitignore import GitIgnore; "
+            "assert not GitIgnore(['*a' * 25 + 'b']).match('a' * 60 + '.py')")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
