@@ -142,12 +142,15 @@ def test_bridge_fsdp_settings_are_read():
     ({"ddp.data_parallel_sharding_strategy": "optim_grads"}, "optim_grads"),
     ({"ddp.num_distributed_optimizer_instances": 2}, "HSDP"),
     ({"ddp.megatron_fsdp_version": 2}, "version 2"),
-    ({"mixed_precision": "bf16_with_mxfp8_mixed"}, "FP8"),
+    ({"mixed_precision": "bf16_with_fp8_subchannel_scaling_mixed"}, "blockwise parameters"),
+    ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "nvfp4 parameters"),
+    ({"model.fp8": "hybrid", "model.fp8_recipe": "tensorwise"}, "FP8 compute on bf16 weights"),
+    ({"mixed_precision": "bf16_with_fp8_current_scaling_mixed", "hopper": True}, "per-tensor FP8 on Hopper"),
     ({"optimizer.use_precision_aware_optimizer": True}, "precision-aware"),
 ])
 def test_what_fsdp_settings_get_no_verdict(extra, why):
     values = {"ddp.use_megatron_fsdp": True, "ddp.data_parallel_sharding_strategy": "optim_grads_params", **extra}
-    inputs = read_inputs(_lookup(values), "x_config", fp8_transpose=False)
+    inputs = read_inputs(_lookup(values), "x_config", fp8_transpose=values.pop("hopper", False))
     assert any(why in reason for reason in inputs.unsupported), inputs.unsupported
 
 
@@ -159,3 +162,64 @@ def test_an_unknown_fsdp_switch_makes_the_estimate_unknown():
 def test_fp8_is_still_read_without_fsdp():
     lp = read_inputs(_lookup({"mixed_precision": "bf16_with_mxfp8_mixed"}), "x_config").training.low_precision
     assert lp == LowPrecision("mxfp8", params=True)
+
+
+# Megatron-FSDP with FP8 primary weights (megatron_fsdp/param_and_grad_buffer.py): parameter groups of
+# Float8Tensors get a uint8 model weight buffer, MXFP8 groups also a uint8 transpose buffer over the same
+# parameters; MXFP8's E8M0 scales stay whole in each parameter (Transformer Engine all-reduces them).
+FP8_DATA = {"tensorwise": 1, "delayed": 1, "mxfp8": 2}
+FP8_WHOLE = {"tensorwise": 0.0, "delayed": 0.0, "mxfp8": 2 / 32}
+GEMM_WEIGHTS = ("linear_qkv.weight", "linear_proj.weight", "linear_fc1.weight", "linear_fc2.weight")
+
+
+@pytest.mark.parametrize("recipe", sorted(FP8_DATA))
+def test_fsdp_fp8_weights_equal_megatron_fsdp_uint8_buffers(recipe, model_parallel):
+    from megatron.core.distributed import DistributedDataParallelConfig
+    from megatron.core.distributed.fsdp.src.megatron_fsdp.param_and_grad_buffer import (
+        build_data_parallel_buffer_index)
+    from test_estimate_params import CASES, _build, _shape
+
+    shape = _shape(CASES["gqa-rmsnorm-swiglu-untied"])
+    named = list(_build(shape).named_parameters())
+    gemm = [p.shape for n, p in named if n.endswith(GEMM_WEIGHTS)]
+    rest = [p.shape for n, p in named if not n.endswith(GEMM_WEIGHTS)]
+    world = 8
+    config = DistributedDataParallelConfig(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params")
+
+    def shard(shapes) -> int:
+        return build_data_parallel_buffer_index(shapes, 0, world, True, config)[2].size
+
+    whole_gemm = sum(s.numel() for s in gemm)
+    expected = shard(gemm) * FP8_DATA[recipe] + whole_gemm * FP8_WHOLE[recipe] + shard(rest) * 2
+    if recipe == "delayed":  # the amax history (length 1) of 5 quantizers per GEMM, 4 GEMMs a layer, fp32
+        expected += shape.num_layers * 4 * 5 * (1 + 2) * 4
+    lp = LowPrecision(recipe, params=True, transpose=False)
+    stage = _peak(replace(BF16, fsdp="optim_grads_params", low_precision=lp), Parallelism(world_size=world), shape)
+    pad = 3 * world  # each buffer is padded to a multiple of the data-parallel size
+    assert stage.of("weights") == pytest.approx(expected, abs=pad)
+    # Gradients and optimizer states are those of the bf16 model (the grad buffer has the full element count).
+    bf16 = _peak(replace(BF16, fsdp="optim_grads_params"), Parallelism(world_size=world), shape)
+    assert (stage.of("grads"), stage.of("optimizer")) == (bf16.of("grads"), bf16.of("optimizer"))
+
+
+@pytest.mark.parametrize("recipe", sorted(FP8_DATA))
+def test_fsdp_fp8_units_are_gathered_at_the_buffers_bytes(recipe):
+    """The all-gathered units hold the uint8 buffers' bytes for the GEMM weights, bf16 for the rest; the
+    gradient queue is unchanged."""
+    lp = LowPrecision(recipe, params=True, transpose=False)
+    t = replace(BF16, fsdp="optim_grads_params", fsdp_double_buffer=True, low_precision=lp)
+    layer = params.layer(MODEL, 0).total
+    norms = 2 * MODEL.hidden_size
+    outside = params.total(MODEL) - MODEL.num_layers * layer
+    unit = (layer - norms) * FP8_DATA[recipe] + norms * 2
+    expected = 2 * unit + outside * 2 + (4 * layer + outside) * 4
+    assert _named(_peak(t), "Megatron-FSDP") == pytest.approx(expected)
+
+
+def test_bridge_fsdp_fp8_recipes_are_read():
+    """Bridge's Llama 3 70B FSDP perf recipes: current scaling with FP8 primary weights on Blackwell."""
+    values = {"ddp.use_megatron_fsdp": True, "ddp.data_parallel_sharding_strategy": "optim_grads_params",
+              "mixed_precision": "bf16_with_fp8_current_scaling_mixed"}
+    inputs = read_inputs(_lookup(values), "x_config", fp8_transpose=False)
+    assert not inputs.unsupported and inputs.training.fsdp == "optim_grads_params"
+    assert inputs.training.low_precision.params and inputs.training.low_precision.recipe == "tensorwise"

@@ -586,6 +586,10 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
         return None, f"the FP8 recipe {recipe!r} (not modelled)"
     if settings.get("fp8_dot_product_attention") or settings.get("fp8_multi_head_attention"):
         return None, "FP8 attention (fp8_dot_product_attention: its saved tensors are not modelled)"
+    if recipe == "mxfp8" and r.get("model.fp8_output_proj", False) is not False:
+        # megatron-core 0.20's is_mxfp8_output_proj_active: the LM head becomes a TE MXFP8 linear
+        return None, ("an MXFP8 output layer (fp8_output_proj: the LM head's quantized weight and saved input are "
+                      "not modelled)")
     if recipe in ("delayed", "tensorwise") and fp8_transpose is None:
         return None, ("per-tensor FP8 scaling on a GPU whose architecture offlint does not know (Hopper keeps an "
                       "FP8 transpose of every weight, Blackwell does not; pass --gpu)")
@@ -660,15 +664,28 @@ def _read_fsdp(r: _Reader, t: Training, low: LowPrecision | None) -> tuple[str |
             return None, ""
         if value is not None and value != default:
             return None, f"{what} (not modelled)"
-    if low is not None:
-        return None, (f"Megatron-FSDP with {'NVFP4' if low.recipe == 'nvfp4' else 'FP8'} (its quantized parameter "
-                      "and transpose buffers are not modelled)")
+    if low is not None and _fsdp_low_precision_unsupported(low):
+        return None, _fsdp_low_precision_unsupported(low)
     if t.precision_aware or t.optimizer_cpu_offload:
         return None, "Megatron-FSDP with the precision-aware optimizer or optimizer offload (not modelled)"
     return strategy, ""
 
 
 _LORA_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+
+
+def _fsdp_low_precision_unsupported(lp: LowPrecision) -> str:
+    """Why Megatron-FSDP with this FP8/FP4 setting has no verdict ("" when it is modelled: FP8 primary weights
+    with per-tensor scaling off Hopper, or MXFP8; precision.fsdp_data_bytes)."""
+    if lp.recipe in ("blockwise", "nvfp4"):
+        return f"Megatron-FSDP with {lp.recipe} parameters (their buffers are not modelled)"
+    if not lp.params:
+        return ("Megatron-FSDP with FP8 compute on bf16 weights (Transformer Engine's cached FP8 copies of the "
+                "all-gathered weights are not modelled)")
+    if lp.recipe in ("delayed", "tensorwise") and lp.transpose:
+        return ("Megatron-FSDP with per-tensor FP8 on Hopper (the FP8 transposes made after each all-gather are "
+                "not modelled)")
+    return ""
 
 
 def _read_peft(r: _Reader, m: ModelShape, t: Training, low: LowPrecision | None,

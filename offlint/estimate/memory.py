@@ -86,7 +86,7 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                   nmb: int | None) -> StageMemory:
     dense, expert = stage.params.per_rank(p)
     weights, grads, optim = _shards(p, t, dp, edp)
-    parts = _weights(m, p, t, stage, dense / weights[0] + expert / weights[1])
+    parts = _weights(m, p, t, stage, dense / weights[0] + expert / weights[1], weights)
     if t.peft:  # a frozen base: gradients and optimizer states only for the adapters (lora.py)
         adapters = sum(lora.adapter_params(m, t.peft) for _ in _stage_layers(m, p, stage)) / p.tp
         parts.append(Part(f"LoRA adapters ({_dtype(t.params_bytes)})", adapters * t.params_bytes, "weights"))
@@ -158,8 +158,8 @@ def _fsdp_buffers(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
     the communication unit before the newest, plus the newest and the one being computed). Parameters outside
     the units (embedding, output layer, final norm) are counted unsharded. An upper bound: the queues need not
     be full when activations peak."""
-    layers = [params.layer(m, i) for i in _stage_layers(m, p, stage)]
-    per_layer = [sum(x.per_rank(p)) for x in layers]
+    indices = _stage_layers(m, p, stage)
+    per_layer = [sum(params.layer(m, i).per_rank(p)) for i in indices]
     if not per_layer:
         return 0.0
     unit = max(per_layer)
@@ -168,34 +168,55 @@ def _fsdp_buffers(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
     gathered = 2 if t.fsdp_double_buffer else 1 + math.ceil(size // 2 / unit)
     reducing = size // unit + 2
     n = len(per_layer)
-    return (min(n, gathered) * unit + outside) * t.params_bytes + (min(n, reducing) * unit + outside) * \
+    # A unit's gathered bytes: FP8 GEMM weights at the uint8 buffers' bytes (precision.fsdp_data_bytes), the
+    # rest in the parameter dtype.
+    lp = t.low_precision
+    unit_bytes = max(count * t.params_bytes - (_gemm_elements(m, p, lp, i) * (
+        t.params_bytes - precision.fsdp_data_bytes(lp)) if lp else 0.0) for i, count in zip(indices, per_layer))
+    return min(n, gathered) * unit_bytes + outside * t.params_bytes + (min(n, reducing) * unit + outside) * \
         _grad_bytes(t)
 
 
-def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, count: float) -> list[Part]:
+def _gemm_elements(m: ModelShape, p: Parallelism, lp, index: int) -> float:
+    """Quantized GEMM weight elements of layer `index` on one rank (0 for a layer kept in bf16)."""
+    if not precision.is_fp8_layer(m, lp, index):
+        return 0.0
+    dense, replicated, expert = precision.gemm_weights(m, m.is_moe_layer(index))
+    return dense / p.tp + replicated + expert / (p.ep * p.etp)
+
+
+def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, count: float,
+             shards: tuple[int, int] = (1, 1)) -> list[Part]:
     """The parameters, and in FP8/NVFP4 training the quantized GEMM weights (precision.py): in place of the
     bf16 ones with FP8/FP4 primary weights, else beside them (Transformer Engine's cache); delayed scaling's
-    state."""
+    state. Megatron-FSDP (`shards`: how many ranks share the dense and the expert weights) keeps FP8 primary
+    weights in sharded uint8 buffers and MXFP8's scales whole (precision.fsdp_data_bytes, fsdp_scale_bytes)."""
     lp = t.low_precision
     plain = Part(f"weights ({_dtype(t.params_bytes)})", count * t.params_bytes, "weights")
     if lp is None:
         return [plain]
-    gemm, gemms = 0.0, 0.0
+    gemm, gemms, sharded = 0.0, 0.0, 0.0
     for index in _stage_layers(m, p, stage):
         if precision.is_fp8_layer(m, lp, index):
             moe = m.is_moe_layer(index)
             dense, replicated, expert = precision.gemm_weights(m, moe)
             gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
+            sharded += (dense / p.tp + replicated) / shards[0] + expert / (p.ep * p.etp) / shards[1]
             gemms += precision.gemms(m, moe, (m.num_moe_experts or 0) / p.ep)
     if stage.mtp_layers and precision.quantized_mtp(lp):
         dense, replicated, expert = precision.mtp_gemm_weights(m)
         gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
+        sharded += (dense / p.tp + replicated) / shards[0] + expert / (p.ep * p.etp) / shards[1]
         depths = 1 if m.mtp_repeated_layer else m.mtp_num_layers
         gemms += depths * (1 + precision.gemms(m, m.is_moe_layer(m.num_layers - 1), (m.num_moe_experts or 0) / p.ep))
     copies = gemm * precision.weight_copy_bytes(lp)
     history = precision.scaling_state_bytes(lp, gemms)  # delayed scaling only
     state = [Part("FP8 scaling state (amax history)", history, "weights")] if history else []
     kind = "NVFP4" if lp.recipe == "nvfp4" else "FP8"
+    if t.fsdp:  # FP8 primary weights (inputs._fsdp_low_precision_unsupported refuses the rest)
+        fsdp = sharded * precision.fsdp_data_bytes(lp) + gemm * precision.fsdp_scale_bytes(lp)
+        return [Part(f"weights ({_dtype(t.params_bytes)}; FP8 GEMM weights, {lp.recipe}, Megatron-FSDP)",
+                     (count - sharded) * t.params_bytes + fsdp, "weights"), *state]
     if lp.params:
         return [Part(f"weights ({_dtype(t.params_bytes)}; {kind} GEMM weights, {lp.recipe})",
                      (count - gemm) * t.params_bytes + copies, "weights"), *state]

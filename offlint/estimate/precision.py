@@ -88,6 +88,22 @@ def keeps_quantized_copies(lp: LowPrecision) -> bool:
     return lp.recipe == "delayed"
 
 
+def fsdp_data_bytes(lp: LowPrecision) -> float:
+    """Bytes per GEMM weight element in Megatron-FSDP's uint8 weight buffers (sharded, and all-gathered per
+    unit): a Float8Tensor's data (1 byte), MXFP8's row-wise data and its column-wise "transpose" buffer
+    (2 bytes). megatron_fsdp/param_and_grad_buffer.py: `model_weight_buffer` (torch.uint8 for "float8"
+    groups) and `transpose_weight_buffer` (`fp8_need_transpose_data`: MXFP8 only)."""
+    return 2.0 if lp.recipe == "mxfp8" else 1.0
+
+
+def fsdp_scale_bytes(lp: LowPrecision) -> float:
+    """Bytes per GEMM weight element that Megatron-FSDP leaves unsharded in the parameter: MXFP8's row-wise and
+    column-wise E8M0 scales, full size on every rank (Transformer Engine's `_cast_master_weights_to_fp8_mxfp8_
+    scaling` all-reduces the partial amaxes into each weight's whole `_rowwise/_columnwise_scale_inv`); a
+    Float8Tensor's one scale per tensor is nothing."""
+    return 2 * _SCALE_MXFP8 if lp.recipe == "mxfp8" else 0.0
+
+
 def gemm_weights(m: ModelShape, moe: bool) -> tuple[int, int, int]:
     """(TP-sharded, replicated, expert) GEMM weight elements of one layer, biases and norms excluded. Replicated:
     multi-latent attention's down projections and latent MoE's projections, Transformer Engine linears
