@@ -171,11 +171,12 @@ def test_a_script_whose_last_line_ends_in_a_backslash_is_still_read(project):
 # ---------------------------------------------------------------------------------------------- special files, stdin
 
 def _memory_capped() -> None:
-    """`preexec_fn`: 2 GiB of address space, so that a reader that lost its bound fails here instead of taking
-    the machine's memory (a link to /dev/zero never ends)."""
+    """`preexec_fn`: 1 GiB of address space (the issue's memory bound, counted generously: mapped libraries
+    included), so that a reader that lost its bound fails here instead of taking the machine's memory (a link to
+    /dev/zero never ends)."""
     import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
 
 def test_a_fifo_anywhere_in_the_project_never_blocks_a_check(project):
