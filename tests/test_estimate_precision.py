@@ -213,7 +213,12 @@ def test_nvfp4_leaves_the_mtp_block_in_bf16():
     ({"mixed_precision": _Record(fp4="e2m1", fp8_dot_product_attention=True)}, "x_config", False, "FP8 attention"),
     ({"mixed_precision": "bf16_with_nvfp4_unknown_mixed"}, "x_config", False, "does not know"),
     ({"mixed_precision": _Record(fp8="hybrid")}, "x_config", None, "architecture"),
-    ({"mixed_precision": _Record(fp8="hybrid", fp8_dot_product_attention=True)}, "x_config", True, "FP8 attention"),
+    ({"mixed_precision": _Record(fp8="hybrid", fp8_multi_head_attention=True)}, "x_config", True,
+     "FP8 multi-head attention"),
+    ({"mixed_precision": _Record(fp8="hybrid", fp8_recipe="blockwise", fp8_dot_product_attention=True)}, "x_config",
+     True, "FP8 attention with blockwise"),
+    ({"mixed_precision": _Record(fp8="hybrid", fp8_recipe="mxfp8", fp8_param_gather=True),
+      "model.fp8_output_proj": True}, "x_config", False, "MXFP8 output layer"),
     ({"mixed_precision": _Record()}, "llama3_8b_pretrain_8gpu_h100_fp8cs_config", True, "recipe name announces"),
     ({"mixed_precision": "bf16_with_fp8_unknown_mixed"}, "x_config", True, "does not know"),
     ({"model.fp8": "hybrid", "model.disable_parameter_transpose_cache": True}, "x", True, "transpose_cache"),
@@ -227,3 +232,37 @@ def test_an_unknown_fp8_field_makes_the_estimate_unknown():
     inputs = read_inputs(_lookup({"mixed_precision": _Record(fp8=Unknown("computed"))}), "x_config",
                          fp8_transpose=True)
     assert "mixed_precision" in inputs.unknown and not inputs.complete
+
+
+def _mxfp8_row_bytes(d: int) -> int:
+    """Bytes of one row of d elements quantized row-wise by MXFP8 (Transformer Engine's MXFP8Quantizer): the FP8
+    data and one E8M0 scale per 32 elements, the scale columns padded to a multiple of 4."""
+    return d + -(-(-(-d // 32)) // 4) * 4
+
+
+@pytest.mark.parametrize("recipe", ["delayed", "tensorwise", "mxfp8"])
+def test_fp8_attention_saves_fp8_q_k_v(recipe):
+    """fp8_dot_product_attention: Transformer Engine's fused attention saves row-wise FP8 q, k and v (MXFP8 with
+    its scales) instead of the bf16 ones; the output stays bf16, except with delayed scaling (FP8, and the output
+    projection keeps its own quantized input). A recomputed core_attn keeps its bf16 inputs."""
+    parallel = Parallelism(tp=2, world_size=8)
+    lp = LowPrecision(recipe, attention=True)
+    t = replace(TRAIN, low_precision=lp)
+    plain = activations.layer_terms(MODEL, parallel, replace(t, low_precision=replace(lp, attention=False)), False,
+                                    True).terms
+    fp8 = activations.layer_terms(MODEL, parallel, t, False, True).terms
+    n, d = MODEL.seq_length, MODEL.kv_channels
+    rows = MODEL.num_attention_heads + 2 * MODEL.num_query_groups  # q heads, k and v groups
+    row = _mxfp8_row_bytes(d) if recipe == "mxfp8" else d
+    assert fp8["core_attn_qkv"] == pytest.approx(n * rows * row / 2)
+    assert fp8["core_attn_out"] == plain["core_attn_out"] / (2 if recipe == "delayed" else 1)
+    assert ("proj_input" in fp8) == (recipe == "delayed")
+    selective = replace(t, recompute_granularity="selective", recompute_modules=("core_attn",))
+    assert activations.layer_terms(MODEL, parallel, selective, False, True).terms["core_attn_qkv"] == \
+        plain["core_attn_qkv"]
+
+
+def test_fp8_attention_is_read():
+    record = _Record(fp8="hybrid", fp8_recipe="mxfp8", fp8_param_gather=True, fp8_dot_product_attention=True)
+    lp = read_inputs(_lookup({"mixed_precision": record}), "x_config").training.low_precision
+    assert lp == LowPrecision("mxfp8", params=True, attention=True)

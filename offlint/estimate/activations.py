@@ -87,6 +87,19 @@ def _quantized(terms: dict[str, float], m: ModelShape, p: Parallelism, t: Traini
         out["shared_fc1_input"] = per * n * m.hidden_size / sp
     if moe and m.moe_latent_size:  # fc1_latent_proj's own quantized copy of the MoE input
         out["latent_fc1_input"] = per * n * m.hidden_size / sp
+    lp = t.low_precision
+    if lp.attention and not (t.recompute_granularity == "selective" and "core_attn" in t.recompute_modules):
+        # FP8 fused attention saves FP8 q, k, v instead of the bf16 ones (which nothing else keeps); a
+        # recomputed core_attn keeps its bf16 inputs in the checkpoint instead.
+        if m.multi_latent_attention:
+            qk, v = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim
+            heads_qk, heads_v = 2 * m.num_attention_heads, m.num_attention_heads
+        else:
+            qk = v = m.kv_channels
+            heads_qk, heads_v = m.num_attention_heads + m.num_query_groups, m.num_query_groups
+        out["core_attn_qkv"] = n * (heads_qk * qk * precision.attention_input_bytes(lp, qk) +
+                                    heads_v * v * precision.attention_input_bytes(lp, v)) / p.tp
+        out["core_attn_out"] = out["core_attn_out"] * precision.attention_output_bytes(lp) / 2
     return out
 
 

@@ -112,6 +112,7 @@ class LowPrecision:
     bf16_layers_start: int = 0  # first_last_layers_bf16: layers that stay bf16
     bf16_layers_end: int = 0
     amax_history: int = 1  # delayed scaling's amax history length
+    attention: bool = False  # fp8_dot_product_attention: the fused attention saves FP8 q, k, v
 
 
 @dataclass(frozen=True)
@@ -584,8 +585,10 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
     recipe = settings.get("fp8_recipe") or "delayed"
     if recipe not in _FP8_RECIPES:
         return None, f"the FP8 recipe {recipe!r} (not modelled)"
-    if settings.get("fp8_dot_product_attention") or settings.get("fp8_multi_head_attention"):
-        return None, "FP8 attention (fp8_dot_product_attention: its saved tensors are not modelled)"
+    if settings.get("fp8_multi_head_attention"):
+        return None, "FP8 multi-head attention (fp8_multi_head_attention: its FP8 QKV and output are not modelled)"
+    if settings.get("fp8_dot_product_attention") and recipe == "blockwise":
+        return None, "FP8 attention with blockwise scaling (its saved tensors are not modelled)"
     if recipe == "mxfp8" and r.get("model.fp8_output_proj", False) is not False:
         # megatron-core 0.20's is_mxfp8_output_proj_active: the LM head becomes a TE MXFP8 linear
         return None, ("an MXFP8 output layer (fp8_output_proj: the LM head's quantized weight and saved input are "
@@ -605,6 +608,7 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
         bf16_layers_start=int(settings.get("num_layers_at_start_in_bf16") or 0) if bf16_layers else 0,
         bf16_layers_end=int(settings.get("num_layers_at_end_in_bf16") or 0) if bf16_layers else 0,
         amax_history=int(history) if _positive_int(history) else 1,
+        attention=bool(settings.get("fp8_dot_product_attention")),
     ), ""
 
 
@@ -617,7 +621,8 @@ def _read_fp4(settings: dict, fp8_transpose: bool | None) -> tuple[LowPrecision 
     if settings.get("fp8"):
         return None, "FP8 and FP4 together (megatron-core refuses the combination)"
     if settings.get("fp8_dot_product_attention") or settings.get("fp8_multi_head_attention"):
-        return None, "FP8 attention (fp8_dot_product_attention: its saved tensors are not modelled)"
+        return None, ("FP8 attention under NVFP4 (fp8_dot_product_attention: the attention quantizers of the NVFP4 "
+                      "recipe are not modelled)")
     if fp8_transpose:  # a Hopper GPU (the only kind with an FP8 transpose)
         return None, "NVFP4 training on a Hopper GPU (Transformer Engine trains NVFP4 on Blackwell only)"
     bf16_layers = bool(settings.get("first_last_layers_bf16"))
