@@ -10,6 +10,13 @@ Each run measures, in this order:
            the pre-commit case: FILE gets a comment line appended first (a real edit, so its cache entry and those
            of every file that depends on it are stale), and its original bytes are put back afterwards.
 
+Each run first measures the *floor*: reading and `ast.parse`-ing, single-threaded, every Python file offlint's
+discovery finds in TREE (the same files a check reads), in a fresh process; every line then gives its wall and CPU
+time as a multiple of that run's floor ("x floor"), the figure issue 19's goals are stated in (the machine is shared
+and absolute times drift; a ratio taken in the same run does not). offlint's own modules are byte-compiled first,
+as `pip install` does, so no run pays for compiling them (PYTHONDONTWRITEBYTECODE would otherwise make every run
+compile every module).
+
 Every measurement runs offlint (`python -m offlint` with this interpreter) as a subprocess of a fresh wrapper
 process, so the wrapper's `getrusage(RUSAGE_CHILDREN).ru_maxrss` is the peak RSS of that one offlint run.
 Wall time is taken in the wrapper around the child (it excludes the wrapper's own start-up but includes
@@ -45,6 +52,22 @@ json.dump({"wall": wall, "rc": proc.returncode, "maxrss": usage.ru_maxrss, "user
            "sys": usage.ru_stime, "stdout_lines": proc.stdout.count(b"\n"),
            "stderr": proc.stderr.decode("utf-8", "replace")}, sys.stdout)
 """
+# The floor: reads and parses every Python file discovery finds under the working directory, one thread.
+_FLOOR = r"""
+import ast, json, time
+from offlint.discover import discover
+files, _ = discover(["."])
+paths = [f.path for f in files if f.kind == "python"]
+wall, cpu = time.perf_counter(), time.process_time()
+for path in paths:
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        ast.parse(data)
+    except (SyntaxError, ValueError):
+        pass
+json.dump({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "files": len(paths)}, sys.stdout)
+""".replace("import ast, json, time", "import ast, json, sys, time")
 _SUMMARY = re.compile(r"\((\d+) files?, (\d+) units?")
 _FOUND = re.compile(r"Found (\d+) findings?|All checks passed!")
 
@@ -65,6 +88,13 @@ def measure(cwd: Path, args: list[str]) -> dict:
     return result
 
 
+def measure_floor(cwd: Path) -> dict:
+    out = subprocess.run([sys.executable, "-c", _FLOOR], cwd=cwd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"bench_check: measuring the ast-parse floor failed:\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
 def measure_edited(tree: Path, changed: str, extra: list[str]) -> dict:
     """Time `offlint check CHANGED` after a real edit of CHANGED; the file's bytes are always restored."""
     path = Path(changed) if Path(changed).is_absolute() else tree / changed
@@ -76,7 +106,7 @@ def measure_edited(tree: Path, changed: str, extra: list[str]) -> dict:
         path.write_bytes(original)
 
 
-def line(label: str, r: dict) -> str:
+def line(label: str, r: dict, floor: dict | None = None) -> str:
     rate = f"{r['files'] / r['wall']:.1f} files/s" if r["files"] and r["wall"] > 0 else "? files/s"
     files = f"{r['files']} files" if r["files"] is not None else "? files"
     extra = []
@@ -85,6 +115,9 @@ def line(label: str, r: dict) -> str:
     if r["findings"] is not None:
         extra.append(f"{r['findings']} findings")
     extra.append(f"cpu {r['user'] + r['sys']:.2f} s")
+    if floor and floor["wall"] > 0 and floor["cpu"] > 0:
+        extra.append(f"{r['wall'] / floor['wall']:.2f}x floor wall, "
+                     f"{(r['user'] + r['sys']) / floor['cpu']:.2f}x floor cpu")
     return (f"{label:<18} wall {r['wall']:8.2f} s  {files:>11}  {rate:>15}  peak RSS {r['rss_mib']:7.1f} MiB  "
             f"exit {r['rc']}  ({', '.join(extra)})")
 
@@ -123,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(tempfile.mkdtemp(prefix="offlint-bench-cache-"))
     os.environ["OFFLINT_CACHE_DIR"] = str(cache)  # inherited by every measured run
 
+    import compileall
+
+    import offlint
+
+    compileall.compile_dir(str(Path(offlint.__file__).parent), quiet=1)
     version = subprocess.run([sys.executable, "-m", "offlint", "--version"], capture_output=True, text=True)
     print(f"# {version.stdout.strip() or 'offlint'}; Python {platform.python_version()} on {platform.machine()} "
           f"({os.cpu_count()} CPUs); tree {tree}")
@@ -130,19 +168,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# cold/warm: (cd TREE && offlint check .{tail})"
           + (f"; changed: (cd TREE && offlint check {changed}{tail})" if changed else ""))
     results: dict[str, list[dict]] = {"cold": [], "warm": [], "changed": []}
+    floors: list[dict] = []
     errors_shown = False
     for run in range(1, args.runs + 1):
         shutil.rmtree(cache, ignore_errors=True)
+        floor = measure_floor(tree)
+        floors.append(floor)
+        print(f"{'floor ' + str(run) + '/' + str(args.runs):<18} wall {floor['wall']:8.2f} s  "
+              f"{str(floor['files']) + ' files':>11}  cpu {floor['cpu']:.2f} s  (read + ast.parse, one thread)",
+              flush=True)
         plan = [("cold", ["."]), ("warm", ["."])] + ([("changed", [changed])] if changed else [])
         for kind, target in plan:
             r = measure_edited(tree, target[0], extra) if kind == "changed" else measure(tree, [*target, *extra])
             results[kind].append(r)
-            print(line(f"{kind} {run}/{args.runs}", r), flush=True)
+            print(line(f"{kind} {run}/{args.runs}", r, floor), flush=True)
             if r["rc"] == 2 and not errors_shown:
                 for ln in error_lines(r)[:5] or r["stderr"].strip().splitlines()[-3:]:
                     print(f"#   {ln}")
                 errors_shown = True
     if args.runs > 1:
+        floor = {"wall": statistics.median(f["wall"] for f in floors), "cpu": statistics.median(f["cpu"] for f in floors)}
         for kind, rs in results.items():
             if not rs:
                 continue
@@ -152,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             med["user"] = statistics.median(r["user"] for r in rs)
             med["sys"] = statistics.median(r["sys"] for r in rs)
             med["rc"] = "/".join(sorted({str(r["rc"]) for r in rs}))
-            print(line(f"{kind} median", med))
+            print(line(f"{kind} median", med, floor))
     shutil.rmtree(cache, ignore_errors=True)
     return 0
 
