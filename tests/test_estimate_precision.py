@@ -218,7 +218,7 @@ def test_nvfp4_leaves_the_mtp_block_in_bf16():
     ({"mixed_precision": _Record(fp8="hybrid", fp8_recipe="blockwise", fp8_dot_product_attention=True)}, "x_config",
      True, "FP8 attention with blockwise"),
     ({"mixed_precision": _Record(fp8="hybrid", fp8_recipe="mxfp8", fp8_param_gather=True),
-      "model.fp8_output_proj": True}, "x_config", False, "MXFP8 output layer"),
+      "model.fp8_output_proj": True}, "x_config", False, "MXFP8 output layer (fp8_output_proj) with tied"),
     ({"mixed_precision": _Record()}, "llama3_8b_pretrain_8gpu_h100_fp8cs_config", True, "recipe name announces"),
     ({"mixed_precision": "bf16_with_fp8_unknown_mixed"}, "x_config", True, "does not know"),
     ({"model.fp8": "hybrid", "model.disable_parameter_transpose_cache": True}, "x", True, "transpose_cache"),
@@ -266,3 +266,19 @@ def test_fp8_attention_is_read():
     record = _Record(fp8="hybrid", fp8_recipe="mxfp8", fp8_param_gather=True, fp8_dot_product_attention=True)
     lp = read_inputs(_lookup({"mixed_precision": record}), "x_config").training.low_precision
     assert lp == LowPrecision("mxfp8", params=True, attention=True)
+
+
+def test_an_mxfp8_output_layer_caches_its_weight_and_saves_a_quantized_input():
+    """fp8_output_proj with MXFP8 (megatron-core 0.20: TELMHeadColumnParallelLinear, built outside
+    fp8_model_init): the bf16 LM head weight keeps a cached MXFP8 copy with both usages beside it, and its saved
+    input is the column-wise MXFP8 copy of the final norm's output instead of the bf16 one."""
+    values = {"mixed_precision": _Record(fp8="hybrid", fp8_recipe="mxfp8", fp8_param_gather=True),
+              "model.fp8_output_proj": True, "model.share_embeddings_and_output_weights": False}
+    lp = read_inputs(_lookup(values), "x_config").training.low_precision
+    assert lp == LowPrecision("mxfp8", params=True, output_layer=True)
+    plain, head = _stage(replace(lp, output_layer=False)), _stage(lp)
+    row = _mxfp8_row_bytes(MODEL.hidden_size) / MODEL.hidden_size  # 1 byte + an E8M0 scale per 32
+    assert head.of("weights") - plain.of("weights") == pytest.approx(2 * row * MODEL.vocab_size * MODEL.hidden_size)
+    name = "activations: output layer and logits"
+    n, h = MODEL.seq_length, MODEL.hidden_size
+    assert _part(plain, name) - _part(head, name) == pytest.approx((2 - row) * n * h)

@@ -220,10 +220,13 @@ def embedding_terms(m: ModelShape, p: Parallelism, t: Training) -> float:
 
 
 def output_terms(m: ModelShape, p: Parallelism, t: Training) -> float:
-    """The last stage's final-norm and output-layer inputs and the fp32 logits the cross-entropy keeps."""
+    """The last stage's final-norm and output-layer inputs and the fp32 logits the cross-entropy keeps. An MXFP8
+    output layer (fp8_output_proj) saves its input quantized, like any Transformer Engine linear."""
     n = tokens(m, p, t)
     sp = p.tp if p.sequence_parallel else 1
-    return 4 * n * m.hidden_size / sp + 4 * n * m.vocab_size / p.tp
+    lp = t.low_precision
+    head = precision.saved_input_bytes(lp) if lp is not None and lp.output_layer else 2
+    return (2 + head) * n * m.hidden_size / sp + 4 * n * m.vocab_size / p.tp
 
 
 def after_selective_recompute(layer: LayerActivations, t: Training) -> LayerActivations:

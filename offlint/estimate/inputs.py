@@ -113,6 +113,7 @@ class LowPrecision:
     bf16_layers_end: int = 0
     amax_history: int = 1  # delayed scaling's amax history length
     attention: bool = False  # fp8_dot_product_attention: the fused attention saves FP8 q, k, v
+    output_layer: bool = False  # fp8_output_proj with MXFP8: the LM head is a Transformer Engine MXFP8 linear
 
 
 @dataclass(frozen=True)
@@ -589,10 +590,10 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
         return None, "FP8 multi-head attention (fp8_multi_head_attention: its FP8 QKV and output are not modelled)"
     if settings.get("fp8_dot_product_attention") and recipe == "blockwise":
         return None, "FP8 attention with blockwise scaling (its saved tensors are not modelled)"
-    if recipe == "mxfp8" and r.get("model.fp8_output_proj", False) is not False:
-        # megatron-core 0.20's is_mxfp8_output_proj_active: the LM head becomes a TE MXFP8 linear
-        return None, ("an MXFP8 output layer (fp8_output_proj: the LM head's quantized weight and saved input are "
-                      "not modelled)")
+    # megatron-core 0.20's is_mxfp8_output_proj_active: the LM head becomes TELMHeadColumnParallelLinear
+    output_layer = recipe == "mxfp8" and r.get("model.fp8_output_proj", False) is True
+    if output_layer and r.get("model.share_embeddings_and_output_weights", True) is not False:
+        return None, "an MXFP8 output layer (fp8_output_proj) with tied embeddings (not modelled)"
     if recipe in ("delayed", "tensorwise") and fp8_transpose is None:
         return None, ("per-tensor FP8 scaling on a GPU whose architecture offlint does not know (Hopper keeps an "
                       "FP8 transpose of every weight, Blackwell does not; pass --gpu)")
@@ -609,6 +610,7 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
         bf16_layers_end=int(settings.get("num_layers_at_end_in_bf16") or 0) if bf16_layers else 0,
         amax_history=int(history) if _positive_int(history) else 1,
         attention=bool(settings.get("fp8_dot_product_attention")),
+        output_layer=output_layer,
     ), ""
 
 
@@ -684,6 +686,8 @@ def _fsdp_low_precision_unsupported(lp: LowPrecision) -> str:
     with per-tensor scaling off Hopper, or MXFP8; precision.fsdp_data_bytes)."""
     if lp.recipe in ("blockwise", "nvfp4"):
         return f"Megatron-FSDP with {lp.recipe} parameters (their buffers are not modelled)"
+    if lp.output_layer:
+        return "Megatron-FSDP with an MXFP8 output layer (fp8_output_proj; not modelled)"
     if not lp.params:
         return ("Megatron-FSDP with FP8 compute on bf16 weights (Transformer Engine's cached FP8 copies of the "
                 "all-gathered weights are not modelled)")

@@ -212,6 +212,9 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
     copies = gemm * precision.weight_copy_bytes(lp)
     history = precision.scaling_state_bytes(lp, gemms)  # delayed scaling only
     state = [Part("FP8 scaling state (amax history)", history, "weights")] if history else []
+    if lp.output_layer and stage.has_output:  # a bf16 LM head: Transformer Engine caches its MXFP8 copy
+        state.append(Part("MXFP8 output layer weight copy (Transformer Engine cache)",
+                          m.vocab_size * m.hidden_size / p.tp * precision.weight_copy_bytes(lp), "weights"))
     kind = "NVFP4" if lp.recipe == "nvfp4" else "FP8"
     if t.fsdp:  # FP8 primary weights (inputs._fsdp_low_precision_unsupported refuses the rest)
         fsdp = sharded * precision.fsdp_data_bytes(lp) + gemm * precision.fsdp_scale_bytes(lp)
