@@ -626,7 +626,8 @@ def _read_fp4(settings: dict, fp8_transpose: bool | None) -> tuple[LowPrecision 
         return None, ("FP8 attention under NVFP4 (fp8_dot_product_attention: the attention quantizers of the NVFP4 "
                       "recipe are not modelled)")
     if fp8_transpose:  # a Hopper GPU (the only kind with an FP8 transpose)
-        return None, "NVFP4 training on a Hopper GPU (Transformer Engine trains NVFP4 on Blackwell only)"
+        return None, ("NVFP4 training on a Hopper GPU (Transformer Engine needs compute capability 10.0 or higher "
+                      "for NVFP4)")
     bf16_layers = bool(settings.get("first_last_layers_bf16"))
     return LowPrecision(
         recipe="nvfp4",
