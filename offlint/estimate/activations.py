@@ -10,6 +10,7 @@ Each term has a name so recompute modules and fine-grained offload modules can d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from offlint.estimate import lora, precision
@@ -64,8 +65,12 @@ def tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
     return m.seq_length / p.cp * t.micro_batch_size
 
 
-def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool = False) -> LayerActivations:
-    """A layer's saved tensors; `fp8`: the layer runs its GEMMs in FP8 (t.low_precision)."""
+def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool = False,
+                hybrid: str | None = None) -> LayerActivations:
+    """A layer's saved tensors; `fp8`: the layer runs its GEMMs in FP8 (t.low_precision); `hybrid`: a hybrid
+    model's layer symbol (ModelShape.layer_kind)."""
+    if hybrid is not None:
+        return LayerActivations(_hybrid_terms(m, p, t, hybrid))
     terms = _bf16_terms(m, p, t, moe)
     if t.peft and not moe:
         terms = lora.frozen_terms(terms, m, p, t.peft, tokens(m, p, t))
@@ -142,6 +147,51 @@ def _bf16_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[s
         # the normed hidden state, `moe_input`).
         terms["latent_fc2_input"] = 2 * n * m.moe_latent_size / sp
     return terms
+
+
+# A hybrid model's attention, MLP and MoE layers save what the same parts of a transformer layer save.
+_ATTENTION_PART = ("attn_norm_input", "qkv_input", "core_attn_qkv", "core_attn_out", "attn_dropout_mask")
+
+
+def _hybrid_terms(m: ModelShape, p: Parallelism, t: Training, kind: str) -> dict[str, float]:
+    if kind == "M":
+        return mamba_terms(m, p, t)
+    terms = _bf16_terms(m, p, t, moe=kind == "E")
+    keep = (lambda k: k in _ATTENTION_PART) if kind == "*" else (lambda k: k not in _ATTENTION_PART)
+    return {k: v for k, v in terms.items() if keep(k)}
+
+
+def mamba_terms(m: ModelShape, p: Parallelism, t: Training) -> dict[str, float]:
+    """A Mamba layer's saved tensors in training (megatron-core MambaMixer with use_mamba_mem_eff_path, its
+    default: mamba_ssm's mamba_split_conv1d_scan_combined). in_proj (the layer's norm fused in, as for qkv) keeps
+    the norm's input and output; the scan kernel keeps its input, the in_proj output (z, x, B, C, dt: 2 d_inner
+    + 2 groups x state + heads, split over TP, over the full sequence), and its ungated output `out_x` (d_inner),
+    and recomputes the convolution in backward; the gated RMSNorm keeps its input (d_inner) and an fp32 rstd per
+    group; out_proj keeps its input (d_inner). With context parallelism the mixer trades sequence for heads
+    (all-to-all), so the bytes per rank are the same."""
+    n = tokens(m, p, t)
+    h, sp = m.hidden_size, (p.tp if p.sequence_parallel else 1)
+    d_inner = m.mamba_d_inner
+    width = 2 * d_inner + 2 * m.mamba_num_groups * m.mamba_state_dim + m.mamba_num_heads
+    terms = {
+        "mamba_norm_input": 2 * n * h / sp,
+        "in_proj_input": 2 * n * h / sp,
+        "mamba_scan_input": 2 * n * width / p.tp,
+        "mamba_scan_output": 2 * n * d_inner / p.tp,
+        "mamba_gated_norm_input": 2 * n * d_inner / p.tp + 4 * n * m.mamba_num_groups / p.tp,
+        "out_proj_input": 2 * n * d_inner / p.tp,
+        "mamba_dropout_mask": n * h / sp if m.hidden_dropout > 0 else 0.0,
+    }
+    return {k: v for k, v in terms.items() if v}
+
+
+def mamba_scan_states(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """The chunked scan's working set while one Mamba layer runs (not kept between layers): the fp32 state at
+    every chunk boundary, (tokens / mamba_chunk_size) x heads / TP x head_dim x state, which the backward
+    rebuilds beside its fp32 gradient (mamba_ssm ssd_combined: _chunk_state_fwd / _state_passing and their
+    backward)."""
+    chunks = math.ceil(m.seq_length / p.cp / m.mamba_chunk_size) * t.micro_batch_size
+    return 2 * 4 * chunks * m.mamba_num_heads / p.tp * m.mamba_head_dim * m.mamba_state_dim
 
 
 def _attention_terms(m: ModelShape, p: Parallelism, n: float) -> dict[str, float]:

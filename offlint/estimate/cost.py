@@ -67,7 +67,12 @@ def _tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
     return m.seq_length / p.cp * t.micro_batch_size
 
 
-def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: bool) -> LayerTime:
+def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: bool,
+               kind: str | None = None) -> LayerTime:
+    """`kind`: a hybrid model's layer symbol (ModelShape.layer_kind): that part of a transformer layer only, or
+    a Mamba layer (`_mamba_time`)."""
+    if kind is not None:
+        return _hybrid_time(m, p, t, device, kind)
     n = _tokens(m, p, t)
     h = m.hidden_size
     sp = p.tp if p.sequence_parallel else 1
@@ -110,6 +115,47 @@ def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: 
         # all-reduces of twice the volume); 16-bit activations
         volume = 2 * 2 * n * h * (p.tp - 1) / p.tp
         out.comm["tp"] = volume / _bandwidth(p.tp, device)
+    return out
+
+
+# The parts of a transformer layer's time each hybrid layer symbol keeps (norm, element-wise and TP traffic:
+# half, one of the layer's two blocks).
+_HYBRID_PARTS = {"*": ("qkv", "proj", "core_attn"), "-": ("mlp",),
+                 "E": ("experts", "moe_act", "shared_experts", "router")}
+
+
+def _hybrid_time(m: ModelShape, p: Parallelism, t: Training, device: Device, kind: str) -> LayerTime:
+    if kind == "M":
+        return _mamba_time(m, p, t, device)
+    full = layer_time(m, p, t, device, kind == "E")
+    out = LayerTime({k: v for k, v in full.parts.items() if k in _HYBRID_PARTS[kind]},
+                    {k: v / 2 if k == "tp" else v for k, v in full.comm.items() if kind == "E" or k == "tp"},
+                    full.host)
+    for name in ("layernorm", "elementwise"):
+        out.parts[name] = full.parts[name] / 2
+    return out
+
+
+def _mamba_time(m: ModelShape, p: Parallelism, t: Training, device: Device) -> LayerTime:
+    """A Mamba layer: in_proj and out_proj GEMMs, and the chunked scan (SSD) as its matrix products: within each
+    chunk C.B^T and its product with x, the chunk states and their contribution to the output, at flash
+    attention's efficiency in 16 bits. Not calibrated against a measured Mamba step."""
+    n = _tokens(m, p, t)
+    h, d_inner, state = m.hidden_size, m.mamba_d_inner, m.mamba_state_dim
+    sp = p.tp if p.sequence_parallel else 1
+    rate = device.peak_flops(t.compute_dtype)
+    hbm = device.hbm_bytes_per_s * HBM_EFFICIENCY
+    width = 2 * d_inner + 2 * m.mamba_num_groups * state + m.mamba_num_heads
+    out = LayerTime()
+    out.parts["in_proj"] = gemm_seconds(2 * n * h * width / p.tp, n, rate)
+    out.parts["out_proj"] = gemm_seconds(2 * n * d_inner * h / p.tp, n, rate)
+    scan = 2 * n * (m.mamba_chunk_size * (m.mamba_num_groups * state + d_inner) + 2 * d_inner * state) / p.tp
+    out.parts["scan"] = scan / (device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
+    out.parts["layernorm"] = 2 * 2 * n / sp * h / hbm
+    out.parts["elementwise"] = ELEMENTWISE_BYTES / 2 * n / sp * h / hbm
+    out.host = LAYER_LAUNCH_SECONDS
+    if p.tp > 1:
+        out.comm["tp"] = 2 * n * h * (p.tp - 1) / p.tp / _bandwidth(p.tp, device)
     return out
 
 
@@ -186,13 +232,14 @@ def step_time(inputs: Inputs, result: Estimate, device: Device) -> StepTime:
     world = result.world_size
     dp = p.data_parallel(world)
     nmb = result.num_microbatches or max(ASSUMED_MICROBATCHES, p.pp)
-    by_kind = {moe: layer_time(m, p, t, device, moe) for moe in {m.is_moe_layer(i) for i in range(m.num_layers)}}
+    kinds = {(m.is_moe_layer(i), m.layer_kind(i)) for i in range(m.num_layers)}
+    by_kind = {k: layer_time(m, p, t, device, *k) for k in kinds}
     stage_seconds, backward_seconds = [], []
     for stage, chunk_ranges in enumerate(params.layer_ranges(m, p)):
         seconds = backward = 0.0
         for r in chunk_ranges:
             for i in r:
-                layer = by_kind[m.is_moe_layer(i)]
+                layer = by_kind[m.is_moe_layer(i), m.layer_kind(i)]
                 recompute = recomputed_seconds(layer, t)
                 if t.recompute_granularity == "full" and t.recompute_method == "block":
                     recompute = layer.forward if (i - r.start) < (t.recompute_num_layers or 0) else 0.0

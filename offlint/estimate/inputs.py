@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from offlint.types import Unknown, Value
+from offlint.types import Source, Unknown, Value
 
 Lookup = Callable[[str], Value]
 
@@ -57,8 +57,26 @@ class ModelShape:
     # MTP layer's weights serve every depth.
     mtp_num_layers: int = 0
     mtp_repeated_layer: bool = False
+    # Hybrid models (megatron-core's MambaModel/HybridModel): the layer pattern, one symbol per layer ("M" Mamba,
+    # "*" attention, "-" MLP, "E" MoE; "|" between pipeline stages), and the Mamba mixer's sizes.
+    hybrid_pattern: str | None = None
+    mamba_num_heads: int = 0
+    mamba_head_dim: int = 0
+    mamba_num_groups: int = 0
+    mamba_state_dim: int = 0
+    mamba_chunk_size: int = 128
+
+    @property
+    def mamba_d_inner(self) -> int:
+        return self.mamba_num_heads * self.mamba_head_dim
+
+    def layer_kind(self, index: int) -> str | None:
+        """A hybrid model's layer symbol; None for a GPT model's transformer layers."""
+        return self.hybrid_pattern.replace("|", "")[index] if self.hybrid_pattern is not None else None
 
     def is_moe_layer(self, index: int) -> bool:
+        if self.hybrid_pattern is not None:
+            return self.layer_kind(index) == "E"
         if not self.num_moe_experts:
             return False
         if isinstance(self.moe_layer_freq, int):
@@ -251,6 +269,9 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     if peft_why:
         unsupported.append(peft_why)
     training = replace(training, peft=peft)
+    hybrid_why = _hybrid_unsupported(r, model, parallel, training, low, fsdp)
+    if hybrid_why:
+        unsupported.append(hybrid_why)
     if fsdp:
         training = replace(training, fsdp=fsdp, distributed_optimizer=True,  # Bridge forces it with FSDP
                            fsdp_unit_size=r.optional_int("ddp.suggested_communication_unit_size"),
@@ -269,8 +290,10 @@ def _read_model(r: _Reader) -> ModelShape:
     experts = r.optional_int("model.num_moe_experts")
     freq = r.get("model.moe_layer_freq", 1)
     freq = tuple(int(f) for f in freq) if isinstance(freq, (list, tuple)) else int(freq) if _positive_int(freq) else 1
+    hybrid = _read_hybrid(r, hidden)
+    get = _hybrid_provider_get(r) if hybrid else r.get
     return ModelShape(
-        num_layers=r.size("model.num_layers"),
+        num_layers=_hybrid_num_layers(hybrid["hybrid_pattern"]) if hybrid else r.size("model.num_layers"),
         hidden_size=hidden,
         ffn_hidden_size=ffn,
         num_attention_heads=heads,
@@ -279,13 +302,13 @@ def _read_model(r: _Reader) -> ModelShape:
         vocab_size=r.size("model.vocab_size", "tokenizer.vocab_size"),
         seq_length=r.size("model.seq_length", "dataset.seq_length", "dataset.sequence_length"),
         gated_linear_unit=bool(r.get("model.gated_linear_unit", False)),
-        tied_embeddings=bool(r.get("model.share_embeddings_and_output_weights", True)),
-        rms_norm=r.get("model.normalization", "LayerNorm") == "RMSNorm",
-        add_bias_linear=bool(r.get("model.add_bias_linear", True)),
+        tied_embeddings=bool(get("model.share_embeddings_and_output_weights", True)),
+        rms_norm=get("model.normalization", "LayerNorm") == "RMSNorm",
+        add_bias_linear=bool(get("model.add_bias_linear", True)),
         add_qkv_bias=bool(r.get("model.add_qkv_bias", False)),
         qk_layernorm=bool(r.get("model.qk_layernorm", False)),
-        learned_position_embeddings=r.get("model.position_embedding_type", "learned_absolute") == "learned_absolute",
-        hidden_dropout=float(r.get("model.hidden_dropout", 0.1) or 0.0),
+        learned_position_embeddings=get("model.position_embedding_type", "learned_absolute") == "learned_absolute",
+        hidden_dropout=float(get("model.hidden_dropout", 0.1) or 0.0),
         num_moe_experts=experts,
         moe_ffn_hidden_size=(r.optional_int("model.moe_ffn_hidden_size") or ffn) if experts else None,
         moe_router_topk=int(r.get("model.moe_router_topk", 2) or 2) if experts else 2,
@@ -296,7 +319,105 @@ def _read_model(r: _Reader) -> ModelShape:
         moe_latent_size=r.optional_int("model.moe_latent_size") if experts else None,
         **_read_mla(r),
         **_read_mtp(r),
+        **hybrid,
     )
+
+
+_HYBRID_KEYS = ("model.hybrid_layer_pattern", "model.hybrid_override_pattern")
+
+
+def _read_hybrid(r: _Reader, hidden: int) -> dict:
+    """A hybrid model's layer pattern and Mamba sizes ({} for a GPT model). Bridge's HybridModelProvider takes
+    `hybrid_layer_pattern`, or the deprecated `hybrid_override_pattern` in its place, and megatron-core's
+    TransformerConfig the Mamba sizes (defaults: head dim 64, 8 groups, state 128; heads = 2 x hidden / head dim
+    when mamba_num_heads is unset, MambaMixer's expand=2). The pattern is kept as written; `_hybrid_unsupported`
+    refuses what offlint does not model."""
+    pattern = None
+    for key in _HYBRID_KEYS:
+        value = r.lookup(key)
+        if value.is_unknown:
+            r.unknown[key] = (value.value.reason if isinstance(value.value, Unknown) else "unknown") + \
+                " (the memory model would need the hybrid layer pattern)"
+            return {}
+        if value.state == "known" and isinstance(value.value, str) and value.value:
+            pattern = value.value
+            break
+    if pattern is None:
+        return {}
+    head_dim = r.optional_int("model.mamba_head_dim") or 64
+    return dict(hybrid_pattern=pattern, mamba_head_dim=head_dim,
+                mamba_num_heads=r.optional_int("model.mamba_num_heads") or (2 * hidden // head_dim),
+                mamba_num_groups=r.optional_int("model.mamba_num_groups") or 8,
+                mamba_state_dim=r.optional_int("model.mamba_state_dim") or 128,
+                mamba_chunk_size=r.optional_int("model.mamba_chunk_size") or 128)
+
+
+# Bridge's HybridModelProvider (models/hybrid/hybrid_provider.py at 067f987) overrides these megatron-core
+# TransformerConfig defaults; offlint's reader gives a provider's unset fields megatron-core's defaults.
+HYBRID_PROVIDER_DEFAULTS = {"model.share_embeddings_and_output_weights": False, "model.normalization": "RMSNorm",
+                            "model.add_bias_linear": False, "model.hidden_dropout": 0.0,
+                            "model.position_embedding_type": "none"}
+
+
+def _hybrid_provider_get(r: _Reader) -> Callable[[str, object], object]:
+    """`r.get` for a hybrid model: a field left at its default takes HybridModelProvider's default where the
+    pattern was set in Python (megatron-core's TransformerConfig has no pattern field, so that is Bridge's
+    provider or a subclass); a Megatron-LM launch (--hybrid-layer-pattern) keeps argparse's defaults."""
+    pattern = next((v for v in map(r.lookup, _HYBRID_KEYS) if v.state == "known"), None)
+    bridge = pattern is not None and (pattern.assignment is None or pattern.assignment.source != Source.MLM)
+
+    def get(key: str, fallback: object = None) -> object:
+        if bridge and key in HYBRID_PROVIDER_DEFAULTS and r.lookup(key).state == "default":
+            return HYBRID_PROVIDER_DEFAULTS[key]
+        return r.get(key, fallback)
+
+    return get
+
+
+def _hybrid_num_layers(pattern: str) -> int:
+    """Bridge's HybridModelProvider.finalize takes num_layers from the pattern (asserting an explicit one agrees)."""
+    return len(pattern.split("/")[0].replace("|", ""))
+
+
+_HYBRID_SYMBOLS = frozenset("M*-E|")
+
+
+def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low: LowPrecision | None,
+                        fsdp: str | None) -> str:
+    """Why a hybrid model has no verdict ("" when it is modelled, or not hybrid)."""
+    pattern = m.hybrid_pattern
+    if pattern is None:
+        return ""
+    if "/" in pattern or m.mtp_num_layers or r.get("model.mtp_hybrid_override_pattern"):
+        return "a hybrid Mamba model with multi-token prediction layers (not modelled)"
+    if set(pattern) - _HYBRID_SYMBOLS:
+        return (f"hybrid layer symbols {''.join(sorted(set(pattern) - _HYBRID_SYMBOLS))!r} (only Mamba 'M', "
+                "attention '*', MLP '-' and MoE 'E' layers are modelled)")
+    explicit = r.lookup("model.num_layers")
+    if explicit.state == "known" and _positive_int(explicit.value) and explicit.value != m.num_layers:
+        return (f"num_layers={explicit.value} with a hybrid pattern of {m.num_layers} layers (Bridge's "
+                "HybridModelProvider asserts they agree)")
+    if m.mamba_num_heads % p.tp or m.mamba_num_groups % p.tp or m.mamba_num_heads % m.mamba_num_groups:
+        return (f"{m.mamba_num_heads} Mamba heads in {m.mamba_num_groups} groups over TP{p.tp} (MambaMixer asserts "
+                "that TP divides heads and groups, and groups divide heads)")
+    if "E" in pattern and not m.num_moe_experts:
+        return "a hybrid pattern with MoE layers ('E') but no num_moe_experts"
+    if m.multi_latent_attention or m.moe_latent_size:
+        return "a hybrid Mamba model with multi-latent attention or latent MoE (not modelled)"
+    if low is not None:
+        return ("FP8/NVFP4 training of a hybrid Mamba model (the Mamba mixer's quantized weights and saved inputs "
+                "are not modelled)")
+    if fsdp or t.peft:
+        return "Megatron-FSDP or LoRA on a hybrid Mamba model (not modelled)"
+    if t.cpu_offloading or t.fine_grained_offloading:
+        return "activation offloading of a hybrid Mamba model (not modelled)"
+    recompute = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
+    if recompute - {"core_attn"} or t.moe_layer_recompute:
+        return "selective recompute beyond core_attn in a hybrid Mamba model (not modelled)"
+    if r.get("model.use_mamba_mem_eff_path", True) is False:
+        return ("a Mamba mixer without the memory-efficient path (use_mamba_mem_eff_path=False: separate conv1d and "
+                "scan kernels save other tensors; not modelled)")
+    return ""
 
 
 def _read_mla(r: _Reader) -> dict:
@@ -467,7 +588,6 @@ def _router_graphed(r: _Reader) -> bool:
 # Features whose memory the model does not describe: an estimate with them would be a guess. A known value turns
 # the feature on (no verdict); an unknown one leaves the estimate unknown (rules.md: unknown is never default).
 _UNSUPPORTED = {
-    "model.hybrid_layer_pattern": "hybrid Mamba layers",
     "model.experimental_attention_variant": "an experimental attention variant (gated delta net, DSA)",
     "model.teacher": "knowledge distillation (a frozen teacher model beside the trained student)",
     "model.freeze_language_model": "a frozen language model (no gradients or optimizer states for it)",

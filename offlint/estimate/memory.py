@@ -119,6 +119,8 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
             extra = max(extra, act.mtp_rebuilt(m, p, t))  # before the decoder layers' backward, not beside it
     if extra:
         parts.append(Part("activations: recompute working set", extra, "activations"))
+    if any(m.layer_kind(i) == "M" for i in _stage_layers(m, p, stage)):
+        parts.append(Part("Mamba chunked-scan states (one layer)", act.mamba_scan_states(m, p, t), "activations"))
     if m.num_moe_experts and any(m.is_moe_layer(i) for i in range(m.num_layers)):
         parts.append(Part("MoE dispatch buffers", act.dispatch_buffers(m, p, t), "activations"))
     subtotal = sum(x.bytes for x in parts)
@@ -291,8 +293,8 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
     """(GPU bytes of the stage's layers at peak, host bytes offloaded, recompute working set)."""
     indices = _stage_layers(m, p, stage)
 
-    def kind(i: int) -> tuple[bool, bool]:  # a layer's activations depend only on whether it is MoE and FP8
-        return m.is_moe_layer(i), precision.is_fp8_layer(m, t.low_precision, i)
+    def kind(i: int) -> tuple[bool, bool, str | None]:  # a layer's activations depend only on these
+        return m.is_moe_layer(i), precision.is_fp8_layer(m, t.low_precision, i), m.layer_kind(i)
 
     by_kind = {k: act.after_selective_recompute(act.layer_terms(m, p, t, *k), t) for k in {kind(i) for i in indices}}
     layers = [by_kind[kind(i)] for i in indices]

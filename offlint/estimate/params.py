@@ -9,7 +9,7 @@ Each count is split by how ranks hold it: `tp` (sharded over tensor parallelism)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from offlint.estimate.inputs import ModelShape, Parallelism
@@ -91,6 +91,11 @@ def dense_layer(m: ModelShape) -> Split:
 
 
 def moe_layer(m: ModelShape) -> Split:
+    return attention(m) + moe_block(m)
+
+
+def moe_block(m: ModelShape) -> Split:
+    """A MoE layer without its attention: the pre-MLP norm, router, routed and shared experts."""
     experts = m.num_moe_experts or 0
     router = experts * m.hidden_size + (experts if m.add_bias_linear else 0)
     shared = m.moe_shared_expert_intermediate_size or 0
@@ -100,12 +105,45 @@ def moe_layer(m: ModelShape) -> Split:
     # duplicated over TP, with biases when add_bias_linear.
     latent = m.moe_latent_size or 0
     latent_proj = 2 * m.hidden_size * latent + ((latent + m.hidden_size) if m.add_bias_linear else 0) if latent else 0
-    return attention(m) + Split(tp=shared_params, replicated=_norm(m, m.hidden_size) + router + gate + latent_proj,
-                                expert=experts * routed_expert(m))
+    return Split(tp=shared_params, replicated=_norm(m, m.hidden_size) + router + gate + latent_proj,
+                 expert=experts * routed_expert(m))
 
 
 def layer(m: ModelShape, index: int) -> Split:
-    return moe_layer(m) if m.is_moe_layer(index) else dense_layer(m)
+    kind = m.layer_kind(index)
+    if kind is None:
+        return moe_layer(m) if m.is_moe_layer(index) else dense_layer(m)
+    return HYBRID_LAYERS[kind](m)
+
+
+def mamba_layer(m: ModelShape) -> Split:
+    """A hybrid model's Mamba layer (megatron-core's MambaLayer with MambaMixer, Transformer Engine spec): the
+    layer's norm fused into in_proj (hidden -> z, x, B, C, dt: 2 d_inner + 2 groups x state + heads), the
+    depthwise conv1d over x, B, C (kernel 4, with bias), per-head dt_bias, A_log and D, the gated RMSNorm over
+    d_inner, and out_proj (d_inner -> hidden). No linear biases (the mixer's `bias=False`). Every tensor but the
+    fused norm is split over tensor parallelism (the mixer asserts heads and groups divide by TP)."""
+    h, d_inner, heads = m.hidden_size, m.mamba_d_inner, m.mamba_num_heads
+    bc = 2 * m.mamba_num_groups * m.mamba_state_dim
+    conv = d_inner + bc
+    tp = h * (2 * d_inner + bc + heads) + conv * MAMBA_CONV_KERNEL + conv + 3 * heads + d_inner + d_inner * h
+    return Split(tp=tp, replicated=_norm(m, h))
+
+
+MAMBA_CONV_KERNEL = 4  # MambaMixer's d_conv default; the layer specs do not set it
+
+
+def hybrid_attention(m: ModelShape) -> Split:
+    """A hybrid model's attention layer: self-attention only, its norm fused into linear_qkv; the hybrid spec
+    builds no q/k layernorm."""
+    return attention(replace(m, qk_layernorm=False))
+
+
+def hybrid_mlp(m: ModelShape) -> Split:
+    """A hybrid model's MLP layer (MLPLayer): the dense MLP with its norm fused into fc1."""
+    return Split(tp=mlp(m, m.ffn_hidden_size), replicated=_norm(m, m.hidden_size))
+
+
+HYBRID_LAYERS = {"M": mamba_layer, "*": hybrid_attention, "-": hybrid_mlp, "E": moe_block}
 
 
 def mtp_block(m: ModelShape) -> Split:
@@ -200,6 +238,8 @@ def layer_ranges(m: ModelShape, p: Parallelism) -> list[list[range]] | None:
 def _layer_counts(m: ModelShape, p: Parallelism) -> list[list[int]] | None:
     """Decoder layers per [virtual chunk][stage]."""
     pp, chunks = p.pp, p.vpp or 1
+    if m.hybrid_pattern is not None:
+        return _hybrid_layer_counts(m, p)
     if p.layout is not None:
         if len(p.layout) != pp * chunks or sum(row.count("mtp") for row in p.layout) != m.mtp_num_layers:
             return None
@@ -224,6 +264,27 @@ def _layer_counts(m: ModelShape, p: Parallelism) -> list[list[int]] | None:
     counts[0][0] -= int(p.account_for_embedding)
     counts[-1][-1] -= int(p.account_for_loss)
     return counts if min(counts[0][0], counts[-1][-1]) >= 0 else None
+
+
+def _hybrid_layer_counts(m: ModelShape, p: Parallelism) -> list[list[int]] | None:
+    """A hybrid model's layers per stage (megatron-core's select_pipeline_segment): one pattern segment per stage
+    where `|` splits the pattern, else evenly or with num_layers_in_first/last_pipeline_stage (the middle stages
+    share the rest). Hybrid stacks have no custom layout, no embedding/loss accounting and, without pipes, no
+    virtual stages; one segment per stage is what offlint models (Bridge's HybridModelProvider refuses VPP)."""
+    segments = m.hybrid_pattern.split("|")
+    if p.layout is not None or p.account_for_embedding or p.account_for_loss or (p.vpp or 1) > 1:
+        return None
+    if len(segments) > 1:
+        if len(segments) != p.pp or p.first_stage_layers is not None or p.last_stage_layers is not None:
+            return None
+        return [[len(s) for s in segments]]
+    if p.first_stage_layers is None and p.last_stage_layers is None:
+        return None if m.num_layers % p.pp else [[m.num_layers // p.pp] * p.pp]
+    fixed = {s: n for s, n in ((0, p.first_stage_layers), (p.pp - 1, p.last_stage_layers)) if n is not None}
+    rest, left = m.num_layers - sum(fixed.values()), p.pp - len(fixed)
+    if rest < 0 or (left and rest % left) or (not left and rest):
+        return None
+    return [[fixed.get(s, rest // left if left else 0) for s in range(p.pp)]]
 
 
 def mtp_stage(p: Parallelism) -> int:

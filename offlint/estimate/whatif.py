@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from offlint.estimate import cost, memory
+from offlint.estimate import cost, memory, params
 from offlint.estimate.devices import Device, margin_bytes
 from offlint.estimate.inputs import Inputs
 
@@ -80,26 +80,32 @@ def _variants(inputs: Inputs, world: int, layouts: bool = True):
     yield ("recompute", "selective core_attn", train(recompute_granularity="selective",
                                                       recompute_modules=("core_attn",), **no_offload))
     more = ("core_attn", "layernorm", "moe_act") if m.num_moe_experts else ("core_attn", "layernorm", "mlp")
-    yield ("recompute", f"selective {','.join(more)}", train(recompute_granularity="selective",
-                                                             recompute_modules=more, **no_offload))
+    hybrid = m.hybrid_pattern is not None  # no verdict for these with Mamba layers (inputs._hybrid_unsupported)
+    if not hybrid:
+        yield ("recompute", f"selective {','.join(more)}", train(recompute_granularity="selective",
+                                                                 recompute_modules=more, **no_offload))
     yield ("recompute", "full uniform 1", train(recompute_granularity="full", recompute_method="uniform",
                                                  recompute_num_layers=1, **no_offload))
-    if p.pp == 1:
+    if p.pp == 1 and not hybrid:
         for n in sorted({m.num_layers // 4, m.num_layers // 2, m.num_layers - 1} - {0}):
             yield ("activation offload", f"{n} of {m.num_layers} layers",
                    train(cpu_offloading=True, cpu_offloading_num_layers=n, recompute_granularity=None,
                          moe_layer_recompute=False, fine_grained_offloading=False))
     modules = ("attn_norm", "core_attn", "attn_proj", "mlp_norm") + (("expert_fc1", "moe_act")
                                                                       if m.num_moe_experts else ())
-    yield ("activation offload", "fine-grained " + ",".join(modules),
-           train(fine_grained_offloading=True, offload_modules=modules, cpu_offloading=False,
-                 activation_offload_fraction=1.0))
+    if not hybrid:
+        yield ("activation offload", "fine-grained " + ",".join(modules),
+               train(fine_grained_offloading=True, offload_modules=modules, cpu_offloading=False,
+                     activation_offload_fraction=1.0))
     for tp, pp in _layouts(inputs, world) if layouts else ():
         if (tp, pp) == (p.tp, p.pp):
             continue
         layout = replace(p, tp=tp, pp=pp, vpp=None, etp=tp if p.etp == p.tp else p.etp,
                          sequence_parallel=tp > 1, world_size=world, layout=None, first_stage_layers=None,
                          last_stage_layers=None, account_for_embedding=False, account_for_loss=False)
+        if m.hybrid_pattern is not None and (params.layer_ranges(m, layout) is None or m.mamba_num_heads % tp
+                                             or m.mamba_num_groups % tp):
+            continue  # a pattern's pipes fix the stage count; the Mamba mixer splits heads and groups over TP
         variant = inputs.with_(parallel=layout)
         if pp > 1 and t.cpu_offloading:
             variant = variant.with_(training=replace(t, cpu_offloading=False, cpu_offloading_num_layers=0))

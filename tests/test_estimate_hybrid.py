@@ -1,0 +1,123 @@
+"""Hybrid Mamba models in the memory model: how the configuration is read (Bridge's HybridModelProvider, refusals
+with their reasons) and what each layer kind saves. Parameter counts are checked against real megatron-core
+MambaModels in tests/test_estimate_params_hybrid.py; Megatron-LM's theoretical memory model has no hybrid terms,
+so the activation terms are checked for their structure against the GPT layer's, as docs/estimate.md lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from offlint.estimate import activations as act
+from offlint.estimate import params
+from offlint.estimate.inputs import HYBRID_PROVIDER_DEFAULTS, ModelShape, Parallelism, Training, read_inputs
+from offlint.estimate.memory import estimate
+from offlint.types import Assignment, Location, Source, Unknown, Value
+
+_SIZES = {"model.hidden_size": 256, "model.num_attention_heads": 8, "model.num_query_groups": 2,
+          "model.ffn_hidden_size": 512, "model.vocab_size": 1000, "model.seq_length": 256,
+          "model.hybrid_layer_pattern": "M-M*-M-", "model.mamba_num_heads": 8, "model.mamba_head_dim": 64,
+          "model.mamba_num_groups": 2, "model.mamba_state_dim": 16}
+
+
+def _lookup(values: dict, source: Source = Source.PYTHON):
+    def get(key: str) -> Value:
+        if key not in values:
+            return Value(key, "default", None)
+        value = values[key]
+        if isinstance(value, Unknown):
+            return Value(key, "unknown", value)
+        return Value(key, "known", value, Assignment(key, value, Location("recipe.py", 1, 1), source))
+    return get
+
+
+def test_pattern_gives_the_layers_and_the_providers_defaults():
+    inputs = read_inputs(_lookup(_SIZES))
+    assert inputs.complete, (inputs.unknown, inputs.unsupported)
+    m = inputs.model
+    assert m.num_layers == 7 and m.hybrid_pattern == "M-M*-M-"
+    # HybridModelProvider's own defaults, not megatron-core's TransformerConfig's
+    assert (m.tied_embeddings, m.rms_norm, m.add_bias_linear, m.hidden_dropout, m.learned_position_embeddings) == \
+        (False, True, False, 0.0, False)
+    assert set(HYBRID_PROVIDER_DEFAULTS) == {"model.share_embeddings_and_output_weights", "model.normalization",
+                                             "model.add_bias_linear", "model.hidden_dropout",
+                                             "model.position_embedding_type"}
+
+
+def test_a_megatron_lm_launch_keeps_argparse_defaults():
+    m = read_inputs(_lookup(_SIZES, Source.MLM)).model
+    assert (m.rms_norm, m.add_bias_linear) == (False, True)
+
+
+def test_mamba_heads_default_to_twice_hidden_over_head_dim():
+    values = {k: v for k, v in _SIZES.items() if k != "model.mamba_num_heads"}
+    assert read_inputs(_lookup(values)).model.mamba_num_heads == 2 * 256 // 64
+
+
+@pytest.mark.parametrize("extra,reason", [
+    ({"model.hybrid_layer_pattern": "M-M*-M-/*E"}, "multi-token prediction"),
+    ({"model.mtp_num_layers": 1}, "multi-token prediction"),
+    ({"model.hybrid_layer_pattern": "M-MG-M-"}, "'G'"),
+    ({"model.num_layers": 8}, "asserts they agree"),
+    ({"model.tensor_model_parallel_size": 4}, "MambaMixer asserts"),
+    ({"mixed_precision": "bf16_with_mxfp8_mixed"}, "FP8/NVFP4 training of a hybrid"),
+    ({"model.recompute_granularity": "selective", "model.recompute_modules": ["mlp"]}, "selective recompute"),
+    ({"model.fine_grained_activation_offloading": True}, "activation offloading"),
+    ({"model.use_mamba_mem_eff_path": False}, "memory-efficient path"),
+])
+def test_what_is_not_modelled_is_refused_with_its_reason(extra, reason):
+    inputs = read_inputs(_lookup(_SIZES | extra))
+    assert any(reason in why for why in inputs.unsupported), inputs.unsupported
+
+
+def test_an_unknown_pattern_leaves_the_estimate_unknown():
+    inputs = read_inputs(_lookup(_SIZES | {"model.hybrid_layer_pattern": Unknown("helper")}))
+    assert "model.hybrid_layer_pattern" in inputs.unknown and not inputs.complete
+
+
+def _shape(**kw) -> ModelShape:
+    return read_inputs(_lookup(_SIZES)).model if not kw else replace(read_inputs(_lookup(_SIZES)).model, **kw)
+
+
+def test_attention_and_mlp_layers_save_what_a_transformer_layer_saves():
+    m, p, t = _shape(), Parallelism(tp=2, sequence_parallel=True), Training()
+    gpt = replace(m, hybrid_pattern=None)
+    dense = act.layer_terms(gpt, p, t, moe=False)
+    attention = act.layer_terms(m, p, t, False, hybrid="*")
+    mlp = act.layer_terms(m, p, t, False, hybrid="-")
+    assert not set(attention.terms) & set(mlp.terms)
+    assert attention.total + mlp.total == pytest.approx(dense.total)
+
+
+def test_mamba_layer_terms_follow_the_mixer():
+    m, t = _shape(), Training()
+    n = m.seq_length
+    one = act.mamba_terms(m, Parallelism(), t)
+    d_inner = 8 * 64
+    assert one["mamba_scan_input"] == 2 * n * (2 * d_inner + 2 * 2 * 16 + 8)
+    assert one["out_proj_input"] == one["mamba_scan_output"] == 2 * n * d_inner
+    # TP splits the mixer's tensors; sequence parallelism the norm's
+    two = act.mamba_terms(m, Parallelism(tp=2, sequence_parallel=True), t)
+    assert all(two[k] == pytest.approx(v / 2) for k, v in one.items())
+    no_sp = act.mamba_terms(m, Parallelism(tp=2), t)
+    assert no_sp["mamba_norm_input"] == one["mamba_norm_input"]
+
+
+def test_stage_memory_has_the_scan_working_set_and_full_recompute_keeps_layer_inputs():
+    inputs = read_inputs(_lookup(_SIZES))
+    stage = estimate(inputs).stages[0]
+    names = {part.name: part.bytes for part in stage.parts}
+    assert names["Mamba chunked-scan states (one layer)"] == act.mamba_scan_states(inputs.model, inputs.parallel,
+                                                                                  inputs.training)
+    full = read_inputs(_lookup(_SIZES | {"model.recompute_granularity": "full", "model.recompute_method": "uniform",
+                                         "model.recompute_num_layers": 1}))
+    kept = {part.name: part.bytes for part in estimate(full).stages[0].parts}["activations: transformer layers"]
+    assert kept == 7 * act.checkpoint_input(full.model, full.parallel, full.training)
+
+
+def test_moe_layers_are_the_pattern_e_layers():
+    m = _shape(hybrid_pattern="MEM*E", num_layers=5, num_moe_experts=4, moe_ffn_hidden_size=64)
+    assert [m.is_moe_layer(i) for i in range(5)] == [False, True, False, False, True]
+    assert params.layer(m, 1).expert == 4 * params.routed_expert(m)
