@@ -590,7 +590,9 @@ def _router_graphed(r: _Reader) -> bool:
 _UNSUPPORTED = {
     "model.experimental_attention_variant": "an experimental attention variant (gated delta net, DSA)",
     "model.teacher": "knowledge distillation (a frozen teacher model beside the trained student)",
-    "model.freeze_language_model": "a frozen language model (no gradients or optimizer states for it)",
+    "model.freeze_language_model": ("a frozen language model (a VLM recipe training its vision projection: the "
+                                    "vision tower's size and the activations the frozen model keeps for the "
+                                    "projection's gradient are not modelled)"),
 }
 # Bridge's precision recipes and recipe names that train in FP8 or FP4 (`bf16_with_fp8_current_scaling_mixed`,
 # `bf16_with_mxfp8_mixed`, `..._8gpu_h100_fp8cs_config`, `..._b200_nvfp4_config`).
