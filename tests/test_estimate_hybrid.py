@@ -121,3 +121,17 @@ def test_moe_layers_are_the_pattern_e_layers():
     m = _shape(hybrid_pattern="MEM*E", num_layers=5, num_moe_experts=4, moe_ffn_hidden_size=64)
     assert [m.is_moe_layer(i) for i in range(5)] == [False, True, False, False, True]
     assert params.layer(m, 1).expert == 4 * params.routed_expert(m)
+
+
+def test_nemotron_3_nano_at_bridges_recipe_shape_has_its_public_size():
+    """Bridge 067f987's nemotron_3_nano_pretrain_8gpu_h100_bf16_config shape (recipes/nemotronh/h100/
+    nemotron_3_nano.py:80-100) with the Nemotron-H tokenizer's 131072 vocab: the released model is described as
+    31.6B parameters in total, 3.6B active with embeddings (NVIDIA-Nemotron-3-Nano-30B-A3B)."""
+    m = ModelShape(num_layers=52, hidden_size=2688, ffn_hidden_size=1856, num_attention_heads=32,
+                   num_query_groups=2, kv_channels=128, vocab_size=131072, seq_length=8192, tied_embeddings=False,
+                   rms_norm=True, add_bias_linear=False, num_moe_experts=128, moe_ffn_hidden_size=1856,
+                   moe_router_topk=6, moe_shared_expert_intermediate_size=3712,
+                   hybrid_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", mamba_num_heads=64,
+                   mamba_head_dim=64, mamba_num_groups=8, mamba_state_dim=128)
+    assert params.total(m) / 1e9 == pytest.approx(31.6, abs=0.05)
+    assert params.active(m) / 1e9 == pytest.approx(3.6, abs=0.05)
