@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import click
 
 from offlint.report.escape import printable
+from offlint.terminal import plural
 
 OPTIONS = (
     click.option("--fix", is_flag=True, help="Apply fixes to resolve findings (safe fixes only; see --unsafe-fixes)."),
@@ -45,10 +46,6 @@ def fixing() -> "FixRequest":
     return context.meta.setdefault(_KEY, FixRequest()) if context is not None else FixRequest()
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word if n == 1 else word + ('es' if word.endswith(('x', 's')) else 's')}"
-
-
 @dataclass
 class FixRequest:
     fix: bool = False
@@ -75,10 +72,9 @@ class FixRequest:
         if self.diff:
             sys.stdout.write(outcome.diff)
             count = len(outcome.fixed)
-            extra = (f" ({_plural(self.hidden, 'hidden fix')} can be enabled with the `--unsafe-fixes` option)"
-                     if self.hidden else "")
+            extra = f" ({_hidden(self.hidden)})" if self.hidden else ""
             if count:
-                click.echo(f"Would fix {_plural(count, 'finding')}{extra}.", err=True)
+                click.echo(f"Would fix {plural(count, 'finding')}{extra}.", err=True)
             else:
                 click.echo(f"No findings would be fixed{extra}.", err=True)
             sys.exit(1 if count else 0)
@@ -92,7 +88,7 @@ class FixRequest:
             where = ", ".join(f"{f.code} at {f.location}" for f in appeared[:3])
             where += ", ..." if len(appeared) > 3 else ""
             verb = "would make" if self.diff else "made"
-            click.echo(f"offlint: warning: the fixes {verb} {_plural(len(appeared), 'finding')} appear that no fix "
+            click.echo(f"offlint: warning: the fixes {verb} {plural(len(appeared), 'finding')} appear that no fix "
                        f"removes ({printable(where)}); review them", err=True)
 
     def summary(self, summary: str, count: int) -> str:
@@ -100,7 +96,7 @@ class FixRequest:
         if self.outcome is None or not self.outcome.fixed:
             return summary
         fixed = len(self.outcome.fixed)
-        return f"Found {_plural(count + fixed, 'finding')} ({fixed} fixed, {count} remaining)"
+        return f"Found {plural(count + fixed, 'finding')} ({fixed} fixed, {count} remaining)"
 
     def finish(self, findings, rules, quiet: bool) -> None:
         """--show-fixes' list; without --fix, how many findings `--fix` would fix (ruff's `[*] N fixable`)."""
@@ -113,15 +109,14 @@ class FixRequest:
                 return
             _, hidden = self._counts(findings, rules)
             if hidden and not self.unsafe:
-                click.echo(f"No fixes available ({_plural(hidden, 'hidden fix')} can be enabled with the "
-                           f"`--unsafe-fixes` option).", err=True)
+                click.echo(f"No fixes available ({_hidden(hidden)}).", err=True)
             return
         if quiet:
             return
         safe, unsafe = self._counts(findings, rules)
         if self.unsafe:
             safe, unsafe = safe + unsafe, 0
-        hidden = f" ({_plural(unsafe, 'hidden fix')} can be enabled with the `--unsafe-fixes` option)" if unsafe else ""
+        hidden = f" ({_hidden(unsafe)})" if unsafe else ""
         if safe:
             click.echo(f"[*] {safe} fixable with the `--fix` option{hidden}.", err=True)
         elif unsafe:
@@ -132,3 +127,8 @@ class FixRequest:
         from offlint.fix.spec import fixability  # no editor, no libcst: imported with the rules already
 
         return fixability(findings, rules) if findings else (0, 0)
+
+
+def _hidden(count: int) -> str:
+    """ruff's wording for fixes that only --unsafe-fixes applies."""
+    return f"{plural(count, 'hidden fix', 'hidden fixes')} can be enabled with the `--unsafe-fixes` option"

@@ -70,8 +70,8 @@ def node_argv(spec: ReplaySpec, run_dir: Path, nnodes: int, gpus_per_node: int, 
               python: str = sys.executable, job_id: str = "offlint-replay") -> LaunchPlan:
     """The per-node torchrun command of a multi-node run (the Slurm engine starts it once per node)."""
     if nnodes * gpus_per_node != spec.world_size:
-        raise LaunchError(f"{spec.unit}: the configuration needs {spec.world_size} GPUs ({layout(spec)}), not "
-                          f"{nnodes} nodes x {gpus_per_node} GPUs")
+        raise LaunchError(f"{spec.unit}: the configuration needs {plural(spec.world_size, 'GPU')} ({layout(spec)}), "
+                          f"not {nnodes} nodes x {gpus_per_node} GPUs")
     run_dir = Path(run_dir)
     argv = (python, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={gpus_per_node}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id={job_id}",

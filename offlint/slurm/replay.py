@@ -22,6 +22,7 @@ from offlint.slurm.runner import SlurmRunner, ensure_workdir
 from offlint.slurm.script import render_script, script_path
 from offlint.slurm.states import scheduler_outcome
 from offlint.steps import Step
+from offlint.terminal import plural
 
 # Set per rank by torchrun or srun; the local single-process plan's values must not leak into a job.
 _RANK_KEYS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
@@ -57,14 +58,15 @@ def replay_step(spec, run_dir: Path, options: SlurmOptions, timeout_s: float) ->
     nodes, per_node, how = node_layout(world, options.nodes, options.gpus_per_node)
     if nodes * per_node != world:
         raise SlurmOptionsError(
-            f"{spec.unit}: the configuration needs {world} GPUs ({launch.layout(spec)}), not --nodes {nodes} x "
-            f"--gpus-per-node {per_node}; change them, or --data-parallel-size to fill {nodes * per_node} GPUs")
+            f"{spec.unit}: the configuration needs {plural(world, 'GPU')} ({launch.layout(spec)}), not --nodes "
+            f"{nodes} x --gpus-per-node {per_node}; change them, or --data-parallel-size to fill "
+            f"{nodes * per_node} GPUs")
     env = {k: v for k, v in launch.launch_plan(spec, run_dir, world).env.items() if k not in _RANK_KEYS}
     argv = (sys.executable, "-m", launch.TRAIN_MODULE, "--spec", str(run_dir / launch.SPEC_NAME),
             "--out-dir", str(run_dir))
     step = Step(name=f"replay-{run_dir.name}", argv=argv, cwd=Path.cwd().resolve(), log=run_dir / "log.txt",
                 timeout_s=timeout_s, env=env, gpus=per_node)
-    note = f"{world} GPUs ({launch.layout(spec)}): --nodes {nodes} x --gpus-per-node {per_node} ({how})"
+    note = f"{plural(world, 'GPU')} ({launch.layout(spec)}): --nodes {nodes} x --gpus-per-node {per_node} ({how})"
     return step, replace(options, nodes=nodes, gpus_per_node=per_node), note
 
 
