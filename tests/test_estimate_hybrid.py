@@ -135,3 +135,19 @@ def test_nemotron_3_nano_at_bridges_recipe_shape_has_its_public_size():
                    mamba_head_dim=64, mamba_num_groups=8, mamba_state_dim=128)
     assert params.total(m) / 1e9 == pytest.approx(31.6, abs=0.05)
     assert params.active(m) / 1e9 == pytest.approx(3.6, abs=0.05)
+
+
+@pytest.mark.parametrize("unit,values,reason", [
+    ("pretrain_mamba.py at line 3", {}, "Megatron-LM hybrid model launch"),
+    ("pretrain_hybrid.py at line 9", {}, "Megatron-LM hybrid model launch"),
+    ("recipe", {"model.hybrid_attention_ratio": 0.1}, "without a hybrid layer pattern"),
+    ("recipe", {"model.mamba_num_heads": 8}, "without a hybrid layer pattern"),
+])
+def test_a_hybrid_model_offlint_cannot_see_as_one_is_refused(unit, values, reason):
+    """Not read as a GPT model: a Megatron-LM hybrid launch (its --hybrid-*/--mamba-* flags are not in offlint's
+    flag table), or Mamba sizes / hybrid ratios without a pattern."""
+    gpt = {k: v for k, v in _SIZES.items() if not k.startswith(("model.hybrid", "model.mamba"))} | \
+        {"model.num_layers": 4}
+    inputs = read_inputs(_lookup(gpt | values), unit)
+    assert any(reason in why for why in inputs.unsupported), inputs.unsupported
+    assert not read_inputs(_lookup(gpt), "pretrain_gpt.py at line 3").unsupported
