@@ -151,3 +151,17 @@ def test_a_hybrid_model_offlint_cannot_see_as_one_is_refused(unit, values, reaso
     inputs = read_inputs(_lookup(gpt | values), unit)
     assert any(reason in why for why in inputs.unsupported), inputs.unsupported
     assert not read_inputs(_lookup(gpt), "pretrain_gpt.py at line 3").unsupported
+
+
+def test_what_if_offers_only_what_has_a_verdict_for_a_hybrid_model():
+    """No selective recompute beyond core_attn and no activation offloading (refused for hybrid models), and no
+    layout whose TP does not divide the Mamba groups (2 here: TP4 and TP8 are left out)."""
+    from offlint.estimate.devices import parse_device
+    from offlint.estimate.whatif import what_if
+
+    inputs = read_inputs(_lookup(_SIZES | {"model.num_attention_heads": 8, "model.num_query_groups": 8}))
+    labels = [(o.group, o.label) for o in what_if(inputs, parse_device("h100-80gb"), 8)]
+    assert ("recompute", "full uniform 1") in labels and ("layout", "TP2 PP1") in labels
+    assert not any(group == "activation offload" for group, _ in labels)
+    assert not any(label.startswith("selective") and label != "selective core_attn" for _, label in labels)
+    assert not any(group == "layout" and label.startswith(("TP4", "TP8")) for group, label in labels)
