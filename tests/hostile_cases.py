@@ -19,7 +19,8 @@ from typing import Callable
 LIMIT = 2 * 1024 * 1024
 NEAR_LIMIT = LIMIT - 100 * 1024  # "1.9 MiB": just under offlint's size limit
 
-OK_RECIPE = """\
+# A recipe that checks normally and has one finding (OFL102: offloading with PP=2); other tests use it too.
+PP_OFFLOAD_RECIPE = """\
 def recipe():
     cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
                           ddp=DistributedDataParallelConfig())
@@ -59,7 +60,7 @@ def drop_root_file_access() -> None:
 def project(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    (root / "ok.py").write_text(OK_RECIPE)
+    (root / "ok.py").write_text(PP_OFFLOAD_RECIPE)
     return root
 
 
@@ -157,17 +158,17 @@ def _perf_argv(root: Path) -> None:
 
 
 def _unreadable(root: Path) -> None:
-    (root / "secret.py").write_text(OK_RECIPE)
+    (root / "secret.py").write_text(PP_OFFLOAD_RECIPE)
     (root / "secret.py").chmod(0)
     (root / "closed").mkdir()
-    (root / "closed" / "x.py").write_text(OK_RECIPE)
+    (root / "closed" / "x.py").write_text(PP_OFFLOAD_RECIPE)
     (root / "closed").chmod(0)
 
 
 def _gitignore_stars(root: Path) -> None:
     (root / ".gitignore").write_text("*a" * 25 + "b\n")  # every split of a long name among 25 stars
     for index in range(20):
-        (root / ("a" * 200 + f"{index}.py")).write_text(OK_RECIPE)
+        (root / ("a" * 200 + f"{index}.py")).write_text(PP_OFFLOAD_RECIPE)
 
 
 def _fifos(root: Path) -> None:
@@ -177,7 +178,7 @@ def _fifos(root: Path) -> None:
 
 def _odd_names(root: Path) -> None:
     for name in ("with space.py", "new\nline.py", os.fsdecode(b"latin\xe9.py"), "tab\t.yaml"):
-        (root / name).write_text(OK_RECIPE if name.endswith(".py") else "model:\n  cpu_offloading: true\n")
+        (root / name).write_text(PP_OFFLOAD_RECIPE if name.endswith(".py") else "model:\n  cpu_offloading: true\n")
 
 
 # ---------------------------------------------------------------------------------------------- shell

@@ -9,19 +9,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from tests.hostile_cases import PP_OFFLOAD_RECIPE
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCHEMA = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"
 
-BAD_RECIPE = """\
-def recipe():
-    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
-                          ddp=DistributedDataParallelConfig())
-    cfg.model.cpu_offloading = True
-    cfg.model.pipeline_model_parallel_size = 2
-    cfg.model.cpu_offloading_num_layers = 2
-    return cfg
-"""
 
 
 def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -38,7 +30,7 @@ def assert_one_line_errors(stderr: str, count: int) -> None:
 @pytest.fixture()
 def project(tmp_path: Path) -> Path:
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    (tmp_path / "bad.py").write_text(BAD_RECIPE)
+    (tmp_path / "bad.py").write_text(PP_OFFLOAD_RECIPE)
     return tmp_path
 
 
@@ -50,7 +42,7 @@ def test_findings_exit_1_and_concise_format(project):
 
 
 def test_clean_exit_0(project):
-    (project / "bad.py").write_text(BAD_RECIPE.replace("= 2", "= 1"))
+    (project / "bad.py").write_text(PP_OFFLOAD_RECIPE.replace("= 2", "= 1"))
     result = run("check", ".", cwd=project)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "All checks passed!" in result.stderr
@@ -118,10 +110,10 @@ def test_select_ignore_and_fail_on(project):
 
 
 def test_stdin(project):
-    result = run("check", "-", "--stdin-filename", "recipe.py", cwd=project, stdin=BAD_RECIPE)
+    result = run("check", "-", "--stdin-filename", "recipe.py", cwd=project, stdin=PP_OFFLOAD_RECIPE)
     assert result.returncode == 1
     assert result.stdout.startswith("recipe.py:4:5: OFL102")
-    missing = run("check", "-", cwd=project, stdin=BAD_RECIPE)
+    missing = run("check", "-", cwd=project, stdin=PP_OFFLOAD_RECIPE)
     assert missing.returncode == 2 and "--stdin-filename" in missing.stderr
 
 
@@ -142,7 +134,7 @@ def test_json_sarif_github_junit_statistics(project):
 
 @pytest.mark.slow
 def test_suppressions_and_unused_suppression(project):
-    text = BAD_RECIPE.replace("cfg.model.cpu_offloading = True",
+    text = PP_OFFLOAD_RECIPE.replace("cfg.model.cpu_offloading = True",
                               "cfg.model.cpu_offloading = True  # offlint: ignore[OFL102]")
     text += "# offlint: ignore\nX = 1\n"
     (project / "bad.py").write_text(text)

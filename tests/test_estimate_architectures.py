@@ -17,7 +17,8 @@ from offlint.estimate import activations as act
 from offlint.estimate import params
 from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training, read_inputs
 from offlint.estimate.memory import estimate
-from offlint.types import Unknown, Value
+from offlint.types import Unknown
+from tests.estimate_helpers import lookup
 
 # DeepSeek-V3's attention and MoE widths (offlint/data/hf_models.json), fewer layers.
 V3 = ModelShape(num_layers=4, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, num_query_groups=128,
@@ -28,21 +29,12 @@ V3 = ModelShape(num_layers=4, hidden_size=7168, ffn_hidden_size=18432, num_atten
                 qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128)
 
 
-def _lookup(values: dict):
-    def get(key: str) -> Value:
-        if key not in values:
-            return Value(key, "default", None)
-        value = values[key]
-        return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
-    return get
-
-
 _SIZES = {"model.num_layers": 4, "model.hidden_size": 256, "model.num_attention_heads": 8, "model.vocab_size": 1000,
           "model.seq_length": 128}
 
 
 def test_mla_and_mtp_are_read_and_no_longer_refused():
-    inputs = read_inputs(_lookup(_SIZES | {"model.multi_latent_attention": True, "model.q_lora_rank": None,
+    inputs = read_inputs(lookup(_SIZES | {"model.multi_latent_attention": True, "model.q_lora_rank": None,
                                            "model.kv_lora_rank": 64, "model.qk_head_dim": 32,
                                            "model.qk_pos_emb_head_dim": 16, "model.v_head_dim": 32,
                                            "model.mtp_num_layers": 2, "model.mtp_use_repeated_layer": True}))
@@ -59,12 +51,12 @@ def test_an_unknown_mla_or_mtp_setting_leaves_the_estimate_unknown(key):
     values = _SIZES | {"model.multi_latent_attention": True, "model.kv_lora_rank": 64, "model.qk_head_dim": 32,
                        "model.qk_pos_emb_head_dim": 16, "model.v_head_dim": 32, "model.mtp_num_layers": 1}
     values[key] = Unknown("set by a helper offlint cannot read")
-    inputs = read_inputs(_lookup(values))
+    inputs = read_inputs(lookup(values))
     assert key in inputs.unknown and not inputs.complete
 
 
 def test_an_unknown_latent_size_leaves_a_moe_estimate_unknown():
-    inputs = read_inputs(_lookup(_SIZES | {"model.num_moe_experts": 8, "model.moe_latent_size": Unknown("helper")}))
+    inputs = read_inputs(lookup(_SIZES | {"model.num_moe_experts": 8, "model.moe_latent_size": Unknown("helper")}))
     assert "model.moe_latent_size" in inputs.unknown
 
 
@@ -156,7 +148,7 @@ def test_mla_models_of_the_size_table_have_their_published_sizes(hf_id, total, a
     from offlint import model_sizes
 
     values = model_sizes.lookup(hf_id) | {"model.seq_length": 4096}
-    m = read_inputs(_lookup(values)).model
+    m = read_inputs(lookup(values)).model
     assert m.multi_latent_attention and (m.q_lora_rank is None) == ("Lite" in hf_id)
     main = replace(m, mtp_num_layers=0)
     assert params.total(main) / 1e9 == pytest.approx(total, rel=0.01 if total < 1000 else 0.03)
@@ -173,7 +165,7 @@ def test_moonlight_parameter_count_reconciles_with_its_measured_checkpoint_size(
     layer, 27 layers; Bridge exports them since 4b2b069b)."""
     from offlint import model_sizes
 
-    m = read_inputs(_lookup(model_sizes.lookup("moonshotai/Moonlight-16B-A3B"))).model
+    m = read_inputs(lookup(model_sizes.lookup("moonshotai/Moonlight-16B-A3B"))).model
     buffers = 26 * 64 * 2 + 27 * 32 * 4
     assert params.total(m) * 2 + buffers == 31_920_240_256
     assert params.active(m) / 1e9 == pytest.approx(3.0, rel=0.05)  # "A3B"
@@ -182,10 +174,10 @@ def test_moonlight_parameter_count_reconciles_with_its_measured_checkpoint_size(
 def test_a_custom_layout_is_read_and_sets_the_virtual_stages():
     values = _SIZES | {"model.pipeline_model_parallel_size": 2, "model.mtp_num_layers": 1,
                        "model.pipeline_model_parallel_layout": "Et|t|t|tmL"}
-    inputs = read_inputs(_lookup(values))
+    inputs = read_inputs(lookup(values))
     assert inputs.complete, (inputs.unknown, inputs.unsupported)
     assert inputs.parallel.vpp == 2 and inputs.parallel.layout[-1] == ("decoder", "mtp", "loss")
-    listed = read_inputs(_lookup(values | {"model.pipeline_model_parallel_layout": [["embedding", "decoder"],
+    listed = read_inputs(lookup(values | {"model.pipeline_model_parallel_layout": [["embedding", "decoder"],
                                                                                       ["decoder", "decoder"],
                                                                                       ["decoder", "mtp", "loss"],
                                                                                       []]}))
@@ -195,14 +187,14 @@ def test_a_custom_layout_is_read_and_sets_the_virtual_stages():
 @pytest.mark.parametrize("layout", ["Et|tx|L", "(t)*99999999999|L", Unknown("set by a helper"), 42])
 def test_a_layout_offlint_cannot_read_leaves_the_estimate_unknown(layout):
     values = _SIZES | {"model.pipeline_model_parallel_size": 2, "model.pipeline_model_parallel_layout": layout}
-    inputs = read_inputs(_lookup(values))
+    inputs = read_inputs(lookup(values))
     assert "model.pipeline_model_parallel_layout" in inputs.unknown and not inputs.complete
 
 
 def test_uneven_first_and_last_stages_are_read():
     values = _SIZES | {"model.num_layers": 10, "model.pipeline_model_parallel_size": 4,
                        "model.num_layers_in_first_pipeline_stage": 1, "model.num_layers_in_last_pipeline_stage": 3}
-    inputs = read_inputs(_lookup(values))
+    inputs = read_inputs(lookup(values))
     assert inputs.complete and not inputs.unsupported
     assert [sum(len(r) for r in s) for s in params.layer_ranges(inputs.model, inputs.parallel)] == [1, 3, 3, 3]
 
@@ -261,5 +253,5 @@ def test_fp8_training_with_mla_and_mtp_gets_a_verdict_and_counts_their_quantized
     values = _SIZES | {"model.multi_latent_attention": True, "model.kv_lora_rank": 64, "model.qk_head_dim": 32,
                        "model.qk_pos_emb_head_dim": 16, "model.v_head_dim": 32, "model.mtp_num_layers": 1,
                        "mixed_precision": "bf16_with_mxfp8_mixed"}
-    inputs = read_inputs(_lookup(values))
+    inputs = read_inputs(lookup(values))
     assert inputs.complete and inputs.training.low_precision is not None, inputs.unsupported

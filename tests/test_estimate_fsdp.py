@@ -11,7 +11,8 @@ import pytest
 
 from offlint.estimate import memory, params
 from offlint.estimate.inputs import Inputs, LowPrecision, ModelShape, Parallelism, Training, read_inputs
-from offlint.types import Unknown, Value
+from offlint.types import Unknown
+from tests.estimate_helpers import lookup
 
 MODEL = ModelShape(num_layers=4, hidden_size=1024, ffn_hidden_size=3584, num_attention_heads=8, num_query_groups=2,
                    kv_channels=128, vocab_size=32000, seq_length=2048, gated_linear_unit=True, tied_embeddings=False,
@@ -120,22 +121,13 @@ def test_the_buffers_are_not_in_the_floor():
     assert stage.of("transient") > 0
 
 
-def _lookup(values: dict):
-    def get(key: str) -> Value:
-        if key not in values:
-            return Value(key, "default", None)
-        value = values[key]
-        return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
-    return get
-
-
 def test_bridge_fsdp_settings_are_read():
     values = {"ddp.use_megatron_fsdp": True, "ddp.data_parallel_sharding_strategy": "optim_grads_params",
               "ddp.fsdp_double_buffer": True, "ddp.suggested_communication_unit_size": 800_000_000}
-    t = read_inputs(_lookup(values), "x_config").training
+    t = read_inputs(lookup(values), "x_config").training
     assert (t.fsdp, t.fsdp_double_buffer, t.fsdp_unit_size, t.distributed_optimizer) == (
         "optim_grads_params", True, 800_000_000, True)
-    assert read_inputs(_lookup({}), "x_config").training.fsdp is None
+    assert read_inputs(lookup({}), "x_config").training.fsdp is None
 
 
 @pytest.mark.parametrize(("extra", "why"), [
@@ -150,17 +142,17 @@ def test_bridge_fsdp_settings_are_read():
 ])
 def test_what_fsdp_settings_get_no_verdict(extra, why):
     values = {"ddp.use_megatron_fsdp": True, "ddp.data_parallel_sharding_strategy": "optim_grads_params", **extra}
-    inputs = read_inputs(_lookup(values), "x_config", fp8_transpose=values.pop("hopper", False))
+    inputs = read_inputs(lookup(values), "x_config", fp8_transpose=values.pop("hopper", False))
     assert any(why in reason for reason in inputs.unsupported), inputs.unsupported
 
 
 def test_an_unknown_fsdp_switch_makes_the_estimate_unknown():
-    inputs = read_inputs(_lookup({"ddp.use_megatron_fsdp": Unknown("computed")}), "x_config")
+    inputs = read_inputs(lookup({"ddp.use_megatron_fsdp": Unknown("computed")}), "x_config")
     assert "ddp.use_megatron_fsdp" in inputs.unknown
 
 
 def test_fp8_is_still_read_without_fsdp():
-    lp = read_inputs(_lookup({"mixed_precision": "bf16_with_mxfp8_mixed"}), "x_config").training.low_precision
+    lp = read_inputs(lookup({"mixed_precision": "bf16_with_mxfp8_mixed"}), "x_config").training.low_precision
     assert lp == LowPrecision("mxfp8", params=True)
 
 
@@ -220,6 +212,6 @@ def test_bridge_fsdp_fp8_recipes_are_read():
     """Bridge's Llama 3 70B FSDP perf recipes: current scaling with FP8 primary weights on Blackwell."""
     values = {"ddp.use_megatron_fsdp": True, "ddp.data_parallel_sharding_strategy": "optim_grads_params",
               "mixed_precision": "bf16_with_fp8_current_scaling_mixed"}
-    inputs = read_inputs(_lookup(values), "x_config", fp8_transpose=False)
+    inputs = read_inputs(lookup(values), "x_config", fp8_transpose=False)
     assert not inputs.unsupported and inputs.training.fsdp == "optim_grads_params"
     assert inputs.training.low_precision.params and inputs.training.low_precision.recipe == "tensorwise"

@@ -12,7 +12,8 @@ import pytest
 
 from offlint.estimate import activations, lora, memory, params
 from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Peft, Training, read_inputs
-from offlint.types import Unknown, Value
+from offlint.types import Unknown
+from tests.estimate_helpers import lookup
 
 MODEL = ModelShape(num_layers=4, hidden_size=1024, ffn_hidden_size=3584, num_attention_heads=8, num_query_groups=2,
                    kv_channels=128, vocab_size=32000, seq_length=2048, gated_linear_unit=True, tied_embeddings=False,
@@ -113,15 +114,6 @@ def test_frozen_linears_keep_no_inputs_and_adapters_keep_theirs(sp):
     assert sum(v for k, v in every.items() if k.startswith("lora_")) == 4 * 2 * n * dim
 
 
-def _lookup(values: dict):
-    def get(key: str) -> Value:
-        if key not in values:
-            return Value(key, "default", None)
-        value = values[key]
-        return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
-    return get
-
-
 class _Record:
     def __init__(self, name="LoRA", **fields):
         self.name = name
@@ -135,7 +127,7 @@ SIZES = {"model.num_layers": 4, "model.hidden_size": 1024, "model.num_attention_
 
 
 def test_a_lora_config_is_read():
-    inputs = read_inputs(_lookup({**SIZES, "peft": _Record(target_modules=["linear_qkv"], dim=16)}), "x_config")
+    inputs = read_inputs(lookup({**SIZES, "peft": _Record(target_modules=["linear_qkv"], dim=16)}), "x_config")
     assert inputs.training.peft == Peft(("linear_qkv",), 16) and not inputs.unsupported
 
 
@@ -152,12 +144,12 @@ def test_a_lora_config_is_read():
     ({"peft": "default_peft_config(load_scheme())"}, "does not evaluate"),
 ])
 def test_what_peft_settings_get_no_verdict(values, why):
-    inputs = read_inputs(_lookup({**SIZES, **values}), "x_config", fp8_transpose=False)
+    inputs = read_inputs(lookup({**SIZES, **values}), "x_config", fp8_transpose=False)
     assert any(why in reason for reason in inputs.unsupported), inputs.unsupported
 
 
 def test_an_unknown_lora_field_makes_the_estimate_unknown():
-    inputs = read_inputs(_lookup({**SIZES, "peft": _Record(dim=Unknown("computed"))}), "x_config")
+    inputs = read_inputs(lookup({**SIZES, "peft": _Record(dim=Unknown("computed"))}), "x_config")
     assert "peft" in inputs.unknown and not inputs.complete
 
 

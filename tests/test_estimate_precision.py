@@ -12,7 +12,8 @@ import pytest
 
 from offlint.estimate import activations, memory, params
 from offlint.estimate.inputs import Inputs, LowPrecision, ModelShape, Parallelism, Training, read_inputs
-from offlint.types import Unknown, Value
+from offlint.types import Unknown
+from tests.estimate_helpers import lookup
 
 # Llama-3-8B-shaped, no biases: every parameter that is not embedding, output layer or a norm is a GEMM weight.
 MODEL = ModelShape(num_layers=8, hidden_size=1024, ffn_hidden_size=3584, num_attention_heads=8, num_query_groups=2,
@@ -127,15 +128,6 @@ def test_fp8_linears_save_quantized_inputs(recipe, per, sp):
         assert fp8[name] == bf16[name], name
 
 
-def _lookup(values: dict):
-    def get(key: str) -> Value:
-        if key not in values:
-            return Value(key, "default", None)
-        value = values[key]
-        return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
-    return get
-
-
 class _Record:
     def __init__(self, **fields):
         self.fields = {"bf16": True, "fp16": False, "fp8": None, "fp8_recipe": "tensorwise", "fp8_param": None,
@@ -148,18 +140,18 @@ class _Record:
 def test_bridge_precision_configs_are_read():
     current = _Record(fp8="hybrid", fp8_param_gather=True, first_last_layers_bf16=True,
                       num_layers_at_start_in_bf16=1, num_layers_at_end_in_bf16=1)
-    lp = read_inputs(_lookup({"mixed_precision": current}), "x_config", fp8_transpose=True).training.low_precision
+    lp = read_inputs(lookup({"mixed_precision": current}), "x_config", fp8_transpose=True).training.low_precision
     assert lp == LowPrecision("tensorwise", params=True, transpose=True, bf16_layers_start=1, bf16_layers_end=1)
     # A recipe name Bridge looks up at run time (mixed_precision.py): the same settings.
-    named = read_inputs(_lookup({"mixed_precision": "bf16_with_fp8_current_scaling_mixed"}), "x_config",
+    named = read_inputs(lookup({"mixed_precision": "bf16_with_fp8_current_scaling_mixed"}), "x_config",
                         fp8_transpose=True)
     assert named.training.low_precision == lp and not named.unsupported
-    mx = read_inputs(_lookup({"mixed_precision": "bf16_with_mxfp8_mixed"}), "x_config")  # no device needed
+    mx = read_inputs(lookup({"mixed_precision": "bf16_with_mxfp8_mixed"}), "x_config")  # no device needed
     assert mx.training.low_precision == LowPrecision("mxfp8", params=True) and not mx.unsupported
-    bf16 = read_inputs(_lookup({"mixed_precision": "bf16_mixed"}), "x_config", fp8_transpose=True)
+    bf16 = read_inputs(lookup({"mixed_precision": "bf16_mixed"}), "x_config", fp8_transpose=True)
     assert bf16.training.low_precision is None and not bf16.unsupported
     # Without Bridge's mixed_precision, megatron-core's own keys (Megatron-LM's --fp8-format).
-    mcore = read_inputs(_lookup({"model.fp8": "hybrid", "model.fp8_recipe": "delayed",
+    mcore = read_inputs(lookup({"model.fp8": "hybrid", "model.fp8_recipe": "delayed",
                                  "model.fp8_amax_history_len": 1024, "model.bf16": True}), "x", fp8_transpose=False)
     assert mcore.training.low_precision == LowPrecision("delayed", transpose=False, amax_history=1024)
 
@@ -168,18 +160,18 @@ def test_bridge_nvfp4_configs_are_read():
     """Bridge's bf16_with_nvfp4_mixed: fp4="e2m1", the nvfp4 recipe, FP4 primary weights (fp4_param_gather);
     nemotron_3_super_bf16_with_nvfp4_mixed also keeps the last 14 layers in bf16. The device's transpose question
     does not arise (None: any Blackwell-class GPU)."""
-    named = read_inputs(_lookup({"mixed_precision": "bf16_with_nvfp4_mixed"}), "x_config", fp8_transpose=False)
+    named = read_inputs(lookup({"mixed_precision": "bf16_with_nvfp4_mixed"}), "x_config", fp8_transpose=False)
     assert named.training.low_precision == LowPrecision("nvfp4", params=True) and not named.unsupported
     assert named.training.compute_dtype == "fp4"
     record = _Record(fp4="e2m1", fp4_recipe="nvfp4", fp4_param_gather=True)
-    assert read_inputs(_lookup({"mixed_precision": record}), "x_config").training.low_precision == \
+    assert read_inputs(lookup({"mixed_precision": record}), "x_config").training.low_precision == \
         named.training.low_precision
     bf16_weights = _Record(fp4="e2m1", fp4_recipe="nvfp4", fp4_param_gather=False)
-    assert read_inputs(_lookup({"mixed_precision": bf16_weights}), "x").training.low_precision == \
+    assert read_inputs(lookup({"mixed_precision": bf16_weights}), "x").training.low_precision == \
         LowPrecision("nvfp4", params=False)
-    super_ = read_inputs(_lookup({"mixed_precision": "nemotron_3_super_bf16_with_nvfp4_mixed"}), "x_config")
+    super_ = read_inputs(lookup({"mixed_precision": "nemotron_3_super_bf16_with_nvfp4_mixed"}), "x_config")
     assert super_.training.low_precision == LowPrecision("nvfp4", params=True, bf16_layers_end=14)
-    mcore = read_inputs(_lookup({"model.fp4": "e2m1", "model.fp4_param": True, "model.bf16": True}), "x")
+    mcore = read_inputs(lookup({"model.fp4": "e2m1", "model.fp4_param": True, "model.bf16": True}), "x")
     assert mcore.training.low_precision == LowPrecision("nvfp4", params=True)
 
 
@@ -224,12 +216,12 @@ def test_nvfp4_leaves_the_mtp_block_in_bf16():
     ({"model.fp8": "hybrid", "model.disable_parameter_transpose_cache": True}, "x", True, "transpose_cache"),
 ])
 def test_what_fp8_settings_get_no_verdict(values, name, transpose, why):
-    inputs = read_inputs(_lookup(values), name, fp8_transpose=transpose)
+    inputs = read_inputs(lookup(values), name, fp8_transpose=transpose)
     assert any(why in reason for reason in inputs.unsupported), inputs.unsupported
 
 
 def test_an_unknown_fp8_field_makes_the_estimate_unknown():
-    inputs = read_inputs(_lookup({"mixed_precision": _Record(fp8=Unknown("computed"))}), "x_config",
+    inputs = read_inputs(lookup({"mixed_precision": _Record(fp8=Unknown("computed"))}), "x_config",
                          fp8_transpose=True)
     assert "mixed_precision" in inputs.unknown and not inputs.complete
 
@@ -264,7 +256,7 @@ def test_fp8_attention_saves_fp8_q_k_v(recipe):
 
 def test_fp8_attention_is_read():
     record = _Record(fp8="hybrid", fp8_recipe="mxfp8", fp8_param_gather=True, fp8_dot_product_attention=True)
-    lp = read_inputs(_lookup({"mixed_precision": record}), "x_config").training.low_precision
+    lp = read_inputs(lookup({"mixed_precision": record}), "x_config").training.low_precision
     assert lp == LowPrecision("mxfp8", params=True, attention=True)
 
 
@@ -274,7 +266,7 @@ def test_an_mxfp8_output_layer_caches_its_weight_and_saves_a_quantized_input():
     input is the column-wise MXFP8 copy of the final norm's output instead of the bf16 one."""
     values = {"mixed_precision": _Record(fp8="hybrid", fp8_recipe="mxfp8", fp8_param_gather=True),
               "model.fp8_output_proj": True, "model.share_embeddings_and_output_weights": False}
-    lp = read_inputs(_lookup(values), "x_config").training.low_precision
+    lp = read_inputs(lookup(values), "x_config").training.low_precision
     assert lp == LowPrecision("mxfp8", params=True, output_layer=True)
     plain, head = _stage(replace(lp, output_layer=False)), _stage(lp)
     row = _mxfp8_row_bytes(MODEL.hidden_size) / MODEL.hidden_size  # 1 byte + an E8M0 scale per 32

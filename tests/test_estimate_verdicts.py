@@ -17,7 +17,8 @@ from offlint.estimate import oom
 from offlint.estimate.devices import GIB, parse_device
 from offlint.estimate.inputs import LowPrecision, read_inputs
 from offlint.estimate.report import verdict_state
-from offlint.types import Unknown, Value
+from offlint.types import Unknown
+from tests.estimate_helpers import lookup
 
 HEADER = ("from megatron.bridge.models import GPTModelProvider\n"
           "from megatron.bridge.training.config import ConfigContainer\n"
@@ -131,20 +132,11 @@ def test_a_mixed_precision_record_with_fp4_is_read_as_nvfp4_and_a_custom_fp4_rec
         fields = {"bf16": True, "fp16": False, "fp8": None, "fp4": "e2m1"}
 
     values = {"mixed_precision": Record()}
-    inputs = read_inputs(_lookup(values), "llama_pretrain_config")
+    inputs = read_inputs(lookup(values), "llama_pretrain_config")
     assert inputs.training.low_precision == LowPrecision("nvfp4") and not inputs.unsupported
     Record.fields = dict(Record.fields, fp4_recipe="custom")
-    inputs = read_inputs(_lookup(values), "llama_pretrain_config")
+    inputs = read_inputs(lookup(values), "llama_pretrain_config")
     assert any("FP4 recipe 'custom'" in why for why in inputs.unsupported), inputs.unsupported
-
-
-def _lookup(values: dict):
-    def get(key: str) -> Value:
-        if key not in values:
-            return Value(key, "default", None)
-        value = values[key]
-        return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
-    return get
 
 
 def test_peft_gets_no_verdict_and_an_unknown_peft_makes_the_estimate_unknown(tmp_path):
@@ -159,19 +151,19 @@ def test_peft_gets_no_verdict_and_an_unknown_peft_makes_the_estimate_unknown(tmp
     assert _check(tmp_path, text, "--strict") == []
     result = _estimate(tmp_path, text, "llama_peft_2gpu_h100_bf16_config")
     assert result.exit_code == 2 and "no verdict" in result.output and "PEFT" in result.output
-    known = read_inputs(_lookup({"peft": "LoRA(dim=16)"}), "x")
+    known = read_inputs(lookup({"peft": "LoRA(dim=16)"}), "x")
     assert any("PEFT" in what for what in known.unsupported)
-    unknown = read_inputs(_lookup({"peft": Unknown("default_peft_config(peft_scheme)")}), "x")
+    unknown = read_inputs(lookup({"peft": Unknown("default_peft_config(peft_scheme)")}), "x")
     assert "peft" in unknown.unknown and not unknown.unsupported and not unknown.complete
-    assert not oom.has_no_answer(_lookup({"peft": Unknown("default_peft_config(peft_scheme)")}), "x")
+    assert not oom.has_no_answer(lookup({"peft": Unknown("default_peft_config(peft_scheme)")}), "x")
 
 
 def test_distillation_gets_no_verdict():
     """A DistillationProvider carries a frozen teacher (bf16 weights, no gradients or optimizer state): the model
     does not count it, so it must not estimate the job as if one model were trained (D7 on Bridge)."""
-    known = read_inputs(_lookup({"model.teacher": "llama32_3b_provider"}), "main")
+    known = read_inputs(lookup({"model.teacher": "llama32_3b_provider"}), "main")
     assert any("distillation" in what for what in known.unsupported)
-    unknown = read_inputs(_lookup({"model.teacher": Unknown("a config object, not a value")}), "main")
+    unknown = read_inputs(lookup({"model.teacher": Unknown("a config object, not a value")}), "main")
     assert "model.teacher" in unknown.unknown and not unknown.complete
 
 
@@ -201,7 +193,7 @@ def test_at_risk_fix_respects_what_expandable_segments_breaks(tmp_path):
         found = _check(tmp_path, _recipe("llama_pretrain_4gpu_h100_bf16_config", base + setting))
         message = found[0]["message"]
         assert "set PYTORCH_CUDA_ALLOC_CONF" not in message and "not expandable_segments" in message, setting
-    blocked, _ = oom.compatibility(_lookup({"ddp.use_megatron_fsdp": True}))
+    blocked, _ = oom.compatibility(lookup({"ddp.use_megatron_fsdp": True}))
     assert "Megatron-FSDP" in blocked
 
 

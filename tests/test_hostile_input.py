@@ -19,18 +19,10 @@ import pytest
 
 from tests import hostile_cases
 from tests.hostile_cases import CASES
+from tests.hostile_cases import PP_OFFLOAD_RECIPE
 
 TIMEOUT = 60
 
-BAD_RECIPE = """\
-def recipe():
-    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
-                          ddp=DistributedDataParallelConfig())
-    cfg.model.cpu_offloading = True
-    cfg.model.pipeline_model_parallel_size = 2
-    cfg.model.cpu_offloading_num_layers = 2
-    return cfg
-"""
 BAD_LAUNCH = "python run_recipe.py --recipe x model.cpu_offloading=True model.pipeline_model_parallel_size=2\n"
 
 
@@ -49,7 +41,7 @@ def errors_of(result: subprocess.CompletedProcess) -> list[str]:
 @pytest.fixture()
 def project(tmp_path: Path) -> Path:
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    (tmp_path / "ok.py").write_text(BAD_RECIPE)
+    (tmp_path / "ok.py").write_text(PP_OFFLOAD_RECIPE)
     return tmp_path
 
 
@@ -81,7 +73,7 @@ def unprivileged(tmp_path: Path):
 def unreadable_dir(project: Path):
     folder = project / "unreadable"
     folder.mkdir()
-    (folder / "x.py").write_text(BAD_RECIPE)
+    (folder / "x.py").write_text(PP_OFFLOAD_RECIPE)
     folder.chmod(0)
     yield folder
     folder.chmod(0o755)
@@ -110,7 +102,7 @@ def test_an_unreadable_file_next_to_a_good_one_keeps_the_good_ones_findings(proj
 
 
 def test_an_unreadable_file_in_a_walked_tree_is_an_error(project, unprivileged):
-    (project / "secret.py").write_text(BAD_RECIPE)
+    (project / "secret.py").write_text(PP_OFFLOAD_RECIPE)
     (project / "secret.py").chmod(0)
     (project / "launch").write_text("#!/bin/bash\n" + BAD_LAUNCH)  # extension-less: its #! line decides
     (project / "launch").chmod(0)
@@ -182,7 +174,7 @@ def _memory_capped() -> None:
 def test_a_fifo_anywhere_in_the_project_never_blocks_a_check(project):
     os.mkfifo(project / "pipe.py")
     os.mkfifo(project / "launch")  # extension-less: a walk would open it to look for a #! line
-    (project / "other.py").write_text(BAD_RECIPE)
+    (project / "other.py").write_text(PP_OFFLOAD_RECIPE)
     for args in (["ok.py"], ["ok.py", "other.py"], ["."], []):  # changed-files mode searches the whole tree
         result = run("check", *args, "--no-cache", cwd=project)
         assert result.returncode == 1, (args, result.stderr)
@@ -247,7 +239,7 @@ def test_standard_input_is_read_with_the_same_bound(project, source):
 
 def test_standard_input_within_the_bound_is_checked(project):
     padding = b"# padding\n" * 190_000  # 1.9 MB
-    result = run("check", "-", "--stdin-filename", "x.py", cwd=project, stdin=padding + BAD_RECIPE.encode())
+    result = run("check", "-", "--stdin-filename", "x.py", cwd=project, stdin=padding + PP_OFFLOAD_RECIPE.encode())
     assert result.returncode == 1, result.stderr
     assert b"x.py:190004:5: OFL102" in result.stdout
 
@@ -278,9 +270,9 @@ ESCAPE_KEY_YAML = 'model:\n  "cpu_offloading\\e[2J": true\n'  # a key with a raw
 @pytest.fixture()
 def odd_names(project: Path) -> Path:
     (project / "ok.py").unlink()
-    (project / "new\nline.py").write_text(BAD_RECIPE)
-    (project / "back\\slash.py").write_text(BAD_RECIPE)
-    (project / os.fsdecode(b"latin\xe9.py")).write_text(BAD_RECIPE)  # a name that is not UTF-8
+    (project / "new\nline.py").write_text(PP_OFFLOAD_RECIPE)
+    (project / "back\\slash.py").write_text(PP_OFFLOAD_RECIPE)
+    (project / os.fsdecode(b"latin\xe9.py")).write_text(PP_OFFLOAD_RECIPE)  # a name that is not UTF-8
     (project / "esc.yaml").write_text(ESCAPE_KEY_YAML)
     (project / "bad\x1b[2J.yaml").write_text("model: [unclosed\x1b[31m\n")  # an error line: name and content
     return project

@@ -1,0 +1,15 @@
+"""What the estimate tests share: a lookup over plain values, as `read_inputs` asks a resolved unit."""
+
+from __future__ import annotations
+
+from offlint.types import Unknown, Value
+
+
+def lookup(values: dict):
+    """A resolved unit's `get` over `values`: a key not in it is left at its default, an `Unknown` is unknown."""
+    def get(key: str) -> Value:
+        if key not in values:
+            return Value(key, "default", None)
+        value = values[key]
+        return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
+    return get
