@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from offlint.estimate import activations as act
-from offlint.estimate import params
+from offlint.estimate import params, precision
 from offlint.estimate.inputs import HYBRID_PROVIDER_DEFAULTS, ModelShape, Parallelism, Training, read_inputs
 from offlint.estimate.memory import estimate
 from offlint.types import Assignment, Location, Source, Unknown, Value
@@ -62,7 +62,8 @@ def test_mamba_heads_default_to_twice_hidden_over_head_dim():
     ({"model.hybrid_layer_pattern": "M-MG-M-"}, "'G'"),
     ({"model.num_layers": 8}, "asserts they agree"),
     ({"model.tensor_model_parallel_size": 4}, "MambaMixer asserts"),
-    ({"mixed_precision": "bf16_with_mxfp8_mixed"}, "FP8/NVFP4 training of a hybrid"),
+    ({"mixed_precision": "bf16_with_mxfp8_mixed"}, "multiple of 16"),  # in_proj 2*512 + 2*2*16 + 8 = 1096 wide
+    ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "NVFP4 training of a hybrid"),
     ({"model.recompute_granularity": "selective", "model.recompute_modules": ["mlp"]}, "selective recompute"),
     ({"model.fine_grained_activation_offloading": True}, "activation offloading"),
     ({"model.use_mamba_mem_eff_path": False}, "memory-efficient path"),
@@ -165,3 +166,38 @@ def test_what_if_offers_only_what_has_a_verdict_for_a_hybrid_model():
     assert not any(group == "activation offload" for group, _ in labels)
     assert not any(label.startswith("selective") and label != "selective core_attn" for _, label in labels)
     assert not any(group == "layout" and label.startswith(("TP4", "TP8")) for group, label in labels)
+
+
+def test_fp8_quantizes_the_mamba_mixers_gemm_weights_and_linear_inputs():
+    """MXFP8 (a 16-aligned in_proj): each FP8 layer's GEMM weights get quantized copies (a Mamba layer's in_proj
+    and out_proj, the attention and MLP layers' linears); a Mamba layer's in_proj and out_proj inputs are saved
+    quantized, its scan and gated-norm inputs stay bf16."""
+    values = _SIZES | {"model.mamba_num_heads": 16, "mixed_precision": "bf16_with_mxfp8_mixed"}
+    inputs = read_inputs(_lookup(values), fp8_transpose=False)
+    assert inputs.complete, inputs.unsupported
+    m, p, t = inputs.model, inputs.parallel, inputs.training
+    gemm = sum(sum(precision.gemm_weights(m, False, m.layer_kind(i))) for i in range(m.num_layers))
+    width = 2 * 1024 + 2 * 2 * 16 + 16
+    mamba, attention = 256 * width + 1024 * 256, 256 * (8 * 32 + 2 * 2 * 32) + 8 * 32 * 256
+    assert gemm == 3 * mamba + attention + 3 * 2 * 256 * 512
+    parts = {part.name: part.bytes for part in estimate(inputs).stages[0].parts}
+    # Bridge's bf16_with_mxfp8_mixed gathers FP8 parameters: the GEMM weights are held quantized only
+    weights = next(v for k, v in parts.items() if "FP8 GEMM weights" in k)
+    assert weights == pytest.approx((params.total(m) - gemm) * 2 + gemm * precision.weight_copy_bytes(t.low_precision))
+    bf16 = act.layer_terms(m, p, t, False, fp8=False, hybrid="M").terms
+    fp8 = act.layer_terms(m, p, t, False, fp8=True, hybrid="M").terms
+    per = precision.saved_input_bytes(t.low_precision)
+    assert fp8["in_proj_input"] == bf16["in_proj_input"] * per / 2
+    assert fp8["out_proj_input"] == bf16["out_proj_input"] * per / 2
+    assert fp8["mamba_scan_input"] == bf16["mamba_scan_input"]
+    mlp = act.layer_terms(m, p, t, False, fp8=True, hybrid="-").terms
+    assert "proj_input" not in mlp and "core_attn_qkv" not in mlp
+
+
+@pytest.mark.parametrize("name", ["nemotron_h_bf16_with_fp8_current_scaling_mixed",
+                                  "nanov2_bf16_with_fp8_current_scaling_mixed", "bf16_with_mxfp8_mixed"])
+def test_bridges_model_named_precision_recipes_train_bf16_parameters(name):
+    """Bridge's Nemotron precision recipes put the model's name first: their parameters are still bf16 (read as
+    fp32 before, which doubled the weights and dropped the fp32 master copy)."""
+    values = _SIZES | {"model.mamba_num_heads": 16, "mixed_precision": name}
+    assert read_inputs(_lookup(values), fp8_transpose=True).training.params_bytes == 2

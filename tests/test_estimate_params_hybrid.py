@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import pytest
 
-from offlint.estimate import params
+from offlint.estimate import params, precision
 from offlint.estimate.inputs import ModelShape, Parallelism
 
 torch = pytest.importorskip("torch", reason="torch is needed to build real megatron-core models")
@@ -243,3 +243,20 @@ def test_pipeline_stages_hold_their_segments_layers(model_parallel):
     assert last.params.total == params.hybrid_mlp(shape).total + params.mamba_layer(shape).total + \
         params.final_norm(shape).total + params.output_layer(shape).total
     assert first.params.total + last.params.total == params.total(replace(shape, hybrid_pattern="M*-M"))
+
+
+_GEMMS = ("in_proj.weight", "out_proj.weight", "linear_qkv.weight", "linear_proj.weight", "linear_fc1.weight",
+          "linear_fc2.weight")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fp8_gemm_weights_are_the_real_layers_linear_weights(name, model_parallel):
+    """What FP8 quantizes per layer (precision.gemm_weights with the layer's symbol): the weights of the real
+    layer's linears (the Mamba mixer's in_proj and out_proj; attention, MLP, expert and shared-expert linears;
+    not the router, the conv1d or norms)."""
+    shape = ModelShape(**CASES[name])
+    model = _build(shape)
+    for i in range(shape.num_layers):
+        real = sum(p.numel() for n, p in model.named_parameters()
+                   if n.startswith(f"decoder.layers.{i}.") and n.endswith(_GEMMS))
+        assert sum(precision.gemm_weights(shape, shape.is_moe_layer(i), shape.layer_kind(i))) == real, i

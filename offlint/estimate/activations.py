@@ -70,7 +70,8 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool
     """A layer's saved tensors; `fp8`: the layer runs its GEMMs in FP8 (t.low_precision); `hybrid`: a hybrid
     model's layer symbol (ModelShape.layer_kind)."""
     if hybrid is not None:
-        return LayerActivations(_hybrid_terms(m, p, t, hybrid))
+        terms = _hybrid_terms(m, p, t, hybrid)
+        return LayerActivations(_hybrid_quantized(terms, m, p, t, hybrid) if fp8 and t.low_precision else terms)
     terms = _bf16_terms(m, p, t, moe)
     if t.peft and not moe:
         terms = lora.frozen_terms(terms, m, p, t.peft, tokens(m, p, t))
@@ -159,6 +160,20 @@ def _hybrid_terms(m: ModelShape, p: Parallelism, t: Training, kind: str) -> dict
     terms = _bf16_terms(m, p, t, moe=kind == "E")
     keep = (lambda k: k in _ATTENTION_PART) if kind == "*" else (lambda k: k not in _ATTENTION_PART)
     return {k: v for k, v in terms.items() if keep(k)}
+
+
+def _hybrid_quantized(terms: dict[str, float], m: ModelShape, p: Parallelism, t: Training,
+                      kind: str) -> dict[str, float]:
+    """FP8 saved inputs of a hybrid layer: a Mamba layer's in_proj (its fused norm's output) and out_proj inputs
+    are quantized, the scan's and the gated norm's stay bf16; the other kinds as those parts of a transformer
+    layer (the output projection's quantized copy only where there is attention)."""
+    if kind == "M":
+        per = precision.saved_input_bytes(t.low_precision)
+        return {k: v * per / 2 if k in ("in_proj_input", "out_proj_input") else v for k, v in terms.items()}
+    out = _quantized(terms, m, p, t, moe=kind == "E")
+    if kind != "*":
+        out.pop("proj_input", None)
+    return out
 
 
 def mamba_terms(m: ModelShape, p: Parallelism, t: Training) -> dict[str, float]:

@@ -426,9 +426,14 @@ def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, 
         return "a hybrid pattern with MoE layers ('E') but no num_moe_experts"
     if m.multi_latent_attention or m.moe_latent_size:
         return "a hybrid Mamba model with multi-latent attention or latent MoE (not modelled)"
-    if low is not None:
-        return ("FP8/NVFP4 training of a hybrid Mamba model (the Mamba mixer's quantized weights and saved inputs "
-                "are not modelled)")
+    if low is not None and low.recipe == "nvfp4":
+        return "NVFP4 training of a hybrid Mamba model (not modelled)"
+    if low is not None and low.attention:
+        return "FP8 attention in a hybrid Mamba model (not modelled)"
+    width = 2 * m.mamba_d_inner + 2 * m.mamba_num_groups * m.mamba_state_dim + m.mamba_num_heads
+    if low is not None and width % 16:
+        return (f"FP8 with a Mamba in_proj {width} wide (MambaMixer asserts that FP8's in_proj width is a multiple "
+                "of 16)")
     if fsdp or t.peft:
         return "Megatron-FSDP or LoRA on a hybrid Mamba model (not modelled)"
     if t.cpu_offloading or t.fine_grained_offloading:
@@ -546,7 +551,10 @@ def _half_precision(r: _Reader) -> str | None:
         r.unknown["mixed_precision"] = mixed.value.reason if isinstance(mixed.value, Unknown) else "unknown"
         return None
     if isinstance(mixed.value, str):
-        return "bf16" if mixed.value.startswith("bf16") else "fp16" if mixed.value.startswith("fp16") else None
+        # the first 16-bit dtype the name gives: "bf16_mixed", "fp16_with_mxfp8_mixed", and Bridge's model-named
+        # recipes "nemotron_h_bf16_with_fp8_current_scaling_mixed", "nanov2_bf16_with_...", "nemotron_3_super_bf16_..."
+        words = mixed.value.replace("-", "_").split("_")
+        return next((w for w in words if w in ("bf16", "fp16")), None)
     fields = getattr(mixed.value, "fields", None)  # a MixedPrecisionConfig(...) record
     if isinstance(fields, dict):
         for name in ("bf16", "fp16"):

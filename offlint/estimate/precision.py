@@ -122,10 +122,12 @@ def fsdp_scale_bytes(lp: LowPrecision) -> float:
     return 2 * _SCALE_MXFP8 if lp.recipe == "mxfp8" else 0.0
 
 
-def gemm_weights(m: ModelShape, moe: bool) -> tuple[int, int, int]:
+def gemm_weights(m: ModelShape, moe: bool, kind: str | None = None) -> tuple[int, int, int]:
     """(TP-sharded, replicated, expert) GEMM weight elements of one layer, biases and norms excluded. Replicated:
     multi-latent attention's down projections and latent MoE's projections, Transformer Engine linears
-    duplicated over TP (params.latent_attention, params.moe_layer)."""
+    duplicated over TP (params.latent_attention, params.moe_layer). `kind`: a hybrid model's layer symbol."""
+    if kind is not None:
+        return _hybrid_gemm_weights(m, kind)
     h = m.hidden_size
     tp, replicated = _attention_gemm_weights(m)
     gate = 2 if m.gated_linear_unit else 1
@@ -136,6 +138,19 @@ def gemm_weights(m: ModelShape, moe: bool) -> tuple[int, int, int]:
     width = m.moe_latent_size or h  # latent MoE: routed experts in the latent width
     replicated += 2 * h * m.moe_latent_size if m.moe_latent_size else 0
     return tp + shared * h * (gate + 1), replicated, (m.num_moe_experts or 0) * ffn * width * (gate + 1)
+
+
+def _hybrid_gemm_weights(m: ModelShape, kind: str) -> tuple[int, int, int]:
+    """A hybrid layer's GEMM weights: a Mamba layer's in_proj and out_proj (its conv1d and scan are not GEMMs),
+    or the attention, MLP or MoE part of a transformer layer."""
+    if kind == "M":
+        width = 2 * m.mamba_d_inner + 2 * m.mamba_num_groups * m.mamba_state_dim + m.mamba_num_heads
+        return m.hidden_size * width + m.mamba_d_inner * m.hidden_size, 0, 0
+    tp, replicated = _attention_gemm_weights(m)
+    if kind == "*":
+        return tp, replicated, 0
+    dense, rest, expert = gemm_weights(m, kind == "E")
+    return dense - tp, rest - replicated, expert
 
 
 def _attention_gemm_weights(m: ModelShape) -> tuple[int, int]:
@@ -160,11 +175,16 @@ def mtp_gemm_weights(m: ModelShape) -> tuple[int, int, int]:
     return n * (tp + 2 * m.hidden_size * m.hidden_size), n * replicated, n * expert
 
 
-def gemms(m: ModelShape, moe: bool, local_experts: float) -> float:
+def gemms(m: ModelShape, moe: bool, local_experts: float, kind: str | None = None) -> float:
     """Quantized GEMMs of one layer on one rank (each keeps its own scaling state): QKV and output projection
     (MLA: the down and up projections and the output projection), fc1 and fc2, or fc1 and fc2 per local expert
-    plus the shared expert's (and latent MoE's two projections)."""
+    plus the shared expert's (and latent MoE's two projections). A hybrid Mamba layer has two (in_proj,
+    out_proj); its attention, MLP and MoE layers their part of a transformer layer's."""
     attention = (5 if m.q_lora_rank else 4) if m.multi_latent_attention else 2
+    if kind in ("M", "*", "-"):
+        return 2
+    if kind == "E":
+        return gemms(m, True, local_experts) - attention
     if not moe:
         return attention + 2
     return attention + 2 * local_experts + (2 if m.moe_shared_expert_intermediate_size else 0) + \
