@@ -24,29 +24,6 @@ DISTRIBUTED = {"no_shard": (False, False, False), "optim": (False, True, False),
                "optim_grads_params": (True, True, True)}
 
 
-@pytest.fixture(scope="module")
-def model_parallel():
-    """megatron-core's parallel state on CPU (gloo, world size 1), as tests/test_estimate_params.py sets it."""
-    pytest.importorskip("torch", reason="torch is needed to build real megatron-core models")
-    pytest.importorskip("megatron.core", reason="megatron-core is not installed (pip install '.[conformance]')")
-    import socket
-
-    import torch.distributed as dist
-    from megatron.core import parallel_state
-
-    started = not dist.is_initialized()
-    if started:
-        with socket.socket() as probe:  # a free port: other test sessions may hold a fixed one
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
-    yield
-    parallel_state.destroy_model_parallel()
-    if started:
-        dist.destroy_process_group()
-
-
 def _peak(training: Training, parallel=Parallelism(world_size=8), model=MODEL) -> memory.StageMemory:
     return memory.estimate(Inputs(model, parallel, training)).peak
 

@@ -22,29 +22,6 @@ TRAIN = Training(micro_batch_size=1, global_batch_size=64, distributed_optimizer
 ALL = Peft(lora.TARGETS, 16)
 
 
-@pytest.fixture(scope="module")
-def model_parallel():
-    """megatron-core's parallel state on CPU (gloo, world size 1, a free port)."""
-    pytest.importorskip("torch", reason="torch is needed to build real megatron-core models")
-    pytest.importorskip("megatron.core", reason="megatron-core is not installed (pip install '.[conformance]')")
-    import socket
-
-    import torch.distributed as dist
-    from megatron.core import parallel_state
-
-    started = not dist.is_initialized()
-    if started:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
-    yield
-    parallel_state.destroy_model_parallel()
-    if started:
-        dist.destroy_process_group()
-
-
 def test_adapters_are_bridges_parallel_linear_adapter_on_the_real_layer_shapes(model_parallel):
     """ParallelLinearAdapter (Bridge peft/utils.py): linear_in ColumnParallelLinear(in, dim) for column-parallel
     bases (QKV, fc1) or RowParallelLinear(in, dim) for row-parallel ones (proj, fc2), linear_out

@@ -7,7 +7,6 @@ QK-norm, and MoE with shared experts and a MoE layer frequency.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -47,29 +46,6 @@ def _shape(spec: dict) -> ModelShape:
     spec.setdefault("num_query_groups", spec["num_attention_heads"])
     spec.setdefault("kv_channels", spec["hidden_size"] // spec["num_attention_heads"])
     return ModelShape(**spec)
-
-
-@pytest.fixture(scope="module")
-def model_parallel():
-    import torch.distributed as dist
-    from megatron.core import parallel_state
-
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
-    started = not dist.is_initialized()
-    if started:
-        dist.init_process_group("gloo", rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
-
-    try:
-        model_parallel_cuda_manual_seed(1234)
-    except Exception:  # CPU torch: the CUDA RNG tracker is not needed with use_cpu_initialization
-        pass
-    yield
-    parallel_state.destroy_model_parallel()
-    if started:
-        dist.destroy_process_group()
 
 
 def _build(shape: ModelShape):

@@ -18,7 +18,6 @@ so these stand-ins make the CPU build possible (each holds exactly the parameter
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import replace
 
 import pytest
@@ -132,23 +131,6 @@ def _spec(shape: ModelShape):
             mlp=get_moe_module_spec(use_te=False, num_experts=shape.num_moe_experts or 8, moe_grouped_gemm=False),
             mlp_bda=get_bias_dropout_add)),
     ))
-
-
-@pytest.fixture(scope="module")
-def model_parallel():
-    import torch.distributed as dist
-    from megatron.core import parallel_state
-
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29521")
-    started = not dist.is_initialized()
-    if started:
-        dist.init_process_group("gloo", rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
-    yield
-    parallel_state.destroy_model_parallel()
-    if started:
-        dist.destroy_process_group()
 
 
 @contextlib.contextmanager

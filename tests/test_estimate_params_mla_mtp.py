@@ -18,7 +18,6 @@ params.latent_attention follows the TE spec for TP>1 (replicated down projection
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import replace
 
 import pytest
@@ -69,23 +68,6 @@ class _DuplicatedLinear(torch.nn.Module):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.empty(output_size, input_size))
         self.bias = torch.nn.Parameter(torch.empty(output_size)) if bias else None
-
-
-@pytest.fixture(scope="module")
-def model_parallel():
-    import torch.distributed as dist
-    from megatron.core import parallel_state
-
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29519")
-    started = not dist.is_initialized()
-    if started:
-        dist.init_process_group("gloo", rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
-    yield
-    parallel_state.destroy_model_parallel()
-    if started:
-        dist.destroy_process_group()
 
 
 @contextlib.contextmanager
