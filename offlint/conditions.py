@@ -20,6 +20,7 @@ from typing import Callable
 from offlint import keys
 from offlint.types import OneOf, Unknown, Value
 from offlint.versions import Version, parse_version
+from offlint.terminal import plural
 
 
 class ConditionError(ValueError):
@@ -579,7 +580,7 @@ def gpu_count(scope: Scope) -> str:
     if inputs is None or not inputs.parallel.world_size:
         return "at any data-parallel size"
     world = inputs.parallel.world_size
-    return f"on {world} GPU{'' if world == 1 else 's'}"
+    return f"on {plural(world, 'GPU')}"
 
 
 @_needs_scope

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from offlint.bisect.classify import read_tail
 from offlint.bisect.history import Commit, Range
+from offlint.terminal import plural
 
 LOG_TAIL_LINES = 30
 
@@ -83,7 +84,7 @@ def to_markdown(report: Report) -> str:
                     else ""))
     lines.append(f"- Probe: `{report.probe.get('kind')}`; bad on {', '.join(report.terms['bad'])}; "
                  f"good on {', '.join(report.terms['good'])}")
-    lines.append(f"- Probe runs: {report.probe_runs} in {report.rounds} round{'' if report.rounds == 1 else 's'}"
+    lines.append(f"- Probe runs: {report.probe_runs} in {plural(report.rounds, 'round')}"
                  + (f", {report.cached_runs} reused from the journal" if report.cached_runs else ""))
     if report.confidence:
         lines.append(f"- Confidence: {report.confidence}")

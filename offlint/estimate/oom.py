@@ -29,6 +29,7 @@ from offlint.estimate.devices import (DEFAULT_DEVICE, GIB, Device, DeviceError, 
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
 from offlint.estimate import params
 from offlint.estimate.memory import Estimate, estimate
+from offlint.terminal import plural
 
 # Keys a finding lists as related locations (the ones that decide the size), besides any unknown input.
 DRIVERS = ("model.num_layers", "model.hidden_size", "model.seq_length", "model.tensor_model_parallel_size",
@@ -308,19 +309,15 @@ def unsized_notes(units) -> list[str]:
     for model_id, places in sorted(models.items()):
         first = _first(places)
         beside = posixpath.join(posixpath.dirname(first.path), model_id, "config.json")
-        notes.append(f"no memory estimate for {_units(places)} that load {model_id} (first at {first.path}:"
+        notes.append(f"no memory estimate for {plural(len(places), 'unit')} that load {model_id} (first at {first.path}:"
                      f"{first.line}): offlint does not know its sizes; put its config.json at {beside}, or add "
                      f"it to offlint/data/hf_models.json with the public source of each size")
     for gpu, places in sorted(gpus.items()):
         first = _first(places)
-        notes.append(f"no memory estimate for {_units(places)} named for {gpu} (first at {first.path}:{first.line}): "
+        notes.append(f"no memory estimate for {plural(len(places), 'unit')} named for {gpu} (first at {first.path}:{first.line}): "
                      f"offlint has no capacity for that GPU; add it to offlint/estimate/devices.py with its "
                      f"published memory size")
     return notes
-
-
-def _units(places: list) -> str:
-    return f"{len(places)} unit" + ("" if len(places) == 1 else "s")
 
 
 def _first(places: list):

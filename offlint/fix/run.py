@@ -16,6 +16,7 @@ from offlint.api import CheckOptions, CheckResult, check
 from offlint.fix import apply
 from offlint.fix.plan import PlannedFix, plan
 from offlint.rules import load_rules
+from offlint.terminal import plural
 
 MAX_PASSES = 10
 
@@ -111,7 +112,7 @@ def show_fixes(fixed: list[PlannedFix]) -> str:
             label += f", for {p.finding.unit} in {unit_path}"
         per_path.setdefault(p.finding.location.path, Counter())[label] += 1
     count = len(fixed)
-    out = [f"Fixed {count} {'finding' if count == 1 else 'findings'}:"]
+    out = [f"Fixed {plural(count, 'finding')}:"]
     for path in sorted(per_path):
         out.append(f"- {path}:")
         for label, n in sorted(per_path[path].items()):
