@@ -1,4 +1,5 @@
-"""What the estimate tests share: a lookup over plain values, as `read_inputs` asks a resolved unit."""
+"""What the estimate tests share: a lookup over plain values, as `read_inputs` asks a resolved unit, and the
+parameter count of a real megatron-core model to compare the estimate's with."""
 
 from __future__ import annotations
 
@@ -13,3 +14,8 @@ def lookup(values: dict):
         value = values[key]
         return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
     return get
+
+
+def count_params(model, prefix: str = "") -> int:
+    """The parameters of a real model (a torch module) whose names start with `prefix`."""
+    return sum(p.numel() for name, p in model.named_parameters() if name.startswith(prefix))

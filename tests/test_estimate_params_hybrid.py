@@ -24,6 +24,7 @@ import pytest
 
 from offlint.estimate import params, precision
 from offlint.estimate.inputs import ModelShape, Parallelism
+from tests.estimate_helpers import count_params
 
 torch = pytest.importorskip("torch", reason="torch is needed to build real megatron-core models")
 pytest.importorskip("megatron.core", reason="megatron-core is not installed (pip install '.[conformance]')")
@@ -178,19 +179,15 @@ def _build(shape: ModelShape):
                           share_embeddings_and_output_weights=shape.tied_embeddings, position_embedding_type="none")
 
 
-def _count(model, prefix: str = "") -> int:
-    return sum(p.numel() for name, p in model.named_parameters() if name.startswith(prefix))
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_parameter_count_equals_megatron_core(name, model_parallel):
     shape = ModelShape(**CASES[name])
     model = _build(shape)
-    assert params.total(shape) == _count(model)
+    assert params.total(shape) == count_params(model)
     (stage,) = params.stages(shape, Parallelism())
-    assert stage.params.total == _count(model)
+    assert stage.params.total == count_params(model)
     for i in range(shape.num_layers):  # each layer kind on its own
-        assert params.layer(shape, i).total == _count(model, f"decoder.layers.{i}."), shape.layer_kind(i)
+        assert params.layer(shape, i).total == count_params(model, f"decoder.layers.{i}."), shape.layer_kind(i)
 
 
 def test_mamba_layer_is_split_over_tensor_parallelism_but_its_fused_norm():

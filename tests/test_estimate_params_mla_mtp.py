@@ -24,6 +24,7 @@ import pytest
 
 from offlint.estimate import params
 from offlint.estimate.inputs import ModelShape, Parallelism
+from tests.estimate_helpers import count_params
 
 torch = pytest.importorskip("torch", reason="torch is needed to build real megatron-core models")
 pytest.importorskip("megatron.core", reason="megatron-core is not installed (pip install '.[conformance]')")
@@ -124,23 +125,19 @@ def _build(shape: ModelShape, pre_process: bool = True):
                         share_embeddings_and_output_weights=shape.tied_embeddings, mtp_block_spec=mtp)
 
 
-def _count(model, prefix: str = "") -> int:
-    return sum(p.numel() for name, p in model.named_parameters() if name.startswith(prefix))
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_parameter_count_equals_megatron_core(name, model_parallel):
     shape = ModelShape(**CASES[name])
     model = _build(shape)
-    real = _count(model)
+    real = count_params(model)
     assert params.total(shape) == real
     (stage,) = params.stages(shape, Parallelism())
     assert stage.params.total == real
     if shape.mtp_num_layers:
-        assert params.mtp_block(shape).total == _count(model, "mtp.")
+        assert params.mtp_block(shape).total == count_params(model, "mtp.")
     if shape.multi_latent_attention:
-        assert params.attention(shape).total == _count(model, "decoder.layers.0.self_attention.") + \
-            _count(model, "decoder.layers.0.input_layernorm.")
+        assert params.attention(shape).total == count_params(model, "decoder.layers.0.self_attention.") + \
+            count_params(model, "decoder.layers.0.input_layernorm.")
 
 
 @pytest.mark.parametrize("tied,learned", [(True, True), (False, False)])
@@ -150,7 +147,7 @@ def test_mtp_last_pipeline_stage_builds_its_own_embedding(tied, learned, model_p
     Compared: everything that stage holds besides its transformer layers."""
     shape = ModelShape(**CASES["mtp-gqa-tied"] | dict(tied_embeddings=tied, learned_position_embeddings=learned))
     model = _build(shape, pre_process=False)
-    real = _count(model) - _count(model, "decoder.layers.")
+    real = count_params(model) - count_params(model, "decoder.layers.")
     last = params.stages(shape, Parallelism(pp=2))[-1]
     layers = sum((params.layer(shape, i) for i in range(1, 2)), params.Split())
     assert last.params.total - layers.total == real
