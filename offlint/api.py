@@ -228,7 +228,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
             continue
         first = min(group, key=lambda f: (f.unit_path != f.location.path, f.unit))
         others = tuple(name for name in names if name != first.unit)
-        out.append(replace(first, units=len(names), shared_with=others))
+        out.append(replace(first, shared_with=others))
     return out
 
 

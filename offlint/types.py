@@ -245,12 +245,17 @@ class Finding:
     possible: bool = False  # --strict: the verdict depends on unknown values
     url: str = ""
     stage: str = ""  # where the real stack acts on it (rules.Check.stage); empty for builtin findings
-    units: int = 1  # how many units share this finding at this place (a base builder's line, for example)
     # The keys the finding read that its unit writes, each with where it is written (its own assignment first
     # for an assignment-scope rule): the places `check --fix` edits (offlint/fix/plan.py).
     written: tuple[tuple[str, Location], ...] = ()
     unit_path: str = ""  # the file that defines `unit`: a finding elsewhere (a shared helper) names its unit
-    shared_with: tuple[str, ...] = ()  # the other units that share this finding at this place, sorted
+    # The other units that share this finding at this place (a base builder's line, for example), sorted.
+    shared_with: tuple[str, ...] = ()
+
+    @property
+    def units(self) -> int:
+        """How many units share this finding at this place."""
+        return 1 + len(self.shared_with)
 
     def sort_key(self) -> tuple:
         return (self.location.path, self.location.line, self.location.col, self.code, self.message)

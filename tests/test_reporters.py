@@ -232,7 +232,7 @@ def test_a_finding_at_a_shared_helper_line_names_its_unit_in_concise_and_full():
     elsewhere = Finding("OFL101", "offload-without-layers", Severity.ERROR, "m", helper, unit="a_config",
                         unit_path=A)
     shared = Finding("OFL101", "offload-without-layers", Severity.ERROR, "m", helper, unit="a_config", unit_path=A,
-                     units=7, shared_with=("b", "c", "d", "e", "f", "g"))
+                     shared_with=("b", "c", "d", "e", "f", "g"))
     concise = render("concise", [own, elsewhere, shared], RULES, {}).splitlines()
     assert concise[0].endswith("OFL101 m")
     assert concise[1].endswith("OFL101 m [in a_config]")
