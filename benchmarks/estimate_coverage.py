@@ -8,7 +8,8 @@ starting with `_`, in a file under `recipes/` or `perf_recipes/`; pretrain recip
 memory model for its inputs (`offlint.estimate.oom.inputs_for`, what OFL303 and `offlint estimate` use). A unit
 gets a verdict when every input is known and every feature it uses is modelled. The others are grouped by the
 first reason: an unsupported feature (named), an unknown model size, another unknown input, or a layout the
-model does not split (uneven layers, heads not divisible by TP). Prints the counts; asserts nothing.
+model does not split (uneven layers, heads not divisible by TP), or a verdict that differs with the GPU's
+architecture where that is open (oom.either_way, as `offlint estimate` decides). Prints the counts; asserts nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 
 from offlint.estimate import params
 from offlint.estimate.inputs import read_inputs
-from offlint.estimate.oom import SIZE_KEYS, fp8_transpose
+from offlint.estimate.oom import SIZE_KEYS, device, device_for, either_way, fp8_transpose
+from offlint.estimate.report import verdict_state
 from offlint.resolve import resolve
 from offlint.types import UnitKind
 from tree_units import public_recipe, read_tree
@@ -39,7 +41,9 @@ def reason(resolved, name: str) -> str:
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return "layout not modelled (uneven split)"
-    return ""
+    dev = device_for(name) or device()  # `offlint estimate` sizes an unsized GPU's recipe against the default
+    split = either_way(inputs, lambda _, r: verdict_state(r, dev), p.world_size or p.min_world_size())[2]
+    return "no verdict: " + split.split(", and")[0] if split else ""
 
 
 def main() -> int:

@@ -204,7 +204,6 @@ def test_nvfp4_leaves_the_mtp_block_in_bf16():
     ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "x_config", True, "Hopper"),
     ({"mixed_precision": _Record(fp4="e2m1", fp8_dot_product_attention=True)}, "x_config", False, "FP8 attention"),
     ({"mixed_precision": "bf16_with_nvfp4_unknown_mixed"}, "x_config", False, "does not know"),
-    ({"mixed_precision": _Record(fp8="hybrid")}, "x_config", None, "architecture"),
     ({"mixed_precision": _Record(fp8="hybrid", fp8_multi_head_attention=True)}, "x_config", True,
      "FP8 multi-head attention"),
     ({"mixed_precision": _Record(fp8="hybrid", fp8_recipe="blockwise", fp8_dot_product_attention=True)}, "x_config",

@@ -11,7 +11,6 @@ from offlint.config import ConfigError, load_config
 from offlint.estimate import params
 from offlint.estimate.devices import DEFAULT_DEVICE, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
-from offlint.estimate.memory import estimate
 from offlint.estimate.overrides import OverrideInputError
 from offlint.estimate.overrides import check as check_overrides
 from offlint.estimate import oom
@@ -71,7 +70,9 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         elif named != device:
             device = named
             notes.append(f"device {device.name}, from the recipe name")
-    inputs = read_inputs(loaded.resolved.get, unit.name, gpus, device.fp8_transpose)
+    # The FP8 transpose is the architecture's: the recipe's GPU unless --gpu names one (oom.fp8_transpose)
+    transpose = device.fp8_transpose if gpu else oom.fp8_transpose(unit.name)
+    inputs = read_inputs(loaded.resolved.get, unit.name, gpus, transpose)
     if inputs.unsupported:
         _fail(f"{config}: {unit.name}: no verdict: it uses {', '.join(inputs.unsupported)}, which the memory model "
               f"does not cover (an estimate would be a guess)")
@@ -96,9 +97,13 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         notes.append(f"assuming {plural(world, 'GPU')}, the fewest this layout needs; pass --gpus N for the real job")
     elif gpus is None:
         notes.append(f"{plural(world, 'GPU')}, from {inputs.world_size_source}")
-    result = estimate(inputs, world)
-    options = what_if(inputs, device, world)
     with_expandable = oom.expandable(loaded.resolved.get)
+    inputs, result, split, either = oom.either_way(
+        inputs, lambda _, r: verdict_state(r, device, with_expandable), world)
+    if split:
+        _fail(f"{config}: {unit.name}: no verdict: it uses {split}")
+    notes += [either] if either else []
+    options = what_if(inputs, device, world)
     risk_fix = ""
     if verdict_state(result, device, with_expandable) == "at risk":
         risk_fix = oom.cheapest_fix(inputs, device, loaded.resolved.get, with_expandable, result)

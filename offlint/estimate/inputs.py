@@ -126,7 +126,9 @@ class LowPrecision:
 
     recipe: str  # "delayed" | "tensorwise" | "mxfp8" | "blockwise" | "nvfp4" (FP4: `fp4="e2m1"`)
     params: bool = False  # fp8_param(_gather) / fp4_param(_gather): primary weights quantized, no bf16 copy
-    transpose: bool = True  # per-tensor scaling keeps a separate FP8 transpose (Hopper; not Blackwell)
+    # Per-tensor scaling keeps a separate FP8 transpose (Hopper; not Blackwell). None: the GPU's architecture is
+    # not known, and the estimate is made both ways (oom.architectures).
+    transpose: bool | None = True
     bf16_layers_start: int = 0  # first_last_layers_bf16: layers that stay bf16
     bf16_layers_end: int = 0
     amax_history: int = 1  # delayed scaling's amax history length
@@ -255,7 +257,7 @@ def _positive_int(value: object) -> bool:
 def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = None,
                 fp8_transpose: bool | None = None) -> Inputs:
     """Read everything the memory model uses from `lookup` (a ResolvedUnit's `get`). `fp8_transpose` is the
-    device's (devices.Device.fp8_transpose): per-tensor FP8 needs it, and None then means no verdict."""
+    device's (devices.Device.fp8_transpose): None leaves per-tensor FP8's transpose open (oom.architectures)."""
     r = _Reader(lookup)
     model = _read_model(r)
     parallel, source = _read_parallel(r, unit_name, world_size)
@@ -746,9 +748,6 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
     output_layer = recipe == "mxfp8" and r.get("model.fp8_output_proj", False) is True
     if output_layer and r.get("model.share_embeddings_and_output_weights", True) is not False:
         return None, "an MXFP8 output layer (fp8_output_proj) with tied embeddings (not modelled)"
-    if recipe in ("delayed", "tensorwise") and fp8_transpose is None:
-        return None, ("per-tensor FP8 scaling on a GPU whose architecture offlint does not know (Hopper keeps an "
-                      "FP8 transpose of every weight, Blackwell does not; pass --gpu)")
     if not settings.get("fp8_param") and settings.get("disable_parameter_transpose_cache"):
         return None, ("FP8 with bf16 weights and disable_parameter_transpose_cache (the quantized weights are then "
                       "made again for every micro-batch; not modelled)")
@@ -757,7 +756,7 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
     return LowPrecision(
         recipe=recipe,
         params=bool(settings.get("fp8_param")),
-        transpose=bool(fp8_transpose) if recipe in ("delayed", "tensorwise") else True,
+        transpose=fp8_transpose if recipe in ("delayed", "tensorwise") else True,
         bf16_layers_start=int(settings.get("num_layers_at_start_in_bf16") or 0) if bf16_layers else 0,
         bf16_layers_end=int(settings.get("num_layers_at_end_in_bf16") or 0) if bf16_layers else 0,
         amax_history=int(history) if _positive_int(history) else 1,
@@ -844,9 +843,9 @@ def _fsdp_low_precision_unsupported(lp: LowPrecision) -> str:
     if not lp.params:
         return ("Megatron-FSDP with FP8 compute on bf16 weights (Transformer Engine's cached FP8 copies of the "
                 "all-gathered weights are not modelled)")
-    if lp.recipe in ("delayed", "tensorwise") and lp.transpose:
-        return ("Megatron-FSDP with per-tensor FP8 on Hopper (the FP8 transposes made after each all-gather are "
-                "not modelled)")
+    if lp.recipe in ("delayed", "tensorwise") and lp.transpose is not False:
+        return ("Megatron-FSDP with per-tensor FP8 on Hopper or a GPU whose architecture offlint does not know "
+                "(the FP8 transposes made after each all-gather are not modelled)")
     return ""
 
 

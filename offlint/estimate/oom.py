@@ -23,6 +23,7 @@ import posixpath
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from offlint.estimate.devices import (DEFAULT_DEVICE, GIB, Device, DeviceError, margin_bytes,
                                      parse_device)
@@ -79,7 +80,9 @@ _BLACKWELL_UNSIZED = frozenset({"b300", "gb300"})
 
 
 def fp8_transpose(unit_name: str) -> bool | None:
-    """Whether per-tensor FP8 keeps a transposed weight copy on the unit's device (None: not known)."""
+    """Whether per-tensor FP8 keeps a transposed weight copy on the unit's device (None: not known, as for Rubin:
+    R100 and VR200, whose compute capability no public code offlint has read states; Transformer Engine keeps the
+    transpose below 10.0 and on 12.x, not on 10.x, 11.x or from 13.0 on)."""
     dev = device_for(unit_name)
     if dev is None:
         tokens = set(unit_name.lower().replace(".", "_").split("_"))
@@ -92,9 +95,48 @@ SIZE_KEYS = ("model.num_layers", "model.hidden_size", "model.num_attention_heads
              "model.seq_length")
 
 
+def architectures(inputs: Inputs) -> list[Inputs]:
+    """The inputs to estimate: `inputs` alone, or for per-tensor FP8 on a GPU whose architecture offlint does not
+    know (LowPrecision.transpose None) two: with Hopper's FP8 weight transposes (the larger) and without them."""
+    lp = inputs.training.low_precision if inputs.training else None
+    if lp is None or lp.transpose is not None:
+        return [inputs]
+    return [inputs.with_(training=replace(inputs.training, low_precision=replace(lp, transpose=t)))
+            for t in (True, False)]
+
+
+def either_way(inputs: Inputs, judge: Callable[[Inputs, Estimate], object],
+               world: int | None = None) -> tuple[Inputs, Estimate, str, str]:
+    """Estimate `inputs` on each of its architectures (at `world` GPUs, else the lower bound) and judge each:
+    (the inputs and estimate to show, with the transposes where they are open; why there is no verdict, "" when
+    the judgements agree; the note that the verdict holds either way, "" when the architecture is known)."""
+    variants = architectures(inputs)
+    results = [estimate(v, world) if world else bound(v) for v in variants]
+    if len(variants) == 1:
+        return variants[0], results[0], "", ""
+    verdicts = [judge(v, r) for v, r in zip(variants, results)]
+    with_t, without = (r.peak.total / GIB for r in results)
+    if verdicts[0] != verdicts[1]:
+        return variants[0], results[0], (
+            f"per-tensor FP8 on a GPU whose architecture offlint does not know, and the verdict depends on it: "
+            f"{with_t:.1f} GiB with Hopper's FP8 weight transposes, {without:.1f} GiB without them (Blackwell); "
+            f"pass --gpu"), ""
+    return variants[0], results[0], "", (
+        f"per-tensor FP8 on a GPU whose architecture offlint does not know: shown with Hopper's FP8 weight "
+        f"transposes; without them (Blackwell) {without:.1f} GiB; the verdict holds either way")
+
+
+def _check_verdicts(lookup: Lookup, dev: Device):
+    """What the rules decide from one estimate (OFL303, OFL305, OFL304), for either_way."""
+    with_expandable = expandable(lookup)
+    return lambda inputs, result: (oom_verdict(result, dev), risk_verdict(result, dev, with_expandable),
+                                   model_state_at_pp1(inputs) > dev.usable_bytes)
+
+
 def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]]:
     """The unit's inputs when every size is known and the model covers it (else None: an unknown verdict),
-    and the unknown keys worth naming."""
+    and the unknown keys worth naming. Where the GPU's architecture is open (architectures), the inputs with the
+    transposes, and only when every rule's verdict holds either way."""
     inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name))
     if not inputs.complete:
         named = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)[:5]
@@ -102,6 +144,13 @@ def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return None, []
+    dev = device_for(unit_name)
+    if len(architectures(inputs)) > 1:
+        if dev is None:
+            return architectures(inputs)[0], []  # no device, so no verdict to hold either way
+        inputs, _, why, _ = either_way(inputs, _check_verdicts(lookup, dev))
+        if why:
+            return None, []
     return inputs, []
 
 
@@ -114,7 +163,17 @@ def has_no_answer(lookup: Lookup, unit_name: str) -> bool:
     if inputs.unknown or device_for(unit_name) is None:
         return False
     p, m = inputs.parallel, inputs.model
-    return bool(params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp)
+    if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
+        return True
+    return bool(_architecture_split(lookup, unit_name, inputs))
+
+
+def _architecture_split(lookup: Lookup, unit_name: str, inputs: Inputs) -> str:
+    """Why the verdict depends on the GPU's architecture ("" when it does not, or there is no device)."""
+    dev = device_for(unit_name)
+    if len(architectures(inputs)) == 1 or dev is None:
+        return ""
+    return either_way(inputs, _check_verdicts(lookup, dev))[2]
 
 
 def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
@@ -126,7 +185,10 @@ def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
         return "it needs values offlint cannot read"
     if device_for(unit_name) is None:
         return "the recipe names a GPU offlint has no capacity for"
-    return "its layout does not split (pipeline stages megatron-core would refuse, or heads not divisible by TP)"
+    p, m = inputs.parallel, inputs.model
+    if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
+        return "its layout does not split (pipeline stages megatron-core would refuse, or heads not divisible by TP)"
+    return f"it uses {_architecture_split(lookup, unit_name, inputs)}"
 
 
 def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, unit_name: str,

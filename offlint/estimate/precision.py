@@ -51,6 +51,8 @@ def weight_copy_bytes(lp: LowPrecision) -> float:
         return 2 * (1 + _SCALE_MXFP8)
     if lp.recipe == "blockwise":
         return 2 * (1 + _SCALE_BLOCK_WEIGHT)
+    if lp.transpose is None:  # oom.architectures makes one estimate per architecture instead
+        raise ValueError("per-tensor FP8 on a GPU of unknown architecture: estimate each of oom.architectures")
     return 2.0 if lp.transpose else 1.0  # delayed / tensorwise: data, and its transpose on Hopper
 
 
