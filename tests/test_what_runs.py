@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from offlint.api import CheckOptions, check
 from offlint.resolve import resolve
 from offlint.sources.python import read_python
+from offlint.sources.python_project import PythonProject
 from offlint.types import Severity
 from offlint.versions import parse_version
 
@@ -94,6 +97,17 @@ def test_test_code_gives_no_units():
     for name in ("scripts/helpers.py", "/home/ci/tests/checkout/scripts/helpers.py"):
         names = {u.name for u in read_python(name, UNIT_TEST)}
         assert "TestRuntimeConfigUpdate.test_recipe_environment_is_applied" in names
+
+
+def test_test_code_is_parsed_for_its_syntax_errors_only():
+    """A test module is never run: the modules it imports are not read for it; a syntax error is still one."""
+    texts = {"bridge/recipes/llama.py": RECIPE, "tests/unit_tests/recipes/test_llama_recipes.py": UNIT_TEST}
+    project = PythonProject(sorted(texts), texts.get)
+    with project.tracking() as touched:
+        assert read_python("tests/unit_tests/recipes/test_llama_recipes.py", UNIT_TEST, project) == []
+    assert not touched and not project.has_reader("bridge/recipes/llama.py")
+    with pytest.raises(SyntaxError):
+        read_python("tests/unit_tests/recipes/test_broken.py", "def test_x(:\n    pass\n", project)
 
 
 def test_a_recipe_is_reported_once_and_never_through_its_tests(tmp_path, monkeypatch):

@@ -92,10 +92,13 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         for name, value in top.names.items():
             if not isinstance(value, ConfigObj):
                 self.constants[name] = value
+        self._note_registries()
 
     def own_options(self) -> dict[str, tuple[str, ...]]:
         """The argparse options this module declares, walked for once: every module that imports from it asks, and
         a module whose text never says `add_argument` declares none (no walk of its tree)."""
+        if self.project is not None:
+            self.project.touched.add(self.path)  # read from the whole module, not one function of it
         if self._own_options is None:
             mentions = any(b"add_argument" in line for line in self.lines)
             self._own_options = python_inputs.declared_options(self.module) if mentions else {}
@@ -227,6 +230,13 @@ def parse(path: str, text: str) -> ast.Module:
 
 def read_python(path: str, text: str, project=None) -> list[Unit]:
     """Parse one Python file and return its units. Raises SyntaxError (or ValueError) on invalid source."""
+    if python_roles.is_test_code(path):
+        # Test code gives no units (python_roles): parsed for its syntax errors only (unless another file's import
+        # read it already), never run, its tree not kept: a tenth of a cold check of Megatron Bridge ran the
+        # module bodies of its tests for nothing.
+        if project is None or not project.has_reader(path):
+            parse(path, text)
+        return []
     if project is not None:
         reader = project.reader(path)  # already read when another file imported it
         if reader is None:
