@@ -92,6 +92,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         for name, value in top.names.items():
             if not isinstance(value, ConfigObj):
                 self.constants[name] = value
+        self._note_registries()
 
     def own_options(self) -> dict[str, tuple[str, ...]]:
         """The argparse options this module declares, walked for once: every module that imports from it asks, and

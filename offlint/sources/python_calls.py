@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 
+from offlint.sources.python_values import Registry
 from offlint.types import Unknown
 
 NOT_PURE = object()  # the call is not one of these: the reader goes on with its own rules
@@ -122,8 +123,8 @@ def item(container: object, key: object, text: str) -> object:
     keys (`layout_map[(pp, vp)]`)."""
     if isinstance(key, list) and all(isinstance(k, _SCALARS) for k in key):
         key = tuple(key)
-    if isinstance(container, dict) and not getattr(container, "reason", "") and \
-            isinstance(key, (*_SCALARS, tuple)) and key in container:
+    if isinstance(container, dict) and (not getattr(container, "reason", "") or isinstance(container, Registry)) \
+            and isinstance(key, (*_SCALARS, tuple)) and key in container:
         return _plain(container[key])
     if isinstance(container, (list, str)) and isinstance(key, int) and not isinstance(key, bool) and \
             -len(container) <= key < len(container):

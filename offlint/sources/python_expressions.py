@@ -216,7 +216,11 @@ class Expressions:
         if func.id in ("getattr", "hasattr"):
             return self._getattr(node, frame, func.id)
         if func.id == "isinstance" and len(node.args) == 2 and not node.keywords:
-            return python_calls.isinstance_value(self._eval(node.args[0], frame), node.args[1])
+            value = self._eval(node.args[0], frame)
+            if self._plain_dataclass(node.args[1]) and type(value).__module__ == "builtins" and \
+                    not isinstance(value, Unknown):
+                return False  # a literal is never an instance of a tree @dataclass that subclasses nothing
+            return python_calls.isinstance_value(value, node.args[1])
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return Unknown(f"the result of `{self._segment(node.func)}(...)`")
         args = [self._eval(a, frame) for a in node.args]
@@ -224,6 +228,11 @@ class Expressions:
         if any(isinstance(v, (ConfigObj, Record, HFModel, ObjectTuple)) for v in [*args, *keywords.values()]):
             return Unknown(f"the result of `{self._segment(node.func)}(...)` on a config object")
         return python_calls.builtin_value(func.id, args, keywords)
+
+    def _plain_dataclass(self, node: ast.expr) -> bool:
+        """Whether `node` names a @dataclass of the tree with no base class (`MixedPrecisionConfig`)."""
+        found = self._find_dataclass(node.id) if isinstance(node, ast.Name) else None
+        return found is not None and not found[1].bases and not found[1].keywords
 
     def _getattr(self, node: ast.Call, frame: Frame, which: str):
         """`getattr(obj, "name"[, default])` / `hasattr(obj, "name")`: the value where offlint knows it."""

@@ -15,12 +15,31 @@ from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _P
                                             SECTIONS_OF_CONTAINER, _branch_dependent, _restore, _taint)
 from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
-from offlint.sources.python_values import ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record
+from offlint.sources.python_values import (RETURNED_NONE, ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple,
+                                           PartialDict, Record, Registry)
 from offlint.types import Assignment, Location, OneOf, Source, Unit, Unknown
 
 
 class CallFollowing:
     """What a call builds or changes, and following calls into functions; part of PythonReader."""
+
+    def _note_registries(self) -> None:
+        """Module dicts a registering decorator of the module fills as the module is imported (Bridge's
+        `@register` on each precision recipe, read by `MIXED_PRECISION_RECIPES[name]()`): each decorated
+        function becomes the entry under its own name, so a lookup by a known name follows it. Nothing runs."""
+        for fn in list(self.functions.values()):
+            for decorator in fn.decorator_list:
+                if not isinstance(decorator, ast.Name) or decorator.id not in self.functions:
+                    continue
+                target = _registry_of(self.functions[decorator.id])
+                registry = self.constants.get(target) if target else None
+                if not isinstance(registry, dict) or isinstance(registry, PartialDict) and \
+                        not isinstance(registry, Registry):
+                    continue
+                if not isinstance(registry, Registry):
+                    registry = self.constants[target] = Registry(
+                        registry, f"`{target}` is filled by `@{decorator.id}`, also under keys offlint does not derive")
+                registry[fn.name] = FunctionRef(self, fn)
 
     def _eval_call(self, node: ast.Call, frame: Frame):
         name = _call_name(node.func)
@@ -103,7 +122,8 @@ class CallFollowing:
             target = self._eval(node.args[0], frame)  # importlib.import_module(f"configs.{family}")
             return ModuleRef(target) if isinstance(target, str) and not target.startswith(".") else Unknown(
                 f"`{self._segment(node)}`: a module offlint cannot name")
-        called = frame.names.get(node.func.id) if isinstance(node.func, ast.Name) else None
+        called = frame.names.get(node.func.id) if isinstance(node.func, ast.Name) else \
+            self._eval(node.func, frame) if isinstance(node.func, ast.Subscript) else None  # `REGISTRY[name]()`
         if isinstance(called, FunctionRef) and frame.depth < 8:  # `builder = getattr(module, name); builder()`
             return self._call(called.reader, called.fn, node, frame)
         if name and self._imports_mcore_consumer(name):
@@ -314,6 +334,8 @@ class CallFollowing:
         self._bind_params(fn, sub, positional, keywords)
         self._run_block(fn.body, sub)
         result = sub.returned
+        if result is RETURNED_NONE:
+            return None
         return result if result is not None else Unknown(f"{fn.name}() returns no value")
 
     def recipe_unit(self, name: str, location: Location, built: ConfigObj) -> Unit:
@@ -406,3 +428,34 @@ def _copy_result(value, prefix: tuple):
 
 def _prefixed(a: Assignment, prefix: tuple) -> Assignment:
     return Assignment(a.key, a.value, a.location, a.source, a.text, (*prefix, *a.via), a.op)
+
+
+def _registry_of(decorator: ast.FunctionDef) -> str | None:
+    """The module dict a decorator registers its function in under the function's own name (`name =
+    func.__name__; REGISTRY[name] = func; return func`), or None when it does anything else with it."""
+    params = decorator.args.posonlyargs + decorator.args.args
+    if len(params) != 1:
+        return None
+    func = params[0].arg
+    nodes = list(ast.walk(decorator))
+    if not all(isinstance(n.value, ast.Name) and n.value.id == func for n in nodes if isinstance(n, ast.Return)):
+        return None
+
+    def is_own_name(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "__name__" and isinstance(node.value, ast.Name) \
+            and node.value.id == func
+
+    bound = [n for n in nodes if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr))]
+    own_names = {t.id for n in bound if isinstance(n, ast.Assign) and is_own_name(n.value) for t in n.targets
+                 if isinstance(t, ast.Name)}
+    for name in list(own_names):  # bound once only, to the function's name
+        if sum(1 for n in bound for t in getattr(n, "targets", [getattr(n, "target", None)])
+               if isinstance(t, ast.Name) and t.id == name) != 1:
+            own_names.discard(name)
+    for n in bound:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Subscript) and \
+                isinstance(n.targets[0].value, ast.Name) and isinstance(n.value, ast.Name) and n.value.id == func:
+            key = n.targets[0].slice
+            if is_own_name(key) or isinstance(key, ast.Name) and key.id in own_names:
+                return n.targets[0].value.id
+    return None

@@ -14,7 +14,7 @@ from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name
-from offlint.sources.python_values import ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, Record
+from offlint.sources.python_values import RETURNED_NONE, ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, Record
 from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
 
 _UNDECIDED = object()
@@ -269,7 +269,7 @@ class Statements:
         if isinstance(stmt, ast.Return):  # a bare `return` ends the function too
             frame.returned = self._eval(stmt.value, frame) if stmt.value is not None else None
             if frame.returned is None:
-                frame.returned = Unknown("returns None")
+                frame.returned = RETURNED_NONE
             return []
         return []
 

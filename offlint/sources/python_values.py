@@ -21,6 +21,12 @@ class PartialDict(dict):
         self.reason = reason
 
 
+class Registry(PartialDict):
+    """A module's dict that a decorator of the module fills (`@register def bf16_mixed(): ...` with
+    `REGISTRY[func.__name__] = func`): the functions registered under their own names are known entries, the
+    rest (keys derived otherwise) is not (python_following._note_registries)."""
+
+
 
 class Record:
     """An instance of a plain @dataclass of the tree (perf `WorkloadBaseConfig(...)`): field values by name.
@@ -104,10 +110,21 @@ class ConfigObj:
         return other
 
 
+class _ReturnedNone:
+    """`Frame.returned` for a function that returned None (`return`, `return None`, `return layout` with layout
+    None): `returned` is None only while the function has not returned."""
+
+    def __repr__(self) -> str:
+        return "<returned None>"
+
+
+RETURNED_NONE = _ReturnedNone()
+
+
 @dataclass
 class Frame:
     """Local names of one function activation."""
 
     names: dict[str, object] = field(default_factory=dict)
-    returned: object = None
+    returned: object = None  # None: not returned yet; RETURNED_NONE: returned the value None
     depth: int = 0

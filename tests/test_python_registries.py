@@ -1,0 +1,130 @@
+"""Registries filled by a decorator at import (`@register def bf16_mixed(): ...` storing each recipe under its own
+name) and looked up by a known name (`RECIPES[name]()`): the reader follows the registered function without
+running anything; a key it cannot derive stays unknown.
+
+The trees are written here in the shapes Megatron Bridge uses (fixtures of our own, not Bridge code).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from offlint.units import load_unit
+
+PRECISION = '''\
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class PrecisionSettings:
+    bf16: bool = False
+    fp8: str | None = None
+    fp8_recipe: str = "tensorwise"
+    fp8_param_gather: bool = False
+    bf16_tail_layers: int = 0
+
+
+RECIPES: dict[str, Callable[[], "PrecisionSettings"]] = {}
+SHOUTED: dict = {}
+
+
+def register(func):
+    """Store the factory under its own name, and a dashed alias."""
+    key = func.__name__
+    RECIPES[key] = func
+    if "_" in key:
+        RECIPES[key.replace("_", "-")] = func
+    return func
+
+
+def register_shouted(func):
+    SHOUTED[func.__name__.upper()] = func
+    return func
+
+
+@register
+def plain_bf16():
+    return PrecisionSettings(bf16=True)
+
+
+@register
+@register_shouted
+def bf16_fp8_tensorwise():
+    settings = plain_bf16()
+    settings.fp8 = "hybrid"
+    settings.fp8_param_gather = True
+    return settings
+
+
+def settings_for(name):
+    if isinstance(name, PrecisionSettings):
+        return name
+    name = name.replace("-", "_")
+    try:
+        return RECIPES[name]()
+    except KeyError as err:
+        raise ValueError(f"unknown precision {name}") from err
+'''
+
+RECIPE = '''\
+from megatron.bridge.training.precision import SHOUTED, settings_for
+
+
+def _low_precision(precision_name):
+    settings = settings_for(precision_name)
+    if precision_name == "bf16-fp8-tensorwise":
+        settings.bf16_tail_layers = 2
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
+    cfg.mixed_precision = settings
+    return cfg
+
+
+def fp8_pretrain_config():
+    return _low_precision("bf16-fp8-tensorwise")
+
+
+def bf16_pretrain_config():
+    return _low_precision("plain_bf16")
+
+
+def missing_pretrain_config():
+    return _low_precision("bf16_fp4")
+
+
+def shouted_pretrain_config():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
+    cfg.mixed_precision = SHOUTED["BF16_FP8_TENSORWISE"]()
+    return cfg
+'''
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    bridge = tmp_path / "src" / "megatron" / "bridge"
+    (bridge / "training").mkdir(parents=True)
+    (bridge / "recipes").mkdir(parents=True)
+    (bridge / "training" / "precision.py").write_text(PRECISION)
+    (bridge / "recipes" / "llm.py").write_text(RECIPE)
+    return tmp_path
+
+
+def _precision(recipe: str):
+    return load_unit("src/megatron/bridge/recipes/llm.py", recipe, mcore_version="0.20.0").resolved.get(
+        "mixed_precision")
+
+
+def test_a_lookup_by_a_known_name_follows_the_registered_function(tree):
+    fields = _precision("fp8_pretrain_config").value.fields
+    assert (fields["bf16"], fields["fp8"], fields["fp8_param_gather"], fields["bf16_tail_layers"]) == (
+        True, "hybrid", True, 2)
+    assert _precision("bf16_pretrain_config").value.fields["fp8"] is None
+
+
+@pytest.mark.parametrize("recipe", ["missing_pretrain_config", "_low_precision", "shouted_pretrain_config"])
+def test_a_key_offlint_cannot_derive_stays_unknown(tree, recipe):
+    """A name nothing registers, a name the helper is given (read on its own), and a registry keyed by something other than the
+    function's own name: unknown, never absent or a guess."""
+    assert _precision(recipe).is_unknown, recipe
