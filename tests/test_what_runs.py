@@ -110,6 +110,19 @@ def test_test_code_is_parsed_for_its_syntax_errors_only():
         read_python("tests/unit_tests/recipes/test_broken.py", "def test_x(:\n    pass\n", project)
 
 
+def test_a_walked_tree_does_not_parse_its_test_code(tmp_path, monkeypatch):
+    """Found by walking a directory, a test module is not parsed (like a file naming no key the rules read);
+    named on the command line, its syntax error is reported."""
+    broken = "def test_offload(:\n    cfg.model.cpu_offloading = True\n"
+    tree = _tree(tmp_path, {"bridge/recipes/llama.py": RECIPE, "tests/unit_tests/test_broken.py": broken})
+    monkeypatch.chdir(tree)
+    walked = check(["."], CheckOptions(mcore_version="0.20.0", root=tree, cache=False))
+    assert not walked.errors and walked.files_checked == 2
+    named = check(["tests/unit_tests/test_broken.py"], CheckOptions(mcore_version="0.20.0", root=tree, cache=False))
+    assert [e.path for e in named.errors] == ["tests/unit_tests/test_broken.py"]
+    assert "syntax error" in named.errors[0].message
+
+
 def test_a_recipe_is_reported_once_and_never_through_its_tests(tmp_path, monkeypatch):
     tree = _tree(tmp_path, {"bridge/__init__.py": "", "bridge/recipes/__init__.py": "",
                             "bridge/recipes/llama.py": RECIPE,
