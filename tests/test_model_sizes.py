@@ -123,14 +123,19 @@ def test_a_gpt_oss_config_json_maps_as_bridge_maps_it(tmp_path):
         assert mapped[key] == table[key], key
 
 
-def test_qwen3_next_linear_attention_is_outside_the_memory_model():
+def test_qwen3_next_reads_as_a_gated_delta_net_model():
+    """The table's Qwen3-Next sizes give the memory model its GDN layer mix (every 4th layer softmax attention
+    with an output gate) and Qwen3NextBridge's dropout-free layers; tests/test_estimate_gdn.py checks the rest."""
     from offlint.estimate.inputs import read_inputs
     from offlint.types import Value
 
     sizes = model_sizes.lookup("Qwen/Qwen3-Next-80B-A3B-Instruct")
-    assert sizes.get("model.experimental_attention_variant")
 
     def lookup(key):
         return Value(key, "known", sizes[key]) if key in sizes else Value(key, "default", None)
 
-    assert "an experimental attention variant (gated delta net, DSA)" in read_inputs(lookup, "q").unsupported
+    inputs = read_inputs(lookup, "q")
+    assert not inputs.unsupported, inputs.unsupported
+    m = inputs.model
+    assert (m.linear_attention_freq, m.attention_output_gate, m.hidden_dropout) == (4, True, 0.0)
+    assert sum(m.is_gdn_layer(i) for i in range(m.num_layers)) == 36

@@ -40,6 +40,9 @@ RECOMPUTE_DROPS = {
     # MLA: the up projections and rope run again in backward; their outputs (q, k, v) and the normed compressed
     # inputs they saved are dropped, the compressed q/kv (the checkpoint's inputs) are kept.
     "mla_up_proj": ("core_attn_qkv", "mla_q_up_input", "mla_kv_up_input"),
+    # GDN: the gated output norm runs again in backward from the delta rule's output and the gate (the
+    # checkpoint's inputs); its own saved tensors and out_proj's input (the checkpoint's discarded output) go.
+    "gdn_norm_out": ("gdn_gated_norm", "gdn_out_proj_input"),
 }
 
 # Inputs of FP8 linears that only the linear saves (LayerNorm-fused linears quantize their normalised output;
@@ -66,13 +69,16 @@ def tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
 
 
 def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool = False,
-                hybrid: str | None = None) -> LayerActivations:
+                hybrid: str | None = None, gdn: bool = False) -> LayerActivations:
     """A layer's saved tensors; `fp8`: the layer runs its GEMMs in FP8 (t.low_precision); `hybrid`: a hybrid
-    model's layer symbol (ModelShape.layer_kind)."""
+    model's layer symbol (ModelShape.layer_kind); `gdn`: a gated delta net in place of self-attention."""
     if hybrid is not None:
         terms = _hybrid_terms(m, p, t, hybrid)
         return LayerActivations(_hybrid_quantized(terms, m, p, t, hybrid) if fp8 and t.low_precision else terms)
     terms = _bf16_terms(m, p, t, moe)
+    if gdn:  # inputs._gdn_unsupported refuses FP8 and LoRA here
+        terms = {**gdn_terms(m, p, t), **{k: v for k, v in terms.items() if k not in _ATTENTION_PART}}
+        return LayerActivations(terms)
     if t.peft and not moe:
         terms = lora.frozen_terms(terms, m, p, t.peft, tokens(m, p, t))
     return LayerActivations(_quantized(terms, m, p, t, moe) if fp8 and t.low_precision else terms)
@@ -151,7 +157,8 @@ def _bf16_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[s
 
 
 # A hybrid model's attention, MLP and MoE layers save what the same parts of a transformer layer save.
-_ATTENTION_PART = ("attn_norm_input", "qkv_input", "core_attn_qkv", "core_attn_out", "attn_dropout_mask")
+_ATTENTION_PART = ("attn_norm_input", "qkv_input", "core_attn_qkv", "core_attn_out", "attn_output_gate",
+                   "attn_dropout_mask")
 
 
 def _hybrid_terms(m: ModelShape, p: Parallelism, t: Training, kind: str) -> dict[str, float]:
@@ -210,9 +217,50 @@ def mamba_scan_states(m: ModelShape, p: Parallelism, t: Training) -> float:
 
 
 def _attention_terms(m: ModelShape, p: Parallelism, n: float) -> dict[str, float]:
+    """Flash attention keeps q, k, v and its output. With `attention_output_gate` (megatron-core
+    Attention._apply_output_gate, torch.compile'd) the gating keeps the gate and the attention output, and the
+    gated output, a new tensor, is linear_proj's saved input."""
     q = m.num_attention_heads * m.kv_channels
     kv = m.num_query_groups * m.kv_channels
-    return {"core_attn_qkv": 2 * n * (q + 2 * kv) / p.tp, "core_attn_out": 2 * n * q / p.tp}
+    terms = {"core_attn_qkv": 2 * n * (q + 2 * kv) / p.tp, "core_attn_out": 2 * n * q / p.tp}
+    if m.attention_output_gate:
+        terms["attn_output_gate"] = 2 * 2 * n * q / p.tp
+    return terms
+
+
+# The delta rule's chunk size: FLA's chunk_gated_delta_rule_fwd fixes it (chunk_size=64) and keeps the WY
+# representation A, one row of a chunk per token and value head.
+GDN_CHUNK = 64
+
+
+def gdn_terms(m: ModelShape, p: Parallelism, t: Training) -> dict[str, float]:
+    """A gated delta net layer's saved tensors in training (megatron-core GatedDeltaNet.forward at Bridge
+    067f987's megatron-core 2a75ac12, flash-linear-attention 0.5.1 kernels). in_proj (the layer's norm fused in,
+    as for qkv) keeps the norm's input and output. FLA's causal_conv1d keeps its input x, a view into the in_proj
+    output (q, k, v, z, beta, alpha over the full sequence, split over TP), so that whole output stays. The L2
+    norm of q and k keeps its output and an fp32 rstd per head; chunk_gated_delta_rule keeps q and k (repeated
+    to the value heads), v, the fp32 cumulated decay g, beta and the WY matrix A (64 wide per token and value
+    head, bf16). The output norm keeps its input (the rule's output) and an fp32 rstd per head, the output gate
+    keeps the norm's output and the gate z (a compiled multiply: its 16-bit inputs), and out_proj its input.
+    With context parallelism GDN trades sequence for heads (all-to-all), so the bytes per rank are the same."""
+    n = tokens(m, p, t)
+    h, sp = m.hidden_size, (p.tp if p.sequence_parallel else 1)
+    hk, hv = m.gdn_key_heads / p.tp, m.gdn_value_heads / p.tp
+    qk, v = hk * m.gdn_key_head_dim, hv * m.gdn_value_head_dim
+    terms = {
+        "gdn_norm_input": 2 * n * h / sp,
+        "gdn_in_proj_input": 2 * n * h / sp,
+        "gdn_in_proj_output": 2 * n * (2 * qk + 2 * v + 2 * hv),
+        "gdn_qk_l2norm": 2 * n * 2 * qk + 4 * n * 2 * hk,
+        "gdn_rule_qkv": 2 * n * (2 * hv * m.gdn_key_head_dim + v),
+        "gdn_rule_gates": n * hv * (4 + 2 + 2 * GDN_CHUNK),  # g (fp32), beta, A
+        "gdn_rule_output": 2 * n * v,
+        "gdn_gate": 2 * n * v,
+        "gdn_gated_norm": 4 * n * hv + 2 * n * v,  # rstd, the norm's output
+        "gdn_out_proj_input": 2 * n * v,
+        "gdn_dropout_mask": n * h / sp if m.hidden_dropout > 0 else 0.0,
+    }
+    return {k: val for k, val in terms.items() if val}
 
 
 def _latent_attention_terms(m: ModelShape, p: Parallelism, n: float) -> dict[str, float]:
@@ -252,7 +300,9 @@ def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
     # MTP runs in the global FP8 context: its layer's and eh_proj's saved inputs are quantized too (not in
     # NVFP4 training, which leaves MTP in bf16).
     fp8 = precision.quantized_mtp(t.low_precision)
-    layer = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(m.num_layers - 1), fp8=fp8), t)
+    last = m.num_layers - 1
+    layer = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(last), fp8=fp8,
+                                                  gdn=m.is_gdn_layer(last)), t)
     eh_proj = 4 * n * h * (precision.saved_input_bytes(t.low_precision) / 2 if fp8 else 1)
     return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_norm_inputs": 4 * n * h,
                              "mtp_eh_proj_input": eh_proj, **layer.terms, "mtp_output": output_terms(m, p, t)})

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from offlint.estimate import params
+from offlint.estimate.activations import GDN_CHUNK
 from offlint.estimate.devices import Device
 from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
 from offlint.estimate.memory import Estimate
@@ -68,9 +69,9 @@ def _tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
 
 
 def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: bool,
-               kind: str | None = None) -> LayerTime:
+               kind: str | None = None, gdn: bool = False) -> LayerTime:
     """`kind`: a hybrid model's layer symbol (ModelShape.layer_kind): that part of a transformer layer only, or
-    a Mamba layer (`_mamba_time`)."""
+    a Mamba layer (`_mamba_time`); `gdn`: a gated delta net in place of self-attention (`_gdn_time`)."""
     if kind is not None:
         return _hybrid_time(m, p, t, device, kind)
     n = _tokens(m, p, t)
@@ -81,10 +82,13 @@ def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: 
     hbm = device.hbm_bytes_per_s * HBM_EFFICIENCY
     gate = 3 if m.gated_linear_unit else 2
     out = LayerTime()
-    if m.multi_latent_attention:
+    if gdn:
+        _gdn_time(m, p, n, rate, device, out)
+    elif m.multi_latent_attention:
         _latent_attention_time(m, p, n, rate, device, out)
     else:
-        out.parts["qkv"] = gemm_seconds(2 * n * h * (q + 2 * kv) / p.tp, n, rate)
+        gate_out = q if m.attention_output_gate else 0  # the output gate's projection
+        out.parts["qkv"] = gemm_seconds(2 * n * h * (q + 2 * kv + gate_out) / p.tp, n, rate)
         out.parts["proj"] = gemm_seconds(2 * n * q * h / p.tp, n, rate)
         # causal attention: QK^T and AV over half the sequence; flash attention runs in 16 bits
         out.parts["core_attn"] = 2 * n * m.seq_length * q / p.tp / (device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
@@ -177,6 +181,20 @@ def _latent_attention_time(m: ModelShape, p: Parallelism, n: float, rate: float,
         device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
 
 
+def _gdn_time(m: ModelShape, p: Parallelism, n: float, rate: float, device: Device, out: LayerTime) -> None:
+    """A gated delta net: the in_proj and out_proj GEMMs, and the chunked delta rule as its matrix products per
+    token and value head (within a 64-token chunk q.k^T, A.v and the WY representation; across chunks the state
+    update and the state's products with q and w), at flash attention's efficiency in 16 bits. Not calibrated
+    against a measured GDN step."""
+    h, hv = m.hidden_size, m.gdn_value_heads
+    qk, v = m.gdn_key_heads * m.gdn_key_head_dim, hv * m.gdn_value_head_dim
+    dk, dv = m.gdn_key_head_dim, m.gdn_value_head_dim
+    out.parts["qkv"] = gemm_seconds(2 * n * h * (2 * qk + 2 * v + 2 * hv) / p.tp, n, rate)
+    out.parts["proj"] = gemm_seconds(2 * n * v * h / p.tp, n, rate)
+    rule = 2 * n * hv * (2 * GDN_CHUNK * (dk + dv) + 3 * dk * dv) / p.tp
+    out.parts["core_attn"] = rule / (device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
+
+
 def _bandwidth(group: int, device: Device) -> float:
     return device.nvlink_bytes_per_s * COLLECTIVE_EFFICIENCY if group <= device.gpus_per_node else \
         NETWORK_BYTES_PER_S
@@ -232,14 +250,14 @@ def step_time(inputs: Inputs, result: Estimate, device: Device) -> StepTime:
     world = result.world_size
     dp = p.data_parallel(world)
     nmb = result.num_microbatches or max(ASSUMED_MICROBATCHES, p.pp)
-    kinds = {(m.is_moe_layer(i), m.layer_kind(i)) for i in range(m.num_layers)}
+    kinds = {(m.is_moe_layer(i), m.layer_kind(i), m.is_gdn_layer(i)) for i in range(m.num_layers)}
     by_kind = {k: layer_time(m, p, t, device, *k) for k in kinds}
     stage_seconds, backward_seconds = [], []
     for stage, chunk_ranges in enumerate(params.layer_ranges(m, p)):
         seconds = backward = 0.0
         for r in chunk_ranges:
             for i in r:
-                layer = by_kind[m.is_moe_layer(i), m.layer_kind(i)]
+                layer = by_kind[m.is_moe_layer(i), m.layer_kind(i), m.is_gdn_layer(i)]
                 recompute = recomputed_seconds(layer, t)
                 if t.recompute_granularity == "full" and t.recompute_method == "block":
                     recompute = layer.forward if (i - r.start) < (t.recompute_num_layers or 0) else 0.0

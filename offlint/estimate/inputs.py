@@ -65,10 +65,27 @@ class ModelShape:
     mamba_num_groups: int = 0
     mamba_state_dim: int = 0
     mamba_chunk_size: int = 128
+    # Gated delta net (megatron-core's GatedDeltaNet, experimental_attention_variant "gdn" or its old name
+    # "gated_delta_net"): linear attention in place of softmax attention, which stays in every
+    # `linear_attention_freq`-th layer (an int) or where the per-layer list says 0; None: no GDN layers.
+    linear_attention_freq: int | tuple[int, ...] | None = None
+    gdn_key_heads: int = 0
+    gdn_value_heads: int = 0
+    gdn_key_head_dim: int = 0
+    gdn_value_head_dim: int = 0
+    gdn_conv_kernel: int = 0
+    attention_output_gate: bool = False  # softmax attention's linear_qkv also projects a per-query output gate
 
     @property
     def mamba_d_inner(self) -> int:
         return self.mamba_num_heads * self.mamba_head_dim
+
+    def is_gdn_layer(self, index: int) -> bool:
+        """Whether layer `index` is a gated delta net layer (megatron-core's get_linear_attention_pattern)."""
+        freq = self.linear_attention_freq
+        if freq is None:
+            return False
+        return (index + 1) % freq != 0 if isinstance(freq, int) else bool(freq[index])
 
     def layer_kind(self, index: int) -> str | None:
         """A hybrid model's layer symbol; None for a GPT model's transformer layers."""
@@ -274,6 +291,9 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     hybrid_why = _hybrid_unsupported(r, model, parallel, training, low, fsdp) or _hybrid_unread(r, unit_name)
     if hybrid_why:
         unsupported.append(hybrid_why)
+    gdn_why = _gdn_unsupported(r, model, parallel, training, low, fsdp)
+    if gdn_why:
+        unsupported.append(gdn_why)
     if fsdp:
         training = replace(training, fsdp=fsdp, distributed_optimizer=True,  # Bridge forces it with FSDP
                            fsdp_unit_size=r.optional_int("ddp.suggested_communication_unit_size"),
@@ -301,8 +321,8 @@ def _read_model(r: _Reader) -> ModelShape:
         num_attention_heads=heads,
         num_query_groups=r.optional_int("model.num_query_groups") or heads,
         kv_channels=r.optional_int("model.kv_channels") or (hidden // heads if heads else 0),
-        vocab_size=r.size("model.vocab_size", "tokenizer.vocab_size"),
-        seq_length=r.size("model.seq_length", "dataset.seq_length", "dataset.sequence_length"),
+        vocab_size=_read_vocab(r),
+        seq_length=_read_seq_length(r),
         gated_linear_unit=bool(r.get("model.gated_linear_unit", False)),
         tied_embeddings=bool(get("model.share_embeddings_and_output_weights", True)),
         rms_norm=get("model.normalization", "LayerNorm") == "RMSNorm",
@@ -322,7 +342,71 @@ def _read_model(r: _Reader) -> ModelShape:
         **_read_mla(r),
         **_read_mtp(r),
         **hybrid,
+        **_read_gdn(r),
+        attention_output_gate=bool(r.get("model.attention_output_gate", False)),
     )
+
+
+def _read_seq_length(r: _Reader) -> int:
+    """The tokens of one sample: the model's and the dataset's seq_length, which Bridge's ConfigContainer.validate
+    asserts are equal. Where a recipe sets them apart the run depends on how it is launched (Bridge's
+    scripts/training sync the model to the dataset, scripts/performance rebuild the dataset from the model), so
+    the estimate has no sequence length."""
+    model = r.lookup("model.seq_length")
+    data = next((v for v in map(r.lookup, ("dataset.seq_length", "dataset.sequence_length"))
+                 if v.state == "known" and _positive_int(v.value)), None)
+    if data is not None and model.state == "known" and _positive_int(model.value) and model.value != data.value:
+        r.unknown["model.seq_length"] = (
+            f"model.seq_length={model.value} and {data.key}={data.value} differ (Bridge's validate asserts they "
+            "match; its training scripts sync the model to the dataset, the performance scripts the dataset to "
+            f"the model); pass --override model.seq_length=N --override {data.key}=N")
+        return 0
+    return r.size("model.seq_length", "dataset.seq_length", "dataset.sequence_length")
+
+
+# megatron-core's NullTokenizer counted an end-of-document token on top of its vocab_size before 0.18 (Megatron-LM
+# c9dfe3479 made vocab_size the configured one).
+_NULL_TOKENIZER_EXTRA_TOKEN_BEFORE = (0, 18)
+_PROVIDER_VOCAB_DIVISOR = 128  # make_vocab_size_divisible_by of Bridge's GPT and hybrid model providers
+
+
+def _read_vocab(r: _Reader) -> int:
+    """The model's vocabulary as Bridge sizes it at setup (training/setup.py, _validate_and_set_vocab_size): the
+    model's own `vocab_size` as it is, unless it is unset or the tokenizer section sets `use_tokenizer_vocab_size`
+    (Bridge's pretraining recipes do); then the tokenizer's, which the provider pads to a multiple of
+    `make_vocab_size_divisible_by` x TP (should_pad_vocab). Only the NullTokenizer's size is in the configuration;
+    a Hugging Face tokenizer's length is read at run time."""
+    model = r.lookup("model.vocab_size")
+    preset = model.state == "known" and _positive_int(model.value)
+    flag = r.lookup("tokenizer.use_tokenizer_vocab_size")
+    if model.is_unknown or (preset and flag.value is not True) or flag.state == "unknown":
+        return r.size("model.vocab_size", "tokenizer.vocab_size")  # as configured, or no tokenizer section read
+    kind = r.lookup("tokenizer.tokenizer_type")
+    size = r.lookup("tokenizer.vocab_size")
+    if kind.state == "known" and kind.value == "NullTokenizer" and size.state == "known" and _positive_int(size.value):
+        tokens = int(size.value) + (1 if _before(r.lookup, _NULL_TOKENIZER_EXTRA_TOKEN_BEFORE) else 0)
+    elif preset and kind.state == "known" and kind.value == "HuggingFaceTokenizer":
+        tokens = int(model.value)
+        r.assumed["tokenizer.vocab_size"] = (
+            f"the Hugging Face tokenizer {r.lookup('tokenizer.tokenizer_model').value} has the model's {tokens} "
+            "tokens (use_tokenizer_vocab_size: Bridge sizes the model from the tokenizer's length)")
+    else:
+        what = kind.value if kind.state == "known" else "tokenizer"
+        r.unknown["model.vocab_size"] = (
+            f"the model's vocabulary is the {what}'s size at run time (Bridge takes it when model.vocab_size is "
+            "unset or tokenizer.use_tokenizer_vocab_size is True), which the configuration does not state; "
+            "pass --override model.vocab_size=N")
+        return 0
+    divisor = r.optional_int("model.make_vocab_size_divisible_by") or _PROVIDER_VOCAB_DIVISOR
+    multiple = divisor * (r.optional_int("model.tensor_model_parallel_size") or 1)
+    return -(-tokens // multiple) * multiple
+
+
+def _before(lookup: Lookup, release: tuple[int, int]) -> bool:
+    """Whether the megatron-core version the lookup resolves against (a ResolvedUnit's `get` carries it) is older
+    than `release`; False for a lookup without one."""
+    version = getattr(getattr(lookup, "__self__", None), "version", None)
+    return version is not None and (version.major, version.minor) < release
 
 
 _HYBRID_KEYS = ("model.hybrid_layer_pattern", "model.hybrid_override_pattern")
@@ -446,6 +530,88 @@ def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, 
     if r.get("model.use_mamba_mem_eff_path", True) is False:
         return ("a Mamba mixer without the memory-efficient path (use_mamba_mem_eff_path=False: separate conv1d and "
                 "scan kernels save other tensors; not modelled)")
+    return ""
+
+
+_GDN_VARIANTS = ("gdn", "gated_delta_net")  # megatron-core normalizes the old name to "gdn"
+_VARIANT_KEY = "model.experimental_attention_variant"
+
+
+def _read_gdn(r: _Reader) -> dict:
+    """A gated-delta-net model's layer mix and GDN sizes ({} without GDN; `_gdn_unsupported` says why one has no
+    verdict). Bridge's Qwen3NextBridge sets the variant, `linear_attention_freq` (the Hugging Face config's
+    full_attention_interval) and the linear_* sizes; unset sizes take megatron-core's TransformerConfig defaults
+    (conv kernel 4, head dims 128, 16 key and 32 value heads)."""
+    variant = r.lookup(_VARIANT_KEY)
+    if variant.state != "known" or variant.value not in _GDN_VARIANTS:
+        return {}
+    freq = r.lookup("model.linear_attention_freq")
+    if freq.state != "known" or not (_positive_int(freq.value) or (
+            isinstance(freq.value, (list, tuple)) and all(v in (0, 1) for v in freq.value))):
+        return {}
+    return dict(linear_attention_freq=freq.value if isinstance(freq.value, int) else tuple(freq.value),
+                gdn_key_heads=r.optional_int("model.linear_num_key_heads") or 16,
+                gdn_value_heads=r.optional_int("model.linear_num_value_heads") or 32,
+                gdn_key_head_dim=r.optional_int("model.linear_key_head_dim") or 128,
+                gdn_value_head_dim=r.optional_int("model.linear_value_head_dim") or 128,
+                gdn_conv_kernel=r.optional_int("model.linear_conv_kernel_dim") or 4)
+
+
+def _gdn_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low: LowPrecision | None,
+                     fsdp: str | None) -> str:
+    """Why a model with an experimental attention variant, or with the softmax attention's output gate (Qwen3-Next
+    has both), has no verdict ("" when it is modelled, or has neither)."""
+    variant = r.lookup(_VARIANT_KEY)
+    if variant.is_unknown:
+        reason = variant.value.reason if isinstance(variant.value, Unknown) else "unknown"
+        r.unknown[_VARIANT_KEY] = f"{reason} (the memory model would need to know the attention variant)"
+        return ""
+    why = _variant_unsupported(r, m, p, t, low, fsdp, variant.value) if variant.state == "known" else ""
+    if not why and m.attention_output_gate and (m.multi_latent_attention or low is not None
+                                                or t.fine_grained_offloading):
+        return ("an attention output gate with multi-latent attention, FP8/FP4 or fine-grained activation "
+                "offloading (not modelled)")
+    return why
+
+
+def _variant_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low: LowPrecision | None,
+                         fsdp: str | None, variant: object) -> str:
+    """Only megatron-core's GatedDeltaNet in a GPT model is modelled, with what megatron-core 2a75ac12 (Bridge
+    067f987's) accepts and offlint has read (docs/estimate.md, "Gated delta net")."""
+    if variant in (None, "", False):
+        return ""
+    if variant not in _GDN_VARIANTS:
+        return (f"the experimental attention variant {variant!r} (DSA and GatedDeltaNet2 are not modelled; "
+                "gated delta net 'gdn' is)")
+    freq = r.lookup("model.linear_attention_freq")
+    if freq.is_unknown:
+        reason = freq.value.reason if isinstance(freq.value, Unknown) else "unknown"
+        r.unknown[freq.key] = f"{reason} (the memory model would need the gated-delta-net layer pattern)"
+        return ""
+    if m.linear_attention_freq is None:
+        return (f"gated delta net with linear_attention_freq={freq.value!r} (megatron-core needs a positive int or "
+                "a 0/1 list per layer)")
+    if isinstance(m.linear_attention_freq, tuple) and len(m.linear_attention_freq) != m.num_layers:
+        return (f"a linear_attention_freq list of {len(m.linear_attention_freq)} layers for {m.num_layers} layers "
+                "(megatron-core asserts they agree)")
+    if m.hybrid_pattern is not None or m.multi_latent_attention:
+        return "gated delta net in a hybrid Mamba model or with multi-latent attention (not modelled)"
+    if m.mtp_num_layers and m.is_gdn_layer(m.num_layers - 1):
+        return ("multi-token prediction after a gated-delta-net last layer (megatron-core asserts that the MTP "
+                "layer's attention has a causal mask type)")
+    keys, values = m.gdn_key_heads, m.gdn_value_heads
+    if values % keys or keys % (p.tp * p.cp) or values % (p.tp * p.cp):
+        return (f"{keys} key and {values} value gated-delta-net heads over TP{p.tp} x CP{p.cp} (megatron-core "
+                "asserts that TP x CP divides both and key heads divide value heads)")
+    if r.get("model.deterministic_mode", False):
+        return ("gated delta net in deterministic mode (megatron-core then runs its torch-native delta rule, whose "
+                "saved tensors are not modelled)")
+    if low is not None:
+        return "FP8/FP4 training of a gated-delta-net model (its quantized GDN projections are not modelled)"
+    if fsdp or t.peft:
+        return "Megatron-FSDP or LoRA on a gated-delta-net model (not modelled)"
+    if t.cpu_offloading or t.fine_grained_offloading:
+        return "activation offloading of a gated-delta-net model (not modelled)"
     return ""
 
 
@@ -620,11 +786,13 @@ def _router_graphed(r: _Reader) -> bool:
 # Features whose memory the model does not describe: an estimate with them would be a guess. A known value turns
 # the feature on (no verdict); an unknown one leaves the estimate unknown (rules.md: unknown is never default).
 _UNSUPPORTED = {
-    "model.experimental_attention_variant": "an experimental attention variant (gated delta net, DSA)",
     "model.teacher": "knowledge distillation (a frozen teacher model beside the trained student)",
     "model.freeze_language_model": ("a frozen language model (a VLM recipe training its vision projection: the "
                                     "vision tower's size and the activations the frozen model keeps for the "
                                     "projection's gradient are not modelled)"),
+    # Bridge's WanModelProvider (diffusion/models/wan): a video diffusion transformer with cross-attention to text
+    # embeddings and patch embeddings in place of a vocabulary, not a language model.
+    "model.crossattn_emb_size": "a diffusion transformer (Wan's cross-attention and patch embeddings are not modelled)",
 }
 # Bridge's precision recipes and recipe names that train in FP8 or FP4 (`bf16_with_fp8_current_scaling_mixed`,
 # `bf16_with_mxfp8_mixed`, `..._8gpu_h100_fp8cs_config`, `..._b200_nvfp4_config`).

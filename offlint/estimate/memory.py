@@ -293,8 +293,8 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
     """(GPU bytes of the stage's layers at peak, host bytes offloaded, recompute working set)."""
     indices = _stage_layers(m, p, stage)
 
-    def kind(i: int) -> tuple[bool, bool, str | None]:  # a layer's activations depend only on these
-        return m.is_moe_layer(i), precision.is_fp8_layer(m, t.low_precision, i), m.layer_kind(i)
+    def kind(i: int) -> tuple[bool, bool, str | None, bool]:  # a layer's activations depend only on these
+        return m.is_moe_layer(i), precision.is_fp8_layer(m, t.low_precision, i), m.layer_kind(i), m.is_gdn_layer(i)
 
     by_kind = {k: act.after_selective_recompute(act.layer_terms(m, p, t, *k), t) for k in {kind(i) for i in indices}}
     layers = [by_kind[kind(i)] for i in indices]

@@ -47,7 +47,8 @@ def attention(m: ModelShape) -> Split:
         return latent_attention(m)
     q = m.num_attention_heads * m.kv_channels
     kv = m.num_query_groups * m.kv_channels
-    qkv = m.hidden_size * (q + 2 * kv) + ((q + 2 * kv) if (m.add_bias_linear or m.add_qkv_bias) else 0)
+    out = q + 2 * kv + (q if m.attention_output_gate else 0)  # SelfAttention.linear_qkv_out_dim
+    qkv = m.hidden_size * out + (out if (m.add_bias_linear or m.add_qkv_bias) else 0)
     proj = q * m.hidden_size + (m.hidden_size if m.add_bias_linear else 0)
     qk_norms = 2 * _norm(m, m.kv_channels) if m.qk_layernorm else 0
     return Split(tp=qkv + proj, replicated=_norm(m, m.hidden_size) + qk_norms)
@@ -86,12 +87,28 @@ def routed_expert(m: ModelShape) -> int:
     return mlp(m, m.moe_ffn_hidden_size or m.ffn_hidden_size, m.moe_latent_size)
 
 
-def dense_layer(m: ModelShape) -> Split:
-    return attention(m) + Split(tp=mlp(m, m.ffn_hidden_size), replicated=_norm(m, m.hidden_size))
+def dense_layer(m: ModelShape, gdn: bool = False) -> Split:
+    return (gdn_attention(m) if gdn else attention(m)) + Split(tp=mlp(m, m.ffn_hidden_size),
+                                                               replicated=_norm(m, m.hidden_size))
 
 
-def moe_layer(m: ModelShape) -> Split:
-    return attention(m) + moe_block(m)
+def moe_layer(m: ModelShape, gdn: bool = False) -> Split:
+    return (gdn_attention(m) if gdn else attention(m)) + moe_block(m)
+
+
+def gdn_attention(m: ModelShape) -> Split:
+    """A gated delta net in place of self-attention (megatron-core's GatedDeltaNet with the experimental-variant
+    spec: ssm/gated_delta_net, models/gpt/experimental_attention_variant_module_specs.py). in_proj is a
+    column-parallel linear with the layer's input norm fused in (hidden -> q, k, v, the output gate z, beta and
+    alpha: 2 key dims + 2 value dims + 2 value heads), no bias; the depthwise conv1d over q, k, v (no bias),
+    dt_bias and A_log per value head, all split over TP; the output norm over one value head's width (the
+    same weights for every head, so every TP rank holds it whole); out_proj (value dims -> hidden, no bias)."""
+    h = m.hidden_size
+    qk, v = m.gdn_key_heads * m.gdn_key_head_dim, m.gdn_value_heads * m.gdn_value_head_dim
+    in_proj = h * (2 * qk + 2 * v + 2 * m.gdn_value_heads)
+    conv = (2 * qk + v) * m.gdn_conv_kernel
+    return Split(tp=in_proj + conv + 2 * m.gdn_value_heads + v * h,
+                 replicated=_norm(m, h) + _norm(m, m.gdn_value_head_dim))
 
 
 def moe_block(m: ModelShape) -> Split:
@@ -112,7 +129,8 @@ def moe_block(m: ModelShape) -> Split:
 def layer(m: ModelShape, index: int) -> Split:
     kind = m.layer_kind(index)
     if kind is None:
-        return moe_layer(m) if m.is_moe_layer(index) else dense_layer(m)
+        gdn = m.is_gdn_layer(index)
+        return moe_layer(m, gdn) if m.is_moe_layer(index) else dense_layer(m, gdn)
     return HYBRID_LAYERS[kind](m)
 
 

@@ -86,14 +86,15 @@ def _variants(inputs: Inputs, world: int, layouts: bool = True):
                                                                  recompute_modules=more, **no_offload))
     yield ("recompute", "full uniform 1", train(recompute_granularity="full", recompute_method="uniform",
                                                  recompute_num_layers=1, **no_offload))
-    if p.pp == 1 and not hybrid:
+    gdn = m.linear_attention_freq is not None  # no verdict with activation offloading (inputs._gdn_unsupported)
+    if p.pp == 1 and not hybrid and not gdn:
         for n in sorted({m.num_layers // 4, m.num_layers // 2, m.num_layers - 1} - {0}):
             yield ("activation offload", f"{n} of {m.num_layers} layers",
                    train(cpu_offloading=True, cpu_offloading_num_layers=n, recompute_granularity=None,
                          moe_layer_recompute=False, fine_grained_offloading=False))
     modules = ("attn_norm", "core_attn", "attn_proj", "mlp_norm") + (("expert_fc1", "moe_act")
                                                                       if m.num_moe_experts else ())
-    if not hybrid:
+    if not (hybrid or gdn or m.attention_output_gate):
         yield ("activation offload", "fine-grained " + ",".join(modules),
                train(fine_grained_offloading=True, offload_modules=modules, cpu_offloading=False,
                      activation_offload_fraction=1.0))
@@ -106,6 +107,8 @@ def _variants(inputs: Inputs, world: int, layouts: bool = True):
         if m.hybrid_pattern is not None and (params.layer_ranges(m, layout) is None or m.mamba_num_heads % tp
                                              or m.mamba_num_groups % tp):
             continue  # a pattern's pipes fix the stage count; the Mamba mixer splits heads and groups over TP
+        if gdn and (m.gdn_key_heads % (tp * p.cp) or m.gdn_value_heads % (tp * p.cp)):
+            continue  # megatron-core asserts that TP x CP divides the GDN heads
         variant = inputs.with_(parallel=layout)
         if pp > 1 and t.cpu_offloading:
             variant = variant.with_(training=replace(t, cpu_offloading=False, cpu_offloading_num_layers=0))
