@@ -276,6 +276,21 @@ def test_a_path_only_user_flags_choose_is_a_warning_naming_the_flags(tmp_path, m
     assert not [f for f in findings if f.severity == Severity.ERROR]
 
 
+def test_argparse_options_are_looked_for_only_in_modules_that_declare_some():
+    """A module imported from is parsed for its argparse options only when its text says `add_argument`."""
+    texts = {"scripts/performance/argument_parser.py": ARGUMENT_PARSER,
+             "scripts/performance/utils/overrides.py": OVERRIDES,
+             "scripts/performance/run_script.py": "from argument_parser import parse_cli_args\n"
+                                                  "from utils.overrides import set_user_overrides\n"}
+    project = PythonProject(sorted(texts), texts.get)
+    with project.tracking() as touched:
+        options = project.reader("scripts/performance/run_script.py")._declared_options()
+    assert options["activation_offload_layers"] == ("-ol", "--activation_offload_layers")
+    assert project.has_reader("scripts/performance/argument_parser.py")
+    assert not project.has_reader("scripts/performance/utils/overrides.py")
+    assert "scripts/performance/utils/overrides.py" in touched  # its text decided: an edit may change the options
+
+
 def test_the_same_combination_written_in_code_stays_an_error(tmp_path, monkeypatch):
     fixed = RUN_SCRIPT.replace("recipe = set_user_overrides(recipe, args)",
                                "recipe.model.cpu_offloading = True\n"

@@ -142,7 +142,17 @@ class PythonProject:
 
         return _Tracking()
 
-    def module_reader(self, module: str, importer: str | None = None):
+    def module_reader(self, module: str, importer: str | None = None, mentioning: str = ""):
+        """The reader of a dotted module name. `mentioning`: only when the module's text contains that word (it
+        is not parsed and run otherwise: the argparse options of every module a launcher imports names from
+        live in the few that say `add_argument`)."""
         path = self.path_of(module, importer)
-        return self.reader(path) if path else None
+        if not path:
+            return None
+        if mentioning and path not in self._readers:
+            self.touched.add(path)  # what it says decides, even when that is nothing
+            text = self._read_text(path)
+            if text is None or mentioning not in text:
+                return None
+        return self.reader(path)
 

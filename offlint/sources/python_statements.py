@@ -113,7 +113,7 @@ class Statements:
         """The argparse options declared in this module and in the modules it imports names from."""
         if self._options is None:
             self._options = {}
-            readers = [self] + ([self.project.module_reader(m, self.path) for m in
+            readers = [self] + ([self.project.module_reader(m, self.path, mentioning="add_argument") for m in
                                  sorted({m for m, _ in self.imports.values()})] if self.project else [])
             for reader in readers:
                 if reader is not None:
