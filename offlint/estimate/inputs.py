@@ -150,6 +150,9 @@ class LowPrecision:
     bf16_layers_end: int = 0
     amax_history: int = 1  # delayed scaling's amax history length
     attention: bool = False  # fp8_dot_product_attention: the fused attention saves FP8 q, k, v
+    # The recipe FP8 attention runs under when it is not the linears' own: under NVFP4, Transformer Engine's
+    # NVTE_DPA_FP8_RECIPE ("tensorwise" for Float8CurrentScaling, "mxfp8" for MXFP8BlockScaling).
+    attention_recipe: str | None = None
     output_layer: bool = False  # fp8_output_proj with MXFP8: the LM head is a Transformer Engine MXFP8 linear
 
 
@@ -900,7 +903,7 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
     if "unknown_name" in settings:
         return None, f"the precision recipe {settings['unknown_name']!r}, which offlint does not know"
     if settings.get("fp4"):
-        return _read_fp4(settings, fp8_transpose)
+        return _read_fp4(r, settings, fp8_transpose)
     if not settings.get("fp8"):
         if named:  # the name says FP8/FP4 and the configuration says neither: do not size it as bf16
             return None, "FP8/FP4 training that the recipe name announces but offlint does not see set"
@@ -933,7 +936,7 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
     ), ""
 
 
-def _read_fp4(settings: dict, fp8_transpose: bool | None) -> tuple[LowPrecision | None, str]:
+def _read_fp4(r: _Reader, settings: dict, fp8_transpose: bool | None) -> tuple[LowPrecision | None, str]:
     """FP4 training: megatron-core's `fp4="e2m1"` with the `nvfp4` recipe (Transformer Engine's
     NVFP4BlockScaling); FP4 primary weights with `fp4_param`; bf16 layers as for FP8 (fp4_utils.get_fp4_context)."""
     recipe = settings.get("fp4_recipe") or "nvfp4"
@@ -941,19 +944,49 @@ def _read_fp4(settings: dict, fp8_transpose: bool | None) -> tuple[LowPrecision 
         return None, f"the FP4 recipe {recipe!r} (a custom quantizer factory; not modelled)"
     if settings.get("fp8"):
         return None, "FP8 and FP4 together (megatron-core refuses the combination)"
-    if settings.get("fp8_dot_product_attention") or settings.get("fp8_multi_head_attention"):
-        return None, ("FP8 attention under NVFP4 (fp8_dot_product_attention: the attention quantizers of the NVFP4 "
-                      "recipe are not modelled)")
+    if settings.get("fp8_multi_head_attention"):
+        return None, "FP8 multi-head attention under NVFP4 (fp8_multi_head_attention; not modelled)"
     if fp8_transpose:  # a Hopper GPU (the only kind with an FP8 transpose)
         return None, ("NVFP4 training on a Hopper GPU (Transformer Engine needs compute capability 10.0 or higher "
                       "for NVFP4)")
+    attention = None
+    if settings.get("fp8_dot_product_attention"):
+        attention, why = _nvfp4_attention(r)
+        if why or attention is None:
+            return None, why
     bf16_layers = bool(settings.get("first_last_layers_bf16"))
     return LowPrecision(
         recipe="nvfp4",
         params=bool(settings.get("fp4_param")),
         bf16_layers_start=int(settings.get("num_layers_at_start_in_bf16") or 0) if bf16_layers else 0,
         bf16_layers_end=int(settings.get("num_layers_at_end_in_bf16") or 0) if bf16_layers else 0,
+        attention=attention not in (None, "bf16"),
+        attention_recipe=attention if attention != "bf16" else None,
     ), ""
+
+
+# Transformer Engine (d0067d0, DotProductAttention.init_fp8_metadata) under an NVFP4 autocast: the recipe that
+# NVTE_DPA_FP8_RECIPE makes attention run under ("F16": attention stays bf16).
+_NVFP4_ATTENTION = {"Float8CurrentScaling": "tensorwise", "MXFP8BlockScaling": "mxfp8", "F16": "bf16"}
+
+
+def _nvfp4_attention(r: _Reader) -> tuple[str | None, str]:
+    """(the recipe fp8_dot_product_attention runs under with NVFP4 linears, "bf16" when it is switched off, None
+    when unknown; why there is no verdict, or ""). Transformer Engine keeps the NVFP4 recipe for attention unless
+    NVTE_DPA_FP8_RECIPE names another, and with it disables every backend in training (fused attention for NVFP4,
+    flash attention 2/4 for FP8, 3 for FP8 training, unfused attention for FP8 without emulation)."""
+    value = r.lookup("env.NVTE_DPA_FP8_RECIPE")
+    if value.is_unknown:
+        r.unknown[value.key] = (value.value.reason if isinstance(value.value, Unknown) else "unknown") + \
+            " (FP8 attention under NVFP4 runs under the recipe it names)"
+        return None, ""
+    name = str(value.value or "")
+    if name in _NVFP4_ATTENTION:
+        return _NVFP4_ATTENTION[name], ""
+    if not name:
+        return None, ("FP8 attention under NVFP4 without NVTE_DPA_FP8_RECIPE (Transformer Engine then has no "
+                      "attention backend for training)")
+    return None, f"FP8 attention under NVFP4 with NVTE_DPA_FP8_RECIPE={name!r} (not modelled)"
 
 
 _FSDP_STRATEGIES = ("no_shard", "optim", "optim_grads_params")

@@ -87,8 +87,9 @@ def attention_input_bytes(lp: LowPrecision, head_dim: int) -> float:
     backward (Transformer Engine d0067d0, attention/dot_product_attention/backends.py `FusedAttnFunc`, with the
     default NVTE_FP8_DPA_BWD=1): the row-wise FP8 copy only (`get_attention_quantizers` sets the QKV quantizer
     row-wise; `combine_and_quantize` keeps that usage in training), 1 byte; MXFP8 adds its E8M0 scales, one
-    byte per 32 elements of a head, the scale tensor's rows padded to a multiple of 4 (MXFP8Quantizer)."""
-    if lp.recipe == "mxfp8":
+    byte per 32 elements of a head, the scale tensor's rows padded to a multiple of 4 (MXFP8Quantizer). Under
+    NVFP4 attention runs under its own FP8 recipe (LowPrecision.attention_recipe)."""
+    if (lp.attention_recipe or lp.recipe) == "mxfp8":
         return 1 + -(-(-(-head_dim // 32)) // 4) * 4 / head_dim
     return 1.0
 
@@ -97,7 +98,7 @@ def attention_output_bytes(lp: LowPrecision) -> float:
     """Bytes per element of the attention output FP8 fused attention saves: FP8 with delayed scaling (and the
     output projection then saves its own quantized input), else the bf16 output (current scaling with the
     default NVTE_DPA_FP8CS_O_in_F16=1, MXFP8)."""
-    return 1.0 if lp.recipe == "delayed" else 2.0
+    return 1.0 if (lp.attention_recipe or lp.recipe) == "delayed" else 2.0
 
 
 def keeps_quantized_copies(lp: LowPrecision) -> bool:
