@@ -1,9 +1,11 @@
 """The content-hash cache: what reading and checking one file gave, reused while valid.
 
 An entry is keyed by the file's path and the hash of its text, and remembers the hash of every other file
-its reading depended on (imported base builders, helpers, constants, a local Hugging Face config.json). It is
-valid only while all of those hashes still match, so an edit to a base builder re-reads every recipe that
-inherits from it. The whole cache is keyed by a fingerprint of everything else that decides the result:
+its reading depended on (imported base builders, helpers, constants, a local Hugging Face config.json). Of a
+Python module it used only in part, it also remembers which parts and their hashes (`definition_digests`: the
+module-level statements, and each module-level function it ran or looked at). It is valid while every other
+file is unchanged, or changed only in parts it did not use: an edit of a base builder's function re-reads the
+recipes that ran that function, not every recipe that imports the module. The whole cache is keyed by a fingerprint of everything else that decides the result:
 offlint's own code and rules, the options, the megatron-core version, the project's pyproject.toml and the
 set of Python files (an added module can change an import).
 
@@ -19,6 +21,7 @@ What it trusts (offlint runs as a CI gate on pull requests, so the checked tree 
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -35,7 +38,8 @@ ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-FORMAT = 5
+FORMAT = 6
+MODULE = "<module>"  # the module-level statements of a file (python_project.MODULE)
 ABSENT_FILE = "absent"
 MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree
 
@@ -51,10 +55,42 @@ class FileOutcome:
     error: str | None = None
     findings: list[Finding] = field(default_factory=list)  # of its units that need no linking (not commands)
     deps: dict[str, str] = field(default_factory=dict)  # other files read while reading it -> their digest
+    # Of those files, the ones read only in part: path -> {MODULE or a function's name: definition_digests'}
+    parts: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def definition_digests(module: ast.Module, lines: list[bytes]) -> dict[str, str]:
+    """The parts of a parsed module a reading can use alone, each with a digest that changes whenever what
+    reading it gives can change: each module-level function (its lines from its first decorator, and where they
+    start: the locations of what it sets), and MODULE: every other module-level statement with its position,
+    the names, order and decorators of the functions, and the whole text of a function that imports inside its body (the
+    reader collects those imports while preparing the module). Comments and blank lines between statements
+    belong to no part; an edit that moves a part's lines changes its digest."""
+    def text(node) -> bytes:
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        return f"{start}:".encode() + b"".join(lines[start - 1:node.end_lineno or node.lineno])
+
+    out: dict[str, str] = {}
+    rest = hashlib.blake2b(digest_size=16)
+    for stmt in module.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = text(stmt)
+            seen = out.get(stmt.name, "")
+            out[stmt.name] = hashlib.blake2b(seen.encode() + body, digest_size=16).hexdigest()
+            rest.update(f"def {stmt.name}\n".encode())  # and its decorators (a registering one fills a dict)
+            rest.update(b"".join(lines[min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)]) - 1:
+                                       stmt.lineno - 1]))
+            if b"import" in body:
+                rest.update(body)
+        else:
+            rest.update(text(stmt))
+        rest.update(b"\0")
+    out[MODULE] = rest.hexdigest()
+    return out
 
 
 def file_state(digests, path: str) -> str:
@@ -112,6 +148,7 @@ class _Entry:
 
     digest: str
     deps: dict[str, str]
+    parts: dict[str, dict[str, str]]
     payload: str | None
     span: tuple[int, int] = (0, 0)
 
@@ -159,7 +196,8 @@ class Cache:
         return self._entries
 
     def _parse_index(self, line: bytes) -> dict[str, _Entry]:
-        """The first line of the entries file: {"format", "key", "entries": {path: [digest, deps, offset, length]}}."""
+        """The first line of the entries file: {"format", "key", "entries": {path: [digest, deps, parts, offset,
+        length]}}."""
         try:
             header = json.loads(line)
         except ValueError:
@@ -169,10 +207,11 @@ class Cache:
             return {}
         entries: dict[str, _Entry] = {}
         for path, meta in header["entries"].items():
-            if not (isinstance(meta, list) and len(meta) == 4 and isinstance(meta[0], str) and _str_map(meta[1])
-                    and all(type(n) is int and n >= 0 for n in meta[2:])):
+            if not (isinstance(meta, list) and len(meta) == 5 and isinstance(meta[0], str) and _str_map(meta[1])
+                    and isinstance(meta[2], dict) and all(_str_map(v) for v in meta[2].values())
+                    and all(type(n) is int and n >= 0 for n in meta[3:])):
                 continue  # a damaged entry costs that file a re-read, nothing more
-            entries[path] = _Entry(meta[0], meta[1], None, (meta[2], meta[3]))
+            entries[path] = _Entry(meta[0], meta[1], meta[2], None, (meta[3], meta[4]))
         return entries
 
     def _payload(self, entry: _Entry) -> str | None:
@@ -224,13 +263,22 @@ class Cache:
         """file -> the files its last reading depended on (with their digests then)."""
         return {path: entry.deps for path, entry in self.entries.items()}
 
-    def lookup(self, path: str, text_digest: str, digests) -> FileOutcome | None:
-        """The stored outcome when the file and everything it read are unchanged."""
+    def lookup(self, path: str, text_digest: str, digests, definitions=None) -> FileOutcome | None:
+        """The stored outcome when the file is unchanged and everything it read is, or changed only in parts it
+        did not use. `definitions(path)`: that file's definition_digests now (None when it does not parse)."""
         entry = self.entries.get(path)
         if entry is None or entry.digest != text_digest:
             return None
-        if any(file_state(digests, dep) != dep_digest for dep, dep_digest in entry.deps.items()):
-            return None
+        moved: dict[str, str] = {}  # files changed only in parts this reading did not use: their digest now
+        for dep, dep_digest in entry.deps.items():
+            state = file_state(digests, dep)
+            if state == dep_digest:
+                continue
+            used = entry.parts.get(dep)
+            now = definitions(dep) if used and definitions is not None else None
+            if now is None or any(now.get(name) != recorded for name, recorded in used.items()):
+                return None
+            moved[dep] = state
         payload = self._payload(entry)
         if payload is None:
             return None
@@ -240,6 +288,9 @@ class Cache:
             return None
         if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != text_digest:
             return None
+        if moved:  # still valid: the next run need not look into those files again
+            entry.deps = outcome.deps = {**entry.deps, **moved}
+            self.changed = True
         return outcome
 
     def store(self, outcome: FileOutcome) -> None:
@@ -248,7 +299,7 @@ class Cache:
         except (TypeError, ValueError, RecursionError):
             self.entries.pop(outcome.path, None)  # a value the format cannot hold: that file is read every time
             return
-        self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, payload)
+        self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, outcome.parts, payload)
         self.changed = True
 
     def save(self, keep: set[str] | None) -> None:
@@ -277,7 +328,7 @@ class Cache:
                 payload = self._payload(entry)
                 if payload is None:
                     continue  # unreadable now: that file is read again next time
-                index[path] = [entry.digest, entry.deps, offset, len(payload)]
+                index[path] = [entry.digest, entry.deps, entry.parts, offset, len(payload)]
                 payloads.append(payload)
                 offset += len(payload)
             header = json.dumps({"format": FORMAT, "key": self.key, "entries": index}, ensure_ascii=True)

@@ -9,13 +9,14 @@ contiguous runs of files so that modules which import each other tend to share a
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
 import os
 from dataclasses import dataclass
 from typing import Callable
 
-from offlint.cache import Cache, FileOutcome, digest, file_state
+from offlint.cache import Cache, FileOutcome, definition_digests, digest, file_state
 from offlint.discover import SourceFile
 from offlint.engine import check_unit
 from offlint.reading import OnFirstUse
@@ -65,6 +66,25 @@ class Digests(OnFirstUse):
         super().__init__(lambda path: None if (text := texts.get(path)) is None else digest(text))
 
 
+class Definitions(OnFirstUse):
+    """path -> cache.definition_digests of its text now; None for a file that cannot be read or parsed. Asked only
+    of the files that changed since a cache entry's reading used them in part."""
+
+    def __init__(self, texts: Texts):
+        super().__init__(self._definitions)
+        self._texts = texts
+
+    def _definitions(self, path: str) -> dict[str, str] | None:
+        text = self._texts.get(path)
+        if text is None:
+            return None
+        try:
+            module = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        return definition_digests(module, [line.encode("utf-8") for line in text.splitlines(keepends=True)])
+
+
 def digests_of(texts: Texts, paths: list[str]) -> Digests:
     """The digests of `paths`, computed now (the whole-run cache key needs every one of them)."""
     digests = Digests(texts)
@@ -85,12 +105,13 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     `progress`: called with (files read so far, files to read) as reading goes (the terminal's progress bar).
     """
     digests = digests if digests is not None else Digests(job.texts)
+    definitions = Definitions(job.texts)
     found: dict[str, FileOutcome] = {}
     missing: list[SourceFile] = []
     for file in job.files:
         if job.texts.get(file.path) is None:
             continue
-        hit = cache.lookup(file.path, digests[file.path], digests) if cache is not None else None
+        hit = cache.lookup(file.path, digests[file.path], digests, definitions.get) if cache is not None else None
         if hit is not None:
             found[file.path] = hit
         else:
@@ -180,7 +201,17 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
     with project.tracking() as touched:
         reads = read_files([file], job.texts, project, errors)
     outcome = FileOutcome(file.path, digests[file.path])
-    outcome.deps = {path: file_state(digests, path) for path in sorted(touched) if path != file.path}
+    whole = {used for used in touched if isinstance(used, str)}
+    parts: dict[str, set[str]] = {}
+    for used in touched:
+        if not isinstance(used, str) and used[0] not in whole:
+            parts.setdefault(used[0], set()).add(used[1])
+    outcome.deps = {path: file_state(digests, path) for path in sorted(whole | set(parts)) if path != file.path}
+    for path, names in sorted(parts.items()):
+        state = digests.get(path)
+        now = _definitions(project, path, state) if path != file.path and state else None
+        if now is not None and names <= now.keys():
+            outcome.parts[path] = {name: now[name] for name in sorted(names)}
     if errors:
         outcome.error = errors[0].message
         return outcome
@@ -190,6 +221,23 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
         if unit.kind != UnitKind.COMMAND:
             outcome.findings.extend(check_unit(resolve(unit, job.version), job.rules, job.strict))
     return outcome
+
+
+_DEFINITIONS: dict[tuple[str, str], dict[str, str]] = {}  # (path, digest of its text) -> definition_digests
+
+
+def _definitions(project: PythonProject, path: str, text_digest: str) -> dict[str, str] | None:
+    """definition_digests of a module, from the syntax tree the project's reader of it parsed (None when it was not
+    read)."""
+    key = (path, text_digest)
+    if key not in _DEFINITIONS:
+        reader = project.read_already(path)
+        if reader is None:
+            return None
+        if len(_DEFINITIONS) > 100_000:
+            _DEFINITIONS.clear()
+        _DEFINITIONS[key] = definition_digests(reader.module, reader.lines)
+    return _DEFINITIONS[key]
 
 
 def _contiguous(job: Job, files: list[SourceFile], parts: int) -> list[list[SourceFile]]:

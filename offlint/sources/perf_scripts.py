@@ -128,6 +128,8 @@ def _options(parser) -> dict[str, _Option]:
     reader, _ = parser
     constants = Frame(names=dict(reader.constants))
     options: dict[str, _Option] = {}
+    if reader.project is not None:
+        reader.project.touched.add(reader.path)  # read from the whole module, not one function of it
     for call in ast.walk(reader.module):
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and
                 call.func.attr == "add_argument"):
@@ -259,6 +261,7 @@ def _selected_recipe(project, runner, ns: Record) -> tuple[str, ConfigObj | None
     `args.model_recipe_name`, evaluated with the bound flags. Its name: of the strings its code formats, the one
     that is a function name; its config: what the call returns, when the reader follows it to the end
     (`getattr(importlib.import_module(...), name)(precision=..., config_variant=...)`)."""
+    project.touched.add(runner.path)  # found in the whole module, not one function of it
     call, variable = _selection_call(runner.module)
     if call is None:
         return "", None

@@ -97,6 +97,8 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
     def own_options(self) -> dict[str, tuple[str, ...]]:
         """The argparse options this module declares, walked for once: every module that imports from it asks, and
         a module whose text never says `add_argument` declares none (no walk of its tree)."""
+        if self.project is not None:
+            self.project.touched.add(self.path)  # read from the whole module, not one function of it
         if self._own_options is None:
             mentions = any(b"add_argument" in line for line in self.lines)
             self._own_options = python_inputs.declared_options(self.module) if mentions else {}

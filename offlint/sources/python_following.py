@@ -27,7 +27,7 @@ class CallFollowing:
         """Module dicts a registering decorator of the module fills as the module is imported (Bridge's
         `@register` on each precision recipe, read by `MIXED_PRECISION_RECIPES[name]()`): each decorated
         function becomes the entry under its own name, so a lookup by a known name follows it. Nothing runs."""
-        for fn in list(self.functions.values()):
+        for fn in list(dict.values(self.functions)):  # looking at decorators is no use of a function's body
             for decorator in fn.decorator_list:
                 if not isinstance(decorator, ast.Name) or decorator.id not in self.functions:
                     continue
@@ -39,7 +39,7 @@ class CallFollowing:
                 if not isinstance(registry, Registry):
                     registry = self.constants[target] = Registry(
                         registry, f"`{target}` is filled by `@{decorator.id}`, also under keys offlint does not derive")
-                registry[fn.name] = FunctionRef(self, fn)
+                registry[fn.name] = FunctionRef(self, self.functions[fn.name])  # noted as used (the cache)
 
     def _eval_call(self, node: ast.Call, frame: Frame):
         name = _call_name(node.func)

@@ -27,7 +27,8 @@ class NameLookup:
         if not lines:
             return
         module_level = dict(self.imports)
-        for fn in [*self.functions.values(), *(m for c in self.module.body if isinstance(c, ast.ClassDef)
+        # dict.values: indexing them is no use of any (python_project.Definitions); MODULE covers these imports
+        for fn in [*dict.values(self.functions), *(m for c in self.module.body if isinstance(c, ast.ClassDef)
                                                for m in c.body if isinstance(m, FUNCTIONS))]:
             first = bisect.bisect_left(lines, fn.lineno)
             if first < len(lines) and lines[first] <= (fn.end_lineno or fn.lineno):

@@ -16,6 +16,44 @@ import re
 from offlint.scope import nearest
 
 _DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
+# What a reading used of another module, as the cache records it (cache.definition_digests): a path alone is the
+# whole file; (path, MODULE) its module-level statements (imports, constants, classes, the names it defines);
+# (path, name) one of its module-level functions.
+MODULE = "<module>"
+
+
+class Definitions(dict):
+    """A module's functions by name (`PythonReader.functions`), noting each one handed out as used by the
+    reading in progress, so that an edit of one function re-reads only what ran it. Asking whether a name is
+    defined is not noted: the names a module defines are part of MODULE."""
+
+    def __init__(self, project: "PythonProject", path: str):
+        super().__init__()
+        self._project, self._path = project, path
+
+    def __getitem__(self, name):
+        self._project.touched.add((self._path, name))
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        if name in self:
+            self._project.touched.add((self._path, name))
+        return super().get(name, default)
+
+    def _all(self):
+        self._project.touched.update((self._path, name) for name in dict.keys(self))
+
+    def values(self):
+        self._all()
+        return super().values()
+
+    def items(self):
+        self._all()
+        return super().items()
+
+    def __iter__(self):
+        self._all()
+        return super().__iter__()
 
 
 class PythonProject:
@@ -32,10 +70,12 @@ class PythonProject:
         # launcher computes from its flags).
         self.string_probe: list[str] | None = None
         self._definitions: dict[str, list[str]] | None = None  # function name -> files (function_paths)
-        # Which files a read depended on, for the content-hash cache: `touched` collects the files used while
-        # reading the current file; a reader's preparation and a cached call result remember their own.
-        self.touched: set[str] = set()
-        self._reader_deps: dict[str, frozenset[str]] = {}
+        # What a read depended on, for the content-hash cache: `touched` collects the files (or the parts of
+        # them, see MODULE) used while reading the current file; a reader's preparation and a cached call result
+        # remember their own.
+        self.touched: set = set()
+        self._reader_deps: dict[str, frozenset] = {}
+        self._unreadable: set[str] = set()
         self._result_deps: dict[tuple, frozenset[str]] = {}
         for path in paths:
             parts = list(PurePosixPath(path).with_suffix("").parts)
@@ -93,13 +133,16 @@ class PythonProject:
 
         A caller that already parsed the file passes `text` and `module`, so it is not parsed twice.
         """
-        self.touched.add(path)
+        # A file that cannot be read or parsed counts whole; one being prepared (an import cycle) by its MODULE.
+        self.touched.add(path if path in self._unreadable else (path, MODULE))
         if path in self._readers:
             self.touched.update(self._reader_deps.get(path, ()))
             return self._readers[path]
         self._readers[path] = None  # guards against import cycles while preparing
         text = self._read_text(path) if text is None else text
         if text is None:
+            self._unreadable.add(path)
+            self.touched.add(path)
             return None
         from offlint.sources.python import PythonReader, parse
 
@@ -107,13 +150,20 @@ class PythonProject:
             try:
                 module = parse(path, text)
             except (SyntaxError, ValueError, RecursionError):
+                self._unreadable.add(path)
+                self.touched.add(path)
                 return None
         reader = PythonReader(path, module, text, project=self)
+        reader.functions = Definitions(self, path)
         self._readers[path] = reader
         with self.tracking() as deps:
             reader.prepare()
         self._reader_deps[path] = frozenset(deps)
         return reader
+
+    def read_already(self, path: str):
+        """The reader of a file this project has read (None when it has not, or could not); nothing is noted."""
+        return self._readers.get(path)
 
     def call_result(self, key: tuple, compute):
         """A followed call's result, computed once per (file, function, arguments); its file reads are kept."""

@@ -1,0 +1,236 @@
+"""The cache's dependencies by part (cache.definition_digests): an edit of one function of an imported module
+re-reads only the files whose reading ran that function, and a cached run always answers what a run without the
+cache answers for the same tree."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offlint import pipeline
+from offlint.api import CheckOptions, check
+from offlint.cache import MODULE, definition_digests
+
+COMMON = '''
+from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
+from megatron.bridge.models import GPTModelProvider
+
+LAYERS = 8
+
+
+def _pretrain_common():
+    return ConfigContainer(model=GPTModelProvider(num_layers=LAYERS, pipeline_model_parallel_size=4),
+                           optimizer=OptimizerConfig(optimizer="adam"))
+
+
+def _sft_common():
+    return ConfigContainer(model=GPTModelProvider(num_layers=LAYERS, pipeline_model_parallel_size=2),
+                           optimizer=OptimizerConfig(optimizer="adam"))
+
+
+BUILDERS = {}
+
+
+def register(func):
+    BUILDERS[func.__name__] = func
+    return func
+
+
+@register
+def registered_common():
+    return ConfigContainer(model=GPTModelProvider(num_layers=LAYERS, pipeline_model_parallel_size=4),
+                           optimizer=OptimizerConfig(optimizer="adam"))
+'''
+PRETRAIN = '''
+from recipes.common import _pretrain_common
+
+
+def llama_pretrain_config():
+    cfg = _pretrain_common()
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+'''
+SFT = '''
+from recipes.common import _sft_common
+
+
+def llama_sft_config():
+    cfg = _sft_common()
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 1
+    return cfg
+'''
+
+REGISTERED = '''
+from recipes.common import BUILDERS
+
+
+def llama_registered_config():
+    cfg = BUILDERS["registered_common"]()
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+'''
+
+
+def _digests(text: str) -> dict[str, str]:
+    return definition_digests(ast.parse(text), [line.encode() for line in text.splitlines(keepends=True)])
+
+
+def test_a_function_edit_changes_that_function_s_digest_only_and_moved_lines_change_theirs():
+    before = _digests(COMMON)
+    assert set(before) == {MODULE, "_pretrain_common", "_sft_common", "register", "registered_common"}
+    same_lines = _digests(COMMON.replace("pipeline_model_parallel_size=4", "pipeline_model_parallel_size=1", 1))
+    assert {k for k in before if before[k] != same_lines[k]} == {"_pretrain_common"}
+    assert _digests(COMMON + "\n# a comment\n") == before  # between statements: part of nothing
+    longer = COMMON.replace("def _pretrain_common():\n", "def _pretrain_common():\n    x = 1\n")
+    # every part below moves: the functions, and MODULE (BUILDERS = {} comes after the edited function)
+    assert {k for k in before if before[k] != _digests(longer)[k]} == set(before)
+    last = COMMON.replace("def registered_common():\n", "def registered_common():\n    x = 1\n")
+    assert {k for k in before if before[k] != _digests(last)[k]} == {"registered_common"}
+    constant = _digests(COMMON.replace("LAYERS = 8", "LAYERS = 16"))
+    assert {k for k in before if before[k] != constant[k]} == {MODULE}
+    assert _digests(COMMON.replace("@register\n", ""))[MODULE] != before[MODULE]  # a decorator may fill a dict
+    renamed = _digests(COMMON.replace("def _sft_common", "def _sft_common2"))
+    assert renamed[MODULE] != before[MODULE]  # the names a module defines are part of MODULE
+    local_import = COMMON.replace("def _sft_common():\n", "def _sft_common():\n    from os import path\n")
+    assert _digests(local_import)[MODULE] != before[MODULE]  # imports inside a function: prepare collects them
+
+
+def _findings(root: Path, paths: list[str], cache: bool) -> list[tuple]:
+    result = check(paths, CheckOptions(root=root, mcore_version="0.20.0", cache=cache, workers=1))
+    assert not result.errors
+    return sorted((f.code, str(f.location), f.message, f.unit, f.shared_with,
+                   tuple(str(r.location) for r in f.related)) for f in result.findings)
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'tree'\n")  # file arguments: changed-files mode
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "__init__.py").write_text("")
+    (tmp_path / "recipes" / "common.py").write_text(COMMON)
+    (tmp_path / "recipes" / "pretrain.py").write_text(PRETRAIN)
+    (tmp_path / "recipes" / "sft.py").write_text(SFT)
+    (tmp_path / "recipes" / "registered.py").write_text(REGISTERED)
+    return tmp_path
+
+
+def _reads(monkeypatch) -> list[str]:
+    """The files read into units from now on (one worker: read_one runs in this process)."""
+    read: list[str] = []
+    original = pipeline.read_one
+
+    def recording(file, *args):
+        read.append(file.path)
+        return original(file, *args)
+
+    monkeypatch.setattr(pipeline, "read_one", recording)
+    return read
+
+
+def test_an_edit_of_one_base_builder_re_reads_only_the_recipes_that_ran_it(tree, monkeypatch):
+    cold = _findings(tree, ["."], cache=True)
+    assert {(code, location.split(":")[0]) for code, location, *_ in cold} >= \
+           {("OFL102", "recipes/pretrain.py"), ("OFL102", "recipes/sft.py"), ("OFL102", "recipes/registered.py")}
+    read = _reads(monkeypatch)
+    common = tree / "recipes" / "common.py"
+    common.write_text(COMMON.replace("pipeline_model_parallel_size=2", "pipeline_model_parallel_size=1"))
+    cached = _findings(tree, ["recipes/common.py"], cache=True)
+    assert read == ["recipes/common.py", "recipes/sft.py"]  # pretrain.py never ran _sft_common
+    assert cached == _findings(tree, ["recipes/common.py"], cache=False)
+    read.clear()
+    incremental = _findings(tree, ["."], cache=True)
+    assert read == []  # the pre-commit run refreshed every entry the edit concerned
+    read.clear()
+    assert incremental == _findings(tree, ["."], cache=False)
+    assert "recipes/sft.py" not in {location.split(":")[0] for _, location, *_ in incremental}
+
+
+@pytest.mark.parametrize("edit", [
+    lambda text: text + "\n# only a comment\n",
+    lambda text: text.replace("pipeline_model_parallel_size=4", "pipeline_model_parallel_size=1", 1),
+    lambda text: text.replace("LAYERS = 8", "LAYERS = 6"),
+    lambda text: "# a new first line moves every location below\n" + text,
+    lambda text: text.replace("def _sft_common():\n", "def _sft_common():\n    layers = 3\n"),
+    lambda text: text.replace("def _pretrain_common", "def _renamed_common"),
+    lambda text: text.replace("def _sft_common():", "def _sft_common(:"),  # no longer parses
+    lambda text: text[:text.index("@register")] + text[text.index("@register"):].replace("size=4", "size=1"),
+    lambda text: text.replace("@register\n", ""),
+], ids=["comment", "value", "constant", "moved", "longer", "renamed", "broken", "registered", "unregistered"])
+def test_after_an_edit_a_cached_check_answers_what_an_uncached_one_does(tree, edit):
+    _findings(tree, ["."], cache=True)
+    common = tree / "recipes" / "common.py"
+    common.write_text(edit(common.read_text()))
+    for paths in (["recipes/pretrain.py"], ["recipes/registered.py"], ["."]):  # dependents alone, the whole tree
+        cached = check(paths, CheckOptions(root=tree, mcore_version="0.20.0", workers=1))
+        uncached = check(paths, CheckOptions(root=tree, mcore_version="0.20.0", workers=1, cache=False))
+        assert sorted(map(repr, cached.findings)) == sorted(map(repr, uncached.findings))
+        assert sorted(map(repr, cached.errors)) == sorted(map(repr, uncached.errors))
+
+
+GENERATOR = Path(__file__).resolve().parent.parent / "fixtures" / "generate_bridge_tree.py"
+
+
+def test_function_edits_in_a_generated_bridge_tree_give_the_uncached_findings(tmp_path, monkeypatch):
+    """Every module-level function of the generated tree's shared modules edited in turn (a value doubled in place,
+    then a line added at its top), each followed by a cached and an uncached check of the whole tree."""
+    root = tmp_path / "tree"
+    subprocess.run([sys.executable, str(GENERATOR), str(root), "--python-files", "60", "--seed", "3"], check=True,
+                   capture_output=True, text=True)
+    monkeypatch.chdir(root)
+    first = _findings(root, ["."], cache=True)
+    assert first == _findings(root, ["."], cache=False)
+    imported = sorted({path for path in _imported_modules(root)})
+    assert imported, "the generated tree has modules other files import"
+    edits = 0
+    for path in imported[:4]:
+        file = root / path
+        text = file.read_text()
+        for fn in [s for s in ast.parse(text).body if isinstance(s, ast.FunctionDef)][:3]:
+            lines = text.splitlines(keepends=True)
+            body = fn.body[0].lineno - 1
+            doubled = _double_a_number(lines[fn.lineno - 1:fn.end_lineno])
+            if doubled is not None:
+                edited = lines[:fn.lineno - 1] + doubled + lines[fn.end_lineno:]
+                file.write_text("".join(edited))
+                assert _findings(root, ["."], cache=True) == _findings(root, ["."], cache=False), (path, fn.name)
+                edits += 1
+            file.write_text("".join(lines[:body] + [" " * fn.body[0].col_offset + "_edited = 1\n"] + lines[body:]))
+            assert _findings(root, ["."], cache=True) == _findings(root, ["."], cache=False), (path, fn.name)
+            file.write_text(text)
+            edits += 1
+    assert edits >= 4
+
+
+def _imported_modules(root: Path) -> list[str]:
+    """The tree's Python files some other file imports a name from (`from a.b import c`)."""
+    files = {p.relative_to(root).with_suffix("").as_posix().replace("/", "."): p.relative_to(root).as_posix()
+             for p in root.rglob("*.py")}
+    found = []
+    for path in root.rglob("*.py"):
+        try:
+            module = ast.parse(path.read_text())
+        except SyntaxError:
+            continue
+        for node in ast.walk(module):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                for dotted, file in files.items():
+                    if dotted.endswith(node.module) and file != path.relative_to(root).as_posix():
+                        found.append(file)
+    return found
+
+
+def _double_a_number(lines: list[str]) -> list[str] | None:
+    import re
+
+    for index, line in enumerate(lines):
+        match = re.search(r"=\s*(\d+)\b", line)
+        if match:
+            doubled = line[:match.start(1)] + str(int(match.group(1)) * 2) + line[match.end(1):]
+            return lines[:index] + [doubled] + lines[index + 1:]
+    return None
