@@ -20,10 +20,19 @@ SECTION_CLASSES = {
     "DistributedDataParallelConfig": "ddp",
     "DistributedInitConfig": "dist",
     "TrainingConfig": "train",  # micro/global batch sizes, for the memory model and replay
+    "TokenizerConfig": "tokenizer",  # Bridge sizes the model's vocabulary from the tokenizer (estimate.inputs)
+    # Bridge's dataset configs whose seq_length ConfigContainer.validate checks against the model's (estimate.inputs)
+    **dict.fromkeys(("GPTDatasetConfig", "MockGPTDatasetConfig", "GPTFIMDatasetConfig", "GPTSFTDatasetConfig",
+                     "FinetuningDatasetConfig", "DirectHFSFTDatasetConfig", "EnergonDatasetConfig",
+                     "MockVLMSFTDatasetConfig"), "dataset"),
 }
 CONTAINER_CLASSES = {"ConfigContainer"}
 _PROVIDER = re.compile(r"^\w*(ModelProvider|ModelConfig|Provider)$")
-SECTIONS_OF_CONTAINER = ("model", "optimizer", "ddp", "train")
+# `x.model.k = v` makes x a Bridge container whatever its name; a write to x.tokenizer or x.dataset does only when
+# x is named like a config (python_statements._implicit_receiver).
+CORE_SECTIONS = ("model", "optimizer", "ddp", "train")
+_PARTS_ONLY = ("tokenizer", "dataset")
+SECTIONS_OF_CONTAINER = (*CORE_SECTIONS, *_PARTS_ONLY)
 
 
 def _section_for(root: str, field: str) -> str | None:
@@ -116,6 +125,7 @@ def _dedupe(objects: list) -> list[ConfigObj]:
         if isinstance(obj, ConfigObj) and id(obj) not in seen:
             seen.add(id(obj))
             out.append(obj)
-    # A section object attached to a container is represented by the container.
+    # A section object attached to a container is represented by the container; a tokenizer or dataset config on
+    # its own (Bridge's default_squad_config()) is not a training configuration.
     attached = {id(child) for obj in out if obj.kind == "container" for child in obj.children.values()}
-    return [o for o in out if id(o) not in attached]
+    return [o for o in out if id(o) not in attached and not (o.kind == "section" and o.section in _PARTS_ONLY)]

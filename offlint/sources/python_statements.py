@@ -12,7 +12,7 @@ from offlint.keys import OTHER_BRIDGE_SECTIONS
 from offlint.sources import python_inputs
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
-from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _env_str, _section_for
+from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name
 from offlint.sources.python_values import RETURNED_NONE, ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, Record
 from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
@@ -317,7 +317,7 @@ class Statements:
         why = frame.names.get(root)
         reason = why.reason if isinstance(why, Unknown) else f"`{root}` comes from outside this function"
         looks_like_config = any(part in root.lower() for part in ("cfg", "config", "recipe", "container"))
-        if attrs[0] in SECTIONS_OF_CONTAINER or (looks_like_config and (
+        if attrs[0] in CORE_SECTIONS or (looks_like_config and (
                 attrs[0] in ("env_vars", "mixed_precision") or attrs[0] in OTHER_BRIDGE_SECTIONS)):
             # `x.model.k = v` is a Bridge container whatever its name; `executor.env_vars = {...}` is not.
             obj = ConfigObj("container", Unknown(reason))
