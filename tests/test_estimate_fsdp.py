@@ -115,7 +115,8 @@ def test_bridge_fsdp_settings_are_read():
     ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "nvfp4 parameters"),
     ({"model.fp8": "hybrid", "model.fp8_recipe": "tensorwise"}, "FP8 compute on bf16 weights"),
     ({"mixed_precision": "bf16_with_fp8_current_scaling_mixed", "hopper": True}, "per-tensor FP8 on Hopper"),
-    ({"optimizer.use_precision_aware_optimizer": True}, "precision-aware"),
+    ({"optimizer.optimizer_cpu_offload": True}, "optimizer offload"),
+    ({"ddp.megatron_fsdp_main_params_dtype": "torch.bfloat16"}, "main weights other than fp32"),
 ])
 def test_what_fsdp_settings_get_no_verdict(extra, why):
     values = {"ddp.use_megatron_fsdp": True, "ddp.data_parallel_sharding_strategy": "optim_grads_params", **extra}
@@ -192,3 +193,38 @@ def test_bridge_fsdp_fp8_recipes_are_read():
     inputs = read_inputs(lookup(values), "x_config", fp8_transpose=False)
     assert not inputs.unsupported and inputs.training.fsdp == "optim_grads_params"
     assert inputs.training.low_precision.params and inputs.training.low_precision.recipe == "tensorwise"
+
+
+def test_the_precision_aware_optimizer_keeps_its_moments_on_fsdp_main_weights():
+    """megatron-core 2a75ac12 (get_megatron_optimizer) turns FusedAdam's master weights off under Megatron-FSDP:
+    the fp32 main weight buffer is the master (no 16-bit remainder trick), and the moments have their own dtype
+    on the same shard."""
+    values = {"ddp.use_megatron_fsdp": True, "ddp.data_parallel_sharding_strategy": "optim_grads_params",
+              "mixed_precision": "bf16_mixed", "optimizer.use_precision_aware_optimizer": True,
+              "optimizer.exp_avg_dtype": "torch.bfloat16", "optimizer.exp_avg_sq_dtype": "torch.bfloat16"}
+    t = read_inputs(lookup(values), "x_config").training
+    assert t.precision_aware and t.fsdp == "optim_grads_params" and t.store_param_remainders
+    assert t.params_bytes == 2
+    plain = _peak(replace(BF16, fsdp="optim_grads_params"))
+    aware = _peak(replace(t, micro_batch_size=BF16.micro_batch_size, global_batch_size=BF16.global_batch_size))
+    main = _named(plain, "optimizer: fp32 master") / 4
+    assert _named(aware, "optimizer: master") == pytest.approx(4 * main)
+    assert _named(aware, "optimizer: moments") == pytest.approx((2 + 2) * main)
+
+
+def test_an_mxfp8_output_layer_under_fsdp_keeps_its_cached_copy():
+    """fp8_output_proj: the LM head stays a bf16 parameter in FSDP's bf16 buffers (sharded like the rest), and
+    Transformer Engine caches the MXFP8 copy of its gathered weight, both usages, as without FSDP."""
+    values = {"ddp.use_megatron_fsdp": True, "ddp.data_parallel_sharding_strategy": "optim_grads_params",
+              "mixed_precision": "bf16_with_mxfp8_mixed", "model.fp8_output_proj": True,
+              "model.share_embeddings_and_output_weights": False}
+    inputs = read_inputs(lookup(values), "x_config", fp8_transpose=False)
+    assert not inputs.unsupported and inputs.training.low_precision.output_layer
+    t = replace(inputs.training, micro_batch_size=1, global_batch_size=64)
+    with_head, without = _peak(t), _peak(replace(t, low_precision=replace(t.low_precision, output_layer=False)))
+    h, v = MODEL.hidden_size, MODEL.vocab_size
+    row = (h + -(-(-(-h // 32)) // 4) * 4) / h  # MXFP8: 1 byte and an E8M0 scale per 32, padded to 4
+    copy = "MXFP8 output layer weight copy"
+    assert _named(with_head, copy) == pytest.approx(2 * row * v * h) and _named(without, copy) == 0
+    assert with_head.of("grads") == without.of("grads")
+

@@ -264,7 +264,9 @@ def optimizer_bytes(t: Training, shard: float) -> OptimizerBytes:
                               host=f * shard * (4 + 4 * moments + 4), pinned=f * shard * 8)
     if t.precision_aware:
         master = t.main_params_bytes
-        if t.store_param_remainders and t.main_params_bytes == 4 and t.params_bytes == 2:
+        if t.fsdp:  # Megatron-FSDP's fp32 main weights; get_megatron_optimizer turns FusedAdam's master off
+            master = 4
+        elif t.store_param_remainders and t.main_params_bytes == 4 and t.params_bytes == 2:
             master = 2  # the bf16 parameter plus 16-bit remainders reconstruct the fp32 master
         return OptimizerBytes([(f"master copy ({master} bytes)", shard * master if needs_master else 0.0),
                                ("moments", shard * (t.exp_avg_bytes + (t.exp_avg_sq_bytes if moments == 2 else 0)))])
