@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from offlint.cli import main
 from offlint.estimate import activations as act
-from offlint.estimate import params, whatif
+from offlint.estimate import params, precision, whatif
 from offlint.estimate.devices import parse_device
-from offlint.estimate.inputs import ModelShape, Parallelism, Training, read_inputs
+from offlint.estimate.inputs import LowPrecision, ModelShape, Parallelism, Training, read_inputs
 from offlint.types import Unknown
 from tests.estimate_helpers import lookup
 
@@ -78,7 +78,12 @@ def test_qwen3_next_has_80b_parameters_and_3b_active():
     ({"model.context_parallel_size": 3}, "TP1 x CP3"),
     ({"model.linear_num_key_heads": 12}, "key heads divide value heads"),
     ({"model.deterministic_mode": True}, "deterministic mode"),
-    ({"mixed_precision": "bf16_with_mxfp8_mixed"}, "FP8/FP4 training of a gated-delta-net"),
+    ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "NVFP4 training of a gated-delta-net"),
+    # in_proj 2 x 8 x 128 + 2 x 8 x 128 + 2 x 8 = 4112 wide: a multiple of 16, not of MXFP8's 32
+    ({"mixed_precision": "bf16_with_mxfp8_mixed", "model.linear_num_key_heads": 8,
+      "model.linear_num_value_heads": 8}, "multiple of 32"),
+    ({"mixed_precision": None, "model.bf16": True, "model.fp8": "hybrid", "model.fp8_recipe": "mxfp8",
+      "model.fp8_dot_product_attention": True}, "output gate with multi-latent attention, FP8 attention"),
     ({"ddp.use_megatron_fsdp": True}, "Megatron-FSDP or LoRA"),
     ({"model.fine_grained_activation_offloading": True}, "activation offloading of a gated"),
     ({"model.cpu_offloading": True, "model.cpu_offloading_num_layers": 2}, "activation offloading of a gated"),
@@ -247,6 +252,40 @@ def test_a_bridge_shaped_qwen3_next_recipe_gets_a_verdict(tmp_path):
     assert layers == pytest.approx(sum(per_layer) * 4)
 
 
-def test_an_fp8_qwen3_next_recipe_is_refused_with_its_reason(tmp_path):
+def test_an_fp8_qwen3_next_recipe_gets_a_verdict(tmp_path):
     result = _estimate(tmp_path, "qwen3_next_80b_a3b_pretrain_64gpu_h100_fp8cs_config")
-    assert "FP8/FP4 training of a gated-delta-net model" in result.output
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    names = [part["name"] for part in data["stages"][0]["parts"]]
+    assert "weights (bf16/fp16; FP8 GEMM weights, tensorwise)" in names, names
+
+
+@pytest.mark.parametrize("recipe", ["mxfp8", "tensorwise", "delayed"])
+def test_fp8_gdn_layer_saves_its_projections_inputs_quantized(recipe):
+    """In FP8 training in_proj (its fused norm's output) and out_proj save their inputs quantized; the norm input,
+    the convolution's, the L2 norm's, the delta rule's and the gated norm's tensors stay as in bf16 (they are not
+    Transformer Engine linears), and the MoE part is quantized as in a GPT layer."""
+    m, p = _shape(), Parallelism()
+    lp = LowPrecision(recipe=recipe, transpose=True)
+    fp8 = act.layer_terms(m, p, Training(low_precision=lp), moe=True, fp8=True, gdn=True).terms
+    bf16 = act.layer_terms(m, p, Training(), moe=True, gdn=True).terms
+    per = precision.saved_input_bytes(lp)
+    for name in ("gdn_in_proj_input", "gdn_out_proj_input"):
+        assert fp8[name] == bf16[name] * per / 2
+    assert all(fp8[k] == bf16[k] for k in bf16 if k.startswith("gdn_") and not k.endswith("proj_input"))
+    gpt = act.layer_terms(m, p, Training(low_precision=lp), moe=True, fp8=True).terms
+    assert all(fp8[k] == gpt[k] for k in fp8 if not k.startswith("gdn_"))
+    assert "proj_input" not in fp8  # no softmax attention output to copy
+
+
+def test_delayed_scaling_quantizes_the_gated_attention_output():
+    """With delayed scaling linear_proj saves a quantized copy of its input (megatron-core calls
+    set_save_original_input only for the other recipes); behind the output gate that input is the gated output,
+    which nothing else keeps: the gate stays bf16, the gated output is the quantized copy."""
+    m, p = _shape(), Parallelism()
+    q = m.num_attention_heads * m.kv_channels
+    for recipe, gate, proj in (("delayed", 2, 1), ("mxfp8", 4, 0)):
+        lp = LowPrecision(recipe=recipe, transpose=True)
+        terms = act.layer_terms(m, p, Training(low_precision=lp), moe=True, fp8=True).terms
+        assert terms["attn_output_gate"] == gate * m.seq_length * q
+        assert terms.get("proj_input", 0) == proj * precision.saved_input_bytes(lp) * m.seq_length * q

@@ -23,7 +23,7 @@ import contextlib
 
 import pytest
 
-from offlint.estimate import params
+from offlint.estimate import params, precision
 from offlint.estimate.inputs import ModelShape, Parallelism
 from tests.estimate_helpers import count_params
 from tests.test_estimate_params_hybrid import _layernorm_column, _NoParams, _NoRNGFork, _row
@@ -155,6 +155,29 @@ def test_parameter_count_equals_megatron_core(name, model_parallel):
         assert params.layer(shape, i).total == count_params(model, f"decoder.layers.{i}."), shape.is_gdn_layer(i)
     if shape.mtp_num_layers:
         assert params.mtp_block(shape).total == count_params(model, "mtp.")
+
+
+_GEMMS = ("in_proj.weight", "out_proj.weight", "linear_qkv.weight", "linear_proj.weight", "linear_fc1.weight",
+          "linear_fc2.weight", "eh_proj.weight")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fp8_gemm_weights_are_the_real_layers_linear_weights(name, model_parallel):
+    """What FP8 quantizes per layer (precision.gemm_weights with the layer's GDN flag): the weights of the real
+    layer's Transformer Engine linears (GDN's in_proj and out_proj, not its conv1d, dt_bias, A_log or norms;
+    linear_qkv with the output gate's part, linear_proj; MLP, expert and shared-expert linears), and the MTP
+    block's (its eh_proj and its layer's)."""
+    shape = ModelShape(**CASES[name])
+    model = _build(shape)
+
+    def real(prefix: str) -> int:
+        return sum(p.numel() for n, p in model.named_parameters() if n.startswith(prefix) and n.endswith(_GEMMS))
+
+    for i in range(shape.num_layers):
+        ours = precision.gemm_weights(shape, shape.is_moe_layer(i), gdn=shape.is_gdn_layer(i))
+        assert sum(ours) == real(f"decoder.layers.{i}."), i
+    if shape.mtp_num_layers:
+        assert sum(precision.mtp_gemm_weights(shape)) == real("mtp.")
 
 
 def test_layer_mix_is_megatron_cores(model_parallel):

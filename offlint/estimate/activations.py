@@ -76,31 +76,44 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool
         terms = _hybrid_terms(m, p, t, hybrid)
         return LayerActivations(_hybrid_quantized(terms, m, p, t, hybrid) if fp8 and t.low_precision else terms)
     terms = _bf16_terms(m, p, t, moe)
-    if gdn:  # inputs._gdn_unsupported refuses FP8 and LoRA here
-        terms = {**gdn_terms(m, p, t), **{k: v for k, v in terms.items() if k not in _ATTENTION_PART}}
-        return LayerActivations(terms)
+    if gdn:  # inputs._variant_unsupported refuses NVFP4 and LoRA here
+        rest = {k: v for k, v in terms.items() if k not in _ATTENTION_PART}
+        if not (fp8 and t.low_precision):
+            return LayerActivations({**gdn_terms(m, p, t), **rest})
+        per = precision.saved_input_bytes(t.low_precision)
+        # in_proj and out_proj save their inputs quantized (out_proj's is nothing else's to keep: megatron-core
+        # calls set_save_original_input on softmax attention's linear_proj only)
+        gdn_part = {k: v * per / 2 if k in ("gdn_in_proj_input", "gdn_out_proj_input") else v
+                    for k, v in gdn_terms(m, p, t).items()}
+        return LayerActivations({**gdn_part, **_quantized(rest, m, p, t, moe, attention=False)})
     if t.peft and not moe:
         terms = lora.frozen_terms(terms, m, p, t.peft, tokens(m, p, t))
     return LayerActivations(_quantized(terms, m, p, t, moe) if fp8 and t.low_precision else terms)
 
 
-def _quantized(terms: dict[str, float], m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[str, float]:
+def _quantized(terms: dict[str, float], m: ModelShape, p: Parallelism, t: Training, moe: bool,
+               attention: bool = True) -> dict[str, float]:
     """FP8/NVFP4 saved inputs: the linears' own inputs at the recipe's bytes per element. With delayed scaling
-    the output projection's quantized input is a copy beside the bf16 attention output flash attention keeps,
-    and the shared expert's fc1 keeps its own copy of the MoE input (which the router keeps in bf16); the other
-    recipes save the original input there (precision.keeps_quantized_copies)."""
+    the output projection's quantized input is a copy beside the bf16 attention output flash attention keeps
+    (with the attention output gate, in place of the gated output, which nothing else keeps), and the shared
+    expert's fc1 keeps its own copy of the MoE input (which the router keeps in bf16); the other recipes save
+    the original input there (precision.keeps_quantized_copies). `attention`: the layer has softmax attention
+    (not a gated delta net)."""
     per = precision.saved_input_bytes(t.low_precision)
     out = {k: (v * per / 2 if k in FP8_SAVED_INPUTS else v) for k, v in terms.items()}
     n, sp = tokens(m, p, t), (p.tp if p.sequence_parallel else 1)
     head = m.v_head_dim if m.multi_latent_attention else m.kv_channels
-    if precision.keeps_quantized_copies(t.low_precision):
+    if attention and precision.keeps_quantized_copies(t.low_precision):
         out["proj_input"] = per * n * m.num_attention_heads * head / p.tp
+        if "attn_output_gate" in out:
+            out["attn_output_gate"] /= 2  # the gate alone
     if moe and m.moe_shared_expert_intermediate_size and precision.keeps_quantized_copies(t.low_precision):
         out["shared_fc1_input"] = per * n * m.hidden_size / sp
     if moe and m.moe_latent_size:  # fc1_latent_proj's own quantized copy of the MoE input
         out["latent_fc1_input"] = per * n * m.hidden_size / sp
     lp = t.low_precision
-    if lp.attention and not (t.recompute_granularity == "selective" and "core_attn" in t.recompute_modules):
+    if attention and lp.attention and not (t.recompute_granularity == "selective" and
+                                           "core_attn" in t.recompute_modules):
         # FP8 fused attention saves FP8 q, k, v instead of the bf16 ones (which nothing else keeps); a
         # recomputed core_attn keeps its bf16 inputs in the checkpoint instead.
         if m.multi_latent_attention:

@@ -570,9 +570,9 @@ def _gdn_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low
         r.unknown[_VARIANT_KEY] = f"{reason} (the memory model would need to know the attention variant)"
         return ""
     why = _variant_unsupported(r, m, p, t, low, fsdp, variant.value) if variant.state == "known" else ""
-    if not why and m.attention_output_gate and (m.multi_latent_attention or low is not None
+    if not why and m.attention_output_gate and (m.multi_latent_attention or (low is not None and low.attention)
                                                 or t.fine_grained_offloading):
-        return ("an attention output gate with multi-latent attention, FP8/FP4 or fine-grained activation "
+        return ("an attention output gate with multi-latent attention, FP8 attention or fine-grained activation "
                 "offloading (not modelled)")
     return why
 
@@ -609,8 +609,13 @@ def _variant_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training,
     if r.get("model.deterministic_mode", False):
         return ("gated delta net in deterministic mode (megatron-core then runs its torch-native delta rule, whose "
                 "saved tensors are not modelled)")
-    if low is not None:
-        return "FP8/FP4 training of a gated-delta-net model (its quantized GDN projections are not modelled)"
+    if low is not None and low.recipe == "nvfp4":
+        return "NVFP4 training of a gated-delta-net model (not modelled)"
+    in_proj = 2 * keys * m.gdn_key_head_dim + 2 * values * m.gdn_value_head_dim + 2 * values
+    align = 32 if low is not None and low.recipe == "mxfp8" else 16  # megatron-core's get_fp8_align_size
+    if low is not None and in_proj % align:
+        return (f"FP8 with a gated-delta-net in_proj {in_proj} wide (megatron-core asserts that FP8's in_proj width "
+                f"is a multiple of {align})")
     if fsdp or t.peft:
         return "Megatron-FSDP or LoRA on a gated-delta-net model (not modelled)"
     if t.cpu_offloading or t.fine_grained_offloading:

@@ -183,7 +183,8 @@ def _gemm_elements(m: ModelShape, p: Parallelism, lp, index: int) -> float:
     """Quantized GEMM weight elements of layer `index` on one rank (0 for a layer kept in bf16)."""
     if not precision.is_fp8_layer(m, lp, index):
         return 0.0
-    dense, replicated, expert = precision.gemm_weights(m, m.is_moe_layer(index), m.layer_kind(index))
+    dense, replicated, expert = precision.gemm_weights(m, m.is_moe_layer(index), m.layer_kind(index),
+                                                       m.is_gdn_layer(index))
     return dense / p.tp + replicated + expert / (p.ep * p.etp)
 
 
@@ -201,7 +202,7 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
     for index in _stage_layers(m, p, stage):
         if precision.is_fp8_layer(m, lp, index):
             moe = m.is_moe_layer(index)
-            dense, replicated, expert = precision.gemm_weights(m, moe, m.layer_kind(index))
+            dense, replicated, expert = precision.gemm_weights(m, moe, m.layer_kind(index), m.is_gdn_layer(index))
             gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
             sharded += (dense / p.tp + replicated) / shards[0] + expert / (p.ep * p.etp) / shards[1]
             gemms += precision.gemms(m, moe, (m.num_moe_experts or 0) / p.ep, m.layer_kind(index))

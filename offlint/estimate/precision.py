@@ -125,14 +125,15 @@ def fsdp_scale_bytes(lp: LowPrecision) -> float:
     return 2 * _SCALE_MXFP8 if lp.recipe == "mxfp8" else 0.0
 
 
-def gemm_weights(m: ModelShape, moe: bool, kind: str | None = None) -> tuple[int, int, int]:
+def gemm_weights(m: ModelShape, moe: bool, kind: str | None = None, gdn: bool = False) -> tuple[int, int, int]:
     """(TP-sharded, replicated, expert) GEMM weight elements of one layer, biases and norms excluded. Replicated:
     multi-latent attention's down projections and latent MoE's projections, Transformer Engine linears
-    duplicated over TP (params.latent_attention, params.moe_layer). `kind`: a hybrid model's layer symbol."""
+    duplicated over TP (params.latent_attention, params.moe_layer). `kind`: a hybrid model's layer symbol;
+    `gdn`: a gated delta net in place of self-attention (its in_proj and out_proj; not the conv1d)."""
     if kind is not None:
         return _hybrid_gemm_weights(m, kind)
     h = m.hidden_size
-    tp, replicated = _attention_gemm_weights(m)
+    tp, replicated = _gdn_gemm_weights(m) if gdn else _attention_gemm_weights(m)
     gate = 2 if m.gated_linear_unit else 1
     if not moe:
         return tp + h * m.ffn_hidden_size * gate + m.ffn_hidden_size * h, replicated, 0
@@ -157,23 +158,30 @@ def _hybrid_gemm_weights(m: ModelShape, kind: str) -> tuple[int, int, int]:
 
 
 def _attention_gemm_weights(m: ModelShape) -> tuple[int, int]:
-    """(TP-sharded, replicated) weights of the attention's linears."""
+    """(TP-sharded, replicated) weights of the attention's linears (linear_qkv with the output gate's part)."""
     h = m.hidden_size
     if not m.multi_latent_attention:
         q = m.num_attention_heads * m.kv_channels
         kv = m.num_query_groups * m.kv_channels
-        return h * (q + 2 * kv) + q * h, 0
+        return h * (q + 2 * kv + (q if m.attention_output_gate else 0)) + q * h, 0
     heads, qk = m.num_attention_heads, m.qk_head_dim + m.qk_pos_emb_head_dim
     tp = (m.q_lora_rank or h) * heads * qk + m.kv_lora_rank * heads * (m.qk_head_dim + m.v_head_dim) \
         + heads * m.v_head_dim * h
     return tp, h * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_pos_emb_head_dim)
 
 
+def _gdn_gemm_weights(m: ModelShape) -> tuple[int, int]:
+    """(TP-sharded, replicated) weights of a gated delta net's linears: in_proj and out_proj (params.gdn_attention)."""
+    qk, v = m.gdn_key_heads * m.gdn_key_head_dim, m.gdn_value_heads * m.gdn_value_head_dim
+    return m.hidden_size * (2 * qk + 2 * v + 2 * m.gdn_value_heads) + v * m.hidden_size, 0
+
+
 def mtp_gemm_weights(m: ModelShape) -> tuple[int, int, int]:
     """(TP-sharded, replicated, expert) GEMM weights of the MTP block: per depth (one set for all with
     `mtp_use_repeated_layer`) eh_proj and the layer's linears. MTP runs in the global FP8 context
     (megatron-core's MultiTokenPredictionLayer), whatever first_last_layers_bf16 says."""
-    tp, replicated, expert = gemm_weights(m, m.is_moe_layer(m.num_layers - 1))
+    last = m.num_layers - 1
+    tp, replicated, expert = gemm_weights(m, m.is_moe_layer(last), gdn=m.is_gdn_layer(last))
     n = 1 if m.mtp_repeated_layer else m.mtp_num_layers
     return n * (tp + 2 * m.hidden_size * m.hidden_size), n * replicated, n * expert
 
@@ -182,7 +190,8 @@ def gemms(m: ModelShape, moe: bool, local_experts: float, kind: str | None = Non
     """Quantized GEMMs of one layer on one rank (each keeps its own scaling state): QKV and output projection
     (MLA: the down and up projections and the output projection), fc1 and fc2, or fc1 and fc2 per local expert
     plus the shared expert's (and latent MoE's two projections). A hybrid Mamba layer has two (in_proj,
-    out_proj); its attention, MLP and MoE layers their part of a transformer layer's."""
+    out_proj); its attention, MLP and MoE layers their part of a transformer layer's. A gated delta net has two
+    (in_proj, out_proj), as self-attention."""
     attention = (5 if m.q_lora_rank else 4) if m.multi_latent_attention else 2
     if kind in ("M", "*", "-"):
         return 2
