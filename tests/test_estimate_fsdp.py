@@ -109,7 +109,10 @@ def test_bridge_fsdp_settings_are_read():
 
 @pytest.mark.parametrize(("extra", "why"), [
     ({"ddp.data_parallel_sharding_strategy": "optim_grads"}, "optim_grads"),
-    ({"ddp.num_distributed_optimizer_instances": 2}, "HSDP"),
+    ({"ddp.num_distributed_optimizer_instances": 2, "ddp.outer_dp_sharding_strategy": "optim_grads_params"},
+     "outer_dp_sharding_strategy='optim_grads_params'"),
+    ({"ddp.num_distributed_optimizer_instances": 2, "ddp.outer_dp_sharding_strategy": "optim",
+      "ddp.data_parallel_sharding_strategy": "optim"}, "NotImplementedError"),
     ({"ddp.megatron_fsdp_version": 2}, "version 2"),
     ({"mixed_precision": "bf16_with_fp8_subchannel_scaling_mixed"}, "blockwise parameters"),
     ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "nvfp4 parameters"),
@@ -227,4 +230,38 @@ def test_an_mxfp8_output_layer_under_fsdp_keeps_its_cached_copy():
     copy = "MXFP8 output layer weight copy"
     assert _named(with_head, copy) == pytest.approx(2 * row * v * h) and _named(without, copy) == 0
     assert with_head.of("grads") == without.of("grads")
+
+
+@pytest.mark.parametrize("outer", ["no_shard", "optim"])
+def test_hsdp_shards_within_the_inner_group_and_replicates_across_the_outer(outer):
+    """num_distributed_optimizer_instances R under Megatron-FSDP (megatron-core 2a75ac12): weights and gradients
+    are sharded over the inner group (data-parallel size / R, parallel_state's partial data-parallel group), as
+    plain Megatron-FSDP on DP / R ranks shards them; the main weights and the optimizer state too with the outer
+    strategy "no_shard", over the whole data-parallel group with "optim" (the HFSDP helper buffers)."""
+    values = {"ddp.use_megatron_fsdp": True, "ddp.data_parallel_sharding_strategy": "optim_grads_params",
+              "ddp.num_distributed_optimizer_instances": 4, "ddp.outer_dp_sharding_strategy": outer}
+    t = read_inputs(lookup(values), "x_config").training
+    assert (t.optimizer_instances, t.fsdp_outer_optim) == (4, outer == "optim")
+    fsdp = replace(BF16, fsdp="optim_grads_params")
+    hsdp = _peak(replace(fsdp, optimizer_instances=4, fsdp_outer_optim=outer == "optim"), Parallelism(world_size=16))
+    inner, whole = _peak(fsdp, Parallelism(world_size=4)), _peak(fsdp, Parallelism(world_size=16))
+    assert hsdp.of("weights") == pytest.approx(inner.of("weights"))
+    assert hsdp.of("grads") == pytest.approx(inner.of("grads"))
+    assert hsdp.of("optimizer") == pytest.approx((whole if outer == "optim" else inner).of("optimizer"))
+
+
+def test_the_distributed_optimizer_shards_within_its_instance():
+    """Without Megatron-FSDP, num_distributed_optimizer_instances R shards the optimizer over DP / R ranks
+    (get_megatron_optimizer's intra-instance group); weights and gradient buffers stay whole."""
+    one = _peak(BF16, Parallelism(world_size=4))
+    four = _peak(replace(BF16, optimizer_instances=4), Parallelism(world_size=16))
+    assert four.of("optimizer") == pytest.approx(one.of("optimizer"))
+    assert four.of("weights") == one.of("weights") and four.of("grads") == one.of("grads")
+
+
+def test_instances_that_do_not_divide_the_data_parallel_size_get_no_verdict():
+    values = {"ddp.num_distributed_optimizer_instances": 3}
+    inputs = read_inputs(lookup(values), "x_8gpu_config")
+    assert any("does not divide" in why for why in inputs.unsupported), inputs.unsupported
+    assert not read_inputs(lookup({"ddp.num_distributed_optimizer_instances": 4}), "x_8gpu_config").unsupported
 

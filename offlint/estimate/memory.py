@@ -139,12 +139,19 @@ def _shards(p: Parallelism, t: Training, dp: int, edp: int) -> tuple[tuple[int, 
     megatron-core DDP keeps whole weights and gradient buffers; its distributed optimizer shards the optimizer
     over the data-parallel group with context parallelism (experts: the expert data-parallel group).
     Megatron-FSDP shards over the same groups by `data_parallel_sharding_strategy` (its buffers are
-    `is_data_distributed` per strategy: param_and_grad_buffer.py, megatron-core 0.16.1)."""
+    `is_data_distributed` per strategy: param_and_grad_buffer.py, megatron-core 0.16.1). With
+    num_distributed_optimizer_instances R both shard within groups R times smaller (parallel_state's partial
+    data-parallel groups) and replicate across them; Megatron-FSDP's outer "optim" strategy shards the main
+    weights and optimizer state over the whole group again, weights and gradients staying in the inner shards
+    (megatron-core 2a75ac12, the HFSDP helper buffers)."""
     whole, data = (1, 1), (dp * p.cp, edp)
+    r = t.optimizer_instances
+    inner = (max(1, dp * p.cp // r), max(1, edp // r))
     if t.fsdp is None:
-        return whole, whole, data if t.distributed_optimizer else whole
-    return {"no_shard": (whole, whole, whole), "optim": (whole, whole, data),
-            "optim_grads_params": (data, data, data)}[t.fsdp]
+        return whole, whole, inner if t.distributed_optimizer else whole
+    optim = data if t.fsdp_outer_optim else inner
+    return {"no_shard": (whole, whole, whole), "optim": (whole, whole, inner),
+            "optim_grads_params": (inner, inner, optim)}[t.fsdp]
 
 
 # Megatron-FSDP's default communication unit (elements) when `suggested_communication_unit_size` is unset:
