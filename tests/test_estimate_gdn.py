@@ -101,6 +101,14 @@ def test_an_unknown_variant_or_layer_mix_leaves_the_estimate_unknown(key):
     assert key in inputs.unknown and not inputs.complete and not inputs.unsupported
 
 
+def test_a_megatron_lm_frequency_string_is_read_as_argparse_converts_it():
+    """--linear-attention-freq 4 reaches offlint as the string "4"; Megatron-LM's la_freq_type makes it 4. A
+    pattern expression ("([1]*3+[0])*12", which la_freq_type evaluates) is refused, not guessed."""
+    assert read_inputs(lookup(QWEN3_NEXT | {"model.linear_attention_freq": "4"})).model.linear_attention_freq == 4
+    inputs = read_inputs(lookup(QWEN3_NEXT | {"model.linear_attention_freq": "([1]*3+[0])*12"}))
+    assert any("offlint reads a positive int" in why for why in inputs.unsupported), inputs.unsupported
+
+
 def test_mtp_after_a_last_softmax_layer_is_modelled():
     inputs = read_inputs(lookup(QWEN3_NEXT | {"model.mtp_num_layers": 1}))
     assert inputs.complete and not inputs.model.is_gdn_layer(47)

@@ -559,10 +559,13 @@ def _read_gdn(r: _Reader) -> dict:
     if variant.state != "known" or variant.value not in _GDN_VARIANTS:
         return {}
     freq = r.lookup("model.linear_attention_freq")
-    if freq.state != "known" or not (_positive_int(freq.value) or (
-            isinstance(freq.value, (list, tuple)) and all(v in (0, 1) for v in freq.value))):
+    value = freq.value
+    if isinstance(value, str) and value.strip().isdigit():  # Megatron-LM's --linear-attention-freq (la_freq_type)
+        value = int(value)
+    if freq.state != "known" or not (_positive_int(value) or (
+            isinstance(value, (list, tuple)) and all(v in (0, 1) for v in value))):
         return {}
-    return dict(linear_attention_freq=freq.value if isinstance(freq.value, int) else tuple(freq.value),
+    return dict(linear_attention_freq=value if isinstance(value, int) else tuple(value),
                 gdn_key_heads=r.optional_int("model.linear_num_key_heads") or 16,
                 gdn_value_heads=r.optional_int("model.linear_num_value_heads") or 32,
                 gdn_key_head_dim=r.optional_int("model.linear_key_head_dim") or 128,
@@ -602,8 +605,8 @@ def _variant_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training,
         r.unknown[freq.key] = f"{reason} (the memory model would need the gated-delta-net layer pattern)"
         return ""
     if m.linear_attention_freq is None:
-        return (f"gated delta net with linear_attention_freq={freq.value!r} (megatron-core needs a positive int or "
-                "a 0/1 list per layer)")
+        return (f"gated delta net with linear_attention_freq={freq.value!r} (offlint reads a positive int or a 0/1 "
+                "list per layer; megatron-core asserts it is set)")
     if isinstance(m.linear_attention_freq, tuple) and len(m.linear_attention_freq) != m.num_layers:
         return (f"a linear_attention_freq list of {len(m.linear_attention_freq)} layers for {m.num_layers} layers "
                 "(megatron-core asserts they agree)")
