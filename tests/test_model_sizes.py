@@ -68,6 +68,7 @@ def _shape(hf_id: str) -> ModelShape:
 
 @pytest.mark.parametrize(("hf_id", "billions", "active"), [
     # The size each model is named after (total, and active for MoE), within rounding of the name.
+    ("meta-llama/Llama-2-7b-hf", 6.74, None),  # Meta's Llama 2 paper: 6.7B
     ("meta-llama/Llama-3.1-8B", 8.0, None),
     ("meta-llama/Llama-3.1-70B", 70.6, None),
     ("meta-llama/Meta-Llama-3-8B", 8.0, None),
