@@ -18,6 +18,7 @@ from offlint.sources.python_values import RETURNED_NONE, ConfigObj, Frame, Funct
 from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
 
 _UNDECIDED = object()
+_UNBOUND = object()
 _DECIDABLE = {
     ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Is: lambda a, b: a is b,
     ast.IsNot: lambda a, b: a is not b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
@@ -174,11 +175,14 @@ class Statements:
     def _run_branches(self, branches, frame: Frame, split: "BranchPoint", narrow=()) -> list[ConfigObj]:
         """Run each branch on a copy of the state, then merge: a value that differs by path becomes a OneOf.
         `narrow[i]`: what branch i's test fixes there (python_branches.narrowings)."""
-        objects = [v for v in frame.names.values() if isinstance(v, ConfigObj)]
+        held = [(k, v) for k, v in frame.names.items() if isinstance(v, ConfigObj)]
+        objects = [v for _, v in held]
         results = []
         for index, body in enumerate(branches):
             copies = {id(o): o.copy() for o in objects}
-            names = {k: copies.get(id(v), v) if isinstance(v, ConfigObj) else v for k, v in frame.names.items()}
+            names = dict(frame.names)
+            for k, v in held:
+                names[k] = copies[id(v)]
             sub = Frame(names=names, depth=frame.depth)
             restore = self._narrow(narrow[index], sub, body) if index < len(narrow) else {}
             self._run_block(body, sub)
@@ -189,7 +193,11 @@ class Statements:
         for obj in objects:
             merge_into(obj, [copies[id(obj)] for copies, _ in results], split)
         touched = list(objects)
-        for name in {n for _, sub in results for n in sub.names}:
+        # The names some branch bound (or rebound); the others, most of them (constants, parameters), stay as they
+        # are: comparing every name of every branch cost a tenth of reading a recipe module's many `if`s.
+        before = frame.names
+        bound = {n for _, sub in results for n, v in sub.names.items() if before.get(n, _UNBOUND) is not v}
+        for name in bound:
             values = [sub.names.get(name, frame.names.get(name)) for _, sub in results]
             if all(v is values[0] for v in values) and (name in frame.names or values[0] is not None):
                 frame.names[name] = values[0]  # no branch rebound it (most names: constants, parameters)
