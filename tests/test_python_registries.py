@@ -57,6 +57,22 @@ def bf16_fp8_tensorwise():
     return settings
 
 
+OVERRIDDEN: dict = {}
+
+
+def register_overridden(func):
+    OVERRIDDEN[func.__name__] = func
+    return func
+
+
+@register_overridden
+def plain_fp16():
+    return PrecisionSettings(bf16=False)
+
+
+OVERRIDDEN["plain_fp16"] = plain_bf16
+
+
 def settings_for(name):
     if isinstance(name, PrecisionSettings):
         return name
@@ -68,7 +84,7 @@ def settings_for(name):
 '''
 
 RECIPE = '''\
-from megatron.bridge.training.precision import SHOUTED, settings_for
+from megatron.bridge.training.precision import OVERRIDDEN, SHOUTED, settings_for
 
 
 def _low_precision(precision_name):
@@ -90,6 +106,12 @@ def bf16_pretrain_config():
 
 def missing_pretrain_config():
     return _low_precision("bf16_fp4")
+
+
+def overridden_pretrain_config():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
+    cfg.mixed_precision = OVERRIDDEN["plain_fp16"]()
+    return cfg
 
 
 def shouted_pretrain_config():
@@ -123,8 +145,9 @@ def test_a_lookup_by_a_known_name_follows_the_registered_function(tree):
     assert _precision("bf16_pretrain_config").value.fields["fp8"] is None
 
 
-@pytest.mark.parametrize("recipe", ["missing_pretrain_config", "_low_precision", "shouted_pretrain_config"])
+@pytest.mark.parametrize("recipe", ["missing_pretrain_config", "_low_precision", "shouted_pretrain_config",
+                                    "overridden_pretrain_config"])
 def test_a_key_offlint_cannot_derive_stays_unknown(tree, recipe):
-    """A name nothing registers, a name the helper is given (read on its own), and a registry keyed by something other than the
-    function's own name: unknown, never absent or a guess."""
+    """A name nothing registers, a name the helper is given (read on its own), a registry keyed by something
+    other than the function's own name, and one the module also writes into: unknown, never absent or a guess."""
     assert _precision(recipe).is_unknown, recipe

@@ -32,6 +32,8 @@ class CallFollowing:
                 if not isinstance(decorator, ast.Name) or decorator.id not in self.functions:
                     continue
                 target = _registry_of(self.functions[decorator.id])
+                if target and _written_elsewhere(self.module, target, decorator.id):
+                    continue  # other entries than the decorated functions, or some replaced
                 registry = self.constants.get(target) if target else None
                 if not isinstance(registry, dict) or isinstance(registry, PartialDict) and \
                         not isinstance(registry, Registry):
@@ -459,3 +461,27 @@ def _registry_of(decorator: ast.FunctionDef) -> str | None:
             if is_own_name(key) or isinstance(key, ast.Name) and key.id in own_names:
                 return n.targets[0].value.id
     return None
+
+
+_DICT_WRITES = frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"})
+
+
+def _written_elsewhere(module: ast.Module, name: str, decorator: str) -> bool:
+    """Whether module code other than the registering decorator writes into the dict `name` (an item assigned
+    or deleted, a mutating method called), so that its entries are not just the decorated functions."""
+    stack: list[ast.AST] = [module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == decorator:
+            continue
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        if any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+               for t in targets):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DICT_WRITES \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == name:
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
