@@ -55,7 +55,8 @@ class FileOutcome:
     error: str | None = None
     findings: list[Finding] = field(default_factory=list)  # of its units that need no linking (not commands)
     deps: dict[str, str] = field(default_factory=dict)  # other files read while reading it -> their digest
-    # Of those files, the ones read only in part: path -> {MODULE or a function's name: definition_digests'}
+    # Of those files, the ones read only in part: path -> {MODULE or a function's name: definition_digests'};
+    # under its own path, all of a Python file's own parts (its units come from them)
     parts: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
@@ -163,7 +164,8 @@ class Cache:
         # The whole previous run: its key (every input's digest), the files beyond those it depended on, and its
         # encoded result. An unchanged tree gets the same answer without decoding a single unit.
         self.last: tuple[str, dict[str, str], str] | None = None
-        self.changed = False
+        self.changed = False  # the entries need writing
+        self._write_last = False  # the whole-run result needs writing
         self.trusted = False
         self._payloads = None  # the open entries file, for payloads read on first use
         self._payload_start = 0
@@ -256,7 +258,7 @@ class Cache:
             self.last = (run_key, deps, self.codec.dumps(result))
         except (TypeError, ValueError, RecursionError):
             self.last = None
-        self.changed = True
+        self._write_last = True
         self.save(None)
 
     def dependencies(self) -> dict[str, dict[str, str]]:
@@ -267,8 +269,15 @@ class Cache:
         """The stored outcome when the file is unchanged and everything it read is, or changed only in parts it
         did not use. `definitions(path)`: that file's definition_digests now (None when it does not parse)."""
         entry = self.entries.get(path)
-        if entry is None or entry.digest != text_digest:
+        if entry is None:
             return None
+        if entry.digest != text_digest:
+            # Edited, but maybe outside every definition it was read from: the caller then reads its suppression
+            # comments again (the outcome keeps the digest it was stored with).
+            own = entry.parts.get(path)
+            now = definitions(path) if own and definitions is not None else None
+            if now is None or now != own:
+                return None
         moved: dict[str, str] = {}  # files changed only in parts this reading did not use: their digest now
         for dep, dep_digest in entry.deps.items():
             state = file_state(digests, dep)
@@ -286,7 +295,7 @@ class Cache:
             outcome = self.codec.loads(payload)
         except CacheFormatError:
             return None
-        if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != text_digest:
+        if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != entry.digest:
             return None
         if moved:  # still valid: the next run need not look into those files again
             entry.deps = outcome.deps = {**entry.deps, **moved}
@@ -305,10 +314,11 @@ class Cache:
     def save(self, keep: set[str] | None) -> None:
         """Write the entries (of the files in `keep`, when given) atomically; other keys' files are removed."""
         stale = set(self.entries) - keep if keep is not None else set()
-        if not self.changed and not stale:
+        if not self.changed and not stale and not self._write_last:
             return
         for path in stale:
             del self.entries[path]
+        self.changed = self.changed or bool(stale)
         if self.directory is None:
             return
         try:
@@ -321,27 +331,43 @@ class Cache:
             for old in self.directory.iterdir():
                 if old.name.startswith(("check-", "last-")) and old not in (self.entries_file, self.last_file):
                     old.unlink(missing_ok=True)
-            index: dict[str, list] = {}
-            payloads: list[str] = []
-            offset = 0
-            for path, entry in self.entries.items():
-                payload = self._payload(entry)
-                if payload is None:
-                    continue  # unreadable now: that file is read again next time
-                index[path] = [entry.digest, entry.deps, entry.parts, offset, len(payload)]
-                payloads.append(payload)
-                offset += len(payload)
-            header = json.dumps({"format": FORMAT, "key": self.key, "entries": index}, ensure_ascii=True)
-            _write_atomically(self.directory, self.entries_file, header + "\n" + "".join(payloads))
+            if self.changed:
+                self._save_entries()
             if self.last is not None:
                 run_key, deps, payload = self.last
                 meta = json.dumps({"format": FORMAT, "key": self.key, "run": run_key, "deps": deps})
-                _write_atomically(self.directory, self.last_file, f"{meta}\t{payload}")
+                _write_atomically(self.directory, self.last_file, [f"{meta}\t{payload}".encode("ascii")])
             else:
                 self.last_file.unlink(missing_ok=True)
-            self.changed = False
+            self.changed = self._write_last = False
         except OSError:
             pass  # no writable cache directory: the check runs, only without a cache
+
+    def _save_entries(self) -> None:
+        """The entries file: its index, then the payloads. Those read from the previous file are copied as bytes
+        from one read of it (a pre-commit run changes a few of thousands)."""
+        stored = None
+        if self._payloads is not None and any(entry.payload is None for entry in self.entries.values()):
+            try:
+                self._payloads.seek(self._payload_start)
+                stored = memoryview(self._payloads.read(MAX_CACHE_BYTES))
+            except (OSError, ValueError):
+                stored = None
+        index: dict[str, list] = {}
+        chunks: list = []
+        offset = 0
+        for path, entry in self.entries.items():
+            if entry.payload is not None:
+                chunk = entry.payload.encode("ascii")
+            elif stored is not None and entry.span[0] + entry.span[1] <= len(stored):
+                chunk = stored[entry.span[0]:entry.span[0] + entry.span[1]]
+            else:
+                continue  # unreadable now: that file is read again next time
+            index[path] = [entry.digest, entry.deps, entry.parts, offset, len(chunk)]
+            chunks.append(chunk)
+            offset += len(chunk)
+        header = json.dumps({"format": FORMAT, "key": self.key, "entries": index}, ensure_ascii=True)
+        _write_atomically(self.directory, self.entries_file, [header.encode("ascii"), b"\n", *chunks])
 
 
 def _str_map(value: object) -> bool:
@@ -385,11 +411,15 @@ def _read_owned(path: Path | None) -> bytes | None:
     return data if len(data) <= MAX_CACHE_BYTES else None
 
 
-def _write_atomically(directory: Path, target: Path, text: str) -> None:
+def _write_atomically(directory: Path, target: Path, data: str | list) -> None:
+    """`data`: text, or the bytes-like chunks of the file."""
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
     try:
-        with os.fdopen(handle, "w", encoding="ascii", errors="backslashreplace") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            if isinstance(data, str):
+                out.write(data.encode("ascii", "backslashreplace"))
+            else:
+                out.writelines(data)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -113,6 +113,8 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
         if job.texts.get(file.path) is None:
             continue
         hit = cache.lookup(file.path, digests[file.path], digests, definitions.get) if cache is not None else None
+        if hit is not None and hit.digest != digests[file.path]:
+            hit = _same_definitions(hit, job.texts[file.path], digests[file.path], cache)
         if hit is not None:
             found[file.path] = hit
         else:
@@ -124,6 +126,19 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     if cache is not None:
         cache.save({f.path for f in job.files} if prune else None)
     return [found[f.path] for f in job.files if f.path in found]
+
+
+def _same_definitions(outcome: FileOutcome, text: str, text_digest: str, cache: Cache) -> FileOutcome | None:
+    """A Python file's outcome reused after an edit outside its definitions (a comment between them, blank
+    lines at the end): its units and findings are the same; its suppression comments are read again."""
+    from offlint.sources.python import worth_parsing
+    from offlint.suppressions import find_suppressions
+
+    if not worth_parsing(text.encode("utf-8", "replace")):
+        return None  # a file walked to is parsed only when it names a key the rules read
+    outcome.digest, outcome.suppressions = text_digest, find_suppressions(text)
+    cache.store(outcome)
+    return outcome
 
 
 @contextlib.contextmanager
@@ -213,6 +228,9 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
         now = _definitions(project, path, state) if path != file.path and state else None
         if now is not None and names <= now.keys():
             outcome.parts[path] = {name: now[name] for name in sorted(names)}
+    own = _definitions(project, file.path, digests[file.path]) if file.kind == "python" else None
+    if own is not None:  # the file's own units come from these parts (Cache.lookup, _same_definitions)
+        outcome.parts[file.path] = own
     if errors:
         outcome.error = errors[0].message
         return outcome

@@ -56,10 +56,15 @@ def project_files(root: Path, paths: list[str], files: list[SourceFile]) -> tupl
     find on its own (an ignored file named explicitly) joins the project's files."""
     spelled = str(root) if any(os.path.isabs(p) for p in paths) else os.path.relpath(root)
     tree = [SourceFile(_as_user_writes(f.path, spelled), f.kind, f.explicit) for f in discover([spelled])[0]]
-    by_real = {os.path.realpath(f.path): f for f in tree}
+    by_path = {f.path: f for f in tree}
+    by_real: dict[str, SourceFile] | None = None  # realpath of every file: only for a name spelled otherwise
     named = []
     for file in files:
-        known = by_real.get(os.path.realpath(file.path))
+        known = by_path.get(file.path)
+        if known is None:
+            if by_real is None:
+                by_real = {os.path.realpath(f.path): f for f in tree}
+            known = by_real.get(os.path.realpath(file.path))
         if known is None:
             tree.append(file)
             named.append(file)
@@ -73,6 +78,8 @@ def _as_user_writes(path: str, spelled_root: str) -> str:
     `../../proj/launch/x.sh` when the project root lies above the working directory)."""
     if os.path.isabs(spelled_root):
         return path
+    if spelled_root == "." and not os.path.isabs(path):  # the common case: already below the working directory
+        return Path(os.path.normpath(path)).as_posix()
     below = os.path.relpath(os.path.normpath(path))
     return Path(below).as_posix() if not below.startswith("..") else path
 

@@ -234,3 +234,24 @@ def _double_a_number(lines: list[str]) -> list[str] | None:
             doubled = line[:match.start(1)] + str(int(match.group(1)) * 2) + line[match.end(1):]
             return lines[:index] + [doubled] + lines[index + 1:]
     return None
+
+
+def test_an_edit_outside_every_definition_reuses_the_file_s_units_and_reads_its_suppressions_again(tree, monkeypatch):
+    _findings(tree, ["."], cache=True)
+    read = _reads(monkeypatch)
+    pretrain = tree / "recipes" / "pretrain.py"
+    pretrain.write_text(PRETRAIN + "\n\n# a note at the end\n")
+    assert _findings(tree, ["recipes/pretrain.py"], cache=True) == _findings(tree, ["recipes/pretrain.py"], cache=False)
+    assert read.count("recipes/pretrain.py") == 1  # the uncached run's
+    read.clear()
+    pretrain.write_text(PRETRAIN + "\n\n# offlint: ignore[OFL102]\n")  # suppresses nothing: read again
+    cached = check(["recipes/pretrain.py"], CheckOptions(root=tree, mcore_version="0.20.0", workers=1))
+    uncached = check(["recipes/pretrain.py"], CheckOptions(root=tree, mcore_version="0.20.0", workers=1, cache=False))
+    assert sorted(map(repr, cached.findings)) == sorted(map(repr, uncached.findings))
+    lines = PRETRAIN.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if "cpu_offloading = True" in line)
+    lines[at] = lines[at].rstrip("\n") + "  # offlint: ignore[OFL102]\n"  # inside the function: re-read
+    pretrain.write_text("".join(lines))
+    assert _findings(tree, ["recipes/pretrain.py"], cache=True) == _findings(tree, ["recipes/pretrain.py"], cache=False)
+    assert "recipes/pretrain.py" not in {location.split(":")[0] for _, location, *_ in
+                                         _findings(tree, ["recipes/pretrain.py"], cache=True)}
