@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from offlint.estimate import params
-from offlint.estimate.activations import GDN_CHUNK
+from offlint.estimate import activations, params
 from offlint.estimate.devices import Device
 from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
 from offlint.estimate.memory import Estimate
@@ -191,7 +190,7 @@ def _gdn_time(m: ModelShape, p: Parallelism, n: float, rate: float, device: Devi
     dk, dv = m.gdn_key_head_dim, m.gdn_value_head_dim
     out.parts["qkv"] = gemm_seconds(2 * n * h * (2 * qk + 2 * v + 2 * hv) / p.tp, n, rate)
     out.parts["proj"] = gemm_seconds(2 * n * v * h / p.tp, n, rate)
-    rule = 2 * n * hv * (2 * GDN_CHUNK * (dk + dv) + 3 * dk * dv) / p.tp
+    rule = 2 * n * hv * (2 * activations.GDN_CHUNK * (dk + dv) + 3 * dk * dv) / p.tp
     out.parts["core_attn"] = rule / (device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
 
 
