@@ -11,7 +11,9 @@ import textwrap
 
 import pytest
 
+from offlint.estimate import oom
 from offlint.estimate.inputs import read_inputs
+from offlint.estimate.memory import estimate
 from offlint.units import load_unit
 
 TOKENIZER_UTILS = "DEFAULT_NULL_TOKENIZER_VOCAB_SIZE: int = 32000\n"
@@ -183,11 +185,23 @@ def test_a_hugging_face_tokenizers_length_is_not_guessed(tree):
     assert not inputs.complete
 
 
-def test_model_and_dataset_sequence_lengths_that_differ_leave_the_estimate_without_one(tree):
-    assert _inputs(tree, "benchmark_pretrain_config").model.seq_length == 4096
+def test_model_and_dataset_sequence_lengths_that_differ_are_both_estimated(tree):
+    """Bridge's validate asserts the two equal; its training scripts run the dataset's, its performance scripts
+    the model's: the estimate is made at both and a verdict given only where both agree."""
+    assert _inputs(tree, "benchmark_pretrain_config").other_seq_length is None
     inputs = _inputs(tree, "long_model_pretrain_config")
-    reason = inputs.unknown["model.seq_length"]
-    assert "131072" in reason and "dataset.seq_length=8192" in reason
+    assert inputs.complete and inputs.model.seq_length == 131072
+    assert inputs.other_seq_length == ("dataset.seq_length", 8192)
+    variants = oom.architectures(inputs)
+    assert [v.model.seq_length for v in variants] == [8192, 131072]  # the dataset's shown
+    assert all(v.other_seq_length is None for v in variants)
+    short, long = (estimate(v, 8).peak.total for v in variants)
+    assert long > short
+    between = oom.either_way(inputs, lambda _, r: r.peak.total > (long + short) / 2, 8)
+    assert "model.seq_length=131072 and dataset.seq_length=8192" in between[2] and not between[3]
+    agree = oom.either_way(inputs, lambda _, r: r.peak.total > 2 * long, 8)
+    assert not agree[2] and "the verdict holds either way" in agree[3]
+    assert agree[0].model.seq_length == 8192
 
 
 def test_a_diffusion_transformer_is_not_read_as_a_language_model_with_the_tokenizers_vocabulary(tree):

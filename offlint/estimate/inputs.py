@@ -214,6 +214,9 @@ class Inputs:
     unsupported: list[str] = field(default_factory=list)  # features the model does not cover
     world_size_source: str = ""
     assumed: dict[str, str] = field(default_factory=dict)  # key -> the assumption made because it is unknown
+    # The dataset's seq_length (key, value) where it differs from the model's, which ModelShape holds: the run
+    # uses one or the other depending on how it is launched, so the estimate is made at both (oom.architectures).
+    other_seq_length: tuple[str, int] | None = None
 
     @property
     def complete(self) -> bool:
@@ -222,7 +225,8 @@ class Inputs:
     def with_(self, model: ModelShape | None = None, parallel: Parallelism | None = None,
               training: Training | None = None) -> "Inputs":
         return Inputs(model or self.model, parallel or self.parallel, training or self.training,
-                      dict(self.unknown), list(self.unsupported), self.world_size_source, dict(self.assumed))
+                      dict(self.unknown), list(self.unsupported), self.world_size_source, dict(self.assumed),
+                      self.other_seq_length)
 
 
 _DTYPE_BYTES = {"torch.float32": 4, "torch.float16": 2, "torch.bfloat16": 2, "torch.uint8": 1,
@@ -235,6 +239,7 @@ class _Reader:
         self.lookup = lookup
         self.unknown: dict[str, str] = {}
         self.assumed: dict[str, str] = {}
+        self.other_seq_length: tuple[str, int] | None = None
 
     def get(self, key: str, fallback: object = None) -> object:
         """The effective value; an unknown one is recorded and replaced by `fallback` so reading can go on."""
@@ -315,7 +320,7 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
         unsupported.append(why)
     if low is not None:
         training = replace(training, low_precision=low, compute_dtype="fp4" if low.recipe == "nvfp4" else "fp8")
-    return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed)
+    return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed, r.other_seq_length)
 
 
 def _read_model(r: _Reader) -> ModelShape:
@@ -363,17 +368,14 @@ def _read_model(r: _Reader) -> ModelShape:
 def _read_seq_length(r: _Reader) -> int:
     """The tokens of one sample: the model's and the dataset's seq_length, which Bridge's ConfigContainer.validate
     asserts are equal. Where a recipe sets them apart the run depends on how it is launched (Bridge's
-    scripts/training sync the model to the dataset, scripts/performance rebuild the dataset from the model), so
-    the estimate has no sequence length."""
+    scripts/training sync the model to the dataset, scripts/performance rebuild the dataset from the model): the
+    model's is returned and the dataset's kept in `r.other_seq_length`, for a verdict only where both agree."""
     model = r.lookup("model.seq_length")
     data = next((v for v in map(r.lookup, ("dataset.seq_length", "dataset.sequence_length"))
                  if v.state == "known" and _positive_int(v.value)), None)
     if data is not None and model.state == "known" and _positive_int(model.value) and model.value != data.value:
-        r.unknown["model.seq_length"] = (
-            f"model.seq_length={model.value} and {data.key}={data.value} differ (Bridge's validate asserts they "
-            "match; its training scripts sync the model to the dataset, the performance scripts the dataset to "
-            f"the model); pass --override model.seq_length=N --override {data.key}=N")
-        return 0
+        r.other_seq_length = (data.key, int(data.value))
+        return int(model.value)
     return r.size("model.seq_length", "dataset.seq_length", "dataset.sequence_length")
 
 

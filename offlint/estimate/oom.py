@@ -96,34 +96,56 @@ SIZE_KEYS = ("model.num_layers", "model.hidden_size", "model.num_attention_heads
 
 
 def architectures(inputs: Inputs) -> list[Inputs]:
-    """The inputs to estimate: `inputs` alone, or for per-tensor FP8 on a GPU whose architecture offlint does not
-    know (LowPrecision.transpose None) two: with Hopper's FP8 weight transposes (the larger) and without them."""
+    """The inputs to estimate: `inputs` alone, or one per open alternative: for per-tensor FP8 on a GPU whose
+    architecture offlint does not know (LowPrecision.transpose None), with Hopper's FP8 weight transposes (the
+    larger) and without them; for model and dataset sequence lengths that differ (Inputs.other_seq_length), at the
+    dataset's (the tokens the data loader gives, what Bridge's training scripts run) and at the model's. The first
+    is the one shown."""
     lp = inputs.training.low_precision if inputs.training else None
-    if lp is None or lp.transpose is not None:
-        return [inputs]
-    return [inputs.with_(training=replace(inputs.training, low_precision=replace(lp, transpose=t)))
-            for t in (True, False)]
+    out = [inputs] if lp is None or lp.transpose is not None else \
+        [inputs.with_(training=replace(inputs.training, low_precision=replace(lp, transpose=t))) for t in (True, False)]
+    if inputs.other_seq_length is None:
+        return out
+    other = inputs.other_seq_length[1]
+    return [replace(v, model=replace(v.model, seq_length=other), other_seq_length=None) for v in out] + \
+        [replace(v, other_seq_length=None) for v in out]
+
+
+def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
+    """What is open about `inputs` (for a message) and one label per architectures() variant, in their order."""
+    lp = inputs.training.low_precision if inputs.training else None
+    arch = lp is not None and lp.transpose is None
+    whats, labels = [], [""]
+    if arch:
+        whats.append("per-tensor FP8 on a GPU whose architecture offlint does not know")
+        labels = ["with Hopper's FP8 weight transposes", "without them (Blackwell)"]
+    if inputs.other_seq_length is not None:
+        key, other = inputs.other_seq_length
+        model = inputs.model.seq_length
+        whats.append(f"model.seq_length={model} and {key}={other}, which differ (Bridge's validate asserts they "
+                     f"match: its training scripts set the model's to the dataset's, its performance overrides the "
+                     f"dataset's to the model's)")
+        labels = [f"{label} at sequence length {n}".strip() for n in (other, model) for label in labels]
+    return " and ".join(whats), labels
 
 
 def either_way(inputs: Inputs, judge: Callable[[Inputs, Estimate], object],
                world: int | None = None) -> tuple[Inputs, Estimate, str, str]:
-    """Estimate `inputs` on each of its architectures (at `world` GPUs, else the lower bound) and judge each:
-    (the inputs and estimate to show, with the transposes where they are open; why there is no verdict, "" when
-    the judgements agree; the note that the verdict holds either way, "" when the architecture is known)."""
+    """Estimate `inputs` on each of its open alternatives (architectures; at `world` GPUs, else the lower bound)
+    and judge each: (the inputs and estimate to show; why there is no verdict, "" when the judgements agree; the
+    note that the verdict holds either way, "" when nothing is open)."""
     variants = architectures(inputs)
     results = [estimate(v, world) if world else bound(v) for v in variants]
     if len(variants) == 1:
         return variants[0], results[0], "", ""
     verdicts = [judge(v, r) for v, r in zip(variants, results)]
-    with_t, without = (r.peak.total / GIB for r in results)
-    if verdicts[0] != verdicts[1]:
-        return variants[0], results[0], (
-            f"per-tensor FP8 on a GPU whose architecture offlint does not know, and the verdict depends on it: "
-            f"{with_t:.1f} GiB with Hopper's FP8 weight transposes, {without:.1f} GiB without them (Blackwell); "
-            f"pass --gpu"), ""
-    return variants[0], results[0], "", (
-        f"per-tensor FP8 on a GPU whose architecture offlint does not know: shown with Hopper's FP8 weight "
-        f"transposes; without them (Blackwell) {without:.1f} GiB; the verdict holds either way")
+    what, labels = _open_labels(inputs)
+    figures = [f"{r.peak.total / GIB:.1f} GiB {label}" for label, r in zip(labels, results)]
+    if any(v != verdicts[0] for v in verdicts):
+        advice = "pass --gpu" if inputs.other_seq_length is None else "set both to the length the run uses"
+        return variants[0], results[0], f"{what}, and the verdict depends on it: {', '.join(figures)}; {advice}", ""
+    others = ", ".join(f"{label} {r.peak.total / GIB:.1f} GiB" for label, r in zip(labels[1:], results[1:]))
+    return variants[0], results[0], "", f"{what}: shown {labels[0]}; {others}; the verdict holds either way"
 
 
 def _check_verdicts(lookup: Lookup, dev: Device):
