@@ -58,6 +58,9 @@ class FileOutcome:
     # Of those files, the ones read only in part: path -> {MODULE or a function's name: definition_digests'};
     # under its own path, all of a Python file's own parts (its units come from them)
     parts: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Per unit a function gave (or did not: no unit of that name), what its reading used: "N" the whole of file N,
+    # "N:part" one part of it, N numbering [this file, *sorted(deps)]; an edit re-reads only the units it concerns
+    unit_used: dict[str, list[str]] = field(default_factory=dict)
 
 
 def digest(text: str) -> str:
@@ -301,6 +304,17 @@ class Cache:
             entry.deps = outcome.deps = {**entry.deps, **moved}
             self.changed = True
         return outcome
+
+    def previous(self, path: str) -> FileOutcome | None:
+        """The stored outcome of `path` whatever changed since (for the units still valid in it), or None."""
+        entry = self.entries.get(path)
+        payload = self._payload(entry) if entry is not None else None
+        try:
+            outcome = self.codec.loads(payload) if payload is not None else None
+        except CacheFormatError:
+            return None
+        valid = isinstance(outcome, FileOutcome) and outcome.path == path and outcome.digest == entry.digest
+        return outcome if valid else None
 
     def store(self, outcome: FileOutcome) -> None:
         try:

@@ -13,7 +13,7 @@ import ast
 import contextlib
 import gc
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from offlint.cache import Cache, FileOutcome, definition_digests, digest, file_state
@@ -43,6 +43,9 @@ class Job:
     rules: list[Rule]
     version: Version
     strict: bool
+    # path -> {unit name: (unit or None, its findings, what its reading used)}: units of files read again that
+    # are still valid (_reusable_units); the reader skips them
+    reusable: dict[str, dict[str, tuple]] = field(default_factory=dict)
 
 
 class Texts(OnFirstUse):
@@ -119,6 +122,11 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
             found[file.path] = hit
         else:
             missing.append(file)
+    if cache is not None:
+        for file in missing:
+            reusable = _reusable_units(cache, file.path, digests, definitions)
+            if reusable:
+                job.reusable[file.path] = reusable
     for outcome in _compute(job, missing, digests, workers, first, progress or (lambda done, total: None)):
         found[outcome.path] = outcome
         if cache is not None:
@@ -126,6 +134,46 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     if cache is not None:
         cache.save({f.path for f in job.files} if prune else None)
     return [found[f.path] for f in job.files if f.path in found]
+
+
+def _reusable_units(cache: Cache, path: str, digests, definitions) -> dict[str, tuple]:
+    """The units of a file's previous reading that are still valid: every part and file their reading used is
+    unchanged (the file's own function and module-level statements included). {unit name: (unit or None, its
+    findings, what it used)}."""
+    previous = cache.previous(path)
+    if previous is None or previous.error is not None or not previous.unit_used:
+        return {}
+    files = [path, *sorted(previous.deps)]
+    recorded_state = {**previous.deps, path: previous.digest}
+
+    def unchanged(file: str) -> bool:
+        return file_state(digests, file) == recorded_state.get(file)
+
+    def same_part(file: str, name: str) -> bool:
+        if unchanged(file):
+            return True
+        recorded = previous.parts.get(file, {}).get(name)
+        now = definitions.get(file)
+        return recorded is not None and now is not None and now.get(name) == recorded
+
+    units = {unit.name: unit for unit in previous.units}
+    findings: dict[str, list] = {}
+    for finding in previous.findings:
+        findings.setdefault(finding.unit, []).append(finding)
+    reusable = {}
+    for name, keys in previous.unit_used.items():
+        used: set = set()
+        for key in keys:
+            index, _, part = key.partition(":")
+            if not index.isdigit() or int(index) >= len(files):
+                return {}  # not what offlint writes
+            file = files[int(index)]
+            if not (same_part(file, part) if part else unchanged(file)):
+                break
+            used.add((file, part) if part else file)
+        else:
+            reusable[name] = (units.get(name), findings.get(name, []), frozenset(used))
+    return reusable
 
 
 def _same_definitions(outcome: FileOutcome, text: str, text_digest: str, cache: Cache) -> FileOutcome | None:
@@ -214,8 +262,16 @@ def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],
 def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[str, str]) -> FileOutcome:
     """Read one file into units, check the ones that stand alone, and note what the reading depended on."""
     errors: list[FileError] = []
-    with project.tracking() as touched:
-        reads = read_files([file], job.texts, project, errors)
+    reusable = job.reusable.get(file.path, {})
+    project.unit_reuse = {(file.path, name): (unit, used) for name, (unit, _, used) in reusable.items()}
+    try:
+        with project.tracking() as touched:
+            reads = read_files([file], job.texts, project, errors)
+    finally:
+        project.unit_reuse = {}
+    unit_used = {name: used for (path, name), used in project.unit_used.items() if path == file.path}
+    for name in unit_used:
+        del project.unit_used[(file.path, name)]
     outcome = FileOutcome(file.path, digests[file.path])
     whole = {used for used in touched if isinstance(used, str)}
     parts: dict[str, set[str]] = {}
@@ -225,12 +281,15 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
     outcome.deps = {path: file_state(digests, path) for path in sorted(whole | set(parts)) if path != file.path}
     for path, names in sorted(parts.items()):
         state = digests.get(path)
-        now = _definitions(project, path, state) if path != file.path and state else None
+        now = _definitions(project, path, state, job.texts) if path != file.path and state else None
         if now is not None and names <= now.keys():
             outcome.parts[path] = {name: now[name] for name in sorted(names)}
     own = _definitions(project, file.path, digests[file.path]) if file.kind == "python" else None
     if own is not None:  # the file's own units come from these parts (Cache.lookup, _same_definitions)
         outcome.parts[file.path] = own
+    numbers = {path: str(index) for index, path in enumerate([file.path, *sorted(outcome.deps)])}
+    outcome.unit_used = {name: sorted(numbers[key] if isinstance(key, str) else f"{numbers[key[0]]}:{key[1]}"
+                                      for key in used) for name, used in unit_used.items()}
     if errors:
         outcome.error = errors[0].message
         return outcome
@@ -238,21 +297,29 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
     outcome.units, outcome.suppressions = read.units, read.suppressions
     for unit in read.units:
         if unit.kind != UnitKind.COMMAND:
-            outcome.findings.extend(check_unit(resolve(unit, job.version), job.rules, job.strict))
+            stored = reusable.get(unit.name)
+            if stored is not None and stored[0] is unit:
+                outcome.findings.extend(stored[1])  # the same unit: the same findings
+            else:
+                outcome.findings.extend(check_unit(resolve(unit, job.version), job.rules, job.strict))
     return outcome
 
 
 _DEFINITIONS: dict[tuple[str, str], dict[str, str]] = {}  # (path, digest of its text) -> definition_digests
 
 
-def _definitions(project: PythonProject, path: str, text_digest: str) -> dict[str, str] | None:
-    """definition_digests of a module, from the syntax tree the project's reader of it parsed (None when it was not
-    read)."""
+def _definitions(project: PythonProject, path: str, text_digest: str, texts: Texts | None = None
+                 ) -> dict[str, str] | None:
+    """definition_digests of a module, from the syntax tree the project's reader of it parsed; when it was not read
+    (a unit reused from the cache used it), from `texts` parsed again; else None."""
     key = (path, text_digest)
     if key not in _DEFINITIONS:
         reader = project.read_already(path)
         if reader is None:
-            return None
+            found = Definitions(texts).get(path) if texts is not None else None
+            if found is not None:
+                _DEFINITIONS[key] = found
+            return found
         if len(_DEFINITIONS) > 100_000:
             _DEFINITIONS.clear()
         _DEFINITIONS[key] = definition_digests(reader.module, reader.lines)

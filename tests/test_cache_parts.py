@@ -255,3 +255,71 @@ def test_an_edit_outside_every_definition_reuses_the_file_s_units_and_reads_its_
     assert _findings(tree, ["recipes/pretrain.py"], cache=True) == _findings(tree, ["recipes/pretrain.py"], cache=False)
     assert "recipes/pretrain.py" not in {location.split(":")[0] for _, location, *_ in
                                          _findings(tree, ["recipes/pretrain.py"], cache=True)}
+
+
+TWO = '''
+from recipes.common import _pretrain_common, _sft_common
+
+
+def first_config():
+    cfg = _pretrain_common()
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+
+
+def second_config():
+    cfg = _sft_common()
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 1
+    return cfg
+'''
+
+
+def _units_read(monkeypatch) -> list[str]:
+    """The functions read into units from now on (one worker: in this process)."""
+    from offlint.sources.python import PythonReader
+
+    read: list[str] = []
+    original = PythonReader._function_unit
+
+    def recording(self, name, node):
+        read.append(name)
+        return original(self, name, node)
+
+    monkeypatch.setattr(PythonReader, "_function_unit", recording)
+    return read
+
+
+@pytest.mark.parametrize("edit, again", [
+    (lambda text: text.replace("cpu_offloading_num_layers = 1", "cpu_offloading_num_layers = 3"), ["second_config"]),
+    (lambda text: text.replace("def second_config():\n", "def second_config():\n    layers = 2\n"), ["second_config"]),
+    (lambda text: text.replace("def first_config():\n", "def first_config():\n    layers = 2\n"),
+     ["first_config", "second_config"]),  # the second one's lines moved
+    (lambda text: text.replace("import _pretrain_common,", "import _pretrain_common as _p, _pretrain_common,"),
+     ["first_config", "second_config"]),  # module-level statements changed: every unit
+], ids=["value", "longer-last", "longer-first", "imports"])
+def test_an_edit_of_one_recipe_re_reads_only_the_units_it_concerns(tree, monkeypatch, edit, again):
+    two = tree / "recipes" / "two.py"
+    two.write_text(TWO)
+    _findings(tree, ["."], cache=True)
+    read = _units_read(monkeypatch)
+    two.write_text(edit(TWO))
+    cached = _findings(tree, ["recipes/two.py"], cache=True)
+    assert read == again
+    assert cached == _findings(tree, ["recipes/two.py"], cache=False)
+    read.clear()
+    assert _findings(tree, ["."], cache=True) == _findings(tree, ["."], cache=False)
+
+
+def test_an_edit_of_a_base_builder_re_reads_only_the_units_that_ran_it(tree, monkeypatch):
+    (tree / "recipes" / "two.py").write_text(TWO)
+    _findings(tree, ["."], cache=True)
+    read = _units_read(monkeypatch)
+    common = tree / "recipes" / "common.py"
+    common.write_text(COMMON.replace("pipeline_model_parallel_size=2", "pipeline_model_parallel_size=1"))
+    cached = _findings(tree, ["recipes/common.py"], cache=True)
+    # the edited function's own unit, and the two recipes that ran it; common.py's other units are reused
+    assert sorted(read) == ["_sft_common", "llama_sft_config", "second_config"]
+    assert cached == _findings(tree, ["recipes/common.py"], cache=False)
+    assert _findings(tree, ["."], cache=True) == _findings(tree, ["."], cache=False)

@@ -116,17 +116,24 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         for name, node in self.functions.items():
             if not self._mentions_config(node):
                 continue  # no config key or config class in its text: nothing to report on its own
-            unit = self._function_unit(name, node)
+            unit = self._unit_of(name, node)
             if unit is not None:
                 units.append(unit)
         for stmt in self.module.body:
             if isinstance(stmt, ast.ClassDef):
                 for method in stmt.body:
                     if isinstance(method, FUNCTIONS) and self._mentions_config(method):
-                        unit = self._function_unit(f"{stmt.name}.{method.name}", method)
+                        unit = self._unit_of(f"{stmt.name}.{method.name}", method)
                         if unit is not None:
                             units.append(unit)
         return units
+
+    def _unit_of(self, name: str, node: ast.FunctionDef) -> Unit | None:
+        """A function's unit, through the project: still valid from the cache, or read now with what it used noted
+        (PythonProject.function_unit)."""
+        if self.project is None:
+            return self._function_unit(name, node)
+        return self.project.function_unit(self.path, name, lambda: self._function_unit(name, node))
 
     def _mentions_config(self, node) -> bool:
         end = getattr(node, "end_lineno", None) or node.lineno

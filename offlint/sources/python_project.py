@@ -75,6 +75,11 @@ class PythonProject:
         # remember their own.
         self.touched: set = set()
         self._reader_deps: dict[str, frozenset] = {}
+        # Per unit of a file being read, keyed by (path, unit name): a unit still valid from the cache with what
+        # its reading used (set by the pipeline; None where the function gave no unit), and what each unit read
+        # now used (for the cache: an edit re-reads only the units that used what changed).
+        self.unit_reuse: dict[tuple[str, str], tuple[object, frozenset]] = {}
+        self.unit_used: dict[tuple[str, str], frozenset] = {}
         self._unreadable: set[str] = set()
         self._result_deps: dict[tuple, frozenset[str]] = {}
         for path in paths:
@@ -160,6 +165,24 @@ class PythonProject:
             reader.prepare()
         self._reader_deps[path] = frozenset(deps)
         return reader
+
+    def function_unit(self, path: str, name: str, compute):
+        """The unit of function `name` of `path` (None when it gives none): reused when the cache holds it still
+        valid, else computed; either way what it used is noted, its own function and module-level statements
+        included."""
+        reused = self.unit_reuse.get((path, name))
+        if reused is not None:
+            unit, used = reused
+            self.touched.update(used)
+            self.unit_used[(path, name)] = used
+            return unit
+        with self.tracking() as used:
+            unit = compute()
+            self.touched.add((path, MODULE))
+            if "." not in name:  # a module-level function (a method is part of its class, in MODULE)
+                self.touched.add((path, name))
+        self.unit_used[(path, name)] = frozenset(used)
+        return unit
 
     def read_already(self, path: str):
         """The reader of a file this project has read (None when it has not, or could not); nothing is noted."""
