@@ -62,6 +62,13 @@ def lookup(hf_id: str) -> dict[str, object] | None:
     return dict(entry["model"]) if entry else None
 
 
+def architecture(hf_id: str) -> str | None:
+    """The Hugging Face architecture a public model's config.json names first (`Qwen3MoeForCausalLM`): Bridge
+    picks the model's bridge class by it."""
+    entry = _table().get(hf_id) or _table().get(_case_insensitive(hf_id))
+    return entry.get("architecture") if entry else None
+
+
 def sources(hf_id: str) -> list[str]:
     entry = _table().get(hf_id) or _table().get(_case_insensitive(hf_id))
     return list(entry["sources"]) if entry else []

@@ -8,10 +8,12 @@ model section stays unknown.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlint.model_sizes import ModelConfigError, from_config_json, lookup
+from offlint.model_sizes import ModelConfigError, architecture, from_config_json, lookup
+from offlint.reading import ReadError, read_text
 
 PROVIDER_METHODS = frozenset({"get_model_config", "to_megatron_provider", "to_megatron_model_config"})
 # What a Hugging Face config decides (unknown when offlint cannot read it); everything else keeps its default.
@@ -47,3 +49,16 @@ def model_sizes(model_id: str, search_from: Path) -> tuple[dict[str, object], st
     if sizes:
         return sizes, f"sizes of {model_id} from offlint's table of public models"
     return None
+
+
+def model_architecture(model_id: str, search_from: Path) -> str | None:
+    """The architecture Bridge dispatches on for a model id (`architectures[0]` of the config.json that gives
+    its sizes, else the size table's), or None when offlint cannot know it."""
+    for config in config_candidates(model_id, search_from):
+        try:
+            if config.is_file():
+                names = json.loads(read_text(config, follow_links=True)).get("architectures")
+                return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
+        except (OSError, ReadError, json.JSONDecodeError, RecursionError, AttributeError):
+            continue  # as model_sizes: the next candidate
+    return architecture(model_id)

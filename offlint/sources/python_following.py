@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from offlint.sources import bridge_mutators, python_calls, python_inputs
-from offlint.sources.hf_models import HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_sizes
+from offlint.sources import bridge_mutators, bridge_models, python_calls, python_inputs
+from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
+                                      model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
                                             SECTIONS_OF_CONTAINER, _branch_dependent, _restore, _taint)
 from offlint.sources.python_statements import _UNDECIDED
@@ -220,6 +221,14 @@ class CallFollowing:
             section, _, field_name = key.partition(".")
             if section == "model" and field_name:
                 obj.values[field_name] = Assignment(key, value, loc, Source.PYTHON, text, (*self.via_stack, origin))
+        # Over the sizes, what the tree's own bridge for the model's architecture sets with literal values (Bridge
+        # sets them after mapping the config); nothing where the tree has no such bridge.
+        architecture = model_architecture(model.model_id, Path(self.path).parent)
+        settings = bridge_models.settings(self.project, architecture, node.func.attr, self.path) if architecture \
+            else {}
+        for field_name, setting in settings.items():
+            obj.values[field_name] = Assignment(f"model.{field_name}", setting.value, loc, Source.PYTHON, text,
+                                                (*self.via_stack, setting.where))
         return obj
 
     def _tree_mutator(self, target, node: ast.Call, frame: Frame):

@@ -109,6 +109,16 @@ class PythonProject:
         found = self._definitions.get(name, [])
         return nearest(found, near) if len(found) > 1 else list(found)
 
+    def paths_in_package(self, package: str) -> list[str]:
+        """The tree's Python files whose dotted module name lies under `package`, whatever directories lead to it
+        (`src/megatron/bridge/models/...` for "megatron.bridge.models"), in sorted order."""
+        return sorted(path for path, module in self._module_of.items() if f".{package}." in f".{module}")
+
+    def text(self, path: str) -> str | None:
+        """A file's text, noted as read whole (the cache keys the reading on it)."""
+        self.touched.add(path)
+        return self._read_text(path)
+
     def knows(self, path: str) -> bool:
         """Whether `path` (as displayed) is one of the tree's Python files."""
         return path in self._module_of

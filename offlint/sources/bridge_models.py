@@ -1,0 +1,255 @@
+"""What Megatron Bridge's model bridge for a Hugging Face architecture sets on the model config, read from the
+linted tree's own bridge classes (never imported or run).
+
+`AutoBridge.from_hf_pretrained(id)` picks the bridge class registered for the architecture the model's
+config.json names (`@MegatronModelBridge.register_bridge(source=Qwen3MoeForCausalLM, ...)`, or the name as a
+string). Its `provider_bridge` (for `.to_megatron_provider()`) or `hf_config_to_model_config_kwargs` (for
+`.get_model_config()`) maps the config's sizes and then sets the family's own keys, often with literal values
+(`provider.hidden_dropout = 0.0`, `config_kwargs.update(normalization="RMSNorm", ...)`). Those literal settings are
+what this module reads, so that a recipe gets them from the code that runs, not from a copy in offlint.
+
+What is read: in the method's top-level statements, on the name it returns, `NAME.key = <literal>`,
+`NAME["key"] = <literal>` and `NAME.update(key=<literal>, ...)`, after those of the base class's method when the
+name comes from `super().<method>(...)` (the literal keywords of the call when it is bound to anything else). A
+key later set from something else (`hf_config.x`, a call), or set inside a branch or loop, is left out, and so is
+everything before a statement that hands NAME to a call (`setattr(provider, k, v)`): its value is then the size
+table's or the default, as without the tree. Keys megatron-core or Bridge do not define for the model are left
+out too, and the provider dataclass's own defaults are not read.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from offlint.keys import known_fields
+from offlint.scope import nearest
+
+# The recipe's call on the AutoBridge -> the bridge method that builds what it returns.
+METHOD_OF_CALL = {"to_megatron_provider": "provider_bridge",
+                  "get_model_config": "hf_config_to_model_config_kwargs",
+                  "to_megatron_model_config": "hf_config_to_model_config_kwargs"}
+_PACKAGE = "megatron.bridge.models"  # where Bridge keeps its model bridges (models/<family>/<name>_bridge.py)
+_MAX_BASES = 6
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: object
+    where: str  # "set by Qwen3MoEBridge.provider_bridge at src/.../qwen3_moe_bridge.py:59"
+
+
+def settings(project, architecture: str, call: str, importer: str) -> dict[str, Setting]:
+    """{model field: Setting} the tree's bridge for `architecture` sets with literal values for the AutoBridge
+    method `call`; {} when the tree has no bridge registered for it (a project that pip-installs Bridge)."""
+    method = METHOD_OF_CALL.get(call)
+    if method is None or project is None:
+        return {}
+    found = project.call_result(("bridge-registrations", architecture), lambda: _registrations(project, architecture))
+    paths = nearest(sorted({path for path, _ in found}), importer)
+    if len(paths) != 1:  # none, or two copies of Bridge equally near the recipe
+        return {}
+    classes = [name for path, name in found if path == paths[0]]
+    if len(classes) != 1:
+        return {}
+    return project.call_result(("bridge-settings", paths[0], classes[0], method),
+                               lambda: _Reader(project).method_settings(paths[0], classes[0], method, 0) or {})
+
+
+def _registrations(project, architecture: str) -> list[tuple[str, str]]:
+    """(path, class name) of every bridge class in the tree registered for `architecture`."""
+    out = []
+    for path in project.paths_in_package(_PACKAGE):
+        if not path.endswith("_bridge.py"):
+            continue
+        text = project.text(path)
+        if not text or architecture not in text or "register_bridge" not in text:
+            continue
+        module = _parse(text)
+        for node in module.body if module else ():
+            if isinstance(node, ast.ClassDef) and any(_registers(d, architecture) for d in node.decorator_list):
+                out.append((path, node.name))
+    return out
+
+
+def _registers(decorator: ast.expr, architecture: str) -> bool:
+    """`@X.register_bridge(source=<architecture>, ...)`: the class object's name or the name as a string."""
+    if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
+            and decorator.func.attr == "register_bridge"):
+        return False
+    source = next((k.value for k in decorator.keywords if k.arg == "source"), None)
+    if isinstance(source, ast.Constant):
+        return source.value == architecture
+    if isinstance(source, ast.Name):
+        return source.id == architecture
+    return isinstance(source, ast.Attribute) and source.attr == architecture
+
+
+class _Reader:
+    """Reads one bridge method (and its in-tree base classes' for `super()`), parsing each file once."""
+
+    def __init__(self, project):
+        self.project = project
+        self.modules: dict[str, ast.Module | None] = {}
+
+    def module(self, path: str) -> ast.Module | None:
+        if path not in self.modules:
+            text = self.project.text(path)
+            self.modules[path] = _parse(text) if text else None
+        return self.modules[path]
+
+    def method_settings(self, path: str, class_name: str, method: str, depth: int) -> dict[str, Setting] | None:
+        """The literal settings of `class_name.method` (inherited from the first in-tree base that defines it);
+        None when neither the class nor a base in the tree defines it."""
+        module = self.module(path)
+        cls = next((n for n in module.body if isinstance(n, ast.ClassDef) and n.name == class_name), None) \
+            if module else None
+        if cls is None or depth > _MAX_BASES:
+            return None
+        function = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == method), None)
+        if function is None:
+            return self.base_settings(path, module, cls, method, depth)
+        returned = _returned_name(function)
+        if returned is None:
+            return {}
+        where = f"set by {class_name}.{method} at {path}"
+        out: dict[str, Setting] = {}
+        fields = known_fields("model")
+        for statement in function.body:
+            if _is_super_call(statement, returned, method):
+                out = dict(self.base_settings(path, module, cls, method, depth) or {})
+                continue
+            if _binds(statement, returned):  # `provider = SomeProvider(num_layers=..., bf16=True)`: its literal keywords
+                call = statement.value
+                out = {k.arg: Setting(_literal(k.value), f"{where}:{statement.lineno}") for k in
+                       (call.keywords if isinstance(call, ast.Call) else ()) if k.arg in fields}
+                out = {k: v for k, v in out.items() if v.value is not _NOT_LITERAL}
+                continue
+            if _hands_on(statement, returned):  # `setattr(provider, k, v)`, `_tune(provider)`: any key may change
+                out = {}
+                continue
+            for key, value in _literal_sets(statement, returned):
+                if value is _NOT_LITERAL or key not in fields:
+                    out.pop(key, None)
+                else:
+                    out[key] = Setting(value, f"{where}:{statement.lineno}")
+            if not isinstance(statement, (ast.Assign, ast.Expr)):  # a branch, loop, with or try: not decided
+                for key in _keys_set_within(statement, returned):
+                    out.pop(key, None)
+        return out
+
+    def base_settings(self, path: str, module: ast.Module, cls: ast.ClassDef, method: str, depth: int):
+        for base in cls.bases:
+            name = base.id if isinstance(base, ast.Name) else None
+            found = self.class_path(path, module, name) if name else None
+            if found is not None:
+                inherited = self.method_settings(found, name, method, depth + 1)
+                if inherited is not None:
+                    return inherited
+        return None
+
+    def class_path(self, path: str, module: ast.Module, name: str) -> str | None:
+        """The file that defines class `name` as `path` sees it: the module itself or a `from X import name`."""
+        if any(isinstance(n, ast.ClassDef) and n.name == name for n in module.body):
+            return path
+        for node in module.body:
+            if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name and a.name == name
+                                                        for a in node.names):
+                dotted = node.module or ""
+                if node.level:
+                    package = self.project.module_name(path).split(".")[:-node.level]
+                    dotted = ".".join([*package, *([dotted] if dotted else [])])
+                return self.project.path_of(dotted, path)
+        return None
+
+
+_NOT_LITERAL = object()
+
+
+def _literal_sets(statement: ast.stmt, name: str):
+    """(key, literal value or _NOT_LITERAL) for each key a top-level statement sets on `name`."""
+    if isinstance(statement, ast.Assign):
+        for target in statement.targets:
+            key = _target_key(target, name)
+            if key:
+                yield key, _literal(statement.value)
+    elif isinstance(statement, ast.Expr) and _is_update(statement.value, name):
+        for keyword in statement.value.keywords:
+            if keyword.arg is not None:
+                yield keyword.arg, _literal(keyword.value)
+
+
+def _keys_set_within(statement: ast.stmt, name: str) -> set[str]:
+    keys = set()
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Assign):
+            keys.update(k for k in (_target_key(t, name) for t in node.targets) if k)
+        elif isinstance(node, ast.Call) and _is_update(node, name):
+            keys.update(k.arg for k in node.keywords if k.arg)
+    return keys
+
+
+_READS = frozenset({"getattr", "hasattr", "isinstance", "len", "print"})
+
+
+def _hands_on(statement: ast.stmt, name: str) -> bool:
+    """Whether the statement passes `name` itself to a call that may set keys offlint cannot name."""
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _READS):
+            passed = [*node.args, *(k.value for k in node.keywords)]
+            if any(isinstance(a, ast.Name) and a.id == name for a in passed):
+                return True
+    return False
+
+
+def _target_key(target: ast.expr, name: str) -> str | None:
+    """`name.key` or `name["key"]`."""
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == name:
+        return target.attr
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == name \
+            and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+        return target.slice.value
+    return None
+
+
+def _is_update(call: ast.expr, name: str) -> bool:
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "update" \
+        and isinstance(call.func.value, ast.Name) and call.func.value.id == name
+
+
+def _is_super_call(statement: ast.stmt, name: str, method: str) -> bool:
+    """`name = super().<method>(...)`."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == name):
+        return False
+    call = statement.value
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == method \
+        and isinstance(call.func.value, ast.Call) and isinstance(call.func.value.func, ast.Name) \
+        and call.func.value.func.id == "super"
+
+
+def _binds(statement: ast.stmt, name: str) -> bool:
+    return isinstance(statement, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
+                                                     for t in statement.targets)
+
+
+def _returned_name(function: ast.FunctionDef) -> str | None:
+    """The name the method returns last at its top level (`return provider`)."""
+    last = function.body[-1] if function.body else None
+    if isinstance(last, ast.Return) and isinstance(last.value, ast.Name):
+        return last.value.id
+    return None
+
+
+def _literal(node: ast.expr):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError):
+        return _NOT_LITERAL
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
