@@ -316,9 +316,10 @@ class Cache:
         valid = isinstance(outcome, FileOutcome) and outcome.path == path and outcome.digest == entry.digest
         return outcome if valid else None
 
-    def store(self, outcome: FileOutcome) -> None:
+    def store(self, outcome: FileOutcome, payload: str | None = None) -> None:
+        """Keep `outcome` (`payload`: its encoding, when a worker made it)."""
         try:
-            payload = self.codec.dumps(outcome)
+            payload = payload if payload is not None else self.codec.dumps(outcome)
         except (TypeError, ValueError, RecursionError):
             self.entries.pop(outcome.path, None)  # a value the format cannot hold: that file is read every time
             return

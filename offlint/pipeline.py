@@ -50,6 +50,7 @@ class Job:
     # path -> {unit name: (unit or None, its findings, what its reading used)}: units of files read again that
     # are still valid (_reusable_units); the reader skips them
     reusable: dict[str, dict[str, tuple]] = field(default_factory=dict)
+    encode: Callable[[object], str] | None = None  # the cache's encoding: workers encode what they read, in parallel
 
 
 class Texts(OnFirstUse):
@@ -131,10 +132,11 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
             reusable = _reusable_units(cache, file.path, digests, definitions)
             if reusable:
                 job.reusable[file.path] = reusable
-    for outcome in _compute(job, missing, digests, workers, first, progress or (lambda done, total: None)):
+    job.encode = cache.codec.dumps if cache is not None else None
+    for outcome, payload in _compute(job, missing, digests, workers, first, progress or (lambda done, total: None)):
         found[outcome.path] = outcome
         if cache is not None:
-            cache.store(outcome)
+            cache.store(outcome, payload)
     if cache is not None:
         cache.save({f.path for f in job.files} if prune else None)
     return [found[f.path] for f in job.files if f.path in found]
@@ -209,21 +211,22 @@ def cyclic_gc_paused():
 
 
 def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None,
-             first: frozenset[str], progress: Progress) -> list[FileOutcome]:
+             first: frozenset[str], progress: Progress) -> list[tuple[FileOutcome, str | None]]:
+    """(outcome, its encoding for the cache when a worker made it) per file."""
     count = workers if workers is not None else (os.cpu_count() or 1)
     count = max(1, min(count, len(files) // MIN_FILES_PER_WORKER))
     if count == 1:
-        return _read_batch(job, files, digests, progress=progress)
+        return [(outcome, None) for outcome in _read_batch(job, files, digests, progress=progress)]
     import multiprocessing  # here: a small pre-commit run never forks, and need not import it
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     if "fork" not in multiprocessing.get_all_start_methods():
-        return _read_batch(job, files, digests)
+        return [(outcome, None) for outcome in _read_batch(job, files, digests)]
     global _JOB, _DIGESTS, _PROJECT
     leading = [f for f in files if f.path in first]
     rest = [f for f in files if f.path not in first]
     try:
-        done = _read_batch(job, leading, digests, reuse_project=True) if leading else []
+        done = [(o, None) for o in _read_batch(job, leading, digests, reuse_project=True)] if leading else []
         _JOB, _DIGESTS = job, digests  # forked workers inherit them (and the project the leading files built)
         batches = _contiguous(job, rest, count * BATCHES_PER_WORKER)
         with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -243,9 +246,21 @@ _DIGESTS: dict[str, str] | None = None
 _PROJECT: PythonProject | None = None  # one per worker process, kept across its batches
 
 
-def _worker_batch(index: int, batches: list[list[SourceFile]]) -> list[FileOutcome]:
+def _worker_batch(index: int, batches: list[list[SourceFile]]) -> list[tuple[FileOutcome, str | None]]:
     assert _JOB is not None and _DIGESTS is not None
-    return _read_batch(_JOB, batches[index], _DIGESTS, reuse_project=True)
+    return [(outcome, _encoded(_JOB, outcome)) for outcome in
+            _read_batch(_JOB, batches[index], _DIGESTS, reuse_project=True)]
+
+
+def _encoded(job: Job, outcome: FileOutcome) -> str | None:
+    """The cache's encoding of an outcome, made in the worker (the parent would otherwise encode every file of a
+    cold run one after another once the workers are done); None where the format cannot hold it."""
+    if job.encode is None:
+        return None
+    try:
+        return job.encode(outcome)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],

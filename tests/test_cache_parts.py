@@ -11,7 +11,7 @@ import pytest
 
 from offlint import pipeline
 from offlint.api import CheckOptions, check
-from offlint.cache import MODULE, definition_digests
+from offlint.cache import MODULE, definition_digests, project_cache_dir
 
 COMMON = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -323,3 +323,17 @@ def test_an_edit_of_a_base_builder_re_reads_only_the_units_that_ran_it(tree, mon
     assert sorted(read) == ["_sft_common", "llama_sft_config", "second_config"]
     assert cached == _findings(tree, ["recipes/common.py"], cache=False)
     assert _findings(tree, ["."], cache=True) == _findings(tree, ["."], cache=False)
+
+
+def test_entries_that_worker_processes_encoded_are_read_back_as_the_same_findings(tmp_path, monkeypatch):
+    root = tmp_path / "tree"
+    subprocess.run([sys.executable, str(GENERATOR), str(root), "--python-files", "60", "--seed", "5"], check=True,
+                   capture_output=True, text=True)
+    monkeypatch.chdir(root)
+    parallel = check(["."], CheckOptions(root=root, mcore_version="0.20.0", workers=2))
+    for last in project_cache_dir(root).glob("last-*"):
+        last.unlink()  # no whole-run answer: every file's entry is looked up
+    read = _reads(monkeypatch)
+    again = check(["."], CheckOptions(root=root, mcore_version="0.20.0", workers=1))
+    assert read == []
+    assert sorted(map(repr, again.findings)) == sorted(map(repr, parallel.findings))
