@@ -675,6 +675,35 @@ def at_risk_fix(scope: Scope) -> str:
     return oom.cheapest_fix(inputs, found, scope.lookup, _expandable(scope))
 
 
+# ---- Transformer Engine's low-precision recipes on the unit's GPU (OFL117) --------------------------------------
+
+
+def _te_verdict(scope: Scope):
+    """te_support's verdict, once per scope; the keys that decided it are recorded as read."""
+    if not hasattr(scope, "_te_verdict"):
+        from offlint import te_support
+
+        found = te_support.verdict(scope.lookup, str(scope.names.get("unit_name", "")))
+        for key in found.keys:
+            scope.key(key)
+        scope._te_verdict = found
+    return scope._te_verdict
+
+
+@_needs_scope
+def low_precision_refused(scope: Scope) -> object:
+    """Whether Transformer Engine refuses the unit's FP8/FP4 recipe on the GPU the unit names (or
+    [tool.offlint] gpu): unknown when the recipe is; False when the GPU is not known."""
+    refused = _te_verdict(scope).refused
+    return UNKNOWN if refused is None else refused
+
+
+@_needs_scope
+def low_precision_refusal(scope: Scope) -> str:
+    """What the recipe is, where it is set, what Transformer Engine raises and what runs instead."""
+    return _te_verdict(scope).message or "?"
+
+
 FUNCTIONS: dict[str, Callable] = {
     "distributed_optimizer": distributed_optimizer,
     "version_at_least": version_at_least,
@@ -719,6 +748,8 @@ FUNCTIONS: dict[str, Callable] = {
     "oom_at_risk": oom_at_risk,
     "at_risk_margin_gib": at_risk_margin_gib,
     "at_risk_fix": at_risk_fix,
+    "low_precision_refused": low_precision_refused,
+    "low_precision_refusal": low_precision_refusal,
 }
 
 

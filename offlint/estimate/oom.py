@@ -63,15 +63,22 @@ _NAMED_GPUS = {"h100": "h100-80gb", "h200": "h200", "b200": "b200", "gb200": "gb
 _UNSIZED_GPUS = frozenset({"b300", "gb300", "r100", "vr200"})
 
 
+def named_gpu(unit_name: str) -> str | None:
+    """The GPU a unit's name names (`..._8gpu_b200_bf16_config`: "b200"; a launch's name holds its `--recipe`),
+    whether offlint has a capacity for it or not; None when it names none."""
+    for token in unit_name.lower().replace(".", "_").split("_"):
+        if token in _NAMED_GPUS or token in _UNSIZED_GPUS:
+            return token
+    return None
+
+
 def device_for(unit_name: str) -> Device | None:
     """The device a unit is sized against: the GPU its name names, else the configured one; None when it names
     a GPU offlint has no capacity for."""
-    for token in unit_name.lower().replace(".", "_").split("_"):
-        if token in _NAMED_GPUS:
-            return parse_device(_NAMED_GPUS[token])
-        if token in _UNSIZED_GPUS:
-            return None
-    return device()
+    token = named_gpu(unit_name)
+    if token is None:
+        return device()
+    return parse_device(_NAMED_GPUS[token]) if token in _NAMED_GPUS else None
 
 
 # Blackwell Ultra GPUs offlint has no capacity for: compute capability 10.3, where Transformer Engine's FP8 GEMMs
