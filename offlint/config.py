@@ -36,7 +36,9 @@ class ProjectConfig:
     fail_on: str | None = None
     strict: bool = False
     slurm: dict = field(default_factory=dict)  # [tool.offlint.slurm], validated by offlint.slurm.options
-    gpu: str | None = None  # the device `offlint estimate` and OFL303/OFL304 size against ("h100-80gb", "96")
+    # The device `offlint estimate` and OFL303-OFL305 size against ("h100-80gb", "96"), and whose architecture OFL117
+    # checks FP8/FP4 recipes against, where a recipe's name names no GPU.
+    gpu: str | None = None
     exclude: list[str] | None = None  # ruff's semantics: replaces the default exclusions (discover.DEFAULT_EXCLUDE)
     extend_exclude: list[str] = field(default_factory=list)  # added to them
     force_exclude: bool = False  # exclusions apply to paths named on the command line too
