@@ -143,3 +143,35 @@ def test_an_unread_precision_is_possible_only_when_the_unit_writes_it(tmp_path, 
     result = check(["launch.sh"], CheckOptions(select=["OFL117"], strict=True, mcore_version="0.20.0", root=tmp_path,
                                                cache=False))
     assert result.findings == []  # the recipe is not in the linted files: its precision keeps its default
+
+
+LAUNCH = "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --bf16"
+
+
+def test_megatron_lm_flags_with_the_configured_gpu(tmp_path, monkeypatch):
+    """Megatron-LM's --fp8-format/--fp8-recipe and --fp4-format/--fp4-param-gather are the model's fields (the
+    param-gather flags become fp8_param/fp4_param in core_transformer_config_from_args); a launch script names no
+    GPU, so only [tool.offlint] gpu gives one."""
+    runs = iter(range(100))
+
+    def findings(flags: str, gpu: str | None):
+        project = tmp_path / f"project{next(runs)}"  # the configured GPU is read once per directory
+        project.mkdir()
+        monkeypatch.chdir(project)
+        if gpu is not None:
+            (project / "pyproject.toml").write_text(f'[tool.offlint]\ngpu = "{gpu}"\n', encoding="utf-8")
+        (project / "launch.sh").write_text(f"{LAUNCH} {flags}\n", encoding="utf-8")
+        result = check(["launch.sh"], CheckOptions(select=["OFL117"], mcore_version="0.20.0", root=project,
+                                                   cache=False))
+        assert not result.errors, result.errors
+        return result.findings
+
+    assert findings("--fp8-format hybrid --fp8-recipe mxfp8", None) == []  # no GPU known
+    found = findings("--fp8-format hybrid --fp8-recipe mxfp8", "h100-80gb")
+    assert len(found) == 1 and MXFP8_MESSAGE in found[0].message
+    assert found[0].location.col == len(LAUNCH) + len(" --fp8-format hybrid ") + 1  # at --fp8-recipe
+    found = findings("--fp4-format e2m1 --fp4-param-gather", "h200")
+    assert len(found) == 1 and NVFP4_MESSAGE in found[0].message and "fp4_param" in found[0].message
+    assert findings("--fp8-format hybrid --fp8-recipe tensorwise", "h100") == []
+    assert len(findings("--fp8-format hybrid", "a100")) == 1  # delayed scaling, the CLI's default recipe
+    assert findings("--fp8-recipe mxfp8", "a100") == []  # no --fp8-format: FP8 is off

@@ -27,6 +27,10 @@ for _flag, _key in (("--hidden-size", "model.hidden_size"), ("--ffn-hidden-size"
                     ("--micro-batch-size", "train.micro_batch_size"),
                     ("--global-batch-size", "train.global_batch_size")):
     FLAG_KEYS.setdefault(_flag, Key(_key, "int", None))
+# The FP8/FP4 recipe (OFL117 and the memory model): argparse dests of the TransformerConfig fields.
+for _flag, _key in (("--fp8-format", "model.fp8"), ("--fp8-recipe", "model.fp8_recipe"), ("--fp4-format", "model.fp4"),
+                    ("--fp4-recipe", "model.fp4_recipe")):
+    FLAG_KEYS.setdefault(_flag, Key(_key, "str", None))
 # store_true flags that set more than their own key, or whose name differs from the key
 SWITCHES: dict[str, list[tuple[str, object]]] = {
     "--recompute-activations": [("model.recompute_granularity", "selective")],
@@ -36,6 +40,9 @@ SWITCHES: dict[str, list[tuple[str, object]]] = {
     "--fp16": [("model.fp16", True), ("optimizer.fp16", True)],
     "--no-pin-cpu-grads": [("optimizer.pin_cpu_grads", False)],
     "--no-pin-cpu-params": [("optimizer.pin_cpu_params", False)],
+    # core_transformer_config_from_args: fp8_param / fp4_param are the param-gather flags
+    "--fp8-param-gather": [("model.fp8_param", True)],
+    "--fp4-param-gather": [("model.fp4_param", True)],
 }
 LIST_TYPES = ("list", "str|list")
 
