@@ -8,6 +8,7 @@ them (docs/estimate.md, "Gated delta net"), and compared with activations.gdn_te
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -236,11 +237,36 @@ def qwen3_next_80b_a3b_pretrain_64gpu_h100_fp8cs_config() -> ConfigContainer:
 '''
 
 
+# Bridge's Qwen3NextBridge in its shape: the dropout-free layers come from the tree's bridge, not from offlint's table.
+BRIDGE = '''
+from transformers import Qwen3NextForCausalLM
+
+from megatron.bridge.models.conversion.model_bridge import MegatronModelBridge
+
+
+@MegatronModelBridge.register_bridge(source=Qwen3NextForCausalLM, target=GPTModel, model_type="qwen3_next")
+class Qwen3NextBridge(MegatronModelBridge):
+    def provider_bridge(self, hf_pretrained):
+        provider = super().provider_bridge(hf_pretrained)
+        provider.hidden_dropout = 0.0
+        provider.moe_shared_expert_intermediate_size = hf_pretrained.config.shared_expert_intermediate_size
+        return provider
+'''
+
+
 def _estimate(tmp_path: Path, recipe: str):
     (tmp_path / "pyproject.toml").write_text("")
+    bridge = tmp_path / "src" / "megatron" / "bridge" / "models" / "qwen" / "qwen3_next_bridge.py"
+    bridge.parent.mkdir(parents=True)
+    bridge.write_text(BRIDGE)
     path = tmp_path / "qwen3_next.py"
     path.write_text(RECIPE)
-    return CliRunner().invoke(main, ["estimate", str(path), "--recipe", recipe, "--output-format", "json"])
+    here = os.getcwd()
+    os.chdir(tmp_path)  # the tree offlint reads is the project of the working directory, as from a checkout
+    try:
+        return CliRunner().invoke(main, ["estimate", str(path), "--recipe", recipe, "--output-format", "json"])
+    finally:
+        os.chdir(here)
 
 
 def test_a_bridge_shaped_qwen3_next_recipe_gets_a_verdict(tmp_path):
