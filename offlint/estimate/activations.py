@@ -149,7 +149,7 @@ def _bf16_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[s
             "act_output": 2 * n * m.ffn_hidden_size / p.tp,
         })
         return terms
-    routed = expert_tokens(m, p, t)
+    routed = expert_rows(m, p, t)
     ffn = m.moe_ffn_hidden_size or m.ffn_hidden_size
     shared = m.moe_shared_expert_intermediate_size or 0
     width = m.moe_latent_size or h  # latent MoE dispatches and computes in the latent width
@@ -333,11 +333,46 @@ def expert_tokens(m: ModelShape, p: Parallelism, t: Training) -> float:
     return tokens(m, p, t) / sp * m.moe_router_topk * p.etp
 
 
+def expert_rows(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """Rows the experts of one expert-parallel rank compute on, and save, per MoE layer: the balanced load, or
+    with moe_expert_rank_capacity_factor the dispatcher's fixed receive budget, whatever the routing (megatron-core
+    2a75ac12 token_dispatcher.py: HybridEP's `setup_metadata` int(tokens x top-k x factor); NCCL EP's
+    `_ensure_bootstrap` the same with the tokens rounded up to 64 and the TP-folded top-k; both rounded up to the
+    op fuser's 256-row alignment)."""
+    b = t.expert_budget
+    if b is None:
+        return expert_tokens(m, p, t)
+    sp = p.tp if p.sequence_parallel else 1
+    local = tokens(m, p, t) / sp
+    topk = m.moe_router_topk
+    if b.backend == "ncclep":
+        local, topk = math.ceil(local / 64) * 64, topk * p.etp
+    budget = int(local * topk * b.factor)
+    return float(math.ceil(budget / b.align) * b.align)
+
+
+# The saved tensors moe_paged_stash moves into its buffer: what Transformer Engine's fused grouped MLP marks
+# (mark_grouped_tensor: the fc1 input, the activation's input and the fc2 input; the per-row scales are small).
+STASHED_TERMS = ("expert_fc1_input", "expert_fc1_output", "expert_act_output")
+
+
+def stash_share(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """The paged stash's buffer for one stashed byte of padded saved tensors (0 without the stash). paged_stash.py
+    sizes the CUDA buffer at `moe_paged_stash_buffer_size_factor_cuda` times the peak over the schedule of the
+    stashed tensors at their average size, `rows // factor` rows each (experts.py `avg_num_tokens`)."""
+    b = t.expert_budget
+    if b is None or b.stash is None:
+        return 0.0
+    rows = expert_rows(m, p, t)
+    return b.stash * (rows // b.factor) / rows
+
+
 def dispatch_buffers(m: ModelShape, p: Parallelism, t: Training) -> float:
-    """The all-to-all send and receive buffers of one MoE layer (live only while that layer runs)."""
+    """The all-to-all send and receive buffers of one MoE layer (live only while that layer runs); with
+    moe_expert_rank_capacity_factor the receive buffer holds the whole budget."""
     if not m.num_moe_experts:
         return 0.0
-    return 2 * 2 * expert_tokens(m, p, t) * (m.moe_latent_size or m.hidden_size)
+    return 2 * (expert_tokens(m, p, t) + expert_rows(m, p, t)) * (m.moe_latent_size or m.hidden_size)
 
 
 def embedding_terms(m: ModelShape, p: Parallelism, t: Training) -> float:
@@ -361,6 +396,10 @@ def after_selective_recompute(layer: LayerActivations, t: Training) -> LayerActi
     modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if t.moe_layer_recompute:
         modules.add("moe")
+    if t.expert_budget is not None and t.expert_budget.fused:
+        # The fused grouped MLP saves the fc2 input whatever moe_act says (TE recomputes it only for SReLU, which
+        # inputs._read_expert_budget does not count as fused).
+        modules.discard("moe_act")
     dropped = [name for module in modules for name in RECOMPUTE_DROPS.get(module, ())]
     return layer.without(dropped)
 

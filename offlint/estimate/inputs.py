@@ -157,6 +157,22 @@ class LowPrecision:
 
 
 @dataclass(frozen=True)
+class ExpertBudget:
+    """moe_expert_rank_capacity_factor: the flex dispatcher's fixed receive budget per expert rank and MoE layer
+    (HybridEP, NCCL EP), `factor` times the balanced load and rounded up to `align` rows; the experts compute on
+    the whole buffer and save it padded (activations.expert_rows). `fused`: Transformer Engine's fused grouped MLP
+    (CuTe DSL) runs the experts. `stash`: moe_paged_stash's CUDA buffer factor where the stash takes the experts'
+    saved tensors (only the fused grouped MLP marks them), else None; `host`: its pinned host buffer factor."""
+
+    factor: float
+    backend: str  # "hybridep" | "ncclep"
+    align: int = 256  # get_align_size_for_quantization with the op fuser (both backends require it)
+    fused: bool = False
+    stash: float | None = None
+    host: float = 0.0
+
+
+@dataclass(frozen=True)
 class Peft:
     """LoRA adapters on a frozen base (offlint/estimate/lora.py)."""
 
@@ -203,6 +219,7 @@ class Training:
     optimizer_instances: int = 1
     fsdp_outer_optim: bool = False
     peft: Peft | None = None  # LoRA on a frozen base; None: every parameter is trained
+    expert_budget: ExpertBudget | None = None  # moe_expert_rank_capacity_factor (and moe_paged_stash); None: unset
 
 
 @dataclass
@@ -318,6 +335,10 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
         unsupported.append(instances_why)
     if why and why not in unsupported:
         unsupported.append(why)
+    budget, budget_why = _read_expert_budget(r, model, training, low, fp8_transpose)
+    if budget_why:
+        unsupported.append(budget_why)
+    training = replace(training, expert_budget=budget)
     if low is not None:
         training = replace(training, low_precision=low, compute_dtype="fp4" if low.recipe == "nvfp4" else "fp8")
     return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed, r.other_seq_length)
@@ -636,6 +657,72 @@ def _variant_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training,
     if t.cpu_offloading or t.fine_grained_offloading:
         return "activation offloading of a gated-delta-net model (not modelled)"
     return ""
+
+
+def _read_expert_budget(r: _Reader, m: ModelShape, t: Training, low: LowPrecision | None,
+                        fp8_transpose: bool | None) -> tuple[ExpertBudget | None, str]:
+    """moe_expert_rank_capacity_factor and moe_paged_stash (megatron-core 2a75ac12: TransformerConfig's checks,
+    token_dispatcher.py, transformer/moe/paged_stash.py, experts.py `_fused_forward`; Transformer Engine e7c550c5,
+    Bridge's pin: ops/fused/grouped_mlp.py). (None, "") when neither is set; a reason when megatron-core refuses the
+    combination or offlint does not model it. The stash takes only the tensors the fused grouped MLP marks
+    (`mark_grouped_tensor`); TE fuses only with MXFP8/NVFP4, NVTE_CUTEDSL_FUSED_GROUPED_MLP>0 and compute
+    capability 10.x (`is_supported`): offlint's devices without a per-tensor FP8 transpose (fp8_transpose False)."""
+    if not m.num_moe_experts:
+        return None, ""
+    factor = r.get("model.moe_expert_rank_capacity_factor")
+    stash = r.get("model.moe_paged_stash", False)
+    if factor is None:
+        return None, ("moe_paged_stash without moe_expert_rank_capacity_factor (megatron-core refuses it)"
+                      if stash is True else "")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        return None, f"moe_expert_rank_capacity_factor={factor!r} (offlint reads a positive number)"
+    backend = r.get("model.moe_flex_dispatcher_backend", "deepep")
+    if backend not in ("hybridep", "ncclep"):
+        return None, (f"moe_expert_rank_capacity_factor with the {backend!r} flex backend (megatron-core refuses it: "
+                      f"only HybridEP and NCCL EP take a fixed receive budget)")
+    if r.get("model.moe_token_dispatcher_type", "allgather") != "flex":
+        return None, ("moe_expert_rank_capacity_factor without the flex token dispatcher (its budget and the paged "
+                      "stash's sizing apply to the flex dispatcher's receive buffer; not modelled)")
+    if r.get("model.use_transformer_engine_op_fuser", False) is not True:
+        return None, ("moe_expert_rank_capacity_factor without use_transformer_engine_op_fuser (megatron-core "
+                      "refuses it for both HybridEP and NCCL EP's fixed buffers)")
+    fused = bool(low is not None and low.recipe in ("mxfp8", "nvfp4") and m.gated_linear_unit
+                 and _positive_number(r.get("env.NVTE_CUTEDSL_FUSED_GROUPED_MLP", 0)))
+    moe_act = t.recompute_granularity == "selective" and "moe_act" in t.recompute_modules
+    if fused and fp8_transpose is None and (stash is True or moe_act):
+        return None, ("moe_paged_stash or moe_act recompute with moe_expert_rank_capacity_factor on a GPU whose "
+                      "compute capability offlint does not know (Transformer Engine's fused grouped MLP, which "
+                      "decides what the experts save, runs only on 10.x; pass --gpu)")
+    fused = fused and fp8_transpose is False
+    if moe_act and not fused:
+        return None, ("moe_act recompute with use_transformer_engine_op_fuser outside Transformer Engine's fused "
+                      "grouped MLP (TE's scaled GLU raises: activation_recompute_in_mlp needs the fused path)")
+    budget = ExpertBudget(float(factor), str(backend), fused=fused)
+    if stash is not True:
+        return budget, ""
+    if t.cpu_offloading:
+        return None, "moe_paged_stash with cpu_offloading (megatron-core refuses it)"
+    if not fused:  # the hooks pass every unmarked tensor through: nothing is stashed, the padded tensors stay
+        return budget, ""
+    if low.recipe == "nvfp4":
+        return None, "moe_paged_stash with NVFP4 training (the fused grouped MLP's NVFP4 saved state is not modelled)"
+    modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
+    if t.recompute_granularity == "full" or "moe" in modules or t.moe_layer_recompute:
+        return None, ("moe_paged_stash with the MoE layer recomputed (the stash's schedule under recompute is not "
+                      "modelled)")
+    cuda = r.get("model.moe_paged_stash_buffer_size_factor_cuda", 1.10)
+    host = r.get("model.moe_paged_stash_buffer_size_factor_cpu", 0.0)
+    if not (_positive_number(cuda) and isinstance(host, (int, float)) and host >= 0):
+        return None, (f"moe_paged_stash buffer factors cuda={cuda!r}, cpu={host!r} (offlint models positive, "
+                      f"balanced-load sizing; a negative factor sizes from the first iteration's actual tokens)")
+    return replace(budget, stash=float(cuda), host=float(host)), ""
+
+
+def _positive_number(value: object) -> bool:
+    try:
+        return not isinstance(value, bool) and float(value) > 0  # env values are strings
+    except (TypeError, ValueError):
+        return False
 
 
 def _read_mla(r: _Reader) -> dict:

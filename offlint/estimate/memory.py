@@ -102,7 +102,16 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                           "transient"))
     in_flight = microbatches_in_flight(p, stage.index, nmb)
     layer_bytes, host_activations, extra = _stage_activations(m, p, t, stage, in_flight)
+    stash = _paged_stash(m, p, t, stage, in_flight)
+    if stash:
+        layer_bytes -= stash[0]
+        host_activations += stash[3]
     parts.append(Part("activations: transformer layers", layer_bytes, "activations"))
+    if stash:
+        parts.append(Part("activations: MoE paged stash buffer (expert tensors at the balanced load)", stash[1],
+                          "activations"))
+        parts.append(Part("activations: MoE paged stash, padded expert tensors of the two layers being computed",
+                          stash[2], "activations"))
     if stage.has_embedding:
         parts.append(Part("activations: embedding inputs", act.embedding_terms(m, p, t) * in_flight, "activations"))
     if stage.has_output:
@@ -330,6 +339,33 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
         host = (sum(moved) - max(moved)) * in_flight
         stored -= host
     return stored, host, 0.0
+
+
+def _paged_stash(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage,
+                 in_flight: float) -> tuple[float, float, float, float] | None:
+    """moe_paged_stash (megatron-core 2a75ac12 transformer/moe/paged_stash.py): after each MoE layer's forward the
+    saved expert tensors the fused grouped MLP marked are copied into one fixed CUDA buffer and the padded ones
+    freed; backward reloads a layer's into padded tensors just before it. So the GPU keeps the buffer (sized for
+    the peak of what is in flight, at the average rows: activations.stash_share) and the padded tensors of the
+    layer being computed and of the one stashed or reloaded beside it (two: an upper bound, which also covers the
+    EP-overlap schedule running one micro-batch's forward beside another's backward). Only FP8 layers' experts are
+    fused (bf16 first/last layers keep theirs padded). (moved, buffer, working set, pinned host buffer) or None."""
+    share = act.stash_share(m, p, t)
+    if not share:
+        return None
+    per_layer = []
+    for i in _stage_layers(m, p, stage):
+        fp8 = precision.is_fp8_layer(m, t.low_precision, i)
+        if not (m.is_moe_layer(i) and fp8):
+            continue
+        layer = act.after_selective_recompute(act.layer_terms(m, p, t, True, fp8, m.layer_kind(i),
+                                                              m.is_gdn_layer(i)), t)
+        per_layer.append(sum(v for k, v in layer.terms.items() if k in act.STASHED_TERMS))
+    if not per_layer:
+        return None
+    moved = sum(per_layer) * in_flight
+    b = t.expert_budget
+    return moved, moved * share, sum(sorted(per_layer)[-2:]), moved * share * b.host / b.stash
 
 
 def _full_recompute(m: ModelShape, p: Parallelism, t: Training, blocks: list[list[float]],
