@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """Time `offlint check` on a tree: cold, warm and (optionally) the pre-commit case of one changed file.
 
-    python benchmarks/bench_check.py TREE [--runs 3] [--changed FILE] [-- extra offlint args]
+    python benchmarks/bench_check.py TREE [--runs 3] [--changed FILE[:FUNCTION]]... [-- extra offlint args]
 
 Each run measures, in this order:
   cold     `offlint check .` from TREE with an empty cache (OFFLINT_CACHE_DIR is a fresh folder per run);
   warm     the same command again, right after (whatever the cold run left behind is kept);
   changed  `offlint check FILE` from TREE, with --changed (FILE is relative to TREE, or absolute inside it),
-           the pre-commit case: FILE gets a comment line appended first (a real edit, so its cache entry and those
-           of every file that depends on it are stale), and its original bytes are put back afterwards.
+           the pre-commit case: FILE is edited first (a real edit: its cache entry is stale, and so is every
+           entry whose reading used the edited part), and its original bytes are put back afterwards. The edit:
+           FILE alone, a comment line appended at its end (no definition changes: the files importing it stay
+           valid); FILE:FUNCTION, the module-level function FUNCTION edited, by a comment at the end of its
+           `def` line (--edit in-place: no line moves, that function's text changes) or a statement inserted at
+           the top of its body (--edit insert: it and every definition below it move down a line). --changed may
+           be given several times (a leaf recipe, a base builder most recipes call): one line each, in order,
+           each after an untimed `offlint check .` that brings the cache's entries back to the unedited tree.
 
 Each run first measures the *floor*: reading and `ast.parse`-ing, single-threaded, every Python file offlint's
 discovery finds in TREE (the same files a check reads), in a fresh process; every line then gives its wall and CPU
@@ -95,12 +101,33 @@ def measure_floor(cwd: Path) -> dict:
     return json.loads(out.stdout)
 
 
-def measure_edited(tree: Path, changed: str, extra: list[str]) -> dict:
+def edited(original: bytes, function: str | None, insert: bool) -> bytes:
+    """The text of the benchmark's edit (see the module docstring)."""
+    if function is None:
+        return original + b"\n# edited by offlint's benchmark\n"
+    lines = original.split(b"\n")
+    start = next((i for i, ln in enumerate(lines) if re.match(rb"(async )?def " + re.escape(function.encode())
+                                                               + rb"\s*\(", ln)), None)
+    if start is None:
+        raise SystemExit(f"bench_check: no module-level function {function} in the changed file")
+    end = start  # the line that ends the signature (`):` or `) -> T:`)
+    while end + 1 < len(lines) and not re.search(rb":\s*(#.*)?$", lines[end]):
+        end += 1
+    if insert:
+        body = next((ln for ln in lines[end + 1:] if ln.strip()), b"    pass")
+        indent = body[:len(body) - len(body.lstrip())] or b"    "
+        lines.insert(end + 1, indent + b"_edited_by_offlint_benchmark = 1")
+    else:
+        lines[start] += b"  # edited by offlint's benchmark"
+    return b"\n".join(lines)
+
+
+def measure_edited(tree: Path, changed: str, function: str | None, insert: bool, extra: list[str]) -> dict:
     """Time `offlint check CHANGED` after a real edit of CHANGED; the file's bytes are always restored."""
     path = Path(changed) if Path(changed).is_absolute() else tree / changed
     original = path.read_bytes()
     try:
-        path.write_bytes(original + b"\n# edited by offlint's benchmark\n")
+        path.write_bytes(edited(original, function, insert))
         return measure(tree, [changed, *extra])
     finally:
         path.write_bytes(original)
@@ -133,26 +160,32 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1:]
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     usage="%(prog)s TREE [--runs N] [--changed FILE] [-- extra offlint args]")
+                                     usage="%(prog)s TREE [--runs N] [--changed FILE[:FUNCTION]]... "
+                                           "[--edit in-place|insert] [-- extra offlint args]")
     parser.add_argument("tree", type=Path)
     parser.add_argument("--runs", type=int, default=3, help="cold/warm(/changed) repetitions (default 3)")
-    parser.add_argument("--changed", default=None, help="also time `offlint check FILE` run from TREE")
+    parser.add_argument("--changed", action="append", default=[], metavar="FILE[:FUNCTION]",
+                        help="also time `offlint check FILE` run from TREE after an edit of FILE (of FUNCTION in "
+                             "it); repeatable")
+    parser.add_argument("--edit", choices=("in-place", "insert"), default="in-place",
+                        help="how FILE:FUNCTION is edited (default in-place: no line moves)")
     args = parser.parse_args(argv)
     tree = args.tree.resolve()
     if not tree.is_dir():
         parser.error(f"{args.tree} is not a directory")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    changed = None
-    if args.changed:
-        path = Path(args.changed)
+    changed: list[tuple[str, str | None]] = []  # (file as given to offlint, function edited or None)
+    for spec in args.changed:
+        name, _, function = spec.partition(":") if not (tree / spec).is_file() else (spec, "", "")
+        path = Path(name)
         full = path if path.is_absolute() else tree / path
         if not full.is_file():
-            parser.error(f"--changed {args.changed}: no such file under {tree}")
+            parser.error(f"--changed {spec}: no such file under {tree}")
         try:
-            changed = full.resolve().relative_to(tree).as_posix()
+            changed.append((full.resolve().relative_to(tree).as_posix(), function or None))
         except ValueError:
-            changed = str(full.resolve())
+            changed.append((str(full.resolve()), function or None))
     cache = Path(tempfile.mkdtemp(prefix="offlint-bench-cache-"))
     os.environ["OFFLINT_CACHE_DIR"] = str(cache)  # inherited by every measured run
 
@@ -165,9 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {version.stdout.strip() or 'offlint'}; Python {platform.python_version()} on {platform.machine()} "
           f"({os.cpu_count()} CPUs); tree {tree}")
     tail = "".join(f" {a}" for a in extra)
-    print(f"# cold/warm: (cd TREE && offlint check .{tail})"
-          + (f"; changed: (cd TREE && offlint check {changed}{tail})" if changed else ""))
-    results: dict[str, list[dict]] = {"cold": [], "warm": [], "changed": []}
+    print(f"# cold/warm: (cd TREE && offlint check .{tail})")
+    labels = []
+    for index, (name, function) in enumerate(changed, start=1):
+        labels.append("changed" if len(changed) == 1 else f"changed {index}")
+        edit = f"function {function} edited ({args.edit})" if function else "a comment line appended"
+        print(f"# {labels[-1]}: (cd TREE && offlint check {name}{tail}) after an edit of {name}: {edit}")
+    results: dict[str, list[dict]] = {"cold": [], "warm": [], **{label: [] for label in labels}}
     floors: list[dict] = []
     errors_shown = False
     for run in range(1, args.runs + 1):
@@ -177,9 +214,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'floor ' + str(run) + '/' + str(args.runs):<18} wall {floor['wall']:8.2f} s  "
               f"{str(floor['files']) + ' files':>11}  cpu {floor['cpu']:.2f} s  (read + ast.parse, one thread)",
               flush=True)
-        plan = [("cold", ["."]), ("warm", ["."])] + ([("changed", [changed])] if changed else [])
+        plan = [("cold", None), ("warm", None)] + list(zip(labels, changed))
         for kind, target in plan:
-            r = measure_edited(tree, target[0], extra) if kind == "changed" else measure(tree, [*target, *extra])
+            if target and kind != labels[0]:
+                # Not timed: the cache's entries brought back to the unedited tree (without the whole-run answer,
+                # which holds again once the edit is undone and would answer without looking at them).
+                for last in cache.glob("*/last-*"):
+                    last.unlink()
+                measure(tree, [".", *extra])
+            r = measure_edited(tree, target[0], target[1], args.edit == "insert", extra) if target else \
+                measure(tree, [".", *extra])
             results[kind].append(r)
             print(line(f"{kind} {run}/{args.runs}", r, floor), flush=True)
             if r["rc"] == 2 and not errors_shown:

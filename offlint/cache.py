@@ -300,9 +300,8 @@ class Cache:
             return None
         if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != entry.digest:
             return None
-        if moved:  # still valid: the next run need not look into those files again
+        if moved:  # still valid, kept so if the entries are written anyway (not written for this alone)
             entry.deps = outcome.deps = {**entry.deps, **moved}
-            self.changed = True
         return outcome
 
     def previous(self, path: str) -> FileOutcome | None:

@@ -122,7 +122,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
             continue
         hit = cache.lookup(file.path, digests[file.path], digests, definitions.get) if cache is not None else None
         if hit is not None and hit.digest != digests[file.path]:
-            hit = _same_definitions(hit, job.texts[file.path], digests[file.path], cache)
+            hit = _same_definitions(hit, job.texts[file.path], digests[file.path])
         if hit is not None:
             found[file.path] = hit
         else:
@@ -182,7 +182,7 @@ def _reusable_units(cache: Cache, path: str, digests, definitions) -> dict[str, 
     return reusable
 
 
-def _same_definitions(outcome: FileOutcome, text: str, text_digest: str, cache: Cache) -> FileOutcome | None:
+def _same_definitions(outcome: FileOutcome, text: str, text_digest: str) -> FileOutcome | None:
     """A Python file's outcome reused after an edit outside its definitions (a comment between them, blank
     lines at the end): its units and findings are the same; its suppression comments are read again."""
     from offlint.sources.python import worth_parsing
@@ -191,8 +191,7 @@ def _same_definitions(outcome: FileOutcome, text: str, text_digest: str, cache: 
     if not worth_parsing(text.encode("utf-8", "replace")):
         return None  # a file walked to is parsed only when it names a key the rules read
     outcome.digest, outcome.suppressions = text_digest, find_suppressions(text)
-    cache.store(outcome)
-    return outcome
+    return outcome  # not stored again: rewriting the cache costs a pre-commit run more than this check
 
 
 @contextlib.contextmanager

@@ -1,0 +1,49 @@
+"""benchmarks/bench_check.py's edits of a changed file: what the pre-commit measurements time."""
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location(
+    "bench_check", Path(__file__).resolve().parent.parent / "benchmarks" / "bench_check.py")
+bench_check = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench_check)
+
+SOURCE = b'''def first():
+    return 1
+
+
+def second(
+    a: int = 1,
+) -> int:
+    """Doc."""
+    return a
+'''
+
+
+def test_a_file_alone_gets_a_comment_line_at_its_end():
+    assert bench_check.edited(SOURCE, None, False) == SOURCE + b"\n# edited by offlint's benchmark\n"
+
+
+def test_a_function_edited_in_place_changes_its_def_line_only():
+    edited = bench_check.edited(SOURCE, "second", False)
+    before, after = SOURCE.split(b"\n"), edited.split(b"\n")
+    assert len(before) == len(after)
+    assert [i for i, (a, b) in enumerate(zip(before, after)) if a != b] == [4]
+    ast.parse(edited)
+
+
+def test_an_insert_goes_after_the_whole_signature_at_the_body_s_indent():
+    edited = bench_check.edited(SOURCE, "second", True)
+    lines = edited.split(b"\n")
+    assert lines[7] == b"    _edited_by_offlint_benchmark = 1"
+    assert len(lines) == len(SOURCE.split(b"\n")) + 1
+    tree = ast.parse(edited)
+    assert [type(s).__name__ for s in tree.body[1].body][0] == "Assign"
+
+
+def test_a_function_the_file_does_not_define_is_an_error():
+    with pytest.raises(SystemExit, match="no module-level function third"):
+        bench_check.edited(SOURCE, "third", False)
