@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from offlint.estimate import activations as act
+from offlint.estimate import oom
 from offlint.estimate.devices import GIB
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.memory import estimate
@@ -130,7 +131,8 @@ def test_the_fused_grouped_mlp_keeps_the_fc2_input_under_moe_act_recompute():
     ({**STASH, "model.recompute_granularity": "selective", "model.recompute_modules": ["moe"]}, BLACKWELL,
      "MoE layer recomputed"),
     ({**STASH, "model.moe_paged_stash_buffer_size_factor_cuda": -1.1}, BLACKWELL, "buffer factors"),
-    (STASH, OPEN, "compute capability offlint does not know"),
+    ({**STASH, "model.recompute_granularity": "selective", "model.recompute_modules": ["moe_act"]}, OPEN,
+     "compute capability offlint does not know"),
     ({**CAPACITY, "model.recompute_granularity": "selective", "model.recompute_modules": ["moe_act"]}, HOPPER,
      "activation_recompute_in_mlp needs the fused path"),
 ])
@@ -145,8 +147,24 @@ def test_an_unknown_setting_leaves_the_estimate_unknown():
     assert "model.moe_paged_stash_buffer_size_factor_cuda" in inputs.unknown
     inputs = _inputs({**STASH, "env.NVTE_CUTEDSL_FUSED_GROUPED_MLP": Unknown("the launch environment")})
     assert "env.NVTE_CUTEDSL_FUSED_GROUPED_MLP" in inputs.unknown
-    assert _inputs(STASH, OPEN).training is not None  # capacity without the stash on an open GPU is fine:
-    assert _inputs(CAPACITY, OPEN).complete  # the fused path only changes what the stash and moe_act do
+    assert _inputs(CAPACITY, OPEN).training.expert_budget.fused is False  # without the stash it changes nothing
+
+
+def test_the_stash_on_an_open_gpu_is_estimated_both_ways():
+    inputs = _inputs(STASH, OPEN)
+    assert inputs.complete and inputs.training.expert_budget.fused is None
+    with pytest.raises(ValueError):
+        estimate(inputs)  # never sized silently
+    stashed, padded = oom.architectures(inputs)
+    assert stashed.training.expert_budget == _inputs(STASH).training.expert_budget
+    assert padded.training.expert_budget.fused is False
+    assert estimate(stashed).peak.total == estimate(_inputs(STASH)).peak.total
+    assert estimate(padded).peak.total == estimate(_inputs(CAPACITY)).peak.total
+    fits = lambda _, r: r.peak.total < 100 * GIB  # noqa: E731 (both fit)
+    shown, _, why, note = oom.either_way(inputs, fits, 8)
+    assert shown is not inputs and not why and "holds either way" in note and "with the stash" in note
+    split = lambda _, r: r.peak.total == estimate(padded).peak.total  # noqa: E731 (the two disagree)
+    assert "compute capability offlint does not know" in oom.either_way(inputs, split, 8)[2]
 
 
 def test_what_if_leaves_out_what_megatron_core_refuses_with_the_stash():

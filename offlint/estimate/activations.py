@@ -361,8 +361,10 @@ def stash_share(m: ModelShape, p: Parallelism, t: Training) -> float:
     sizes the CUDA buffer at `moe_paged_stash_buffer_size_factor_cuda` times the peak over the schedule of the
     stashed tensors at their average size, `rows // factor` rows each (experts.py `avg_num_tokens`)."""
     b = t.expert_budget
-    if b is None or b.stash is None:
+    if b is None or b.stash is None or b.fused is False:
         return 0.0
+    if b.fused is None:  # oom.architectures resolves it before any estimate
+        raise ValueError("whether the fused grouped MLP runs (and the stash takes anything) is not known")
     rows = expert_rows(m, p, t)
     return b.stash * (rows // b.factor) / rows
 
@@ -396,7 +398,7 @@ def after_selective_recompute(layer: LayerActivations, t: Training) -> LayerActi
     modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if t.moe_layer_recompute:
         modules.add("moe")
-    if t.expert_budget is not None and t.expert_budget.fused:
+    if t.expert_budget is not None and t.expert_budget.fused is True:
         # The fused grouped MLP saves the fc2 input whatever moe_act says (TE recomputes it only for SReLU, which
         # inputs._read_expert_budget does not count as fused).
         modules.discard("moe_act")

@@ -161,13 +161,15 @@ class ExpertBudget:
     """moe_expert_rank_capacity_factor: the flex dispatcher's fixed receive budget per expert rank and MoE layer
     (HybridEP, NCCL EP), `factor` times the balanced load and rounded up to `align` rows; the experts compute on
     the whole buffer and save it padded (activations.expert_rows). `fused`: Transformer Engine's fused grouped MLP
-    (CuTe DSL) runs the experts. `stash`: moe_paged_stash's CUDA buffer factor where the stash takes the experts'
-    saved tensors (only the fused grouped MLP marks them), else None; `host`: its pinned host buffer factor."""
+    (CuTe DSL) runs the experts; None: it would, but the GPU's compute capability is not known (the estimate is
+    made both ways, oom.architectures). `stash`: moe_paged_stash's CUDA buffer factor where the stash can take the
+    experts' saved tensors (only the fused grouped MLP marks them), else None; `host`: its pinned host buffer
+    factor."""
 
     factor: float
     backend: str  # "hybridep" | "ncclep"
     align: int = 256  # get_align_size_for_quantization with the op fuser (both backends require it)
-    fused: bool = False
+    fused: bool | None = False
     stash: float | None = None
     host: float = 0.0
 
@@ -689,20 +691,20 @@ def _read_expert_budget(r: _Reader, m: ModelShape, t: Training, low: LowPrecisio
     fused = bool(low is not None and low.recipe in ("mxfp8", "nvfp4") and m.gated_linear_unit
                  and _positive_number(r.get("env.NVTE_CUTEDSL_FUSED_GROUPED_MLP", 0)))
     moe_act = t.recompute_granularity == "selective" and "moe_act" in t.recompute_modules
-    if fused and fp8_transpose is None and (stash is True or moe_act):
-        return None, ("moe_paged_stash or moe_act recompute with moe_expert_rank_capacity_factor on a GPU whose "
-                      "compute capability offlint does not know (Transformer Engine's fused grouped MLP, which "
-                      "decides what the experts save, runs only on 10.x; pass --gpu)")
-    fused = fused and fp8_transpose is False
+    if fused and fp8_transpose is None and moe_act:
+        return None, ("moe_act recompute with moe_expert_rank_capacity_factor on a GPU whose compute capability "
+                      "offlint does not know (Transformer Engine's fused grouped MLP, outside which its scaled GLU "
+                      "raises, runs only on 10.x; pass --gpu)")
+    fused = (None if fp8_transpose is None else not fp8_transpose) if fused else False
     if moe_act and not fused:
         return None, ("moe_act recompute with use_transformer_engine_op_fuser outside Transformer Engine's fused "
                       "grouped MLP (TE's scaled GLU raises: activation_recompute_in_mlp needs the fused path)")
     budget = ExpertBudget(float(factor), str(backend), fused=fused)
     if stash is not True:
-        return budget, ""
+        return replace(budget, fused=fused is True), ""  # without the stash an open GPU changes nothing here
     if t.cpu_offloading:
         return None, "moe_paged_stash with cpu_offloading (megatron-core refuses it)"
-    if not fused:  # the hooks pass every unmarked tensor through: nothing is stashed, the padded tensors stay
+    if fused is False:  # the hooks pass every unmarked tensor through: nothing is stashed, the padded tensors stay
         return budget, ""
     if low.recipe == "nvfp4":
         return None, "moe_paged_stash with NVFP4 training (the fused grouped MLP's NVFP4 saved state is not modelled)"

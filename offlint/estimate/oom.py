@@ -105,12 +105,18 @@ SIZE_KEYS = ("model.num_layers", "model.hidden_size", "model.num_attention_heads
 def architectures(inputs: Inputs) -> list[Inputs]:
     """The inputs to estimate: `inputs` alone, or one per open alternative: for per-tensor FP8 on a GPU whose
     architecture offlint does not know (LowPrecision.transpose None), with Hopper's FP8 weight transposes (the
-    larger) and without them; for model and dataset sequence lengths that differ (Inputs.other_seq_length), at the
+    larger) and without them; for moe_paged_stash on a GPU whose compute capability is not known
+    (ExpertBudget.fused None), with the stash and with the padded expert tensors; for model and dataset sequence
+    lengths that differ (Inputs.other_seq_length), at the
     dataset's (the tokens the data loader gives, what Bridge's training scripts run) and at the model's. The first
     is the one shown."""
     lp = inputs.training.low_precision if inputs.training else None
     out = [inputs] if lp is None or lp.transpose is not None else \
         [inputs.with_(training=replace(inputs.training, low_precision=replace(lp, transpose=t))) for t in (True, False)]
+    budget = inputs.training.expert_budget if inputs.training else None
+    if budget is not None and budget.fused is None:  # moe_paged_stash: with the fused grouped MLP and without
+        out = [v.with_(training=replace(v.training, expert_budget=replace(budget, fused=f)))
+               for v in out for f in (True, False)]
     if inputs.other_seq_length is None:
         return out
     other = inputs.other_seq_length[1]
@@ -126,6 +132,12 @@ def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
     if arch:
         whats.append("per-tensor FP8 on a GPU whose architecture offlint does not know")
         labels = ["with Hopper's FP8 weight transposes", "without them (Blackwell)"]
+    budget = inputs.training.expert_budget if inputs.training else None
+    if budget is not None and budget.fused is None:
+        whats.append("moe_paged_stash on a GPU whose compute capability offlint does not know (Transformer "
+                     "Engine's fused grouped MLP, whose saved tensors the stash takes, runs only on 10.x)")
+        labels = [f"{label} {stash}".strip() for label in labels
+                  for stash in ("with the stash (10.x)", "with padded expert tensors (no fused grouped MLP)")]
     if inputs.other_seq_length is not None:
         key, other = inputs.other_seq_length
         model = inputs.model.seq_length
