@@ -25,6 +25,8 @@ class Suppression:
 
 
 def find_suppressions(text: str) -> list[Suppression]:
+    if not _DIRECTIVE.search(text):  # one search of the text (a line's match is one of the text's) before each line's
+        return []
     lines = text.splitlines()
     out: list[Suppression] = []
     for index, line in enumerate(lines):
