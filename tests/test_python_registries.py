@@ -118,6 +118,42 @@ def shouted_pretrain_config():
     cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
     cfg.mixed_precision = SHOUTED["BF16_FP8_TENSORWISE"]()
     return cfg
+
+
+def _common(precision="plain_bf16"):
+    return ConfigContainer(model=GPTModelProvider(num_layers=8), mixed_precision=precision)
+
+
+def held_name_pretrain_config():
+    cfg = _common()
+    cfg.mixed_precision = settings_for(cfg.mixed_precision)
+    cfg.mixed_precision.bf16_tail_layers = 3
+    return cfg
+
+
+def held_dashed_name_pretrain_config():
+    cfg = _common("bf16-fp8-tensorwise")
+    if cfg.mixed_precision.fp8 is None:
+        cfg.model.num_layers = 4
+    cfg.mixed_precision = settings_for(cfg.mixed_precision)
+    if cfg.mixed_precision.fp8 == "hybrid":
+        cfg.model.num_layers = 6
+    return cfg
+
+
+def held_unknown_name_pretrain_config():
+    cfg = _common("bf16_fp4")
+    cfg.mixed_precision = settings_for(cfg.mixed_precision)
+    return cfg
+
+
+def held_record_pretrain_config():
+    cfg = _common()
+    cfg.mixed_precision = settings_for("bf16-fp8-tensorwise")
+    held = cfg.mixed_precision
+    held.fp8_recipe = "delayed"
+    cfg.mixed_precision = settings_for(cfg.mixed_precision)
+    return cfg
 '''
 
 
@@ -151,3 +187,28 @@ def test_a_key_offlint_cannot_derive_stays_unknown(tree, recipe):
     """A name nothing registers, a name the helper is given (read on its own), a registry keyed by something
     other than the function's own name, and one the module also writes into: unknown, never absent or a guess."""
     assert _precision(recipe).is_unknown, recipe
+
+
+def test_a_name_the_config_holds_is_followed_like_a_literal_one(tree):
+    """`cfg.mixed_precision = get_mixed_precision_config(cfg.mixed_precision)` (Bridge's nemotron_3_nano) where a
+    common builder set the name: the registered recipe is followed, and later writes change its record."""
+    fields = _precision("held_name_pretrain_config").value.fields
+    assert (fields["bf16"], fields["fp8"], fields["bf16_tail_layers"]) == (True, None, 3)
+    fields = _precision("held_dashed_name_pretrain_config").value.fields
+    assert (fields["fp8"], fields["fp8_param_gather"]) == ("hybrid", True)
+
+
+def test_a_field_of_the_record_the_config_holds_is_read(tree):
+    """Reading `cfg.mixed_precision.fp8` gives the record's field; a name string has no fields to read."""
+    unit = load_unit("src/megatron/bridge/recipes/llm.py", "held_dashed_name_pretrain_config", mcore_version="0.20.0")
+    assert unit.resolved.get("model.num_layers").value == 6
+
+
+def test_a_record_the_config_holds_is_passed_through_with_its_writes(tree):
+    """The helper returns a record it is given as is; a write through an alias of the held record is kept."""
+    fields = _precision("held_record_pretrain_config").value.fields
+    assert (fields["fp8"], fields["fp8_recipe"]) == ("hybrid", "delayed")
+
+
+def test_a_name_the_config_holds_but_nothing_registers_stays_unknown(tree):
+    assert _precision("held_unknown_name_pretrain_config").is_unknown

@@ -183,6 +183,13 @@ class Expressions:
                     return child
                 if len(attrs) == 2:
                     return _field(child, attrs[1], text)
+            held = receiver.top.get("mixed_precision") if receiver.kind == "container" and attrs and \
+                attrs[0] == "mixed_precision" else None
+            if held is not None:  # `get_mixed_precision_config(cfg.mixed_precision)` on the name the config holds
+                if len(attrs) == 1:
+                    return held.value  # the same record object, so a write through an alias reaches the config
+                if len(attrs) == 2 and isinstance(held.value, Record):
+                    return held.value.fields.get(attrs[1], Unknown(f"{held.value.name} has no field {attrs[1]}"))
             if receiver.kind == "section" and len(attrs) == 1:
                 return _field(receiver, attrs[0], text)
         return Unknown(f"`{text}` is read from an object offlint does not evaluate")
@@ -220,6 +227,9 @@ class Expressions:
             if self._plain_dataclass(node.args[1]) and type(value).__module__ == "builtins" and \
                     not isinstance(value, Unknown):
                 return False  # a literal is never an instance of a tree @dataclass that subclasses nothing
+            found = self._find_dataclass(node.args[1].id) if isinstance(node.args[1], ast.Name) else None
+            if isinstance(value, Record) and found is not None and found[1].name == value.name:
+                return True  # a record built by calling that very dataclass
             return python_calls.isinstance_value(value, node.args[1])
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return Unknown(f"the result of `{self._segment(node.func)}(...)`")
