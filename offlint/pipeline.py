@@ -13,7 +13,7 @@ import ast
 import contextlib
 import gc
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from offlint.cache import Cache, FileOutcome, definition_digests, digest, file_state
@@ -47,9 +47,9 @@ class Job:
     rules: list[Rule]
     version: Version
     strict: bool
-    # path -> {unit name: (unit or None, its findings, what its reading used)}: units of files read again that
-    # are still valid (_reusable_units); the reader skips them
-    reusable: dict[str, dict[str, tuple]] = field(default_factory=dict)
+    # path -> {unit name: (unit or None, its findings, what its reading used)}: the units of a file read again that
+    # are still valid (_reusable_units), found by the worker that reads it; the reader skips them
+    reusable: Callable[[str], dict[str, tuple]] = lambda path: {}
     encode: Callable[[object], str] | None = None  # the cache's encoding: workers encode what they read, in parallel
 
 
@@ -128,10 +128,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
         else:
             missing.append(file)
     if cache is not None:
-        for file in missing:
-            reusable = _reusable_units(cache, file.path, digests, definitions)
-            if reusable:
-                job.reusable[file.path] = reusable
+        job.reusable = lambda path: _reusable_units(cache, path, digests, definitions)
     job.encode = cache.codec.dumps if cache is not None else None
     for outcome, payload in _compute(job, missing, digests, workers, first, progress or (lambda done, total: None)):
         found[outcome.path] = outcome
@@ -280,7 +277,7 @@ def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],
 def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[str, str]) -> FileOutcome:
     """Read one file into units, check the ones that stand alone, and note what the reading depended on."""
     errors: list[FileError] = []
-    reusable = job.reusable.get(file.path, {})
+    reusable = job.reusable(file.path)
     project.unit_reuse = {(file.path, name): (unit, used) for name, (unit, _, used) in reusable.items()}
     try:
         with project.tracking() as touched:
