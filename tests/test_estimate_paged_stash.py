@@ -115,10 +115,47 @@ def test_the_fused_grouped_mlp_keeps_the_fc2_input_under_moe_act_recompute():
     layer = act.after_selective_recompute(act.layer_terms(fused.model, fused.parallel, fused.training, True,
                                                           True), fused.training)
     assert "expert_act_output" in layer.terms
-    plain = _inputs(recompute)
+    plain = _inputs({**recompute, "model.use_transformer_engine_op_fuser": False})  # megatron-core's own MLP
     layer = act.after_selective_recompute(act.layer_terms(plain.model, plain.parallel, plain.training, True,
                                                           True), plain.training)
     assert "expert_act_output" not in layer.terms
+
+
+def _moe_act_terms(extra: dict, gpu: bool | None = BLACKWELL) -> dict:
+    recompute = {"model.recompute_granularity": "selective", "model.recompute_modules": ["moe_act"]}
+    t = _inputs({**recompute, **extra}, gpu)
+    return act.after_selective_recompute(act.layer_terms(t.model, t.parallel, t.training, True, True),
+                                         t.training).terms
+
+
+def test_the_op_fusers_fused_grouped_mlp_keeps_the_fc2_input_without_the_capacity_factor_too():
+    """The fused path is the op fuser's (experts.py `_make_fused_ops`), not the capacity factor's: with the op
+    fuser, MXFP8, a GLU, NVTE_CUTEDSL_FUSED_GROUPED_MLP and a 10.x GPU, moe_act recompute drops nothing."""
+    kept = _moe_act_terms({})
+    assert _inputs({}).training.expert_budget is None and _inputs({"model.recompute_granularity": "selective",
+                                                                   "model.recompute_modules": ["moe_act"]}).complete
+    unfused = _moe_act_terms({"model.use_transformer_engine_op_fuser": False})
+    assert "expert_act_output" in kept and "expert_act_output" not in unfused
+    assert {k: v for k, v in kept.items() if k != "expert_act_output"} == unfused  # only that tensor differs
+    # A non-GLU activation (SReLU, which TE recomputes) keeps the drop.
+    srelu = _moe_act_terms({"model.gated_linear_unit": False})
+    assert "expert_act_output" not in srelu
+
+
+@pytest.mark.parametrize("extra, gpu, why", [
+    ({}, HOPPER, "activation_recompute_in_mlp needs the fused path"),
+    ({"model.fp8": None, "model.fp8_recipe": None}, BLACKWELL, "activation_recompute_in_mlp needs the fused path"),
+    ({"env.NVTE_CUTEDSL_FUSED_GROUPED_MLP": None}, BLACKWELL, "activation_recompute_in_mlp needs the fused path"),
+    ({}, OPEN, "compute capability offlint does not know"),
+])
+def test_moe_act_recompute_under_the_op_fuser_outside_the_fused_path_gets_no_verdict(extra, gpu, why):
+    inputs = _inputs({"model.recompute_granularity": "selective", "model.recompute_modules": ["moe_act"], **extra},
+                     gpu)
+    assert not inputs.complete
+    assert any(why in reason and "use_transformer_engine_op_fuser" in reason for reason in inputs.unsupported), \
+        inputs.unsupported
+    # the op fuser alone, without moe_act recompute, is not refused for it
+    assert not any("moe_act" in reason for reason in _inputs(extra, gpu).unsupported)
 
 
 @pytest.mark.parametrize("extra, gpu, why", [

@@ -398,9 +398,9 @@ def after_selective_recompute(layer: LayerActivations, t: Training) -> LayerActi
     modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if t.moe_layer_recompute:
         modules.add("moe")
-    if t.expert_budget is not None and t.expert_budget.fused is True:
+    if t.fused_grouped_mlp or t.expert_budget is not None and t.expert_budget.fused is True:
         # The fused grouped MLP saves the fc2 input whatever moe_act says (TE recomputes it only for SReLU, which
-        # inputs._read_expert_budget does not count as fused).
+        # inputs._grouped_mlp_fuses does not count as fused), with or without the capacity factor.
         modules.discard("moe_act")
     dropped = [name for module in modules for name in RECOMPUTE_DROPS.get(module, ())]
     return layer.without(dropped)

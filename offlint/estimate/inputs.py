@@ -222,6 +222,7 @@ class Training:
     fsdp_outer_optim: bool = False
     peft: Peft | None = None  # LoRA on a frozen base; None: every parameter is trained
     expert_budget: ExpertBudget | None = None  # moe_expert_rank_capacity_factor (and moe_paged_stash); None: unset
+    fused_grouped_mlp: bool = False  # no factor: TE's fused grouped MLP runs the experts under moe_act recompute
 
 
 @dataclass
@@ -338,6 +339,9 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     if why and why not in unsupported:
         unsupported.append(why)
     budget, budget_why = _read_expert_budget(r, model, training, low, fp8_transpose)
+    if budget is None and not budget_why:
+        fused_mlp, budget_why = _read_op_fuser_moe_act(r, model, training, low, fp8_transpose)
+        training = replace(training, fused_grouped_mlp=fused_mlp)
     if budget_why:
         unsupported.append(budget_why)
     training = replace(training, expert_budget=budget)
@@ -688,14 +692,12 @@ def _read_expert_budget(r: _Reader, m: ModelShape, t: Training, low: LowPrecisio
     if r.get("model.use_transformer_engine_op_fuser", False) is not True:
         return None, ("moe_expert_rank_capacity_factor without use_transformer_engine_op_fuser (megatron-core "
                       "refuses it for both HybridEP and NCCL EP's fixed buffers)")
-    fused = bool(low is not None and low.recipe in ("mxfp8", "nvfp4") and m.gated_linear_unit
-                 and _positive_number(r.get("env.NVTE_CUTEDSL_FUSED_GROUPED_MLP", 0)))
+    fused = _grouped_mlp_fuses(r, m, low, fp8_transpose)
     moe_act = t.recompute_granularity == "selective" and "moe_act" in t.recompute_modules
-    if fused and fp8_transpose is None and moe_act:
+    if fused is None and moe_act:
         return None, ("moe_act recompute with moe_expert_rank_capacity_factor on a GPU whose compute capability "
                       "offlint does not know (Transformer Engine's fused grouped MLP, outside which its scaled GLU "
                       "raises, runs only on 10.x; pass --gpu)")
-    fused = (None if fp8_transpose is None else not fp8_transpose) if fused else False
     if moe_act and not fused:
         return None, ("moe_act recompute with use_transformer_engine_op_fuser outside Transformer Engine's fused "
                       "grouped MLP (TE's scaled GLU raises: activation_recompute_in_mlp needs the fused path)")
@@ -718,6 +720,39 @@ def _read_expert_budget(r: _Reader, m: ModelShape, t: Training, low: LowPrecisio
         return None, (f"moe_paged_stash buffer factors cuda={cuda!r}, cpu={host!r} (offlint models positive, "
                       f"balanced-load sizing; a negative factor sizes from the first iteration's actual tokens)")
     return replace(budget, stash=float(cuda), host=float(host)), ""
+
+
+def _grouped_mlp_fuses(r: _Reader, m: ModelShape, low: LowPrecision | None, fp8_transpose: bool | None) -> bool | None:
+    """Whether Transformer Engine e7c550c5 fuses megatron-core's op-fuser grouped MLP into its CuTe DSL kernel
+    (ops/fused/grouped_mlp.py `fuse_grouped_mlp_ops`, `is_supported`: MXFP8/NVFP4, a GLU activation,
+    NVTE_CUTEDSL_FUSED_GROUPED_MLP>0, compute capability 10.x, i.e. offlint's GPUs without a per-tensor FP8
+    transpose); None when only the GPU's compute capability is not known."""
+    if not (low is not None and low.recipe in ("mxfp8", "nvfp4") and m.gated_linear_unit
+            and _positive_number(r.get("env.NVTE_CUTEDSL_FUSED_GROUPED_MLP", 0))):
+        return False
+    return None if fp8_transpose is None else not fp8_transpose
+
+
+def _read_op_fuser_moe_act(r: _Reader, m: ModelShape, t: Training, low: LowPrecision | None,
+                           fp8_transpose: bool | None) -> tuple[bool, str]:
+    """moe_act recompute under use_transformer_engine_op_fuser without the capacity factor: (whether the fused
+    grouped MLP runs, so the recompute drops nothing, or a reason to refuse). megatron-core 2a75ac12 (experts.py
+    `_make_fused_ops`) hands activation_recompute_in_mlp to TE's scaled GLU op; the fused grouped MLP saves the fc2
+    input anyway (it recomputes it only for SReLU), and the unfused op raises. A non-GLU activation keeps the
+    unfused accounting (the tensor is dropped), as before."""
+    if not m.num_moe_experts or r.get("model.use_transformer_engine_op_fuser", False) is not True or \
+            t.recompute_granularity != "selective" or "moe_act" not in t.recompute_modules or \
+            not m.gated_linear_unit:
+        return False, ""
+    fused = _grouped_mlp_fuses(r, m, low, fp8_transpose)
+    if fused is None:
+        return False, ("moe_act recompute with use_transformer_engine_op_fuser on a GPU whose compute capability "
+                       "offlint does not know (Transformer Engine's fused grouped MLP, outside which its scaled GLU "
+                       "raises, runs only on 10.x; pass --gpu)")
+    if not fused:
+        return False, ("moe_act recompute with use_transformer_engine_op_fuser outside Transformer Engine's fused "
+                       "grouped MLP (TE's scaled GLU raises: activation_recompute_in_mlp needs the fused path)")
+    return True, ""
 
 
 def _positive_number(value: object) -> bool:
