@@ -5,9 +5,11 @@ its reading depended on (imported base builders, helpers, constants, a local Hug
 Python module it used only in part, it also remembers which parts and their hashes (`definition_digests`: the
 module-level statements, and each module-level function it ran or looked at). It is valid while every other
 file is unchanged, or changed only in parts it did not use: an edit of a base builder's function re-reads the
-recipes that ran that function, not every recipe that imports the module. The whole cache is keyed by a fingerprint of everything else that decides the result:
-offlint's own code and rules, the options, the megatron-core version, the project's pyproject.toml and the
-set of Python files (an added module can change an import).
+recipes that ran that function, not every recipe that imports the module. The same is kept per unit
+(`FileOutcome.unit_used`), so a file read again reuses the units whose parts are unchanged (pipeline); a file
+edited outside every definition keeps its units. The whole cache is keyed by a fingerprint of everything else
+that decides the result: offlint's own code and rules, the options, the megatron-core version, the project's
+pyproject.toml and the set of Python files (an added module can change an import).
 
 What it trusts (offlint runs as a CI gate on pull requests, so the checked tree is hostile):
 - Nothing inside the checked tree. The cache lives in the user's cache directory (`OFFLINT_CACHE_DIR`, else

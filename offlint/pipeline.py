@@ -75,7 +75,7 @@ class Digests(OnFirstUse):
         super().__init__(lambda path: None if (text := texts.get(path)) is None else digest(text))
 
 
-class Definitions(OnFirstUse):
+class DefinitionDigests(OnFirstUse):
     """path -> cache.definition_digests of its text now; None for a file that cannot be read or parsed. Asked only
     of the files that changed since a cache entry's reading used them in part."""
 
@@ -114,7 +114,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     `progress`: called with (files read so far, files to read) as reading goes (the terminal's progress bar).
     """
     digests = digests if digests is not None else Digests(job.texts)
-    definitions = Definitions(job.texts)
+    definitions = DefinitionDigests(job.texts)
     found: dict[str, FileOutcome] = {}
     missing: list[SourceFile] = []
     for file in job.files:
@@ -331,7 +331,7 @@ def _definitions(project: PythonProject, path: str, text_digest: str, texts: Tex
     if key not in _DEFINITIONS:
         reader = project.read_already(path)
         if reader is None:
-            found = Definitions(texts).get(path) if texts is not None else None
+            found = DefinitionDigests(texts).get(path) if texts is not None else None
             if found is not None:
                 _DEFINITIONS[key] = found
             return found
