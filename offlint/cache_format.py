@@ -99,7 +99,7 @@ class _Encoder:
         if isinstance(value, enum.Enum):
             return {"@": name, "v": value.value}
         if kind is Record:
-            return {"@": name, "v": [value.name, self.encode(value.fields)]}
+            return {"@": name, "v": [value.name, self.encode(value.fields), value.plain]}
         if kind is PartialDict:
             return {"@": name, "v": [self.encode(dict(value)), value.reason]}
         getter = codec._getters[name]
@@ -146,10 +146,10 @@ class _Decoder:
         if issubclass(cls, enum.Enum):
             return cls(items)
         if cls is Record:
-            name, fields = _list(items, 2)
-            if not isinstance(name, str) or not isinstance(fields, dict):
+            name, fields, plain = _list(items, 3)
+            if not isinstance(name, str) or not isinstance(fields, dict) or not isinstance(plain, bool):
                 raise CacheFormatError("bad Record")
-            return Record(name, fields)
+            return Record(name, fields, plain)
         if cls is PartialDict:
             entries, reason = _list(items, 2)
             if not isinstance(entries, dict) or not isinstance(reason, str):

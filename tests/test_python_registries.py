@@ -23,6 +23,12 @@ class PrecisionSettings:
     fp8_recipe: str = "tensorwise"
     fp8_param_gather: bool = False
     bf16_tail_layers: int = 0
+    grad_reduce_in_fp32: bool = True
+
+
+@dataclass
+class NamedPrecision(str):
+    fp8: str | None = None
 
 
 RECIPES: dict[str, Callable[[], "PrecisionSettings"]] = {}
@@ -84,7 +90,7 @@ def settings_for(name):
 '''
 
 RECIPE = '''\
-from megatron.bridge.training.precision import OVERRIDDEN, SHOUTED, settings_for
+from megatron.bridge.training.precision import OVERRIDDEN, SHOUTED, NamedPrecision, settings_for
 
 
 def _low_precision(precision_name):
@@ -144,6 +150,33 @@ def held_dashed_name_pretrain_config():
 def held_unknown_name_pretrain_config():
     cfg = _common("bf16_fp4")
     cfg.mixed_precision = settings_for(cfg.mixed_precision)
+    return cfg
+
+
+def _benchmark_common(cfg):
+    if not isinstance(cfg.mixed_precision, str):
+        cfg.mixed_precision.grad_reduce_in_fp32 = False
+    return cfg
+
+
+def benchmark_record_pretrain_config():
+    cfg = _common()
+    cfg.mixed_precision = settings_for("bf16-fp8-tensorwise")
+    return _benchmark_common(cfg)
+
+
+def benchmark_name_pretrain_config():
+    cfg = _common()
+    cfg.mixed_precision = "plain_bf16"
+    _benchmark_common(cfg)
+    return cfg
+
+
+def benchmark_str_subclass_pretrain_config():
+    cfg = _common()
+    cfg.model.num_layers = 8
+    cfg.mixed_precision = NamedPrecision(fp8="hybrid")
+    _benchmark_common(cfg)
     return cfg
 
 
@@ -212,3 +245,11 @@ def test_a_record_the_config_holds_is_passed_through_with_its_writes(tree):
 
 def test_a_name_the_config_holds_but_nothing_registers_stays_unknown(tree):
     assert _precision("held_unknown_name_pretrain_config").is_unknown
+
+
+def test_a_record_of_a_dataclass_that_subclasses_nothing_is_not_a_builtin(tree):
+    """`if not isinstance(cfg.mixed_precision, str)` (Bridge's perf `_benchmark_common`): a record of a tree
+    dataclass with no base is not a str, a name string is; a dataclass subclassing str leaves it undecided."""
+    assert _precision("benchmark_record_pretrain_config").value.fields["grad_reduce_in_fp32"] is False
+    assert _precision("benchmark_name_pretrain_config").value == "plain_bf16"
+    assert _precision("benchmark_str_subclass_pretrain_config").is_unknown

@@ -169,6 +169,12 @@ def _repeat_count(left: object, right: object) -> int | None:
 _BUILTIN_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "tuple": tuple, "dict": dict}
 
 
+def builtin_types(types: ast.expr) -> bool:
+    """Whether `types` (isinstance's second argument) names only builtin types (`str`, `(list, tuple)`)."""
+    names = types.elts if isinstance(types, ast.Tuple) else [types]
+    return all(isinstance(n, ast.Name) and n.id in _BUILTIN_TYPES for n in names)
+
+
 def isinstance_value(value: object, types: ast.expr) -> object:
     """`isinstance(literal, str)` (or a tuple of builtin types) on a literal value; unknown otherwise."""
     names = types.elts if isinstance(types, ast.Tuple) else [types]

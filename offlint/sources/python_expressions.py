@@ -230,6 +230,8 @@ class Expressions:
             found = self._find_dataclass(node.args[1].id) if isinstance(node.args[1], ast.Name) else None
             if isinstance(value, Record) and found is not None and found[1].name == value.name:
                 return True  # a record built by calling that very dataclass
+            if isinstance(value, Record) and value.plain and python_calls.builtin_types(node.args[1]):
+                return False  # `isinstance(cfg.mixed_precision, str)` on a MixedPrecisionConfig record
             return python_calls.isinstance_value(value, node.args[1])
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return Unknown(f"the result of `{self._segment(node.func)}(...)`")

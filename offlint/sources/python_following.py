@@ -197,7 +197,7 @@ class CallFollowing:
             if index < len(names) and not isinstance(arg, ast.Starred):
                 fields[names[index]] = self._eval(arg, frame)
         fields.update(self._call_keywords(node, frame))
-        return Record(cls.name, fields)
+        return Record(cls.name, fields, plain=not cls.bases and not cls.keywords)
 
     def _hf_model_section(self, model: HFModel, node: ast.Call) -> ConfigObj:
         """The model section Bridge builds from a Hugging Face config: its sizes when offlint can know them."""

@@ -35,12 +35,13 @@ class Record:
     code that reads `settings.cpu_offloading_num_layers` gets the value.
     """
 
-    def __init__(self, name: str, fields: dict):
+    def __init__(self, name: str, fields: dict, plain: bool = False):
         self.name = name
         self.fields = dict(fields)
+        self.plain = plain  # its class subclasses nothing, so it is never a str, int, list, ... (isinstance)
 
     def replaced(self, changes: dict) -> "Record":
-        return Record(self.name, {**self.fields, **changes})
+        return Record(self.name, {**self.fields, **changes}, self.plain)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Record) and (self.name, self.fields) == (other.name, other.fields)
