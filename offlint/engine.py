@@ -23,16 +23,16 @@ _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
 def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[Finding]:
     findings: list[Finding] = []
-    own: list[tuple[Assignment, tuple, dict]] | None = None
-    for rule in rules:
-        if not rule.applies_to(resolved.version):
-            continue
+    applying = [rule for rule in rules if rule.applies_to(resolved.version)]
+    by_assignment: dict[str, list[Finding]] | None = None
+    for rule in applying:
         if rule.scope == "unit":
             if not resolved.unit.checked_through_callers:  # a helper: its callers' units report what it sets
                 findings.extend(_unit_rule(rule, resolved, strict))
         elif rule.scope == "assignment":
-            own = own if own is not None else _own_assignments(resolved)
-            findings.extend(_assignment_rule(rule, resolved, own))
+            if by_assignment is None:
+                by_assignment = _assignment_findings([r for r in applying if r.scope == "assignment"], resolved)
+            findings.extend(by_assignment[rule.code])
         elif rule.code == "OFL004":
             findings.extend(_duplicates(rule, resolved.unit))
     return findings
@@ -273,11 +273,19 @@ def render_message(template: str, scope: Scope) -> str:
     return _TEMPLATE.sub(substitute, template)
 
 
-def _own_assignments(resolved: ResolvedUnit) -> list[tuple[Assignment, tuple, dict]]:
-    """The assignments the unit itself writes (as they act on the version), each with what an assignment-scope
-    verdict depends on when it reads no other key (the assignment as written) and the names its conditions see,
-    the same for every rule (a unit of 100,000 overrides built them four times over)."""
-    out = []
+# An assignment-scope rule's verdict that depends only on the assignment as written (most of them: spelling,
+# types) is the same wherever the same text sets the same key; a tree repeats them thousands of times. Per set of
+# rules, the assignment as written -> one verdict per rule, _PER_UNIT where the verdict read the unit's values
+# (computed for each unit), or () when no rule fires whatever the unit.
+_ASSIGNMENT_VERDICTS: dict[tuple[str, ...], dict[tuple, tuple]] = {}
+_PER_UNIT = object()
+
+
+def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit) -> dict[str, list[Finding]]:
+    """The findings of each assignment-scope rule on the assignments the unit itself writes (as they act on the
+    version), in one pass over them: each assignment looks up the verdicts of every rule at once."""
+    out: dict[str, list[Finding]] = {rule.code: [] for rule in rules}
+    memo = _ASSIGNMENT_VERDICTS.setdefault(tuple(out), {})
     version = resolved.version
     version_key = (version.major, version.minor, version.patch)  # a plain tuple: hashed in C, not by a dataclass
     for layer in resolved.unit.layers:
@@ -285,56 +293,59 @@ def _own_assignments(resolved: ResolvedUnit) -> list[tuple[Assignment, tuple, di
             continue
         for written in layer.assignments:
             assignment = for_version(written, version)
-            if assignment is not None:
-                value = assignment.value
-                unknown = isinstance(value, Unknown)
-                as_written = (version_key, assignment.key, type(value).__name__, "?" if unknown else repr(value),
-                              assignment.text, assignment.source, assignment.op)
-                names = {"key": assignment.key, "value": UNKNOWN if unknown else value, "text": assignment.text,
-                         "source": assignment.source.value, "key_type": keys.key_type(assignment.key, version),
-                         "op": assignment.op}
-                out.append((assignment, as_written, names))
+            if assignment is None:
+                continue
+            value = assignment.value
+            unknown = isinstance(value, Unknown)
+            as_written = (version_key, assignment.key, type(value).__name__, "?" if unknown else repr(value),
+                          assignment.text, assignment.source, assignment.op)
+            verdicts = memo.get(as_written)
+            names = None
+            if verdicts is None:
+                names = _names(assignment, version)
+                verdicts = tuple(_assignment_verdict(rule, names, resolved) for rule in rules)
+                memo[as_written] = () if all(v is None and not read for v, read in verdicts) else \
+                    tuple(_PER_UNIT if read_keys else verdict for verdict, read_keys in verdicts)
+                verdicts = tuple(verdict for verdict, _ in verdicts)
+            for rule, verdict in zip(rules, verdicts):
+                if verdict is _PER_UNIT:
+                    names = names or _names(assignment, version)
+                    verdict = _assignment_verdict(rule, names, resolved)[0]
+                if verdict is not None:
+                    out[rule.code].append(_assignment_finding(rule, verdict, assignment, resolved))
     return out
 
 
-def _assignment_rule(rule: Rule, resolved: ResolvedUnit, own: list[tuple[Assignment, tuple, dict]]) -> list[Finding]:
-    out = []
-    for assignment, as_written, names in own:
-        verdict = _assignment_verdict(rule, as_written, names, resolved)
-        if verdict is not None:
-            check, message = verdict
-            if resolved.unit.path_condition:
-                message = f"{message}\n(on the path where {resolved.unit.path_condition})"
-            out.append(Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message,
-                               location=assignment.location, unit=resolved.unit.name, fix=check.fix or rule.fix,
-                               url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path,
-                               written=((assignment.key, assignment.location),)))
-    return out
+def _names(assignment: Assignment, version) -> dict:
+    """What an assignment-scope condition sees besides the unit's keys."""
+    value = assignment.value
+    return {"key": assignment.key, "value": UNKNOWN if isinstance(value, Unknown) else value,
+            "text": assignment.text, "source": assignment.source.value,
+            "key_type": keys.key_type(assignment.key, version), "op": assignment.op}
 
 
-# Assignment-scope verdicts that depend only on the assignment as written (most of them: spelling, types) are
-# the same wherever the same text sets the same key; a tree repeats them thousands of times.
-_ASSIGNMENT_VERDICTS: dict[tuple, tuple[Check, str] | None] = {}
-
-
-def _assignment_verdict(rule: Rule, as_written: tuple, names: dict,
-                        resolved: ResolvedUnit) -> tuple[Check, str] | None:
-    memo_key = (rule.code, as_written)
-    if memo_key in _ASSIGNMENT_VERDICTS:
-        return _ASSIGNMENT_VERDICTS[memo_key]
-    verdict = None
+def _assignment_verdict(rule: Rule, names: dict, resolved: ResolvedUnit) -> tuple[tuple[Check, str] | None, bool]:
+    """The first of the rule's checks that fires on the assignment (with its message), or None; and whether the
+    evaluation read any of the unit's values (else the verdict holds for every unit)."""
     read_keys = False
     for check in rule.checks_for(resolved.version):
         scope = Scope(resolved.get, resolved.version, names=names)
         fired = truth(evaluate(check.condition, scope)) is True
         read_keys = read_keys or bool(scope.read)
         if fired:
-            verdict = (check, render_message(check.message, scope))
-            read_keys = read_keys or bool(scope.read)
-            break
-    if not read_keys:  # the unit's values played no part: the verdict holds for every unit
-        _ASSIGNMENT_VERDICTS[memo_key] = verdict
-    return verdict
+            return (check, render_message(check.message, scope)), read_keys or bool(scope.read)
+    return None, read_keys
+
+
+def _assignment_finding(rule: Rule, verdict: tuple[Check, str], assignment: Assignment,
+                        resolved: ResolvedUnit) -> Finding:
+    check, message = verdict
+    if resolved.unit.path_condition:
+        message = f"{message}\n(on the path where {resolved.unit.path_condition})"
+    return Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message,
+                   location=assignment.location, unit=resolved.unit.name, fix=check.fix or rule.fix,
+                   url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path,
+                   written=((assignment.key, assignment.location),))
 
 
 def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
