@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from offlint.estimate import activations as act
 from offlint.estimate import lora, params, precision
@@ -76,10 +77,23 @@ def estimate(inputs: Inputs, world_size: int | None = None) -> Estimate:
     nmb = None
     if t.global_batch_size:
         nmb = max(1, t.global_batch_size // (t.micro_batch_size * dp))
-    result = Estimate(inputs, world, dp, edp, nmb)
-    for stage in params.stages(m, p):
-        result.stages.append(_stage_memory(m, p, t, stage, dp, edp, nmb))
-    return result
+    return Estimate(inputs, world, dp, edp, nmb, list(_stages(m, p, t, dp, edp, nmb)))
+
+
+def _stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int, nmb: int | None) -> tuple[StageMemory, ...]:
+    """Every stage's memory, once per distinct configuration in a process: a tree sets up the same model, layout
+    and training settings in many recipes, and the rules, the either-way variants and the what-if table ask for
+    the same estimate again (on Megatron Bridge 519 distinct of 739). The stages are not changed after."""
+    try:
+        return _stages_of(m, p, t, dp, edp, nmb)
+    except TypeError:  # an input that cannot be hashed (a list where a tuple is expected): not memoised
+        return tuple(_stage_memory(m, p, t, stage, dp, edp, nmb) for stage in params.stages(m, p))
+
+
+@lru_cache(maxsize=1024)
+def _stages_of(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int,
+               nmb: int | None) -> tuple[StageMemory, ...]:
+    return tuple(_stage_memory(m, p, t, stage, dp, edp, nmb) for stage in params.stages(m, p))
 
 
 def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, dp: int, edp: int,
