@@ -146,6 +146,13 @@ def _reusable_units(cache: Cache, path: str, digests, definitions) -> dict[str, 
     previous = cache.previous(path)
     if previous is None or previous.error is not None or not previous.unit_used:
         return {}
+    try:
+        return _still_valid(previous, path, digests, definitions)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return {}  # an entry offlint did not write (the cache holds only data): the file is read whole
+
+
+def _still_valid(previous: FileOutcome, path: str, digests, definitions) -> dict[str, tuple]:
     files = [path, *sorted(previous.deps)]
     recorded_state = {**previous.deps, path: previous.digest}
 

@@ -337,3 +337,22 @@ def test_entries_that_worker_processes_encoded_are_read_back_as_the_same_finding
     again = check(["."], CheckOptions(root=root, mcore_version="0.20.0", workers=1))
     assert read == []
     assert sorted(map(repr, again.findings)) == sorted(map(repr, parallel.findings))
+
+
+@pytest.mark.parametrize("unit_used", [{"llama_pretrain_config": [5]}, {"llama_pretrain_config": ["99:x"]},
+                                       {"llama_pretrain_config": ["0:<module>", None]}])
+def test_a_damaged_record_of_what_units_used_costs_a_re_read_not_an_answer(tree, unit_used):
+    from offlint.api import CheckResult
+    from offlint.cache import Cache
+
+    _findings(tree, ["."], cache=True)
+    [entries] = project_cache_dir(tree).glob("check-*.jsonl")
+    cache = Cache(tree, entries.stem.removeprefix("check-"), result_classes=(CheckResult,)).load()
+    stored = cache.previous("recipes/pretrain.py")
+    stored.unit_used = unit_used
+    cache.store(stored)
+    cache.save(None)
+    pretrain = tree / "recipes" / "pretrain.py"
+    pretrain.write_text(PRETRAIN.replace("cpu_offloading_num_layers = 2", "cpu_offloading_num_layers = 3"))
+    assert _findings(tree, ["recipes/pretrain.py"], cache=True) == \
+        _findings(tree, ["recipes/pretrain.py"], cache=False)
