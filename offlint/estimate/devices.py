@@ -62,6 +62,45 @@ DEFAULT_DEVICE = "h100-80gb"
 ALIASES = {"h100": "h100-80gb", "a100": "a100-80gb", "h200-141gb": "h200"}
 
 
+# GPUs whose capacity offlint has not measured, but that NVIDIA states larger than GPUs it has measured: the
+# capacity torch reports on them is at least the largest measured capacity of a GPU NVIDIA states smaller, a lower
+# bound that can show a peak fits and never that it does not (docs/estimate.md, "GPUs offlint has not measured").
+# Per-GPU memory in GB as NVIDIA states it, all from one table: the GenMol NIM support matrix,
+# https://docs.nvidia.com/nim/bionemo/genmol/2.0.0/support-matrix.html ("NVIDIA H100 80GB", "NVIDIA H200 141GB",
+# "NVIDIA B200 180GB", "NVIDIA GB200 186GB", "NVIDIA B300 288GB", "NVIDIA GB300 288GB", "NVIDIA A100 40GB or
+# 80GB"); the Boltz-2 NIM support matrix (https://docs.nvidia.com/nim/bionemo/boltz2/1.8.0/support-matrix.html)
+# gives the same 288 for "NVIDIA B300 (NVIDIA-B300-SXM6-AC)" and "NVIDIA GB300 (Grace Blackwell Ultra)", and its
+# 1.7.0 release note (https://docs.nvidia.com/nim/bionemo/boltz2/release-notes/2026/5/18) "B300 Tensor Core GPU
+# SKU with 288GB HBM3e memory per GPU". Rubin (R100, VR200): no NVIDIA page found stating its memory, so no bound.
+STATED_GB = {"h100-80gb": 80, "h200": 141, "b200": 180, "gb200": 186, "a100-80gb": 80, "b300": 288, "gb300": 288}
+# The measured device whose cost-model figures (peaks, bandwidths, GPUs per node) stand in for an unmeasured GPU's.
+_STAND_IN = {"b300": "b200", "gb300": "gb200"}
+
+
+@dataclass(frozen=True)
+class CapacityBound:
+    """A lower bound of an unmeasured GPU's capacity: `device` has the largest capacity offlint measured on a GPU
+    NVIDIA states smaller (`measured_on`)."""
+    gpu: str
+    device: Device
+    measured_on: str
+
+
+def capacity_bound(gpu: str) -> CapacityBound | None:
+    """The lower bound for a GPU named in a recipe name (`b300`), or None when NVIDIA's stated size is not known."""
+    if gpu in DEVICES or gpu not in STATED_GB:
+        return None
+    smaller = [name for name in DEVICES if STATED_GB[name] < STATED_GB[gpu]]
+    if not smaller:
+        return None
+    measured_on = max(smaller, key=lambda name: DEVICES[name].total_mib)
+    stand_in = DEVICES[_STAND_IN.get(gpu, measured_on)]
+    device = Device(f"{gpu} (at least {measured_on}'s {DEVICES[measured_on].total_mib:g} MiB)",
+                    DEVICES[measured_on].total_mib, stand_in.bf16_tflops, stand_in.gpus_per_node,
+                    stand_in.fp8_tflops, stand_in.hbm_tb_per_s, stand_in.nvlink_gb_per_s, stand_in.fp8_transpose)
+    return CapacityBound(gpu, device, measured_on)
+
+
 class DeviceError(ValueError):
     pass
 

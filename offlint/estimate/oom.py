@@ -25,8 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from offlint.estimate.devices import (DEFAULT_DEVICE, GIB, Device, DeviceError, margin_bytes,
-                                     parse_device)
+from offlint.estimate.devices import (DEFAULT_DEVICE, GIB, CapacityBound, Device, DeviceError, capacity_bound,
+                                     margin_bytes, parse_device)
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
 from offlint.estimate import params
 from offlint.estimate.memory import Estimate, estimate
@@ -79,6 +79,14 @@ def device_for(unit_name: str) -> Device | None:
     if token is None:
         return device()
     return parse_device(_NAMED_GPUS[token]) if token in _NAMED_GPUS else None
+
+
+def capacity_bound_for(unit_name: str) -> CapacityBound | None:
+    """For a unit named for a GPU offlint has no capacity for, a lower bound of that capacity where NVIDIA states
+    the GPU larger than one offlint measured (devices.capacity_bound): `offlint estimate` may say a peak fits
+    against it, nothing else. The rules never use it: device_for stays None, so OFL303-305 have no verdict."""
+    token = named_gpu(unit_name)
+    return capacity_bound(token) if token in _UNSIZED_GPUS else None
 
 
 # Blackwell Ultra GPUs offlint has no capacity for: compute capability 10.3, where Transformer Engine's FP8 GEMMs
