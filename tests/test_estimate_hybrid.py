@@ -66,7 +66,6 @@ def test_mamba_heads_default_to_twice_hidden_over_head_dim():
     ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "NVFP4 training of a hybrid"),
     ({"model.recompute_granularity": "selective", "model.recompute_modules": ["mlp"]}, "selective recompute"),
     ({"model.fine_grained_activation_offloading": True}, "activation offloading"),
-    ({"model.use_mamba_mem_eff_path": False}, "memory-efficient path"),
 ])
 def test_what_is_not_modelled_is_refused_with_its_reason(extra, reason):
     inputs = read_inputs(_lookup(_SIZES | extra))

@@ -203,7 +203,7 @@ def mamba_terms(m: ModelShape, p: Parallelism, t: Training) -> dict[str, float]:
     + 2 groups x state + heads, split over TP, over the full sequence), and its ungated output `out_x` (d_inner),
     and recomputes the convolution in backward; the gated RMSNorm keeps its input (d_inner) and an fp32 rstd per
     group; out_proj keeps its input (d_inner). With context parallelism the mixer trades sequence for heads
-    (all-to-all), so the bytes per rank are the same."""
+    (all-to-all), so the bytes per rank are the same. Without the memory-efficient path see `_mamba_split_terms`."""
     n = tokens(m, p, t)
     h, sp = m.hidden_size, (p.tp if p.sequence_parallel else 1)
     d_inner = m.mamba_d_inner
@@ -211,13 +211,39 @@ def mamba_terms(m: ModelShape, p: Parallelism, t: Training) -> dict[str, float]:
     terms = {
         "mamba_norm_input": 2 * n * h / sp,
         "in_proj_input": 2 * n * h / sp,
-        "mamba_scan_input": 2 * n * width / p.tp,
-        "mamba_scan_output": 2 * n * d_inner / p.tp,
-        "mamba_gated_norm_input": 2 * n * d_inner / p.tp + 4 * n * m.mamba_num_groups / p.tp,
+        **({
+            "mamba_scan_input": 2 * n * width / p.tp,
+            "mamba_scan_output": 2 * n * d_inner / p.tp,
+            "mamba_gated_norm_input": 2 * n * d_inner / p.tp + 4 * n * m.mamba_num_groups / p.tp,
+        } if m.mamba_mem_eff_path else _mamba_split_terms(m, p, t, n)),
         "out_proj_input": 2 * n * d_inner / p.tp,
         "mamba_dropout_mask": n * h / sp if m.hidden_dropout > 0 else 0.0,
     }
     return {k: v for k, v in terms.items() if v}
+
+
+def _mamba_split_terms(m: ModelShape, p: Parallelism, t: Training, n: float) -> dict[str, float]:
+    """The mixer's own saved tensors with use_mamba_mem_eff_path=False (MambaMixer._static_prefill, separate
+    kernels; causal_conv1d assumed installed, as the fused path needs it too): causal_conv1d_fn keeps its input,
+    the x|B|C slice of the in_proj output made contiguous (d_inner + 2 groups x state), and recomputes the
+    activation; mamba_chunk_scan_combined keeps its inputs x, B, C and dt (contiguous copies made after the
+    convolution), its output (z is not passed when the mixer's gated RMSNorm is on) and dA_cumsum (fp32, one per
+    head and token of the sequence padded to whole chunks); the gated RMSNorm keeps its input, the gate z
+    (d_inner) and an fp32 rstd per group. The norm's input is the scan's output itself when the rearrange to
+    (sequence, batch) needs no copy (micro-batch 1 and no context-parallel all-to-all in between), a copy
+    otherwise."""
+    d_inner, heads = m.mamba_d_inner, m.mamba_num_heads
+    conv_dim = d_inner + 2 * m.mamba_num_groups * m.mamba_state_dim
+    norm_copy = t.micro_batch_size > 1 or p.cp > 1
+    # dA_cumsum is (batch, heads, chunks, chunk_size): the full sequence padded to whole chunks, heads over TP x CP
+    padded = math.ceil(m.seq_length / m.mamba_chunk_size) * m.mamba_chunk_size * t.micro_batch_size / p.cp
+    return {
+        "mamba_conv_input": 2 * n * conv_dim / p.tp,
+        "mamba_scan_input": 2 * n * (conv_dim + heads) / p.tp,
+        "mamba_scan_dA_cumsum": 4 * padded * heads / p.tp,
+        "mamba_scan_output": 2 * n * d_inner / p.tp,
+        "mamba_gated_norm_input": (2 * n * d_inner * (2 if norm_copy else 1) + 4 * n * m.mamba_num_groups) / p.tp,
+    }
 
 
 def mamba_scan_states(m: ModelShape, p: Parallelism, t: Training) -> float:

@@ -65,6 +65,7 @@ class ModelShape:
     mamba_num_groups: int = 0
     mamba_state_dim: int = 0
     mamba_chunk_size: int = 128
+    mamba_mem_eff_path: bool = True  # use_mamba_mem_eff_path: the fused conv1d+scan kernel (False: separate ones)
     # Gated delta net (megatron-core's GatedDeltaNet, experimental_attention_variant "gdn" or its old name
     # "gated_delta_net"): linear attention in place of softmax attention, which stays in every
     # `linear_attention_freq`-th layer (an int) or where the per-layer list says 0; None: no GDN layers.
@@ -477,7 +478,8 @@ def _read_hybrid(r: _Reader, hidden: int) -> dict:
                 mamba_num_heads=r.optional_int("model.mamba_num_heads") or (2 * hidden // head_dim),
                 mamba_num_groups=r.optional_int("model.mamba_num_groups") or 8,
                 mamba_state_dim=r.optional_int("model.mamba_state_dim") or 128,
-                mamba_chunk_size=r.optional_int("model.mamba_chunk_size") or 128)
+                mamba_chunk_size=r.optional_int("model.mamba_chunk_size") or 128,
+                mamba_mem_eff_path=r.get("model.use_mamba_mem_eff_path", True) is not False)
 
 
 # Bridge's HybridModelProvider (models/hybrid/hybrid_provider.py at 067f987) overrides these megatron-core
@@ -569,9 +571,6 @@ def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, 
     recompute = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if recompute - {"core_attn"} or t.moe_layer_recompute:
         return "selective recompute beyond core_attn in a hybrid Mamba model (not modelled)"
-    if r.get("model.use_mamba_mem_eff_path", True) is False:
-        return ("a Mamba mixer without the memory-efficient path (use_mamba_mem_eff_path=False: separate conv1d and "
-                "scan kernels save other tensors; not modelled)")
     return ""
 
 
