@@ -33,18 +33,28 @@ class GitIgnore:
         return found is not None and self._include[found.lastindex - 1]
 
 
+_ANYWHERE = "^(?:.+/)?"  # pathspec's start of a pattern without a "/" inside: at any depth
+
+
 def _joined(patterns) -> tuple[re.Pattern | None, list[bool]]:
-    """One regex whose group i matches the i-th pattern from the end, or (None, []) where that would not be
-    exact: a pattern not anchored at the start (the alternation is tried at position 0 only), with flags, or
-    with groups of its own (they would shift the numbering)."""
-    alternatives, include = [], []
+    """One regex whose group i matches where one of the i-th run of patterns from the end does (a run: patterns
+    next to each other that all ignore, or all re-include), or (None, []) where that would not be exact: a
+    pattern not anchored at the start (the alternation is tried at position 0 only), with flags, or with groups
+    of its own (they would shift the numbering). Which pattern of a run matched does not matter, only its kind;
+    so within a run the patterns that match at any depth share one `^(?:.+/)?`, tried once for all of them
+    instead of once each (Bridge's 112 patterns: most of a listing's time was that prefix, again and again)."""
+    runs: list[tuple[bool, list[str]]] = []
     for pattern in reversed(patterns):
         regex = getattr(pattern, "regex", None)
         if regex is None or not isinstance(regex.pattern, str) or not regex.pattern.startswith("^") \
                 or regex.flags != re.UNICODE:
             return None, []
-        alternatives.append("(" + _without_backtracking(_NAMED_GROUP.sub("(?:", regex.pattern)) + ")")
-        include.append(bool(pattern.include))
+        kind = bool(pattern.include)
+        if not runs or runs[-1][0] != kind:
+            runs.append((kind, []))
+        runs[-1][1].append(_without_backtracking(_NAMED_GROUP.sub("(?:", regex.pattern)))
+    alternatives = ["(" + _run(members) + ")" for _, members in runs]
+    include = [kind for kind, _ in runs]
     if not alternatives:
         return re.compile(r"(?!)"), [False]
     try:
@@ -52,6 +62,14 @@ def _joined(patterns) -> tuple[re.Pattern | None, list[bool]]:
     except re.error:
         return None, []
     return (joined, include) if joined.groups == len(alternatives) else (None, [])
+
+
+def _run(members: list[str]) -> str:
+    """One regex matching where any of `members` does: those starting `^(?:.+/)?` under one such start."""
+    anywhere = [member[len(_ANYWHERE):] for member in members if member.startswith(_ANYWHERE)]
+    others = [member for member in members if not member.startswith(_ANYWHERE)]
+    parts = ([_ANYWHERE + "(?:" + "|".join(anywhere) + ")"] if anywhere else []) + others
+    return "|".join(parts)
 
 
 _STAR = r"[^/]*"  # pathspec's `*`: any run within one path segment
