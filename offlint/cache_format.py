@@ -51,6 +51,17 @@ class Codec:
         # Frozen dataclasses: safe to share between the places that held the same object.
         self._immutable = {name for name, cls in self._classes.items()
                            if dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen}
+        # What the decoder needs of a dataclass, in one look-up: (class, field names, the (index, field, type)
+        # of the plainly typed fields, shareable). Set through the instance's __dict__ when the class has one
+        # and no field is a descriptor (what object.__setattr__ would do then; no code of the class runs).
+        self._decoding = {name: (self._classes[name], tuple(field for field, _ in fields),
+                                 tuple((i, field, simple) for i, (field, simple) in enumerate(fields)
+                                       if simple is not None),
+                                 name in self._immutable, _settable_by_dict(self._classes[name], fields))
+                          for name, fields in self._fields.items()}
+        # Enums: value -> member (what calling the class finds for a str or int value).
+        self._members = {name: dict(cls._value2member_map_) for name, cls in self._classes.items()
+                         if issubclass(cls, enum.Enum)}
 
     def dumps(self, value: object) -> str:
         encoder = _Encoder(self)
@@ -122,6 +133,23 @@ class _Decoder:
 
     def decode(self, obj: dict) -> object:
         tag = obj.get("@")
+        # The common cases first (tuples and offlint's dataclasses: nearly every object of an entry), with the
+        # same checks as below.
+        if tag == "t" and len(obj) == 2:
+            items = obj["v"]
+            if type(items) is not list:
+                raise CacheFormatError("malformed entry")
+            return tuple(items)
+        codec = self.codec
+        plain = codec._decoding.get(tag) if type(tag) is str else None
+        if plain is not None:
+            return self._dataclass(obj, tag, plain)
+        members = codec._members.get(tag) if type(tag) is str else None
+        if members is not None and len(obj) == 2:
+            value = obj["v"]
+            member = members.get(value) if type(value) is str or type(value) is int else None
+            if member is not None:
+                return member
         if tag in _SINGLETONS and len(obj) == 1:
             return _SINGLETONS[tag]
         items = obj["v"]
@@ -155,18 +183,38 @@ class _Decoder:
             if not isinstance(entries, dict) or not isinstance(reason, str):
                 raise CacheFormatError("bad PartialDict")
             return PartialDict(entries, reason)
-        fields = codec._fields[tag]
-        values = _list(items, len(fields))
+        return self._dataclass(obj, tag, codec._decoding[tag])
+
+    def _dataclass(self, obj: dict, tag: str, plain: tuple) -> object:
+        cls, names, simple, shareable, via_dict = plain
+        size = len(obj)
+        if size != 2 and not (size == 3 and "#" in obj):
+            raise CacheFormatError("not an object offlint writes")
+        values = obj["v"]
+        if type(values) is not list or len(values) != len(names):
+            raise CacheFormatError("malformed entry")
+        for index, field, kind in simple:
+            if not isinstance(values[index], kind):
+                raise CacheFormatError(f"{tag}.{field}: unexpected {type(values[index]).__name__}")
         instance = object.__new__(cls)
-        for (field, simple), value in zip(fields, values):
-            if simple is not None and not isinstance(value, simple):
-                raise CacheFormatError(f"{tag}.{field}: unexpected {type(value).__name__}")
-            object.__setattr__(instance, field, value)
-        if "#" in obj:
-            if tag not in codec._immutable or obj["#"] != len(self.shared):
+        if via_dict:
+            instance.__dict__.update(zip(names, values))
+        else:
+            for field, value in zip(names, values):
+                object.__setattr__(instance, field, value)
+        if size == 3:
+            if not shareable or obj["#"] != len(self.shared):
                 raise CacheFormatError("bad shared object")
             self.shared.append(instance)
         return instance
+
+
+def _settable_by_dict(cls: type, fields: list) -> bool:
+    """Whether an instance's fields can be set by updating its __dict__: no __slots__, and no field name that the
+    class (or a base) defines as a descriptor, which object.__setattr__ would go through."""
+    if "__slots__" in cls.__dict__ or any("__slots__" in base.__dict__ for base in cls.__mro__[1:-1]):
+        return False
+    return not any(hasattr(getattr(cls, field, None), "__set__") for field, _ in fields)
 
 
 def _field_getter(names: list[str]):
