@@ -17,7 +17,11 @@ from offlint.discover import SourceFile, discover
 from offlint.reading import OnFirstUse
 
 _TOP_LEVEL_NAME = re.compile(rb"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Z_][A-Z0-9_]{3,})\s*[:=]", re.M)
-_ALIAS = re.compile(rb"\bimport\s+[\w.]+\s+as\s+([A-Za-z_]\w*)|,?\s*[A-Za-z_]\w*\s+as\s+([A-Za-z_]\w*)")
+# `x as name` and `import a.b as name`. `,?\s*` spelled out as its three cases, each started only where an
+# earlier start could not have matched the same way (not inside a name, not inside a run of whitespace): the
+# same matches, without re-scanning every name from each of its letters (1.9x faster on Bridge's Python files).
+_ALIAS = re.compile(rb"\bimport\s+[\w.]+\s+as\s+([A-Za-z_]\w*)"
+                    rb"|(?:,\s*|(?<!\s)\s+|(?<![A-Za-z_]))[A-Za-z_]\w*\s+as\s+([A-Za-z_]\w*)")
 _RECIPE_FLAG = re.compile(r"--recipe[=\s]+[\"']?([A-Za-z_]\w*)")
 _CONFIG_FILE = re.compile(r"--config[-_]file[=\s]+[\"']?([\w./-]+\.ya?ml)")
 MAX_ROUNDS = 6  # base builders of base builders: deeper chains than this are not seen in Bridge

@@ -79,7 +79,8 @@ def _as_user_writes(path: str, spelled_root: str) -> str:
     if os.path.isabs(spelled_root):
         return path
     if spelled_root == "." and not os.path.isabs(path):  # the common case: already below the working directory
-        return Path(os.path.normpath(path)).as_posix()
+        normal = os.path.normpath(path)  # with "/" separators already as_posix's result (the run lists 2,000)
+        return normal if os.sep == "/" else Path(normal).as_posix()
     below = os.path.relpath(os.path.normpath(path))
     return Path(below).as_posix() if not below.startswith("..") else path
 
