@@ -36,6 +36,22 @@ def test_the_last_matching_pattern_decides():
     assert not GitIgnore([]).match("a.py") and not GitIgnore(["# only a comment"]).match("a.py")
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(PATTERNS), min_size=8, max_size=30),
+       st.lists(st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=4), min_size=1, max_size=10),
+       st.booleans())
+def test_runs_of_patterns_of_one_kind_decide_as_pathspec_does(lines, paths, as_dir):
+    """Patterns next to each other that all ignore (or all re-include) share one group of the joined regex, and
+    those matching at any depth one `^(?:.+/)?`: still pathspec's decisions, on files as long as Bridge's."""
+    test_the_joined_regex_decides_as_pathspec_does.hypothesis.inner_test(lines, paths, as_dir)
+
+
+def test_one_group_per_run_of_patterns_of_one_kind():
+    ignore = GitIgnore(["*.py", "build/", "/out", "!keep.py", "!docs/", "*.so", "a/*.sh"])
+    assert ignore._regex.groups == 3  # the runs, last first: (*.so, a/*.sh), (!keep.py, !docs/), (*.py, build/, /out)
+    assert ignore.match("x.so") and not ignore.match("keep.py") and ignore.match("b/x.py") and ignore.match("out/")
+
+
 STAR_PIECES = ["*", "a", "b", "?", "[ab]", ".", "**", "/", "*a*"]
 NAMES = ["a", "b", "ab", "aab", "ba.b", "aaaa", "abab.a", "b.a", ".a", "aaaaaaaab"]
 
