@@ -19,3 +19,15 @@ def lookup(values: dict):
 def count_params(model, prefix: str = "") -> int:
     """The parameters of a real model (a torch module) whose names start with `prefix`."""
     return sum(p.numel() for name, p in model.named_parameters() if name.startswith(prefix))
+
+
+def write_recipe_tree(root: Path, tokenizer_utils: str, common: str, module: str, recipes: str) -> str:
+    """A project at `root` laid out as Megatron Bridge's recipes are (recipes/utils/tokenizer_utils.py, a base
+    builder in recipes/common.py, recipe functions in recipes/MODULE.py); returns the recipe module's path."""
+    (root / "pyproject.toml").write_text("")
+    package = root / "src" / "megatron" / "bridge" / "recipes"
+    (package / "utils").mkdir(parents=True)
+    (package / "utils" / "tokenizer_utils.py").write_text(tokenizer_utils)
+    (package / "common.py").write_text(common)
+    (package / f"{module}.py").write_text(recipes)
+    return f"src/megatron/bridge/recipes/{module}.py"

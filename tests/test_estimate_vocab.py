@@ -15,6 +15,7 @@ from offlint.estimate import oom
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.memory import estimate
 from offlint.units import load_unit
+from tests.estimate_helpers import write_recipe_tree
 
 TOKENIZER_UTILS = "DEFAULT_NULL_TOKENIZER_VOCAB_SIZE: int = 32000\n"
 
@@ -135,13 +136,7 @@ RECIPES = textwrap.dedent('''
 @pytest.fixture
 def tree(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("")
-    package = tmp_path / "src" / "megatron" / "bridge" / "recipes"
-    (package / "utils").mkdir(parents=True)
-    (package / "utils" / "tokenizer_utils.py").write_text(TOKENIZER_UTILS)
-    (package / "common.py").write_text(COMMON)
-    (package / "my_model.py").write_text(RECIPES)
-    return "src/megatron/bridge/recipes/my_model.py"
+    return write_recipe_tree(tmp_path, TOKENIZER_UTILS, COMMON, "my_model", RECIPES)
 
 
 def _inputs(path: str, name: str, version: str = "0.20.0"):
