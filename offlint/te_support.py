@@ -23,14 +23,10 @@ from pathlib import Path
 from typing import Callable
 
 from offlint.config import ConfigError, load_config
-from offlint.estimate.devices import DeviceError, parse_device
+from offlint.estimate.devices import CAPABILITY, DeviceError, parse_device
 from offlint.estimate.inputs import BRIDGE_FP4_RECIPES, BRIDGE_FP8_RECIPES
 from offlint.estimate.oom import named_gpu
 from offlint.types import OneOf, Unknown, Value
-
-# Compute capability by offlint's device names and the GPU names Bridge recipes use (NVIDIA's CUDA GPU table).
-CAPABILITY = {"a100-80gb": (8, 0), "a100": (8, 0), "h100-80gb": (9, 0), "h100": (9, 0), "h200": (9, 0),
-              "b200": (10, 0), "gb200": (10, 0), "b300": (10, 3), "gb300": (10, 3)}
 
 # Transformer Engine's own messages (quantization.py, `_compute_*_support`).
 FP8_MESSAGE = "Device compute capability 8.9 or higher required for FP8 execution."

@@ -17,6 +17,18 @@ GIB = 1024**3
 RESERVED_GIB = 1.0
 
 
+# Compute capability by offlint's device names and the GPU names Bridge recipes use (NVIDIA's CUDA GPU table).
+CAPABILITY = {"a100-80gb": (8, 0), "a100": (8, 0), "h100-80gb": (9, 0), "h100": (9, 0), "h200": (9, 0),
+              "b200": (10, 0), "gb200": (10, 0), "b300": (10, 3), "gb300": (10, 3)}
+
+
+def keeps_fp8_transpose(capability: tuple[int, int]) -> bool:
+    """Whether per-tensor FP8 keeps a transposed weight copy at this compute capability: Transformer Engine's FP8
+    GEMMs take the row-wise data for both layouts on 10.x, 11.x and from 13.0 on (nvte_is_non_tn_fp8_gemm_supported),
+    and need the transpose below 10.0 and on 12.x."""
+    return not ((10, 0) <= capability < (12, 0) or capability >= (13, 0))
+
+
 @dataclass(frozen=True)
 class Device:
     name: str

@@ -25,8 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from offlint.estimate.devices import (DEFAULT_DEVICE, GIB, CapacityBound, Device, DeviceError, capacity_bound,
-                                     margin_bytes, parse_device)
+from offlint.estimate.devices import (CAPABILITY, DEFAULT_DEVICE, GIB, CapacityBound, Device, DeviceError,
+                                     capacity_bound, keeps_fp8_transpose, margin_bytes, parse_device)
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
 from offlint.estimate import params
 from offlint.estimate.memory import Estimate, estimate
@@ -89,19 +89,14 @@ def capacity_bound_for(unit_name: str) -> CapacityBound | None:
     return capacity_bound(token) if token in _UNSIZED_GPUS else None
 
 
-# Blackwell Ultra GPUs offlint has no capacity for: compute capability 10.3, where Transformer Engine's FP8 GEMMs
-# take the row-wise data for both layouts (nvte_is_non_tn_fp8_gemm_supported: 10.0 <= cc < 12.0).
-_BLACKWELL_UNSIZED = frozenset({"b300", "gb300"})
-
-
 def fp8_transpose(unit_name: str) -> bool | None:
     """Whether per-tensor FP8 keeps a transposed weight copy on the unit's device (None: not known, as for Rubin:
     R100 and VR200, whose compute capability no public code offlint has read states; Transformer Engine keeps the
     transpose below 10.0 and on 12.x, not on 10.x, 11.x or from 13.0 on)."""
     dev = device_for(unit_name)
-    if dev is None:
-        tokens = set(unit_name.lower().replace(".", "_").split("_"))
-        return False if tokens & _BLACKWELL_UNSIZED else None
+    if dev is None:  # a GPU offlint has no capacity for: its compute capability may still be known (B300: 10.3)
+        capability = CAPABILITY.get(named_gpu(unit_name))
+        return None if capability is None else keeps_fp8_transpose(capability)
     return dev.fp8_transpose
 
 
