@@ -1,7 +1,7 @@
-"""Per-tensor FP8 on a GPU whose architecture offlint does not know (Rubin's R100 and VR200, a capacity given in
-GiB): Transformer Engine keeps an FP8 transpose of every GEMM weight on Hopper and not on Blackwell, so the
-estimate is made both ways (oom.architectures) and a verdict is given only when it holds either way. Recipes are
-written in Megatron Bridge's shapes; expected bytes are derived here from the parameter counts.
+"""Per-tensor FP8 on a GPU whose architecture offlint does not know (a capacity given in GiB): Transformer Engine
+keeps an FP8 transpose of every GEMM weight on Hopper and not on Blackwell, so the estimate is made both ways
+(oom.architectures) and a verdict is given only when it holds either way. Recipes are written in Megatron Bridge's
+shapes; expected bytes are derived here from the parameter counts.
 """
 
 from __future__ import annotations
@@ -109,7 +109,10 @@ def test_estimate_on_rubin_says_the_verdict_holds_either_way_or_refuses(tmp_path
 
 def test_a_recipe_for_an_unsized_gpu_keeps_its_own_architecture_against_the_stand_in(tmp_path):
     """Without --gpu a Rubin recipe is sized against the default device's capacity, but the FP8 transpose is
-    Rubin's (open), not the stand-in H100's."""
-    result = _estimate(tmp_path)
-    out = result.output
-    assert "either way" in out or "the verdict depends on it" in out, out
+    Rubin's (compute capability 10.7: none, as on Blackwell), not the stand-in H100's (one per GEMM weight)."""
+    rubin = json.loads(_estimate(tmp_path).output)
+    assert not any("either way" in n for n in rubin["notes"]), rubin["notes"]
+    assert any("names a GPU offlint has no capacity for" in n for n in rubin["notes"]), rubin["notes"]
+    blackwell = json.loads(_estimate(tmp_path, "--gpu", "b200").output)
+    hopper = json.loads(_estimate(tmp_path, "--gpu", "h100").output)
+    assert rubin["peak_bytes"] == blackwell["peak_bytes"] < hopper["peak_bytes"]

@@ -28,7 +28,7 @@ RECIPES = textwrap.dedent('''
         return cfg
 
 
-    def llama31_405b_pretrain_128gpu_gb300_bf16_config() -> ConfigContainer:
+    def llama31_405b_pretrain_128gpu_vr200_bf16_config() -> ConfigContainer:
         cfg = ConfigContainer(model=AutoBridge.from_hf_pretrained("meta-llama/Meta-Llama-3.1-405B")
                               .to_megatron_provider())
         cfg.model.cpu_offloading = True
@@ -53,7 +53,7 @@ def test_strict_notes_each_unsized_model_and_gpu_once(tmp_path):
     model, gpu = notes
     assert "2 units that load someorg/Brand-New-70B" in model and "recipes.py:7" in model
     assert "offlint/data/hf_models.json" in model and "someorg/Brand-New-70B/config.json" in model
-    assert "1 unit named for gb300" in gpu and "offlint/estimate/devices.py" in gpu
+    assert "1 unit named for vr200" in gpu and "offlint/estimate/devices.py" in gpu
     # Llama-3.1-405B is in the table now: its recipe is not an unsized model (only its GPU is)
     assert not any("405B" in note for note in notes)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from offlint import te_support
 from offlint.api import CheckOptions, check
 from offlint.te_support import (BLOCK_MESSAGE, FP8_MESSAGE, MXFP8_12_MESSAGE, MXFP8_MESSAGE, NVFP4_MESSAGE,
                                 te_error)
@@ -84,6 +85,14 @@ def test_the_name_beats_the_configured_gpu(tmp_path, monkeypatch):
 def test_a_blackwell_ultra_name_runs_every_recipe(tmp_path, monkeypatch):
     assert _check(tmp_path, monkeypatch, "llama3_8b_pretrain_8gpu_gb300_nvfp4_config",
                   'cfg.mixed_precision = "bf16_with_nvfp4_mixed"', gpu="a100", strict=True) == []
+
+
+def test_a_rubin_name_runs_every_recipe(tmp_path, monkeypatch):
+    """Rubin (R100, VR200) is compute capability 10.7: MXFP8 and NVFP4 run, although offlint has no capacity for it."""
+    for name in ("llama3_8b_pretrain_8gpu_vr200_nvfp4_config", "llama3_8b_pretrain_8gpu_r100_fp8mx_config"):
+        assert te_support.unit_gpu(name, str(tmp_path))[1] == (10, 7)
+        assert _check(tmp_path, monkeypatch, name, 'cfg.mixed_precision = "bf16_with_nvfp4_mixed"', gpu="h100",
+                      strict=True) == []
 
 
 def test_fp8_on_an_a100_from_the_model_fields(tmp_path, monkeypatch):

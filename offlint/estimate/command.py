@@ -9,7 +9,7 @@ import click
 
 from offlint.config import ConfigError, load_config
 from offlint.estimate import params
-from offlint.estimate.devices import DEFAULT_DEVICE, GIB, DeviceError, parse_device
+from offlint.estimate.devices import DEFAULT_DEVICE, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.overrides import OverrideInputError
 from offlint.estimate.overrides import check as check_overrides
@@ -60,15 +60,11 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         _fail(str(exc))
     unit = loaded.unit
     notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})"]
-    bound = None  # a lower bound of the recipe's GPU's capacity, which can only show that the peak fits
     if gpu is None:  # a Bridge recipe name says which GPU it is for (`..._8gpu_b200_bf16_config`)
-        from offlint.estimate.oom import capacity_bound_for, device_for
+        from offlint.estimate.oom import device_for
 
         named = device_for(unit.name)
-        bound = capacity_bound_for(unit.name) if named is None else None
-        if bound is not None:
-            device = bound.device
-        elif named is None:
+        if named is None:
             notes.append(f"the recipe name names a GPU offlint has no capacity for: sized against {device.name}; "
                          f"pass --gpu")
         elif named != device:
@@ -107,16 +103,6 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     if split:
         _fail(f"{config}: {unit.name}: no verdict: it uses {split}")
     notes += [either] if either else []
-    if bound is not None:
-        gpu_name, measured = bound.gpu.upper(), bound.measured_on.upper()
-        if verdict_state(result, device, with_expandable) != "fits":
-            _fail(f"{config}: {unit.name}: no verdict: estimated peak {result.peak.total / GIB:.1f} GiB per GPU; "
-                  f"offlint has not measured {gpu_name}'s capacity, only that it is at least {measured}'s "
-                  f"({device.usable_bytes / GIB:.1f} GiB usable), and the peak does not fit that with the at-risk "
-                  f"margin; pass --gpu CAPACITY (in GiB)")
-        notes.append(f"fits even at {measured}'s capacity ({device.usable_bytes / GIB:.1f} GiB usable, the "
-                     f"largest offlint has measured on a GPU NVIDIA states smaller than {gpu_name}); {gpu_name}'s "
-                     f"own is not measured: figures against it are lower bounds of the headroom")
     options = what_if(inputs, device, world)
     risk_fix = ""
     if verdict_state(result, device, with_expandable) == "at risk":

@@ -1,7 +1,9 @@
 """GPU devices: memory capacity, the share a training process can use, and the figures the cost model needs.
 
 `total_mib` is the total nvidia-smi reports for the device (public nvidia-smi outputs: H100 80GB HBM3 81559MiB,
-H200 143771MiB, B200 183359MiB, GB200 189471MiB, A100-SXM4 80GB 81920MiB). Of that, the driver's reserve and the
+H200 143771MiB, B200 183359MiB, GB200 189471MiB, A100-SXM4 80GB 81920MiB; "NVIDIA B300 SXM6 AC" 275040MiB and
+"NVIDIA GB300" 284208MiB, each in the nvidia-smi tables of several independent public machines, among them AWS
+p6-b300.48xlarge nodes and GB300 NVL72 trays; docs/estimate.md lists them). Of that, the driver's reserve and the
 CUDA context are not available to PyTorch's allocator; `RESERVED_GIB` stands for both (on an A100-SXM4-80GB,
 torch reports 85,056,798,720 bytes = 79.2 GiB of 80 GiB). `bf16_tflops` is the dense BF16 tensor-core peak
 from NVIDIA's data sheets, as are the dense FP8 peak, the HBM bandwidth and the NVLink bandwidth per GPU and direction
@@ -17,9 +19,12 @@ GIB = 1024**3
 RESERVED_GIB = 1.0
 
 
-# Compute capability by offlint's device names and the GPU names Bridge recipes use (NVIDIA's CUDA GPU table).
+# Compute capability by offlint's device names and the GPU names Bridge recipes use (NVIDIA's CUDA GPU table;
+# Rubin, R100 / VR200: 10.7, which CUDA 13.4 added, as PyTorch's and TensorRT-LLM's Rubin support state: pytorch
+# PR 190654, TensorRT-LLM PR 17336).
 CAPABILITY = {"a100-80gb": (8, 0), "a100": (8, 0), "h100-80gb": (9, 0), "h100": (9, 0), "h200": (9, 0),
-              "b200": (10, 0), "gb200": (10, 0), "b300": (10, 3), "gb300": (10, 3)}
+              "b200": (10, 0), "gb200": (10, 0), "b300": (10, 3), "gb300": (10, 3), "r100": (10, 7),
+              "vr200": (10, 7)}
 
 
 def keeps_fp8_transpose(capability: tuple[int, int]) -> bool:
@@ -68,49 +73,14 @@ DEVICES = {
     "h200": Device("h200", 143771, 989.0, 8, 1979.0, 4.8, 450.0, fp8_transpose=True),
     "b200": Device("b200", 183359, 2250.0, 8, 4500.0, 8.0, 900.0, fp8_transpose=False),
     "gb200": Device("gb200", 189471, 2500.0, 4, 5000.0, 8.0, 900.0, fp8_transpose=False),
+    # Blackwell Ultra: the cost-model figures are B200's / GB200's, which NVIDIA's data sheets give for B300 / GB300
+    # too (dense BF16 2.25 / 2.5 PFLOP/s, 8 TB/s HBM, NVLink 5); compute capability 10.3, no FP8 weight transposes
+    "b300": Device("b300", 275040, 2250.0, 8, 4500.0, 8.0, 900.0, fp8_transpose=False),
+    "gb300": Device("gb300", 284208, 2500.0, 4, 5000.0, 8.0, 900.0, fp8_transpose=False),
     "a100-80gb": Device("a100-80gb", 81920, 312.0, 8, 312.0, 2.039, 300.0),
 }
 DEFAULT_DEVICE = "h100-80gb"
 ALIASES = {"h100": "h100-80gb", "a100": "a100-80gb", "h200-141gb": "h200"}
-
-
-# GPUs whose capacity offlint has not measured, but that NVIDIA states larger than GPUs it has measured: the
-# capacity torch reports on them is at least the largest measured capacity of a GPU NVIDIA states smaller, a lower
-# bound that can show a peak fits and never that it does not (docs/estimate.md, "GPUs offlint has not measured").
-# Per-GPU memory in GB as NVIDIA states it, all from one table: the GenMol NIM support matrix,
-# https://docs.nvidia.com/nim/bionemo/genmol/2.0.0/support-matrix.html ("NVIDIA H100 80GB", "NVIDIA H200 141GB",
-# "NVIDIA B200 180GB", "NVIDIA GB200 186GB", "NVIDIA B300 288GB", "NVIDIA GB300 288GB", "NVIDIA A100 40GB or
-# 80GB"); the Boltz-2 NIM support matrix (https://docs.nvidia.com/nim/bionemo/boltz2/1.8.0/support-matrix.html)
-# gives the same 288 for "NVIDIA B300 (NVIDIA-B300-SXM6-AC)" and "NVIDIA GB300 (Grace Blackwell Ultra)", and its
-# 1.7.0 release note (https://docs.nvidia.com/nim/bionemo/boltz2/release-notes/2026/5/18) "B300 Tensor Core GPU
-# SKU with 288GB HBM3e memory per GPU". Rubin (R100, VR200): no NVIDIA page found stating its memory, so no bound.
-STATED_GB = {"h100-80gb": 80, "h200": 141, "b200": 180, "gb200": 186, "a100-80gb": 80, "b300": 288, "gb300": 288}
-# The measured device whose cost-model figures (peaks, bandwidths, GPUs per node) stand in for an unmeasured GPU's.
-_STAND_IN = {"b300": "b200", "gb300": "gb200"}
-
-
-@dataclass(frozen=True)
-class CapacityBound:
-    """A lower bound of an unmeasured GPU's capacity: `device` has the largest capacity offlint measured on a GPU
-    NVIDIA states smaller (`measured_on`)."""
-    gpu: str
-    device: Device
-    measured_on: str
-
-
-def capacity_bound(gpu: str) -> CapacityBound | None:
-    """The lower bound for a GPU named in a recipe name (`b300`), or None when NVIDIA's stated size is not known."""
-    if gpu in DEVICES or gpu not in STATED_GB:
-        return None
-    smaller = [name for name in DEVICES if STATED_GB[name] < STATED_GB[gpu]]
-    if not smaller:
-        return None
-    measured_on = max(smaller, key=lambda name: DEVICES[name].total_mib)
-    stand_in = DEVICES[_STAND_IN.get(gpu, measured_on)]
-    device = Device(f"{gpu} (at least {measured_on}'s {DEVICES[measured_on].total_mib:g} MiB)",
-                    DEVICES[measured_on].total_mib, stand_in.bf16_tflops, stand_in.gpus_per_node,
-                    stand_in.fp8_tflops, stand_in.hbm_tb_per_s, stand_in.nvlink_gb_per_s, stand_in.fp8_transpose)
-    return CapacityBound(gpu, device, measured_on)
 
 
 class DeviceError(ValueError):
@@ -118,7 +88,7 @@ class DeviceError(ValueError):
 
 
 def parse_device(text: str) -> Device:
-    """`h100-80gb`, `h200`, `b200`, `gb200`, `a100-80gb`, or a capacity in GiB (`96`, `96GiB`)."""
+    """`h100-80gb`, `h200`, `b200`, `gb200`, `b300`, `gb300`, `a100-80gb`, or a capacity in GiB (`96`, `96GiB`)."""
     name = text.strip().lower()
     name = ALIASES.get(name, name)
     if name in DEVICES:

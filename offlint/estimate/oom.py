@@ -14,7 +14,7 @@ A configuration rarely states its GPU count, so the rules use a lower bound when
 any data-parallel size (the distributed optimizer's shard shrinks towards nothing, one micro-batch in flight).
 A finding then means the configuration cannot fit however many GPUs it runs on. The device is the one a Bridge
 recipe names (`..._8gpu_b200_bf16_config` is sized against a B200; a GPU offlint has no capacity for, such as
-GB300, leaves the verdict unknown), else `[tool.offlint] gpu`, else h100-80gb.
+Rubin's VR200, leaves the verdict unknown), else `[tool.offlint] gpu`, else h100-80gb.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from offlint.estimate.devices import (CAPABILITY, DEFAULT_DEVICE, GIB, CapacityBound, Device, DeviceError,
-                                     capacity_bound, keeps_fp8_transpose, margin_bytes, parse_device)
+from offlint.estimate.devices import (CAPABILITY, DEFAULT_DEVICE, GIB, Device, DeviceError, keeps_fp8_transpose,
+                                     margin_bytes, parse_device)
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
 from offlint.estimate import params
 from offlint.estimate.memory import Estimate, estimate
@@ -59,8 +59,9 @@ def device() -> Device:
 
 
 # GPU names in Bridge recipe names; the second set has no capacity in offlint's device table.
-_NAMED_GPUS = {"h100": "h100-80gb", "h200": "h200", "b200": "b200", "gb200": "gb200", "a100": "a100-80gb"}
-_UNSIZED_GPUS = frozenset({"b300", "gb300", "r100", "vr200"})
+_NAMED_GPUS = {"h100": "h100-80gb", "h200": "h200", "b200": "b200", "gb200": "gb200", "b300": "b300",
+               "gb300": "gb300", "a100": "a100-80gb"}
+_UNSIZED_GPUS = frozenset({"r100", "vr200"})  # Rubin: no measured capacity found
 
 
 def named_gpu(unit_name: str) -> str | None:
@@ -81,20 +82,12 @@ def device_for(unit_name: str) -> Device | None:
     return parse_device(_NAMED_GPUS[token]) if token in _NAMED_GPUS else None
 
 
-def capacity_bound_for(unit_name: str) -> CapacityBound | None:
-    """For a unit named for a GPU offlint has no capacity for, a lower bound of that capacity where NVIDIA states
-    the GPU larger than one offlint measured (devices.capacity_bound): `offlint estimate` may say a peak fits
-    against it, nothing else. The rules never use it: device_for stays None, so OFL303-305 have no verdict."""
-    token = named_gpu(unit_name)
-    return capacity_bound(token) if token in _UNSIZED_GPUS else None
-
-
 def fp8_transpose(unit_name: str) -> bool | None:
-    """Whether per-tensor FP8 keeps a transposed weight copy on the unit's device (None: not known, as for Rubin:
-    R100 and VR200, whose compute capability no public code offlint has read states; Transformer Engine keeps the
-    transpose below 10.0 and on 12.x, not on 10.x, 11.x or from 13.0 on)."""
+    """Whether per-tensor FP8 keeps a transposed weight copy on the unit's device (None: not known, for a GPU whose
+    compute capability offlint does not know; Transformer Engine keeps the transpose below 10.0 and on 12.x, not on
+    10.x, 11.x or from 13.0 on)."""
     dev = device_for(unit_name)
-    if dev is None:  # a GPU offlint has no capacity for: its compute capability may still be known (B300: 10.3)
+    if dev is None:  # a GPU offlint has no capacity for: its compute capability may still be known
         capability = CAPABILITY.get(named_gpu(unit_name))
         return None if capability is None else keeps_fp8_transpose(capability)
     return dev.fp8_transpose
