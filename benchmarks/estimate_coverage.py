@@ -9,9 +9,8 @@ memory model for its inputs (`offlint.estimate.oom.inputs_for`, what OFL303 and 
 gets a verdict when every input is known and every feature it uses is modelled. The others are grouped by the
 first reason: an unsupported feature (named), an unknown model size, another unknown input, or a layout the
 model does not split (uneven layers, heads not divisible by TP), or a verdict that differs with the GPU's
-architecture where that is open (oom.either_way, as `offlint estimate` decides). A recipe named for a GPU offlint
-has no capacity for (Rubin) is sized, as `offlint estimate` sizes it, against the default device. Prints the
-counts; asserts nothing.
+architecture where that is open (oom.either_way, as `offlint estimate` decides), or a recipe named for a GPU offlint
+has no measured capacity for (Rubin). Prints the counts; asserts nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from offlint.estimate import params
 from offlint.estimate.inputs import read_inputs
-from offlint.estimate.oom import SIZE_KEYS, device, device_for, either_way, fp8_transpose
+from offlint.estimate.oom import SIZE_KEYS, device_for, either_way, fp8_transpose
 from offlint.estimate.report import verdict_state
 from offlint.resolve import resolve
 from offlint.types import UnitKind
@@ -43,7 +42,9 @@ def reason(resolved, name: str) -> str:
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return "layout not modelled (uneven split)"
-    dev = device_for(name) or device()  # as `offlint estimate` sizes a recipe for a GPU offlint has no capacity for
+    dev = device_for(name)
+    if dev is None:  # `offlint estimate` gives no verdict without the capacity of the GPU the recipe names
+        return "no verdict: no measured capacity for the GPU the recipe names"
     _, result, split, _ = either_way(inputs, lambda _, r: verdict_state(r, dev), p.world_size or p.min_world_size())
     if split:
         return "no verdict: " + split.split(", and")[0]

@@ -9,7 +9,7 @@ import click
 
 from offlint.config import ConfigError, load_config
 from offlint.estimate import params
-from offlint.estimate.devices import DEFAULT_DEVICE, DeviceError, parse_device
+from offlint.estimate.devices import DEFAULT_DEVICE, GIB, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.overrides import OverrideInputError
 from offlint.estimate.overrides import check as check_overrides
@@ -60,13 +60,13 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         _fail(str(exc))
     unit = loaded.unit
     notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})"]
+    unsized = None  # a GPU the recipe's name names whose capacity offlint has not measured (Rubin)
     if gpu is None:  # a Bridge recipe name says which GPU it is for (`..._8gpu_b200_bf16_config`)
-        from offlint.estimate.oom import device_for
+        from offlint.estimate.oom import device_for, named_gpu
 
         named = device_for(unit.name)
         if named is None:
-            notes.append(f"the recipe name names a GPU offlint has no capacity for: sized against {device.name}; "
-                         f"pass --gpu")
+            unsized = (named_gpu(unit.name) or "").upper()
         elif named != device:
             device = named
             notes.append(f"device {device.name}, from the recipe name")
@@ -100,6 +100,10 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     with_expandable = oom.expandable(loaded.resolved.get)
     inputs, result, split, either = oom.either_way(
         inputs, lambda _, r: verdict_state(r, device, with_expandable), world)
+    if unsized:  # a verdict against another GPU's capacity would be a guess about this one
+        _fail(f"{config}: {unit.name}: no verdict: estimated peak {result.peak.total / GIB:.1f} GiB per GPU, but "
+              f"offlint has no measured capacity for {unsized}, the GPU the recipe names; pass --gpu CAPACITY "
+              f"(in GiB, as torch reports it) or a GPU offlint knows")
     if split:
         _fail(f"{config}: {unit.name}: no verdict: it uses {split}")
     notes += [either] if either else []
