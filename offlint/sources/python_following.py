@@ -14,6 +14,7 @@ from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, 
                                       model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
                                             SECTIONS_OF_CONTAINER, _branch_dependent, _restore, _taint)
+from offlint.sources.python_project import MAX_DEPTH, NOT_KEPT, _configs_in
 from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
 from offlint.sources.python_values import (RETURNED_NONE, ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple,
@@ -106,7 +107,7 @@ class CallFollowing:
             # The tree's own helper when its source is there and decides every key it writes; the documented
             # model (bridge_mutators) where it is not, or where it branches on the megatron-core version.
             target = self._find_function(name) if name else None
-            if target is not None and frame.depth < 8:
+            if target is not None and self._may_follow(frame):
                 done = self._tree_mutator(target, node, frame)
                 if done is not _UNDECIDED:
                     return done
@@ -127,7 +128,7 @@ class CallFollowing:
                 f"`{self._segment(node)}`: a module offlint cannot name")
         called = frame.names.get(node.func.id) if isinstance(node.func, ast.Name) else \
             self._eval(node.func, frame) if isinstance(node.func, ast.Subscript) else None  # `REGISTRY[name]()`
-        if isinstance(called, FunctionRef) and frame.depth < 8:  # `builder = getattr(module, name); builder()`
+        if isinstance(called, FunctionRef) and self._may_follow(frame):  # `builder = getattr(module, name); builder()`
             return self._call(called.reader, called.fn, node, frame)
         if name and self._imports_mcore_consumer(name):
             return Unknown(f"the result of `{text}`")  # megatron-core reads the config; it does not change it
@@ -135,7 +136,7 @@ class CallFollowing:
         if dataclass is not None:
             return self._record(dataclass, node, frame)
         target = self._find_function(name) if name else None
-        if target is not None and frame.depth < 8:
+        if target is not None and self._may_follow(frame):
             return self._call(target[0], target[1], node, frame)
         # A call offlint does not follow: the config objects it can reach (`f(cfg)`: the whole container,
         # `f(cfg.model)`: the model section) may be changed by it; the reason names the call and where it is.
@@ -314,6 +315,15 @@ class CallFollowing:
             return [node.attr]
         return self._eval(node, frame)
 
+    def _may_follow(self, frame: Frame) -> bool:
+        """Whether a call made in `frame` is followed (not too deep: cycles end here); a refusal is counted, since
+        it makes what a call returns depend on how deep it was made (PythonProject.followed_call)."""
+        if frame.depth < MAX_DEPTH:
+            return True
+        if self.project is not None:
+            self.project.refused += 1
+        return False
+
     def _call(self, reader, fn: ast.FunctionDef, call: ast.Call, frame: Frame):
         """Follow a function (of this file or another): bind the arguments evaluated here, run it there."""
         positional = [self._eval(a, frame) for a in call.args if not isinstance(a, ast.Starred)]
@@ -322,25 +332,23 @@ class CallFollowing:
         entry = (f"via {fn.name}(){where} at line {call.lineno}" if not where else
                  f"via {fn.name}(){where}, called at {self.path}:{call.lineno}")
         key = _cache_key(reader.path, fn.name, positional, keywords)
-        if key is None or self.project is None:
-            self.via_stack.append(entry)
-            try:
+        self.via_stack.append(entry)
+        try:
+            if key is None or self.project is None or self.project.string_probe is not None:
                 return reader.run_function(fn, positional, keywords, frame.depth + 1)
-            finally:
-                self.via_stack.pop()
-        # Base builders and inherited recipes are called with the same (literal) arguments again and again:
-        # run each once, with provenance relative to the call, and hand every caller its own copy.
-        def compute():
-            outer = self.via_stack[:]
-            self.via_stack[:] = []
-            try:
-                return reader.run_function(fn, positional, keywords, frame.depth + 1)
-            finally:
-                self.via_stack[:] = outer
-
-        return _copy_result(self.project.call_result(key, compute), (*self.via_stack, entry))
+            # Base builders and inherited recipes are called with the same (literal) arguments again and again:
+            # run once, each caller gets its own copy of the result, its provenance relative to the call.
+            prefix = tuple(self.via_stack)
+            result, reused = self.project.followed_call(
+                key, frame.depth + 1, lambda: reader.run_function(fn, positional, keywords, frame.depth + 1),
+                lambda value, own: _kept(value, prefix, own))
+            return _copied(result, prefix, {}) if reused else result
+        finally:
+            self.via_stack.pop()
 
     def run_function(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int):
+        if self.project is not None and depth > self.project.deepest:
+            self.project.deepest = depth
         sub = Frame(names=dict(self.constants), depth=depth)
         self._bind_params(fn, sub, positional, keywords)
         self._run_block(fn.body, sub)
@@ -357,6 +365,8 @@ class CallFollowing:
     def run_stepwise(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int = 1):
         """Run a function one top-level statement at a time, yielding each statement once it has run (so a
         caller can tell which statement made which change: perf_scripts attributes config writes to flags)."""
+        if self.project is not None and depth > self.project.deepest:
+            self.project.deepest = depth
         frame = Frame(names=dict(self.constants), depth=depth)
         self._bind_params(fn, frame, positional, keywords)
         for stmt in fn.body:
@@ -409,6 +419,9 @@ def _freeze(value):
         return "one of", value.reason, tuple((_freeze(v), steps) for v, steps, _, _ in value.paths)
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
+    if isinstance(value, Record):  # hashable, but a config object among its fields could be changed by the call
+        for field_value in value.fields.values():
+            _freeze(field_value)
     hash(value)
     return value
 
@@ -422,23 +435,62 @@ def _cache_key(path: str, name: str, positional: list, keywords: dict):
         return None
 
 
-def _copy_result(value, prefix: tuple):
-    """A caller's own copy of a cached call result, its provenance prefixed with the caller's chain."""
+def _kept(value, prefix: tuple, own):
+    """A followed call's result as kept for reuse: its config objects copied, their provenance made relative to the
+    call (`prefix`, the caller's chain and the call, taken off); NOT_KEPT when a config object in it is not the
+    run's own (`own`), sits where a copy would not reach (in a list, a dict, a record), or holds an assignment
+    made outside the call."""
+    try:
+        _check_own(value, own)
+        return _copied(value, prefix, {}, strip=True)
+    except _NotKept:
+        return NOT_KEPT
+
+
+class _NotKept(Exception):
+    pass
+
+
+def _check_own(value, own) -> None:
+    if isinstance(value, ConfigObj):
+        if not own(value):
+            raise _NotKept
+        for child in value.children.values():
+            _check_own(child, own)
+    elif isinstance(value, ObjectTuple):
+        for item in value:
+            _check_own(item, own)
+    elif isinstance(value, (list, tuple, dict, Record)) and next(_configs_in([value]), None) is not None:
+        raise _NotKept
+
+
+def _copied(value, prefix: tuple, done: dict, strip: bool = False):
+    """A copy of a result's config objects (a config object, or a tuple of them and other values): the same
+    sharing among them, every assignment's provenance with `prefix` put before it, or (`strip`) taken off."""
     if isinstance(value, ObjectTuple):
-        return ObjectTuple(_copy_result(item, prefix) for item in value)
+        return ObjectTuple(_copied(item, prefix, done, strip) for item in value)
     if not isinstance(value, ConfigObj):
         return value
-    copy = value.copy()
-    for obj in (copy, *copy.children.values()):
-        obj.values = {k: _prefixed(a, prefix) for k, a in obj.values.items()}
-    copy.top = {k: _prefixed(a, prefix) for k, a in copy.top.items()}
-    if copy.env is not None:
-        copy.env = {k: _prefixed(a, prefix) for k, a in copy.env.items()}
+    if id(value) in done:
+        return done[id(value)]
+    copy = done[id(value)] = ConfigObj(value.kind, value.base, value.section)
+    move = _stripped if strip else _prefixed
+    copy.values = {k: move(a, prefix) for k, a in value.values.items()}
+    copy.children = {k: _copied(child, prefix, done, strip) for k, child in value.children.items()}
+    copy.env = {k: move(a, prefix) for k, a in value.env.items()} if value.env is not None else None
+    copy.env_unknown, copy.env_location, copy.origin = value.env_unknown, value.env_location, value.origin
+    copy.top = {k: move(a, prefix) for k, a in value.top.items()}
     return copy
 
 
 def _prefixed(a: Assignment, prefix: tuple) -> Assignment:
     return Assignment(a.key, a.value, a.location, a.source, a.text, (*prefix, *a.via), a.op)
+
+
+def _stripped(a: Assignment, prefix: tuple) -> Assignment:
+    if a.via[:len(prefix)] != prefix:
+        raise _NotKept
+    return Assignment(a.key, a.value, a.location, a.source, a.text, a.via[len(prefix):], a.op)
 
 
 def _registry_of(decorator: ast.FunctionDef) -> str | None:

@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 import re
 
 from offlint.scope import nearest
+from offlint.sources.python_values import ConfigObj, Record, serial_mark
 
 _DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
 # What a reading used of another module, as the cache records it (cache.definition_digests): a path alone is the
@@ -65,7 +66,7 @@ class PythonProject:
         self._module_of: dict[str, str] = {}
         self._readers: dict[str, object] = {}
         self.via_stack: list[str] = []  # shared by all readers: the calls being followed, outermost first
-        self.results: dict[tuple, object] = {}  # (file, function, arguments) -> what the call returned
+        self.results: dict[tuple, object] = {}  # call_result's values (bridge_models' registrations, settings)
         # While not None, every string an f-string builds is appended (perf_scripts: the recipe name a
         # launcher computes from its flags).
         self.string_probe: list[str] | None = None
@@ -82,6 +83,14 @@ class PythonProject:
         self.unit_used: dict[tuple[str, str], frozenset] = {}
         self._unreadable: set[str] = set()
         self._result_deps: dict[tuple, frozenset[str]] = {}
+        # Followed calls with plain arguments, run once and reused (followed_call): per (file, function, arguments)
+        # what each run that could be reused returned, with what it used.
+        self._calls: dict[tuple, list[_Memo]] = {}
+        self.deepest = 0  # the deepest function activation run so far (python_following.run_function)
+        self.refused = 0  # calls not followed because they were too deep (python_following.MAX_DEPTH)
+        # Config objects that module constants hold (modules' own are not constants, so in Bridge none), each with
+        # its state once its module was prepared: a followed call that changes one has an effect besides its value.
+        self._shared: list[tuple[object, object]] = []
         for path in paths:
             parts = list(PurePosixPath(path).with_suffix("").parts)
             if parts and parts[-1] == "__init__":
@@ -174,6 +183,7 @@ class PythonProject:
         with self.tracking() as deps:
             reader.prepare()
         self._reader_deps[path] = frozenset(deps)
+        self._shared.extend((obj, _state(obj)) for obj in _configs_in(reader.constants.values()))
         return reader
 
     def function_unit(self, path: str, name: str, compute):
@@ -199,13 +209,51 @@ class PythonProject:
         return self._readers.get(path)
 
     def call_result(self, key: tuple, compute):
-        """A followed call's result, computed once per (file, function, arguments); its file reads are kept."""
+        """A value computed once per project and key (a pure function of the tree's files: bridge_models); the file
+        reads of its computation are noted again for each caller. Calls the reader follows: followed_call."""
         if key not in self.results:
             with self.tracking() as deps:
                 self.results[key] = compute()
             self._result_deps[key] = frozenset(deps)
         self.touched.update(self._result_deps.get(key, ()))
         return self.results[key]
+
+    def followed_call(self, key: tuple, depth: int, compute, keep):
+        """A followed call whose arguments are plain values (python_following._call): run by `compute` (the callee's
+        activation at `depth`), or reused from an earlier run of the same callee with the same arguments, as
+        (result, reused). A reused result is the stored one: the caller gets its own copy of it. What the run used
+        (files, parts of modules) is noted for the caller either way, as the run would note it.
+
+        A run is kept for reuse only when it had no effect besides its value, so that skipping it changes nothing:
+        it changed no config object a module constant holds, the config objects it returned are its own (made
+        during the run and held by no constant: `keep(result, own)` turns the result into the stored form, given
+        which config objects are the run's own, or says NOT_KEPT), and
+        the call depth limit did not cut it short in a way another caller's depth would not (kept with its
+        depth; reused at another depth only where no call was refused and none would be). While a probe collects
+        the strings the reading builds (`string_probe`), every call runs."""
+        for memo in self._calls.get(key, ()):
+            if memo.usable_at(depth):
+                self.touched.update(memo.deps)
+                self.deepest = max(self.deepest, depth + memo.reach)
+                self.refused += memo.refused
+                return memo.result, True
+        mark = serial_mark()
+        known = len(self._shared)
+        before = [(obj, _state(obj)) for obj, _ in self._shared]
+        outer_deepest, outer_refused = self.deepest, self.refused
+        self.deepest = depth
+        with self.tracking() as deps:
+            try:
+                result = compute()
+            finally:
+                reached, refused = self.deepest, self.refused - outer_refused
+                self.deepest = max(outer_deepest, reached)
+        if self.string_probe is None and all(_state(obj) == old for obj, old in (*before, *self._shared[known:])):
+            shared = {id(obj) for obj, _ in self._shared}
+            kept = keep(result, lambda obj: obj.serial > mark and id(obj) not in shared)
+            if kept is not NOT_KEPT:
+                self._calls.setdefault(key, []).append(_Memo(kept, frozenset(deps), depth, reached - depth, refused))
+        return result, False
 
     def tracking(self):
         """Collect the files read inside a `with` block separately (and also into the enclosing collection)."""
@@ -239,3 +287,41 @@ class PythonProject:
                 return None
         return self.reader(path)
 
+
+NOT_KEPT = object()  # followed_call's `keep`: the result cannot be kept for reuse
+MAX_DEPTH = 8  # a function activation this deep follows no further calls (python_following)
+
+
+class _Memo:
+    """One kept run of a followed call: its result (provenance relative to the call), what it used, the depth of
+    the callee's activation, how much deeper its own calls went, and how many calls it did not follow for depth."""
+
+    __slots__ = ("result", "deps", "depth", "reach", "refused")
+
+    def __init__(self, result, deps: frozenset, depth: int, reach: int, refused: int):
+        self.result, self.deps, self.depth, self.reach, self.refused = result, deps, depth, reach, refused
+
+    def usable_at(self, depth: int) -> bool:
+        """Whether a run at `depth` would go as this one did: at its own depth; elsewhere only when this run
+        refused no call for depth, and the other would not either (shallower, or its deepest activation still
+        short of the limit)."""
+        return depth == self.depth or not self.refused and (depth <= self.depth or
+                                                             depth + self.reach < MAX_DEPTH)
+
+
+def _configs_in(values, depth: int = 0):
+    """The config objects among `values` and inside the lists, tuples, dicts and records among them."""
+    for value in values:
+        if isinstance(value, ConfigObj):
+            yield value
+        elif depth < 8 and isinstance(value, (list, tuple, dict, Record)):
+            inner = value.fields.values() if isinstance(value, Record) else \
+                value.values() if isinstance(value, dict) else value
+            yield from _configs_in(inner, depth + 1)
+
+
+def _state(obj: ConfigObj) -> tuple:
+    """What a config object holds now, its sections' objects by identity, to compare with a later state."""
+    return (obj.kind, obj.section, obj.base, obj.origin, obj.env_unknown, obj.env_location, tuple(obj.values.items()),
+            tuple(obj.top.items()), None if obj.env is None else tuple(obj.env.items()),
+            tuple((name, child, _state(child)) for name, child in obj.children.items()))

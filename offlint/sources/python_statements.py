@@ -391,7 +391,8 @@ class Statements:
         if not isinstance(value, dict):
             return out
         for name, (val, where, text) in value.items():
-            out[str(name)] = Assignment(f"env.{name}", _env_str(val), where or loc, Source.ENV, text)
+            out[str(name)] = Assignment(f"env.{name}", _env_str(val), where or loc, Source.ENV, text,
+                                        tuple(self.via_stack))
         return out
 
     def _assignment(self, key, value, loc, text) -> Assignment:

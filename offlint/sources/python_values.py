@@ -9,6 +9,7 @@ rest. They hold no logic beyond copying and equality, so the reader (python.py) 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import count
 
 from offlint.types import Assignment, Location
 
@@ -79,10 +80,21 @@ class ObjectTuple(tuple):
     """A tuple holding config objects (`return optimizer, scheduler`), kept whole so the caller can unpack it."""
 
 
+_SERIALS = count()
+
+
+def serial_mark() -> int:
+    """A number every config object created from now on exceeds (ConfigObj.serial)."""
+    return next(_SERIALS)
+
+
 class ConfigObj:
     """A config object under construction: a container (with sections) or one section's object."""
 
     def __init__(self, kind: str, base: object, section: str = ""):
+        # Creation order: a followed call's result is its own when every config object in it is newer than the
+        # call (python_project.PythonProject.followed_call).
+        self.serial = next(_SERIALS)
         self.kind = kind  # "container" or "section"
         self.section = section  # for a section object: "model", "optimizer", "ddp", ...
         self.base = base  # "default" or Unknown: what unset keys are
