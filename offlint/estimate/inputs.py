@@ -8,15 +8,11 @@ from `AutoBridge.from_hf_pretrained(...)` has real sizes that are simply not vis
 
 from __future__ import annotations
 
-import ast
-import os
 import re
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
-from pathlib import Path
 from typing import Callable
 
-from offlint.types import Source, UnitKind, Unknown, Value
+from offlint.types import Source, Unknown, Value
 
 Lookup = Callable[[str], Value]
 
@@ -399,194 +395,16 @@ def _read_model(r: _Reader) -> ModelShape:
 
 def _read_seq_length(r: _Reader) -> int:
     """The tokens of one sample: the model's and the dataset's seq_length, which Bridge's ConfigContainer.validate
-    asserts are equal. Where a recipe sets them apart, what runs is decided by the code that launches it: when the
-    recipe's tree holds a launcher that sets one from the other before training (`launcher_sync`; Bridge's
-    scripts/training sets the model's to the dataset's), the estimate is at the length it keeps, and says so;
-    otherwise the model's is returned and the dataset's kept in `r.other_seq_length`, for a verdict only where
-    both agree."""
+    asserts are equal. Where a recipe sets them apart the run depends on how it is launched (Bridge's
+    scripts/training sync the model to the dataset, scripts/performance rebuild the dataset from the model): the
+    model's is returned and the dataset's kept in `r.other_seq_length`, for a verdict only where both agree."""
     model = r.lookup("model.seq_length")
     data = next((v for v in map(r.lookup, ("dataset.seq_length", "dataset.sequence_length"))
                  if v.state == "known" and _positive_int(v.value)), None)
     if data is not None and model.state == "known" and _positive_int(model.value) and model.value != data.value:
-        sync = launcher_sync(r.lookup)
-        if sync is None:
-            r.other_seq_length = (data.key, int(data.value))
-            return int(model.value)
-        kept, dropped = (data, model) if sync.keeps == "dataset" else (model, data)
-        r.assumed["model.seq_length"] = (
-            f"the {sync.keeps}'s {kept.value} tokens: {sync.where} ({sync.function}, run by {sync.entry}) sets "
-            f"{dropped.key} to {kept.key} before training, in place of the recipe's {dropped.value} (Bridge's "
-            f"validate asserts the two match)")
-        return int(kept.value)
+        r.other_seq_length = (data.key, int(data.value))
+        return int(model.value)
     return r.size("model.seq_length", "dataset.seq_length", "dataset.sequence_length")
-
-
-# ---- the launcher's sequence-length sync, read from the recipe's tree --------------------------------------------
-
-# Where a tree keeps the scripts that launch its recipes (Bridge: scripts/training/run_recipe.py, which runs a
-# recipe of megatron.bridge.recipes or megatron.bridge.perf_recipes by name). What they do is read from their code.
-LAUNCHER_FOLDER = "scripts"
-_MAX_LAUNCHER_FILES = 500  # a hostile tree costs a bounded scan
-_MAX_LAUNCHER_BYTES = 1_000_000
-_SEQ_FIELDS = ("seq_length", "sequence_length")
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-_SEQ_WRITE = re.compile(r"\.(?:model|dataset)\.(?:seq_length|sequence_length)\s*=(?!=)")  # a candidate write
-
-
-@dataclass(frozen=True)
-class LauncherSync:
-    keeps: str  # "dataset" (the model's seq_length is set to the dataset's) or "model" (the other way)
-    where: str  # path:line of the write, relative to the project
-    function: str  # the function that writes it
-    entry: str  # the entry script (`if __name__ == "__main__"`) that calls it, relative to the project
-
-
-def launcher_sync(lookup: Lookup) -> LauncherSync | None:
-    """How the tree's launcher reconciles the model's and the dataset's seq_length for this recipe, or None.
-
-    Read from the code of the recipe's project (AST only, nothing imported or run): a function of a Python file
-    under LAUNCHER_FOLDER that writes `X.model.seq_length` from `X.dataset.seq_length` (or `sequence_length`:
-    directly, through `getattr(X.dataset, "...")`, or through a local name assigned from either), or the
-    dataset's from the model's, called by name from an entry script there. It applies to a recipe function whose
-    file lies in a package that the launcher's modules name (an import or a dotted string such as
-    "megatron.bridge.perf_recipes"): the launcher can load it. Syncs in both directions: None (the run depends on
-    the launcher). Not for launch commands: their own launcher's writes are read with them."""
-    unit = getattr(getattr(lookup, "__self__", None), "unit", None)
-    if unit is None or unit.kind != UnitKind.RECIPE or not getattr(unit.location, "path", ""):
-        return None
-    from offlint.scope import project_root  # discover, gitignore: only when a recipe's lengths differ
-
-    path = unit.location.path
-    root = project_root([path])
-    if root is None:
-        return None
-    try:
-        relative = "/" + os.path.relpath(os.path.realpath(path), root).replace(os.sep, "/")
-    except ValueError:
-        return None
-    found = [s for s, packages in _launcher_syncs(str(root))
-             if any("/" + p.replace(".", "/") + "/" in relative for p in packages)]
-    return found[0] if found and all(s.keeps == found[0].keeps for s in found) else None
-
-
-@lru_cache(maxsize=16)
-def _launcher_syncs(root: str) -> tuple[tuple[LauncherSync, frozenset[str]], ...]:
-    """Every launcher sync of the project at `root`, with the packages its modules name. Only the files that write
-    a seq_length (`_SEQ_WRITE`) are parsed, then the entry scripts that name a function found there."""
-    folder = Path(root) / LAUNCHER_FOLDER
-    if not folder.is_dir() or folder.is_symlink():
-        return ()
-    texts: dict[str, str] = {}  # relative path -> text, of the files that may write or launch
-    for count, path in enumerate(sorted(folder.rglob("*.py"))):
-        if count >= _MAX_LAUNCHER_FILES:
-            break
-        try:
-            if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_LAUNCHER_BYTES:
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except (OSError, ValueError):
-            continue
-        if "__main__" in text or _SEQ_WRITE.search(text):
-            texts[os.path.relpath(path, root).replace(os.sep, "/")] = text
-    parsed: dict[str, ast.Module | None] = {}
-
-    def module_of(rel: str) -> ast.Module | None:
-        if rel not in parsed:
-            try:
-                parsed[rel] = ast.parse(texts[rel])
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                parsed[rel] = None
-        return parsed[rel]
-
-    syncs: list[tuple[LauncherSync, frozenset[str]]] = []
-    for rel, text in texts.items():
-        module = module_of(rel) if _SEQ_WRITE.search(text) else None
-        for node in ast.walk(module) if module is not None else ():
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            write = _seq_sync_write(node)
-            if write is None:
-                continue
-            for entry_rel, entry_text in texts.items():
-                if "__main__" not in entry_text or node.name not in entry_text:
-                    continue
-                entry = module_of(entry_rel)
-                if entry is not None and _is_entry(entry) and node.name in _called_names(entry):
-                    packages = _dotted_names(module) | _dotted_names(entry)
-                    syncs.append((LauncherSync(write[0], f"{rel}:{write[1]}", node.name, entry_rel),
-                                  frozenset(packages)))
-                    break
-    return tuple(syncs)
-
-
-def _is_entry(module: ast.Module) -> bool:
-    """Whether a module runs as a script: an `if __name__ == "__main__":` at its top level."""
-    return any(isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
-               and {"__name__", "__main__"} <= {getattr(n, "id", getattr(n, "value", None))
-                                                for n in (node.test.left, *node.test.comparators)}
-               for node in module.body)
-
-
-def _seq_sync_write(function) -> tuple[str, int] | None:
-    """("dataset", line) where `function` sets X.model.seq_length from X.dataset's, ("model", line) where it sets
-    the dataset's from the model's; None where it does neither."""
-    def section_field(node) -> tuple[str, str] | None:
-        """("model"|"dataset", field) for `X.model.f` / `X.dataset.f` and `getattr(X.model|X.dataset, "f", ...)`."""
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
-            return node.value.attr, node.attr
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-                and len(node.args) >= 2 and isinstance(node.args[0], ast.Attribute)
-                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
-            return node.args[0].attr, node.args[1].value
-        return None
-
-    derived: dict[str, str] = {}  # local name -> the section whose seq length it holds
-
-    def source(node) -> str | None:
-        if isinstance(node, ast.Name):
-            return derived.get(node.id)
-        found = section_field(node)
-        return found[0] if found and found[0] in ("model", "dataset") and found[1] in _SEQ_FIELDS else None
-
-    statements = sorted((n for n in ast.walk(function) if isinstance(n, ast.Assign)), key=lambda n: n.lineno)
-    for node in statements:
-        origin = source(node.value)
-        for target in node.targets:
-            if isinstance(target, ast.Name) and origin is not None:
-                derived[target.id] = origin
-            written = section_field(target) if isinstance(target, ast.Attribute) else None
-            if written is None or written[1] not in _SEQ_FIELDS or origin is None:
-                continue
-            if written[0] == "model" and origin == "dataset":
-                return "dataset", node.lineno
-            if written[0] == "dataset" and origin == "model":
-                return "model", node.lineno
-    return None
-
-
-def _called_names(module) -> set[str]:
-    names = set()
-    for node in ast.walk(module):
-        if isinstance(node, ast.Call):
-            func = node.func
-            names.add(func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "")
-    return names
-
-
-def _dotted_names(module) -> set[str]:
-    """The packages a module names: its absolute imports and its dotted string literals (the constant parts of
-    an f-string such as f"megatron.bridge.perf_recipes.{family}" included)."""
-    names = set()
-    for node in ast.walk(module):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 200:
-            match = _DOTTED.match(node.value.strip("."))
-            if match:
-                names.add(match.group(0))
-    return names
 
 
 # megatron-core's NullTokenizer counted an end-of-document token on top of its vocab_size before 0.18 (Megatron-LM
