@@ -101,7 +101,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
             self.project.touched.add(self.path)  # read from the whole module, not one function of it
         if self._own_options is None:
             mentions = any(b"add_argument" in line for line in self.lines)
-            self._own_options = python_inputs.declared_options(self.module) if mentions else {}
+            self._own_options = python_inputs.declared_options(self.module, self.lines) if mentions else {}
         return self._own_options
 
     def units(self) -> list[Unit]:

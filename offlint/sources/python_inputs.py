@@ -14,6 +14,8 @@ imports names from; `--name` when no declaration is found.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
+from collections import deque
 
 from offlint.types import UserInput
 
@@ -41,10 +43,12 @@ def attribute(namespace: UserInput, dest: str, text: str) -> UserInput:
     return UserInput(f"`{text}` is the command-line flag {flag}", (flag,))
 
 
-def declared_options(module: ast.Module) -> dict[str, tuple[str, ...]]:
-    """dest -> option strings, for every `*.add_argument("-x", "--long", ...)` in a module."""
+def declared_options(module: ast.Module, lines: list[bytes] | None = None) -> dict[str, tuple[str, ...]]:
+    """dest -> option strings, for every `*.add_argument("-x", "--long", ...)` in a module. `lines`: the module's
+    lines, when given only the statements whose lines say `add_argument` are walked (the same calls, found in the
+    same order: a skipped statement holds none)."""
     out: dict[str, tuple[str, ...]] = {}
-    for node in ast.walk(module):
+    for node in _walk(module, lines):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "add_argument"):
             continue
@@ -58,3 +62,23 @@ def declared_options(module: ast.Module) -> dict[str, tuple[str, ...]]:
             dest = long.lstrip("-").replace("-", "_")
         out.setdefault(dest, options)
     return out
+
+
+def _walk(module: ast.Module, lines: list[bytes] | None):
+    """ast.walk's nodes in its order (breadth first), without the statements none of whose lines has the word
+    add_argument (nor anything inside them)."""
+    if lines is None:
+        yield from ast.walk(module)
+        return
+    # Numbered as the parser numbers lines (\n, \r\n or \r ends one; str.splitlines also splits at \f and others).
+    text = b"".join(lines).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    marked = [number for number, line in enumerate(text.split(b"\n"), 1) if b"add_argument" in line]
+    todo = deque([module])
+    while todo:
+        node = todo.popleft()
+        if isinstance(node, ast.stmt):
+            at = bisect_left(marked, node.lineno)  # the first marked line at or after the statement's first
+            if at == len(marked) or marked[at] > (node.end_lineno or node.lineno):
+                continue
+        todo.extend(ast.iter_child_nodes(node))
+        yield node
