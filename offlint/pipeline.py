@@ -16,7 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from offlint.cache import Cache, FileOutcome, definition_digests, digest, file_state
+from offlint.cache import (Cache, FileOutcome, Unmovable, definition_digests, digest, file_state, line_moves, meaning,
+                           relocate)
 from offlint.discover import SourceFile
 from offlint.engine import check_unit
 from offlint.reading import OnFirstUse
@@ -141,20 +142,22 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
 
 def _reusable_units(cache: Cache, path: str, digests, definitions) -> dict[str, tuple]:
     """The units of a file's previous reading that are still valid: every part and file their reading used is
-    unchanged (the file's own function and module-level statements included). {unit name: (unit or None, its
-    findings, what it used)}."""
+    unchanged (the file's own function and module-level statements included), or means the same, its lines
+    perhaps moved (their locations are moved with them). {unit name: (unit or None, its findings, what it
+    used)}."""
     previous = cache.previous(path)
     if previous is None or previous.error is not None or not previous.unit_used:
         return {}
     try:
-        return _still_valid(previous, path, digests, definitions)
+        return _still_valid(previous, path, digests, definitions, cache.codec)
     except (TypeError, ValueError, AttributeError, KeyError):
         return {}  # an entry offlint did not write (the cache holds only data): the file is read whole
 
 
-def _still_valid(previous: FileOutcome, path: str, digests, definitions) -> dict[str, tuple]:
+def _still_valid(previous: FileOutcome, path: str, digests, definitions, codec) -> dict[str, tuple]:
     files = [path, *sorted(previous.deps)]
     recorded_state = {**previous.deps, path: previous.digest}
+    moves: dict[str, dict[int, int] | None] = {}  # changed file -> old line -> new line (its parts' lines)
 
     def unchanged(file: str) -> bool:
         return file_state(digests, file) == recorded_state.get(file)
@@ -164,7 +167,13 @@ def _still_valid(previous: FileOutcome, path: str, digests, definitions) -> dict
             return True
         recorded = previous.parts.get(file, {}).get(name)
         now = definitions.get(file)
-        return recorded is not None and now is not None and now.get(name) == recorded
+        part = now.get(name) if now is not None else None
+        return recorded is not None and part is not None and (part == recorded or meaning(part) == meaning(recorded))
+
+    def moved(file: str) -> dict[int, int] | None:
+        if file not in moves:
+            moves[file] = line_moves(previous.parts.get(file, {}), definitions.get(file) or {})
+        return moves[file]
 
     units = {unit.name: unit for unit in previous.units}
     findings: dict[str, list] = {}
@@ -173,6 +182,7 @@ def _still_valid(previous: FileOutcome, path: str, digests, definitions) -> dict
     reusable = {}
     for name, keys in previous.unit_used.items():
         used: set = set()
+        changed: set[str] = set()
         for key in keys:
             index, _, part = key.partition(":")
             if not index.isdigit() or int(index) >= len(files):
@@ -181,8 +191,19 @@ def _still_valid(previous: FileOutcome, path: str, digests, definitions) -> dict
             if not (same_part(file, part) if part else unchanged(file)):
                 break
             used.add((file, part) if part else file)
+            if part and not unchanged(file):
+                changed.add(file)
         else:
-            reusable[name] = (units.get(name), findings.get(name, []), frozenset(used))
+            unit, found = units.get(name), findings.get(name, [])
+            if changed:
+                lines = {file: moved(file) for file in changed}
+                if any(mapping is None for mapping in lines.values()):
+                    continue
+                try:
+                    [unit], found = relocate(codec, [unit], found, lines)
+                except Unmovable:
+                    continue
+            reusable[name] = (unit, found, frozenset(used))
     return reusable
 
 

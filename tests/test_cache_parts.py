@@ -11,7 +11,7 @@ import pytest
 
 from offlint import pipeline
 from offlint.api import CheckOptions, check
-from offlint.cache import MODULE, definition_digests, project_cache_dir
+from offlint.cache import MODULE, definition_digests, line_moves, meaning, project_cache_dir
 
 COMMON = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -80,15 +80,27 @@ def _digests(text: str) -> dict[str, str]:
     return definition_digests(ast.parse(text), [line.encode() for line in text.splitlines(keepends=True)])
 
 
-def test_a_function_edit_changes_that_function_s_digest_only_and_moved_lines_change_theirs():
+def _meanings(text: str) -> dict[str, str]:
+    return {name: meaning(value) for name, value in _digests(text).items()}
+
+
+def test_a_function_edit_changes_that_function_s_meaning_only_and_moved_lines_only_their_layout():
     before = _digests(COMMON)
     assert set(before) == {MODULE, "_pretrain_common", "_sft_common", "register", "registered_common"}
     same_lines = _digests(COMMON.replace("pipeline_model_parallel_size=4", "pipeline_model_parallel_size=1", 1))
     assert {k for k in before if before[k] != same_lines[k]} == {"_pretrain_common"}
     assert _digests(COMMON + "\n# a comment\n") == before  # between statements: part of nothing
     longer = COMMON.replace("def _pretrain_common():\n", "def _pretrain_common():\n    x = 1\n")
-    # every part below moves: the functions, and MODULE (BUILDERS = {} comes after the edited function)
+    # every part below moves (the functions, and MODULE: BUILDERS = {} comes after the edited function), but only
+    # the edited one means something else
     assert {k for k in before if before[k] != _digests(longer)[k]} == set(before)
+    assert {k for k in before if meaning(before[k]) != _meanings(longer)[k]} == {"_pretrain_common"}
+    moved = _digests(COMMON.replace("def _pretrain_common():\n", "def _pretrain_common():\n    # a note\n\n"))
+    assert {k for k in before if before[k] != moved[k]} == set(before)
+    assert {k for k in before if meaning(before[k]) != meaning(moved[k])} == set()
+    assert _digests(COMMON.replace("def _sft_common():\n", "def _sft_common():  # a note\n")) == before
+    assert _meanings(COMMON.replace("def _sft_common():\n", "def _sft_common():\n    # a note\n")) == \
+        {k: meaning(v) for k, v in before.items()}
     last = COMMON.replace("def registered_common():\n", "def registered_common():\n    x = 1\n")
     assert {k for k in before if before[k] != _digests(last)[k]} == {"registered_common"}
     constant = _digests(COMMON.replace("LAYERS = 8", "LAYERS = 16"))
@@ -98,6 +110,37 @@ def test_a_function_edit_changes_that_function_s_digest_only_and_moved_lines_cha
     assert renamed[MODULE] != before[MODULE]  # the names a module defines are part of MODULE
     local_import = COMMON.replace("def _sft_common():\n", "def _sft_common():\n    from os import path\n")
     assert _digests(local_import)[MODULE] != before[MODULE]  # imports inside a function: prepare collects them
+
+
+def test_what_a_comment_can_change_changes_the_meaning():
+    plain = "def helper():\n    return dict(\n        a=1,\n        b=2)\n"
+    base = _meanings(plain)["helper"]
+    # inside a statement: in the value's text as written (messages show it)
+    assert _meanings(plain.replace("a=1,\n", "a=1,  # one\n"))["helper"] != base
+    assert _meanings(plain.replace("a=1,\n", "a=1,\n        # one\n"))["helper"] != base
+    # ending the statement, or between statements: not
+    assert _meanings(plain.replace("b=2)\n", "b=2)  # two\n"))["helper"] == base
+    assert _meanings(plain.replace("    return", "    # why\n\n    return"))["helper"] == base
+    # a comment naming a config key makes the reader read a function it skipped
+    assert _meanings(plain.replace("    return", "    # offload\n    return"))["helper"] != base
+    # a `#` inside a string is no comment; a docstring is a statement
+    quoted = "def helper():\n    x = '#a'\n    return x\n"
+    assert _meanings(quoted.replace("'#a'", "'#b'"))["helper"] != _meanings(quoted)["helper"]
+    assert _meanings(quoted.replace("'#a'\n", "'#a'  # c 'd'\n"))["helper"] == _meanings(quoted)["helper"]
+    documented = 'def helper():\n    """Build it."""\n    return 1\n'
+    assert _meanings(documented.replace("Build it", "Make it"))["helper"] != _meanings(documented)["helper"]
+    # spacing inside a statement moves columns: a different meaning
+    assert _meanings(quoted.replace("x = '#a'", "x  = '#a'"))["helper"] != _meanings(quoted)["helper"]
+
+
+def test_line_moves_maps_the_lines_of_parts_that_mean_the_same():
+    before = _digests(COMMON)
+    after = _digests("# one\n# two\n" + COMMON.replace("def _sft_common():\n", "def _sft_common():\n    # x\n"))
+    moves = line_moves(before, after)
+    lines = COMMON.splitlines()
+    sft = lines.index("def _sft_common():") + 1
+    assert moves[sft] == sft + 2 and moves[sft + 1] == sft + 4  # the comment line inside moves what follows
+    assert line_moves({"f": "0" * 32 + " 1,x"}, {"f": "0" * 32 + " 1"}) is None  # a damaged layout
 
 
 def _findings(root: Path, paths: list[str], cache: bool) -> list[tuple]:
@@ -161,7 +204,14 @@ def test_an_edit_of_one_base_builder_re_reads_only_the_recipes_that_ran_it(tree,
     lambda text: text.replace("def _sft_common():", "def _sft_common(:"),  # no longer parses
     lambda text: text[:text.index("@register")] + text[text.index("@register"):].replace("size=4", "size=1"),
     lambda text: text.replace("@register\n", ""),
-], ids=["comment", "value", "constant", "moved", "longer", "renamed", "broken", "registered", "unregistered"])
+    lambda text: text.replace("def _pretrain_common():\n", "def _pretrain_common():\n    # a note\n"),
+    lambda text: text.replace("def _sft_common():\n", "def _sft_common():  # a note\n"),
+    lambda text: text.replace("def register(func):\n", "def register(func):\n    names = 1\n"),
+    lambda text: text.replace("def _pretrain_common():\n", 'def _pretrain_common():\n    """Doc."""\n'),
+    lambda text: text.replace("size=4),\n", "size=4),  # offload\n", 1),
+    lambda text: text.replace("num_layers=LAYERS, pipeline", "num_layers=LAYERS * 2, pipeline", 1),
+], ids=["comment", "value", "constant", "moved", "longer", "renamed", "broken", "registered", "unregistered",
+        "comment-inside", "comment-on-def", "above-registered", "docstring", "comment-in-call", "same-lines"])
 def test_after_an_edit_a_cached_check_answers_what_an_uncached_one_does(tree, edit):
     _findings(tree, ["."], cache=True)
     common = tree / "recipes" / "common.py"
@@ -295,7 +345,7 @@ def _units_read(monkeypatch) -> list[str]:
     (lambda text: text.replace("cpu_offloading_num_layers = 1", "cpu_offloading_num_layers = 3"), ["second_config"]),
     (lambda text: text.replace("def second_config():\n", "def second_config():\n    layers = 2\n"), ["second_config"]),
     (lambda text: text.replace("def first_config():\n", "def first_config():\n    layers = 2\n"),
-     ["first_config", "second_config"]),  # the second one's lines moved
+     ["first_config"]),  # the second one's lines moved: its locations move with them
     (lambda text: text.replace("import _pretrain_common,", "import _pretrain_common as _p, _pretrain_common,"),
      ["first_config", "second_config"]),  # module-level statements changed: every unit
 ], ids=["value", "longer-last", "longer-first", "imports"])
@@ -356,3 +406,119 @@ def test_a_damaged_record_of_what_units_used_costs_a_re_read_not_an_answer(tree,
     pretrain.write_text(PRETRAIN.replace("cpu_offloading_num_layers = 2", "cpu_offloading_num_layers = 3"))
     assert _findings(tree, ["recipes/pretrain.py"], cache=True) == \
         _findings(tree, ["recipes/pretrain.py"], cache=False)
+
+
+BRANCHED = '''
+from recipes.common import _pretrain_common, _sft_common
+
+
+def first_config():
+    cfg = _pretrain_common()
+    cfg.model.cpu_offloading = True
+    return cfg
+
+
+def second_config(fast: bool = False):
+    cfg = _sft_common()
+    cfg.model.cpu_offloading = True
+    if fast:
+        cfg.model.cpu_offloading_num_layers = 1
+    else:
+        cfg.model.cpu_offloading_num_layers = 2
+    # where the layers go
+    cfg.model.pipeline_model_parallel_size = 2
+    return cfg
+'''
+
+
+@pytest.mark.parametrize("steps", [
+    [lambda t: t.replace("    return cfg\n\n\ndef second", "    # a note\n    return cfg\n\n\ndef second"),
+     lambda t: t.replace("# a note", "# another note"),
+     lambda t: t.replace("    # another note\n", "")],
+    [lambda t: t.replace("def first_config():\n", "def first_config():\n    layers = 2\n"),
+     lambda t: t.replace("    # where the layers go\n", "")],
+    [lambda t: "# a header\n" + t, lambda t: t.replace("def second_config(fast: bool = False):",
+                                                      "def second_config(fast: bool = False):  # fast or not")],
+    [lambda t: t.replace('def second_config(fast: bool = False):\n',
+                         'def second_config(fast: bool = False):\n    """Second."""\n'),
+     lambda t: t.replace('"""Second."""', '"""The second."""')],
+    [lambda t: t.replace("num_layers = 1", "num_layers = 3"), lambda t: t.replace("fast: bool = False", "fast=True")],
+], ids=["comment-added-changed-removed", "line-above-then-comment-gone", "header-then-def-comment", "docstring",
+        "same-line-count"])
+def test_edits_of_a_recipe_file_answer_what_an_uncached_check_does_after_each_step(tree, steps):
+    """Every step of an edit sequence (a recipe with a branch: its values carry `(line N)` in their reasons) is
+    followed by a cached and an uncached check of the file and of the tree: the same findings, locations
+    included."""
+    recipe = tree / "recipes" / "branched.py"
+    recipe.write_text(BRANCHED)
+    (tree / "recipes" / "two.py").write_text(TWO)
+    _findings(tree, ["."], cache=True)
+    text = BRANCHED
+    for step in steps:
+        text = step(text)
+        recipe.write_text(text)
+        for paths in (["recipes/branched.py"], ["."]):
+            cached = check(paths, CheckOptions(root=tree, mcore_version="0.20.0", workers=1))
+            uncached = check(paths, CheckOptions(root=tree, mcore_version="0.20.0", workers=1, cache=False))
+            assert [repr(f) for f in cached.findings] == [repr(f) for f in uncached.findings]
+            assert cached.errors == uncached.errors
+
+
+def test_a_comment_or_moved_lines_reuse_the_units_and_move_their_findings(tree, monkeypatch):
+    (tree / "recipes" / "two.py").write_text(TWO)
+    before = _findings(tree, ["."], cache=True)
+    read = _units_read(monkeypatch)
+    common = tree / "recipes" / "common.py"
+    common.write_text("# a new first line\n" + COMMON.replace("def _sft_common():\n", "def _sft_common():  # note\n"))
+    after = _findings(tree, ["recipes/common.py"], cache=True)
+    assert read == []  # nothing that any unit used means something else
+    assert after == _findings(tree, ["recipes/common.py"], cache=False)
+    moved = [f for f in after if f[1].startswith("recipes/common.py")] + \
+        [f for f in after if any(r.startswith("recipes/common.py") for r in f[5])]
+    assert moved, "findings located in common.py (or related to it), whose lines moved"
+    read.clear()
+    two = tree / "recipes" / "two.py"
+    two.write_text(TWO.replace("def first_config():\n", "def first_config():\n    # first\n\n"))
+    cached = _findings(tree, ["recipes/two.py"], cache=True)
+    assert read == []
+    assert cached == _findings(tree, ["recipes/two.py"], cache=False)
+    assert _findings(tree, ["."], cache=True) == _findings(tree, ["."], cache=False)
+    assert before != _findings(tree, ["."], cache=False)  # the lines did move
+
+
+def test_a_cache_of_the_previous_format_is_refused_and_replaced(tree, monkeypatch):
+    from offlint import cache as cache_module
+
+    current = cache_module.FORMAT
+    monkeypatch.setattr(cache_module, "FORMAT", current - 1)
+    _findings(tree, ["."], cache=True)
+    old = sorted(p.name for p in project_cache_dir(tree).iterdir())
+    monkeypatch.setattr(cache_module, "FORMAT", current)
+    read = _reads(monkeypatch)
+    assert _findings(tree, ["."], cache=True) == _findings(tree, ["."], cache=False)
+    assert "recipes/pretrain.py" in read  # read again, not taken from the other format's entries
+    new = sorted(p.name for p in project_cache_dir(tree).iterdir())
+    assert not set(old) & set(new) - {"CACHEDIR.TAG"}  # the old files are gone
+
+
+@pytest.mark.parametrize("damage", ["", "1,x", "0*5", "-3", "abc def"])
+def test_a_damaged_layout_costs_a_re_read_not_an_answer(tree, damage):
+    from offlint.api import CheckResult
+    from offlint.cache import Cache
+
+    _findings(tree, ["."], cache=True)
+    [entries] = project_cache_dir(tree).glob("check-*.jsonl")
+    cache = Cache(tree, entries.stem.removeprefix("check-"), result_classes=(CheckResult,)).load()
+    for path in ("recipes/pretrain.py", "recipes/common.py"):
+        stored = cache.previous(path)
+        for parts in stored.parts.values():
+            for name in parts:
+                parts[name] = f"{meaning(parts[name])} {damage}"
+        cache.store(stored)
+    cache.save(None)
+    for last in project_cache_dir(tree).glob("last-*"):
+        last.unlink()
+    common = tree / "recipes" / "common.py"
+    common.write_text("# moved\n" + COMMON)
+    assert _findings(tree, ["recipes/common.py"], cache=True) == _findings(tree, ["recipes/common.py"], cache=False)
+    assert _findings(tree, ["."], cache=True) == _findings(tree, ["."], cache=False)
