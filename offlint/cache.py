@@ -3,9 +3,10 @@
 An entry is keyed by the file's path and the hash of its text, and remembers the hash of every other file
 its reading depended on (imported base builders, helpers, constants, a local Hugging Face config.json). Of a
 Python module it used only in part, it also remembers which parts and their hashes (`definition_digests`: the
-module-level statements, and each module-level function it ran or looked at). It is valid while every other
-file is unchanged, or changed only in parts it did not use: an edit of a base builder's function re-reads the
-recipes that ran that function, not every recipe that imports the module. The same is kept per unit
+module-level statements, and each module-level function it ran or looked at), by what they mean and on which
+lines they lie. It is valid while every other file is unchanged, or changed only in parts it did not use or
+only where they mean the same (a comment, lines moved: its locations are moved with them): an edit of a base
+builder's function re-reads the recipes that ran that function, not every recipe that imports the module. The same is kept per unit
 (`FileOutcome.unit_used`), so a file read again reuses the units whose parts are unchanged (pipeline); a file
 edited outside every definition keeps its units. The whole cache is keyed by a fingerprint of everything else
 that decides the result: offlint's own code and rules, the options, the megatron-core version, the project's
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import enum
 import hashlib
 import itertools
 import json
@@ -37,7 +39,8 @@ from pathlib import Path
 
 from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec
 from offlint.suppressions import Suppression
-from offlint.types import Finding, Unit
+from offlint.sources.python_values import PartialDict, Record
+from offlint.types import ABSENT, KEY_DEFAULT, Finding, Location, Unit
 
 ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -397,7 +400,6 @@ class Unmovable(Exception):
     """A location of a kept reading that cannot be moved exactly with its lines."""
 
 
-_LOCATION = re.compile(r'\{"@":"Location","v":\["((?:[^"\\]|\\.)*)",(\d+),')
 _PATH_LINE = re.compile(r"(?<![\w./\\-])((?:[\w.\-]+/)*[\w.\-]+\.py):(\d+)")
 _BARE_LINE = re.compile(r"\bline (\d+)")
 
@@ -408,46 +410,103 @@ def relocate(codec: Codec, units: list, findings: list, moves: dict[str, dict[in
     without its file ("line 12", a shortened path) may name a line of any file the reading used: it must name
     no line that moved (a line of code of a part the reading used, in a file whose lines moved, is in that
     file's `moves`; the reading used nothing else of it). And a unit's assignments must keep their order by line
-    (the reader sorts them so, whatever their file). Raises Unmovable otherwise: the units are read again."""
+    (the reader sorts them so, whatever their file). Raises Unmovable otherwise: the units are read again. The
+    values given are not changed: what holds a moved location is copied."""
     shifted = {old for lines in moves.values() for old, new in lines.items() if old != new}
     if not shifted:
         return units, findings
-    text = codec.dumps((units, findings))
-
-    def location(match: re.Match) -> str:
-        path = json.loads(f'"{match.group(1)}"')
-        lines = moves.get(path)
-        if lines is None:
-            return match.group(0)
-        new = lines.get(int(match.group(2)))
-        if new is None:
-            raise Unmovable(f"{path}:{match.group(2)}")
-        return f'{{"@":"Location","v":[{json.dumps(path)},{new},'
-
-    def path_line(match: re.Match) -> str:
-        path, line = match.group(1), int(match.group(2))
-        lines = moves.get(path)
-        if lines is not None:
-            new = lines.get(line)
-            if new is None:
-                raise Unmovable(f"{path}:{line}")
-            return f"{path}:{new}"
-        if line in shifted and any(moved.endswith("/" + path) for moved in moves):
-            raise Unmovable(match.group(0))
-        return match.group(0)
-
-    text = _LOCATION.sub(location, text)
-    text = _PATH_LINE.sub(path_line, text)
-    if any(int(line) in shifted for line in _BARE_LINE.findall(text)):
-        raise Unmovable("a line named without its file")
-    try:
-        new_units, new_findings = codec.loads(text)
-    except (CacheFormatError, ValueError, TypeError):
-        raise Unmovable("not read back") from None
+    mover = _Mover(codec, moves, shifted)
+    new_units = [mover.move(unit) for unit in units]
+    new_findings = [mover.move(finding) for finding in findings]
     for old, new in zip(units, new_units):
         if old is not None and not _same_order(old, new):
             raise Unmovable(f"{old.name}: its assignments change order")
     return new_units, new_findings
+
+
+class _Mover:
+    """Copies a value made of the cache format's classes with its locations moved (copy on change: a part
+    holding nothing moved is the same object; an object met twice is copied once, as the format shares it)."""
+
+    def __init__(self, codec: Codec, moves: dict[str, dict[int, int]], shifted: set[int]):
+        self.moves, self.shifted = moves, shifted
+        self.decoding = codec._decoding  # class name -> (class, fields, ..., settable by __dict__)
+        self.getters = codec._getters
+        self.memo: dict[int, object] = {}
+
+    def move(self, value):
+        kind = type(value)
+        if kind is str:
+            return self.text(value) if ".py:" in value or "line " in value else value
+        if kind is int or kind is bool or kind is float or value is None:
+            return value
+        key = id(value)
+        if key in self.memo:
+            return self.memo[key]
+        if kind is Location:
+            out = value
+            lines = self.moves.get(value.path)
+            if lines is not None:
+                line = lines.get(value.line)
+                if line is None:
+                    raise Unmovable(str(value))
+                if line != value.line:
+                    out = Location(value.path, line, value.col)
+        elif kind is tuple or kind is list:
+            items = [self.move(item) for item in value]
+            out = value if all(a is b for a, b in zip(items, value)) else kind(items)
+        elif kind is dict or kind is PartialDict:
+            pairs = [(self.move(k), self.move(v)) for k, v in value.items()]
+            if all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items())):
+                out = value
+            elif kind is dict:
+                out = dict(pairs)
+            else:
+                out = kind(pairs, value.reason)
+        elif kind is frozenset or kind is set:
+            items = [self.move(item) for item in value]
+            out = value if all(a is b for a, b in zip(items, value)) else kind(items)
+        elif kind is Record:
+            fields = self.move(value.fields)
+            out = value if fields is value.fields else Record(value.name, fields, value.plain)
+        elif isinstance(value, enum.Enum) or value is KEY_DEFAULT or value is ABSENT:
+            out = value
+        else:
+            plain = self.decoding.get(kind.__name__)
+            if plain is None or plain[0] is not kind:
+                raise Unmovable(f"a {kind.__name__}")  # nothing offlint stores: read again
+            fields = self.getters[kind.__name__](value)
+            moved = [self.move(field) for field in fields]
+            if all(a is b for a, b in zip(moved, fields)):
+                out = value
+            else:
+                out = object.__new__(kind)
+                if plain[4]:
+                    out.__dict__.update(zip(plain[1], moved))
+                else:
+                    for name, field in zip(plain[1], moved):
+                        object.__setattr__(out, name, field)
+        self.memo[key] = out
+        return out
+
+    def text(self, value: str) -> str:
+        moves, shifted = self.moves, self.shifted
+
+        def path_line(match: re.Match) -> str:
+            path, line = match.group(1), int(match.group(2))
+            lines = moves.get(path)
+            if lines is not None:
+                new = lines.get(line)
+                if new is None:
+                    raise Unmovable(f"{path}:{line}")
+                return f"{path}:{new}"
+            if line in shifted and any(moved.endswith("/" + path) for moved in moves):
+                raise Unmovable(match.group(0))
+            return match.group(0)
+
+        if any(int(line) in shifted for line in _BARE_LINE.findall(value)):
+            raise Unmovable("a line named without its file")
+        return _PATH_LINE.sub(path_line, value) if ".py:" in value else value
 
 
 def _same_order(old: Unit, new: Unit) -> bool:

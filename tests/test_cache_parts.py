@@ -522,3 +522,37 @@ def test_a_damaged_layout_costs_a_re_read_not_an_answer(tree, damage):
     common.write_text("# moved\n" + COMMON)
     assert _findings(tree, ["recipes/common.py"], cache=True) == _findings(tree, ["recipes/common.py"], cache=False)
     assert _findings(tree, ["."], cache=True) == _findings(tree, ["."], cache=False)
+
+
+def test_relocate_moves_locations_and_texts_and_refuses_a_line_named_without_its_file():
+    from dataclasses import replace
+
+    from offlint.cache import FileOutcome, Unmovable, relocate
+    from offlint.cache_format import VALUE_CLASSES, Codec
+    from offlint.types import Assignment, Finding, Layer, Location, Severity, Source, Unit, UnitKind
+
+    codec = Codec(VALUE_CLASSES + (FileOutcome,))
+    here = Location("a.py", 10, 5)
+    unit = Unit("u", UnitKind.RECIPE, Location("a.py", 3, 1), layers=[Layer("recipe", [
+        Assignment("k", 1, here, Source.PYTHON, via=("by f() at a.py:10",)),
+        Assignment("j", 2, Location("b.py", 11, 1), Source.PYTHON)])])
+    finding = Finding("OFL102", "s", Severity.ERROR, "set at a.py:10:5 (line 2)", here, unit="u",
+                      written=(("k", here),))
+    moves = {"a.py": {3: 3, 10: 12}}
+    [moved], [found] = relocate(codec, [unit], [finding], moves)
+    # a.py:10 is now below b.py:11: the reader's sort by line puts it second
+    assert [(a.key, a.location.line, a.via) for a in moved.layers[0].assignments] == \
+        [("j", 11, ()), ("k", 12, ("by f() at a.py:12",))]
+    assert (found.location.line, found.message, found.written) == (12, "set at a.py:12:5 (line 2)",
+                                                                    (("k", Location("a.py", 12, 5)),))
+    assert unit.layers[0].assignments[0].location.line == 10 and finding.location.line == 10  # copies
+    assert moved.location is unit.location  # what holds nothing moved is not copied
+    for unmovable in (replace(finding, message="depending on `if x` (line 10)"),  # which file's line 10?
+                      replace(finding, location=Location("a.py", 7, 1))):  # a line no part keeps
+        with pytest.raises(Unmovable):
+            relocate(codec, [unit], [unmovable], moves)
+    elsewhere = replace(finding, message="at a.py:10", location=Location("b.py", 1, 1), written=())
+    with pytest.raises(Unmovable):  # a shortened path that may be src/a.py's
+        relocate(codec, [None], [elsewhere], {"src/a.py": {10: 12}})
+    assert relocate(codec, [None], [elsewhere], {"src/b.py": {10: 12}}) == ([None], [elsewhere])
+    assert relocate(codec, [unit], [finding], {"a.py": {3: 3, 10: 10}}) == ([unit], [finding])
