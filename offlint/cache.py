@@ -400,7 +400,7 @@ class Unmovable(Exception):
     """A location of a kept reading that cannot be moved exactly with its lines."""
 
 
-_PATH_LINE = re.compile(r"(?<![\w./\\-])((?:[\w.\-]+/)*[\w.\-]+\.py):(\d+)")
+_PATH_LINE = re.compile(r"(?<![\w./\\-])(/?(?:[\w.\-]+/)*[\w.\-]+\.py):(\d+)")  # an absolute path too
 _BARE_LINE = re.compile(r"\bline (\d+)")
 
 

@@ -551,8 +551,90 @@ def test_relocate_moves_locations_and_texts_and_refuses_a_line_named_without_its
                       replace(finding, location=Location("a.py", 7, 1))):  # a line no part keeps
         with pytest.raises(Unmovable):
             relocate(codec, [unit], [unmovable], moves)
+    # what the Python reader writes names the file: "`if x` (a.py:10)", "via f() at a.py:10", an absolute path
+    quoted = replace(finding, message="on the path where `if x` (a.py:10) is true, via f() at /t/a.py:10")
+    [_], [found] = relocate(codec, [unit], [quoted], {**moves, "/t/a.py": {10: 11}})
+    assert found.message == "on the path where `if x` (a.py:12) is true, via f() at /t/a.py:11"
     elsewhere = replace(finding, message="at a.py:10", location=Location("b.py", 1, 1), written=())
     with pytest.raises(Unmovable):  # a shortened path that may be src/a.py's
         relocate(codec, [None], [elsewhere], {"src/a.py": {10: 12}})
     assert relocate(codec, [None], [elsewhere], {"src/b.py": {10: 12}}) == ([None], [elsewhere])
     assert relocate(codec, [unit], [finding], {"a.py": {3: 3, 10: 10}}) == ([unit], [finding])
+
+
+SHARED = '''
+from recipes.common import _pretrain_common
+
+
+def _other_common():
+    cfg = _pretrain_common()
+    cfg.model.num_layers = 4
+    return cfg
+
+
+def _base():
+    return _pretrain_common()
+
+
+def _branchy_common(fast: bool):
+    cfg = _base()
+    if fast:
+        cfg.model.cpu_offloading = True
+        cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+'''
+FAST = '''
+from recipes.common import _pretrain_common
+from recipes.shared import _branchy_common
+
+
+def first_config():
+    cfg = _pretrain_common()
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+
+
+def fast_config(fast: bool):
+    cfg = _branchy_common(fast)
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+
+
+def own_branch_config(fast: bool):
+    cfg = _pretrain_common()
+    if fast:
+        cfg.model.cpu_offloading = True
+    return cfg
+'''
+INSERTED = "    _inserted = 1\n"
+
+
+@pytest.mark.parametrize("edited, function, again", [
+    ("recipes/fast.py", "first_config", ["first_config"]),
+    ("recipes/shared.py", "_other_common", ["_other_common"]),
+], ids=["recipe-file", "base-builder-file"])
+def test_a_line_inserted_above_a_unit_that_quotes_a_branch_condition_moves_it(tree, monkeypatch, edited, function,
+                                                                             again):
+    """The reader names each line it quotes with its file ("`if fast` (recipes/shared.py:17)", "via _base() at
+    recipes/shared.py:16"): a statement inserted in a function above moves the units below, their findings'
+    texts included, instead of reading them again."""
+    (tree / "recipes" / "shared.py").write_text(SHARED)
+    (tree / "recipes" / "fast.py").write_text(FAST)
+    before = _findings(tree, ["."], cache=True)
+    quoted = [message for _, _, message, *_ in before if "(on the path where `if fast` (recipes/" in message]
+    assert {message.split("`if fast` (")[1].split(")")[0] for message in quoted} == \
+        {f"recipes/shared.py:{SHARED.splitlines().index('    if fast:') + 1}",
+         f"recipes/fast.py:{FAST.splitlines().index('    if fast:') + 1}"}
+    read = _units_read(monkeypatch)
+    path = tree / edited
+    text = path.read_text().replace(f"def {function}():\n", f"def {function}():\n{INSERTED}")
+    path.write_text(text)
+    cached = _findings(tree, [edited], cache=True)
+    assert read == again  # the units below it moved with their lines, texts included
+    assert cached == _findings(tree, [edited], cache=False)
+    line = text.splitlines().index("    if fast:") + 1
+    assert any(f"`if fast` ({edited}:{line}) is true" in message for _, _, message, *_ in cached)
+    read.clear()
+    incremental = _findings(tree, ["."], cache=True)
+    assert read == []
+    assert incremental == _findings(tree, ["."], cache=False) != before

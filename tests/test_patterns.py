@@ -39,7 +39,7 @@ def test_2_env_vars_dict_with_a_spread_of_a_constant_from_another_module():
 def test_3_inherited_recipe_and_the_alias_layout():
     v = value(RECIPES, "llama3_8b_deterministic_config", "model.tensor_model_parallel_size")
     assert (v.value, where(v)) == (2, f"{RECIPES}:14")
-    assert v.assignment.via == ("via llama3_8b_pretrain_8gpu_config() at line 30",)
+    assert v.assignment.via == (f"via llama3_8b_pretrain_8gpu_config() at {RECIPES}:30",)
     launch = value("launch/train_llama.sh", None, "model.cuda_graph_impl")
     assert (launch.value, where(launch)) == ("transformer_engine", f"{RECIPES}:19")
 
@@ -48,7 +48,7 @@ def test_4_base_builder_and_a_tuple_returned_by_a_helper():
     v = value(RECIPES, "llama3_8b_pretrain_8gpu_config", "optimizer.use_distributed_optimizer")
     assert (v.value, where(v)) == (True, "bridge/recipes/common.py:9")
     assert v.assignment.via == ("via _pretrain_common() in bridge/recipes/common.py, called at "
-                                "bridge/recipes/llama.py:10", "via _adam_with_cosine() at line 15")
+                                "bridge/recipes/llama.py:10", "via _adam_with_cosine() at bridge/recipes/common.py:15")
 
 
 def test_5_in_place_helper_with_a_branch_decided_by_its_default():
@@ -93,7 +93,8 @@ def test_10_shell_export_beats_cfg_env_vars():
 
 def test_11_local_receiver_alias_returned_to_the_caller():
     v = value(RECIPES, "moonlight_16b_config", "model.num_layers")
-    assert (v.value, where(v), v.assignment.via) == (27, f"{RECIPES}:40", ("via _moonlight_provider() at line 47",))
+    assert (v.value, where(v), v.assignment.via) == (27, f"{RECIPES}:40",
+                                                     (f"via _moonlight_provider() at {RECIPES}:47",))
 
 
 def test_12_value_through_a_keyword_only_parameter():
@@ -127,17 +128,19 @@ def test_16_performance_script_flags_win_over_hydra_and_carry_their_semantics():
 
 
 def test_17_typed_dict_kwargs_with_recommended_kwargs():
-    default = value("bridge/recipes/legacy_llama.py", "llama3_8b_legacy_config", "model.pipeline_model_parallel_size")
-    assert (default.value, default.assignment.via) == (4, ("via _llama_common() at line 26",))
-    user = value("bridge/recipes/legacy_llama.py", "llama3_8b_legacy_offload_config", "model.cpu_offloading")
-    assert (user.value, user.assignment.via) == (True, ("via llama3_8b_legacy_config() at line 30",
-                                                        "via _llama_common() at line 26"))
+    legacy = "bridge/recipes/legacy_llama.py"
+    default = value(legacy, "llama3_8b_legacy_config", "model.pipeline_model_parallel_size")
+    assert (default.value, default.assignment.via) == (4, (f"via _llama_common() at {legacy}:26",))
+    user = value(legacy, "llama3_8b_legacy_offload_config", "model.cpu_offloading")
+    assert (user.value, user.assignment.via) == (True, (f"via llama3_8b_legacy_config() at {legacy}:30",
+                                                        f"via _llama_common() at {legacy}:26"))
 
 
 def test_17_workload_dataclass_constants_and_replace():
-    v = value("bridge/perf/workloads.py", "llama3_8b_h100_perf_config", "model.cpu_offloading_num_layers")
-    assert (v.value, where(v), v.assignment.via) == (2, "bridge/perf/workloads.py:23",
-                                                     ("via set_workload_base_configs() at line 30",))
+    workloads = "bridge/perf/workloads.py"
+    v = value(workloads, "llama3_8b_h100_perf_config", "model.cpu_offloading_num_layers")
+    assert (v.value, where(v), v.assignment.via) == (2, f"{workloads}:23",
+                                                     (f"via set_workload_base_configs() at {workloads}:30",))
 
 
 def test_3_a_launch_by_a_legacy_alias_runs_the_real_recipe():

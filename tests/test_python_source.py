@@ -86,7 +86,7 @@ def test_same_file_helper_parameter_constant_and_provenance():
     unit = units()["helpers_and_spreads"]
     pp = unit.get("model.pipeline_model_parallel_size")
     assert pp.value == 4 and pp.assignment.location.line == 8
-    assert pp.assignment.via == ("via _topology() at line 24",)
+    assert pp.assignment.via == ("via _topology() at r.py:24",)
     assert unit.get("model.num_layers").value == 8  # from _base(), a same-file base builder
     assert unit.get("ddp.use_distributed_optimizer").value is True
     assert unit.get("model.use_te_rng_tracker").value is True  # chained assignment
@@ -335,7 +335,7 @@ def test_a_value_set_on_some_paths_is_one_of_its_paths_values_with_their_conditi
     value = unit.get("model.cpu_offloading")
     assert isinstance(value.value, OneOf) and value.is_unknown  # still unknown to code that does not look inside
     assert [(v, steps[0][2], where.line if where else None) for v, steps, where, _ in value.value.paths] == [
-        (True, "`if fast` (line 4) is true", 5), (KEY_DEFAULT, "`if fast` (line 4) is false", None)]
+        (True, "`if fast` (branchy.py:4) is true", 5), (KEY_DEFAULT, "`if fast` (branchy.py:4) is false", None)]
     on_paths = unit.paths("model.cpu_offloading")
     assert [(v.state, v.value) for v, _ in on_paths] == [("known", True), ("default", False)]
     assert on_paths[0][0].assignment.location.line == 5
@@ -345,7 +345,7 @@ def test_a_rule_that_holds_on_some_paths_is_reported_with_the_condition_of_the_p
     findings = _branchy_findings()["only_on_one_path"]
     assert ("OFL102", findings[0][1], 5) in findings
     (message,) = [m for code, m, _ in findings if code == "OFL102"]
-    assert message.endswith("(on the path where `if fast` (line 4) is true)")
+    assert message.endswith("(on the path where `if fast` (branchy.py:4) is true)")
     # cpu_offloading and cpu_offloading_num_layers are decided by the same `if`: the impossible mixes
     # (offloading on with the layer count of the other path, and the reverse) are not reported.
     assert not [code for code, _, _ in findings if code in ("OFL210", "OFL202")]
@@ -359,7 +359,7 @@ def test_a_rule_that_holds_on_every_path_is_reported_plainly():
 def test_a_local_variable_assigned_on_some_paths_carries_its_paths_into_a_key():
     findings = _branchy_findings()["through_a_local"]
     (message,) = [m for code, m, _ in findings if code == "OFL103"]
-    assert message.endswith("(on the path where `if fast` (line 29) is true)")
+    assert message.endswith("(on the path where `if fast` (branchy.py:29) is true)")
 
 
 def test_a_rule_that_holds_on_no_path_is_not_reported():
@@ -368,4 +368,4 @@ def test_a_rule_that_holds_on_no_path_is_not_reported():
 
 def test_a_rule_that_holds_on_several_paths_names_the_first_and_counts_the_others():
     (message,) = [m for code, m, _ in _branchy_findings()["elif_paths"] if code == "OFL103"]
-    assert message.endswith("(on the path where `if a` (line 42) is true, and on 1 other path)")
+    assert message.endswith("(on the path where `if a` (branchy.py:42) is true, and on 1 other path)")

@@ -11,7 +11,7 @@ def test_recipe_by_name_follows_its_base_builder():
     loaded = load_unit(RECIPES, recipe="llama32_1b_activation_offload_config")
     value = loaded.resolved.get("model.num_layers")
     assert value.state == "known" and value.value == 16
-    assert value.assignment.via == ("via _base_config() at line 28",)
+    assert value.assignment.via == (f"via _base_config() at {RECIPES}:28",)
 
 
 def test_overrides_are_the_last_layer_and_read_by_hydra():

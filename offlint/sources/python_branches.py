@@ -2,8 +2,9 @@
 
 Each branch runs on its own copy of the config objects; afterwards a key with the same value on every path keeps
 it, and a key set differently (or only on some paths) becomes a `OneOf`: one value per path, each with the
-path's condition ("`if fast` (line 4) is true") and the split it belongs to, so that the rule engine can
-evaluate rules per consistent combination of paths. A key left unset on a path has its section's default
+path's condition ("`if fast` (recipes/llama.py:4) is true": a line is named with its file, which lets the cache
+move a kept reading's texts with its lines) and the split it belongs to, so that the rule engine can evaluate
+rules per consistent combination of paths. A key left unset on a path has its section's default
 there (KEY_DEFAULT), or is unknown when the section's base is.
 """
 
@@ -29,7 +30,7 @@ class BranchPoint:
 
     loc: Location
     what: str  # "if precision == 'fp8'", "loop"
-    paths: tuple[str, ...]  # one per branch, in order: "`if x` (line 4) is true", ...
+    paths: tuple[str, ...]  # one per branch, in order: "`if x` (recipes/llama.py:4) is true", ...
     # The command-line flags the test reads, when it reads nothing else unknown: a split only a user's own flags
     # decide (python_inputs). Its steps carry them as a fourth item.
     flags: tuple[str, ...] = ()
@@ -91,7 +92,7 @@ def merge_values(maps: list[dict[str, Assignment]], split: BranchPoint,
         anchor = present[-1]
         values = ", ".join(sorted({o.text or repr(o.value) for o in present}))
         missing = " or unset" if len(present) < len(options) else ""
-        reason = f"{values}{missing} depending on `{split.what}` (line {split.loc.line})"
+        reason = f"{values}{missing} depending on `{split.what}` ({split.loc.path}:{split.loc.line})"
         paths = None
         if unset is not None or not missing:
             paths = paths_of([(o.value, o.location, o.text) if o is not None else (unset[i], None, None)

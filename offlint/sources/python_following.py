@@ -329,7 +329,7 @@ class CallFollowing:
         positional = [self._eval(a, frame) for a in call.args if not isinstance(a, ast.Starred)]
         keywords = self._call_keywords(call, frame)
         where = "" if reader is self else f" in {reader.path}"
-        entry = (f"via {fn.name}(){where} at line {call.lineno}" if not where else
+        entry = (f"via {fn.name}() at {self.path}:{call.lineno}" if not where else
                  f"via {fn.name}(){where}, called at {self.path}:{call.lineno}")
         key = _cache_key(reader.path, fn.name, positional, keywords)
         self.via_stack.append(entry)

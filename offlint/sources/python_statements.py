@@ -41,9 +41,9 @@ class Statements:
             if isinstance(stmt, ast.If):
                 touched.extend(self._run_if(stmt, frame))
             elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-                line = stmt.lineno
-                split = BranchPoint(self._loc(stmt), "loop", (f"the loop body at line {line} runs",
-                                                              f"the loop body at line {line} does not run"))
+                where = f"{self.path}:{stmt.lineno}"  # file and line: a kept reading's texts move with it
+                split = BranchPoint(self._loc(stmt), "loop", (f"the loop body at {where} runs",
+                                                              f"the loop body at {where} does not run"))
                 touched.extend(self._run_branches([stmt.body, []], frame, split))
             elif isinstance(stmt, (ast.With, ast.AsyncWith)):
                 touched.extend(self._run_block(stmt.body, frame))
@@ -58,12 +58,13 @@ class Statements:
         if decided is not None:  # the test is known here (a literal parameter default, a constant): one path runs
             return self._run_block(node.body if decided else node.orelse, frame)
         branches = [node.body]
-        test = f"`if {self._segment(node.test)}` (line {node.lineno})"
+        test = f"`if {self._segment(node.test)}` ({self.path}:{node.lineno})"
         paths = [f"{test} is true"]
         orelse = node.orelse
         while len(orelse) == 1 and isinstance(orelse[0], ast.If):  # elif
             branches.append(orelse[0].body)
-            paths.append(f"`elif {self._segment(orelse[0].test)}` (line {orelse[0].lineno}) is the branch taken")
+            paths.append(f"`elif {self._segment(orelse[0].test)}` ({self.path}:{orelse[0].lineno}) is the branch "
+                         "taken")
             orelse = orelse[0].orelse
         branches.append(orelse)  # the else branch, or [] when there is none (the path that skips the if)
         paths.append(f"{test} is false" if len(branches) == 2 else f"no branch of {test} is taken")
@@ -217,7 +218,7 @@ class Statements:
             elif all(same(v, values[0]) for v in values):
                 frame.names[name] = values[0]
             else:
-                reason = f"`{name}` differs by branch ({split.what} at line {split.loc.line})"
+                reason = f"`{name}` differs by branch ({split.what} at {split.loc.path}:{split.loc.line})"
                 defined = name in frame.names or all(name in sub.names for _, sub in results)
                 paths = paths_of([(v, None, "") for v in values], split) if defined else None
                 frame.names[name] = OneOf(reason, paths) if paths else Unknown(reason)
