@@ -16,11 +16,12 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from offlint.cache import (Cache, FileOutcome, Unmovable, definition_digests, digest, file_state, line_moves, meaning,
-                           relocate)
+from offlint.cache import Cache, FileOutcome, digest, file_state
 from offlint.discover import SourceFile
 from offlint.engine import check_unit
+from offlint.part_digests import definition_digests, line_moves, meaning
 from offlint.reading import OnFirstUse
+from offlint.relocation import Unmovable, relocate
 from offlint.resolve import resolve
 from offlint.rules import Rule
 from offlint.source_files import read_files
@@ -77,7 +78,7 @@ class Digests(OnFirstUse):
 
 
 class DefinitionDigests(OnFirstUse):
-    """path -> cache.definition_digests of its text now; None for a file that cannot be read or parsed. Asked only
+    """path -> part_digests.definition_digests of its text now; None for a file that cannot be read or parsed. Asked only
     of the files that changed since a cache entry's reading used them in part."""
 
     def __init__(self, texts: Texts):

@@ -1,4 +1,4 @@
-"""The cache's dependencies by part (cache.definition_digests): an edit of one function of an imported module
+"""The cache's dependencies by part (part_digests.definition_digests): an edit of one function of an imported module
 re-reads only the files whose reading ran that function, and a cached run always answers what a run without the
 cache answers for the same tree."""
 
@@ -11,7 +11,8 @@ import pytest
 
 from offlint import pipeline
 from offlint.api import CheckOptions, check
-from offlint.cache import MODULE, definition_digests, line_moves, meaning, project_cache_dir
+from offlint.cache import project_cache_dir
+from offlint.part_digests import MODULE, definition_digests, line_moves, meaning
 
 COMMON = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -527,7 +528,8 @@ def test_a_damaged_layout_costs_a_re_read_not_an_answer(tree, damage):
 def test_relocate_moves_locations_and_texts_and_refuses_a_line_named_without_its_file():
     from dataclasses import replace
 
-    from offlint.cache import FileOutcome, Unmovable, relocate
+    from offlint.cache import FileOutcome
+    from offlint.relocation import Unmovable, relocate
     from offlint.cache_format import VALUE_CLASSES, Codec
     from offlint.types import Assignment, Finding, Layer, Location, Severity, Source, Unit, UnitKind
 

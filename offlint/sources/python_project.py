@@ -17,7 +17,7 @@ from offlint.scope import nearest
 from offlint.sources.python_values import ConfigObj, Record, serial_mark
 
 _DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
-# What a reading used of another module, as the cache records it (cache.definition_digests): a path alone is the
+# What a reading used of another module, as the cache records it (part_digests.definition_digests): a path alone is the
 # whole file; (path, MODULE) its module-level statements (imports, constants, classes, the names it defines);
 # (path, name) one of its module-level functions.
 MODULE = "<module>"
