@@ -14,11 +14,10 @@ from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, 
                                       model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
                                             SECTIONS_OF_CONTAINER, _branch_dependent, _restore, _taint)
-from offlint.sources.python_project import MAX_DEPTH, NOT_KEPT, _configs_in
 from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
-from offlint.sources.python_values import (RETURNED_NONE, ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple,
-                                           PartialDict, Record, Registry)
+from offlint.sources.python_values import (MAX_DEPTH, NOT_KEPT, RETURNED_NONE, ConfigObj, Frame, FunctionRef,
+                                           ModuleRef, ObjectTuple, PartialDict, Record, Registry, configs_in)
 from offlint.types import Assignment, Location, OneOf, Source, Unit, Unknown
 
 
@@ -460,7 +459,7 @@ def _check_own(value, own) -> None:
     elif isinstance(value, ObjectTuple):
         for item in value:
             _check_own(item, own)
-    elif isinstance(value, (list, tuple, dict, Record)) and next(_configs_in([value]), None) is not None:
+    elif isinstance(value, (list, tuple, dict, Record)) and next(configs_in([value]), None) is not None:
         raise _NotKept
 
 

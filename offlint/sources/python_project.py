@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 import re
 
 from offlint.scope import nearest
-from offlint.sources.python_values import ConfigObj, Record, serial_mark
+from offlint.sources.python_values import MAX_DEPTH, NOT_KEPT, ConfigObj, Record, configs_in, serial_mark
 
 _DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
 # What a reading used of another module, as the cache records it (part_digests.definition_digests): a path alone is the
@@ -87,7 +87,7 @@ class PythonProject:
         # what each run that could be reused returned, with what it used.
         self._calls: dict[tuple, list[_Memo]] = {}
         self.deepest = 0  # the deepest function activation run so far (python_following.run_function)
-        self.refused = 0  # calls not followed because they were too deep (python_following.MAX_DEPTH)
+        self.refused = 0  # calls not followed because they were too deep (python_values.MAX_DEPTH)
         # Config objects that module constants hold (modules' own are not constants, so in Bridge none), each with
         # its state once its module was prepared: a followed call that changes one has an effect besides its value.
         self._shared: list[tuple[object, object]] = []
@@ -183,7 +183,7 @@ class PythonProject:
         with self.tracking() as deps:
             reader.prepare()
         self._reader_deps[path] = frozenset(deps)
-        self._shared.extend((obj, _state(obj)) for obj in _configs_in(reader.constants.values()))
+        self._shared.extend((obj, _state(obj)) for obj in configs_in(reader.constants.values()))
         return reader
 
     def function_unit(self, path: str, name: str, compute):
@@ -288,10 +288,6 @@ class PythonProject:
         return self.reader(path)
 
 
-NOT_KEPT = object()  # followed_call's `keep`: the result cannot be kept for reuse
-MAX_DEPTH = 8  # a function activation this deep follows no further calls (python_following)
-
-
 class _Memo:
     """One kept run of a followed call: its result (provenance relative to the call), what it used, the depth of
     the callee's activation, how much deeper its own calls went, and how many calls it did not follow for depth."""
@@ -307,17 +303,6 @@ class _Memo:
         short of the limit)."""
         return depth == self.depth or not self.refused and (depth <= self.depth or
                                                              depth + self.reach < MAX_DEPTH)
-
-
-def _configs_in(values, depth: int = 0):
-    """The config objects among `values` and inside the lists, tuples, dicts and records among them."""
-    for value in values:
-        if isinstance(value, ConfigObj):
-            yield value
-        elif depth < 8 and isinstance(value, (list, tuple, dict, Record)):
-            inner = value.fields.values() if isinstance(value, Record) else \
-                value.values() if isinstance(value, dict) else value
-            yield from _configs_in(inner, depth + 1)
 
 
 def _state(obj: ConfigObj) -> tuple:

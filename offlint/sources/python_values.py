@@ -141,3 +141,18 @@ class Frame:
     names: dict[str, object] = field(default_factory=dict)
     returned: object = None  # None: not returned yet; RETURNED_NONE: returned the value None
     depth: int = 0
+
+
+NOT_KEPT = object()  # followed_call's `keep`: the result cannot be kept for reuse
+MAX_DEPTH = 8  # a function activation this deep follows no further calls (python_following)
+
+
+def configs_in(values, depth: int = 0):
+    """The config objects among `values` and inside the lists, tuples, dicts and records among them."""
+    for value in values:
+        if isinstance(value, ConfigObj):
+            yield value
+        elif depth < 8 and isinstance(value, (list, tuple, dict, Record)):
+            inner = value.fields.values() if isinstance(value, Record) else \
+                value.values() if isinstance(value, dict) else value
+            yield from configs_in(inner, depth + 1)
