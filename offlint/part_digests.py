@@ -297,7 +297,7 @@ def line_moves(recorded: dict[str, str], now: dict[str, str]) -> dict[int, int] 
     moves: dict[int, int] = {}
     for name, old in recorded.items():
         new = now.get(name)
-        if new is None or (new != old and meaning(new) != meaning(old)):
+        if not means_the_same(old, new):
             continue  # changed: its lines are not mapped (a reading that used it is not kept)
         if old == new:
             before = after = _lines(layout(old))
@@ -330,10 +330,11 @@ def _lines(encoded: str) -> list[int] | None:
     return numbers
 
 
+def means_the_same(old: str, new: str | None) -> bool:
+    """Whether a part recorded as `old` (a definition_digests value) is there `new` with the same MEANING."""
+    return new is not None and (new == old or meaning(new) == meaning(old))
+
+
 def same_meaning(recorded: dict[str, str], now: dict[str, str]) -> bool:
     """Whether every part of `recorded` means the same `now` (definition_digests' values)."""
-    for name, old in recorded.items():
-        new = now.get(name)
-        if new is None or (new != old and meaning(new) != meaning(old)):
-            return False
-    return True
+    return all(means_the_same(old, now.get(name)) for name, old in recorded.items())

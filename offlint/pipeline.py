@@ -19,7 +19,7 @@ from typing import Callable
 from offlint.cache import Cache, FileOutcome, digest, file_state
 from offlint.discover import SourceFile
 from offlint.engine import check_unit
-from offlint.part_digests import definition_digests, line_moves, meaning
+from offlint.part_digests import definition_digests, line_moves, means_the_same
 from offlint.reading import OnFirstUse
 from offlint.relocation import Unmovable, relocate
 from offlint.resolve import resolve
@@ -168,8 +168,7 @@ def _still_valid(previous: FileOutcome, path: str, digests, definitions, codec) 
             return True
         recorded = previous.parts.get(file, {}).get(name)
         now = definitions.get(file)
-        part = now.get(name) if now is not None else None
-        return recorded is not None and part is not None and (part == recorded or meaning(part) == meaning(recorded))
+        return recorded is not None and means_the_same(recorded, now.get(name) if now is not None else None)
 
     def moved(file: str) -> dict[int, int] | None:
         if file not in moves:
