@@ -345,9 +345,13 @@ class CallFollowing:
         finally:
             self.via_stack.pop()
 
-    def run_function(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int):
+    def _note_depth(self, depth: int) -> None:
+        """The deepest activation run so far, for PythonProject.followed_call."""
         if self.project is not None and depth > self.project.deepest:
             self.project.deepest = depth
+
+    def run_function(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int):
+        self._note_depth(depth)
         sub = Frame(names=dict(self.constants), depth=depth)
         self._bind_params(fn, sub, positional, keywords)
         self._run_block(fn.body, sub)
@@ -364,8 +368,7 @@ class CallFollowing:
     def run_stepwise(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int = 1):
         """Run a function one top-level statement at a time, yielding each statement once it has run (so a
         caller can tell which statement made which change: perf_scripts attributes config writes to flags)."""
-        if self.project is not None and depth > self.project.deepest:
-            self.project.deepest = depth
+        self._note_depth(depth)
         frame = Frame(names=dict(self.constants), depth=depth)
         self._bind_params(fn, frame, positional, keywords)
         for stmt in fn.body:
