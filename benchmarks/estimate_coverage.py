@@ -22,6 +22,7 @@ from pathlib import Path
 
 from offlint.estimate import params
 from offlint.estimate.inputs import read_inputs
+from offlint.estimate.devices import agreed
 from offlint.estimate.oom import SIZE_KEYS, device_for, either_way, fp8_transpose
 from offlint.estimate.report import verdict_state
 from offlint.resolve import resolve
@@ -42,12 +43,19 @@ def reason(resolved, name: str) -> str:
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return "layout not modelled (uneven split)"
+    world = p.world_size or p.min_world_size()
+    if world % (p.tp * p.pp * p.cp) or (m.num_moe_experts and (world // p.pp) % (p.ep * p.etp)):
+        return "no verdict: the GPU count does not divide into the layout"  # as `offlint estimate` refuses it
     dev = device_for(name)
-    if dev is None:  # `offlint estimate` gives no verdict without the capacity of the GPU the recipe names
-        return "no verdict: no measured capacity for the GPU the recipe names"
-    _, result, split, _ = either_way(inputs, lambda _, r: verdict_state(r, dev), p.world_size or p.min_world_size())
+
+    def judge(_, r):  # as `offlint estimate`: the verdict at both ends of a bracketed (stated) capacity
+        return agreed(lambda d: verdict_state(r, d), dev, None)
+
+    _, result, split, _ = either_way(inputs, judge, world)
     if split:
         return "no verdict: " + split.split(", and")[0]
+    if judge(None, result) is None:
+        return "no verdict: the verdict differs between the ends of the GPU's stated capacity"
     return ""
 
 

@@ -519,10 +519,18 @@ def _memory_inputs(scope: Scope):
 
 
 def _device(scope: Scope):
-    """The GPU the unit is sized against (None: one offlint has no capacity for)."""
+    """The GPU the unit is sized against (for a bracketed capacity, devices.stated_range, its low end)."""
     from offlint.estimate import oom
 
     return oom.device_for(str(scope.names.get("unit_name", "")))
+
+
+def _claim_device(scope: Scope):
+    """The device a finding's figures name: for a bracketed capacity its high end, where an overrun or a short
+    headroom still holds (the verdicts themselves hold at both ends: oom.oom_verdict, oom.risk_verdict)."""
+    from offlint.estimate.devices import ends
+
+    return ends(_device(scope))[-1]
 
 
 def _memory_bound(scope: Scope):
@@ -563,14 +571,12 @@ def model_state_pp1_gib(scope: Scope) -> object:
 
 @_needs_scope
 def usable_gib(scope: Scope) -> float:
-    found = _device(scope)
-    return UNKNOWN if found is None else found.usable_bytes / 1024**3
+    return _claim_device(scope).usable_bytes / 1024**3
 
 
 @_needs_scope
 def gpu_name(scope: Scope) -> str:
-    found = _device(scope)
-    return "?" if found is None else found.name
+    return _claim_device(scope).name
 
 
 @_needs_scope
@@ -596,23 +602,23 @@ def memory_savings(scope: Scope) -> str:
     from offlint.estimate import oom
 
     inputs = _memory_inputs(scope)
-    found = _device(scope)
-    return "?" if inputs is None or found is None else oom.offload_savings(inputs, found)
+    return "?" if inputs is None else oom.offload_savings(inputs, _device(scope))
 
 
 @_needs_scope
 def predicted_oom(scope: Scope) -> object:
     """OFL303: True when even the calibrated floor exceeds the device, else False (oom.oom_verdict): an overrun of
     the full estimate alone rests on the uncalibrated activations and allowance, so it is no finding, not even a
-    "possible" one under --strict (`offlint estimate` shows it). Without an estimate (a feature the model does not cover, an unknown size or GPU
-    capacity) there is no finding, not even a "possible" one: no OOM is claimed without a number, and a model or
-    GPU offlint cannot size is said once per run (oom.unsized_notes), not once per recipe."""
+    "possible" one under --strict (`offlint estimate` shows it). Without an estimate (a feature the model does not cover, an unknown size)
+    there is no finding, not even a "possible" one: no OOM is claimed without a number, and a model offlint cannot
+    size is said once per run (oom.unsized_notes), not once per recipe. A GPU whose capacity is stated, not
+    measured (Rubin), is judged at both ends of its bracket (devices.stated_range)."""
     from offlint.estimate import oom
 
-    result, found = _memory_bound(scope), _device(scope)
-    if result is None or found is None:
+    result = _memory_bound(scope)
+    if result is None:
         return False
-    return {"oom": True, "uncalibrated": False, "fits": False}[oom.oom_verdict(result, found)]
+    return {"oom": True, "uncalibrated": False, "fits": False}[oom.oom_verdict(result, _device(scope))]
 
 
 @_needs_scope
@@ -646,10 +652,10 @@ def oom_at_risk(scope: Scope) -> object:
     those unknowns under --strict, once per unit."""
     from offlint.estimate import oom
 
-    result, found = _memory_bound(scope), _device(scope)
-    if result is None or found is None:
+    result = _memory_bound(scope)
+    if result is None:
         return False
-    verdict = oom.risk_verdict(result, found, _expandable(scope))
+    verdict = oom.risk_verdict(result, _device(scope), _expandable(scope))
     return {"at risk": True, "possible": UNKNOWN, "uncalibrated": False, "no": False}[verdict]
 
 
@@ -657,22 +663,19 @@ def oom_at_risk(scope: Scope) -> object:
 def at_risk_margin_gib(scope: Scope) -> object:
     from offlint.estimate import oom
 
-    found = _device(scope)
-    if found is None:
-        return UNKNOWN
-    return oom.margin_bytes(found, _expandable(scope) is not False) / 1024**3
+    return oom.margin_bytes(_claim_device(scope), _expandable(scope) is not False) / 1024**3
 
 
 @_needs_scope
 def at_risk_fix(scope: Scope) -> str:
     from offlint.estimate import oom
 
-    inputs, found = _memory_inputs(scope), _device(scope)
+    inputs = _memory_inputs(scope)
     for key in ("ddp.nccl_ub", "ddp.use_megatron_fsdp", "model.cuda_graph_impl", "env.NCCL_GRAPH_REGISTER"):
         scope.key(key)
-    if inputs is None or found is None:
+    if inputs is None:
         return "?"
-    return oom.cheapest_fix(inputs, found, scope.lookup, _expandable(scope))
+    return oom.cheapest_fix(inputs, _device(scope), scope.lookup, _expandable(scope))
 
 
 # ---- Transformer Engine's low-precision recipes on the unit's GPU (OFL117) --------------------------------------

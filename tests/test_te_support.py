@@ -88,7 +88,7 @@ def test_a_blackwell_ultra_name_runs_every_recipe(tmp_path, monkeypatch):
 
 
 def test_a_rubin_name_runs_every_recipe(tmp_path, monkeypatch):
-    """Rubin (R100, VR200) is compute capability 10.7: MXFP8 and NVFP4 run, although offlint has no capacity for it."""
+    """Rubin (R100, VR200) is compute capability 10.7: MXFP8 and NVFP4 run."""
     for name in ("llama3_8b_pretrain_8gpu_vr200_nvfp4_config", "llama3_8b_pretrain_8gpu_r100_fp8mx_config"):
         assert te_support.unit_gpu(name, str(tmp_path))[1] == (10, 7)
         assert _check(tmp_path, monkeypatch, name, 'cfg.mixed_precision = "bf16_with_nvfp4_mixed"', gpu="h100",

@@ -9,7 +9,7 @@ import click
 
 from offlint.config import ConfigError, load_config
 from offlint.estimate import params
-from offlint.estimate.devices import DEFAULT_DEVICE, GIB, DeviceError, parse_device
+from offlint.estimate.devices import DEFAULT_DEVICE, GIB, DeviceError, agreed, parse_device
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.overrides import OverrideInputError
 from offlint.estimate.overrides import check as check_overrides
@@ -29,7 +29,8 @@ from offlint.versions import NEWEST_KNOWN, VersionError, parse_version
 @click.option("--recipe", default=None, help="The recipe (unit) in CONFIG to estimate, when it holds several.")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Set a key on top of the configuration, e.g. model.num_layers=32 (repeatable).")
-@click.option("--gpu", default=None, help=f"h100-80gb, h200, b200, gb200, a100-80gb or a capacity in GiB "
+@click.option("--gpu", default=None, help=f"h100-80gb, h200, b200, gb200, b300, gb300, a100-80gb, r100, vr200 or a "
+                                          f"capacity in GiB "
                                           f"(default: [tool.offlint] gpu, else {DEFAULT_DEVICE}).")
 @click.option("--gpus", type=click.IntRange(min=1), default=None,
               help="Total GPUs of the job (default: from the recipe name, else the fewest the layout needs).")
@@ -60,14 +61,9 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         _fail(str(exc))
     unit = loaded.unit
     notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})"]
-    unsized = None  # a GPU the recipe's name names whose capacity offlint has not measured (Rubin)
     if gpu is None:  # a Bridge recipe name says which GPU it is for (`..._8gpu_b200_bf16_config`)
-        from offlint.estimate.oom import device_for, named_gpu
-
-        named = device_for(unit.name)
-        if named is None:
-            unsized = (named_gpu(unit.name) or "").upper()
-        elif named != device:
+        named = oom.device_for(unit.name)
+        if named != device:
             device = named
             notes.append(f"device {device.name}, from the recipe name")
     # The FP8 transpose is the architecture's: the recipe's GPU unless --gpu names one (oom.fp8_transpose)
@@ -98,24 +94,34 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     elif gpus is None:
         notes.append(f"{plural(world, 'GPU')}, from {inputs.world_size_source}")
     with_expandable = oom.expandable(loaded.resolved.get)
-    inputs, result, split, either = oom.either_way(
-        inputs, lambda _, r: verdict_state(r, device, with_expandable), world)
-    if unsized:  # a verdict against another GPU's capacity would be a guess about this one
-        _fail(f"{config}: {unit.name}: no verdict: estimated peak {result.peak.total / GIB:.1f} GiB per GPU, but "
-              f"offlint has no measured capacity for {unsized}, the GPU the recipe names; pass --gpu CAPACITY "
-              f"(in GiB, as torch reports it) or a GPU offlint knows")
+
+    def judge(_, r):  # the verdict where it is the same at both ends of a bracketed capacity, else None
+        return agreed(lambda d: verdict_state(r, d, with_expandable), device, None)
+
+    inputs, result, split, either = oom.either_way(inputs, judge, world)
     if split:
         _fail(f"{config}: {unit.name}: no verdict: it uses {split}")
     notes += [either] if either else []
+    shown = device  # the capacity the verdict is told against; what-if options and fixes use `device`
+    if device.upper is not None:  # a stated capacity: the verdict must hold at both ends of its bracket
+        state = judge(None, result)
+        ends_say = " / ".join(verdict_state(result, d, with_expandable) for d in (device, device.upper))
+        if state is None:
+            _fail(f"{config}: {unit.name}: no verdict: estimated peak {result.peak.total / GIB:.1f} GiB per GPU; "
+                  f"{_bracket(device)}, and the verdict differs between its ends ({ends_say}); pass --gpu CAPACITY "
+                  f"(in GiB, as torch reports it)")
+        shown = device if state == "fits" else device.upper  # the end that decides it
+        notes.append(f"{_bracket(device)}; the verdict holds at both ends and is shown at {shown.total_gib:.1f} GiB; "
+                     f"what-if options are judged at {device.total_gib:.1f} GiB")
     options = what_if(inputs, device, world)
     risk_fix = ""
-    if verdict_state(result, device, with_expandable) == "at risk":
+    if verdict_state(result, shown, with_expandable) == "at risk":
         risk_fix = oom.cheapest_fix(inputs, device, loaded.resolved.get, with_expandable, result)
     title = f"{unit.name} ({config})"
     if output_format == "json":
-        click.echo(json.dumps(render_json(title, result, device, options, notes, with_expandable, risk_fix), indent=1))
+        click.echo(json.dumps(render_json(title, result, shown, options, notes, with_expandable, risk_fix), indent=1))
     else:
-        click.echo(render_text(title, result, device, options, notes, with_expandable, risk_fix), nl=False)
+        click.echo(render_text(title, result, shown, options, notes, with_expandable, risk_fix), nl=False)
     if plot_path:  # after the estimate: a missing matplotlib costs the picture, not the numbers
         from offlint.estimate.plot import PlotError, plot
 
@@ -123,3 +129,10 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
             plot(options, device, title, Path(plot_path))
         except PlotError as exc:
             _fail(str(exc))
+
+
+def _bracket(low) -> str:
+    """What is known of a stated capacity (devices.stated_range), for a note or an error."""
+    name = low.name.split(" (")[0].upper()
+    return (f"{name}'s capacity is not measured; NVIDIA's stated size brackets it between {low.total_gib:.1f} and "
+            f"{low.upper.total_gib:.1f} GiB (as on every measured GPU)")

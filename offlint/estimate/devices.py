@@ -47,6 +47,9 @@ class Device:
     # (compute capability 9.0) yes; on Blackwell (10.x) the FP8 GEMM takes the row-wise data (Transformer
     # Engine's nvte_is_non_tn_fp8_gemm_supported). None: not known (a capacity given in GiB; the A100 has no FP8).
     fp8_transpose: bool | None = None
+    # A GPU whose capacity is bracketed, not measured (stated_range): this device is the low end and `upper` the
+    # high end; None for a measured capacity. A verdict about it must hold at both ends (ends()).
+    upper: Device | None = None
 
     def peak_flops(self, dtype: str = "bf16") -> float:
         return (self.fp8_tflops if dtype in ("fp8", "fp4") else self.bf16_tflops) * 1e12
@@ -80,6 +83,41 @@ DEVICES = {
     "a100-80gb": Device("a100-80gb", 81920, 312.0, 8, 312.0, 2.039, 300.0),
 }
 DEFAULT_DEVICE = "h100-80gb"
+
+# NVIDIA's stated memory per GPU, in GB as its data sheets write it. For every measured device above, nvidia-smi's
+# total lies between the stated figure read as decimal GB and read as GiB (tests/test_estimate_stated_capacity.py
+# checks it on the table): H100 80 -> 81559 MiB, H200 141 -> 143771, B200 180 -> 183359, GB200 186 -> 189471,
+# A100 80 -> 81920 (the GiB end), B300 288 -> 275040 (0.1% above the GB end), GB300 288 -> 284208. A GPU with a
+# stated size and no measured one is sized by that bracket (stated_range). Rubin (R100; VR200, its NVL72 rack's
+# name): 288 GB of HBM4 per GPU, NVIDIA's figure since GTC 2025 and in the Vera Rubin NVL72 announcement
+# (CES 2026); no public nvidia-smi output of a Rubin GPU was found by 2026-11-28.
+STATED_GB = {"h100-80gb": 80, "h200": 141, "b200": 180, "gb200": 186, "b300": 288, "gb300": 288, "a100-80gb": 80,
+             "r100": 288, "vr200": 288}
+GPUS_PER_NODE = {"r100": 8, "vr200": 4}  # HGX Rubin NVL8 boards; VR200 NVL72 compute trays, as GB200's
+
+
+def stated_range(name: str) -> Device:
+    """A GPU with a stated but no measured capacity: the device at the low end of the bracket (stated GB, in
+    bytes), whose `upper` is the device at the high end (stated GiB). The cost-model figures are GB200's, the newest
+    measured ones; they only rank the what-if options, never decide a verdict."""
+    gb, base = STATED_GB[name], DEVICES["gb200"]
+    figures = dict(bf16_tflops=base.bf16_tflops, gpus_per_node=GPUS_PER_NODE.get(name, 8), fp8_tflops=base.fp8_tflops,
+                   hbm_tb_per_s=base.hbm_tb_per_s, nvlink_gb_per_s=base.nvlink_gb_per_s,
+                   fp8_transpose=keeps_fp8_transpose(CAPABILITY[name]))
+    high = Device(f"{name} (at most {gb} GiB)", gb * 1024, **figures)
+    low_mib = gb * 1e9 / 2**20
+    return Device(f"{name} (at least {gb} GB = {low_mib / 1024:.1f} GiB)", low_mib, **figures, upper=high)
+
+
+def ends(dev: Device) -> tuple[Device, ...]:
+    """The capacities a verdict about `dev` must hold at: the device itself, or both ends of its bracket."""
+    return (dev,) if dev.upper is None else (dev, dev.upper)
+
+
+def agreed(judge, dev: Device, undecided):
+    """`judge(device)` where it is the same at every end of `dev` (ends), else `undecided`."""
+    found = {judge(d) for d in ends(dev)}
+    return found.pop() if len(found) == 1 else undecided
 ALIASES = {"h100": "h100-80gb", "a100": "a100-80gb", "h200-141gb": "h200"}
 
 
@@ -88,17 +126,20 @@ class DeviceError(ValueError):
 
 
 def parse_device(text: str) -> Device:
-    """`h100-80gb`, `h200`, `b200`, `gb200`, `b300`, `gb300`, `a100-80gb`, or a capacity in GiB (`96`, `96GiB`)."""
+    """`h100-80gb`, `h200`, `b200`, `gb200`, `b300`, `gb300`, `a100-80gb`, `r100`, `vr200` (a stated capacity:
+    stated_range), or a capacity in GiB (`96`, `96GiB`)."""
     name = text.strip().lower()
     name = ALIASES.get(name, name)
     if name in DEVICES:
         return DEVICES[name]
+    if name in STATED_GB:
+        return stated_range(name)
     number = name.removesuffix("gib").removesuffix("gb").strip()
     try:
         gib = float(number)
     except ValueError:
-        raise DeviceError(f"unknown GPU {text!r}: use one of {', '.join(DEVICES)} or a capacity in GiB such "
-                          f"as 96") from None
+        raise DeviceError(f"unknown GPU {text!r}: use one of {', '.join({**DEVICES, **STATED_GB})} or a capacity "
+                          f"in GiB such as 96") from None
     if not 1 <= gib <= 4096:
         raise DeviceError(f"GPU capacity {text!r} is out of range: give the device memory in GiB, e.g. 80")
     return Device(f"{gib:g} GiB", gib * 1024)

@@ -13,8 +13,9 @@ the figure). OFL305 (at risk) is the same for a peak that fits but leaves less h
 A configuration rarely states its GPU count, so the rules use a lower bound when it is unknown: the peak at
 any data-parallel size (the distributed optimizer's shard shrinks towards nothing, one micro-batch in flight).
 A finding then means the configuration cannot fit however many GPUs it runs on. The device is the one a Bridge
-recipe names (`..._8gpu_b200_bf16_config` is sized against a B200; a GPU offlint has no capacity for, such as
-Rubin's VR200, leaves the verdict unknown), else `[tool.offlint] gpu`, else h100-80gb.
+recipe names (`..._8gpu_b200_bf16_config` is sized against a B200; Rubin's R100 and VR200 against the bracket
+of their stated capacity, devices.stated_range, with a verdict only where it is the same at both ends), else
+`[tool.offlint] gpu`, else h100-80gb.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from offlint.estimate.devices import (CAPABILITY, DEFAULT_DEVICE, GIB, Device, DeviceError, keeps_fp8_transpose,
-                                     margin_bytes, parse_device)
+from offlint.estimate.devices import (DEFAULT_DEVICE, GIB, Device, DeviceError, agreed, ends, margin_bytes,
+                                     parse_device)
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
 from offlint.estimate import params
 from offlint.estimate.memory import Estimate, estimate
@@ -58,39 +59,31 @@ def device() -> Device:
     return configured_device(str(Path.cwd()))
 
 
-# GPU names in Bridge recipe names; the second set has no capacity in offlint's device table.
+# GPU names in Bridge recipe names, and offlint's device for each (Rubin's: a stated capacity, devices.stated_range).
 _NAMED_GPUS = {"h100": "h100-80gb", "h200": "h200", "b200": "b200", "gb200": "gb200", "b300": "b300",
-               "gb300": "gb300", "a100": "a100-80gb"}
-_UNSIZED_GPUS = frozenset({"r100", "vr200"})  # Rubin: no measured capacity found
+               "gb300": "gb300", "a100": "a100-80gb", "r100": "r100", "vr200": "vr200"}
 
 
 def named_gpu(unit_name: str) -> str | None:
-    """The GPU a unit's name names (`..._8gpu_b200_bf16_config`: "b200"; a launch's name holds its `--recipe`),
-    whether offlint has a capacity for it or not; None when it names none."""
+    """The GPU a unit's name names (`..._8gpu_b200_bf16_config`: "b200"; a launch's name holds its `--recipe`);
+    None when it names none."""
     for token in unit_name.lower().replace(".", "_").split("_"):
-        if token in _NAMED_GPUS or token in _UNSIZED_GPUS:
+        if token in _NAMED_GPUS:
             return token
     return None
 
 
-def device_for(unit_name: str) -> Device | None:
-    """The device a unit is sized against: the GPU its name names, else the configured one; None when it names
-    a GPU offlint has no capacity for."""
+def device_for(unit_name: str) -> Device:
+    """The device a unit is sized against: the GPU its name names, else the configured one."""
     token = named_gpu(unit_name)
-    if token is None:
-        return device()
-    return parse_device(_NAMED_GPUS[token]) if token in _NAMED_GPUS else None
+    return device() if token is None else parse_device(_NAMED_GPUS[token])
 
 
 def fp8_transpose(unit_name: str) -> bool | None:
-    """Whether per-tensor FP8 keeps a transposed weight copy on the unit's device (None: not known, for a GPU whose
-    compute capability offlint does not know; Transformer Engine keeps the transpose below 10.0 and on 12.x, not on
-    10.x, 11.x or from 13.0 on)."""
-    dev = device_for(unit_name)
-    if dev is None:  # a GPU offlint has no capacity for: its compute capability may still be known
-        capability = CAPABILITY.get(named_gpu(unit_name))
-        return None if capability is None else keeps_fp8_transpose(capability)
-    return dev.fp8_transpose
+    """Whether per-tensor FP8 keeps a transposed weight copy on the unit's device (None: not known, for a capacity
+    given in GiB; Transformer Engine keeps the transpose below 10.0 and on 12.x, not on 10.x, 11.x or from 13.0
+    on)."""
+    return device_for(unit_name).fp8_transpose
 
 
 # The inputs a "possible" finding names when they are unknown (the model sizes first; at most a few others).
@@ -167,7 +160,7 @@ def _check_verdicts(lookup: Lookup, dev: Device):
     """What the rules decide from one estimate (OFL303, OFL305, OFL304), for either_way."""
     with_expandable = expandable(lookup)
     return lambda inputs, result: (oom_verdict(result, dev), risk_verdict(result, dev, with_expandable),
-                                   model_state_at_pp1(inputs) > dev.usable_bytes)
+                                   agreed(lambda d: model_state_at_pp1(inputs) > d.usable_bytes, dev, None))
 
 
 def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]]:
@@ -181,11 +174,8 @@ def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return None, []
-    dev = device_for(unit_name)
     if len(architectures(inputs)) > 1:
-        if dev is None:
-            return architectures(inputs)[0], []  # no device, so no verdict to hold either way
-        inputs, _, why, _ = either_way(inputs, _check_verdicts(lookup, dev))
+        inputs, _, why, _ = either_way(inputs, _check_verdicts(lookup, device_for(unit_name)))
         if why:
             return None, []
     return inputs, []
@@ -197,7 +187,7 @@ def has_no_answer(lookup: Lookup, unit_name: str) -> bool:
     inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name))
     if inputs.unsupported:
         return True
-    if inputs.unknown or device_for(unit_name) is None:
+    if inputs.unknown:
         return False
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
@@ -207,10 +197,9 @@ def has_no_answer(lookup: Lookup, unit_name: str) -> bool:
 
 def _architecture_split(lookup: Lookup, unit_name: str, inputs: Inputs) -> str:
     """Why the verdict depends on the GPU's architecture ("" when it does not, or there is no device)."""
-    dev = device_for(unit_name)
-    if len(architectures(inputs)) == 1 or dev is None:
+    if len(architectures(inputs)) == 1:
         return ""
-    return either_way(inputs, _check_verdicts(lookup, dev))[2]
+    return either_way(inputs, _check_verdicts(lookup, device_for(unit_name)))[2]
 
 
 def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
@@ -220,8 +209,6 @@ def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
         return f"it uses {', '.join(inputs.unsupported)}, which the memory model does not cover"
     if inputs.unknown:
         return "it needs values offlint cannot read"
-    if device_for(unit_name) is None:
-        return "the recipe names a GPU offlint has no capacity for"
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return "its layout does not split (pipeline stages megatron-core would refuse, or heads not divisible by TP)"
@@ -233,6 +220,7 @@ def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, uni
     """OFL303's message: the estimate against the device and what the verdict rests on."""
     if result is None or dev is None:
         return f"the memory estimate has no verdict: {no_verdict_reason(lookup, unit_name)}"
+    dev = ends(dev)[-1]  # an OOM is claimed only where it holds at the high end of a bracketed capacity
     usable, floor = dev.usable_bytes, floor_bytes(result)
     # A finding is made only when the floor exceeds the device (oom_verdict "oom"), so that is what it rests on.
     return (f"estimated peak memory {result.peak.total / GIB:.1f} GiB per GPU {gpu_count} exceeds the "
@@ -294,10 +282,14 @@ def floor_bytes(result: Estimate) -> float:
 
 
 def oom_verdict(result: Estimate, dev: Device) -> str:
-    """"oom" (the floor exceeds the device), "uncalibrated" (only the full estimate does), or "fits"."""
-    if result.peak.total <= dev.usable_bytes:
-        return "fits"
-    return "oom" if floor_bytes(result) > dev.usable_bytes else "uncalibrated"
+    """"oom" (the floor exceeds the device), "uncalibrated" (only the full estimate does, or the verdict differs
+    between the ends of a bracketed capacity), or "fits"."""
+    def judge(d: Device) -> str:
+        if result.peak.total <= d.usable_bytes:
+            return "fits"
+        return "oom" if floor_bytes(result) > d.usable_bytes else "uncalibrated"
+
+    return agreed(judge, dev, "uncalibrated")
 
 
 def expandable(lookup: Lookup) -> bool | None:
@@ -315,7 +307,12 @@ def expandable(lookup: Lookup) -> bool | None:
 def risk_verdict(result: Estimate, dev: Device, with_expandable: bool | None) -> str:
     """For a peak that fits: "at risk" (even the floor leaves less headroom than the margin), "possible" (it
     depends on the launch environment, which is unknown: the floor is at risk without expandable_segments and not
-    with it), "uncalibrated" (only the full estimate leaves less than the margin), or "no"."""
+    with it), "uncalibrated" (only the full estimate leaves less than the margin, or the verdict differs between the
+    ends of a bracketed capacity), or "no"."""
+    return agreed(lambda d: _risk_at(result, d, with_expandable), dev, "uncalibrated")
+
+
+def _risk_at(result: Estimate, dev: Device, with_expandable: bool | None) -> str:
     usable, peak, floor = dev.usable_bytes, result.peak.total, floor_bytes(result)
     if peak > usable:
         return "no"  # OFL303's case
@@ -384,12 +381,11 @@ _NOT_IN_TABLE = " is not in offlint's table of public models"  # the reason sour
 
 
 def unsized_notes(units) -> list[str]:
-    """One line per model and per GPU that left OOM estimates (OFL303/OFL304/OFL305) without a number: the models
-    loaded by Hugging Face id that offlint cannot size (not in offlint/data/hf_models.json, no local config.json)
-    and the GPUs a recipe name gives that have no capacity in offlint's device table. Each names how many units it
-    affects, where it is first named, and what to add. Not findings: nothing is wrong with the configuration."""
+    """One line per model that left OOM estimates (OFL303/OFL304/OFL305) without a number: the models loaded by
+    Hugging Face id that offlint cannot size (not in offlint/data/hf_models.json, no local config.json). Each names
+    how many units it affects, where it is first named, and what to add. Not findings: nothing is wrong with the
+    configuration. (Every GPU a Bridge recipe name gives has a capacity, measured or stated: devices.py.)"""
     models: dict[str, list] = {}
-    gpus: dict[str, list] = {}
     for unit in units:
         if unit.checked_through_callers:
             continue  # reported through its callers, which are units of their own
@@ -398,12 +394,6 @@ def unsized_notes(units) -> list[str]:
             if assignment.key == "model.num_layers" and isinstance(reason, str) and _NOT_IN_TABLE in reason:
                 models.setdefault(reason.split(_NOT_IN_TABLE)[0], []).append(assignment.location)
                 break
-        for token in unit.name.lower().replace(".", "_").split("_"):
-            if token in _NAMED_GPUS:
-                break
-            if token in _UNSIZED_GPUS:
-                gpus.setdefault(token, []).append(unit.location)
-                break
     notes = []
     for model_id, places in sorted(models.items()):
         first = _first(places)
@@ -411,11 +401,6 @@ def unsized_notes(units) -> list[str]:
         notes.append(f"no memory estimate for {plural(len(places), 'unit')} that load {model_id} (first at {first.path}:"
                      f"{first.line}): offlint does not know its sizes; put its config.json at {beside}, or add "
                      f"it to offlint/data/hf_models.json with the public source of each size")
-    for gpu, places in sorted(gpus.items()):
-        first = _first(places)
-        notes.append(f"no memory estimate for {plural(len(places), 'unit')} named for {gpu} (first at {first.path}:{first.line}): "
-                     f"offlint has no capacity for that GPU; add it to offlint/estimate/devices.py with its "
-                     f"published memory size")
     return notes
 
 
