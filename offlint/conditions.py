@@ -678,6 +678,50 @@ def at_risk_fix(scope: Scope) -> str:
     return oom.cheapest_fix(inputs, _device(scope), scope.lookup, _expandable(scope))
 
 
+# ---- the parallel layout against the GPU count a recipe's name gives (OFL216) -----------------------------------
+
+
+@_needs_scope
+def layout_division(scope: Scope) -> object:
+    """Why the unit's parallel layout cannot run on the GPU count its name gives (Bridge's `..._64gpu_...`), in
+    megatron-core's words; "" when it can, when the name gives no count, or for a launch (its world size is its
+    own: a model-verification card runs a 416-GPU recipe on 352 GPUs at PP11). initialize_model_parallel raises when
+    TP x PP x CP does not divide the world size, then when ETP x EP x PP does not. An unset ETP is TP's value in
+    megatron-core (ModelParallelConfig.__post_init__) but 1 with EP > 1 in Megatron Bridge since 6f2f546ef
+    (July 2026, transformer_config._set_moe_expert_tensor_parallel_default): with TP > 1 the finding must hold for
+    both. "" when a size it needs is unknown: no crash is claimed on a layout offlint cannot read."""
+    from offlint.estimate.inputs import gpus_in_name
+
+    if scope.names.get("unit_kind") != "recipe":
+        return ""  # a launch's world size is its own (nodes x GPUs per node), whatever recipe it names
+    world = gpus_in_name(str(scope.names.get("unit_name", "")))
+    if not world:
+        return ""
+    dense = [scope.key(f"model.{name}") for name in (
+        "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")]
+    if UNKNOWN in dense:
+        return ""  # no crash is claimed on a layout offlint cannot read (as no OOM without a number)
+    tp, pp, cp = (int(v) if v else 1 for v in dense)
+    if world % (tp * pp * cp):
+        return (f"TP{tp} x PP{pp} x CP{cp} needs a multiple of {tp * pp * cp} GPUs, and the recipe name says {world}: "
+                f"megatron-core raises \"world_size ({world}) is not divisible by {tp * pp * cp}\"")
+    ep, etp = scope.key("model.expert_model_parallel_size"), scope.key("model.expert_tensor_parallel_size")
+    if UNKNOWN in (ep, etp):
+        return ""
+    ep = int(ep) if ep else 1
+    if etp:
+        etp = int(etp)
+    elif ep > 1:  # TP's value or 1: a world size that 1 x EP x PP does not divide, TP x EP x PP does not divide either
+        etp = 1
+    else:
+        etp = tp
+    if world % (etp * ep * pp):
+        return (f"the expert layout ETP{etp} x EP{ep} x PP{pp} needs a multiple of {etp * ep * pp} GPUs, and the "
+                f"recipe name says {world}: megatron-core raises \"world_size ({world}) is not divisible by "
+                f"expert_tensor_model_pipeline_parallel size ({etp * ep * pp})\"")
+    return ""
+
+
 # ---- Transformer Engine's low-precision recipes on the unit's GPU (OFL117) --------------------------------------
 
 
@@ -746,6 +790,7 @@ FUNCTIONS: dict[str, Callable] = {
     "largest_memory_parts": largest_memory_parts,
     "memory_savings": memory_savings,
     "predicted_oom": predicted_oom,
+    "layout_division": layout_division,
     "oom_floor_gib": oom_floor_gib,
     "oom_message": oom_message,
     "oom_at_risk": oom_at_risk,

@@ -20,6 +20,12 @@ Lookup = Callable[[str], Value]
 _GPUS_IN_NAME = re.compile(r"_(\d+)gpus?_")
 
 
+def gpus_in_name(unit_name: str) -> int | None:
+    """The GPU count a Bridge recipe name gives (`..._64gpu_gb300_bf16_config`: 64), None when it gives none."""
+    match = _GPUS_IN_NAME.search(unit_name + "_")
+    return int(match.group(1)) if match else None
+
+
 @dataclass(frozen=True)
 class ModelShape:
     num_layers: int
@@ -783,9 +789,9 @@ def _read_parallel(r: _Reader, unit_name: str, world_size: int | None) -> tuple[
     tp = r.optional_int("model.tensor_model_parallel_size") or 1
     source = "--gpus" if world_size else ""
     if world_size is None:
-        match = _GPUS_IN_NAME.search(unit_name + "_")
-        if match:
-            world_size, source = int(match.group(1)), f"the recipe name ({match.group(0).strip('_')})"
+        world_size = gpus_in_name(unit_name)
+        if world_size:
+            source = f"the recipe name ({world_size}gpu)"
     pp = r.optional_int("model.pipeline_model_parallel_size") or 1
     layout = _layout(r)
     vpp = r.optional_int("model.virtual_pipeline_model_parallel_size")
