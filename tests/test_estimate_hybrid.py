@@ -57,8 +57,9 @@ def test_mamba_heads_default_to_twice_hidden_over_head_dim():
 
 
 @pytest.mark.parametrize("extra,reason", [
-    ({"model.hybrid_layer_pattern": "M-M*-M-/*E"}, "multi-token prediction"),
-    ({"model.mtp_num_layers": 1}, "multi-token prediction"),
+    # MTP depths written into the pattern, mtp_num_layers left at HybridModelProvider's 0 (more in
+    # tests/test_estimate_hybrid_mtp.py)
+    ({"model.hybrid_layer_pattern": "M-M*-M-/*E"}, "asserts mtp_num_layers > 0"),
     ({"model.hybrid_layer_pattern": "M-MG-M-"}, "'G'"),
     ({"model.num_layers": 8}, "asserts they agree"),
     ({"model.tensor_model_parallel_size": 4}, "MambaMixer asserts"),

@@ -330,7 +330,8 @@ def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
     input (the two normed tensors concatenated, 2h wide), one transformer layer of the decoder's last layer's
     kind, then the final norm, the shared output layer and this depth's fp32 logits (`output_terms`). Under
     full recompute (megatron-core checkpoints an MTP layer with `uniform`; `block` leaves it alone) a depth keeps
-    only its two inputs, besides the embedding and the output layer's input and logits."""
+    only its two inputs, besides the embedding and the output layer's input and logits. A hybrid model's depth
+    holds the layers of its pattern in place of the one transformer layer (`_hybrid_mtp_layers`)."""
     n = tokens(m, p, t)
     h = m.hidden_size / (p.tp if p.sequence_parallel else 1)
     if t.recompute_granularity == "full" and t.recompute_method != "block":
@@ -339,17 +340,51 @@ def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
     # MTP runs in the global FP8 context: its layer's and eh_proj's saved inputs are quantized too (not in
     # NVFP4 training, which leaves MTP in bf16).
     fp8 = precision.quantized_mtp(t.low_precision)
-    last = m.num_layers - 1
-    layer = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(last), fp8=fp8,
-                                                  gdn=m.is_gdn_layer(last)), t)
+    if m.hybrid_mtp_pattern:
+        layers = _hybrid_mtp_layers(m, p, t, fp8)
+    else:
+        last = m.num_layers - 1
+        layers = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(last), fp8=fp8,
+                                                       gdn=m.is_gdn_layer(last)), t).terms
     eh_proj = 4 * n * h * (precision.saved_input_bytes(t.low_precision) / 2 if fp8 else 1)
     return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_norm_inputs": 4 * n * h,
-                             "mtp_eh_proj_input": eh_proj, **layer.terms, "mtp_output": output_terms(m, p, t)})
+                             "mtp_eh_proj_input": eh_proj, **layers, "mtp_output": output_terms(m, p, t)})
+
+
+def _hybrid_mtp_layers(m: ModelShape, p: Parallelism, t: Training, fp8: bool) -> dict[str, float]:
+    """The saved tensors of a hybrid MTP depth's layers (named `mtp_<i><symbol>_<term>`): each as the decoder's
+    layer of its kind, FP8 wherever MTP is (the depth's global FP8 context encloses HybridStack's per-layer ones:
+    megatron-core 0.19.2 multi_token_prediction.py:1180-1189, hybrid_block.py:332-368). The depth's HybridStack
+    checkpoints its own layers under full recompute (hybrid_block.py:348-360, recompute.py:170-195): with `block`
+    (which the depth itself ignores, multi_token_prediction.py:1426-1431) its first recompute_num_layers layers keep
+    only their inputs."""
+    checkpointed = (t.recompute_num_layers or 0) if t.recompute_granularity == "full" else 0
+    out: dict[str, float] = {}
+    for i, kind in enumerate(m.hybrid_mtp_pattern):
+        if i < checkpointed:
+            out[f"mtp_{i}{kind}_checkpoint_input"] = checkpoint_input(m, p, t)
+            continue
+        terms = after_selective_recompute(layer_terms(m, p, t, kind == "E", fp8=fp8, hybrid=kind), t).terms
+        out.update({f"mtp_{i}{kind}_{name}": v for name, v in terms.items()})
+    return out
 
 
 def mtp_rebuilt(m: ModelShape, p: Parallelism, t: Training) -> float:
-    """What backward rebuilds of one MTP depth under full recompute (its whole forward; one depth at a time)."""
-    return mtp_depth(m, p, replace(t, recompute_granularity=None)).total
+    """What backward rebuilds of one MTP depth under full recompute (its whole forward; one depth at a time).
+    A hybrid depth, recomputed (uniform, one layer: megatron-core asserts it), saves its norms' and eh_proj's
+    inputs, one input per layer of its HybridStack (which checkpoints again) and its final norm's input, and
+    rebuilds one layer at a time; with `block` only its HybridStack's checkpointed layers are rebuilt, one at a
+    time."""
+    if not m.hybrid_mtp_pattern:
+        return mtp_depth(m, p, replace(t, recompute_granularity=None)).total
+    plain = replace(t, recompute_granularity=None)
+    fp8 = precision.quantized_mtp(t.low_precision)
+    layers = [after_selective_recompute(layer_terms(m, p, plain, kind == "E", fp8=fp8, hybrid=kind), plain).total for kind in m.hybrid_mtp_pattern]
+    if t.recompute_method == "block":
+        return max(layers[:t.recompute_num_layers or 0], default=0.0)
+    depth = mtp_depth(m, p, plain).terms
+    kept = depth["mtp_norm_inputs"] + depth["mtp_eh_proj_input"] + checkpoint_input(m, p, t) * len(layers)
+    return kept + checkpoint_input(m, p, t) + max(layers)  # the final norm's input, the layer being rebuilt
 
 
 def expert_tokens(m: ModelShape, p: Parallelism, t: Training) -> float:

@@ -66,6 +66,10 @@ class ModelShape:
     # Hybrid models (megatron-core's MambaModel/HybridModel): the layer pattern, one symbol per layer ("M" Mamba,
     # "*" attention, "-" MLP, "E" MoE; "|" between pipeline stages), and the Mamba mixer's sizes.
     hybrid_pattern: str | None = None
+    # A hybrid model's multi-token prediction: the layer pattern of one MTP depth (megatron-core's unified pattern
+    # "<main>/<depth>/<depth>...", which Bridge's HybridModelProvider writes from mtp_hybrid_override_pattern);
+    # `mtp_num_layers` depths run, each its own weights unless `mtp_repeated_layer`. None: no hybrid MTP.
+    hybrid_mtp_pattern: str | None = None
     mamba_num_heads: int = 0
     mamba_head_dim: int = 0
     mamba_num_groups: int = 0
@@ -392,7 +396,7 @@ def _read_model(r: _Reader) -> ModelShape:
         moe_layer_freq=freq,
         moe_latent_size=r.optional_int("model.moe_latent_size") if experts else None,
         **_read_mla(r),
-        **_read_mtp(r),
+        **({} if hybrid else _read_mtp(r)),  # a hybrid model's MTP depths come with its pattern (_hybrid_mtp)
         **hybrid,
         **_read_gdn(r),
         attention_output_gate=bool(r.get("model.attention_output_gate", False)),
@@ -480,7 +484,8 @@ def _read_hybrid(r: _Reader, hidden: int) -> dict:
     if pattern is None:
         return {}
     head_dim = r.optional_int("model.mamba_head_dim") or 64
-    return dict(hybrid_pattern=pattern, mamba_head_dim=head_dim,
+    return dict(hybrid_pattern=pattern.split(_MTP_SEPARATOR)[0], **_hybrid_mtp(r, pattern)[0],
+                mamba_head_dim=head_dim,
                 mamba_num_heads=r.optional_int("model.mamba_num_heads") or (2 * hidden // head_dim),
                 mamba_num_groups=r.optional_int("model.mamba_num_groups") or 8,
                 mamba_state_dim=r.optional_int("model.mamba_state_dim") or 128,
@@ -512,7 +517,64 @@ def _hybrid_provider_get(r: _Reader) -> Callable[[str, object], object]:
 
 def _hybrid_num_layers(pattern: str) -> int:
     """Bridge's HybridModelProvider.finalize takes num_layers from the pattern (asserting an explicit one agrees)."""
-    return len(pattern.split("/")[0].replace("|", ""))
+    return len(pattern.split(_MTP_SEPARATOR)[0].replace("|", ""))
+
+
+_MTP_SEPARATOR = "/"  # megatron-core's Symbols.MTP_SEPARATOR (models/hybrid/hybrid_layer_allocation.py)
+
+
+def _hybrid_mtp(r: _Reader, written: str) -> tuple[dict, str]:
+    """A hybrid model's MTP depths as Bridge 067f987 and its megatron-core 2a75ac12 build them (line numbers of
+    megatron-core 0.19.2, the same code): the ModelShape fields ({} without depths) and why there is no verdict
+    ("" when there is one). HybridModelProvider.finalize
+    (models/hybrid/hybrid_provider.py:198-233) rewrites the pattern as "<main>/<mtp>/<mtp>..." with
+    mtp_hybrid_override_pattern repeated mtp_num_layers times (at least once with mtp_use_repeated_layer; no
+    copies, no depths), and sets mtp_num_layers to the copies unless the layer is repeated. A pattern written
+    with "/" (and no override) keeps mtp_num_layers as set (the provider's default is 0). megatron-core's
+    HybridModel (models/hybrid/hybrid_model.py:199-226) builds the MTP block only where the pattern has depths
+    and mtp_num_layers is not None; MultiTokenPredictionBlock builds one layer with mtp_use_repeated_layer, else
+    one per "/" part, and runs mtp_num_layers of them (transformer/multi_token_prediction.py:1699-1750, 1825-1826)."""
+    _, *tails = written.split(_MTP_SEPARATOR)
+    keys = ("model.mtp_hybrid_override_pattern", "model.mtp_num_layers", "model.mtp_use_repeated_layer")
+    values = [r.lookup(k) for k in keys]
+    for value in values:
+        if value.is_unknown:
+            reason = value.value.reason if isinstance(value.value, Unknown) else "unknown"
+            r.unknown[value.key] = f"{reason} (the memory model would need the hybrid model's MTP depths)"
+            return {}, ""
+    override, depths, repeated = values
+    bridge = next((v for v in map(r.lookup, _HYBRID_KEYS) if v.state == "known"), None)
+    bridge = bridge is not None and (bridge.assignment is None or bridge.assignment.source != Source.MLM)
+    n = depths.value if depths.state == "known" else (0 if bridge else None)  # HybridModelProvider: 0
+    if not (n is None or isinstance(n, int) and not isinstance(n, bool) and n >= 0):
+        return {}, f"mtp_num_layers={n!r} in a hybrid model (not a number of depths)"
+    repeated = repeated.state == "known" and bool(repeated.value)
+    if override.state == "known" and isinstance(override.value, str) and override.value:
+        copies = max(1, n or 0) if repeated else (n or 0)
+        if not copies:
+            return {}, ""  # "<main>/" with nothing after: no depths
+        pattern, built = override.value, copies
+        n = copies if not repeated or n is None else n
+    elif any(tails):
+        if len(set(tails)) > 1:
+            return {}, (f"MTP depth patterns {sorted(set(tails))} differ (megatron-core's parse_hybrid_pattern "
+                        "requires every depth's to be the same)")
+        pattern, built = tails[0], len(tails)
+        if n is None:
+            return {}, ""  # mtp_on_this_rank(mtp_num_layers=None) is False: no MTP block is built
+    else:
+        return {}, ""  # no depths in the pattern: HybridModel builds none, whatever mtp_num_layers says
+    if not n:
+        return {}, (f"a hybrid pattern with MTP depths ({pattern!r}) and mtp_num_layers=0 (HybridModel builds the "
+                    "MTP block but asserts mtp_num_layers > 0 in its forward)")
+    if not repeated and n != built:
+        return {}, (f"mtp_num_layers={n} with {built} MTP depths in the hybrid pattern (MultiTokenPredictionBlock "
+                    "builds one layer per depth and runs mtp_num_layers of them; not modelled)")
+    bad = set(pattern) - (_HYBRID_SYMBOLS - {"|"})
+    if bad:
+        return {}, (f"MTP layer symbols {''.join(sorted(bad))!r} (only Mamba 'M', attention '*', MLP '-' and MoE "
+                    "'E' layers are modelled; megatron-core refuses '|' there)")
+    return dict(mtp_num_layers=n, mtp_repeated_layer=repeated, hybrid_mtp_pattern=pattern), ""
 
 
 _HYBRID_SYMBOLS = frozenset("M*-E|")
@@ -546,8 +608,9 @@ def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, 
     pattern = m.hybrid_pattern
     if pattern is None:
         return ""
-    if "/" in pattern or m.mtp_num_layers or r.get("model.mtp_hybrid_override_pattern"):
-        return "a hybrid Mamba model with multi-token prediction layers (not modelled)"
+    mtp_why = _hybrid_mtp_unsupported(r, m, t, low)
+    if mtp_why:
+        return mtp_why
     if set(pattern) - _HYBRID_SYMBOLS:
         return (f"hybrid layer symbols {''.join(sorted(set(pattern) - _HYBRID_SYMBOLS))!r} (only Mamba 'M', "
                 "attention '*', MLP '-' and MoE 'E' layers are modelled)")
@@ -577,6 +640,24 @@ def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, 
     recompute = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if recompute - {"core_attn"} or t.moe_layer_recompute:
         return "selective recompute beyond core_attn in a hybrid Mamba model (not modelled)"
+    return ""
+
+
+def _hybrid_mtp_unsupported(r: _Reader, m: ModelShape, t: Training, low: LowPrecision | None) -> str:
+    """Why a hybrid model's MTP depths have no verdict ("" when modelled, or there are none)."""
+    written = next(v.value for v in map(r.lookup, _HYBRID_KEYS)
+                   if v.state == "known" and isinstance(v.value, str) and v.value)
+    why = _hybrid_mtp(r, written)[1]
+    if why or not m.hybrid_mtp_pattern:
+        return why
+    if low is not None and low.recipe == "nvfp4":
+        return ("NVFP4 training of a hybrid model with MTP depths (megatron-core runs eh_proj in bf16 and the depth's "
+                "layers under FP4 by their index within the depth: not modelled)")
+    if r.get("model.moe_paged_stash", False):
+        return "moe_paged_stash with hybrid MTP depths (the MTP MoE layers' stashed tensors are not modelled)"
+    if t.recompute_granularity == "full" and t.recompute_method != "block" and (t.recompute_num_layers or 1) != 1:
+        return (f"full uniform recompute of {t.recompute_num_layers} layers with MTP depths (megatron-core's "
+                "MultiTokenPredictionLayer asserts recompute_num_layers == 1)")
     return ""
 
 

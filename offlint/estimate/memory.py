@@ -138,13 +138,16 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
         layers = depth.total * m.mtp_num_layers - logits
         here = (layers if stage.mtp_layers else 0.0) + (logits if stage.has_output else 0.0)
         parts.append(Part(f"activations: multi-token prediction ({m.mtp_num_layers} depths)", here, "activations"))
-        if stage.mtp_layers and t.recompute_granularity == "full" and t.recompute_method != "block":
+        if stage.mtp_layers and t.recompute_granularity == "full" and (t.recompute_method != "block" or
+                                                                       m.hybrid_mtp_pattern):
             extra = max(extra, act.mtp_rebuilt(m, p, t))  # before the decoder layers' backward, not beside it
     if extra:
         parts.append(Part("activations: recompute working set", extra, "activations"))
-    if any(m.layer_kind(i) == "M" for i in _stage_layers(m, p, stage)):
+    if any(m.layer_kind(i) == "M" for i in _stage_layers(m, p, stage)) or \
+            stage.mtp_layers and "M" in (m.hybrid_mtp_pattern or ""):
         parts.append(Part("Mamba chunked-scan states (one layer)", act.mamba_scan_states(m, p, t), "activations"))
-    if m.num_moe_experts and any(m.is_moe_layer(i) for i in range(m.num_layers)):
+    if m.num_moe_experts and (any(m.is_moe_layer(i) for i in range(m.num_layers)) or
+                              "E" in (m.hybrid_mtp_pattern or "")):
         parts.append(Part("MoE dispatch buffers", act.dispatch_buffers(m, p, t), "activations"))
     subtotal = sum(x.bytes for x in parts)
     parts.append(Part("allowance: workspaces, NCCL, fragmentation",
@@ -240,8 +243,10 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
         dense, replicated, expert = precision.mtp_gemm_weights(m)
         gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
         sharded += (dense / p.tp + replicated) / shards[0] + expert / (p.ep * p.etp) / shards[1]
-        depths = 1 if m.mtp_repeated_layer else m.mtp_num_layers
-        gemms += depths * (1 + precision.gemms(m, m.is_moe_layer(m.num_layers - 1), (m.num_moe_experts or 0) / p.ep))
+        depths, local = 1 if m.mtp_repeated_layer else m.mtp_num_layers, (m.num_moe_experts or 0) / p.ep
+        layers = [precision.gemms(m, kind == "E", local, kind) for kind in m.hybrid_mtp_pattern] \
+            if m.hybrid_mtp_pattern else [precision.gemms(m, m.is_moe_layer(m.num_layers - 1), local)]
+        gemms += depths * (1 + sum(layers))  # eh_proj and the depth's layers
     copies = gemm * precision.weight_copy_bytes(lp)
     history = precision.scaling_state_bytes(lp, gemms)  # delayed scaling only
     state = [Part("FP8 scaling state (amax history)", history, "weights")] if history else []

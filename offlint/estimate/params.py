@@ -173,7 +173,15 @@ def mtp_block(m: ModelShape) -> Split:
     if not m.mtp_num_layers:
         return Split()
     h = m.hidden_size
-    one = Split(tp=2 * h * h, replicated=3 * _norm(m, h)) + layer(m, m.num_layers - 1)
+    one = Split(tp=2 * h * h, replicated=3 * _norm(m, h))
+    if m.hybrid_mtp_pattern:
+        # A hybrid model's depth: the same norms and eh_proj around a HybridStack of the depth's pattern, built
+        # from the decoder's layer specs, without the stack's own final norm (post_layer_norm=False; megatron-core
+        # 0.19.2 transformer/multi_token_prediction.py:983-1053, models/hybrid/hybrid_layer_specs.py:71-87).
+        for kind in m.hybrid_mtp_pattern:
+            one = one + HYBRID_LAYERS[kind](m)
+    else:
+        one = one + layer(m, m.num_layers - 1)
     return one * (1 if m.mtp_repeated_layer else m.mtp_num_layers)
 
 
@@ -206,8 +214,11 @@ def active(m: ModelShape) -> int:
         return total(m)
     unused = (m.num_moe_experts - m.moe_router_topk) * routed_expert(m)
     moe_layers = sum(1 for i in range(m.num_layers) if m.is_moe_layer(i))
-    if m.mtp_num_layers and m.is_moe_layer(m.num_layers - 1):
-        moe_layers += 1 if m.mtp_repeated_layer else m.mtp_num_layers
+    depths = 1 if m.mtp_repeated_layer else m.mtp_num_layers
+    if m.hybrid_mtp_pattern:
+        moe_layers += m.hybrid_mtp_pattern.count("E") * depths
+    elif m.mtp_num_layers and m.is_moe_layer(m.num_layers - 1):
+        moe_layers += depths
     return total(m) - unused * moe_layers
 
 
@@ -322,7 +333,8 @@ def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
     but no embedding builds one for it (GPTModel: `pre_process or mtp_process`), beside the output layer on
     the last stage, whose own weight is still allocated when tied (megatron-core skips it only where
     `pre_process`; 0.16.1 and 0.19.2 alike). With MTP the final norm sits with the last decoder layer
-    (TransformerBlock.has_final_layernorm_in_this_stage), else on the last stage. Kept per (model, layout): a
+    (TransformerBlock.has_final_layernorm_in_this_stage), else, and in a hybrid model (HybridStack builds it where
+    post_process), on the last stage. Kept per (model, layout): a
     tree's recipes share a handful of models, and the what-if options repeat them."""
     out = []
     ranges_by_stage = layer_ranges(m, parallel)
@@ -337,7 +349,8 @@ def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
         first, last = index == 0, index == parallel.pp - 1
         if first:
             count = count + embedding(m)
-        if (m.num_layers - 1 in [i for r in ranges for i in r]) if m.mtp_num_layers else last:
+        if (m.num_layers - 1 in [i for r in ranges for i in r]) if m.mtp_num_layers and m.hybrid_pattern is None \
+                else last:
             count = count + final_norm(m)
         if last and (not m.tied_embeddings or parallel.pp > 1):
             count = count + output_layer(m)

@@ -182,6 +182,9 @@ def mtp_gemm_weights(m: ModelShape) -> tuple[int, int, int]:
     (megatron-core's MultiTokenPredictionLayer), whatever first_last_layers_bf16 says."""
     last = m.num_layers - 1
     tp, replicated, expert = gemm_weights(m, m.is_moe_layer(last), gdn=m.is_gdn_layer(last))
+    if m.hybrid_mtp_pattern:  # a hybrid model's depth: the layers of its pattern
+        layers = [_hybrid_gemm_weights(m, kind) for kind in m.hybrid_mtp_pattern]
+        tp, replicated, expert = (sum(layer[i] for layer in layers) for i in range(3))
     n = 1 if m.mtp_repeated_layer else m.mtp_num_layers
     return n * (tp + 2 * m.hidden_size * m.hidden_size), n * replicated, n * expert
 
