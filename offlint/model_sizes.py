@@ -69,6 +69,13 @@ def architecture(hf_id: str) -> str | None:
     return entry.get("architecture") if entry else None
 
 
+def vision(hf_id: str) -> dict[str, object] | None:
+    """A vision-language model's vision tower, in its Hugging Face `vision_config` names (depth, hidden_size,
+    ...), or None when offlint does not know it (the estimate then has no verdict for a frozen language model)."""
+    entry = _table().get(hf_id) or _table().get(_case_insensitive(hf_id))
+    return dict(entry["vision"]) if entry and isinstance(entry.get("vision"), dict) else None
+
+
 def sources(hf_id: str) -> list[str]:
     entry = _table().get(hf_id) or _table().get(_case_insensitive(hf_id))
     return list(entry["sources"]) if entry else []

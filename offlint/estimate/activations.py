@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from offlint.estimate import lora, precision
+from offlint.estimate import frozen_lm, lora, precision
 from offlint.estimate.inputs import ModelShape, Parallelism, Training
 
 # Fine-grained activation offloading: which saved tensors each `offload_modules` name moves to the host.
@@ -88,6 +88,8 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool
         return LayerActivations({**gdn_part, **_quantized(rest, m, p, t, moe, attention=False)})
     if t.peft and not moe:
         terms = lora.frozen_terms(terms, m, p, t.peft, tokens(m, p, t))
+    if t.frozen_lm:  # inputs._read_frozen_lm refuses FP8, GDN and hybrid layers here
+        terms = frozen_lm.layer_terms(terms)
     return LayerActivations(_quantized(terms, m, p, t, moe) if fp8 and t.low_precision else terms)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from offlint.estimate import activations as act
-from offlint.estimate import lora, params, precision
+from offlint.estimate import frozen_lm, lora, params, precision
 from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
 
 GIB = 1024**3
@@ -105,6 +105,15 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
         adapters = sum(lora.adapter_params(m, t.peft) for _ in _stage_layers(m, p, stage)) / p.tp
         parts.append(Part(f"LoRA adapters ({_dtype(t.params_bytes)})", adapters * t.params_bytes, "weights"))
         dense, expert = adapters, 0.0
+    vision = t.frozen_lm if stage.index == 0 else None  # the tower and its mergers: first stage only
+    if t.frozen_lm:  # a frozen language model and tower: gradients and optimizer states for the mergers only
+        tower, mergers = frozen_lm.tower_params(t.frozen_lm), frozen_lm.projection_params(t.frozen_lm)
+        dense, expert = (sum(mergers.per_rank(p)), 0.0) if vision else (0.0, 0.0)
+        if vision:
+            parts.append(Part(f"vision tower, frozen ({_dtype(t.params_bytes)})",
+                              sum(tower.per_rank(p)) * t.params_bytes, "weights"))
+            parts.append(Part(f"vision patch mergers, trained ({_dtype(t.params_bytes)})", dense * t.params_bytes,
+                              "weights"))
     parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
                       (dense / grads[0] + expert / grads[1]) * _grad_bytes(t), "grads"))
     optimizer = optimizer_bytes(t, dense / optim[0])
@@ -126,6 +135,11 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                           "activations"))
         parts.append(Part("activations: MoE paged stash, padded expert tensors of the two layers being computed",
                           stash[2], "activations"))
+    if vision:
+        parts.append(Part("activations: vision patch mergers (every token a vision token, at most)",
+                          frozen_lm.projection_activations(m, p, t) * in_flight, "activations"))
+        parts.append(Part("activations: frozen vision tower working set (one layer, at most)",
+                          frozen_lm.tower_working_set(m, p, t), "activations"))
     if stage.has_embedding:
         parts.append(Part("activations: embedding inputs", act.embedding_terms(m, p, t) * in_flight, "activations"))
     if stage.has_output:

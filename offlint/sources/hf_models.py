@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlint.model_sizes import ModelConfigError, architecture, from_config_json, lookup
+from offlint.model_sizes import ModelConfigError, architecture, from_config_json, lookup, vision
 from offlint.reading import ReadError, read_text
 
 PROVIDER_METHODS = frozenset({"get_model_config", "to_megatron_provider", "to_megatron_model_config"})
@@ -47,6 +47,9 @@ def model_sizes(model_id: str, search_from: Path) -> tuple[dict[str, object], st
             continue
     sizes = lookup(model_id)
     if sizes:
+        tower = vision(model_id)  # a VLM's vision tower (Bridge's provider keeps the HF vision_config whole)
+        if tower:
+            sizes["model.vision_config"] = tower
         return sizes, f"sizes of {model_id} from offlint's table of public models"
     return None
 

@@ -29,7 +29,6 @@ Where each part lives (one room each; `PythonReader` is assembled from the mixin
 from __future__ import annotations
 
 import ast
-import re
 
 from offlint.sources import python_inputs, python_roles
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _dedupe, _framework, _note_base
@@ -41,15 +40,19 @@ from offlint.sources.python_syntax import FUNCTIONS, TRY, _call_name, _statement
 from offlint.sources.python_values import ConfigObj, Frame
 from offlint.types import Layer, Location, Unit, UnitKind
 
-# Names that make a file worth parsing at all (a cheap prefilter; the keys rules read plus config classes).
-_RELEVANT = re.compile(
-    rb"offload|pipeline_model_parallel|recompute|cuda_graph|distributed_optimizer|precision_aware|env_vars"
-    rb"|num_layers|Config\(|Provider\(|transformer_impl|bf16|fp16|PYTORCH_CUDA_ALLOC_CONF"
-)
+# Names that make a file worth parsing at all (a cheap prefilter; the keys rules read plus config classes). Each is
+# looked for as a plain substring, the ones most of Megatron Bridge's files hold first: three times faster than one
+# regex of the alternatives (the 1,713 files of Bridge 067f987: 0.065 s against 0.19 s; same answers).
+_RELEVANT = (b"bf16", b"num_layers", b"Config(", b"pipeline_model_parallel", b"Provider(", b"recompute", b"env_vars",
+             b"cuda_graph", b"distributed_optimizer", b"fp16", b"offload", b"precision_aware",
+             b"PYTORCH_CUDA_ALLOC_CONF", b"transformer_impl")
 
 
 def worth_parsing(data: bytes) -> bool:
-    return _RELEVANT.search(data) is not None
+    for word in _RELEVANT:
+        if word in data:
+            return True
+    return False
 
 
 class PythonReader(Statements, Expressions, CallFollowing, NameLookup):

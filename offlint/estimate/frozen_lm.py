@@ -1,0 +1,95 @@
+"""A VLM that trains only its vision projection: frozen language model, frozen vision tower, trained patch mergers
+(Megatron Bridge 067f987's Qwen3-VL recipes: `freeze_language_model=True`, `freeze_vision_model=True`,
+`freeze_vision_projection=False`). Sources in docs/estimate.md, "Frozen language model (Qwen3-VL recipes)".
+
+- Parameters: Qwen3VLModel.freeze (models/qwen_vl/modelling_qwen3_vl/model.py:513-546) sets requires_grad=False
+  on the language model and the tower, then True again on the final patch merger and the deepstack mergers.
+  megatron-core's DDP and optimizer allocate gradients and optimizer states for the trained parameters only (as
+  for LoRA's frozen base, lora.py). The tower and its mergers exist on the first pipeline stage only
+  (`pre_process and add_encoder`, model.py:346), built with the language model's tensor parallelism and without
+  sequence parallelism (transformer_config.py get_vision_model_config: :83, :126).
+- The tower: 27 (`depth`) pre-norm ViT layers from megatron-core's TE ViT spec (LayerNorm fused into QKV and fc1,
+  biases everywhere, GELU MLP), a Conv3d patch embedding with bias (utils.py Qwen3VLVisionPatchEmbed) and learned
+  position embeddings (vision_model.py:145); no final norm. Its inputs need no gradient and its weights are
+  frozen, so autograd records nothing there and it keeps no activations; while it runs it holds one layer's
+  tensors (`tower_working_set`).
+- The mergers (utils.py Qwen3VLVisionPatchMerger): a LayerNorm over the patch width (the final merger) or over
+  the merged width (deepstack mergers, `use_postshuffle_norm`), TE column-parallel fc1 (merged -> merged),
+  GELU, TE row-parallel fc2 (merged -> out_hidden_size), with biases. Trained, they keep the norm's input and
+  statistics (Transformer Engine ops/basic/layer_norm.py: `save_for_backward(x, means, rstdevs)`), fc1's input
+  (the normed tensor, whole on every TP rank), GELU's input and fc2's input (split over TP).
+- The frozen language model: its input (the embeddings with the mergers' output scattered in) needs a gradient,
+  so backward runs through every layer, but a frozen Transformer Engine linear keeps no input: `Linear` and
+  `LayerNormLinear` save their input only when `weight.requires_grad` (linear.py `backward_needs_input`;
+  layernorm_linear.py:427-429 frees the norm's output), `GroupedLinear` likewise (grouped_linear.py:901-916 at
+  d0067d0: `inputmats = [None] * num_gemms`). Norms, attention, the activation functions and the router
+  (megatron-core RouterGatingLinearFunction saves its input unconditionally) keep theirs.
+- Vision tokens: each merged vision token is one token of the language model's sequence, so a micro-batch holds
+  at most micro_batch_size x seq_length of them, spatial_merge_size**2 patches each; with context parallelism
+  every CP rank runs the tower on the whole micro-batch's images (vision_dp_when_cp=False). The estimate takes
+  that bound (Bridge's mock VLM dataset puts one 256x256 image in each sample; how many tokens the Hugging Face
+  processor makes of it is not read).
+"""
+
+from __future__ import annotations
+
+from offlint.estimate.inputs import FrozenLM, ModelShape, Parallelism, Training
+from offlint.estimate.params import Split
+
+# What a frozen Transformer Engine linear (or grouped linear) would have kept: its input (activations.py names).
+FROZEN_LINEAR_INPUTS = ("qkv_input", "fc1_input", "act_output", "expert_fc1_input", "expert_act_output")
+
+
+def layer_terms(terms: dict[str, float]) -> dict[str, float]:
+    """A frozen language-model layer's saved tensors: those of a trained layer less the frozen linears' inputs."""
+    return {k: v for k, v in terms.items() if k not in FROZEN_LINEAR_INPUTS}
+
+
+def _merged(v: FrozenLM) -> int:
+    return v.hidden_size * v.spatial_merge_size ** 2
+
+
+def tower_params(v: FrozenLM) -> Split:
+    """The frozen tower: patch embedding, position embeddings and `depth` ViT layers (QKV, fc1 and their biases
+    column-parallel; the output projection and fc2 row-parallel, their biases and the LayerNorms whole)."""
+    h, f = v.hidden_size, v.intermediate_size
+    layer = Split(tp=3 * h * h + 3 * h + h * h + f * h + f + f * h, replicated=2 * h + h + 2 * h + h)
+    patch = v.in_channels * v.temporal_patch_size * v.patch_size ** 2 * h + h
+    return layer * v.depth + Split(replicated=patch + v.num_position_embeddings * h)
+
+
+def projection_params(v: FrozenLM) -> Split:
+    """The trained mergers: the final one (LayerNorm over the patch width) and one per deepstack index (LayerNorm
+    over the merged width); fc1 column-parallel with its bias, fc2 row-parallel with its bias whole."""
+    merged, out = _merged(v), v.out_hidden_size
+    linears = Split(tp=merged * merged + merged + merged * out, replicated=out)
+    return linears * (1 + v.deepstack_mergers) + Split(replicated=2 * v.hidden_size +
+                                                       v.deepstack_mergers * 2 * merged)
+
+
+def vision_tokens(m: ModelShape, t: Training) -> float:
+    """Merged vision tokens of one micro-batch, at most (see the module docstring)."""
+    return float(t.micro_batch_size * m.seq_length)
+
+
+def projection_activations(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """Bytes the trained mergers keep per micro-batch on one rank of the first stage."""
+    v = t.frozen_lm
+    tokens, merged = vision_tokens(m, t), _merged(v)
+    patches = tokens * v.spatial_merge_size ** 2
+    per_merger = 2 * tokens * merged * 2 + 2 * tokens * merged / p.tp * 2  # norm and fc1 inputs; GELU and fc2's
+    stats = 8 * patches + v.deepstack_mergers * 8 * tokens  # fp32 mean and rstd per normalised row
+    return per_merger * (1 + v.deepstack_mergers) + stats
+
+
+def tower_working_set(m: ModelShape, p: Parallelism, t: Training) -> float:
+    """What the frozen tower holds while it runs one micro-batch (nothing is kept after): at most every tensor one
+    ViT layer makes and its input (the input, the two normed inputs, QKV, the attention and projection outputs,
+    fc1 and GELU outputs, fc2's output and the two residual sums), the deepstack inputs taken so far (kept by their
+    mergers, counted there) aside, and the input pixels in fp32."""
+    v = t.frozen_lm
+    patches = vision_tokens(m, t) * v.spatial_merge_size ** 2
+    h, f = v.hidden_size, v.intermediate_size
+    layer = 2 * patches * (7 * h + (3 * h + h + 2 * f) / p.tp)
+    pixels = 4 * patches * v.in_channels * v.temporal_patch_size * v.patch_size ** 2
+    return layer + pixels
