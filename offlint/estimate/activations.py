@@ -381,7 +381,8 @@ def mtp_rebuilt(m: ModelShape, p: Parallelism, t: Training) -> float:
         return mtp_depth(m, p, replace(t, recompute_granularity=None)).total
     plain = replace(t, recompute_granularity=None)
     fp8 = precision.quantized_mtp(t.low_precision)
-    layers = [after_selective_recompute(layer_terms(m, p, plain, kind == "E", fp8=fp8, hybrid=kind), plain).total for kind in m.hybrid_mtp_pattern]
+    layers = [after_selective_recompute(layer_terms(m, p, plain, kind == "E", fp8=fp8, hybrid=kind), plain).total
+              for kind in m.hybrid_mtp_pattern]
     if t.recompute_method == "block":
         return max(layers[:t.recompute_num_layers or 0], default=0.0)
     depth = mtp_depth(m, p, plain).terms
