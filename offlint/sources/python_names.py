@@ -23,7 +23,8 @@ class NameLookup:
         """Imports inside function bodies (`from ...optimizer_utils import adam_with_cosine` deferred against an
         import cycle): callable from where they are imported; a module-level import of the name wins. Only the
         functions whose text holds an indented import are walked, statements only."""
-        lines = sorted(i for i, line in enumerate(self.lines, start=1) if _LOCAL_IMPORT.match(line))
+        # (the substring test first: most lines hold no import, and it is several times cheaper than the match)
+        lines = [i for i, line in enumerate(self.lines, start=1) if b"import" in line and _LOCAL_IMPORT.match(line)]
         if not lines:
             return
         module_level = dict(self.imports)
