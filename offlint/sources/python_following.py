@@ -47,7 +47,7 @@ class CallFollowing:
     def _eval_call(self, node: ast.Call, frame: Frame):
         name = _call_name(node.func)
         short = name.rsplit(".", 1)[-1] if name else ""
-        text = self._segment(node.func) + "(...)"
+        # (the call as written, for messages: `self._segment(node.func) + "(...)"`, made where one needs it)
         if short == "cast" and len(node.args) == 2:  # typing.cast(Type, value) is the value
             return self._eval(node.args[1], frame)
         if python_inputs.is_parse_call(node):  # `args = parser.parse_args()`: what the user gives
@@ -59,7 +59,8 @@ class CallFollowing:
             return pure
         if short == "from_hf_pretrained" and node.args:
             model_id = self._eval(node.args[0], frame)
-            return HFModel(model_id) if isinstance(model_id, str) else Unknown(f"`{text}` of an unknown model")
+            return HFModel(model_id) if isinstance(model_id, str) else Unknown(
+                f"`{self._segment(node.func)}(...)` of an unknown model")
         if isinstance(node.func, ast.Attribute) and node.func.attr in PROVIDER_METHODS:
             owner = self._eval(node.func.value, frame)
             if isinstance(owner, HFModel):
@@ -120,7 +121,8 @@ class CallFollowing:
             if isinstance(base, Record):
                 return base.replaced(self._call_keywords(node, frame))
         if name and self._imports_training_entry_point(name):
-            return Unknown(f"`{text}` runs training")  # the configuration ends here; it is not changed
+            # the configuration ends here; it is not changed
+            return Unknown(f"`{self._segment(node.func)}(...)` runs training")
         if short == "import_module" and name and self._imported_from(name, "importlib") and node.args:
             target = self._eval(node.args[0], frame)  # importlib.import_module(f"configs.{family}")
             return ModuleRef(target) if isinstance(target, str) and not target.startswith(".") else Unknown(
@@ -130,7 +132,8 @@ class CallFollowing:
         if isinstance(called, FunctionRef) and self._may_follow(frame):  # `builder = getattr(module, name); builder()`
             return self._call(called.reader, called.fn, node, frame)
         if name and self._imports_mcore_consumer(name):
-            return Unknown(f"the result of `{text}`")  # megatron-core reads the config; it does not change it
+            # megatron-core reads the config; it does not change it
+            return Unknown(f"the result of `{self._segment(node.func)}(...)`")
         dataclass = self._find_dataclass(name) if name else None
         if dataclass is not None:
             return self._record(dataclass, node, frame)
@@ -139,6 +142,7 @@ class CallFollowing:
             return self._call(target[0], target[1], node, frame)
         # A call offlint does not follow: the config objects it can reach (`f(cfg)`: the whole container,
         # `f(cfg.model)`: the model section) may be changed by it; the reason names the call and where it is.
+        text = self._segment(node.func) + "(...)"
         why = Unknown(f"may be changed by `{text}` at {self.path}:{node.lineno}")
         for arg in [*node.args, *(k.value for k in node.keywords)]:
             arg = arg.value if isinstance(arg, ast.Starred) else arg
