@@ -18,6 +18,7 @@ from offlint.sources.python_values import RETURNED_NONE, ConfigObj, Frame, Funct
 from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
 
 _UNDECIDED = object()
+_DEFINITIONS = (*FUNCTIONS, ast.ClassDef)  # statements a block skips (built once, not per statement)
 _UNBOUND = object()
 _DECIDABLE = {
     ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Is: lambda a, b: a is b,
@@ -36,7 +37,7 @@ class Statements:
         for stmt in body:
             if frame.returned is not None:
                 break
-            if isinstance(stmt, (*FUNCTIONS, ast.ClassDef)):
+            if isinstance(stmt, _DEFINITIONS):
                 continue
             if isinstance(stmt, ast.If):
                 touched.extend(self._run_if(stmt, frame))
