@@ -9,6 +9,7 @@ around are shell_values.
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import accumulate
 
 from offlint.sources.shell_mask import Masked, parse_masked
 from offlint.sources.shell_values import _MAX_NESTING, _merge, Org, _P, Pos, _State, _TooDeep, _Var
@@ -17,6 +18,7 @@ from offlint.sources.shell_words import WordExpansion
 from offlint.sources.shell_commands import Commands
 
 _LANG = None
+_BEGINS = bytes(0 if 0x80 <= b < 0xC0 else 1 for b in range(256))  # 1 for a byte that begins a UTF-8 character
 
 
 def _tree(data: bytes):
@@ -38,9 +40,10 @@ class _Walker(Commands, WordExpansion, Conditions):
         self.data = text.encode("utf-8", "surrogatepass")
         self.b2c = None
         if not text.isascii():
-            self.b2c = []
-            for i, ch in enumerate(text):
-                self.b2c.extend([i] * len(ch.encode("utf-8", "surrogatepass")))
+            # byte offset -> offset of the character it belongs to: the characters begun up to that byte, less one
+            # (a UTF-8 continuation byte begins none), counted in C rather than a Python loop per character
+            self.b2c = list(accumulate(self.data.translate(_BEGINS), initial=-1))
+            del self.b2c[0]
             self.b2c.append(len(text))
         self.tok = 0
         self.saw_at = False
