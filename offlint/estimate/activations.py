@@ -192,10 +192,9 @@ def _hybrid_quantized(terms: dict[str, float], m: ModelShape, p: Parallelism, t:
     if kind == "M":
         per = precision.saved_input_bytes(t.low_precision)
         return {k: v * per / 2 if k in ("in_proj_input", "out_proj_input") else v for k, v in terms.items()}
-    out = _quantized(terms, m, p, t, moe=kind == "E")
-    if kind != "*":
-        out.pop("proj_input", None)
-    return out
+    # FP8 attention (fp8_dot_product_attention) only in the attention layers: the MLP and MoE layers have no
+    # core attention, and no output projection whose quantized copy delayed scaling would add.
+    return _quantized(terms, m, p, t, moe=kind == "E", attention=kind == "*")
 
 
 def mamba_terms(m: ModelShape, p: Parallelism, t: Training) -> dict[str, float]:
@@ -366,7 +365,7 @@ def _hybrid_mtp_layers(m: ModelShape, p: Parallelism, t: Training, fp8: bool) ->
         if i < checkpointed:
             out[f"mtp_{i}{kind}_checkpoint_input"] = checkpoint_input(m, p, t)
             continue
-        terms = after_selective_recompute(layer_terms(m, p, t, kind == "E", fp8=fp8, hybrid=kind), t).terms
+        terms = after_selective_recompute(layer_terms(m, p, t, kind == "E", fp8=fp8, hybrid=kind), t, kind).terms
         out.update({f"mtp_{i}{kind}_{name}": v for name, v in terms.items()})
     return out
 
@@ -381,8 +380,8 @@ def mtp_rebuilt(m: ModelShape, p: Parallelism, t: Training) -> float:
         return mtp_depth(m, p, replace(t, recompute_granularity=None)).total
     plain = replace(t, recompute_granularity=None)
     fp8 = precision.quantized_mtp(t.low_precision)
-    layers = [after_selective_recompute(layer_terms(m, p, plain, kind == "E", fp8=fp8, hybrid=kind), plain).total
-              for kind in m.hybrid_mtp_pattern]
+    layers = [after_selective_recompute(layer_terms(m, p, plain, kind == "E", fp8=fp8, hybrid=kind), plain,
+                                        kind).total for kind in m.hybrid_mtp_pattern]
     if t.recompute_method == "block":
         return max(layers[:t.recompute_num_layers or 0], default=0.0)
     depth = mtp_depth(m, p, plain).terms
@@ -458,7 +457,29 @@ def output_terms(m: ModelShape, p: Parallelism, t: Training) -> float:
     return (2 + head) * n * m.hidden_size / sp + 4 * n * m.vocab_size / p.tp
 
 
-def after_selective_recompute(layer: LayerActivations, t: Training) -> LayerActivations:
+# Selective recompute in a hybrid model (megatron-core 2a75ac12, Bridge 067f987's pin), per layer symbol: the
+# modules each layer kind honours and what they drop. A MambaLayer recomputes nothing (ssm/mamba_layer.py has no
+# recompute path; its norm is fused into in_proj). The attention layer's input norm is fused into linear_qkv
+# (IdentityOp input_layernorm, so `layernorm` does nothing) and its MLP is IdentityOp. The MLP layer's norm is
+# fused into fc1 (`layernorm` does nothing); `mlp` checkpoints the whole MLP (TransformerLayer._forward_mlp),
+# which keeps its input, the layer's input (kept anyway as `mlp_norm_input`), and drops fc1's normed input, its
+# output and the activation's. The MoE layer has a separate pre-MLP TENorm, so `layernorm` discards its output
+# (`moe_input`, which the router, the shared expert's fc1 and the MoE checkpoint hold; with FP8 other than delayed
+# scaling, which megatron-core refuses here, and with FP4 the shared expert's fc1 saves that original input
+# anyway); `moe`, `moe_act` and `shared_experts` as in a GPT MoE layer. inputs._hybrid_unsupported refuses the
+# CUDA-graph cases where megatron-core switches these off.
+HYBRID_RECOMPUTE_DROPS = {
+    "M": {},
+    "*": {"core_attn": ()},
+    "-": {"mlp": ("fc1_input", "fc1_output", "act_output")},
+    "E": {"layernorm": ("moe_input",),
+          **{k: RECOMPUTE_DROPS[k] for k in ("moe", "moe_act", "shared_experts")}},
+}
+
+
+def after_selective_recompute(layer: LayerActivations, t: Training, kind: str | None = None) -> LayerActivations:
+    """The layer's saved tensors left after selective recompute; `kind`: a hybrid model's layer symbol (its own
+    table, HYBRID_RECOMPUTE_DROPS)."""
     modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if t.moe_layer_recompute:
         modules.add("moe")
@@ -466,7 +487,8 @@ def after_selective_recompute(layer: LayerActivations, t: Training) -> LayerActi
         # The fused grouped MLP saves the fc2 input whatever moe_act says (TE recomputes it only for SReLU, which
         # inputs._grouped_mlp_fuses does not count as fused), with or without the capacity factor.
         modules.discard("moe_act")
-    dropped = [name for module in modules for name in RECOMPUTE_DROPS.get(module, ())]
+    drops = RECOMPUTE_DROPS if kind is None else HYBRID_RECOMPUTE_DROPS[kind]
+    dropped = [name for module in modules for name in drops.get(module, ())]
     return layer.without(dropped)
 
 

@@ -625,21 +625,72 @@ def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, 
         return "a hybrid pattern with MoE layers ('E') but no num_moe_experts"
     if m.multi_latent_attention or m.moe_latent_size:
         return "a hybrid Mamba model with multi-latent attention or latent MoE (not modelled)"
-    if low is not None and low.recipe == "nvfp4":
-        return "NVFP4 training of a hybrid Mamba model (not modelled)"
-    if low is not None and low.attention:
-        return "FP8 attention in a hybrid Mamba model (not modelled)"
     width = 2 * m.mamba_d_inner + 2 * m.mamba_num_groups * m.mamba_state_dim + m.mamba_num_heads
-    if low is not None and width % 16:
+    if low is not None and low.recipe == "nvfp4" and (
+            width // p.tp % 16 or m.mamba_d_inner // p.tp % 16 or m.hidden_size % 16):
+        return (f"NVFP4 with a Mamba in_proj {width // p.tp} and out_proj {m.mamba_d_inner // p.tp} wide per TP "
+                f"rank and hidden {m.hidden_size}, not all multiples of 16 (Transformer Engine casts NVFP4 in "
+                "16-element blocks along both dims, nvfp4_tensor.py is_quantizable; not modelled)")
+    if low is not None and low.recipe != "nvfp4" and width % 16:
         return (f"FP8 with a Mamba in_proj {width} wide (MambaMixer asserts that FP8's in_proj width is a multiple "
                 "of 16)")
     if fsdp or t.peft:
         return "Megatron-FSDP or LoRA on a hybrid Mamba model (not modelled)"
     if t.cpu_offloading or t.fine_grained_offloading:
         return "activation offloading of a hybrid Mamba model (not modelled)"
-    recompute = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
-    if recompute - {"core_attn"} or t.moe_layer_recompute:
-        return "selective recompute beyond core_attn in a hybrid Mamba model (not modelled)"
+    return _hybrid_recompute_unsupported(r, m, t, low)
+
+
+def _hybrid_recompute_unsupported(r: _Reader, m: ModelShape, t: Training, low: LowPrecision | None) -> str:
+    """Selective recompute in a hybrid model is modelled per layer kind (activations.HYBRID_RECOMPUTE_DROPS) where
+    megatron-core 2a75ac12 decides it from the configuration alone. Refused: what its TransformerConfig raises
+    for, a recomputed module inside a CUDA-graphed part (the graph's static buffers then hold what it saves), and
+    where the graphs decide it: with the MoE router captured (and not megatron-core's local graphs)
+    TransformerLayer keeps or drops the pre-MLP norm's recompute by the shared-expert overlap and the dispatcher
+    (`can_recompute_pre_mlp_layernorm_for_cudagraph`), and with local graphs MoELayer leaves `moe` to
+    MoETransformerLayer's partial graphs (moe_layer.py)."""
+    modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
+    if t.moe_layer_recompute:
+        modules.add("moe")
+    if low is not None and low.recipe == "delayed" and modules & {"layernorm", "moe_act"}:
+        return ("selective recompute of 'layernorm' or 'moe_act' with FP8 delayed scaling (megatron-core's "
+                "TransformerConfig raises: 'Delayed scaling does not support moe_act and layernorm recompute')")
+    acting = modules - {"core_attn"}  # recomputing flash attention drops nothing
+    if not acting:
+        return ""
+    looked = [r.lookup(k) for k in ("model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope")]
+    for value in looked:
+        if value.is_unknown:
+            reason = value.value.reason if isinstance(value.value, Unknown) else "unknown"
+            r.unknown[value.key] = (f"{reason} (the memory model would need to know which layer parts CUDA graphs "
+                                    "capture, which decides what selective recompute drops in a hybrid model)")
+            return ""
+    impl = looked[0].value if looked[0].state in ("known", "default") else None
+    names = set()
+    for value in looked[1:]:
+        if value.state == "known" and value.value:
+            items = value.value if isinstance(value.value, (list, tuple)) else str(value.value).split(",")
+            names |= {str(item).rsplit(".", 1)[-1].strip() for item in items}
+    moe = "E" in (m.hybrid_pattern or "")
+    if impl not in (None, "none", ""):
+        # transformer_config.py: "full_cudagraph means either full_iteration impl or an empty per-layer scope
+        # (which captures the whole layer)"
+        whole = impl == "full_iteration" or not names
+        graphed = {"mlp": {"mlp"}, "moe": {"moe"}, "moe_act": {"moe"}, "shared_experts": {"moe"}}
+        inside = sorted(mod for mod in acting if whole or names & graphed.get(mod, set()))
+        if inside:
+            return (f"selective recompute of {', '.join(map(repr, inside))} inside CUDA-graphed layer parts of a "
+                    f"hybrid model (cuda_graph_impl={impl!r}; not modelled)")
+    if moe and "moe" in modules and impl == "transformer_engine" and "moe_router" in names:
+        return ("selective recompute of 'moe' with the MoE router CUDA-graphed by Transformer Engine (megatron-core's "
+                "TransformerConfig asserts: 'moe recompute is not supported with moe_router CUDA graph')")
+    if moe and "moe" in modules and impl == "local":
+        return ("selective recompute of 'moe' in a hybrid model with megatron-core's local CUDA graphs (MoELayer "
+                "leaves it to MoETransformerLayer's partial graphs; not modelled)")
+    if moe and "layernorm" in modules and impl not in (None, "none", "", "local") and "moe_router" in names:
+        return ("selective recompute of 'layernorm' in a hybrid model's MoE layers with CUDA graphs capturing the "
+                "MoE router (megatron-core then recomputes the pre-MLP norm or not by the shared-expert overlap and "
+                "the dispatcher; not modelled)")
     return ""
 
 
