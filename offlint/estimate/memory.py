@@ -84,6 +84,8 @@ def _stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int, nmb: 
     """Every stage's memory, once per distinct configuration in a process: a tree sets up the same model, layout
     and training settings in many recipes, and the rules, the either-way variants and the what-if table ask for
     the same estimate again (on Megatron Bridge 519 distinct of 739). The stages are not changed after."""
+    if m.wan is not None:  # Bridge's Wan diffusion transformer: its own parameters and activations
+        return _wan_stages(m, p, t, dp, edp, nmb)
     try:
         return _stages_of(m, p, t, dp, edp, nmb)
     except TypeError:  # an input that cannot be hashed (a list where a tuple is expected): not memoised
@@ -94,6 +96,46 @@ def _stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int, nmb: 
 def _stages_of(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int,
                nmb: int | None) -> tuple[StageMemory, ...]:
     return tuple(_stage_memory(m, p, t, stage, dp, edp, nmb) for stage in params.stages(m, p))
+
+
+def _wan_stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int,
+                nmb: int | None) -> tuple[StageMemory, ...]:
+    """Bridge's Wan diffusion transformer (diffusion.py): the one stage's memory (its pipeline parallelism is
+    refused), the parts named as for a GPT model."""
+    from offlint.estimate import diffusion
+
+    count = diffusion.layer_params(m) * m.num_layers + diffusion.outside_params(m)
+    dense, _ = count.per_rank(p)
+    weights, grads, optim = _shards(p, t, dp, edp)
+    parts = _weights(m, p, t, params.Stage(0, m.num_layers, count, True, True), dense / weights[0], weights)
+    parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
+                      dense / grads[0] * _grad_bytes(t), "grads"))
+    optimizer = optimizer_bytes(t, dense / optim[0])
+    for name, gpu in optimizer.gpu:
+        parts.append(Part(f"optimizer: {name}", gpu, "optimizer"))
+    layer = sum(diffusion.layer_terms(m, p).values())
+    working = 0.0
+    if t.recompute_granularity == "full":
+        k, layers = max(1, t.recompute_num_layers or 1), m.num_layers
+        if t.recompute_method == "block":  # the first k layers keep their inputs, the others everything
+            recomputed = min(k, layers)
+            stored = diffusion.checkpoint_input(m, p) * recomputed + layer * (layers - recomputed)
+            working = layer
+        else:  # uniform: one input per chunk of k layers; backward rebuilds one chunk at a time
+            stored = diffusion.checkpoint_input(m, p) * math.ceil(layers / k)
+            working = layer * min(k, layers)
+    else:
+        stored = layer * m.num_layers
+    parts.append(Part("activations: Wan blocks", stored, "activations"))
+    outside = diffusion.outside_terms(m, p)
+    parts.append(Part("activations: patch and text embeddings, rotary frequencies, head", sum(outside.values()),
+                      "activations"))
+    if working:
+        parts.append(Part("activations: recompute working set", working, "activations"))
+    subtotal = sum(x.bytes for x in parts)
+    parts.append(Part("allowance: workspaces, NCCL, fragmentation",
+                      WORKSPACE_AND_NCCL_BYTES + FRAGMENTATION * subtotal, "allowance"))
+    return (StageMemory(0, parts, 1.0, optimizer.host, optimizer.pinned, 0.0),)
 
 
 def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, dp: int, edp: int,

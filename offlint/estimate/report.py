@@ -50,18 +50,32 @@ def largest_parts(result: Estimate, n: int = 3) -> list[tuple[str, float]]:
     return [(p.name, p.bytes) for p in parts[:n]]
 
 
+def _vocab(m) -> str:
+    if m.wan is not None:  # no vocabulary: the text tokens its blocks attend to
+        return f"text tokens {m.wan.context_tokens * m.wan.packed_samples}"
+    return f"vocab {m.vocab_size}"
+
+
+def _parameters(m) -> int:
+    if m.wan is not None:  # Bridge's Wan diffusion transformer (diffusion.py)
+        from offlint.estimate import diffusion
+
+        return diffusion.total(m)
+    return params.total(m)
+
+
 def render_text(title: str, result: Estimate, device: Device, options: list[Option], notes: list[str],
                 with_expandable: bool | None = None, risk_fix: str = "") -> str:
     inputs = result.inputs
     m, p, t = inputs.model, inputs.parallel, inputs.training
     peak = result.peak
-    total = params.total(m)
+    total = _parameters(m)
     lines = [f"offlint estimate: {title}"]
     lines += [f"  note: {note}" for note in notes]
-    active = params.active(m)
+    active = total if m.wan else params.active(m)
     lines.append(f"model: {total / 1e9:.2f}B parameters" + (f" ({active / 1e9:.2f}B active)" if active != total else "")
                  + f", {m.num_layers} layers, hidden {m.hidden_size}, heads {m.num_attention_heads}/"
-                   f"{m.num_query_groups}, vocab {m.vocab_size}, seq {m.seq_length}, micro-batch {t.micro_batch_size}")
+                   f"{m.num_query_groups}, {_vocab(m)}, seq {m.seq_length}, micro-batch {t.micro_batch_size}")
     layout = f"TP{p.tp} PP{p.pp}" + (f" VPP{p.vpp}" if p.vpp else "") + f" CP{p.cp}"
     if m.num_moe_experts:
         layout += f" EP{p.ep} ETP{p.etp}"
@@ -119,7 +133,7 @@ def render_json(title: str, result: Estimate, device: Device, options: list[Opti
     m = result.inputs.model
     return {
         "unit": title, "notes": notes,
-        "parameters": params.total(m), "active_parameters": params.active(m),
+        "parameters": _parameters(m), "active_parameters": _parameters(m) if m.wan else params.active(m),
         "world_size": result.world_size, "data_parallel": result.data_parallel,
         "expert_data_parallel": result.expert_data_parallel, "num_microbatches": result.num_microbatches,
         "device": {"name": device.name, "total_gib": device.total_gib, "usable_bytes": device.usable_bytes},

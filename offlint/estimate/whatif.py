@@ -48,6 +48,8 @@ def what_if(inputs: Inputs, device: Device, world_size: int, layouts: bool = Tru
     base_time = cost.step_seconds(inputs, base, device)
     options = [_option("configured", "as configured", inputs, world_size, device, base_time)]
     options[0].baseline = True
+    if inputs.model.wan is not None:  # Wan (diffusion.py): neither its knobs' memory nor its step time is modelled
+        return options
     for group, label, variant in _variants(inputs, world_size, layouts):
         options.append(_option(group, label, variant, world_size, device, base_time))
     fitting = [o for o in options if o.fits and not o.at_risk] or [o for o in options if o.fits]
