@@ -62,16 +62,36 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
                 chosen[file.path] = SourceFile(file.path, file.kind, False)
                 frontier.append(file.path)
 
-    # Launch commands that run a recipe defined in any chosen Python file.
-    recipe_names = set()
-    for path in [p for p, f in chosen.items() if f.kind == "python"]:
-        recipe_names |= {n.decode() for n in _defined_names(path, data[path], functions_only=True)}
+    # Launch commands that run a recipe defined in any chosen Python file. The names the launches run are
+    # few (Bridge: 91): each is looked for among the `def`s of the chosen files first, and the slower search
+    # for `as` re-exports (_defined_names) is made only in the chosen files that have an ` as ` and mention, as
+    # a word, a name still not found (a name a file defines is a whole word of its text), not in all 131 files
+    # importing a base builder. The same names are found as by _defined_names of every chosen file.
+    flagged: dict[str, tuple[SourceFile, list[str]]] = {}
     for file in tree_files:
         if file.path in chosen or file.kind == "python":
             continue
-        text = data[file.path].decode("utf-8", "replace")
-        if any(name in recipe_names for name in _RECIPE_FLAG.findall(text)):
-            chosen[file.path] = SourceFile(file.path, file.kind, False)
+        names = _RECIPE_FLAG.findall(data[file.path].decode("utf-8", "replace"))
+        if names:
+            flagged[file.path] = file, names
+    pending = {name.encode() for _, names in flagged.values() for name in names}
+    chosen_python = [p for p, f in chosen.items() if f.kind == "python"] if pending else []
+    found: set[bytes] = set()
+    for path in chosen_python:
+        found.update(m.group(1) for m in _TOP_LEVEL_NAME.finditer(data[path]) if m.group(1) in pending)
+    pending -= found
+    short = any(len(name) < 3 or not name.isascii() for name in pending)  # not one of _WORD's words
+    for path in chosen_python:
+        if not pending:
+            break
+        if _SPACED_AS.search(data[path]) and (short or pending & _words(path, data, words)):
+            defined = pending & _defined_names(path, data[path], functions_only=True)
+            found |= defined
+            pending -= defined
+    recipe_names = {name.decode() for name in found}
+    for path, (file, names) in flagged.items():
+        if any(name in recipe_names for name in names):
+            chosen[path] = SourceFile(file.path, file.kind, False)
 
     # What the changed launch commands name: the recipe's definition (through `x as name` re-exports, x's too).
     # Every chosen launch (changed, or running a chosen recipe) also needs the YAML files it layers.
@@ -99,6 +119,7 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
 
 
 _WORD = re.compile(rb"[A-Za-z_]\w{2,}")
+_SPACED_AS = re.compile(rb"\sas\s")  # in every match of _ALIAS: a file without it re-exports nothing
 
 
 def _words(path: str, data: dict[str, bytes], cache: dict[str, set[bytes]]) -> set[bytes]:
