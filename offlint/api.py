@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from offlint import changed, pipeline, scope
-from offlint.cache import Cache, digest, fingerprint
+from offlint.cache import Cache, Deferred, digest, fingerprint
 from offlint.discover import Exclusion, SourceFile, discover
 from offlint.pipeline import Job
 from offlint.linking import link_commands
@@ -114,8 +114,21 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     reads: list[FileRead] = []
     findings: list[Finding] = []
     own: set[int] = set()  # (ids of) the findings of units defined in the target files
+    deferred: list[tuple[FileRead, Deferred]] = []  # files read for context only, still undecoded
     for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests,
-                                     first=frozenset(targets or ()), progress=options.progress):
+                                     first=frozenset(targets or ()), progress=options.progress,
+                                     defer=targets is not None):
+        if isinstance(outcome, Deferred):  # not a target (pipeline defers only those), valid as stored
+            summary = outcome.summary
+            if summary.error:
+                continue  # a read error is reported for the target files only
+            if not (summary.linked or summary.suppressions or summary.touches & targets):
+                # Its findings would all be filtered out below; its recipes are decoded if a command runs one
+                read = FileRead(by_path[outcome.path], texts[outcome.path], [], [])
+                reads.append(read)
+                deferred.append((read, outcome))
+                continue
+            outcome = outcome.outcome()
         if outcome.error is not None:
             if targets is None or outcome.path in targets:
                 errors.append(FileError(outcome.path, outcome.error))
@@ -124,6 +137,8 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         findings.extend(outcome.findings)
         if targets is not None and outcome.path in targets:
             own.update(id(f) for f in outcome.findings)
+    if deferred:
+        reads = _decode_linked(reads, deferred, findings)
     link_commands(reads, errors)
     for read in reads:
         for unit in read.units:
@@ -158,6 +173,34 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         cache.remember_result(run_key, replace(result, sources={p: t for p, t in result.sources.items()
                                                                 if p in shown}), covered=key_paths)
     return result
+
+
+def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], findings: list[Finding]
+                   ) -> list[FileRead]:
+    """The deferred files' units that linking can use, decoded: those defining a recipe a launch command of the run
+    names, or (when no file defines that name) a recipe imported `as` it, as `link_commands` looks them up. The
+    other deferred files keep no units: linking finds nothing in them, and their findings concern no target."""
+    named = {unit.recipe for read in reads for unit in read.units if unit.kind == UnitKind.COMMAND and unit.recipe}
+    if not named:
+        return reads
+    defined = {unit.name for read in reads for unit in read.units if unit.kind == UnitKind.RECIPE}
+    defined.update(name for _, later in deferred for name in later.summary.recipes)
+    if named - defined:
+        from offlint.linking import _imported_as
+
+        aliases = named - defined
+        named |= {original for read in reads if read.file.kind == "python"
+                  for original, alias in _imported_as(read.text) if alias in aliases}
+    dropped = set()
+    for read, later in deferred:
+        if later.summary.recipes & named:
+            outcome = later.outcome()
+            if outcome.error is not None:  # read again (the payload did not decode), and now unreadable
+                dropped.add(id(read))
+                continue
+            read.units, read.suppressions = outcome.units, outcome.suppressions
+            findings.extend(outcome.findings)
+    return [read for read in reads if id(read) not in dropped] if dropped else reads
 
 
 def _python_paths(files: list[SourceFile]) -> list[str]:

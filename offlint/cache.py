@@ -36,13 +36,13 @@ from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec
 from offlint.part_digests import line_moves, same_meaning
 from offlint.relocation import Unmovable, relocate
 from offlint.suppressions import Suppression
-from offlint.types import Finding, Unit
+from offlint.types import Finding, Unit, UnitKind
 
 ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-FORMAT = 7  # 7: definition_digests by meaning, with the lines of each part
+FORMAT = 8  # 8: a summary of each outcome in the index (Summary); 7: definition_digests by meaning
 ABSENT_FILE = "absent"
 MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree
 
@@ -64,6 +64,57 @@ class FileOutcome:
     # Per unit a function gave (or did not: no unit of that name), what its reading used: "N" the whole of file N,
     # "N:part" one part of it, N numbering [this file, *sorted(deps)]; an edit re-reads only the units it concerns
     unit_used: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a run that reads a file only for context (a pre-commit run's file that imports a changed one) needs to
+    know of its stored outcome before decoding it, kept in the index: the names of its recipe units, whether it has
+    units that linking needs whatever their names (launch commands, YAML layers), the files its findings point
+    to (location and related), and whether it has suppression comments or a read error."""
+
+    recipes: frozenset[str]
+    linked: bool
+    touches: frozenset[str]
+    suppressions: bool
+    error: bool
+
+    @classmethod
+    def of(cls, outcome: FileOutcome) -> "Summary":
+        return cls(frozenset(u.name for u in outcome.units if u.kind == UnitKind.RECIPE),
+                   any(u.kind != UnitKind.RECIPE for u in outcome.units),
+                   frozenset(path for f in outcome.findings
+                             for path in (f.location.path, *(r.location.path for r in f.related))),
+                   bool(outcome.suppressions), outcome.error is not None)
+
+    def encoded(self) -> list:
+        return [sorted(self.recipes), self.linked, sorted(self.touches), self.suppressions, self.error]
+
+    @classmethod
+    def decoded(cls, data: object) -> "Summary | None":
+        if not (isinstance(data, list) and len(data) == 5 and _str_list(data[0]) and _str_list(data[2])
+                and all(type(flag) is bool for flag in (data[1], data[3], data[4]))):
+            return None
+        return cls(frozenset(data[0]), data[1], frozenset(data[2]), data[3], data[4])
+
+
+class Deferred:
+    """A stored outcome valid as stored (no location to move), not decoded yet: `summary` says what it holds,
+    `outcome()` decodes it (or, should the stored payload not decode, reads the file again through `read_again`)."""
+
+    def __init__(self, path: str, digest_: str, summary: Summary, decode, read_again=None):
+        self.path, self.digest, self.summary = path, digest_, summary
+        self._decode, self.read_again = decode, read_again
+        self._outcome: FileOutcome | None = None
+
+    def outcome(self) -> FileOutcome:
+        if self._outcome is None:
+            self._outcome = self._decode()
+            if self._outcome is None:
+                if self.read_again is None:
+                    raise CacheFormatError(f"cache entry of {self.path} does not decode")
+                self._outcome = self.read_again()
+        return self._outcome
 
 
 def digest(text: str) -> str:
@@ -128,6 +179,7 @@ class _Entry:
     parts: dict[str, dict[str, str]]
     payload: str | None
     span: tuple[int, int] = (0, 0)
+    summary: Summary | None = None
 
 
 class Cache:
@@ -175,7 +227,7 @@ class Cache:
 
     def _parse_index(self, line: bytes) -> dict[str, _Entry]:
         """The first line of the entries file: {"format", "key", "entries": {path: [digest, deps, parts, offset,
-        length]}}."""
+        length, summary]}}."""
         try:
             header = json.loads(line)
         except ValueError:
@@ -185,11 +237,11 @@ class Cache:
             return {}
         entries: dict[str, _Entry] = {}
         for path, meta in header["entries"].items():
-            if not (isinstance(meta, list) and len(meta) == 5 and isinstance(meta[0], str) and _str_map(meta[1])
+            if not (isinstance(meta, list) and len(meta) == 6 and isinstance(meta[0], str) and _str_map(meta[1])
                     and isinstance(meta[2], dict) and all(_str_map(v) for v in meta[2].values())
-                    and all(type(n) is int and n >= 0 for n in meta[3:])):
+                    and all(type(n) is int and n >= 0 for n in meta[3:5])):
                 continue  # a damaged entry costs that file a re-read, nothing more
-            entries[path] = _Entry(meta[0], meta[1], meta[2], None, (meta[3], meta[4]))
+            entries[path] = _Entry(meta[0], meta[1], meta[2], None, (meta[3], meta[4]), Summary.decoded(meta[5]))
         return entries
 
     def _payload(self, entry: _Entry) -> str | None:
@@ -241,11 +293,12 @@ class Cache:
         """file -> the files its last reading depended on (with their digests then)."""
         return {path: entry.deps for path, entry in self.entries.items()}
 
-    def lookup(self, path: str, text_digest: str, digests, definitions=None) -> FileOutcome | None:
+    def lookup(self, path: str, text_digest: str, digests, definitions=None, defer: bool = False
+               ) -> FileOutcome | Deferred | None:
         """The stored outcome when the file is unchanged and everything it read is, or changed only in parts it
         did not use, or in parts it used only where they mean the same (comments, lines moved): then its locations
         are moved with their lines (`relocation.relocate`). `definitions(path)`: that file's definition_digests now (None when
-        it does not parse)."""
+        it does not parse). `defer`: an outcome valid as stored comes back undecoded (`Deferred`)."""
         entry = self.entries.get(path)
         if entry is None:
             return None
@@ -272,14 +325,12 @@ class Cache:
                 moving[dep] = (used, now)
             else:
                 moved[dep] = state
-        payload = self._payload(entry)
-        if payload is None:
-            return None
-        try:
-            outcome = self.codec.loads(payload)
-        except CacheFormatError:
-            return None
-        if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != entry.digest:
+        if defer and not moving and entry.summary is not None and entry.digest == text_digest:
+            if moved:
+                entry.deps = {**entry.deps, **moved}
+            return Deferred(path, entry.digest, entry.summary, lambda: self._decoded(path, entry))
+        outcome = self._decoded(path, entry)
+        if outcome is None:
             return None
         if moving:
             moves = {}
@@ -294,6 +345,19 @@ class Cache:
                 return None
         if moved:  # still valid as stored, kept so if the entries are written anyway (not written for this alone)
             entry.deps = outcome.deps = {**entry.deps, **moved}
+        return outcome
+
+    def _decoded(self, path: str, entry: _Entry) -> FileOutcome | None:
+        """The stored outcome of `entry`, decoded; None when it is not what offlint wrote for `path`."""
+        payload = self._payload(entry)
+        if payload is None:
+            return None
+        try:
+            outcome = self.codec.loads(payload)
+        except CacheFormatError:
+            return None
+        if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != entry.digest:
+            return None
         return outcome
 
     def previous(self, path: str) -> FileOutcome | None:
@@ -314,7 +378,8 @@ class Cache:
         except (TypeError, ValueError, RecursionError):
             self.entries.pop(outcome.path, None)  # a value the format cannot hold: that file is read every time
             return
-        self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, outcome.parts, payload)
+        self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, outcome.parts, payload,
+                                            summary=Summary.of(outcome))
         self.changed = True
 
     def save(self, keep: set[str] | None) -> None:
@@ -369,7 +434,8 @@ class Cache:
                 chunk = stored[entry.span[0]:entry.span[0] + entry.span[1]]
             else:
                 continue  # unreadable now: that file is read again next time
-            index[path] = [entry.digest, entry.deps, entry.parts, offset, len(chunk)]
+            summary = entry.summary.encoded() if entry.summary is not None else None
+            index[path] = [entry.digest, entry.deps, entry.parts, offset, len(chunk), summary]
             chunks.append(chunk)
             offset += len(chunk)
         header = json.dumps({"format": FORMAT, "key": self.key, "entries": index}, ensure_ascii=True)
@@ -378,6 +444,10 @@ class Cache:
 
 def _str_map(value: object) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _owned_private_dir(path: Path) -> bool:

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from offlint.cache import Cache, FileOutcome, digest, file_state
+from offlint.cache import Cache, Deferred, FileOutcome, digest, file_state
 from offlint.discover import SourceFile
 from offlint.engine import check_unit
 from offlint.part_digests import definition_digests, line_moves, means_the_same
@@ -106,7 +106,7 @@ def digests_of(texts: Texts, paths: list[str]) -> Digests:
 
 def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: bool = True,
              digests: dict[str, str] | None = None, first: frozenset[str] = frozenset(),
-             progress: Progress | None = None) -> list[FileOutcome]:
+             progress: Progress | None = None, defer: bool = False) -> list[FileOutcome | Deferred]:
     """One outcome per readable file of `job.files`, in order; reusing and refreshing `cache`.
 
     `prune`: the files are the whole tree, so cache entries of files not among them are dropped.
@@ -114,6 +114,8 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     `first`: files the others depend on (the changed files of a pre-commit run): read before the workers start,
     so that they inherit those readers and call results instead of each computing them again.
     `progress`: called with (files read so far, files to read) as reading goes (the terminal's progress bar).
+    `defer`: a file not in `first` whose stored outcome is valid as stored comes back undecoded (`cache.Deferred`:
+    a pre-commit run decodes only the files it needs, by their summary).
     """
     digests = digests if digests is not None else Digests(job.texts)
     definitions = DefinitionDigests(job.texts)
@@ -122,8 +124,11 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     for file in job.files:
         if job.texts.get(file.path) is None:
             continue
-        hit = cache.lookup(file.path, digests[file.path], digests, definitions.get) if cache is not None else None
-        if hit is not None and hit.digest != digests[file.path]:
+        hit = cache.lookup(file.path, digests[file.path], digests, definitions.get,
+                           defer=defer and file.path not in first) if cache is not None else None
+        if isinstance(hit, Deferred):
+            hit.read_again = lambda file=file: _read_batch(job, [file], digests)[0]
+        elif hit is not None and hit.digest != digests[file.path]:
             hit = _same_definitions(hit, job.texts[file.path], digests[file.path])
         if hit is not None:
             found[file.path] = hit
