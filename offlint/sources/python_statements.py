@@ -59,7 +59,8 @@ class Statements:
         if decided is not None:  # the test is known here (a literal parameter default, a constant): one path runs
             return self._run_block(node.body if decided else node.orelse, frame)
         branches = [node.body]
-        test = f"`if {self._segment(node.test)}` ({self.path}:{node.lineno})"
+        written = self._segment(node.test)  # the test as written (once: the paths' texts and the split's name)
+        test = f"`if {written}` ({self.path}:{node.lineno})"
         paths = [f"{test} is true"]
         orelse = node.orelse
         while len(orelse) == 1 and isinstance(orelse[0], ast.If):  # elif
@@ -69,7 +70,7 @@ class Statements:
             orelse = orelse[0].orelse
         branches.append(orelse)  # the else branch, or [] when there is none (the path that skips the if)
         paths.append(f"{test} is false" if len(branches) == 2 else f"no branch of {test} is taken")
-        split = BranchPoint(self._loc(node), f"if {self._segment(node.test)}", tuple(paths),
+        split = BranchPoint(self._loc(node), f"if {written}", tuple(paths),
                             self._input_flags(node, frame))
         tests, chain = [node.test], node
         while len(chain.orelse) == 1 and isinstance(chain.orelse[0], ast.If):  # each elif's own test
