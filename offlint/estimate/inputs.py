@@ -213,6 +213,25 @@ class Peft:
 
 
 @dataclass(frozen=True)
+class FrozenLM:
+    """A frozen language model and vision tower with a trained vision projection (Bridge's Qwen3-VL providers with
+    freeze_language_model and freeze_vision_model, not freeze_vision_projection; offlint/estimate/frozen_lm.py).
+    The tower's sizes, in its Hugging Face vision_config names."""
+
+    depth: int
+    hidden_size: int
+    intermediate_size: int
+    num_heads: int
+    in_channels: int
+    patch_size: int
+    temporal_patch_size: int
+    spatial_merge_size: int
+    num_position_embeddings: int
+    out_hidden_size: int
+    deepstack_mergers: int  # len(deepstack_visual_indexes): a patch merger per index
+
+
+@dataclass(frozen=True)
 class Training:
     micro_batch_size: int = 1
     global_batch_size: int | None = None
@@ -251,6 +270,7 @@ class Training:
     optimizer_instances: int = 1
     fsdp_outer_optim: bool = False
     peft: Peft | None = None  # LoRA on a frozen base; None: every parameter is trained
+    frozen_lm: FrozenLM | None = None  # a VLM training only its vision projection; None: not such a recipe
     expert_budget: ExpertBudget | None = None  # moe_expert_rank_capacity_factor (and moe_paged_stash); None: unset
     fused_grouped_mlp: bool = False  # no factor: TE's fused grouped MLP runs the experts under moe_act recompute
 
@@ -351,6 +371,10 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     if peft_why:
         unsupported.append(peft_why)
     training = replace(training, peft=peft)
+    frozen, frozen_why = _read_frozen_lm(r, model, parallel, training, low, fsdp)
+    if frozen_why:
+        unsupported.append(frozen_why)
+    training = replace(training, frozen_lm=frozen)
     model, wan_why = _read_wan(r, model, parallel, training, low, fsdp)
     if wan_why:
         unsupported.append(wan_why)
@@ -1093,9 +1117,6 @@ def _router_graphed(r: _Reader) -> bool:
 # the feature on (no verdict); an unknown one leaves the estimate unknown (rules.md: unknown is never default).
 _UNSUPPORTED = {
     "model.teacher": "knowledge distillation (a frozen teacher model beside the trained student)",
-    "model.freeze_language_model": ("a frozen language model (a VLM recipe training its vision projection: the "
-                                    "vision tower's size and the activations the frozen model keeps for the "
-                                    "projection's gradient are not modelled)"),
 }
 # Bridge's precision recipes and recipe names that train in FP8 or FP4 (`bf16_with_fp8_current_scaling_mixed`,
 # `bf16_with_mxfp8_mixed`, `..._8gpu_h100_fp8cs_config`, `..._b200_nvfp4_config`).
@@ -1538,6 +1559,71 @@ def _wan_refused(m: ModelShape, p: Parallelism, t: Training, low, fsdp, sizes: d
     if t.recompute_granularity == "selective" and set(t.recompute_modules) - {"core_attn"}:
         return "Wan with selective recompute beyond core_attn (not modelled)"
     return ""
+
+
+# A vision tower offlint models under a frozen language model: Bridge's Qwen3VLVisionModel (models/qwen_vl/
+# modelling_qwen3_vl/vision_model.py at 067f987), which Qwen3VLModelProvider and Qwen3VLMoEModelProvider build.
+_FROZEN_LM_TOWERS = ("qwen3_vl", "qwen3_vl_moe")
+_VISION_SIZES = ("depth", "hidden_size", "intermediate_size", "num_heads", "in_channels", "patch_size",
+                 "temporal_patch_size", "spatial_merge_size", "num_position_embeddings", "out_hidden_size")
+
+
+def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low: LowPrecision | None,
+                    fsdp: str | None) -> tuple[FrozenLM | None, str]:
+    """(the vision tower of a recipe that trains only a VLM's vision projection, or None; why there is no verdict,
+    or ""). Bridge's `freeze_language_model` with `freeze_vision_model` and without `freeze_vision_projection`
+    (Qwen3VLModel.freeze): the language model and the tower keep their weights only, the patch mergers train."""
+    value = r.lookup("model.freeze_language_model")
+    what = "a frozen language model (a VLM recipe training its vision projection)"
+    if value.is_unknown:
+        reason = value.value.reason if isinstance(value.value, Unknown) else "unknown"
+        r.unknown[value.key] = f"{reason} (the memory model would need to know whether {what} is used)"
+        return None, ""
+    tower = r.lookup("model.vision_config")
+    config = tower.value if tower.state == "known" else None
+    if value.state != "known" or value.value in (None, False, 0):
+        if isinstance(config, dict):  # a VLM from offlint's table whose tower is part of the training
+            return None, ("a VLM whose language model is not frozen (its vision tower's parameters and activations "
+                          "are not modelled)")
+        return None, ""
+    flags = {key: r.lookup(f"model.{key}") for key in ("freeze_vision_model", "freeze_vision_projection")}
+    for key, flag in flags.items():
+        if flag.is_unknown:
+            reason = flag.value.reason if isinstance(flag.value, Unknown) else "unknown"
+            r.unknown[flag.key] = f"{reason} (what a frozen language model's recipe trains depends on it)"
+            return None, ""
+    if flags["freeze_vision_model"].value is not True or flags["freeze_vision_projection"].value is not False:
+        return None, ("a frozen language model without exactly the vision projection trained (only "
+                      "freeze_vision_model=True with freeze_vision_projection=False is modelled)")
+    if not isinstance(config, dict) or config.get("model_type") not in _FROZEN_LM_TOWERS or not all(
+            _positive_int(config.get(k)) for k in _VISION_SIZES) or not isinstance(
+            config.get("deepstack_visual_indexes"), (list, tuple)):
+        return None, ("a frozen language model whose vision tower offlint cannot size (only Qwen3-VL towers listed "
+                      "in offlint/data/hf_models.json are modelled)")
+    if low is not None or fsdp or t.peft:
+        return None, ("a frozen language model with FP8/FP4 training, Megatron-FSDP or LoRA (frozen quantized, "
+                      "sharded or adapted weights are not modelled)")
+    if m.linear_attention_freq is not None or m.hybrid_pattern is not None:
+        return None, ("a frozen language model with gated delta net or Mamba layers (what their frozen kernels keep "
+                      "is not established)")
+    if m.multi_latent_attention or m.mtp_num_layers or m.moe_shared_expert_intermediate_size or \
+            m.moe_latent_size or m.attention_output_gate:
+        return None, ("a frozen language model with MLA, MTP, shared or latent experts or an attention output gate "
+                      "(their frozen layers' saved tensors are not checked)")
+    recompute = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
+    if t.recompute_granularity == "full" or recompute - {"core_attn"} or t.moe_layer_recompute or \
+            t.fine_grained_offloading or t.cpu_offloading or t.optimizer_cpu_offload:
+        return None, ("a frozen language model with recompute beyond core_attn or activation or optimizer offloading "
+                      "(not modelled)")
+    extra = {"model.vision_dp_when_cp": False, "model.vision_cuda_graph_impl": "none",
+             "model.moe_expert_rank_capacity_factor": None, "model.use_transformer_engine_op_fuser": False}
+    for key, default in extra.items():
+        setting = r.get(key, default)
+        if key in r.unknown:
+            return None, ""
+        if setting not in (default, None):
+            return None, f"a frozen language model with {key.split('.', 1)[1]}={setting!r} (not modelled)"
+    return FrozenLM(*(int(config[k]) for k in _VISION_SIZES), len(config["deepstack_visual_indexes"])), ""
 
 
 def with_training(inputs: Inputs, **changes) -> Inputs:
