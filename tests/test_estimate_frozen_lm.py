@@ -159,6 +159,13 @@ def test_an_unknown_freeze_flag_makes_the_estimate_unknown():
     assert "model.freeze_language_model" in inputs.unknown and not inputs.complete
 
 
+def test_a_model_offlint_cannot_size_is_left_unknown_not_refused_for_its_tower():
+    values = {**SIZES, **FREEZE, "model.vision_config": None,
+              "model.hidden_size": Unknown("Qwen/Qwen3-VL-30B-A3B-Instruct is not in offlint's table")}
+    inputs = read_inputs(lookup(values), "x_pretrain_config")
+    assert "model.hidden_size" in inputs.unknown and not inputs.unsupported and not inputs.complete
+
+
 RECIPES = textwrap.dedent('''
     from megatron.bridge.models import AutoBridge
     from megatron.bridge.training.config import ConfigContainer

@@ -1595,6 +1595,8 @@ def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low:
     if flags["freeze_vision_model"].value is not True or flags["freeze_vision_projection"].value is not False:
         return None, ("a frozen language model without exactly the vision projection trained (only "
                       "freeze_vision_model=True with freeze_vision_projection=False is modelled)")
+    if not isinstance(config, dict) and (not m.hidden_size or not m.num_layers):
+        return None, ""  # a model offlint cannot size at all: "unknown model size" says enough
     if not isinstance(config, dict) or config.get("model_type") not in _FROZEN_LM_TOWERS or not all(
             _positive_int(config.get(k)) for k in _VISION_SIZES) or not isinstance(
             config.get("deepstack_visual_indexes"), (list, tuple)):
