@@ -204,3 +204,14 @@ def test_a_recipe_loading_the_model_by_id_gets_the_tower_from_the_table(tmp_path
     assert inputs.model.num_layers == 36 and inputs.parallel.tp == 4
     trained = load_unit("recipes.py", "vl_sft_2gpu_h100_bf16_config", mcore_version="0.20.0").resolved
     assert any("not frozen" in why for why in read_inputs(trained.get, "vl_sft_2gpu_h100_bf16_config").unsupported)
+
+
+def test_the_what_if_table_offers_only_what_has_a_verdict():
+    """inputs._read_frozen_lm refuses optimizer offload, recompute beyond core_attn and activation offloading."""
+    from offlint.estimate.devices import parse_device
+    from offlint.estimate.whatif import what_if
+
+    inputs = Inputs(DENSE, Parallelism(pp=2, world_size=8), FROZEN)
+    groups = {(o.group, o.label) for o in what_if(inputs, parse_device("h100-80gb"), 8)}
+    assert {g for g, _ in groups} == {"configured", "recompute", "layout"}
+    assert {label for g, label in groups if g == "recompute"} == {"none", "selective core_attn"}
