@@ -24,7 +24,7 @@ SECTION_CLASSES = {
     # Bridge's dataset configs whose seq_length ConfigContainer.validate checks against the model's (estimate.inputs)
     **dict.fromkeys(("GPTDatasetConfig", "MockGPTDatasetConfig", "GPTFIMDatasetConfig", "GPTSFTDatasetConfig",
                      "FinetuningDatasetConfig", "DirectHFSFTDatasetConfig", "EnergonDatasetConfig",
-                     "MockVLMSFTDatasetConfig"), "dataset"),
+                     "MockVLMSFTDatasetConfig", "WanDatasetConfig"), "dataset"),
 }
 CONTAINER_CLASSES = {"ConfigContainer"}
 _PROVIDER = re.compile(r"^\w*(ModelProvider|ModelConfig|Provider)$")
