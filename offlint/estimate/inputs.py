@@ -139,6 +139,11 @@ class Parallelism:
     cp: int = 1
     ep: int = 1
     etp: int = 1
+    # An unset expert_tensor_parallel_size with EP > 1 and TP > 1: megatron-core takes TP's value
+    # (ModelParallelConfig.__post_init__), Megatron Bridge since 6f2f546ef (July 2026) 1
+    # (transformer_config._set_moe_expert_tensor_parallel_default); `etp` holds TP's, and oom.architectures
+    # estimates both, for a verdict only where they agree.
+    etp_open: bool = False
     sequence_parallel: bool = False
     world_size: int | None = None  # None: not known; the estimate then states what it assumed
     # How the decoder layers are split over pipeline stages when not evenly (params.layer_ranges): a custom
@@ -975,13 +980,19 @@ def _read_parallel(r: _Reader, unit_name: str, world_size: int | None) -> tuple[
     vpp = r.optional_int("model.virtual_pipeline_model_parallel_size")
     if layout is not None:  # megatron-core takes the virtual stages from the layout
         vpp = len(layout) // pp if len(layout) // pp > 1 else None
+    ep = r.optional_int("model.expert_model_parallel_size") or 1
+    etp = r.optional_int("model.expert_tensor_parallel_size")
+    etp_open = etp is None and ep > 1 and tp > 1
+    if etp_open and world_size and (world_size // pp) % (ep * tp):
+        etp, etp_open = 1, False  # megatron-core's TP value cannot tile this world: only Bridge's 1 runs
     parallel = Parallelism(
         tp=tp,
         pp=pp,
         vpp=vpp,
         cp=r.optional_int("model.context_parallel_size") or 1,
-        ep=r.optional_int("model.expert_model_parallel_size") or 1,
-        etp=r.optional_int("model.expert_tensor_parallel_size") or tp,
+        ep=ep,
+        etp=etp or tp,
+        etp_open=etp_open,
         sequence_parallel=bool(r.get("model.sequence_parallel", False)),
         world_size=world_size,
         layout=layout,

@@ -95,7 +95,8 @@ def architectures(inputs: Inputs) -> list[Inputs]:
     """The inputs to estimate: `inputs` alone, or one per open alternative: for per-tensor FP8 on a GPU whose
     architecture offlint does not know (LowPrecision.transpose None), with Hopper's FP8 weight transposes (the
     larger) and without them; for moe_paged_stash on a GPU whose compute capability is not known
-    (ExpertBudget.fused None), with the stash and with the padded expert tensors; for model and dataset sequence
+    (ExpertBudget.fused None), with the stash and with the padded expert tensors; for an unset expert tensor
+    parallel size (Parallelism.etp_open), at TP's value and at 1; for model and dataset sequence
     lengths that differ (Inputs.other_seq_length), at the
     dataset's (the tokens the data loader gives, what Bridge's training scripts run) and at the model's. The first
     is the one shown."""
@@ -106,6 +107,9 @@ def architectures(inputs: Inputs) -> list[Inputs]:
     if budget is not None and budget.fused is None:  # moe_paged_stash: with the fused grouped MLP and without
         out = [v.with_(training=replace(v.training, expert_budget=replace(budget, fused=f)))
                for v in out for f in (True, False)]
+    if inputs.parallel is not None and inputs.parallel.etp_open:  # an unset ETP: megatron-core's TP, Bridge's 1
+        out = [v.with_(parallel=replace(v.parallel, etp=e, etp_open=False))
+               for v in out for e in (inputs.parallel.tp, 1)]
     if inputs.other_seq_length is None:
         return out
     other = inputs.other_seq_length[1]
@@ -127,6 +131,11 @@ def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
                      "Engine's fused grouped MLP, whose saved tensors the stash takes, runs only on 10.x)")
         labels = [f"{label} {stash}".strip() for label in labels
                   for stash in ("with the stash (10.x)", "with padded expert tensors (no fused grouped MLP)")]
+    if inputs.parallel is not None and inputs.parallel.etp_open:
+        tp = inputs.parallel.tp
+        whats.append(f"an unset expert_tensor_parallel_size (megatron-core takes TP's {tp}, Megatron Bridge since July "
+                     f"2026 1 with EP > 1)")
+        labels = [f"{label} {etp}".strip() for label in labels for etp in (f"at ETP{tp}", "at ETP1")]
     if inputs.other_seq_length is not None:
         key, other = inputs.other_seq_length
         model = inputs.model.seq_length
