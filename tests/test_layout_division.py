@@ -74,3 +74,24 @@ def test_the_dense_layout_must_divide_the_named_count(tmp_path):
         cfg.model.pipeline_model_parallel_size = 4
     """, experts=0))
     assert len(found) == 1 and "TP8 x PP4 x CP1 needs a multiple of 32 GPUs" in found[0].message, found
+
+
+def test_estimate_says_a_recipe_cannot_run_as_named(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from offlint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text(HEADER + _recipe("moe_pretrain_64gpu_gb300_bf16_config", """
+        cfg.model.vocab_size = 32000
+        cfg.model.seq_length = 4096
+        cfg.model.pipeline_model_parallel_size = 4
+        cfg.model.expert_model_parallel_size = 32
+    """))
+    named = CliRunner().invoke(main, ["estimate", "recipes.py", "--recipe", "moe_pretrain_64gpu_gb300_bf16_config"])
+    assert named.exit_code == 2 and "Traceback" not in named.output, named.output
+    assert "64 GPUs, from the recipe name (64gpu)" in named.output and "cannot run as named (OFL216)" in named.output
+    given = CliRunner().invoke(main, ["estimate", "recipes.py", "--recipe", "moe_pretrain_64gpu_gb300_bf16_config",
+                                      "--gpus", "96"])
+    assert given.exit_code == 2 and "OFL216" not in given.output, given.output  # the user's count: bad input only

@@ -82,8 +82,12 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     p = inputs.parallel
     world = gpus or p.world_size or p.min_world_size()
     if world % (p.tp * p.pp * p.cp) or (inputs.model.num_moe_experts and (world // p.pp) % (p.ep * p.etp)):
-        _fail(f"{config}: the job's {plural(world, 'GPU')} cannot be divided into TP{p.tp} x PP{p.pp} x CP{p.cp}"
-              + (f" with EP{p.ep} x ETP{p.etp}" if inputs.model.num_moe_experts else "") + "; pass --gpus N")
+        # from the recipe's name, the recipe cannot run as named (OFL216; an open ETP is 1 here, inputs._read_parallel)
+        named = f", from {inputs.world_size_source}," if not gpus and p.world_size else ""
+        _fail(f"{config}: the job's {plural(world, 'GPU')}{named} cannot be divided into TP{p.tp} x PP{p.pp} x "
+              f"CP{p.cp}" + (f" with EP{p.ep} x ETP{p.etp}" if inputs.model.num_moe_experts else "")
+              + (": megatron-core's initialize_model_parallel raises, so the recipe cannot run as named (OFL216)"
+                 if named else "") + "; pass --gpus N")
     if params.layer_ranges(inputs.model, p) is None:
         _fail(f"{config}: {inputs.model.num_layers} layers do not split over PP{p.pp}"
               + (f" x VPP{p.vpp}" if p.vpp else "") + " as configured (layout, first/last stage layers or an "
