@@ -215,3 +215,27 @@ def test_the_what_if_table_offers_only_what_has_a_verdict():
     groups = {(o.group, o.label) for o in what_if(inputs, parse_device("h100-80gb"), 8)}
     assert {g for g, _ in groups} == {"configured", "recompute", "layout"}
     assert {label for g, label in groups if g == "recompute"} == {"none", "selective core_attn"}
+
+
+@pytest.mark.parametrize("hf_id", ["Qwen/Qwen3-VL-30B-A3B-Instruct", "Qwen/Qwen3-VL-235B-A22B-Instruct"])
+def test_the_moe_entries_carry_a_tower_whose_output_is_the_language_models_width(hf_id):
+    """The mergers' output is scattered into the language model's embeddings (model.py), so out_hidden_size must be
+    the language model's hidden size; the tower is the 8B's (torchtitan's presets, hf_models.json sources)."""
+    tower, sizes = model_sizes.vision(hf_id), model_sizes.lookup(hf_id)
+    assert tower["out_hidden_size"] == sizes["model.hidden_size"] and tower["model_type"] == "qwen3_vl_moe"
+    assert {k: v for k, v in tower.items() if k not in ("out_hidden_size", "model_type")} == \
+        {k: v for k, v in TOWER_8B.items() if k not in ("out_hidden_size", "model_type")}
+
+
+def test_frozen_experts_get_no_gradients_either():
+    parallel = Parallelism(tp=1, pp=2, ep=4, world_size=8)
+    first, last = _estimate(FROZEN, parallel, MOE).stages
+    assert first.of("grads") == pytest.approx(4 * sum(frozen_lm.projection_params(VISION).per_rank(parallel)))
+    assert last.of("grads") == 0 and _estimate(TRAIN, parallel, MOE).stages[1].of("grads") > 0
+
+
+def test_an_interleaved_pipeline_gets_no_verdict():
+    values = {**SIZES, **FREEZE, "model.pipeline_model_parallel_size": 2,
+              "model.virtual_pipeline_model_parallel_size": 2}
+    inputs = read_inputs(lookup(values), "x_pretrain_config")
+    assert any("interleaved pipeline" in why for why in inputs.unsupported), inputs.unsupported
