@@ -1628,6 +1628,9 @@ def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low:
             t.fine_grained_offloading or t.cpu_offloading or t.optimizer_cpu_offload:
         return None, ("a frozen language model with recompute beyond core_attn or activation or optimizer offloading "
                       "(not modelled)")
+    if p.pp > 1 and p.vpp and p.vpp > 1:
+        return None, ("a frozen language model with an interleaved pipeline (how many micro-batches the first "
+                      "virtual stage, which holds the vision mergers, keeps is not modelled)")
     extra = {"model.vision_dp_when_cp": False, "model.vision_cuda_graph_impl": "none",
              "model.moe_expert_rank_capacity_factor": None, "model.use_transformer_engine_op_fuser": False}
     for key, default in extra.items():
