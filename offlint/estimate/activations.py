@@ -28,11 +28,24 @@ OFFLOAD_TERMS = {
     "fused_group_mlp": ("expert_fc1_input", "expert_fc1_output"),
 }
 
-# Selective recompute: which saved tensors each `recompute_modules` name no longer keeps.
+# Selective recompute in a GPT layer of megatron-core's Transformer Engine spec (megatron-core 2a75ac12, Bridge
+# 067f987's pin; 0.16.1 and 0.19.2 alike): which saved tensors each `recompute_modules` name no longer keeps.
+# `layernorm` checkpoints a norm only where it is a module of its own (transformer_layer.py:450-505: not
+# IdentityOp, the submodules' default, :270, 278; CheckpointWithoutOutput discards its output after its consumers
+# ran, :617-672, 750-757, 963-968). The TE spec fuses the input norm into linear_qkv (gpt_layer_specs.py:319-336:
+# no input_layernorm, linear_qkv a LayerNorm linear) and a dense layer's pre-MLP norm into fc1 (:336 IdentityOp,
+# get_mlp_module_spec_for_backend:542-546), so there it does nothing; a MoE layer's pre-MLP norm is a TENorm
+# (gpt_layer_specs.py:313, 336) whose output the router, the shared expert's fc1 and the latent projection read:
+# `moe_input` goes (with FP8/FP4 MoELayer.set_for_recompute_pre_mlp_layernorm makes the shared expert's fc1 save
+# that original input; fc1_latent_proj's own quantized copy stays). MLA's input norm: MLA_LAYERNORM_DROPS.
+# `mlp` checkpoints a dense layer's whole MLP (transformer_layer.py:512-514, not MoE; 868-888:
+# tensor_parallel.checkpoint / te_checkpoint of self.mlp): the checkpoint keeps its input, the pre-MLP norm's
+# input in the TE spec (kept anyway as `mlp_norm_input`, which fc1's fused norm saved), and fc1's normed input,
+# its output and the activation's go. megatron-core's local (non-TE) spec is not modelled.
 RECOMPUTE_DROPS = {
     "core_attn": (),  # flash attention keeps no s x s matrix; the checkpoint keeps q, k, v
-    "layernorm": ("qkv_input", "fc1_input", "moe_input"),
-    "mlp": ("fc1_output", "act_output"),
+    "layernorm": ("moe_input",),
+    "mlp": ("fc1_input", "fc1_output", "act_output"),
     "moe_act": ("expert_act_output",),
     "shared_experts": ("shared_fc1_input", "shared_fc1_output", "shared_act_output"),
     "moe": ("router_logits", "expert_fc1_input", "expert_fc1_output", "expert_act_output", "shared_fc1_input",
@@ -44,6 +57,13 @@ RECOMPUTE_DROPS = {
     # checkpoint's inputs); its own saved tensors and out_proj's input (the checkpoint's discarded output) go.
     "gdn_norm_out": ("gdn_gated_norm", "gdn_out_proj_input"),
 }
+
+# `layernorm` in an MLA layer: the TE spec's MLASelfAttention has a separate input TENorm (gpt_layer_specs.py:
+# 295-296; fused only with mla_down_proj_fusion, 257-263, which Bridge's recipes leave False): its output, the
+# down projections' saved input (`qkv_input`), goes. With FP8/FP4 MLASelfAttention.set_for_recompute_input_layernorm
+# (multi_latent_attention.py:1104-1108) makes linear_q_down_proj and linear_kv_down_proj save that original input,
+# but without q_lora_rank linear_q_proj reads it too and keeps its own quantized copy (the FP8 `qkv_input`).
+MLA_LAYERNORM_DROPS = ("qkv_input",)
 
 # Inputs of FP8 linears that only the linear saves (LayerNorm-fused linears quantize their normalised output;
 # fc2 inputs are the activation outputs): in FP8 training they are saved quantized instead of in bf16.
@@ -346,7 +366,7 @@ def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
     else:
         last = m.num_layers - 1
         layers = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(last), fp8=fp8,
-                                                       gdn=m.is_gdn_layer(last)), t).terms
+                                                       gdn=m.is_gdn_layer(last)), t, fp8=fp8).terms
     eh_proj = 4 * n * h * (precision.saved_input_bytes(t.low_precision) / 2 if fp8 else 1)
     return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_norm_inputs": 4 * n * h,
                              "mtp_eh_proj_input": eh_proj, **layers, "mtp_output": output_terms(m, p, t)})
@@ -477,9 +497,10 @@ HYBRID_RECOMPUTE_DROPS = {
 }
 
 
-def after_selective_recompute(layer: LayerActivations, t: Training, kind: str | None = None) -> LayerActivations:
+def after_selective_recompute(layer: LayerActivations, t: Training, kind: str | None = None,
+                              fp8: bool = False) -> LayerActivations:
     """The layer's saved tensors left after selective recompute; `kind`: a hybrid model's layer symbol (its own
-    table, HYBRID_RECOMPUTE_DROPS)."""
+    table, HYBRID_RECOMPUTE_DROPS); `fp8`: the layer runs its GEMMs in FP8/FP4 (as for layer_terms)."""
     modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if t.moe_layer_recompute:
         modules.add("moe")
@@ -489,6 +510,11 @@ def after_selective_recompute(layer: LayerActivations, t: Training, kind: str | 
         modules.discard("moe_act")
     drops = RECOMPUTE_DROPS if kind is None else HYBRID_RECOMPUTE_DROPS[kind]
     dropped = [name for module in modules for name in drops.get(module, ())]
+    # an MLA layer (the compressed kv is among its terms); without q_lora_rank (no compressed q) an FP8 layer's
+    # linear_q_proj keeps its quantized copy of the normed input
+    if kind is None and "layernorm" in modules and "mla_kv_compressed" in layer.terms and \
+            not (fp8 and t.low_precision and "mla_q_compressed" not in layer.terms):
+        dropped += MLA_LAYERNORM_DROPS
     return layer.without(dropped)
 
 

@@ -390,7 +390,7 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
     def kind(i: int) -> tuple[bool, bool, str | None, bool]:  # a layer's activations depend only on these
         return m.is_moe_layer(i), precision.is_fp8_layer(m, t.low_precision, i), m.layer_kind(i), m.is_gdn_layer(i)
 
-    by_kind = {k: act.after_selective_recompute(act.layer_terms(m, p, t, *k), t, k[2])
+    by_kind = {k: act.after_selective_recompute(act.layer_terms(m, p, t, *k), t, k[2], fp8=k[1])
                for k in {kind(i) for i in indices}}
     layers = [by_kind[kind(i)] for i in indices]
     if not layers:
@@ -435,7 +435,7 @@ def _paged_stash(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage
         if not (m.is_moe_layer(i) and fp8):
             continue
         layer = act.after_selective_recompute(act.layer_terms(m, p, t, True, fp8, m.layer_kind(i),
-                                                              m.is_gdn_layer(i)), t, m.layer_kind(i))
+                                                              m.is_gdn_layer(i)), t, m.layer_kind(i), fp8=fp8)
         per_layer.append(sum(v for k, v in layer.terms.items() if k in act.STASHED_TERMS))
     if not per_layer:
         return None
