@@ -45,7 +45,7 @@ def reason(resolved, name: str) -> str:
         return "layout not modelled (uneven split)"
     world = p.world_size or p.min_world_size()
     if world % (p.tp * p.pp * p.cp) or (m.num_moe_experts and (world // p.pp) % (p.ep * p.etp)):
-        return "no verdict: the GPU count does not divide into the layout"  # as `offlint estimate` refuses it
+        return "no verdict: the layout cannot run on the GPUs the name gives (OFL216)"  # as `offlint estimate` says
     dev = device_for(name)
 
     def judge(_, r):  # as `offlint estimate`: the verdict at both ends of a bracketed (stated) capacity
