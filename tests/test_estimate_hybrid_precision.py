@@ -39,7 +39,7 @@ class _Precision:
 
     def __init__(self, **fields):
         self.fields = {"bf16": True, "fp8": None, "fp4": "e2m1", "fp4_recipe": "nvfp4", "fp4_param_gather": True,
-                       **fields}
+                       "grad_reduce_in_fp32": True, **fields}
 
 
 def _fp8(recipe: str, **fields) -> _Precision:
