@@ -140,7 +140,7 @@ def test_the_freeze_flags_and_the_tower_are_read():
     ({"model.freeze_vision_projection": True}, "exactly the vision projection"),
     ({"model.vision_config": None}, "cannot size"),
     ({"model.vision_config": {**(TOWER_8B or {}), "model_type": "qwen2_5_vl"}}, "cannot size"),
-    ({"mixed_precision": "bf16_with_fp8_current_scaling_mixed"}, "FP8"),
+    ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "NVFP4"),
     ({"model.experimental_attention_variant": "gated_delta_net", "model.linear_attention_freq": 4,
       "model.linear_num_key_heads": 4, "model.linear_num_value_heads": 8, "model.linear_key_head_dim": 64,
       "model.linear_value_head_dim": 64, "model.linear_conv_kernel_dim": 4}, "gated delta net"),

@@ -108,9 +108,10 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool
         return LayerActivations({**gdn_part, **_quantized(rest, m, p, t, moe, attention=False)})
     if t.peft and not moe:
         terms = lora.frozen_terms(terms, m, p, t.peft, tokens(m, p, t))
-    if t.frozen_lm:  # inputs._read_frozen_lm refuses FP8, GDN and hybrid layers here
+    terms = _quantized(terms, m, p, t, moe) if fp8 and t.low_precision else terms
+    if t.frozen_lm:  # inputs._read_frozen_lm refuses NVFP4, GDN and hybrid layers here
         terms = frozen_lm.layer_terms(terms)
-    return LayerActivations(_quantized(terms, m, p, t, moe) if fp8 and t.low_precision else terms)
+    return LayerActivations(terms)
 
 
 def _quantized(terms: dict[str, float], m: ModelShape, p: Parallelism, t: Training, moe: bool,

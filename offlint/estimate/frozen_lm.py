@@ -24,6 +24,17 @@
   layernorm_linear.py:427-429 frees the norm's output), `GroupedLinear` likewise (grouped_linear.py:901-916 at
   d0067d0: `inputmats = [None] * num_gemms`). Norms, attention, the activation functions and the router
   (megatron-core RouterGatingLinearFunction saves its input unconditionally) keep theirs.
+- FP8 (Transformer Engine d0067d0; docs/estimate.md "Frozen language model", FP8): the frozen linears save no
+  input in any recipe (linear.py:303 and :620, `backward_needs_input`, also for delayed scaling's quantized copy
+  of the output projection's input, `proj_input`; layernorm_linear.py:427-429; grouped_linear.py:902-916), and
+  their weights keep the same quantized copies as trained ones, both usages: backward needs the column-wise one
+  for dgrad because the layer's input needs a gradient (linear.py:467-475 sets the usage from
+  `inp.requires_grad`, not the weight's). FP8 primary weights are quantized with both usages when built
+  (base.py:1848) and quantize_weight (base.py:836-845) discards neither; bf16 primary weights keep their cached
+  copy (`_fp8_workspaces`, linear.py:1958 and :2068-2071) whatever requires_grad is. So the weights follow
+  memory._weights and a layer's saved tensors the FP8 ones (activations._quantized) less the linears' inputs.
+  The tower and mergers stay bf16: get_vision_model_config builds a fresh config without `fp8`, and megatron-
+  core quantizes only layers built and run under a config with it (transformer_block.py build_layer).
 - Vision tokens: each merged vision token is one token of the language model's sequence, so a micro-batch holds
   at most micro_batch_size x seq_length of them, spatial_merge_size**2 patches each; with context parallelism
   every CP rank runs the tower on the whole micro-batch's images (vision_dp_when_cp=False). The estimate takes
@@ -36,12 +47,15 @@ from __future__ import annotations
 from offlint.estimate.inputs import FrozenLM, ModelShape, Parallelism, Training
 from offlint.estimate.params import Split
 
-# What a frozen Transformer Engine linear (or grouped linear) would have kept: its input (activations.py names).
-FROZEN_LINEAR_INPUTS = ("qkv_input", "fc1_input", "act_output", "expert_fc1_input", "expert_act_output")
+# What a frozen Transformer Engine linear (or grouped linear) would have kept: its input (activations.py names;
+# `proj_input`: the output projection's quantized copy under delayed scaling, activations._quantized).
+FROZEN_LINEAR_INPUTS = ("qkv_input", "fc1_input", "act_output", "expert_fc1_input", "expert_act_output",
+                        "proj_input")
 
 
 def layer_terms(terms: dict[str, float]) -> dict[str, float]:
-    """A frozen language-model layer's saved tensors: those of a trained layer less the frozen linears' inputs."""
+    """A frozen language-model layer's saved tensors: those of a trained layer (bf16 or FP8) less the frozen
+    linears' inputs."""
     return {k: v for k, v in terms.items() if k not in FROZEN_LINEAR_INPUTS}
 
 
