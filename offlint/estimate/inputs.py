@@ -1088,7 +1088,7 @@ def _read_training(r: _Reader) -> Training:
         global_batch_size=r.soft_int("train.global_batch_size",
                                      "enough micro-batches to fill the pipeline (1F1B warm-up)"),
         params_bytes=2 if (bf16 or fp16) else 4,
-        grads_fp32=bool(r.get("ddp.grad_reduce_in_fp32", True)) or not (bf16 or fp16),
+        grads_fp32=_grads_fp32(r, bf16 or fp16),
         distributed_optimizer=distopt,
         optimizer=str(r.get("optimizer.optimizer", "adam")),
         precision_aware=bool(r.get("optimizer.use_precision_aware_optimizer", False)),
@@ -1112,6 +1112,63 @@ def _read_training(r: _Reader) -> Training:
         activation_offload_fraction=float(r.get("model.activation_offload_fraction", 1.0) or 0.0),
         moe_router_graphed=_router_graphed(r),
     )
+
+
+# The 16-bit dtype each of Bridge's named precision recipes starts from (training/mixed_precision.py at 067f987):
+# every one is bf16_mixed() (grad_reduce_in_fp32=True) or fp16_mixed() (grad_reduce_in_fp32=False) with FP8/FP4
+# fields changed, never grad_reduce_in_fp32. Bridge resolves a name it holds only when the run starts
+# (get_mixed_precision_config in runtime_config_update), and offlint's resolved values hold the name, so the
+# estimate keeps the table; a name not in it is an unknown recipe (Bridge raises on it).
+_BRIDGE_PRECISION_BASE = {
+    "bf16_mixed": "bf16", "fp16_mixed": "fp16",
+    "bf16_with_fp8_delayed_scaling_mixed": "bf16", "fp16_with_fp8_delayed_scaling_mixed": "fp16",
+    "bf16_with_mxfp8_mixed": "bf16", "fp16_with_mxfp8_mixed": "fp16",
+    "bf16_with_fp8_current_scaling_mixed": "bf16", "fp16_with_fp8_current_scaling_mixed": "fp16",
+    "nemotron_h_bf16_with_fp8_current_scaling_mixed": "bf16", "nanov2_bf16_with_fp8_current_scaling_mixed": "bf16",
+    "bf16_with_fp8_subchannel_scaling_mixed": "bf16", "fp16_with_fp8_subchannel_scaling_mixed": "fp16",
+    "bf16_with_nvfp4_mixed": "bf16", "nemotron_3_super_bf16_with_nvfp4_mixed": "bf16",
+}
+_GRAD_REDUCE_IN_FP32 = {"bf16": True, "fp16": False}  # bf16_mixed() and fp16_mixed()
+
+
+def _grads_fp32(r: _Reader, half: bool) -> bool:
+    """Whether the DDP gradient buffer of 16-bit parameters is fp32 (`grad_reduce_in_fp32`). Bridge's
+    `mixed_precision`, when the unit has one, decides it: MixedPrecisionConfig.setup copies every field the DDP
+    config also has over it when the run starts (update_config_with_precision_overrides; a field left at its
+    default, True, too), so `ddp.grad_reduce_in_fp32` counts only without one (megatron-core's default: False).
+    fp32 parameters (`half` False) have fp32 gradients either way. A value offlint cannot read, or a recipe name
+    it does not know, is recorded as unknown (the returned True is then no verdict's input)."""
+    mixed = r.lookup("mixed_precision")
+    if mixed.is_unknown:
+        return True  # recorded by _half_precision
+    why = "the gradient buffer's dtype (fp32 main grads or 16-bit) depends on it"
+    if mixed.state == "known" and isinstance(mixed.value, str):
+        name = mixed.value.replace("-", "_")
+        if name in _BRIDGE_PRECISION_BASE:
+            return _GRAD_REDUCE_IN_FP32[_BRIDGE_PRECISION_BASE[name]] or not half
+        r.unknown["mixed_precision"] = f"the precision recipe {mixed.value!r}, which offlint does not know ({why})"
+        return True
+    if not half:
+        return True
+    if mixed.state == "known" and mixed.value is not None:
+        fields = getattr(mixed.value, "fields", None)  # a MixedPrecisionConfig(...) record, defaults included
+        value = fields.get("grad_reduce_in_fp32") if isinstance(fields, dict) else None
+        if isinstance(value, bool):
+            return value
+        # A record of a class that subclasses nothing holds all its fields: without this one, the class has no
+        # such field and copies nothing over ddp's (a Bridge version without it). Any other record: unknown.
+        absent = isinstance(fields, dict) and "grad_reduce_in_fp32" not in fields
+        if not (absent and getattr(mixed.value, "plain", False) is True):
+            reason = value.reason if isinstance(value, Unknown) else \
+                f"{mixed.value!r} is not a mixed-precision config offlint reads" if not isinstance(fields, dict) else \
+                "a field of a base class offlint did not read" if absent else f"{value!r}, not True or False"
+            r.unknown["mixed_precision"] = f"`grad_reduce_in_fp32` of the mixed-precision config: {reason} ({why})"
+            return True
+    value = r.lookup("ddp.grad_reduce_in_fp32")
+    if value.is_unknown:
+        r.unknown[value.key] = f"{value.value.reason if isinstance(value.value, Unknown) else 'unknown'} ({why})"
+        return True
+    return bool(value.value)  # None (a version without the field's data) is megatron-core's default, False
 
 
 def _router_graphed(r: _Reader) -> bool:
