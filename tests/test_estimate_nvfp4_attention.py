@@ -20,7 +20,7 @@ from tests.estimate_helpers import lookup
 class _Record:
     def __init__(self, **fields):
         self.fields = {"bf16": True, "fp8": None, "fp4": "e2m1", "fp4_recipe": "nvfp4", "fp4_param_gather": True,
-                       "fp8_dot_product_attention": True, **fields}
+                       "fp8_dot_product_attention": True, "grad_reduce_in_fp32": True, **fields}
 
 
 MODEL = ModelShape(num_layers=4, hidden_size=1024, ffn_hidden_size=3584, num_attention_heads=8, num_query_groups=2,

@@ -134,7 +134,7 @@ class _Record:
                        "fp8_param_gather": False, "fp4": None, "fp4_recipe": "nvfp4", "fp4_param": None,
                        "fp4_param_gather": False, "first_last_layers_bf16": False,
                        "num_layers_at_start_in_bf16": 0, "num_layers_at_end_in_bf16": 0, "fp8_amax_history_len": 1,
-                       **fields}
+                       "grad_reduce_in_fp32": True, **fields}
 
 
 def test_bridge_precision_configs_are_read():

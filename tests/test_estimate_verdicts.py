@@ -129,7 +129,7 @@ def test_fp8_training_on_hopper_keeps_two_bytes_per_gemm_weight_and_is_sized(tmp
 
 def test_a_mixed_precision_record_with_fp4_is_read_as_nvfp4_and_a_custom_fp4_recipe_gets_no_verdict():
     class Record:
-        fields = {"bf16": True, "fp16": False, "fp8": None, "fp4": "e2m1"}
+        fields = {"bf16": True, "fp16": False, "fp8": None, "fp4": "e2m1", "grad_reduce_in_fp32": True}
 
     values = {"mixed_precision": Record()}
     inputs = read_inputs(lookup(values), "llama_pretrain_config")
