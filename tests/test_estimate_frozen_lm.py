@@ -234,8 +234,8 @@ def test_frozen_experts_get_no_gradients_either():
     assert last.of("grads") == 0 and _estimate(TRAIN, parallel, MOE).stages[1].of("grads") > 0
 
 
-def test_an_interleaved_pipeline_gets_no_verdict():
+def test_an_interleaved_pipeline_with_the_ep_overlap_schedule_gets_no_verdict():
     values = {**SIZES, **FREEZE, "model.pipeline_model_parallel_size": 2,
-              "model.virtual_pipeline_model_parallel_size": 2}
+              "model.virtual_pipeline_model_parallel_size": 2, "comm_overlap.overlap_moe_expert_parallel_comm": True}
     inputs = read_inputs(lookup(values), "x_pretrain_config")
     assert any("interleaved pipeline" in why for why in inputs.unsupported), inputs.unsupported

@@ -1,4 +1,4 @@
-"""FP8 training with a frozen language model (offlint/estimate/frozen_lm.py, docs/estimate.md "Frozen language
+"""FP8 training and interleaved pipelines with a frozen language model (offlint/estimate/frozen_lm.py, docs/estimate.md "Frozen language
 model", FP8): a frozen Transformer Engine linear saves no input in any FP8 recipe, its weights keep the quantized
 copies a trained one keeps (both usages: the layer's input needs a gradient), and the vision tower and mergers stay
 bf16. Fixtures of our own in the shapes of Bridge's Qwen3-VL perf recipes."""
@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from offlint import model_sizes
-from offlint.estimate import activations, memory, precision
+from offlint.estimate import activations, frozen_lm, memory, precision
 from offlint.estimate.inputs import FrozenLM, Inputs, LowPrecision, ModelShape, Parallelism, Training, read_inputs
 from tests.estimate_helpers import lookup
 
@@ -130,3 +130,52 @@ def test_the_qwen3_vl_moe_towers_in_the_size_table_are_modelled_under_fp8():
                          fp8_transpose=False)
     assert inputs.training.frozen_lm is not None and inputs.training.low_precision.recipe == "mxfp8"
     assert not inputs.unsupported
+
+
+# Interleaved pipelines: the first virtual stage (chunk 0 of pipeline rank 0) holds the tower and the mergers.
+
+def test_the_first_virtual_stage_count_on_megatron_cores_documented_pp2_vp2_example():
+    """PP2 VP2, 4 micro-batches (model_parallel_config.py's example order, rank 0: chunks 0 0 1 1 0 0 1 1): 4
+    warm-up forwards (2 of chunk 0), then forward/backward pairs; backwards run chunk 1 for micro-batches 0 and 1
+    first, so chunk 0 reaches 4 after the second steady forward."""
+    assert frozen_lm.first_chunk_in_flight(2, 2, 4) == 4
+    assert frozen_lm.first_chunk_in_flight(2, 2, 2) == 2  # only two micro-batches: both in flight, no more
+
+
+@pytest.mark.parametrize(("pp", "vpp"), [(2, 12), (4, 2), (4, 3), (8, 4)])
+def test_the_first_virtual_stage_holds_up_to_two_pp_micro_batches(pp, vpp):
+    counts = [frozen_lm.first_chunk_in_flight(pp, vpp, n) for n in range(pp, 6 * pp)]
+    assert counts == [min(n, 2 * pp) for n in range(pp, 6 * pp)]
+    assert frozen_lm.first_chunk_in_flight(pp, vpp, None) == 2 * pp
+    # more than the stage's average chunk count per micro-batch, which the layers use
+    assert 2 * pp > memory.microbatches_in_flight(Parallelism(pp=pp, vpp=vpp), 0, None)
+
+
+def test_the_mergers_on_an_interleaved_first_stage_take_the_first_chunks_count():
+    parallel = Parallelism(tp=1, pp=2, vpp=3, world_size=4)
+    result = memory.estimate(Inputs(LM, parallel, _frozen(None)))
+    mergers = frozen_lm.projection_activations(LM, parallel, _frozen(None))
+    assert result.num_microbatches == 8  # 32 / (2 x DP 2)
+    assert _part(result.stages[0], "activations: vision patch mergers") == pytest.approx(4 * mergers)
+    # the layers: warm-up 2(PP-1) + (VPP-1)PP = 6, plus one, over VPP chunks
+    assert memory.microbatches_in_flight(parallel, 0, result.num_microbatches) == pytest.approx(7 / 3)
+
+
+INTERLEAVED = {"model.pipeline_model_parallel_size": 2, "model.virtual_pipeline_model_parallel_size": 3,
+               "model.num_layers": 12}
+
+
+def test_an_interleaved_frozen_language_model_is_read():
+    inputs = read_inputs(lookup({**SIZES, **FREEZE, **INTERLEAVED}), "x_pretrain_config")
+    assert inputs.training.frozen_lm == TOWER and not inputs.unsupported and inputs.complete
+
+
+@pytest.mark.parametrize(("values", "why"), [
+    ({"comm_overlap.overlap_moe_expert_parallel_comm": True}, "overlap_moe_expert_parallel_comm"),
+    ({"model.overlap_moe_expert_parallel_comm": True}, "overlap_moe_expert_parallel_comm"),
+    ({"model.microbatch_group_size_per_vp_stage": 3}, "microbatch_group_size_per_vp_stage=3"),
+])
+def test_interleaved_schedules_offlint_does_not_count_get_no_verdict(values, why):
+    inputs = read_inputs(lookup({**SIZES, **FREEZE, **INTERLEAVED, **values}), "x_pretrain_config")
+    assert inputs.training.frozen_lm is None
+    assert any(why in reason for reason in inputs.unsupported), inputs.unsupported

@@ -96,6 +96,27 @@ def projection_activations(m: ModelShape, p: Parallelism, t: Training) -> float:
     return per_merger * (1 + v.deepstack_mergers) + stats
 
 
+def first_chunk_in_flight(pp: int, vpp: int, nmb: int | None) -> int:
+    """Micro-batches whose activations the first virtual pipeline stage (model chunk 0 of pipeline rank 0, which
+    holds the tower and the mergers) keeps at most under megatron-core's interleaved 1F1B (0.19.2
+    pipeline_parallel/schedules.py): forwards in get_schedule_table's order (:962-991, groups of
+    microbatch_group_size_per_vp_stage micro-batches, PP by default (model_parallel_config.py:567-568), chunk by
+    chunk), backwards in the same order with the chunks reversed (get_model_chunk_id, :1217-1222); rank 0 warms up
+    with 2(PP-1) + (VPP-1) x PP forwards (get_pp_rank_microbatches, :937-938), then runs one forward and one
+    backward per step. The count is chunk 0's forwards less its backwards after each forward, at its largest:
+    min(nmb, 2 PP), while the whole stage averages (warm-up + 1) / VPP (memory.microbatches_in_flight).
+    `nmb` None: enough micro-batches (4 PP)."""
+    n = nmb or 4 * pp
+    order = [chunk for first in range(0, n, pp) for chunk in range(vpp) for _ in range(first, min(first + pp, n))]
+    warm = min(2 * (pp - 1) + (vpp - 1) * pp, len(order))
+    held = most = order[:warm].count(0)
+    for step in range(len(order) - warm):
+        held += order[warm + step] == 0  # the step's forward
+        most = max(most, held)
+        held -= order[step] == vpp - 1  # its backward runs chunk VPP-1-order[step]
+    return most
+
+
 def tower_working_set(m: ModelShape, p: Parallelism, t: Training) -> float:
     """What the frozen tower holds while it runs one micro-batch (nothing is kept after): at most every tensor one
     ViT layer makes and its input (the input, the two normed inputs, QKV, the attention and projection outputs,

@@ -1689,8 +1689,22 @@ def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low:
         return None, ("a frozen language model with recompute beyond core_attn or activation or optimizer offloading "
                       "(not modelled)")
     if p.pp > 1 and p.vpp and p.vpp > 1:
-        return None, ("a frozen language model with an interleaved pipeline (how many micro-batches the first "
-                      "virtual stage, which holds the vision mergers, keeps is not modelled)")
+        # frozen_lm.first_chunk_in_flight follows megatron-core's interleaved schedule with its default group of PP
+        # micro-batches per virtual stage and without the EP-overlap schedule's extra warm-up micro-batch.
+        schedule = {"model.microbatch_group_size_per_vp_stage": None,
+                    "comm_overlap.overlap_moe_expert_parallel_comm": None,
+                    "model.overlap_moe_expert_parallel_comm": False}
+        for key, default in schedule.items():
+            setting = r.get(key, default)
+            if key in r.unknown:
+                return None, ""
+            if key.endswith("group_size_per_vp_stage") and setting not in (None, p.pp):
+                return None, (f"a frozen language model with an interleaved pipeline and microbatch_group_size_per_vp_"
+                              f"stage={setting!r} (offlint's pipeline model takes PP micro-batches per group)")
+            if key.endswith("overlap_moe_expert_parallel_comm") and setting is True:
+                return None, ("a frozen language model with an interleaved pipeline and overlap_moe_expert_parallel_"
+                              "comm (one more warm-up micro-batch and combined forward-backward steps, megatron-core "
+                              "schedules.py:941-943, which offlint's pipeline model does not count)")
     extra = {"model.vision_dp_when_cp": False, "model.vision_cuda_graph_impl": "none",
              "model.moe_expert_rank_capacity_factor": None, "model.use_transformer_engine_op_fuser": False}
     for key, default in extra.items():

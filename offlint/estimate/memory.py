@@ -177,9 +177,10 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                           "activations"))
         parts.append(Part("activations: MoE paged stash, padded expert tensors of the two layers being computed",
                           stash[2], "activations"))
-    if vision:
+    if vision:  # an interleaved pipeline: the first virtual stage's own count (frozen_lm.first_chunk_in_flight)
+        held = frozen_lm.first_chunk_in_flight(p.pp, p.vpp, nmb) if p.pp > 1 and p.vpp and p.vpp > 1 else in_flight
         parts.append(Part("activations: vision patch mergers (every token a vision token, at most)",
-                          frozen_lm.projection_activations(m, p, t) * in_flight, "activations"))
+                          frozen_lm.projection_activations(m, p, t) * held, "activations"))
         parts.append(Part("activations: frozen vision tower working set (one layer, at most)",
                           frozen_lm.tower_working_set(m, p, t), "activations"))
     if stage.has_embedding:
