@@ -65,7 +65,8 @@ def test_mamba_heads_default_to_twice_hidden_over_head_dim():
     ({"model.tensor_model_parallel_size": 4}, "MambaMixer asserts"),
     ({"mixed_precision": "bf16_with_mxfp8_mixed"}, "multiple of 16"),  # in_proj 2*512 + 2*2*16 + 8 = 1096 wide
     ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "NVFP4 with a Mamba in_proj 1096"),  # not whole 16-blocks
-    ({"model.fine_grained_activation_offloading": True}, "activation offloading"),
+    ({"model.fine_grained_activation_offloading": True, "model.offload_modules": ["attn_norm"]},
+     "activation offloading of 'attn_norm'"),  # only the experts' expert_fc1/moe_act are modelled
 ])
 def test_what_is_not_modelled_is_refused_with_its_reason(extra, reason):
     inputs = read_inputs(_lookup(_SIZES | extra))
@@ -154,7 +155,7 @@ def test_a_hybrid_model_offlint_cannot_see_as_one_is_refused(unit, values, reaso
 
 
 def test_what_if_offers_only_what_has_a_verdict_for_a_hybrid_model():
-    """No selective recompute beyond core_attn and no activation offloading (refused for hybrid models), and no
+    """No selective recompute beyond core_attn and no activation offloading (not offered for hybrid models), and no
     layout whose TP does not divide the Mamba groups (2 here: TP4 and TP8 are left out)."""
     from offlint.estimate.devices import parse_device
     from offlint.estimate.whatif import what_if

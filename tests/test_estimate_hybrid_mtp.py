@@ -105,7 +105,6 @@ def test_the_depths_hybrid_model_builds(changes, expected):
     ({"model.mtp_hybrid_override_pattern": _UNSET, "model.hybrid_layer_pattern": _MAIN + "/*E/M"}, "differ"),
     ({"model.mtp_hybrid_override_pattern": "*G"}, "MTP layer symbols 'G'"),
     ({"model.mtp_hybrid_override_pattern": "*|E"}, "MTP layer symbols '|'"),
-    ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "NVFP4 training of a hybrid model with MTP depths"),
     ({"model.moe_paged_stash": True}, "moe_paged_stash with hybrid MTP depths"),
     ({"model.recompute_granularity": "full", "model.recompute_method": "uniform", "model.recompute_num_layers": 2},
      "asserts recompute_num_layers == 1"),

@@ -363,7 +363,7 @@ def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
     # NVFP4 training, which leaves MTP in bf16).
     fp8 = precision.quantized_mtp(t.low_precision)
     if m.hybrid_mtp_pattern:
-        layers = _hybrid_mtp_layers(m, p, t, fp8)
+        layers = _hybrid_mtp_layers(m, p, t, precision.hybrid_mtp_quantized(m, t.low_precision))
     else:
         last = m.num_layers - 1
         layers = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(last), fp8=fp8,
@@ -373,10 +373,11 @@ def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
                              "mtp_eh_proj_input": eh_proj, **layers, "mtp_output": output_terms(m, p, t)})
 
 
-def _hybrid_mtp_layers(m: ModelShape, p: Parallelism, t: Training, fp8: bool) -> dict[str, float]:
+def _hybrid_mtp_layers(m: ModelShape, p: Parallelism, t: Training, quantized: list[bool]) -> dict[str, float]:
     """The saved tensors of a hybrid MTP depth's layers (named `mtp_<i><symbol>_<term>`): each as the decoder's
     layer of its kind, FP8 wherever MTP is (the depth's global FP8 context encloses HybridStack's per-layer ones:
-    megatron-core 0.19.2 multi_token_prediction.py:1180-1189, hybrid_block.py:332-368). The depth's HybridStack
+    megatron-core 0.19.2 multi_token_prediction.py:1180-1189, hybrid_block.py:332-368), FP4 by its index within
+    the depth under NVFP4 (`quantized`, precision.hybrid_mtp_quantized). The depth's HybridStack
     checkpoints its own layers under full recompute (hybrid_block.py:348-360, recompute.py:170-195): with `block`
     (which the depth itself ignores, multi_token_prediction.py:1426-1431) its first recompute_num_layers layers keep
     only their inputs."""
@@ -386,7 +387,8 @@ def _hybrid_mtp_layers(m: ModelShape, p: Parallelism, t: Training, fp8: bool) ->
         if i < checkpointed:
             out[f"mtp_{i}{kind}_checkpoint_input"] = checkpoint_input(m, p, t)
             continue
-        terms = after_selective_recompute(layer_terms(m, p, t, kind == "E", fp8=fp8, hybrid=kind), t, kind).terms
+        terms = after_selective_recompute(layer_terms(m, p, t, kind == "E", fp8=quantized[i], hybrid=kind), t,
+                                          kind, fp8=quantized[i]).terms
         out.update({f"mtp_{i}{kind}_{name}": v for name, v in terms.items()})
     return out
 
@@ -400,9 +402,9 @@ def mtp_rebuilt(m: ModelShape, p: Parallelism, t: Training) -> float:
     if not m.hybrid_mtp_pattern:
         return mtp_depth(m, p, replace(t, recompute_granularity=None)).total
     plain = replace(t, recompute_granularity=None)
-    fp8 = precision.quantized_mtp(t.low_precision)
-    layers = [after_selective_recompute(layer_terms(m, p, plain, kind == "E", fp8=fp8, hybrid=kind), plain,
-                                        kind).total for kind in m.hybrid_mtp_pattern]
+    quantized = precision.hybrid_mtp_quantized(m, t.low_precision)
+    layers = [after_selective_recompute(layer_terms(m, p, plain, kind == "E", fp8=q, hybrid=kind), plain,
+                                        kind, fp8=q).total for kind, q in zip(m.hybrid_mtp_pattern, quantized)]
     if t.recompute_method == "block":
         return max(layers[:t.recompute_num_layers or 0], default=0.0)
     depth = mtp_depth(m, p, plain).terms

@@ -685,11 +685,52 @@ def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, 
     if low is not None and low.recipe != "nvfp4" and width % 16:
         return (f"FP8 with a Mamba in_proj {width} wide (MambaMixer asserts that FP8's in_proj width is a multiple "
                 "of 16)")
-    if fsdp or t.peft:
-        return "Megatron-FSDP or LoRA on a hybrid Mamba model (not modelled)"
-    if t.cpu_offloading or t.fine_grained_offloading:
-        return "activation offloading of a hybrid Mamba model (not modelled)"
-    return _hybrid_recompute_unsupported(r, m, t, low)
+    if t.peft:  # Megatron-FSDP is modelled (memory._fsdp_buffers: every hybrid layer is an FSDP unit)
+        return "LoRA on a hybrid Mamba model (not modelled)"
+    if t.cpu_offloading:
+        return ("layer-level activation offloading (cpu_offloading) of a hybrid Mamba model (megatron-core's "
+                "HybridStack, unlike TransformerBlock, opens no CPU-offload context: not modelled)")
+    return _hybrid_offload_unsupported(r, m, t) or _hybrid_recompute_unsupported(r, m, t, low)
+
+
+def _hybrid_offload_unsupported(r: _Reader, m: ModelShape, t: Training) -> str:
+    """Fine-grained activation offloading in a hybrid model, modelled for the MoE experts' `expert_fc1` and
+    `moe_act` (megatron-core 0.19.2 transformer/moe/experts.py:253-261, 792-805: the experts offload from the
+    config alone, whatever layer holds them; HybridModel sets up the offload manager,
+    models/hybrid/hybrid_model.py:351-371, 439-440). A MambaLayer offloads nothing (ssm/ has no offload hooks).
+    The experts' delayed offload (`delay_offload_until_cuda_graph`) waits only for a commit made inside a
+    Transformer Engine graph replay (pipeline_parallel/fine_grained_activation_offload.py:1228), so it is refused
+    where graphs capture the experts; megatron-core asserts the op-fuser MoE off with these offloads
+    (experts.py:286-289, 349-350)."""
+    if not t.fine_grained_offloading:
+        return ""
+    other = sorted(set(t.offload_modules) - {"expert_fc1", "moe_act"})
+    if other:
+        return (f"fine-grained activation offloading of {', '.join(map(repr, other))} in a hybrid Mamba model (only "
+                "the MoE experts' 'expert_fc1' and 'moe_act' are modelled there)")
+    if not t.offload_modules or "E" not in (m.hybrid_pattern or "") + (m.hybrid_mtp_pattern or ""):
+        return ""
+    if r.get("model.use_transformer_engine_op_fuser", False):
+        return ("fine-grained expert_fc1/moe_act offloading with use_transformer_engine_op_fuser (megatron-core's "
+                "experts assert 'Fused GroupedMLP is not supported for this configuration': these offloads are only "
+                "supported unfused)")
+    looked = [r.lookup(k) for k in ("model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope")]
+    for value in looked:
+        if value.is_unknown:
+            reason = value.value.reason if isinstance(value.value, Unknown) else "unknown"
+            r.unknown[value.key] = (f"{reason} (the memory model would need to know whether CUDA graphs capture the "
+                                    "MoE experts, whose tensors fine-grained offloading moves)")
+            return ""
+    impl = looked[0].value if looked[0].state in ("known", "default") else None
+    names = set()
+    for value in looked[1:]:
+        if value.state == "known" and value.value:
+            items = value.value if isinstance(value.value, (list, tuple)) else str(value.value).split(",")
+            names |= {str(item).rsplit(".", 1)[-1].strip() for item in items}
+    if impl not in (None, "none", "") and (impl == "full_iteration" or not names or "moe" in names):
+        return (f"fine-grained offloading of the MoE experts' tensors with the experts CUDA-graphed "
+                f"(cuda_graph_impl={impl!r}; the offloads then run inside graph replays: not modelled)")
+    return ""
 
 
 def _hybrid_recompute_unsupported(r: _Reader, m: ModelShape, t: Training, low: LowPrecision | None) -> str:
@@ -752,9 +793,6 @@ def _hybrid_mtp_unsupported(r: _Reader, m: ModelShape, t: Training, low: LowPrec
     why = _hybrid_mtp(r, written)[1]
     if why or not m.hybrid_mtp_pattern:
         return why
-    if low is not None and low.recipe == "nvfp4":
-        return ("NVFP4 training of a hybrid model with MTP depths (megatron-core runs eh_proj in bf16 and the depth's "
-                "layers under FP4 by their index within the depth: not modelled)")
     if r.get("model.moe_paged_stash", False):
         return "moe_paged_stash with hybrid MTP depths (the MTP MoE layers' stashed tensors are not modelled)"
     if t.recompute_granularity == "full" and t.recompute_method != "block" and (t.recompute_num_layers or 1) != 1:

@@ -252,6 +252,17 @@ def _fsdp_buffers(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
     be full when activations peak."""
     indices = _stage_layers(m, p, stage)
     per_layer = [sum(params.layer(m, i).per_rank(p)) for i in indices]
+    lp = t.low_precision
+    quantized = [_gemm_elements(m, p, lp, i) for i in indices]
+    if stage.mtp_layers and m.hybrid_mtp_pattern:
+        # A hybrid MTP depth's HybridStack holds TransformerLayer, MoETransformerLayer and MambaLayer modules,
+        # units as the decoder's (megatron-core 0.19.2 distributed/fsdp/mcore_fsdp_adapter.py:158-164); its norms
+        # and eh_proj stay outside. One set of layers per depth, one for all with mtp_use_repeated_layer.
+        depths = 1 if m.mtp_repeated_layer else m.mtp_num_layers
+        for kind, fp in zip(m.hybrid_mtp_pattern * depths, precision.hybrid_mtp_quantized(m, lp) * depths):
+            per_layer.append(sum(params.HYBRID_LAYERS[kind](m).per_rank(p)))
+            dense, replicated, expert = precision.gemm_weights(m, kind == "E", kind) if fp else (0, 0, 0)
+            quantized.append(dense / p.tp + replicated + expert / (p.ep * p.etp))
     if not per_layer:
         return 0.0
     unit = max(per_layer)
@@ -262,9 +273,8 @@ def _fsdp_buffers(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
     n = len(per_layer)
     # A unit's gathered bytes: FP8 GEMM weights at the uint8 buffers' bytes (precision.fsdp_data_bytes), the
     # rest in the parameter dtype.
-    lp = t.low_precision
-    unit_bytes = max(count * t.params_bytes - (_gemm_elements(m, p, lp, i) * (
-        t.params_bytes - precision.fsdp_data_bytes(lp)) if lp else 0.0) for i, count in zip(indices, per_layer))
+    unit_bytes = max(count * t.params_bytes - (elements * (t.params_bytes - precision.fsdp_data_bytes(lp))
+                                               if lp else 0.0) for elements, count in zip(quantized, per_layer))
     return min(n, gathered) * unit_bytes + outside * t.params_bytes + (min(n, reducing) * unit + outside) * \
         _grad_bytes(t)
 
@@ -296,14 +306,16 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
             gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
             sharded += (dense / p.tp + replicated) / shards[0] + expert / (p.ep * p.etp) / shards[1]
             gemms += precision.gemms(m, moe, (m.num_moe_experts or 0) / p.ep, m.layer_kind(index))
-    if stage.mtp_layers and precision.quantized_mtp(lp):
-        dense, replicated, expert = precision.mtp_gemm_weights(m)
+    if stage.mtp_layers and (precision.quantized_mtp(lp) or any(precision.hybrid_mtp_quantized(m, lp))):
+        # NVFP4: a hybrid depth's FP4 layers only (precision.hybrid_mtp_quantized), not eh_proj
+        dense, replicated, expert = precision.mtp_gemm_weights(m, lp)
         gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
         sharded += (dense / p.tp + replicated) / shards[0] + expert / (p.ep * p.etp) / shards[1]
         depths, local = 1 if m.mtp_repeated_layer else m.mtp_num_layers, (m.num_moe_experts or 0) / p.ep
-        layers = [precision.gemms(m, kind == "E", local, kind) for kind in m.hybrid_mtp_pattern] \
+        layers = [precision.gemms(m, kind == "E", local, kind) for kind, quantized in
+                  zip(m.hybrid_mtp_pattern, precision.hybrid_mtp_quantized(m, lp)) if quantized] \
             if m.hybrid_mtp_pattern else [precision.gemms(m, m.is_moe_layer(m.num_layers - 1), local)]
-        gemms += depths * (1 + sum(layers))  # eh_proj and the depth's layers
+        gemms += depths * (precision.quantized_mtp(lp) + sum(layers))  # eh_proj and the depth's layers
     copies = gemm * precision.weight_copy_bytes(lp)
     history = precision.scaling_state_bytes(lp, gemms)  # delayed scaling only
     state = [Part("FP8 scaling state (amax history)", history, "weights")] if history else []

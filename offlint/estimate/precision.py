@@ -176,17 +176,38 @@ def _gdn_gemm_weights(m: ModelShape) -> tuple[int, int]:
     return m.hidden_size * (2 * qk + 2 * v + 2 * m.gdn_value_heads) + v * m.hidden_size, 0
 
 
-def mtp_gemm_weights(m: ModelShape) -> tuple[int, int, int]:
+def mtp_gemm_weights(m: ModelShape, lp: LowPrecision | None = None) -> tuple[int, int, int]:
     """(TP-sharded, replicated, expert) GEMM weights of the MTP block: per depth (one set for all with
     `mtp_use_repeated_layer`) eh_proj and the layer's linears. MTP runs in the global FP8 context
-    (megatron-core's MultiTokenPredictionLayer), whatever first_last_layers_bf16 says."""
+    (megatron-core's MultiTokenPredictionLayer), whatever first_last_layers_bf16 says. Under NVFP4 (`lp`) a
+    hybrid depth's quantized weights are those of its layers that `hybrid_mtp_quantized` says run in FP4, and
+    not eh_proj."""
     last = m.num_layers - 1
     tp, replicated, expert = gemm_weights(m, m.is_moe_layer(last), gdn=m.is_gdn_layer(last))
+    eh_proj = 2 * m.hidden_size * m.hidden_size if quantized_mtp(lp) or lp is None else 0
     if m.hybrid_mtp_pattern:  # a hybrid model's depth: the layers of its pattern
-        layers = [_hybrid_gemm_weights(m, kind) for kind in m.hybrid_mtp_pattern]
+        layers = [_hybrid_gemm_weights(m, kind) for kind, quantized in
+                  zip(m.hybrid_mtp_pattern, hybrid_mtp_quantized(m, lp) if lp else [True] * len(m.hybrid_mtp_pattern))
+                  if quantized]
         tp, replicated, expert = (sum(layer[i] for layer in layers) for i in range(3))
     n = 1 if m.mtp_repeated_layer else m.mtp_num_layers
-    return n * (tp + 2 * m.hidden_size * m.hidden_size), n * replicated, n * expert
+    return n * (tp + eh_proj), n * replicated, n * expert
+
+
+def hybrid_mtp_quantized(m: ModelShape, lp: LowPrecision | None) -> list[bool]:
+    """Per layer of a hybrid MTP depth, whether its GEMMs run quantized. FP8: all (the depth's global FP8
+    context encloses its HybridStack's per-layer ones). NVFP4: MultiTokenPredictionLayer enters no FP4 context
+    (megatron-core 0.19.2 multi_token_prediction.py:1180-1188, "currently ignoring FP4 in MTP layers": eh_proj
+    stays bf16), but the depth's HybridStack builds and runs each layer under get_fp4_context(config, index)
+    with the index counted within the depth from 0 (pp_layer_offset=0, :1022-1026; hybrid_block.py:124-130
+    init, :337-341 forward with layer_number - 1), so first_last_layers_bf16 keeps the depth's first
+    num_layers_at_start_in_bf16 layers (and any index at or beyond num_layers minus the end count) in bf16,
+    as `is_fp8_layer` says for those indices."""
+    if not m.hybrid_mtp_pattern or lp is None:
+        return [False] * len(m.hybrid_mtp_pattern or "")
+    if lp.recipe != "nvfp4":
+        return [True] * len(m.hybrid_mtp_pattern)
+    return [is_fp8_layer(m, lp, i) for i in range(len(m.hybrid_mtp_pattern))]
 
 
 def gemms(m: ModelShape, moe: bool, local_experts: float, kind: str | None = None) -> float:
