@@ -3,8 +3,9 @@
 Each file becomes a `FileOutcome`: its units, suppressions, read error, the findings of its units that need
 nothing from other files (recipes and YAML files; launch commands are checked after `api` links them to the
 recipes they name), and the files its reading depended on. Outcomes come from the content-hash cache when
-valid; the rest are computed by worker processes, each with its own lazily-read view of the Python tree, fed
-contiguous runs of files so that modules which import each other tend to share a worker's cached readers.
+valid; the rest are computed by worker processes, each with its own lazily-read view of the Python tree, each
+reading its own contiguous run of files (modules which import each other tend to share a worker's cached readers)
+and, once that is done, taking files from the end of another's.
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ from offlint.types import FileError, UnitKind
 from offlint.versions import Version
 
 MIN_FILES_PER_WORKER = 8  # below this, forking workers costs more than it saves
-# Runs of files per worker, handed out as workers free up. With four, the run of Megatron Bridge's performance
-# recipes (2.2 s) often came last, to one worker after the other had finished (3.3 and 4.2 s of CPU); eight
-# gave 3.4 and 3.4 s for the same total, sixteen a larger total (a module both workers import is read by each).
+# Tasks per worker: each takes the next files of its worker's share (or, that share done, the last ones of
+# another's), so that the parent unpickles outcomes while the workers still read, not all of them at the end.
 BATCHES_PER_WORKER = 8
 
 
@@ -251,34 +251,96 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
 
     if "fork" not in multiprocessing.get_all_start_methods():
         return [(outcome, None) for outcome in _read_batch(job, files, digests)]
-    global _JOB, _DIGESTS, _PROJECT
+    global _JOB, _DIGESTS, _PROJECT, _SHARES, _CURSORS, _SHARE
     leading = [f for f in files if f.path in first]
     rest = [f for f in files if f.path not in first]
+    context = multiprocessing.get_context("fork")
     try:
         done = [(o, None) for o in _read_batch(job, leading, digests, reuse_project=True)] if leading else []
         _JOB, _DIGESTS = job, digests  # forked workers inherit them (and the project the leading files built)
-        batches = _contiguous(job, rest, count * BATCHES_PER_WORKER)
-        with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_worker_batch, index, batches) for index in range(len(batches))]
-            finished = len(done)
-            for future in as_completed(futures):
-                finished += len(future.result())
-                progress(finished, len(files))
-            results = [future.result() for future in futures]
+        _SHARES = shares(job, rest, count)
+        # per share: its next file and its end (a worker whose share is done takes from another's end); then the
+        # number of shares claimed by a worker
+        _CURSORS = context.Array("i", [n for share in _SHARES for n in (0, len(share))] + [0])
+        size = -(-len(rest) // (count * BATCHES_PER_WORKER))
+        read: dict[str, tuple[FileOutcome, str | None]] = {}
+        with ProcessPoolExecutor(count, mp_context=context) as pool:
+            left = len(rest)
+            while left:  # a task takes fewer than `size` files at the end of a share: more tasks, until none is left
+                futures = [pool.submit(_worker_take, size) for _ in range(max(count, -(-left // size)))]
+                for future in as_completed(futures):
+                    for outcome, payload in future.result():
+                        read[outcome.path] = (outcome, payload)
+                    progress(len(done) + len(read), len(files))
+                left = sum(_CURSORS[2 * s + 1] - _CURSORS[2 * s] for s in range(count))
     finally:
-        _JOB = _DIGESTS = _PROJECT = None
-    return done + [outcome for batch in results for outcome in batch]
+        _JOB = _DIGESTS = _PROJECT = _SHARES = _CURSORS = _SHARE = None
+    assert len(read) == len(rest), "a file was not read"
+    return done + [read[f.path] for f in rest]
 
 
 _JOB: Job | None = None
 _DIGESTS: dict[str, str] | None = None
 _PROJECT: PythonProject | None = None  # one per worker process, kept across its batches
+_SHARES: list[list[SourceFile]] | None = None  # the workers' shares of the files (shares)
+_CURSORS = None  # multiprocessing.Array: per share (next, end), then the count of shares claimed
+_SHARE: int | None = None  # in a worker: its share
 
 
-def _worker_batch(index: int, batches: list[list[SourceFile]]) -> list[tuple[FileOutcome, str | None]]:
+def shares(job: Job, files: list[SourceFile], count: int) -> list[list[SourceFile]]:
+    """The files each of `count` workers reads first: runs of files in path order, of similar total size (files of
+    one directory tend to import the same modules). Megatron Bridge 067f987, two workers: 754 readers (97 modules
+    read by both) and 3,005 followed-call runs, against 775 (118) and 3,106 with sixteen runs handed out as workers
+    freed up; a split by import affinity did no better (benchmarks/README.md). A walked test module weighs as an
+    empty file (it is not even parsed): counted by its size, Bridge's tests/ made three of eight runs nearly empty."""
+    ordered = sorted(files, key=lambda f: f.path)
+    weights = [2000 + (0 if f.kind == "python" and not f.explicit and is_test_code(f.path) else
+                       len(job.texts.get(f.path, ""))) for f in ordered]
+    target = sum(weights) / max(count, 1)
+    runs: list[list[SourceFile]] = [[]]
+    size = 0
+    for file, weight in zip(ordered, weights):
+        if size >= target and len(runs) < count:
+            runs.append([])
+            size = 0
+        runs[-1].append(file)
+        size += weight
+    return runs + [[] for _ in range(count - len(runs))]
+
+
+def _take(limit: int) -> list[SourceFile]:
+    """Up to `limit` files for this worker: the next of its share, or, that share done, the last of the share with
+    the most left (each file is taken once: the cursors change under their lock)."""
+    global _SHARE
+    assert _SHARES is not None and _CURSORS is not None
+    parts = len(_SHARES)
+    taken: list[SourceFile] = []
+    with _CURSORS.get_lock():
+        if _SHARE is None:
+            _SHARE = _CURSORS[2 * parts] % parts
+            _CURSORS[2 * parts] += 1
+        own = 2 * _SHARE
+        start, end = _CURSORS[own], _CURSORS[own + 1]
+        if start < end:
+            stop = min(end, start + limit)
+            _CURSORS[own] = stop
+            return _SHARES[_SHARE][start:stop]
+        left = [(_CURSORS[2 * s + 1] - _CURSORS[2 * s], -s) for s in range(parts)]
+        most, other = max(left)
+        if most > 0:
+            other = -other
+            end = _CURSORS[2 * other + 1]
+            # stealing: smaller runs, so that the owner, still reading, is not left waiting on the thief
+            start = end - min(most, max(1, min(limit, most // 2)))
+            _CURSORS[2 * other + 1] = start
+            taken = _SHARES[other][start:end]
+    return taken
+
+
+def _worker_take(limit: int) -> list[tuple[FileOutcome, str | None]]:
     assert _JOB is not None and _DIGESTS is not None
     return [(outcome, _encoded(_JOB, outcome)) for outcome in
-            _read_batch(_JOB, batches[index], _DIGESTS, reuse_project=True)]
+            _read_batch(_JOB, _take(limit), _DIGESTS, reuse_project=True)]
 
 
 def _encoded(job: Job, outcome: FileOutcome) -> str | None:
@@ -372,22 +434,3 @@ def _definitions(project: PythonProject, path: str, text_digest: str, texts: Tex
             _DEFINITIONS.clear()
         _DEFINITIONS[key] = definition_digests(reader.module, reader.lines)
     return _DEFINITIONS[key]
-
-
-def _contiguous(job: Job, files: list[SourceFile], parts: int) -> list[list[SourceFile]]:
-    """Split files (in path order) into runs of similar total size. A walked test module weighs as an empty file
-    (it is not even parsed): counted by its size, Megatron Bridge's tests/ made three of eight batches nearly
-    empty, and one worker went on for a second after the other had finished."""
-    ordered = sorted(files, key=lambda f: f.path)
-    weights = [2000 + (0 if f.kind == "python" and not f.explicit and is_test_code(f.path) else
-                       len(job.texts.get(f.path, ""))) for f in ordered]
-    target = sum(weights) / max(parts, 1)
-    batches: list[list[SourceFile]] = [[]]
-    size = 0
-    for file, weight in zip(ordered, weights):
-        if size >= target and len(batches) < parts:
-            batches.append([])
-            size = 0
-        batches[-1].append(file)
-        size += weight
-    return [b for b in batches if b]
