@@ -722,6 +722,33 @@ def layout_division(scope: Scope) -> object:
     return ""
 
 
+@_needs_scope
+def pipeline_split_refusal(scope: Scope) -> object:
+    """Why megatron-core refuses to split the decoder's layers over the pipeline stages, in its words; "" when it
+    does not, or when offlint does not judge the split. Only the even split is judged: no custom
+    `pipeline_model_parallel_layout` and no first/last-stage layer counts (their own checks are not read here),
+    and not a hybrid model (its stages come from its layer pattern). Then TransformerBlock's
+    get_num_layers_to_build asserts that the layers, plus one each for an embedding or loss counted in the split,
+    divide by PP (transformer_block.py in 0.16.1 and 0.19.2; TransformerConfig.__post_init__ raises first for the
+    counted cases). "" when a value it needs is unknown: no crash is claimed on a split offlint cannot read."""
+    pp, layers = scope.key("model.pipeline_model_parallel_size"), scope.key("model.num_layers")
+    others = [scope.key(f"model.{name}") for name in (
+        "pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+        "hybrid_layer_pattern", "hybrid_override_pattern")]
+    counted = [scope.key(f"model.account_for_{part}_in_pipeline_split") for part in ("embedding", "loss")]
+    if UNKNOWN in (pp, layers, *others, *counted) or any(v not in (None, "") for v in others):
+        return ""
+    if not isinstance(pp, int) or not isinstance(layers, int) or isinstance(pp, bool) or pp <= 1 or layers <= 0:
+        return ""
+    total = layers + sum(1 for v in counted if v)
+    if total % pp == 0:
+        return ""
+    extra = f" plus {total - layers} for the embedding/loss counted in the split" if total != layers else ""
+    return (f"{layers} layers{extra} do not divide over PP{pp}: megatron-core's TransformerBlock asserts "
+            f"\"num_layers={total} should be divisible by config.pipeline_model_parallel_size={pp}\" when it "
+            f"builds the model")
+
+
 # ---- Transformer Engine's low-precision recipes on the unit's GPU (OFL117) --------------------------------------
 
 
@@ -790,6 +817,7 @@ FUNCTIONS: dict[str, Callable] = {
     "largest_memory_parts": largest_memory_parts,
     "memory_savings": memory_savings,
     "predicted_oom": predicted_oom,
+    "pipeline_split_refusal": pipeline_split_refusal,
     "layout_division": layout_division,
     "oom_floor_gib": oom_floor_gib,
     "oom_message": oom_message,

@@ -1,0 +1,57 @@
+"""OFL218: a decoder whose layers do not divide over the pipeline stages, which megatron-core's TransformerBlock
+refuses when it builds the model. Recipes in Megatron Bridge's shapes, fixtures of our own."""
+
+from __future__ import annotations
+
+from offlint.api import CheckOptions, check
+
+HEADER = ("from megatron.bridge.models import GPTModelProvider\n"
+          "from megatron.bridge.training.config import ConfigContainer\n\n\n")
+
+
+def _findings(tmp_path, body: str, layers: int = 94):
+    lines = "".join(f"    {line.strip()}\n" for line in body.strip().splitlines())
+    (tmp_path / "recipes.py").write_text(
+        HEADER + "def vl_pretrain_config():\n"
+        f"    cfg = ConfigContainer(model=GPTModelProvider(num_layers={layers}, hidden_size=1024, "
+        f"num_attention_heads=8))\n{lines}    return cfg\n")
+    result = check([str(tmp_path)], CheckOptions(root=tmp_path, cache=False, select=["OFL218"]))
+    return [f for f in result.findings if f.code == "OFL218"]
+
+
+def test_an_even_split_that_does_not_divide_is_refused(tmp_path):
+    found = _findings(tmp_path, "cfg.model.pipeline_model_parallel_size = 8\n"
+                                "cfg.model.virtual_pipeline_model_parallel_size = 4")
+    assert len(found) == 1, found
+    assert "num_layers=94 should be divisible by config.pipeline_model_parallel_size=8" in found[0].message
+
+
+def test_first_and_last_stage_counts_or_a_dividing_pp_are_not_judged(tmp_path):
+    assert _findings(tmp_path, """
+        cfg.model.pipeline_model_parallel_size = 8
+        cfg.model.num_layers_in_first_pipeline_stage = 10
+        cfg.model.num_layers_in_last_pipeline_stage = 12
+    """) == []
+    assert _findings(tmp_path, "cfg.model.pipeline_model_parallel_size = 2") == []
+    assert _findings(tmp_path, "cfg.model.pipeline_model_parallel_size = 1") == []
+
+
+def test_a_counted_embedding_and_loss_take_a_layer_each(tmp_path):
+    assert _findings(tmp_path, """
+        cfg.model.pipeline_model_parallel_size = 8
+        cfg.model.account_for_embedding_in_pipeline_split = True
+        cfg.model.account_for_loss_in_pipeline_split = True
+    """) == []  # 94 + 2 = 96
+    found = _findings(tmp_path, """
+        cfg.model.pipeline_model_parallel_size = 8
+        cfg.model.account_for_embedding_in_pipeline_split = True
+    """)
+    assert len(found) == 1 and "plus 1 for the embedding/loss" in found[0].message, found
+
+
+def test_a_hybrid_pattern_or_an_unknown_size_gives_no_finding(tmp_path):
+    assert _findings(tmp_path, """
+        cfg.model.pipeline_model_parallel_size = 8
+        cfg.model.hybrid_layer_pattern = "M*M*|M*M*"
+    """) == []
+    assert _findings(tmp_path, "cfg.model.pipeline_model_parallel_size = pick_pp()") == []
