@@ -3,7 +3,7 @@ parameter count of a real megatron-core model to compare the estimate's with."""
 
 from __future__ import annotations
 
-from offlint.types import Unknown, Value
+from offlint.types import Assignment, Location, Source, Unknown, Value
 
 
 def lookup(values: dict):
@@ -13,6 +13,19 @@ def lookup(values: dict):
             return Value(key, "default", None)
         value = values[key]
         return Value(key, "unknown" if isinstance(value, Unknown) else "known", value)
+    return get
+
+
+def located_lookup(values: dict, source: Source = Source.PYTHON):
+    """As `lookup`, with each known value written at recipe.py:1 by `source` (for what reads where a value was set,
+    such as the launch-environment and provenance checks)."""
+    def get(key: str) -> Value:
+        if key not in values:
+            return Value(key, "default", None)
+        value = values[key]
+        if isinstance(value, Unknown):
+            return Value(key, "unknown", value)
+        return Value(key, "known", value, Assignment(key, value, Location("recipe.py", 1, 1), source))
     return get
 
 

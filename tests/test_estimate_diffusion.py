@@ -12,7 +12,8 @@ from offlint.estimate import diffusion, whatif
 from offlint.estimate.devices import DEFAULT_DEVICE, parse_device
 from offlint.estimate.inputs import ModelShape, Parallelism, WanShape, read_inputs
 from offlint.estimate.memory import estimate
-from offlint.types import Assignment, Location, Source, Unknown, Value
+from offlint.types import Unknown
+from tests.estimate_helpers import located_lookup
 
 # A Wan recipe as Bridge writes it: the provider's sizes set, the dataset's mock sizes left at their defaults.
 _RECIPE = {"model.crossattn_emb_size": 1536, "model.num_layers": 30, "model.hidden_size": 1536,
@@ -22,16 +23,7 @@ _RECIPE = {"model.crossattn_emb_size": 1536, "model.num_layers": 30, "model.hidd
            "train.micro_batch_size": 1, "train.global_batch_size": 2}
 
 
-def _lookup(values: dict):
-    def get(key: str) -> Value:
-        if key not in values:
-            return Value(key, "default", None)
-        value = values[key]
-        if isinstance(value, Unknown):
-            return Value(key, "unknown", value)
-        return Value(key, "known", value, Assignment(key, value, Location("recipe.py", 1, 1), Source.PYTHON))
-
-    return get
+_lookup = located_lookup
 
 
 def _read(**changes):

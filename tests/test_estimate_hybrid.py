@@ -14,7 +14,8 @@ from offlint.estimate import activations as act
 from offlint.estimate import params, precision
 from offlint.estimate.inputs import HYBRID_PROVIDER_DEFAULTS, ModelShape, Parallelism, Training, read_inputs
 from offlint.estimate.memory import estimate
-from offlint.types import Assignment, Location, Source, Unknown, Value
+from offlint.types import Source, Unknown
+from tests.estimate_helpers import located_lookup
 
 _SIZES = {"model.hidden_size": 256, "model.num_attention_heads": 8, "model.num_query_groups": 2,
           "model.ffn_hidden_size": 512, "model.vocab_size": 1000, "model.seq_length": 256,
@@ -22,15 +23,7 @@ _SIZES = {"model.hidden_size": 256, "model.num_attention_heads": 8, "model.num_q
           "model.mamba_num_groups": 2, "model.mamba_state_dim": 16}
 
 
-def _lookup(values: dict, source: Source = Source.PYTHON):
-    def get(key: str) -> Value:
-        if key not in values:
-            return Value(key, "default", None)
-        value = values[key]
-        if isinstance(value, Unknown):
-            return Value(key, "unknown", value)
-        return Value(key, "known", value, Assignment(key, value, Location("recipe.py", 1, 1), source))
-    return get
+_lookup = located_lookup
 
 
 def test_pattern_gives_the_layers_and_the_providers_defaults():

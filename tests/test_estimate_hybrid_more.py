@@ -12,7 +12,8 @@ import pytest
 from offlint.estimate import activations as act
 from offlint.estimate import memory, params, precision
 from offlint.estimate.inputs import LowPrecision, read_inputs
-from offlint.types import Assignment, Location, Source, Unknown, Value
+from offlint.types import Unknown
+from tests.estimate_helpers import located_lookup
 
 # A small hybrid model of this file's own: Mamba, attention, MLP and MoE layers, and one repeated MTP depth of an
 # attention and a MoE layer (the shape of Bridge's Nemotron 3.5 Lightning recipes, scaled down).
@@ -27,15 +28,7 @@ _RECIPE = {"model.hidden_size": 512, "model.num_attention_heads": 8, "model.num_
 _UNSET = object()
 
 
-def _lookup(values: dict):
-    def get(key: str) -> Value:
-        if key not in values:
-            return Value(key, "default", None)
-        value = values[key]
-        if isinstance(value, Unknown):
-            return Value(key, "unknown", value)
-        return Value(key, "known", value, Assignment(key, value, Location("r.py", 1, 1), Source.PYTHON))
-    return get
+_lookup = located_lookup
 
 
 def _read(**changes):

@@ -25,7 +25,8 @@ from offlint.estimate import activations as act
 from offlint.estimate import params, precision
 from offlint.estimate.inputs import ModelShape, Parallelism, Training, read_inputs
 from offlint.estimate.memory import estimate
-from offlint.types import Assignment, Location, Source, Unknown, Value
+from offlint.types import Unknown
+from tests.estimate_helpers import located_lookup
 
 # A small Nemotron-3-like hybrid (Mamba, attention and MoE layers) as a Bridge recipe sets it: the provider's
 # fields, with the MTP depths given as mtp_hybrid_override_pattern.
@@ -40,15 +41,7 @@ _RECIPE = {"model.hidden_size": 256, "model.num_attention_heads": 8, "model.num_
            "train.micro_batch_size": 1, "train.global_batch_size": 8}
 
 
-def _lookup(values: dict, source: Source = Source.PYTHON):
-    def get(key: str) -> Value:
-        if key not in values:
-            return Value(key, "default", None)
-        value = values[key]
-        if isinstance(value, Unknown):
-            return Value(key, "unknown", value)
-        return Value(key, "known", value, Assignment(key, value, Location("recipe.py", 1, 1), source))
-    return get
+_lookup = located_lookup
 
 
 def _read(**changes):

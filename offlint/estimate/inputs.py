@@ -693,6 +693,25 @@ def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, 
     return _hybrid_offload_unsupported(r, m, t) or _hybrid_recompute_unsupported(r, m, t, low)
 
 
+def _cuda_graphs(r: _Reader, needs: str) -> tuple[object, set[str]] | None:
+    """The CUDA graph implementation and the module names its scope captures (the last dotted part of each
+    `cuda_graph_modules` / `cuda_graph_scope` entry), or None when one of them is unknown: that is recorded as
+    unknown with what the memory model would need to know (`needs`)."""
+    looked = [r.lookup(k) for k in ("model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope")]
+    for value in looked:
+        if value.is_unknown:
+            reason = value.value.reason if isinstance(value.value, Unknown) else "unknown"
+            r.unknown[value.key] = f"{reason} (the memory model would need to know {needs})"
+            return None
+    impl = looked[0].value if looked[0].state in ("known", "default") else None
+    names: set[str] = set()
+    for value in looked[1:]:
+        if value.state == "known" and value.value:
+            items = value.value if isinstance(value.value, (list, tuple)) else str(value.value).split(",")
+            names |= {str(item).rsplit(".", 1)[-1].strip() for item in items}
+    return impl, names
+
+
 def _hybrid_offload_unsupported(r: _Reader, m: ModelShape, t: Training) -> str:
     """Fine-grained activation offloading in a hybrid model, modelled for the MoE experts' `expert_fc1` and
     `moe_act` (megatron-core 0.19.2 transformer/moe/experts.py:253-261, 792-805: the experts offload from the
@@ -714,19 +733,11 @@ def _hybrid_offload_unsupported(r: _Reader, m: ModelShape, t: Training) -> str:
         return ("fine-grained expert_fc1/moe_act offloading with use_transformer_engine_op_fuser (megatron-core's "
                 "experts assert 'Fused GroupedMLP is not supported for this configuration': these offloads are only "
                 "supported unfused)")
-    looked = [r.lookup(k) for k in ("model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope")]
-    for value in looked:
-        if value.is_unknown:
-            reason = value.value.reason if isinstance(value.value, Unknown) else "unknown"
-            r.unknown[value.key] = (f"{reason} (the memory model would need to know whether CUDA graphs capture the "
-                                    "MoE experts, whose tensors fine-grained offloading moves)")
-            return ""
-    impl = looked[0].value if looked[0].state in ("known", "default") else None
-    names = set()
-    for value in looked[1:]:
-        if value.state == "known" and value.value:
-            items = value.value if isinstance(value.value, (list, tuple)) else str(value.value).split(",")
-            names |= {str(item).rsplit(".", 1)[-1].strip() for item in items}
+    graphs = _cuda_graphs(r, "whether CUDA graphs capture the MoE experts, whose tensors fine-grained offloading "
+                              "moves")
+    if graphs is None:
+        return ""
+    impl, names = graphs
     if impl not in (None, "none", "") and (impl == "full_iteration" or not names or "moe" in names):
         return (f"fine-grained offloading of the MoE experts' tensors with the experts CUDA-graphed "
                 f"(cuda_graph_impl={impl!r}; the offloads then run inside graph replays: not modelled)")
@@ -750,19 +761,11 @@ def _hybrid_recompute_unsupported(r: _Reader, m: ModelShape, t: Training, low: L
     acting = modules - {"core_attn"}  # recomputing flash attention drops nothing
     if not acting:
         return ""
-    looked = [r.lookup(k) for k in ("model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope")]
-    for value in looked:
-        if value.is_unknown:
-            reason = value.value.reason if isinstance(value.value, Unknown) else "unknown"
-            r.unknown[value.key] = (f"{reason} (the memory model would need to know which layer parts CUDA graphs "
-                                    "capture, which decides what selective recompute drops in a hybrid model)")
-            return ""
-    impl = looked[0].value if looked[0].state in ("known", "default") else None
-    names = set()
-    for value in looked[1:]:
-        if value.state == "known" and value.value:
-            items = value.value if isinstance(value.value, (list, tuple)) else str(value.value).split(",")
-            names |= {str(item).rsplit(".", 1)[-1].strip() for item in items}
+    graphs = _cuda_graphs(r, "which layer parts CUDA graphs capture, which decides what selective recompute drops "
+                              "in a hybrid model")
+    if graphs is None:
+        return ""
+    impl, names = graphs
     moe = "E" in (m.hybrid_pattern or "")
     if impl not in (None, "none", ""):
         # transformer_config.py: "full_cudagraph means either full_iteration impl or an empty per-layer scope
