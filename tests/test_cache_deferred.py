@@ -45,7 +45,7 @@ def quiet_config():
 UNUSED = QUIET.replace("quiet_config", "unused_config").replace("= 16", "= 12")
 # A re-export, in a module whose own recipe runs the base builder (so the cache's dependencies choose it)
 LEGACY = "from recipes.quiet import quiet_config as legacy_quiet_config\n" + \
-    UNUSED.replace("unused_config", "legacy_own_config").replace("= 12", "= 10")
+    UNUSED.replace("unused_config", "legacy_own_config").replace("= 12", "= 24")  # 24 layers divide over PP 4 and 8
 LAUNCH = '''#!/bin/bash
 python scripts/training/run_recipe.py --recipe {name} model.cpu_offloading=True model.cpu_offloading_num_layers={n}
 '''
