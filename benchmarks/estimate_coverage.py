@@ -22,9 +22,8 @@ from pathlib import Path
 
 from offlint.estimate import params
 from offlint.estimate.inputs import read_inputs
-from offlint.estimate.devices import agreed
 from offlint.estimate.oom import SIZE_KEYS, device_for, either_way, fp8_transpose
-from offlint.estimate.report import verdict_state
+from offlint.estimate.report import agreed_state
 from offlint.resolve import resolve
 from offlint.types import UnitKind
 from tree_units import public_recipe, read_tree
@@ -44,12 +43,12 @@ def reason(resolved, name: str) -> str:
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return "layout not modelled (uneven split)"
     world = p.world_size or p.min_world_size()
-    if world % (p.tp * p.pp * p.cp) or (m.num_moe_experts and (world // p.pp) % (p.ep * p.etp)):
+    if not p.tiles(world, bool(m.num_moe_experts)):
         return "no verdict: the layout cannot run on the GPUs the name gives (OFL216)"  # as `offlint estimate` says
     dev = device_for(name)
 
     def judge(_, r):  # as `offlint estimate`: the verdict at both ends of a bracketed (stated) capacity
-        return agreed(lambda d: verdict_state(r, d), dev, None)
+        return agreed_state(r, dev)
 
     _, result, split, _ = either_way(inputs, judge, world)
     if split:

@@ -9,12 +9,12 @@ import click
 
 from offlint.config import ConfigError, load_config
 from offlint.estimate import params
-from offlint.estimate.devices import DEFAULT_DEVICE, GIB, DeviceError, agreed, parse_device
+from offlint.estimate.devices import DEFAULT_DEVICE, GIB, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.overrides import OverrideInputError
 from offlint.estimate.overrides import check as check_overrides
 from offlint.estimate import oom
-from offlint.estimate.report import render_json, render_text, verdict_state
+from offlint.estimate.report import agreed_state, render_json, render_text, verdict_state
 from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
@@ -81,7 +81,7 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
               f"or pass --override KEY=VALUE")
     p = inputs.parallel
     world = gpus or p.world_size or p.min_world_size()
-    if world % (p.tp * p.pp * p.cp) or (inputs.model.num_moe_experts and (world // p.pp) % (p.ep * p.etp)):
+    if not p.tiles(world, bool(inputs.model.num_moe_experts)):
         # from the recipe's name, the recipe cannot run as named (OFL216; an open ETP is 1 here, inputs._read_parallel)
         named = f", from {inputs.world_size_source}," if not gpus and p.world_size else ""
         _fail(f"{config}: the job's {plural(world, 'GPU')}{named} cannot be divided into TP{p.tp} x PP{p.pp} x "
@@ -99,8 +99,8 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         notes.append(f"{plural(world, 'GPU')}, from {inputs.world_size_source}")
     with_expandable = oom.expandable(loaded.resolved.get)
 
-    def judge(_, r):  # the verdict where it is the same at both ends of a bracketed capacity, else None
-        return agreed(lambda d: verdict_state(r, d, with_expandable), device, None)
+    def judge(_, r):
+        return agreed_state(r, device, with_expandable)
 
     inputs, result, split, either = oom.either_way(inputs, judge, world)
     if split:

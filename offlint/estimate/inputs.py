@@ -165,6 +165,11 @@ class Parallelism:
 
         return lcm(self.tp * self.cp, self.etp * self.ep) * self.pp
 
+    def tiles(self, world: int, experts: bool) -> bool:
+        """Whether `world` GPUs take this layout: megatron-core's initialize_model_parallel raises unless TP x PP x CP
+        and, for a MoE model, ETP x EP x PP divide the world size."""
+        return world % (self.tp * self.pp * self.cp) == 0 and not (experts and (world // self.pp) % (self.ep * self.etp))
+
     def data_parallel(self, world: int) -> int:
         return max(1, world // (self.tp * self.pp * self.cp))
 

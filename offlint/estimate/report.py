@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from offlint.estimate import params
-from offlint.estimate.devices import GIB, Device
+from offlint.estimate.devices import GIB, Device, agreed
 from offlint.estimate.memory import Estimate
 from offlint.estimate.whatif import Option
 from offlint.terminal import plural
@@ -22,6 +22,11 @@ def verdict_state(result: Estimate, device: Device, with_expandable: bool | None
     if peak > usable:
         return "does not fit"
     return "at risk" if peak > usable - oom.margin_bytes(device, with_expandable is True) else "fits"
+
+
+def agreed_state(result: Estimate, device: Device, with_expandable: bool | None = None) -> str | None:
+    """verdict_state where it is the same at both ends of a bracketed (stated) capacity, else None."""
+    return agreed(lambda d: verdict_state(result, d, with_expandable), device, None)
 
 
 def verdict(result: Estimate, device: Device, with_expandable: bool | None = None) -> str:
