@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from offlint import pipeline
 from offlint.api import CheckOptions, check
 from offlint.cache import Cache, project_cache_dir
+from tests.test_cache_parts import _reads
 
 COMMON = '''from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
 from megatron.bridge.models import GPTModelProvider
@@ -94,18 +94,6 @@ def _decoded(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(Cache, "_decoded", recording)
     return decoded
-
-
-def _reads(monkeypatch) -> list[str]:
-    read: list[str] = []
-    original = pipeline.read_one
-
-    def recording(file, *args):
-        read.append(file.path)
-        return original(file, *args)
-
-    monkeypatch.setattr(pipeline, "read_one", recording)
-    return read
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
