@@ -1,6 +1,7 @@
 """Launch commands linked to the tree: a command that names a recipe (`--recipe NAME`, Bridge's alias layout,
-a performance launch) or a YAML file (`--config-file`) of the linted tree is checked on top of it, and a
-performance launcher's environment is read from the tree's own scripts (perf_env).
+a performance launch) or a YAML file (`--config-file`) of the linted tree is checked on top of it, a
+performance launcher's environment is read from the tree's own scripts (perf_env), and whether a Megatron-LM
+style command trains is read from its entry script (entry_scripts).
 
 Runs after every file is read (the recipes a command names may be anywhere in the tree) and before the
 commands are resolved and checked.
@@ -16,7 +17,7 @@ from pathlib import Path
 from offlint import scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
-from offlint.sources import perf_env
+from offlint.sources import entry_scripts, perf_env
 from offlint.types import FileError, Layer, Unit, UnitKind
 
 
@@ -83,6 +84,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
                 if target is not None:
                     base_layers.append(Layer(f"--config-file {name}", target.all_assignments(), inherited=True))
             unit.layers = base_layers + unit.layers
+            if unit.entry_script:  # a Megatron-LM style script in the tree shows whether it trains
+                trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text)
+                if trains is not None:
+                    unit.launches_training = trains
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))

@@ -180,6 +180,9 @@ class Unit:
     # A performance-launcher command's script as written, then its arguments (None: unresolvable), for the
     # environment that launcher builds from them (sources/perf_env.py, applied when commands are linked).
     launch_args: tuple[str | None, ...] = ()
+    # A Megatron-LM style command's entry script as written: where it is in the tree, its code decides
+    # launches_training (sources/entry_scripts.py, applied when commands are linked).
+    entry_script: str = ""
     # A recipe that built its ConfigContainer and never set env_vars: a launch of it runs with the shell's
     # environment only (the recipe alone does not define one).
     env_unset: bool = False

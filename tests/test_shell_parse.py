@@ -287,6 +287,14 @@ def test_eval_payload():
     assert (c.line, c.col) == (2, 7)
 
 
+def test_eval_of_code_built_from_an_unknown_value_is_no_syntax_error():
+    """Megatron-LM's .gitlab/scripts/build.sh: `eval "IMAGE=\\$$IMAGE"` is code only once $IMAGE is there
+    (bash -n accepts the file); known eval text that bash would refuse stays an error."""
+    assert parse_shell('eval "IMAGE=\\$$IMAGE"\npython train.py\n').errors == []
+    bad = parse_shell('eval "X=(1 2"\n')
+    assert bad.errors and "in eval: " in bad.errors[0]
+
+
 # --- exports and environment -----------------------------------------------------------------------------
 
 

@@ -60,7 +60,9 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     name = f"{script} at line {location.line}"
     if script.startswith("pretrain_") or any(a.value and mlm_flags.is_mlm_flag(a.value) for a in rest):
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
-            return _mlm_unit(name, rest, env, location, _trains(script, rest))
+            unit = _mlm_unit(name, rest, env, location, _trains(script, rest))
+            unit.entry_script = values[script_index] or ""
+            return unit
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest))
@@ -107,14 +109,24 @@ def _env_layer(env: dict[str, EnvArg]) -> Layer:
 
 # Megatron-LM flags only a training loop reads. A command with other Megatron-LM flags alone (a parity check, a
 # conversion or an inference script given `--bf16` or `--tensor-model-parallel-size`) sets a model up but does
-# not train, so advice about training launches (OFL301) does not apply to it.
+# not train, so advice about training launches (OFL301) does not apply to it. Inference scripts take some of
+# these flags too: where the entry script is in the linted tree its code decides instead (linking, entry_scripts).
 _TRAINING_FLAGS = frozenset({"--train-iters", "--train-samples", "--global-batch-size", "--micro-batch-size",
                              "--lr", "--lr-decay-iters", "--lr-warmup-iters", "--save-interval"})
+# Flags only training reads, never a generation script (which may take the batch and save flags above).
+_TRAINING_ONLY_FLAGS = frozenset({"--train-iters", "--train-samples", "--lr", "--lr-decay-iters",
+                                  "--lr-warmup-iters"})
+# Sampling flags of Megatron-LM's text-generation tools (their own argument groups): a command with these and
+# no training-only flag generates text.
+_GENERATION_FLAGS = frozenset({"--out-seq-length", "--temperature", "--top_p", "--top-p", "--top_k", "--top-k",
+                               "--sample-input-file", "--sample-output-file", "--max-tokens-to-oom"})
 
 
 def _trains(script: str, args: list[Arg]) -> bool:
-    return script.startswith(("pretrain_", "train", "finetune")) or any(
-        (a.value or "").split("=", 1)[0] in _TRAINING_FLAGS for a in args)
+    flags = {(a.value or "").split("=", 1)[0] for a in args}
+    if flags & _GENERATION_FLAGS and not flags & _TRAINING_ONLY_FLAGS:
+        return False
+    return script.startswith(("pretrain_", "train", "finetune")) or bool(flags & _TRAINING_FLAGS)
 
 
 def _mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, trains: bool = True) -> Unit:

@@ -1,0 +1,231 @@
+"""Whether a Megatron-LM style launch trains, read from its entry script in the linted tree.
+
+Megatron-LM's text-generation servers, sample generators and quantization scripts take training flags too
+(`--micro-batch-size`, `--save-interval`), so the flags alone cannot tell a training launch from one that only
+loads a model; advice about training launches (OFL301) must not be given for the latter. Where the entry script
+is in the tree, its code decides: it trains when it reaches a training entry point (`TRAINING_CALLS`: megatron's
+`pretrain`, Bridge's `pretrain` / `finetune` / `distill`, a `train` or `fit` loop, `.backward()`) through its own
+functions and the tree's. Megatron's own packages start training only through those names (Megatron-LM: only
+`megatron/training/training.py`'s `pretrain` calls its `train`; Megatron Bridge: `finetune` and `distill` call
+`training/pretrain.py`'s `pretrain`, which calls `training/train.py`'s `train`), so a call into `megatron.*` is
+judged by its name and not followed. A call into other code that is not in the tree (a third-party package)
+leaves the answer open (None): then the flags decide, as before.
+
+Read with `ast` only; nothing is imported or run.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+import sys
+from typing import Callable
+
+# Names whose call starts or runs training (a function or a method).
+TRAINING_CALLS = frozenset({"pretrain", "finetune", "distill", "train", "fit", "train_step", "backward"})
+# Packages not in the tree whose functions do not start training: the standard library, and the array, model
+# and quantization libraries an inference or conversion script calls (their training loops go through a method
+# named in TRAINING_CALLS, which is found by name).
+_NOT_TRAINING = frozenset(sys.stdlib_module_names) | {
+    "megatron", "torch", "numpy", "transformers", "modelopt", "datasets", "tqdm", "yaml", "safetensors", "flask",
+    "flask_restful", "requests", "PIL", "einops", "omegaconf", "hydra", "tokenizers", "sentencepiece",
+    "tiktoken", "transformer_engine", "apex", "accelerate", "wandb", "huggingface_hub"}
+_MAX_FUNCTIONS = 400  # past this many functions followed the answer stays open
+
+TreeText = Callable[[str, str], "str | None"]
+
+
+def trains(script: str, launch_path: str, tree_text: TreeText) -> bool | None:
+    """True / False where the entry `script` (as the launch writes it) is in the tree and decides, else None.
+
+    `launch_path`: the file that launches it (a relative script path is tried from its folder, then from each
+    folder above it: scripts often `cd` to the repository root first). `tree_text(path, near)`: a file's text,
+    None outside the project or unreadable.
+    """
+    path = _find_script(script, launch_path, tree_text)
+    if path is None:
+        return None
+    return _Reach(launch_path, tree_text).module_trains(path)
+
+
+def _find_script(script: str, launch_path: str, tree_text: TreeText) -> str | None:
+    if not script or posixpath.isabs(script) or not script.endswith(".py"):
+        return None
+    folder = posixpath.dirname(launch_path)
+    while True:
+        candidate = posixpath.normpath(posixpath.join(folder, script))
+        if not candidate.startswith("../") and tree_text(candidate, launch_path) is not None:
+            return candidate
+        if posixpath.dirname(folder) == folder:
+            return None
+        folder = posixpath.dirname(folder)
+
+
+class _Reach:
+    """Follows calls from an entry script's top level through the functions the tree defines."""
+
+    def __init__(self, launch_path: str, tree_text: TreeText) -> None:
+        self.launch_path = launch_path
+        self.tree_text = tree_text
+        self.modules: dict[str, _Module | None] = {}
+        self.followed: set[tuple[str, str]] = set()
+
+    def module_trains(self, path: str) -> bool | None:
+        module = self._module(path)
+        if module is None:
+            return None
+        return self._calls_train(module, module.top_level, ())
+
+    def _module(self, path: str) -> _Module | None:
+        if path not in self.modules:
+            text = self.tree_text(path, self.launch_path)
+            try:
+                self.modules[path] = None if text is None else _Module(path, ast.parse(text))
+            except (SyntaxError, ValueError, RecursionError):
+                self.modules[path] = None
+        return self.modules[path]
+
+    def _calls_train(self, module: _Module, body: list[ast.stmt], stack: tuple) -> bool | None:
+        """True if `body` reaches a training call; None if it calls code whose reach is unknown."""
+        open_ = False
+        for call in _calls(body):
+            func = call.func
+            if isinstance(func, ast.Name):
+                answer = True if func.id in TRAINING_CALLS else self._function_trains(module, func.id, stack)
+            elif isinstance(func, ast.Attribute):
+                if func.attr in TRAINING_CALLS:
+                    return True
+                # `module.function(...)` of an imported module is followed; a method only by its name
+                dotted = _dotted(func.value, module.module_imports)
+                answer = False if dotted is None else self._imported_trains(module, dotted, func.attr, stack)
+            else:
+                continue
+            if answer:
+                return True
+            open_ = open_ or answer is None
+        return None if open_ else False
+
+    def _function_trains(self, module: _Module, name: str, stack: tuple, hops: int = 0) -> bool | None:
+        if name in module.functions:
+            return self._follow(module, name, stack)
+        if name in module.classes or name not in module.imports:
+            return False  # a class of this module (its methods are judged by name), a builtin, a local
+        source, original = module.imports[name]
+        return self._imported_trains(module, source, original, stack, hops)
+
+    def _imported_trains(self, module: _Module, source: str, original: str, stack: tuple,
+                         hops: int = 0) -> bool | None:
+        if original in TRAINING_CALLS:
+            return True
+        if source.split(".")[0] == "megatron":
+            return False  # megatron's packages train only through TRAINING_CALLS: not followed
+        target = self._resolve(module.path, source, original)
+        if target is None:  # not in the tree: a class is built (its methods are judged by name when called)
+            known = not source.startswith(".") and source.split(".")[0] in _NOT_TRAINING
+            return False if known or original[:1].isupper() else None
+        target_module, target_name = target
+        if target_name is None:
+            return False  # a submodule, called as a function? nothing to follow
+        if target_name in target_module.functions:
+            return self._follow(target_module, target_name, stack)
+        if target_name in target_module.imports and hops < 8:  # a re-export
+            return self._function_trains(target_module, target_name, stack, hops + 1)
+        if target_name in target_module.classes:
+            return False
+        return None if "*" in target_module.imports or hops >= 8 else False  # a star import hides it
+
+    def _follow(self, module: _Module, name: str, stack: tuple) -> bool | None:
+        key = (module.path, name)
+        if key in self.followed or key in stack:
+            return False  # already answered False (a True ends the search) or recursion
+        if len(self.followed) >= _MAX_FUNCTIONS:
+            return None
+        self.followed.add(key)
+        return self._calls_train(module, module.functions[name].body, stack + (key,))
+
+    def _resolve(self, importer: str, source: str, original: str) -> tuple[_Module, str | None] | None:
+        """(module, name in it) for `from source import original` when the tree holds it, else None."""
+        level = len(source) - len(source.lstrip("."))
+        dotted = source.lstrip(".")
+        if level:
+            base = posixpath.dirname(importer)
+            for _ in range(level - 1):
+                base = posixpath.dirname(base)
+            bases = [base]
+        else:  # the script's own folder comes first on sys.path, then the repository root (and folders between)
+            bases, folder = [], posixpath.dirname(importer)
+            while True:
+                bases.append(folder)
+                if posixpath.dirname(folder) == folder:
+                    break
+                folder = posixpath.dirname(folder)
+        parts = dotted.split(".") if dotted else []
+        for base in bases:
+            stem = posixpath.join(base, *parts) if parts else base
+            for path in (stem + ".py", posixpath.join(stem, "__init__.py")):
+                module = self._module(posixpath.normpath(path)) if _inside(path) else None
+                if module is not None:
+                    sub = None if _defines(module, original) else \
+                        self._module(posixpath.normpath(posixpath.join(stem, original + ".py")))
+                    return (sub, None) if sub is not None else (module, original)
+        return None
+
+
+def _dotted(node: ast.expr, module_imports: dict[str, str]) -> str | None:
+    """`a.b` in `a.b.f()` as the imported module it names, or None (an object, not a module)."""
+    names: list[str] = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in module_imports:
+        return None
+    return ".".join([module_imports[node.id], *reversed(names)])
+
+
+def _defines(module: _Module, name: str) -> bool:
+    return name in module.functions or name in module.imports or name in module.classes
+
+
+def _inside(path: str) -> bool:
+    return not posixpath.normpath(path).startswith("../")
+
+
+class _Module:
+    def __init__(self, path: str, tree: ast.Module) -> None:
+        self.path = path
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: set[str] = set()
+        self.imports: dict[str, tuple[str, str]] = {}  # local name -> (module as written, name there)
+        self.module_imports: dict[str, str] = {}  # `import a.b as m`: m -> "a.b"
+        self.top_level: list[ast.stmt] = []
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                self.classes.add(node.name)
+            else:
+                self.top_level.append(node)
+        for node in ast.walk(tree):  # imports anywhere (a function's own lazy import too)
+            if isinstance(node, ast.ImportFrom):
+                source = "." * node.level + (node.module or "")
+                for alias in node.names:
+                    self.imports[alias.asname or alias.name] = (source, alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.module_imports[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        self.module_imports.setdefault(top, top)
+
+
+def _calls(body: list[ast.stmt]):
+    """The calls in `body`, not those inside functions or classes it defines."""
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call):
+            yield node
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))

@@ -1,0 +1,183 @@
+"""Whether a Megatron-LM style launch trains is read from its entry script in the tree (sources/entry_scripts.py).
+
+Megatron-LM's text-generation servers, sample generators and quantization scripts take `--micro-batch-size` and
+`--save-interval` too; on Megatron-LM d98e8a6 OFL301 called 11 of them "this training launch" (and a PTQ
+quantization step of a functional test). The shapes below are our own, written the way those scripts are: a
+launcher in `examples/<model>/` running `../../tools/<server>.py`, a server whose `main` builds a model with
+megatron's helpers and serves it, a training script that calls `pretrain`, and one that delegates to a module of
+the tree.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from offlint.api import CheckOptions, check
+from offlint.sources import entry_scripts
+
+LAUNCH = """\
+#!/bin/bash
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+torchrun --nproc_per_node 1 {script} \\
+    --tensor-model-parallel-size 1 \\
+    --pipeline-model-parallel-size 1 \\
+    --num-layers 4 --hidden-size 256 --num-attention-heads 4 \\
+    --seq-length 512 --max-position-embeddings 512 \\
+    --micro-batch-size 1 \\
+    --bf16
+"""
+
+SERVER = """\
+import sys
+from megatron.training import get_args, initialize_megatron
+from megatron.training.checkpointing import load_checkpoint
+from megatron.core.inference.text_generation_server import run_server
+
+from .server_args import add_server_args
+
+
+def model_provider():
+    return None
+
+
+def main():
+    initialize_megatron(extra_args_provider=add_server_args)
+    model = model_provider()
+    load_checkpoint(model, None, None)
+    run_server(model, port=get_args().port)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+SERVER_ARGS = """\
+def add_server_args(parser):
+    parser.add_argument("--port", type=int, default=5000)
+    return parser
+"""
+
+TRAINER = """\
+from functools import partial
+from megatron.training import pretrain
+
+
+def forward_step(data_iterator, model):
+    return model(data_iterator)
+
+
+if __name__ == "__main__":
+    pretrain(None, None, None, partial(forward_step), args_defaults={})
+"""
+
+DELEGATING = """\
+from launcher.main import run
+
+if __name__ == "__main__":
+    run()
+"""
+
+DELEGATE = """\
+from megatron.training import pretrain
+
+
+def run():
+    _start()
+
+
+def _start():
+    pretrain(None, None, None, None)
+"""
+
+THIRD_PARTY = """\
+from some_private_package import run
+
+if __name__ == "__main__":
+    run()
+"""
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'lm'\n")
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def _ofl301(tree: Path) -> list[str]:
+    result = check([str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"], cache=False))
+    assert not result.errors, result.errors
+    return sorted(Path(f.location.path).name for f in result.findings)
+
+
+def test_a_text_generation_server_is_not_a_training_launch(tmp_path):
+    tree = _tree(tmp_path, {"examples/gpt/serve.sh": LAUNCH.format(script="../../tools/run_server.py"),
+                            "tools/run_server.py": SERVER, "tools/server_args.py": SERVER_ARGS,
+                            "tools/__init__.py": ""})
+    assert _ofl301(tree) == []
+
+
+def test_a_script_that_calls_pretrain_is_one(tmp_path):
+    tree = _tree(tmp_path, {"examples/gpt/serve.sh": LAUNCH.format(script="../../tools/run_server.py"),
+                            "tools/run_server.py": SERVER, "tools/server_args.py": SERVER_ARGS,
+                            "examples/gpt/train.sh": LAUNCH.format(script="my_model.py"),
+                            "my_model.py": TRAINER})
+    assert _ofl301(tree) == ["train.sh"]
+
+
+def test_training_reached_through_a_module_of_the_tree(tmp_path):
+    """The entry script's name says nothing; the function it calls, in another module, calls pretrain."""
+    tree = _tree(tmp_path, {"run.sh": LAUNCH.format(script="go.py"), "go.py": DELEGATING,
+                            "launcher/__init__.py": "", "launcher/main.py": DELEGATE})
+    assert _ofl301(tree) == ["run.sh"]
+
+
+def test_code_outside_the_tree_leaves_it_to_the_flags(tmp_path):
+    """A third-party function may train: the training flag decides, as for a script not in the tree."""
+    tree = _tree(tmp_path, {"run.sh": LAUNCH.format(script="go.py"), "go.py": THIRD_PARTY,
+                            "other.sh": LAUNCH.format(script="missing_script.py")})
+    assert _ofl301(tree) == ["other.sh", "run.sh"]
+
+
+def test_sampling_flags_mark_a_generation_command_whose_script_is_missing(tmp_path):
+    """Megatron-LM's detxoify generate script is launched by a path that no longer exists; its sampling
+    flags (--out-seq-length, --temperature, --top_p) say it generates text."""
+    launch = LAUNCH.format(script="examples/gone/generate_samples.py").replace(
+        "--bf16", "--bf16 --out-seq-length 20 --temperature 1.0 --top_p 0.9")
+    trains_anyway = launch.replace("--bf16 ", "--bf16 --train-iters 10 ")
+    tree = _tree(tmp_path, {"generate.sh": launch, "tune.sh": trains_anyway})
+    assert _ofl301(tree) == ["tune.sh"]
+
+
+@pytest.mark.parametrize("script, expected", [("tools/run_server.py", False), ("my_model.py", True),
+                                              ("go.py", None), ("absent.py", None)])
+def test_trains_answers(tmp_path, script, expected):
+    files = {"tools/run_server.py": SERVER, "tools/server_args.py": SERVER_ARGS, "my_model.py": TRAINER,
+             "go.py": THIRD_PARTY}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+
+    def tree_text(path: str, near: str) -> str | None:
+        target = tmp_path / path
+        return target.read_text() if target.is_file() else None
+
+    assert entry_scripts.trains(script, "launch.sh", tree_text) is expected
+
+
+def test_recursion_and_re_export_cycles_end(tmp_path):
+    files = {"a.py": "from b import f\n\ndef g():\n    g()\n\nif __name__ == '__main__':\n    g()\n    f()\n",
+             "b.py": "from c import f\n", "c.py": "from b import f\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+
+    def tree_text(path: str, near: str) -> str | None:
+        target = tmp_path / path
+        return target.read_text() if target.is_file() else None
+
+    assert entry_scripts.trains("a.py", "run.sh", tree_text) is None  # the cycle never says where f is
