@@ -110,16 +110,20 @@ def version_from_package_info(path: Path) -> Version | None:
 
 
 def detect_version(cli: str | None, configured: str | None, root: Path | None) -> DetectedVersion:
-    """rules.md order: --mcore-version, [tool.offlint], the repo's 3rdparty pin, the installed package, newest."""
+    """rules.md order: --mcore-version, [tool.offlint], the repo's 3rdparty pin, the installed package, newest.
+
+    A Megatron-LM checkout is its own megatron-core (`megatron/core/package_info.py` at its root): that is the
+    code its scripts run, so it comes right after a pin."""
     if cli:
         return checked_as(parse_version(cli), "--mcore-version", explicit=True)
     if configured:
         return checked_as(parse_version(configured), "[tool.offlint] megatron-core-version", explicit=True)
     if root is not None:
-        info = root / "3rdparty" / "Megatron-LM" / "megatron" / "core" / "package_info.py"
-        found = version_from_package_info(info)
-        if found:
-            return checked_as(found, str(info), explicit=False)
+        for info in (root / "3rdparty" / "Megatron-LM" / "megatron" / "core" / "package_info.py",
+                     root / "megatron" / "core" / "package_info.py"):
+            found = version_from_package_info(info)
+            if found:
+                return checked_as(found, str(info), explicit=False)
     installed = _installed_version()
     if installed:
         return checked_as(installed, "installed megatron-core", explicit=False)

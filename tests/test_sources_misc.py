@@ -87,6 +87,12 @@ def test_version_parsing_ranges_and_detection(tmp_path):
     assert str(detected.version) == "0.19.2" and "package_info.py" in detected.origin
     assert detect_version("0.16", "0.19", tmp_path).origin == "--mcore-version"
     assert detect_version(None, "0.19", tmp_path).origin == "[tool.offlint] megatron-core-version"
+    # A Megatron-LM checkout is its own megatron-core (a pin, where there is one, comes first).
+    own = tmp_path / "lm"
+    (own / "megatron" / "core").mkdir(parents=True)
+    (own / "megatron" / "core" / "package_info.py").write_text("MAJOR = 0\nMINOR = 18\nPATCH = 1\n")
+    detected = detect_version(None, None, own)
+    assert str(detected.version) == "0.18.1" and detected.origin.endswith("megatron/core/package_info.py")
 
 
 def test_discovered_paths_are_shown_relative_to_the_working_directory_or_as_given(tmp_path, monkeypatch):
