@@ -81,6 +81,44 @@ def sources(hf_id: str) -> list[str]:
     return list(entry["sources"]) if entry else []
 
 
+@lru_cache(maxsize=1)
+def _tokenizers() -> dict[str, dict]:
+    text = (resources.files("offlint") / "data" / "hf_models.json").read_text(encoding="utf-8")
+    return json.loads(text).get("tokenizers", {})
+
+
+def _tokenizer_entry(hf_id: str) -> dict | None:
+    table = _tokenizers()
+    if not isinstance(hf_id, str):
+        return None
+    return table.get(hf_id) or next((v for k, v in table.items() if k.lower() == hf_id.lower()), None)
+
+
+def tokenizer_length(hf_id: str) -> tuple[int, int] | None:
+    """How many tokens a public Hugging Face tokenizer has, as megatron-core's HuggingFaceTokenizer counts them
+    (`vocab_size` is `len(tokenizer)`: the vocabulary with its added tokens), by its Hugging Face id: (fewest,
+    most), equal where the public sources state the number and apart where they only bound it; None when offlint
+    does not know the tokenizer."""
+    entry = _tokenizer_entry(hf_id)
+    if not entry:
+        return None
+    length = entry["length"]
+    low, high = (length, length) if isinstance(length, int) else (int(length[0]), int(length[1]))
+    return low, high
+
+
+def tokenizer_sources(hf_id: str) -> list[str]:
+    entry = _tokenizer_entry(hf_id)
+    return list(entry["sources"]) if entry else []
+
+
+def tokenizer_revisions(hf_id: str) -> list[str]:
+    """The revisions of the Hugging Face repository at which the sources measured the tokenizer's length ([] when
+    they do not name one)."""
+    entry = _tokenizer_entry(hf_id)
+    return list(entry.get("revisions", [])) if entry else []
+
+
 def _case_insensitive(hf_id: str) -> str:
     lowered = hf_id.lower()
     return next((k for k in _table() if k.lower() == lowered), "")

@@ -484,7 +484,9 @@ def _read_vocab(r: _Reader) -> int:
     model's own `vocab_size` as it is, unless it is unset or the tokenizer section sets `use_tokenizer_vocab_size`
     (Bridge's pretraining recipes do); then the tokenizer's, which the provider pads to a multiple of
     `make_vocab_size_divisible_by` x TP (should_pad_vocab). Only the NullTokenizer's size is in the configuration;
-    a Hugging Face tokenizer's length is read at run time."""
+    a Hugging Face tokenizer's length is read at run time: offlint's table of public tokenizers
+    (model_sizes.tokenizer_length) gives it where public sources state or bound it, else a preset `vocab_size` is
+    assumed to be it (the estimate says which)."""
     model = r.lookup("model.vocab_size")
     preset = model.state == "known" and _positive_int(model.value)
     flag = r.lookup("tokenizer.use_tokenizer_vocab_size")
@@ -494,6 +496,8 @@ def _read_vocab(r: _Reader) -> int:
     size = r.lookup("tokenizer.vocab_size")
     if kind.state == "known" and kind.value == "NullTokenizer" and size.state == "known" and _positive_int(size.value):
         tokens = int(size.value) + (1 if _before(r.lookup, _NULL_TOKENIZER_EXTRA_TOKEN_BEFORE) else 0)
+    elif kind.state == "known" and kind.value == "HuggingFaceTokenizer" and _tabled_tokenizer(r):
+        return _tabled_tokenizer_vocab(r)
     elif preset and kind.state == "known" and kind.value == "HuggingFaceTokenizer":
         tokens = int(model.value)
         r.assumed["tokenizer.vocab_size"] = (
@@ -506,9 +510,55 @@ def _read_vocab(r: _Reader) -> int:
             "unset or tokenizer.use_tokenizer_vocab_size is True), which the configuration does not state; "
             "pass --override model.vocab_size=N")
         return 0
+    return _padded_vocab(r, tokens)
+
+
+def _padded_vocab(r: _Reader, tokens: int) -> int:
     divisor = r.optional_int("model.make_vocab_size_divisible_by") or _PROVIDER_VOCAB_DIVISOR
     multiple = divisor * (r.optional_int("model.tensor_model_parallel_size") or 1)
     return -(-tokens // multiple) * multiple
+
+
+def _tabled_tokenizer(r: _Reader) -> str | None:
+    """The Hugging Face id of the unit's tokenizer when offlint's table of public tokenizers knows its length."""
+    from offlint import model_sizes  # the table's reader, loaded when a unit names a Hugging Face tokenizer
+
+    name = r.lookup("tokenizer.tokenizer_model")
+    if name.state == "known" and isinstance(name.value, str) and model_sizes.tokenizer_length(name.value):
+        return name.value
+    return None
+
+
+def _tabled_tokenizer_vocab(r: _Reader) -> int:
+    """The padded vocabulary of a tokenizer in offlint's table, and where its length came from (`r.assumed`). A
+    length the sources only bound gives a vocabulary only where both ends pad to the same size; a revision the
+    recipe pins (`hf_tokenizer_kwargs`) other than the ones measured is said."""
+    from offlint import model_sizes
+
+    hf_id = _tabled_tokenizer(r)
+    low, high = model_sizes.tokenizer_length(hf_id)
+    sources = model_sizes.tokenizer_sources(hf_id)
+    where = f"offlint's table of public tokenizers, from {sources[0].split(' (')[0]}" + (
+        f" and {len(sources) - 1} more source{'s' if len(sources) > 2 else ''}" if len(sources) > 1 else "")
+    counted = f"{low}" if low == high else f"between {low} and {high}"
+    kwargs = r.get("tokenizer.hf_tokenizer_kwargs")
+    pinned = kwargs.get("revision") if isinstance(kwargs, dict) else None
+    measured = model_sizes.tokenizer_revisions(hf_id)
+    revision = ""
+    if isinstance(pinned, str) and measured and not any(m.startswith(pinned) or pinned.startswith(m)
+                                                          for m in measured):
+        revision = (f"; measured at revision {', '.join(m[:8] for m in measured)}, and the recipe pins {pinned[:8]}: "
+                    "see the table's sources for what bounds it there")
+    padded = {_padded_vocab(r, low), _padded_vocab(r, high)}
+    if len(padded) > 1:
+        r.unknown["model.vocab_size"] = (
+            f"the Hugging Face tokenizer {hf_id} has {counted} tokens ({where}{revision}), which Bridge pads to "
+            f"{' or '.join(map(str, sorted(padded)))} rows: pass --override model.vocab_size=N")
+        return 0
+    r.assumed["tokenizer.vocab_size"] = (
+        f"the Hugging Face tokenizer {hf_id} has {counted} tokens, len(tokenizer) ({where}{revision}); "
+        "Bridge sizes the model from the tokenizer's length and pads it")
+    return padded.pop()
 
 
 def _before(lookup: Lookup, release: tuple[int, int]) -> bool:
