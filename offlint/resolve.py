@@ -63,6 +63,9 @@ class ResolvedUnit:
             return Value(key, "known", assignment.value, assignment)
         section = _section(key)
         if section in self.unit.default_sections:
+            flag = self._unread_flag(key)
+            if flag:
+                return Value(key, "unknown", Unknown(f"set by `{flag}`, which offlint does not read"))
             return Value(key, "default", self._default(key))
         reason = self.unit.unknown_sections.get(section, f"`{key}` is not set in {self.unit.name}")
         return Value(key, "unknown", Unknown(reason))
@@ -76,6 +79,14 @@ class ResolvedUnit:
         if self._assigned_sections is None:
             self._assigned_sections = {_section(assigned) for assigned in self.values}
         return section in self._assigned_sections
+
+    def _unread_flag(self, key: str) -> str:
+        """The flag of a Megatron-LM style command that sets `key`'s field but that offlint does not read."""
+        if not self.unit.unread_flags or self.unit.defaults != Defaults.MLM_CLI:
+            return ""
+        dests = _mlm_flag_dests(self.version)
+        field_name = key.split(".", 1)[-1]
+        return next((flag for flag in self.unit.unread_flags if dests.get(flag) == field_name), "")
 
     def default(self, key: str) -> object:
         """The default of `key` in this unit (megatron-core's, or the Megatron-LM flag's for flag launches)."""
@@ -121,6 +132,13 @@ def _mlm_flag_defaults(version: Version) -> dict[str, object]:
         if not isinstance(flag.get("default"), dict):
             out.setdefault(flag.get("dest"), flag.get("default"))
     return out
+
+
+@lru_cache(maxsize=None)
+def _mlm_flag_dests(version: Version) -> dict[str, str]:
+    """flag -> dest of the real Megatron-LM parser (`--no-x` flags included)."""
+    return {option: flag.get("dest") for flag in (keys.version_data(version) or {}).get("mlm_flags") or ()
+            for option in flag.get("option_strings") or ()}
 
 
 def resolve(unit: Unit, version: Version) -> ResolvedUnit:

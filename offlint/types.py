@@ -183,6 +183,9 @@ class Unit:
     # A Megatron-LM style command's entry script as written: where it is in the tree, its code decides
     # launches_training (sources/entry_scripts.py, applied when commands are linked).
     entry_script: str = ""
+    # A Megatron-LM style command's flags that offlint does not map to a key: the keys they set are unknown
+    # rather than argparse defaults (resolve, by each flag's dest in the real parser's data).
+    unread_flags: tuple[str, ...] = ()
     # A recipe that built its ConfigContainer and never set env_vars: a launch of it runs with the shell's
     # environment only (the recipe alone does not define one).
     env_unset: bool = False

@@ -10,8 +10,9 @@ Where each input is handled (the two large readers carry a finer map in their do
 - Shell scripts: shell (commands to units) and shell_parse (entry) with shell_values (data types),
   shell_walker (statements), shell_commands (assignments, commands, builtins), shell_words (word expansion),
   shell_conditions (tests and arithmetic), shell_tests, shell_paths, shell_mask (tree-sitter-bash's gaps).
-- YAML: yaml_file (override files and command strings); Hydra overrides: hydra; Megatron-LM flags: mlm_flags.
-- Launch commands: launch (one argv, one unit), perf_scripts / perf_flags / perf_env (Bridge's performance
+- YAML: yaml_file (override files and command strings), mlm_test_cases (Megatron-LM's functional test cases);
+  Hydra overrides: hydra; Megatron-LM flags: mlm_flags.
+- Launch commands: launch (one argv, one unit), entry_scripts (whether a script trains), perf_scripts / perf_flags / perf_env (Bridge's performance
   scripts, read from the tree, with built-in fallbacks), bridge_mutators (Bridge's mutators, fallback),
   hf_models (Hugging Face model sizes).
 """
@@ -69,12 +70,14 @@ def _python(path: str, text: str, explicit: bool, project) -> list[Unit]:
 
 
 def _yaml(path: str, text: str, project=None) -> list[Unit]:
-    from offlint.sources import yaml_file
+    from offlint.sources import mlm_test_cases, yaml_file
 
     roots = yaml_file.compose(text)
     units: list[Unit] = []
     if yaml_file.is_override_file(roots):
         units.append(yaml_file.override_unit(path, roots))
+    elif mlm_test_cases.is_test_case(roots):
+        units.append(mlm_test_cases.test_case_unit(path, roots))
     lines = text.splitlines()
     for shell_text, first_line in yaml_file.command_strings(roots, lines):
         from offlint.sources.shell import read_shell

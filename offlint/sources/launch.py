@@ -60,7 +60,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     name = f"{script} at line {location.line}"
     if script.startswith("pretrain_") or any(a.value and mlm_flags.is_mlm_flag(a.value) for a in rest):
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
-            unit = _mlm_unit(name, rest, env, location, _trains(script, rest))
+            unit = mlm_unit(name, rest, env, location, trains_by_flags(script, rest))
             unit.entry_script = values[script_index] or ""
             return unit
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
@@ -122,14 +122,14 @@ _GENERATION_FLAGS = frozenset({"--out-seq-length", "--temperature", "--top_p", "
                                "--sample-input-file", "--sample-output-file", "--max-tokens-to-oom"})
 
 
-def _trains(script: str, args: list[Arg]) -> bool:
+def trains_by_flags(script: str, args: list[Arg]) -> bool:
     flags = {(a.value or "").split("=", 1)[0] for a in args}
     if flags & _GENERATION_FLAGS and not flags & _TRAINING_ONLY_FLAGS:
         return False
     return script.startswith(("pretrain_", "train", "finetune")) or bool(flags & _TRAINING_FLAGS)
 
 
-def _mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, trains: bool = True) -> Unit:
+def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, trains: bool = True) -> Unit:
     values, _problems = mlm_flags.read_flags([a.value for a in args])
     layer = Layer("command line")
     for flag in values:
@@ -142,7 +142,8 @@ def _mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Loca
     _derive_virtual_pipeline(layer)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
-                launches_training=trains, env_known=True)
+                launches_training=trains, env_known=True,
+                unread_flags=mlm_flags.unread_flags([a.value for a in args]))
 
 
 def _derive_virtual_pipeline(layer: Layer) -> None:

@@ -27,6 +27,17 @@ for _flag, _key in (("--hidden-size", "model.hidden_size"), ("--ffn-hidden-size"
                     ("--micro-batch-size", "train.micro_batch_size"),
                     ("--global-batch-size", "train.global_batch_size")):
     FLAG_KEYS.setdefault(_flag, Key(_key, "int", None))
+# How the decoder is split over pipeline stages (OFL218): flags whose dest differs from the TransformerConfig
+# field they become (core_transformer_config_from_args, validate_args), and the layout and MTP depth.
+for _flag, _key, _type in (("--decoder-first-pipeline-num-layers", "model.num_layers_in_first_pipeline_stage", "int"),
+                           ("--decoder-last-pipeline-num-layers", "model.num_layers_in_last_pipeline_stage", "int"),
+                           ("--num-virtual-stages-per-pipeline-rank", "model.virtual_pipeline_model_parallel_size",
+                            "int"),
+                           ("--pipeline-model-parallel-layout", "model.pipeline_model_parallel_layout", "str"),
+                           ("--hybrid-layer-pattern", "model.hybrid_layer_pattern", "str"),
+                           ("--hybrid-override-pattern", "model.hybrid_override_pattern", "str"),
+                           ("--mtp-num-layers", "model.mtp_num_layers", "int")):
+    FLAG_KEYS.setdefault(_flag, Key(_key, _type, None))
 # The FP8/FP4 recipe (OFL117 and the memory model): argparse dests of the TransformerConfig fields.
 for _flag, _key in (("--fp8-format", "model.fp8"), ("--fp8-recipe", "model.fp8_recipe"), ("--fp4-format", "model.fp4"),
                     ("--fp4-recipe", "model.fp4_recipe")):
@@ -43,6 +54,8 @@ SWITCHES: dict[str, list[tuple[str, object]]] = {
     # core_transformer_config_from_args: fp8_param / fp4_param are the param-gather flags
     "--fp8-param-gather": [("model.fp8_param", True)],
     "--fp4-param-gather": [("model.fp4_param", True)],
+    "--account-for-embedding-in-pipeline-split": [("model.account_for_embedding_in_pipeline_split", True)],
+    "--account-for-loss-in-pipeline-split": [("model.account_for_loss_in_pipeline_split", True)],
 }
 LIST_TYPES = ("list", "str|list")
 
@@ -109,6 +122,14 @@ def read_flags(tokens: list[str | None]) -> tuple[list[FlagValue], list[str]]:
         if name == "--cpu-offloading-num-layers" and isinstance(value, int) and value > 0:
             out.append(FlagValue("model.cpu_offloading", True, i - (1 if eq else 2), f"{name} {raw}"))
     return out, problems
+
+
+def unread_flags(tokens: list[str | None]) -> tuple[str, ...]:
+    """The flags given that read_flags does not map to a key: their settings are unknown to offlint, so the
+    keys they set must not take argparse defaults (resolve: ResolvedUnit, by the flag's dest)."""
+    return tuple(dict.fromkeys(
+        name for token in tokens if token is not None and token.startswith("--")
+        for name in (token.partition("=")[0],) if name not in FLAG_KEYS and name not in SWITCHES))
 
 
 def _is_flag(token: str | None) -> bool:

@@ -1,0 +1,96 @@
+"""Megatron-LM functional test cases: a `model_config.yaml` whose `MODEL_ARGS` maps Megatron-LM flags to values.
+
+Megatron-LM's CI runs each of these (tests/functional_tests/test_cases/**) as one training or inference job, and
+they are where its offloading, recompute and CUDA-graph combinations are exercised. Its harness,
+`tests/functional_tests/shell_test_utils/_run_training.sh` (Megatron-LM d98e8a6, lines 128-166), substitutes the
+environment into the file (`envsubst`), then turns each `MODEL_ARGS` entry into arguments of the training script:
+`true` gives the bare flag; a value in `( )` or holding a space, `|`, `(` or `)` is one quoted argument; a value
+in `[ ]` loses its brackets and is split into words; any other value is one word (its YAML text). `ENV_VARS` are
+exported first. The script itself (`TRAINING_SCRIPT_PATH`) and the rest of the job's environment come from the
+CI recipe and cluster, outside the file: the unit's environment is therefore not fully known (no advice that
+needs the whole environment, such as OFL301), and a test whose `MODE` is `inference` does not train.
+
+A value that names the environment (`${DATA_PATH}/...`) is known only at run time.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+import yaml
+
+from offlint.sources import launch
+from offlint.sources.launch import Arg, EnvArg
+from offlint.types import Location, Unit
+
+def is_test_case(roots) -> bool:
+    """A YAML document with a MODEL_ARGS mapping of `--flag` keys (a NeMo test's `model.x` keys are not flags)."""
+    args = _mapping(roots, "MODEL_ARGS")
+    return args is not None and any(isinstance(k, yaml.ScalarNode) and str(k.value).startswith("--")
+                                    for k, _ in args.value)
+
+
+def test_case_unit(path: str, roots) -> Unit:
+    args_node = _mapping(roots, "MODEL_ARGS")
+    args: list[Arg] = []
+    for key_node, value_node in args_node.value:
+        if isinstance(key_node, yaml.ScalarNode) and str(key_node.value).startswith("--"):
+            args.extend(_arguments(path, key_node, value_node))
+    env: dict[str, EnvArg] = {}
+    env_node = _mapping(roots, "ENV_VARS")
+    for key_node, value_node in env_node.value if env_node is not None else ():
+        if isinstance(key_node, yaml.ScalarNode) and isinstance(value_node, yaml.ScalarNode):
+            name, text = str(key_node.value), str(value_node.value)
+            at = _at(path, key_node)
+            env[name] = EnvArg(name, None, at, "set from the CI job's environment") if "$" in text else \
+                EnvArg(name, text, at)
+    mode = _scalar(roots, "MODE")
+    trains = mode != "inference" and launch.trains_by_flags("", args)
+    name = f"{posixpath.basename(posixpath.dirname(path)) or path} (Megatron-LM functional test)"
+    first = args[0].location if args else Location(path, 1, 1)
+    unit = launch.mlm_unit(name, args, env, first, trains)
+    unit.env_known = False  # the CI recipe and cluster set the rest of the job's environment
+    unit.default_sections = unit.default_sections - {"env"}
+    unit.unknown_sections = {"env": "set by the CI job that runs the test case, outside the file"}
+    return unit
+
+
+def _arguments(path: str, key_node, value_node) -> list[Arg]:
+    at = _at(path, key_node)
+    flag = str(key_node.value)
+    if not isinstance(value_node, yaml.ScalarNode):
+        return [Arg(flag, at, flag), Arg(None, at, unknown=f"{flag}: a YAML collection, as the harness's yq prints it")]
+    text = str(value_node.value)
+    if value_node.tag.endswith(":bool") and text.lower() == "true":
+        return [Arg(flag, at, flag)]
+    if text == "":
+        return []  # the harness's `select(.value != "")` drops the entry
+    if "$" in text:
+        return [Arg(flag, at, flag), Arg(None, at, text, unknown=f"`{text}` is substituted from the CI job's "
+                                                                   "environment")]
+    if text.startswith("[") and text.endswith("]"):
+        return [Arg(flag, at, flag)] + [Arg(word, at, word) for word in text[1:-1].split()]
+    # `( )`, a space or `|`: quoted, one argument; anything else is one word anyway
+    return [Arg(flag, at, flag), Arg(text, at, text)]
+
+
+def _mapping(roots, name: str):
+    for root in roots:
+        if isinstance(root, yaml.MappingNode):
+            for key, value in root.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == name and isinstance(value, yaml.MappingNode):
+                    return value
+    return None
+
+
+def _scalar(roots, name: str) -> str | None:
+    for root in roots:
+        if isinstance(root, yaml.MappingNode):
+            for key, value in root.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == name and isinstance(value, yaml.ScalarNode):
+                    return str(value.value)
+    return None
+
+
+def _at(path: str, node) -> Location:
+    return Location(path, node.start_mark.line + 1, node.start_mark.column + 1)

@@ -1,0 +1,113 @@
+"""Megatron-LM's functional test cases (`MODEL_ARGS` / `ENV_VARS` in a model_config.yaml) are read as the
+harness runs them (sources/mlm_test_cases.py), and a Megatron-LM command's flags that offlint does not map leave
+their keys unknown instead of taking argparse defaults.
+
+On Megatron-LM d98e8a6 the 333 test cases gave 0 units before; read, 7 of them were reported by OFL218 until the
+pipeline flags they use (`--pipeline-model-parallel-layout`, `--account-for-*-in-pipeline-split`) were read: CI
+runs them, so those findings were false. The fixtures are our own, in the shapes those files take.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from offlint.api import CheckOptions, check
+from offlint.resolve import resolve
+from offlint.sources import read_source
+from offlint.types import Unknown
+from offlint.versions import parse_version
+
+V = parse_version("0.20.0")
+
+CASE = """\
+ENV_VARS:
+  CUDA_DEVICE_MAX_CONNECTIONS: 1
+  NVTE_CPU_OFFLOAD_V1: 1
+  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True
+  DATA_HOME: ${DATA_PATH}/text
+MODEL_ARGS:
+  --num-layers: 14
+  --hidden-size: 512
+  --num-attention-heads: 8
+  --pipeline-model-parallel-size: 4
+  --pipeline-model-parallel-layout: Et*2|(tt|)*5t|tmL
+  --recompute-granularity: selective
+  --recompute-modules: "[layernorm mlp moe_act]"
+  --fine-grained-activation-offloading: true
+  --offload-modules: "[expert_fc1 attn_norm]"
+  --moe-layer-freq: ([0]*3+[1]*11)
+  --data-path: ${DATA_PATH}/text/the_pile/shard00
+  --micro-batch-size: 1
+  --train-iters: 50
+  --bf16: true
+  --empty-value: ""
+TEST_TYPE: regular
+"""
+
+
+def _unit(text: str, name: str = "tests/functional_tests/test_cases/moe/case_a/model_config.yaml"):
+    (unit,) = read_source(name, "yaml", text)
+    return unit
+
+
+def test_model_args_become_the_flags_the_harness_passes():
+    unit = _unit(CASE)
+    values = {a.key: a.value for a in unit.all_assignments()}
+    assert unit.name == "case_a (Megatron-LM functional test)" and unit.launches_training
+    assert values["model.pipeline_model_parallel_layout"] == "Et*2|(tt|)*5t|tmL"  # one quoted argument
+    assert values["model.recompute_modules"] == ["layernorm", "mlp", "moe_act"]  # brackets dropped, split
+    assert values["model.offload_modules"] == ["expert_fc1", "attn_norm"]
+    assert values["model.fine_grained_activation_offloading"] is True  # `true`: the bare flag
+    assert values["env.NVTE_CPU_OFFLOAD_V1"] == "1"
+    assert isinstance(values["env.DATA_HOME"], Unknown)  # substituted from the CI job's environment
+    layout = next(a for a in unit.all_assignments() if a.key == "model.pipeline_model_parallel_layout")
+    assert (layout.location.line, layout.location.col) == (11, 3)
+
+
+def test_the_environment_outside_the_file_is_unknown():
+    resolved = resolve(_unit(CASE.replace("  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\n", "")), V)
+    assert resolved.get("env.PYTORCH_CUDA_ALLOC_CONF").state == "unknown"  # the CI job may set it
+    assert resolved.get("env.NVTE_CPU_OFFLOAD_V1").value == "1"
+
+
+def test_an_inference_test_case_does_not_train():
+    assert not _unit(CASE.replace("TEST_TYPE: regular", "MODE: inference\nTEST_TYPE: frozen-start")).launches_training
+
+
+def test_a_nemo_test_case_is_not_a_megatron_lm_command():
+    assert read_source("x/model_config.yaml", "yaml", "MODEL_ARGS:\n  model.config.bias_activation_fusion: false\n"
+                       "TEST_TYPE: regular\n") == []
+
+
+def test_pipeline_flags_decide_the_split(tmp_path):
+    """A layout, or the embedding and loss counted in the split, make an uneven layer count valid: no OFL218.
+    Without either, 14 layers over PP4 is refused."""
+    cases = {
+        "layout": CASE,
+        "counted": CASE.replace("  --pipeline-model-parallel-layout: Et*2|(tt|)*5t|tmL\n", "").replace(
+            "--num-layers: 14", "--num-layers: 6").replace(
+            "  --bf16: true\n", "  --bf16: true\n  --account-for-embedding-in-pipeline-split: true\n"
+                                "  --account-for-loss-in-pipeline-split: true\n"),
+        "uneven": CASE.replace("  --pipeline-model-parallel-layout: Et*2|(tt|)*5t|tmL\n", ""),
+    }
+    for name, text in cases.items():
+        path = tmp_path / "tests" / "functional_tests" / "test_cases" / name / "model_config.yaml"
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    result = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, select=["OFL218"],
+                                                 cache=False))
+    assert not result.errors, result.errors
+    assert [Path(f.location.path).parent.name for f in result.findings] == ["uneven"]
+
+
+def test_a_flag_offlint_does_not_read_leaves_its_key_unknown():
+    """`--no-gradient-accumulation-fusion` is not mapped: model.gradient_accumulation_fusion must not take
+    the argparse default (True) as if the flag were absent."""
+    text = "#!/bin/bash\ntorchrun pretrain_gpt.py --num-layers 4 --no-gradient-accumulation-fusion --bf16\n"
+    (unit,) = read_source("run.sh", "shell", text)
+    assert "--no-gradient-accumulation-fusion" in unit.unread_flags
+    resolved = resolve(unit, V)
+    value = resolved.get("model.gradient_accumulation_fusion")
+    assert value.state == "unknown" and "--no-gradient-accumulation-fusion" in str(value.value)
+    assert resolved.get("model.num_layers").value == 4
+    assert resolved.get("model.cpu_offloading").state == "default"  # untouched keys keep argparse defaults
