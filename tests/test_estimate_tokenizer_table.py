@@ -160,3 +160,36 @@ def test_a_bounded_length_gives_a_vocabulary_only_where_both_ends_pad_alike(tree
     bounds["length"] = [130000, 131072]  # 130048 or 131072 rows at TP1
     wide = _inputs(tree, "nano_tp1_pretrain_config")
     assert not wide.complete and "pads to 130048 or 131072 rows" in wide.unknown["model.vocab_size"]
+
+
+AUTOBRIDGE = textwrap.dedent(f'''
+    from megatron.bridge import AutoBridge
+    from megatron.bridge.recipes.common import _pretrain_common
+
+
+    def nano_from_hf_pretrain_config():
+        cfg = _pretrain_common()
+        cfg.model = AutoBridge.from_hf_pretrained("{NANO}").to_megatron_provider(load_weights=False)
+        cfg.model.vocab_size = None
+        cfg.tokenizer.tokenizer_model = "{NANO}"
+        cfg.model.tensor_model_parallel_size = 1
+        cfg.model.pipeline_model_parallel_size = 1
+        cfg.model.expert_model_parallel_size = 8
+        return cfg
+''')
+
+
+def test_nemotron_3_nanos_sizes_come_from_the_size_table(tmp_path, monkeypatch):
+    """A recipe that takes the Nano from its Hugging Face checkpoint (Bridge's GB200 recipe and SFT recipes do) is
+    sized from offlint's table: the Megatron-LM flags that load the released checkpoint, the shapes Bridge's own
+    H100 recipe writes out (31.58B parameters, tests/test_estimate_hybrid.py) and the tokenizer's 131072 tokens."""
+    monkeypatch.chdir(tmp_path)
+    path = write_recipe_tree(tmp_path, "X: int = 1\n", COMMON, "nano_hf", AUTOBRIDGE)
+    inputs = _inputs(path, "nano_from_hf_pretrain_config")
+    assert inputs.complete, (inputs.unknown, inputs.unsupported)
+    m = inputs.model
+    assert (m.hidden_size, m.num_layers, m.num_moe_experts, m.moe_ffn_hidden_size, m.vocab_size) == \
+        (2688, 52, 128, 1856, 131072)
+    assert m.hybrid_pattern == "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
+    assert "actual-computer/toks" in " ".join(model_sizes.tokenizer_sources(NANO))
+    assert any("Megatron-LM" in s for s in model_sizes.sources(NANO))
