@@ -234,8 +234,19 @@ def test_frozen_experts_get_no_gradients_either():
     assert last.of("grads") == 0 and _estimate(TRAIN, parallel, MOE).stages[1].of("grads") > 0
 
 
-def test_an_interleaved_pipeline_with_the_ep_overlap_schedule_gets_no_verdict():
-    values = {**SIZES, **FREEZE, "model.pipeline_model_parallel_size": 2,
-              "model.virtual_pipeline_model_parallel_size": 2, "comm_overlap.overlap_moe_expert_parallel_comm": True}
+@pytest.mark.parametrize("layout", [{}, {"model.pipeline_model_parallel_size": 2,
+                                          "model.virtual_pipeline_model_parallel_size": 2}])
+@pytest.mark.parametrize("key", ["comm_overlap.overlap_moe_expert_parallel_comm", "model.overlap_moe_expert_parallel_comm"])
+def test_the_ep_overlap_schedule_gets_no_verdict_with_or_without_a_pipeline(layout, key):
+    """Its combined 1F1B schedule needs build_schedule_plan, which Bridge's Qwen3VLModel does not define."""
+    inputs = read_inputs(lookup({**SIZES, **FREEZE, **layout, key: True}), "x_pretrain_config")
+    assert inputs.training.frozen_lm is None
+    assert any("build_schedule_plan" in why for why in inputs.unsupported), inputs.unsupported
+    unset = read_inputs(lookup({**SIZES, **FREEZE, **layout, key: False}), "x_pretrain_config")
+    assert unset.training.frozen_lm == VISION and not unset.unsupported
+
+
+def test_an_unknown_ep_overlap_setting_leaves_the_estimate_unknown():
+    values = {**SIZES, **FREEZE, "comm_overlap.overlap_moe_expert_parallel_comm": Unknown("computed")}
     inputs = read_inputs(lookup(values), "x_pretrain_config")
-    assert any("interleaved pipeline" in why for why in inputs.unsupported), inputs.unsupported
+    assert "comm_overlap.overlap_moe_expert_parallel_comm" in inputs.unknown and not inputs.unsupported

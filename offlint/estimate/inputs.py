@@ -1784,23 +1784,31 @@ def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low:
             t.fine_grained_offloading or t.cpu_offloading or t.optimizer_cpu_offload:
         return None, ("a frozen language model with recompute beyond core_attn or activation or optimizer offloading "
                       "(not modelled)")
+    # EP overlap selects megatron-core's combined 1F1B schedule for every layout (no pipeline: schedules.py:751;
+    # interleaved, every forward from the first warm-up one: :1458, :1595; a pipeline without virtual stages is
+    # refused by TransformerConfig, transformer_config.py:2674-2678), which asks the model for build_schedule_plan
+    # (combined_1f1b.py:381-383). Bridge's Qwen3VLModel, the only model this reads (a Qwen3-VL tower), does not
+    # define it (modelling_qwen3_vl/model.py:253), so get_attr_wrapped_model raises (utils.py:664-666), and Bridge's
+    # Qwen3-VL step would build the plan from the tokens alone (qwen3_vl_step.py:352-354, no pixel_values): there
+    # is no schedule of this model to size (megatron-core 0.19.2 and Megatron-LM d98e8a6 alike; Bridge 067f987).
+    for key, default in {"comm_overlap.overlap_moe_expert_parallel_comm": None,
+                         "model.overlap_moe_expert_parallel_comm": False}.items():
+        setting = r.get(key, default)
+        if key in r.unknown:
+            return None, ""
+        if setting is True:
+            return None, ("a frozen language model with overlap_moe_expert_parallel_comm (its combined 1F1B schedule "
+                          "asks the model for build_schedule_plan, megatron-core combined_1f1b.py:381-383, which "
+                          "Bridge's Qwen3VLModel does not define: there is no schedule of this model to size)")
     if p.pp > 1 and p.vpp and p.vpp > 1:
         # frozen_lm.first_chunk_in_flight follows megatron-core's interleaved schedule with its default group of PP
-        # micro-batches per virtual stage and without the EP-overlap schedule's extra warm-up micro-batch.
-        schedule = {"model.microbatch_group_size_per_vp_stage": None,
-                    "comm_overlap.overlap_moe_expert_parallel_comm": None,
-                    "model.overlap_moe_expert_parallel_comm": False}
-        for key, default in schedule.items():
-            setting = r.get(key, default)
-            if key in r.unknown:
-                return None, ""
-            if key.endswith("group_size_per_vp_stage") and setting not in (None, p.pp):
-                return None, (f"a frozen language model with an interleaved pipeline and microbatch_group_size_per_vp_"
-                              f"stage={setting!r} (offlint's pipeline model takes PP micro-batches per group)")
-            if key.endswith("overlap_moe_expert_parallel_comm") and setting is True:
-                return None, ("a frozen language model with an interleaved pipeline and overlap_moe_expert_parallel_"
-                              "comm (one more warm-up micro-batch and combined forward-backward steps, megatron-core "
-                              "schedules.py:941-943, which offlint's pipeline model does not count)")
+        # micro-batches per virtual stage.
+        setting = r.get("model.microbatch_group_size_per_vp_stage")
+        if "model.microbatch_group_size_per_vp_stage" in r.unknown:
+            return None, ""
+        if setting not in (None, p.pp):
+            return None, (f"a frozen language model with an interleaved pipeline and microbatch_group_size_per_vp_"
+                          f"stage={setting!r} (offlint's pipeline model takes PP micro-batches per group)")
     extra = {"model.vision_dp_when_cp": False, "model.vision_cuda_graph_impl": "none",
              "model.moe_expert_rank_capacity_factor": None, "model.use_transformer_engine_op_fuser": False}
     for key, default in extra.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from offlint.sources.python_values import ConfigObj
+from offlint.sources.python_values import SECTION_NONE, ConfigObj
 from offlint.types import KEY_DEFAULT, Assignment, Location, OneOf, Unknown
 
 
@@ -47,7 +47,7 @@ def merge_into(obj: ConfigObj, variants: list[ConfigObj], split: BranchPoint) ->
     """After branches: a key with the same value on every path keeps it; otherwise it becomes a OneOf."""
     if obj.kind == "container":
         for section in set().union(*(v.children for v in variants)) | set(obj.children):
-            children = [v.children.get(section) or ConfigObj("section", v.base, section) for v in variants]
+            children = [v.children.get(section) or v.blank(section) for v in variants]
             merge_into(obj.child(section), children, split)
         obj.top = merge_values([v.top for v in variants], split, [_unset(v) for v in variants])
         envs = [v.env for v in variants]
@@ -69,7 +69,7 @@ def merge_into(obj: ConfigObj, variants: list[ConfigObj], split: BranchPoint) ->
 
 def _unset(obj: ConfigObj) -> object:
     """What a key the path leaves unset is: its section's default, or the reason the section is unknown."""
-    return KEY_DEFAULT if obj.base == "default" else obj.base
+    return KEY_DEFAULT if obj.base in ("default", SECTION_NONE) else obj.base
 
 
 def merge_values(maps: list[dict[str, Assignment]], split: BranchPoint,

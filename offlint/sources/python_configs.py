@@ -11,7 +11,7 @@ import re
 
 from offlint import keys
 from offlint.keys import KEYS
-from offlint.sources.python_values import ConfigObj
+from offlint.sources.python_values import OPTIONAL_SECTIONS, SECTION_NONE, ConfigObj
 from offlint.types import Unknown
 
 MODEL_CLASSES = {"TransformerConfig", "MLATransformerConfig", "ModelParallelConfig"}
@@ -21,6 +21,9 @@ SECTION_CLASSES = {
     "DistributedInitConfig": "dist",
     "TrainingConfig": "train",  # micro/global batch sizes, for the memory model and replay
     "TokenizerConfig": "tokenizer",  # Bridge sizes the model's vocabulary from the tokenizer (estimate.inputs)
+    # Bridge's communication overlap (training/comm_overlap.py), applied onto the model, optimizer and DDP configs at
+    # run time (CommOverlapConfig.setup); its defaults are read from the tree's own class (python_following).
+    "CommOverlapConfig": "comm_overlap",
     # Bridge's dataset configs whose seq_length ConfigContainer.validate checks against the model's (estimate.inputs)
     **dict.fromkeys(("GPTDatasetConfig", "MockGPTDatasetConfig", "GPTFIMDatasetConfig", "GPTSFTDatasetConfig",
                      "FinetuningDatasetConfig", "DirectHFSFTDatasetConfig", "EnergonDatasetConfig",
@@ -31,7 +34,10 @@ _PROVIDER = re.compile(r"^\w*(ModelProvider|ModelConfig|Provider)$")
 # `x.model.k = v` makes x a Bridge container whatever its name; a write to x.tokenizer or x.dataset does only when
 # x is named like a config (python_statements._implicit_receiver).
 CORE_SECTIONS = ("model", "optimizer", "ddp", "train")
-_PARTS_ONLY = ("tokenizer", "dataset")
+_PARTS_ONLY = ("tokenizer", "dataset", *OPTIONAL_SECTIONS)
+# Sections whose class's defaults the reader takes from the linted tree's own dataclass (no megatron-core release
+# describes them): the construction sets every field the call leaves out to the default the class gives it.
+TREE_DEFAULT_SECTIONS = ("comm_overlap",)
 SECTIONS_OF_CONTAINER = (*CORE_SECTIONS, *_PARTS_ONLY)
 
 
@@ -56,6 +62,8 @@ def _field(obj: ConfigObj, name: str, text: str):
     built here, the dataclass default if every known megatron-core release agrees on it; else unknown."""
     if name in obj.values:
         return obj.values[name].value
+    if obj.base == SECTION_NONE:
+        return Unknown(f"`{text}` is read from a section that is None here")
     if obj.base == "default" and obj.section:
         default = keys.default_in_every_version(f"{obj.section}.{name}")
         if default is not keys.NO_COMMON_DEFAULT:
@@ -70,7 +78,7 @@ def _branch_dependent(obj: ConfigObj, before: ConfigObj) -> bool:
         return True
     if any(isinstance(a.value, Unknown) and before.values.get(k) is not a for k, a in obj.values.items()):
         return True
-    return any(_branch_dependent(child, before.children.get(section) or ConfigObj("section", child.base, section))
+    return any(_branch_dependent(child, before.children.get(section) or before.blank(section))
                for section, child in obj.children.items())
 
 
@@ -95,7 +103,7 @@ def _framework(objects: list[ConfigObj]) -> str:
 
 
 def _note_base(section: str, base, default_sections: set, unknown_sections: dict) -> None:
-    if base == "default":
+    if base in ("default", SECTION_NONE):  # a section held as None: its keys read as their defaults (None)
         default_sections.add(section)
         unknown_sections.pop(section, None)
     elif section not in default_sections:
@@ -113,7 +121,7 @@ def _env_str(value):
 
 def _taint(obj: ConfigObj, reason: Unknown) -> None:
     """A call offlint cannot follow received this object: its unset keys are no longer known defaults."""
-    obj.base = reason if obj.base == "default" else obj.base
+    obj.base = reason if obj.base in ("default", SECTION_NONE) else obj.base
     for child in obj.children.values():
         _taint(child, reason)
 

@@ -13,7 +13,8 @@ from offlint.sources import python_calls, python_inputs
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _field
 from offlint.sources.python_syntax import _attr_chain
-from offlint.sources.python_values import ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record
+from offlint.sources.python_values import (SECTION_NONE, ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple,
+                                           PartialDict, Record)
 from offlint.types import Unknown, UserInput
 
 
@@ -180,7 +181,7 @@ class Expressions:
             if receiver.kind == "container" and attrs and attrs[0] in SECTIONS_OF_CONTAINER:
                 child = receiver.child(attrs[0])
                 if len(attrs) == 1:
-                    return child
+                    return None if child.base == SECTION_NONE else child  # `cfg.comm_overlap` left None
                 if len(attrs) == 2:
                     return _field(child, attrs[1], text)
             held = receiver.top.get("mixed_precision") if receiver.kind == "container" and attrs and \
@@ -258,7 +259,7 @@ class Expressions:
         found, value = False, None
         if isinstance(obj, ModuleRef) and self.project is not None:
             exported = self._exported(obj.name, attr, set())
-            if exported is None:  # not a function or constant offlint finds there: unknown, not the default
+            if exported is None or exported[1] == "dataclass":  # not a function or constant offlint finds there: unknown, not the default
                 return unknown
             if which == "hasattr":
                 return True
@@ -271,6 +272,7 @@ class Expressions:
                 return False
         elif isinstance(obj, ConfigObj) and obj.kind == "container" and attr in SECTIONS_OF_CONTAINER:
             found, value = True, obj.child(attr)
+            value = None if value.base == SECTION_NONE else value
         elif isinstance(obj, ConfigObj) and obj.kind == "section":
             if attr in obj.values:
                 found, value = True, obj.values[attr].value

@@ -13,11 +13,13 @@ from offlint.sources import bridge_mutators, bridge_models, python_calls, python
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
-                                            SECTIONS_OF_CONTAINER, _branch_dependent, _restore, _taint)
+                                            SECTIONS_OF_CONTAINER, TREE_DEFAULT_SECTIONS, _branch_dependent,
+                                            _restore, _taint)
 from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
-from offlint.sources.python_values import (MAX_DEPTH, NOT_KEPT, RETURNED_NONE, ConfigObj, Frame, FunctionRef,
-                                           ModuleRef, ObjectTuple, PartialDict, Record, Registry, configs_in)
+from offlint.sources.python_values import (MAX_DEPTH, NOT_KEPT, OPTIONAL_SECTIONS, RETURNED_NONE, SECTION_NONE,
+                                           ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record,
+                                           Registry, configs_in)
 from offlint.types import Assignment, Location, OneOf, Source, Unit, Unknown
 
 
@@ -77,8 +79,9 @@ class CallFollowing:
                     if isinstance(value, ConfigObj) and value.kind == "section":
                         value.section = key
                         obj.children[key] = value
-                    elif value is None:
-                        obj.children[key] = ConfigObj("section", Unknown(f"`{key}=None` in {short}(...)"), key)
+                    elif value is None:  # an optional section (comm_overlap) is then None, as by default
+                        obj.children[key] = ConfigObj("section", SECTION_NONE if key in OPTIONAL_SECTIONS else
+                                                      Unknown(f"`{key}=None` in {short}(...)"), key)
                     else:
                         reason = value.reason if isinstance(value, Unknown) else f"set from {short}(...)"
                         obj.children[key] = ConfigObj("section", Unknown(reason), key)
@@ -102,6 +105,8 @@ class CallFollowing:
                     continue
                 obj.values[arg.arg] = self._assignment(
                     f"{section}.{arg.arg}", self._eval(arg.value, frame), self._loc(arg), self._segment(arg.value))
+            if section in TREE_DEFAULT_SECTIONS:
+                self._tree_defaults(obj, name, node)
             return obj
         if short in bridge_mutators.MUTATORS:
             # The tree's own helper when its source is there and decides every key it writes; the documented
@@ -151,6 +156,29 @@ class CallFollowing:
                 _taint(value, why)
         return Unknown(f"the result of `{text}`")
 
+    def _tree_defaults(self, obj: ConfigObj, name: str, node: ast.Call) -> None:
+        """A section built from a class no megatron-core release describes (Bridge's CommOverlapConfig): the fields
+        the call leaves out get the defaults of the class in the linted tree, each noted where the class gives it;
+        a field without a default, or a class whose source is not in the tree, leaves them unknown."""
+        if isinstance(obj.base, Unknown):  # `**kwargs` in the call: any field may be set
+            return
+        short = name.rsplit(".", 1)[-1]
+        found = self._find_dataclass(name)
+        if found is None or node.args:
+            obj.base = Unknown(f"the defaults of `{short}` (its source is not in the linted tree)" if found is None
+                               else f"`{short}(...)` with positional arguments")
+            return
+        reader, cls = found
+        loc, text = self._loc(node), self._segment(node)
+        for field_name, (default, line) in _dataclass_defaults(reader, cls).items():
+            if field_name in obj.values:
+                continue
+            where = f"the default of {cls.name}.{field_name} at {reader.path}:{line}"
+            if isinstance(default, Unknown):
+                default = Unknown(f"`{text}` leaves {field_name} unset and {cls.name} gives it no default here")
+            obj.values[field_name] = Assignment(f"{obj.section}.{field_name}", default, loc, Source.PYTHON, text,
+                                                (*self.via_stack, where))
+
     def _call_keywords(self, node: ast.Call, frame: Frame) -> dict:
         """Keyword arguments, `**spread` of literal dicts included (a spread offlint cannot read is skipped)."""
         out: dict = {}
@@ -171,31 +199,12 @@ class CallFollowing:
         if self.project is None or len(parts) != 1 or name not in self.imports:
             return None
         module, attr = self.imports[name]
-        reader = self.project.module_reader(module, self.path) if attr is not None else None
-        if reader is not None and attr in reader.dataclasses:
-            return reader, reader.dataclasses[attr]
-        return None
+        found = self._exported(module, attr, set()) if attr is not None else None  # through re-exports
+        return (found[0], found[2]) if found is not None and found[1] == "dataclass" else None
 
     def _record(self, found, node: ast.Call, frame: Frame) -> Record:
         reader, cls = found
-        fields: dict = {}
-        for stmt in cls.body:
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                default = stmt.value
-                if default is None:
-                    fields[stmt.target.id] = Unknown(f"{cls.name}.{stmt.target.id} has no default")
-                elif isinstance(default, ast.Call) and _call_name(default.func).endswith("field"):
-                    factory = next((k.value for k in default.keywords if k.arg == "default_factory"), None)
-                    literal = next((k.value for k in default.keywords if k.arg == "default"), None)
-                    if isinstance(factory, ast.Lambda) and not factory.args.args:  # `lambda: [...]`
-                        fields[stmt.target.id] = reader._eval(factory.body, Frame(names=dict(reader.constants)))
-                        continue
-                    fields[stmt.target.id] = ({} if _call_name(factory) == "dict" else [] if _call_name(factory)
-                                              == "list" else Unknown(f"{cls.name}.{stmt.target.id} default")) \
-                        if factory is not None else reader._eval(literal, Frame(names=dict(reader.constants))) \
-                        if literal is not None else Unknown(f"{cls.name}.{stmt.target.id}")
-                else:
-                    fields[stmt.target.id] = reader._eval(default, Frame(names=dict(reader.constants)))
+        fields = {name: default for name, (default, _) in _dataclass_defaults(reader, cls).items()}
         names = list(fields)
         for index, arg in enumerate(node.args):
             if index < len(names) and not isinstance(arg, ast.Starred):
@@ -416,6 +425,30 @@ class CallFollowing:
                 return python_inputs.namespace(f"parameter `{name}` of {fn.name}()", self._declared_options())
             return Unknown(f"parameter `{name}` of {fn.name}()")
         return self._eval(default, Frame(names=dict(self.constants)))
+
+
+def _dataclass_defaults(reader, cls: ast.ClassDef) -> dict:
+    """A @dataclass's fields in order: name -> (its default as the class body gives it, or Unknown; the line)."""
+    fields: dict = {}
+    for stmt in cls.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            name, default = stmt.target.id, stmt.value
+            if default is None:
+                value = Unknown(f"{cls.name}.{name} has no default")
+            elif isinstance(default, ast.Call) and _call_name(default.func).endswith("field"):
+                factory = next((k.value for k in default.keywords if k.arg == "default_factory"), None)
+                literal = next((k.value for k in default.keywords if k.arg == "default"), None)
+                if isinstance(factory, ast.Lambda) and not factory.args.args:  # `lambda: [...]`
+                    value = reader._eval(factory.body, Frame(names=dict(reader.constants)))
+                else:
+                    value = ({} if _call_name(factory) == "dict" else [] if _call_name(factory) == "list" else
+                             Unknown(f"{cls.name}.{name} default")) if factory is not None else \
+                        reader._eval(literal, Frame(names=dict(reader.constants))) if literal is not None else \
+                        Unknown(f"{cls.name}.{name}")
+            else:
+                value = reader._eval(default, Frame(names=dict(reader.constants)))
+            fields[name] = (value, stmt.lineno)
+    return fields
 
 
 def _freeze(value):

@@ -129,8 +129,8 @@ class NameLookup:
                        f"`{name}` is imported from a module offlint did not find or read")
 
     def _exported(self, module: str, attr: str, seen: set):
-        """What `from module import attr` gives: (reader, "function", fn) or (reader, "value", v), following
-        aliases and re-exports through other modules (`__init__.py`)."""
+        """What `from module import attr` gives: (reader, "function", fn), (reader, "value", v) or (reader,
+        "dataclass", its ClassDef), following aliases and re-exports through other modules (`__init__.py`)."""
         if (module, attr) in seen or len(seen) > 16:
             return None
         seen.add((module, attr))
@@ -141,6 +141,8 @@ class NameLookup:
             return reader, "function", reader.functions[attr]
         if attr in reader.constants:
             return reader, "value", reader.constants[attr]
+        if attr in reader.dataclasses:
+            return reader, "dataclass", reader.dataclasses[attr]
         if attr in reader.imports:
             next_module, next_attr = reader.imports[attr]
             if next_attr is not None:

@@ -88,6 +88,14 @@ def serial_mark() -> int:
     return next(_SERIALS)
 
 
+# A section object's base when the container holds None there: Bridge's ConfigContainer keeps `comm_overlap` None
+# unless a recipe gives one (training/config.py:1007 at Bridge 067f987, `Optional[CommOverlapConfig] = None`), and a
+# recipe may set it back (`cfg.comm_overlap = None`). Its keys read as unset (their defaults, None), and code that
+# reads the section gets None (`if cfg.comm_overlap is not None:` is decided).
+SECTION_NONE = "none"
+OPTIONAL_SECTIONS = ("comm_overlap",)
+
+
 class ConfigObj:
     """A config object under construction: a container (with sections) or one section's object."""
 
@@ -108,8 +116,14 @@ class ConfigObj:
 
     def child(self, section: str) -> "ConfigObj":
         if section not in self.children:
-            self.children[section] = ConfigObj("section", self.base, section)
+            self.children[section] = self.blank(section)
         return self.children[section]
+
+    def blank(self, section: str) -> "ConfigObj":
+        """A new section object as this container holds `section` when nothing set it: its own base (defaults,
+        or unknown), or None for an optional section of a container built with its defaults."""
+        none = section in OPTIONAL_SECTIONS and self.base == "default"
+        return ConfigObj("section", SECTION_NONE if none else self.base, section)
 
     def copy(self) -> "ConfigObj":
         other = ConfigObj(self.kind, self.base, self.section)
