@@ -17,6 +17,7 @@ from pathlib import Path
 from offlint import scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
+from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, perf_env
 from offlint.types import FileError, Layer, Unit, UnitKind
 
@@ -73,6 +74,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
                 recipe = matches[0]
                 base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers
                                                                for a in layer.assignments], inherited=True)]
+                bridge_precision.inherit(unit, recipe)
                 # The launch environment is the shell's plus the recipe's cfg.env_vars: known when the recipe's is,
                 # or when the recipe sets none at all.
                 unit.env_known = "env" in recipe.default_sections or recipe.env_unset
@@ -83,6 +85,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
                 target = _find_yaml(name, read.file.path, yaml_layers)
                 if target is not None:
                     base_layers.append(Layer(f"--config-file {name}", target.all_assignments(), inherited=True))
+                    bridge_precision.inherit(unit, target)
             unit.layers = base_layers + unit.layers
             if unit.entry_script:  # a Megatron-LM style script in the tree shows whether it trains
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text)

@@ -21,6 +21,11 @@ MLM_CLI_DEFAULTS = {
     "optimizer.optimizer_offload_fraction": 1.0,
 }
 
+# Not a configuration key: what `get` answers with the tree's named precision recipes that the unit gives
+# `mixed_precision` ((the tree's module, {name: record or Unknown}): Unit.precision_recipes), for what applies a
+# name as Bridge does when the run starts (offlint/named_precision.py); a default None where the tree has none.
+PRECISION_RECIPES = "<precision recipes>"
+
 
 @dataclass
 class ResolvedUnit:
@@ -56,6 +61,9 @@ class ResolvedUnit:
         return out
 
     def _value(self, key: str) -> Value:
+        if key == PRECISION_RECIPES:
+            held = self.unit.precision_file
+            return Value(key, "known", (held, dict(self.unit.precision_recipes))) if held else Value(key, "default")
         assignment = self.values.get(key)
         if assignment is not None:
             if isinstance(assignment.value, Unknown):

@@ -24,8 +24,8 @@ from typing import Callable
 
 from offlint.config import ConfigError, load_config
 from offlint.estimate.devices import CAPABILITY, DeviceError, parse_device
-from offlint.estimate.inputs import BRIDGE_FP4_RECIPES, BRIDGE_FP8_RECIPES
 from offlint.estimate.oom import named_gpu
+from offlint.named_precision import configured
 from offlint.types import OneOf, Unknown, Value
 
 # Transformer Engine's own messages (quantization.py, `_compute_*_support`).
@@ -152,16 +152,18 @@ def _precision(lookup: Callable[[str], Value]) -> tuple[str, bool, str] | None:
         if _UNREAD in (recipe, fp4_param):
             return None
         return str(recipe), bool(fp4_param), f"model.{kind}_recipe={recipe!r}"
-    if isinstance(mixed, str):
-        name = mixed.replace("-", "_")
-        if name in BRIDGE_FP8_RECIPES:
-            return BRIDGE_FP8_RECIPES[name]["fp8_recipe"], False, f"mixed_precision={mixed!r}"
-        if name in BRIDGE_FP4_RECIPES:
-            settings = BRIDGE_FP4_RECIPES[name]
-            return settings["fp4_recipe"], bool(settings["fp4_param_gather"]), f"mixed_precision={mixed!r}"
-        if "fp8" in name or "fp4" in name:
-            return None  # a low-precision recipe offlint does not know
-        return "", False, ""  # bf16_mixed, fp16_mixed
+    if isinstance(mixed, str):  # a recipe's name: the record it builds (the tree's, else offlint's table)
+        built = configured(lookup)[0]
+        if built.state != "known":
+            name = mixed.replace("-", "_")
+            return None if "fp8" in name or "fp4" in name else ("", False, "")
+        found = _from_record(built.value)
+        return found if not found or not found[0] else (found[0], found[1], f"mixed_precision={mixed!r}")
+    return _from_record(mixed)
+
+
+def _from_record(mixed: object) -> tuple[str, bool, str] | None:
+    """_precision's answer for a MixedPrecisionConfig record."""
     fields = getattr(mixed, "fields", None)
     if not isinstance(fields, dict):
         return None

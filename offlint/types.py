@@ -199,6 +199,12 @@ class Unit:
     # the distributed optimizer's), or "megatron-core" (a plain megatron-core program: each consumer reads its
     # own config, get_megatron_optimizer only the OptimizerConfig).
     framework: str = "bridge"
+    # Megatron Bridge's named precision recipes the unit gives `mixed_precision` (a name Bridge resolves only when
+    # the run starts), as the tree's own get_mixed_precision_config builds them (sources/bridge_precision.py):
+    # name -> its MixedPrecisionConfig record, or an Unknown. `precision_file` is that module of the tree; ""
+    # when the tree has none (a project that pip-installs Bridge: offlint's table of the recipes applies).
+    precision_recipes: dict[str, object] = field(default_factory=dict)
+    precision_file: str = ""
 
     def all_assignments(self) -> list[Assignment]:
         return [a for layer in self.layers for a in layer.assignments]

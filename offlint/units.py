@@ -19,7 +19,7 @@ from offlint.reading import text_or_error
 from offlint.resolve import ResolvedUnit, resolve
 from offlint.scope import project_root
 from offlint.source_files import read_files
-from offlint.sources import hydra
+from offlint.sources import bridge_precision, hydra
 from offlint.sources.python_project import PythonProject
 from offlint.types import Assignment, FileError, Layer, Location, Source, Unit, UnitKind
 from offlint.versions import DetectedVersion, detect_version
@@ -75,6 +75,7 @@ def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] =
         reads += read_files(_linked_files(unit, target, tree_files), {}, project, errors)
         link_commands(reads, errors)
     unit.layers = unit.layers + [override_layer(overrides)] if overrides else unit.layers
+    bridge_precision.attach(unit, project, target)  # a precision recipe an override names
     version = detect_version(mcore_version, configured_version, tree)
     return LoadedUnit(resolve(unit, version.version), version)
 

@@ -203,7 +203,6 @@ def test_nvfp4_leaves_the_mtp_block_in_bf16():
     ({"mixed_precision": _Record(fp4="e2m1", fp4_recipe="custom")}, "x_config", False, "custom quantizer"),
     ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "x_config", True, "Hopper"),
     ({"mixed_precision": _Record(fp4="e2m1", fp8_dot_product_attention=True)}, "x_config", False, "FP8 attention"),
-    ({"mixed_precision": "bf16_with_nvfp4_unknown_mixed"}, "x_config", False, "does not know"),
     ({"mixed_precision": _Record(fp8="hybrid", fp8_multi_head_attention=True)}, "x_config", True,
      "FP8 multi-head attention"),
     ({"mixed_precision": _Record(fp8="hybrid", fp8_recipe="blockwise", fp8_dot_product_attention=True)}, "x_config",
@@ -211,12 +210,19 @@ def test_nvfp4_leaves_the_mtp_block_in_bf16():
     ({"mixed_precision": _Record(fp8="hybrid", fp8_recipe="mxfp8", fp8_param_gather=True),
       "model.fp8_output_proj": True}, "x_config", False, "MXFP8 output layer (fp8_output_proj) with tied"),
     ({"mixed_precision": _Record()}, "llama3_8b_pretrain_8gpu_h100_fp8cs_config", True, "recipe name announces"),
-    ({"mixed_precision": "bf16_with_fp8_unknown_mixed"}, "x_config", True, "does not know"),
     ({"model.fp8": "hybrid", "model.disable_parameter_transpose_cache": True}, "x", True, "transpose_cache"),
 ])
 def test_what_fp8_settings_get_no_verdict(values, name, transpose, why):
     inputs = read_inputs(lookup(values), name, fp8_transpose=transpose)
     assert any(why in reason for reason in inputs.unsupported), inputs.unsupported
+
+
+@pytest.mark.parametrize(("name", "transpose"), [("bf16_with_nvfp4_unknown_mixed", False),
+                                              ("bf16_with_fp8_unknown_mixed", True)])
+def test_a_precision_recipe_name_offlint_does_not_know_makes_the_estimate_unknown(name, transpose):
+    # what the name builds is not known (Bridge raises on a name it does not register): no verdict, never bf16
+    inputs = read_inputs(lookup({"mixed_precision": name}), "x_config", fp8_transpose=transpose)
+    assert not inputs.complete and name in inputs.unknown["mixed_precision"]
 
 
 def test_an_unknown_fp8_field_makes_the_estimate_unknown():

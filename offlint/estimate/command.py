@@ -14,6 +14,7 @@ from offlint.estimate.inputs import read_inputs
 from offlint.estimate.overrides import OverrideInputError
 from offlint.estimate.overrides import check as check_overrides
 from offlint.estimate import oom
+from offlint.named_precision import configured
 from offlint.estimate.report import agreed_state, render_json, render_text, verdict_state
 from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
@@ -61,6 +62,8 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         _fail(str(exc))
     unit = loaded.unit
     notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})"]
+    precision_from = configured(loaded.resolved.get)[1]  # a precision recipe's name: the tree's, or offlint's table
+    notes += [precision_from] if precision_from else []
     if gpu is None:  # a Bridge recipe name says which GPU it is for (`..._8gpu_b200_bf16_config`)
         named = oom.device_for(unit.name)
         if named != device:

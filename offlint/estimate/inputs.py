@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from offlint import named_precision
 from offlint.types import Source, Unknown, Value
 
 Lookup = Callable[[str], Value]
@@ -368,7 +369,7 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
                 fp8_transpose: bool | None = None) -> Inputs:
     """Read everything the memory model uses from `lookup` (a ResolvedUnit's `get`). `fp8_transpose` is the
     device's (devices.Device.fp8_transpose): None leaves per-tensor FP8's transpose open (oom.architectures)."""
-    r = _Reader(lookup)
+    r = _Reader(named_precision.resolving(lookup))  # a precision recipe's name as the record it builds
     model = _read_model(r)
     parallel, source = _read_parallel(r, unit_name, world_size)
     training = _read_training(r)
@@ -1148,18 +1149,13 @@ _LAYOUT_MAX = 100_000  # characters: far more than any model's layers, bounded f
 
 
 def _half_precision(r: _Reader) -> str | None:
-    """"bf16", "fp16" or None (fp32 parameters). Bridge's `mixed_precision` (a recipe name such as "bf16_mixed" or
-    "bf16_with_mxfp8_mixed", or a MixedPrecisionConfig the recipe built) sets the model's dtype when the run
-    starts, over model.bf16/fp16; a value offlint cannot read makes the estimate unknown."""
+    """"bf16", "fp16" or None (fp32 parameters). Bridge's `mixed_precision` (a MixedPrecisionConfig the recipe
+    built, or the one a recipe name such as "bf16_mixed" builds: named_precision) sets the model's dtype when the
+    run starts, over model.bf16/fp16; a value offlint cannot read makes the estimate unknown."""
     mixed = r.lookup("mixed_precision")
     if mixed.is_unknown:
         r.unknown["mixed_precision"] = mixed.value.reason if isinstance(mixed.value, Unknown) else "unknown"
         return None
-    if isinstance(mixed.value, str):
-        # the first 16-bit dtype the name gives: "bf16_mixed", "fp16_with_mxfp8_mixed", and Bridge's model-named
-        # recipes "nemotron_h_bf16_with_fp8_current_scaling_mixed", "nanov2_bf16_with_...", "nemotron_3_super_bf16_..."
-        words = mixed.value.replace("-", "_").split("_")
-        return next((w for w in words if w in ("bf16", "fp16")), None)
     fields = getattr(mixed.value, "fields", None)  # a MixedPrecisionConfig(...) record
     if isinstance(fields, dict):
         for name in ("bf16", "fp16"):
@@ -1210,40 +1206,18 @@ def _read_training(r: _Reader) -> Training:
     )
 
 
-# The 16-bit dtype each of Bridge's named precision recipes starts from (training/mixed_precision.py at 067f987):
-# every one is bf16_mixed() (grad_reduce_in_fp32=True) or fp16_mixed() (grad_reduce_in_fp32=False) with FP8/FP4
-# fields changed, never grad_reduce_in_fp32. Bridge resolves a name it holds only when the run starts
-# (get_mixed_precision_config in runtime_config_update), and offlint's resolved values hold the name, so the
-# estimate keeps the table; a name not in it is an unknown recipe (Bridge raises on it).
-_BRIDGE_PRECISION_BASE = {
-    "bf16_mixed": "bf16", "fp16_mixed": "fp16",
-    "bf16_with_fp8_delayed_scaling_mixed": "bf16", "fp16_with_fp8_delayed_scaling_mixed": "fp16",
-    "bf16_with_mxfp8_mixed": "bf16", "fp16_with_mxfp8_mixed": "fp16",
-    "bf16_with_fp8_current_scaling_mixed": "bf16", "fp16_with_fp8_current_scaling_mixed": "fp16",
-    "nemotron_h_bf16_with_fp8_current_scaling_mixed": "bf16", "nanov2_bf16_with_fp8_current_scaling_mixed": "bf16",
-    "bf16_with_fp8_subchannel_scaling_mixed": "bf16", "fp16_with_fp8_subchannel_scaling_mixed": "fp16",
-    "bf16_with_nvfp4_mixed": "bf16", "nemotron_3_super_bf16_with_nvfp4_mixed": "bf16",
-}
-_GRAD_REDUCE_IN_FP32 = {"bf16": True, "fp16": False}  # bf16_mixed() and fp16_mixed()
-
-
 def _grads_fp32(r: _Reader, half: bool) -> bool:
     """Whether the DDP gradient buffer of 16-bit parameters is fp32 (`grad_reduce_in_fp32`). Bridge's
     `mixed_precision`, when the unit has one, decides it: MixedPrecisionConfig.setup copies every field the DDP
     config also has over it when the run starts (update_config_with_precision_overrides; a field left at its
     default, True, too), so `ddp.grad_reduce_in_fp32` counts only without one (megatron-core's default: False).
-    fp32 parameters (`half` False) have fp32 gradients either way. A value offlint cannot read, or a recipe name
-    it does not know, is recorded as unknown (the returned True is then no verdict's input)."""
+    fp32 parameters (`half` False) have fp32 gradients either way. A recipe name is the record it builds
+    (named_precision); a value offlint cannot read is recorded as unknown (the returned True is then no verdict's
+    input)."""
     mixed = r.lookup("mixed_precision")
     if mixed.is_unknown:
         return True  # recorded by _half_precision
     why = "the gradient buffer's dtype (fp32 main grads or 16-bit) depends on it"
-    if mixed.state == "known" and isinstance(mixed.value, str):
-        name = mixed.value.replace("-", "_")
-        if name in _BRIDGE_PRECISION_BASE:
-            return _GRAD_REDUCE_IN_FP32[_BRIDGE_PRECISION_BASE[name]] or not half
-        r.unknown["mixed_precision"] = f"the precision recipe {mixed.value!r}, which offlint does not know ({why})"
-        return True
     if not half:
         return True
     if mixed.state == "known" and mixed.value is not None:
@@ -1300,63 +1274,20 @@ def _unsupported(r: _Reader, unit_name: str = "") -> list[str]:
     return out
 
 
-# Bridge's named precision recipes (training/mixed_precision.py at 067f987) that train in FP8: fp8_recipe,
-# fp8_param_gather, and the bf16 layers kept at the start and end by first_last_layers_bf16. A name is looked up
-# by Bridge at run time (get_mixed_precision_config), so offlint keeps the table.
-BRIDGE_FP8_RECIPES = {
-    "bf16_with_fp8_delayed_scaling_mixed": dict(fp8_recipe="delayed", fp8_param_gather=True,
-                                                fp8_amax_history_len=1024),
-    "fp16_with_fp8_delayed_scaling_mixed": dict(fp8_recipe="delayed", fp8_param_gather=True,
-                                                fp8_amax_history_len=1024),
-    "bf16_with_mxfp8_mixed": dict(fp8_recipe="mxfp8", fp8_param_gather=True),
-    "fp16_with_mxfp8_mixed": dict(fp8_recipe="mxfp8", fp8_param_gather=True),
-    "bf16_with_fp8_current_scaling_mixed": dict(fp8_recipe="tensorwise", fp8_param_gather=True,
-                                                first_last_layers_bf16=True, num_layers_at_start_in_bf16=1,
-                                                num_layers_at_end_in_bf16=1),
-    "fp16_with_fp8_current_scaling_mixed": dict(fp8_recipe="tensorwise", fp8_param_gather=True,
-                                                first_last_layers_bf16=True, num_layers_at_start_in_bf16=1,
-                                                num_layers_at_end_in_bf16=1),
-    "nemotron_h_bf16_with_fp8_current_scaling_mixed": dict(fp8_recipe="tensorwise", fp8_param_gather=True,
-                                                           first_last_layers_bf16=True,
-                                                           num_layers_at_start_in_bf16=2,
-                                                           num_layers_at_end_in_bf16=2),
-    "nanov2_bf16_with_fp8_current_scaling_mixed": dict(fp8_recipe="blockwise", fp8_param_gather=True,
-                                                       first_last_layers_bf16=True, num_layers_at_start_in_bf16=2,
-                                                       num_layers_at_end_in_bf16=2),
-    "bf16_with_fp8_subchannel_scaling_mixed": dict(fp8_recipe="blockwise", fp8_param_gather=False),
-    "fp16_with_fp8_subchannel_scaling_mixed": dict(fp8_recipe="blockwise", fp8_param_gather=False),
-}
 _FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
-# The same for Bridge's FP4 recipes: NVFP4 with FP4 primary weights (fp4_param_gather), and the bf16 layers.
-BRIDGE_FP4_RECIPES = {
-    "bf16_with_nvfp4_mixed": dict(fp4="e2m1", fp4_recipe="nvfp4", fp4_param_gather=True),
-    "nemotron_3_super_bf16_with_nvfp4_mixed": dict(fp4="e2m1", fp4_recipe="nvfp4", fp4_param_gather=True,
-                                                   first_last_layers_bf16=True, num_layers_at_end_in_bf16=14),
-}
-# Bridge recipe names that say FP8 or FP4 (`..._8gpu_h100_fp8cs_config`, `..._b200_nvfp4_config`) and precision
-# recipe names that do (`bf16_with_nvfp4_mixed`).
-_LOW_PRECISION_NAME = re.compile(r"(?:^|_)(?:fp8\w*|mxfp8|nvfp4|fp4\w*)(?:_|$)", re.I)
 _MCORE_FIELDS = ("fp8", "fp8_recipe", "fp8_param", "fp8_amax_history_len", "fp8_dot_product_attention",
                  "fp8_multi_head_attention", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
                  "num_layers_at_end_in_bf16", "fp4", "fp4_recipe", "fp4_param")
 
 
 def _precision_settings(r: _Reader) -> dict | None:
-    """The FP8/FP4 settings in force: Bridge's `mixed_precision` (a recipe name or a MixedPrecisionConfig
-    record), which overwrites the model config's fields when set; else megatron-core's own `model.fp8...` keys
-    (Megatron-LM's --fp8-format maps onto model.fp8). None: not readable (already recorded as unknown)."""
+    """The FP8/FP4 settings in force: Bridge's `mixed_precision` (a MixedPrecisionConfig record: one a recipe
+    built, or the one its recipe name builds, named_precision), which overwrites the model config's fields when
+    set; else megatron-core's own `model.fp8...` keys (Megatron-LM's --fp8-format maps onto model.fp8). None: not
+    readable (already recorded as unknown)."""
     mixed = r.lookup("mixed_precision")
     if mixed.is_unknown:
         return None  # recorded by _half_precision
-    if mixed.state == "known" and isinstance(mixed.value, str):
-        name = mixed.value.replace("-", "_")
-        if name in BRIDGE_FP8_RECIPES:
-            settings = BRIDGE_FP8_RECIPES[name]
-            return dict(settings, fp8="hybrid", fp8_param=settings["fp8_param_gather"])
-        if name in BRIDGE_FP4_RECIPES:
-            settings = BRIDGE_FP4_RECIPES[name]
-            return dict(settings, fp4_param=settings["fp4_param_gather"])
-        return {"unknown_name": name} if _LOW_PRECISION_NAME.search(name) else {}
     fields = getattr(mixed.value, "fields", None)
     if mixed.state == "known" and isinstance(fields, dict):
         settings = dict(fields)
@@ -1385,8 +1316,6 @@ def _read_low_precision(r: _Reader, unit_name: str, fp8_transpose: bool | None) 
             r.unknown["mixed_precision"] = f"`{name}` of the mixed-precision config: {value.reason}"
             return None, ""
     named = bool(_LOW_PRECISION_NAME.search(unit_name.lower().removesuffix("_config")))
-    if "unknown_name" in settings:
-        return None, f"the precision recipe {settings['unknown_name']!r}, which offlint does not know"
     if settings.get("fp4"):
         return _read_fp4(r, settings, fp8_transpose)
     if not settings.get("fp8"):

@@ -14,7 +14,7 @@ Where each input is handled (the two large readers carry a finer map in their do
   Hydra overrides: hydra; Megatron-LM flags: mlm_flags.
 - Launch commands: launch (one argv, one unit), entry_scripts (whether a script trains), perf_scripts / perf_flags / perf_env (Bridge's performance
   scripts, read from the tree, with built-in fallbacks), bridge_mutators (Bridge's mutators, fallback),
-  hf_models (Hugging Face model sizes).
+  hf_models (Hugging Face model sizes), bridge_precision (Bridge's named precision recipes, read from the tree).
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ def read_source(path: str, kind: str, text: str, explicit: bool = True, project=
         raise ValueError("not a Python, YAML or shell file")
     if len(units) > MAX_UNITS:
         raise _too_many()
+    if kind != "python":  # a Python recipe's unit reads them as it is built (PythonReader._unit)
+        from offlint.sources.bridge_precision import attach
+
+        for unit in units:
+            attach(unit, project, path)  # the precision recipes it names, as the tree builds them
     return units
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ast
 
-from offlint.sources import python_inputs, python_roles
+from offlint.sources import bridge_precision, python_inputs, python_roles
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _dedupe, _framework, _note_base
 from offlint.sources.python_expressions import Expressions
 from offlint.sources.python_following import CallFollowing
@@ -199,10 +199,12 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         else:
             unknown_sections["env"] = "the launch environment is not defined in this recipe"
         layer.assignments.sort(key=lambda a: (a.location.line, a.location.col))
-        return Unit(name=name, kind=UnitKind.RECIPE, location=location, layers=[layer],
+        unit = Unit(name=name, kind=UnitKind.RECIPE, location=location, layers=[layer],
                     default_sections=frozenset(default_sections), unknown_sections=unknown_sections,
                     launches_training=env_known, env_known=env_known, env_location=env_location,
                     env_unset=env_default and not env_known and not env_unknown, framework=_framework(objects))
+        bridge_precision.attach(unit, self.project, self.path)  # read here, so the unit's reuse depends on it
+        return unit
 
     def _column(self, line: int, byte_offset: int) -> int:
         """ast columns are UTF-8 byte offsets; editors count characters."""
