@@ -17,12 +17,12 @@ from offlint.discover import Exclusion, SourceFile, discover
 from offlint.pipeline import Job
 from offlint.linking import link_commands
 from offlint.reading import text_or_error
-from offlint.engine import check_unit
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
 from offlint.source_files import FileRead
 from offlint.types import FileError, Finding, Location, Severity, UnitKind
 from offlint.versions import DetectedVersion, detect_version
+from offlint.warm_start import WarmStart, remembered
 
 
 @dataclass
@@ -59,15 +59,21 @@ class CheckResult:
 
 def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None = None) -> CheckResult:
     """Lint `paths` (or, with `stdin=(filename, text)`, one in-memory file)."""
-    with pipeline.cyclic_gc_paused():
-        return _check(paths, options, stdin)
-
-
-def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None) -> CheckResult:
-    all_rules = load_rules()
-    selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
     project = scope.project_root(paths or ["."]) if stdin is None else None  # found from the paths
     root = project or options.root or Path.cwd()
+    # The rule catalog and the .gitignore regexes as an earlier run kept them, with the cache (and under its rules)
+    warm = WarmStart.load(root) if options.cache and stdin is None and not options.validate else None
+    with pipeline.cyclic_gc_paused(), remembered(warm):
+        result = _check(paths, options, stdin, project, root, warm)
+    if warm is not None:
+        warm.save()
+    return result
+
+
+def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None, project: Path | None,
+           root: Path, warm: WarmStart | None) -> CheckResult:
+    all_rules = load_rules(warm)
+    selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
     version = detect_version(options.mcore_version, options.configured_version, root)
     errors: list[FileError] = []
     texts = pipeline.Texts(_overlaid(options.overlay))  # read on first use: a pre-commit run reads only what it needs
@@ -140,6 +146,8 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     if deferred:
         reads = _decode_linked(reads, deferred, findings)
     link_commands(reads, errors)
+    from offlint.engine import check_unit  # here: a warm run, answered from the cache, checks nothing
+
     for read in reads:
         for unit in read.units:
             if unit.kind == UnitKind.COMMAND:
@@ -211,7 +219,7 @@ def _cache(options: CheckOptions, root: Path, selected: set[str], version: Detec
            python_paths: list[str], stdin) -> Cache | None:
     if not options.cache or stdin is not None or options.validate:
         return None
-    from offlint.estimate.oom import device  # OFL303/OFL304 size against [tool.offlint] gpu
+    from offlint.estimate.devices import device  # OFL303/OFL304 size against [tool.offlint] gpu
 
     return Cache(root, fingerprint(sorted(selected - {"OFL900"}), options.strict, str(version.version),
                                    repr(device()), _pyproject_digest(root), python_paths),

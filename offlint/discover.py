@@ -52,6 +52,15 @@ class Exclusion:
         return _any_of(self.names).match(os.path.basename(real)) is not None or \
             (bool(self.paths) and _any_of(self.paths).match(real) is not None)
 
+    def entry_matcher(self):
+        """`matches` for a walked entry, given as (its directory's real path, its name): the names' regex is tried
+        on the name, the paths' (made once) on the joined path only when there are paths."""
+        names = _any_of(self.names).match
+        if not self.paths:
+            return lambda directory, name: names(name) is not None
+        paths = _any_of(self.paths).match
+        return lambda directory, name: names(name) is not None or paths(os.path.join(directory, name)) is not None
+
     def covers(self, real: str, project: str) -> bool:
         """Whether `real` or a directory above it (up to the project) is excluded."""
         path = real
@@ -173,6 +182,8 @@ def _walk(root: str, exclusion: Exclusion):
     or file that cannot be read gives (its path below root, "", why)."""
     specs: list[tuple[str, GitIgnore]] = []  # (folder below root, "a/" or "", its .gitignore)
     pending = [""]  # directories still to read, as paths below root ("a/b/"); a stack, so depth first
+    excluded = exclusion.entry_matcher()
+    splitext, extensions = os.path.splitext, EXTENSIONS
     while pending:
         below = pending.pop()
         directory = os.path.join(root, below)
@@ -200,15 +211,14 @@ def _walk(root: str, exclusion: Exclusion):
         for entry, is_dir, regular in classified:
             name = entry.name
             if is_dir:
-                if not exclusion.matches(os.path.join(root, below, name)) and not _ignored(below + name + "/", specs):
+                if not excluded(directory, name) and not (specs and _ignored(below + name + "/", specs)):
                     subdirs.append(below + name + "/")
                 continue
             if not regular:
                 continue  # a symbolic link, FIFO, socket or device: never followed, never opened
-            extension = os.path.splitext(name)[1]
-            kind = EXTENSIONS.get(extension.lower())
-            if (kind is None and extension) or (specs and _ignored(below + name, specs)) \
-                    or exclusion.matches(os.path.join(root, below, name)):
+            extension = splitext(name)[1]
+            kind = extensions.get(extension.lower())
+            if (kind is None and extension) or excluded(directory, name) or (specs and _ignored(below + name, specs)):
                 continue
             if kind is None:  # no extension: a shell script when its #! line says so
                 try:

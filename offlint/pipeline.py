@@ -19,7 +19,6 @@ from typing import Callable
 
 from offlint.cache import Cache, Deferred, FileOutcome, digest, file_state
 from offlint.discover import SourceFile
-from offlint.engine import check_unit
 from offlint.part_digests import definition_digests, line_moves, means_the_same
 from offlint.reading import OnFirstUse
 from offlint.relocation import Unmovable, relocate
@@ -242,6 +241,8 @@ def cyclic_gc_paused():
 def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None,
              first: frozenset[str], progress: Progress) -> list[tuple[FileOutcome, str | None]]:
     """(outcome, its encoding for the cache when a worker made it) per file."""
+    import offlint.engine  # noqa: F401 (read_one's, imported once before any worker is forked)
+
     count = workers if workers is not None else (os.cpu_count() or 1)
     count = max(1, min(count, len(files) // MIN_FILES_PER_WORKER))
     if count == 1:
@@ -371,6 +372,8 @@ def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],
 
 def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[str, str]) -> FileOutcome:
     """Read one file into units, check the ones that stand alone, and note what the reading depended on."""
+    from offlint.engine import check_unit  # here: a warm run, answered from the cache, checks nothing
+
     errors: list[FileError] = []
     reusable = job.reusable(file.path)
     project.unit_reuse = {(file.path, name): (unit, used) for name, (unit, _, used) in reusable.items()}

@@ -14,12 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: rules load 5x faster
-
 from offlint.fix import spec as fix_spec
-from offlint.conditions import ConditionError, compile_condition
 from offlint.types import Severity
 from offlint.versions import VersionError, in_range, parse_version
 
@@ -103,10 +98,31 @@ def rules_dir() -> Path:
     raise RuleFileError("offlint's rules directory is missing: reinstall offlint")
 
 
-@lru_cache(maxsize=None)
-def load_rules() -> dict[str, Rule]:
+_LOADED: list[dict[str, Rule]] = []  # the catalog, once loaded in this process
+
+
+def load_rules(warm=None) -> dict[str, Rule]:
+    """The rule catalog, loaded once per process: from `warm` (a warm_start.WarmStart: the catalog as a run of the
+    same offlint code and rules kept it) when it holds it, else from the rule files (then kept in `warm`)."""
+    if not _LOADED:
+        catalog = warm.rules() if warm is not None else None
+        if catalog is None:
+            catalog = _parse_rules()
+            if warm is not None:
+                warm.keep_rules(catalog)
+        _LOADED.append(catalog)
+    elif warm is not None and not warm.holds_rules():
+        warm.keep_rules(_LOADED[0])
+    return _LOADED[0]
+
+
+def rule_files() -> list[Path]:
+    return sorted(rules_dir().glob("OFL*.yaml"))
+
+
+def _parse_rules() -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
-    for path in sorted(rules_dir().glob("OFL*.yaml")):
+    for path in rule_files():
         rule = parse_rule_file(path)
         if rule.code in rules:
             raise RuleFileError(f"{path}: duplicate rule code {rule.code}")
@@ -114,9 +130,22 @@ def load_rules() -> dict[str, Rule]:
     return rules
 
 
+@lru_cache(maxsize=1)
+def rules_codec():
+    """The JSON form of a catalog (cache_format's: data only, the classes named)."""
+    from offlint.cache_format import Codec
+
+    return Codec((Rule, Check, Example, Severity, fix_spec.AutoFix))
+
+
 def parse_rule_file(path: Path) -> Rule:
+    import yaml  # here: a run whose catalog was kept (warm_start.py) does not import it (nor conditions)
+
+    from offlint.conditions import ConditionError
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: rules load 5x faster
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
     except (OSError, yaml.YAMLError) as exc:
         raise RuleFileError(f"{path}: cannot read rule file: {exc}") from None
     try:
@@ -126,6 +155,8 @@ def parse_rule_file(path: Path) -> Rule:
 
 
 def _build(data: dict, file: str) -> Rule:
+    from offlint.conditions import compile_condition
+
     code = data["code"]
     if not _CODE.match(code) or not file.startswith(code + "-"):
         raise ValueError(f"rule code {code!r} must look like OFL123 and match the file name")

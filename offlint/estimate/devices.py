@@ -14,6 +14,8 @@ only feed the step-time model (cost.py), never the memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 GIB = 1024**3
 RESERVED_GIB = 1.0
@@ -154,3 +156,20 @@ AT_RISK_MARGIN = {True: 0.05, False: 0.15}  # with / without expandable_segments
 
 def margin_bytes(dev: Device, with_expandable: bool) -> float:
     return AT_RISK_MARGIN[with_expandable] * dev.usable_bytes
+
+
+@lru_cache(maxsize=8)
+def configured_device(cwd: str) -> Device:
+    """`[tool.offlint] gpu` of the project at `cwd`, else the default (here, not in oom.py, so that the cache key of
+    `offlint check` does not import the memory model)."""
+    from offlint.config import ConfigError, load_config
+
+    try:
+        name = load_config(Path(cwd)).gpu
+        return parse_device(name or DEFAULT_DEVICE)
+    except (ConfigError, DeviceError):
+        return parse_device(DEFAULT_DEVICE)  # `offlint estimate` reports a bad setting; the lint goes on
+
+
+def device() -> Device:
+    return configured_device(str(Path.cwd()))

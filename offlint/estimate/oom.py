@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import replace
-from functools import lru_cache
-from pathlib import Path
 from typing import Callable
 
-from offlint.estimate.devices import (DEFAULT_DEVICE, GIB, Device, DeviceError, agreed, ends, margin_bytes,
-                                     parse_device)
+from offlint.estimate.devices import GIB, Device, agreed, device, ends, margin_bytes, parse_device
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
 from offlint.estimate import params
 from offlint.estimate.memory import Estimate, estimate
@@ -42,21 +39,6 @@ _ANY_DP = 1 << 20  # a data-parallel size large enough that the optimizer shard 
 # The share of the modelled activations a finding may rest on: the activation model may be this much too high
 # (25%, the same tolerance the step-time model is held to) before an OOM it predicts stops being certain.
 ACTIVATION_FLOOR = 0.75
-
-
-@lru_cache(maxsize=8)
-def configured_device(cwd: str) -> Device:
-    from offlint.config import ConfigError, load_config
-
-    try:
-        name = load_config(Path(cwd)).gpu
-        return parse_device(name or DEFAULT_DEVICE)
-    except (ConfigError, DeviceError):
-        return parse_device(DEFAULT_DEVICE)  # `offlint estimate` reports a bad setting; the lint goes on
-
-
-def device() -> Device:
-    return configured_device(str(Path.cwd()))
 
 
 # GPU names in Bridge recipe names, and offlint's device for each (Rubin's: a stated capacity, devices.stated_range).

@@ -1,0 +1,114 @@
+"""What every `offlint check` would otherwise rebuild from offlint's own files and the tree's .gitignore files: the
+rule catalog (rules/*.yaml read and validated, about 30 ms, plus the yaml import) and each .gitignore's joined regex
+(gitignore.py; importing pathspec alone took 35 ms, most of it asyncio, which pathspec's deprecation decorator
+imports). Kept as JSON in the project's cache folder (cache.project_cache_dir), under the cache's own trust rules: a
+regular file of this user that nobody else can write, data only, keyed by offlint's code and rules
+(cache.fingerprint: their names, sizes and mtimes) and the Python version; a .gitignore's regex is keyed by its
+lines and pathspec's installed files too. Anything wrong with the file means "not kept": the values are computed
+as without it. `--no-cache` neither reads nor writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from offlint import gitignore
+from offlint.cache import _owned_private_dir, _read_owned, _write_atomically, fingerprint, project_cache_dir
+from offlint.cache_format import CacheFormatError
+
+_PREFIX = "warm-"
+
+
+class WarmStart:
+    def __init__(self, directory: Path | None):
+        self.directory = directory
+        self.key = fingerprint("warm-start", sys.version_info[:2])
+        self._rules: str | None = None  # the catalog, encoded (rules_codec)
+        self._gitignores: dict[str, list] = {}  # key -> [joined regex or None, include flags] (gitignore.GitIgnore)
+        self._used: set[str] = set()  # the .gitignore keys this run asked for: only those are kept
+        self._loaded: object = None  # what the file held, to write it only when something changed
+
+    @property
+    def file(self) -> Path | None:
+        return self.directory / f"{_PREFIX}{self.key}.json" if self.directory else None
+
+    @classmethod
+    def load(cls, root: Path) -> WarmStart:
+        warm = cls(project_cache_dir(root))
+        data = _read_owned(warm.file) if warm.directory is not None and _owned_private_dir(warm.directory) else None
+        try:
+            stored = json.loads(data) if data else None
+        except ValueError:
+            stored = None
+        if isinstance(stored, dict) and stored.get("key") == warm.key:
+            warm._loaded = stored
+            if isinstance(stored.get("rules"), str):
+                warm._rules = stored["rules"]
+            if isinstance(stored.get("gitignores"), dict):
+                warm._gitignores = {key: value for key, value in stored["gitignores"].items()
+                                    if gitignore.valid_joined(value)}
+        return warm
+
+    def rules(self) -> dict | None:
+        """The rule catalog as kept, or None (not kept, or not what offlint writes)."""
+        if self._rules is None:
+            return None
+        from offlint.rules import Rule, rule_files, rules_codec
+
+        try:
+            catalog = rules_codec().loads(self._rules)
+        except CacheFormatError:
+            return None
+        if not isinstance(catalog, dict) or sorted(catalog) != [path.name.partition("-")[0] for path in rule_files()] \
+                or not all(type(rule) is Rule and rule.code == code for code, rule in catalog.items()):
+            return None  # every rule file's rule, and nothing else
+        return catalog
+
+    def holds_rules(self) -> bool:
+        return self._rules is not None
+
+    def keep_rules(self, catalog: dict) -> None:
+        from offlint.rules import rules_codec
+
+        try:
+            self._rules = rules_codec().dumps(catalog)
+        except (TypeError, ValueError, RecursionError):
+            self._rules = None
+
+    def gitignore(self, key: str) -> list | None:
+        self._used.add(key)
+        return self._gitignores.get(key)
+
+    def keep_gitignore(self, key: str, joined: list) -> None:
+        self._used.add(key)
+        self._gitignores[key] = joined
+
+    def save(self) -> None:
+        """Write what this run used, when it differs from what was kept, into a cache folder that exists already
+        (the cache makes it); other keys' files are removed."""
+        stored = {"key": self.key, "rules": self._rules,
+                  "gitignores": {key: self._gitignores[key] for key in sorted(self._used & set(self._gitignores))}}
+        if stored == self._loaded or self.directory is None or not _owned_private_dir(self.directory):
+            return
+        try:
+            for old in self.directory.iterdir():
+                if old.name.startswith(_PREFIX) and old != self.file:
+                    old.unlink(missing_ok=True)
+            _write_atomically(self.directory, self.file, json.dumps(stored, ensure_ascii=True))
+            self._loaded = stored
+        except OSError:
+            pass  # not kept: the next run computes them again
+
+
+@contextmanager
+def remembered(warm: WarmStart | None):
+    """The .gitignore regexes of discoveries inside the block are looked up in (and added to) `warm`."""
+    previous = gitignore.MEMO
+    gitignore.MEMO = warm
+    try:
+        yield warm
+    finally:
+        gitignore.MEMO = previous
