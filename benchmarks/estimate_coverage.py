@@ -25,13 +25,14 @@ from offlint.estimate.inputs import read_inputs
 from offlint.estimate.oom import SIZE_KEYS, device_for, either_way, fp8_transpose
 from offlint.estimate.report import agreed_state
 from offlint.resolve import resolve
+from offlint.gpus import unit_gpu
 from offlint.types import UnitKind
 from tree_units import public_recipe, read_tree
 
 
-def reason(resolved, name: str) -> str:
-    """'' when the estimate has a verdict, else why not (one line)."""
-    inputs = read_inputs(resolved.get, name, fp8_transpose=fp8_transpose(name))
+def reason(resolved, name: str, gpu: str = "") -> str:
+    """'' when the estimate has a verdict, else why not (one line). `gpu`: the unit's (gpus.unit_gpu)."""
+    inputs = read_inputs(resolved.get, name, fp8_transpose=fp8_transpose(name, gpu))
     if inputs.unsupported:
         return "unsupported: " + inputs.unsupported[0]
     sizes = [k for k in SIZE_KEYS if k in inputs.unknown]
@@ -45,7 +46,7 @@ def reason(resolved, name: str) -> str:
     world = p.world_size or p.min_world_size()
     if not p.tiles(world, bool(m.num_moe_experts)):
         return "no verdict: the layout cannot run on the GPUs the name gives (OFL216)"  # as `offlint estimate` says
-    dev = device_for(name)
+    dev = device_for(name, gpu)
 
     def judge(_, r):  # as `offlint estimate`: the verdict at both ends of a bracketed (stated) capacity
         return agreed_state(r, dev)
@@ -71,7 +72,8 @@ def main() -> int:
         for unit in read.units:
             if unit.kind != UnitKind.RECIPE or not public_recipe(read.file.path, unit.name):
                 continue
-            why = reason(resolve(unit, version.version), unit.name)
+            why = reason(resolve(unit, version.version), unit.name,
+                         unit_gpu(unit.name, unit.card_gpu, unit.location.path)[0] or "")
             names = ["public recipe functions"] + (["public pretrain recipes"] if "pretrain" in unit.name else [])
             for group in names:
                 totals[group] += 1

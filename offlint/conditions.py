@@ -507,8 +507,8 @@ def _memory_inputs(scope: Scope):
     if not hasattr(scope, "_memory_inputs"):
         from offlint.estimate import oom
 
-        unit_name = str(scope.names.get("unit_name", ""))
-        inputs, unknown = _per_unit(scope, ("inputs", unit_name), lambda: oom.inputs_for(scope.lookup, unit_name))
+        unit_name, gpu = str(scope.names.get("unit_name", "")), str(scope.names.get("unit_gpu", ""))
+        inputs, unknown = _per_unit(scope, ("inputs", unit_name), lambda: oom.inputs_for(scope.lookup, unit_name, gpu))
         for key in unknown:
             scope.key(key)
         for key in oom.DRIVERS:
@@ -522,7 +522,7 @@ def _device(scope: Scope):
     """The GPU the unit is sized against (for a bracketed capacity, devices.stated_range, its low end)."""
     from offlint.estimate import oom
 
-    return oom.device_for(str(scope.names.get("unit_name", "")))
+    return oom.device_for(str(scope.names.get("unit_name", "")), str(scope.names.get("unit_gpu", "")))
 
 
 def _claim_device(scope: Scope):
@@ -626,7 +626,8 @@ def oom_message(scope: Scope) -> str:
     from offlint.estimate import oom
 
     return oom.oom_message(_memory_bound(scope), _device(scope), scope.lookup,
-                           str(scope.names.get("unit_name", "")), gpu_count(scope))
+                           str(scope.names.get("unit_name", "")), gpu_count(scope),
+                           str(scope.names.get("unit_gpu", "")))
 
 
 @_needs_scope
@@ -757,7 +758,9 @@ def _te_verdict(scope: Scope):
     if not hasattr(scope, "_te_verdict"):
         from offlint import te_support
 
-        found = te_support.verdict(scope.lookup, str(scope.names.get("unit_name", "")))
+        found = te_support.verdict(scope.lookup, str(scope.names.get("unit_name", "")),
+                                   gpu=str(scope.names.get("unit_gpu", "")),
+                                   gpu_from=str(scope.names.get("unit_gpu_from", "")))
         for key in found.keys:
             scope.key(key)
         scope._te_verdict = found

@@ -11,7 +11,7 @@ import itertools
 import re
 from dataclasses import replace
 
-from offlint import keys
+from offlint import gpus, keys
 from offlint.conditions import UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
@@ -41,7 +41,9 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
 def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding]:
     out = []
     unit = resolved.unit
+    gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
     names = {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
+             "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
              "defaults": unit.defaults.value, "framework": unit.framework}
     for check in rule.checks_for(resolved.version):
         scope = Scope(resolved.get, resolved.version, names=dict(names))

@@ -24,7 +24,7 @@ from typing import Callable
 
 from offlint.config import ConfigError, load_config
 from offlint.estimate.devices import CAPABILITY, DeviceError, parse_device
-from offlint.estimate.oom import named_gpu
+from offlint.gpus import named_gpu
 from offlint.named_precision import configured
 from offlint.types import OneOf, Unknown, Value
 
@@ -66,9 +66,11 @@ class Verdict:
     keys: tuple[str, ...] = ()  # the keys that decided it (related locations; the unknown ones under --strict)
 
 
-def verdict(lookup: Callable[[str], Value], unit_name: str, cwd: str = "") -> Verdict:
-    """Whether Transformer Engine refuses the unit's low-precision recipe on the unit's GPU, and what it says."""
-    gpu, capability, origin = unit_gpu(unit_name, cwd or str(Path.cwd()))
+def verdict(lookup: Callable[[str], Value], unit_name: str, cwd: str = "", gpu: str = "",
+            gpu_from: str = "") -> Verdict:
+    """Whether Transformer Engine refuses the unit's low-precision recipe on the unit's GPU, and what it says.
+    `gpu`, `gpu_from`: the GPU token gpus.unit_gpu found for the unit and where it was named."""
+    gpu, capability, origin = unit_gpu(unit_name, cwd or str(Path.cwd()), gpu, gpu_from)
     if capability is None or (10, 0) <= capability < (12, 0):  # no device, or one that runs every recipe
         return Verdict(False)
     read: list[str] = []
@@ -96,11 +98,13 @@ def verdict(lookup: Callable[[str], Value], unit_name: str, cwd: str = "") -> Ve
     return Verdict(True, message, tuple(read))
 
 
-def unit_gpu(unit_name: str, cwd: str) -> tuple[str, tuple[int, int] | None, str]:
+def unit_gpu(unit_name: str, cwd: str, gpu: str = "", gpu_from: str = "") -> tuple[str, tuple[int, int] | None, str]:
     """(the GPU, its compute capability or None when not known, where offlint took it from)."""
     token = named_gpu(unit_name)
     if token is not None:
         return token.upper(), CAPABILITY.get(token), "named by the recipe"
+    if gpu:
+        return gpu.upper(), CAPABILITY.get(gpu), f"named by {gpu_from}"
     name = _configured_gpu(cwd)
     if name is None:
         return "", None, ""

@@ -186,6 +186,9 @@ class Unit:
     # A Megatron-LM style command's flags that offlint does not map to a key: the keys they set are unknown
     # rather than argparse defaults (resolve, by each flag's dest in the real parser's data).
     unread_flags: tuple[str, ...] = ()
+    # The GPU a model card's hardware section names for a launch command in it (`GB200: {command: ...}`): where
+    # the command's name names none, the unit is sized against it (gpus.unit_gpu).
+    card_gpu: str = ""
     # A recipe that built its ConfigContainer and never set env_vars: a launch of it runs with the shell's
     # environment only (the recipe alone does not define one).
     env_unset: bool = False

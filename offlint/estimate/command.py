@@ -14,6 +14,7 @@ from offlint.estimate.inputs import read_inputs
 from offlint.estimate.overrides import OverrideInputError
 from offlint.estimate.overrides import check as check_overrides
 from offlint.estimate import oom
+from offlint.gpus import unit_gpu
 from offlint.named_precision import configured
 from offlint.estimate.report import agreed_state, render_json, render_text, verdict_state
 from offlint.estimate.whatif import what_if
@@ -64,13 +65,15 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})"]
     precision_from = configured(loaded.resolved.get)[1]  # a precision recipe's name: the tree's, or offlint's table
     notes += [precision_from] if precision_from else []
-    if gpu is None:  # a Bridge recipe name says which GPU it is for (`..._8gpu_b200_bf16_config`)
-        named = oom.device_for(unit.name)
+    # A Bridge recipe's name (`..._8gpu_b200_bf16_config`), a card's section or the recipe's folder names its GPU
+    token, named_by = unit_gpu(unit.name, unit.card_gpu, unit.location.path)
+    if gpu is None:
+        named = oom.device_for(unit.name, token or "")
         if named != device:
             device = named
-            notes.append(f"device {device.name}, from the recipe name")
+            notes.append(f"device {device.name}, from {named_by}")
     # The FP8 transpose is the architecture's: the recipe's GPU unless --gpu names one (oom.fp8_transpose)
-    transpose = device.fp8_transpose if gpu else oom.fp8_transpose(unit.name)
+    transpose = device.fp8_transpose if gpu else oom.fp8_transpose(unit.name, token or "")
     inputs = read_inputs(loaded.resolved.get, unit.name, gpus, transpose)
     if inputs.unsupported:
         _fail(f"{config}: {unit.name}: no verdict: it uses {', '.join(inputs.unsupported)}, which the memory model "

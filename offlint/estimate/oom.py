@@ -28,6 +28,7 @@ from offlint.estimate.devices import GIB, Device, agreed, device, ends, margin_b
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
 from offlint.estimate import params
 from offlint.estimate.memory import Estimate, estimate
+from offlint.gpus import NAMED_GPUS, named_gpu
 from offlint.terminal import plural
 
 # Keys a finding lists as related locations (the ones that decide the size), besides any unknown input.
@@ -41,31 +42,18 @@ _ANY_DP = 1 << 20  # a data-parallel size large enough that the optimizer shard 
 ACTIVATION_FLOOR = 0.75
 
 
-# GPU names in Bridge recipe names, and offlint's device for each (Rubin's: a stated capacity, devices.stated_range).
-_NAMED_GPUS = {"h100": "h100-80gb", "h200": "h200", "b200": "b200", "gb200": "gb200", "b300": "b300",
-               "gb300": "gb300", "a100": "a100-80gb", "r100": "r100", "vr200": "vr200"}
+def device_for(unit_name: str, gpu: str = "") -> Device:
+    """The device a unit is sized against: `gpu` (the token gpus.unit_gpu found: the unit's name, card section
+    or folder), else the GPU its name names, else the configured one."""
+    token = gpu or named_gpu(unit_name)
+    return device() if token is None else parse_device(NAMED_GPUS[token])
 
 
-def named_gpu(unit_name: str) -> str | None:
-    """The GPU a unit's name names (`..._8gpu_b200_bf16_config`: "b200"; a launch's name holds its `--recipe`);
-    None when it names none."""
-    for token in unit_name.lower().replace(".", "_").split("_"):
-        if token in _NAMED_GPUS:
-            return token
-    return None
-
-
-def device_for(unit_name: str) -> Device:
-    """The device a unit is sized against: the GPU its name names, else the configured one."""
-    token = named_gpu(unit_name)
-    return device() if token is None else parse_device(_NAMED_GPUS[token])
-
-
-def fp8_transpose(unit_name: str) -> bool | None:
+def fp8_transpose(unit_name: str, gpu: str = "") -> bool | None:
     """Whether per-tensor FP8 keeps a transposed weight copy on the unit's device (None: not known, for a capacity
     given in GiB; Transformer Engine keeps the transpose below 10.0 and on 12.x, not on 10.x, 11.x or from 13.0
     on)."""
-    return device_for(unit_name).fp8_transpose
+    return device_for(unit_name, gpu).fp8_transpose
 
 
 # The inputs a "possible" finding names when they are unknown (the model sizes first; at most a few others).
@@ -154,11 +142,11 @@ def _check_verdicts(lookup: Lookup, dev: Device):
                                    agreed(lambda d: model_state_at_pp1(inputs) > d.usable_bytes, dev, None))
 
 
-def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]]:
+def inputs_for(lookup: Lookup, unit_name: str, gpu: str = "") -> tuple[Inputs | None, list[str]]:
     """The unit's inputs when every size is known and the model covers it (else None: an unknown verdict),
     and the unknown keys worth naming. Where the GPU's architecture is open (architectures), the inputs with the
-    transposes, and only when every rule's verdict holds either way."""
-    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name))
+    transposes, and only when every rule's verdict holds either way. `gpu`: as device_for."""
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu))
     if not inputs.complete:
         named = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)[:5]
         return None, named
@@ -166,16 +154,16 @@ def inputs_for(lookup: Lookup, unit_name: str) -> tuple[Inputs | None, list[str]
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return None, []
     if len(architectures(inputs)) > 1:
-        inputs, _, why, _ = either_way(inputs, _check_verdicts(lookup, device_for(unit_name)))
+        inputs, _, why, _ = either_way(inputs, _check_verdicts(lookup, device_for(unit_name, gpu)))
         if why:
             return None, []
     return inputs, []
 
 
-def has_no_answer(lookup: Lookup, unit_name: str) -> bool:
+def has_no_answer(lookup: Lookup, unit_name: str, gpu: str = "") -> bool:
     """True when the model cannot estimate this unit whatever the unknown values are: it uses a feature the model
     does not cover, or a layout it does not split (known values, so no "possible" finding either)."""
-    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name))
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu))
     if inputs.unsupported:
         return True
     if inputs.unknown:
@@ -183,19 +171,19 @@ def has_no_answer(lookup: Lookup, unit_name: str) -> bool:
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return True
-    return bool(_architecture_split(lookup, unit_name, inputs))
+    return bool(_architecture_split(lookup, unit_name, inputs, gpu))
 
 
-def _architecture_split(lookup: Lookup, unit_name: str, inputs: Inputs) -> str:
+def _architecture_split(lookup: Lookup, unit_name: str, inputs: Inputs, gpu: str = "") -> str:
     """Why the verdict depends on the GPU's architecture ("" when it does not, or there is no device)."""
     if len(architectures(inputs)) == 1:
         return ""
-    return either_way(inputs, _check_verdicts(lookup, device_for(unit_name)))[2]
+    return either_way(inputs, _check_verdicts(lookup, device_for(unit_name, gpu)))[2]
 
 
-def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
+def no_verdict_reason(lookup: Lookup, unit_name: str, gpu: str = "") -> str:
     """Why a unit's memory estimate has no verdict, for a "possible" finding's message."""
-    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name))
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu))
     if inputs.unsupported:
         return f"it uses {', '.join(inputs.unsupported)}, which the memory model does not cover"
     if inputs.unknown:
@@ -203,14 +191,14 @@ def no_verdict_reason(lookup: Lookup, unit_name: str) -> str:
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
         return "its layout does not split (pipeline stages megatron-core would refuse, or heads not divisible by TP)"
-    return f"it uses {_architecture_split(lookup, unit_name, inputs)}"
+    return f"it uses {_architecture_split(lookup, unit_name, inputs, gpu)}"
 
 
 def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, unit_name: str,
-                gpu_count: str) -> str:
+                gpu_count: str, gpu: str = "") -> str:
     """OFL303's message: the estimate against the device and what the verdict rests on."""
     if result is None or dev is None:
-        return f"the memory estimate has no verdict: {no_verdict_reason(lookup, unit_name)}"
+        return f"the memory estimate has no verdict: {no_verdict_reason(lookup, unit_name, gpu)}"
     dev = ends(dev)[-1]  # an OOM is claimed only where it holds at the high end of a bracketed capacity
     usable, floor = dev.usable_bytes, floor_bytes(result)
     # A finding is made only when the floor exceeds the device (oom_verdict "oom"), so that is what it rests on.

@@ -19,6 +19,8 @@ import re
 
 import yaml
 
+from offlint.gpus import NAMED_GPUS
+
 from offlint.sources.hydra import canonical_key
 from offlint.sources.launch import env_string
 from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind
@@ -209,24 +211,30 @@ def _flow_text(node) -> str:
 
 
 def command_strings(roots, source_lines: list[str]):
-    """Yield (shell_text, first_line) for every string scalar that holds a launch command.
+    """Yield (shell_text, first_line, gpu) for every string scalar that holds a launch command; `gpu` is the
+    GPU the nearest enclosing key names (a model card's `GB200:` section), else "".
 
     The shell text keeps the scalar's original lines and columns; a folded or plain scalar's line breaks
     become backslash continuations so the whole scalar reads as one command, as YAML folds it.
     """
-    stack = list(roots)
+    stack = [(root, "") for root in roots]
     seen: set[int] = set()  # an aliased node is one string at one place: read once
     while stack:
-        node = stack.pop()
+        node, gpu = stack.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            stack.extend(v for _, v in reversed(node.value))
+            stack.extend((v, _gpu_key(k) or gpu) for k, v in reversed(node.value))
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend(reversed(node.value))
+            stack.extend((v, gpu) for v in reversed(node.value))
         elif isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and _COMMAND_HINT.search(node.value):
-            yield _shell_text(node, source_lines)
+            yield (*_shell_text(node, source_lines), gpu)
+
+
+def _gpu_key(key) -> str:
+    name = str(key.value).lower() if isinstance(key, yaml.ScalarNode) else ""
+    return name if name in NAMED_GPUS else ""
 
 
 def _shell_text(node: yaml.ScalarNode, lines: list[str]) -> tuple[str, int]:
