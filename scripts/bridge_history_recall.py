@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
-"""Recall on Megatron Bridge history: does offlint report each known past configuration mistake?
+"""Recall on a project's history: does offlint report each known past configuration mistake?
 
-    python3 scripts/bridge_history_recall.py --mirror <Bridge bare mirror> \
+    python3 scripts/bridge_history_recall.py --mirror <bare mirror> \
         [--cases benchmarks/triage/bridge-history.json] [--only SHA ...] [--workdir DIR] [--json OUT]
+
+The same script serves Megatron Bridge (the default cases file) and Megatron-LM
+(`--cases benchmarks/triage/megatron-lm-history.json` with a Megatron-LM mirror).
 
 Each case in the cases file is a Bridge commit C that fixed an offload, recompute, CUDA-graph, precision or
 launch-environment mistake, with the findings that mistake should produce. For each case the trees of C~1
 and C are taken from the mirror (blob by blob, so blobs missing from a partial mirror are skipped instead of
 failing the archive), and `offlint check . --output-format json --mcore-version V --no-cache` runs in each
-(V: the megatron-core version of that commit's 3rdparty/Megatron-LM pin, recorded in the case). A case whose
+(V: the megatron-core version of that commit's 3rdparty/Megatron-LM pin, recorded in the case as
+`mcore_version`; a case without one is checked with the version offlint reads from the tree itself, as for a
+Megatron-LM checkout's megatron/core/package_info.py). A case with `paths` takes only those files (and folders)
+from each commit, plus megatron/core/package_info.py where the commit has it, instead of the whole tree: a
+Megatron-LM tree is large and its functional test cases and launch scripts are read on their own. A case whose
 mistake is reached only from a command line (a performance-script flag, the environment the performance
 launcher adds for one workload, a precision other than a recipe function's default) carries `launch`: that
 command is written to `offlint_recall_launch.sh` at the root of both trees before the check, as the user's
@@ -26,6 +33,7 @@ PYTHONPATH to measure it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -38,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CASES = ROOT / "benchmarks" / "triage" / "bridge-history.json"
 LAUNCH_FILE = "offlint_recall_launch.sh"
+VERSION_FILE = "megatron/core/package_info.py"  # a Megatron-LM tree's own megatron-core version
 
 
 def git(mirror: Path, *args: str, data: bytes | None = None) -> bytes:
@@ -49,17 +58,22 @@ def _feed(pipe, data: bytes) -> None:
     pipe.close()
 
 
-def extract(mirror: Path, commit: str, dest: Path) -> Path:
-    """Write the tree of `commit` under dest/<full sha> (kept between runs). Gitlinks, symlinks and blobs
-    the mirror does not hold are skipped: offlint reads none of them in Bridge's layout."""
+def extract(mirror: Path, commit: str, dest: Path, paths: list[str] | None = None) -> Path:
+    """Write the tree of `commit` under dest/<full sha> (kept between runs), or only `paths` (files or folders,
+    plus VERSION_FILE) under dest/<full sha>-<digest of paths>. Gitlinks, symlinks and blobs the mirror does
+    not hold are skipped: offlint reads none of them in Bridge's layout."""
     sha = git(mirror, "rev-parse", "--verify", f"{commit}^{{commit}}").decode().strip()
-    tree = dest / sha
+    if paths:
+        wanted_paths = sorted({*paths, VERSION_FILE})
+        tree = dest / f"{sha}-{hashlib.sha1(chr(0).join(wanted_paths).encode()).hexdigest()[:10]}"
+    else:
+        wanted_paths, tree = None, dest / sha
     if (tree / ".extracted").exists():
         return tree
     if tree.exists():
         shutil.rmtree(tree)
     entries = []
-    for record in git(mirror, "ls-tree", "-r", "-z", sha).split(b"\0"):
+    for record in git(mirror, "ls-tree", "-r", "-z", sha, "--", *(wanted_paths or [])).split(b"\0"):
         if not record:
             continue
         meta, path = record.split(b"\t", 1)
@@ -85,11 +99,12 @@ def extract(mirror: Path, commit: str, dest: Path) -> Path:
     return tree
 
 
-def run_offlint(tree: Path, version: str, launch: str | None) -> tuple[list[dict], float, str]:
+def run_offlint(tree: Path, version: str | None, launch: str | None) -> tuple[list[dict], float, str]:
     """offlint's findings (paths relative to the tree), its wall time, and its error lines. Exit 2 (a file it
-    could not read) still prints the findings of the other files, so they are kept."""
+    could not read) still prints the findings of the other files, so they are kept. Without a version offlint
+    takes the tree's own."""
     command = [sys.executable, "-m", "offlint", "check", ".", "--output-format", "json",
-               "--mcore-version", version, "--no-cache", "--fail-on", "info"]
+               *(["--mcore-version", version] if version else []), "--no-cache", "--fail-on", "info"]
     launch_path = tree / LAUNCH_FILE
     if launch:
         launch_path.write_text("#!/bin/bash\n" + launch.strip() + "\n")
@@ -141,7 +156,8 @@ def judge(case: dict, parent: list[dict], fix: list[dict]) -> tuple[bool, list[s
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mirror", type=Path, required=True, help="bare git mirror of Megatron Bridge")
+    parser.add_argument("--mirror", type=Path, required=True,
+                        help="bare git mirror of the project the cases come from (Megatron Bridge, Megatron-LM)")
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES)
     parser.add_argument("--only", nargs="*", default=None, help="commit prefixes to run (default: all)")
     parser.add_argument("--workdir", type=Path, default=None,
@@ -151,14 +167,14 @@ def main() -> int:
     cases = json.loads(args.cases.read_text())["cases"]
     if args.only:
         cases = [c for c in cases if any(c["commit"].startswith(p) or p.startswith(c["commit"]) for p in args.only)]
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bridge-history-"))
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="offlint-history-"))
     workdir.mkdir(parents=True, exist_ok=True)
     results, hits = [], 0
     for case in cases:
-        commit, version = case["commit"], case["mcore_version"]
+        commit, version = case["commit"], case.get("mcore_version")
         runs = {}
         for side, rev in (("parent", f"{commit}~1"), ("fix", commit)):
-            tree = extract(args.mirror, rev, workdir)
+            tree = extract(args.mirror, rev, workdir, case.get("paths"))
             runs[side] = run_offlint(tree, version, case.get("launch"))
         hit, at_parent, at_fix = judge(case, runs["parent"][0], runs["fix"][0])
         errors = {side: run[2].splitlines() for side, run in runs.items() if run[2]}
@@ -166,7 +182,7 @@ def main() -> int:
         verdict = "hit " if hit else "miss"
         unread = ", ".join(f"{len(lines)} error line(s) at the {side}" for side, lines in errors.items())
         print(f"{verdict} {commit} {case['date']} {case['class']}: parent {at_parent or 'none'}; "
-              f"fix {at_fix or 'none'} ({runs['parent'][1]:.1f}+{runs['fix'][1]:.1f} s, mcore {version}"
+              f"fix {at_fix or 'none'} ({runs['parent'][1]:.1f}+{runs['fix'][1]:.1f} s, mcore {version or 'of the tree'}"
               + (f"; {unread}" if unread else "") + ")")
         results.append({"commit": commit, "hit": hit, "at_parent": at_parent, "at_fix": at_fix,
                         "findings_parent": len(runs["parent"][0]), "findings_fix": len(runs["fix"][0]),
