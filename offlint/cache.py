@@ -136,11 +136,15 @@ def fingerprint(*parts: object) -> str:
     rules = package.parent / "rules"
     if rules.is_dir():
         roots.append(rules)
-    for root in roots:
-        for path in sorted(root.rglob("*")):
-            if path.suffix in (".py", ".yaml", ".json") and "__pycache__" not in path.parts:
-                info = path.stat()
-                h.update(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns}\n".encode())
+    for root in roots:  # os.walk, not Path.rglob: a tenth of the time (every run computes this key, some twice)
+        found = []
+        for folder, subfolders, names in os.walk(root):
+            subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+            found.extend(os.path.join(folder, name) for name in names
+                         if os.path.splitext(name)[1] in (".py", ".yaml", ".json"))
+        for path in sorted(found, key=lambda path: path.split(os.sep)):  # Path's order: by parts
+            info = os.stat(path)
+            h.update(f"{os.path.relpath(path, root)}:{info.st_size}:{info.st_mtime_ns}\n".encode())
     return h.hexdigest()
 
 

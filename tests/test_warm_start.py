@@ -166,3 +166,40 @@ def test_a_gitignore_is_kept_by_its_lines_and_pathspec_s_installed_files(monkeyp
     assert key is not None and gitignore._key(lines + ["b"]) != key
     monkeypatch.setattr(gitignore, "_PATHSPEC", ["another pathspec"])
     assert gitignore._key(lines) != key
+
+
+def _rglob_key(package: Path, *parts) -> str:
+    """The cache key as fingerprint computed it with Path.rglob: os.walk gives the same keys (caches stay valid)."""
+    import hashlib
+
+    from offlint.cache import FORMAT
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr((FORMAT, parts)).encode())
+    for root in (package, package.parent / "rules"):
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".yaml", ".json") and "__pycache__" not in path.parts:
+                info = path.stat()
+                h.update(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def test_the_cache_key_follows_offlint_s_files_as_before(tmp_path, monkeypatch):
+    from offlint import cache
+
+    package = tmp_path / "offlint"
+    for name in ("cache.py", "a.py", "a-b.py", "sub/x.py", "sub/data.json", "sub-c/y.py", "notes.txt",
+                 "__pycache__/cache.py", "../rules/OFL101-x.yaml"):
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(name)
+    monkeypatch.setattr(cache, "__file__", str(package / "cache.py"))
+    key = cache.fingerprint("x", 1)
+    assert key == _rglob_key(package, "x", 1) and key != cache.fingerprint("x", 2)
+    (package / "notes.txt").write_text("longer")  # neither code nor rules
+    (package / "__pycache__" / "cache.py").write_text("longer")
+    assert cache.fingerprint("x", 1) == key
+    (package / "sub" / "x.py").write_text("longer")
+    assert cache.fingerprint("x", 1) == _rglob_key(package, "x", 1) != key
+    key = cache.fingerprint("x", 1)
+    (tmp_path / "rules" / "OFL102-y.yaml").write_text("")
+    assert cache.fingerprint("x", 1) == _rglob_key(package, "x", 1) != key
