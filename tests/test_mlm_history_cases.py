@@ -69,3 +69,10 @@ def test_expandable_segments_with_nccl_ub_is_an_error_before_0_18_and_a_warning_
                        args="  --use-nccl-ub: true\n")
     assert [f.severity.value for f in _findings(tmp_path, text, "OFL118", "0.17.0")] == ["error"]
     assert [f.severity.value for f in _findings(tmp_path, text, "OFL118", "0.20.0")] == ["warning"]
+
+
+def test_a_joined_offload_module_name_is_quoted_in_the_message(tmp_path):
+    """`[core_attn,attn_proj]` would read as two allowed names; the message shows the one name megatron-core gets."""
+    _, env, args, _, _ = CASES["comma_modules"]
+    (finding,) = _findings(tmp_path, BASE.format(env=env, args=args), "OFL107", "0.17.0")
+    assert "offload_modules has ['core_attn,attn_proj']" in finding.message, finding.message
