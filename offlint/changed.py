@@ -35,18 +35,27 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
     """
     if tree_files is None:
         tree_files, _ = discover([str(tree)])
-    known = {f.path for f in tree_files}
+    known = {f.path: f.kind for f in tree_files}
     tree_files += [t for t in targets if t.path not in known]
     data = OnFirstUse(lambda path: (read_text(path) or "").encode("utf-8", "replace"))
     chosen: dict[str, SourceFile] = {t.path: t for t in targets}
     words: dict[str, set[bytes]] = {}
 
     if known_deps:
-        # The last run recorded which files each file's reading went through: exact, and no text search.
+        # The last run recorded which files each file's reading went through: exact, and no text search. Their
+        # dependents too: a module re-exporting a recipe (`from .x import a_config as b_config`) depends on the
+        # recipe's module alone, not on what that read.
+        dependents: dict[str, list[str]] = {}
         for path, deps in known_deps.items():
-            if path not in chosen and path in known and any(dep in chosen for dep in deps):
-                chosen[path] = SourceFile(path, "python", False)
-        frontier = []
+            if path in known:
+                for dep in deps:
+                    dependents.setdefault(dep, []).append(path)
+        frontier = list(chosen)
+        while frontier:
+            for path in dependents.get(frontier.pop(), ()):
+                if path not in chosen:
+                    chosen[path] = SourceFile(path, known[path], False)  # a launch's reading may use Python files
+                    frontier.append(path)
     else:
         # Python files that may import what the targets (and, transitively, those files) define.
         frontier = [t.path for t in targets if t.kind == "python"]

@@ -19,6 +19,8 @@ Where each input is handled (the two large readers carry a finer map in their do
 
 from __future__ import annotations
 
+import re
+
 from offlint.types import Unit
 
 # Recipes and launch commands one file may hold. Megatron Bridge's largest file has 32, its whole tree about
@@ -59,6 +61,10 @@ def _too_many() -> ValueError:
                       f"checks at most {MAX_UNITS:,} per file; exclude it or split it")
 
 
+# `from module import x as y` (also in parentheses): a file that may re-export a function under another name
+_IMPORTED_AS = re.compile(rb"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*?|[^\n]*?)\sas\s", re.M)
+
+
 def _python(path: str, text: str, explicit: bool, project) -> list[Unit]:
     from offlint.sources.python import read_python, worth_parsing
     from offlint.sources.python_roles import is_test_code
@@ -66,7 +72,13 @@ def _python(path: str, text: str, explicit: bool, project) -> list[Unit]:
     # A file found by walking a directory is parsed only when it can give units: not test code (python_roles),
     # and not a file without any name the rules read (a test module's syntax errors are its test runner's to
     # report: parsing Megatron Bridge's 394 that passed the name filter took a tenth of a cold check).
-    if not explicit and (is_test_code(path) or not worth_parsing(text.encode("utf-8", "replace"))):
+    if not explicit and is_test_code(path):
+        return []
+    if not explicit and not worth_parsing(data := text.encode("utf-8", "replace")):
+        if project is not None and _IMPORTED_AS.search(data):
+            from offlint.sources.python import note_reexports
+
+            note_reexports(path, text, project)  # it may re-export a recipe under another name
         return []
     try:
         return read_python(path, text, project)

@@ -255,5 +255,25 @@ def read_python(path: str, text: str, project=None) -> list[Unit]:
             module = parse(path, text)  # a syntax error is reported for the file being linted
             reader = project.reader(path, text, module)
         if reader is not None:
-            return reader.units()
+            units = reader.units()
+            reader.note_reexports()
+            return units
     return PythonReader(path, parse(path, text), text).units()
+
+
+def note_reexports(path: str, text: str, project) -> None:
+    """What the names a file not read for units (not `worth_parsing`) imports `as` others lead to, noted as used
+    (NameLookup.note_reexports): only its imports are read, its module body is not run, and a file that does not
+    parse gives nothing (its syntax errors are not reported for a file read for no units)."""
+    reader = project.read_already(path)
+    if reader is None:
+        try:
+            module = parse(path, text)
+        except (SyntaxError, ValueError, RecursionError):
+            return
+        reader = PythonReader(path, module, text, project=project)
+        for stmt in module.body:
+            for node in _statements([stmt]) if isinstance(stmt, (ast.If, *TRY)) else [stmt]:
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    reader._note_import(node)
+    reader.note_reexports()

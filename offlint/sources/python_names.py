@@ -109,6 +109,43 @@ class NameLookup:
         found = self._find_function(name)
         return (found[0].path, found[1].name) if found is not None else None
 
+    def note_reexports(self) -> None:
+        """Note as used where each `from module import x as y` of this module leads, when that is a function of the
+        tree (through aliases and re-exports): a module that only re-exports a recipe under another name uses
+        nothing else, yet a launch may run the recipe by that name, so the cache must record that this module
+        depends on the recipe's (a pre-commit run chooses files by those dependencies; without a cache it finds
+        them by text search). Only the modules' names are used (MODULE), not the function's body."""
+        project = self.project
+        if project is None:
+            return
+        for name, (module, attr) in list(self.imports.items()):
+            if attr is None or attr == name:
+                continue
+            outer = project.touched
+            project.touched = set()
+            try:
+                found = self._reexported_function(module, attr, set())
+            finally:
+                used, project.touched = project.touched, outer
+            if found:
+                outer.update(used)
+
+    def _reexported_function(self, module: str, attr: str, seen: set) -> bool:
+        """Whether `from module import attr` gives a function of the tree, as `_exported` finds it; its function
+        is asked for with `in`, which notes no use of its body (python_project.Definitions)."""
+        if (module, attr) in seen or len(seen) > 16:
+            return False
+        seen.add((module, attr))
+        reader = self.project.module_reader(module, self.path)
+        if reader is None:
+            return False
+        if attr in reader.functions:
+            return True
+        if attr not in reader.constants and attr in reader.imports:
+            next_module, next_attr = reader.imports[attr]
+            return next_attr is not None and reader._reexported_function(next_module, next_attr, seen)
+        return False
+
     def _imports_training_entry_point(self, name: str) -> bool:
         """`pretrain` imported from Bridge's training package (decided from the import, without reading it)."""
         parts = name.split(".")
