@@ -750,6 +750,69 @@ def pipeline_split_refusal(scope: Scope) -> object:
             f"builds the model")
 
 
+# ---- EP overlap on a model without a schedule plan (OFL219) -----------------------------------------------------
+
+
+def _ep_overlap_on(scope: Scope) -> object:
+    """(True, the key that turns it on) when Bridge runs with overlap_moe_expert_parallel_comm, (False, "") when it
+    does not, UNKNOWN. CommOverlapConfig.setup applies the section's value to the model, False where the section
+    leaves it None (training/comm_overlap.py: _get_model_comm_overlap_cfgs, _override_user_cfgs, _apply_cfgs); a
+    container without the section (it reads None, so does its required tp_comm_overlap) keeps the model's."""
+    section = scope.key("comm_overlap.overlap_moe_expert_parallel_comm")
+    if section is UNKNOWN:
+        return UNKNOWN
+    if section is not None:
+        return (True, "comm_overlap.overlap_moe_expert_parallel_comm") if section is True else (False, "")
+    present = scope.key("comm_overlap.tp_comm_overlap")
+    if present is UNKNOWN:
+        return UNKNOWN
+    if present is not None:
+        return False, ""
+    model = scope.key("model.overlap_moe_expert_parallel_comm")
+    if model is UNKNOWN:
+        return UNKNOWN
+    return (True, "model.overlap_moe_expert_parallel_comm") if model is True else (False, "")
+
+
+@_needs_scope
+def ep_overlap_schedule_refusal(scope: Scope) -> object:
+    """What megatron-core raises at the first training forward when EP overlap runs a model whose class (read from
+    the provider's provide() in the tree: sources/bridge_schedule.py) defines no build_schedule_plan; "" when it
+    does not apply (no provider read, EP overlap off, a layout TransformerConfig refuses first: EP 1, or a pipeline
+    without virtual stages), UNKNOWN when offlint cannot tell and one of the two is established (EP overlap on, or a
+    model class known to lack the method): a recipe where both are unknown stays quiet even with --strict."""
+    from offlint.sources.bridge_schedule import KEY
+
+    built = scope.lookup(KEY)
+    if built.assignment is None:  # not a model section built from a provider offlint read
+        return ""
+    on = _ep_overlap_on(scope)
+    if on is not UNKNOWN and not on[0]:
+        return ""
+    if on is UNKNOWN and not (isinstance(built.value, str) and built.value):
+        return ""  # "possible" only for a model class known to lack the method
+    packing = scope.lookup("dataset.packing_buffer_size")
+    if packing.assignment is not None:  # Bridge turns EP overlap off for Energon packing (config.py validate)
+        held = scope.key("dataset.packing_buffer_size")
+        if held is UNKNOWN or held is not None:
+            return UNKNOWN if held is UNKNOWN else ""
+    pp, vpp = scope.key("model.pipeline_model_parallel_size"), scope.key("model.virtual_pipeline_model_parallel_size")
+    ep = scope.key("model.expert_model_parallel_size")
+    if UNKNOWN in (pp, vpp, ep):
+        return UNKNOWN
+    if not isinstance(ep, int) or ep <= 1 or (isinstance(pp, int) and pp > 1 and vpp is None):
+        return ""
+    model = scope.key(KEY)
+    if model is UNKNOWN or not model or on is UNKNOWN:
+        return "" if model == "" else UNKNOWN
+    where = scope.lookup(on[1]).assignment
+    at = f" at {where.location.path}:{where.location.line}" if where is not None else " by default"
+    return (f"{on[1]}=True{at} sends every training forward through megatron-core's combined 1F1B schedule, which "
+            f"asks the model for build_schedule_plan (combined_1f1b.py get_attr_wrapped_model); {model}, which "
+            f"defines none, so the first forward raises \"RuntimeError: _get_attr_wrapped_model "
+            f"couldn't find attribute build_schedule_plan\"")
+
+
 # ---- Transformer Engine's low-precision recipes on the unit's GPU (OFL117) --------------------------------------
 
 
@@ -783,6 +846,7 @@ def low_precision_refusal(scope: Scope) -> str:
 
 FUNCTIONS: dict[str, Callable] = {
     "distributed_optimizer": distributed_optimizer,
+    "ep_overlap_schedule_refusal": ep_overlap_schedule_refusal,
     "version_at_least": version_at_least,
     "allowed_offload_modules": allowed_offload_modules,
     "invalid_offload_modules": invalid_offload_modules,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from offlint.sources import bridge_mutators, bridge_models, python_calls, python_inputs
+from offlint.sources import bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
@@ -105,6 +105,16 @@ class CallFollowing:
                     continue
                 obj.values[arg.arg] = self._assignment(
                     f"{section}.{arg.arg}", self._eval(arg.value, frame), self._loc(arg), self._segment(arg.value))
+            if section == "model" and short not in MODEL_CLASSES:  # the model class its provide() builds (OFL219)
+                # the class's own module, not this one's text (a recipe's units do not depend on all of its file)
+                module, attr = self.imports.get(name, (None, None))
+                local = any(isinstance(n, ast.ClassDef) and n.name == name for n in self.module.body)
+                target = self.project.path_of(module, self.path) if self.project and module and attr else \
+                    self.path if local else None
+                built = bridge_schedule.provider_model(self.project, target, attr or name) if target else \
+                    Unknown(f"the source of the provider `{name}` is not in the tree")
+                obj.values[bridge_schedule.KEY.split(".", 1)[1]] = self._assignment(
+                    bridge_schedule.KEY, built, self._loc(node), f"{self._segment(node.func)}(...)")
             if section in TREE_DEFAULT_SECTIONS:
                 self._tree_defaults(obj, name, node)
             return obj
@@ -221,6 +231,12 @@ class CallFollowing:
         # Fields the Hugging Face config does not map (offloading, recompute, parallelism) keep the provider's
         # dataclass defaults, as in Bridge; the sizes it maps are known only from a config.json or the table.
         obj = ConfigObj("section", "default", "model")
+        if node.func.attr == "to_megatron_provider":  # the model class the bridge's provider builds (OFL219)
+            architecture = model_architecture(model.model_id, Path(self.path).parent)
+            obj.values[bridge_schedule.KEY.split(".", 1)[1]] = Assignment(
+                bridge_schedule.KEY, bridge_schedule.bridge_provider_model(self.project, architecture, self.path) if
+                architecture else Unknown(f"the architecture of {model.model_id}"), self._loc(node), Source.PYTHON,
+                text, tuple(self.via_stack))
         if found is None:
             reason = Unknown(f"{model.model_id} is not in offlint's table of public models and no local "
                              f"config.json was found")
