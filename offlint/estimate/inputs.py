@@ -563,9 +563,9 @@ def _tabled_tokenizer_vocab(r: _Reader) -> int:
 
 
 def _before(lookup: Lookup, release: tuple[int, int]) -> bool:
-    """Whether the megatron-core version the lookup resolves against (a ResolvedUnit's `get` carries it) is older
-    than `release`; False for a lookup without one."""
-    version = getattr(getattr(lookup, "__self__", None), "version", None)
+    """Whether the megatron-core version the lookup resolves against (a ResolvedUnit's `get` carries it, and
+    named_precision.resolving's wrapper keeps it) is older than `release`; False for a lookup without one."""
+    version = getattr(getattr(lookup, "__self__", None), "version", None) or getattr(lookup, "version", None)
     return version is not None and (version.major, version.minor) < release
 
 
