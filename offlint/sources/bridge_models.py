@@ -85,8 +85,8 @@ def _registers(decorator: ast.expr, architecture: str) -> bool:
     return isinstance(source, ast.Attribute) and source.attr == architecture
 
 
-class _Reader:
-    """Reads one bridge method (and its in-tree base classes' for `super()`), parsing each file once."""
+class ParsedModules:
+    """The tree's modules by path, each parsed once (None where it is missing or does not parse)."""
 
     def __init__(self, project):
         self.project = project
@@ -97,6 +97,10 @@ class _Reader:
             text = self.project.text(path)
             self.modules[path] = _parse(text) if text else None
         return self.modules[path]
+
+
+class _Reader(ParsedModules):
+    """Reads one bridge method (and its in-tree base classes' for `super()`), parsing each file once."""
 
     def method_settings(self, path: str, class_name: str, method: str, depth: int) -> dict[str, Setting] | None:
         """The literal settings of `class_name.method` (inherited from the first in-tree base that defines it);

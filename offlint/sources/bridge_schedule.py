@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 
 from offlint.scope import nearest
+from offlint.sources.bridge_models import ParsedModules
 from offlint.types import Unknown
 
 KEY = "model.built_model_class"  # not a field: what the reader notes about the provider (rule OFL219)
@@ -60,19 +61,8 @@ def bridge_provider_model(project, architecture: str, importer: str) -> str | Un
                                lambda: _Classes(project).bridge_verdict(paths[0], classes[0]))
 
 
-class _Classes:
-    def __init__(self, project):
-        self.project = project
-        self.modules: dict[str, ast.Module | None] = {}
-
-    def module(self, path: str) -> ast.Module | None:
-        if path not in self.modules:
-            text = self.project.text(path)
-            try:
-                self.modules[path] = ast.parse(text) if text else None
-            except (SyntaxError, ValueError, RecursionError):
-                self.modules[path] = None
-        return self.modules[path]
+class _Classes(ParsedModules):
+    """A provider's or bridge's model class and whether it can build a schedule plan, read class by class."""
 
     # ---- names -> classes -------------------------------------------------------------------------------------
 
