@@ -42,7 +42,7 @@ ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-FORMAT = 8  # 8: a summary of each outcome in the index (Summary); 7: definition_digests by meaning
+FORMAT = 9  # 9: records of followed calls (FileOutcome.calls); 8: a summary of each outcome in the index (Summary)
 ABSENT_FILE = "absent"
 MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree
 
@@ -64,6 +64,9 @@ class FileOutcome:
     # Per unit a function gave (or did not: no unit of that name), what its reading used: "N" the whole of file N,
     # "N:part" one part of it, N numbering [this file, *sorted(deps)]; an edit re-reads only the units it concerns
     unit_used: dict[str, list[str]] = field(default_factory=dict)
+    # The records of followed calls its units' readings noted instead of what those runs used ("cID" in
+    # unit_used), and of the calls those runs made: ID -> record (RecordCheck)
+    calls: dict[str, list] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,9 @@ class Summary:
     touches: frozenset[str]
     suppressions: bool
     error: bool
+    # Every layer of its units sets each key once (plainly: no `+key`, `~key`): the order of a layer's
+    # assignments, which moved lines can change (relocation._same_order), decides nothing
+    distinct: bool = False
 
     @classmethod
     def of(cls, outcome: FileOutcome) -> "Summary":
@@ -85,17 +91,20 @@ class Summary:
                    any(u.kind != UnitKind.RECIPE for u in outcome.units),
                    frozenset(path for f in outcome.findings
                              for path in (f.location.path, *(r.location.path for r in f.related))),
-                   bool(outcome.suppressions), outcome.error is not None)
+                   bool(outcome.suppressions), outcome.error is not None,
+                   all(len({a.key for a in layer.assignments}) == len(layer.assignments)
+                       and all(a.op == "set" for a in layer.assignments)
+                       for unit in outcome.units for layer in unit.layers))
 
     def encoded(self) -> list:
-        return [sorted(self.recipes), self.linked, sorted(self.touches), self.suppressions, self.error]
+        return [sorted(self.recipes), self.linked, sorted(self.touches), self.suppressions, self.error, self.distinct]
 
     @classmethod
     def decoded(cls, data: object) -> "Summary | None":
-        if not (isinstance(data, list) and len(data) == 5 and _str_list(data[0]) and _str_list(data[2])
-                and all(type(flag) is bool for flag in (data[1], data[3], data[4]))):
+        if not (isinstance(data, list) and len(data) == 6 and _str_list(data[0]) and _str_list(data[2])
+                and all(type(flag) is bool for flag in (data[1], data[3], data[4], data[5]))):
             return None
-        return cls(frozenset(data[0]), data[1], frozenset(data[2]), data[3], data[4])
+        return cls(frozenset(data[0]), data[1], frozenset(data[2]), data[3], data[4], data[5])
 
 
 class Deferred:
@@ -184,6 +193,7 @@ class _Entry:
     payload: str | None
     span: tuple[int, int] = (0, 0)
     summary: Summary | None = None
+    calls: dict[str, list] = field(default_factory=dict)  # FileOutcome.calls
 
 
 class Cache:
@@ -199,6 +209,7 @@ class Cache:
         self.changed = False  # the entries need writing
         self._write_last = False  # the whole-run result needs writing
         self.trusted = False
+        self.calls: dict[str, list] = {}  # every call record of the entries by ID (RecordCheck), nested ones too
         self._payloads = None  # the open entries file, for payloads read on first use
         self._payload_start = 0
 
@@ -230,8 +241,9 @@ class Cache:
         return self._entries
 
     def _parse_index(self, line: bytes) -> dict[str, _Entry]:
-        """The first line of the entries file: {"format", "key", "entries": {path: [digest, deps, parts, offset,
-        length, summary]}}."""
+        """The first line of the entries file: {"format", "key", "calls": {ID: record}, "entries": {path: [digest,
+        deps, parts, offset, length, summary, [ID of a call record, ...]]}} (each record once, however many files
+        made the call)."""
         try:
             header = json.loads(line)
         except ValueError:
@@ -240,12 +252,16 @@ class Cache:
                 or not isinstance(header.get("entries"), dict):
             return {}
         entries: dict[str, _Entry] = {}
+        calls = header.get("calls")
+        self.calls = calls = calls if isinstance(calls, dict) else {}
         for path, meta in header["entries"].items():
-            if not (isinstance(meta, list) and len(meta) == 6 and isinstance(meta[0], str) and _str_map(meta[1])
+            if not (isinstance(meta, list) and len(meta) == 7 and isinstance(meta[0], str) and _str_map(meta[1])
                     and isinstance(meta[2], dict) and all(_str_map(v) for v in meta[2].values())
-                    and all(type(n) is int and n >= 0 for n in meta[3:5])):
+                    and all(type(n) is int and n >= 0 for n in meta[3:5]) and _str_list(meta[6])
+                    and all(isinstance(calls.get(rid), list) for rid in meta[6])):
                 continue  # a damaged entry costs that file a re-read, nothing more
-            entries[path] = _Entry(meta[0], meta[1], meta[2], None, (meta[3], meta[4]), Summary.decoded(meta[5]))
+            entries[path] = _Entry(meta[0], meta[1], meta[2], None, (meta[3], meta[4]), Summary.decoded(meta[5]),
+                                   {rid: calls[rid] for rid in meta[6]})
         return entries
 
     def _payload(self, entry: _Entry) -> str | None:
@@ -284,7 +300,7 @@ class Cache:
     def remember_result(self, run_key: str, result: object, covered: set[str]) -> None:
         """Keep `result` for the run keyed by `run_key`; `covered`: the files the key already hashes. Every other
         file an entry depended on is kept with its digest, and checked before the result is reused."""
-        deps = {path: recorded for entry in self.entries.values() for path, recorded in entry.deps.items()
+        deps = {path: recorded for entry in self.entries.values() for path, recorded in _all_deps(entry, self.calls).items()
                 if path not in covered}
         try:
             self.last = (run_key, deps, self.codec.dumps(result))
@@ -294,18 +310,21 @@ class Cache:
         self.save(None)
 
     def dependencies(self) -> dict[str, dict[str, str]]:
-        """file -> the files its last reading depended on (with their digests then)."""
-        return {path: entry.deps for path, entry in self.entries.items()}
+        """file -> the files its last reading depended on (with their digests then), through call records too."""
+        return {path: _all_deps(entry, self.calls) for path, entry in self.entries.items()}
 
-    def lookup(self, path: str, text_digest: str, digests, definitions=None, defer: bool = False
-               ) -> FileOutcome | Deferred | None:
+    def lookup(self, path: str, text_digest: str, digests, definitions=None, defer: bool = False,
+               records: "RecordCheck | None" = None) -> FileOutcome | Deferred | None:
         """The stored outcome when the file is unchanged and everything it read is, or changed only in parts it
         did not use, or in parts it used only where they mean the same (comments, lines moved): then its locations
         are moved with their lines (`relocation.relocate`). `definitions(path)`: that file's definition_digests now (None when
-        it does not parse). `defer`: an outcome valid as stored comes back undecoded (`Deferred`)."""
+        it does not parse). `defer`: an outcome valid as stored comes back undecoded (`Deferred`). A followed call
+        its units recorded (FileOutcome.calls) must still give the same (`records`, RecordCheck)."""
         entry = self.entries.get(path)
         if entry is None:
             return None
+        if records is None:  # records whose runs used nothing that changed still hold
+            records = RecordCheck(digests, definitions, None, now=False)
         moving: dict[str, tuple[dict[str, str], dict[str, str]]] = {}  # file -> (parts recorded, parts now)
         if entry.digest != text_digest:
             # Edited, but maybe only where its definitions mean the same: the caller then reads its suppression
@@ -329,26 +348,42 @@ class Cache:
                 moving[dep] = (used, now)
             else:
                 moved[dep] = state
-        if defer and not moving and entry.summary is not None and entry.digest == text_digest:
+                moving[dep] = (used, now)  # its lines stay: so that a call record's moves in it cover them too
+        moves: dict[str, dict[int, int]] = {}
+        for file, (recorded, now) in moving.items():
+            lines = records.line_moves(file, recorded, now)
+            if lines is None:
+                return None
+            moves[file] = lines
+        for rid in entry.calls:
+            held = records.holds(rid, self.calls)
+            if held is None or not merge_moves(moves, held[0]):
+                return None
+        shifting = any(old != new for lines in moves.values() for old, new in lines.items())
+        if defer and entry.summary is not None and entry.digest == text_digest and \
+                (not shifting or entry.summary.distinct):
             if moved:
                 entry.deps = {**entry.deps, **moved}
-            return Deferred(path, entry.digest, entry.summary, lambda: self._decoded(path, entry))
-        outcome = self._decoded(path, entry)
+            # Moving locations changes no name nor file a summary holds, nor, with every key set once in each
+            # layer (`distinct`), which assignment wins: moved only if decoded (a location it cannot move: the
+            # file is read again).
+            return Deferred(path, entry.digest, entry.summary,
+                            lambda: self._moved(self._decoded(path, entry), moves if shifting else None))
+        outcome = self._moved(self._decoded(path, entry), moves if shifting else None)
         if outcome is None:
             return None
-        if moving:
-            moves = {}
-            for file, (recorded, now) in moving.items():
-                lines = line_moves(recorded, now)
-                if lines is None:
-                    return None
-                moves[file] = lines
-            try:
-                outcome.units, outcome.findings = relocate(self.codec, outcome.units, outcome.findings, moves)
-            except Unmovable:
-                return None
         if moved:  # still valid as stored, kept so if the entries are written anyway (not written for this alone)
             entry.deps = outcome.deps = {**entry.deps, **moved}
+        return outcome
+
+    def _moved(self, outcome: FileOutcome | None, moves: dict[str, dict[int, int]] | None) -> FileOutcome | None:
+        """A decoded outcome with its locations moved (None when one cannot be)."""
+        if outcome is None or not moves:
+            return outcome
+        try:
+            outcome.units, outcome.findings = relocate(self.codec, outcome.units, outcome.findings, moves)
+        except Unmovable:
+            return None
         return outcome
 
     def _decoded(self, path: str, entry: _Entry) -> FileOutcome | None:
@@ -382,8 +417,13 @@ class Cache:
         except (TypeError, ValueError, RecursionError):
             self.entries.pop(outcome.path, None)  # a value the format cannot hold: that file is read every time
             return
+        used = {key[1:] for keys in outcome.unit_used.values() for key in keys
+                if isinstance(key, str) and key[:1] == "c"}
+        self.calls.update(outcome.calls)
         self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, outcome.parts, payload,
-                                            summary=Summary.of(outcome))
+                                            summary=Summary.of(outcome),
+                                            calls={rid: outcome.calls[rid] for rid in sorted(used)
+                                                   if rid in outcome.calls})
         self.changed = True
 
     def save(self, keep: set[str] | None) -> None:
@@ -429,6 +469,7 @@ class Cache:
             except (OSError, ValueError):
                 stored = None
         index: dict[str, list] = {}
+        calls: dict[str, list] = {}
         chunks: list = []
         offset = 0
         for path, entry in self.entries.items():
@@ -439,11 +480,240 @@ class Cache:
             else:
                 continue  # unreadable now: that file is read again next time
             summary = entry.summary.encoded() if entry.summary is not None else None
-            index[path] = [entry.digest, entry.deps, entry.parts, offset, len(chunk), summary]
+            index[path] = [entry.digest, entry.deps, entry.parts, offset, len(chunk), summary, sorted(entry.calls)]
+            todo = list(entry.calls)
+            while todo:  # the records and the calls nested in them
+                rid = todo.pop()
+                record = self.calls.get(rid) or entry.calls.get(rid)
+                if rid not in calls and isinstance(record, list) and len(record) == 11:
+                    calls[rid] = record
+                    todo.extend(record[10] if _str_list(record[10]) else ())
             chunks.append(chunk)
             offset += len(chunk)
-        header = json.dumps({"format": FORMAT, "key": self.key, "entries": index}, ensure_ascii=True)
+        header = json.dumps({"format": FORMAT, "key": self.key, "calls": calls, "entries": index}, ensure_ascii=True)
         _write_atomically(self.directory, self.entries_file, [header.encode("ascii"), b"\n", *chunks])
+
+
+def _all_deps(entry: _Entry, table: dict) -> dict[str, str]:
+    """An entry's dependencies: the files its reading used, and those its call records' runs used (nested calls'
+    included; `table`: every record by ID)."""
+    if not entry.calls:
+        return entry.deps
+    deps = dict(entry.deps)
+    todo, seen = list(entry.calls), set()
+    while todo:
+        rid = todo.pop()
+        record = table.get(rid)
+        if rid in seen or not (isinstance(record, list) and len(record) == 11):
+            continue
+        seen.add(rid)
+        for path, recorded in (record[6].items() if _str_map(record[6]) else ()):
+            deps.setdefault(path, recorded)
+        todo.extend(record[10] if _str_list(record[10]) else ())
+    return deps
+
+
+class RecordCheck:
+    """Whether followed calls recorded in stored outcomes (FileOutcome.calls) still give the same in the tree now,
+    each record judged once per run (`held`).
+
+    A record is [path, function, arguments, depth, reach, refused, {file: digest}, {file: {part: digest}}, digest of
+    the result, its lines [[file, [line, ...]], ...], [ID of a call its run made and recorded, ...]]: the files and
+    parts are what the run itself used (the function's own part and its module's included), the nested calls
+    stand for what theirs used. It holds when what the run itself used means the same (its lines perhaps moved)
+    and every nested call holds: then the run would go as it went, its result's lines moved with theirs. Else the
+    call is run again (`verify(path, function, arguments, depth)`: (ID, {ID: record}) of its record now, or None),
+    and must have used the same files, gone as deep, refused as many calls and given the same result but for the
+    lines of those files: each line of the old result at a place of the new one moves to that line, in order."""
+
+    def __init__(self, digests, definitions, verify, now: bool = True):
+        """`now`: also give each record as it is now (a file read again stores its units' records so)."""
+        self.digests, self.definitions, self.verify, self.now = digests, definitions, verify, now
+        self.held: dict[int, tuple] = {}  # id of a stored record -> (the record, the answer of `held`)
+        self._moves: dict[tuple, dict[int, int] | None] = {}  # (file, parts recorded) -> line_moves
+
+    def holds(self, rid: str, table: dict) -> tuple | None:
+        """(line moves of the files the record's result names: {file: {old line: new line}}, its ID now, {ID:
+        record} of it and its nested records now; both None unless `now`) or None when it may not hold."""
+        record = table.get(rid)
+        if not isinstance(record, list):
+            return None
+        known = self.held.get(id(record))
+        if known is not None and known[0] is record:
+            return known[1]
+        self.held[id(record)] = (record, None)  # a record nested in itself (damaged) holds nothing
+        answer = self._holds(record, table)
+        self.held[id(record)] = (record, answer)
+        return answer
+
+    def _holds(self, record: list, table: dict) -> tuple | None:
+        if not (len(record) == 11 and _str_map(record[6]) and isinstance(record[7], dict)
+                and all(_str_map(parts) for parts in record[7].values()) and _str_list(record[10])):
+            return None
+        path, function, args, depth, reach, refused, files, parts, result, lines, nested = record
+        if not isinstance(lines, list):
+            return None
+        moves: dict[str, dict[int, int]] = {}
+        now_table: dict[str, list] = {}
+        now_nested: list[str] = []
+        again = False
+        for rid in nested:
+            found = self.holds(rid, table)
+            if found is None or not merge_moves(moves, found[0]):
+                again = True
+                break
+            if self.now:
+                now_nested.append(found[1])
+                now_table.update(found[2])
+        now_files: dict[str, str] = {}
+        now_parts: dict[str, dict[str, str]] = {}
+        if not again:
+            for file, recorded in files.items():
+                state = now_files[file] = file_state(self.digests, file)
+                used = parts.get(file)
+                if state == recorded:
+                    if used is not None:
+                        now_parts[file] = used
+                    continue
+                now = self.definitions(file) if used and self.definitions is not None else None
+                if now is None or not same_meaning(used, now):
+                    again = True
+                    break
+                now_parts[file] = {name: now[name] for name in used}
+                found = self.line_moves(file, used, now)  # every line of its parts, moved or not: the file changed
+                if found is None or not merge_moves(moves, {file: found}):
+                    again = True
+                    break
+        if not again and not self.now:
+            try:
+                if all(run[0] not in moves or set(run[1]) <= moves[run[0]].keys() for run in lines):
+                    return moves, None, None
+            except (TypeError, IndexError, KeyError):
+                return None  # not what offlint writes
+            again = True  # a line of the result its parts' moves do not give
+        old_lines = _flat_lines(lines)
+        if old_lines is None:
+            return None
+        if not again:
+            runs: list[list] = []
+            for file, line in old_lines:
+                mapping = moves.get(file)
+                if mapping is not None:
+                    line = mapping.get(line)
+                    if line is None:
+                        again = True  # a line of the result its parts' moves do not give
+                        break
+                if runs and runs[-1][0] == file:
+                    runs[-1][1].append(line)
+                else:
+                    runs.append([file, [line]])
+        if not again:
+            now = [path, function, args, depth, reach, refused, now_files, now_parts, result, runs, now_nested]
+            rid = record_id(now)
+            now_table[rid] = now
+            return moves, rid, now_table
+        found = self.verify(path, function, args, depth) if self.verify is not None else None
+        if found is None:
+            return None
+        rid, now_table = found
+        new = now_table.get(rid)
+        if not (isinstance(new, list) and len(new) == 11) or new[4:6] != [reach, refused] or new[8] != result \
+                or new[6].keys() != files.keys() or new[7].keys() != parts.keys() \
+                or any(new[7][file].keys() != names.keys() for file, names in parts.items()) \
+                or _files_of(new, now_table) != _files_of(record, table):
+            return None
+        new_lines = _flat_lines(new[9])
+        if new_lines is None or len(old_lines) != len(new_lines):
+            return None
+        moves = {}
+        for (file, old), (file_now, line) in zip(old_lines, new_lines):
+            if file != file_now or moves.setdefault(file, {}).setdefault(old, line) != line:
+                return None
+        recorded = _states_of(record, table, {})
+        for file, lines_of in list(moves.items()):
+            pairs = sorted(lines_of.items())
+            if any(a[1] >= b[1] for a, b in zip(pairs, pairs[1:])):
+                return None  # the result's lines not in their order: not moved, changed
+            if file_state(self.digests, file) == recorded.get(file):  # unchanged: every line stays, not only these
+                if any(old != line for old, line in pairs):
+                    return None
+                del moves[file]
+        return moves, rid, now_table
+
+    def line_moves(self, file: str, recorded: dict[str, str], now: dict[str, str]) -> dict[int, int] | None:
+        """part_digests.line_moves, once per file and parts (the same are asked for by many records and entries)."""
+        key = (file, tuple(sorted(recorded.items())))
+        if key not in self._moves:
+            self._moves[key] = line_moves(recorded, now)
+        return self._moves[key]
+
+
+def record_id(record: list) -> str:
+    return digest(json.dumps(record, separators=(",", ":"), sort_keys=True))
+
+
+def _states_of(record: list, table: dict, states: dict[str, str], depth: int = 0) -> dict[str, str]:
+    """The files a record's run used (nested calls' runs included) with their digests then."""
+    if isinstance(record, list) and len(record) == 11 and _str_map(record[6]) and depth < 64:
+        states.update(record[6])
+        for rid in record[10] if _str_list(record[10]) else ():
+            _states_of(table.get(rid), table, states, depth + 1)
+    return states
+
+
+def _files_of(record: list, table: dict, seen: set | None = None) -> set[str] | None:
+    """The files a record's run used, its nested calls' runs included (None: a nested record is missing)."""
+    seen = set() if seen is None else seen
+    files = set(record[6]) if isinstance(record, list) and len(record) == 11 and isinstance(record[6], dict) \
+        else None
+    if files is None:
+        return None
+    for rid in record[10] if isinstance(record[10], list) else ():
+        if rid in seen:
+            continue
+        seen.add(rid)
+        more = _files_of(table.get(rid), table, seen)
+        if more is None:
+            return None
+        files |= more
+    return files
+
+
+def _flat_lines(lines: object) -> list[tuple[str, int]] | None:
+    """A record's lines ([[file, [line, ...]], ...]) as (file, line) pairs in order; None when damaged."""
+    if not isinstance(lines, list):
+        return None
+    out = []
+    for run in lines:
+        if not (isinstance(run, list) and len(run) == 2 and isinstance(run[0], str) and isinstance(run[1], list)
+                and all(type(n) is int for n in run[1])):
+            return None
+        out.extend((run[0], line) for line in run[1])
+    return out
+
+
+def merge_moves(moves: dict[str, dict[int, int]], more: dict[str, dict[int, int]]) -> bool:
+    """Add `more` line moves (each file's one-to-one) to `moves`; False when they disagree (a line moved to two
+    places, two lines to one). The dicts of `more` are not changed, and may be those of `moves` after."""
+    for file, lines in more.items():
+        if not lines:
+            continue
+        into = moves.get(file)
+        if into is None:
+            moves[file] = lines  # shared until something is added to it
+            continue
+        if into is lines or into.items() <= lines.items() and len(into) == len(lines):
+            continue
+        into = moves[file] = dict(into)
+        added = False
+        for old, new in lines.items():
+            found = into.setdefault(old, new)
+            if found != new:
+                return False
+            added = added or found is new
+        if added and len(set(into.values())) != len(into):
+            return False
+    return True
 
 
 def _str_map(value: object) -> bool:

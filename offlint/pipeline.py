@@ -17,7 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from offlint.cache import Cache, Deferred, FileOutcome, digest, file_state
+from offlint.cache import (Cache, Deferred, FileOutcome, RecordCheck, digest, file_state, merge_moves,
+                           record_id)
 from offlint.discover import SourceFile
 from offlint.part_digests import definition_digests, line_moves, means_the_same
 from offlint.reading import OnFirstUse
@@ -28,6 +29,7 @@ from offlint.source_files import read_files
 
 Progress = Callable[[int, int], None]  # (files read, files to read)
 from offlint.sources.python_project import PythonProject
+from offlint.sources.python_records import MARK, CallRecord
 from offlint.sources.python_roles import is_test_code
 from offlint.types import FileError, UnitKind
 from offlint.versions import Version
@@ -118,15 +120,18 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     """
     digests = digests if digests is not None else Digests(job.texts)
     definitions = DefinitionDigests(job.texts)
+    verifier = Verifier(job, digests)
+    records = RecordCheck(digests, definitions.get, verifier.record, now=False)
     found: dict[str, FileOutcome] = {}
     missing: list[SourceFile] = []
     for file in job.files:
         if job.texts.get(file.path) is None:
             continue
         hit = cache.lookup(file.path, digests[file.path], digests, definitions.get,
-                           defer=defer and file.path not in first) if cache is not None else None
+                           defer=defer and file.path not in first, records=records) \
+            if cache is not None else None
         if isinstance(hit, Deferred):
-            hit.read_again = lambda file=file: _read_batch(job, [file], digests)[0]
+            hit.read_again = lambda file=file: read_one(file, job, verifier.shared(), digests)
         elif hit is not None and hit.digest != digests[file.path]:
             hit = _same_definitions(hit, job.texts[file.path], digests[file.path])
         if hit is not None:
@@ -134,9 +139,10 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
         else:
             missing.append(file)
     if cache is not None:
-        job.reusable = lambda path: _reusable_units(cache, path, digests, definitions)
+        job.reusable = lambda path: _reusable_units(cache, path, digests, definitions, verifier.record)
     job.encode = cache.codec.dumps if cache is not None else None
-    for outcome, payload in _compute(job, missing, digests, workers, first, progress or (lambda done, total: None)):
+    for outcome, payload in _compute(job, missing, digests, workers, first, progress or (lambda done, total: None),
+                                     verifier.project):
         found[outcome.path] = outcome
         if cache is not None:
             cache.store(outcome, payload)
@@ -145,21 +151,103 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     return [found[f.path] for f in job.files if f.path in found]
 
 
-def _reusable_units(cache: Cache, path: str, digests, definitions) -> dict[str, tuple]:
+class Verifier:
+    """Runs again, in the tree now, the followed calls that stored outcomes recorded (cache.RecordCheck): once per
+    call, in a project of its own (a worker forked later inherits what it ran)."""
+
+    def __init__(self, job: Job, digests):
+        self.job, self.digests = job, digests
+        self.project: PythonProject | None = None
+        self.done: dict[tuple, list | None] = {}
+
+    def shared(self) -> PythonProject:
+        """Its project, for the files read after all (their modules' readers and followed calls are the same)."""
+        if self.project is None:
+            self.project = PythonProject(self.job.python_paths, self.job.texts.get)
+        return self.project
+
+    def record(self, path: str, function: str, args: str, depth: int) -> tuple[str, dict] | None:
+        """(ID, {ID: record}) of the call's record now and of its nested calls' (FileOutcome.calls); None when the
+        run leaves no record."""
+        key = (path, function, args, depth)
+        if key not in self.done:
+            self.done[key] = None
+            if not (isinstance(path, str) and isinstance(function, str) and isinstance(args, str)
+                    and type(depth) is int):
+                return None
+            project = self.shared()
+            reader = project.reader(path) if project.knows(path) else None
+            fn = reader.functions.quietly(function) if reader is not None else None
+            try:
+                found = reader.run_recorded(fn, args, depth) if isinstance(fn, ast.FunctionDef) else None
+            except Exception:  # noqa: BLE001 - arguments offlint did not write, or a run that fails: read again
+                found = None
+            if found is not None:
+                self.done[key] = stored_record(found, depth, self.digests, project, self.job.texts)
+        return self.done[key]
+
+
+def stored_record(record: CallRecord, depth: int, digests, project: PythonProject, texts
+                  ) -> tuple[str, dict[str, list]] | None:
+    """A CallRecord (python_records) in the form FileOutcome.calls keeps, with the digests of the tree now: (its
+    ID, {ID: record} of it and the calls nested in it); None when its result cannot be encoded."""
+    if depth in record.stored:
+        return record.stored[depth]
+    record.stored[depth] = None
+    encoded = record.encoded()
+    table: dict[str, list] = {}
+    nested: list[str] = []
+    for inner_depth, inner in record.nested:
+        found = stored_record(inner, inner_depth, digests, project, texts)
+        if found is None:
+            return None
+        nested.append(found[0])
+        table.update(found[1])
+    if encoded is None:
+        return None
+    whole = {dep for dep in record.deps if isinstance(dep, str)}
+    names: dict[str, set[str]] = {}
+    for dep in record.deps:
+        if not isinstance(dep, str) and dep[0] not in whole:
+            names.setdefault(dep[0], set()).add(dep[1])
+    files = {path: file_state(digests, path) for path in sorted(whole | set(names))}
+    parts: dict[str, dict[str, str]] = {}
+    for path, used in sorted(names.items()):
+        state = digests.get(path)
+        now = _definitions(project, path, state, texts) if state else None
+        if now is not None and used <= now.keys():
+            parts[path] = {name: now[name] for name in sorted(used)}
+    result, lines = encoded
+    runs: list[list] = []
+    for file, line in lines:
+        if runs and runs[-1][0] == file:
+            runs[-1][1].append(line)
+        else:
+            runs.append([file, [line]])
+    stored = [record.path, record.function, record.args, depth, record.reach, record.refused, files, parts, result,
+              runs, nested]
+    rid = record_id(stored)
+    table[rid] = stored
+    record.stored[depth] = rid, table
+    return rid, table
+
+
+def _reusable_units(cache: Cache, path: str, digests, definitions, verify=None) -> dict[str, tuple]:
     """The units of a file's previous reading that are still valid: every part and file their reading used is
     unchanged (the file's own function and module-level statements included), or means the same, its lines
-    perhaps moved (their locations are moved with them). {unit name: (unit or None, its findings, what it
-    used)}."""
+    perhaps moved (their locations are moved with them), and each followed call it recorded gives the same
+    (cache.RecordCheck). {unit name: (unit or None, its findings, what it used)}; what it used holds the
+    records' marks (python_records.MARK), and `records` of the result maps them to their stored form now."""
     previous = cache.previous(path)
     if previous is None or previous.error is not None or not previous.unit_used:
         return {}
     try:
-        return _still_valid(previous, path, digests, definitions, cache.codec)
+        return _still_valid(previous, path, digests, definitions, cache.codec, verify)
     except (TypeError, ValueError, AttributeError, KeyError):
         return {}  # an entry offlint did not write (the cache holds only data): the file is read whole
 
 
-def _still_valid(previous: FileOutcome, path: str, digests, definitions, codec) -> dict[str, tuple]:
+def _still_valid(previous: FileOutcome, path: str, digests, definitions, codec, verify=None) -> dict[str, tuple]:
     files = [path, *sorted(previous.deps)]
     recorded_state = {**previous.deps, path: previous.digest}
     moves: dict[str, dict[int, int] | None] = {}  # changed file -> old line -> new line (its parts' lines)
@@ -183,11 +271,28 @@ def _still_valid(previous: FileOutcome, path: str, digests, definitions, codec) 
     findings: dict[str, list] = {}
     for finding in previous.findings:
         findings.setdefault(finding.unit, []).append(finding)
+    check = RecordCheck(digests, definitions.get, verify)
+    held: dict[str, tuple | None] = {}  # record ID -> (its line moves, its mark, (its ID now, its table now)) or None
+
+    def record(rid: str) -> tuple | None:
+        if rid not in held:
+            found = check.holds(rid, previous.calls)
+            held[rid] = None if found is None else (found[0], (MARK, *previous.calls[rid][:4]), found[1:])
+        return held[rid]
+
     reusable = {}
     for name, keys in previous.unit_used.items():
         used: set = set()
         changed: set[str] = set()
+        calls: list[tuple] = []
         for key in keys:
+            if key[:1] == "c":
+                found = record(key[1:])
+                if found is None:
+                    break
+                calls.append(found)
+                used.add(found[1])
+                continue
             index, _, part = key.partition(":")
             if not index.isdigit() or int(index) >= len(files):
                 return {}  # not what offlint writes
@@ -199,15 +304,18 @@ def _still_valid(previous: FileOutcome, path: str, digests, definitions, codec) 
                 changed.add(file)
         else:
             unit, found = units.get(name), findings.get(name, [])
-            if changed:
-                lines = {file: moved(file) for file in changed}
-                if any(mapping is None for mapping in lines.values()):
-                    continue
+            lines = {file: moved(file) for file in changed}
+            if any(mapping is None for mapping in lines.values()):
+                continue
+            lines = {file: dict(mapping) for file, mapping in lines.items()}
+            if not all(merge_moves(lines, moves) for moves, _, _ in calls):
+                continue
+            if any(old != new for mapping in lines.values() for old, new in mapping.items()):
                 try:
                     [unit], found = relocate(codec, [unit], found, lines)
                 except Unmovable:
                     continue
-            reusable[name] = (unit, found, frozenset(used))
+            reusable[name] = (unit, found, frozenset(used), {mark: now for _, mark, now in calls})
     return reusable
 
 
@@ -239,14 +347,16 @@ def cyclic_gc_paused():
 
 
 def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None,
-             first: frozenset[str], progress: Progress) -> list[tuple[FileOutcome, str | None]]:
-    """(outcome, its encoding for the cache when a worker made it) per file."""
+             first: frozenset[str], progress: Progress, project: PythonProject | None = None
+             ) -> list[tuple[FileOutcome, str | None]]:
+    """(outcome, its encoding for the cache when a worker made it) per file. `project`: one that read this tree
+    already (the calls run again for the cache), read on."""
     import offlint.engine  # noqa: F401 (read_one's, imported once before any worker is forked)
 
     count = workers if workers is not None else (os.cpu_count() or 1)
     count = max(1, min(count, len(files) // MIN_FILES_PER_WORKER))
     if count == 1:
-        return [(outcome, None) for outcome in _read_batch(job, files, digests, progress=progress)]
+        return [(outcome, None) for outcome in _read_batch(job, files, digests, progress=progress, project=project)]
     import multiprocessing  # here: a small pre-commit run never forks, and need not import it
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -257,6 +367,7 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
     rest = [f for f in files if f.path not in first]
     context = multiprocessing.get_context("fork")
     try:
+        _PROJECT = project
         done = [(o, None) for o in _read_batch(job, leading, digests, reuse_project=True)] if leading else []
         _JOB, _DIGESTS = job, digests  # forked workers inherit them (and the project the leading files built)
         _SHARES = shares(job, rest, count)
@@ -356,9 +467,10 @@ def _encoded(job: Job, outcome: FileOutcome) -> str | None:
 
 
 def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],
-                reuse_project: bool = False, progress: Progress | None = None) -> list[FileOutcome]:
+                reuse_project: bool = False, progress: Progress | None = None,
+                project: PythonProject | None = None) -> list[FileOutcome]:
     global _PROJECT
-    project = _PROJECT if reuse_project and _PROJECT is not None else \
+    project = project if project is not None else _PROJECT if reuse_project and _PROJECT is not None else \
         PythonProject(job.python_paths, job.texts.get)
     if reuse_project:
         _PROJECT = project
@@ -376,7 +488,9 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
 
     errors: list[FileError] = []
     reusable = job.reusable(file.path)
-    project.unit_reuse = {(file.path, name): (unit, used) for name, (unit, _, used) in reusable.items()}
+    project.unit_reuse = {(file.path, name): (unit, used) for name, (unit, _, used, _) in reusable.items()}
+    for _, _, _, records in reusable.values():
+        project.records.update(records)
     try:
         with project.tracking() as touched:
             reads = read_files([file], job.texts, project, errors)
@@ -388,9 +502,34 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
     outcome = FileOutcome(file.path, digests[file.path])
     whole = {used for used in touched if isinstance(used, str)}
     parts: dict[str, set[str]] = {}
+    marks: dict[tuple, str | None] = {}  # a call record's mark -> its ID in outcome.calls (None: none kept)
     for used in touched:
-        if not isinstance(used, str) and used[0] not in whole:
+        if isinstance(used, str):
+            continue
+        if used[0] == MARK:
+            marks[used] = None
+        elif used[0] not in whole:
             parts.setdefault(used[0], set()).add(used[1])
+    for mark in marks:
+        found = project.records.get(mark)
+        stored = found if isinstance(found, tuple) else \
+            stored_record(found, mark[4], digests, project, job.texts) if found is not None else None
+        if stored is not None:
+            marks[mark] = stored[0]
+            outcome.calls.update(stored[1])
+    if any(rid is None for rid in marks.values()):  # a record that cannot be kept: what its runs used, noted plainly
+        for mark, rid in marks.items():
+            if rid is not None:
+                continue
+            found = project.records.get(mark)
+            if not isinstance(found, CallRecord):
+                raise RuntimeError(f"a call record without its uses: {mark[1:3]}")
+            uses = found.all_deps()
+            whole.update(used for used in uses if isinstance(used, str))
+            for used in uses:
+                if not isinstance(used, str) and used[0] not in whole:
+                    parts.setdefault(used[0], set()).add(used[1])
+        parts = {path: names for path, names in parts.items() if path not in whole}
     outcome.deps = {path: file_state(digests, path) for path in sorted(whole | set(parts)) if path != file.path}
     for path, names in sorted(parts.items()):
         state = digests.get(path)
@@ -401,8 +540,18 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
     if own is not None:  # the file's own units come from these parts (Cache.lookup, _same_definitions)
         outcome.parts[file.path] = own
     numbers = {path: str(index) for index, path in enumerate([file.path, *sorted(outcome.deps)])}
-    outcome.unit_used = {name: sorted(numbers[key] if isinstance(key, str) else f"{numbers[key[0]]}:{key[1]}"
-                                      for key in used) for name, used in unit_used.items()}
+
+    def keys(key) -> list[str]:
+        if isinstance(key, str):
+            return [numbers[key]]
+        if key[0] != MARK:
+            return [f"{numbers[key[0]]}:{key[1]}"]
+        if marks[key] is not None:
+            return [f"c{marks[key]}"]
+        return [item for dep in project.records[key].all_deps() for item in keys(dep)]
+
+    outcome.unit_used = {name: sorted({item for key in used for item in keys(key)})
+                         for name, used in unit_used.items()}
     if errors:
         outcome.error = errors[0].message
         return outcome

@@ -50,11 +50,23 @@ class _Mover:
         self.decoding = codec._decoding  # class name -> (class, fields, ..., settable by __dict__)
         self.getters = codec._getters
         self.memo: dict[int, object] = {}
+        self.texts: dict[str, str | Unmovable] = {}  # a text -> itself moved (texts repeat: the same provenance)
 
     def move(self, value):
         kind = type(value)
         if kind is str:
-            return self.text(value) if ".py:" in value or "line " in value else value
+            if ".py:" not in value and "line " not in value:
+                return value
+            moved = self.texts.get(value)
+            if moved is None:
+                try:
+                    moved = self.text(value)
+                except Unmovable as exc:
+                    moved = exc
+                self.texts[value] = moved
+            if type(moved) is not str:
+                raise moved
+            return moved
         if kind is int or kind is bool or kind is float or value is None:
             return value
         key = id(value)

@@ -15,6 +15,7 @@ from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, 
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
                                             SECTIONS_OF_CONTAINER, TREE_DEFAULT_SECTIONS, _branch_dependent,
                                             _restore, _taint)
+from offlint.sources.python_records import MARK, arguments, call_args
 from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
 from offlint.sources.python_values import (MAX_DEPTH, NOT_KEPT, OPTIONAL_SECTIONS, RETURNED_NONE, SECTION_NONE,
@@ -152,9 +153,11 @@ class CallFollowing:
         dataclass = self._find_dataclass(name) if name else None
         if dataclass is not None:
             return self._record(dataclass, node, frame)
-        target = self._find_function(name) if name else None
+        target = self._find_function(name, quiet=True) if name else None
         if target is not None and self._may_follow(frame):
-            return self._call(target[0], target[1], node, frame)
+            return self._call(target[0], target[1], node, frame, quiet=True)
+        if target is not None and self.project is not None:  # looked up, not followed: noted as the lookup would
+            self.project.touched.add((target[0].path, target[1].name))
         # A call offlint does not follow: the config objects it can reach (`f(cfg)`: the whole container,
         # `f(cfg.model)`: the model section) may be changed by it; the reason names the call and where it is.
         text = self._segment(node.func) + "(...)"
@@ -209,7 +212,8 @@ class CallFollowing:
         if self.project is None or len(parts) != 1 or name not in self.imports:
             return None
         module, attr = self.imports[name]
-        found = self._exported(module, attr, set()) if attr is not None else None  # through re-exports
+        # through re-exports; a function found there is not used (quiet: not noted)
+        found = self._exported(module, attr, set(), quiet=True) if attr is not None else None
         return (found[0], found[2]) if found is not None and found[1] == "dataclass" else None
 
     def _record(self, found, node: ast.Call, frame: Frame) -> Record:
@@ -352,8 +356,10 @@ class CallFollowing:
             self.project.refused += 1
         return False
 
-    def _call(self, reader, fn: ast.FunctionDef, call: ast.Call, frame: Frame):
-        """Follow a function (of this file or another): bind the arguments evaluated here, run it there."""
+    def _call(self, reader, fn: ast.FunctionDef, call: ast.Call, frame: Frame, quiet: bool = False):
+        """Follow a function (of this file or another): bind the arguments evaluated here, run it there. `quiet`:
+        the function was looked up without noting it as used (Definitions.quietly); noted here, unless a record
+        of the call stands for it (python_records)."""
         positional = [self._eval(a, frame) for a in call.args if not isinstance(a, ast.Starred)]
         keywords = self._call_keywords(call, frame)
         where = "" if reader is self else f" in {reader.path}"
@@ -361,18 +367,41 @@ class CallFollowing:
                  f"via {fn.name}(){where}, called at {self.path}:{call.lineno}")
         key = _cache_key(reader.path, fn.name, positional, keywords)
         self.via_stack.append(entry)
+        recorded = False
         try:
             if key is None or self.project is None or self.project.string_probe is not None:
                 return reader.run_function(fn, positional, keywords, frame.depth + 1)
             # Base builders and inherited recipes are called with the same (literal) arguments again and again:
             # run once, each caller gets its own copy of the result, its provenance relative to the call.
             prefix = tuple(self.via_stack)
-            result, reused = self.project.followed_call(
+            args = call_args(positional, keywords)
+            result, reused, recorded = self.project.followed_call(
                 key, frame.depth + 1, lambda: reader.run_function(fn, positional, keywords, frame.depth + 1),
-                lambda value, own: _kept(value, prefix, own))
+                lambda value, own: _kept(value, prefix, own), (reader.path, fn.name, args) if args else None)
             return _copied(result, prefix, {}) if reused else result
         finally:
             self.via_stack.pop()
+            if quiet and not recorded and self.project is not None:
+                self.project.touched.add((reader.path, fn.name))
+
+    def run_recorded(self, fn: ast.FunctionDef, args: str, depth: int):
+        """A recorded call (python_records) of this module's function `fn` run again as `_call` runs it at `depth`:
+        its CallRecord now, or None when the run leaves none."""
+        positional, keywords = arguments(args)
+        key = _cache_key(self.path, fn.name, positional, keywords)
+        project = self.project
+        if key is None or project is None or project.string_probe is not None:
+            return None
+        self.via_stack.append(f"via {fn.name}() run again")
+        try:
+            prefix = tuple(self.via_stack)
+            with project.tracking():
+                _, _, recorded = project.followed_call(
+                    key, depth, lambda: self.run_function(fn, positional, keywords, depth),
+                    lambda value, own: _kept(value, prefix, own), (self.path, fn.name, args))
+        finally:
+            self.via_stack.pop()
+        return project.records.get((MARK, self.path, fn.name, args, depth)) if recorded else None
 
     def _note_depth(self, depth: int) -> None:
         """The deepest activation run so far, for PythonProject.followed_call."""

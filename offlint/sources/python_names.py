@@ -83,10 +83,12 @@ class NameLookup:
         defining_module = ".".join(p for p in [module, attr if len(parts) > 1 else None, *parts[1:-1]] if p)
         return python_calls.is_mcore_consumer(parts[-1], defining_module)
 
-    def _find_function(self, name: str):
-        """(reader, function) for a called name: defined here, or imported (through aliases and re-exports)."""
+    def _find_function(self, name: str, quiet: bool = False):
+        """(reader, function) for a called name: defined here, or imported (through aliases and re-exports).
+        `quiet`: the function itself is not noted as used (the caller notes it: python_following._call)."""
         if name in self.functions:
-            return self, self.functions[name]
+            return self, (self.functions.quietly(name) if quiet and hasattr(self.functions, "quietly") else
+                          self.functions[name])
         parts = name.split(".")
         if self.project is None or parts[0] not in self.imports:
             return None
@@ -97,7 +99,7 @@ class NameLookup:
             module, attr = ".".join([module, *parts[1:-1]]), parts[-1]
         elif len(parts) > 1:  # `from pkg import mod; mod.f()`
             module, attr = ".".join([module, attr, *parts[1:-1]]), parts[-1]
-        found = self._exported(module, attr, set())
+        found = self._exported(module, attr, set(), quiet)
         if found is not None and found[1] == "function":
             return found[0], found[2]
         return None
@@ -165,9 +167,10 @@ class NameLookup:
         return Unknown(f"`{name}` is not defined in this file" if name not in self.imports else
                        f"`{name}` is imported from a module offlint did not find or read")
 
-    def _exported(self, module: str, attr: str, seen: set):
+    def _exported(self, module: str, attr: str, seen: set, quiet: bool = False):
         """What `from module import attr` gives: (reader, "function", fn), (reader, "value", v) or (reader,
-        "dataclass", its ClassDef), following aliases and re-exports through other modules (`__init__.py`)."""
+        "dataclass", its ClassDef), following aliases and re-exports through other modules (`__init__.py`).
+        `quiet`: a function found is not noted as used (see _find_function)."""
         if (module, attr) in seen or len(seen) > 16:
             return None
         seen.add((module, attr))
@@ -175,7 +178,7 @@ class NameLookup:
         if reader is None:
             return None
         if attr in reader.functions:
-            return reader, "function", reader.functions[attr]
+            return reader, "function", (reader.functions.quietly(attr) if quiet else reader.functions[attr])
         if attr in reader.constants:
             return reader, "value", reader.constants[attr]
         if attr in reader.dataclasses:
@@ -183,5 +186,5 @@ class NameLookup:
         if attr in reader.imports:
             next_module, next_attr = reader.imports[attr]
             if next_attr is not None:
-                return reader._exported(next_module, next_attr, seen)
+                return reader._exported(next_module, next_attr, seen, quiet)
         return None

@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 import re
 
 from offlint.scope import nearest
+from offlint.sources.python_records import MARK, CallRecord
 from offlint.sources.python_values import MAX_DEPTH, NOT_KEPT, ConfigObj, Record, configs_in, serial_mark
 
 _DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
@@ -40,6 +41,11 @@ class Definitions(dict):
         if name in self:
             self._project.touched.add((self._path, name))
         return super().get(name, default)
+
+    def quietly(self, name):
+        """The function `name` (or None), not noted as used: python_following._call notes it, or a record of the call
+        that stands for it."""
+        return dict.get(self, name)
 
     def _all(self):
         self._project.touched.update((self._path, name) for name in dict.keys(self))
@@ -91,6 +97,9 @@ class PythonProject:
         # Config objects that module constants hold (modules' own are not constants, so in Bridge none), each with
         # its state once its module was prepared: a followed call that changes one has an effect besides its value.
         self._shared: list[tuple[object, object]] = []
+        # The records of followed calls noted as used (python_records): (MARK, path, function, arguments, depth) ->
+        # its CallRecord, or the stored form of one kept from the cache (pipeline).
+        self.records: dict[tuple, object] = {}
         for path in paths:
             parts = list(PurePosixPath(path).with_suffix("").parts)
             if parts and parts[-1] == "__init__":
@@ -218,11 +227,13 @@ class PythonProject:
         self.touched.update(self._result_deps.get(key, ()))
         return self.results[key]
 
-    def followed_call(self, key: tuple, depth: int, compute, keep):
+    def followed_call(self, key: tuple, depth: int, compute, keep, record: tuple | None = None):
         """A followed call whose arguments are plain values (python_following._call): run by `compute` (the callee's
         activation at `depth`), or reused from an earlier run of the same callee with the same arguments, as
-        (result, reused). A reused result is the stored one: the caller gets its own copy of it. What the run used
-        (files, parts of modules) is noted for the caller either way, as the run would note it.
+        (result, reused, recorded). A reused result is the stored one: the caller gets its own copy of it. What the
+        run used (files, parts of modules) is noted for the caller either way, as the run would note it; or, when
+        `record` ((path, function, arguments as JSON): python_records.call_args) is given and the run is kept, a
+        record of the call instead (recorded: True), which stands for the function's part and all the run used.
 
         A run is kept for reuse only when it had no effect besides its value, so that skipping it changes nothing:
         it changed no config object a module constant holds, the config objects it returned are its own (made
@@ -233,27 +244,70 @@ class PythonProject:
         the strings the reading builds (`string_probe`), every call runs."""
         for memo in self._calls.get(key, ()):
             if memo.usable_at(depth):
-                self.touched.update(memo.deps)
+                marker = self._marker(memo, record, depth)
+                if marker is not None:
+                    self.touched.add(marker)
+                else:
+                    self.touched.update(memo.deps)
                 self.deepest = max(self.deepest, depth + memo.reach)
                 self.refused += memo.refused
-                return memo.result, True
+                return memo.result, True, marker is not None
         mark = serial_mark()
         known = len(self._shared)
         before = [(obj, _state(obj)) for obj, _ in self._shared]
         outer_deepest, outer_refused = self.deepest, self.refused
         self.deepest = depth
-        with self.tracking() as deps:
-            try:
-                result = compute()
-            finally:
-                reached, refused = self.deepest, self.refused - outer_refused
-                self.deepest = max(outer_deepest, reached)
+        outer = self.touched
+        deps: set = set()
+        self.touched = deps
+        finished = False
+        try:
+            result = compute()
+            finished = True
+        finally:
+            reached, refused = self.deepest, self.refused - outer_refused
+            self.deepest = max(outer_deepest, reached)
+            self.touched = outer
+            if not finished:
+                outer.update(deps)
+        marker = None
         if self.string_probe is None and all(_state(obj) == old for obj, old in (*before, *self._shared[known:])):
             shared = {id(obj) for obj, _ in self._shared}
             kept = keep(result, lambda obj: obj.serial > mark and id(obj) not in shared)
             if kept is not NOT_KEPT:
-                self._calls.setdefault(key, []).append(_Memo(kept, frozenset(deps), depth, reached - depth, refused))
-        return result, False
+                memo = _Memo(kept, frozenset(deps), depth, reached - depth, refused)
+                if record is not None:
+                    path, function, args = record
+                    used = {(path, function), (path, MODULE)}
+                    nested = []
+                    for dep in deps:
+                        if type(dep) is tuple and dep and dep[0] == MARK:
+                            found = self.records.get(dep)
+                            if not isinstance(found, CallRecord):
+                                used = None  # a stored record inside: not at hand to nest
+                                break
+                            nested.append((dep[4], found))
+                        else:
+                            used.add(dep)
+                    if used is not None:
+                        nested.sort(key=lambda item: (item[1].path, item[1].function, item[1].args, item[0]))
+                        memo.record = CallRecord(path, function, args, memo.reach, refused, frozenset(used),
+                                                 tuple(nested), kept)
+                self._calls.setdefault(key, []).append(memo)
+                marker = self._marker(memo, record, depth)
+        if marker is not None:
+            outer.add(marker)
+        else:
+            outer.update(deps)
+        return result, False, marker is not None
+
+    def _marker(self, memo: "_Memo", record: tuple | None, depth: int) -> tuple | None:
+        """The record a reading notes for a call `memo` answers (None: the call leaves none, its uses are noted)."""
+        if record is None or memo.record is None or memo.record.args != record[2]:
+            return None
+        marker = (MARK, record[0], record[1], record[2], depth)
+        self.records[marker] = memo.record
+        return marker
 
     def tracking(self):
         """Collect the files read inside a `with` block separately (and also into the enclosing collection)."""
@@ -299,10 +353,11 @@ class _Memo:
     """One kept run of a followed call: its result (provenance relative to the call), what it used, the depth of
     the callee's activation, how much deeper its own calls went, and how many calls it did not follow for depth."""
 
-    __slots__ = ("result", "deps", "depth", "reach", "refused")
+    __slots__ = ("result", "deps", "depth", "reach", "refused", "record")
 
     def __init__(self, result, deps: frozenset, depth: int, reach: int, refused: int):
         self.result, self.deps, self.depth, self.reach, self.refused = result, deps, depth, reach, refused
+        self.record: CallRecord | None = None  # python_records: when the call's arguments are literals
 
     def usable_at(self, depth: int) -> bool:
         """Whether a run at `depth` would go as this one did: at its own depth; elsewhere only when this run
