@@ -65,7 +65,7 @@ def test_a_rule_megatron_core_contradicts_is_shown(tmp_path, monkeypatch):
     broken = dict(real)
     check_ = real["OFL102"].checks[0]
     broken["OFL102"] = replace(real["OFL102"], checks=(replace(check_, condition="model.cpu_offloading"),))
-    monkeypatch.setattr(api, "load_rules", lambda: broken)
+    monkeypatch.setattr(api, "load_rules", lambda *args, **kwargs: broken)
     result = run(tmp_path, pp=1)
     (finding,) = [f for f in result.findings if f.code == "OFL900"]
     assert "accepts this configuration, but offlint's OFL102 says it fails" in finding.message
