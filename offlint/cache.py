@@ -300,8 +300,8 @@ class Cache:
     def remember_result(self, run_key: str, result: object, covered: set[str]) -> None:
         """Keep `result` for the run keyed by `run_key`; `covered`: the files the key already hashes. Every other
         file an entry depended on is kept with its digest, and checked before the result is reused."""
-        deps = {path: recorded for entry in self.entries.values() for path, recorded in _all_deps(entry, self.calls).items()
-                if path not in covered}
+        deps = {path: recorded for entry in self.entries.values()
+                for path, recorded in _all_deps(entry, self.calls).items() if path not in covered}
         try:
             self.last = (run_key, deps, self.codec.dumps(result))
         except (TypeError, ValueError, RecursionError):

@@ -259,7 +259,8 @@ class Expressions:
         found, value = False, None
         if isinstance(obj, ModuleRef) and self.project is not None:
             exported = self._exported(obj.name, attr, set())
-            if exported is None or exported[1] == "dataclass":  # not a function or constant offlint finds there: unknown, not the default
+            # not a function or constant offlint finds there: unknown, not the default
+            if exported is None or exported[1] == "dataclass":
                 return unknown
             if which == "hasattr":
                 return True

@@ -14,8 +14,8 @@ from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name
-from offlint.sources.python_values import (OPTIONAL_SECTIONS, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame, FunctionRef,
-                                           ModuleRef, ObjectTuple, Record)
+from offlint.sources.python_values import (OPTIONAL_SECTIONS, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
+                                           FunctionRef, ModuleRef, ObjectTuple, Record)
 from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
 
 _UNDECIDED = object()
