@@ -125,28 +125,12 @@ class NameLookup:
                 continue
             outer = project.touched
             project.touched = set()
-            try:
-                found = self._reexported_function(module, attr, set())
+            try:  # quiet: the function is found without noting its body as used (python_project.Definitions)
+                found = self._exported(module, attr, set(), quiet=True)
             finally:
                 used, project.touched = project.touched, outer
-            if found:
+            if found is not None and found[1] == "function":
                 outer.update(used)
-
-    def _reexported_function(self, module: str, attr: str, seen: set) -> bool:
-        """Whether `from module import attr` gives a function of the tree, as `_exported` finds it; its function
-        is asked for with `in`, which notes no use of its body (python_project.Definitions)."""
-        if (module, attr) in seen or len(seen) > 16:
-            return False
-        seen.add((module, attr))
-        reader = self.project.module_reader(module, self.path)
-        if reader is None:
-            return False
-        if attr in reader.functions:
-            return True
-        if attr not in reader.constants and attr in reader.imports:
-            next_module, next_attr = reader.imports[attr]
-            return next_attr is not None and reader._reexported_function(next_module, next_attr, seen)
-        return False
 
     def _imports_training_entry_point(self, name: str) -> bool:
         """`pretrain` imported from Bridge's training package (decided from the import, without reading it)."""
