@@ -25,10 +25,12 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
     findings: list[Finding] = []
     applying = [rule for rule in rules if rule.applies_to(resolved.version)]
     by_assignment: dict[str, list[Finding]] | None = None
+    names: dict | None = None
     for rule in applying:
         if rule.scope == "unit":
             if not resolved.unit.checked_through_callers:  # a helper: its callers' units report what it sets
-                findings.extend(_unit_rule(rule, resolved, strict))
+                names = names or _unit_names(resolved.unit)
+                findings.extend(_unit_rule(rule, resolved, strict, names))
         elif rule.scope == "assignment":
             if by_assignment is None:
                 by_assignment = _assignment_findings([r for r in applying if r.scope == "assignment"], resolved)
@@ -38,13 +40,17 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
     return findings
 
 
-def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool) -> list[Finding]:
+def _unit_names(unit: Unit) -> dict:
+    """The names a unit's rule conditions read besides its keys; made once per unit, for every rule."""
+    gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
+    return {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
+            "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
+            "defaults": unit.defaults.value, "framework": unit.framework}
+
+
+def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict) -> list[Finding]:
     out = []
     unit = resolved.unit
-    gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
-    names = {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
-             "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
-             "defaults": unit.defaults.value, "framework": unit.framework}
     for check in rule.checks_for(resolved.version):
         scope = Scope(resolved.get, resolved.version, names=dict(names))
         verdict = truth(evaluate(check.condition, scope))
