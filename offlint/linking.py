@@ -37,6 +37,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
                 recipes.setdefault(unit.name, []).append(unit)
     imported_as: dict[str, set[str]] | None = None
     tree_text = _tree_reader(reads)
+    entry_modules: dict = {}  # the entry scripts' modules, parsed once for every launch that runs them
 
     def originals_of(alias: str) -> set[str]:
         """The recipe names imported `as alias` anywhere in the tree: every `X as Y` of the tree's Python files,
@@ -88,7 +89,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
                     bridge_precision.inherit(unit, target)
             unit.layers = base_layers + unit.layers
             if unit.entry_script:  # a Megatron-LM style script in the tree shows whether it trains
-                trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text)
+                trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
                 if trains is not None:
                     unit.launches_training = trains
             if unit.launch_args:  # a performance launcher builds the job's environment itself

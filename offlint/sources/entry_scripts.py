@@ -35,17 +35,18 @@ _MAX_FUNCTIONS = 400  # past this many functions followed the answer stays open
 TreeText = Callable[[str, str], "str | None"]
 
 
-def trains(script: str, launch_path: str, tree_text: TreeText) -> bool | None:
+def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> bool | None:
     """True / False where the entry `script` (as the launch writes it) is in the tree and decides, else None.
 
     `launch_path`: the file that launches it (a relative script path is tried from its folder, then from each
     folder above it: scripts often `cd` to the repository root first). `tree_text(path, near)`: a file's text,
-    None outside the project or unreadable.
+    None outside the project or unreadable. `parsed`: path -> parsed module, shared by the calls of one run (many
+    launches run the same script).
     """
     path = _find_script(script, launch_path, tree_text)
     if path is None:
         return None
-    return _Reach(launch_path, tree_text).module_trains(path)
+    return _Reach(launch_path, tree_text, parsed).module_trains(path)
 
 
 def _find_script(script: str, launch_path: str, tree_text: TreeText) -> str | None:
@@ -64,10 +65,10 @@ def _find_script(script: str, launch_path: str, tree_text: TreeText) -> str | No
 class _Reach:
     """Follows calls from an entry script's top level through the functions the tree defines."""
 
-    def __init__(self, launch_path: str, tree_text: TreeText) -> None:
+    def __init__(self, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> None:
         self.launch_path = launch_path
         self.tree_text = tree_text
-        self.modules: dict[str, _Module | None] = {}
+        self.modules: dict[str, _Module | None] = {} if parsed is None else parsed
         self.followed: set[tuple[str, str]] = set()
 
     def module_trains(self, path: str) -> bool | None:

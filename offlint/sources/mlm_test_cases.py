@@ -75,20 +75,21 @@ def _arguments(path: str, key_node, value_node) -> list[Arg]:
 
 
 def _mapping(roots, name: str):
-    for root in roots:
-        if isinstance(root, yaml.MappingNode):
-            for key, value in root.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == name and isinstance(value, yaml.MappingNode):
-                    return value
-    return None
+    return _top(roots, name, yaml.MappingNode)
 
 
 def _scalar(roots, name: str) -> str | None:
+    node = _top(roots, name, yaml.ScalarNode)
+    return None if node is None else str(node.value)
+
+
+def _top(roots, name: str, kind):
+    """The first value of node type `kind` a top-level key `name` holds, in any of the file's documents."""
     for root in roots:
         if isinstance(root, yaml.MappingNode):
             for key, value in root.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == name and isinstance(value, yaml.ScalarNode):
-                    return str(value.value)
+                if isinstance(key, yaml.ScalarNode) and key.value == name and isinstance(value, kind):
+                    return value
     return None
 
 
