@@ -26,9 +26,15 @@ HF_SIZE_KEYS = ("model.num_layers", "model.hidden_size", "model.ffn_hidden_size"
 
 @dataclass(frozen=True)
 class HFModel:
-    """What `AutoBridge.from_hf_pretrained(id)` evaluates to in the reader."""
+    """What `AutoBridge.from_hf_pretrained(id)` evaluates to in the reader; with `config`, what
+    `AutoConfig.from_pretrained(id)` does (a Hugging Face config object, handed to `AutoBridge.from_hf_config`).
+    `text_only`: its `.text_config` (a VLM's language model alone: no vision tower); `architecture`: the name the
+    recipe wrote into `architectures` (Bridge picks the bridge class by it), else the model's own."""
 
     model_id: str
+    architecture: str | None = None
+    text_only: bool = False
+    config: bool = False
 
 
 def config_candidates(model_id: str, search_from: Path) -> list[Path]:
@@ -37,8 +43,9 @@ def config_candidates(model_id: str, search_from: Path) -> list[Path]:
     return [Path(model_id) / "config.json", search_from / model_id / "config.json"]
 
 
-def model_sizes(model_id: str, search_from: Path) -> tuple[dict[str, object], str] | None:
-    """({key: value}, where they came from) for a model id, or None when offlint cannot know them."""
+def model_sizes(model_id: str, search_from: Path, text_only: bool = False) -> tuple[dict[str, object], str] | None:
+    """({key: value}, where they came from) for a model id, or None when offlint cannot know them. `text_only`:
+    the language model of a VLM alone (its `text_config`), without the vision tower."""
     for config in config_candidates(model_id, search_from):
         try:
             if config.is_file():
@@ -47,7 +54,7 @@ def model_sizes(model_id: str, search_from: Path) -> tuple[dict[str, object], st
             continue
     sizes = lookup(model_id)
     if sizes:
-        tower = vision(model_id)  # a VLM's vision tower (Bridge's provider keeps the HF vision_config whole)
+        tower = None if text_only else vision(model_id)  # a VLM's tower (Bridge's provider keeps vision_config whole)
         if tower:
             sizes["model.vision_config"] = tower
         return sizes, f"sizes of {model_id} from offlint's table of public models"

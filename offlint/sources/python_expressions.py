@@ -7,6 +7,7 @@ Calls of anything else are python_following.
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from offlint import keys
 from offlint.sources import python_calls, python_inputs
@@ -163,6 +164,10 @@ class Expressions:
         return PartialDict(out, partial) if partial else out
 
     def _eval_attribute(self, node: ast.Attribute, frame: Frame):
+        if node.attr == "text_config":  # `AutoConfig.from_pretrained(id).text_config`: a VLM's language model alone
+            owner = self._eval(node.value, frame)
+            if isinstance(owner, HFModel) and owner.config:
+                return dataclasses.replace(owner, text_only=True)
         chain = _attr_chain(node)
         if chain is None:
             return Unknown(f"`{self._segment(node)}`")

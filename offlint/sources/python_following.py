@@ -7,6 +7,7 @@ results of calls with plain arguments cached per project). A call it cannot foll
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 from offlint.sources import bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs
@@ -64,9 +65,17 @@ class CallFollowing:
             model_id = self._eval(node.args[0], frame)
             return HFModel(model_id) if isinstance(model_id, str) else Unknown(
                 f"`{self._segment(node.func)}(...)` of an unknown model")
+        if name and name.endswith("AutoConfig.from_pretrained") and node.args:  # a Hugging Face config object
+            model_id = self._eval(node.args[0], frame)
+            return HFModel(model_id, config=True) if isinstance(model_id, str) else Unknown(
+                f"`{self._segment(node.func)}(...)` of an unknown model")
+        if short == "from_hf_config" and node.args:  # `AutoBridge.from_hf_config(AutoConfig.from_pretrained(id)...)`
+            held = self._eval(node.args[0], frame)
+            return dataclasses.replace(held, config=False) if isinstance(held, HFModel) and held.config else \
+                Unknown(f"`{self._segment(node.func)}(...)` of a config offlint does not know")
         if isinstance(node.func, ast.Attribute) and node.func.attr in PROVIDER_METHODS:
             owner = self._eval(node.func.value, frame)
-            if isinstance(owner, HFModel):
+            if isinstance(owner, HFModel) and not owner.config:
                 return self._hf_model_section(owner, node)
         if short in CONTAINER_CLASSES:
             obj = ConfigObj("container", "default")
@@ -229,14 +238,14 @@ class CallFollowing:
     def _hf_model_section(self, model: HFModel, node: ast.Call) -> ConfigObj:
         """The model section Bridge builds from a Hugging Face config: its sizes when offlint can know them."""
         text = self._segment(node)
-        found = model_sizes(model.model_id, Path(self.path).parent)
+        found = model_sizes(model.model_id, Path(self.path).parent, text_only=model.text_only)
         if self.project is not None:
             self.project.touched.update(str(path) for path in config_candidates(model.model_id, Path(self.path).parent))
         # Fields the Hugging Face config does not map (offloading, recompute, parallelism) keep the provider's
         # dataclass defaults, as in Bridge; the sizes it maps are known only from a config.json or the table.
         obj = ConfigObj("section", "default", "model")
         if node.func.attr == "to_megatron_provider":  # the model class the bridge's provider builds (OFL219)
-            architecture = model_architecture(model.model_id, Path(self.path).parent)
+            architecture = model.architecture or model_architecture(model.model_id, Path(self.path).parent)
             obj.values[bridge_schedule.KEY.split(".", 1)[1]] = Assignment(
                 bridge_schedule.KEY, bridge_schedule.bridge_provider_model(self.project, architecture, self.path) if
                 architecture else Unknown(f"the architecture of {model.model_id}"), self._loc(node), Source.PYTHON,
@@ -256,7 +265,7 @@ class CallFollowing:
                 obj.values[field_name] = Assignment(key, value, loc, Source.PYTHON, text, (*self.via_stack, origin))
         # Over the sizes, what the tree's own bridge for the model's architecture sets with literal values (Bridge
         # sets them after mapping the config); nothing where the tree has no such bridge.
-        architecture = model_architecture(model.model_id, Path(self.path).parent)
+        architecture = model.architecture or model_architecture(model.model_id, Path(self.path).parent)
         settings = bridge_models.settings(self.project, architecture, node.func.attr, self.path) if architecture \
             else {}
         for field_name, setting in settings.items():

@@ -306,6 +306,12 @@ class Statements:
             return []
         root, attrs = chain[0], chain[1:]
         receiver = frame.names.get(root)
+        if isinstance(receiver, HFModel) and receiver.config and attrs == ["architectures"]:
+            # `text_config.architectures = ["Qwen3_5ForCausalLM"]`: the bridge class AutoBridge.from_hf_config picks
+            name = value[0] if isinstance(value, (list, tuple)) and value and isinstance(value[0], str) else None
+            frame.names[root] = dataclasses.replace(receiver, architecture=name) if name else Unknown(
+                f"`{root}.architectures` set from `{self._segment(value_node)}`")
+            return []
         if isinstance(receiver, Record) and len(attrs) == 1:
             # `cfg = bf16_mixed(); cfg.fp8 = "hybrid"`: the write changes the record the name holds (kept
             # otherwise, the record would be known and wrong), and a container key already set to that same
