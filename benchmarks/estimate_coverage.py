@@ -8,9 +8,10 @@ starting with `_`, in a file under `recipes/` or `perf_recipes/`; pretrain recip
 memory model for its inputs (`offlint.estimate.oom.inputs_for`, what OFL303 and `offlint estimate` use). A unit
 gets a verdict when every input is known and every feature it uses is modelled. The others are grouped by the
 first reason: an unsupported feature (named), an unknown model size, another unknown input, or a layout the
-model does not split (uneven layers, heads not divisible by TP), or a verdict that differs with the GPU's
-architecture where that is open (oom.either_way, as `offlint estimate` decides), or a recipe named for a GPU offlint
-has no measured capacity for (Rubin). Prints the counts; asserts nothing.
+model does not split (uneven layers, heads not divisible by TP). A verdict that depends on a fact offlint cannot
+know (the GPU's architecture where it is open, the sequence length a launcher runs when model and dataset differ,
+the capacity of a GPU never measured: Rubin) is counted as a verdict, "conditional": `offlint estimate` gives one
+verdict per way the fact may go (estimate.report.depends). Prints the counts; asserts nothing.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from pathlib import Path
 
 from offlint.estimate import params
 from offlint.estimate.inputs import read_inputs
-from offlint.estimate.oom import SIZE_KEYS, device_for, either_way, fp8_transpose
-from offlint.estimate.report import agreed_state
+from offlint.estimate.oom import SIZE_KEYS, alternatives, device_for, expandable, fp8_transpose
+from offlint.estimate.report import depends
 from offlint.resolve import resolve
 from offlint.gpus import unit_gpu
 from offlint.types import UnitKind
@@ -48,15 +49,20 @@ def reason(resolved, name: str, gpu: str = "") -> str:
         return "no verdict: the layout cannot run on the GPUs the name gives (OFL216)"  # as `offlint estimate` says
     dev = device_for(name, gpu)
 
-    def judge(_, r):  # as `offlint estimate`: the verdict at both ends of a bracketed (stated) capacity
-        return agreed_state(r, dev)
-
-    _, result, split, _ = either_way(inputs, judge, world)
-    if split:
-        return "no verdict: " + split.split(", and")[0]
-    if judge(None, result) is None:
-        return "no verdict: the verdict differs between the ends of the GPU's stated capacity"
-    return ""
+    what, alts = alternatives(inputs, world)
+    depending = depends(what, alts, dev, expandable(resolved.get))  # as `offlint estimate` judges it
+    if depending is None:
+        return ""
+    # `offlint estimate` gives one verdict per way the open fact may go (report.depends): a conditional verdict
+    t = inputs.training
+    architecture = t is not None and ((t.low_precision is not None and t.low_precision.transpose is None)
+                                      or (t.expert_budget is not None and t.expert_budget.fused is None))
+    kinds = [k for k, on in (("the GPU's architecture", architecture),
+                             ("the default expert TP size of the Bridge version", p.etp_open),
+                             ("the sequence length the launcher runs", inputs.other_seq_length is not None),
+                             ("the GPU's unmeasured capacity", dev.upper is not None and "capacity" in depending[0]))
+             if on]
+    return "conditional verdict: on " + " and ".join(kinds)
 
 
 def main() -> int:
@@ -67,7 +73,7 @@ def main() -> int:
     args = parser.parse_args()
     reads, version = read_tree(args.tree, args.mcore_version)
     groups = {"public recipe functions": collections.Counter(), "public pretrain recipes": collections.Counter()}
-    totals = collections.Counter()
+    totals, verdicts = collections.Counter(), collections.Counter()
     for read in reads:
         for unit in read.units:
             if unit.kind != UnitKind.RECIPE or not public_recipe(read.file.path, unit.name):
@@ -78,11 +84,16 @@ def main() -> int:
             for group in names:
                 totals[group] += 1
                 groups[group][why or "verdict"] += 1
+                if not why or why.startswith("conditional verdict"):
+                    verdicts[group] += 1
             if args.list:
                 print(f"{read.file.path}:{unit.name}: {why or 'verdict'}")
     for group, counter in groups.items():
-        total = totals[group] or 1
-        print(f"{group}: {totals[group]} units, verdict {counter['verdict']} ({counter['verdict'] / total:.1%})")
+        total, given = totals[group] or 1, verdicts[group]
+        conditional = given - counter["verdict"]
+        print(f"{group}: {totals[group]} units, verdict {given} ({given / total:.1%})"
+              + (f", {conditional} of them conditional (one verdict per way a fact offlint cannot know may go)"
+                 if conditional else ""))
         for why, n in counter.most_common():
             if why != "verdict":
                 print(f"  {n:5}  {why}")

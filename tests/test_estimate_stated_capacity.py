@@ -14,7 +14,7 @@ from offlint.estimate import devices, oom
 from offlint.estimate.devices import DEVICES, GIB, STATED_GB, Device, ends, parse_device, stated_range
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.memory import estimate
-from offlint.estimate.report import verdict_state
+from offlint.estimate.report import capacity_cases, verdict_state
 from tests.estimate_helpers import lookup
 from tests.test_estimate_verdicts import HEADER, OOM_ON_MODEL_STATE, _recipe
 
@@ -80,6 +80,22 @@ def test_a_verdict_needs_both_ends():
     assert oom.oom_verdict(result, _bracket(floor * 0.5, floor + 5)) == "uncalibrated"
 
 
+def test_capacity_cases_split_the_bracket_where_the_verdict_changes():
+    """Each state over the part of the bracket where it holds, the bounds where the peak starts to fit (peak +
+    the driver's reserve) and where it leaves the at-risk margin (peak / (1 - margin) + reserve)."""
+    result = _result()
+    peak = result.peak.total / GIB
+    wide = _bracket(peak - 5, peak * 1.5)
+    fit_at = peak + devices.RESERVED_GIB
+    safe_at = peak / (1 - devices.AT_RISK_MARGIN[False]) + devices.RESERVED_GIB
+    assert capacity_cases(result, wide) == [(f"below {fit_at:.1f} GiB", "does not fit"),
+                                            (f"from {fit_at:.1f} GiB to {safe_at:.1f} GiB", "at risk"),
+                                            (f"from {safe_at:.1f} GiB", "fits")]
+    expandable_safe = peak / (1 - devices.AT_RISK_MARGIN[True]) + devices.RESERVED_GIB
+    assert capacity_cases(result, _bracket(peak + 2, peak * 1.5), True) == [
+        (f"below {expandable_safe:.1f} GiB", "at risk"), (f"from {expandable_safe:.1f} GiB", "fits")]
+
+
 R100 = "llama_pretrain_2gpu_r100_bf16_config"
 
 
@@ -99,12 +115,24 @@ def test_estimate_gives_a_rubin_recipe_the_verdict_both_ends_agree_on(tmp_path):
     assert "R100" in note and "between 268.2 and 288.0 GiB" in note and "shown at 268.2 GiB" in note
 
 
-def test_estimate_refuses_a_rubin_recipe_whose_verdict_differs_between_the_ends(tmp_path, monkeypatch):
+def test_estimate_gives_a_rubin_recipe_a_verdict_per_part_of_the_bracket(tmp_path, monkeypatch):
+    """Where the verdict differs between the ends, each part of the bracket gets its own, and the capacity
+    where it changes is where a measured capacity (--gpu) changes it."""
     peak = json.loads(_estimate(tmp_path).output)["peak_bytes"] / GIB
     monkeypatch.setitem(devices.STATED_GB, "r100", round((peak + 1) * 1.03))  # the peak between the two ends
     found = _estimate(tmp_path)
-    assert found.exit_code == 2 and "Traceback" not in found.output, found.output
-    assert "no verdict" in found.output and "differs between its ends" in found.output
+    assert found.exit_code == 0 and "Traceback" not in found.output, found.output
+    out = json.loads(found.output)
+    assert out["verdict_state"] == "depends" and "R100's capacity is not measured" in out["verdict"]
+    cases = out["cases"]
+    assert [c["verdict_state"] for c in cases] == ["does not fit", "at risk"], cases
+    bound = float(cases[0]["condition"].split("below ")[1].split(" GiB")[0])
+    assert cases[1]["condition"] == f"with a capacity from {bound:.1f} GiB"
+    assert bound == pytest.approx(peak + devices.RESERVED_GIB, abs=0.1)  # where the peak starts to fit
+    for gib, state in ((bound - 0.1, "does not fit"), (bound + 0.1, "at risk")):  # a measured capacity decides
+        assert json.loads(_estimate(tmp_path, "--gpu", f"{gib:.2f}").output)["verdict_state"] == state
+    text = CliRunner().invoke(main, ["estimate", str(tmp_path / "recipes.py"), "--recipe", R100]).output
+    assert f"  with a capacity below {bound:.1f} GiB: does not fit" in text, text
     monkeypatch.setitem(devices.STATED_GB, "r100", round(peak / 2))  # over the high end: does not fit, shown there
     out = json.loads(_estimate(tmp_path).output)
     assert out["verdict_state"] == "does not fit"

@@ -7,11 +7,15 @@ another file (`DEFAULT_NULL_TOKENIZER_VOCAB_SIZE`) is followed, and nothing is i
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
+from click.testing import CliRunner
 
+from offlint.cli import main
 from offlint.estimate import oom
+from offlint.estimate.devices import GIB
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.memory import estimate
 from offlint.units import load_unit
@@ -197,6 +201,23 @@ def test_model_and_dataset_sequence_lengths_that_differ_are_both_estimated(tree)
     agree = oom.either_way(inputs, lambda _, r: r.peak.total > 2 * long, 8)
     assert not agree[2] and "the verdict holds either way" in agree[3]
     assert agree[0].model.seq_length == 8192
+
+
+def test_estimate_gives_a_verdict_for_each_sequence_length_a_launcher_may_run(tree):
+    """Where the verdict differs, `offlint estimate` gives both, each named by the launchers that run it."""
+    inputs = _inputs(tree, "long_model_pretrain_config")
+    short, long = (estimate(v, 8).peak.total / GIB for v in oom.architectures(inputs))
+    capacity = short / 0.8 + 1  # the short run fits with more than the at-risk margin, the long one does not fit
+    assert long > capacity
+    found = CliRunner().invoke(main, ["estimate", str(tree), "--recipe", "long_model_pretrain_config", "--gpus",
+                                      "8", "--gpu", f"{capacity:.1f}", "--output-format", "json"])
+    assert found.exit_code == 0, found.output
+    out = json.loads(found.output)
+    assert out["verdict_state"] == "depends" and "model.seq_length=131072 and dataset.seq_length=8192" in out["verdict"]
+    assert [(c["condition"], c["verdict_state"]) for c in out["cases"]] == [
+        ("at sequence length 8192 (as Bridge's training scripts run it)", "fits"),
+        ("at sequence length 131072 (as its performance scripts run it)", "does not fit")]
+    assert out["peak_bytes"] / GIB == pytest.approx(short)  # the dataset's length is shown
 
 
 def test_a_diffusion_transformer_is_not_read_as_a_language_model_with_the_tokenizers_vocabulary(tree):

@@ -9,14 +9,14 @@ import click
 
 from offlint.config import ConfigError, load_config
 from offlint.estimate import params
-from offlint.estimate.devices import DEFAULT_DEVICE, GIB, DeviceError, parse_device
+from offlint.estimate.devices import DEFAULT_DEVICE, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.overrides import OverrideInputError
 from offlint.estimate.overrides import check as check_overrides
 from offlint.estimate import oom
 from offlint.gpus import unit_gpu
 from offlint.named_precision import configured
-from offlint.estimate.report import agreed_state, render_json, render_text, verdict_state
+from offlint.estimate.report import agreed_state, bracket, depends, render_json, render_text, verdict_state
 from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
@@ -108,30 +108,33 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     def judge(_, r):
         return agreed_state(r, device, with_expandable)
 
-    inputs, result, split, either = oom.either_way(inputs, judge, world)
-    if split:
-        _fail(f"{config}: {unit.name}: no verdict: it uses {split}")
-    notes += [either] if either else []
+    what, alternatives = oom.alternatives(inputs, world)
+    # The verdict may depend on a fact offlint cannot know (the sequence length the launcher runs, the GPU's
+    # architecture, an unmeasured capacity): then one verdict per way it may go, each decided
+    depending = depends(what, alternatives, device, with_expandable)
+    inputs, result, _, either = oom.either_way(inputs, judge, world)
+    notes += [either] if either and not depending else []
     shown = device  # the capacity the verdict is told against; what-if options and fixes use `device`
-    if device.upper is not None:  # a stated capacity: the verdict must hold at both ends of its bracket
+    if depending:
+        first = alternatives[0].label
+        notes.append(f"shown {first + ' and ' if first else ''}at {device.total_gib:.1f} GiB, where the what-if "
+                     f"options are judged")
+    elif device.upper is not None:  # a stated capacity: the verdict holds at both ends of its bracket
         state = judge(None, result)
-        ends_say = " / ".join(verdict_state(result, d, with_expandable) for d in (device, device.upper))
-        if state is None:
-            _fail(f"{config}: {unit.name}: no verdict: estimated peak {result.peak.total / GIB:.1f} GiB per GPU; "
-                  f"{_bracket(device)}, and the verdict differs between its ends ({ends_say}); pass --gpu CAPACITY "
-                  f"(in GiB, as torch reports it)")
         shown = device if state == "fits" else device.upper  # the end that decides it
-        notes.append(f"{_bracket(device)}; the verdict holds at both ends and is shown at {shown.total_gib:.1f} GiB; "
+        notes.append(f"{bracket(device)}; the verdict holds at both ends and is shown at {shown.total_gib:.1f} GiB; "
                      f"what-if options are judged at {device.total_gib:.1f} GiB")
     options = what_if(inputs, device, world)
     risk_fix = ""
-    if verdict_state(result, shown, with_expandable) == "at risk":
+    if not depending and verdict_state(result, shown, with_expandable) == "at risk":
         risk_fix = oom.cheapest_fix(inputs, device, loaded.resolved.get, with_expandable, result)
     title = f"{unit.name} ({config})"
     if output_format == "json":
-        click.echo(json.dumps(render_json(title, result, shown, options, notes, with_expandable, risk_fix), indent=1))
+        click.echo(json.dumps(render_json(title, result, shown, options, notes, with_expandable, risk_fix,
+                                           depending), indent=1))
     else:
-        click.echo(render_text(title, result, shown, options, notes, with_expandable, risk_fix), nl=False)
+        click.echo(render_text(title, result, shown, options, notes, with_expandable, risk_fix, depending),
+                   nl=False)
     if plot_path:  # after the estimate: a missing matplotlib costs the picture, not the numbers
         from offlint.estimate.plot import PlotError, plot
 
@@ -140,9 +143,3 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         except PlotError as exc:
             _fail(str(exc))
 
-
-def _bracket(low) -> str:
-    """What is known of a stated capacity (devices.stated_range), for a note or an error."""
-    name = low.name.split(" (")[0].upper()
-    return (f"{name}'s capacity is not measured; NVIDIA's stated size brackets it between {low.total_gib:.1f} and "
-            f"{low.upper.total_gib:.1f} GiB (as on every measured GPU)")

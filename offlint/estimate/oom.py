@@ -21,7 +21,7 @@ of their stated capacity, devices.stated_range, with a verdict only where it is 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from offlint.estimate.devices import GIB, Device, agreed, device, ends, margin_bytes, parse_device
@@ -112,8 +112,29 @@ def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
         whats.append(f"model.seq_length={model} and {key}={other}, which differ (Bridge's validate asserts they "
                      f"match: its training scripts set the model's to the dataset's, its performance overrides the "
                      f"dataset's to the model's)")
-        labels = [f"{label} at sequence length {n}".strip() for n in (other, model) for label in labels]
+        runs = ((other, "as Bridge's training scripts run it"), (model, "as its performance scripts run it"))
+        labels = [f"{label} at sequence length {n} ({how})".strip() for n, how in runs for label in labels]
     return " and ".join(whats), labels
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One way a fact offlint cannot know may go (architectures): its label for a message ("at sequence length
+    4096 (...)"; "" when nothing is open), the inputs and their estimate."""
+    label: str
+    inputs: Inputs
+    result: Estimate
+
+
+def alternatives(inputs: Inputs, world: int | None = None) -> tuple[str, list[Alternative]]:
+    """What is open about `inputs` ("" when nothing is) and each alternative estimated (at `world` GPUs, else the
+    lower bound), the one to show first."""
+    variants = architectures(inputs)
+    results = [estimate(v, world) if world else bound(v) for v in variants]
+    if len(variants) == 1:
+        return "", [Alternative("", variants[0], results[0])]
+    what, labels = _open_labels(inputs)
+    return what, [Alternative(label, v, r) for label, v, r in zip(labels, variants, results)]
 
 
 def either_way(inputs: Inputs, judge: Callable[[Inputs, Estimate], object],
@@ -121,18 +142,17 @@ def either_way(inputs: Inputs, judge: Callable[[Inputs, Estimate], object],
     """Estimate `inputs` on each of its open alternatives (architectures; at `world` GPUs, else the lower bound)
     and judge each: (the inputs and estimate to show; why there is no verdict, "" when the judgements agree; the
     note that the verdict holds either way, "" when nothing is open)."""
-    variants = architectures(inputs)
-    results = [estimate(v, world) if world else bound(v) for v in variants]
-    if len(variants) == 1:
-        return variants[0], results[0], "", ""
-    verdicts = [judge(v, r) for v, r in zip(variants, results)]
-    what, labels = _open_labels(inputs)
+    what, alts = alternatives(inputs, world)
+    if len(alts) == 1:
+        return alts[0].inputs, alts[0].result, "", ""
+    verdicts = [judge(a.inputs, a.result) for a in alts]
+    labels, results = [a.label for a in alts], [a.result for a in alts]
     figures = [f"{r.peak.total / GIB:.1f} GiB {label}" for label, r in zip(labels, results)]
     if any(v != verdicts[0] for v in verdicts):
         advice = "pass --gpu" if inputs.other_seq_length is None else "set both to the length the run uses"
-        return variants[0], results[0], f"{what}, and the verdict depends on it: {', '.join(figures)}; {advice}", ""
+        return alts[0].inputs, results[0], f"{what}, and the verdict depends on it: {', '.join(figures)}; {advice}", ""
     others = ", ".join(f"{label} {r.peak.total / GIB:.1f} GiB" for label, r in zip(labels[1:], results[1:]))
-    return variants[0], results[0], "", f"{what}: shown {labels[0]}; {others}; the verdict holds either way"
+    return alts[0].inputs, results[0], "", f"{what}: shown {labels[0]}; {others}; the verdict holds either way"
 
 
 def _check_verdicts(lookup: Lookup, dev: Device):

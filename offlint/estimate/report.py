@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from offlint.estimate import params
 from offlint.estimate.devices import GIB, Device, agreed
 from offlint.estimate.memory import Estimate
@@ -27,6 +29,63 @@ def verdict_state(result: Estimate, device: Device, with_expandable: bool | None
 def agreed_state(result: Estimate, device: Device, with_expandable: bool | None = None) -> str | None:
     """verdict_state where it is the same at both ends of a bracketed (stated) capacity, else None."""
     return agreed(lambda d: verdict_state(result, d, with_expandable), device, None)
+
+
+def capacity_cases(result: Estimate, device: Device, with_expandable: bool | None = None) -> list[tuple[str, str]]:
+    """Over a bracketed capacity (devices.stated_range): each verdict_state with the part of the bracket it holds
+    over, lowest capacity first ("below 279.6 GiB", "at risk"), the bounds found by bisection on verdict_state
+    itself (the state only improves with capacity), to 1 MiB."""
+    low, high = device.total_mib, device.upper.total_mib
+
+    def state(mib: float) -> str:
+        return verdict_state(result, replace(device, total_mib=mib, upper=None), with_expandable)
+
+    cases, start = [], low
+    while True:
+        here = state(start)
+        if state(high) == here:
+            cases.append((here, start))
+            break
+        lo, hi = start, high  # state(lo) == here != state(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if state(mid) == here else (lo, mid)
+        cases.append((here, start))
+        start = hi
+    bounds = [f"{mib / 1024:.1f} GiB" for _, mib in cases[1:]]  # where each later state starts
+    spans = [""] if not bounds else [f"below {bounds[0]}"] + [
+        f"from {b}" + (f" to {bounds[i + 1]}" if i + 1 < len(bounds) else "") for i, b in enumerate(bounds)]
+    return [(span, here) for span, (here, _) in zip(spans, cases)]
+
+
+def bracket(low: Device) -> str:
+    """What is known of a stated capacity (devices.stated_range), for a note or a conditional verdict."""
+    name = low.name.split(" (")[0].upper()
+    return (f"{name}'s capacity is not measured; NVIDIA's stated size brackets it between {low.total_gib:.1f} and "
+            f"{low.upper.total_gib:.1f} GiB (as on every measured GPU)")
+
+
+def depends(what: str, alternatives, device: Device,
+            with_expandable: bool | None = None) -> tuple[str, list[tuple[str, str, str]]] | None:
+    """None when every alternative (oom.alternatives) gets the same verdict on `device` (at both ends of a
+    bracketed capacity); else what the verdict depends on and one (condition, state, verdict) per case: each
+    alternative, and where a bracketed capacity's ends disagree, each part of the bracket (capacity_cases)."""
+    states = [agreed_state(a.result, device, with_expandable) for a in alternatives]
+    if None not in states and len(set(states)) == 1:
+        return None
+    cases = []
+    for a, state in zip(alternatives, states):
+        if state is not None:
+            end = device if state == "fits" or device.upper is None else device.upper  # the end that decides it
+            cases.append((a.label, state, verdict(a.result, end, with_expandable)))
+            continue
+        for span, here in capacity_cases(a.result, device, with_expandable):
+            condition = f"{a.label}, with a capacity {span}" if a.label else f"with a capacity {span}"
+            cases.append((condition, here, f"{here}: {a.result.peak.total / GIB:.1f} GiB needed"))
+    whys = [what] if len(set(states)) > 1 else []
+    whys += [f"the GPU's capacity ({bracket(device)}; pass --gpu CAPACITY, in GiB as torch reports it, once it is "
+             f"measured)"] if None in states else []
+    return " and ".join(whys), cases
 
 
 def verdict(result: Estimate, device: Device, with_expandable: bool | None = None) -> str:
@@ -70,7 +129,9 @@ def _parameters(m) -> int:
 
 
 def render_text(title: str, result: Estimate, device: Device, options: list[Option], notes: list[str],
-                with_expandable: bool | None = None, risk_fix: str = "") -> str:
+                with_expandable: bool | None = None, risk_fix: str = "", depending=None) -> str:
+    """The estimate as text; `depending`: depends()'s answer, when the verdict depends on a fact offlint cannot
+    know."""
     inputs = result.inputs
     m, p, t = inputs.model, inputs.parallel, inputs.training
     peak = result.peak
@@ -113,6 +174,11 @@ def render_text(title: str, result: Estimate, device: Device, options: list[Opti
         lines.append(f"{mark} {o.group:<20}{o.label:<{width}}{o.peak_bytes / GIB:9.1f}{o.result.peak.host_total / GIB:9.1f}"
                      f"  {('risk' if o.at_risk else 'yes') if o.fits else 'no':<5}{o.relative_time:6.2f}x")
     lines.append("")
+    if depending:  # a verdict for each way a fact offlint cannot know may go
+        why, cases = depending
+        lines.append(f"verdict: depends on {why}:")
+        lines += [f"  {condition}: {text}" for condition, _, text in cases]
+        return "\n".join(lines) + "\n"
     lines.append(f"verdict: {verdict(result, device, with_expandable)}")
     state = verdict_state(result, device, with_expandable)
     if state == "at risk" and risk_fix:
@@ -126,7 +192,7 @@ def render_text(title: str, result: Estimate, device: Device, options: list[Opti
 
 
 def render_json(title: str, result: Estimate, device: Device, options: list[Option], notes: list[str],
-                with_expandable: bool | None = None, risk_fix: str = "") -> dict:
+                with_expandable: bool | None = None, risk_fix: str = "", depending=None) -> dict:
     def stage(s):
         return {"stage": s.stage, "total_bytes": s.total, "microbatches_in_flight": s.microbatches_in_flight,
                 "parts": [{"name": p.name, "kind": p.kind, "bytes": p.bytes} for p in s.parts],
@@ -143,8 +209,12 @@ def render_json(title: str, result: Estimate, device: Device, options: list[Opti
         "expert_data_parallel": result.expert_data_parallel, "num_microbatches": result.num_microbatches,
         "device": {"name": device.name, "total_gib": device.total_gib, "usable_bytes": device.usable_bytes},
         "peak_stage": result.peak.stage, "peak_bytes": result.peak.total,
-        "fits": result.peak.total <= device.usable_bytes, "verdict": verdict(result, device, with_expandable),
-        "verdict_state": verdict_state(result, device, with_expandable), "floor_bytes": oom.floor_bytes(result),
+        "fits": result.peak.total <= device.usable_bytes,
+        "verdict": f"depends on {depending[0]}" if depending else verdict(result, device, with_expandable),
+        "verdict_state": "depends" if depending else verdict_state(result, device, with_expandable),
+        "cases": [{"condition": c, "verdict_state": state, "verdict": text} for c, state, text in depending[1]]
+        if depending else None,
+        "floor_bytes": oom.floor_bytes(result),
         "at_risk_fix": risk_fix or None,
         "stages": [stage(s) for s in result.stages],
         "what_if": [{"knob": o.group, "option": o.label, "peak_bytes": o.peak_bytes,
