@@ -730,8 +730,8 @@ def _hybrid_unsupported(r: _Reader, m: ModelShape, p: Parallelism, t: Training, 
                 "that TP divides heads and groups, and groups divide heads)")
     if "E" in pattern and not m.num_moe_experts:
         return "a hybrid pattern with MoE layers ('E') but no num_moe_experts"
-    if m.multi_latent_attention or m.moe_latent_size:
-        return "a hybrid Mamba model with multi-latent attention or latent MoE (not modelled)"
+    if m.multi_latent_attention:  # latent MoE is modelled: an 'E' layer is megatron-core's MoELayer, as in GPT
+        return "a hybrid Mamba model with multi-latent attention (not modelled)"
     width = 2 * m.mamba_d_inner + 2 * m.mamba_num_groups * m.mamba_state_dim + m.mamba_num_heads
     if low is not None and low.recipe == "nvfp4" and (
             width // p.tp % 16 or m.mamba_d_inner // p.tp % 16 or m.hidden_size % 16):
