@@ -821,8 +821,7 @@ def _te_verdict(scope: Scope):
     if not hasattr(scope, "_te_verdict"):
         from offlint import te_support
 
-        found = te_support.verdict(scope.lookup, str(scope.names.get("unit_name", "")),
-                                   gpu=str(scope.names.get("unit_gpu", "")),
+        found = te_support.verdict(scope.lookup, gpu=str(scope.names.get("unit_gpu", "")),
                                    gpu_from=str(scope.names.get("unit_gpu_from", "")))
         for key in found.keys:
             scope.key(key)

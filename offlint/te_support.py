@@ -24,7 +24,6 @@ from typing import Callable
 
 from offlint.config import ConfigError, load_config
 from offlint.estimate.devices import CAPABILITY, DeviceError, parse_device
-from offlint.gpus import named_gpu
 from offlint.named_precision import configured
 from offlint.types import OneOf, Unknown, Value
 
@@ -66,11 +65,10 @@ class Verdict:
     keys: tuple[str, ...] = ()  # the keys that decided it (related locations; the unknown ones under --strict)
 
 
-def verdict(lookup: Callable[[str], Value], unit_name: str, cwd: str = "", gpu: str = "",
-            gpu_from: str = "") -> Verdict:
+def verdict(lookup: Callable[[str], Value], cwd: str = "", gpu: str = "", gpu_from: str = "") -> Verdict:
     """Whether Transformer Engine refuses the unit's low-precision recipe on the unit's GPU, and what it says.
     `gpu`, `gpu_from`: the GPU token gpus.unit_gpu found for the unit and where it was named."""
-    gpu, capability, origin = unit_gpu(unit_name, cwd or str(Path.cwd()), gpu, gpu_from)
+    gpu, capability, origin = unit_gpu(cwd or str(Path.cwd()), gpu, gpu_from)
     if capability is None or (10, 0) <= capability < (12, 0):  # no device, or one that runs every recipe
         return Verdict(False)
     read: list[str] = []
@@ -98,11 +96,9 @@ def verdict(lookup: Callable[[str], Value], unit_name: str, cwd: str = "", gpu: 
     return Verdict(True, message, tuple(read))
 
 
-def unit_gpu(unit_name: str, cwd: str, gpu: str = "", gpu_from: str = "") -> tuple[str, tuple[int, int] | None, str]:
-    """(the GPU, its compute capability or None when not known, where offlint took it from)."""
-    token = named_gpu(unit_name)
-    if token is not None:
-        return token.upper(), CAPABILITY.get(token), "named by the recipe"
+def unit_gpu(cwd: str, gpu: str = "", gpu_from: str = "") -> tuple[str, tuple[int, int] | None, str]:
+    """(the GPU, its compute capability or None when not known, where offlint took it from): `gpu`, the unit's own
+    (gpus.unit_gpu: its name, card section or folder, named by `gpu_from`), else [tool.offlint] gpu."""
     if gpu:
         return gpu.upper(), CAPABILITY.get(gpu), f"named by {gpu_from}"
     name = _configured_gpu(cwd)

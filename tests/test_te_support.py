@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from offlint import te_support
+from offlint import gpus, te_support
 from offlint.api import CheckOptions, check
 from offlint.te_support import (BLOCK_MESSAGE, FP8_MESSAGE, MXFP8_12_MESSAGE, MXFP8_MESSAGE, NVFP4_MESSAGE,
                                 te_error)
@@ -90,7 +90,7 @@ def test_a_blackwell_ultra_name_runs_every_recipe(tmp_path, monkeypatch):
 def test_a_rubin_name_runs_every_recipe(tmp_path, monkeypatch):
     """Rubin (R100, VR200) is compute capability 10.7: MXFP8 and NVFP4 run."""
     for name in ("llama3_8b_pretrain_8gpu_vr200_nvfp4_config", "llama3_8b_pretrain_8gpu_r100_fp8mx_config"):
-        assert te_support.unit_gpu(name, str(tmp_path))[1] == (10, 7)
+        assert te_support.unit_gpu(str(tmp_path), *gpus.unit_gpu(name))[1] == (10, 7)
         assert _check(tmp_path, monkeypatch, name, 'cfg.mixed_precision = "bf16_with_nvfp4_mixed"', gpu="h100",
                       strict=True) == []
 
