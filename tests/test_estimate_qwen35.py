@@ -131,3 +131,104 @@ def test_every_qwen35_entry_is_a_gated_delta_net_model_with_its_sources():
         assert sizes["model.attention_output_gate"] is True and sizes["model.vocab_size"] == 248320
         assert model_sizes.vision(hf_id) is not None  # a VLM: a recipe training its tower gets no verdict
         assert len(model_sizes.sources(hf_id)) >= 2
+
+
+HELPERS = '''
+from megatron.bridge.models.conversion.model_bridge import MegatronModelBridge
+from megatron.bridge.models.shared import apply_common
+
+
+def apply_moe(provider, hf_config):
+    apply_common(provider, hf_config)
+    provider.moe_shared_expert_gate = True
+    provider.num_moe_experts = getattr(hf_config, "num_experts", 8)
+
+
+def early_return(provider, hf_config):
+    if hf_config.skip:
+        return
+    provider.hidden_dropout = 0.0
+
+
+def rebinds(provider):
+    provider = provider.copy()
+    provider.hidden_dropout = 0.0
+
+
+@MegatronModelBridge.register_bridge(source="HelperMoeForCausalLM", target=GPTModel)
+class HelperBridge(MegatronModelBridge):
+    def provider_bridge(self, hf_pretrained):
+        provider = super().provider_bridge(hf_pretrained)
+        apply_moe(provider, hf_pretrained.config)
+        provider.position_embedding_type = "rope"
+        return provider
+
+
+@MegatronModelBridge.register_bridge(source="EarlyForCausalLM", target=GPTModel)
+class EarlyBridge(MegatronModelBridge):
+    def provider_bridge(self, hf_pretrained):
+        provider = super().provider_bridge(hf_pretrained)
+        early_return(provider, hf_pretrained.config)
+        provider.qk_layernorm = True
+        return provider
+
+
+@MegatronModelBridge.register_bridge(source="RebindForCausalLM", target=GPTModel)
+class RebindBridge(MegatronModelBridge):
+    def provider_bridge(self, hf_pretrained):
+        provider = super().provider_bridge(hf_pretrained)
+        rebinds(provider)
+        return provider
+'''
+
+SHARED = '''
+def apply_common(config, hf_config):
+    config.hidden_dropout = 0.0
+    config.normalization = "RMSNorm"
+    config.linear_num_value_heads = getattr(hf_config, "linear_num_value_heads", 32)
+    if config.mtp_num_layers:
+        config.attention_dropout = 0.0
+'''
+
+BASE = '''
+class MegatronModelBridge:
+    @classmethod
+    def register_bridge(cls, *, source, target, provider=None, model_type=None):
+        return lambda bridge_class: bridge_class
+
+    def provider_bridge(self, hf_pretrained):
+        provider = GPTModelProvider(**self.hf_config_to_provider_kwargs(hf_pretrained.config))
+        provider.make_vocab_size_divisible_by = 128
+        return provider
+'''
+
+
+@pytest.fixture
+def bridge_settings(tmp_path):
+    from offlint.sources import bridge_models
+    from offlint.sources.python_project import PythonProject
+
+    files = {"src/megatron/bridge/models/conversion/model_bridge.py": BASE,
+             "src/megatron/bridge/models/helper/helper_bridge.py": HELPERS,
+             "src/megatron/bridge/models/shared.py": SHARED}
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    project = PythonProject(list(files), lambda p: (tmp_path / p).read_text())
+    return lambda architecture: {k: s.value for k, s in bridge_models.settings(
+        project, architecture, "to_megatron_provider", "src/megatron/bridge/recipes/r.py").items()}
+
+
+def test_a_helper_handed_the_provider_is_read_as_its_own_statements(bridge_settings):
+    """Bridge's Qwen3.5 bridges set hidden_dropout=0.0 and the gated-delta-net keys in module-level helpers
+    (`_apply_qwen35_common_config(provider, text_config)`): their literal writes apply, through a helper of
+    another module and under the helper's own parameter name; writes from the Hugging Face config or in a branch
+    do not; what the base class set before stays."""
+    got = bridge_settings("HelperMoeForCausalLM")
+    assert got == {"make_vocab_size_divisible_by": 128, "hidden_dropout": 0.0, "normalization": "RMSNorm",
+                   "moe_shared_expert_gate": True, "position_embedding_type": "rope"}
+
+
+def test_a_helper_that_may_return_early_or_rebinds_its_parameter_drops_what_was_read(bridge_settings):
+    assert bridge_settings("EarlyForCausalLM") == {"qk_layernorm": True}
+    assert bridge_settings("RebindForCausalLM") == {}

@@ -129,18 +129,72 @@ class _Reader(ParsedModules):
                        (call.keywords if isinstance(call, ast.Call) else ()) if k.arg in fields}
                 out = {k: v for k, v in out.items() if v.value is not _NOT_LITERAL}
                 continue
-            if _hands_on(statement, returned):  # `setattr(provider, k, v)`, `_tune(provider)`: any key may change
-                out = {}
-                continue
-            for key, value in _literal_sets(statement, returned):
-                if value is _NOT_LITERAL or key not in fields:
-                    out.pop(key, None)
-                else:
-                    out[key] = Setting(value, f"{where}:{statement.lineno}")
-            if not isinstance(statement, (ast.Assign, ast.Expr)):  # a branch, loop, with or try: not decided
-                for key in _keys_set_within(statement, returned):
-                    out.pop(key, None)
+            out = self.after(path, module, statement, returned, where, out, depth)
         return out
+
+    def after(self, path: str, module: ast.Module, statement: ast.stmt, name: str, where: str,
+              out: dict[str, Setting], depth: int) -> dict[str, Setting]:
+        """The settings after one top-level statement acting on `name`. A call of a plain function of the tree
+        that is handed `name` (`_apply_qwen35_moe_config(provider, text_config)`) is read as its body acting on
+        that parameter, the same way; any other call handed `name` (`setattr(provider, k, v)`, a method, a
+        function with an early return) may set any key: what was read before it is dropped."""
+        helper = self.helper(path, module, statement, name) if depth <= _MAX_BASES else None
+        if helper is not None:
+            helper_path, helper_module, function, parameter = helper
+            helper_where = f"set by {function.name} at {helper_path}"
+            for inner in function.body:
+                out = self.after(helper_path, helper_module, inner, parameter, helper_where, out, depth + 1)
+            return out
+        if _hands_on(statement, name):  # `setattr(provider, k, v)`, `_tune(provider)`: any key may change
+            return {}
+        fields = known_fields("model")
+        out = dict(out)
+        for key, value in _literal_sets(statement, name):
+            if value is _NOT_LITERAL or key not in fields:
+                out.pop(key, None)
+            else:
+                out[key] = Setting(value, f"{where}:{statement.lineno}")
+        if not isinstance(statement, (ast.Assign, ast.Expr)):  # a branch, loop, with or try: not decided
+            for key in _keys_set_within(statement, name):
+                out.pop(key, None)
+        return out
+
+    def helper(self, path: str, module: ast.Module, statement: ast.stmt, name: str):
+        """(its path, its module, the function, the parameter `name` binds) for a statement that only calls a
+        module-level function of the tree with `name` as one positional argument and nothing else of it; None
+        otherwise, or where the function returns before its last statement (what follows would be undecided)."""
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)) or any(
+                isinstance(k.value, ast.Name) and k.value.id == name for k in call.keywords) or any(
+                isinstance(a, ast.Starred) for a in call.args):
+            return None
+        positions = [i for i, a in enumerate(call.args) if isinstance(a, ast.Name) and a.id == name]
+        if len(positions) != 1 or any(name in {n.id for n in ast.walk(a) if isinstance(n, ast.Name)}
+                                      for i, a in enumerate(call.args) if i != positions[0]):
+            return None
+        found = self.function_path(path, module, call.func.id)
+        target = self.module(found) if found else None
+        function = next((n for n in target.body if isinstance(n, ast.FunctionDef) and n.name == call.func.id),
+                        None) if target else None
+        if function is None or function.args.vararg or positions[0] >= len(function.args.args) or \
+                function.args.posonlyargs or function.decorator_list:
+            return None
+        if any(isinstance(n, ast.Return) for s in function.body[:-1] for n in ast.walk(s)) or any(
+                isinstance(n, ast.Return) for s in function.body[-1:] if not isinstance(s, ast.Return)
+                for n in ast.walk(s)):
+            return None
+        parameter = function.args.args[positions[0]].arg
+        if any(isinstance(n, ast.Name) and n.id == parameter and isinstance(n.ctx, ast.Store)
+               for n in ast.walk(function)):  # the parameter rebound: later writes go to another object
+            return None
+        return found, target, function, parameter
+
+    def function_path(self, path: str, module: ast.Module, name: str) -> str | None:
+        """The file that defines module-level function `name` as `path` sees it (the module or a
+        `from X import name`)."""
+        if any(isinstance(n, ast.FunctionDef) and n.name == name for n in module.body):
+            return path
+        return self.imported_path(path, module, name)
 
     def base_settings(self, path: str, module: ast.Module, cls: ast.ClassDef, method: str, depth: int):
         for base in cls.bases:
@@ -156,6 +210,9 @@ class _Reader(ParsedModules):
         """The file that defines class `name` as `path` sees it: the module itself or a `from X import name`."""
         if any(isinstance(n, ast.ClassDef) and n.name == name for n in module.body):
             return path
+        return self.imported_path(path, module, name)
+
+    def imported_path(self, path: str, module: ast.Module, name: str) -> str | None:
         for node in module.body:
             if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name and a.name == name
                                                         for a in node.names):
