@@ -127,6 +127,8 @@ class CallFollowing:
                     bridge_schedule.KEY, built, self._loc(node), f"{self._segment(node.func)}(...)")
             if section in TREE_DEFAULT_SECTIONS:
                 self._tree_defaults(obj, name, node)
+            elif section == "model" and short not in MODEL_CLASSES and not node.args:
+                self._provider_defaults(obj, name, node)
             return obj
         if short in bridge_mutators.MUTATORS:
             # The tree's own helper when its source is there and decides every key it writes; the documented
@@ -200,6 +202,32 @@ class CallFollowing:
                 default = Unknown(f"`{text}` leaves {field_name} unset and {cls.name} gives it no default here")
             obj.values[field_name] = Assignment(f"{obj.section}.{field_name}", default, loc, Source.PYTHON, text,
                                                 (*self.via_stack, where))
+
+    def _provider_defaults(self, obj: ConfigObj, name: str, node: ast.Call) -> None:
+        """A model provider built from its class (`OlMoEModelProvider(tensor_model_parallel_size=1)`): the fields
+        the call leaves out take the defaults the class and its @dataclass bases in the linted tree give them
+        (Bridge's GPTModelProvider and the model's own provider; the nearest class's default wins, as in Python).
+        A default offlint cannot evaluate, and the fields of bases outside the tree (megatron-core's
+        TransformerConfig), keep what offlint assumed before: megatron-core's default, or unknown."""
+        if isinstance(obj.base, Unknown):  # `**kwargs` in the call: any field may be set
+            return
+        found = self._find_dataclass(name)
+        loc, text = self._loc(node), self._segment(node)
+        seen: set = set()
+        while found is not None and len(seen) < 8:
+            reader, cls = found
+            if (reader.path, cls.name) in seen:
+                break
+            seen.add((reader.path, cls.name))
+            for field_name, (default, line) in _dataclass_defaults(reader, cls).items():
+                if field_name in obj.values or isinstance(default, Unknown) or not _plain_default(default):
+                    continue
+                where = f"the default of {cls.name}.{field_name} at {reader.path}:{line}"
+                obj.values[field_name] = Assignment(f"model.{field_name}", default, loc, Source.PYTHON, text,
+                                                    (*self.via_stack, where))
+            # single inheritance, as Bridge's providers: the first base that is a @dataclass of the tree
+            bases = [b for b in (_call_name(base) for base in cls.bases) if b]
+            found = next((f for f in (reader._find_dataclass(b) for b in bases) if f is not None), None)
 
     def _call_keywords(self, node: ast.Call, frame: Frame) -> dict:
         """Keyword arguments, `**spread` of literal dicts included (a spread offlint cannot read is skipped)."""
@@ -479,6 +507,13 @@ class CallFollowing:
                 return python_inputs.namespace(f"parameter `{name}` of {fn.name}()", self._declared_options())
             return Unknown(f"parameter `{name}` of {fn.name}()")
         return self._eval(default, Frame(names=dict(self.constants)))
+
+
+def _plain_default(value) -> bool:
+    """A default offlint can hold as a setting: a number, string, bool, None, or a list/tuple of them."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    return isinstance(value, (list, tuple)) and all(_plain_default(v) for v in value)
 
 
 def _dataclass_defaults(reader, cls: ast.ClassDef) -> dict:
