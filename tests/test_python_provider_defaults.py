@@ -141,3 +141,26 @@ def test_the_estimate_sizes_the_model_from_the_providers_defaults(tree):
     m = inputs.model
     assert (m.num_layers, m.hidden_size, m.num_moe_experts, m.moe_router_topk, m.gated_linear_unit) == \
         (6, 256, 8, 2, True)
+
+
+@pytest.mark.parametrize("module, before, after", [
+    ("demo_moe", "    moe_ffn_hidden_size: int = 128\n", "    moe_ffn_hidden_size: int = 40000000\n"),  # the class
+    ("demo_base", "    vocab_size: int = None\n",  # a base's field the class leaves alone
+     "    vocab_size: int = None\n    moe_shared_expert_intermediate_size: int = 4000000\n"),
+])
+def test_a_cached_check_follows_an_edit_of_the_providers_defaults(tree, tmp_path, monkeypatch, module, before, after):
+    from offlint.api import CheckOptions, check
+
+    monkeypatch.setenv("OFFLINT_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-cache"))
+
+    def codes(cache: bool) -> list[str]:
+        result = check(["src"], CheckOptions(root=tmp_path, mcore_version="0.20.0", cache=cache, workers=1))
+        return sorted(f.code for f in result.findings if f.code.startswith("OFL30"))
+
+    assert codes(cache=True) == []
+    path = tmp_path / "src/megatron/bridge/models" / f"{module}.py"
+    text = path.read_text()
+    assert text.count(before) == 1
+    path.write_text(text.replace(before, after))  # 6 layers of experts or shared experts no GPU holds
+    fresh = codes(cache=False)
+    assert "OFL303" in fresh and codes(cache=True) == fresh
