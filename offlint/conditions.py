@@ -458,6 +458,32 @@ def graph_modules_written(scope: Scope) -> object:
     return graph_modules(*values)
 
 
+@_needs_scope
+def graph_module_refusal(scope: Scope) -> object:
+    """Why megatron-core refuses the CUDA-graph module names the unit writes (readably, written_known) in
+    cuda_graph_scope or cuda_graph_modules, in its words; "" when it knows every one. Each string becomes an enum
+    member by name, and any other raises KeyError: TransformerConfig.__post_init__ (0.16.1 transformer_config.py
+    :1698-1711, `CudaGraphScope[scope]`; from 0.18 `normalize_cuda_graph_modules`, `CudaGraphModule[scope]`), and
+    Megatron-LM's --cuda-graph-scope / --cuda-graph-modules argparse types before that. The names a version knows
+    are the generated data's (offlint/data, "cuda_graph_names": the members, "full", the migrated spellings); for
+    a version between two releases with data, the names either knows (keys.bracketing_data)."""
+    lists = [data.get("cuda_graph_names") for data in keys.bracketing_data(scope.version)]
+    if not lists or not all(lists):
+        return ""
+    known = sorted(set().union(*lists))
+    unknown = [(key.split(".", 1)[1], name) for key in ("model.cuda_graph_scope", "model.cuda_graph_modules")
+               if written_known(scope, key) is True for name in _graph_names(scope.key(key)) if name not in known]
+    if not unknown:
+        return ""
+    field, name = unknown[0]
+    spaced = (f" (one name with spaces: a command line that quotes a list passes it as one argument)"
+              if " " in name.strip() else "")
+    who = ("Megatron-LM's argument parser raises" if str(scope.names.get("defaults", "")) == "mlm-cli" else
+           "TransformerConfig raises")
+    return (f"{field} names {name!r}, which megatron-core does not know{spaced}: {who} KeyError: {name!r} at "
+            f"start; the names are {', '.join(n for n in known if n != 'full')} (or 'full' alone)")
+
+
 def graph_scope_names(scope) -> list[str]:
     return [str(s) for s in as_list(scope)] if not isinstance(scope, str) else [scope]
 
@@ -884,6 +910,7 @@ FUNCTIONS: dict[str, Callable] = {
     "memory_savings": memory_savings,
     "predicted_oom": predicted_oom,
     "pipeline_split_refusal": pipeline_split_refusal,
+    "graph_module_refusal": graph_module_refusal,
     "layout_division": layout_division,
     "oom_floor_gib": oom_floor_gib,
     "oom_message": oom_message,

@@ -217,6 +217,20 @@ def _data_files() -> dict[Version, dict]:
     return out
 
 
+def bracketing_data(version: Version) -> list[dict]:
+    """The generated data a claim about `version` must hold for: its own release's, or for a version between two
+    releases with data (0.18 between 0.16.1 and 0.19.1) both of theirs, since either may be what it does; none for
+    a version newer than every release with data (what it added is not known), the oldest's for an older one (as
+    version_data)."""
+    files = _data_files()
+    older, newer = [v for v in files if v <= version], [v for v in files if v > version]
+    if not newer and (not older or max(older) != version):
+        return []
+    exact = bool(older) and max(older) == version
+    picked = ([max(older)] if older else []) + ([min(newer)] if not exact else [])
+    return [files[v] for v in picked]
+
+
 @lru_cache(maxsize=None)
 def version_data(version: Version) -> dict | None:
     """The generated field data of the newest known release not newer than `version` (or the oldest)."""

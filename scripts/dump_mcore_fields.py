@@ -139,6 +139,22 @@ def dump_flags():
     return flags
 
 
+def dump_cuda_graph_names():
+    """The CUDA-graph module names megatron-core accepts for ``cuda_graph_scope`` / ``cuda_graph_modules``:
+    TransformerConfig turns each string into an enum member by name (``CudaGraphModule`` from 0.19,
+    ``CudaGraphScope`` before) and raises KeyError on any other, but for ``"full"`` alone and the deprecated
+    spellings it migrates (``CUDA_GRAPH_MODULES_DEPRECATIONS``, from 0.19)."""
+    from megatron.core.transformer import enums
+
+    cls = getattr(enums, "CudaGraphModule", None) or enums.CudaGraphScope
+    names = set(cls.__members__) | {"full"}
+    try:
+        from megatron.core.transformer.cuda_graph_config import CUDA_GRAPH_MODULES_DEPRECATIONS
+    except ImportError:  # before 0.19
+        CUDA_GRAPH_MODULES_DEPRECATIONS = {}
+    return sorted(names | set(CUDA_GRAPH_MODULES_DEPRECATIONS))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="output file (default: stdout)")
@@ -172,7 +188,8 @@ def main():
         source = (f"wheel megatron-core=={version}" if "site-packages" in core_dir
                   else f"Megatron-LM source tree {os.path.dirname(os.path.dirname(core_dir))}")
 
-    out = {"version": version, "source": source, "sections": dump_sections()}
+    out = {"version": version, "source": source, "sections": dump_sections(),
+           "cuda_graph_names": dump_cuda_graph_names()}
     flags = dump_flags()
     if flags is None and opts.require_flags:
         sys.exit("error: --require-flags but megatron.training.arguments is not importable")

@@ -116,13 +116,14 @@ def _hydra_value(value) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ",".join(str(v) for v in value) + "]"
+    if isinstance(value, list):  # an item with a space is one quoted string to Hydra's grammar
+        return "[" + ",".join(f"'{v}'" if " " in str(v) else str(v) for v in value) + "]"
     return str(value)
 
 
 def render_hydra(config: dict) -> str:
     tokens = [f"{key}={_hydra_value(value)}" for key, value in config.items()]
+    tokens = [f'"{token}"' if " " in token else token for token in tokens]  # one shell word
     return "python scripts/training/run_recipe.py --recipe some_recipe_config \\\n  " + " \\\n  ".join(tokens) + "\n"
 
 
