@@ -54,6 +54,9 @@ class Job:
     # are still valid (_reusable_units), found by the worker that reads it; the reader skips them
     reusable: Callable[[str], dict[str, tuple]] = lambda path: {}
     encode: Callable[[object], str] | None = None  # the cache's encoding: workers encode what they read, in parallel
+    # Whether outcomes note what their reading used (deps, parts, unit_used, calls): only a cache reads them; a run
+    # without one (--no-cache) skips encoding the call records and the definition digests
+    keep_uses: bool = True
 
 
 class Texts(OnFirstUse):
@@ -141,6 +144,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     if cache is not None:
         job.reusable = lambda path: _reusable_units(cache, path, digests, definitions, verifier.record)
     job.encode = cache.codec.dumps if cache is not None else None
+    job.keep_uses = cache is not None
     for outcome, payload in _compute(job, missing, digests, workers, first, progress or (lambda done, total: None),
                                      verifier.project):
         found[outcome.path] = outcome
@@ -500,6 +504,26 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
     for name in unit_used:
         del project.unit_used[(file.path, name)]
     outcome = FileOutcome(file.path, digests[file.path])
+    if job.keep_uses:
+        _note_uses(outcome, file, job, project, digests, touched, unit_used)
+    if errors:
+        outcome.error = errors[0].message
+        return outcome
+    read = reads[0]
+    outcome.units, outcome.suppressions = read.units, read.suppressions
+    for unit in read.units:
+        if unit.kind != UnitKind.COMMAND:
+            stored = reusable.get(unit.name)
+            if stored is not None and stored[0] is unit:
+                outcome.findings.extend(stored[1])  # the same unit: the same findings
+            else:
+                outcome.findings.extend(check_unit(resolve(unit, job.version), job.rules, job.strict))
+    return outcome
+
+
+def _note_uses(outcome: FileOutcome, file: SourceFile, job: Job, project: PythonProject, digests, touched: set,
+               unit_used: dict) -> None:
+    """What the reading of `file` used, in the outcome's form for the cache: deps, parts, unit_used, calls."""
     whole = {used for used in touched if isinstance(used, str)}
     parts: dict[str, set[str]] = {}
     marks: dict[tuple, str | None] = {}  # a call record's mark -> its ID in outcome.calls (None: none kept)
@@ -552,19 +576,6 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
 
     outcome.unit_used = {name: sorted({item for key in used for item in keys(key)})
                          for name, used in unit_used.items()}
-    if errors:
-        outcome.error = errors[0].message
-        return outcome
-    read = reads[0]
-    outcome.units, outcome.suppressions = read.units, read.suppressions
-    for unit in read.units:
-        if unit.kind != UnitKind.COMMAND:
-            stored = reusable.get(unit.name)
-            if stored is not None and stored[0] is unit:
-                outcome.findings.extend(stored[1])  # the same unit: the same findings
-            else:
-                outcome.findings.extend(check_unit(resolve(unit, job.version), job.rules, job.strict))
-    return outcome
 
 
 _DEFINITIONS: dict[tuple[str, str], dict[str, str]] = {}  # (path, digest of its text) -> definition_digests
