@@ -23,7 +23,7 @@ from pathlib import Path
 
 from offlint.estimate import params
 from offlint.estimate.inputs import read_inputs
-from offlint.estimate.oom import SIZE_KEYS, alternatives, device_for, expandable, fp8_transpose
+from offlint.estimate.oom import IMAGE_PATCHES, SIZE_KEYS, alternatives, device_for, expandable, fp8_transpose
 from offlint.estimate.report import depends
 from offlint.resolve import resolve
 from offlint.gpus import unit_gpu
@@ -53,6 +53,8 @@ def reason(resolved, name: str, gpu: str = "") -> str:
     depending = depends(what, alts, dev, expandable(resolved.get))  # as `offlint estimate` judges it
     if depending is None:
         return ""
+    if IMAGE_PATCHES in depending[0]:  # a fact offlint could read but does not: no verdict (oom.IMAGE_PATCHES)
+        return "no verdict: it depends on the image patches per micro-batch (none vs. every token a vision token)"
     # `offlint estimate` gives one verdict per way the open fact may go (report.depends): a conditional verdict
     t = inputs.training
     architecture = t is not None and ((t.low_precision is not None and t.low_precision.transpose is None)

@@ -146,7 +146,6 @@ def test_the_freeze_flags_and_the_tower_are_read():
       "model.linear_value_head_dim": 64, "model.linear_conv_kernel_dim": 4}, "gated delta net"),
     ({"model.recompute_granularity": "full"}, "recompute"),
     ({"model.vision_dp_when_cp": True}, "vision_dp_when_cp"),
-    ({"model.freeze_language_model": False}, "not frozen"),
 ])
 def test_what_gets_no_verdict(values, why):
     inputs = read_inputs(lookup({**SIZES, **FREEZE, **values}), "x_pretrain_config", fp8_transpose=False)
@@ -203,7 +202,8 @@ def test_a_recipe_loading_the_model_by_id_gets_the_tower_from_the_table(tmp_path
     assert inputs.training.frozen_lm == VISION and not inputs.unsupported
     assert inputs.model.num_layers == 36 and inputs.parallel.tp == 4
     trained = load_unit("recipes.py", "vl_sft_2gpu_h100_bf16_config", mcore_version="0.20.0").resolved
-    assert any("not frozen" in why for why in read_inputs(trained.get, "vl_sft_2gpu_h100_bf16_config").unsupported)
+    why = read_inputs(trained.get, "vl_sft_2gpu_h100_bf16_config").unsupported  # freeze_vision_model left unset
+    assert any("freeze_vision_model at its provider's default" in reason for reason in why), why
 
 
 def test_the_what_if_table_offers_only_what_has_a_verdict():

@@ -44,6 +44,8 @@
 
 from __future__ import annotations
 
+import math
+
 from offlint.estimate.inputs import FrozenLM, ModelShape, Parallelism, Training
 from offlint.estimate.params import Split
 
@@ -86,9 +88,10 @@ def vision_tokens(m: ModelShape, t: Training) -> float:
     return float(t.micro_batch_size * m.seq_length)
 
 
-def projection_activations(m: ModelShape, p: Parallelism, t: Training) -> float:
-    """Bytes the trained mergers keep per micro-batch on one rank of the first stage."""
-    v = t.frozen_lm
+def projection_activations(m: ModelShape, p: Parallelism, t: Training, v: FrozenLM | None = None) -> float:
+    """Bytes the trained mergers keep per micro-batch on one rank of the first stage (`v`: the tower, by default
+    t.frozen_lm's)."""
+    v = v or t.frozen_lm
     tokens, merged = vision_tokens(m, t), _merged(v)
     patches = tokens * v.spatial_merge_size ** 2
     per_merger = 2 * tokens * merged * 2 + 2 * tokens * merged / p.tp * 2  # norm and fc1 inputs; GELU and fc2's
@@ -117,14 +120,65 @@ def first_chunk_in_flight(pp: int, vpp: int, nmb: int | None) -> int:
     return most
 
 
-def tower_working_set(m: ModelShape, p: Parallelism, t: Training) -> float:
+def tower_working_set(m: ModelShape, p: Parallelism, t: Training, v: FrozenLM | None = None) -> float:
     """What the frozen tower holds while it runs one micro-batch (nothing is kept after): at most every tensor one
     ViT layer makes and its input (the input, the two normed inputs, QKV, the attention and projection outputs,
     fc1 and GELU outputs, fc2's output and the two residual sums), the deepstack inputs taken so far (kept by their
-    mergers, counted there) aside, and the input pixels in fp32."""
-    v = t.frozen_lm
+    mergers, counted there) aside, and the input pixels in fp32. `v`: the tower, by default t.frozen_lm's."""
+    v = v or t.frozen_lm
     patches = vision_tokens(m, t) * v.spatial_merge_size ** 2
     h, f = v.hidden_size, v.intermediate_size
     layer = 2 * patches * (7 * h + (3 * h + h + 2 * f) / p.tp)
     pixels = 4 * patches * v.in_channels * v.temporal_patch_size * v.patch_size ** 2
     return layer + pixels
+
+
+# A trained tower (a VLM whose language model trains too: inputs.TrainedVLM). Bridge's get_vision_model_config
+# (modelling_qwen3_vl/transformer_config.py:64-127 at 067f987) builds a fresh TransformerConfig for it: the language
+# model's TP, recompute_granularity, recompute_method and recompute_num_layers (:80-83), but megatron-core's default
+# recompute_modules (["core_attn"]), no sequence parallelism, CP 1, no dropout, no FP8 (no `fp8` copied), LayerNorm,
+# GELU (tanh) without bias fusion, full multi-head attention (num_query_groups = heads). Its layers are megatron-core's
+# TE ViT layers (vit_layer_specs.get_vit_layer_with_transformer_engine_spec: LayerNorm fused into QKV and fc1) run
+# through Bridge's Qwen3VLVisionTransformerBlock, whose full recompute checkpoints chunks of recompute_num_layers
+# layers (uniform) or the first recompute_num_layers layers one by one (block) (transformer_block.py:184-227).
+
+
+def vision_shape(v: FrozenLM, m: ModelShape, t: Training) -> ModelShape:
+    """The tower as a GPT-like layer stack: its patches of one micro-batch (every token of the micro-batch a
+    vision token, at most: vision_tokens) as one sequence (the tower runs all images of a micro-batch as one packed
+    sequence, batch 1: vision_model.py forward)."""
+    patches = int(vision_tokens(m, t)) * v.spatial_merge_size ** 2
+    return ModelShape(num_layers=v.depth, hidden_size=v.hidden_size, ffn_hidden_size=v.intermediate_size,
+                      num_attention_heads=v.num_heads, num_query_groups=v.num_heads,
+                      kv_channels=v.hidden_size // v.num_heads, vocab_size=1, seq_length=patches,
+                      add_bias_linear=True, add_qkv_bias=True, hidden_dropout=0.0)
+
+
+def _vision_parallel(p: Parallelism) -> Parallelism:
+    return Parallelism(tp=p.tp)  # TP as the language model's, no SP, CP 1, no pipeline
+
+
+def _vision_training(t: Training) -> Training:
+    return Training(micro_batch_size=1, recompute_granularity=t.recompute_granularity,
+                    recompute_method=t.recompute_method, recompute_num_layers=t.recompute_num_layers)
+
+
+def trained_tower_activations(v: FrozenLM, m: ModelShape, p: Parallelism, t: Training) -> tuple[float, float]:
+    """(bytes a trained tower keeps per micro-batch on one rank of the first stage, the working set its full
+    recompute adds while one chunk is rebuilt). Each layer keeps what a bf16 GPT layer with biases and GELU keeps
+    (activations.layer_terms: both norms' inputs, the normed inputs of QKV and fc1, flash attention's q, k, v and
+    output, GELU's input and output, which fc2 keeps); selective recompute drops core_attn's; full recompute keeps
+    one input per checkpointed chunk. The Conv3d patch embedding keeps its input, the pixels in bf16. Not counted:
+    fp32 norm statistics and the rotary tables (as for the language model's layers)."""
+    from offlint.estimate import activations as act
+
+    vm, vp, vt = vision_shape(v, m, t), _vision_parallel(p), _vision_training(t)
+    layer = act.after_selective_recompute(act.layer_terms(vm, vp, vt, moe=False), vt).total
+    pixels = 2 * vm.seq_length * v.in_channels * v.temporal_patch_size * v.patch_size ** 2
+    if vt.recompute_granularity != "full":
+        return layer * v.depth + pixels, 0.0
+    k, layers, checkpoint = max(1, vt.recompute_num_layers or 1), v.depth, act.checkpoint_input(vm, vp, vt)
+    if vt.recompute_method == "block":  # the first k layers keep their inputs, the others everything
+        recomputed = min(k, layers)
+        return checkpoint * recomputed + layer * (layers - recomputed) + pixels, layer
+    return checkpoint * math.ceil(layers / k) + pixels, layer * min(k, layers)

@@ -243,6 +243,19 @@ class FrozenLM:
 
 
 @dataclass(frozen=True)
+class TrainedVLM:
+    """A VLM whose language model trains (Bridge's Qwen3-VL and Qwen3.5-VL providers with freeze_language_model
+    False; offlint/estimate/frozen_lm.py): its tower's sizes, whether the tower trains (freeze_vision_model False)
+    or only its patch mergers do, and the image patches of a micro-batch, which offlint does not read (what the
+    Hugging Face processor makes of the dataset's images): "bound", every token of the micro-batch a vision token;
+    "none", no image; None: open, estimated both ways (oom.architectures), a verdict only where they agree."""
+
+    tower: FrozenLM
+    tower_trained: bool
+    patches: str | None = None
+
+
+@dataclass(frozen=True)
 class Training:
     micro_batch_size: int = 1
     global_batch_size: int | None = None
@@ -282,6 +295,7 @@ class Training:
     fsdp_outer_optim: bool = False
     peft: Peft | None = None  # LoRA on a frozen base; None: every parameter is trained
     frozen_lm: FrozenLM | None = None  # a VLM training only its vision projection; None: not such a recipe
+    vlm: TrainedVLM | None = None  # a VLM whose language model trains; None: not such a recipe
     expert_budget: ExpertBudget | None = None  # moe_expert_rank_capacity_factor (and moe_paged_stash); None: unset
     fused_grouped_mlp: bool = False  # no factor: TE's fused grouped MLP runs the experts under moe_act recompute
 
@@ -386,6 +400,10 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     if frozen_why:
         unsupported.append(frozen_why)
     training = replace(training, frozen_lm=frozen)
+    vlm, vlm_why = _read_trained_vlm(r, model, parallel, training, low, fsdp)
+    if vlm_why:
+        unsupported.append(vlm_why)
+    training = replace(training, vlm=vlm)
     model, wan_why = _read_wan(r, model, parallel, training, low, fsdp)
     if wan_why:
         unsupported.append(wan_why)
@@ -1656,7 +1674,7 @@ def _wan_refused(m: ModelShape, p: Parallelism, t: Training, low, fsdp, sizes: d
 
 # A vision tower offlint models under a frozen language model: Bridge's Qwen3VLVisionModel (models/qwen_vl/
 # modelling_qwen3_vl/vision_model.py at 067f987), which Qwen3VLModelProvider and Qwen3VLMoEModelProvider build.
-_FROZEN_LM_TOWERS = ("qwen3_vl", "qwen3_vl_moe")
+_FROZEN_LM_TOWERS = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")  # Qwen3.5's: gated delta net, below
 _VISION_SIZES = ("depth", "hidden_size", "intermediate_size", "num_heads", "in_channels", "patch_size",
                  "temporal_patch_size", "spatial_merge_size", "num_position_embeddings", "out_hidden_size")
 
@@ -1675,10 +1693,7 @@ def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low:
     tower = r.lookup("model.vision_config")
     config = tower.value if tower.state == "known" else None
     if value.state != "known" or value.value in (None, False, 0):
-        if isinstance(config, dict):  # a VLM from offlint's table whose tower is part of the training
-            return None, ("a VLM whose language model is not frozen (its vision tower's parameters and activations "
-                          "are not modelled)")
-        return None, ""
+        return None, ""  # a VLM from offlint's table whose language model trains: _read_trained_vlm
     flags = {key: r.lookup(f"model.{key}") for key in ("freeze_vision_model", "freeze_vision_projection")}
     for key, flag in flags.items():
         if flag.is_unknown:
@@ -1747,6 +1762,79 @@ def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low:
         if setting not in (default, None):
             return None, f"a frozen language model with {key.split('.', 1)[1]}={setting!r} (not modelled)"
     return FrozenLM(*(int(config[k]) for k in _VISION_SIZES), len(config["deepstack_visual_indexes"])), ""
+
+
+# Towers offlint models in a VLM whose language model trains: Bridge's Qwen3VLVisionModel, which Qwen3VLModel
+# builds for the Qwen3-VL providers and for Qwen35VLModelProvider / Qwen35VLMoEModelProvider
+# (qwen35_vl_provider.py:587-613: the same TE ViT layer spec, get_vision_model_config and patch mergers; Qwen3.5's
+# towers have no deepstack mergers, get_vision_model_config's default []).
+_TRAINED_VLM_TOWERS = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
+
+
+def _read_trained_vlm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low: LowPrecision | None,
+                      fsdp: str | None) -> tuple[TrainedVLM | None, str]:
+    """(the tower of a VLM recipe whose language model trains, or None; why there is no verdict, or ""). Bridge's
+    Qwen3VLModel.freeze (model.py:513-546) with freeze_language_model False: the language model trains as a text
+    model does; freeze_vision_model False trains the tower, True freezes it (as frozen_lm.py models it); the patch
+    mergers train unless freeze_vision_projection."""
+    value = r.lookup("model.freeze_language_model")
+    if value.is_unknown or (value.state == "known" and value.value not in (None, False, 0)):
+        return None, ""  # _read_frozen_lm
+    tower = r.lookup("model.vision_config")
+    config = tower.value if tower.state == "known" else None
+    if not isinstance(config, dict) or (not m.hidden_size or not m.num_layers):
+        return None, ""  # not a VLM from offlint's table, or a model offlint cannot size at all
+    flags = {key: r.lookup(f"model.{key}") for key in ("freeze_vision_model", "freeze_vision_projection")}
+    for key, flag in flags.items():
+        if flag.is_unknown:
+            reason = flag.value.reason if isinstance(flag.value, Unknown) else "unknown"
+            r.unknown[flag.key] = f"{reason} (what a VLM recipe trains depends on it)"
+            return None, ""
+    what = "a VLM whose language model trains"
+    pairs = (("freeze_language_model", value), ("freeze_vision_model", flags["freeze_vision_model"]))
+    unset = [k for k, flag in pairs if flag.state != "known"]
+    if unset:  # the providers differ: Qwen3VLMoEModelProvider freezes both (qwen3_vl_provider.py:272-274)
+        return None, (f"a VLM recipe that leaves {' and '.join(unset)} at its provider's default (Bridge's Qwen3-VL "
+                      f"MoE provider freezes the language model and the tower, the other Qwen-VL providers do not)")
+    tower_frozen, projection_frozen = (flags[k].value is True for k in flags)
+    if projection_frozen:
+        return None, f"{what} with freeze_vision_projection=True (a frozen patch merger is not modelled)"
+    deepstack = config.get("deepstack_visual_indexes", [])
+    if config.get("model_type") not in _TRAINED_VLM_TOWERS or not all(
+            _positive_int(config.get(k)) for k in _VISION_SIZES) or not isinstance(deepstack, (list, tuple)):
+        return None, (f"{what} and a vision tower offlint cannot size (its offlint/data/hf_models.json entry sizes "
+                      f"the tower only partly, or not a Qwen3-VL or Qwen3.5 tower)")
+    if fsdp or t.peft:
+        return None, f"{what} with Megatron-FSDP or LoRA (the tower's sharded or adapted weights are not modelled)"
+    if t.cpu_offloading or t.fine_grained_offloading or t.optimizer_cpu_offload:
+        return None, f"{what} with activation or optimizer offloading (the tower's share is not modelled)"
+    if t.recompute_granularity == "full" and t.recompute_method not in ("uniform", "block"):
+        return None, ""  # megatron-core refuses full recompute without a method; the rules say so
+    # EP overlap: Qwen3VLModel defines no build_schedule_plan, whatever is frozen (_read_frozen_lm).
+    for key, default in {"comm_overlap.overlap_moe_expert_parallel_comm": None,
+                         "model.overlap_moe_expert_parallel_comm": False}.items():
+        setting = r.get(key, default)
+        if key in r.unknown:
+            return None, ""
+        if setting is True:
+            return None, (f"{what} with overlap_moe_expert_parallel_comm (its combined 1F1B schedule asks the model "
+                          f"for build_schedule_plan, megatron-core combined_1f1b.py:381-383, which Bridge's "
+                          f"Qwen3VLModel does not define: there is no schedule of this model to size)")
+    if p.pp > 1 and p.vpp and p.vpp > 1:
+        setting = r.get("model.microbatch_group_size_per_vp_stage")
+        if "model.microbatch_group_size_per_vp_stage" in r.unknown:
+            return None, ""
+        if setting not in (None, p.pp):
+            return None, (f"{what}, an interleaved pipeline and microbatch_group_size_per_vp_stage={setting!r} "
+                          f"(offlint's pipeline model takes PP micro-batches per group)")
+    for key, default in {"model.vision_dp_when_cp": False, "model.vision_cuda_graph_impl": "none"}.items():
+        setting = r.get(key, default)
+        if key in r.unknown:
+            return None, ""
+        if setting not in (default, None):
+            return None, f"{what} with {key.split('.', 1)[1]}={setting!r} (not modelled)"
+    sizes = FrozenLM(*(int(config[k]) for k in _VISION_SIZES), len(deepstack))
+    return TrainedVLM(sizes, tower_trained=not tower_frozen), ""
 
 
 def with_training(inputs: Inputs, **changes) -> Inputs:

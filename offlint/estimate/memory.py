@@ -156,6 +156,15 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                               sum(tower.per_rank(p)) * t.params_bytes, "weights"))
             parts.append(Part(f"vision patch mergers, trained ({_dtype(t.params_bytes)})", dense * t.params_bytes,
                               "weights"))
+    vlm = t.vlm if stage.index == 0 else None  # a VLM whose language model trains: its tower on the first stage
+    if vlm:  # the tower's weights stay bf16 whatever the language model's precision (frozen_lm.py, FP8)
+        tower, mergers = (sum(frozen_lm.tower_params(vlm.tower).per_rank(p)),
+                          sum(frozen_lm.projection_params(vlm.tower).per_rank(p)))
+        parts.append(Part(f"vision tower, {'trained' if vlm.tower_trained else 'frozen'} ({_dtype(t.params_bytes)})",
+                          tower * t.params_bytes, "weights"))
+        parts.append(Part(f"vision patch mergers, trained ({_dtype(t.params_bytes)})", mergers * t.params_bytes,
+                          "weights"))
+        dense += mergers + (tower if vlm.tower_trained else 0.0)  # gradients and optimizer states as the LM's
     parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
                       (dense / grads[0] + expert / grads[1]) * _grad_bytes(t), "grads"))
     optimizer = optimizer_bytes(t, dense / optim[0])
@@ -183,6 +192,19 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                           frozen_lm.projection_activations(m, p, t) * held, "activations"))
         parts.append(Part("activations: frozen vision tower working set (one layer, at most)",
                           frozen_lm.tower_working_set(m, p, t), "activations"))
+    if vlm and vlm.patches != "none":
+        v = vlm.tower
+        held = frozen_lm.first_chunk_in_flight(p.pp, p.vpp, nmb) if p.pp > 1 and p.vpp and p.vpp > 1 else in_flight
+        parts.append(Part("activations: vision patch mergers (every token a vision token, at most)",
+                          frozen_lm.projection_activations(m, p, t, v) * held, "activations"))
+        if vlm.tower_trained:
+            kept, rebuilt = frozen_lm.trained_tower_activations(v, m, p, t)
+            parts.append(Part("activations: vision tower, trained (every token a vision token, at most)",
+                              kept * held, "activations"))
+            extra = max(extra, rebuilt)  # its full recompute rebuilds one chunk in backward, as the LM's
+        else:
+            parts.append(Part("activations: frozen vision tower working set (one layer, at most)",
+                              frozen_lm.tower_working_set(m, p, t, v), "activations"))
     if stage.has_embedding:
         parts.append(Part("activations: embedding inputs", act.embedding_terms(m, p, t) * in_flight, "activations"))
     if stage.has_output:

@@ -66,7 +66,8 @@ def architectures(inputs: Inputs) -> list[Inputs]:
     architecture offlint does not know (LowPrecision.transpose None), with Hopper's FP8 weight transposes (the
     larger) and without them; for moe_paged_stash on a GPU whose compute capability is not known
     (ExpertBudget.fused None), with the stash and with the padded expert tensors; for an unset expert tensor
-    parallel size (Parallelism.etp_open), at TP's value and at 1; for model and dataset sequence
+    parallel size (Parallelism.etp_open), at TP's value and at 1; for a VLM whose language model trains
+    (TrainedVLM.patches None), with every token a vision token and with no image; for model and dataset sequence
     lengths that differ (Inputs.other_seq_length), at the
     dataset's (the tokens the data loader gives, what Bridge's training scripts run) and at the model's. The first
     is the one shown."""
@@ -80,11 +81,21 @@ def architectures(inputs: Inputs) -> list[Inputs]:
     if inputs.parallel is not None and inputs.parallel.etp_open:  # an unset ETP: megatron-core's TP, Bridge's 1
         out = [v.with_(parallel=replace(v.parallel, etp=e, etp_open=False))
                for v in out for e in (inputs.parallel.tp, 1)]
+    vlm = inputs.training.vlm if inputs.training else None
+    if vlm is not None and vlm.patches is None:  # a VLM's image patches: at the bound and none
+        out = [v.with_(training=replace(v.training, vlm=replace(vlm, patches=n)))
+               for v in out for n in ("bound", "none")]
     if inputs.other_seq_length is None:
         return out
     other = inputs.other_seq_length[1]
     return [replace(v, model=replace(v.model, seq_length=other), other_seq_length=None) for v in out] + \
         [replace(v, other_seq_length=None) for v in out]
+
+
+# What is open about a VLM whose language model trains (inputs.TrainedVLM.patches): a verdict only where no image and
+# every token a vision token agree.
+IMAGE_PATCHES = ("the image patches a micro-batch holds (how many the Hugging Face processor makes of the dataset's "
+                 "images is not read)")
 
 
 def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
@@ -106,6 +117,11 @@ def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
         whats.append(f"an unset expert_tensor_parallel_size (megatron-core takes TP's {tp}, Megatron Bridge since July "
                      f"2026 1 with EP > 1)")
         labels = [f"{label} {etp}".strip() for label in labels for etp in (f"at ETP{tp}", "at ETP1")]
+    vlm = inputs.training.vlm if inputs.training else None
+    if vlm is not None and vlm.patches is None:
+        whats.append(IMAGE_PATCHES)
+        labels = [f"{label} {n}".strip() for label in labels
+                  for n in ("with every token a vision token (the most image patches)", "with no image patches")]
     if inputs.other_seq_length is not None:
         key, other = inputs.other_seq_length
         model = inputs.model.seq_length
@@ -224,7 +240,7 @@ def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, uni
     # A finding is made only when the floor exceeds the device (oom_verdict "oom"), so that is what it rests on.
     return (f"estimated peak memory {result.peak.total / GIB:.1f} GiB per GPU {gpu_count} exceeds the "
             f"{usable / GIB:.1f} GiB usable on {dev.name}\n"  # the short message; what it rests on is detail
-            f"(even the calibrated floor, model state plus {ACTIVATION_FLOOR:.0%} of the activations, needs "
+            f"(even the calibrated floor, model state plus {activation_floor(result):.0%} of the activations, needs "
             f"{floor / GIB:.1f} GiB)")
 
 
@@ -242,7 +258,10 @@ def model_state_at_pp1(inputs: Inputs) -> float:
     offloading forces), on the same number of GPUs when it is known."""
     p = inputs.parallel
     world = p.world_size
-    one_stage = inputs.with_(parallel=replace(p, pp=1, vpp=None, world_size=world))
+    # one stage holds every layer: an uneven split's stage sizes or layout no longer apply
+    one_stage = inputs.with_(parallel=replace(p, pp=1, vpp=None, world_size=world, layout=None,
+                                              first_stage_layers=None, last_stage_layers=None,
+                                              account_for_embedding=False, account_for_loss=False))
     result = bound(one_stage)
     peak = result.peak
     return peak.of("weights") + peak.of("grads") + peak.of("optimizer")
@@ -274,10 +293,20 @@ def state_bytes(stage) -> float:
     return stage.of("weights") + stage.of("grads") + stage.of("optimizer")
 
 
+def activation_floor(result: Estimate) -> float:
+    """The share of the modelled activations the floor counts: ACTIVATION_FLOOR, or none for a model with
+    gated-delta-net layers, whose activations are not calibrated and run above Bridge's own figures (Qwen3.5-35B-A3B:
+    micro-batch 4 runs on GB200, 184 GiB, where the estimate is 228.6 GiB; docs/estimate.md, "Model sizes"), so an
+    OOM there rests on the model state alone."""
+    m = result.inputs.model
+    return 0.0 if m is not None and m.linear_attention_freq is not None else ACTIVATION_FLOOR
+
+
 def floor_bytes(result: Estimate) -> float:
-    """The calibrated lower bound of the peak: the largest stage's model state plus ACTIVATION_FLOOR of its
+    """The calibrated lower bound of the peak: the largest stage's model state plus activation_floor of its
     modelled activations, without the allowance for workspaces and fragmentation."""
-    return max(state_bytes(s) + ACTIVATION_FLOOR * s.of("activations") for s in result.stages)
+    share = activation_floor(result)
+    return max(state_bytes(s) + share * s.of("activations") for s in result.stages)
 
 
 def oom_verdict(result: Estimate, dev: Device) -> str:

@@ -94,7 +94,7 @@ def verdict(result: Estimate, device: Device, with_expandable: bool | None = Non
     peak, usable = result.peak.total, device.usable_bytes
     floor = oom.floor_bytes(result)
     state = verdict_state(result, device, with_expandable)
-    calibrated = (f"calibrated floor (model state + {oom.ACTIVATION_FLOOR:.0%} of activations, no allowance) "
+    calibrated = (f"calibrated floor (model state + {oom.activation_floor(result):.0%} of activations, no allowance) "
                   f"{floor / GIB:.1f} GiB")
     if state == "does not fit":
         sure = "an OOM even at the floor" if floor > usable else "the floor fits: outside the calibrated range"

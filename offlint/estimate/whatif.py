@@ -73,7 +73,9 @@ def _variants(inputs: Inputs, world: int, layouts: bool = True):
     # A frozen language model: no verdict with optimizer offload, recompute beyond core_attn or activation
     # offloading (inputs._read_frozen_lm); only the layouts and those two recompute settings are offered.
     frozen = t.frozen_lm is not None
-    if (t.distributed_optimizer or t.params_bytes == 4) and not frozen:
+    # A VLM whose language model trains: no verdict with activation or optimizer offloading (inputs._read_trained_vlm).
+    no_offload_option = frozen or t.vlm is not None
+    if (t.distributed_optimizer or t.params_bytes == 4) and not no_offload_option:
         for f in FRACTIONS:
             yield ("optimizer offload", f"fraction {f:g}", train(optimizer_cpu_offload=f > 0,
                                                                    optimizer_offload_fraction=f))
@@ -96,14 +98,14 @@ def _variants(inputs: Inputs, world: int, layouts: bool = True):
         yield ("recompute", "full uniform 1", train(recompute_granularity="full", recompute_method="uniform",
                                                      recompute_num_layers=1, **no_offload))
     gdn = m.linear_attention_freq is not None  # no verdict with activation offloading (inputs._gdn_unsupported)
-    if p.pp == 1 and not hybrid and not gdn and not stash and not frozen:
+    if p.pp == 1 and not hybrid and not gdn and not stash and not no_offload_option:
         for n in sorted({m.num_layers // 4, m.num_layers // 2, m.num_layers - 1} - {0}):
             yield ("activation offload", f"{n} of {m.num_layers} layers",
                    train(cpu_offloading=True, cpu_offloading_num_layers=n, recompute_granularity=None,
                          moe_layer_recompute=False, fine_grained_offloading=False))
     modules = ("attn_norm", "core_attn", "attn_proj", "mlp_norm") + (("expert_fc1", "moe_act")
                                                                       if m.num_moe_experts and not stash else ())
-    if not (hybrid or gdn or m.attention_output_gate or frozen):
+    if not (hybrid or gdn or m.attention_output_gate or no_offload_option):
         yield ("activation offload", "fine-grained " + ",".join(modules),
                train(fine_grained_offloading=True, offload_modules=modules, cpu_offloading=False,
                      activation_offload_fraction=1.0))
