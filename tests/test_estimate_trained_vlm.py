@@ -149,3 +149,18 @@ def test_a_gated_delta_net_models_floor_is_its_model_state():
     assert oom.floor_bytes(result) == pytest.approx(max(oom.state_bytes(s) for s in result.stages))
     plain = memory.estimate(Inputs(DENSE, Parallelism(world_size=8), TRAIN))
     assert oom.activation_floor(plain) == oom.ACTIVATION_FLOOR
+
+
+@pytest.mark.parametrize("hf_id", ["Qwen/Qwen3.5-9B", "Qwen/Qwen3.5-27B", "Qwen/Qwen3.5-35B-A3B",
+                                   "Qwen/Qwen3.5-122B-A10B", "Qwen/Qwen3.5-397B-A17B"])
+def test_the_qwen35_entries_carry_one_tower_whose_output_is_the_language_models_width(hf_id):
+    """The family's one large ViT (hf_models.json sources), no deepstack; the mergers' output is scattered into
+    the language model's embeddings, so out_hidden_size is the language model's hidden size."""
+    from offlint import model_sizes
+
+    tower, sizes = model_sizes.vision(hf_id), model_sizes.lookup(hf_id)
+    assert tower["out_hidden_size"] == sizes["model.hidden_size"]
+    assert {k: v for k, v in tower.items() if k not in ("out_hidden_size", "model_type")} == {
+        "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
+        "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2, "num_position_embeddings": 2304,
+        "deepstack_visual_indexes": []}
