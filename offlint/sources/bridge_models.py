@@ -65,7 +65,7 @@ def _registrations(project, architecture: str) -> list[tuple[str, str]]:
         text = project.text(path)
         if not text or architecture not in text or "register_bridge" not in text:
             continue
-        module = _parse(text)
+        module = project.parsed(path) if hasattr(project, "parsed") else _parse(text)
         for node in module.body if module else ():
             if isinstance(node, ast.ClassDef) and any(_registers(d, architecture) for d in node.decorator_list):
                 out.append((path, node.name))
@@ -94,8 +94,11 @@ class ParsedModules:
 
     def module(self, path: str) -> ast.Module | None:
         if path not in self.modules:
-            text = self.project.text(path)
-            self.modules[path] = _parse(text) if text else None
+            if hasattr(self.project, "parsed"):  # a PythonProject: parsed once for every reader of the project
+                self.modules[path] = self.project.parsed(path)
+            else:
+                text = self.project.text(path)
+                self.modules[path] = _parse(text) if text else None
         return self.modules[path]
 
 
