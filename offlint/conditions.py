@@ -776,6 +776,57 @@ def pipeline_split_refusal(scope: Scope) -> object:
             f"builds the model")
 
 
+@_needs_scope
+def pipeline_layout_refusal(scope: Scope) -> object:
+    """Why megatron-core refuses the unit's custom pipeline layout (`pipeline_model_parallel_layout`), in its words;
+    "" when it accepts it. TransformerConfig.__post_init__ raises when the layout comes with first/last-stage counts
+    or a split that counts the embedding or loss, then parses it (PipelineParallelLayerLayout) and checks it against
+    PP, VPP, num_layers and mtp_num_layers (validate_layer_layout; offlint/pipeline_layout.py mirrors both). Not
+    judged for hybrid models (their layer pattern decides), and "" when a value it needs is unknown or the layout
+    is not one offlint reads: no crash is claimed on a layout offlint cannot read. Judged where the layout reaches
+    megatron-core as written: Megatron-LM's flags, plain megatron-core programs and Megatron Bridge's recipe
+    functions. Not a Bridge launch or override file: Bridge's training runner builds a recipe-owned layout again
+    after PP/VP overrides (`_pipeline_model_parallel_layout_builder`, scripts/training/recipe_runner.py), as its
+    performance overrides do for DeepSeek-V3 and Kimi K2."""
+    from offlint import pipeline_layout
+
+    if scope.names.get("defaults") != "mlm-cli" and scope.names.get("framework") != "megatron-core" and \
+            scope.names.get("unit_kind") != "recipe":
+        return ""
+
+    layout = scope.key("model.pipeline_model_parallel_layout")
+    if layout is UNKNOWN or layout in (None, ""):
+        return ""
+    pp, vpp, layers, mtp = (scope.key(f"model.{name}") for name in (
+        "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size", "num_layers", "mtp_num_layers"))
+    hybrid = [scope.key(f"model.{name}") for name in ("hybrid_layer_pattern", "hybrid_override_pattern")]
+    others = [scope.key(f"model.{name}") for name in ("num_layers_in_first_pipeline_stage",
+                                                      "num_layers_in_last_pipeline_stage",
+                                                      "account_for_embedding_in_pipeline_split",
+                                                      "account_for_loss_in_pipeline_split")]
+    def whole(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not whole(pp) or pp < 1 or vpp is UNKNOWN or not (vpp is None or whole(vpp)):
+        return ""
+    if any(v is not UNKNOWN and v for v in others):
+        return ("pipeline_model_parallel_layout is set with first/last-stage layer counts or an embedding/loss "
+                "counted in the split: megatron-core's TransformerConfig raises \"ValueError: "
+                "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments.\"")
+    # The counts need the sizes, and no hybrid layer pattern; the stages against PP and VPP, the embedding and the
+    # loss are refused whatever they are (or the other pipeline arguments, if set, raise first).
+    counts = whole(layers) and (mtp is None or whole(mtp)) and all(v in (None, "") for v in hybrid) and \
+        UNKNOWN not in others
+    stages = pipeline_layout.stages_of(layout)
+    why, counted = pipeline_layout.refusal(stages, pp, vpp, layers, mtp, counts) if stages is not None else ("", "")
+    if not why:
+        return ""
+    sizes = [f"PP{pp}"] + [f"VPP{vpp}"] * (vpp is not None) + [f"num_layers={layers}"] * whole(layers) + \
+        [f"mtp_num_layers={mtp}"] * (mtp is not UNKNOWN)
+    return (f"pipeline_model_parallel_layout {fmt(layout)} with {', '.join(sizes)}" + (f" ({counted})" if counted
+            else "") + f": megatron-core's TransformerConfig asserts \"{why}\" when it builds the config")
+
+
 # ---- EP overlap on a model without a schedule plan (OFL219) -----------------------------------------------------
 
 
@@ -911,6 +962,7 @@ FUNCTIONS: dict[str, Callable] = {
     "predicted_oom": predicted_oom,
     "pipeline_split_refusal": pipeline_split_refusal,
     "graph_module_refusal": graph_module_refusal,
+    "pipeline_layout_refusal": pipeline_layout_refusal,
     "layout_division": layout_division,
     "oom_floor_gib": oom_floor_gib,
     "oom_message": oom_message,

@@ -4,6 +4,7 @@ the real megatron-core. Used by test_conformance.py (property-based) and by the 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
@@ -116,14 +117,20 @@ def _hydra_value(value) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):  # an item with a space is one quoted string to Hydra's grammar
-        return "[" + ",".join(f"'{v}'" if " " in str(v) else str(v) for v in value) + "]"
-    return str(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_hydra_item(v) for v in value) + "]"
+    return _hydra_item(value)
+
+
+def _hydra_item(value) -> str:
+    """A string Hydra's grammar does not take unquoted (a space, `|`, `(`, `*`: a pipeline layout) is quoted."""
+    text = str(value)
+    return f"'{text}'" if isinstance(value, str) and re.search(r"[^\w.\-/:+@]", text) else text
 
 
 def render_hydra(config: dict) -> str:
     tokens = [f"{key}={_hydra_value(value)}" for key, value in config.items()]
-    tokens = [f'"{token}"' if " " in token else token for token in tokens]  # one shell word
+    tokens = [f'"{token}"' if re.search(r"[^\w.=\-/,:\[\]+@]", token) else token for token in tokens]  # a word
     return "python scripts/training/run_recipe.py --recipe some_recipe_config \\\n  " + " \\\n  ".join(tokens) + "\n"
 
 

@@ -1,0 +1,100 @@
+"""OFL221: a custom pipeline layout megatron-core refuses. offlint/pipeline_layout.py parses and checks a layout as
+megatron-core's PipelineParallelLayerLayout does; here it is compared with the installed megatron-core on layouts
+of each kind, and the rule is checked on the shapes Megatron-LM and megatron-core programs write (fixtures of our
+own)."""
+
+from __future__ import annotations
+
+import pytest
+
+from offlint import pipeline_layout
+from offlint.api import CheckOptions, check
+
+# (layout, PP, VPP set, num_layers, mtp_num_layers)
+CASES = [
+    ("Et*3|(tt|)*6tL", 2, None, 16, 1),  # no MTP layer for mtp_num_layers=1 (Megatron-LM 94f1633a9c~1)
+    ("Et*3|(tt|)*6tmL", 2, None, 16, 1),
+    ("Et*3|(tt|)*6tL", 2, None, 16, None),
+    ("Et*3|(tt|)*6tL", 2, 2, 16, None),  # the layout gives VPP4
+    ("Et*3|(tt|)*6tL", 2, 4, 16, None),
+    ("Ettt|t*4L", 2, None, 8, None),  # 7 decoder layers
+    ("Et*4|t*4L", 3, None, 8, None),  # 2 stages over PP3
+    ("tEtt|ttL", 2, None, 5, None),  # embedding not first
+    ("Ett|ttLt", 2, None, 5, None),  # loss not last
+    ("Ett|mttL", 2, None, 4, 1),  # MTP before decoder layers
+    ("Etm|tt|tt|ttL", 2, None, 7, 1),  # MTP outside the last virtual stage of its rank
+    ("Et,t|tt,L", 2, None, 4, None),  # commas are cosmetic
+    ([["embedding", "decoder"], ["decoder", "loss"]], 2, None, 2, None),
+    ([["Embedding", "decoder"], ["decoder", "mtp", "loss"]], 2, None, 2, 1),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[str(c[0]) for c in CASES])
+def test_offlint_refuses_a_layout_exactly_where_megatron_core_does(case):
+    layout_module = pytest.importorskip("megatron.core.transformer.pipeline_parallel_layer_layout")
+    layout, pp, vpp, layers, mtp = case
+    try:
+        built = layout_module.PipelineParallelLayerLayout(layout, pp)
+        if vpp is not None:
+            assert vpp == built.virtual_pipeline_model_parallel_size, (
+                "virtual_pipeline_model_parallel_size conflicts with pipeline_model_parallel_layout")
+        built.validate_layer_layout(layers, mtp)
+        expected = ""
+    except AssertionError as exc:
+        expected = str(exc)
+    stages = pipeline_layout.stages_of(layout)
+    assert stages is not None
+    why, _ = pipeline_layout.refusal(stages, pp, vpp, layers, mtp)
+    assert why == expected or (expected and expected.startswith(why)), (why, expected)
+    assert bool(why) == bool(expected)
+
+
+def test_a_layout_offlint_cannot_read_is_not_judged():
+    assert pipeline_layout.stages_of("Ex|tL") is None  # megatron-core refuses it too, but not as a count
+    assert pipeline_layout.stages_of([]) is None  # more likely a list offlint saw before the code that fills it
+    assert pipeline_layout.stages_of("(t*99999999)*99999999") is None  # bounded unrolling
+    assert pipeline_layout.stages_of([["embedding", "encoder"]]) is None
+
+
+def test_without_the_sizes_only_what_does_not_depend_on_them_is_checked():
+    stages = pipeline_layout.stages_of("Ett|ttL")
+    assert pipeline_layout.refusal(stages, 2, None, None, None, counts=False) == ("", "")
+    assert pipeline_layout.refusal(stages, 2, 2, None, None, counts=False)[0].startswith(
+        "virtual_pipeline_model_parallel_size conflicts")
+
+
+def _check(tmp_path, monkeypatch, name: str, text: str) -> list:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / name).write_text(text)
+    result = check([name], CheckOptions(select=["OFL221"], mcore_version="0.20.0", root=tmp_path, cache=False))
+    return [f for f in result.findings if f.code == "OFL221"]
+
+
+def test_a_megatron_lm_launch_and_a_megatron_core_program_are_judged(tmp_path, monkeypatch):
+    launch = ("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 16 --pipeline-model-parallel-size 2 "
+              "--pipeline-model-parallel-layout 'Et*3|(tt|)*6tL' --mtp-num-layers 1\n")
+    found = _check(tmp_path, monkeypatch, "run.sh", launch)
+    assert len(found) == 1 and "Number of mtp layers in layout must match mtp_num_layers" in found[0].message
+    program = ("from megatron.core.transformer import TransformerConfig\n\n\n"
+               "def model_config():\n"
+               "    return TransformerConfig(num_layers=8, hidden_size=64, num_attention_heads=4,\n"
+               "                             pipeline_model_parallel_size=2, pipeline_model_parallel_layout='Ettt|ttttL')\n")
+    found = _check(tmp_path, monkeypatch, "model.py", program)
+    assert len(found) == 1 and "Number of decoder layers 7must match num_layers 8" in found[0].message
+
+
+def test_a_bridge_recipe_is_not_judged(tmp_path, monkeypatch):
+    """Bridge's runner rebuilds a recipe-owned layout after PP/VP overrides, and recipes build layouts in code."""
+    recipe = ("from megatron.bridge.models.gpt_provider import GPTModelProvider\n"
+              "from megatron.bridge.training.config import ConfigContainer\n\n\n"
+              "def llama_pretrain_config():\n"
+              "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=64, num_attention_heads=4))\n"
+              "    cfg.model.pipeline_model_parallel_size = 2\n"
+              "    cfg.model.pipeline_model_parallel_layout = 'Ettt|ttttL'\n"
+              "    return cfg\n")
+    assert _check(tmp_path, monkeypatch, "recipe.py", recipe) == []
+
+
+def test_stages_without_layers_do_not_stop_offlint():
+    assert pipeline_layout.refusal(pipeline_layout.stages_of("|"), 2, None, 0, None) == ("", "")
