@@ -84,16 +84,25 @@ def test_a_megatron_lm_launch_and_a_megatron_core_program_are_judged(tmp_path, m
     assert len(found) == 1 and "Number of decoder layers 7must match num_layers 8" in found[0].message
 
 
-def test_a_bridge_recipe_is_not_judged(tmp_path, monkeypatch):
-    """Bridge's runner rebuilds a recipe-owned layout after PP/VP overrides, and recipes build layouts in code."""
+def test_a_bridge_recipe_is_judged_and_a_launch_that_overrides_its_sizes_is_not(tmp_path, monkeypatch):
+    """A recipe function's layout reaches megatron-core as written; Bridge's training runner builds a recipe-owned
+    layout again after PP/VP overrides (`_pipeline_model_parallel_layout_builder`), so a launch is not judged."""
     recipe = ("from megatron.bridge.models.gpt_provider import GPTModelProvider\n"
               "from megatron.bridge.training.config import ConfigContainer\n\n\n"
               "def llama_pretrain_config():\n"
               "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=64, num_attention_heads=4))\n"
               "    cfg.model.pipeline_model_parallel_size = 2\n"
-              "    cfg.model.pipeline_model_parallel_layout = 'Ettt|ttttL'\n"
+              "    cfg.model.virtual_pipeline_model_parallel_size = 2\n"
+              "    cfg.model.pipeline_model_parallel_layout = 'Etttt|ttttL'\n"
               "    return cfg\n")
-    assert _check(tmp_path, monkeypatch, "recipe.py", recipe) == []
+    found = _check(tmp_path, monkeypatch, "recipe.py", recipe)
+    assert [f.unit for f in found] == ["llama_pretrain_config"]
+    assert "virtual_pipeline_model_parallel_size conflicts with pipeline_model_parallel_layout" in found[0].message
+    (tmp_path / "launch.sh").write_text("python scripts/training/run_recipe.py --recipe llama_pretrain_config "
+                                        "model.virtual_pipeline_model_parallel_size=1\n")
+    result = check(["recipe.py", "launch.sh"], CheckOptions(select=["OFL221"], mcore_version="0.20.0",
+                                                            root=tmp_path, cache=False))
+    assert {f.unit for f in result.findings} == {"llama_pretrain_config"}
 
 
 def test_stages_without_layers_do_not_stop_offlint():
