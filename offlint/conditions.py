@@ -484,6 +484,37 @@ def graph_module_refusal(scope: Scope) -> object:
             f"start; the names are {', '.join(n for n in known if n != 'full')} (or 'full' alone)")
 
 
+@_needs_scope
+def recompute_module_refusal(scope: Scope) -> object:
+    """Why megatron-core refuses the recompute_modules of a selective recompute, in its words; "" when it knows
+    every one, or does not check them (another granularity: OFL213). TransformerConfig.__post_init__ asserts
+    "Invalid choices for recompute_modules: {...}" for a name outside the set it allows (0.16.1
+    transformer_config.py:1196-1211); it takes the set of the value, so a string gives its characters. The names
+    a version allows are the generated data's (offlint/data, "recompute_module_names", asked of megatron-core);
+    for a version between two releases with data, a name either allows is not claimed (keys.bracketing_data). A
+    string written in a Hydra override or YAML file is OFL002's."""
+    if scope.key("model.recompute_granularity") != "selective":
+        return ""
+    modules = scope.key("model.recompute_modules")
+    found = scope.lookup("model.recompute_modules")
+    if modules is UNKNOWN or not modules or found.assignment is None:
+        return ""
+    if isinstance(modules, str) and found.assignment.source.value in ("hydra", "yaml"):
+        return ""
+    lists = [data.get("recompute_module_names") for data in keys.bracketing_data(scope.version)]
+    if not lists or not all(lists):
+        return ""
+    known = set().union(*lists)
+    invalid = sorted({str(name) for name in as_list(modules)} - known)
+    if not invalid:
+        return ""
+    spaced = ("; a comma-joined or spaced word is one name (a command line that quotes a list passes it as one "
+              "argument)" if any("," in name or " " in name for name in invalid) else "")
+    return (f"recompute_modules names {', '.join(repr(n) for n in invalid)}, which megatron-core does not allow under "
+            f"selective recompute{spaced}: its TransformerConfig asserts \"Invalid choices for recompute_modules: "
+            f"{set(invalid)}\" when it builds the config; the modules are {', '.join(sorted(known))}")
+
+
 def graph_scope_names(scope) -> list[str]:
     return [str(s) for s in as_list(scope)] if not isinstance(scope, str) else [scope]
 
@@ -963,6 +994,7 @@ FUNCTIONS: dict[str, Callable] = {
     "pipeline_split_refusal": pipeline_split_refusal,
     "graph_module_refusal": graph_module_refusal,
     "pipeline_layout_refusal": pipeline_layout_refusal,
+    "recompute_module_refusal": recompute_module_refusal,
     "layout_division": layout_division,
     "oom_floor_gib": oom_floor_gib,
     "oom_message": oom_message,

@@ -120,10 +120,6 @@ OFFLOAD_MODULES = {
     # Unreleased on main, which already calls itself 0.20.0: allowed from 0.20 so that no valid config is flagged.
     "gdp_qkv": "0.20",
 }
-RECOMPUTE_MODULES = {
-    "core_attn": "0.12", "moe_act": "0.12", "layernorm": "0.12", "mla_up_proj": "0.12", "mlp": "0.12",
-    "moe": "0.12", "shared_experts": "0.12", "gdn_norm_out": "0.20", "gdp_in_proj": "0.20", "mhc": "0.20",
-}
 
 
 def allowed(table: dict[str, str], version: Version) -> set[str]:

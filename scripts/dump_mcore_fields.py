@@ -155,6 +155,24 @@ def dump_cuda_graph_names():
     return sorted(names | set(CUDA_GRAPH_MODULES_DEPRECATIONS))
 
 
+def dump_recompute_module_names():
+    """The module names TransformerConfig allows in ``recompute_modules`` under selective recompute: a set literal
+    inside ``__post_init__``, so it is asked of megatron-core itself (a config with an unknown module fails with
+    "Invalid choices for recompute_modules: ... Allowed modules are: {...}")."""
+    import ast
+
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    try:
+        TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, recompute_granularity="selective",
+                          recompute_modules=["__offlint_probe__"])
+    except AssertionError as exc:
+        found = re.search(r"Allowed modules are: (\{.*\})", str(exc))
+        if found:
+            return sorted(ast.literal_eval(found.group(1)))
+    raise SystemExit("error: TransformerConfig accepted an unknown recompute module; cannot read the allowed set")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="output file (default: stdout)")
@@ -189,7 +207,7 @@ def main():
                   else f"Megatron-LM source tree {os.path.dirname(os.path.dirname(core_dir))}")
 
     out = {"version": version, "source": source, "sections": dump_sections(),
-           "cuda_graph_names": dump_cuda_graph_names()}
+           "cuda_graph_names": dump_cuda_graph_names(), "recompute_module_names": dump_recompute_module_names()}
     flags = dump_flags()
     if flags is None and opts.require_flags:
         sys.exit("error: --require-flags but megatron.training.arguments is not importable")
