@@ -394,13 +394,18 @@ def _hybrid_mtp_layers(m: ModelShape, p: Parallelism, t: Training, quantized: li
 
 
 def mtp_rebuilt(m: ModelShape, p: Parallelism, t: Training) -> float:
-    """What backward rebuilds of one MTP depth under full recompute (its whole forward; one depth at a time).
-    A hybrid depth, recomputed (uniform, one layer: megatron-core asserts it), saves its norms' and eh_proj's
-    inputs, one input per layer of its HybridStack (which checkpoints again) and its final norm's input, and
-    rebuilds one layer at a time; with `block` only its HybridStack's checkpointed layers are rebuilt, one at a
-    time."""
+    """What backward rebuilds of one MTP depth under full recompute, one depth at a time: what its checkpoint
+    covers (megatron-core 0.20.0 multi_token_prediction.py:1705-1719 checkpoints `_proj_and_transformer_layer`:
+    enorm, hnorm and eh_proj, :1331, the layer, and the final norm, :1439), not the shifted tokens' embedding
+    (taken before it, :1696) nor the output layer and its fp32 logits (process_mtp_loss, :1013-1027, after it),
+    which `mtp_depth` keeps counted beside (a first version counted them here a second time). A hybrid depth,
+    recomputed (uniform, one layer: megatron-core asserts it), saves its norms' and eh_proj's inputs, one input
+    per layer of its HybridStack (which checkpoints again) and its final norm's input, and rebuilds one layer at
+    a time; with `block` only its HybridStack's checkpointed layers are rebuilt, one at a time."""
     if not m.hybrid_mtp_pattern:
-        return mtp_depth(m, p, replace(t, recompute_granularity=None)).total
+        depth = mtp_depth(m, p, replace(t, recompute_granularity=None)).terms
+        inside = sum(v for k, v in depth.items() if k not in ("mtp_embedding", "mtp_output"))
+        return inside + checkpoint_input(m, p, t)  # and the final norm's input
     plain = replace(t, recompute_granularity=None)
     quantized = precision.hybrid_mtp_quantized(m, t.low_precision)
     layers = [after_selective_recompute(layer_terms(m, p, plain, kind == "E", fp8=q, hybrid=kind), plain,
