@@ -260,3 +260,22 @@ def test_fp8_training_with_mla_and_mtp_gets_a_verdict_and_counts_their_quantized
                        "mixed_precision": "bf16_with_mxfp8_mixed"}
     inputs = read_inputs(lookup(values))
     assert inputs.complete and inputs.training.low_precision is not None, inputs.unsupported
+
+
+def test_a_gated_shared_expert_keeps_its_output_for_the_gates_gradient():
+    """SharedExpertMLP.forward multiplies fc2's output by sigmoid(gate) (megatron-core 0.20.0
+    moe/shared_experts.py:200-207): the product keeps that output, hidden wide and sequence-parallel; recomputing
+    the shared experts or the whole MoE part drops it."""
+    m = replace(V3, multi_latent_attention=False)
+    gated = replace(m, moe_shared_expert_gate=True)
+    p = Parallelism(tp=2, ep=8, sequence_parallel=True)
+    t = Training()
+    plain, extra = act.layer_terms(m, p, t, moe=True), act.layer_terms(gated, p, t, moe=True)
+    assert "shared_gate_input" not in plain.terms
+    assert extra.terms["shared_gate_input"] == 2 * m.seq_length * m.hidden_size / 2
+    assert extra.total == pytest.approx(plain.total + extra.terms["shared_gate_input"])
+    for module in ("shared_experts", "moe"):
+        recomputed = replace(t, recompute_granularity="selective", recompute_modules=(module,))
+        assert "shared_gate_input" not in act.after_selective_recompute(extra, recomputed).terms
+    no_shared = replace(gated, moe_shared_expert_intermediate_size=None)
+    assert "shared_gate_input" not in act.layer_terms(no_shared, p, t, moe=True).terms

@@ -47,9 +47,9 @@ RECOMPUTE_DROPS = {
     "layernorm": ("moe_input",),
     "mlp": ("fc1_input", "fc1_output", "act_output"),
     "moe_act": ("expert_act_output",),
-    "shared_experts": ("shared_fc1_input", "shared_fc1_output", "shared_act_output"),
+    "shared_experts": ("shared_fc1_input", "shared_fc1_output", "shared_act_output", "shared_gate_input"),
     "moe": ("router_logits", "expert_fc1_input", "expert_fc1_output", "expert_act_output", "shared_fc1_input",
-            "shared_fc1_output", "shared_act_output", "latent_fc2_input"),
+            "shared_fc1_output", "shared_act_output", "shared_gate_input", "latent_fc2_input"),
     # MLA: the up projections and rope run again in backward; their outputs (q, k, v) and the normed compressed
     # inputs they saved are dropped, the compressed q/kv (the checkpoint's inputs) are kept.
     "mla_up_proj": ("core_attn_qkv", "mla_q_up_input", "mla_kv_up_input"),
@@ -185,6 +185,10 @@ def _bf16_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[s
         "shared_fc1_output": 2 * n * shared * gate / p.tp,
         "shared_act_output": 2 * n * shared / p.tp,
     })
+    if shared and m.moe_shared_expert_gate:
+        # SharedExpertMLP.forward (megatron-core 0.20.0 moe/shared_experts.py:200-207): `output * gate_score`
+        # keeps fc2's output (hidden wide, sequence-parallel after fc2's reduce-scatter) for the gate's gradient
+        terms["shared_gate_input"] = 2 * n * h / sp
     if m.moe_latent_size:
         # fc2_latent_proj keeps its input, the combined tokens in the latent width (fc1_latent_proj's input is
         # the normed hidden state, `moe_input`).
