@@ -230,11 +230,11 @@ def test_custom_pipeline_layouts_match_megatron_core(layout, pp, layers, mtp):
     from megatron.core.transformer.enums import LayerType
     from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
 
-    from offlint.estimate.inputs import _layout_from_str
+    from offlint import pipeline_layout
 
     theirs = PipelineParallelLayerLayout(layout, pp)
     theirs.validate_layer_layout(layers, mtp or None)
-    flat = _layout_from_str(layout) if isinstance(layout, str) else layout
+    flat = pipeline_layout.parse(layout) if isinstance(layout, str) else layout
     vpp = len(flat) // pp
     parallel = Parallelism(pp=pp, vpp=vpp if vpp > 1 else None, layout=tuple(tuple(row) for row in flat))
     shape = ModelShape(**_BASE | dict(num_layers=layers, mtp_num_layers=mtp))

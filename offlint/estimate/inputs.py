@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from offlint import named_precision
+from offlint import named_precision, pipeline_layout
 from offlint.types import Source, Unknown, Value
 
 Lookup = Callable[[str], Value]
@@ -1119,51 +1119,19 @@ def _read_parallel(r: _Reader, unit_name: str, world_size: int | None) -> tuple[
     return parallel, source
 
 
-_LAYOUT_CHARS = {"E": "embedding", "L": "loss", "t": "decoder", "m": "mtp"}
-_LAYOUT_NAMES = frozenset({"embedding", "loss", "decoder", "mtp"})
-
-
 def _layout(r: _Reader) -> tuple[tuple[str, ...], ...] | None:
     """`pipeline_model_parallel_layout` as a tuple of stages (megatron-core's flat order), each a tuple of
-    layer names. Written as a list of lists of names, or as megatron-core's string ("Et*3|(tt|)*29,m|L": `|`
-    separates stages, `x*n` and `(...)*n` repeat, commas are cosmetic). One offlint cannot read is unknown."""
+    layer names, read as megatron-core parses it (offlint/pipeline_layout.py: a list of lists of names, or its
+    string such as "Et*3|(tt|)*29,m|L"). One offlint cannot read is unknown."""
     key = "model.pipeline_model_parallel_layout"
     value = r.get(key)
     if value is None:
         return None
-    stages = _layout_from_str(value) if isinstance(value, str) else value
-    if isinstance(stages, (list, tuple)) and all(isinstance(row, (list, tuple)) for row in stages):
-        names = tuple(tuple(str(x).strip().lower() for x in row) for row in stages)
-        if all(name in _LAYOUT_NAMES for row in names for name in row):
-            return names
+    stages = pipeline_layout.stages_of(value)
+    if stages is not None:
+        return tuple(tuple(row) for row in stages)
     r.unknown[key] = f"`{key}` is {value!r}, which offlint cannot read as a pipeline layout"
     return None
-
-
-def _layout_from_str(text: str) -> list[list[str]] | None:
-    """None when the text is not a layout, or would unroll into more than _LAYOUT_MAX characters."""
-    text = text.replace(",", "")
-    budget = [_LAYOUT_MAX - len(text)]  # characters the unrolling may still add, over all repetitions
-
-    def unroll(match: re.Match) -> str:
-        budget[0] -= len(match.group(1)) * (int(match.group(2)) - 1)
-        if budget[0] < 0:
-            raise ValueError("layout too long")
-        return match.group(1) * int(match.group(2))
-
-    try:
-        while _LAYOUT_GROUP.search(text):
-            text = _LAYOUT_GROUP.sub(unroll, text)
-        text = re.sub(r"(.)\*(\d+)", unroll, text)
-    except ValueError:  # too long, or a count too large for int()
-        return None
-    if any(c not in _LAYOUT_CHARS and c != "|" for c in text):
-        return None
-    return [[_LAYOUT_CHARS[c] for c in stage] for stage in text.split("|")]
-
-
-_LAYOUT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
-_LAYOUT_MAX = 100_000  # characters: far more than any model's layers, bounded for hostile input
 
 
 def _half_precision(r: _Reader) -> str | None:
