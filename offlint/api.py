@@ -143,18 +143,29 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         findings.extend(outcome.findings)
         if targets is not None and outcome.path in targets:
             own.update(id(f) for f in outcome.findings)
+    keys, kept = _linked_kept(reads, deferred, cache, targets)
     if deferred:
-        reads = _decode_linked(reads, deferred, findings)
+        reads = _decode_linked(reads, deferred, findings, {unit.recipe for unit, key, _ in keys.values()
+                                                             if key not in kept and unit.recipe})
+        if cache is not None:
+            cache.exact.difference_update(later.path for _, later in deferred if later.again)
     link_commands(reads, errors)
     from offlint.engine import check_unit  # here: a warm run, answered from the cache, checks nothing
 
     for read in reads:
         for unit in read.units:
             if unit.kind == UnitKind.COMMAND:
-                found = check_unit(resolve(unit, version.version), rules, options.strict)
+                _, key, used = keys.get(id(unit), (None, None, ()))
+                found = kept.get(key) if key is not None else None
+                if found is None:
+                    found = check_unit(resolve(unit, version.version), rules, options.strict)
+                    if key is not None and cache.exact.issuperset(used):  # (a payload that did not decode: not)
+                        cache.remember_linked(key, found)
                 findings.extend(found)
                 if targets is not None and read.file.path in targets:
                     own.update(id(f) for f in found)
+    if cache is not None:
+        cache.save_linked(prune=targets is None)
     unit_count = sum(len(read.units) for read in reads)
     if options.validate and "OFL900" in selected:
         resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
@@ -183,12 +194,77 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     return result
 
 
-def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], findings: list[Finding]
-                   ) -> list[FileRead]:
-    """The deferred files' units that linking can use, decoded: those defining a recipe a launch command of the run
-    names, or (when no file defines that name) a recipe imported `as` it, as `link_commands` looks them up. The
-    other deferred files keep no units: linking finds nothing in them, and their findings concern no target."""
-    named = {unit.recipe for read in reads for unit in read.units if unit.kind == UnitKind.COMMAND and unit.recipe}
+def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], cache: Cache | None,
+                 targets: set[str] | None) -> tuple[dict[int, tuple], dict[str, list[Finding]]]:
+    """Launch commands whose findings, linked to the tree, can be kept from an earlier run: ({id of a command unit:
+    (the unit, its key or None, the files the key names)}, {key: findings kept}). `link_commands` links a command
+    to the recipe units of its name in the run's files, or, when none defines it, of the names the run's Python
+    files import `as` it; the findings come from that command unit and those recipe units, which are their files'
+    stored payloads when those files are as stored (`Cache.exact`). So the key is the command's file, its place in
+    that file's payload, and the files that define the recipes it may link to (none: it links to none), each by
+    its payload's digest; for an alias, the names it stands for. Not kept: commands of the target files (their
+    linked units are reported on), and those whose linking reads more of the tree (a --config-file YAML, an entry
+    script, a performance launcher's environment)."""
+    keys: dict[int, tuple] = {}
+    kept: dict[str, list[Finding]] = {}
+    if cache is None:
+        keys = {id(unit): (unit, None, ()) for read in reads for unit in read.units if unit.kind == UnitKind.COMMAND}
+        return keys, kept
+    defining: dict[str, set[str]] = {}  # recipe name -> the files of the run defining it
+    for read in reads:
+        for unit in read.units:
+            if unit.kind == UnitKind.RECIPE:
+                defining.setdefault(unit.name, set()).add(read.file.path)
+    for _, later in deferred:
+        for name in later.summary.recipes:
+            defining.setdefault(name, set()).add(later.path)
+    payloads: dict[str, str | None] = {}
+    aliases: dict[str, set[str]] | None = None  # as linking.link_commands' originals_of
+
+    def payload(path: str) -> str | None:
+        if path not in payloads:
+            payloads[path] = cache.payload_digest(path)
+        return payloads[path]
+
+    for read in reads:
+        target = targets is not None and read.file.path in targets
+        for index, unit in enumerate(read.units):
+            if unit.kind != UnitKind.COMMAND:
+                continue
+            keys[id(unit)] = (unit, None, ())
+            if target or unit.config_files or unit.entry_script or unit.launch_args or payload(read.file.path) is None:
+                continue
+            originals: list[str] = []
+            files = sorted(defining.get(unit.recipe, ())) if unit.recipe else []
+            if unit.recipe and not files:
+                if aliases is None:
+                    from offlint.linking import _imported_as
+
+                    aliases = {}
+                    for other in reads:
+                        if other.file.kind == "python":
+                            for original, alias in _imported_as(other.text):
+                                aliases.setdefault(alias, set()).add(original)
+                originals = sorted(aliases.get(unit.recipe, ()))
+                files = sorted({path for name in originals for path in defining.get(name, ())})
+            linked = [(path, payload(path)) for path in files]
+            if any(found is None for _, found in linked):
+                continue
+            key = digest(repr((read.file.path, payload(read.file.path), index, unit.recipe, originals, linked)))
+            keys[id(unit)] = (unit, key, [read.file.path, *files])
+            found = cache.linked_findings(key) if targets is not None else None
+            if found is not None:
+                kept[key] = found
+    return keys, kept
+
+
+def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], findings: list[Finding],
+                   named: set[str]) -> list[FileRead]:
+    """The deferred files' units that linking can use, decoded: those defining a recipe in `named` (the recipes that
+    launch commands of the run name whose findings are not kept, `_linked_kept`), or (when no file defines that
+    name) a recipe imported `as` it, as `link_commands` looks them up. The other deferred files keep no units:
+    linking finds nothing in them (a command linked to one keeps its findings), and their findings concern no
+    target."""
     if not named:
         return reads
     defined = {unit.name for read in reads for unit in read.units if unit.kind == UnitKind.RECIPE}
@@ -202,7 +278,8 @@ def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferre
     dropped = set()
     for read, later in deferred:
         if later.summary.recipes & named:
-            outcome = later.outcome()
+            outcome = later.outcome(named)  # only the recipes linking looks up: a name it does not look for is
+            # linked to nothing, and its findings would all be filtered out (the file is deferred for that)
             if outcome.error is not None:  # read again (the payload did not decode), and now unreadable
                 dropped.add(id(read))
                 continue

@@ -10,7 +10,10 @@ builder's function re-reads the recipes that ran that function, not every recipe
 (`FileOutcome.unit_used`), so a file read again reuses the units whose parts are unchanged (pipeline); a file
 edited outside every definition keeps its units. The whole cache is keyed by a fingerprint of everything else
 that decides the result: offlint's own code and rules, the options, the megatron-core version, the project's
-pyproject.toml and the set of Python files (an added module can change an import).
+pyproject.toml and the set of Python files (an added module can change an import). Beside the entries, the findings
+of each launch command linked to the tree's recipes (`linked_findings`), keyed by the stored payloads of its file and
+of the files defining the recipes it may link to: a pre-commit run whose those files are as stored takes them
+instead of decoding those recipes and checking the command again.
 
 What it trusts (offlint runs as a CI gate on pull requests, so the checked tree is hostile):
 - Nothing inside the checked tree. The cache lives in the user's cache directory (`OFFLINT_CACHE_DIR`, else
@@ -108,20 +111,24 @@ class Summary:
 
 
 class Deferred:
-    """A stored outcome valid as stored (no location to move), not decoded yet: `summary` says what it holds,
-    `outcome()` decodes it (or, should the stored payload not decode, reads the file again through `read_again`)."""
+    """A stored outcome valid as stored (its locations perhaps moved with their lines), not decoded yet: `summary`
+    says what it holds, `outcome()` decodes it (or, should the stored payload not decode, reads the file again
+    through `read_again`); `outcome(names)`, only the units of those names, and none of its findings (a pre-commit
+    run links launch commands to some of its recipes, and its findings concern no target: Summary.touches)."""
 
     def __init__(self, path: str, digest_: str, summary: Summary, decode, read_again=None):
         self.path, self.digest, self.summary = path, digest_, summary
         self._decode, self.read_again = decode, read_again
         self._outcome: FileOutcome | None = None
+        self.again = False  # read again: its outcome is not the stored payload
 
-    def outcome(self) -> FileOutcome:
+    def outcome(self, names: set[str] | None = None) -> FileOutcome:
         if self._outcome is None:
-            self._outcome = self._decode()
+            self._outcome = self._decode(names)
             if self._outcome is None:
                 if self.read_again is None:
                     raise CacheFormatError(f"cache entry of {self.path} does not decode")
+                self.again = True
                 self._outcome = self.read_again()
         return self._outcome
 
@@ -212,6 +219,12 @@ class Cache:
         self.calls: dict[str, list] = {}  # every call record of the entries by ID (RecordCheck), nested ones too
         self._payloads = None  # the open entries file, for payloads read on first use
         self._payload_start = 0
+        # Files whose outcome this run is the stored payload as it is (valid as stored, no line moved; or stored
+        # now): a launch command linked to their recipes keeps its findings by that payload (`linked_findings`)
+        self.exact: set[str] = set()
+        self._linked: dict[str, str] | None = None  # command key -> its findings encoded (linked-KEY.json)
+        self._linked_used: set[str] = set()
+        self._write_linked = False
 
     @property
     def entries_file(self) -> Path | None:
@@ -220,6 +233,10 @@ class Cache:
     @property
     def last_file(self) -> Path | None:
         return self.directory / f"last-{self.key}.json" if self.directory else None
+
+    @property
+    def linked_file(self) -> Path | None:
+        return self.directory / f"linked-{self.key}.json" if self.directory else None
 
     def load(self) -> "Cache":
         self._entries, self.last = None, None
@@ -360,6 +377,8 @@ class Cache:
             if held is None or not merge_moves(moves, held[0]):
                 return None
         shifting = any(old != new for lines in moves.values() for old, new in lines.items())
+        if entry.digest == text_digest and not shifting:
+            self.exact.add(path)
         if defer and entry.summary is not None and entry.digest == text_digest and \
                 (not shifting or entry.summary.distinct):
             if moved:
@@ -368,9 +387,11 @@ class Cache:
             # layer (`distinct`), which assignment wins: moved only if decoded (a location it cannot move: the
             # file is read again).
             return Deferred(path, entry.digest, entry.summary,
-                            lambda: self._moved(self._decoded(path, entry), moves if shifting else None))
+                            lambda names=None: self._moved(_only(self._decoded(path, entry), names),
+                                                           moves if shifting else None))
         outcome = self._moved(self._decoded(path, entry), moves if shifting else None)
         if outcome is None:
+            self.exact.discard(path)
             return None
         if moved:  # still valid as stored, kept so if the entries are written anyway (not written for this alone)
             entry.deps = outcome.deps = {**entry.deps, **moved}
@@ -399,6 +420,61 @@ class Cache:
             return None
         return outcome
 
+    def payload_digest(self, path: str) -> str | None:
+        """The digest of the stored payload that is `path`'s outcome in this run as it is (`exact`), else None."""
+        entry = self.entries.get(path) if path in self.exact else None
+        payload = self._payload(entry) if entry is not None else None
+        return digest(payload) if payload is not None else None
+
+    def linked_findings(self, key: str) -> list[Finding] | None:
+        """The findings a launch command gave when linked to the tree as `key` says (`remember_linked`)."""
+        if self._linked is None:
+            self._linked = {}
+            data = _read_owned(self.linked_file) if self.trusted else None
+            try:
+                header = json.loads(data) if data is not None else None
+            except ValueError:
+                header = None
+            if isinstance(header, dict) and header.get("format") == FORMAT and header.get("key") == self.key \
+                    and _str_map(header.get("commands")):
+                self._linked = header["commands"]
+        payload = self._linked.get(key)
+        if payload is None:
+            return None
+        try:
+            found = self.codec.loads(payload)
+        except CacheFormatError:
+            return None
+        if not (isinstance(found, list) and all(type(f) is Finding for f in found)):
+            return None
+        self._linked_used.add(key)
+        return found
+
+    def remember_linked(self, key: str, findings: list[Finding]) -> None:
+        if self._linked is None:
+            self.linked_findings(key)  # loads the stored ones
+        try:
+            self._linked[key] = self.codec.dumps(list(findings))
+        except (TypeError, ValueError, RecursionError):
+            return
+        self._linked_used.add(key)
+        self._write_linked = True
+
+    def save_linked(self, prune: bool) -> None:
+        """Write the linked commands' findings when some were added (`prune`: only those this run used)."""
+        if not self._write_linked or self._linked is None or self.directory is None:
+            return
+        kept = {k: v for k, v in self._linked.items() if k in self._linked_used} if prune else self._linked
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _owned_private_dir(self.directory):
+                return
+            text = json.dumps({"format": FORMAT, "key": self.key, "commands": kept}, ensure_ascii=True)
+            _write_atomically(self.directory, self.linked_file, text)
+            self._write_linked = False
+        except OSError:
+            pass
+
     def previous(self, path: str) -> FileOutcome | None:
         """The stored outcome of `path` whatever changed since (for the units still valid in it), or None."""
         entry = self.entries.get(path)
@@ -424,6 +500,7 @@ class Cache:
                                             summary=Summary.of(outcome),
                                             calls={rid: outcome.calls[rid] for rid in sorted(used)
                                                    if rid in outcome.calls})
+        self.exact.add(outcome.path)
         self.changed = True
 
     def save(self, keep: set[str] | None) -> None:
@@ -444,7 +521,8 @@ class Cache:
             if not tag.exists():
                 _write_atomically(tag.parent, tag, _TAG)
             for old in self.directory.iterdir():
-                if old.name.startswith(("check-", "last-")) and old not in (self.entries_file, self.last_file):
+                if old.name.startswith(("check-", "last-", "linked-")) and \
+                    old not in (self.entries_file, self.last_file, self.linked_file):
                     old.unlink(missing_ok=True)
             if self.changed:
                 self._save_entries()
@@ -492,6 +570,14 @@ class Cache:
             offset += len(chunk)
         header = json.dumps({"format": FORMAT, "key": self.key, "calls": calls, "entries": index}, ensure_ascii=True)
         _write_atomically(self.directory, self.entries_file, [header.encode("ascii"), b"\n", *chunks])
+
+
+def _only(outcome: FileOutcome | None, names: set[str] | None) -> FileOutcome | None:
+    """`outcome` with only the units of `names` and no findings (all of it when `names` is None)."""
+    if outcome is not None and names is not None:
+        outcome.units = [unit for unit in outcome.units if unit.name in names]
+        outcome.findings = []
+    return outcome
 
 
 def _all_deps(entry: _Entry, table: dict) -> dict[str, str]:

@@ -83,6 +83,12 @@ def _answer(root: Path, paths: list[str], cache: bool) -> tuple:
             result.units, {path: text for path, text in result.sources.items() if path in shown}, result.notes)
 
 
+def _forget_linked(root: Path) -> None:
+    """Removes the launch commands' findings kept by earlier runs (Cache.linked_findings)."""
+    [linked] = list(project_cache_dir(root).glob("linked-*.json"))
+    linked.unlink()
+
+
 def _decoded(monkeypatch) -> list[str]:
     """The files whose stored outcome is decoded from now on."""
     decoded: list[str] = []
@@ -112,6 +118,7 @@ def test_only_the_outcomes_the_run_needs_are_decoded(tree, monkeypatch):
     _answer(tree, ["."], cache=True)
     common = tree / "recipes" / "common.py"
     common.write_text(EDITS["unused-value"](COMMON))
+    _forget_linked(tree)  # the launches' findings are not kept (test_cache_linked): their recipes are decoded
     decoded, read = _decoded(monkeypatch), _reads(monkeypatch)
     answer = _answer(tree, ["recipes/common.py"], cache=True)
     assert read == ["recipes/common.py"]  # nothing ran _sft_common
@@ -128,6 +135,7 @@ def test_a_recipe_named_only_through_a_re_export_is_decoded_for_the_launch(tree,
     _answer(tree, ["."], cache=True)
     common = tree / "recipes" / "common.py"
     common.write_text(EDITS["comment"](COMMON))
+    _forget_linked(tree)
     decoded = _decoded(monkeypatch)
     answer = _answer(tree, ["recipes/common.py"], cache=True)
     assert "recipes/quiet.py" in decoded and "recipes/unused.py" not in decoded
