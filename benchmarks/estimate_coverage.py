@@ -10,7 +10,8 @@ gets a verdict when every input is known and every feature it uses is modelled. 
 first reason: an unsupported feature (named), an unknown model size, another unknown input, or a layout the
 model does not split (uneven layers, heads not divisible by TP). A verdict that depends on a fact offlint cannot
 know (the GPU's architecture where it is open, the sequence length a launcher runs when model and dataset differ,
-the capacity of a GPU never measured: Rubin) is counted as a verdict, "conditional": `offlint estimate` gives one
+the capacity of a GPU never measured: Rubin, the image patches a micro-batch of a VLM whose language model trains
+holds: none or every token a vision token) is counted as a verdict, "conditional": `offlint estimate` gives one
 verdict per way the fact may go (estimate.report.depends). Prints the counts; asserts nothing.
 """
 
@@ -53,8 +54,6 @@ def reason(resolved, name: str, gpu: str = "") -> str:
     depending = depends(what, alts, dev, expandable(resolved.get))  # as `offlint estimate` judges it
     if depending is None:
         return ""
-    if IMAGE_PATCHES in depending[0]:  # a fact offlint could read but does not: no verdict (oom.IMAGE_PATCHES)
-        return "no verdict: it depends on the image patches per micro-batch (none vs. every token a vision token)"
     # `offlint estimate` gives one verdict per way the open fact may go (report.depends): a conditional verdict
     t = inputs.training
     architecture = t is not None and ((t.low_precision is not None and t.low_precision.transpose is None)
@@ -62,6 +61,7 @@ def reason(resolved, name: str, gpu: str = "") -> str:
     kinds = [k for k, on in (("the GPU's architecture", architecture),
                              ("the default expert TP size of the Bridge version", p.etp_open),
                              ("the sequence length the launcher runs", inputs.other_seq_length is not None),
+                             ("the image patches a micro-batch holds", IMAGE_PATCHES in depending[0]),
                              ("the GPU's unmeasured capacity", dev.upper is not None and "capacity" in depending[0]))
              if on]
     return "conditional verdict: on " + " and ".join(kinds)

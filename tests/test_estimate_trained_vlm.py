@@ -165,3 +165,46 @@ def test_the_qwen35_entries_carry_one_tower_whose_output_is_the_language_models_
         "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
         "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2, "num_position_embeddings": 2304,
         "deepstack_visual_indexes": []}
+
+
+def test_the_image_patches_get_one_verdict_each_where_they_differ(monkeypatch):
+    """Between the two ends `offlint estimate` gives a verdict for no image and one for every token a vision token,
+    naming the fact (report.depends), in text and JSON; estimate_coverage counts it as a conditional verdict."""
+    import sys
+    from pathlib import Path
+
+    from offlint.estimate import report
+    from offlint.estimate.devices import GIB, parse_device
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import estimate_coverage
+
+    inputs = _read(**{"model.num_layers": 4})
+    what, alts = oom.alternatives(inputs, 8)
+    assert what == oom.IMAGE_PATCHES and [a.inputs.training.vlm.patches for a in alts] == ["bound", "none"]
+    bound, none = (a.result.peak.total / GIB for a in alts)
+    assert bound > none
+    between = parse_device(f"{(bound + none) / 2 + 1.0:.4f}")
+    depending = report.depends(what, alts, between)
+    assert depending is not None and depending[0] == oom.IMAGE_PATCHES
+    cases = [(c, state) for c, state, _ in depending[1]]
+    assert [c for c, _ in cases] == ["with every token a vision token (the most image patches)",
+                                     "with no image patches"]
+    assert cases[0][1] == "does not fit" and cases[1][1] in ("fits", "at risk"), cases
+    from offlint.estimate.whatif import what_if
+
+    options = what_if(alts[0].inputs, between, 8)
+    text = report.render_text("x", alts[0].result, between, options, [], depending=depending)
+    assert "verdict: depends on the image patches a micro-batch holds" in text
+    assert f"  with no image patches: {cases[1][1]}: " in text
+    out = report.render_json("x", alts[0].result, between, options, [], depending=depending)
+    assert out["verdict_state"] == "depends" and [c["verdict_state"] for c in out["cases"]] == [s for _, s in cases]
+    assert report.depends(what, alts, parse_device(f"{2 * bound:.4f}")) is None  # both ends agree: one verdict
+
+    class Resolved:
+        get = staticmethod(lookup({**SIZES, **TRAINS, "model.num_layers": 4, "train.global_batch_size": 16}))
+
+    for capacity, why in ((between, "conditional verdict: on the image patches a micro-batch holds"),
+                          (parse_device(f"{2 * bound:.4f}"), "")):
+        monkeypatch.setattr(estimate_coverage, "device_for", lambda *_, c=capacity: c)
+        assert estimate_coverage.reason(Resolved, "x_pretrain_config") == why
