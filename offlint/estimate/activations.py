@@ -520,6 +520,8 @@ def after_selective_recompute(layer: LayerActivations, t: Training, kind: str | 
         # The fused grouped MLP saves the fc2 input whatever moe_act says (TE recomputes it only for SReLU, which
         # inputs._grouped_mlp_fuses does not count as fused), with or without the capacity factor.
         modules.discard("moe_act")
+    if kind == "E" and not t.pre_mlp_norm_recompute:  # CUDA graphs keep the norm's output (inputs.py)
+        modules.discard("layernorm")
     drops = RECOMPUTE_DROPS if kind is None else HYBRID_RECOMPUTE_DROPS[kind]
     dropped = [name for module in modules for name in drops.get(module, ())]
     # an MLA layer (the compressed kv is among its terms); without q_lora_rank (no compressed q) an FP8 layer's

@@ -276,6 +276,9 @@ class Training:
     recompute_num_layers: int | None = None
     recompute_modules: tuple[str, ...] = ("core_attn",)
     moe_layer_recompute: bool = False
+    # False: megatron-core keeps a hybrid MoE layer's pre-MLP norm output under selective 'layernorm' recompute
+    # (CUDA graphs capturing the router where it cannot recompute it: inputs._pre_mlp_norm_recomputed)
+    pre_mlp_norm_recompute: bool = True
     cpu_offloading: bool = False
     cpu_offloading_num_layers: int = 0
     cpu_offloading_double_buffering: bool = False
@@ -410,6 +413,8 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     hybrid_why = _hybrid_unsupported(r, model, parallel, training, low, fsdp) or _hybrid_unread(r, unit_name)
     if hybrid_why:
         unsupported.append(hybrid_why)
+    elif model.hybrid_pattern is not None:
+        training = replace(training, pre_mlp_norm_recompute=_pre_mlp_norm_recomputed(r, model, training))
     gdn_why = _gdn_unsupported(r, model, parallel, training, low, fsdp)
     if gdn_why:
         unsupported.append(gdn_why)
@@ -822,10 +827,9 @@ def _hybrid_recompute_unsupported(r: _Reader, m: ModelShape, t: Training, low: L
     """Selective recompute in a hybrid model is modelled per layer kind (activations.HYBRID_RECOMPUTE_DROPS) where
     megatron-core 2a75ac12 decides it from the configuration alone. Refused: what its TransformerConfig raises
     for, a recomputed module inside a CUDA-graphed part (the graph's static buffers then hold what it saves), and
-    where the graphs decide it: with the MoE router captured (and not megatron-core's local graphs)
-    TransformerLayer keeps or drops the pre-MLP norm's recompute by the shared-expert overlap and the dispatcher
-    (`can_recompute_pre_mlp_layernorm_for_cudagraph`), and with local graphs MoELayer leaves `moe` to
-    MoETransformerLayer's partial graphs (moe_layer.py)."""
+    with local graphs `moe`, which MoELayer leaves to MoETransformerLayer's partial graphs (moe_layer.py). With the
+    MoE router captured TransformerLayer keeps or drops the pre-MLP norm's recompute by the configuration:
+    modelled (_pre_mlp_norm_recomputed)."""
     modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if t.moe_layer_recompute:
         modules.add("moe")
@@ -856,11 +860,33 @@ def _hybrid_recompute_unsupported(r: _Reader, m: ModelShape, t: Training, low: L
     if moe and "moe" in modules and impl == "local":
         return ("selective recompute of 'moe' in a hybrid model with megatron-core's local CUDA graphs (MoELayer "
                 "leaves it to MoETransformerLayer's partial graphs; not modelled)")
-    if moe and "layernorm" in modules and impl not in (None, "none", "", "local") and "moe_router" in names:
-        return ("selective recompute of 'layernorm' in a hybrid model's MoE layers with CUDA graphs capturing the "
-                "MoE router (megatron-core then recomputes the pre-MLP norm or not by the shared-expert overlap and "
-                "the dispatcher; not modelled)")
+    # 'layernorm' with the MoE router captured: megatron-core decides from the configuration whether the pre-MLP
+    # norm is recomputed (_pre_mlp_norm_recomputed, read_inputs)
     return ""
+
+
+def _pre_mlp_norm_recomputed(r: _Reader, m: ModelShape, t: Training) -> bool:
+    """Whether a hybrid model's MoE layer recomputes its pre-MLP norm under selective 'layernorm' recompute
+    (megatron-core 0.20.0 transformer/transformer_layer.py:481-527, the same at Bridge's pin 2a75ac12 :456-500,
+    can_recompute_pre_mlp_layernorm_for_cudagraph): always, unless CUDA graphs (not megatron-core's local ones)
+    capture the MoE router (:482-488); then not with an overlapped shared expert (:489-503: its input, the norm's
+    output, is outside the graph), and only where the graphs also capture `moe_preprocess` with the alltoall
+    dispatcher or latent MoE (:504-513); otherwise the norm's output is a graph output in a static buffer (:510-512,
+    :521) and the layer keeps it (activations.HYBRID_RECOMPUTE_DROPS 'E' then drops nothing for 'layernorm')."""
+    modules = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
+    if "layernorm" not in modules or "E" not in (m.hybrid_pattern or "") + (m.hybrid_mtp_pattern or ""):
+        return True
+    graphs = _cuda_graphs(r, "which layer parts CUDA graphs capture, which decides what selective recompute drops "
+                              "in a hybrid model")
+    if graphs is None:
+        return True
+    impl, names = graphs
+    if impl in (None, "none", "", "local") or "moe_router" not in names:
+        return True
+    if m.moe_shared_expert_intermediate_size and r.get("model.moe_shared_expert_overlap", False) is True:
+        return False
+    return "moe_preprocess" in names and (
+        r.get("model.moe_token_dispatcher_type", "allgather") == "alltoall" or bool(m.moe_latent_size))
 
 
 def _hybrid_mtp_unsupported(r: _Reader, m: ModelShape, t: Training, low: LowPrecision | None) -> str:
