@@ -24,7 +24,8 @@ from pathlib import Path
 
 from offlint.estimate import params
 from offlint.estimate.inputs import read_inputs
-from offlint.estimate.oom import IMAGE_PATCHES, SIZE_KEYS, alternatives, device_for, expandable, fp8_transpose
+from offlint.estimate.oom import (FROZEN_KEEPS, IMAGE_PATCHES, SIZE_KEYS, alternatives, device_for, expandable,
+                                  fp8_transpose)
 from offlint.estimate.report import depends
 from offlint.resolve import resolve
 from offlint.gpus import unit_gpu
@@ -62,6 +63,7 @@ def reason(resolved, name: str, gpu: str = "") -> str:
                              ("the default expert TP size of the Bridge version", p.etp_open),
                              ("the sequence length the launcher runs", inputs.other_seq_length is not None),
                              ("the image patches a micro-batch holds", IMAGE_PATCHES in depending[0]),
+                             ("what the frozen layers keep", FROZEN_KEEPS in depending[0]),
                              ("the GPU's unmeasured capacity", dev.upper is not None and "capacity" in depending[0]))
              if on]
     return "conditional verdict: on " + " and ".join(kinds)

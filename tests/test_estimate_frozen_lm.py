@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from offlint import model_sizes
-from offlint.estimate import activations, frozen_lm, memory
+from offlint.estimate import activations, frozen_lm, memory, oom
 from offlint.estimate.inputs import FrozenLM, Inputs, ModelShape, Parallelism, Training, read_inputs
 from offlint.types import Unknown
 from tests.estimate_helpers import lookup
@@ -143,7 +143,10 @@ def test_the_freeze_flags_and_the_tower_are_read():
     ({"mixed_precision": "bf16_with_nvfp4_mixed"}, "NVFP4"),
     ({"model.experimental_attention_variant": "gated_delta_net", "model.linear_attention_freq": 4,
       "model.linear_num_key_heads": 4, "model.linear_num_value_heads": 8, "model.linear_key_head_dim": 64,
-      "model.linear_value_head_dim": 64, "model.linear_conv_kernel_dim": 4}, "gated delta net"),
+      "model.linear_value_head_dim": 64, "model.linear_conv_kernel_dim": 4,
+      "mixed_precision": "bf16_with_fp8_current_scaling_mixed"}, "FP8 and gated delta net"),
+    ({"model.multi_latent_attention": True, "model.kv_lora_rank": 64, "model.qk_head_dim": 64,
+      "model.qk_pos_emb_head_dim": 32, "model.v_head_dim": 64}, "MLA or latent experts"),
     ({"model.recompute_granularity": "full"}, "recompute"),
     ({"model.vision_dp_when_cp": True}, "vision_dp_when_cp"),
 ])
@@ -250,3 +253,53 @@ def test_an_unknown_ep_overlap_setting_leaves_the_estimate_unknown():
     values = {**SIZES, **FREEZE, "comm_overlap.overlap_moe_expert_parallel_comm": Unknown("computed")}
     inputs = read_inputs(lookup(values), "x_pretrain_config")
     assert "comm_overlap.overlap_moe_expert_parallel_comm" in inputs.unknown and not inputs.unsupported
+
+
+GDN = {"model.experimental_attention_variant": "gated_delta_net", "model.linear_attention_freq": 2,
+       "model.linear_num_key_heads": 4, "model.linear_num_value_heads": 8, "model.linear_key_head_dim": 64,
+       "model.linear_value_head_dim": 64, "model.linear_conv_kernel_dim": 4}
+
+
+def _frozen(**values):
+    return read_inputs(lookup({**SIZES, **FREEZE, **values}), "x_pretrain_config", fp8_transpose=False)
+
+
+def test_a_frozen_gated_delta_net_keeps_what_a_trained_one_keeps_less_in_proj_and_out_proj_inputs():
+    """flash-linear-attention's functions save their tensors whatever requires_grad says; in_proj and out_proj are
+    Transformer Engine linears (frozen_lm.FROZEN_GDN_INPUTS). Nothing else is open: one estimate, no bounds."""
+    inputs = _frozen(**GDN)
+    assert not inputs.unsupported and inputs.complete, (inputs.unsupported, inputs.unknown)
+    assert inputs.training.frozen_lm.bound == "" and len(oom.architectures(inputs)) == 1
+    m, p, t = inputs.model, inputs.parallel, inputs.training
+    frozen = activations.layer_terms(m, p, t, False, gdn=True).terms
+    trained = activations.layer_terms(m, p, replace(t, frozen_lm=None), False, gdn=True).terms
+    assert set(trained) - set(frozen) == {"gdn_in_proj_input", "gdn_out_proj_input", "fc1_input", "act_output"}
+    assert all(frozen[k] == trained[k] for k in frozen)
+
+
+@pytest.mark.parametrize("values", [{"model.mtp_num_layers": 1}, {"model.attention_output_gate": True},
+                                    {"model.num_moe_experts": 8, "model.moe_ffn_hidden_size": 512,
+                                     "model.moe_router_topk": 2, "model.moe_shared_expert_intermediate_size": 1024}])
+def test_mtp_shared_experts_and_the_output_gate_are_estimated_at_two_bounds(values):
+    """At most what trained layers keep, at least that less the frozen linears' inputs and the MTP depth's
+    embedding side (frozen_lm.LOWER_BOUND_DROPS): both estimated, the larger shown, a verdict where they agree."""
+    inputs = _frozen(**GDN, **values)
+    assert not inputs.unsupported and inputs.complete, (inputs.unsupported, inputs.unknown)
+    assert inputs.training.frozen_lm.bound is None
+    variants = oom.architectures(inputs)
+    assert [v.training.frozen_lm.bound for v in variants] == ["upper", "lower"]
+    upper, lower = (memory.estimate(v) for v in variants)
+    assert upper.peak.total > lower.peak.total
+    assert upper.peak.of("weights") == lower.peak.of("weights")
+    trained = memory.estimate(variants[0].with_(training=replace(variants[0].training, frozen_lm=None)))
+
+    def layers(result):
+        return sum(part.bytes for part in result.peak.parts if part.name == "activations: transformer layers")
+    assert layers(lower) <= layers(upper) < layers(trained)  # the upper bound drops the established linears' inputs
+    what, labels = oom._open_labels(inputs)
+    assert what == oom.FROZEN_KEEPS and "at most" in labels[0] and "at least" in labels[1]
+    between = (upper.peak.total + lower.peak.total) / 2
+    _, _, why, _ = oom.either_way(inputs, lambda _, r: r.peak.total <= between)
+    assert oom.FROZEN_KEEPS in why
+    _, _, agreed, note = oom.either_way(inputs, lambda _, r: r.peak.total <= 2 * upper.peak.total)
+    assert not agreed and "holds either way" in note

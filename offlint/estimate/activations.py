@@ -99,6 +99,8 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool
     if gdn:  # inputs._variant_unsupported refuses NVFP4 and LoRA here
         rest = {k: v for k, v in terms.items() if k not in _ATTENTION_PART}
         if not (fp8 and t.low_precision):
+            if t.frozen_lm:  # inputs._read_frozen_lm refuses FP8 here
+                return LayerActivations(frozen_lm.layer_terms({**gdn_terms(m, p, t), **rest}, t.frozen_lm.bound))
             return LayerActivations({**gdn_terms(m, p, t), **rest})
         per = precision.saved_input_bytes(t.low_precision)
         # in_proj and out_proj save their inputs quantized (out_proj's is nothing else's to keep: megatron-core
@@ -109,8 +111,8 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool
     if t.peft and not moe:
         terms = lora.frozen_terms(terms, m, p, t.peft, tokens(m, p, t))
     terms = _quantized(terms, m, p, t, moe) if fp8 and t.low_precision else terms
-    if t.frozen_lm:  # inputs._read_frozen_lm refuses NVFP4, GDN and hybrid layers here
-        terms = frozen_lm.layer_terms(terms)
+    if t.frozen_lm:  # inputs._read_frozen_lm refuses NVFP4 and hybrid layers here
+        terms = frozen_lm.layer_terms(terms, t.frozen_lm.bound)
     return LayerActivations(terms)
 
 
@@ -373,8 +375,10 @@ def mtp_depth(m: ModelShape, p: Parallelism, t: Training) -> LayerActivations:
         layers = after_selective_recompute(layer_terms(m, p, t, m.is_moe_layer(last), fp8=fp8,
                                                        gdn=m.is_gdn_layer(last)), t, fp8=fp8).terms
     eh_proj = 4 * n * h * (precision.saved_input_bytes(t.low_precision) / 2 if fp8 else 1)
-    return LayerActivations({"mtp_embedding": embedding_terms(m, p, t), "mtp_norm_inputs": 4 * n * h,
-                             "mtp_eh_proj_input": eh_proj, **layers, "mtp_output": output_terms(m, p, t)})
+    depth = {"mtp_embedding": embedding_terms(m, p, t), "mtp_norm_inputs": 4 * n * h, "mtp_eh_proj_input": eh_proj}
+    if t.frozen_lm:  # frozen: between two bounds (frozen_lm.LOWER_BOUND_DROPS)
+        depth = frozen_lm.layer_terms(depth, t.frozen_lm.bound)
+    return LayerActivations({**depth, **layers, "mtp_output": output_terms(m, p, t)})
 
 
 def _hybrid_mtp_layers(m: ModelShape, p: Parallelism, t: Training, quantized: list[bool]) -> dict[str, float]:

@@ -55,10 +55,36 @@ FROZEN_LINEAR_INPUTS = ("qkv_input", "fc1_input", "act_output", "expert_fc1_inpu
                         "proj_input")
 
 
-def layer_terms(terms: dict[str, float]) -> dict[str, float]:
+# A gated delta net's frozen Transformer Engine linears: in_proj (LayerNormColumnParallelLinear, its norm fused)
+# and out_proj (RowParallelLinear) (megatron-core 0.20.0 experimental_attention_variant_module_specs.py:88-90). The
+# rest of the layer is kept as trained: flash-linear-attention 0.5.1's autograd functions save their tensors
+# whatever requires_grad says (fla/modules/conv/triton/ops.py:389 CausalConv1dFunction: x, the in_proj output view;
+# fla/ops/gated_delta_rule/chunk.py:296 ChunkGatedDeltaRuleFunction; fla/modules/l2norm.py:255 L2NormFunction),
+# the output norm is Transformer Engine's (saves its input and rstd, as above) and the output gate multiplies two
+# activations (ssm/gated_delta_net/common.py:371-380), each needed for the other's gradient.
+FROZEN_GDN_INPUTS = ("gdn_in_proj_input", "gdn_out_proj_input")
+
+# What the lower bound also drops where the layer kinds' frozen saved tensors are not checked one by one
+# (FrozenLM.bound): the shared expert's fc2 input (a Transformer Engine RowParallelLinear, as the routed experts'),
+# the gated output that is linear_proj's input beside the attention output gate (one of attn_output_gate's two
+# tensors), and in an MTP depth (activations.mtp_depth) eh_proj's input, the normed embedding of the shifted tokens
+# (a frozen embedding's output needs no gradient) and that embedding. The upper bound keeps them: a frozen layer keeps
+# at most what a trained one keeps (requires_grad=False only removes a reason to save: Transformer Engine's
+# backward_needs_input, PyTorch's derivative formulas; the custom functions above save unconditionally).
+LOWER_BOUND_DROPS = ("shared_act_output", "mtp_eh_proj_input", "mtp_embedding")
+
+
+def layer_terms(terms: dict[str, float], bound: str | None = "") -> dict[str, float]:
     """A frozen language-model layer's saved tensors: those of a trained layer (bf16 or FP8) less the frozen
-    linears' inputs."""
-    return {k: v for k, v in terms.items() if k not in FROZEN_LINEAR_INPUTS}
+    linears' inputs; at the lower `bound` (FrozenLM.bound) less LOWER_BOUND_DROPS too."""
+    out = {k: v for k, v in terms.items() if k not in FROZEN_LINEAR_INPUTS + FROZEN_GDN_INPUTS}
+    if bound == "lower":
+        out = {k: v for k, v in out.items() if k not in LOWER_BOUND_DROPS}
+        if "attn_output_gate" in out:
+            out["attn_output_gate"] /= 2
+        if "mtp_norm_inputs" in out:
+            out["mtp_norm_inputs"] /= 2
+    return out
 
 
 def _merged(v: FrozenLM) -> int:

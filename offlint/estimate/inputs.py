@@ -240,6 +240,9 @@ class FrozenLM:
     num_position_embeddings: int
     out_hidden_size: int
     deepstack_mergers: int  # len(deepstack_visual_indexes): a patch merger per index
+    # What the frozen MTP, shared-expert and gated-attention layers keep (frozen_lm.layer_terms): "" nothing open
+    # (no such layers), None open (oom.architectures: both bounds), "upper" or "lower" the bound estimated.
+    bound: str | None = ""
 
 
 @dataclass(frozen=True)
@@ -1710,13 +1713,17 @@ def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low:
     if low is not None and (low.recipe == "nvfp4" or low.output_layer):
         return None, ("a frozen language model with NVFP4 training or an FP8 output layer (what their frozen "
                       "Transformer Engine linears keep is not checked; FP8 layers are modelled, frozen_lm.py)")
-    if m.linear_attention_freq is not None or m.hybrid_pattern is not None:
-        return None, ("a frozen language model with gated delta net or Mamba layers (what their frozen kernels keep "
-                      "is not established)")
-    if m.multi_latent_attention or m.mtp_num_layers or m.moe_shared_expert_intermediate_size or \
-            m.moe_latent_size or m.attention_output_gate:
-        return None, ("a frozen language model with MLA, MTP, shared or latent experts or an attention output gate "
-                      "(their frozen layers' saved tensors are not checked)")
+    if m.hybrid_pattern is not None:
+        return None, "a frozen language model with Mamba layers (what their frozen kernels keep is not established)"
+    if m.multi_latent_attention or m.moe_latent_size:
+        return None, ("a frozen language model with MLA or latent experts (their frozen layers' saved tensors are not "
+                      "checked)")
+    # Gated delta net layers are modelled as frozen (frozen_lm.layer_terms); MTP, shared experts and the attention
+    # output gate between two bounds (FrozenLM.bound), in bf16 only
+    bounded = bool(m.mtp_num_layers or m.moe_shared_expert_intermediate_size or m.attention_output_gate)
+    if (bounded or m.linear_attention_freq is not None) and low is not None:
+        return None, ("a frozen language model with FP8 and gated delta net, MTP, shared-expert or gated-attention "
+                      "layers (their frozen quantized layers' saved tensors are not checked)")
     recompute = set(t.recompute_modules) if t.recompute_granularity == "selective" else set()
     if t.recompute_granularity == "full" or recompute - {"core_attn"} or t.moe_layer_recompute or \
             t.fine_grained_offloading or t.cpu_offloading or t.optimizer_cpu_offload:
@@ -1755,7 +1762,8 @@ def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low:
             return None, ""
         if setting not in (default, None):
             return None, f"a frozen language model with {key.split('.', 1)[1]}={setting!r} (not modelled)"
-    return FrozenLM(*(int(config[k]) for k in _VISION_SIZES), len(config["deepstack_visual_indexes"])), ""
+    return FrozenLM(*(int(config[k]) for k in _VISION_SIZES), len(config["deepstack_visual_indexes"]),
+                    bound=None if bounded else ""), ""
 
 
 # Towers offlint models in a VLM whose language model trains: Bridge's Qwen3VLVisionModel, which Qwen3VLModel

@@ -67,7 +67,9 @@ def architectures(inputs: Inputs) -> list[Inputs]:
     larger) and without them; for moe_paged_stash on a GPU whose compute capability is not known
     (ExpertBudget.fused None), with the stash and with the padded expert tensors; for an unset expert tensor
     parallel size (Parallelism.etp_open), at TP's value and at 1; for a VLM whose language model trains
-    (TrainedVLM.patches None), with every token a vision token and with no image; for model and dataset sequence
+    (TrainedVLM.patches None), with every token a vision token and with no image; for a frozen language model with
+    MTP, shared-expert or gated-attention layers (FrozenLM.bound None), at the most and the least they keep; for
+    model and dataset sequence
     lengths that differ (Inputs.other_seq_length), at the
     dataset's (the tokens the data loader gives, what Bridge's training scripts run) and at the model's. The first
     is the one shown."""
@@ -85,6 +87,10 @@ def architectures(inputs: Inputs) -> list[Inputs]:
     if vlm is not None and vlm.patches is None:  # a VLM's image patches: at the bound and none
         out = [v.with_(training=replace(v.training, vlm=replace(vlm, patches=n)))
                for v in out for n in ("bound", "none")]
+    frozen = inputs.training.frozen_lm if inputs.training else None
+    if frozen is not None and frozen.bound is None:  # what frozen MTP/shared/gated layers keep: at most, at least
+        out = [v.with_(training=replace(v.training, frozen_lm=replace(frozen, bound=b)))
+               for v in out for b in ("upper", "lower")]
     if inputs.other_seq_length is None:
         return out
     other = inputs.other_seq_length[1]
@@ -96,6 +102,10 @@ def architectures(inputs: Inputs) -> list[Inputs]:
 # every token a vision token agree.
 IMAGE_PATCHES = ("the image patches a micro-batch holds (how many the Hugging Face processor makes of the dataset's "
                  "images is not read)")
+# What is open about a frozen language model with MTP, shared-expert or gated-attention layers (inputs.FrozenLM.bound,
+# frozen_lm.LOWER_BOUND_DROPS): a verdict only where both bounds agree.
+FROZEN_KEEPS = ("what the frozen language model's MTP, shared-expert and gated-attention layers keep (their frozen "
+                "saved tensors are not checked one by one)")
 
 
 def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
@@ -122,6 +132,12 @@ def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
         whats.append(IMAGE_PATCHES)
         labels = [f"{label} {n}".strip() for label in labels
                   for n in ("with every token a vision token (the most image patches)", "with no image patches")]
+    frozen = inputs.training.frozen_lm if inputs.training else None
+    if frozen is not None and frozen.bound is None:
+        whats.append(FROZEN_KEEPS)
+        labels = [f"{label} {b}".strip() for label in labels
+                  for b in ("with the frozen layers keeping what trained ones keep (at most)",
+                            "with them keeping no frozen linear's input (at least)")]
     if inputs.other_seq_length is not None:
         key, other = inputs.other_seq_length
         model = inputs.model.seq_length
