@@ -1,4 +1,4 @@
-"""A VLM whose language model trains (inputs.TrainedVLM, frozen_lm.trained_tower_activations): Bridge's Qwen3-VL
+"""A VLM whose language model trains (inputs.TrainedVLM, activations.trained_tower_activations): Bridge's Qwen3-VL
 and Qwen3.5-VL recipes with freeze_language_model=False, the tower trained or frozen. The expected figures are
 worked out here from the tower's sizes (fixtures of our own, in Bridge's shapes)."""
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from offlint.estimate import frozen_lm, memory, oom
+from offlint.estimate import activations, frozen_lm, memory, oom
 from offlint.estimate.inputs import FrozenLM, Inputs, ModelShape, Parallelism, Training, TrainedVLM, read_inputs
 from offlint.types import Unknown
 from tests.estimate_helpers import lookup
@@ -103,7 +103,7 @@ def test_a_trained_vit_layer_keeps_its_norms_linears_attention_and_gelu_inputs()
         h, f = SMALL.hidden_size, SMALL.intermediate_size
         layer = 2 * patches * (4 * h + 4 * h / tp + 2 * f / tp)
         pixels = 2 * patches * 3 * 2 * 4 * 4
-        kept, rebuilt = frozen_lm.trained_tower_activations(SMALL, m, Parallelism(tp=tp), t)
+        kept, rebuilt = activations.trained_tower_activations(SMALL, m, Parallelism(tp=tp), t)
         assert kept == pytest.approx(SMALL.depth * layer + pixels) and rebuilt == 0
 
 
@@ -113,10 +113,10 @@ def test_full_recompute_reaches_the_tower(method, k):
     t = replace(TRAIN, recompute_granularity="full", recompute_method=method, recompute_num_layers=k)
     patches = t.micro_batch_size * DENSE.seq_length * 4
     h = SMALL.hidden_size
-    layer = frozen_lm.trained_tower_activations(SMALL, DENSE, Parallelism(), TRAIN)[0] / SMALL.depth
+    layer = activations.trained_tower_activations(SMALL, DENSE, Parallelism(), TRAIN)[0] / SMALL.depth
     pixels = 2 * patches * 96
     layer -= pixels / SMALL.depth
-    kept, rebuilt = frozen_lm.trained_tower_activations(SMALL, DENSE, Parallelism(), t)
+    kept, rebuilt = activations.trained_tower_activations(SMALL, DENSE, Parallelism(), t)
     checkpoint = 2 * patches * h
     if method == "uniform":
         assert kept == pytest.approx(checkpoint * math.ceil(SMALL.depth / k) + pixels)

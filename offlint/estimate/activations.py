@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 
 from offlint.estimate import frozen_lm, lora, precision
-from offlint.estimate.inputs import ModelShape, Parallelism, Training
+from offlint.estimate.inputs import FrozenLM, ModelShape, Parallelism, Training
 
 # Fine-grained activation offloading: which saved tensors each `offload_modules` name moves to the host.
 OFFLOAD_TERMS = {
@@ -548,3 +548,34 @@ def offloaded_share(layer: LayerActivations, t: Training) -> float:
         return 0.0
     names = {n for module in t.offload_modules for n in OFFLOAD_TERMS.get(module, ())}
     return sum(v for k, v in layer.terms.items() if k in names) * max(0.0, min(1.0, t.activation_offload_fraction))
+
+
+# ---- a trained vision tower (frozen_lm.py holds its shape and the frozen cases) ----------------------------------
+
+
+def _vision_parallel(p: Parallelism) -> Parallelism:
+    return Parallelism(tp=p.tp)  # TP as the language model's, no SP, CP 1, no pipeline
+
+
+def _vision_training(t: Training) -> Training:
+    return Training(micro_batch_size=1, recompute_granularity=t.recompute_granularity,
+                    recompute_method=t.recompute_method, recompute_num_layers=t.recompute_num_layers)
+
+
+def trained_tower_activations(v: FrozenLM, m: ModelShape, p: Parallelism, t: Training) -> tuple[float, float]:
+    """(bytes a trained tower keeps per micro-batch on one rank of the first stage, the working set its full
+    recompute adds while one chunk is rebuilt). Each layer keeps what a bf16 GPT layer with biases and GELU keeps
+    (layer_terms: both norms' inputs, the normed inputs of QKV and fc1, flash attention's q, k, v and
+    output, GELU's input and output, which fc2 keeps); selective recompute drops core_attn's; full recompute keeps
+    one input per checkpointed chunk. The Conv3d patch embedding keeps its input, the pixels in bf16. Not counted:
+    fp32 norm statistics and the rotary tables (as for the language model's layers)."""
+    vm, vp, vt = frozen_lm.vision_shape(v, m, t), _vision_parallel(p), _vision_training(t)
+    layer = after_selective_recompute(layer_terms(vm, vp, vt, moe=False), vt).total
+    pixels = 2 * vm.seq_length * v.in_channels * v.temporal_patch_size * v.patch_size ** 2
+    if vt.recompute_granularity != "full":
+        return layer * v.depth + pixels, 0.0
+    k, layers, checkpoint = max(1, vt.recompute_num_layers or 1), v.depth, checkpoint_input(vm, vp, vt)
+    if vt.recompute_method == "block":  # the first k layers keep their inputs, the others everything
+        recomputed = min(k, layers)
+        return checkpoint * recomputed + layer * (layers - recomputed) + pixels, layer
+    return checkpoint * math.ceil(layers / k) + pixels, layer * min(k, layers)

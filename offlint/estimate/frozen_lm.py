@@ -44,8 +44,6 @@
 
 from __future__ import annotations
 
-import math
-
 from offlint.estimate.inputs import FrozenLM, ModelShape, Parallelism, Training
 from offlint.estimate.params import Split
 
@@ -180,31 +178,3 @@ def vision_shape(v: FrozenLM, m: ModelShape, t: Training) -> ModelShape:
                       add_bias_linear=True, add_qkv_bias=True, hidden_dropout=0.0)
 
 
-def _vision_parallel(p: Parallelism) -> Parallelism:
-    return Parallelism(tp=p.tp)  # TP as the language model's, no SP, CP 1, no pipeline
-
-
-def _vision_training(t: Training) -> Training:
-    return Training(micro_batch_size=1, recompute_granularity=t.recompute_granularity,
-                    recompute_method=t.recompute_method, recompute_num_layers=t.recompute_num_layers)
-
-
-def trained_tower_activations(v: FrozenLM, m: ModelShape, p: Parallelism, t: Training) -> tuple[float, float]:
-    """(bytes a trained tower keeps per micro-batch on one rank of the first stage, the working set its full
-    recompute adds while one chunk is rebuilt). Each layer keeps what a bf16 GPT layer with biases and GELU keeps
-    (activations.layer_terms: both norms' inputs, the normed inputs of QKV and fc1, flash attention's q, k, v and
-    output, GELU's input and output, which fc2 keeps); selective recompute drops core_attn's; full recompute keeps
-    one input per checkpointed chunk. The Conv3d patch embedding keeps its input, the pixels in bf16. Not counted:
-    fp32 norm statistics and the rotary tables (as for the language model's layers)."""
-    from offlint.estimate import activations as act
-
-    vm, vp, vt = vision_shape(v, m, t), _vision_parallel(p), _vision_training(t)
-    layer = act.after_selective_recompute(act.layer_terms(vm, vp, vt, moe=False), vt).total
-    pixels = 2 * vm.seq_length * v.in_channels * v.temporal_patch_size * v.patch_size ** 2
-    if vt.recompute_granularity != "full":
-        return layer * v.depth + pixels, 0.0
-    k, layers, checkpoint = max(1, vt.recompute_num_layers or 1), v.depth, act.checkpoint_input(vm, vp, vt)
-    if vt.recompute_method == "block":  # the first k layers keep their inputs, the others everything
-        recomputed = min(k, layers)
-        return checkpoint * recomputed + layer * (layers - recomputed) + pixels, layer
-    return checkpoint * math.ceil(layers / k) + pixels, layer * min(k, layers)

@@ -198,7 +198,7 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
         parts.append(Part("activations: vision patch mergers (every token a vision token, at most)",
                           frozen_lm.projection_activations(m, p, t, v) * held, "activations"))
         if vlm.tower_trained:
-            kept, rebuilt = frozen_lm.trained_tower_activations(v, m, p, t)
+            kept, rebuilt = act.trained_tower_activations(v, m, p, t)
             parts.append(Part("activations: vision tower, trained (every token a vision token, at most)",
                               kept * held, "activations"))
             extra = max(extra, rebuilt)  # its full recompute rebuilds one chunk in backward, as the LM's
