@@ -1736,32 +1736,11 @@ def _read_frozen_lm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, low:
     # define it (modelling_qwen3_vl/model.py:253), so get_attr_wrapped_model raises (utils.py:664-666), and Bridge's
     # Qwen3-VL step would build the plan from the tokens alone (qwen3_vl_step.py:352-354, no pixel_values): there
     # is no schedule of this model to size (megatron-core 0.19.2 and Megatron-LM d98e8a6 alike; Bridge 067f987).
-    for key, default in {"comm_overlap.overlap_moe_expert_parallel_comm": None,
-                         "model.overlap_moe_expert_parallel_comm": False}.items():
-        setting = r.get(key, default)
-        if key in r.unknown:
-            return None, ""
-        if setting is True:
-            return None, ("a frozen language model with overlap_moe_expert_parallel_comm (its combined 1F1B schedule "
-                          "asks the model for build_schedule_plan, megatron-core combined_1f1b.py:381-383, which "
-                          "Bridge's Qwen3VLModel does not define: there is no schedule of this model to size)")
-    if p.pp > 1 and p.vpp and p.vpp > 1:
-        # frozen_lm.first_chunk_in_flight follows megatron-core's interleaved schedule with its default group of PP
-        # micro-batches per virtual stage.
-        setting = r.get("model.microbatch_group_size_per_vp_stage")
-        if "model.microbatch_group_size_per_vp_stage" in r.unknown:
-            return None, ""
-        if setting not in (None, p.pp):
-            return None, (f"a frozen language model with an interleaved pipeline and microbatch_group_size_per_vp_"
-                          f"stage={setting!r} (offlint's pipeline model takes PP micro-batches per group)")
-    extra = {"model.vision_dp_when_cp": False, "model.vision_cuda_graph_impl": "none",
-             "model.moe_expert_rank_capacity_factor": None, "model.use_transformer_engine_op_fuser": False}
-    for key, default in extra.items():
-        setting = r.get(key, default)
-        if key in r.unknown:
-            return None, ""
-        if setting not in (default, None):
-            return None, f"a frozen language model with {key.split('.', 1)[1]}={setting!r} (not modelled)"
+    why = _vlm_schedule_refusal(r, p, "a frozen language model", {
+        "model.vision_dp_when_cp": False, "model.vision_cuda_graph_impl": "none",
+        "model.moe_expert_rank_capacity_factor": None, "model.use_transformer_engine_op_fuser": False})
+    if why is None or why:
+        return None, why or ""
     return FrozenLM(*(int(config[k]) for k in _VISION_SIZES), len(config["deepstack_visual_indexes"]),
                     bound=None if bounded else ""), ""
 
@@ -1812,31 +1791,43 @@ def _read_trained_vlm(r: _Reader, m: ModelShape, p: Parallelism, t: Training, lo
         return None, f"{what} with activation or optimizer offloading (the tower's share is not modelled)"
     if t.recompute_granularity == "full" and t.recompute_method not in ("uniform", "block"):
         return None, ""  # megatron-core refuses full recompute without a method; the rules say so
-    # EP overlap: Qwen3VLModel defines no build_schedule_plan, whatever is frozen (_read_frozen_lm).
+    why = _vlm_schedule_refusal(r, p, what, {"model.vision_dp_when_cp": False, "model.vision_cuda_graph_impl": "none"})
+    if why is None or why:
+        return None, why or ""
+    sizes = FrozenLM(*(int(config[k]) for k in _VISION_SIZES), len(deepstack))
+    return TrainedVLM(sizes, tower_trained=not tower_frozen), ""
+
+
+def _vlm_schedule_refusal(r: _Reader, p: Parallelism, what: str, unmodelled: dict[str, object]) -> str | None:
+    """Why a Qwen3-VL/Qwen3.5-VL model (`what`: "a frozen language model", ...) has no schedule offlint sizes, ""
+    when it has, None when a setting that decides it is unknown. EP overlap selects megatron-core's combined 1F1B
+    schedule, which asks the model for build_schedule_plan (combined_1f1b.py:381-383), and Bridge's Qwen3VLModel
+    does not define it, whatever is frozen (see _read_frozen_lm); frozen_lm.first_chunk_in_flight follows the
+    interleaved schedule with its default group of PP micro-batches per virtual stage; `unmodelled` settings (key:
+    default) are refused when set otherwise."""
     for key, default in {"comm_overlap.overlap_moe_expert_parallel_comm": None,
                          "model.overlap_moe_expert_parallel_comm": False}.items():
         setting = r.get(key, default)
         if key in r.unknown:
-            return None, ""
+            return None
         if setting is True:
-            return None, (f"{what} with overlap_moe_expert_parallel_comm (its combined 1F1B schedule asks the model "
-                          f"for build_schedule_plan, megatron-core combined_1f1b.py:381-383, which Bridge's "
-                          f"Qwen3VLModel does not define: there is no schedule of this model to size)")
+            return (f"{what} with overlap_moe_expert_parallel_comm (its combined 1F1B schedule asks the model for "
+                    f"build_schedule_plan, megatron-core combined_1f1b.py:381-383, which Bridge's Qwen3VLModel does "
+                    f"not define: there is no schedule of this model to size)")
     if p.pp > 1 and p.vpp and p.vpp > 1:
         setting = r.get("model.microbatch_group_size_per_vp_stage")
         if "model.microbatch_group_size_per_vp_stage" in r.unknown:
-            return None, ""
+            return None
         if setting not in (None, p.pp):
-            return None, (f"{what}, an interleaved pipeline and microbatch_group_size_per_vp_stage={setting!r} "
-                          f"(offlint's pipeline model takes PP micro-batches per group)")
-    for key, default in {"model.vision_dp_when_cp": False, "model.vision_cuda_graph_impl": "none"}.items():
+            return (f"{what} with an interleaved pipeline and microbatch_group_size_per_vp_stage={setting!r} "
+                    f"(offlint's pipeline model takes PP micro-batches per group)")
+    for key, default in unmodelled.items():
         setting = r.get(key, default)
         if key in r.unknown:
-            return None, ""
+            return None
         if setting not in (default, None):
-            return None, f"{what} with {key.split('.', 1)[1]}={setting!r} (not modelled)"
-    sizes = FrozenLM(*(int(config[k]) for k in _VISION_SIZES), len(deepstack))
-    return TrainedVLM(sizes, tower_trained=not tower_frozen), ""
+            return f"{what} with {key.split('.', 1)[1]}={setting!r} (not modelled)"
+    return ""
 
 
 def with_training(inputs: Inputs, **changes) -> Inputs:
