@@ -215,3 +215,45 @@ def test_the_tables_architectures_agree_with_the_configs_in_bridges_unit_tests()
             assert named == entry["config"]["architectures"][0], hf_id
             compared += 1
     assert compared >= 10
+
+
+CONSTANT_BRIDGE = '''
+from megatron.bridge.models.conversion.model_bridge import MegatronModelBridge
+
+_LLAMA_HF_CLASS_NAME = "LlamaForCausalLM"
+_UNUSED = "Qwen3MoeForCausalLM"
+_REBOUND = "MistralForCausalLM"
+_REBOUND = "MixtralForCausalLM"
+
+
+@MegatronModelBridge.register_bridge(source=_LLAMA_HF_CLASS_NAME, target=GPTModel, model_type="llama")
+class LlamaBridge(MegatronModelBridge):
+    def provider_bridge(self, hf_pretrained):
+        provider = super().provider_bridge(hf_pretrained)
+        provider.attention_dropout = 0.25
+        return provider
+
+
+@MegatronModelBridge.register_bridge(source=_REBOUND, target=GPTModel)
+class ReboundBridge(MegatronModelBridge):
+    pass
+'''
+
+
+def test_a_bridge_registered_through_a_module_constant_is_found(tmp_path, monkeypatch):
+    """Bridge's Qwen3.5 bridges register `source=_QWEN3_5_MOE_HF_CLASS_NAME`, a module constant holding the
+    architecture's name; a name bound twice is not a constant."""
+    from offlint.sources.bridge_models import _registrations
+
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path, with_bridges=False)
+    path = "src/megatron/bridge/models/llama/llama_bridge.py"
+    for name, text in {"src/megatron/bridge/models/conversion/model_bridge.py": BASE_BRIDGE,
+                       path: CONSTANT_BRIDGE}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    paths = ["src/megatron/bridge/models/conversion/model_bridge.py", path, RECIPE_PATH]
+    project = PythonProject(paths, lambda p: (tmp_path / p).read_text())
+    assert _registrations(project, "LlamaForCausalLM") == [(path, "LlamaBridge")]
+    assert _registrations(project, "Qwen3MoeForCausalLM") == []  # bound, but not the source of any registration
+    assert _registrations(project, "MixtralForCausalLM") == []  # bound twice: not a constant

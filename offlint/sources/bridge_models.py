@@ -66,14 +66,31 @@ def _registrations(project, architecture: str) -> list[tuple[str, str]]:
         if not text or architecture not in text or "register_bridge" not in text:
             continue
         module = project.parsed(path) if hasattr(project, "parsed") else _parse(text)
+        constants = _string_constants(module)
         for node in module.body if module else ():
-            if isinstance(node, ast.ClassDef) and any(_registers(d, architecture) for d in node.decorator_list):
+            if isinstance(node, ast.ClassDef) and any(_registers(d, architecture, constants)
+                                                      for d in node.decorator_list):
                 out.append((path, node.name))
     return out
 
 
-def _registers(decorator: ast.expr, architecture: str) -> bool:
-    """`@X.register_bridge(source=<architecture>, ...)`: the class object's name or the name as a string."""
+def _string_constants(module: ast.Module | None) -> dict[str, str]:
+    """The module's top-level `NAME = "text"` bindings made once (Bridge's Qwen3.5 bridges register
+    `source=_QWEN3_5_MOE_HF_CLASS_NAME`, a constant holding the architecture's name)."""
+    bound: dict[str, list] = {}
+    for node in module.body if module else ():
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                bound.setdefault(target.id, []).append(node.value if not isinstance(node, ast.AugAssign) else None)
+    return {name: values[0].value for name, values in bound.items()
+            if len(values) == 1 and isinstance(values[0], ast.Constant) and isinstance(values[0].value, str)}
+
+
+def _registers(decorator: ast.expr, architecture: str, constants: dict[str, str] | None = None) -> bool:
+    """`@X.register_bridge(source=<architecture>, ...)`: the class object's name, the name as a string, or a
+    module constant holding it."""
     if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
             and decorator.func.attr == "register_bridge"):
         return False
@@ -81,7 +98,7 @@ def _registers(decorator: ast.expr, architecture: str) -> bool:
     if isinstance(source, ast.Constant):
         return source.value == architecture
     if isinstance(source, ast.Name):
-        return source.id == architecture
+        return source.id == architecture or (constants or {}).get(source.id) == architecture
     return isinstance(source, ast.Attribute) and source.attr == architecture
 
 
