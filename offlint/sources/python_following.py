@@ -32,12 +32,15 @@ class CallFollowing:
         """Module dicts a registering decorator of the module fills as the module is imported (Bridge's
         `@register` on each precision recipe, read by `MIXED_PRECISION_RECIPES[name]()`): each decorated
         function becomes the entry under its own name, so a lookup by a known name follows it. Nothing runs."""
+        written: dict[tuple[str, str], bool] = {}  # (registry, decorator) -> _written_elsewhere, one walk each
         for fn in list(dict.values(self.functions)):  # looking at decorators is no use of a function's body
             for decorator in fn.decorator_list:
                 if not isinstance(decorator, ast.Name) or decorator.id not in self.functions:
                     continue
                 target = _registry_of(self.functions[decorator.id])
-                if target and _written_elsewhere(self.module, target, decorator.id):
+                if target and (target, decorator.id) not in written:
+                    written[target, decorator.id] = _written_elsewhere(self.module, target, decorator.id)
+                if target and written[target, decorator.id]:
                     continue  # other entries than the decorated functions, or some replaced
                 registry = self.constants.get(target) if target else None
                 if not isinstance(registry, dict) or isinstance(registry, PartialDict) and \
