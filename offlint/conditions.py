@@ -467,10 +467,9 @@ def graph_module_refusal(scope: Scope) -> object:
     Megatron-LM's --cuda-graph-scope / --cuda-graph-modules argparse types before that. The names a version knows
     are the generated data's (offlint/data, "cuda_graph_names": the members, "full", the migrated spellings); for
     a version between two releases with data, the names either knows (keys.bracketing_data)."""
-    lists = [data.get("cuda_graph_names") for data in keys.bracketing_data(scope.version)]
-    if not lists or not all(lists):
+    known = keys.names_known(scope.version, "cuda_graph_names")
+    if known is None:
         return ""
-    known = sorted(set().union(*lists))
     unknown = [(key.split(".", 1)[1], name) for key in ("model.cuda_graph_scope", "model.cuda_graph_modules")
                if written_known(scope, key) is True for name in _graph_names(scope.key(key)) if name not in known]
     if not unknown:
@@ -481,7 +480,7 @@ def graph_module_refusal(scope: Scope) -> object:
     who = ("Megatron-LM's argument parser raises" if str(scope.names.get("defaults", "")) == "mlm-cli" else
            "TransformerConfig raises")
     return (f"{field} names {name!r}, which megatron-core does not know{spaced}: {who} KeyError: {name!r} at "
-            f"start; the names are {', '.join(n for n in known if n != 'full')} (or 'full' alone)")
+            f"start; the names are {', '.join(sorted(known - {'full'}))} (or 'full' alone)")
 
 
 @_needs_scope
@@ -501,10 +500,9 @@ def recompute_module_refusal(scope: Scope) -> object:
         return ""
     if isinstance(modules, str) and found.assignment.source.value in ("hydra", "yaml"):
         return ""
-    lists = [data.get("recompute_module_names") for data in keys.bracketing_data(scope.version)]
-    if not lists or not all(lists):
+    known = keys.names_known(scope.version, "recompute_module_names")
+    if known is None:
         return ""
-    known = set().union(*lists)
     invalid = sorted({str(name) for name in as_list(modules)} - known)
     if not invalid:
         return ""

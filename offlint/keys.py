@@ -227,6 +227,14 @@ def bracketing_data(version: Version) -> list[dict]:
     return [files[v] for v in picked]
 
 
+def names_known(version: Version, field: str) -> set[str] | None:
+    """The names a generated list (`field` of offlint/data, e.g. "cuda_graph_names") holds for any release
+    `version` may behave as (bracketing_data); None when one of them has no such list or none applies, so that no
+    name is claimed unknown."""
+    lists = [data.get(field) for data in bracketing_data(version)]
+    return set().union(*lists) if lists and all(lists) else None
+
+
 @lru_cache(maxsize=None)
 def version_data(version: Version) -> dict | None:
     """The generated field data of the newest known release not newer than `version` (or the oldest)."""

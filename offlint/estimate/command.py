@@ -112,7 +112,7 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     # The verdict may depend on a fact offlint cannot know (the sequence length the launcher runs, the GPU's
     # architecture, an unmeasured capacity): then one verdict per way it may go, each decided
     depending = depends(what, alternatives, device, with_expandable)
-    inputs, result, _, either = oom.either_way(inputs, judge, world)
+    inputs, result, _, either = oom.judged(inputs, what, alternatives, judge)
     notes += [either] if either and not depending else []
     shown = device  # the capacity the verdict is told against; what-if options and fixes use `device`
     if depending:

@@ -174,7 +174,12 @@ def either_way(inputs: Inputs, judge: Callable[[Inputs, Estimate], object],
     """Estimate `inputs` on each of its open alternatives (architectures; at `world` GPUs, else the lower bound)
     and judge each: (the inputs and estimate to show; why there is no verdict, "" when the judgements agree; the
     note that the verdict holds either way, "" when nothing is open)."""
-    what, alts = alternatives(inputs, world)
+    return judged(inputs, *alternatives(inputs, world), judge)
+
+
+def judged(inputs: Inputs, what: str, alts: list[Alternative],
+           judge: Callable[[Inputs, Estimate], object]) -> tuple[Inputs, Estimate, str, str]:
+    """either_way's answer for alternatives already estimated (`what`, `alts`: alternatives(inputs, ...))."""
     if len(alts) == 1:
         return alts[0].inputs, alts[0].result, "", ""
     verdicts = [judge(a.inputs, a.result) for a in alts]
