@@ -238,13 +238,9 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
             files = sorted(defining.get(unit.recipe, ())) if unit.recipe else []
             if unit.recipe and not files:
                 if aliases is None:
-                    from offlint.linking import _imported_as
+                    from offlint.linking import aliases_in
 
-                    aliases = {}
-                    for other in reads:
-                        if other.file.kind == "python":
-                            for original, alias in _imported_as(other.text):
-                                aliases.setdefault(alias, set()).add(original)
+                    aliases = aliases_in(reads)
                 originals = sorted(aliases.get(unit.recipe, ()))
                 files = sorted({path for name in originals for path in defining.get(name, ())})
             linked = [(path, payload(path)) for path in files]
@@ -270,11 +266,10 @@ def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferre
     defined = {unit.name for read in reads for unit in read.units if unit.kind == UnitKind.RECIPE}
     defined.update(name for _, later in deferred for name in later.summary.recipes)
     if named - defined:
-        from offlint.linking import _imported_as
+        from offlint.linking import aliases_in
 
-        aliases = named - defined
-        named |= {original for read in reads if read.file.kind == "python"
-                  for original, alias in _imported_as(read.text) if alias in aliases}
+        found = aliases_in(reads)
+        named |= {original for alias in named - defined for original in found.get(alias, ())}
     dropped = set()
     for read, later in deferred:
         if later.summary.recipes & named:

@@ -40,16 +40,12 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
     entry_modules: dict = {}  # the entry scripts' modules, parsed once for every launch that runs them
 
     def originals_of(alias: str) -> set[str]:
-        """The recipe names imported `as alias` anywhere in the tree: every `X as Y` of the tree's Python files,
-        found in one pass on first use (a search per name cost the size of the tree for each of 10,000 launch
-        commands naming recipes the tree does not define)."""
+        """The recipe names imported `as alias` anywhere in the tree, found in one pass on first use (a search per
+        name cost the size of the tree for each of 10,000 launch commands naming recipes the tree does not
+        define)."""
         nonlocal imported_as
         if imported_as is None:
-            imported_as = {}
-            for read in reads:
-                if read.file.kind == "python":
-                    for original, name in _imported_as(read.text):
-                        imported_as.setdefault(name, set()).add(original)
+            imported_as = aliases_in(reads)
         return imported_as.get(alias, set())
 
     yaml_layers = {}
@@ -95,6 +91,16 @@ def link_commands(reads: list[FileRead], errors: list[FileError]) -> None:
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
+
+
+def aliases_in(reads) -> dict[str, set[str]]:
+    """alias -> the names imported `as` it, over every `from m import X as Y` of the reads' Python files."""
+    found: dict[str, set[str]] = {}
+    for read in reads:
+        if read.file.kind == "python":
+            for original, alias in _imported_as(read.text):
+                found.setdefault(alias, set()).add(original)
+    return found
 
 
 def _imported_as(text: str) -> list[tuple[str, str]]:
