@@ -46,7 +46,9 @@ def test_the_flags_and_the_tower_are_read():
     ({"model.vision_config": {**TOWER, "model_type": "qwen2_5_vl"}}, "cannot size"),
     ({"model.cpu_offloading": True, "model.cpu_offloading_num_layers": 1}, "offloading"),
     ({"comm_overlap.overlap_moe_expert_parallel_comm": True}, "build_schedule_plan"),
-    ({"model.vision_cuda_graph_impl": "transformer_engine"}, "vision_cuda_graph_impl"),
+    # vision CUDA graphs are modelled for a trained tower (tests/test_estimate_vision_graphs.py), not a frozen one
+    ({"model.vision_cuda_graph_impl": "transformer_engine", "model.freeze_vision_model": True},
+     "a frozen tower and vision CUDA graphs"),
 ])
 def test_what_gets_no_verdict(values, why):
     inputs = _read(**values)

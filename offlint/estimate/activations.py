@@ -557,21 +557,35 @@ def _vision_parallel(p: Parallelism) -> Parallelism:
     return Parallelism(tp=p.tp)  # TP as the language model's, no SP, CP 1, no pipeline
 
 
-def _vision_training(t: Training) -> Training:
+def _vision_training(t: Training, padded: int | None = None) -> Training:
+    if padded:  # vision CUDA graphs: the pool holds what the capture kept (trained_tower_activations)
+        return Training(micro_batch_size=1)
     return Training(micro_batch_size=1, recompute_granularity=t.recompute_granularity,
                     recompute_method=t.recompute_method, recompute_num_layers=t.recompute_num_layers)
 
 
-def trained_tower_activations(v: FrozenLM, m: ModelShape, p: Parallelism, t: Training) -> tuple[float, float]:
+def trained_tower_layer(v: FrozenLM, m: ModelShape, p: Parallelism, t: Training,
+                        padded: int | None = None) -> float:
+    """Bytes one trained ViT layer saves per micro-batch (trained_tower_activations; `padded`: the vision CUDA
+    graphs' patch length, None without them)."""
+    vm, vp, vt = frozen_lm.vision_shape(v, m, t, padded), _vision_parallel(p), _vision_training(t, padded)
+    return after_selective_recompute(layer_terms(vm, vp, vt, moe=False), vt).total
+
+
+def trained_tower_activations(v: FrozenLM, m: ModelShape, p: Parallelism, t: Training, padded: int | None = None,
+                              pixels: bool = True) -> tuple[float, float]:
     """(bytes a trained tower keeps per micro-batch on one rank of the first stage, the working set its full
     recompute adds while one chunk is rebuilt). Each layer keeps what a bf16 GPT layer with biases and GELU keeps
     (layer_terms: both norms' inputs, the normed inputs of QKV and fc1, flash attention's q, k, v and
     output, GELU's input and output, which fc2 keeps); selective recompute drops core_attn's; full recompute keeps
-    one input per checkpointed chunk. The Conv3d patch embedding keeps its input, the pixels in bf16. Not counted:
-    fp32 norm statistics and the rotary tables (as for the language model's layers)."""
-    vm, vp, vt = frozen_lm.vision_shape(v, m, t), _vision_parallel(p), _vision_training(t)
-    layer = after_selective_recompute(layer_terms(vm, vp, vt, moe=False), vt).total
-    pixels = 2 * vm.seq_length * v.in_channels * v.temporal_patch_size * v.patch_size ** 2
+    one input per checkpointed chunk. The Conv3d patch embedding keeps its input, the pixels in bf16 (left out with
+    `pixels` False: a micro-batch without images). Not counted: fp32 norm statistics and the rotary tables (as for
+    the language model's layers). Under vision CUDA graphs (`padded`, frozen_lm.py) the layers run at the padded
+    length and keep what the capture kept: recompute is not modelled there (inputs._read_vision_graphs refuses it;
+    the what-if table's recompute rows show the tower as captured without recompute)."""
+    vm, vp, vt = frozen_lm.vision_shape(v, m, t, padded), _vision_parallel(p), _vision_training(t, padded)
+    layer = trained_tower_layer(v, m, p, t, padded)
+    pixels = 2 * vm.seq_length * v.in_channels * v.temporal_patch_size * v.patch_size ** 2 if pixels else 0.0
     if vt.recompute_granularity != "full":
         return layer * v.depth + pixels, 0.0
     k, layers, checkpoint = max(1, vt.recompute_num_layers or 1), v.depth, checkpoint_input(vm, vp, vt)

@@ -40,6 +40,31 @@
   every CP rank runs the tower on the whole micro-batch's images (vision_dp_when_cp=False). The estimate takes
   that bound (Bridge's mock VLM dataset puts one 256x256 image in each sample; how many tokens the Hugging Face
   processor makes of it is not read).
+- Vision CUDA graphs (a trained tower with `vision_cuda_graph_impl="transformer_engine"`, inputs._read_vision_graphs;
+  Bridge 067f987, megatron-core 2a75ac12, Transformer Engine e7c550c5, the commit Bridge's uv.lock pins; docs/
+  estimate.md "Vision CUDA graphs"). The tower pads every training micro-batch's patches (all its images as one
+  sequence, batch 1) to the graphs' length P (vision_model.py:337-343; more raise, :57-61); patch embedding and the
+  final merger run unpadded (:327-330, :362-369), so they take at most P patches, P / merge**2 tokens. The padded
+  layers run flash/fused attention without a mask as before: the ViT spec's no_mask (vit_layer_specs.py:47) lets
+  every Transformer Engine backend run and ignores the mask Bridge passes (TE attention/dot_product_attention/
+  utils.py:1197). megatron-core's VisionTECudaGraphHelper captures one graph per (micro-batch, ViT layer):
+  get_num_microbatches() of them with a pipeline, 1 without (cuda_graphs.py:2519-2526), each with fresh sample
+  inputs: hidden states [P, 1, h] bf16 and, under the attn scope, a bool mask [1, 1, P, P] (cuda_graphs.py:3190-3213,
+  module.py:257-262, transformer_layer.py:1097-1107). Transformer Engine's make_graphed_callables
+  (`_reuse_graph_input_output_buffers`, cuda_graphs.py:2609) then reuses a micro-batch's inputs once its backward
+  is captured (graph.py:255-322): they are kept for the micro-batches in flight on the first stage (1F1B order,
+  schedules.py:939). The hidden-state buffer is what the layer's first norm saves (eager counts it); the mask is
+  more. All graphs share one private pool (graph.py:413) captured in the schedule's order (:558-745): it stays
+  reserved at its capture peak, which holds each in-flight micro-batch's saved tensors (as eager), plus each
+  layer's static output, held from the layer's forward graph to its backward (:591, weak-referenced only then,
+  :719-723; eager has one tensor where the graph has the output and the next layer's input copy: one more [P, h]
+  per layer and micro-batch), plus what one layer's backward allocates: its static grad inputs, the input's
+  gradient and every trained weight's gradient (the input surface holds the parameters, :395-407, :686-697; the
+  tower's config keeps megatron-core's gradient_accumulation_fusion=False, so these are bf16 tensors), kept until
+  the next layer's backward is captured (:725-733), so two layers' at once. The backward's other transients
+  (activation gradients, kernel workspaces) are not read: `graph_parts` takes none at the lower bound and a
+  gradient of every tensor the layer saves, in fp32, at the upper. One static grad output [P, h] serves every
+  graph (:664-679). With no image in a micro-batch the graphs stay captured: the pool and the inputs stay reserved.
 """
 
 from __future__ import annotations
@@ -89,13 +114,18 @@ def _merged(v: FrozenLM) -> int:
     return v.hidden_size * v.spatial_merge_size ** 2
 
 
-def tower_params(v: FrozenLM) -> Split:
-    """The frozen tower: patch embedding, position embeddings and `depth` ViT layers (QKV, fc1 and their biases
-    column-parallel; the output projection and fc2 row-parallel, their biases and the LayerNorms whole)."""
+def _layer_params(v: FrozenLM) -> Split:
+    """One ViT layer: QKV, fc1 and their biases column-parallel; the output projection and fc2 row-parallel, their
+    biases and the two LayerNorms whole."""
     h, f = v.hidden_size, v.intermediate_size
-    layer = Split(tp=3 * h * h + 3 * h + h * h + f * h + f + f * h, replicated=2 * h + h + 2 * h + h)
+    return Split(tp=3 * h * h + 3 * h + h * h + f * h + f + f * h, replicated=2 * h + h + 2 * h + h)
+
+
+def tower_params(v: FrozenLM) -> Split:
+    """The frozen tower: patch embedding, position embeddings and `depth` ViT layers (_layer_params)."""
+    h = v.hidden_size
     patch = v.in_channels * v.temporal_patch_size * v.patch_size ** 2 * h + h
-    return layer * v.depth + Split(replicated=patch + v.num_position_embeddings * h)
+    return _layer_params(v) * v.depth + Split(replicated=patch + v.num_position_embeddings * h)
 
 
 def projection_params(v: FrozenLM) -> Split:
@@ -107,16 +137,20 @@ def projection_params(v: FrozenLM) -> Split:
                                                        v.deepstack_mergers * 2 * merged)
 
 
-def vision_tokens(m: ModelShape, t: Training) -> float:
-    """Merged vision tokens of one micro-batch, at most (see the module docstring)."""
+def vision_tokens(m: ModelShape, t: Training, v: FrozenLM | None = None, patches: int | None = None) -> float:
+    """Merged vision tokens of one micro-batch, at most (see the module docstring); under vision CUDA graphs
+    (`patches`: the padded length, `v` the tower) the padded patches' tokens."""
+    if patches:
+        return patches / v.spatial_merge_size ** 2
     return float(t.micro_batch_size * m.seq_length)
 
 
-def projection_activations(m: ModelShape, p: Parallelism, t: Training, v: FrozenLM | None = None) -> float:
+def projection_activations(m: ModelShape, p: Parallelism, t: Training, v: FrozenLM | None = None,
+                           patches: int | None = None) -> float:
     """Bytes the trained mergers keep per micro-batch on one rank of the first stage (`v`: the tower, by default
-    t.frozen_lm's)."""
+    t.frozen_lm's; `patches`: the vision CUDA graphs' padded length, None without them)."""
     v = v or t.frozen_lm
-    tokens, merged = vision_tokens(m, t), _merged(v)
+    tokens, merged = vision_tokens(m, t, v, patches), _merged(v)
     patches = tokens * v.spatial_merge_size ** 2
     per_merger = 2 * tokens * merged * 2 + 2 * tokens * merged / p.tp * 2  # norm and fc1 inputs; GELU and fc2's
     stats = 8 * patches + v.deepstack_mergers * 8 * tokens  # fp32 mean and rstd per normalised row
@@ -167,14 +201,43 @@ def tower_working_set(m: ModelShape, p: Parallelism, t: Training, v: FrozenLM | 
 # layers (uniform) or the first recompute_num_layers layers one by one (block) (transformer_block.py:184-227).
 
 
-def vision_shape(v: FrozenLM, m: ModelShape, t: Training) -> ModelShape:
+def vision_shape(v: FrozenLM, m: ModelShape, t: Training, padded: int | None = None) -> ModelShape:
     """The tower as a GPT-like layer stack: its patches of one micro-batch (every token of the micro-batch a
-    vision token, at most: vision_tokens) as one sequence (the tower runs all images of a micro-batch as one packed
-    sequence, batch 1: vision_model.py forward)."""
-    patches = int(vision_tokens(m, t)) * v.spatial_merge_size ** 2
+    vision token, at most: vision_tokens; `padded`: the vision CUDA graphs' length, exactly) as one sequence (the
+    tower runs all images of a micro-batch as one packed sequence, batch 1: vision_model.py forward)."""
+    patches = padded or int(vision_tokens(m, t)) * v.spatial_merge_size ** 2
     return ModelShape(num_layers=v.depth, hidden_size=v.hidden_size, ffn_hidden_size=v.intermediate_size,
                       num_attention_heads=v.num_heads, num_query_groups=v.num_heads,
                       kv_channels=v.hidden_size // v.num_heads, vocab_size=1, seq_length=patches,
                       add_bias_linear=True, add_qkv_bias=True, hidden_dropout=0.0)
 
 
+
+
+def graph_parts(v: FrozenLM, p: Parallelism, padded: int, held: float, layer_saved: float,
+                bound: str | None) -> list[tuple[str, float]]:
+    """What a trained tower's vision CUDA graphs keep on one rank of the first stage beyond what eager execution
+    keeps (the module docstring, "Vision CUDA graphs"): (name, bytes) parts. `padded`: the graphs' patch length P;
+    `held`: micro-batches in flight on the stage (the distinct sample inputs kept per layer); `layer_saved`: one
+    layer's saved tensors at P (activations.trained_tower_activations); `bound`: "lower" or "upper" for the
+    backward's unread transients (TrainedVLM.graph_bound)."""
+    h, depth = v.hidden_size, v.depth
+    row = 2.0 * padded * h  # one [P, 1, h] bf16 tensor
+    weight_grads = 2.0 * sum(_layer_params(v).per_rank(p))
+    backward = 2 * (weight_grads + row)  # two layers' static grad inputs: the input's and the weights' gradients
+    if bound == "upper":
+        backward += 2 * layer_saved  # a gradient of every saved tensor at once, in fp32
+    return [
+        ("vision CUDA graphs: static outputs (one [P, h] per layer and micro-batch in flight)", depth * held * row),
+        ("vision CUDA graphs: static attention masks and grad output", depth * held * padded ** 2 + row),
+        (f"vision CUDA graphs: pool reserve for one layer's backward ({'at most' if bound == 'upper' else 'at least'})",
+         backward),
+    ]
+
+
+def capture_inputs(v: FrozenLM, padded: int, captured: float) -> float:
+    """Bytes of the sample inputs megatron-core's VisionTECudaGraphHelper allocates before the capture for each of
+    `captured` micro-batches (get_num_microbatches() with a pipeline, 1 without: cuda_graphs.py:2519-2526) and each
+    ViT layer: hidden states [P, 1, h] bf16 and the bool mask [1, 1, P, P] (cuda_graphs.py:3190-3213); Transformer
+    Engine frees those it reuses only inside make_graphed_callables (graph.py:255-322)."""
+    return captured * v.depth * (2.0 * padded * v.hidden_size + padded ** 2)

@@ -192,16 +192,26 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                           frozen_lm.projection_activations(m, p, t) * held, "activations"))
         parts.append(Part("activations: frozen vision tower working set (one layer, at most)",
                           frozen_lm.tower_working_set(m, p, t), "activations"))
-    if vlm and vlm.patches != "none":
-        v = vlm.tower
+    # Vision CUDA graphs (frozen_lm.py): the tower runs padded to `graphs` patches, and the graphs stay captured
+    # (their pool and sample inputs reserved) in a micro-batch without images too.
+    graphs = vlm.graph_patches if vlm else None
+    if vlm and (vlm.patches != "none" or graphs):
+        v, images = vlm.tower, vlm.patches != "none"
         held = frozen_lm.first_chunk_in_flight(p.pp, p.vpp, nmb) if p.pp > 1 and p.vpp and p.vpp > 1 else in_flight
-        parts.append(Part("activations: vision patch mergers (every token a vision token, at most)",
-                          frozen_lm.projection_activations(m, p, t, v) * held, "activations"))
+        if images:
+            how = f"at most {graphs} patches' tokens" if graphs else "every token a vision token, at most"
+            parts.append(Part(f"activations: vision patch mergers ({how})",
+                              frozen_lm.projection_activations(m, p, t, v, graphs) * held, "activations"))
         if vlm.tower_trained:
-            kept, rebuilt = act.trained_tower_activations(v, m, p, t)
-            parts.append(Part("activations: vision tower, trained (every token a vision token, at most)",
-                              kept * held, "activations"))
+            kept, rebuilt = act.trained_tower_activations(v, m, p, t, graphs, pixels=images)
+            how = f"{graphs} patches, padded for its CUDA graphs" if graphs else \
+                "every token a vision token, at most"
+            parts.append(Part(f"activations: vision tower, trained ({how})", kept * held, "activations"))
             extra = max(extra, rebuilt)  # its full recompute rebuilds one chunk in backward, as the LM's
+            if graphs:
+                layer = act.trained_tower_layer(v, m, p, t, graphs)
+                parts.extend(Part(name, nbytes, "activations")
+                             for name, nbytes in frozen_lm.graph_parts(v, p, graphs, held, layer, vlm.graph_bound))
         else:
             parts.append(Part("activations: frozen vision tower working set (one layer, at most)",
                               frozen_lm.tower_working_set(m, p, t, v), "activations"))
@@ -228,6 +238,15 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
     if m.num_moe_experts and (any(m.is_moe_layer(i) for i in range(m.num_layers)) or
                               "E" in (m.hybrid_mtp_pattern or "")):
         parts.append(Part("MoE dispatch buffers", act.dispatch_buffers(m, p, t), "activations"))
+    if graphs and vlm.tower_trained and stage.index == 0:
+        # The capture, between two steps (activations freed), first allocates every captured micro-batch's sample
+        # inputs (frozen_lm.capture_inputs); what exceeds the activations the steps hold raises the peak.
+        captured = (nmb or in_flight) if p.pp > 1 else 1
+        held_bytes = sum(x.bytes for x in parts if x.kind == "activations")
+        capture = frozen_lm.capture_inputs(vlm.tower, graphs, captured)
+        if capture > held_bytes:
+            parts.append(Part("vision CUDA graph capture: every micro-batch's sample inputs at once, beyond the "
+                              "activations (freed then)", capture - held_bytes, "transient"))
     subtotal = sum(x.bytes for x in parts)
     parts.append(Part("allowance: workspaces, NCCL, fragmentation",
                       WORKSPACE_AND_NCCL_BYTES + FRAGMENTATION * subtotal, "allowance"))

@@ -67,7 +67,9 @@ def architectures(inputs: Inputs) -> list[Inputs]:
     larger) and without them; for moe_paged_stash on a GPU whose compute capability is not known
     (ExpertBudget.fused None), with the stash and with the padded expert tensors; for an unset expert tensor
     parallel size (Parallelism.etp_open), at TP's value and at 1; for a VLM whose language model trains
-    (TrainedVLM.patches None), with every token a vision token and with no image; for a frozen language model with
+    (TrainedVLM.patches None), with every token a vision token (under vision CUDA graphs: the padded tower) and with
+    no image; for a tower under vision CUDA graphs (TrainedVLM.graph_bound None), with the most and the least its
+    graphs' pool keeps for one layer's backward; for a frozen language model with
     MTP, shared-expert or gated-attention layers (FrozenLM.bound None), at the most and the least they keep; for
     model and dataset sequence
     lengths that differ (Inputs.other_seq_length), at the
@@ -85,8 +87,11 @@ def architectures(inputs: Inputs) -> list[Inputs]:
                for v in out for e in (inputs.parallel.tp, 1)]
     vlm = inputs.training.vlm if inputs.training else None
     if vlm is not None and vlm.patches is None:  # a VLM's image patches: at the bound and none
-        out = [v.with_(training=replace(v.training, vlm=replace(vlm, patches=n)))
+        out = [v.with_(training=replace(v.training, vlm=replace(v.training.vlm, patches=n)))
                for v in out for n in ("bound", "none")]
+    if vlm is not None and vlm.graph_bound is None:  # what a graphed ViT layer's backward keeps: at most, at least
+        out = [v.with_(training=replace(v.training, vlm=replace(v.training.vlm, graph_bound=b)))
+               for v in out for b in ("upper", "lower")]
     frozen = inputs.training.frozen_lm if inputs.training else None
     if frozen is not None and frozen.bound is None:  # what frozen MTP/shared/gated layers keep: at most, at least
         out = [v.with_(training=replace(v.training, frozen_lm=replace(frozen, bound=b)))
@@ -102,6 +107,10 @@ def architectures(inputs: Inputs) -> list[Inputs]:
 # every token a vision token agree.
 IMAGE_PATCHES = ("the image patches a micro-batch holds (how many the Hugging Face processor makes of the dataset's "
                  "images is not read)")
+# What is open about a trained tower under vision CUDA graphs (inputs.TrainedVLM.graph_bound, frozen_lm.graph_parts):
+# a verdict only where both bounds agree.
+GRAPH_BACKWARD = ("what one graphed ViT layer's backward keeps reserved in the vision CUDA graphs' pool beyond its "
+                  "static grad inputs (activation gradients and kernel workspaces are not read)")
 # What is open about a frozen language model with MTP, shared-expert or gated-attention layers (inputs.FrozenLM.bound,
 # frozen_lm.LOWER_BOUND_DROPS): a verdict only where both bounds agree.
 FROZEN_KEEPS = ("what the frozen language model's MTP, shared-expert and gated-attention layers keep (their frozen "
@@ -130,8 +139,14 @@ def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
     vlm = inputs.training.vlm if inputs.training else None
     if vlm is not None and vlm.patches is None:
         whats.append(IMAGE_PATCHES)
-        labels = [f"{label} {n}".strip() for label in labels
-                  for n in ("with every token a vision token (the most image patches)", "with no image patches")]
+        most = (f"with images (the tower padded to {vlm.graph_patches} patches for its CUDA graphs)"
+                if vlm.graph_patches else "with every token a vision token (the most image patches)")
+        labels = [f"{label} {n}".strip() for label in labels for n in (most, "with no image patches")]
+    if vlm is not None and vlm.graph_bound is None:
+        whats.append(GRAPH_BACKWARD)
+        labels = [f"{label} {b}".strip() for label in labels
+                  for b in ("with a gradient of every saved tensor in the graphs' pool (at most)",
+                            "with only the static grad inputs there (at least)")]
     frozen = inputs.training.frozen_lm if inputs.training else None
     if frozen is not None and frozen.bound is None:
         whats.append(FROZEN_KEEPS)
