@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Callable
 
 from offlint import keys
-from offlint.types import OneOf, Unknown, Value
+from offlint.types import OneOf, Source, Unknown, Value
 from offlint.versions import Version, parse_version
 from offlint.terminal import plural
 
@@ -814,14 +814,25 @@ def pipeline_layout_refusal(scope: Scope) -> object:
     judged for hybrid models (their layer pattern decides), and "" when a value it needs is unknown or the layout
     is not one offlint reads: no crash is claimed on a layout offlint cannot read. Judged where the layout reaches
     megatron-core as written: Megatron-LM's flags, plain megatron-core programs and Megatron Bridge's recipe
-    functions. Not a Bridge launch or override file: Bridge's training runner builds a recipe-owned layout again
-    after PP/VP overrides (`_pipeline_model_parallel_layout_builder`, scripts/training/recipe_runner.py), as its
-    performance overrides do for DeepSeek-V3 and Kimi K2."""
+    functions; in a Bridge launch or override file only a layout it writes itself: Bridge's training runner
+    builds a recipe-owned layout again after PP/VP overrides on the command line, but keeps one the command line
+    sets (`sync_model_pipeline_layout`, scripts/training/recipe_runner.py), as its performance overrides do for
+    DeepSeek-V3 and Kimi K2; a YAML file's layout stands unless the command line changes PP or VP."""
     from offlint import pipeline_layout
 
     if scope.names.get("defaults") != "mlm-cli" and scope.names.get("framework") != "megatron-core" and \
             scope.names.get("unit_kind") != "recipe":
-        return ""
+        if scope.names.get("unit_kind") not in ("yaml", "command"):
+            return ""
+        scope.key("model.pipeline_model_parallel_layout")
+        written = scope.lookup("model.pipeline_model_parallel_layout").assignment
+        if written is None or written.source not in (Source.HYDRA, Source.YAML):
+            return ""  # the recipe's layout (or a performance script's): the runner may build it again
+        for topology in ("model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size"):
+            scope.key(topology)
+            by = scope.lookup(topology).assignment
+            if written.source is Source.YAML and by is not None and by.source is Source.HYDRA:
+                return ""  # a YAML file's layout with PP/VP from the command line: rebuilt from a recipe's builder
 
     layout = scope.key("model.pipeline_model_parallel_layout")
     if layout is UNKNOWN or layout in (None, ""):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from offlint import keys
 from offlint.engine import check_unit
 from offlint.resolve import resolve
-from offlint.rules import Rule
+from offlint.rules import Rule, load_rules
 from offlint.sources import read_source
 from offlint.validate import COMPARED_STAGES, MegatronCore, rules_for_error
 from offlint.versions import Version, parse_version
@@ -230,7 +230,10 @@ def offlint_verdict(form: str, config: dict, version: Version, rules: list[Rule]
 
 
 def complete(config: dict, version: Version) -> dict:
-    full = {name: keys.default_for(name, version) for name in keys.KEYS
+    """`config` with every other key the rules read at its megatron-core default: the configuration megatron-core
+    judges (a plain TransformerConfig; a field the version lacks, such as Bridge's hybrid layer pattern, is None)."""
+    read = {key for rule in load_rules().values() for key in rule.keys}
+    full = {name: keys.default_for(name, version) for name in sorted(set(keys.KEYS) | read)
             if name.split(".", 1)[0] in ("model", "optimizer", "ddp") and keys.key_exists(name, version)}
     return {**full, **config}
 

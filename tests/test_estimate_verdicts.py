@@ -105,16 +105,25 @@ def test_the_floor_is_model_state_plus_three_quarters_of_the_activations():
     assert oom.floor_bytes(result) < result.peak.total  # no allowance, fewer activations
 
 
-@pytest.mark.parametrize(("how", "body", "why"), [
-    ("recipe name", "", "the recipe name announces"),
-    ("FP4 precision recipe name", "cfg.mixed_precision = 'bf16_with_nvfp4_mixed'", "FP4"),
-])
-def test_fp4_and_unseen_fp8_training_get_no_verdict(tmp_path, how, body, why):
-    name = "llama_pretrain_2gpu_h100_fp8cs_config" if how == "recipe name" else "llama_pretrain_2gpu_h100_config"
-    text = _recipe(name, OOM_ON_MODEL_STATE + body)
-    assert _check(tmp_path, text) == [], how  # as bf16 it would be an OOM: never guessed
+def test_unseen_fp8_training_gets_no_verdict(tmp_path):
+    name = "llama_pretrain_2gpu_h100_fp8cs_config"
+    text = _recipe(name, OOM_ON_MODEL_STATE)
+    assert _check(tmp_path, text) == []  # as bf16 it would be an OOM: never guessed
     result = _estimate(tmp_path, text, name)
-    assert result.exit_code == 2 and "no verdict" in result.output and why in result.output, result.output
+    assert result.exit_code == 2 and "no verdict" in result.output and "the recipe name announces" in result.output, \
+        result.output
+
+
+def test_fp4_training_on_hopper_cannot_run(tmp_path):
+    """NVFP4 on an H100: no memory figure is guessed, and the verdict is offlint check's OFL117 (Transformer
+    Engine refuses it), not "no verdict"."""
+    name = "llama_pretrain_2gpu_h100_config"
+    text = _recipe(name, OOM_ON_MODEL_STATE + "cfg.mixed_precision = 'bf16_with_nvfp4_mixed'")
+    assert _check(tmp_path, text) == []  # as bf16 it would be an OOM: never guessed
+    result = _estimate(tmp_path, text, name)
+    assert result.exit_code == 0 and "error[OFL117]" in result.output, result.output
+    assert "verdict: cannot run: it fails when the job starts (OFL117)" in result.output
+    assert "peak GPU memory" not in result.output
 
 
 @pytest.mark.parametrize("body", ["cfg.mixed_precision = 'bf16_with_fp8_current_scaling_mixed'",

@@ -90,8 +90,15 @@ def test_estimate_says_a_recipe_cannot_run_as_named(tmp_path, monkeypatch):
         cfg.model.expert_model_parallel_size = 32
     """))
     named = CliRunner().invoke(main, ["estimate", "recipes.py", "--recipe", "moe_pretrain_64gpu_gb300_bf16_config"])
-    assert named.exit_code == 2 and "Traceback" not in named.output, named.output
-    assert "64 GPUs, from the recipe name (64gpu)" in named.output and "cannot run as named (OFL216)" in named.output
+    # a verdict, `offlint check`'s: the recipe cannot run as named, and there is no memory figure to give
+    assert named.exit_code == 0 and "Traceback" not in named.output, named.output
+    assert "error[OFL216] recipes.py:" in named.output and "needs a multiple of 128 GPUs" in named.output
+    assert "verdict: cannot run: it fails when the job starts (OFL216)" in named.output
+    assert "peak GPU memory" not in named.output
+    fitting = CliRunner().invoke(main, ["estimate", "recipes.py", "--recipe", "moe_pretrain_64gpu_gb300_bf16_config",
+                                        "--gpus", "128"])  # --gpus replaces the count the name gives
+    assert fitting.exit_code == 0 and "OFL216" not in fitting.output and "peak GPU memory" in fitting.output, \
+        fitting.output
     given = CliRunner().invoke(main, ["estimate", "recipes.py", "--recipe", "moe_pretrain_64gpu_gb300_bf16_config",
                                       "--gpus", "96"])
     assert given.exit_code == 2 and "OFL216" not in given.output, given.output  # the user's count: bad input only

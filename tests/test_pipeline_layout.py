@@ -105,5 +105,34 @@ def test_a_bridge_recipe_is_judged_and_a_launch_that_overrides_its_sizes_is_not(
     assert {f.unit for f in result.findings} == {"llama_pretrain_config"}
 
 
+def test_a_bridge_launch_that_writes_the_layout_itself_is_judged(tmp_path, monkeypatch):
+    """Bridge's runner keeps a layout the command line sets (sync_model_pipeline_layout returns early), and a YAML
+    file's layout reaches megatron-core unless the command line changes PP or VP (then a recipe's builder may
+    build it again)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipe.py").write_text(
+        "from megatron.bridge.models.gpt_provider import GPTModelProvider\n"
+        "from megatron.bridge.training.config import ConfigContainer\n\n\n"
+        "def llama_pretrain_config():\n"
+        "    return ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=64, num_attention_heads=4))\n")
+    run = "python scripts/training/run_recipe.py --recipe llama_pretrain_config "
+    (tmp_path / "launch.sh").write_text(
+        run + "model.pipeline_model_parallel_size=2 'model.pipeline_model_parallel_layout=Ettt|ttttL'\n")
+    (tmp_path / "override.yaml").write_text("model:\n  pipeline_model_parallel_size: 2\n"
+                                            "  pipeline_model_parallel_layout: Etttt|ttttL\n  mtp_num_layers: 1\n")
+    (tmp_path / "from_file.sh").write_text(run + "--config-file override.yaml\n")
+    (tmp_path / "rebuilt.sh").write_text(run + "--config-file override.yaml model.pipeline_model_parallel_size=4\n")
+    result = check(["recipe.py", "launch.sh", "override.yaml", "from_file.sh", "rebuilt.sh"], CheckOptions(
+        select=["OFL221"], mcore_version="0.20.0", root=tmp_path, cache=False))
+    found = [(f.location.path, f.unit_path, f.message) for f in result.findings if f.code == "OFL221"]
+    launch = [m for path, _, m in found if path == "launch.sh"]
+    assert len(launch) == 1 and "Number of decoder layers 7must match num_layers 8" in launch[0], found
+    from_file = [(path, m) for path, unit_path, m in found if unit_path == "from_file.sh"]
+    assert len(from_file) == 1 and from_file[0][0] == "override.yaml", found  # located where the layout is written
+    assert "Number of mtp layers in layout must match mtp_num_layers" in from_file[0][1], found
+    assert not [u for _, u, _ in found if u == "rebuilt.sh"], found  # PP from the command line: may be rebuilt
+
+
 def test_stages_without_layers_do_not_stop_offlint():
     assert pipeline_layout.refusal(pipeline_layout.stages_of("|"), 2, None, 0, None) == ("", "")

@@ -16,7 +16,9 @@ from offlint.estimate.overrides import check as check_overrides
 from offlint.estimate import oom
 from offlint.gpus import unit_gpu
 from offlint.named_precision import configured
-from offlint.estimate.report import agreed_state, bracket, depends, render_json, render_text, verdict_state
+from offlint.estimate.refusals import refusals
+from offlint.estimate.report import (agreed_state, bracket, depends, render_cannot_run_json, render_cannot_run_text,
+                                     render_json, render_text, verdict_state)
 from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
@@ -74,6 +76,14 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
             notes.append(f"device {device.name}, from {named_by}")
     # The FP8 transpose is the architecture's: the recipe's GPU unless --gpu names one (oom.fp8_transpose)
     transpose = device.fp8_transpose if gpu else oom.fp8_transpose(unit.name, token or "")
+    refused = refusals(loaded.resolved, gpus)
+    if refused:  # `offlint check`'s verdict: megatron-core, Bridge or TE refuses it, so its memory is moot
+        title = f"{unit.name} ({config})"
+        if output_format == "json":
+            click.echo(json.dumps(render_cannot_run_json(title, refused, notes), indent=1))
+        else:
+            click.echo(render_cannot_run_text(title, refused, notes), nl=False)
+        return
     inputs = read_inputs(loaded.resolved.get, unit.name, gpus, transpose)
     if inputs.unsupported:
         _fail(f"{config}: {unit.name}: no verdict: it uses {', '.join(inputs.unsupported)}, which the memory model "

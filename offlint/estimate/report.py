@@ -222,3 +222,38 @@ def render_json(title: str, result: Estimate, device: Device, options: list[Opti
                      "relative_step_time": o.relative_time,
                      "cheapest_fitting": o.cheapest} for o in options],
     }
+
+
+# Who refuses a configuration at each stage a refusing check names (rules.Check.stage; estimate/refusals.py).
+_REFUSED_AT = {"config": "megatron-core refuses it when the config is built",
+               "optimizer-build": "megatron-core refuses it when the optimizer is built",
+               "model-build": "megatron-core refuses it when the model is built",
+               "bridge": "Megatron Bridge refuses it before training",
+               "cli": "Megatron-LM's argument parser refuses it",
+               "runtime": "it fails when the job starts"}
+
+
+def cannot_run_verdict(refusals) -> str:
+    """The one-line verdict for a configuration with refusing findings (estimate/refusals.py)."""
+    first = refusals[0]
+    return f"cannot run: {_REFUSED_AT.get(first.stage, 'it is refused')} ({', '.join(sorted({f.code for f in refusals}))})"
+
+
+def render_cannot_run_text(title: str, refusals, notes: list[str]) -> str:
+    """`offlint estimate`'s answer for a configuration that cannot run: the findings `offlint check` reports for it,
+    no memory figures (they would describe a job that never trains)."""
+    lines = [f"offlint estimate: {title}"] + [f"  note: {note}" for note in notes]
+    for f in refusals:
+        lines.append(f"{f.severity.value}[{f.code}] {f.location}: {f.message.splitlines()[0]}")
+        lines += [f"  help: {f.fix}"] if f.fix else []
+    lines.append("")
+    lines.append(f"verdict: {cannot_run_verdict(refusals)}; no memory estimate (fix the configuration, or "
+                 f"estimate another with --override KEY=VALUE or --gpus N)")
+    return "\n".join(lines) + "\n"
+
+
+def render_cannot_run_json(title: str, refusals, notes: list[str]) -> dict:
+    return {"unit": title, "notes": notes, "verdict": cannot_run_verdict(refusals), "verdict_state": "cannot run",
+            "refusals": [{"code": f.code, "slug": f.slug, "stage": f.stage, "message": f.message.splitlines()[0],
+                          "path": f.location.path, "line": f.location.line, "column": f.location.col,
+                          "fix": f.fix or None} for f in refusals]}
