@@ -25,6 +25,9 @@ from offlint.types import Assignment, FileError, Layer, Location, Source, Unit, 
 from offlint.versions import DetectedVersion, detect_version
 
 
+OVERRIDE_LAYER = "--override"  # the name of the layer `--override KEY=VALUE` options make
+
+
 class UnitSelectionError(ValueError):
     """A one-line, user-facing reason why no single configuration could be loaded (exit code 2)."""
 
@@ -37,6 +40,13 @@ class LoadedUnit:
     @property
     def unit(self) -> Unit:
         return self.resolved.unit
+
+    def written_keys(self) -> frozenset[str]:
+        """The keys the configuration itself writes (its recipe with the provider class defaults its reader added,
+        files and command line), the `--override` layer aside: keys an override may set besides megatron-core's
+        fields (a Bridge provider's own, such as `vision_cuda_graph_impl`)."""
+        return frozenset(a.key for layer in self.unit.layers if layer.name != OVERRIDE_LAYER
+                         for a in layer.assignments)
 
 
 def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] = (),
@@ -82,7 +92,7 @@ def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] =
 
 def override_layer(overrides: Sequence[str]) -> Layer:
     """`--override KEY=VALUE` options as a last layer, read by Hydra's own parser like a command line."""
-    layer = Layer("--override")
+    layer = Layer(OVERRIDE_LAYER)
     for position, token in enumerate(overrides, start=1):
         if not hydra.looks_like_override(token):
             raise UnitSelectionError(f"--override {token!r}: expected KEY=VALUE with a dotted key, for example "

@@ -39,6 +39,28 @@ def test_a_bad_override_is_one_line_naming_the_problem(override, expected):
         assert expected in _one_error_line(_run(LLAMA, *args)), args
 
 
+def test_a_field_the_recipe_sets_beyond_megatron_core_is_accepted(tmp_path, monkeypatch):
+    """A Bridge provider's own field (Qwen3-VL's `vision_cuda_graph_impl`, which no megatron-core config has) may be
+    overridden where the configuration sets it, as run_recipe.py's Hydra overrides may; a misspelling of it is
+    refused with the recipe's key as the suggestion."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text(
+        "from megatron.bridge.models import GPTModelProvider\n"
+        "from megatron.bridge.training.config import ConfigContainer\n\n\n"
+        "def vlm_pretrain_config():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=4, hidden_size=1024, num_attention_heads=8,\n"
+        "                                                 vocab_size=32000, seq_length=2048))\n"
+        "    cfg.model.vision_cuda_graph_impl = 'transformer_engine'\n"
+        "    return cfg\n")
+    accepted = _run("recipes.py", "--override", "model.vision_cuda_graph_impl=none")
+    assert accepted.exit_code == 0 and "verdict:" in accepted.output, accepted.output
+    line = _one_error_line(_run("recipes.py", "model.vision_cuda_graph_imp=none"))
+    assert "nor a key the configuration sets" in line and "did you mean `model.vision_cuda_graph_impl`" in line
+    line = _one_error_line(_run("recipes.py", "model.vision_graph_scope=[attn]"))  # set nowhere: still unknown
+    assert "`model.vision_graph_scope` is not a field of the `model` config" in line
+
+
 def test_known_keys_of_other_sections_and_null_values_are_accepted():
     result = _run(LLAMA, "--override", "train.micro_batch_size=2", "--override", "model.recompute_modules=null",
                   "--override", "checkpoint.save_interval=10", "--output-format", "json")

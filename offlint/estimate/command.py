@@ -61,6 +61,7 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
             status.set(f"estimate: reading {config} and what it imports")
             loaded = load_unit(config, recipe, overrides, mcore_version, project.mcore_version,
                                root=project.root)
+        check_overrides(overrides, loaded.version.version, written=loaded.written_keys())
     except (ConfigError, DeviceError, OverrideInputError, UnitSelectionError, VersionError) as exc:
         _fail(str(exc))
     unit = loaded.unit

@@ -6,6 +6,7 @@ or `optimizer_cpu_offload=maybe` would otherwise be read as "set to something" a
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 
 from offlint import keys
 from offlint.sources import hydra
@@ -22,8 +23,12 @@ class OverrideInputError(ValueError):
     """A one-line reason why an override cannot be used."""
 
 
-def check(tokens: list[str], version: Version) -> None:
-    """Raise OverrideInputError for the first override with an unknown key or a value of the wrong type."""
+def check(tokens: list[str], version: Version, written: Collection[str] | None = None) -> None:
+    """Raise OverrideInputError for the first override with an unknown key or a value of the wrong type. `written`:
+    the keys the configuration itself writes (its recipe, with the provider class's defaults, files and command
+    line; the overrides aside), which are known whatever megatron-core's config says (a Bridge provider's own field,
+    such as Qwen3-VL's `vision_cuda_graph_impl`); None before the configuration is read: the form of each override
+    and the section of its key are checked, a field megatron-core does not know is left for the second call."""
     for token in tokens:
         if not hydra.looks_like_override(token):
             raise OverrideInputError(f"{token!r} is not an override: expected KEY=VALUE with a dotted key, for "
@@ -33,12 +38,12 @@ def check(tokens: list[str], version: Version) -> None:
         except hydra.OverrideError as exc:
             raise OverrideInputError(str(exc)) from None
         for override in parsed:
-            _check_key(override.key, token)
+            _check_key(override.key, token, written)
             if override.op != "delete":
                 _check_value(override.key, override.value, token, version)
 
 
-def _check_key(key: str, token: str) -> None:
+def _check_key(key: str, token: str, written: Collection[str] | None) -> None:
     section, _, name = key.partition(".")
     if key in _TOP_LEVEL or key in _EXTRA_TYPES or section in keys.OTHER_BRIDGE_SECTIONS or section == "env":
         return
@@ -47,12 +52,13 @@ def _check_key(key: str, token: str) -> None:
         raise OverrideInputError(f"override `{token}`: unknown key `{key}` (a key is SECTION.FIELD with a section "
                                  f"such as {sections}, ...)")
     known = keys.known_fields(section)
-    if name in known:
+    if name in known or written is None or key in written:
         return
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(name, sorted(known | {k.partition(".")[2] for k in written
+                                                            if k.startswith(section + ".")}), n=1, cutoff=0.75)
     hint = f"; did you mean `{section}.{close[0]}`?" if close else ""
     raise OverrideInputError(f"override `{token}`: `{key}` is not a field of the `{section}` config in any "
-                             f"megatron-core version offlint knows{hint}")
+                             f"megatron-core version offlint knows, nor a key the configuration sets{hint}")
 
 
 def _check_value(key: str, value: object, token: str, version: Version) -> None:
