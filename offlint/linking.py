@@ -24,7 +24,7 @@ from offlint.types import FileError, Layer, Unit, UnitKind
 
 # `X as Y`; Y is matched in a lookahead so that `a as b as c` gives both pairs, as a search for each Y did.
 _IMPORTED_AS = re.compile(r"\b([A-Za-z_]\w*)\s+as\s+(?=([A-Za-z_]\w*)\b)")
-_AS = re.compile(r"\sas\s")
+_AS = re.compile(r"as\s")  # (a literal first: searched fast; the whitespace before it is tested by hand)
 _WORD_CHAR = re.compile(r"\w")
 
 
@@ -108,8 +108,12 @@ def _imported_as(text: str) -> list[tuple[str, str]]:
     (trying it at every position of every Python file of Megatron Bridge took 0.7 s, after the workers)."""
     found: list[tuple[str, str]] = []
     end = 0  # findall's matches do not overlap: one starts where the last one ended, or after
+    after = 0  # where the last ` as ` ended: the hits are those of finditer(r"\sas\s"), which do not overlap either
     for hit in _AS.finditer(text):
-        start = hit.start() + 1
+        start = hit.start()  # of `as`; `\sas\s` tried at every position cost 0.2 s on Bridge's Python files, this 0.03
+        if start < after + 1 or not text[start - 1].isspace():
+            continue
+        after = start + 3
         while start > 0 and text[start - 1].isspace():
             start -= 1
         word = start

@@ -37,7 +37,7 @@ from offlint.sources.python_following import CallFollowing
 from offlint.sources.python_names import NameLookup
 from offlint.sources.python_statements import Statements
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _call_name, _statements
-from offlint.sources.python_values import ConfigObj, Frame
+from offlint.sources.python_values import ConfigObj, Frame, new_location
 from offlint.types import Layer, Location, Unit, UnitKind
 
 # Names that make a file worth parsing at all (a cheap prefilter; the keys rules read plus config classes). Each is
@@ -214,7 +214,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         return len(raw[:byte_offset].decode("utf-8", "replace")) + 1
 
     def _loc(self, node) -> Location:
-        return Location(self.path, node.lineno, self._column(node.lineno, node.col_offset))
+        return new_location(self.path, node.lineno, self._column(node.lineno, node.col_offset))
 
     def _name_loc(self, fn) -> Location:
         """Where a function's name is (ast points at `def`, or at its first decorator's line)."""

@@ -21,7 +21,7 @@ from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
 from offlint.sources.python_values import (MAX_DEPTH, NOT_KEPT, OPTIONAL_SECTIONS, RETURNED_NONE, SECTION_NONE,
                                            ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record,
-                                           Registry, configs_in)
+                                           Registry, configs_in, with_via)
 from offlint.types import Assignment, Location, OneOf, Source, Unit, Unknown
 
 
@@ -615,13 +615,13 @@ def _copied(value, prefix: tuple, done: dict, strip: bool = False):
 
 
 def _prefixed(a: Assignment, prefix: tuple) -> Assignment:
-    return Assignment(a.key, a.value, a.location, a.source, a.text, (*prefix, *a.via), a.op)
+    return with_via(a, (*prefix, *a.via))
 
 
 def _stripped(a: Assignment, prefix: tuple) -> Assignment:
     if a.via[:len(prefix)] != prefix:
         raise _NotKept
-    return Assignment(a.key, a.value, a.location, a.source, a.text, a.via[len(prefix):], a.op)
+    return with_via(a, a.via[len(prefix):])
 
 
 def _registry_of(decorator: ast.FunctionDef) -> str | None:

@@ -15,7 +15,7 @@ from offlint.sources.python_branches import BranchPoint, merge_into, narrowings,
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name
 from offlint.sources.python_values import (OPTIONAL_SECTIONS, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
-                                           FunctionRef, ModuleRef, ObjectTuple, Record)
+                                           FunctionRef, ModuleRef, ObjectTuple, Record, new_assignment)
 from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
 
 _UNDECIDED = object()
@@ -412,7 +412,7 @@ class Statements:
             value = Unknown(f"a config object, not a value (`{text}`)")
         if isinstance(value, dict):
             value = {k: v[0] for k, v in value.items()}
-        return Assignment(key, value, loc, Source.PYTHON, text, tuple(self.via_stack))
+        return new_assignment(key, value, loc, Source.PYTHON, text, tuple(self.via_stack))
 
 
 def _writes_through(body, root: str) -> bool:

@@ -14,6 +14,40 @@ from itertools import count
 from offlint.types import Assignment, Location
 
 
+# Assignments and locations are frozen dataclasses, whose generated __init__ sets each field through
+# object.__setattr__; the reader makes hundreds of thousands of them in a cold check of Megatron Bridge (a followed
+# call's reused result copies every assignment it holds with the caller's provenance: 95,000). These build the
+# same objects (same fields in the same order, so equal, hashed and pickled alike) by filling the instance's dict.
+_new = object.__new__
+
+
+def new_assignment(key: str, value, location: Location, source, text: str = "", via: tuple = (),
+                   op: str = "set") -> Assignment:
+    """`Assignment(key, value, location, source, text, via, op)`, about twice as fast."""
+    made = _new(Assignment)
+    state = made.__dict__
+    state["key"], state["value"], state["location"], state["source"] = key, value, location, source
+    state["text"], state["via"], state["op"] = text, via, op
+    return made
+
+
+def with_via(a: Assignment, via: tuple) -> Assignment:
+    """`a` with its provenance replaced by `via` (`dataclasses.replace(a, via=via)`), about twice as fast."""
+    made = _new(Assignment)
+    state = made.__dict__
+    state.update(a.__dict__)
+    state["via"] = via
+    return made
+
+
+def new_location(path: str, line: int, col: int) -> Location:
+    """`Location(path, line, col)`, a third faster."""
+    made = _new(Location)
+    state = made.__dict__
+    state["path"], state["line"], state["col"] = path, line, col
+    return made
+
+
 class PartialDict(dict):
     """A dict literal with a `**spread` offlint could not read: its own entries are known, the rest is not."""
 
