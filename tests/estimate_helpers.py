@@ -1,4 +1,5 @@
-"""What the estimate tests share: a lookup over plain values, as `read_inputs` asks a resolved unit, and the
+"""What the estimate tests share: a lookup over plain values, as `read_inputs` asks a resolved unit, a recipe file's
+inputs as `offlint estimate` reads them, the VLM tests' small language model, and the
 parameter count of a real megatron-core model to compare the estimate's with."""
 
 from __future__ import annotations
@@ -27,6 +28,38 @@ def located_lookup(values: dict, source: Source = Source.PYTHON):
             return Value(key, "unknown", value)
         return Value(key, "known", value, Assignment(key, value, Location("recipe.py", 1, 1), source))
     return get
+
+
+def recipe_inputs(tmp_path, monkeypatch, text: str, version: str = "0.20.0"):
+    """`text` written as recipes.py in a project at `tmp_path`; returns name -> the memory model's inputs of that
+    recipe function, read as `offlint estimate` reads it."""
+    from offlint.estimate.inputs import read_inputs
+    from offlint.units import load_unit
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text(text)
+    return lambda name: read_inputs(load_unit("recipes.py", name, mcore_version=version).resolved.get, name)
+
+
+# The VLM tests' language model: small and dense, under a small Qwen3-VL-like tower (test_estimate_trained_vlm.py,
+# test_estimate_vision_graphs.py), with its training settings.
+VLM_SIZES = {"model.num_layers": 4, "model.hidden_size": 128, "model.num_attention_heads": 4, "model.vocab_size": 1024,
+             "model.seq_length": 256}
+
+
+def vlm_dense():
+    from offlint.estimate.inputs import ModelShape
+
+    return ModelShape(num_layers=4, hidden_size=128, ffn_hidden_size=384, num_attention_heads=4, num_query_groups=4,
+                      kv_channels=32, vocab_size=1024, seq_length=256, gated_linear_unit=True, tied_embeddings=False,
+                      rms_norm=True, add_bias_linear=False)
+
+
+def vlm_train():
+    from offlint.estimate.inputs import Training
+
+    return Training(micro_batch_size=2, global_batch_size=16, distributed_optimizer=True)
 
 
 def count_params(model, prefix: str = "") -> int:

@@ -12,6 +12,7 @@ import pytest
 from offlint import model_sizes
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.params import total as total_params
+from tests.estimate_helpers import recipe_inputs
 
 HEAD = textwrap.dedent('''
     from transformers import AutoConfig
@@ -57,12 +58,7 @@ TEXT = HEAD + textwrap.dedent('''
 
 @pytest.fixture
 def units(tmp_path, monkeypatch):
-    from offlint.units import load_unit
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "recipes.py").write_text(TEXT)
-    return lambda name: read_inputs(load_unit("recipes.py", name, mcore_version="0.20.0").resolved.get, name)
+    return recipe_inputs(tmp_path, monkeypatch, TEXT)
 
 
 def test_the_text_config_of_a_vlm_is_its_language_model_without_the_tower(units):

@@ -12,24 +12,21 @@ import pytest
 
 from offlint.estimate import activations, frozen_lm, memory, oom
 from offlint.estimate.devices import GIB, parse_device
-from offlint.estimate.inputs import FrozenLM, Inputs, ModelShape, Parallelism, Training, TrainedVLM, read_inputs
+from offlint.estimate.inputs import FrozenLM, Inputs, Parallelism, TrainedVLM, read_inputs
 from offlint.types import Unknown
-from tests.estimate_helpers import lookup
+from tests.estimate_helpers import VLM_SIZES, lookup, recipe_inputs, vlm_dense, vlm_train
 
 TOWER = {"model_type": "qwen3_5_moe", "depth": 3, "hidden_size": 64, "intermediate_size": 96, "num_heads": 4,
          "in_channels": 3, "patch_size": 4, "temporal_patch_size": 2, "spatial_merge_size": 2,
          "num_position_embeddings": 64, "out_hidden_size": 128, "deepstack_visual_indexes": []}
 SMALL = FrozenLM(3, 64, 96, 4, 3, 4, 2, 2, 64, 128, 0)
-SIZES = {"model.num_layers": 4, "model.hidden_size": 128, "model.num_attention_heads": 4, "model.vocab_size": 1024,
-         "model.seq_length": 256}
+SIZES = VLM_SIZES
 GRAPHED = {"model.freeze_language_model": False, "model.freeze_vision_model": False,
            "model.freeze_vision_projection": False, "model.vision_config": TOWER,
            "model.vision_cuda_graph_impl": "transformer_engine", "model.vision_cuda_graph_scope": ["attn", "mlp"],
            "model.max_vision_cuda_graph_seq_length": 48, "train.global_batch_size": 16}
-DENSE = ModelShape(num_layers=4, hidden_size=128, ffn_hidden_size=384, num_attention_heads=4, num_query_groups=4,
-                   kv_channels=32, vocab_size=1024, seq_length=256, gated_linear_unit=True, tied_embeddings=False,
-                   rms_norm=True, add_bias_linear=False)
-TRAIN = Training(micro_batch_size=2, global_batch_size=16, distributed_optimizer=True)
+DENSE = vlm_dense()
+TRAIN = vlm_train()
 
 
 def _read(**values):
@@ -238,12 +235,7 @@ RECIPES = textwrap.dedent('''
 
 @pytest.fixture
 def units(tmp_path, monkeypatch):
-    from offlint.units import load_unit
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "recipes.py").write_text(RECIPES)
-    return lambda name: read_inputs(load_unit("recipes.py", name, mcore_version="0.20.0").resolved.get, name)
+    return recipe_inputs(tmp_path, monkeypatch, RECIPES)
 
 
 def test_a_recipe_that_graphs_its_tower_gets_a_verdict(units):
