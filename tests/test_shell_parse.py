@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from textwrap import dedent
 
 from offlint.sources.shell_parse import parse_shell
@@ -518,18 +517,15 @@ def test_realistic_megatron_bridge_script():
     assert env["CUDA_DEVICE_MAX_CONNECTIONS"].value == "1" and env["NCCL_NVLS_ENABLE"].line == 17
 
 
-def test_three_hundred_lines_well_under_50ms():
+def test_three_hundred_lines_give_every_copy_of_the_commands():
+    """Eight copies of the script: eight times its commands, in order, no parse error. How long that takes is
+    measured by benchmarks/ (bench_check.py, hostile_inputs.py), not asserted here."""
     text = MEGATRON_BRIDGE_SCRIPT * 8
     assert text.count("\n") >= 300
-    parse_shell(text)
-    best = min(_timed(text) for _ in range(3))
-    assert best < 0.05, best
-
-
-def _timed(text: str) -> float:
-    start = time.perf_counter()
-    parse_shell(text)
-    return time.perf_counter() - start
+    one, many = parse_shell(MEGATRON_BRIDGE_SCRIPT), parse_shell(text)
+    assert not many.errors and len(one.commands) > 1
+    assert [c.line for c in many.commands][:len(one.commands)] == [c.line for c in one.commands]
+    assert len(many.commands) == 8 * len(one.commands)
 
 
 # --- tree-sitter-bash's known gaps: the misread constructs are masked, the rest is read ------------------
