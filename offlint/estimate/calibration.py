@@ -155,7 +155,8 @@ NOT_REPRODUCED = (
     ("Nemotron 3 Nano recompute moe,layernorm / moe: +3.07%", "hybrid Mamba layers are not modelled",
      "skills/nemo-mbridge-perf-activation-recompute/card.yaml"),
     ("Qwen3-30B-A3B TE-scoped CUDA graphs 623 -> 484 ms (22%); GPT-OSS-20B 16-24%",
-     "CUDA graphs are a speed knob, not a memory one; only their effect on the MoE host overhead is modelled",
+     "only CUDA graphs' effect on the MoE host overhead is modelled in the step time; their memory (Transformer "
+     "Engine's static masks and copied layer outputs) in the estimate, not here",
      "skills/nemo-mbridge-perf-cuda-graphs/card.yaml"),
     ("Qwen3-30B-A3B expert-parallel communication overlap +17.7% throughput",
      "communication overlap knobs are not modelled", "skills/nemo-mbridge-perf-expert-parallel-overlap/card.yaml"),

@@ -296,6 +296,9 @@ class Training:
     activation_offload_fraction: float = 1.0
     compute_dtype: str = "bf16"  # the GEMMs' precision, for the step-time model only ("fp8" in calibration)
     moe_router_graphed: bool = False  # CUDA graphs capture the MoE router and preprocessing (host overhead)
+    # The language model's Transformer Engine CUDA graphs (cuda_graph_impl="transformer_engine"): the module names
+    # their scope captures, () for whole layers; None without them (lm_graphs.py: their static buffers).
+    te_graph_modules: tuple[str, ...] | None = None
     low_precision: LowPrecision | None = None  # FP8 or NVFP4 training; None: bf16/fp16/fp32 GEMMs
     fsdp: str | None = None  # Megatron-FSDP's data_parallel_sharding_strategy; None: megatron-core DDP
     fsdp_unit_size: int | None = None  # ddp.suggested_communication_unit_size (elements); None: its default
@@ -1224,6 +1227,7 @@ def _read_training(r: _Reader) -> Training:
         offload_modules=tuple(offload_modules) if isinstance(offload_modules, (list, tuple)) else (),
         activation_offload_fraction=float(r.get("model.activation_offload_fraction", 1.0) or 0.0),
         moe_router_graphed=_router_graphed(r),
+        te_graph_modules=_te_graph_modules(r),
     )
 
 
@@ -1260,6 +1264,22 @@ def _grads_fp32(r: _Reader, half: bool) -> bool:
         r.unknown[value.key] = f"{value.value.reason if isinstance(value.value, Unknown) else 'unknown'} ({why})"
         return True
     return bool(value.value)  # None (a version without the field's data) is megatron-core's default, False
+
+
+def _te_graph_modules(r: _Reader) -> tuple[str, ...] | None:
+    """The module names the language model's Transformer Engine CUDA graphs capture (() for whole layers:
+    megatron-core's "full" and an empty list), None without them (another or no implementation; lm_graphs.py)."""
+    impl = r.lookup("model.cuda_graph_impl")
+    if impl.is_unknown:
+        r.unknown[impl.key] = (f"{impl.value.reason if isinstance(impl.value, Unknown) else 'unknown'} (the memory "
+                               "model would need to know whether Transformer Engine CUDA graphs keep static buffers)")
+        return None
+    if impl.state not in ("known", "default") or impl.value != "transformer_engine":
+        return None
+    graphs = _cuda_graphs(r, "which layers Transformer Engine CUDA graphs capture, whose static buffers they keep")
+    if graphs is None:
+        return None
+    return tuple(sorted(name for name in graphs[1] if name != "full"))
 
 
 def _router_graphed(r: _Reader) -> bool:

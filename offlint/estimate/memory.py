@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from offlint.estimate import activations as act
-from offlint.estimate import frozen_lm, lora, params, precision
+from offlint.estimate import frozen_lm, lm_graphs, lora, params, precision
 from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
 
 GIB = 1024**3
@@ -215,6 +215,9 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
         else:
             parts.append(Part("activations: frozen vision tower working set (one layer, at most)",
                               frozen_lm.tower_working_set(m, p, t, v), "activations"))
+    if t.te_graph_modules is not None:  # the language model's Transformer Engine CUDA graphs (lm_graphs.py)
+        parts.extend(Part(name, nbytes, "activations") for name, nbytes in lm_graphs.parts(
+            m, p, t, params.layer_ranges(m, p)[stage.index], stage.mtp_layers, in_flight) if nbytes)
     if stage.has_embedding:
         parts.append(Part("activations: embedding inputs", act.embedding_terms(m, p, t) * in_flight, "activations"))
     if stage.has_output:
