@@ -32,8 +32,9 @@ code in 0.20.0) `transformer/cuda_graphs.py`, `transformer_layer.py`, `module.py
 - Not counted (in the estimate's allowance): what one graph's backward allocates in the pool beyond its grad
   inputs (activation gradients, workspaces), the cached dummy weight gradients of gradient-accumulation fusion
   (one per weight shape, made by eager backward too), and under EP overlap one sample set more (its order runs a
-  layer's next forward before the previous micro-batch's backward: cuda_graphs.py:2840-2948). The capture's sample inputs exist one set per in-flight micro-batch already (megatron-
-  core reuses them before Transformer Engine sees them), so the capture adds no peak of its own.
+  layer's next forward before the previous micro-batch's backward: cuda_graphs.py:2840-2948).
+- The capture's sample inputs exist one set per in-flight micro-batch already (megatron-core reuses them before
+  Transformer Engine sees them), so the capture adds no peak of its own.
 """
 
 from __future__ import annotations
