@@ -27,6 +27,7 @@ What it trusts (offlint runs as a CI gate on pull requests, so the checked tree 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -34,6 +35,11 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: appended blocks are written without a lock
+    fcntl = None
 
 from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec
 from offlint.part_digests import line_moves, same_meaning
@@ -45,9 +51,12 @@ ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-FORMAT = 9  # 9: records of followed calls (FileOutcome.calls); 8: a summary of each outcome in the index (Summary)
+# 10: blocks appended (Cache._append), call records read on first use (_Records); 9: records of followed calls
+# (FileOutcome.calls); 8: a summary of each outcome in the index (Summary)
+FORMAT = 10
 ABSENT_FILE = "absent"
 MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree
+MAX_BLOCKS = 64  # blocks appended to an entries file before it is written whole again
 
 
 @dataclass
@@ -200,7 +209,10 @@ class _Entry:
     payload: str | None
     span: tuple[int, int] = (0, 0)
     summary: Summary | None = None
-    calls: dict[str, list] = field(default_factory=dict)  # FileOutcome.calls
+    calls: dict[str, list | None] = field(default_factory=dict)  # FileOutcome.calls (None: in Cache.calls)
+    # The files its call records' runs used beyond `deps`, with their digests (`_all_deps`); None: not known yet
+    call_deps: dict[str, str] | None = None
+    on_disk: bool = True  # its payload is in the entries file as read (at `span`); False: stored by this run
 
 
 class Cache:
@@ -216,9 +228,17 @@ class Cache:
         self.changed = False  # the entries need writing
         self._write_last = False  # the whole-run result needs writing
         self.trusted = False
-        self.calls: dict[str, list] = {}  # every call record of the entries by ID (RecordCheck), nested ones too
+        self.calls = _Records()  # every call record of the entries by ID (RecordCheck), nested ones too
         self._payloads = None  # the open entries file, for payloads read on first use
         self._payload_start = 0
+        # The entries file as read, for appending to it (`_append`): its identity (device, inode), where what was
+        # read ends, the blocks appended to it, the records it holds; the entries to write in the next block
+        self._identity: tuple[int, int] | None = None
+        self._read_end = 0
+        self._blocks = 0
+        self._disk_calls: set[str] = set()
+        self._dirty: set[str] = set()
+        self._dropped: set[str] = set()
         # Files whose outcome this run is the stored payload as it is (valid as stored, no line moved; or stored
         # now): a launch command linked to their recipes keeps its findings by that payload (`linked_findings`)
         self.exact: set[str] = set()
@@ -253,14 +273,19 @@ class Cache:
             handle = _open_owned(self.entries_file) if self.trusted else None
             if handle is not None:
                 self._payloads = handle
-                self._entries = self._parse_index(handle.readline(MAX_CACHE_BYTES))
-                self._payload_start = handle.tell()
+                with _locked(handle, fcntl.LOCK_SH if fcntl is not None else 0):  # no block half appended
+                    self._entries = self._parse_index(handle.readline(MAX_CACHE_BYTES))
+                    self._payload_start = handle.tell()
+                    if self._identity is not None:
+                        self._read_blocks(handle, self._entries)
         return self._entries
 
     def _parse_index(self, line: bytes) -> dict[str, _Entry]:
-        """The first line of the entries file: {"format", "key", "calls": {ID: record}, "entries": {path: [digest,
-        deps, parts, offset, length, summary, [ID of a call record, ...]]}} (each record once, however many files
-        made the call)."""
+        """The first line of the entries file: {"format", "key", "size", "calls": {ID: [offset, length, [ID of a
+        call it nests, ...]]}, "entries": {path: [digest, deps, parts, offset, length, summary, [ID of a call record,
+        ...], {file its records' runs used beyond deps: digest}]}}; "size" bytes follow it, the call records (each
+        once, however many files made the call; read on first use, `_Records`) and the payloads, at their offsets
+        from the line's end; then the blocks appended (`_read_blocks`)."""
         try:
             header = json.loads(line)
         except ValueError:
@@ -270,26 +295,76 @@ class Cache:
             return {}
         entries: dict[str, _Entry] = {}
         calls = header.get("calls")
-        self.calls = calls = calls if isinstance(calls, dict) else {}
+        self.calls = calls = _Records(self._read_span)
+        for rid, span in (header["calls"].items() if isinstance(header.get("calls"), dict) else ()):
+            if isinstance(span, list) and len(span) == 3 and type(span[0]) is int and type(span[1]) is int \
+                    and span[0] >= 0 and span[1] >= 0 and _str_list(span[2]):
+                calls.spans[rid] = (span[0], span[1], span[2])
         for path, meta in header["entries"].items():
-            if not (isinstance(meta, list) and len(meta) == 7 and isinstance(meta[0], str) and _str_map(meta[1])
-                    and isinstance(meta[2], dict) and all(_str_map(v) for v in meta[2].values())
-                    and all(type(n) is int and n >= 0 for n in meta[3:5]) and _str_list(meta[6])
-                    and all(isinstance(calls.get(rid), list) for rid in meta[6])):
-                continue  # a damaged entry costs that file a re-read, nothing more
-            entries[path] = _Entry(meta[0], meta[1], meta[2], None, (meta[3], meta[4]), Summary.decoded(meta[5]),
-                                   {rid: calls[rid] for rid in meta[6]})
+            entry = _row(meta, calls, 0, MAX_CACHE_BYTES)
+            if entry is not None:  # a damaged entry costs that file a re-read, nothing more
+                entries[path] = entry
+        size = header.get("size")
+        if type(size) is int and size >= 0 and self._payloads is not None:
+            info = os.fstat(self._payloads.fileno())
+            self._identity = (info.st_dev, info.st_ino)
+            self._read_end = len(line) + size
+        self._disk_calls = set(calls.spans)
         return entries
+
+    def _read_blocks(self, handle, entries: dict[str, _Entry]) -> None:
+        """The blocks appended to the entries file after its payloads (`_append`), each a line {"size", "calls":
+        {ID: record}, "entries": {path: row as in the index}, "drop": [path, ...]} and "size" bytes of payloads; a
+        row's offset counts from the block's payloads, or, negative, back from the block's line (a payload the file
+        held before). They are read in order, each changing the entries the ones before left;
+        reading stops at one not whole (a run stopped while appending it: the next save writes the file whole)."""
+        end = os.fstat(handle.fileno()).st_size
+        position = self._read_end
+        while position < end:
+            handle.seek(position)
+            line = handle.readline(MAX_CACHE_BYTES)
+            try:
+                block = json.loads(line) if line.endswith(b"\n") else None
+            except ValueError:
+                block = None
+            if not (isinstance(block, dict) and type(block.get("size")) is int and block["size"] >= 0
+                    and isinstance(block.get("entries"), dict) and isinstance(block.get("calls"), dict)
+                    and _str_list(block.get("drop"))):
+                break
+            start = position + len(line)
+            if start + block["size"] > end:
+                break
+            self.calls.update((rid, record) for rid, record in block["calls"].items() if isinstance(record, list))
+            self._disk_calls.update(rid for rid, record in block["calls"].items() if isinstance(record, list))
+            for path in block["drop"]:
+                entries.pop(path, None)
+            for path, meta in block["entries"].items():
+                before = isinstance(meta, list) and len(meta) == 8 and type(meta[3]) is int and meta[3] < 0
+                entry = _row(meta, self.calls, (position if before else start) - self._payload_start,
+                             (position if before else start + block["size"]) - self._payload_start)
+                if entry is None:
+                    entries.pop(path, None)  # a damaged row: that file is read again
+                else:
+                    entries[path] = entry
+            position = start + block["size"]
+            self._blocks += 1
+        self._read_end = position
+
+    def _read_span(self, offset: int, length: int) -> bytes | None:
+        """`length` bytes of the entries file at `offset` from its payloads' start; None when not all are there."""
+        if self._payloads is None:
+            return None
+        try:
+            data = os.pread(self._payloads.fileno(), length, self._payload_start + offset)
+        except (OSError, ValueError, OverflowError):
+            return None
+        return data if len(data) == length else None
 
     def _payload(self, entry: _Entry) -> str | None:
         """An entry's encoded outcome, read from the file on first use."""
         if entry.payload is None and self._payloads is not None:
-            offset, length = entry.span
-            try:
-                data = os.pread(self._payloads.fileno(), length, self._payload_start + offset)
-            except (OSError, ValueError, OverflowError):
-                return None
-            entry.payload = data.decode("ascii", "replace") if len(data) == length else None
+            data = self._read_span(*entry.span)
+            entry.payload = data.decode("ascii", "replace") if data is not None else None
         return entry.payload
 
     def _parse_last(self, data: bytes) -> tuple[str, dict[str, str], str] | None:
@@ -383,6 +458,7 @@ class Cache:
                 (not shifting or entry.summary.distinct):
             if moved:
                 entry.deps = {**entry.deps, **moved}
+                self._dirty.add(path)
             # Moving locations changes no name nor file a summary holds, nor, with every key set once in each
             # layer (`distinct`), which assignment wins: moved only if decoded (a location it cannot move: the
             # file is read again).
@@ -395,6 +471,7 @@ class Cache:
             return None
         if moved:  # still valid as stored, kept so if the entries are written anyway (not written for this alone)
             entry.deps = outcome.deps = {**entry.deps, **moved}
+            self._dirty.add(path)
         return outcome
 
     def _moved(self, outcome: FileOutcome | None, moves: dict[str, dict[int, int]] | None) -> FileOutcome | None:
@@ -475,6 +552,12 @@ class Cache:
         except OSError:
             pass
 
+    def own_parts(self, path: str, text_digest: str) -> dict[str, str] | None:
+        """definition_digests of a Python file whose stored outcome is of its text as it is (`text_digest`): its
+        reading noted all of them (FileOutcome.parts under its own path); None when not stored so."""
+        entry = self.entries.get(path)
+        return entry.parts.get(path) if entry is not None and entry.digest == text_digest else None
+
     def previous(self, path: str) -> FileOutcome | None:
         """The stored outcome of `path` whatever changed since (for the units still valid in it), or None."""
         entry = self.entries.get(path)
@@ -499,7 +582,8 @@ class Cache:
         self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, outcome.parts, payload,
                                             summary=Summary.of(outcome),
                                             calls={rid: outcome.calls[rid] for rid in sorted(used)
-                                                   if rid in outcome.calls})
+                                                   if rid in outcome.calls}, on_disk=False)
+        self._dirty.add(outcome.path)
         self.exact.add(outcome.path)
         self.changed = True
 
@@ -510,6 +594,7 @@ class Cache:
             return
         for path in stale:
             del self.entries[path]
+        self._dropped |= stale
         self.changed = self.changed or bool(stale)
         if self.directory is None:
             return
@@ -538,9 +623,12 @@ class Cache:
 
     def _save_entries(self) -> None:
         """The entries file: its index, then the payloads. Those read from the previous file are copied as bytes
-        from one read of it (a pre-commit run changes a few of thousands)."""
+        from one read of it. A run that changed a few entries of thousands (a pre-commit run) appends them to the
+        file as read instead (`_append`), until the file holds as many bytes of outcomes no longer used as used."""
+        if self._append():
+            return
         stored = None
-        if self._payloads is not None and any(entry.payload is None for entry in self.entries.values()):
+        if self._payloads is not None:  # payloads and call records not read yet are copied from it
             try:
                 self._payloads.seek(self._payload_start)
                 stored = memoryview(self._payloads.read(MAX_CACHE_BYTES))
@@ -550,26 +638,180 @@ class Cache:
         calls: dict[str, list] = {}
         chunks: list = []
         offset = 0
+
+        def span(start: int, length: int):
+            return stored[start:start + length] if stored is not None and start + length <= len(stored) else None
+
         for path, entry in self.entries.items():
             if entry.payload is not None:
                 chunk = entry.payload.encode("ascii")
-            elif stored is not None and entry.span[0] + entry.span[1] <= len(stored):
-                chunk = stored[entry.span[0]:entry.span[0] + entry.span[1]]
             else:
-                continue  # unreadable now: that file is read again next time
+                chunk = span(*entry.span)
+                if chunk is None:
+                    continue  # unreadable now: that file is read again next time
             summary = entry.summary.encoded() if entry.summary is not None else None
-            index[path] = [entry.digest, entry.deps, entry.parts, offset, len(chunk), summary, sorted(entry.calls)]
+            index[path] = [entry.digest, entry.deps, entry.parts, offset, len(chunk), summary, sorted(entry.calls),
+                           _call_deps(entry, self.calls)]
+            chunks.append(chunk)
+            offset += len(chunk)
             todo = list(entry.calls)
             while todo:  # the records and the calls nested in them
                 rid = todo.pop()
-                record = self.calls.get(rid) or entry.calls.get(rid)
-                if rid not in calls and isinstance(record, list) and len(record) == 11:
+                if rid in calls:
+                    continue
+                record = self.calls.values.get(rid) or entry.calls.get(rid)
+                if isinstance(record, list) and len(record) == 11 and _str_list(record[10]):
+                    data, nested = json.dumps(record, ensure_ascii=True).encode("ascii"), record[10]
+                else:
+                    found = self.calls.spans.get(rid)
+                    data, nested = (span(*found[:2]), found[2]) if found is not None else (None, None)
+                if data is None:
+                    continue  # unreadable now: the files whose units recorded it are read again next time
+                calls[rid] = [offset, len(data), nested]
+                chunks.append(data)
+                offset += len(data)
+                todo.extend(nested)
+        header = json.dumps({"format": FORMAT, "key": self.key, "size": offset, "calls": calls, "entries": index},
+                            ensure_ascii=True)
+        _write_atomically(self.directory, self.entries_file, [header.encode("ascii"), b"\n", *chunks])
+        self._identity = None  # the file read is no longer the one on disk: a later save writes it whole too
+        self._dirty, self._dropped = set(), set()
+
+    def _append(self) -> bool:
+        """Append the entries this run changed (`_dirty`) and dropped to the entries file as read, as one block
+        (`_read_blocks`); False when the file must be written whole instead: not read, replaced or appended to by
+        another run since, or holding too many blocks or unused bytes. Payloads already in the file are not
+        written again: a row names where they lie. Appended under an exclusive lock, in one write."""
+        if self._identity is None or self._payloads is None or self._blocks >= MAX_BLOCKS:
+            return False
+        rows: dict[str, list] = {}
+        calls: dict[str, list] = {}
+        chunks: list[bytes] = []
+        size = 0
+        for path in sorted(self._dirty):
+            entry = self._entries.get(path) if self._entries is not None else None
+            if entry is None:
+                continue
+            if entry.on_disk and entry.span[1] > 0:  # before this block's line: a negative offset from it
+                offset, length = entry.span[0] - (self._read_end - self._payload_start), entry.span[1]
+            elif not entry.on_disk and entry.payload is not None:
+                chunk = entry.payload.encode("ascii")
+                offset, length = size, len(chunk)
+                chunks.append(chunk)
+                size += length
+            else:
+                return False
+            summary = entry.summary.encoded() if entry.summary is not None else None
+            rows[path] = [entry.digest, entry.deps, entry.parts, offset, length, summary, sorted(entry.calls),
+                          _call_deps(entry, self.calls)]
+            todo = list(entry.calls)
+            while todo:  # the records not in the file yet, and the calls nested in them (a record in the file
+                rid = todo.pop()  # was written with those it nests)
+                record = self.calls.values.get(rid) or entry.calls.get(rid)
+                if rid not in calls and rid not in self._disk_calls and isinstance(record, list) \
+                        and len(record) == 11:
                     calls[rid] = record
                     todo.extend(record[10] if _str_list(record[10]) else ())
-            chunks.append(chunk)
-            offset += len(chunk)
-        header = json.dumps({"format": FORMAT, "key": self.key, "calls": calls, "entries": index}, ensure_ascii=True)
-        _write_atomically(self.directory, self.entries_file, [header.encode("ascii"), b"\n", *chunks])
+        header = json.dumps({"size": size, "calls": calls, "entries": rows, "drop": sorted(self._dropped - set(rows))},
+                            ensure_ascii=True).encode("ascii") + b"\n"
+        used = sum(entry.span[1] if entry.on_disk else len(entry.payload or "") for entry in self._entries.values())
+        if self._read_end + len(header) + size - self._payload_start > 2 * used + (1 << 20):
+            return False  # as many bytes no longer used as used: written whole
+        try:
+            descriptor = os.open(self.entries_file, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+                                 | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return False
+        with os.fdopen(descriptor, "wb", buffering=0) as out:
+            info = os.fstat(descriptor)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022 \
+                    or (info.st_dev, info.st_ino) != self._identity:
+                return False
+            with _locked(out, fcntl.LOCK_EX if fcntl is not None else 0):
+                if os.fstat(descriptor).st_size != self._read_end:
+                    return False  # another run appended, or left a block half written: written whole
+                data = b"".join([header, *chunks])
+                written = out.write(data)
+                if written != len(data):
+                    return False
+        self._blocks += 1
+        self._disk_calls.update(calls)
+        start = self._read_end + len(header)
+        for path, row in rows.items():
+            entry = self._entries[path]
+            if not entry.on_disk:
+                entry.span, entry.on_disk = (start - self._payload_start + row[3], row[4]), True
+        self._read_end = start + size
+        self._dirty, self._dropped = set(), set()
+        return True
+
+
+def _row(meta: object, calls: "_Records", base: int, limit: int) -> _Entry | None:
+    """An entry of the index or of a block ([digest, deps, parts, offset, length, summary, [record ID, ...], {file
+    its records used: digest}]; its payload at `base` + offset from the payloads' start, ending before `limit`), or
+    None when damaged."""
+    if not (isinstance(meta, list) and len(meta) == 8 and isinstance(meta[0], str) and _str_map(meta[1])
+            and isinstance(meta[2], dict) and all(_str_map(v) for v in meta[2].values())
+            and type(meta[3]) is int and type(meta[4]) is int and 0 <= base + meta[3] and 0 <= meta[4]
+            and base + meta[3] + meta[4] <= limit and _str_list(meta[6]) and all(rid in calls for rid in meta[6])
+            and _str_map(meta[7])):
+        return None
+    return _Entry(meta[0], meta[1], meta[2], None, (base + meta[3], meta[4]), Summary.decoded(meta[5]),
+                  dict.fromkeys(meta[6]), meta[7])
+
+
+class _Records:
+    """Call records by ID (RecordCheck's table): those of the entries file read and decoded on first use (`spans`:
+    where each lies, and the IDs of the calls it nests), those of this run or of blocks as given (`values`). A
+    record that is not there or does not decode is None: the entries that recorded it are read again."""
+
+    def __init__(self, read=None):
+        self.values: dict[str, list] = {}
+        self.spans: dict[str, tuple[int, int, list[str]]] = {}
+        self._read = read  # (offset, length) -> the bytes there, or None
+
+    def get(self, rid: str, default=None):
+        found = self.values.get(rid)
+        if found is None:
+            span = self.spans.get(rid)
+            if span is None or self._read is None:
+                return default
+            data = self._read(span[0], span[1])
+            try:
+                found = json.loads(data) if data is not None else None
+            except ValueError:
+                found = None
+            if not (isinstance(found, list) and len(found) == 11 and found[10] == span[2]):
+                del self.spans[rid]  # damaged: as if not there
+                return default
+            self.values[rid] = found
+        return found
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self.values or rid in self.spans
+
+    def update(self, more) -> None:
+        self.values.update(more)
+
+
+@contextlib.contextmanager
+def _locked(handle, operation: int):
+    """flock `operation` on an open file for the block (nothing where locks are not available)."""
+    locked = False
+    if operation:
+        try:
+            fcntl.flock(handle.fileno(), operation)
+            locked = True
+        except OSError:
+            pass
+    try:
+        yield
+    finally:
+        if locked:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            except OSError:
+                pass
 
 
 def _only(outcome: FileOutcome | None, names: set[str] | None) -> FileOutcome | None:
@@ -580,23 +822,31 @@ def _only(outcome: FileOutcome | None, names: set[str] | None) -> FileOutcome | 
     return outcome
 
 
-def _all_deps(entry: _Entry, table: dict) -> dict[str, str]:
+def _all_deps(entry: _Entry, table: _Records) -> dict[str, str]:
     """An entry's dependencies: the files its reading used, and those its call records' runs used (nested calls'
     included; `table`: every record by ID)."""
-    if not entry.calls:
-        return entry.deps
-    deps = dict(entry.deps)
-    todo, seen = list(entry.calls), set()
-    while todo:
-        rid = todo.pop()
-        record = table.get(rid)
-        if rid in seen or not (isinstance(record, list) and len(record) == 11):
-            continue
-        seen.add(rid)
-        for path, recorded in (record[6].items() if _str_map(record[6]) else ()):
-            deps.setdefault(path, recorded)
-        todo.extend(record[10] if _str_list(record[10]) else ())
-    return deps
+    extra = _call_deps(entry, table)
+    return {**entry.deps, **extra} if extra else entry.deps
+
+
+def _call_deps(entry: _Entry, table: _Records) -> dict[str, str]:
+    """The files an entry's call records' runs used (nested calls' included) beyond its own deps, with their digests
+    then (the first record's, in the order of a walk from its records); kept with the entry (`call_deps`)."""
+    if entry.call_deps is None:
+        extra: dict[str, str] = {}
+        todo, seen = list(entry.calls), set()
+        while todo:
+            rid = todo.pop()
+            record = table.get(rid)
+            if rid in seen or not (isinstance(record, list) and len(record) == 11):
+                continue
+            seen.add(rid)
+            for path, recorded in (record[6].items() if _str_map(record[6]) else ()):
+                if path not in entry.deps:
+                    extra.setdefault(path, recorded)
+            todo.extend(record[10] if _str_list(record[10]) else ())
+        entry.call_deps = extra
+    return entry.call_deps
 
 
 class RecordCheck:
@@ -802,12 +1052,19 @@ def merge_moves(moves: dict[str, dict[int, int]], more: dict[str, dict[int, int]
     return True
 
 
+_STR = frozenset((str,))
+
+
 def _str_map(value: object) -> bool:
-    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    if not isinstance(value, dict):
+        return False
+    if _STR.issuperset(map(type, value)) and _STR.issuperset(map(type, value.values())):
+        return True  # (the common case, looked at without a Python-level loop: a cache index has thousands)
+    return all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
 def _str_list(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, list) and (_STR.issuperset(map(type, value)) or all(isinstance(v, str) for v in value))
 
 
 def _owned_private_dir(path: Path) -> bool:

@@ -97,31 +97,43 @@ class _Encoder:
         kind = type(value)
         if kind is str or kind is int or kind is bool or kind is float or value is None:
             return value
-        container = self._by_type.get(kind)
-        if container is not None:
-            return container(value)
+        handler = self._by_type.get(kind)
+        if handler is None:
+            handler = self._handler(value, kind)
+        return handler(value)
+
+    def _handler(self, value: object, kind: type):
+        """How values of `kind` are written; kept for the next value of that kind (not for a singleton's class)."""
         for name, singleton in _SINGLETONS.items():
             if value is singleton:
-                return {"@": name}
+                return lambda value, tag={"@": name}: dict(tag)
         codec = self.codec
         name = kind.__name__
         if codec._classes.get(name) is not kind:
             raise TypeError(f"cache format cannot store a {kind.__module__}.{kind.__qualname__}")
+        encode = self.encode
         if isinstance(value, enum.Enum):
-            return {"@": name, "v": value.value}
-        if kind is Record:
-            return {"@": name, "v": [value.name, self.encode(value.fields), value.plain]}
-        if kind is PartialDict:
-            return {"@": name, "v": [self.encode(dict(value)), value.reason]}
-        getter = codec._getters[name]
-        if name not in codec._immutable:
-            return {"@": name, "v": [self.encode(v) for v in getter(value)]}
-        index = self.memo.get(id(value))
-        if index is not None:
-            return {"@": "r", "v": index}
-        fields = [self.encode(v) for v in getter(value)]
-        index = self.memo[id(value)] = len(self.memo)  # after its parts: the decoder meets them first
-        return {"@": name, "v": fields, "#": index}
+            handler = lambda value: {"@": name, "v": value.value}  # noqa: E731
+        elif kind is Record:
+            handler = lambda value: {"@": name, "v": [value.name, encode(value.fields), value.plain]}  # noqa: E731
+        elif kind is PartialDict:
+            handler = lambda value: {"@": name, "v": [encode(dict(value)), value.reason]}  # noqa: E731
+        elif name not in codec._immutable:
+            getter = codec._getters[name]
+            handler = lambda value: {"@": name, "v": [encode(v) for v in getter(value)]}  # noqa: E731
+        else:
+            getter, memo = codec._getters[name], self.memo
+
+            def handler(value):
+                index = memo.get(id(value))
+                if index is not None:
+                    return {"@": "r", "v": index}
+                fields = [encode(v) for v in getter(value)]
+                index = memo[id(value)] = len(memo)  # after its parts: the decoder meets them first
+                return {"@": name, "v": fields, "#": index}
+        if all(type(singleton) is not kind for singleton in _SINGLETONS.values()):
+            self._by_type[kind] = handler
+        return handler
 
 
 class _Decoder:

@@ -121,6 +121,8 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     `defer`: a file not in `first` whose stored outcome is valid as stored comes back undecoded (`cache.Deferred`:
     a pre-commit run decodes only the files it needs, by their summary).
     """
+    global _STORED
+    _STORED = cache.own_parts if cache is not None else None
     digests = digests if digests is not None else Digests(job.texts)
     definitions = DefinitionDigests(job.texts)
     verifier = Verifier(job, digests)
@@ -579,17 +581,22 @@ def _note_uses(outcome: FileOutcome, file: SourceFile, job: Job, project: Python
 
 
 _DEFINITIONS: dict[tuple[str, str], dict[str, str]] = {}  # (path, digest of its text) -> definition_digests
+# (path, digest of its text) -> the definition_digests a cache entry of that file as it is keeps (Cache.own_parts)
+_STORED: Callable[[str, str], dict[str, str] | None] | None = None
 
 
 def _definitions(project: PythonProject, path: str, text_digest: str, texts: Texts | None = None
                  ) -> dict[str, str] | None:
     """definition_digests of a module, from the syntax tree the project's reader of it parsed; when it was not read
-    (a unit reused from the cache used it), from `texts` parsed again; else None."""
+    (a unit reused from the cache used it), as the cache entry of the file as it is keeps them, or from `texts`
+    parsed again; else None."""
     key = (path, text_digest)
     if key not in _DEFINITIONS:
         reader = project.read_already(path)
         if reader is None:
-            found = DefinitionDigests(texts).get(path) if texts is not None else None
+            found = _STORED(path, text_digest) if texts is not None and _STORED is not None else None
+            if found is None:
+                found = DefinitionDigests(texts).get(path) if texts is not None else None
             if found is not None:
                 _DEFINITIONS[key] = found
             return found

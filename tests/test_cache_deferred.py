@@ -148,7 +148,7 @@ def test_a_stored_outcome_that_does_not_decode_when_needed_is_read_again(tree, m
     [entries] = list(project_cache_dir(tree).glob("check-*.jsonl"))
     data = entries.read_bytes()
     header, _, payloads = data.partition(b"\n")
-    _, _, _, offset, length, summary, _ = json.loads(header)["entries"]["recipes/quiet.py"]
+    _, _, _, offset, length, summary, _, _ = json.loads(header)["entries"]["recipes/quiet.py"]
     assert summary[0] == ["quiet_config"] and summary[1:5] == [False, [], False, False]
     damaged = payloads[:offset] + b"[" * length + payloads[offset + length:]
     entries.write_bytes(header + b"\n" + damaged)
