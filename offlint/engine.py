@@ -23,7 +23,7 @@ _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
 def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[Finding]:
     findings: list[Finding] = []
-    applying = [rule for rule in rules if rule.applies_to(resolved.version)]
+    applying = _applying(rules, resolved.version)
     by_assignment: dict[str, list[Finding]] | None = None
     names: dict | None = None
     for rule in applying:
@@ -38,6 +38,21 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
         elif rule.code == "OFL004":
             findings.extend(_duplicates(rule, resolved.unit))
     return findings
+
+
+_LAST_APPLYING: tuple = ((), None, [])  # (rules, version, the rules applying to it): a run asks for the same
+
+
+def _applying(rules: list[Rule], version) -> list[Rule]:
+    """The rules that apply to `version`, in order: worked out once for a run's rules and its version, not once per
+    unit (sixty version-range tests a unit, 1,300 units a cold check of Megatron Bridge)."""
+    global _LAST_APPLYING
+    given = tuple(rules)  # (compared item by item, by identity first: a list changed in place is seen)
+    last_rules, last_version, applying = _LAST_APPLYING
+    if given != last_rules or version != last_version:
+        applying = [rule for rule in given if rule.applies_to(version)]
+        _LAST_APPLYING = (given, version, applying)
+    return applying
 
 
 def _unit_names(unit: Unit) -> dict:
