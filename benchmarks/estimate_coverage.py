@@ -26,8 +26,7 @@ from pathlib import Path
 
 from offlint.estimate import params
 from offlint.estimate.inputs import read_inputs
-from offlint.estimate.oom import (FROZEN_KEEPS, IMAGE_PATCHES, SIZE_KEYS, alternatives, device_for, expandable,
-                                  fp8_transpose)
+from offlint.estimate.oom import SIZE_KEYS, alternatives, device_for, expandable, fp8_transpose, open_facts
 from offlint.estimate.refusals import refusals, refusing_rules
 from offlint.estimate.report import depends
 from offlint.resolve import resolve
@@ -66,16 +65,8 @@ def reason(resolved, name: str, gpu: str = "") -> str:
     if depending is None:
         return ""
     # `offlint estimate` gives one verdict per way the open fact may go (report.depends): a conditional verdict
-    t = inputs.training
-    architecture = t is not None and ((t.low_precision is not None and t.low_precision.transpose is None)
-                                      or (t.expert_budget is not None and t.expert_budget.fused is None))
-    kinds = [k for k, on in (("the GPU's architecture", architecture),
-                             ("the default expert TP size of the Bridge version", p.etp_open),
-                             ("the sequence length the launcher runs", inputs.other_seq_length is not None),
-                             ("the image patches a micro-batch holds", IMAGE_PATCHES in depending[0]),
-                             ("what the frozen layers keep", FROZEN_KEEPS in depending[0]),
-                             ("the GPU's unmeasured capacity", dev.upper is not None and "capacity" in depending[0]))
-             if on]
+    kinds = open_facts(inputs) if what and what in depending[0] else []
+    kinds += ["the GPU's unmeasured capacity"] if dev.upper is not None and "capacity" in depending[0] else []
     return "conditional verdict: on " + " and ".join(kinds)
 
 

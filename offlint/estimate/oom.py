@@ -119,49 +119,61 @@ FROZEN_KEEPS = ("what the frozen language model's MTP, shared-expert and gated-a
 
 def _open_labels(inputs: Inputs) -> tuple[str, list[str]]:
     """What is open about `inputs` (for a message) and one label per architectures() variant, in their order."""
+    facts, labels = _open(inputs)
+    return " and ".join(what for _, what in facts), labels
+
+
+def open_facts(inputs: Inputs) -> list[str]:
+    """The short name of each fact open about `inputs` ("the image patches a micro-batch holds"), for a summary."""
+    return list(dict.fromkeys(name for name, _ in _open(inputs)[0]))
+
+
+def _open(inputs: Inputs) -> tuple[list[tuple[str, str]], list[str]]:
+    """Each open fact as (short name, what a message says of it), and one label per architectures() variant."""
     lp = inputs.training.low_precision if inputs.training else None
     arch = lp is not None and lp.transpose is None
     whats, labels = [], [""]
     if arch:
-        whats.append("per-tensor FP8 on a GPU whose architecture offlint does not know")
+        whats.append(("the GPU's architecture", "per-tensor FP8 on a GPU whose architecture offlint does not know"))
         labels = ["with Hopper's FP8 weight transposes", "without them (Blackwell)"]
     budget = inputs.training.expert_budget if inputs.training else None
     if budget is not None and budget.fused is None:
-        whats.append("moe_paged_stash on a GPU whose compute capability offlint does not know (Transformer "
-                     "Engine's fused grouped MLP, whose saved tensors the stash takes, runs only on 10.x)")
+        whats.append(("the GPU's architecture", "moe_paged_stash on a GPU whose compute capability offlint does not "
+                      "know (Transformer Engine's fused grouped MLP, whose saved tensors the stash takes, runs only on "
+                      "10.x)"))
         labels = [f"{label} {stash}".strip() for label in labels
                   for stash in ("with the stash (10.x)", "with padded expert tensors (no fused grouped MLP)")]
     if inputs.parallel is not None and inputs.parallel.etp_open:
         tp = inputs.parallel.tp
-        whats.append(f"an unset expert_tensor_parallel_size (megatron-core takes TP's {tp}, Megatron Bridge since July "
-                     f"2026 1 with EP > 1)")
+        whats.append(("the default expert TP size of the Bridge version", f"an unset expert_tensor_parallel_size "
+                      f"(megatron-core takes TP's {tp}, Megatron Bridge since July 2026 1 with EP > 1)"))
         labels = [f"{label} {etp}".strip() for label in labels for etp in (f"at ETP{tp}", "at ETP1")]
     vlm = inputs.training.vlm if inputs.training else None
     if vlm is not None and vlm.patches is None:
-        whats.append(IMAGE_PATCHES)
+        whats.append(("the image patches a micro-batch holds", IMAGE_PATCHES))
         most = (f"with images (the tower padded to {vlm.graph_patches} patches for its CUDA graphs)"
                 if vlm.graph_patches else "with every token a vision token (the most image patches)")
         labels = [f"{label} {n}".strip() for label in labels for n in (most, "with no image patches")]
     if vlm is not None and vlm.graph_bound is None:
-        whats.append(GRAPH_BACKWARD)
+        whats.append(("what the vision graphs' backward keeps", GRAPH_BACKWARD))
         labels = [f"{label} {b}".strip() for label in labels
                   for b in ("with a gradient of every saved tensor in the graphs' pool (at most)",
                             "with only the static grad inputs there (at least)")]
     frozen = inputs.training.frozen_lm if inputs.training else None
     if frozen is not None and frozen.bound is None:
-        whats.append(FROZEN_KEEPS)
+        whats.append(("what the frozen layers keep", FROZEN_KEEPS))
         labels = [f"{label} {b}".strip() for label in labels
                   for b in ("with the frozen layers keeping what trained ones keep (at most)",
                             "with them keeping no frozen linear's input (at least)")]
     if inputs.other_seq_length is not None:
         key, other = inputs.other_seq_length
         model = inputs.model.seq_length
-        whats.append(f"model.seq_length={model} and {key}={other}, which differ (Bridge's validate asserts they "
-                     f"match: its training scripts set the model's to the dataset's, its performance overrides the "
-                     f"dataset's to the model's)")
+        whats.append(("the sequence length the launcher runs", f"model.seq_length={model} and {key}={other}, which "
+                      f"differ (Bridge's validate asserts they match: its training scripts set the model's to the "
+                      f"dataset's, its performance overrides the dataset's to the model's)"))
         runs = ((other, "as Bridge's training scripts run it"), (model, "as its performance scripts run it"))
         labels = [f"{label} at sequence length {n} ({how})".strip() for n, how in runs for label in labels]
-    return " and ".join(whats), labels
+    return whats, labels
 
 
 @dataclass(frozen=True)
