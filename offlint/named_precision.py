@@ -87,6 +87,6 @@ def resolving(lookup):
             held.append(configured(lookup)[0])
         return held[0]
 
-    # the megatron-core version the wrapped lookup resolves against (a ResolvedUnit's `get` carries it: inputs._before)
+    # the megatron-core version the wrapped lookup resolves against (a ResolvedUnit's `get` carries it: reader.before)
     get.version = getattr(getattr(lookup, "__self__", None), "version", None) or getattr(lookup, "version", None)
     return get

@@ -210,7 +210,7 @@ def test_a_recipe_loading_the_model_by_id_gets_the_tower_from_the_table(tmp_path
 
 
 def test_the_what_if_table_offers_only_what_has_a_verdict():
-    """inputs._read_frozen_lm refuses optimizer offload, recompute beyond core_attn and activation offloading."""
+    """inputs_vlm.read_frozen_lm refuses optimizer offload, recompute beyond core_attn and activation offloading."""
     from offlint.estimate.devices import parse_device
     from offlint.estimate.whatif import what_if
 

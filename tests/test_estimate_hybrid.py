@@ -12,7 +12,8 @@ import pytest
 
 from offlint.estimate import activations as act
 from offlint.estimate import params, precision
-from offlint.estimate.inputs import HYBRID_PROVIDER_DEFAULTS, ModelShape, Parallelism, Training, read_inputs
+from offlint.estimate.inputs import ModelShape, Parallelism, Training, read_inputs
+from offlint.estimate.inputs_hybrid import HYBRID_PROVIDER_DEFAULTS
 from offlint.estimate.memory import estimate
 from offlint.types import Source, Unknown
 from tests.estimate_helpers import located_lookup

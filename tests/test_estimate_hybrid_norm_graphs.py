@@ -1,7 +1,7 @@
 """Selective 'layernorm' recompute in a hybrid model's MoE layers with CUDA graphs capturing the MoE router:
 megatron-core decides from the configuration whether the pre-MLP norm is recomputed (0.20.0
 transformer_layer.py:481-527, can_recompute_pre_mlp_layernorm_for_cudagraph), and the estimate follows it
-(inputs._pre_mlp_norm_recomputed). Fixtures of this file's own, a small hybrid model with MoE layers."""
+(inputs_hybrid.pre_mlp_norm_recomputed). Fixtures of this file's own, a small hybrid model with MoE layers."""
 
 from __future__ import annotations
 

@@ -203,7 +203,7 @@ def test_gdn_layer_is_split_over_tensor_parallelism_but_its_norms():
 
 def test_mtp_after_a_last_gdn_layer_is_refused_like_megatron_core(model_parallel):
     """The MTP layer is built from the last layer's spec; megatron-core asserts its attention has a mask type, which
-    the GDN spec has not, so offlint gives no verdict there (inputs._gdn_unsupported)."""
+    the GDN spec has not, so offlint gives no verdict there (inputs_hybrid.gdn_unsupported)."""
     shape = ModelShape(**_BASE | dict(num_layers=3, linear_attention_freq=(0, 1, 1), mtp_num_layers=1))
     with pytest.raises(AssertionError, match="attention mask"):
         _build(shape)

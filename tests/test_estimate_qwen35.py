@@ -75,7 +75,7 @@ def test_the_text_config_of_a_vlm_is_its_language_model_without_the_tower(units)
 
 def test_the_whole_config_keeps_the_tower_and_unset_freeze_flags_have_no_verdict(units):
     """Which of the tower and the language model train is the provider's default when the recipe leaves the flags
-    unset, and Bridge's providers differ (inputs._read_trained_vlm)."""
+    unset, and Bridge's providers differ (inputs_vlm.read_trained_vlm)."""
     for name in ("whole_config_8gpu_gb200_bf16_config", "vl_pretrain_8gpu_gb200_bf16_config"):
         assert any("at its provider's default" in why for why in units(name).unsupported), name
 

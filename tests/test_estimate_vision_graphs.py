@@ -1,4 +1,4 @@
-"""A trained vision tower under Transformer Engine vision CUDA graphs (inputs._read_vision_graphs,
+"""A trained vision tower under Transformer Engine vision CUDA graphs (inputs_vlm._read_vision_graphs,
 frozen_lm.graph_parts, docs/estimate.md "Vision CUDA graphs"): every micro-batch's patches padded to the graphs'
 length, the graphs' static buffers and pool reserve, and the refusals kept where the graphs are not modelled. The
 recipes and sizes are fixtures of our own, written the way Bridge writes its Qwen3.5-VL recipes."""

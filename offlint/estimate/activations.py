@@ -96,10 +96,10 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool
         terms = _hybrid_terms(m, p, t, hybrid)
         return LayerActivations(_hybrid_quantized(terms, m, p, t, hybrid) if fp8 and t.low_precision else terms)
     terms = _bf16_terms(m, p, t, moe)
-    if gdn:  # inputs._variant_unsupported refuses NVFP4 and LoRA here
+    if gdn:  # inputs_hybrid._variant_unsupported refuses NVFP4 and LoRA here
         rest = {k: v for k, v in terms.items() if k not in _ATTENTION_PART}
         if not (fp8 and t.low_precision):
-            if t.frozen_lm:  # inputs._read_frozen_lm refuses FP8 here
+            if t.frozen_lm:  # inputs_vlm.read_frozen_lm refuses FP8 here
                 return LayerActivations(frozen_lm.layer_terms({**gdn_terms(m, p, t), **rest}, t.frozen_lm.bound))
             return LayerActivations({**gdn_terms(m, p, t), **rest})
         per = precision.saved_input_bytes(t.low_precision)
@@ -111,7 +111,7 @@ def layer_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool, fp8: bool
     if t.peft and not moe:
         terms = lora.frozen_terms(terms, m, p, t.peft, tokens(m, p, t))
     terms = _quantized(terms, m, p, t, moe) if fp8 and t.low_precision else terms
-    if t.frozen_lm:  # inputs._read_frozen_lm refuses NVFP4 and hybrid layers here
+    if t.frozen_lm:  # inputs_vlm.read_frozen_lm refuses NVFP4 and hybrid layers here
         terms = frozen_lm.layer_terms(terms, t.frozen_lm.bound)
     return LayerActivations(terms)
 
@@ -502,7 +502,7 @@ def output_terms(m: ModelShape, p: Parallelism, t: Training) -> float:
 # output and the activation's. The MoE layer has a separate pre-MLP TENorm, so `layernorm` discards its output
 # (`moe_input`, which the router, the shared expert's fc1 and the MoE checkpoint hold; with FP8 other than delayed
 # scaling, which megatron-core refuses here, and with FP4 the shared expert's fc1 saves that original input
-# anyway); `moe`, `moe_act` and `shared_experts` as in a GPT MoE layer. inputs._hybrid_unsupported refuses the
+# anyway); `moe`, `moe_act` and `shared_experts` as in a GPT MoE layer. inputs_hybrid.hybrid_unsupported refuses the
 # CUDA-graph cases where megatron-core switches these off.
 HYBRID_RECOMPUTE_DROPS = {
     "M": {},
@@ -522,7 +522,7 @@ def after_selective_recompute(layer: LayerActivations, t: Training, kind: str | 
         modules.add("moe")
     if t.fused_grouped_mlp or t.expert_budget is not None and t.expert_budget.fused is True:
         # The fused grouped MLP saves the fc2 input whatever moe_act says (TE recomputes it only for SReLU, which
-        # inputs._grouped_mlp_fuses does not count as fused), with or without the capacity factor.
+        # inputs_moe._grouped_mlp_fuses does not count as fused), with or without the capacity factor.
         modules.discard("moe_act")
     if kind == "E" and not t.pre_mlp_norm_recompute:  # CUDA graphs keep the norm's output (inputs.py)
         modules.discard("layernorm")
@@ -581,7 +581,7 @@ def trained_tower_activations(v: FrozenLM, m: ModelShape, p: Parallelism, t: Tra
     one input per checkpointed chunk. The Conv3d patch embedding keeps its input, the pixels in bf16 (left out with
     `pixels` False: a micro-batch without images). Not counted: fp32 norm statistics and the rotary tables (as for
     the language model's layers). Under vision CUDA graphs (`padded`, frozen_lm.py) the layers run at the padded
-    length and keep what the capture kept: recompute is not modelled there (inputs._read_vision_graphs refuses it;
+    length and keep what the capture kept: recompute is not modelled there (inputs_vlm._read_vision_graphs refuses it;
     the what-if table's recompute rows show the tower as captured without recompute)."""
     vm, vp, vt = frozen_lm.vision_shape(v, m, t, padded), _vision_parallel(p), _vision_training(t, padded)
     layer = trained_tower_layer(v, m, p, t, padded)

@@ -40,7 +40,7 @@
   every CP rank runs the tower on the whole micro-batch's images (vision_dp_when_cp=False). The estimate takes
   that bound (Bridge's mock VLM dataset puts one 256x256 image in each sample; how many tokens the Hugging Face
   processor makes of it is not read).
-- Vision CUDA graphs (a trained tower with `vision_cuda_graph_impl="transformer_engine"`, inputs._read_vision_graphs;
+- Vision CUDA graphs (a trained tower with `vision_cuda_graph_impl="transformer_engine"`, inputs_vlm._read_vision_graphs;
   Bridge 067f987, megatron-core 2a75ac12, Transformer Engine e7c550c5, the commit Bridge's uv.lock pins; docs/
   estimate.md "Vision CUDA graphs"). The tower pads every training micro-batch's patches (all its images as one
   sequence, batch 1) to the graphs' length P (vision_model.py:337-343; more raise, :57-61); patch embedding and the

@@ -367,7 +367,7 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
         state.append(Part("MXFP8 output layer weight copy (Transformer Engine cache)",
                           m.vocab_size * m.hidden_size / p.tp * precision.weight_copy_bytes(lp), "weights"))
     kind = "NVFP4" if lp.recipe == "nvfp4" else "FP8"
-    if t.fsdp:  # FP8 primary weights (inputs._fsdp_low_precision_unsupported refuses the rest)
+    if t.fsdp:  # FP8 primary weights (inputs_fsdp._fsdp_low_precision_unsupported refuses the rest)
         fsdp = sharded * precision.fsdp_data_bytes(lp) + gemm * precision.fsdp_scale_bytes(lp)
         return [Part(f"weights ({_dtype(t.params_bytes)}; FP8 GEMM weights, {lp.recipe}, Megatron-FSDP)",
                      (count - sharded) * t.params_bytes + fsdp, "weights"), *state]

@@ -71,9 +71,9 @@ def _variants(inputs: Inputs, world: int, layouts: bool = True):
     train = lambda **kw: inputs.with_(training=replace(t, **kw))  # noqa: E731
 
     # A frozen language model: no verdict with optimizer offload, recompute beyond core_attn or activation
-    # offloading (inputs._read_frozen_lm); only the layouts and those two recompute settings are offered.
+    # offloading (inputs_vlm.read_frozen_lm); only the layouts and those two recompute settings are offered.
     frozen = t.frozen_lm is not None
-    # A VLM whose language model trains: no verdict with activation or optimizer offloading (inputs._read_trained_vlm).
+    # A VLM whose language model trains: no verdict with activation or optimizer offloading (inputs_vlm.read_trained_vlm).
     no_offload_option = frozen or t.vlm is not None
     if (t.distributed_optimizer or t.params_bytes == 4) and not no_offload_option:
         for f in FRACTIONS:
@@ -84,20 +84,20 @@ def _variants(inputs: Inputs, world: int, layouts: bool = True):
                    train(optimizer_cpu_offload=True, optimizer_offload_fraction=1.0, precision_aware=True))
     no_offload = dict(cpu_offloading=False, cpu_offloading_num_layers=0, fine_grained_offloading=False)
     # moe_paged_stash: megatron-core refuses it with cpu_offloading and with expert_fc1/moe_act offload, and
-    # offlint does not model it under full recompute (inputs._read_expert_budget); those options are left out.
+    # offlint does not model it under full recompute (inputs_moe.read_expert_budget); those options are left out.
     stash = t.expert_budget is not None and t.expert_budget.stash is not None
     yield ("recompute", "none", train(recompute_granularity=None, moe_layer_recompute=False))
     yield ("recompute", "selective core_attn", train(recompute_granularity="selective",
                                                       recompute_modules=("core_attn",), **no_offload))
     more = ("core_attn", "layernorm", "moe_act") if m.num_moe_experts else ("core_attn", "layernorm", "mlp")
-    hybrid = m.hybrid_pattern is not None  # no verdict for these with Mamba layers (inputs._hybrid_unsupported)
+    hybrid = m.hybrid_pattern is not None  # no verdict for these with Mamba layers (inputs_hybrid.hybrid_unsupported)
     if not hybrid and not frozen:
         yield ("recompute", f"selective {','.join(more)}", train(recompute_granularity="selective",
                                                                  recompute_modules=more, **no_offload))
     if not stash and not frozen:
         yield ("recompute", "full uniform 1", train(recompute_granularity="full", recompute_method="uniform",
                                                      recompute_num_layers=1, **no_offload))
-    gdn = m.linear_attention_freq is not None  # no verdict with activation offloading (inputs._gdn_unsupported)
+    gdn = m.linear_attention_freq is not None  # no verdict with activation offloading (inputs_hybrid.gdn_unsupported)
     if p.pp == 1 and not hybrid and not gdn and not stash and not no_offload_option:
         for n in sorted({m.num_layers // 4, m.num_layers // 2, m.num_layers - 1} - {0}):
             yield ("activation offload", f"{n} of {m.num_layers} layers",
