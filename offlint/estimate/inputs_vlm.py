@@ -31,12 +31,9 @@ def read_frozen_lm(r: Reader, m: ModelShape, p: Parallelism, t: Training, low: L
     config = tower.value if tower.state == "known" else None
     if value.state != "known" or value.value in (None, False, 0):
         return None, ""  # a VLM from offlint's table whose language model trains: read_trained_vlm
-    flags = {key: r.lookup(f"model.{key}") for key in ("freeze_vision_model", "freeze_vision_projection")}
-    for key, flag in flags.items():
-        if flag.is_unknown:
-            reason = flag.value.reason if isinstance(flag.value, Unknown) else "unknown"
-            r.unknown[flag.key] = f"{reason} (what a frozen language model's recipe trains depends on it)"
-            return None, ""
+    flags = _freeze_flags(r, "what a frozen language model's recipe trains depends on it")
+    if flags is None:
+        return None, ""
     if flags["freeze_vision_model"].value is not True or flags["freeze_vision_projection"].value is not False:
         return None, ("a frozen language model without exactly the vision projection trained (only "
                       "freeze_vision_model=True with freeze_vision_projection=False is modelled)")
@@ -105,12 +102,9 @@ def read_trained_vlm(r: Reader, m: ModelShape, p: Parallelism, t: Training, low:
     config = tower.value if tower.state == "known" else None
     if not isinstance(config, dict) or (not m.hidden_size or not m.num_layers):
         return None, ""  # not a VLM from offlint's table, or a model offlint cannot size at all
-    flags = {key: r.lookup(f"model.{key}") for key in ("freeze_vision_model", "freeze_vision_projection")}
-    for key, flag in flags.items():
-        if flag.is_unknown:
-            reason = flag.value.reason if isinstance(flag.value, Unknown) else "unknown"
-            r.unknown[flag.key] = f"{reason} (what a VLM recipe trains depends on it)"
-            return None, ""
+    flags = _freeze_flags(r, "what a VLM recipe trains depends on it")
+    if flags is None:
+        return None, ""
     what = "a VLM whose language model trains"
     pairs = (("freeze_language_model", value), ("freeze_vision_model", flags["freeze_vision_model"]))
     unset = [k for k, flag in pairs if flag.state != "known"]
@@ -194,6 +188,18 @@ def _read_vision_graphs(r: Reader, p: Parallelism, t: Training, v: FrozenLM, tow
     if not positive_int(length):
         return None, f"{what} with max_vision_cuda_graph_seq_length={length!r} (offlint reads a positive int)"
     return int(length), ""
+
+
+def _freeze_flags(r: Reader, needed_for: str) -> dict | None:
+    """freeze_vision_model and freeze_vision_projection as the recipe leaves them (Values), or None when one is
+    unknown: then recorded as unknown, saying what it is `needed_for`."""
+    flags = {key: r.lookup(f"model.{key}") for key in ("freeze_vision_model", "freeze_vision_projection")}
+    for flag in flags.values():
+        if flag.is_unknown:
+            reason = flag.value.reason if isinstance(flag.value, Unknown) else "unknown"
+            r.unknown[flag.key] = f"{reason} ({needed_for})"
+            return None
+    return flags
 
 
 def _vlm_schedule_refusal(r: Reader, p: Parallelism, what: str, unmodelled: dict[str, object]) -> str | None:
