@@ -806,6 +806,85 @@ def pipeline_split_refusal(scope: Scope) -> object:
 
 
 @_needs_scope
+def uneven_split_refusal(scope: Scope) -> object:
+    """Why megatron-core refuses the unit's first/last-stage layer counts (`num_layers_in_first_pipeline_stage`,
+    `num_layers_in_last_pipeline_stage`), in its words; "" when it accepts them. TransformerConfig.__post_init__
+    (the same code in 0.16.1 and 0.20.0, "Uneven PP") refuses them beside an embedding or loss counted in the split,
+    then takes each set count (positive, divisible by a set VPP) and its stage off the layers and PP, and asserts
+    that middle layers and middle stages come together, divide, and divide by VPP per rank. Not judged with a
+    custom layout (OFL221's) or for hybrid models (their layer pattern decides), and "" when a value it needs is
+    unknown. A Bridge launch or override file is judged unless its command line changes PP or VP without setting
+    every count it keeps: Bridge's runner then drops counts that no longer fit (`sync_model_pipeline_layout`,
+    scripts/training/recipe_runner.py)."""
+    names = ("pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size", "num_layers",
+             "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+             "pipeline_model_parallel_layout", "hybrid_layer_pattern", "hybrid_override_pattern",
+             "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+    pp, vpp, layers, first, last, layout, hybrid, override, embedding, loss = (
+        scope.key(f"model.{name}") for name in names)
+    if UNKNOWN in (pp, vpp, layers, first, last, layout, hybrid, override, embedding, loss):
+        return ""
+    if (first is None and last is None) or layout not in (None, "") or hybrid not in (None, "") or \
+            override not in (None, ""):
+        return ""
+
+    def whole(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not whole(pp) or not whole(layers) or not all(v is None or whole(v) for v in (vpp, first, last)):
+        return ""
+    if scope.names.get("unit_kind") in ("yaml", "command") and scope.names.get("defaults") != "mlm-cli":
+        counts = [f"model.num_layers_in_{part}_pipeline_stage" for part, v in (("first", first), ("last", last))
+                  if v is not None]
+        topology = ("model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size")
+        if any(_by_command_line(scope, key) for key in topology) and \
+                not all(_by_command_line(scope, key) for key in counts):
+            return ""
+    where = " when it builds the config"
+    if embedding or loss:
+        return ("num_layers_in_first/last_pipeline_stage with an embedding or loss counted in the split: "
+                "megatron-core's TransformerConfig raises \"num_layers_in_first_pipeline_stage and "
+                "num_layers_in_last_pipeline_stage cannot beset at the same time with "
+                "account_for_embedding_in_pipeline_splitand account_for_loss_in_pipeline_split\"" + where)
+    middle_layers, middle_stages = layers, pp
+    for part, count in (("first", first), ("last", last)):
+        if count is None:
+            continue
+        if count <= 0:
+            return (f"num_layers_in_{part}_pipeline_stage={count}: megatron-core's TransformerConfig raises "
+                    f"\"num_layers_in_{part}_pipeline_stage must be larger than 0\"" + where)
+        if vpp is not None and count % vpp:
+            return (f"num_layers_in_{part}_pipeline_stage={count} with VPP{vpp}: megatron-core's TransformerConfig "
+                    f"raises \"number of layers at {part} stage: {count}must be divisible by virtual pipelineparallel "
+                    f"degree {vpp}\"" + where)
+        middle_layers, middle_stages = middle_layers - count, middle_stages - 1
+    counts = ", ".join(f"num_layers_in_{part}_pipeline_stage={v}" for part, v in (("first", first), ("last", last))
+                       if v is not None)
+    if bool(middle_layers) != bool(middle_stages):
+        return (f"{counts} with PP{pp} and {layers} layers leave {middle_layers} layers for {middle_stages} middle "
+                f"stages: megatron-core's TransformerConfig raises \"Mismatch: {middle_layers} middle layers "
+                f"remaining but {middle_stages} middle PP stages available.\"" + where)
+    if middle_stages and middle_layers % middle_stages:
+        return (f"{counts} with PP{pp} and {layers} layers leave {middle_layers} layers for {middle_stages} middle "
+                f"stages: megatron-core's TransformerConfig raises \"number of layers at middle stage: "
+                f"{middle_layers} must be divisible bythe middle pipeline model parallel size {middle_stages}\""
+                + where)
+    if middle_stages and vpp is not None and (middle_layers // middle_stages) % vpp:
+        per_rank = middle_layers // middle_stages
+        return (f"{counts} with PP{pp}, VPP{vpp} and {layers} layers leave {per_rank} layers per middle rank: "
+                f"megatron-core's TransformerConfig raises \"number of layers on each middle pipeline rank:{per_rank} "
+                f"must be divisible by virtualpipeline parallel degree {vpp}\"" + where)
+    return ""
+
+
+def _by_command_line(scope: Scope, key: str) -> bool:
+    """Whether `key`'s effective value is written by a Hydra override on the unit's command line."""
+    scope.key(key)
+    written = scope.lookup(key).assignment
+    return written is not None and written.source is Source.HYDRA
+
+
+@_needs_scope
 def pipeline_layout_refusal(scope: Scope) -> object:
     """Why megatron-core refuses the unit's custom pipeline layout (`pipeline_model_parallel_layout`), in its words;
     "" when it accepts it. TransformerConfig.__post_init__ raises when the layout comes with first/last-stage counts
@@ -1001,6 +1080,7 @@ FUNCTIONS: dict[str, Callable] = {
     "memory_savings": memory_savings,
     "predicted_oom": predicted_oom,
     "pipeline_split_refusal": pipeline_split_refusal,
+    "uneven_split_refusal": uneven_split_refusal,
     "graph_module_refusal": graph_module_refusal,
     "pipeline_layout_refusal": pipeline_layout_refusal,
     "recompute_module_refusal": recompute_module_refusal,
