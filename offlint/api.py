@@ -313,7 +313,7 @@ def _concerns(finding: Finding, targets: set[str]) -> bool:
 def _validate(resolved_units, findings: list[Finding], all_rules: dict[str, Rule]) -> list[Finding]:
     from offlint.validate import MegatronCore, ProbeError, environments, validate_units
 
-    found = environments()
+    found = environments(explicit_first=True)
     if not found:
         raise ValueError("--validate needs megatron-core: install it (pip install 'offlint[replay]') or set "
                          "OFFLINT_MCORE_SRC=/path/to/Megatron-LM")

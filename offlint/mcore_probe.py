@@ -5,7 +5,10 @@ package, or a Megatron-LM source tree on PYTHONPATH), so several megatron-core v
 one offlint process. Protocol: JSON lines. The first line out is `{"version": "..."}`; then for each request
 line `{"id": .., "model": {kwargs} | null, "optimizer": {kwargs} | null}` one answer line
 `{"id": .., "model": verdict, "optimizer": verdict, "optimizer_build": verdict}`, where a verdict is
-`{"ok": true}`, `{"ok": false, "error": "ValueError: message"}`, or null when not asked.
+`{"ok": true}`, `{"ok": false, "error": "ValueError: message"}`, `{"ok": null, "environment": "..."}` when this
+environment cannot judge it (an ImportError: Transformer Engine or a module this release lacks; TE's missing version
+compared), or null when not asked. Keys the release's config class has no field for are left out and listed in
+the verdict's "ignored" (a field of a newer release, or a Bridge provider's own).
 
 Only values offlint resolved are passed (plain JSON: numbers, strings, lists, booleans); dtype names such
 as "torch.bfloat16" become torch dtypes. Nothing from the linted files is imported or executed.
@@ -13,6 +16,7 @@ as "torch.bfloat16" become torch dtypes. Nothing from the linted files is import
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import warnings
@@ -27,8 +31,27 @@ def _dtype(torch, value):
     return value
 
 
+# What the probe's own environment raises, not the configuration: a CPU machine without Transformer Engine (megatron-
+# core imports TE's fused kernels, or compares TE's version, None here, when a setting needs them).
+ENVIRONMENT_TEXTS = ("'>=' not supported between instances of 'NoneType' and 'Version'",
+                     "requires FusedAdam from TransformerEngine, but not found", "Please install TE >=")
+
+
 def _error(exc: BaseException) -> dict:
-    return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ImportError) or any(part in text for part in ENVIRONMENT_TEXTS):
+        return {"ok": None, "environment": text}
+    return {"ok": False, "error": text}
+
+
+def _known(cls, kwargs: dict) -> tuple[dict, list[str]]:
+    """`kwargs` less the keys `cls` (a config dataclass) has no field for, and those keys."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in kwargs.items() if k in fields}, sorted(set(kwargs) - fields)
+
+
+def _noting(verdict: dict, ignored: list[str]) -> dict:
+    return {**verdict, "ignored": ignored} if ignored else verdict
 
 
 class Probe:
@@ -45,24 +68,26 @@ class Probe:
         self.optimizer_config = OptimizerConfig
 
     def model(self, kwargs: dict) -> dict:
+        kwargs, ignored = _known(self.transformer_config, kwargs)
         kwargs = {**MODEL_BASE, **{k: _dtype(self.torch, v) for k, v in kwargs.items()}}
         if kwargs.get("pipeline_model_parallel_size", 1) > 1 and kwargs.get("pipeline_dtype") is None:
             kwargs["pipeline_dtype"] = self.torch.bfloat16  # what Bridge's finalize() supplies
         try:
             self.transformer_config(**kwargs)
         except Exception as exc:  # megatron-core's own verdict, whatever its type
-            return _error(exc)
-        return {"ok": True}
+            return _noting(_error(exc), ignored)
+        return _noting({"ok": True}, ignored)
 
     def optimizer(self, kwargs: dict) -> tuple[dict, dict | None]:
+        kwargs, ignored = _known(self.optimizer_config, kwargs)
         kwargs = {"lr": 1e-4, **{k: _dtype(self.torch, v) for k, v in kwargs.items()}}
         try:
             config = self.optimizer_config(**kwargs)
         except Exception as exc:
-            return _error(exc), None
+            return _noting(_error(exc), ignored), None
         if not config.optimizer_cpu_offload:
-            return {"ok": True}, None
-        return {"ok": True}, self._optimizer_build(config)
+            return _noting({"ok": True}, ignored), None
+        return _noting({"ok": True}, ignored), self._optimizer_build(config)
 
     def _optimizer_build(self, config) -> dict:
         """The checks get_megatron_optimizer makes before it needs a GPU (OB-4), on a tiny CPU module."""

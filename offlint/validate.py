@@ -40,14 +40,14 @@ class Environment:
         return f"source tree {self.source}" if self.source else f"installed megatron-core ({self.python})"
 
 
-def environments() -> list[Environment]:
-    """The installed megatron-core (if any), then every tree in OFFLINT_MCORE_SRC (os.pathsep-separated)."""
-    found = []
-    if importlib.util.find_spec("megatron") is not None and _has_core():
-        found.append(Environment(sys.executable))
-    for tree in filter(None, os.environ.get(SRC_VARIABLE, "").split(os.pathsep)):
-        found.append(Environment(sys.executable, str(Path(tree).resolve())))
-    return found
+def environments(explicit_first: bool = False) -> list[Environment]:
+    """The installed megatron-core (if any) and every tree in OFFLINT_MCORE_SRC (os.pathsep-separated), the installed
+    one first unless `explicit_first` (`check --validate` asks the first: a tree the user names is the one meant)."""
+    installed = [Environment(sys.executable)] if importlib.util.find_spec("megatron") is not None and \
+        _has_core() else []
+    named = [Environment(sys.executable, str(Path(tree).resolve()))
+             for tree in filter(None, os.environ.get(SRC_VARIABLE, "").split(os.pathsep))]
+    return named + installed if explicit_first else installed + named
 
 
 def _has_core() -> bool:
@@ -171,8 +171,10 @@ def validate_units(resolved_units: list, findings: list[Finding], rules: dict[st
         if model is None and optimizer is None:
             continue
         answer = core.ask(model, optimizer)
-        errors = [answer[p]["error"] for p in ("model", "optimizer", "optimizer_build")
-                  if answer.get(p) and not answer[p]["ok"]]
+        verdicts = [answer[p] for p in ("model", "optimizer", "optimizer_build") if answer.get(p)]
+        if any(v["ok"] is None for v in verdicts):
+            continue  # this environment cannot judge it (no Transformer Engine, say): no verdict either way
+        errors = [v["error"] for v in verdicts if v["ok"] is False]
         fired = {f.code: f for f in by_unit.get(resolved.unit.name, []) if f.stage in COMPARED_STAGES}
         location = resolved.unit.location
         for error in errors:

@@ -252,24 +252,18 @@ class Comparison:
     problems: list[str] = field(default_factory=list)
 
 
-# Errors that come from this CPU environment (no Transformer Engine), not from the configuration.
-ENVIRONMENT_ERRORS = ("'>=' not supported between instances of 'NoneType' and 'Version'",
-                      "requires FusedAdam from TransformerEngine, but not found")
-
-
 def compare(config: dict, mcore: MegatronCore, rules: dict[str, Rule], forms=FORMS) -> Comparison:
     """Judge one configuration with megatron-core and with offlint in every form; list disagreements."""
     answer = mcore.ask(*mcore_request(config))
-    errors = [answer[part]["error"] for part in ("model", "optimizer", "optimizer_build")
-              if answer.get(part) and not answer[part]["ok"]]
+    verdicts = [answer[part] for part in ("model", "optimizer", "optimizer_build") if answer.get(part)]
+    unjudged = [v["environment"] for v in verdicts if v["ok"] is None]
+    if unjudged:  # the probe's environment, not the configuration (offlint.mcore_probe.ENVIRONMENT_TEXTS)
+        return Comparison("other-error", unjudged[0])
+    errors = [v["error"] for v in verdicts if v["ok"] is False]
     selected = [rule for rule in rules.values() if rule.scope == "unit"]
     compared = {r.code: r for r in selected if any(c.stage in COMPARED_STAGES for c in r.checks)}
     result = Comparison("accepted" if not errors else "rejected")
     for error in errors:
-        if any(text in error for text in ENVIRONMENT_ERRORS):
-            result.outcome = "other-error"
-            result.error = error
-            return result
         mapped = rules_for_error(error, compared)
         if not mapped:
             result.outcome = "other-error"

@@ -72,6 +72,36 @@ def test_a_rule_megatron_core_contradicts_is_shown(tmp_path, monkeypatch):
 
 
 def test_validate_without_megatron_core_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(validate, "environments", lambda: [])
+    monkeypatch.setattr(validate, "environments", lambda **_: [])
     with pytest.raises(ValueError, match="--validate needs megatron-core"):
         run(tmp_path)
+
+
+@pytest.mark.slow
+@needs_mcore
+def test_what_this_environment_cannot_judge_is_not_reported_as_a_refusal(tmp_path):
+    """A Bridge provider's own field (no TransformerConfig field: left out, not a TypeError) and a setting that needs
+    Transformer Engine, absent on this CPU machine (an ImportError: no verdict), give no OFL900; the uneven split
+    megatron-core refuses is reported."""
+    path = tmp_path / "recipes.py"
+    path.write_text(
+        "def bridge_field():\n"
+        "    cfg = ConfigContainer(model=TransformerConfig(num_layers=4, hidden_size=64, num_attention_heads=4),\n"
+        "                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())\n"
+        "    cfg.model.vision_cuda_graph_impl = 'none'\n"
+        "    return cfg\n\n\n"
+        "def needs_te():\n"
+        "    cfg = ConfigContainer(model=TransformerConfig(num_layers=4, hidden_size=64, num_attention_heads=4,\n"
+        "                                                  num_moe_experts=4, moe_permute_fusion=True),\n"
+        "                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())\n"
+        "    return cfg\n\n\n"
+        "def uneven():\n"
+        "    cfg = ConfigContainer(model=TransformerConfig(num_layers=40, hidden_size=64, num_attention_heads=4),\n"
+        "                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())\n"
+        "    cfg.model.num_layers_in_first_pipeline_stage = 17\n"
+        "    cfg.model.num_layers_in_last_pipeline_stage = 23\n"
+        "    return cfg\n")
+    result = check([str(path)], CheckOptions(validate=True, root=tmp_path))
+    by_unit = {f.unit: f.message for f in result.findings if f.code == "OFL900"}
+    assert set(by_unit) == {"uneven"}, by_unit
+    assert "Mismatch: 0 middle layers remaining but -1 middle PP stages available." in by_unit["uneven"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -22,8 +21,11 @@ from offlint.rules import load_rules, select_rules
 from offlint.types import Severity, Unknown
 from offlint.units import UnitSelectionError, load_unit
 
-UNEXPECTED_KEYWORD = re.compile(r"TypeError: .*got an unexpected keyword argument '(\w+)'")
 SECTIONS = ("model", "optimizer")
+
+
+class Unjudged(Exception):
+    """The probe's environment cannot judge the configuration (no Transformer Engine, say)."""
 
 
 def verdict(outcome: Outcome, signature: str | None = None, rules=(), detail: str = "", **extra) -> dict:
@@ -84,7 +86,11 @@ def validate_verdict(config: str, recipe: str | None, overrides, root: Path, mco
         return verdict(Outcome.BUILD_FAILURE, detail=str(exc))
     dropped: list[str] = []
     with core:
-        error = _first_error(core, sections, dropped)
+        try:
+            error = _first_error(core, sections, dropped)
+        except Unjudged as exc:
+            return verdict(Outcome.BUILD_FAILURE, detail=f"megatron-core {core.version_text} cannot judge it in this "
+                                                         f"environment: {exc}")
     extra = {"mcore_version": core.version_text, "dropped_keys": dropped}
     if error is None:
         return verdict(Outcome.PASS, detail=f"megatron-core {core.version_text} accepts it", **extra)
@@ -93,21 +99,16 @@ def validate_verdict(config: str, recipe: str | None, overrides, root: Path, mco
 
 
 def _first_error(core, sections: dict, dropped: list[str]) -> str | None:
-    """Ask until megatron-core answers about keys it knows: a field this release lacks is left out (and noted)."""
-    while True:
-        answer = core.ask(sections["model"] or None, sections["optimizer"] or None)
-        errors = [(part, answer[part]["error"]) for part in ("model", "optimizer", "optimizer_build")
-                  if answer.get(part) and not answer[part]["ok"]]
-        if not errors:
-            return None
-        part, error = errors[0]
-        match = UNEXPECTED_KEYWORD.match(error)
-        section = "model" if part == "model" else "optimizer"
-        if match and match.group(1) in sections[section]:
-            del sections[section][match.group(1)]
-            dropped.append(f"{section}.{match.group(1)}")
-            continue
-        return error
+    """megatron-core's first error, None when it accepts the configuration; the fields this release lacks, which
+    the probe leaves out, are noted in `dropped`. Raises Unjudged when this environment cannot judge it."""
+    answer = core.ask(sections["model"] or None, sections["optimizer"] or None)
+    for part, section in (("model", "model"), ("optimizer", "optimizer")):
+        dropped += [f"{section}.{key}" for key in (answer.get(part) or {}).get("ignored", [])]
+    verdicts = [answer[part] for part in ("model", "optimizer", "optimizer_build") if answer.get(part)]
+    unjudged = [v["environment"] for v in verdicts if v["ok"] is None]
+    if unjudged:
+        raise Unjudged(unjudged[0])
+    return next((v["error"] for v in verdicts if v["ok"] is False), None)
 
 
 def main(argv=None) -> int:
