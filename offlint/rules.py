@@ -178,6 +178,9 @@ def _build(data: dict, file: str) -> Rule:
         stage = raw.get("stage", default_stage)
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {STAGES}, not {stage!r}")
+        if not isinstance(raw.get("mirrors", ""), str):
+            raise ValueError("a check's `mirrors` names the constraint IDs it mirrors, as text (\"F-6, OB-7\"); the "
+                             "error texts go in the rule's `mirrors` list")
         compile_condition(raw["condition"])
         for expression in re.findall(r"\{([^{}]+)\}", raw["message"]):
             compile_condition(expression)  # message templates are expressions too: fail at load, not mid-run
