@@ -45,20 +45,23 @@ def _megatron_core(layers, pp, vpp, first, last, embedding) -> str:
     return ""
 
 
-def _offlint(tmp_path, monkeypatch, layers, pp, vpp, first, last, embedding) -> list[str]:
+def _write_recipe(tmp_path, monkeypatch, layers: int, **settings) -> None:
+    """recipe.py with one Bridge recipe function, `vlm_sft_config`, setting `settings` on its model."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text("")
+    lines = "".join(f"    cfg.model.{key} = {value!r}\n" for key, value in settings.items())
     (tmp_path / "recipe.py").write_text(
         "from megatron.bridge.models.gpt_provider import GPTModelProvider\n"
         "from megatron.bridge.training.config import ConfigContainer\n\n\n"
         "def vlm_sft_config():\n"
         f"    cfg = ConfigContainer(model=GPTModelProvider(num_layers={layers}, hidden_size=64, num_attention_heads=4))\n"
-        f"    cfg.model.pipeline_model_parallel_size = {pp}\n"
-        f"    cfg.model.virtual_pipeline_model_parallel_size = {vpp}\n"
-        f"    cfg.model.num_layers_in_first_pipeline_stage = {first}\n"
-        f"    cfg.model.num_layers_in_last_pipeline_stage = {last}\n"
-        f"    cfg.model.account_for_embedding_in_pipeline_split = {embedding}\n"
-        "    return cfg\n")
+        f"{lines}    return cfg\n")
+
+
+def _offlint(tmp_path, monkeypatch, layers, pp, vpp, first, last, embedding) -> list[str]:
+    _write_recipe(tmp_path, monkeypatch, layers, pipeline_model_parallel_size=pp,
+                  virtual_pipeline_model_parallel_size=vpp, num_layers_in_first_pipeline_stage=first,
+                  num_layers_in_last_pipeline_stage=last, account_for_embedding_in_pipeline_split=embedding)
     result = check(["recipe.py"], CheckOptions(select=["OFL218"], mcore_version="0.20.0", root=tmp_path, cache=False))
     return [f.message for f in result.findings if f.code == "OFL218"]
 
@@ -76,17 +79,8 @@ def test_offlint_refuses_an_uneven_split_exactly_where_megatron_core_does(case, 
 def test_a_launch_that_changes_pp_without_the_counts_is_not_judged(tmp_path, monkeypatch):
     """Bridge's runner drops counts that no longer fit after a PP/VP override on the command line, unless the command
     line sets the counts too (scripts/training/recipe_runner.py sync_model_pipeline_layout)."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "recipe.py").write_text(
-        "from megatron.bridge.models.gpt_provider import GPTModelProvider\n"
-        "from megatron.bridge.training.config import ConfigContainer\n\n\n"
-        "def vlm_sft_config():\n"
-        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=40, hidden_size=64, num_attention_heads=4))\n"
-        "    cfg.model.pipeline_model_parallel_size = 2\n"
-        "    cfg.model.num_layers_in_first_pipeline_stage = 17\n"
-        "    cfg.model.num_layers_in_last_pipeline_stage = 23\n"
-        "    return cfg\n")
+    _write_recipe(tmp_path, monkeypatch, 40, pipeline_model_parallel_size=2, num_layers_in_first_pipeline_stage=17,
+                  num_layers_in_last_pipeline_stage=23)
     run = "python scripts/training/run_recipe.py --recipe vlm_sft_config "
     (tmp_path / "dropped.sh").write_text(run + "model.pipeline_model_parallel_size=1\n")
     (tmp_path / "kept.sh").write_text(run + "model.pipeline_model_parallel_size=1 "
