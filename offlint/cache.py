@@ -213,6 +213,12 @@ class _Entry:
     # The files its call records' runs used beyond `deps`, with their digests (`_all_deps`); None: not known yet
     call_deps: dict[str, str] | None = None
     on_disk: bool = True  # its payload is in the entries file as read (at `span`); False: stored by this run
+    raw_summary: object = None  # the index's summary as read, decoded into `summary` on first use (`summary_now`)
+
+    def summary_now(self) -> Summary | None:
+        if self.raw_summary is not None:
+            self.summary, self.raw_summary = Summary.decoded(self.raw_summary), None
+        return self.summary
 
 
 class Cache:
@@ -454,15 +460,15 @@ class Cache:
         shifting = any(old != new for lines in moves.values() for old, new in lines.items())
         if entry.digest == text_digest and not shifting:
             self.exact.add(path)
-        if defer and entry.summary is not None and entry.digest == text_digest and \
-                (not shifting or entry.summary.distinct):
+        summary = entry.summary_now() if defer else None
+        if summary is not None and entry.digest == text_digest and (not shifting or summary.distinct):
             if moved:
                 entry.deps = {**entry.deps, **moved}
                 self._dirty.add(path)
             # Moving locations changes no name nor file a summary holds, nor, with every key set once in each
             # layer (`distinct`), which assignment wins: moved only if decoded (a location it cannot move: the
             # file is read again).
-            return Deferred(path, entry.digest, entry.summary,
+            return Deferred(path, entry.digest, summary,
                             lambda names=None: self._moved(_only(self._decoded(path, entry), names),
                                                            moves if shifting else None))
         outcome = self._moved(self._decoded(path, entry), moves if shifting else None)
@@ -649,7 +655,8 @@ class Cache:
                 chunk = span(*entry.span)
                 if chunk is None:
                     continue  # unreadable now: that file is read again next time
-            summary = entry.summary.encoded() if entry.summary is not None else None
+            summary = entry.summary_now()
+            summary = summary.encoded() if summary is not None else None
             index[path] = [entry.digest, entry.deps, entry.parts, offset, len(chunk), summary, sorted(entry.calls),
                            _call_deps(entry, self.calls)]
             chunks.append(chunk)
@@ -701,7 +708,8 @@ class Cache:
                 size += length
             else:
                 return False
-            summary = entry.summary.encoded() if entry.summary is not None else None
+            summary = entry.summary_now()
+            summary = summary.encoded() if summary is not None else None
             rows[path] = [entry.digest, entry.deps, entry.parts, offset, length, summary, sorted(entry.calls),
                           _call_deps(entry, self.calls)]
             todo = list(entry.calls)
@@ -756,8 +764,8 @@ def _row(meta: object, calls: "_Records", base: int, limit: int) -> _Entry | Non
             and base + meta[3] + meta[4] <= limit and _str_list(meta[6]) and all(rid in calls for rid in meta[6])
             and _str_map(meta[7])):
         return None
-    return _Entry(meta[0], meta[1], meta[2], None, (base + meta[3], meta[4]), Summary.decoded(meta[5]),
-                  dict.fromkeys(meta[6]), meta[7])
+    return _Entry(meta[0], meta[1], meta[2], None, (base + meta[3], meta[4]), None, dict.fromkeys(meta[6]), meta[7],
+                  raw_summary=meta[5])
 
 
 class _Records:

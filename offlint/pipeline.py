@@ -88,6 +88,7 @@ class DefinitionDigests(OnFirstUse):
     def __init__(self, texts: Texts):
         super().__init__(self._definitions)
         self._texts = texts
+        self.modules: dict[str, ast.Module] = {}  # path -> its syntax tree, parsed here (a reader of it may reuse it)
 
     def _definitions(self, path: str) -> dict[str, str] | None:
         text = self._texts.get(path)
@@ -97,6 +98,7 @@ class DefinitionDigests(OnFirstUse):
             module = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
+        self.modules[path] = module
         return definition_digests(module, [line.encode("utf-8") for line in text.splitlines(keepends=True)])
 
 
@@ -125,7 +127,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     _STORED = cache.own_parts if cache is not None else None
     digests = digests if digests is not None else Digests(job.texts)
     definitions = DefinitionDigests(job.texts)
-    verifier = Verifier(job, digests)
+    verifier = Verifier(job, digests, definitions.modules)
     records = RecordCheck(digests, definitions.get, verifier.record, now=False)
     found: dict[str, FileOutcome] = {}
     missing: list[SourceFile] = []
@@ -144,11 +146,18 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
         else:
             missing.append(file)
     if cache is not None:
-        job.reusable = lambda path: _reusable_units(cache, path, digests, definitions, verifier.record)
+        def reusable(path: str) -> dict[str, tuple]:
+            found = _reusable_units(cache, path, digests, definitions, verifier.record)
+            verifier.shared_parsed()  # the file's tree, parsed for its definition digests, for its reader
+            return found
+
+        job.reusable = reusable
     job.encode = cache.codec.dumps if cache is not None else None
     job.keep_uses = cache is not None
+    # A changed file parsed for its definition digests is not parsed again by the reading (nor by the calls run again)
+    project = verifier.shared() if missing and (first or definitions.modules) else verifier.project
     for outcome, payload in _compute(job, missing, digests, workers, first, progress or (lambda done, total: None),
-                                     verifier.project):
+                                     project):
         found[outcome.path] = outcome
         if cache is not None:
             cache.store(outcome, payload)
@@ -161,16 +170,24 @@ class Verifier:
     """Runs again, in the tree now, the followed calls that stored outcomes recorded (cache.RecordCheck): once per
     call, in a project of its own (a worker forked later inherits what it ran)."""
 
-    def __init__(self, job: Job, digests):
+    def __init__(self, job: Job, digests, parsed: dict[str, ast.Module] | None = None):
         self.job, self.digests = job, digests
         self.project: PythonProject | None = None
+        self.parsed = parsed if parsed is not None else {}  # syntax trees of the texts, parsed already
         self.done: dict[tuple, list | None] = {}
 
     def shared(self) -> PythonProject:
         """Its project, for the files read after all (their modules' readers and followed calls are the same)."""
         if self.project is None:
             self.project = PythonProject(self.job.python_paths, self.job.texts.get)
+        self.shared_parsed()
         return self.project
+
+    def shared_parsed(self) -> None:
+        """The syntax trees parsed already (for definition digests) given to its project, if it has one."""
+        if self.project is not None and self.parsed:
+            self.project.adopt_parsed(self.parsed)
+            self.parsed.clear()
 
     def record(self, path: str, function: str, args: str, depth: int) -> tuple[str, dict] | None:
         """(ID, {ID: record}) of the call's record now and of its nested calls' (FileOutcome.calls); None when the

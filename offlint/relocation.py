@@ -19,6 +19,7 @@ class Unmovable(Exception):
 
 _PATH_LINE = re.compile(r"(?<![\w./\\-])(/?(?:[\w.\-]+/)*[\w.\-]+\.py):(\d+)")  # an absolute path too
 _BARE_LINE = re.compile(r"\bline (\d+)")
+_ATOMS = frozenset((int, bool, float))
 
 
 def relocate(codec: Codec, units: list, findings: list, moves: dict[str, dict[int, int]]) -> tuple[list, list]:
@@ -29,10 +30,9 @@ def relocate(codec: Codec, units: list, findings: list, moves: dict[str, dict[in
     file's `moves`; the reading used nothing else of it). And a unit's assignments must keep their order by line
     (the reader sorts them so, whatever their file). Raises Unmovable otherwise: the units are read again. The
     values given are not changed: what holds a moved location is copied."""
-    shifted = {old for lines in moves.values() for old, new in lines.items() if old != new}
-    if not shifted:
+    if not any(old != new for lines in moves.values() for old, new in lines.items()):
         return units, findings
-    mover = _Mover(codec, moves, shifted)
+    mover = _Mover(codec, moves)
     new_units = [mover.move(unit) for unit in units]
     new_findings = [mover.move(finding) for finding in findings]
     for old, new in zip(units, new_units):
@@ -45,12 +45,13 @@ class _Mover:
     """Copies a value made of the cache format's classes with its locations moved (copy on change: a part
     holding nothing moved is the same object; an object met twice is copied once, as the format shares it)."""
 
-    def __init__(self, codec: Codec, moves: dict[str, dict[int, int]], shifted: set[int]):
-        self.moves, self.shifted = moves, shifted
+    def __init__(self, codec: Codec, moves: dict[str, dict[int, int]]):
+        self.moves = moves
         self.decoding = codec._decoding  # class name -> (class, fields, ..., settable by __dict__)
         self.getters = codec._getters
         self.memo: dict[int, object] = {}
         self.texts: dict[str, str | Unmovable] = {}  # a text -> itself moved (texts repeat: the same provenance)
+        self.leaves: set[type] = set()  # enum classes met: their members hold no location
 
     def move(self, value):
         kind = type(value)
@@ -67,7 +68,7 @@ class _Mover:
             if type(moved) is not str:
                 raise moved
             return moved
-        if kind is int or kind is bool or kind is float or value is None:
+        if kind in _ATOMS or value is None or kind in self.leaves:
             return value
         key = id(value)
         if key in self.memo:
@@ -81,32 +82,29 @@ class _Mover:
                     raise Unmovable(str(value))
                 if line != value.line:
                     out = Location(value.path, line, value.col)
-        elif kind is tuple or kind is list:
-            items = [self.move(item) for item in value]
-            out = value if all(a is b for a, b in zip(items, value)) else kind(items)
+        elif kind is tuple or kind is list or kind is frozenset or kind is set:
+            items = self.items(value)
+            out = value if items is None else kind(items)
         elif kind is dict or kind is PartialDict:
-            pairs = [(self.move(k), self.move(v)) for k, v in value.items()]
-            if all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items())):
+            keys, values = self.items(value.keys()), self.items(value.values())
+            if keys is None and values is None:
                 out = value
-            elif kind is dict:
-                out = dict(pairs)
             else:
-                out = kind(pairs, value.reason)
-        elif kind is frozenset or kind is set:
-            items = [self.move(item) for item in value]
-            out = value if all(a is b for a, b in zip(items, value)) else kind(items)
+                pairs = zip(keys or list(value.keys()), values or list(value.values()))
+                out = dict(pairs) if kind is dict else kind(pairs, value.reason)
         elif kind is Record:
             fields = self.move(value.fields)
             out = value if fields is value.fields else Record(value.name, fields, value.plain)
         elif isinstance(value, enum.Enum) or value is KEY_DEFAULT or value is ABSENT:
+            if isinstance(value, enum.Enum):
+                self.leaves.add(kind)
             out = value
         else:
             plain = self.decoding.get(kind.__name__)
             if plain is None or plain[0] is not kind:
                 raise Unmovable(f"a {kind.__name__}")  # nothing offlint stores: read again
-            fields = self.getters[kind.__name__](value)
-            moved = [self.move(field) for field in fields]
-            if all(a is b for a, b in zip(moved, fields)):
+            moved = self.items(self.getters[kind.__name__](value))
+            if moved is None:
                 out = value
             else:
                 out = object.__new__(kind)
@@ -118,8 +116,30 @@ class _Mover:
         self.memo[key] = out
         return out
 
+    def items(self, values) -> list | None:
+        """`values` (a collection's items, an object's fields) each moved, as a list; None when none moved. A value
+        that cannot hold a location (a number, a text naming no line, an enum member) is not looked at further."""
+        out = None
+        move, leaves = self.move, self.leaves
+        for index, value in enumerate(values):
+            kind = type(value)
+            if kind is str:
+                if ".py:" not in value and "line " not in value:
+                    continue
+            elif kind in _ATOMS or value is None or kind in leaves:
+                continue
+            moved = move(value)
+            if moved is not value:
+                if out is None:
+                    out = list(values)
+                out[index] = moved
+        return out
+
     def text(self, value: str) -> str:
-        moves, shifted = self.moves, self.shifted
+        moves = self.moves
+
+        def shifted(line: int) -> bool:  # a line of some file of `moves` that moved
+            return any(lines.get(line, line) != line for lines in moves.values())
 
         def path_line(match: re.Match) -> str:
             path, line = match.group(1), int(match.group(2))
@@ -129,11 +149,11 @@ class _Mover:
                 if new is None:
                     raise Unmovable(f"{path}:{line}")
                 return f"{path}:{new}"
-            if line in shifted and any(moved.endswith("/" + path) for moved in moves):
+            if shifted(line) and any(moved.endswith("/" + path) for moved in moves):
                 raise Unmovable(match.group(0))
             return match.group(0)
 
-        if any(int(line) in shifted for line in _BARE_LINE.findall(value)):
+        if any(shifted(int(line)) for line in _BARE_LINE.findall(value)):
             raise Unmovable("a line named without its file")
         return _PATH_LINE.sub(path_line, value) if ".py:" in value else value
 
