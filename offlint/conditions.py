@@ -836,8 +836,7 @@ def uneven_split_refusal(scope: Scope) -> object:
     if scope.names.get("unit_kind") in ("yaml", "command") and scope.names.get("defaults") != "mlm-cli":
         counts = [f"model.num_layers_in_{part}_pipeline_stage" for part, v in (("first", first), ("last", last))
                   if v is not None]
-        topology = ("model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size")
-        if any(_by_command_line(scope, key) for key in topology) and \
+        if any(_by_command_line(scope, key) for key in _TOPOLOGY) and \
                 not all(_by_command_line(scope, key) for key in counts):
             return ""
     where = " when it builds the config"
@@ -877,6 +876,10 @@ def uneven_split_refusal(scope: Scope) -> object:
     return ""
 
 
+# What Bridge's training runner rebuilds a recipe's pipeline split after (recipe_runner.sync_model_pipeline_layout)
+_TOPOLOGY = ("model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size")
+
+
 def _by_command_line(scope: Scope, key: str) -> bool:
     """Whether `key`'s effective value is written by a Hydra override on the unit's command line."""
     scope.key(key)
@@ -907,11 +910,8 @@ def pipeline_layout_refusal(scope: Scope) -> object:
         written = scope.lookup("model.pipeline_model_parallel_layout").assignment
         if written is None or written.source not in (Source.HYDRA, Source.YAML):
             return ""  # the recipe's layout (or a performance script's): the runner may build it again
-        for topology in ("model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size"):
-            scope.key(topology)
-            by = scope.lookup(topology).assignment
-            if written.source is Source.YAML and by is not None and by.source is Source.HYDRA:
-                return ""  # a YAML file's layout with PP/VP from the command line: rebuilt from a recipe's builder
+        if written.source is Source.YAML and any(_by_command_line(scope, key) for key in _TOPOLOGY):
+            return ""  # a YAML file's layout with PP/VP from the command line: rebuilt from a recipe's builder
 
     layout = scope.key("model.pipeline_model_parallel_layout")
     if layout is UNKNOWN or layout in (None, ""):

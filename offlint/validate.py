@@ -154,6 +154,15 @@ def rules_for_error(error: str, rules: dict[str, Rule]) -> set[str]:
 
 
 COMPARED_STAGES = ("config", "optimizer-build")
+PARTS = ("model", "optimizer", "optimizer_build")
+
+
+def read_answer(answer: dict) -> tuple[list[str], list[str]]:
+    """A probe answer's (errors, what its environment could not judge), over the parts it was asked
+    (offlint.mcore_probe: a verdict's ok is True, False with an error, or None with the environment's reason)."""
+    verdicts = [answer[part] for part in PARTS if answer.get(part)]
+    return ([v["error"] for v in verdicts if v["ok"] is False],
+            [v["environment"] for v in verdicts if v["ok"] is None])
 
 
 def validate_units(resolved_units: list, findings: list[Finding], rules: dict[str, Rule],
@@ -170,11 +179,9 @@ def validate_units(resolved_units: list, findings: list[Finding], rules: dict[st
         model, optimizer = known_section(resolved, "model"), known_section(resolved, "optimizer")
         if model is None and optimizer is None:
             continue
-        answer = core.ask(model, optimizer)
-        verdicts = [answer[p] for p in ("model", "optimizer", "optimizer_build") if answer.get(p)]
-        if any(v["ok"] is None for v in verdicts):
+        errors, unjudged = read_answer(core.ask(model, optimizer))
+        if unjudged:
             continue  # this environment cannot judge it (no Transformer Engine, say): no verdict either way
-        errors = [v["error"] for v in verdicts if v["ok"] is False]
         fired = {f.code: f for f in by_unit.get(resolved.unit.name, []) if f.stage in COMPARED_STAGES}
         location = resolved.unit.location
         for error in errors:

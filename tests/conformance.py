@@ -14,7 +14,7 @@ from offlint.engine import check_unit
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules
 from offlint.sources import read_source
-from offlint.validate import COMPARED_STAGES, MegatronCore, rules_for_error
+from offlint.validate import COMPARED_STAGES, MegatronCore, read_answer, rules_for_error
 from offlint.versions import Version, parse_version
 
 FORMS = ("python", "yaml", "hydra", "mlm")
@@ -254,12 +254,9 @@ class Comparison:
 
 def compare(config: dict, mcore: MegatronCore, rules: dict[str, Rule], forms=FORMS) -> Comparison:
     """Judge one configuration with megatron-core and with offlint in every form; list disagreements."""
-    answer = mcore.ask(*mcore_request(config))
-    verdicts = [answer[part] for part in ("model", "optimizer", "optimizer_build") if answer.get(part)]
-    unjudged = [v["environment"] for v in verdicts if v["ok"] is None]
+    errors, unjudged = read_answer(mcore.ask(*mcore_request(config)))
     if unjudged:  # the probe's environment, not the configuration (offlint.mcore_probe.ENVIRONMENT_TEXTS)
         return Comparison("other-error", unjudged[0])
-    errors = [v["error"] for v in verdicts if v["ok"] is False]
     selected = [rule for rule in rules.values() if rule.scope == "unit"]
     compared = {r.code: r for r in selected if any(c.stage in COMPARED_STAGES for c in r.checks)}
     result = Comparison("accepted" if not errors else "rejected")

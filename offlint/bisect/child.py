@@ -101,14 +101,15 @@ def validate_verdict(config: str, recipe: str | None, overrides, root: Path, mco
 def _first_error(core, sections: dict, dropped: list[str]) -> str | None:
     """megatron-core's first error, None when it accepts the configuration; the fields this release lacks, which
     the probe leaves out, are noted in `dropped`. Raises Unjudged when this environment cannot judge it."""
+    from offlint.validate import read_answer
+
     answer = core.ask(sections["model"] or None, sections["optimizer"] or None)
     for part, section in (("model", "model"), ("optimizer", "optimizer")):
         dropped += [f"{section}.{key}" for key in (answer.get(part) or {}).get("ignored", [])]
-    verdicts = [answer[part] for part in ("model", "optimizer", "optimizer_build") if answer.get(part)]
-    unjudged = [v["environment"] for v in verdicts if v["ok"] is None]
+    errors, unjudged = read_answer(answer)
     if unjudged:
         raise Unjudged(unjudged[0])
-    return next((v["error"] for v in verdicts if v["ok"] is False), None)
+    return errors[0] if errors else None
 
 
 def main(argv=None) -> int:
