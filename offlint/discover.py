@@ -14,6 +14,7 @@ import functools
 import os
 import re
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,10 +177,81 @@ def discover(paths: list[str], root: str | os.PathLike | None = None, exclusion:
     return files, problems
 
 
+# A warm_start.WarmStart while a check runs (warm_start.remembered), else None: a walk's listing is kept there, and
+# a later walk of the same directory, with the same exclusions, takes it when nothing it read has changed since
+MEMO = None
+RACY_NS = 2_000_000_000  # a listing whose folders or files changed this recently is not kept (see _kept_walk)
+
+
 def _walk(root: str, exclusion: Exclusion):
     """(path below root, kind, "") of every lintable file under root, in sorted order (depth first), skipping
     ignored files, symbolic links and special files, none of which is ever opened; paths use "/". A directory
-    or file that cannot be read gives (its path below root, "", why)."""
+    or file that cannot be read gives (its path below root, "", why). With a `MEMO`, as kept (`_kept_walk`)."""
+    if MEMO is None:
+        return _walk_now(root, exclusion)
+    return _kept_walk(root, exclusion)
+
+
+def _kept_walk(root: str, exclusion: Exclusion):
+    """`_walk_now`, or what it gave last time when nothing it read has changed: each folder it listed is the same
+    (inode, mtime and ctime: a name added, removed or renamed in it, or its permissions changed, changes its ctime),
+    and so is each file it opened (the .gitignore files and the heads of extension-less files: inode, size, mtime,
+    ctime), under the same exclusions and .gitignore parser. A listing is kept only when it met no problem and
+    nothing it read changed less than RACY_NS before the walk began: a change in the same clock tick as one seen
+    then would leave the times as they were (git's "racy" entries). Megatron Bridge: 706 folders, 2,097 files,
+    about 45 ms to walk (its .gitignore's regex on 2,800 paths), 3 ms to check."""
+    from offlint.gitignore import parser_state
+
+    key = repr((root, exclusion, parser_state()))
+    kept = MEMO.listing(key)
+    if kept is not None and _unchanged(root, kept):
+        yield from ((below[1:], _KIND_OF[below[0]], "") for below in kept["found"].split("\n") if below)
+        return
+    start = time.time_ns()
+    record: dict[str, list] = {"dirs": [], "files": []}
+    found: list[str] = []
+    clean = True
+    for below, kind, problem in _walk_now(root, exclusion, record):
+        clean = clean and not problem and "\n" not in below
+        if not problem:
+            found.append(_KIND_CODE[kind] + below)
+        yield below, kind, problem
+    recent = start - RACY_NS
+    if clean and all(row[3] < recent and row[4] < recent for rows in record.values() for row in rows):
+        # compact: the paths as one text, the folders' numbers as one list (the warm start's load parses it)
+        MEMO.keep_listing(key, {"dirs": "\n".join(row[0] for row in record["dirs"]),
+                                "numbers": [n for row in record["dirs"] for n in row[1:]],
+                                "files": record["files"], "found": "\n".join(found)})
+
+
+_KIND_CODE = {"python": "p", "yaml": "y", "shell": "s"}
+_KIND_OF = {code: kind for kind, code in _KIND_CODE.items()}
+
+
+def _unchanged(root: str, kept: dict) -> bool:
+    """Whether every folder and file a kept listing read is as it was then."""
+    dirs, numbers = kept["dirs"].split("\n"), kept["numbers"]
+    if len(numbers) != 4 * len(dirs):
+        return False
+    join, lstat, isdir = os.path.join, os.lstat, stat.S_ISDIR
+    try:
+        for index, below in enumerate(dirs):
+            info = lstat(join(root, below))
+            if [info.st_ino, info.st_dev, info.st_mtime_ns, info.st_ctime_ns] != numbers[4 * index:4 * index + 4] \
+                    or not isdir(info.st_mode):
+                return False
+        for below, inode, size, mtime, ctime in kept["files"]:
+            info = os.stat(join(root, below))
+            if (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns) != (inode, size, mtime, ctime):
+                return False
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
+def _walk_now(root: str, exclusion: Exclusion, record: dict[str, list] | None = None):
+    """`_walk`, walking; `record`: where the state of each folder listed and each file opened is noted
+    (_kept_walk), each before it is read."""
     specs: list[tuple[str, GitIgnore]] = []  # (folder below root, "a/" or "", its .gitignore)
     pending = [""]  # directories still to read, as paths below root ("a/b/"); a stack, so depth first
     excluded = exclusion.entry_matcher()
@@ -188,6 +260,9 @@ def _walk(root: str, exclusion: Exclusion):
         below = pending.pop()
         directory = os.path.join(root, below)
         try:
+            if record is not None:
+                info = os.lstat(directory)
+                record["dirs"].append([below, info.st_ino, info.st_dev, info.st_mtime_ns, info.st_ctime_ns])
             with os.scandir(directory) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError as exc:
@@ -204,6 +279,8 @@ def _walk(root: str, exclusion: Exclusion):
         for entry, is_dir, _ in classified:
             if entry.name == ".gitignore" and not is_dir:
                 try:
+                    if record is not None:
+                        _note_file(record, below + entry.name, entry.path)
                     lines = read_bytes(entry.path).decode("utf-8", "replace").splitlines()
                     specs.append((below, GitIgnore(lines)))
                 except ReadError as exc:  # which files it would exclude is unknown: say so
@@ -222,6 +299,8 @@ def _walk(root: str, exclusion: Exclusion):
                 continue
             if kind is None:  # no extension: a shell script when its #! line says so
                 try:
+                    if record is not None:
+                        _note_file(record, below + name, entry.path)
                     kind = "shell" if _shell_shebang(read_head(entry.path, 200)) else None
                 except ReadError as exc:
                     yield below + name, "", f"{exc} (to tell whether it is a shell script)"
@@ -229,6 +308,16 @@ def _walk(root: str, exclusion: Exclusion):
             if kind:
                 yield below + name, kind, ""
         pending.extend(reversed(subdirs))
+
+
+def _note_file(record: dict[str, list], below: str, path: str) -> None:
+    """A file the walk opens, as it is before it does (a file it cannot stat is read, and reported, as without)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        record["files"].append([below, -1, -1, -1, -1])  # never the same again: the listing is walked next time
+        return
+    record["files"].append([below, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns])
 
 
 def _os_problem(exc: OSError) -> str:

@@ -69,6 +69,16 @@ _PATHSPEC: list[str] = []
 def _key(lines: list[str]) -> str | None:
     """A .gitignore's key among the kept regexes: its lines, and pathspec's installed files (their names, sizes and
     mtimes: another pathspec may parse the patterns differently); None without pathspec."""
+    state = parser_state()
+    if state is None:
+        return None
+    return hashlib.blake2b(repr((state, sys.version_info[:2], lines)).encode("utf-8", "surrogatepass"),
+                           digest_size=16).hexdigest()
+
+
+def parser_state() -> str | None:
+    """A digest of pathspec's installed files (their names, sizes and mtimes), once per process; None without
+    pathspec."""
     if not _PATHSPEC:
         import importlib.util
 
@@ -87,8 +97,7 @@ def _key(lines: list[str]) -> str | None:
         except OSError:
             return None
         _PATHSPEC.append(hashlib.blake2b("\n".join(state).encode(), digest_size=16).hexdigest())
-    return hashlib.blake2b(repr((_PATHSPEC[0], sys.version_info[:2], lines)).encode("utf-8", "surrogatepass"),
-                           digest_size=16).hexdigest()
+    return _PATHSPEC[0]
 
 
 _NOTHING = "(?!)"  # the joined regex of a .gitignore without patterns
