@@ -1,17 +1,23 @@
 """Fixtures for tests that need a real Slurm cluster (scripts/start_slurm.sh starts one, as root).
 
 `slurm` skips with the reason when no cluster answers, and fails a test that leaves a job of its own queued.
+The cluster has one node, and some tests take it down: `slurm` lets one test at a time use it, across the test
+processes of one run (pytest-xdist) and across runs on the machine.
 """
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+# Held by the test using the cluster: a lock file every run on this machine finds
+ONE_AT_A_TIME = Path(tempfile.gettempdir()) / "offlint-tests-slurm-cluster.lock"
 START = "start one with `sudo scripts/start_slurm.sh` (as .ci/run does)"
 
 
@@ -71,9 +77,11 @@ def slurm(slurm_cluster, tmp_path: Path) -> Path:
     (every job a test submits runs in a directory under its tmp_path)."""
     workdir = tmp_path / "shared"
     workdir.mkdir()
-    yield workdir
-    left = active_jobs(tmp_path)
-    if left:  # clean up so that one failure does not cascade into the next tests, then fail this one
-        subprocess.run(["scancel", *(line.split()[0] for line in left)], check=False)
-        wait_for(lambda: not active_jobs(tmp_path), 60, "the leftover jobs to be cancelled", poll_s=0.5)
+    with open(ONE_AT_A_TIME, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, after the queue is checked
+        yield workdir
+        left = active_jobs(tmp_path)
+        if left:  # clean up so that one failure does not cascade into the next tests, then fail this one
+            subprocess.run(["scancel", *(line.split()[0] for line in left)], check=False)
+            wait_for(lambda: not active_jobs(tmp_path), 60, "the leftover jobs to be cancelled", poll_s=0.5)
     assert left == [], f"jobs left in the Slurm queue after the test: {left}"
