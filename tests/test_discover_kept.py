@@ -127,3 +127,28 @@ def test_a_kept_listing_survives_the_warm_start_file(tree, walks, monkeypatch):
     warm.save()
     again = WarmStart.load(tree)
     assert _found(again) == first and len(walks) == 1
+
+
+def test_a_check_sees_a_file_added_after_its_listing_was_kept(tmp_path, monkeypatch):
+    from offlint.api import CheckOptions, check
+
+    monkeypatch.setattr(discover, "RACY_NS", -10**12)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OFFLINT_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-cache"))
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'tree'\n")
+    (tmp_path / "launch").mkdir()
+    (tmp_path / "launch" / "quiet.sh").write_text("#!/bin/bash\necho nothing to check\n")
+    options = CheckOptions(root=tmp_path, mcore_version="0.20.0", cache=True, workers=1)
+    first = check(["."], options)
+    walked = []
+    original = discover._walk_now
+    monkeypatch.setattr(discover, "_walk_now", lambda *args: walked.append(1) or original(*args))
+    assert check(["."], options).files_checked == first.files_checked == 1 and walked == []  # the kept listing
+    _later()
+    (tmp_path / "launch" / "offload.sh").write_text(
+        "#!/bin/bash\npython pretrain_gpt.py --cpu-offloading --cpu-offloading-num-layers 2 "
+        "--pipeline-model-parallel-size 4 --num-layers 8\n")
+    after = check(["."], options)
+    assert walked and after.files_checked == 2
+    uncached = check(["."], CheckOptions(root=tmp_path, mcore_version="0.20.0", cache=False, workers=1))
+    assert sorted(map(repr, after.findings)) == sorted(map(repr, uncached.findings)) and after.findings
