@@ -12,11 +12,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from offlint import changed, pipeline, scope
-from offlint.cache import Cache, Deferred, digest, fingerprint
+from offlint.cache import Cache, Deferred, digest, fingerprint, merge_moves
 from offlint.discover import Exclusion, SourceFile, discover
 from offlint.pipeline import Job
 from offlint.linking import link_commands
 from offlint.reading import text_or_error
+from offlint.relocation import Unmovable, relocate
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
 from offlint.source_files import FileRead
@@ -149,6 +150,9 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                                                              if key not in kept and unit.recipe})
         if cache is not None:
             cache.exact.difference_update(later.path for _, later in deferred if later.again)
+            for _, later in deferred:
+                if later.again:
+                    cache.shifted.pop(later.path, None)
     link_commands(reads, errors)
     from offlint.engine import check_unit  # here: a warm run, answered from the cache, checks nothing
 
@@ -200,11 +204,12 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
     (the unit, its key or None, the files the key names)}, {key: findings kept}). `link_commands` links a command
     to the recipe units of its name in the run's files, or, when none defines it, of the names the run's Python
     files import `as` it; the findings come from that command unit and those recipe units, which are their files'
-    stored payloads when those files are as stored (`Cache.exact`). So the key is the command's file, its place in
-    that file's payload, and the files that define the recipes it may link to (none: it links to none), each by
-    its payload's digest; for an alias, the names it stands for. Not kept: commands of the target files (their
-    linked units are reported on), and those whose linking reads more of the tree (a --config-file YAML, an entry
-    script, a performance launcher's environment)."""
+    stored payloads when those files are as stored (`Cache.exact`), or those payloads with their lines moved (an edit
+    above a function they read: the findings are moved as the units are). So the key is the command's file, its
+    place in that file's payload, and the files that define the recipes it may link to (none: it links to none),
+    each by its payload's digest; for an alias, the names it stands for. Not kept: commands of the target files
+    (their linked units are reported on), and those whose linking reads more of the tree (a --config-file YAML, an
+    entry script, a performance launcher's environment)."""
     keys: dict[int, tuple] = {}
     kept: dict[str, list[Finding]] = {}
     if cache is None:
@@ -218,13 +223,13 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
     for _, later in deferred:
         for name in later.summary.recipes:
             defining.setdefault(name, set()).add(later.path)
-    payloads: dict[str, str | None] = {}
     aliases: dict[str, set[str]] | None = None  # as linking.link_commands' originals_of
+    states: dict[str, tuple | None] = {}  # path -> Cache.payload_state
 
     def payload(path: str) -> str | None:
-        if path not in payloads:
-            payloads[path] = cache.payload_digest(path)
-        return payloads[path]
+        if path not in states:
+            states[path] = cache.payload_state(path)
+        return states[path][0] if states[path] is not None else None
 
     for read in reads:
         target = targets is not None and read.file.path in targets
@@ -250,8 +255,26 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
             keys[id(unit)] = (unit, key, [read.file.path, *files])
             found = cache.linked_findings(key) if targets is not None else None
             if found is not None:
+                found = _moved_findings(cache, found, [states[path][1] for path in [read.file.path, *files]])
+            if found is not None:
                 kept[key] = found
     return keys, kept
+
+
+def _moved_findings(cache: Cache, found: list[Finding], moves: list[dict | None]) -> list[Finding] | None:
+    """Kept findings of a launch command whose files' stored outcomes are valid with lines moved (`moves`: each
+    file's line moves, None for one valid as stored), moved with them as those outcomes' units are
+    (relocation.relocate); None when the moves disagree or a location cannot be moved (checked again)."""
+    merged: dict[str, dict[int, int]] = {}
+    for more in moves:
+        if more is not None and not merge_moves(merged, {path: dict(lines) for path, lines in more.items()}):
+            return None
+    if not merged:
+        return found
+    try:
+        return relocate(cache.codec, [], found, merged)[1]
+    except Unmovable:
+        return None
 
 
 def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], findings: list[Finding],

@@ -248,6 +248,8 @@ class Cache:
         # Files whose outcome this run is the stored payload as it is (valid as stored, no line moved; or stored
         # now): a launch command linked to their recipes keeps its findings by that payload (`linked_findings`)
         self.exact: set[str] = set()
+        # Files whose stored outcome is valid in this run with its lines moved: path -> the moves (`payload_state`)
+        self.shifted: dict[str, dict[str, dict[int, int]]] = {}
         self._linked: dict[str, str] | None = None  # command key -> its findings encoded (linked-KEY.json)
         self._linked_used: set[str] = set()
         self._write_linked = False
@@ -460,6 +462,8 @@ class Cache:
         shifting = any(old != new for lines in moves.values() for old, new in lines.items())
         if entry.digest == text_digest and not shifting:
             self.exact.add(path)
+        if entry.digest == text_digest and shifting:
+            self.shifted[path] = moves
         summary = entry.summary_now() if defer else None
         if summary is not None and entry.digest == text_digest and (not shifting or summary.distinct):
             if moved:
@@ -474,6 +478,7 @@ class Cache:
         outcome = self._moved(self._decoded(path, entry), moves if shifting else None)
         if outcome is None:
             self.exact.discard(path)
+            self.shifted.pop(path, None)
             return None
         if moved:  # still valid as stored, kept so if the entries are written anyway (not written for this alone)
             entry.deps = outcome.deps = {**entry.deps, **moved}
@@ -502,6 +507,18 @@ class Cache:
         if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != entry.digest:
             return None
         return outcome
+
+    def payload_state(self, path: str) -> tuple[str, dict[str, dict[int, int]] | None] | None:
+        """(digest of the stored payload, None) when that payload is `path`'s outcome in this run as it is (`exact`);
+        (its digest, the line moves) when it is with its lines moved (`shifted`); else None."""
+        if path in self.exact:
+            found = self.payload_digest(path)
+            return None if found is None else (found, None)
+        if path in self.shifted:
+            entry = self.entries.get(path)
+            payload = self._payload(entry) if entry is not None else None
+            return None if payload is None else (digest(payload), self.shifted[path])
+        return None
 
     def payload_digest(self, path: str) -> str | None:
         """The digest of the stored payload that is `path`'s outcome in this run as it is (`exact`), else None."""

@@ -138,3 +138,22 @@ def test_a_whole_tree_run_keeps_only_the_launches_it_checked(tree):
     _answer(tree, ["."], cache=True)
     now = set(json.loads(_linked_file(tree).read_text())["commands"])
     assert len(now) == 2 and len(now & first) == 1  # train_legacy.sh's kept, train_quiet.sh's replaced
+
+
+def test_a_launch_whose_recipe_only_moved_keeps_its_findings_at_the_new_lines(tree, checked):
+    """A line inserted above the base builder moves it, and what the recipes read of it, without changing it: their
+    stored outcomes are valid with those lines moved, and so are the findings of the launches linked to them, moved
+    the same way (the answer is the uncached one, and no launch is checked again)."""
+    _answer(tree, ["."], cache=True)
+    before = _answer(tree, ["recipes/common.py"], cache=True)
+    common = tree / "recipes" / "common.py"
+    text = common.read_text()
+    common.write_text(text.replace("\n\ndef _pretrain_common", "\n# the base of the pretrain recipes\n\ndef _pretrain_common"))
+    checked.clear()
+    answer = _answer(tree, ["recipes/common.py"], cache=True)
+    assert checked == []  # both launches kept
+    assert answer == _answer(tree, ["recipes/common.py"], cache=False)
+    line = 1 + text[:text.index("pipeline_model_parallel_size=4")].count("\n")  # what both launches draw on
+    drawn = f"Location(path='recipes/common.py', line={{}},"
+    assert [drawn.format(line) in f for f in before[0] if "--recipe" in f] == [True, True]
+    assert [drawn.format(line + 1) in f for f in answer[0] if "--recipe" in f] == [True, True]
