@@ -23,6 +23,9 @@ _TOP_LEVEL_NAME = re.compile(rb"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Z_][A-Z0-9_
 _ALIAS = re.compile(rb"\bimport\s+[\w.]+\s+as\s+([A-Za-z_]\w*)"
                     rb"|(?:,\s*|(?<!\s)\s+|(?<![A-Za-z_]))[A-Za-z_]\w*\s+as\s+([A-Za-z_]\w*)")
 _RECIPE_FLAG = re.compile(r"--recipe[=\s]+[\"']?([A-Za-z_]\w*)")
+# A recipe named through shell variables: `--recipe "$RECIPE"`, `--recipe ${MODEL_NAME}_peft_config`
+_RECIPE_EXPANDED = re.compile(r"--recipe[=\s]+[\"']?((?:\$\{?[A-Za-z_]\w*(?::?[-=][\w.]*)?\}?|[A-Za-z0-9_])*\$[^\s\"';|&)]*)")
+_EXPANSION = re.compile(r"\$\{?([A-Za-z_]\w*)(?::?[-=][\w.]*)?\}?")
 _CONFIG_FILE = re.compile(r"--config[-_]file[=\s]+[\"']?([\w./-]+\.ya?ml)")
 MAX_ROUNDS = 6  # base builders of base builders: deeper chains than this are not seen in Bridge
 
@@ -106,18 +109,22 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
     # Every chosen launch (changed, or running a chosen recipe) also needs the YAML files it layers.
     launches = [f for f in chosen.values() if f.kind != "python"]
     texts = {f.path: data.get(f.path, b"").decode("utf-8", "replace") for f in launches}
-    wanted = {name for t in targets if t.kind != "python" for name in _RECIPE_FLAG.findall(texts.get(t.path, ""))}
+    wanted = {re.escape(name) for t in targets if t.kind != "python"
+              for name in _RECIPE_FLAG.findall(texts.get(t.path, ""))}
+    # A changed launch naming its recipe through shell variables: the names their literal values make (a variable
+    # set otherwise is left out, as before: finding the recipe of every name would read the whole tree)
+    wanted |= {shape for t in targets if t.kind != "python" for shape in _expanded_recipes(texts.get(t.path, ""))}
     seen = set(wanted)
     python_files = [f for f in tree_files if f.kind == "python"]
     while wanted:
-        names = "|".join(sorted(re.escape(n) for n in wanted))
+        names = "|".join(sorted(wanted))
         definition = re.compile(rf"^\s*def (?:{names})\s*\(|^(?:{names})\s*=|\bas\s+(?:{names})\b".encode(), re.M)
         original = re.compile(rf"\b([A-Za-z_]\w*)\s+as\s+(?:{names})\b".encode())
         wanted = set()
         for file in python_files:
             if definition.search(data[file.path]):
                 chosen.setdefault(file.path, SourceFile(file.path, "python", False))
-                wanted |= {m.decode() for m in original.findall(data[file.path])} - seen
+                wanted |= {re.escape(m.decode()) for m in original.findall(data[file.path])} - seen
         seen |= wanted
     for launch in launches:
         for name in set(_CONFIG_FILE.findall(texts[launch.path])):
@@ -125,6 +132,46 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
                 if file.kind == "yaml" and file.path not in chosen and file.path.endswith(name.lstrip("./")):
                     chosen[file.path] = SourceFile(file.path, "yaml", False)
     return tree_files, [chosen[f.path] for f in tree_files if f.path in chosen]
+
+
+def _expanded_recipes(text: str) -> set[str]:
+    """Patterns of the names `--recipe` arguments built from shell variables may be, where each variable's values are
+    literal words in the file (`X=name`, `X="name"`, `${X:-name}`, `for X in a b`): `${MODEL}_sft_config` with
+    `MODEL=llama` is `llama_sft_config`. An argument with a variable set otherwise is left out."""
+    shapes = set()
+    for argument in set(_RECIPE_EXPANDED.findall(text)):
+        parts, end = [], 0
+        for match in _EXPANSION.finditer(argument):
+            values = _literal_values(text, match.group(1))
+            if values is None:
+                break
+            parts += [re.escape(argument[end:match.start()]), "(?:" + "|".join(sorted(map(re.escape, values))) + ")"]
+            end = match.end()
+        else:
+            shapes.add("".join(parts) + re.escape(argument[end:]))
+    return shapes
+
+
+def _literal_values(text: str, variable: str) -> set[str] | None:
+    """The words `variable` is set to in a shell text, when every way the text sets it is a literal word (a default
+    `${X:-word}` counts); None when one is not (another variable, a command's output) or none is there."""
+    name = re.escape(variable)
+    values = set(re.findall(rf"\$\{{{name}:?[-=]([\w.]+)\}}", text))
+    for value in re.findall(rf"(?:^|[\s;(])(?:export\s+|local\s+|readonly\s+)?{name}=(\S*)", text, re.M):
+        value = value.strip("\"'")
+        if re.fullmatch(r"[\w.]+", value):
+            values.add(value)
+        elif not re.fullmatch(rf"\$\{{{name}:?[-=][\w.]+\}}", value):
+            return None
+    for words in re.findall(rf"\bfor\s+{name}\s+in\s+([^;\n]*)", text):
+        for word in words.split():
+            word = word.strip("\"'")
+            if not re.fullmatch(r"[\w.]+", word):
+                return None
+            values.add(word)
+    if re.search(rf"\bread\s+(?:-\w+\s+)*{name}\b|\bdeclare\s+.*\b{name}=", text):
+        return None
+    return values or None
 
 
 _WORD = re.compile(rb"[A-Za-z_]\w{2,}")

@@ -66,3 +66,29 @@ def test_launches_running_a_recipe_of_a_chosen_file_are_chosen(tmp_path, monkeyp
             "recipes/elsewhere.py": {}}
     by_deps = _chosen(tmp_path, deps)
     assert by_deps == by_text
+
+
+VARIABLE_LAUNCHES = {
+    "default.sh": ('RECIPE=${RECIPE:-plain_config}\npython run_recipe.py --recipe "${RECIPE}" a=1\n', True),
+    "built.sh": ("for SIZE in plain other; do\n  python run_recipe.py --recipe ${SIZE}_config\ndone\n", True),
+    "exported.sh": ('export RECIPE_NAME="far_config"\ntorchrun run_recipe.py --recipe $RECIPE_NAME\n', True),
+    "argument.sh": ("RECIPE=$1\npython run_recipe.py --recipe $RECIPE\n", False),  # not known from the file
+}
+
+
+def test_a_changed_launch_naming_its_recipe_through_variables_brings_the_recipe(tmp_path, monkeypatch):
+    """A changed launch whose `--recipe` is built from shell variables set to literal words in the file: the files
+    defining the names they make are read with it (the reader resolves the variables and links the recipe); a
+    variable the file does not set to a word brings nothing."""
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    for name, (text, _) in VARIABLE_LAUNCHES.items():
+        (tmp_path / "launch" / name).write_text(text)
+    tree_files, _ = discover(["."], tmp_path)
+    for name, (_, brings) in VARIABLE_LAUNCHES.items():
+        targets = [f for f in tree_files if f.path == f"launch/{name}"]
+        _, files = changed.expand(targets, tmp_path, lambda path: (tmp_path / path).read_text(), None,
+                                  list(tree_files))
+        chosen = {f.path for f in files}
+        defining = "recipes/elsewhere.py" if name == "exported.sh" else "recipes/llama.py"
+        assert (defining in chosen) is brings, (name, chosen)
