@@ -28,6 +28,7 @@ _RECIPE_EXPANDED = re.compile(r"--recipe[=\s]+[\"']?((?:\$\{?[A-Za-z_]\w*(?::?[-
 _EXPANSION = re.compile(r"\$\{?([A-Za-z_]\w*)(?::?[-=][\w.]*)?\}?")
 _CONFIG_FILE = re.compile(r"--config[-_]file[=\s]+[\"']?([\w./-]+\.ya?ml)")
 MAX_ROUNDS = 6  # base builders of base builders: deeper chains than this are not seen in Bridge
+MAX_BUILT_NAMES = 64  # recipe names one `--recipe` argument builds from its variables' values (_recipe_names)
 
 
 def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[str, dict[str, str]] | None = None,
@@ -83,7 +84,7 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
     for file in tree_files:
         if file.path in chosen or file.kind == "python":
             continue
-        names = _RECIPE_FLAG.findall(data[file.path].decode("utf-8", "replace"))
+        names = _recipe_names(data[file.path].decode("utf-8", "replace"))
         if names:
             flagged[file.path] = file, names
     pending = {name.encode() for _, names in flagged.values() for name in names}
@@ -109,22 +110,19 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
     # Every chosen launch (changed, or running a chosen recipe) also needs the YAML files it layers.
     launches = [f for f in chosen.values() if f.kind != "python"]
     texts = {f.path: data.get(f.path, b"").decode("utf-8", "replace") for f in launches}
-    wanted = {re.escape(name) for t in targets if t.kind != "python"
-              for name in _RECIPE_FLAG.findall(texts.get(t.path, ""))}
-    # A changed launch naming its recipe through shell variables: the names their literal values make (a variable
-    # set otherwise is left out, as before: finding the recipe of every name would read the whole tree)
-    wanted |= {shape for t in targets if t.kind != "python" for shape in _expanded_recipes(texts.get(t.path, ""))}
+    wanted = {name for t in targets if t.kind != "python" for name in _recipe_names(texts.get(t.path, ""))}
     seen = set(wanted)
     python_files = [f for f in tree_files if f.kind == "python"]
     while wanted:
-        names = "|".join(sorted(wanted))
+        names = "|".join(sorted(re.escape(n) for n in wanted))
         definition = re.compile(rf"^\s*def (?:{names})\s*\(|^(?:{names})\s*=|\bas\s+(?:{names})\b".encode(), re.M)
         original = re.compile(rf"\b([A-Za-z_]\w*)\s+as\s+(?:{names})\b".encode())
+        spelled = [name.encode() for name in wanted]  # each branch of `definition` spells the name out
         wanted = set()
         for file in python_files:
-            if definition.search(data[file.path]):
+            if any(name in data[file.path] for name in spelled) and definition.search(data[file.path]):
                 chosen.setdefault(file.path, SourceFile(file.path, "python", False))
-                wanted |= {re.escape(m.decode()) for m in original.findall(data[file.path])} - seen
+                wanted |= {m.decode() for m in original.findall(data[file.path])} - seen
         seen |= wanted
     for launch in launches:
         for name in set(_CONFIG_FILE.findall(texts[launch.path])):
@@ -134,43 +132,72 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
     return tree_files, [chosen[f.path] for f in tree_files if f.path in chosen]
 
 
-def _expanded_recipes(text: str) -> set[str]:
-    """Patterns of the names `--recipe` arguments built from shell variables may be, where each variable's values are
-    literal words in the file (`X=name`, `X="name"`, `${X:-name}`, `for X in a b`): `${MODEL}_sft_config` with
-    `MODEL=llama` is `llama_sft_config`. An argument with a variable set otherwise is left out."""
-    shapes = set()
-    for argument in set(_RECIPE_EXPANDED.findall(text)):
-        parts, end = [], 0
+def _recipe_names(text: str) -> list[str]:
+    """The recipes a launch text's `--recipe` flags name: literal names, and those built from shell variables that the
+    text sets to literal words only (`X=name`, `X="name"`, `${X:-name}`, `for X in a b`): `--recipe
+    ${MODEL}_sft_config` with `MODEL=llama` names `llama_sft_config`. A variable set otherwise (from the command
+    line, another variable, a command's output) names nothing here: the reader resolves what it can."""
+    names = _RECIPE_FLAG.findall(text)
+    arguments = set(_RECIPE_EXPANDED.findall(text)) if "$" in text else set()
+    if not arguments:
+        return names
+    defaults: dict[str, set[str]] = {}
+    for name, word in _DEFAULT.findall(text):
+        defaults.setdefault(name, set()).add(word)
+    for argument in sorted(arguments):
+        built, end = [""], 0
         for match in _EXPANSION.finditer(argument):
-            values = _literal_values(text, match.group(1))
-            if values is None:
+            words = _literal_values(text, match.group(1), defaults.get(match.group(1), set()))
+            if not words or len(built) * len(words) > MAX_BUILT_NAMES:
                 break
-            parts += [re.escape(argument[end:match.start()]), "(?:" + "|".join(sorted(map(re.escape, values))) + ")"]
+            built = [name + argument[end:match.start()] + word for name in built for word in sorted(words)]
             end = match.end()
         else:
-            shapes.add("".join(parts) + re.escape(argument[end:]))
-    return shapes
+            names += [name + argument[end:] for name in built if _NAME.fullmatch(name + argument[end:])]
+    return names
 
 
-def _literal_values(text: str, variable: str) -> set[str] | None:
-    """The words `variable` is set to in a shell text, when every way the text sets it is a literal word (a default
-    `${X:-word}` counts); None when one is not (another variable, a command's output) or none is there."""
-    name = re.escape(variable)
-    values = set(re.findall(rf"\$\{{{name}:?[-=]([\w.]+)\}}", text))
-    for value in re.findall(rf"(?:^|[\s;(])(?:export\s+|local\s+|readonly\s+)?{name}=(\S*)", text, re.M):
-        value = value.strip("\"'")
-        if re.fullmatch(r"[\w.]+", value):
-            values.add(value)
-        elif not re.fullmatch(rf"\$\{{{name}:?[-=][\w.]+\}}", value):
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_LITERAL = re.compile(r"[\w.]+")
+_DEFAULT = re.compile(r"\$\{([A-Za-z_]\w*):?[-=]([\w.]+)\}")  # ${X:-word}, ${X=word}
+_VALUE = re.compile(r"[^\s;]*")  # an assignment's value: up to a blank or `;`
+_VALUE_LIST = re.compile(r"[^;\n]*")  # the words of a `for` or a `read`: up to `;` or the line's end
+_SETTERS = ("read ", "declare ", "typeset ", "mapfile ", "readarray ", "getopts ")
+
+
+def _literal_values(text: str, variable: str, defaults: set[str]) -> set[str] | None:
+    """The literal words a shell text sets `variable` to (`X=word`, `export X="word"`, `for X in a b`, and its
+    `defaults`, `${X:-word}`), when every way the text sets it is one; None when one is not (another variable, a
+    command's output, `read X`). Searched as plain text, not parsed: a way it misses only leaves a launch unchosen
+    or chosen for nothing, the reader decides what it runs."""
+    values = set(defaults)
+    start = 0
+    while (at := text.find(variable + "=", start)) >= 0:
+        start = at + len(variable) + 1
+        if at and (text[at - 1].isalnum() or text[at - 1] in "_${.-"):
+            continue  # a longer name, an expansion, a flag's value
+        value = _VALUE.match(text, start).group().strip("\"'")
+        default = _DEFAULT.fullmatch(value)
+        if default is not None and default.group(1) == variable:
+            continue  # X=${X:-word}: its default, counted
+        if not _LITERAL.fullmatch(value):
             return None
-    for words in re.findall(rf"\bfor\s+{name}\s+in\s+([^;\n]*)", text):
-        for word in words.split():
+        values.add(value)
+    loop = f"for {variable} in "
+    start = 0
+    while (at := text.find(loop, start)) >= 0:
+        start = at + len(loop)
+        for word in _VALUE_LIST.match(text, start).group().split():
             word = word.strip("\"'")
-            if not re.fullmatch(r"[\w.]+", word):
+            if not _LITERAL.fullmatch(word):
                 return None
             values.add(word)
-    if re.search(rf"\bread\s+(?:-\w+\s+)*{name}\b|\bdeclare\s+.*\b{name}=", text):
-        return None
+    for setter in _SETTERS:
+        start = 0
+        while (at := text.find(setter, start)) >= 0:
+            start = at + len(setter)
+            if variable in _NAME.findall(_VALUE_LIST.match(text, start).group()):
+                return None
     return values or None
 
 

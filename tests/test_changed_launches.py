@@ -92,3 +92,19 @@ def test_a_changed_launch_naming_its_recipe_through_variables_brings_the_recipe(
         chosen = {f.path for f in files}
         defining = "recipes/elsewhere.py" if name == "exported.sh" else "recipes/llama.py"
         assert (defining in chosen) is brings, (name, chosen)
+
+
+def test_a_recipe_change_chooses_the_launches_that_build_its_name_from_variables(tmp_path, monkeypatch):
+    """The other direction: base.py changed, the launches running a recipe of a file that imports it are chosen
+    when their `--recipe` is built from variables the launch sets to literal words, and not otherwise."""
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    for name, (text, _) in VARIABLE_LAUNCHES.items():
+        (tmp_path / "launch" / name).write_text(text)
+    chosen = _chosen(tmp_path, None)
+    assert {"launch/default.sh", "launch/built.sh"} <= chosen  # plain_config: recipes/llama.py imports base.py
+    assert "launch/exported.sh" not in chosen  # far_config: recipes/elsewhere.py imports nothing changed
+    assert "launch/argument.sh" not in chosen
+    deps = {"recipes/llama.py": {"recipes/base.py": "x"}, "recipes/short.py": {"recipes/base.py": "x"},
+            "recipes/elsewhere.py": {}}
+    assert _chosen(tmp_path, deps) == chosen
