@@ -149,10 +149,9 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         reads = _decode_linked(reads, deferred, findings, {unit.recipe for unit, key, _ in keys.values()
                                                              if key not in kept and unit.recipe})
         if cache is not None:
-            cache.exact.difference_update(later.path for _, later in deferred if later.again)
             for _, later in deferred:
                 if later.again:
-                    cache.shifted.pop(later.path, None)
+                    cache.read_again(later.path)
     link_commands(reads, errors)
     from offlint.engine import check_unit  # here: a warm run, answered from the cache, checks nothing
 

@@ -477,8 +477,7 @@ class Cache:
                                                            moves if shifting else None))
         outcome = self._moved(self._decoded(path, entry), moves if shifting else None)
         if outcome is None:
-            self.exact.discard(path)
-            self.shifted.pop(path, None)
+            self.read_again(path)
             return None
         if moved:  # still valid as stored, kept so if the entries are written anyway (not written for this alone)
             entry.deps = outcome.deps = {**entry.deps, **moved}
@@ -508,23 +507,20 @@ class Cache:
             return None
         return outcome
 
+    def read_again(self, path: str) -> None:
+        """`path`'s stored outcome is not its outcome in this run after all (it did not decode or move): no launch
+        keeps findings by it (`exact`, `shifted`)."""
+        self.exact.discard(path)
+        self.shifted.pop(path, None)
+
     def payload_state(self, path: str) -> tuple[str, dict[str, dict[int, int]] | None] | None:
         """(digest of the stored payload, None) when that payload is `path`'s outcome in this run as it is (`exact`);
         (its digest, the line moves) when it is with its lines moved (`shifted`); else None."""
-        if path in self.exact:
-            found = self.payload_digest(path)
-            return None if found is None else (found, None)
-        if path in self.shifted:
-            entry = self.entries.get(path)
-            payload = self._payload(entry) if entry is not None else None
-            return None if payload is None else (digest(payload), self.shifted[path])
-        return None
-
-    def payload_digest(self, path: str) -> str | None:
-        """The digest of the stored payload that is `path`'s outcome in this run as it is (`exact`), else None."""
-        entry = self.entries.get(path) if path in self.exact else None
+        if path not in self.exact and path not in self.shifted:
+            return None
+        entry = self.entries.get(path)
         payload = self._payload(entry) if entry is not None else None
-        return digest(payload) if payload is not None else None
+        return None if payload is None else (digest(payload), None if path in self.exact else self.shifted[path])
 
     def linked_findings(self, key: str) -> list[Finding] | None:
         """The findings a launch command gave when linked to the tree as `key` says (`remember_linked`)."""
