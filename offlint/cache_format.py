@@ -100,8 +100,7 @@ class _Encoder:
 
         by_type.update({
             list: items,
-            tuple: lambda value: {"@": "t", "v": [item if (kind := type(item)) in plain else by_type[kind](item)
-                                                  if kind in by_type else encode(item) for item in value]},
+            tuple: lambda value: {"@": "t", "v": items(value)},
             dict: lambda value: {"@": "d", "v": [[key if type(key) in plain else encode(key),
                                                   item if type(item) in plain else encode(item)]
                                                  for key, item in value.items()]},
@@ -140,15 +139,14 @@ class _Encoder:
             getter = codec._getters[name]
             handler = lambda value: {"@": name, "v": items(getter(value))}  # noqa: E731
         else:
-            getter, memo, plain, by_type = codec._getters[name], self.memo, _PLAIN, self._by_type
+            getter, memo = codec._getters[name], self.memo
 
             def handler(value):
                 key = id(value)
                 index = memo.get(key)
                 if index is not None:
                     return {"@": "r", "v": index}
-                fields = [item if (kind := type(item)) in plain else by_type[kind](item) if kind in by_type
-                          else encode(item) for item in getter(value)]
+                fields = items(getter(value))
                 index = memo[key] = len(memo)  # after its parts: the decoder meets them first
                 return {"@": name, "v": fields, "#": index}
         if all(type(singleton) is not kind for singleton in _SINGLETONS.values()):
