@@ -24,8 +24,9 @@ def _check(tree: str, paths: list[str], extra: list[str], env: dict) -> list[dic
     done = subprocess.run([sys.executable, "-m", "offlint", "check", *paths, *extra, "--output-format", "json"],
                           cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode not in (0, 1, 2) or not done.stdout.startswith("["):  # 2: files it could not read, said
-        sys.exit(f"scope_check: offlint check {' '.join(paths)} exited {done.returncode}: "
-                 f"{done.stderr.strip().splitlines()[-1:] or ['no message']}")
+        print(f"scope_check: offlint check {' '.join(paths)} exited {done.returncode}: "
+              f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}", file=sys.stderr)
+        sys.exit(2)
     return json.loads(done.stdout or "[]")
 
 
@@ -43,6 +44,9 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     tree, extra = argv[0], argv[2:] if argv[1:2] == ["--"] else argv[1:]
+    if not os.path.isdir(tree):
+        print(f"scope_check: {tree}: not a directory; give the tree to check (a checkout)", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="offlint-scope-") as cache:
         env = dict(os.environ, OFFLINT_CACHE_DIR=cache)
         reference = _check(tree, ["."], [*extra, "--no-cache"], env)
