@@ -4,9 +4,13 @@ write is refused (CacheFormatError), on the decoder's fast paths as on its gener
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from offlint import cache_format
 from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec
 from offlint.types import Location, Severity, Source
 
@@ -33,8 +37,66 @@ def test_values_come_back_equal_and_shared_objects_shared():
     {"@": "Source", "v": "no-such-source"},  # not a member
     {"@": "Source", "v": ["python"]},  # not a member's value
     {"@": "r", "v": 0},  # a reference to nothing
+    {"@": "t", "v": ["a", "b"], "#": 1},  # a shared tuple out of order
+    {"@": "t", "v": ["a", {"@": "t", "v": [1, 2]}], "#": 0},  # a shared tuple holding more than plain values
+    {"@": "t", "v": ["a", 2.5], "#": 0},  # floats are never shared
+    {"@": "d", "v": [["a", 1]], "#": 0},  # only tuples and frozen objects are shared
     {"@": "os.system", "v": ["true"]},  # not a class of the format
 ])
 def test_what_offlint_does_not_write_is_refused(entry):
     with pytest.raises(CacheFormatError):
         CODEC.loads(json.dumps(entry))
+
+
+def test_equal_tuples_of_plain_values_are_written_once_and_tuples_of_other_types_kept_apart():
+    via = ("a.py:3 f()", "b.py:9 g()")
+    value = [via, tuple(via), ("x", 1), ("x", True), ("x", 1.0), (None, 0), (None, False), ("x", 1), ("y",)]
+    text = CODEC.dumps(value)
+    assert text.count("a.py:3") == 1 and text.count('"x",1]') == 1
+    back = CODEC.loads(text)
+    assert back == value and back[0] is back[1] and back[2] is back[7]
+    assert [tuple(map(type, item)) for item in back] == [tuple(map(type, item)) for item in value]
+
+
+def _json_only(value: object) -> str:
+    """What dumps writes with the json module alone (no orjson)."""
+    saved, cache_format.orjson = cache_format.orjson, None
+    try:
+        return CODEC.dumps(value)
+    finally:
+        cache_format.orjson = saved
+
+
+# Plain values and containers as recipes hold them: non-ASCII and astral text (offlint's placeholders are in a
+# private-use plane), floats of every size, ints past 64 bits.
+_LEAVES = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+_VALUES = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                       | st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=4), max_leaves=20)
+
+
+@pytest.mark.skipif(cache_format.orjson is None, reason="orjson not installed")
+@given(_VALUES)
+def test_the_fast_writer_decodes_to_what_json_writes(value):
+    text = CODEC.dumps(value)
+    assert text.isascii()
+    assert CODEC.loads(text) == CODEC.loads(_json_only(value)) == value
+
+
+@pytest.mark.parametrize("value", [
+    [float("nan"), 1.5],  # orjson would write null
+    {"x": (float("inf"), -float("inf"))},
+    [2 ** 70, -(2 ** 64)],  # orjson refuses ints past 64 bits
+    ["\ud800 lone surrogate"],  # orjson refuses it
+    ["caf\u00e9", "\U000f0001"],  # orjson writes UTF-8; the cache's files are ASCII
+    ["plain", 1.0],  # (each case is also written nested past orjson's depth limit)
+])
+def test_what_the_fast_writer_cannot_write_as_json_does_is_written_by_json(value):
+    deep = value
+    for _ in range(300):  # past orjson's nesting limit
+        deep = [deep]
+    for case in (value, deep):
+        text = CODEC.dumps(case)
+        assert text == _json_only(case) and text.isascii()
+        back = CODEC.loads(text)
+        assert repr(back) == repr(case)  # NaN != NaN: compared as written
+    assert math.isnan(CODEC.loads(CODEC.dumps([float("nan")]))[0])
