@@ -17,7 +17,7 @@ import operator
 from typing import Iterable
 
 try:
-    import orjson  # writes a cache entry's JSON text 7-8x faster than json (Bridge's 2,256: 0.09-0.11 s, not 0.72-0.88 s)
+    import orjson  # writes an entry's JSON text 7-8x faster than json (Bridge's 2,256: 0.09-0.11 s, not 0.72-0.88)
 except ImportError:  # a declared dependency; without it json writes the same data
     orjson = None
 
