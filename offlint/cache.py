@@ -41,7 +41,7 @@ try:
 except ImportError:  # not POSIX: appended blocks are written without a lock
     fcntl = None
 
-from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec
+from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec, plain_json
 from offlint.part_digests import line_moves, same_meaning
 from offlint.relocation import Unmovable, relocate
 from offlint.suppressions import Suppression
@@ -566,8 +566,8 @@ class Cache:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not _owned_private_dir(self.directory):
                 return
-            text = json.dumps({"format": FORMAT, "key": self.key, "commands": kept}, ensure_ascii=True)
-            _write_atomically(self.directory, self.linked_file, text)
+            _write_atomically(self.directory, self.linked_file,
+                              [plain_json({"format": FORMAT, "key": self.key, "commands": kept})])
             self._write_linked = False
         except OSError:
             pass
@@ -633,8 +633,8 @@ class Cache:
                 self._save_entries()
             if self.last is not None:
                 run_key, deps, payload = self.last
-                meta = json.dumps({"format": FORMAT, "key": self.key, "run": run_key, "deps": deps})
-                _write_atomically(self.directory, self.last_file, [f"{meta}\t{payload}".encode("ascii")])
+                meta = plain_json({"format": FORMAT, "key": self.key, "run": run_key, "deps": deps})
+                _write_atomically(self.directory, self.last_file, [meta, b"\t", payload.encode("ascii")])
             else:
                 self.last_file.unlink(missing_ok=True)
             self.changed = self._write_last = False
@@ -682,7 +682,7 @@ class Cache:
                     continue
                 record = self.calls.values.get(rid) or entry.calls.get(rid)
                 if isinstance(record, list) and len(record) == 11 and _str_list(record[10]):
-                    data, nested = json.dumps(record, ensure_ascii=True).encode("ascii"), record[10]
+                    data, nested = plain_json(record), record[10]
                 else:
                     found = self.calls.spans.get(rid)
                     data, nested = (span(*found[:2]), found[2]) if found is not None else (None, None)
@@ -692,9 +692,8 @@ class Cache:
                 chunks.append(data)
                 offset += len(data)
                 todo.extend(nested)
-        header = json.dumps({"format": FORMAT, "key": self.key, "size": offset, "calls": calls, "entries": index},
-                            ensure_ascii=True)
-        _write_atomically(self.directory, self.entries_file, [header.encode("ascii"), b"\n", *chunks])
+        header = plain_json({"format": FORMAT, "key": self.key, "size": offset, "calls": calls, "entries": index})
+        _write_atomically(self.directory, self.entries_file, [header, b"\n", *chunks])
         self._identity = None  # the file read is no longer the one on disk: a later save writes it whole too
         self._dirty, self._dropped = set(), set()
 
@@ -734,8 +733,8 @@ class Cache:
                         and len(record) == 11:
                     calls[rid] = record
                     todo.extend(record[10] if _str_list(record[10]) else ())
-        header = json.dumps({"size": size, "calls": calls, "entries": rows, "drop": sorted(self._dropped - set(rows))},
-                            ensure_ascii=True).encode("ascii") + b"\n"
+        header = plain_json({"size": size, "calls": calls, "entries": rows,
+                             "drop": sorted(self._dropped - set(rows))}) + b"\n"
         used = sum(entry.span[1] if entry.on_disk else len(entry.payload or "") for entry in self._entries.values())
         if self._read_end + len(header) + size - self._payload_start > 2 * used + (1 << 20):
             return False  # as many bytes no longer used as used: written whole

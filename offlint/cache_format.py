@@ -35,6 +35,21 @@ _SINGLETONS = {"KEY_DEFAULT": KEY_DEFAULT, "ABSENT": ABSENT}
 _SIMPLE = {"str": str, "int": int, "bool": bool, "float": (int, float)}
 
 
+def plain_json(value: object) -> bytes:
+    """The JSON text, as ASCII bytes, of data made of dicts with str keys, lists, str, int, bool and None only (a
+    cache file's index, a call record): orjson's where it is ASCII (a Bridge cold run's 2.2 MB index and 752
+    records: 0.115 s with json), json's otherwise (non-ASCII escaped, any other key or value written as json does)."""
+    if orjson is not None:
+        try:
+            text = orjson.dumps(value)
+        except orjson.JSONEncodeError:
+            pass
+        else:
+            if text.isascii():
+                return text
+    return json.dumps(value, ensure_ascii=True).encode("ascii")
+
+
 class CacheFormatError(ValueError):
     """A stored entry that is not what offlint writes (damaged, or not written by offlint)."""
 
