@@ -80,7 +80,8 @@ class LayerActivations:
         return sum(self.terms.values())
 
     def without(self, names) -> "LayerActivations":
-        return LayerActivations({k: v for k, v in self.terms.items() if k not in set(names)})
+        dropped = set(names)
+        return LayerActivations({k: v for k, v in self.terms.items() if k not in dropped})
 
 
 def tokens(m: ModelShape, p: Parallelism, t: Training) -> float:

@@ -250,18 +250,22 @@ def step_time(inputs: Inputs, result: Estimate, device: Device) -> StepTime:
     dp = p.data_parallel(world)
     nmb = result.num_microbatches or max(ASSUMED_MICROBATCHES, p.pp)
     kinds = {(m.is_moe_layer(i), m.layer_kind(i), m.is_gdn_layer(i)) for i in range(m.num_layers)}
-    by_kind = {k: layer_time(m, p, t, device, *k) for k in kinds}
+    # (forward, backward, recomputed) seconds of a layer of each kind, worked out once, not once per layer
+    by_kind = {}
+    for k in kinds:
+        layer = layer_time(m, p, t, device, *k)
+        by_kind[k] = (layer.forward, layer.backward, recomputed_seconds(layer, t))
+    block = t.recompute_granularity == "full" and t.recompute_method == "block"
     stage_seconds, backward_seconds = [], []
     for stage, chunk_ranges in enumerate(params.layer_ranges(m, p)):
         seconds = backward = 0.0
         for r in chunk_ranges:
             for i in r:
-                layer = by_kind[m.is_moe_layer(i), m.layer_kind(i), m.is_gdn_layer(i)]
-                recompute = recomputed_seconds(layer, t)
-                if t.recompute_granularity == "full" and t.recompute_method == "block":
-                    recompute = layer.forward if (i - r.start) < (t.recompute_num_layers or 0) else 0.0
-                seconds += layer.forward + layer.backward + recompute
-                backward += layer.backward + recompute
+                forward, backward_pass, recompute = by_kind[m.is_moe_layer(i), m.layer_kind(i), m.is_gdn_layer(i)]
+                if block:
+                    recompute = forward if (i - r.start) < (t.recompute_num_layers or 0) else 0.0
+                seconds += forward + backward_pass + recompute
+                backward += backward_pass + recompute
         if stage == p.pp - 1:
             n = _tokens(m, p, t)
             seconds += gemm_seconds(3 * 2 * n * m.hidden_size * m.vocab_size / p.tp, n,

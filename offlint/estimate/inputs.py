@@ -56,15 +56,15 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     peft, peft_why = read_peft(r, model, training, low, fsdp)
     if peft_why:
         unsupported.append(peft_why)
-    training = replace(training, peft=peft)
+    training = _changed(training, peft=peft)
     frozen, frozen_why = read_frozen_lm(r, model, parallel, training, low, fsdp)
     if frozen_why:
         unsupported.append(frozen_why)
-    training = replace(training, frozen_lm=frozen)
+    training = _changed(training, frozen_lm=frozen)
     vlm, vlm_why = read_trained_vlm(r, model, parallel, training, low, fsdp)
     if vlm_why:
         unsupported.append(vlm_why)
-    training = replace(training, vlm=vlm)
+    training = _changed(training, vlm=vlm)
     model, wan_why = read_wan(r, model, parallel, training, low, fsdp)
     if wan_why:
         unsupported.append(wan_why)
@@ -72,17 +72,17 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     if hybrid_why:
         unsupported.append(hybrid_why)
     elif model.hybrid_pattern is not None:
-        training = replace(training, pre_mlp_norm_recompute=pre_mlp_norm_recomputed(r, model, training))
+        training = _changed(training, pre_mlp_norm_recompute=pre_mlp_norm_recomputed(r, model, training))
     gdn_why = gdn_unsupported(r, model, parallel, training, low, fsdp)
     if gdn_why:
         unsupported.append(gdn_why)
     if fsdp:
-        training = replace(training, fsdp=fsdp, distributed_optimizer=True,  # Bridge forces it with FSDP
-                           fsdp_unit_size=r.optional_int("ddp.suggested_communication_unit_size"),
-                           fsdp_double_buffer=bool(r.get("ddp.fsdp_double_buffer", False)),
-                           fsdp_outer_optim=r.get("ddp.outer_dp_sharding_strategy") == "optim")
+        training = _changed(training, fsdp=fsdp, distributed_optimizer=True,  # Bridge forces it with FSDP
+                            fsdp_unit_size=r.optional_int("ddp.suggested_communication_unit_size"),
+                            fsdp_double_buffer=bool(r.get("ddp.fsdp_double_buffer", False)),
+                            fsdp_outer_optim=r.get("ddp.outer_dp_sharding_strategy") == "optim")
     instances, instances_why = _read_optimizer_instances(r, parallel)
-    training = replace(training, optimizer_instances=instances)
+    training = _changed(training, optimizer_instances=instances)
     if instances_why:
         unsupported.append(instances_why)
     if why and why not in unsupported:
@@ -90,13 +90,21 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     budget, budget_why = read_expert_budget(r, model, training, low, fp8_transpose)
     if budget is None and not budget_why:
         fused_mlp, budget_why = read_op_fuser_moe_act(r, model, training, low, fp8_transpose)
-        training = replace(training, fused_grouped_mlp=fused_mlp)
+        training = _changed(training, fused_grouped_mlp=fused_mlp)
     if budget_why:
         unsupported.append(budget_why)
-    training = replace(training, expert_budget=budget)
+    training = _changed(training, expert_budget=budget)
     if low is not None:
-        training = replace(training, low_precision=low, compute_dtype="fp4" if low.recipe == "nvfp4" else "fp8")
+        training = _changed(training, low_precision=low, compute_dtype="fp4" if low.recipe == "nvfp4" else "fp8")
     return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed, r.other_seq_length)
+
+
+def _changed(training: Training, **changes) -> Training:
+    """`training` with `changes`, itself where each is the very value it holds: dataclasses.replace rebuilds all
+    of Training's frozen fields (about 15 us), and read_inputs asks six times a unit, mostly to change nothing."""
+    if all(getattr(training, name) is value for name, value in changes.items()):
+        return training
+    return replace(training, **changes)
 
 
 def _read_model(r: Reader) -> ModelShape:

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from offlint.estimate import activations as act
 from offlint.estimate import frozen_lm, lm_graphs, lora, params, precision
-from offlint.estimate.inputs import Inputs, ModelShape, Parallelism, Training
+from offlint.estimate.inputs import Inputs, LowPrecision, ModelShape, Parallelism, Training
 
 GIB = 1024**3
 # The named allowance (assumptions, to be calibrated against measured peaks): cuBLAS/cuDNN/Transformer Engine
@@ -89,13 +89,55 @@ def _stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int, nmb: 
     try:
         return _stages_of(m, p, t, dp, edp, nmb)
     except TypeError:  # an input that cannot be hashed (a list where a tuple is expected): not memoised
-        return tuple(_stage_memory(m, p, t, stage, dp, edp, nmb) for stage in params.stages(m, p))
+        layers: dict = {}
+        return tuple(_stage_memory(m, p, t, stage, dp, edp, nmb, layers) for stage in params.stages(m, p))
 
 
 @lru_cache(maxsize=1024)
 def _stages_of(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int,
                nmb: int | None) -> tuple[StageMemory, ...]:
-    return tuple(_stage_memory(m, p, t, stage, dp, edp, nmb) for stage in params.stages(m, p))
+    layers: dict = {}  # each layer kind's activations, shared by the stages (_layer_activations)
+    return tuple(_stage_memory(m, p, t, stage, dp, edp, nmb, layers) for stage in params.stages(m, p))
+
+
+def _per_shape(fn):
+    """`fn` memoised on its arguments, computed afresh for one that cannot be hashed (a list where a tuple is
+    expected): what a stage's layers are depends only on the model and the layout, of which a tree's recipes share
+    a few hundred (Megatron Bridge: 266 for 775 distinct estimates), while every stage of every estimate walks them."""
+    cached = lru_cache(maxsize=1024)(fn)
+
+    def call(*args):
+        try:
+            return cached(*args)
+        except TypeError:
+            return fn(*args)
+
+    return call
+
+
+@_per_shape
+def _layer_indices(m: ModelShape, p: Parallelism) -> tuple[tuple[int, ...], ...]:
+    """Each stage's decoder layer indices (params.layer_ranges, its virtual chunks in order)."""
+    return tuple(tuple(i for r in ranges for i in r) for ranges in params.layer_ranges(m, p))
+
+
+@_per_shape
+def _layer_kinds(m: ModelShape, p: Parallelism,
+                 lp: LowPrecision | None) -> tuple[tuple[tuple[bool, bool, str | None, bool], ...], ...]:
+    """Each stage's (MoE, FP8, hybrid symbol, gated delta net) per layer: all a layer's activations and quantized
+    weights depend on (ModelShape.is_moe_layer, precision.is_fp8_layer, layer_kind, is_gdn_layer)."""
+    return tuple(tuple((m.is_moe_layer(i), precision.is_fp8_layer(m, lp, i), m.layer_kind(i), m.is_gdn_layer(i))
+                       for i in indices) for indices in _layer_indices(m, p))
+
+
+def _stage_kinds(m: ModelShape, p: Parallelism, lp: LowPrecision | None,
+                 index: int) -> tuple[tuple[bool, bool, str | None, bool], ...]:
+    return _layer_kinds(m, p, lp)[index]
+
+
+@_per_shape
+def _has_moe_layer(m: ModelShape) -> bool:
+    return any(m.is_moe_layer(i) for i in range(m.num_layers))
 
 
 def _wan_stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int,
@@ -139,7 +181,7 @@ def _wan_stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int,
 
 
 def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, dp: int, edp: int,
-                  nmb: int | None) -> StageMemory:
+                  nmb: int | None, layers: dict) -> StageMemory:
     dense, expert = stage.params.per_rank(p)
     weights, grads, optim = _shards(p, t, dp, edp)
     parts = _weights(m, p, t, stage, dense / weights[0] + expert / weights[1], weights)
@@ -175,8 +217,8 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
         parts.append(Part("Megatron-FSDP unsharded buffers (upper bound)", _fsdp_buffers(m, p, t, stage),
                           "transient"))
     in_flight = microbatches_in_flight(p, stage.index, nmb)
-    layer_bytes, host_activations, extra = _stage_activations(m, p, t, stage, in_flight)
-    stash = _paged_stash(m, p, t, stage, in_flight)
+    layer_bytes, host_activations, extra = _stage_activations(m, p, t, stage, in_flight, layers)
+    stash = _paged_stash(m, p, t, stage, in_flight, layers)
     if stash:
         layer_bytes -= stash[0]
         host_activations += stash[3]
@@ -235,11 +277,10 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
             extra = max(extra, act.mtp_rebuilt(m, p, t))  # before the decoder layers' backward, not beside it
     if extra:
         parts.append(Part("activations: recompute working set", extra, "activations"))
-    if any(m.layer_kind(i) == "M" for i in _stage_layers(m, p, stage)) or \
+    if any(kind[2] == "M" for kind in _stage_kinds(m, p, t.low_precision, stage.index)) or \
             stage.mtp_layers and "M" in (m.hybrid_mtp_pattern or ""):
         parts.append(Part("Mamba chunked-scan states (one layer)", act.mamba_scan_states(m, p, t), "activations"))
-    if m.num_moe_experts and (any(m.is_moe_layer(i) for i in range(m.num_layers)) or
-                              "E" in (m.hybrid_mtp_pattern or "")):
+    if m.num_moe_experts and (_has_moe_layer(m) or "E" in (m.hybrid_mtp_pattern or "")):
         parts.append(Part("MoE dispatch buffers", act.dispatch_buffers(m, p, t), "activations"))
     if graphs and vlm.tower_trained and stage.index == 0:
         # The capture, between two steps (activations freed), first allocates every captured micro-batch's sample
@@ -343,13 +384,21 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
     if lp is None:
         return [plain]
     gemm, gemms, sharded = 0.0, 0.0, 0.0
-    for index in _stage_layers(m, p, stage):
-        if precision.is_fp8_layer(m, lp, index):
-            moe = m.is_moe_layer(index)
-            dense, replicated, expert = precision.gemm_weights(m, moe, m.layer_kind(index), m.is_gdn_layer(index))
-            gemm += dense / p.tp + replicated + expert / (p.ep * p.etp)
-            sharded += (dense / p.tp + replicated) / shards[0] + expert / (p.ep * p.etp) / shards[1]
-            gemms += precision.gemms(m, moe, (m.num_moe_experts or 0) / p.ep, m.layer_kind(index))
+    kinds = _stage_kinds(m, p, lp, stage.index)
+    by_kind = {}  # (GEMM weights, their sharded share, GEMM count) of a quantized layer of each kind
+    for moe, fp8, symbol, gdn in set(kinds):
+        if fp8:
+            dense, replicated, expert = precision.gemm_weights(m, moe, symbol, gdn)
+            by_kind[moe, fp8, symbol, gdn] = (
+                dense / p.tp + replicated + expert / (p.ep * p.etp),
+                (dense / p.tp + replicated) / shards[0] + expert / (p.ep * p.etp) / shards[1],
+                precision.gemms(m, moe, (m.num_moe_experts or 0) / p.ep, symbol))
+    for kind in kinds:
+        if kind[1]:
+            layer_gemm, layer_sharded, layer_gemms = by_kind[kind]
+            gemm += layer_gemm
+            sharded += layer_sharded
+            gemms += layer_gemms
     if stage.mtp_layers and (precision.quantized_mtp(lp) or any(precision.hybrid_mtp_quantized(m, lp))):
         # NVFP4: a hybrid depth's FP4 layers only (precision.hybrid_mtp_quantized), not eh_proj
         dense, replicated, expert = precision.mtp_gemm_weights(m, lp)
@@ -377,8 +426,8 @@ def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, co
     return [plain, Part(f"{kind} weight copies ({lp.recipe}, Transformer Engine cache)", copies, "weights"), *state]
 
 
-def _stage_layers(m: ModelShape, p: Parallelism, stage: params.Stage) -> list[int]:
-    return [i for r in params.layer_ranges(m, p)[stage.index] for i in r]
+def _stage_layers(m: ModelShape, p: Parallelism, stage: params.Stage) -> tuple[int, ...]:
+    return _layer_indices(m, p)[stage.index]
 
 
 def _dtype(nbytes: int) -> str:
@@ -439,23 +488,32 @@ def microbatches_in_flight(p: Parallelism, stage: int, nmb: int | None) -> float
     return chunks / p.vpp
 
 
+def _layer_activations(m: ModelShape, p: Parallelism, t: Training, kind: tuple,
+                       layers: dict) -> act.LayerActivations:
+    """The saved tensors of a layer of `kind` (_layer_kinds) after selective recompute: they depend only on its kind,
+    so `layers` keeps them for the estimate's other stages."""
+    found = layers.get(kind)
+    if found is None:
+        found = layers[kind] = act.after_selective_recompute(act.layer_terms(m, p, t, *kind), t, kind[2],
+                                                             fp8=kind[1])
+    return found
+
+
 def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage,
-                       in_flight: float) -> tuple[float, float, float]:
-    """(GPU bytes of the stage's layers at peak, host bytes offloaded, recompute working set)."""
-    indices = _stage_layers(m, p, stage)
-
-    def kind(i: int) -> tuple[bool, bool, str | None, bool]:  # a layer's activations depend only on these
-        return m.is_moe_layer(i), precision.is_fp8_layer(m, t.low_precision, i), m.layer_kind(i), m.is_gdn_layer(i)
-
-    by_kind = {k: act.after_selective_recompute(act.layer_terms(m, p, t, *k), t, k[2], fp8=k[1])
-               for k in {kind(i) for i in indices}}
-    layers = [by_kind[kind(i)] for i in indices]
-    if not layers:
+                       in_flight: float, layers: dict | None = None) -> tuple[float, float, float]:
+    """(GPU bytes of the stage's layers at peak, host bytes offloaded, recompute working set). `layers`: the
+    estimate's layer activations by kind (_layer_activations), None for a stage on its own."""
+    layers = {} if layers is None else layers
+    kinds = _stage_kinds(m, p, t.low_precision, stage.index)
+    by_kind = {k: _layer_activations(m, p, t, k, layers) for k in set(kinds)}
+    if not kinds:
         return 0.0, 0.0, 0.0
-    full = [layer.total for layer in layers]
+    totals = {k: layer.total for k, layer in by_kind.items()}
+    full = [totals[k] for k in kinds]
     if t.recompute_granularity == "full":
         # megatron-core recomputes per TransformerBlock, i.e. per virtual pipeline chunk of the stage.
-        chunks = [[by_kind[kind(i)].total for i in r] for r in params.layer_ranges(m, p)[stage.index]]
+        per_layer = iter(full)  # the stage's layers, chunk by chunk
+        chunks = [[next(per_layer) for _ in r] for r in params.layer_ranges(m, p)[stage.index]]
         return _full_recompute(m, p, t, [c for c in chunks if c], in_flight)
     stored = sum(full) * in_flight
     host = 0.0
@@ -467,7 +525,7 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
         host = sum(full[:n])
         stored -= (host - sum(full[:staging])) * in_flight
     elif t.fine_grained_offloading:
-        moved = [act.offloaded_share(layer, t) for layer in layers]
+        moved = [act.offloaded_share(by_kind[k], t) for k in kinds]
         # The layer being computed keeps its tensors until they are copied out.
         host = (sum(moved) - max(moved)) * in_flight
         stored -= host
@@ -475,7 +533,7 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
 
 
 def _paged_stash(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage,
-                 in_flight: float) -> tuple[float, float, float, float] | None:
+                 in_flight: float, layers: dict | None = None) -> tuple[float, float, float, float] | None:
     """moe_paged_stash (megatron-core 2a75ac12 transformer/moe/paged_stash.py): after each MoE layer's forward the
     saved expert tensors the fused grouped MLP marked are copied into one fixed CUDA buffer and the padded ones
     freed; backward reloads a layer's into padded tensors just before it. So the GPU keeps the buffer (sized for
@@ -486,13 +544,13 @@ def _paged_stash(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage
     share = act.stash_share(m, p, t)
     if not share:
         return None
+    layers = {} if layers is None else layers
     per_layer = []
-    for i in _stage_layers(m, p, stage):
-        fp8 = precision.is_fp8_layer(m, t.low_precision, i)
-        if not (m.is_moe_layer(i) and fp8):
+    for kind in _stage_kinds(m, p, t.low_precision, stage.index):
+        moe, fp8 = kind[:2]
+        if not (moe and fp8):
             continue
-        layer = act.after_selective_recompute(act.layer_terms(m, p, t, True, fp8, m.layer_kind(i),
-                                                              m.is_gdn_layer(i)), t, m.layer_kind(i), fp8=fp8)
+        layer = _layer_activations(m, p, t, kind, layers)
         per_layer.append(sum(v for k, v in layer.terms.items() if k in act.STASHED_TERMS))
     if not per_layer:
         return None

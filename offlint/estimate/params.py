@@ -339,12 +339,16 @@ def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
     out = []
     ranges_by_stage = layer_ranges(m, parallel)
     with_mtp = mtp_stage(parallel) if m.mtp_num_layers else None
+    by_kind: dict[tuple, Split] = {}  # a layer's count depends only on its kind (`layer`): counted once per kind
     for index, ranges in enumerate(ranges_by_stage):
         count = Split()
         layers = 0
         for r in ranges:
             for i in r:
-                count = count + layer(m, i)
+                kind = (m.layer_kind(i), m.is_gdn_layer(i), m.is_moe_layer(i))
+                if kind not in by_kind:
+                    by_kind[kind] = layer(m, i)
+                count = count + by_kind[kind]
                 layers += 1
         first, last = index == 0, index == parallel.pp - 1
         if first:
