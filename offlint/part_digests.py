@@ -13,7 +13,6 @@ import ast
 import bisect
 import hashlib
 import itertools
-import re
 
 MODULE = "<module>"  # the module-level statements of a file (python_project.MODULE)
 
@@ -55,9 +54,16 @@ _BLOCKS_OF: dict[type, tuple[str, ...]] = {
     **({ast.TryStar: ("body", "handlers", "orelse", "finalbody")} if hasattr(ast, "TryStar") else {}),
 }
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-# A text with nothing to leave out: no comment, no blank line, no trailing blank.
-_UNCLEAN = re.compile(rb"#|[ \t\f\r]\n|\n\n|[ \t\f\r]\Z")
 _ENDS = (b" \n", b"\t\n", b"\r\n", b"\f\n")  # a line ending in a blank
+_BLANKS = (b" ", b"\t", b"\f", b"\r")
+
+
+def _unclean(text: bytes) -> bool:
+    """Whether a text has something to leave out: a comment, a blank line, a blank ending a line or the text. By
+    bytes' `in` (one search of the text per needle): a regular expression of these, tried at every byte, costs
+    more."""
+    return b"#" in text or b"\n\n" in text or b" \n" in text or b"\t\n" in text or b"\r\n" in text \
+        or b"\f\n" in text or text[-1:] in _BLANKS
 
 
 def _dirty(text: bytes, block: list[bytes]) -> list[int]:
@@ -81,7 +87,7 @@ def _dirty(text: bytes, block: list[bytes]) -> list[int]:
         at = text.find(b"\n\n", at + 1)
     if text[:1] == b"\n":
         found.add(0)
-    if text[-1:] in (b" ", b"\t", b"\f", b"\r"):
+    if text[-1:] in _BLANKS:
         found.add(len(block) - 1)
     return sorted(found)
 
@@ -113,16 +119,17 @@ class _Part:
         else:
             runs.append([first, last])
 
-    def add(self, lines: list[bytes], first: int, last: int, statements: list, worth_parsing=None) -> None:
-        """Lines first..last, which hold `statements` (and comments, blank lines around them)."""
+    def add(self, lines: list[bytes], first: int, last: int, statements: list, worth_parsing=None) -> bytes:
+        """Lines first..last, which hold `statements` (and comments, blank lines around them); gives back those
+        lines' text as written."""
         block = lines[first - 1:last]
         text = b"".join(block)
-        if not _UNCLEAN.search(text):
+        if not _unclean(text):
             self.texts.append(text if text.endswith(b"\n") else text + b"\n")
             self.keep(first, last)
             if worth_parsing is not None:
                 self.texts.append(b"-")
-            return
+            return text
         dirty = [first + index for index in _dirty(text, block)]
         tricky = {number for number in dirty if b"#" in lines[number - 1]
                   and (b"'" in lines[number - 1] or b'"' in lines[number - 1])}
@@ -155,6 +162,7 @@ class _Part:
         self.texts.append(b"".join(kept))
         if worth_parsing is not None:
             self.texts.append(b"config" if comments and worth_parsing(b"".join(comments)) else b"-")
+        return text
 
     def layout(self) -> str:
         """The lines kept: the first one, then each as the gap from the one before (runs as GAP*COUNT)."""
@@ -175,10 +183,6 @@ def _scan(statements: list, interior: set[int], ends: dict[int, int], tricky: se
     for stmt in statements:
         kind = type(stmt)
         blocks = _BLOCKS_OF.get(kind)
-        if blocks is not None and kind is not ast.match_case:
-            at = bisect.bisect_left(dirty, _start_line(stmt))
-            if at == len(dirty) or dirty[at] > stmt.end_lineno:
-                continue
         if blocks is None:
             first, last = stmt.lineno, stmt.end_lineno
             if last != first:
@@ -186,6 +190,10 @@ def _scan(statements: list, interior: set[int], ends: dict[int, int], tricky: se
             if last in tricky:
                 ends[last] = max(ends.get(last, 0), stmt.end_col_offset)
             continue
+        if kind is not ast.match_case:
+            at = bisect.bisect_left(dirty, _start_line(stmt))
+            if at == len(dirty) or dirty[at] > stmt.end_lineno:
+                continue
         if kind is ast.match_case:
             heads = [stmt.pattern] + ([stmt.guard] if stmt.guard is not None else [])
         else:
@@ -262,12 +270,12 @@ def _parts(module: ast.Module, lines: list[bytes], worth_parsing) -> dict[str, _
         stmt = body[index]
         if isinstance(stmt, _FUNCTIONS):
             part = out.get(stmt.name) or _Part()  # defined twice: both count, in order
-            part.add(lines, _start_line(stmt), stmt.end_lineno, [stmt], worth_parsing)
+            text = part.add(lines, _start_line(stmt), stmt.end_lineno, [stmt], worth_parsing)
             out[stmt.name] = part
             rest.texts.append(b"def " + stmt.name.encode())
             for decorator in stmt.decorator_list:  # a registering one fills a dict
                 rest.texts.append(b"".join(lines[decorator.lineno - 1:decorator.end_lineno]).strip())
-            if b"import" in b"".join(lines[_start_line(stmt) - 1:stmt.end_lineno]):
+            if b"import" in text:
                 rest.texts.append(b"imports " + part.digest().encode())
             index += 1
             continue

@@ -23,7 +23,7 @@ import re
 from offlint import types
 from offlint.sources import python_values
 from offlint.sources.python_values import ConfigObj, ObjectTuple, PartialDict, Record
-from offlint.types import Assignment, Location
+from offlint.types import Location
 
 MARK = "<call>"  # a record in a reading's dependencies: (MARK, path, function, arguments, depth)
 _PATH_LINE = re.compile(r"(?<![\w./\\-])(/?(?:[\w.\-]+/)*[\w.\-]+\.py):(\d+)")  # as offlint.relocation's
@@ -123,53 +123,97 @@ def encode(value, files: set[str]) -> tuple[str, list[list]] | None:
     return hashlib.blake2b("\x1f".join(out).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest(), lines
 
 
+_MATCHES: dict[str, tuple] = {}  # a text holding ".py:" -> its _PATH_LINE matches as (start, end, path, line)
+# a class not walked by its own branch -> the names of its fields (a dataclass of offlint.types), True (an enum of
+# offlint.types) or False (neither: a singleton constant, or no record)
+_SHAPES: dict[type, tuple | bool] = {}
+
+
+def _shape(kind: type) -> tuple | bool:
+    if kind.__module__ != types.__name__:
+        return False
+    if dataclasses.is_dataclass(kind):
+        return tuple(field.name for field in dataclasses.fields(kind))
+    return issubclass(kind, enum.Enum)
+
+
 class _Walk:
     def __init__(self, out: list[str], lines: list[list], files: set[str]):
         self.out, self.lines, self.files = out, lines, files
         self.seen: dict[int, int] = {}  # id of a mutable object met before -> its number (sharing is kept)
 
     def text(self, value: str) -> str:
+        """`value` with the lines of `files` it names ("path.py:LINE") as "path.py:#", those lines noted in order.
+        Its matches are found once per text (the same provenance texts recur in many results)."""
         if ".py:" not in value:
             return value
-        files, lines = self.files, self.lines
+        found = _MATCHES.get(value)
+        if found is None:
+            if len(_MATCHES) > 100_000:
+                _MATCHES.clear()
+            found = _MATCHES[value] = tuple((match.start(), match.end(), match.group(1), int(match.group(2)))
+                                            for match in _PATH_LINE.finditer(value))
+        files = self.files
+        pieces: list[str] = []
+        at = 0
+        for start, end, path, line in found:
+            if path in files:
+                self.lines.append([path, line])
+                pieces.append(value[at:start])
+                pieces.append(path + ":#")
+                at = end
+        if not pieces:
+            return value
+        pieces.append(value[at:])
+        return "".join(pieces)
 
-        def path_line(match: re.Match) -> str:
-            if match.group(1) in files:
-                lines.append([match.group(1), int(match.group(2))])
-                return match.group(1) + ":#"
-            return match.group(0)
-
-        return _PATH_LINE.sub(path_line, value)
+    def items(self, values) -> None:
+        """Each of `values` walked (a text naming no line written here: most items are such texts)."""
+        out = self.out
+        for item in values:
+            if type(item) is str and ".py:" not in item:
+                out.append("s" + item)
+            else:
+                self.walk(item)
 
     def walk(self, value) -> None:
         out = self.out
         kind = type(value)
         if kind is str:
             out.append("s" + self.text(value))
-        elif value is None or kind is bool or kind is int or kind is float:
-            out.append(f"{kind.__name__}:{value!r}")
+        elif kind is tuple or kind is ObjectTuple:  # immutable: no sharing to keep
+            out.append(f"{kind.__name__}({len(value)}")
+            self.items(value)
+            out.append(")")
         elif kind is Location:
             if value.path in self.files:
                 self.lines.append([value.path, value.line])
                 out.append(f"L{value.path}:#:{value.col}")
             else:
                 out.append(f"L{value.path}:{value.line}:{value.col}")
-        elif kind is tuple or kind is list or kind is ObjectTuple:
-            if self.shared(value, kind is list):
+        elif value is None or kind is bool or kind is int or kind is float:
+            out.append(f"{kind.__name__}:{value!r}")
+        elif kind is list:
+            if self.shared(value):
                 return
-            out.append(f"{kind.__name__}({len(value)}")
-            for item in value:
-                self.walk(item)
+            out.append(f"list({len(value)}")
+            self.items(value)
             out.append(")")
         elif kind is dict or kind is PartialDict:
-            if self.shared(value, True):
+            if self.shared(value):
                 return
             out.append(f"{kind.__name__}({len(value)}")
             if kind is PartialDict:
                 out.append("s" + self.text(value.reason))
             for key, item in value.items():
-                self.walk(key)
-                self.walk(item)
+                if type(key) is str and ".py:" not in key:
+                    out.append("s" + key)
+                else:
+                    self.walk(key)
+                if type(item) is str and ".py:" not in item:
+                    out.append("s" + item)
+                else:
+                    self.walk(item)
             out.append(")")
         elif kind is frozenset or kind is set:
             items = []
@@ -180,7 +224,7 @@ class _Walk:
                 items.append(f"{type(item).__name__}:{item!r}")
             out.append(f"{kind.__name__}({','.join(sorted(items))})")
         elif kind is ConfigObj:
-            if self.shared(value, True):
+            if self.shared(value):
                 return
             out.append("ConfigObj(")
             for name, item in sorted(vars(value).items()):
@@ -189,32 +233,38 @@ class _Walk:
                     self.walk(item)
             out.append(")")
         elif kind is Record:
-            if self.shared(value, True):
+            if self.shared(value):
                 return
             out.append(f"Record({len(vars(value))}")
             for name, item in sorted(vars(value).items()):
                 out.append(name)
                 self.walk(item)
             out.append(")")
-        elif kind is Assignment or dataclasses.is_dataclass(value) and kind.__module__ == types.__name__:
-            out.append(f"{kind.__name__}(")
-            for item in dataclasses.fields(value):
-                out.append(item.name)
-                self.walk(getattr(value, item.name))
-            out.append(")")
-        elif isinstance(value, enum.Enum) and kind.__module__ == types.__name__:
-            out.append(f"{kind.__name__}.{value.name}")
         else:
-            name = _singleton(value)
-            if name is None:
-                raise _Refused  # FunctionRef, ModuleRef, a Hugging Face model...: no record
-            out.append("K" + name)
+            shape = _SHAPES.get(kind)
+            if shape is None:
+                shape = _SHAPES[kind] = _shape(kind)
+            if shape.__class__ is tuple:  # a dataclass of offlint.types (Assignment...): its fields in order
+                out.append(f"{kind.__name__}(")
+                for name in shape:
+                    out.append(name)
+                    item = getattr(value, name)
+                    if type(item) is str and ".py:" not in item:
+                        out.append("s" + item)
+                    else:
+                        self.walk(item)
+                out.append(")")
+            elif shape:  # an enum of offlint.types
+                out.append(f"{kind.__name__}.{value._name_}")
+            else:
+                name = _singleton(value)
+                if name is None:
+                    raise _Refused  # FunctionRef, ModuleRef, a Hugging Face model...: no record
+                out.append("K" + name)
 
-    def shared(self, value, mutable: bool) -> bool:
+    def shared(self, value) -> bool:
         """Note a mutable object (its identity is kept: two places holding one object are not two objects); True
         when it was met before (then written as a reference)."""
-        if not mutable:
-            return False
         number = self.seen.get(id(value))
         if number is not None:
             self.out.append(f"@{number}")
