@@ -3,16 +3,19 @@ re-reads only the files whose reading ran that function, and a cached run always
 cache answers for the same tree."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from offlint import pipeline
 from offlint.api import CheckOptions, check
 from offlint.cache import project_cache_dir
-from offlint.part_digests import MODULE, definition_digests, line_moves, meaning
+from offlint.part_digests import MODULE, _unclean, definition_digests, line_moves, meaning
 
 COMMON = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -640,3 +643,12 @@ def test_a_line_inserted_above_a_unit_that_quotes_a_branch_condition_moves_it(tr
     incremental = _findings(tree, ["."], cache=True)
     assert read == []
     assert incremental == _findings(tree, ["."], cache=False) != before
+
+
+_UNCLEAN_AS_WRITTEN = re.compile(rb"#|[ \t\f\r]\n|\n\n|[ \t\f\r]\Z")  # what _unclean stands for
+
+
+@given(st.binary(max_size=40) | st.lists(st.sampled_from([b"x", b" ", b"\t", b"\f", b"\r", b"\n", b"#", b"="]),
+                                          max_size=12).map(b"".join))
+def test_a_text_is_unclean_exactly_when_it_has_a_comment_or_a_blank_to_leave_out(text):
+    assert _unclean(text) == bool(_UNCLEAN_AS_WRITTEN.search(text))
