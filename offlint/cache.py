@@ -33,7 +33,7 @@ import json
 import os
 import stat
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 try:
@@ -51,10 +51,10 @@ ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-# 11: tuples of plain values shared within an entry (cache_format); 10: blocks appended (Cache._append), call
-# records read on first use (_Records); 9: records of followed calls (FileOutcome.calls); 8: a summary of each
-# outcome in the index (Summary)
-FORMAT = 11
+# 12: payloads without call records (Cache.encode); 11: tuples of plain values shared within an entry
+# (cache_format); 10: blocks appended (Cache._append), call records read on first use (_Records); 9: records of
+# followed calls (FileOutcome.calls); 8: a summary of each outcome in the index (Summary)
+FORMAT = 12
 ABSENT_FILE = "absent"
 MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree
 MAX_BLOCKS = 64  # blocks appended to an entries file before it is written whole again
@@ -78,7 +78,8 @@ class FileOutcome:
     # "N:part" one part of it, N numbering [this file, *sorted(deps)]; an edit re-reads only the units it concerns
     unit_used: dict[str, list[str]] = field(default_factory=dict)
     # The records of followed calls its units' readings noted instead of what those runs used ("cID" in
-    # unit_used), and of the calls those runs made: ID -> record (RecordCheck)
+    # unit_used), and of the calls those runs made: ID -> record (RecordCheck). Not in the stored payload (the
+    # entries file holds each record once, in its records section): a decoded outcome's is the cache's table.
     calls: dict[str, list] = field(default_factory=dict)
 
 
@@ -506,6 +507,7 @@ class Cache:
             return None
         if not isinstance(outcome, FileOutcome) or outcome.path != path or outcome.digest != entry.digest:
             return None
+        outcome.calls = self.calls
         return outcome
 
     def read_again(self, path: str) -> None:
@@ -586,19 +588,27 @@ class Cache:
             outcome = self.codec.loads(payload) if payload is not None else None
         except CacheFormatError:
             return None
-        valid = isinstance(outcome, FileOutcome) and outcome.path == path and outcome.digest == entry.digest
-        return outcome if valid else None
+        if not (isinstance(outcome, FileOutcome) and outcome.path == path and outcome.digest == entry.digest):
+            return None
+        outcome.calls = self.calls
+        return outcome
+
+    def encode(self, outcome: FileOutcome) -> str:
+        """The payload stored for `outcome`: all of it but its call records, which the entries file holds once
+        each, in its records section (on Megatron Bridge they were 9.8 MB of 59.5 MB of payloads, written twice)."""
+        return self.codec.dumps(replace(outcome, calls={}))
 
     def store(self, outcome: FileOutcome, payload: str | None = None) -> None:
-        """Keep `outcome` (`payload`: its encoding, when a worker made it)."""
+        """Keep `outcome` (`payload`: its encoding, `encode`, when a worker made it)."""
         try:
-            payload = payload if payload is not None else self.codec.dumps(outcome)
+            payload = payload if payload is not None else self.encode(outcome)
         except (TypeError, ValueError, RecursionError):
             self.entries.pop(outcome.path, None)  # a value the format cannot hold: that file is read every time
             return
         used = {key[1:] for keys in outcome.unit_used.values() for key in keys
                 if isinstance(key, str) and key[:1] == "c"}
-        self.calls.update(outcome.calls)
+        if outcome.calls is not self.calls:  # (a decoded outcome's records are this table's already)
+            self.calls.update(outcome.calls)
         self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, outcome.parts, payload,
                                             summary=Summary.of(outcome),
                                             calls={rid: outcome.calls[rid] for rid in sorted(used)
@@ -810,6 +820,12 @@ class _Records:
 
     def __contains__(self, rid: object) -> bool:
         return rid in self.values or rid in self.spans
+
+    def __getitem__(self, rid: str) -> list:
+        found = self.get(rid)
+        if found is None:
+            raise KeyError(rid)
+        return found
 
     def update(self, more) -> None:
         self.values.update(more)

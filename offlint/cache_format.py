@@ -39,15 +39,19 @@ def plain_json(value: object) -> bytes:
     """The JSON text, as ASCII bytes, of data made of dicts with str keys, lists, str, int, bool and None only (a
     cache file's index, a call record): orjson's where it is ASCII (a Bridge cold run's 2.2 MB index and 752
     records: 0.115 s with json), json's otherwise (non-ASCII escaped, any other key or value written as json does)."""
-    if orjson is not None:
-        try:
-            text = orjson.dumps(value)
-        except orjson.JSONEncodeError:
-            pass
-        else:
-            if text.isascii():
-                return text
-    return json.dumps(value, ensure_ascii=True).encode("ascii")
+    return _orjson_ascii(value) or json.dumps(value, ensure_ascii=True).encode("ascii")
+
+
+def _orjson_ascii(value: object) -> bytes | None:
+    """orjson's JSON text of `value` where it is ASCII; None without orjson, or where it refuses the value (an int
+    beyond 64 bits, a lone surrogate, nesting past its depth) or writes UTF-8 (json escapes non-ASCII)."""
+    if orjson is None:
+        return None
+    try:
+        text = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return None
+    return text if text.isascii() else None
 
 
 class CacheFormatError(ValueError):
@@ -90,14 +94,9 @@ class Codec:
         writes UTF-8, json escapes): those few entries go through json."""
         encoder = _Encoder(self)
         data = encoder.encode(value)
-        if orjson is not None and not encoder.non_finite:
-            try:
-                text = orjson.dumps(data)
-            except orjson.JSONEncodeError:
-                pass
-            else:
-                if text.isascii():
-                    return text.decode("ascii")
+        text = _orjson_ascii(data) if not encoder.non_finite else None
+        if text is not None:
+            return text.decode("ascii")
         return json.dumps(data, separators=(",", ":"), ensure_ascii=True, check_circular=False)
 
     def loads(self, text: str | bytes) -> object:

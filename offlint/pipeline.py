@@ -152,7 +152,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
             return found
 
         job.reusable = reusable
-    job.encode = cache.codec.dumps if cache is not None else None
+    job.encode = cache.encode if cache is not None else None
     job.keep_uses = cache is not None
     # A changed file parsed for its definition digests is not parsed again by the reading (nor by the calls run again)
     project = verifier.shared() if missing and (first or definitions.modules) else verifier.project

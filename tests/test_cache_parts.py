@@ -652,3 +652,27 @@ _UNCLEAN_AS_WRITTEN = re.compile(rb"#|[ \t\f\r]\n|\n\n|[ \t\f\r]\Z")  # what _un
                                           max_size=12).map(b"".join))
 def test_a_text_is_unclean_exactly_when_it_has_a_comment_or_a_blank_to_leave_out(text):
     assert _unclean(text) == bool(_UNCLEAN_AS_WRITTEN.search(text))
+
+
+def test_a_payload_leaves_its_call_records_to_the_records_section_and_a_decoded_outcome_reads_them_there(tree):
+    import json
+
+    from offlint.api import CheckResult
+    from offlint.cache import Cache
+
+    _findings(tree, ["."], cache=True)
+    [entries] = project_cache_dir(tree).glob("check-*.jsonl")
+    cache = Cache(tree, entries.stem.removeprefix("check-"), result_classes=(CheckResult,)).load()
+    recorded = [path for path, entry in cache.entries.items() if entry.calls]
+    assert recorded  # the recipes' calls into common.py were recorded
+    for path in recorded:
+        payload = json.loads(cache._payload(cache.entries[path]))
+        assert payload["v"][-1] == {"@": "d", "v": []}  # FileOutcome.calls, the last field: written empty
+        outcome = cache.previous(path)
+        for rid in cache.entries[path].calls:
+            record = outcome.calls[rid]
+            assert isinstance(record, list) and record[:2] == cache.calls.get(rid)[:2]
+    # and a run that keeps units through those records answers as a run without the cache (an edit above them)
+    common = tree / "recipes" / "common.py"
+    common.write_text("# moved\n" + COMMON)
+    assert _findings(tree, ["recipes/common.py"], cache=True) == _findings(tree, ["recipes/common.py"], cache=False)
