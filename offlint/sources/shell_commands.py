@@ -47,7 +47,7 @@ class Commands:
         name_n, val = n.child_by_field_name("name"), n.child_by_field_name("value")
         if name_n is None:
             return
-        pos, append = self.pos(n.start_byte), any(c.type == "+=" for c in n.children)
+        pos, append = self.pos(n.start_byte), "+=" in [c.type for c in n.children]
         if name_n.type == "subscript":
             return self.assign_elem(name_n, val, pos)
         name = self.raw(name_n)
@@ -121,26 +121,36 @@ class Commands:
         return _split(self.exp(n, False), line, col, self.text[a : self.ci(n.end_byte)], self.st.ctx)
 
     def setting(self, name: str, v: _Var) -> EnvSetting:
+        """What a command sees of variable `v` in its environment. Made once per variable value (every command gets
+        every exported variable; `differs` reads every character's origin), kept in `st.settings`."""
+        known = self.st.settings.get((name, id(v)))
+        if known is not None and known[0] is v:
+            return known[1]
         why = self.why(v.s) or self.differs(v.org, v.cond)
-        return EnvSetting(name, None if why else v.s, v.pos[0], v.pos[1], why, v.cond)
+        out = EnvSetting(name, None if why else v.s, v.pos[0], v.pos[1], why, v.cond)
+        self.st.settings[(name, id(v))] = (v, out)  # `v` kept alive: its id is not reused while the entry stands
+        return out
 
     def command(self, n) -> None:
         kids = n.children
+        types = [c.type for c in kids]  # (each `.type` makes a new string)
         for i in range(1, len(kids)):  # tree-sitter-bash sometimes glues `A=1 B=2<newline>cmd` into one command
+            if types[i - 1] != "variable_assignment":
+                continue
             gap = self.text[self.ci(kids[i - 1].end_byte) : self.ci(kids[i].start_byte)]
-            if kids[i - 1].type == "variable_assignment" and "\n" in gap.replace("\\\n", ""):
+            if "\n" in gap.replace("\\\n", ""):
                 self.body(kids[:i])
                 a, b = self.ci(kids[i].start_byte), self.ci(n.end_byte)
                 return type(self)(self.st, self.text[a:b], self.org[a : b + 1], self.depth, self.label).run()
         prefix, toks = [], []
-        for i, c in enumerate(kids):
-            if c.type == "variable_assignment":
+        for i, (c, t) in enumerate(zip(kids, types)):
+            if t == "variable_assignment":
                 prefix.append(c)
-            elif c.type == "command_name":
+            elif t == "command_name":
                 toks.extend(c.named_children or [c])
-            elif c.type.endswith("redirect") or c.type == "comment":
+            elif t.endswith("redirect") or t == "comment":
                 continue
-            elif not (c.type == "$" and i + 1 < len(kids) and kids[i + 1].start_byte == c.end_byte):
+            elif not (t == "$" and i + 1 < len(kids) and kids[i + 1].start_byte == c.end_byte):
                 toks.append(c)  # (a `$` glued to "..." is bash's translated string; drop the `$`)
         noted, self.st.noted = self.st.noted, {}
         try:
@@ -164,9 +174,9 @@ class Commands:
         # the decisions from defaults on this command's path, its words' and its environment's
         notes = dict.fromkeys([*self.st.control, *read, *(n for v in exported.values() for n in v.notes)])
         assumes = tuple(sorted(notes, key=lambda note: self.st.order.get(note, 0)))
-        self.st.out.commands.append(Command([f.word(self.st.holes) for f in fields], env, *self.pos(n.start_byte),
-                                            assumes))
-        vals = [None if self.why(f.value) else f.value for f in fields]
+        words = [f.word(self.st.holes) for f in fields]
+        self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes))
+        vals = [w.value for w in words]  # None for a word with a hole
         self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
         try:
             self.builtin(fields, vals)

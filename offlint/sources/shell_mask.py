@@ -23,6 +23,7 @@ _ROUNDS = 8  # parse, mask what the errors point into, parse again: a few rounds
 
 _BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
 _WORD_END = " \t\n;&|()<>"
+_PLAIN = re.compile(r"[^\\'$`\"}()#\[\]<\n]+")  # what _Spans._lex looks at: everything else it steps over
 
 
 class Masked:
@@ -251,6 +252,10 @@ class _Spans:
         heredocs: list[tuple[str, bool]] = []
         i = 0
         while i < n:
+            plain = _PLAIN.match(s, i)  # a run of characters that mean nothing in any context: skipped at once
+            if plain is not None:
+                i = plain.end()
+                continue
             ctx = stack[-1][0]
             c = s[i]
             code = ctx in ("top", "sub", "test", "bq")

@@ -48,9 +48,7 @@ def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = (
     try:
         if not isinstance(text, str):
             text = bytes(text).decode("utf-8", "replace")
-        org: list[Org] = []  # one (line, col, mark) per character, plus one for the end
-        for ln, line in enumerate(text.split("\n"), 1):
-            org.extend([(ln, c, "") for c in range(1, len(line) + 2)])
+        org = _origins(text)
         st = _State(out, _Holes(), script)
         st.where = where
         _Walker(st, text, org, 0, "").run()
@@ -63,3 +61,28 @@ def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = (
     except Exception as exc:  # the linter must survive any script; report instead of crashing
         out.errors.append(f"line 1: could not read the script ({type(exc).__name__}: {exc})")
     return out
+
+
+_ROWS: list[tuple[Org, ...]] = []  # _ROWS[ln - 1]: (ln, 1, ""), (ln, 2, ""), ... as long as a line has needed
+_ROW_LINES, _ROW_COLS = 1000, 200  # beyond these a line's origins are its own: at most ~16 MB are kept
+
+
+def _origins(text: str) -> list[Org]:
+    """One (line, col, "") per character of `text`, plus one for the end.
+
+    The tuples are made once per process and shared by every script (they are immutable): making ~1.3 million
+    of them for the scripts of a large tree was about a tenth of reading them. A row is replaced, never extended
+    in place, so a reader sees a complete one."""
+    org: list[Org] = []
+    for ln, line in enumerate(text.split("\n"), 1):
+        k = len(line) + 1
+        if ln > _ROW_LINES or k > _ROW_COLS:
+            org.extend([(ln, c, "") for c in range(1, k + 1)])
+            continue
+        while len(_ROWS) < ln:
+            _ROWS.append(())
+        row = _ROWS[ln - 1]
+        if len(row) < k:
+            row = _ROWS[ln - 1] = row + tuple([(ln, c, "") for c in range(len(row) + 1, k + 1)])
+        org += row[:k]
+    return org

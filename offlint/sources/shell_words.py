@@ -21,16 +21,17 @@ class WordExpansion:
     def lit(self, a: int, b: int, q: bool) -> list[_P]:
         """Literal source text with backslash escapes: unquoted (splittable) or inside double quotes."""
         t, org, out = self.text, self.org, []
-        start = i = a
-        while i < b:
-            if t[i] == "\\" and i + 1 < b and (not q or t[i + 1] in '$`"\\\n'):
+        start, i = a, t.find("\\", a, b)  # from backslash to backslash (a loop per character was slow)
+        while i >= 0:
+            if i + 1 < b and (not q or t[i + 1] in '$`"\\\n'):
                 if i > start:
                     out.append(_P(t[start:i], org[start:i], split=not q, quoted=q))
                 if t[i + 1] != "\n":
                     out.append(_P(t[i + 1], org[i + 1 : i + 2], quoted=True))
-                i = start = i + 2
+                start = i + 2
+                i = t.find("\\", i + 2, b)
             else:
-                i += 1
+                i = t.find("\\", i + 1, b)
         if b > start:
             out.append(_P(t[start:b], org[start:b], split=not q, quoted=q))
         return out
