@@ -147,8 +147,10 @@ class WordExpansion:
         stop = self.ci(kids[-1].start_byte) if len(kids) > 1 and kids[-1].type == '"' else b
         out, only_at, i = [], True, a + 1
         for c in kids:
+            if not c.is_named or c.type == "string_content":  # (before start(): the quotes and text are most kids)
+                continue
             ca = self.start(c)
-            if not c.is_named or c.type == "string_content" or ca < i:
+            if ca < i:
                 continue
             lit = self.lit(i, ca, True)
             self.saw_at = False
