@@ -1,0 +1,43 @@
+"""benchmarks/stage_cpu.py: every stage of a cold check timed, in one process; a bad tree is one line and exit 2."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "stage_cpu.py"
+RECIPE = """
+from megatron.bridge.training.config import ConfigContainer
+from megatron.bridge.models import GPTModelProvider
+
+
+def llama_pretrain_config():
+    return ConfigContainer(model=GPTModelProvider(num_layers=8, cpu_offloading=True, cpu_offloading_num_layers=9))
+"""
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(SCRIPT.parent.parent))
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_each_stage_of_a_cold_check_gets_its_cpu_time(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "llama.py").write_text(RECIPE)
+    (tmp_path / "train.sh").write_text("torchrun pretrain_gpt.py --cpu-offloading --num-layers 8\n")
+    done = _run(str(tmp_path), "--", "--mcore-version", "0.16.1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("s CPU in all")
+    timed = {line.rsplit(None, 2)[0].strip(): float(line.rsplit(None, 2)[1]) for line in lines[1:]}
+    assert set(timed) == {"reading (all kinds)", "Python files", "shell scripts", "YAML files",
+                          "rules (engine.check_unit)", "noting what each reading used",
+                          "storing outcomes (encoding)", "writing the cache"}
+    assert timed["reading (all kinds)"] > 0 and timed["Python files"] > 0 and timed["storing outcomes (encoding)"] > 0
+
+
+def test_a_tree_that_is_not_a_directory_is_one_line_and_exit_2(tmp_path):
+    done = _run(str(tmp_path / "missing"), cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "not a directory" in done.stderr
