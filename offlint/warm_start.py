@@ -30,11 +30,10 @@ class WarmStart:
         self.directory = directory
         self.key = fingerprint("warm-start", sys.version_info[:2])
         self._rules: str | None = None  # the catalog, encoded (rules_codec)
-        self._gitignores: dict[str, list] = {}  # key -> [joined regex or None, include flags] (gitignore.GitIgnore)
-        self._used: set[str] = set()  # the .gitignore keys this run asked for: only those are kept
+        # key -> [joined regex or None, include flags] (gitignore.GitIgnore)
+        self._gitignores = _Kept({}, gitignore.valid_joined)
         # a walk's key (discover._kept_walk) -> what it read and found (_valid_listing)
-        self._listings: dict[str, dict] = {}
-        self._listings_used: set[str] = set()
+        self._listings = _Kept({}, _valid_listing)
         self._loaded: object = None  # what the file held, to write it only when something changed
 
     @property
@@ -53,11 +52,8 @@ class WarmStart:
             warm._loaded = stored
             if isinstance(stored.get("rules"), str):
                 warm._rules = stored["rules"]
-            if isinstance(stored.get("gitignores"), dict):
-                warm._gitignores = {key: value for key, value in stored["gitignores"].items()
-                                    if gitignore.valid_joined(value)}
-            if isinstance(stored.get("listings"), dict):
-                warm._listings = {key: value for key, value in stored["listings"].items() if _valid_listing(value)}
+            warm._gitignores = _Kept(stored.get("gitignores"), gitignore.valid_joined)
+            warm._listings = _Kept(stored.get("listings"), _valid_listing)
         return warm
 
     def rules(self) -> dict | None:
@@ -87,27 +83,22 @@ class WarmStart:
             self._rules = None
 
     def gitignore(self, key: str) -> list | None:
-        self._used.add(key)
         return self._gitignores.get(key)
 
     def keep_gitignore(self, key: str, joined: list) -> None:
-        self._used.add(key)
-        self._gitignores[key] = joined
+        self._gitignores.keep(key, joined)
 
     def listing(self, key: str) -> dict | None:
-        self._listings_used.add(key)
         return self._listings.get(key)
 
     def keep_listing(self, key: str, listing: dict) -> None:
-        self._listings_used.add(key)
-        self._listings[key] = listing
+        self._listings.keep(key, listing)
 
     def save(self) -> None:
         """Write what this run used, when it differs from what was kept, into a cache folder that exists already
         (the cache makes it); other keys' files are removed."""
-        stored = {"key": self.key, "rules": self._rules,
-                  "gitignores": {key: self._gitignores[key] for key in sorted(self._used & set(self._gitignores))},
-                  "listings": {key: self._listings[key] for key in sorted(self._listings_used & set(self._listings))}}
+        stored = {"key": self.key, "rules": self._rules, "gitignores": self._gitignores.used(),
+                  "listings": self._listings.used()}
         if stored == self._loaded or self.directory is None or not _owned_private_dir(self.directory):
             return
         try:
@@ -118,6 +109,27 @@ class WarmStart:
             self._loaded = stored
         except OSError:
             pass  # not kept: the next run computes them again
+
+
+class _Kept:
+    """Values kept by key from one run to the next (.gitignore regexes, walks' listings): those read back pass
+    `valid`, and only those this run asked for or made are written again (keys of files gone drop out)."""
+
+    def __init__(self, stored: object, valid):
+        self._values = {key: value for key, value in stored.items() if valid(value)} \
+            if isinstance(stored, dict) else {}
+        self._asked: set[str] = set()
+
+    def get(self, key: str):
+        self._asked.add(key)
+        return self._values.get(key)
+
+    def keep(self, key: str, value) -> None:
+        self._asked.add(key)
+        self._values[key] = value
+
+    def used(self) -> dict:
+        return {key: self._values[key] for key in sorted(self._asked & set(self._values))}
 
 
 @contextmanager
