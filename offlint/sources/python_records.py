@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -205,15 +206,7 @@ class _Walk:
             out.append(f"{kind.__name__}({len(value)}")
             if kind is PartialDict:
                 out.append("s" + self.text(value.reason))
-            for key, item in value.items():
-                if type(key) is str and ".py:" not in key:
-                    out.append("s" + key)
-                else:
-                    self.walk(key)
-                if type(item) is str and ".py:" not in item:
-                    out.append("s" + item)
-                else:
-                    self.walk(item)
+            self.items(itertools.chain.from_iterable(value.items()))  # each key, then its item
             out.append(")")
         elif kind is frozenset or kind is set:
             items = []
