@@ -14,7 +14,9 @@ import ast
 import contextlib
 import gc
 import os
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Callable
 
 from offlint.cache import (Cache, Deferred, FileOutcome, RecordCheck, digest, file_state, merge_moves,
@@ -35,9 +37,11 @@ from offlint.types import FileError, UnitKind
 from offlint.versions import Version
 
 MIN_FILES_PER_WORKER = 8  # below this, forking workers costs more than it saves
-# Tasks per worker: each takes the next files of its worker's share (or, that share done, the last ones of
-# another's), so that the parent unpickles outcomes while the workers still read, not all of them at the end.
+# A worker's take (WorkQueue.take) weighs at most 1/(BATCHES_PER_WORKER x workers) of the files, so that the parent
+# unpickles outcomes while the workers still read, not all of them at the end; and at most 1/(GUIDED x workers) of
+# what is left, so that the last takes are small and no worker idles while another reads a big last batch.
 BATCHES_PER_WORKER = 8
+GUIDED = 2
 
 
 @dataclass
@@ -381,11 +385,11 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
     if count == 1:
         return [(outcome, None) for outcome in _read_batch(job, files, digests, progress=progress, project=project)]
     import multiprocessing  # here: a small pre-commit run never forks, and need not import it
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     if "fork" not in multiprocessing.get_all_start_methods():
         return [(outcome, None) for outcome in _read_batch(job, files, digests)]
-    global _JOB, _DIGESTS, _PROJECT, _SHARES, _CURSORS, _SHARE
+    global _JOB, _DIGESTS, _PROJECT, _QUEUE
     leading = [f for f in files if f.path in first]
     rest = [f for f in files if f.path not in first]
     context = multiprocessing.get_context("fork")
@@ -393,23 +397,23 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         _PROJECT = project
         done = [(o, None) for o in _read_batch(job, leading, digests, reuse_project=True)] if leading else []
         _JOB, _DIGESTS = job, digests  # forked workers inherit them (and the project the leading files built)
-        _SHARES = shares(job, rest, count)
-        # per share: its next file and its end (a worker whose share is done takes from another's end); then the
-        # number of shares claimed by a worker
-        _CURSORS = context.Array("i", [n for share in _SHARES for n in (0, len(share))] + [0])
-        size = -(-len(rest) // (count * BATCHES_PER_WORKER))
+        _QUEUE = WorkQueue(shares(job, rest, count), context)
         read: dict[str, tuple[FileOutcome, str | None]] = {}
         with ProcessPoolExecutor(count, mp_context=context) as pool:
-            left = len(rest)
-            while left:  # a task takes fewer than `size` files at the end of a share: more tasks, until none is left
-                futures = [pool.submit(_worker_take, size) for _ in range(max(count, -(-left // size)))]
-                for future in as_completed(futures):
-                    for outcome, payload in future.result():
+            # Two tasks per worker in flight, one more for each that brought files back: a worker never waits for
+            # the parent to hand it work, and the parent unpickles one batch while the workers read the next.
+            pending = {pool.submit(_worker_take) for _ in range(2 * count)}
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    batch = future.result()
+                    for outcome, payload in batch:
                         read[outcome.path] = (outcome, payload)
-                    progress(len(done) + len(read), len(files))
-                left = sum(_CURSORS[2 * s + 1] - _CURSORS[2 * s] for s in range(count))
+                    if batch:  # an empty one: every file was taken (some may still be read)
+                        pending.add(pool.submit(_worker_take))
+                progress(len(done) + len(read), len(files))
     finally:
-        _JOB = _DIGESTS = _PROJECT = _SHARES = _CURSORS = _SHARE = None
+        _JOB = _DIGESTS = _PROJECT = _QUEUE = None
     assert len(read) == len(rest), "a file was not read"
     return done + [read[f.path] for f in rest]
 
@@ -417,65 +421,85 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
 _JOB: Job | None = None
 _DIGESTS: dict[str, str] | None = None
 _PROJECT: PythonProject | None = None  # one per worker process, kept across its batches
-_SHARES: list[list[SourceFile]] | None = None  # the workers' shares of the files (shares)
-_CURSORS = None  # multiprocessing.Array: per share (next, end), then the count of shares claimed
-_SHARE: int | None = None  # in a worker: its share
+_QUEUE: WorkQueue | None = None  # the files the workers take
 
 
-def shares(job: Job, files: list[SourceFile], count: int) -> list[list[SourceFile]]:
-    """The files each of `count` workers reads first: runs of files in path order, of similar total size (files of
-    one directory tend to import the same modules). Megatron Bridge 067f987, two workers: 754 readers (97 modules
-    read by both) and 3,005 followed-call runs, against 775 (118) and 3,106 with sixteen runs handed out as workers
-    freed up; a split by import affinity did no better (benchmarks/README.md). A walked test module weighs as an
-    empty file (it is not even parsed): counted by its size, Bridge's tests/ made three of eight runs nearly empty."""
+def _weight(job: Job, file: SourceFile) -> int:
+    """About how long a file takes to read, in characters. A walked test module weighs as an empty file (it is not
+    even parsed): counted by its size, Bridge's tests/ made three of eight runs nearly empty."""
+    return 2000 + (0 if file.kind == "python" and not file.explicit and is_test_code(file.path) else
+                   len(job.texts.get(file.path, "")))
+
+
+def shares(job: Job, files: list[SourceFile], count: int) -> list[list[tuple[SourceFile, int]]]:
+    """The files each of `count` workers reads first, with their weights: runs of files in path order, of similar
+    total weight (files of one directory tend to import the same modules). Megatron Bridge 067f987, two workers:
+    754 readers (97 modules read by both) and 3,005 followed-call runs, against 775 (118) and 3,106 with sixteen
+    runs handed out as workers freed up; a split by import affinity did no better (benchmarks/README.md)."""
     ordered = sorted(files, key=lambda f: f.path)
-    weights = [2000 + (0 if f.kind == "python" and not f.explicit and is_test_code(f.path) else
-                       len(job.texts.get(f.path, ""))) for f in ordered]
+    weights = [_weight(job, f) for f in ordered]
     target = sum(weights) / max(count, 1)
-    runs: list[list[SourceFile]] = [[]]
+    runs: list[list[tuple[SourceFile, int]]] = [[]]
     size = 0
     for file, weight in zip(ordered, weights):
         if size >= target and len(runs) < count:
             runs.append([])
             size = 0
-        runs[-1].append(file)
+        runs[-1].append((file, weight))
         size += weight
     return runs + [[] for _ in range(count - len(runs))]
 
 
-def _take(limit: int) -> list[SourceFile]:
-    """Up to `limit` files for this worker: the next of its share, or, that share done, the last of the share with
-    the most left (each file is taken once: the cursors change under their lock)."""
-    global _SHARE
-    assert _SHARES is not None and _CURSORS is not None
-    parts = len(_SHARES)
-    taken: list[SourceFile] = []
-    with _CURSORS.get_lock():
-        if _SHARE is None:
-            _SHARE = _CURSORS[2 * parts] % parts
-            _CURSORS[2 * parts] += 1
-        own = 2 * _SHARE
-        start, end = _CURSORS[own], _CURSORS[own + 1]
-        if start < end:
-            stop = min(end, start + limit)
-            _CURSORS[own] = stop
-            return _SHARES[_SHARE][start:stop]
-        left = [(_CURSORS[2 * s + 1] - _CURSORS[2 * s], -s) for s in range(parts)]
-        most, other = max(left)
-        if most > 0:
-            other = -other
-            end = _CURSORS[2 * other + 1]
-            # stealing: smaller runs, so that the owner, still reading, is not left waiting on the thief
-            start = end - min(most, max(1, min(limit, most // 2)))
-            _CURSORS[2 * other + 1] = start
-            taken = _SHARES[other][start:end]
-    return taken
+class WorkQueue:
+    """The workers' shares of the files, and cursors in shared memory by which forked workers take them: a worker
+    takes the next files of its own share and, that share done, the last ones of the share with the most weight
+    left (stealing from the end, so that the owner, still reading, is not left waiting on the thief). Each file is
+    taken once: the cursors change under their lock.
+
+    A take weighs at most a fixed part of all the files and a shrinking part of what is left (guided
+    self-scheduling, BATCHES_PER_WORKER and GUIDED). Megatron Bridge 067f987 with takes of a fixed count of files:
+    one worker read its last 102 files (1.2 s) while the other had none left."""
+
+    def __init__(self, runs: list[list[tuple[SourceFile, int]]], context) -> None:
+        self.runs = [[file for file, _ in run] for run in runs]
+        # per share: the weight of its files before each index
+        self.before = [list(accumulate((weight for _, weight in run), initial=0)) for run in runs]
+        self.largest = sum(before[-1] for before in self.before) / (len(runs) * BATCHES_PER_WORKER)
+        # per share (next, end), then the count of shares claimed by a worker
+        self.cursors = context.Array("i", [n for run in runs for n in (0, len(run))] + [0])
+        self.share: int | None = None  # in a worker: its own share
+
+    def take(self) -> list[SourceFile]:
+        """This worker's next files; none once every file was taken."""
+        cursors, parts = self.cursors, len(self.runs)
+        with cursors.get_lock():
+            if self.share is None:
+                self.share = cursors[2 * parts] % parts
+                cursors[2 * parts] += 1
+            left = [self.before[s][cursors[2 * s + 1]] - self.before[s][cursors[2 * s]] for s in range(parts)]
+            if not any(left):
+                return []
+            most = min(self.largest, sum(left) / (parts * GUIDED))
+            own = self.share
+            start, end = cursors[2 * own], cursors[2 * own + 1]
+            before = self.before[own]
+            if start < end:  # the first file reaching `most`
+                stop = min(end, max(start + 1, bisect_left(before, before[start] + most, start + 1, end + 1)))
+                cursors[2 * own] = stop
+                return self.runs[own][start:stop]
+            other = max(range(parts), key=lambda s: (left[s], -s))
+            start, end = cursors[2 * other], cursors[2 * other + 1]
+            before = self.before[other]
+            want = min(most, left[other] / 2)  # the last file reaching it, counted from the end
+            begin = max(start, min(end - 1, bisect_right(before, before[end] - want, start, end + 1) - 1))
+            cursors[2 * other + 1] = begin
+            return self.runs[other][begin:end]
 
 
-def _worker_take(limit: int) -> list[tuple[FileOutcome, str | None]]:
-    assert _JOB is not None and _DIGESTS is not None
+def _worker_take() -> list[tuple[FileOutcome, str | None]]:
+    assert _JOB is not None and _DIGESTS is not None and _QUEUE is not None
     return [(outcome, _encoded(_JOB, outcome)) for outcome in
-            _read_batch(_JOB, _take(limit), _DIGESTS, reuse_project=True)]
+            _read_batch(_JOB, _QUEUE.take(), _DIGESTS, reuse_project=True)]
 
 
 def _encoded(job: Job, outcome: FileOutcome) -> str | None:

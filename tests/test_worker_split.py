@@ -1,8 +1,10 @@
-"""The workers' shares of a cold run's files (pipeline.shares) and how a worker takes files (pipeline._take): every
-file read exactly once, the same files giving the same shares, and the same findings with one worker and two."""
+"""The workers' shares of a cold run's files (pipeline.shares) and how workers take files (pipeline.WorkQueue): every
+file read exactly once, the same files giving the same shares, takes that shrink with what is left, and the same
+findings with one worker and two."""
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 from pathlib import Path
 
@@ -70,29 +72,63 @@ def test_every_file_is_in_exactly_one_share_and_the_shares_are_the_same_each_tim
     job, files = _job(tmp_path)
     first = pipeline.shares(job, files, count)
     assert len(first) == count
-    assert sorted(f.path for share in first for f in share) == sorted(f.path for f in files)
+    assert sorted(f.path for share in first for f, _ in share) == sorted(f.path for f in files)
     again = pipeline.shares(_job(tmp_path)[0], list(reversed(files)), count)
-    assert [[f.path for f in share] for share in again] == [[f.path for f in share] for share in first]
+    assert [[f.path for f, _ in share] for share in again] == [[f.path for f, _ in share] for share in first]
     if count == 2:
         assert all(share for share in first)  # both workers have work
 
 
-def test_workers_taking_files_take_each_once_also_from_another_share(tmp_path):
+def _queue(job, files, count=2) -> pipeline.WorkQueue:
+    return pipeline.WorkQueue(pipeline.shares(job, files, count), multiprocessing.get_context("fork"))
+
+
+def test_a_worker_takes_its_own_share_then_the_others_each_file_once(tmp_path):
     _tree(tmp_path)
     job, files = _job(tmp_path)
-    pipeline._SHARES = pipeline.shares(job, files, 2)
-    pipeline._CURSORS = multiprocessing.get_context("fork").Array(
-        "i", [n for share in pipeline._SHARES for n in (0, len(share))] + [0])
+    queue = _queue(job, files)
+    own = [f.path for f, _ in pipeline.shares(job, files, 2)[0]]
     taken: list[str] = []
-    try:
-        # one process plays worker 0 until its share is done, then keeps taking (from share 1's end), 5 at a time
-        pipeline._SHARE = None
-        while batch := pipeline._take(5):
-            taken.extend(f.path for f in batch)
-        assert pipeline._SHARE == 0
-    finally:
-        pipeline._SHARES = pipeline._CURSORS = pipeline._SHARE = None
+    while batch := queue.take():  # one process plays the first worker until nothing is left
+        taken.extend(f.path for f in batch)
+    assert queue.share == 0
+    assert taken[:len(own)] == own  # its own share first, in order
     assert sorted(taken) == sorted(f.path for f in files)
+
+
+def test_two_workers_taking_in_turn_take_each_file_once(tmp_path):
+    _tree(tmp_path)
+    job, files = _job(tmp_path)
+    first = _queue(job, files)
+    second = copy.copy(first)  # a forked worker: the same cursors, its own share
+    taken: list[str] = []
+    turn = 0
+    while True:
+        batch = (second if turn % 3 == 0 else first).take()  # the first worker takes twice as often
+        taken.extend(f.path for f in batch)
+        if not batch:
+            break  # nothing left for anyone: the other finds nothing either
+        turn += 1
+    assert not first.take() and not second.take()
+    assert {first.share, second.share} == {0, 1}
+    assert sorted(taken) == sorted(f.path for f in files)
+
+
+def test_each_take_stops_at_the_file_reaching_a_part_of_what_is_left(tmp_path):
+    _tree(tmp_path)
+    job, files = _job(tmp_path)
+    weight = {f.path: pipeline._weight(job, f) for f in files}
+    queue = _queue(job, files)
+    left = sum(weight.values())
+    takes = []
+    while batch := queue.take():
+        most = min(queue.largest, left / (2 * pipeline.GUIDED))
+        # not a file more than it needs: counted from the front of its own share, from the end of another's
+        assert min(sum(weight[f.path] for f in batch[:-1]), sum(weight[f.path] for f in batch[1:])) < most
+        left -= sum(weight[f.path] for f in batch)
+        takes.append(len(batch))
+    assert left == 0
+    assert max(takes) > 1 and takes[-1] == 1  # several files at first, single files at the end
 
 
 def test_one_worker_and_two_give_the_same_findings(tmp_path, monkeypatch):
