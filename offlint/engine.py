@@ -7,7 +7,10 @@ assignment as written (`source`, `key`, `value`, `text`: the OFL0xx spelling rul
 
 from __future__ import annotations
 
+import ast
+import functools
 import itertools
+import operator
 import re
 from dataclasses import replace
 
@@ -23,36 +26,147 @@ _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
 def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[Finding]:
     findings: list[Finding] = []
-    applying = _applying(rules, resolved.version)
+    plan = _plan(rules, resolved.version)
     by_assignment: dict[str, list[Finding]] | None = None
     names: dict | None = None
-    for rule in applying:
+    for rule, checks in plan.rules:
         if rule.scope == "unit":
             if not resolved.unit.checked_through_callers:  # a helper: its callers' units report what it sets
                 names = names or _unit_names(resolved.unit)
-                findings.extend(_unit_rule(rule, resolved, strict, names))
+                findings.extend(_unit_rule(rule, resolved, strict, names, checks))
         elif rule.scope == "assignment":
             if by_assignment is None:
-                by_assignment = _assignment_findings([r for r in applying if r.scope == "assignment"], resolved)
+                by_assignment = _assignment_findings(plan.assignment_rules, resolved, plan.assignment_sources)
             findings.extend(by_assignment[rule.code])
         elif rule.code == "OFL004":
             findings.extend(_duplicates(rule, resolved.unit))
     return findings
 
 
-_LAST_APPLYING: tuple = ((), None, [])  # (rules, version, the rules applying to it): a run asks for the same
+class _Plan:
+    """What check_unit does for a run's rules and version: the rules that apply, in order, each with its checks for
+    the version and their guards (a unit rule's; () for the others); the assignment-scope rules among them and the
+    sources of the assignments they may fire on (_firing_sources)."""
+
+    def __init__(self, rules: tuple[Rule, ...], version):
+        self.rules = [(rule, tuple((check, _guards(check.condition)) for check in rule.checks_for(version))
+                       if rule.scope == "unit" else ()) for rule in rules if rule.applies_to(version)]
+        self.assignment_rules = [rule for rule, _ in self.rules if rule.scope == "assignment"]
+        self.assignment_sources = _firing_sources(self.assignment_rules, version)
+
+
+# (rules, version, their _Plan): a run asks for the same
+_LAST_PLAN: tuple = ((), None, None)
+
+
+def _plan(rules: list[Rule], version) -> _Plan:
+    """The plan for a run's rules and its version, worked out once for them, not once per unit (sixty
+    version-range tests a unit, 1,300 units a cold check of Megatron Bridge)."""
+    global _LAST_PLAN
+    given = tuple(rules)  # (compared item by item, by identity first: a list changed in place is seen)
+    last_rules, last_version, plan = _LAST_PLAN
+    if plan is None or given != last_rules or version != last_version:
+        plan = _Plan(given, version)
+        _LAST_PLAN = (given, version, plan)
+    return plan
 
 
 def _applying(rules: list[Rule], version) -> list[Rule]:
-    """The rules that apply to `version`, in order: worked out once for a run's rules and its version, not once per
-    unit (sixty version-range tests a unit, 1,300 units a cold check of Megatron Bridge)."""
-    global _LAST_APPLYING
-    given = tuple(rules)  # (compared item by item, by identity first: a list changed in place is seen)
-    last_rules, last_version, applying = _LAST_APPLYING
-    if given != last_rules or version != last_version:
-        applying = [rule for rule in given if rule.applies_to(version)]
-        _LAST_APPLYING = (given, version, applying)
-    return applying
+    """The rules that apply to `version`, in order (_plan's)."""
+    return [rule for rule, _ in _plan(rules, version).rules]
+
+
+# A unit condition's guards: the parts of its top-level `and` that read one name or key and test it alone
+# (`model.cpu_offloading`, `not optimizer.optimizer_cpu_offload`, `model.cuda_graph_impl == "none"`). When one of
+# them is false for a unit, the whole condition is False there (Kleene `and`: False and anything is False) and its
+# check is skipped without building a scope or evaluating the rest: most offload rules' master switch is off in
+# most units. Each guard: (the name or key, how it is tested: _TRUTHY, _NOT or a comparison, the constant compared).
+_TRUTHY, _NOT = "truthy", "not"
+_COMPARISONS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+                ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+
+
+@functools.lru_cache(maxsize=None)
+def _guards(condition: str) -> tuple[tuple[str, object, object], ...]:
+    try:
+        tree = ast.parse(condition.strip(), mode="eval").body
+    except SyntaxError:
+        return ()
+    parts = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
+    out = []
+    for part in parts:
+        test: object = _TRUTHY
+        operand = None
+        if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Not):
+            test, part = _NOT, part.operand
+        elif isinstance(part, ast.Compare) and len(part.ops) == 1 and type(part.ops[0]) in _COMPARISONS:
+            operand = _constant(part.comparators[0])
+            if operand is _NOT_CONSTANT:
+                continue
+            test, part = _COMPARISONS[type(part.ops[0])], part.left
+        name = _read_name(part)
+        if name:
+            out.append((name, test, operand))
+    return tuple(out)
+
+
+_NOT_CONSTANT = object()
+
+
+def _constant(node: ast.AST) -> object:
+    """A constant as the evaluator makes it (a tuple or list of constants a list, a set a set), else _NOT_CONSTANT."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and all(isinstance(e, ast.Constant) for e in node.elts):
+        items = [e.value for e in node.elts]
+        try:
+            return set(items) if isinstance(node, ast.Set) else items
+        except TypeError:
+            return _NOT_CONSTANT
+    return _NOT_CONSTANT
+
+
+def _read_name(node: ast.AST) -> str:
+    """The name or dotted key an expression node reads by itself ("" for anything else)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _guarded_out(guards: tuple, resolved: ResolvedUnit, names: dict) -> bool:
+    """Whether one of a check's guards is false for the unit (its condition then is False), computed as the
+    condition's evaluator computes that part: a name of the unit's first, else the key's effective value; an
+    unknown value decides nothing."""
+    for name, test, operand in guards:
+        if name in names:
+            value = names[name]
+        elif "." in name or name in keys.KEYS:
+            read = resolved.get(name)
+            if read.is_unknown:
+                continue
+            value = read.value
+        else:
+            continue  # (the evaluator raises on an unknown name: left to it)
+        if value is UNKNOWN:
+            continue
+        if test is _TRUTHY:
+            holds = bool(value)
+        elif test is _NOT:
+            holds = not value
+        else:
+            try:
+                holds = bool(test(value, operand))
+            except TypeError:
+                holds = False  # as the evaluator's comparison: the condition is not met
+        if not holds:
+            return True
+    return False
 
 
 def _unit_names(unit: Unit) -> dict:
@@ -63,10 +177,14 @@ def _unit_names(unit: Unit) -> dict:
             "defaults": unit.defaults.value, "framework": unit.framework}
 
 
-def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict) -> list[Finding]:
+def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict,
+               checks: tuple | None = None) -> list[Finding]:
     out = []
-    unit = resolved.unit
-    for check in rule.checks_for(resolved.version):
+    if checks is None:
+        checks = tuple((check, _guards(check.condition)) for check in rule.checks_for(resolved.version))
+    for check, guards in checks:
+        if guards and _guarded_out(guards, resolved, names):
+            continue
         scope = Scope(resolved.get, resolved.version, names=dict(names))
         verdict = truth(evaluate(check.condition, scope))
         condition = ""
@@ -304,17 +422,23 @@ _ASSIGNMENT_VERDICTS: dict[tuple[str, ...], dict[tuple, tuple]] = {}
 _PER_UNIT = object()
 
 
-def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit) -> dict[str, list[Finding]]:
+def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit,
+                         sources: tuple[Source, ...] | None = None) -> dict[str, list[Finding]]:
     """The findings of each assignment-scope rule on the assignments the unit itself writes (as they act on the
-    version), in one pass over them: each assignment looks up the verdicts of every rule at once."""
+    version), in one pass over them: each assignment looks up the verdicts of every rule at once. `sources`: those
+    of the assignments a rule may fire on (_firing_sources), the others skipped."""
     out: dict[str, list[Finding]] = {rule.code: [] for rule in rules}
     memo = _ASSIGNMENT_VERDICTS.setdefault(tuple(out), {})
     version = resolved.version
     version_key = (version.major, version.minor, version.patch)  # a plain tuple: hashed in C, not by a dataclass
+    if sources is None:
+        sources = _firing_sources(rules, version)
     for layer in resolved.unit.layers:
         if layer.inherited:
             continue
         for written in layer.assignments:
+            if written.source not in sources:
+                continue
             assignment = for_version(written, version)
             if assignment is None:
                 continue
@@ -337,6 +461,22 @@ def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit) -> dict[str,
                 if verdict is not None:
                     out[rule.code].append(_assignment_finding(rule, verdict, assignment, resolved))
     return out
+
+
+def _firing_sources(rules: list[Rule], version) -> tuple[Source, ...]:
+    """The sources of the assignments on which one of the assignment-scope `rules` may fire: each check's guards on
+    `source` (_guards: `source in ("hydra", "yaml")`, `source == "hydra"`) rule out the others, whatever the
+    assignment and the unit (the spelling rules are about YAML and command lines; most assignments of a tree are
+    Python). A check without such a guard may fire on any."""
+    out = []
+    for source in Source:
+        names = {"source": source.value}
+        for rule in rules:
+            if any(not _guarded_out(tuple(g for g in _guards(check.condition) if g[0] == "source"), None, names)
+                   for check in rule.checks_for(version)):
+                out.append(source)
+                break
+    return tuple(out)
 
 
 def _names(assignment: Assignment, version) -> dict:
