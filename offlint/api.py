@@ -15,7 +15,7 @@ from offlint import changed, pipeline, scope
 from offlint.cache import Cache, Deferred, digest, fingerprint, merge_moves
 from offlint.discover import Exclusion, SourceFile, discover
 from offlint.pipeline import Job
-from offlint.linking import link_commands
+from offlint.linking import Aliases, link_commands
 from offlint.reading import text_or_error
 from offlint.relocation import Unmovable, relocate
 from offlint.resolve import resolve
@@ -144,15 +144,16 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         findings.extend(outcome.findings)
         if targets is not None and outcome.path in targets:
             own.update(id(f) for f in outcome.findings)
-    keys, kept = _linked_kept(reads, deferred, cache, targets)
+    aliases = Aliases(reads)  # the `import X as Y` of the reads' Python files (the same files after decoding)
+    keys, kept = _linked_kept(reads, deferred, cache, targets, aliases)
     if deferred:
         reads = _decode_linked(reads, deferred, findings, {unit.recipe for unit, key, _ in keys.values()
-                                                             if key not in kept and unit.recipe})
+                                                             if key not in kept and unit.recipe}, aliases)
         if cache is not None:
             for _, later in deferred:
                 if later.again:
                     cache.read_again(later.path)
-    link_commands(reads, errors)
+    link_commands(reads, errors, aliases)
     from offlint.engine import check_unit  # here: a warm run, answered from the cache, checks nothing
 
     for read in reads:
@@ -198,7 +199,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
 
 
 def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], cache: Cache | None,
-                 targets: set[str] | None) -> tuple[dict[int, tuple], dict[str, list[Finding]]]:
+                 targets: set[str] | None, aliases: Aliases) -> tuple[dict[int, tuple], dict[str, list[Finding]]]:
     """Launch commands whose findings, linked to the tree, can be kept from an earlier run: ({id of a command unit:
     (the unit, its key or None, the files the key names)}, {key: findings kept}). `link_commands` links a command
     to the recipe units of its name in the run's files, or, when none defines it, of the names the run's Python
@@ -222,7 +223,6 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
     for _, later in deferred:
         for name in later.summary.recipes:
             defining.setdefault(name, set()).add(later.path)
-    aliases: dict[str, set[str]] | None = None  # as linking.link_commands' originals_of
     states: dict[str, tuple | None] = {}  # path -> Cache.payload_state
 
     def payload(path: str) -> str | None:
@@ -241,11 +241,7 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
             originals: list[str] = []
             files = sorted(defining.get(unit.recipe, ())) if unit.recipe else []
             if unit.recipe and not files:
-                if aliases is None:
-                    from offlint.linking import aliases_in
-
-                    aliases = aliases_in(reads)
-                originals = sorted(aliases.get(unit.recipe, ()))
+                originals = sorted(aliases.get(unit.recipe))
                 files = sorted({path for name in originals for path in defining.get(name, ())})
             linked = [(path, payload(path)) for path in files]
             if any(found is None for _, found in linked):
@@ -277,7 +273,7 @@ def _moved_findings(cache: Cache, found: list[Finding], moves: list[dict | None]
 
 
 def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], findings: list[Finding],
-                   named: set[str]) -> list[FileRead]:
+                   named: set[str], aliases: Aliases) -> list[FileRead]:
     """The deferred files' units that linking can use, decoded: those defining a recipe in `named` (the recipes that
     launch commands of the run name whose findings are not kept, `_linked_kept`), or (when no file defines that
     name) a recipe imported `as` it, as `link_commands` looks them up. The other deferred files keep no units:
@@ -287,11 +283,7 @@ def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferre
         return reads
     defined = {unit.name for read in reads for unit in read.units if unit.kind == UnitKind.RECIPE}
     defined.update(name for _, later in deferred for name in later.summary.recipes)
-    if named - defined:
-        from offlint.linking import aliases_in
-
-        found = aliases_in(reads)
-        named |= {original for alias in named - defined for original in found.get(alias, ())}
+    named |= {original for alias in named - defined for original in aliases.get(alias)}
     dropped = set()
     for read, later in deferred:
         if later.summary.recipes & named:

@@ -19,8 +19,8 @@ def checked(monkeypatch):
     names: list[str] = []
     original = api._linked_kept
 
-    def recording(reads, deferred, cache, targets):
-        keys, kept = original(reads, deferred, cache, targets)
+    def recording(reads, deferred, cache, targets, *rest):
+        keys, kept = original(reads, deferred, cache, targets, *rest)
         names.extend(unit.name for unit, key, _ in keys.values() if key not in kept)
         return keys, kept
 
