@@ -80,7 +80,8 @@ def _applying(rules: list[Rule], version) -> list[Rule]:
 # (`model.cpu_offloading`, `not optimizer.optimizer_cpu_offload`, `model.cuda_graph_impl == "none"`). When one of
 # them is false for a unit, the whole condition is False there (Kleene `and`: False and anything is False) and its
 # check is skipped without building a scope or evaluating the rest: most offload rules' master switch is off in
-# most units. Each guard: (the name or key, how it is tested: _TRUTHY, _NOT or a comparison, the constant compared).
+# most units. Each guard: (the name or key, whether it is a dotted key, how it is tested: _TRUTHY, _NOT or a
+# comparison, the constant compared).
 _TRUTHY, _NOT = "truthy", "not"
 _COMPARISONS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
                 ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
@@ -107,7 +108,7 @@ def _guards(condition: str) -> tuple[tuple[str, object, object], ...]:
             test, part = _COMPARISONS[type(part.ops[0])], part.left
         name = _read_name(part)
         if name:
-            out.append((name, test, operand))
+            out.append((name, "." in name, test, operand))
     return tuple(out)
 
 
@@ -143,16 +144,16 @@ def _guarded_out(guards: tuple, resolved: ResolvedUnit, names: dict) -> bool:
     """Whether one of a check's guards is false for the unit (its condition then is False), computed as the
     condition's evaluator computes that part: a name of the unit's first, else the key's effective value; an
     unknown value decides nothing."""
-    for name, test, operand in guards:
-        if name in names:
-            value = names[name]
-        elif "." in name or name in keys.KEYS:
+    for name, dotted, test, operand in guards:
+        if dotted or name not in names:
+            if not dotted and name not in keys.KEYS:
+                continue  # (the evaluator raises on an unknown name: left to it)
             read = resolved.get(name)
-            if read.is_unknown:
+            if read.state == "unknown":  # (Value.is_unknown)
                 continue
             value = read.value
         else:
-            continue  # (the evaluator raises on an unknown name: left to it)
+            value = names[name]
         if value is UNKNOWN:
             continue
         if test is _TRUTHY:

@@ -8,6 +8,7 @@ and key. Each test compares units that differ in exactly what the shortcut looks
 
 from __future__ import annotations
 
+import ast
 import operator
 
 import pytest
@@ -75,12 +76,18 @@ def test_guards_are_the_parts_of_the_top_level_and_that_read_one_name():
                  'and source in ("hydra", "yaml") and len(as_list(model.offload_modules)) > 0 '
                  'and model.num_layers > model.hidden_size and launches_training')
     assert engine._guards(condition) == (
-        ("model.cpu_offloading", engine._TRUTHY, None), ("optimizer.optimizer_cpu_offload", engine._NOT, None),
-        ("model.cuda_graph_impl", operator.eq, "none"), ("source", engine._COMPARISONS[__import__("ast").In],
-                                                          ["hydra", "yaml"]),
-        ("launches_training", engine._TRUTHY, None))
+        ("model.cpu_offloading", True, engine._TRUTHY, None),
+        ("optimizer.optimizer_cpu_offload", True, engine._NOT, None),
+        ("model.cuda_graph_impl", True, operator.eq, "none"),
+        ("source", False, engine._COMPARISONS[ast.In], ["hydra", "yaml"]),
+        ("launches_training", False, engine._TRUTHY, None))
     assert engine._guards("model.cpu_offloading or optimizer.optimizer_cpu_offload") == ()
-    assert engine._guards("model.cpu_offloading") == (("model.cpu_offloading", engine._TRUTHY, None),)
+    assert engine._guards("model.cpu_offloading") == (("model.cpu_offloading", True, engine._TRUTHY, None),)
+    # a top-level key without a dot is read as the unit's key when it is not one of the unit's names
+    top = resolve(_unit("a", {"mixed_precision": "bf16_mixed"}), V)
+    assert not engine._guarded_out(engine._guards("mixed_precision"), top, {})
+    assert engine._guarded_out(engine._guards("not mixed_precision"), top, {})
+    assert engine._guarded_out(engine._guards("mixed_precision"), top, {"mixed_precision": ""})
 
 
 def test_a_guard_decides_only_on_a_known_false_part():

@@ -326,7 +326,8 @@ def offload_savings(inputs: Inputs, dev: Device) -> str:
 
     result = bound(inputs)
     world = result.world_size
-    options = what_if(inputs, dev, world, layouts=False)  # a finding names knobs, not other layouts
+    # a finding names knobs, not other layouts; by the memory they save, not their step time
+    options = what_if(inputs, dev, world, layouts=False, timed=False)
     base = options[0].peak_bytes
     best: dict[str, tuple[float, str]] = {}
     for option in options[1:]:

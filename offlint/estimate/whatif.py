@@ -36,16 +36,18 @@ class Option:
         return self.result.peak.total
 
 
-def what_if(inputs: Inputs, device: Device, world_size: int, layouts: bool = True) -> list[Option]:
-    """The configured option and one per knob setting (and, with `layouts`, per other TP x PP layout)."""
+def what_if(inputs: Inputs, device: Device, world_size: int, layouts: bool = True,
+            timed: bool = True) -> list[Option]:
+    """The configured option and one per knob setting (and, with `layouts`, per other TP x PP layout). Without
+    `timed` no step time is modelled (every relative_time 1.0, the cheapest not chosen by time): for a caller that
+    reads only the options' memory."""
     t, p = inputs.training, inputs.parallel
     if not t.global_batch_size:
         # Compare layouts at the same global batch: the assumed micro-batch count of the configured layout.
         micro = max(cost.ASSUMED_MICROBATCHES, p.pp)
         inputs = inputs.with_(training=replace(t, global_batch_size=micro * t.micro_batch_size
                                                * p.data_parallel(world_size)))
-    base = memory.estimate(inputs, world_size)
-    base_time = cost.step_seconds(inputs, base, device)
+    base_time = cost.step_seconds(inputs, memory.estimate(inputs, world_size), device) if timed else 0.0
     options = [_option("configured", "as configured", inputs, world_size, device, base_time)]
     options[0].baseline = True
     if inputs.model.wan is not None:  # Wan (diffusion.py): neither its knobs' memory nor its step time is modelled
