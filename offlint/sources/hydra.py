@@ -47,22 +47,113 @@ def _parser():
     return OverridesParser.create()
 
 
-# The tokens Hydra's grammar reads without doubt: a plain dotted key set (or added) to a decimal integer, to
-# true/false/null, or to a word that is no keyword. Hydra's ANTLR parser takes about a third of a millisecond a
-# token, so a command of 100,000 overrides took half a minute; these are read here, with Hydra's answer.
-_SIMPLE = re.compile(r"(\+\+|\+)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)=(?:(-?(?:0|[1-9][0-9]*))|([A-Za-z_][A-Za-z0-9_]*))")
-_WORDS = {"true": True, "false": False, "null": None}
-_FLOAT_WORDS = {"inf", "nan"}
+# Hydra's ANTLR parser takes about a third of a millisecond a token (a command of 100,000 overrides took half a
+# minute), and importing and creating it about 0.15 s per process. The tokens of the plain shapes below are read
+# here instead, with the answer Hydra's grammar (hydra/grammar/OverrideLexer.g4, OverrideParser.g4 of hydra-core
+# 1.3) gives them; anything else goes to Hydra. `_read_plain` gives None for a token outside these shapes.
+#
+# - the key: optional + or ++, then dotted identifiers (ASCII letters, digits, _). The lexer's key mode reads it as
+#   one ID or DOT_PATH token, the key's text.
+# - a value is an element: a quoted string, a list [e,...], a dict {k:e,...}, or an unquoted primitive of the
+#   characters `_PRIM` only (no blank, escape, quote, `$`, `:`, `=`, `,`, bracket or parenthesis: so no sweep,
+#   function, interpolation or whitespace trimming). In the value mode each such character begins a token the
+#   `primitive` rule takes (a letter or _ an ID, a digit an INT, the others UNQUOTED_CHAR), so the lexer cannot
+#   fail, and the primitive is the tokens up to the next structural character. ANTLR's lexer takes the longest
+#   match, the earlier rule on a tie: the primitive is ONE token exactly when some rule's language holds all of
+#   it, and then its type is the first such rule in the order FLOAT, INT, BOOL, NULL, UNQUOTED_CHAR, ID. Hydra
+#   gives float(text), int(text), the bool, None, or the text; for two or more tokens it joins their texts, which
+#   is the text again.
+# - a quoted string whose content is printable ASCII without quotes, backslash or `$` is one QUOTED_VALUE token,
+#   and Hydra gives its content (there is no escape to undo).
+# - a dict key is such an unquoted primitive too (the dictKey rule: the primitive's tokens less COLON and
+#   INTERPOLATION), typed alike; Hydra builds the dict with dict(pairs).
+_KEY = re.compile(r"(\+\+|\+)?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=")
+_PRIM = re.compile(r"[A-Za-z0-9_/.+%*@?|-]+")
+_QUOTED = re.compile(r"""(?:"[ !#%&(-\[\]-~]*"|'[ !#%&(-\[\]-~]*')""")  # printable ASCII less ' " $ and \\
+_INT_UNSIGNED = r"(?:0|[1-9](?:_?[0-9])*)"
+_POINT_FLOAT = rf"(?:{_INT_UNSIGNED}\.|{_INT_UNSIGNED}?\.[0-9](?:_?[0-9])*)"
+_FLOAT = re.compile(rf"[+-]?(?:{_POINT_FLOAT}|(?:{_INT_UNSIGNED}|{_POINT_FLOAT})[eE][+-]?[0-9](?:_?[0-9])*"
+                    rf"|[Ii][Nn][Ff]|[Nn][Aa][Nn])")
+_INT = re.compile(rf"[+-]?{_INT_UNSIGNED}")
+_NAMED = {"true": True, "false": False, "null": None}  # BOOL and NULL, any case
+_MAX_PLAIN_DEPTH = 20
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _typed(text: str):
+    """An unquoted primitive's value (`text` all of `_PRIM`)."""
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    if _INT.fullmatch(text):
+        return int(text)
+    return _NAMED.get(text.lower(), text)
+
+
+def _element(s: str, i: int, depth: int):
+    """The element at s[i:]: (its value as Hydra gives it, the index after it)."""
+    c = s[i : i + 1]
+    if c == "[" or c == "{":
+        if depth > _MAX_PLAIN_DEPTH:
+            raise _NotPlain
+        close, out, pairs = ("]", [], None) if c == "[" else ("}", None, [])
+        i += 1
+        if s[i : i + 1] == close:
+            return (out if out is not None else {}), i + 1
+        while True:
+            if pairs is not None:
+                key = _PRIM.match(s, i)
+                if key is None or s[key.end() : key.end() + 1] != ":":
+                    raise _NotPlain
+                value, i = _element(s, key.end() + 1, depth + 1)
+                pairs.append((_typed(key.group()), value))
+            else:
+                value, i = _element(s, i, depth + 1)
+                out.append(value)
+            c = s[i : i + 1]
+            if c == close:
+                return (out if out is not None else dict(pairs)), i + 1
+            if c != ",":
+                raise _NotPlain
+            i += 1
+    if c == '"' or c == "'":
+        quoted = _QUOTED.match(s, i)
+        if quoted is None:
+            raise _NotPlain
+        return quoted.group()[1:-1], quoted.end()
+    prim = _PRIM.match(s, i)
+    if prim is None:
+        raise _NotPlain
+    return _typed(prim.group()), prim.end()
+
+
+def _read_plain(token: str) -> list[Override] | None:
+    """What Hydra's parser reads from `token`, for the plain shapes described above; None for any other token."""
+    key = _KEY.match(token)
+    if key is None:
+        return None
+    start = key.end()
+    try:
+        value, end = _element(token, start, 0)
+    except (_NotPlain, ValueError):  # (ValueError: an int too long to convert; Hydra's own error says so)
+        return None
+    if end != len(token):
+        return None
+    op = {"+": "add", "++": "force"}.get(key.group(1) or "", "set")
+    name = key.group(2)
+    value = _plain(value)
+    if isinstance(value, dict):
+        return [Override(canonical_key(f"{name}.{k}"), v, op, repr(v)) for k, v in value.items()]
+    return [Override(canonical_key(name), value, op, token[start:])]
 
 
 def parse_override(token: str) -> list[Override]:
     """One token -> one or more canonical overrides (a dict value `model={a:1}` expands to its keys)."""
-    simple = _SIMPLE.fullmatch(token)
-    if simple is not None and (simple.group(4) or "").lower() not in _FLOAT_WORDS:
-        prefix, key, number, word = simple.groups()
-        value = int(number) if number is not None else _WORDS.get(word.lower(), word)
-        op = {"+": "add", "++": "force"}.get(prefix or "", "set")
-        return [Override(canonical_key(key), value, op, number if number is not None else word)]
+    plain = _read_plain(token)
+    if plain is not None:
+        return plain
     return _parse_with_hydra(token)
 
 
