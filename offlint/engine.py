@@ -10,12 +10,11 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
-import operator
 import re
 from dataclasses import replace
 
 from offlint import gpus, keys
-from offlint.conditions import UNKNOWN, Scope, evaluate, truth
+from offlint.conditions import _COMPARE, UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
 from offlint.types import (Assignment, Finding, Location, OneOf, Related, Severity, Source, Unit, Unknown,
@@ -83,9 +82,7 @@ def _applying(rules: list[Rule], version) -> list[Rule]:
 # most units. Each guard: (the name or key, whether it is a dotted key, how it is tested: _TRUTHY, _NOT or a
 # comparison, the constant compared).
 _TRUTHY, _NOT = "truthy", "not"
-_COMPARISONS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-                ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_COMPARISONS = _COMPARE  # the evaluator's own comparison of each operator
 
 
 @functools.lru_cache(maxsize=None)
