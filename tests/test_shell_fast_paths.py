@@ -51,3 +51,46 @@ def test_byte_offsets_of_non_ascii_text_are_characters():
     assert [w.value for w in argv] == ["echo", "ü—€😀", "őü—€😀ő", "--k=😀"]
     assert [(w.line, w.col, w.text) for w in argv] == [(2, 1, "echo"), (2, 6, '"$X"'), (2, 11, "ő${X}ő"),
                                                       (2, 18, "--k=😀")]
+
+
+# token()'s shortcuts for literal words, numbers, '...' and "..." (shell_commands.Commands.fast_tokens) against the
+# general exp() + _split(): generated scripts of every kind of token, in conditional and nested places.
+_PIECES = ["a", "~", "~/x", "0", "42", "-7", "1e3", "16#ff", "x\\ y", "\\$a", "é", "*", "a=b", "--k=v", "$A", "${A}",
+           "${B:-d}", "$(echo x)", "`echo y`", "$((1+2))", "'raw'", "''", "'a b'", "'a\\b'", "'open", '"q"', '""',
+           '"a b"', '"$A"', '"x${A}y"', '"\\"e"', '"$(echo z)"', '"open', '$"tr"', "$'ansi'", "{a,b}", "A[0]"]
+_FRAMES = ["{}", "if true; then {}; fi", "if [[ $Z == 1 ]]; then {}; else {}; fi", "for i in 1 2; do {}; done",
+           "f() {{ {}; }}; f", "( {} )", "X=$( {} )", "a && {}", "case $Z in x) {};; *) {};; esac", "eval '{}'",
+           "bash -c '{}'", "{}", "if [[ $Z == 1 ]]; then P='{}'; fi; bash -c \"$P\"",  # (payload words: marked)
+           "[[ $Z ]] && P=\"{}\"; eval \"$P\""]
+
+
+def _script(r) -> str:
+    def command() -> str:
+        words = ["python", "train.py"] if r.random() < 0.5 else [r.choice(["echo", "run", "X=1", "A=(p q)"])]
+        return " ".join(words + ["".join(r.choice(_PIECES) for _ in range(r.randint(1, 2)))
+                                 for _ in range(r.randint(0, 5))])
+    lines = [r.choice(["A='v w'", "A=val", "export A=1", "B=(1 2)", "unset A", ""])]
+    for _ in range(r.randint(1, 4)):
+        frame = r.choice(_FRAMES)
+        lines.append(frame.format(*(command() for _ in range(frame.count("{}")))))
+    return "\n".join(lines) + "\n"
+
+
+def test_literal_tokens_read_as_the_general_path_reads_them(monkeypatch):
+    import random
+
+    from offlint.sources.shell_commands import Commands
+
+    r = random.Random(78)
+    scripts = [_script(r) for _ in range(600)]
+    scripts += ["echo $(" * k + "echo a 1 'b' \"c\"" + ")" * k for k in range(46, 51)]  # at and past the nesting bound
+    fast = [repr(parse_shell(s, "run.sh", ("run.sh", 3))) for s in scripts]
+    calls = []
+    original = Commands.token
+    monkeypatch.setattr(Commands, "token", lambda self, n: calls.append(n.type) or original(self, n))
+    monkeypatch.setattr(Commands, "fast_tokens", False)
+    general = [repr(parse_shell(s, "run.sh", ("run.sh", 3))) for s in scripts]
+    for script, a, b in zip(scripts, fast, general):
+        assert a == b, script
+    assert sum(t in ("word", "number", "string", "raw_string") for t in calls) > 5000  # the shortcuts' kinds met
+

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from offlint.sources.launch import Arg, EnvArg, command_unit
+from offlint.sources.launch import Arg, EnvArg, command_unit, runs_script
 from offlint.sources.shell_parse import parse_shell
 from offlint.sources.shell_values import Command
 from offlint.types import Location, Unit
@@ -29,6 +29,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
                          f"accepts it")
     units = []
     for command in script.commands:
+        if not runs_script([w.value for w in command.argv], needs_arguments):
+            continue  # (command_unit would give None)
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
                             needs_arguments=needs_arguments, project=project)
         if unit is not None:
