@@ -86,6 +86,13 @@ class Codec:
         # Enums: value -> member (what calling the class finds for a str or int value).
         self._members = {name: dict(cls._value2member_map_) for name, cls in self._classes.items()
                          if issubclass(cls, enum.Enum)}
+        # Whether the encoder may write Assignments and Locations by its dedicated path (_Encoder._assignment):
+        # only where this codec holds those classes, with the fields and sharing that path writes.
+        self._dedicated = (self._classes.get("Assignment") is Assignment and self._classes.get("Location") is Location
+                           and self._classes.get("Source") is Source
+                           and [f for f, _ in self._fields["Assignment"]] == list(_ASSIGNMENT_FIELDS)
+                           and [f for f, _ in self._fields["Location"]] == list(_LOCATION_FIELDS)
+                           and {"Assignment", "Location"} <= self._immutable)
 
     def dumps(self, value: object) -> str:
         """The JSON text of `value`, ASCII only (the cache's files are written as ASCII). orjson writes it when it
@@ -110,6 +117,8 @@ class Codec:
 
 
 _PLAIN = frozenset((str, int, bool, type(None)))  # written as they are (floats too, once seen to be finite)
+_ASSIGNMENT_FIELDS = ("key", "value", "location", "source", "text", "via", "op")
+_LOCATION_FIELDS = ("path", "line", "col")
 
 
 class _Encoder:
@@ -159,6 +168,80 @@ class _Encoder:
             float: self._float,
         })
         self._by_type, self._items = by_type, items
+        if codec._dedicated:
+            self._assignment()
+
+    def _assignment(self) -> None:
+        """Handlers for the two classes of most of an outcome's objects (Megatron Bridge's 2,097 outcomes hold
+        118,730 Assignments and 119,525 Locations, with a Source and a `via` tuple each), writing exactly what the
+        general handlers write (a frozen object by `_handler`, a tuple by `tuple_`, fields in order, each object's
+        index after its parts'), with their fields read and written inline instead of one handler call and one
+        comprehension per object. A field of an unexpected type goes through `encode`, as in the general path."""
+        memo, encode, by_type = self.memo, self.encode, self._by_type
+        memo_get = memo.get
+        plain = _PLAIN
+        tuple_ = by_type[tuple]
+        sources = {member: {"@": "Source", "v": member.value} for member in Source}
+        fields_of = self.codec._getters["Assignment"]
+
+        def location(value):
+            key = id(value)
+            index = memo_get(key)
+            if index is not None:
+                return {"@": "r", "v": index}
+            path, line, col = value.path, value.line, value.col
+            if type(path) is str and type(line) is int and type(col) is int:
+                fields = [path, line, col]
+            else:
+                fields = [item if type(item) in plain else encode(item) for item in (path, line, col)]
+            index = memo[key] = len(memo)
+            return {"@": "Location", "v": fields, "#": index}
+
+        def assignment(value):
+            key = id(value)
+            index = memo_get(key)
+            if index is not None:
+                return {"@": "r", "v": index}
+            name, item, where, source, text, via, op = fields_of(value)
+            name = name if type(name) is str else encode(name)
+            item = item if type(item) in plain else encode(item)
+            if type(where) is Location:  # (location's lines, inline: nearly every Assignment has one)
+                index = memo_get(id(where))
+                if index is not None:
+                    where = {"@": "r", "v": index}
+                else:
+                    path, line, col = where.path, where.line, where.col
+                    if type(path) is str and type(line) is int and type(col) is int:
+                        index = memo[id(where)] = len(memo)
+                        where = {"@": "Location", "v": [path, line, col], "#": index}
+                    else:
+                        where = location(where)
+            else:
+                where = encode(where)
+            source = sources[source] if type(source) is Source else encode(source)
+            text = text if type(text) is str else encode(text)
+            if type(via) is tuple and len(via) > 1:
+                types = tuple(map(type, via))
+                if plain.issuperset(types):
+                    shared = (via, types)
+                    index = memo_get(shared)
+                    if index is not None:
+                        via = {"@": "r", "v": index}
+                    else:
+                        index = memo[shared] = len(memo)
+                        via = {"@": "t", "v": list(via), "#": index}
+                else:
+                    via = tuple_(via)
+            elif type(via) is tuple and (not via or type(via[0]) in plain):
+                via = {"@": "t", "v": list(via)}  # () or one plain value: not shared
+            else:
+                via = tuple_(via) if type(via) is tuple else encode(via)
+            op = op if type(op) is str else encode(op)
+            index = memo[key] = len(memo)
+            return {"@": "Assignment", "v": [name, item, where, source, text, via, op], "#": index}
+
+        by_type[Location] = location
+        by_type[Assignment] = assignment
 
     def _float(self, value: float) -> float:
         if value - value != 0:  # NaN or an infinity (a finite value less itself is 0.0)
