@@ -41,7 +41,7 @@ try:
 except ImportError:  # not POSIX: appended blocks are written without a lock
     fcntl = None
 
-from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec, plain_json
+from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec, plain_json, record_json
 from offlint.part_digests import line_moves, same_meaning
 from offlint.relocation import Unmovable, relocate
 from offlint.suppressions import Suppression
@@ -1022,7 +1022,8 @@ class RecordCheck:
 
 
 def record_id(record: list) -> str:
-    return digest(json.dumps(record, separators=(",", ":"), sort_keys=True))
+    """The digest of the record's JSON text with sorted keys (cache_format.record_json: the text json.dumps writes)."""
+    return hashlib.blake2b(record_json(record), digest_size=16).hexdigest()
 
 
 def _states_of(record: list, table: dict, states: dict[str, str], depth: int = 0) -> dict[str, str]:

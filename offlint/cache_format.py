@@ -54,6 +54,48 @@ def _orjson_ascii(value: object) -> bytes | None:
     return text if text.isascii() else None
 
 
+def record_json(record: list) -> bytes:
+    """`json.dumps(record, separators=(",", ":"), sort_keys=True)` as ASCII bytes (what a call record's ID is the
+    digest of, cache.record_id), written by orjson where its text is that one: the record has the shape
+    pipeline.stored_record makes (texts, ints, texts by text, lists of ints: no float, whose text orjson writes
+    otherwise, and no None, under which a NaN would hide), and the text is ASCII without DEL (json escapes both).
+    Bridge 067f987's cold run makes 975 of them: 0.07 s of json."""
+    if orjson is not None and _record_shaped(record):
+        try:
+            text = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:
+            text = None
+        if text is not None and text.isascii() and b"\x7f" not in text:
+            return text
+    return json.dumps(record, separators=(",", ":"), sort_keys=True).encode("ascii")
+
+
+_TEXTS, _INTS = frozenset((str,)), frozenset((int,))
+
+
+def _record_shaped(record) -> bool:
+    """[path, function, args, depth, reach, refused, {path: state}, {path: {part: digest}}, result,
+    [[path, [line...]]...], [ID...]] of str and int (not bool) only (pipeline.stored_record)."""
+    if type(record) is not list or len(record) != 11:
+        return False
+    path, function, args, depth, reach, refused, files, parts, result, runs, nested = record
+    if not (type(path) is str and type(function) is str and type(args) is str and type(result) is str
+            and type(depth) is int and type(reach) is int and type(refused) is int and type(files) is dict
+            and type(parts) is dict and type(runs) is list and type(nested) is list
+            and _TEXTS.issuperset(map(type, files)) and _TEXTS.issuperset(map(type, files.values()))
+            and _TEXTS.issuperset(map(type, parts)) and _TEXTS.issuperset(map(type, nested))):
+        return False
+    for names in parts.values():
+        if type(names) is not dict or not _TEXTS.issuperset(map(type, names)) or \
+                not _TEXTS.issuperset(map(type, names.values())):
+            return False
+    for run in runs:
+        if type(run) is not list or len(run) != 2 or type(run[0]) is not str or type(run[1]) is not list or \
+                not _INTS.issuperset(map(type, run[1])):
+            return False
+    return True
+
+
 class CacheFormatError(ValueError):
     """A stored entry that is not what offlint writes (damaged, or not written by offlint)."""
 

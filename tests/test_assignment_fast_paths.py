@@ -2,16 +2,20 @@
 their Locations) write exactly what the general ones write: the cache format's encoder (cache_format._Encoder.
 _assignment) and the call records' digest walk (python_records._Walk.assignment), on Assignments whose every field
 takes its usual type and odd ones (fields typed str holding other values, Locations with odd coordinates, shared
-objects, via tuples of every shape)."""
+objects, via tuples of every shape). A call record's ID is the digest of json's sorted text, whether orjson or
+json writes it (cache_format.record_json)."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from offlint import cache_format
+from offlint import cache, cache_format
 from offlint.cache_format import VALUE_CLASSES, Codec
 from offlint.sources import python_records
 from offlint.types import ABSENT, KEY_DEFAULT, Assignment, Location, Severity, Source, Unknown
@@ -129,3 +133,62 @@ def test_assignments_that_differ_in_any_field_differ_in_digest_or_lines():
         assert key not in seen or seen[key] == repr(fields), (fields, seen[key])
         seen[key] = repr(fields)
 
+
+# A call record's ID (cache.record_id): the digest of json's sorted text, whoever writes it (cache_format.record_json).
+_ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=12)  # (orjson writes these: most records)
+_TEXT = _ASCII | _ASCII | st.sampled_from(["a.py", "\x7f", "\x00\x1f\"\\", "caf\u00e9", "\ud800", "/x/",
+                                           "\U000f0001"]) \
+    | st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=6)
+_INT = st.integers(min_value=-(2 ** 70), max_value=2 ** 70)
+_RECORDS = st.tuples(_TEXT, _TEXT, _TEXT, _INT, _INT, _INT, st.dictionaries(_TEXT, _TEXT, max_size=3),
+                     st.dictionaries(_TEXT, st.dictionaries(_TEXT, _TEXT, max_size=3), max_size=3), _TEXT,
+                     st.lists(st.tuples(_TEXT, st.lists(_INT, max_size=4)).map(list), max_size=3),
+                     st.lists(_TEXT, max_size=3)).map(list)
+_ODD = [None, True, False, float("nan"), float("inf"), -float("inf"), 1e16, 1.5e-05, 2.0, -0.0, 2 ** 64]
+_BASE = ["a.py", "f", "[[],[]]", 1, 2, 0, {"b.py": "x", "a.py": "y"}, {"c.py": {"g": "d 1", "f": "e 2"}}, "abc",
+         [["a.py", [1, 3]], ["b.py", [2]]], ["id1", "id2"]]
+
+
+def _json_id(record) -> str:
+    return cache.digest(json.dumps(record, separators=(",", ":"), sort_keys=True))
+
+
+@given(_RECORDS)
+def test_a_records_id_is_the_digest_of_jsons_sorted_text(record):
+    assert cache_format.record_json(record) == json.dumps(record, separators=(",", ":"), sort_keys=True).encode("ascii")
+    assert cache.record_id(record) == _json_id(record)
+
+
+@pytest.mark.parametrize("odd", _ODD, ids=repr)
+def test_a_record_of_another_shape_gets_jsons_id_too(odd):
+    """A value where the record has none of its type (a float, None, a bool, a big int) in any field or container:
+    json's text all the same (NaN and null apart)."""
+    spots = [*(lambda r, i=i: r.__setitem__(i, odd) for i in range(11)), lambda r: r[6].__setitem__("x", odd),
+             lambda r: r[7]["c.py"].__setitem__("f", odd), lambda r: r[7].__setitem__("c.py", odd),
+             lambda r: r[9][0][1].append(odd), lambda r: r[9][1].__setitem__(0, odd),
+             lambda r: r[9].append(odd), lambda r: r[10].append(odd), lambda r: r.append(odd)]
+    assert cache.record_id(_BASE) == _json_id(_BASE)
+    for spot in spots:
+        changed = json.loads(json.dumps(_BASE))
+        spot(changed)
+        assert cache.record_id(changed) == _json_id(changed)
+    nan, none = json.loads(json.dumps(_BASE)), json.loads(json.dumps(_BASE))
+    nan[9][0][1].append(float("nan"))
+    none[9][0][1].append(None)
+    assert cache.record_id(nan) != cache.record_id(none)
+
+
+@pytest.mark.parametrize("text", ["\x7f", "a\x7fb", "caf\u00e9", "\ud800", "\x00\x1f", "\U000f0001", '"\\/', "\u2028"],
+                         ids=repr)
+def test_a_records_texts_are_written_as_json_writes_them(text):
+    """DEL, control characters, non-ASCII and lone surrogates in any text or key of a record."""
+    spots = [*(lambda r, i=i: r.__setitem__(i, text) for i in (0, 1, 2, 8)), lambda r: r[6].__setitem__(text, "x"),
+             lambda r: r[6].__setitem__("a.py", text), lambda r: r[7]["c.py"].__setitem__(text, "y"),
+             lambda r: r[7]["c.py"].__setitem__("f", text), lambda r: r[9][0].__setitem__(0, text),
+             lambda r: r[10].append(text)]
+    for spot in spots:
+        changed = json.loads(json.dumps(_BASE))
+        spot(changed)
+        assert cache_format.record_json(changed) == \
+            json.dumps(changed, separators=(",", ":"), sort_keys=True).encode("ascii")
+        assert cache.record_id(changed) == _json_id(changed)
