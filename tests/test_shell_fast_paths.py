@@ -94,3 +94,11 @@ def test_literal_tokens_read_as_the_general_path_reads_them(monkeypatch):
         assert a == b, script
     assert sum(t in ("word", "number", "string", "raw_string") for t in calls) > 5000  # the shortcuts' kinds met
 
+
+
+def test_every_shell_whose_payload_is_read_ends_in_sh():
+    """_shell_c_payload skips a word not ending in "sh" before splitting off its directory."""
+    from offlint.sources.shell_commands import _SHELLS, _shell_c_payload
+
+    assert all(shell.endswith("sh") for shell in _SHELLS)
+    assert _shell_c_payload(["srun", "/bin/bash", "-lc", "x"]) == 3 and _shell_c_payload(["fish", "-c", "x"]) is None

@@ -275,7 +275,7 @@ class Commands:
 def _shell_c_payload(vals: list[str | None]) -> int | None:
     """Index of the script string in `... bash [-flags]c SCRIPT` (None = unknown word); the first shell decides."""
     for i, v in enumerate(vals):
-        if v is None or v.rsplit("/", 1)[-1] not in _SHELLS:
+        if v is None or not v.endswith("sh") or v.rsplit("/", 1)[-1] not in _SHELLS:  # (each of _SHELLS ends so)
             continue
         j, has_c = i + 1, False
         while j < len(vals) and vals[j] is not None:

@@ -119,11 +119,14 @@ class _Walker(Commands, WordExpansion, Conditions):
             raise _TooDeep(self.pos(n.start_byte)[0])
 
     def stmt(self, n) -> None:
-        self.deeper(n)
+        st = self.st
+        st.nesting += 1  # (deeper(), inline: a call less per statement)
+        if st.nesting > _MAX_NESTING:
+            raise _TooDeep(self.pos(n.start_byte)[0])
         try:
             self._stmt(n)
         finally:
-            self.st.nesting -= 1
+            st.nesting -= 1
 
     def _stmt(self, n) -> None:
         t = n.type

@@ -10,7 +10,8 @@ import fnmatch
 from dataclasses import replace
 
 from offlint.sources import shell_paths
-from offlint.sources.shell_values import _Field, _HOLE0, _HOLES, _join, Org, _P, _stamp, _Unknown, _Var
+from offlint.sources.shell_values import (_Field, _HOLE0, _HOLES, _join, _MAX_NESTING, Org, _P, _stamp, _TooDeep,
+                                          _Unknown, _Var)
 
 _DEFAULT_OPS = (":-", "-", ":=", "=", ":+", "+", ":?", "?")
 
@@ -61,11 +62,14 @@ class WordExpansion:
         return out + self.lit(a, b, q)
 
     def exp(self, n, q: bool) -> list[_P]:
-        self.deeper(n)
+        st = self.st
+        st.nesting += 1  # (deeper(), inline: a call less per word)
+        if st.nesting > _MAX_NESTING:
+            raise _TooDeep(self.pos(n.start_byte)[0])
         try:
             return self._exp(n, q)
         finally:
-            self.st.nesting -= 1
+            st.nesting -= 1
 
     def _exp(self, n, q: bool) -> list[_P]:
         t, a, b = n.type, self.ci(n.start_byte), self.ci(n.end_byte)
