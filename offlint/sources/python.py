@@ -29,6 +29,7 @@ Where each part lives (one room each; `PythonReader` is assembled from the mixin
 from __future__ import annotations
 
 import ast
+import re
 
 from offlint.sources import bridge_precision, python_inputs, python_roles
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _dedupe, _framework, _note_base
@@ -62,7 +63,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         self.path = path
         self.module = module
         self.project = project  # a PythonProject: follow imports into the rest of the tree
-        self.lines = [line.encode("utf-8") for line in text.splitlines(keepends=True)]
+        self.lines = _lines(text)
         self.constants: dict[str, object] = {}
         self.functions: dict[str, ast.FunctionDef] = {}
         self.imports: dict[str, tuple[str, str | None]] = {}  # local name -> (module, attribute or None)
@@ -72,6 +73,12 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         self._module_objects: list[ConfigObj] | None = None
         self._options: dict[str, tuple[str, ...]] | None = None  # argparse dest -> option strings
         self._own_options: dict[str, tuple[str, ...]] | None = None  # those this module declares
+        # Per statement of this module (by id, the node kept beside to check it is that one): what its syntax and
+        # this file's text alone give, built on its first run (python_statements: an `if`'s or a loop's split).
+        self._static: dict[int, tuple] = {}
+        self._segments: dict[int, tuple] = {}  # _segment's texts, the same way
+        self._call_names: dict[int, tuple] = {}  # a call's name as written and its last part (python_following)
+        self._params: dict[int, tuple] = {}  # a function's parameters in order and their defaults (the same)
 
     def prepare(self) -> None:
         """Index functions and imports, and evaluate the module body (its constants)."""
@@ -223,13 +230,33 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         return Location(self.path, fn.lineno, self._column(fn.lineno, offset if offset >= 0 else fn.col_offset))
 
     def _segment(self, node) -> str:
-        """The source text of a node (as written, for messages)."""
+        """The source text of a node (as written, for messages): cut from the lines once per node (a function
+        followed from many callers, or branching on many `if`s, asks again for the same nodes' texts)."""
+        held = self._segments.get(id(node))
+        if held is not None and held[0] is node:
+            return held[1]
         start, end = node.lineno, getattr(node, "end_lineno", None) or node.lineno
         if start == end:
-            return self.lines[start - 1][node.col_offset:node.end_col_offset].decode("utf-8", "replace")
-        parts = [self.lines[start - 1][node.col_offset:]] + self.lines[start:end - 1] + \
-            [self.lines[end - 1][:node.end_col_offset]]
-        return b"".join(parts).decode("utf-8", "replace")
+            text = self.lines[start - 1][node.col_offset:node.end_col_offset].decode("utf-8", "replace")
+        else:
+            parts = [self.lines[start - 1][node.col_offset:]] + self.lines[start:end - 1] + \
+                [self.lines[end - 1][:node.end_col_offset]]
+            text = b"".join(parts).decode("utf-8", "replace")
+        self._segments[id(node)] = (node, text)  # (the node kept with it: an id is only unique while it lives)
+        return text
+
+
+# The line breaks str.splitlines knows besides "\n", "\r" and "\r\n" (bytes.splitlines knows only those three)
+_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _lines(text: str) -> list[bytes]:
+    """`text`'s lines (line ends kept) as UTF-8, split where str.splitlines splits: the encoded text split by
+    bytes.splitlines where only "\n" and "\r" break lines (UTF-8 writes them as those bytes and no other character
+    holds either), else each line encoded."""
+    if _OTHER_BREAKS.search(text) is None:
+        return text.encode("utf-8").splitlines(keepends=True)
+    return [line.encode("utf-8") for line in text.splitlines(keepends=True)]
 
 
 def parse(path: str, text: str) -> ast.Module:

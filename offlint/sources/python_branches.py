@@ -11,6 +11,7 @@ there (KEY_DEFAULT), or is unknown when the section's base is.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import is_
 
 from offlint.sources.python_values import SECTION_NONE, ConfigObj
 from offlint.types import KEY_DEFAULT, Assignment, Location, OneOf, Unknown
@@ -77,13 +78,24 @@ def merge_values(maps: list[dict[str, Assignment]], split: BranchPoint,
     """`unset`: per path, what a key it does not set is (None: not expressible, so such a key is unknown)."""
     out: dict[str, Assignment] = {}
     first_map = maps[0]
-    names = first_map.keys() if all(m.keys() == first_map.keys() for m in maps) else set().union(*maps)
+    rest = maps[1:]
+    if all(m.keys() == first_map.keys() for m in rest):
+        names = first_map.keys()
+        # No branch touched any of them (most sections, at most `if`s): the same assignments, in the same order.
+        if all(all(map(is_, m.values(), first_map.values())) for m in rest):
+            return dict(first_map)
+    else:
+        names = set().union(*maps)
     for name in names:
+        first = first_map.get(name)
+        if first is not None:
+            for m in rest:
+                if m.get(name) is not first:
+                    break
+            else:  # no branch touched it (the common case)
+                out[name] = first
+                continue
         options = [m.get(name) for m in maps]
-        first = options[0]
-        if first is not None and all(o is first for o in options):  # no branch touched it (the common case)
-            out[name] = first
-            continue
         if all(o is not None for o in options) and all(
                 same(o.value, first.value) or o.value == first.value for o in options):
             out[name] = options[-1]

@@ -41,9 +41,23 @@ TREE_DEFAULT_SECTIONS = ("comm_overlap",)
 SECTIONS_OF_CONTAINER = (*CORE_SECTIONS, *_PARTS_ONLY)
 
 
+_SECTIONS_OF_FIELD: dict[str, frozenset[str]] = {}  # field -> the sections of KEYS that have it (built on first use)
+
+
+def _sections_of(field: str) -> frozenset[str]:
+    if not _SECTIONS_OF_FIELD:
+        found: dict[str, set[str]] = {}
+        for k in KEYS:
+            if "." in k:
+                section, rest = k.split(".", 1)
+                found.setdefault(rest, set()).add(section)
+        _SECTIONS_OF_FIELD.update((name, frozenset(sections)) for name, sections in found.items())
+    return _SECTIONS_OF_FIELD.get(field, frozenset())
+
+
 def _section_for(root: str, field: str) -> str | None:
     """Which section a bare receiver like `model_cfg.x` or `opt_config.x` writes to."""
-    sections = {k.split(".", 1)[0] for k in KEYS if k.split(".", 1)[-1] == field and "." in k}
+    sections = _sections_of(field)  # (once per field, not a walk of every key per write)
     lowered = root.lower()
     if "opt" in lowered and "optimizer" in sections:
         return "optimizer"
@@ -52,7 +66,7 @@ def _section_for(root: str, field: str) -> str | None:
     if ("model" in lowered or "provider" in lowered or "transformer" in lowered) and "model" in sections:
         return "model"
     if len(sections) == 1 and lowered not in ("self", "args"):
-        section = sections.pop()
+        section = next(iter(sections))
         return section if section in ("model", "optimizer", "ddp") else None
     return None
 

@@ -19,11 +19,23 @@ from offlint.sources.python_values import (SECTION_NONE, ConfigObj, Frame, Funct
 from offlint.types import Unknown, UserInput
 
 
+_NAME, _CALL, _ATTRIBUTE = ast.Name, ast.Call, ast.Attribute
+
+
 class Expressions:
     """Evaluating expressions to values; part of PythonReader."""
 
     def _eval(self, node, frame: Frame):
         """Evaluate an expression to a Python literal, a ConfigObj, a dict of (value, loc, text), or Unknown."""
+        kind = type(node)  # the commonest classes first, by identity (each is a leaf class: same branch as below)
+        if kind is _NAME:
+            if node.id in frame.names:
+                return frame.names[node.id]
+            return self._imported_value(node.id)
+        if kind is _CALL:
+            return self._eval_call(node, frame)
+        if kind is _ATTRIBUTE:
+            return self._eval_attribute(node, frame)
         if isinstance(node, ast.Constant):
             return node.value if not isinstance(node.value, bytes) else Unknown("bytes")
         if isinstance(node, ast.Name):

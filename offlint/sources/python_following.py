@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from functools import lru_cache
 from pathlib import Path
 
 from offlint.sources import bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs
@@ -52,8 +53,11 @@ class CallFollowing:
                 registry[fn.name] = FunctionRef(self, self.functions[fn.name])  # noted as used (the cache)
 
     def _eval_call(self, node: ast.Call, frame: Frame):
-        name = _call_name(node.func)
-        short = name.rsplit(".", 1)[-1] if name else ""
+        held = self._call_names.get(id(node))
+        if held is None or held[0] is not node:  # the called name as written, once per call expression
+            name = _call_name(node.func)
+            held = self._call_names[id(node)] = (node, name, name.rsplit(".", 1)[-1] if name else "")
+        _, name, short = held
         # (the call as written, for messages: `self._segment(node.func) + "(...)"`, made where one needs it)
         if short == "cast" and len(node.args) == 2:  # typing.cast(Type, value) is the value
             return self._eval(node.args[1], frame)
@@ -107,8 +111,7 @@ class CallFollowing:
                     held = value if value is None or isinstance(value, Record) else text  # as `cfg.peft = ...`
                     obj.top[key] = self._assignment(key, held, self._loc(arg), text)
             return obj
-        section = "model" if (short in MODEL_CLASSES or (short and _PROVIDER.match(short))) else \
-            SECTION_CLASSES.get(short)
+        section = _section_of_class(short)
         if section:
             obj = ConfigObj("section", "default", section)
             obj.origin = self._class_origin(name)
@@ -175,11 +178,13 @@ class CallFollowing:
         # A call offlint does not follow: the config objects it can reach (`f(cfg)`: the whole container,
         # `f(cfg.model)`: the model section) may be changed by it; the reason names the call and where it is.
         text = self._segment(node.func) + "(...)"
-        why = Unknown(f"may be changed by `{text}` at {self.path}:{node.lineno}")
+        why = None  # (made for the first config object found: most calls are given none)
         for arg in [*node.args, *(k.value for k in node.keywords)]:
             arg = arg.value if isinstance(arg, ast.Starred) else arg
             value = self._eval(arg, frame) if isinstance(arg, (ast.Name, ast.Attribute)) else None
             if isinstance(value, ConfigObj):
+                if why is None:
+                    why = Unknown(f"may be changed by `{text}` at {self.path}:{node.lineno}")
                 _taint(value, why)
         return Unknown(f"the result of `{text}`")
 
@@ -477,9 +482,13 @@ class CallFollowing:
 
     def _bind_params(self, fn: ast.FunctionDef, frame: Frame, positional: list, keywords: dict) -> None:
         params = fn.args
-        ordered = [*params.posonlyargs, *params.args]
-        defaults = dict(zip([p.arg for p in ordered][len(ordered) - len(params.defaults):], params.defaults))
-        defaults.update({p.arg: d for p, d in zip(params.kwonlyargs, params.kw_defaults) if d is not None})
+        held = self._params.get(id(fn))
+        if held is None or held[0] is not fn:  # the parameters in order and their defaults' nodes, once per function
+            ordered = [*params.posonlyargs, *params.args]
+            defaults = dict(zip([p.arg for p in ordered][len(ordered) - len(params.defaults):], params.defaults))
+            defaults.update({p.arg: d for p, d in zip(params.kwonlyargs, params.kw_defaults) if d is not None})
+            held = self._params[id(fn)] = (fn, ordered, defaults)
+        _, ordered, defaults = held
         for index, param in enumerate(ordered):
             if index < len(positional):
                 frame.names[param.arg] = positional[index]
@@ -510,6 +519,12 @@ class CallFollowing:
                 return python_inputs.namespace(f"parameter `{name}` of {fn.name}()", self._declared_options())
             return Unknown(f"parameter `{name}` of {fn.name}()")
         return self._eval(default, Frame(names=dict(self.constants)))
+
+
+@lru_cache(maxsize=None)  # a function of the name alone; asked for every call the reader evaluates
+def _section_of_class(short: str) -> str | None:
+    """The section a call of the class named `short` builds, or None (not a config class)."""
+    return "model" if (short in MODEL_CLASSES or (short and _PROVIDER.match(short))) else SECTION_CLASSES.get(short)
 
 
 def _plain_default(value) -> bool:

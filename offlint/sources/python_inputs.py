@@ -34,7 +34,13 @@ def is_parse_call(node: ast.Call) -> bool:
 
 
 def is_namespace_annotation(annotation) -> bool:
-    return annotation is not None and ast.unparse(annotation) in NAMESPACE_TYPES
+    if annotation is None:
+        return False
+    if isinstance(annotation, ast.Name):  # (ast.unparse gives a name as it is, without building the text)
+        return annotation.id in NAMESPACE_TYPES
+    if isinstance(annotation, (ast.Subscript, ast.Constant)):  # `Optional[...]` is bracketed, a constant quoted or
+        return False  # a number or None: neither is one of the dotted names
+    return ast.unparse(annotation) in NAMESPACE_TYPES
 
 
 def attribute(namespace: UserInput, dest: str, text: str) -> UserInput:

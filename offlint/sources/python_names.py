@@ -14,6 +14,22 @@ from offlint.sources.python_syntax import FUNCTIONS, _statements
 from offlint.types import Unknown
 
 _LOCAL_IMPORT = re.compile(rb"[ \t]+(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]")  # an import inside a block
+_LOCAL_IMPORTS = re.compile(rb"^[ \t]+(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]", re.M)  # the same, in a whole text
+
+
+def _local_import_lines(lines: list[bytes]) -> list[int]:
+    """The numbers (from 1) of the lines that `_LOCAL_IMPORT` matches at their start. One search of the joined text
+    where each line ends in a newline (then `^` finds the same line starts): a tenth of the time of a test of each
+    line; line by line where another line break (a lone carriage return, a form feed) splits lines."""
+    data = b"".join(lines)
+    if not lines or data.count(b"\n") != len(lines) - (not data.endswith(b"\n")):
+        return [i for i, line in enumerate(lines, start=1) if b"import" in line and _LOCAL_IMPORT.match(line)]
+    found, number, position = [], 1, 0
+    for match in _LOCAL_IMPORTS.finditer(data):
+        number += data.count(b"\n", position, match.start())
+        position = match.start()
+        found.append(number)
+    return found
 
 
 class NameLookup:
@@ -23,8 +39,7 @@ class NameLookup:
         """Imports inside function bodies (`from ...optimizer_utils import adam_with_cosine` deferred against an
         import cycle): callable from where they are imported; a module-level import of the name wins. Only the
         functions whose text holds an indented import are walked, statements only."""
-        # (the substring test first: most lines hold no import, and it is several times cheaper than the match)
-        lines = [i for i, line in enumerate(self.lines, start=1) if b"import" in line and _LOCAL_IMPORT.match(line)]
+        lines = _local_import_lines(self.lines)
         if not lines:
             return
         module_level = dict(self.imports)

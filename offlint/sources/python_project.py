@@ -78,6 +78,7 @@ class PythonProject:
         self._read_text = read_text
         self._by_module: dict[str, str | None] = {}  # dotted suffix -> path (None when ambiguous)
         self._claims: dict[str, list[str]] = {}  # an ambiguous dotted suffix -> every path that claims it
+        self._nearest: dict[tuple[str, str], str | None] = {}  # path_of's answers for the claimed ones
         self._module_of: dict[str, str] = {}
         self._readers: dict[str, object] = {}
         self.via_stack: list[str] = []  # shared by all readers: the calls being followed, outermost first
@@ -189,8 +190,11 @@ class PythonProject:
         found = self._by_module.get(module)
         if found is not None or importer is None or module not in self._claims:
             return found
-        closest = nearest(self._claims[module], importer)
-        return closest[0] if len(closest) == 1 else None
+        key = (module, importer)  # (the tables are fixed once built: an answer holds for the project's life)
+        if key not in self._nearest:
+            closest = nearest(self._claims[module], importer)
+            self._nearest[key] = closest[0] if len(closest) == 1 else None
+        return self._nearest[key]
 
     def has_reader(self, path: str) -> bool:
         """Whether `path` was read already (another file imported it)."""

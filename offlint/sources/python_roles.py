@@ -26,6 +26,7 @@ tests look at them), marked with `Unit.checked_through_callers`; the engine runs
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from offlint.sources.python_values import ConfigObj
@@ -35,6 +36,7 @@ _PYTEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
 _TEST_DIRECTORIES = ("tests", "test")
 
 
+@lru_cache(maxsize=4096)  # a function of the path's text alone; asked about each file several times
 def is_test_code(path: str) -> bool:
     """A module pytest collects with its default settings, a conftest.py, or a module of a tests/ directory of
     the project (a relative path, as files inside the working directory are named: the directories above an

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from itertools import chain, compress, islice
+from operator import is_not
 
 from offlint.keys import OTHER_BRIDGE_SECTIONS
 from offlint.sources import python_inputs
@@ -20,6 +22,23 @@ from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInpu
 
 _UNDECIDED = object()
 _DEFINITIONS = (*FUNCTIONS, ast.ClassDef)  # statements a block skips (built once, not per statement)
+# What _run_block does with a statement, by its class (worked out once per class from the isinstance tests
+# below, then one dict lookup per statement instead of up to six tests)
+_SKIP, _IF, _LOOP, _BODY, _SMALL = "skip", "if", "loop", "body", "small"
+_KINDS: dict[type, str] = {}
+
+
+def _kind(stmt) -> str:
+    if isinstance(stmt, _DEFINITIONS):
+        return _SKIP
+    if isinstance(stmt, ast.If):
+        return _IF
+    if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+        return _LOOP
+    if isinstance(stmt, (ast.With, ast.AsyncWith)) or isinstance(stmt, TRY):
+        return _BODY
+    return _SMALL
+
 _UNBOUND = object()
 _DECIDABLE = {
     ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Is: lambda a, b: a is b,
@@ -38,27 +57,39 @@ class Statements:
         for stmt in body:
             if frame.returned is not None:
                 break
-            if isinstance(stmt, _DEFINITIONS):
-                continue
-            if isinstance(stmt, ast.If):
-                touched.extend(self._run_if(stmt, frame))
-            elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-                where = f"{self.path}:{stmt.lineno}"  # file and line: a kept reading's texts move with it
-                split = BranchPoint(self._loc(stmt), "loop", (f"the loop body at {where} runs",
-                                                              f"the loop body at {where} does not run"))
-                touched.extend(self._run_branches([stmt.body, []], frame, split))
-            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-                touched.extend(self._run_block(stmt.body, frame))
-            elif isinstance(stmt, TRY):
-                touched.extend(self._run_block(stmt.body, frame))
-            else:
+            kind = _KINDS.get(type(stmt))
+            if kind is None:
+                kind = _KINDS[type(stmt)] = _kind(stmt)
+            if kind is _SMALL:
                 touched.extend(self._run_small(stmt, frame))
+            elif kind is _IF:
+                touched.extend(self._run_if(stmt, frame))
+            elif kind is _LOOP:
+                split = self._static.get(id(stmt))
+                if split is None or split[0] is not stmt:  # the loop's split, built once per statement
+                    where = f"{self.path}:{stmt.lineno}"  # file and line: a kept reading's texts move with it
+                    split = self._static[id(stmt)] = (stmt, BranchPoint(
+                        self._loc(stmt), "loop", (f"the loop body at {where} runs",
+                                                  f"the loop body at {where} does not run")))
+                touched.extend(self._run_branches([stmt.body, []], frame, split[1]))
+            elif kind is _BODY:
+                touched.extend(self._run_block(stmt.body, frame))
         return touched
 
     def _run_if(self, node: ast.If, frame: Frame) -> list[ConfigObj]:
         decided = self._decide(node.test, frame)
         if decided is not None:  # the test is known here (a literal parameter default, a constant): one path runs
             return self._run_block(node.body if decided else node.orelse, frame)
+        parts = self._static.get(id(node))
+        if parts is None or parts[0] is not node:  # what the statement's syntax alone gives, once per statement
+            parts = self._static[id(node)] = (node, *self._if_parts(node))
+        _, loc, what, paths, branches, narrow = parts
+        return self._run_branches(branches, frame, BranchPoint(loc, what, paths, self._input_flags(node, frame)),
+                                  narrow=narrow)
+
+    def _if_parts(self, node: ast.If) -> tuple:
+        """An undecided `if`/`elif` chain's split as its text gives it (where, its name, each path's condition), its
+        branches, and what each test fixes on its branch (python_branches.narrowings)."""
         branches = [node.body]
         written = self._segment(node.test)  # the test as written (once: the paths' texts and the split's name)
         test = f"`if {written}` ({self.path}:{node.lineno})"
@@ -71,13 +102,11 @@ class Statements:
             orelse = orelse[0].orelse
         branches.append(orelse)  # the else branch, or [] when there is none (the path that skips the if)
         paths.append(f"{test} is false" if len(branches) == 2 else f"no branch of {test} is taken")
-        split = BranchPoint(self._loc(node), f"if {written}", tuple(paths),
-                            self._input_flags(node, frame))
         tests, chain = [node.test], node
         while len(chain.orelse) == 1 and isinstance(chain.orelse[0], ast.If):  # each elif's own test
             chain = chain.orelse[0]
             tests.append(chain.test)
-        return self._run_branches(branches, frame, split, narrow=[narrowings(t) for t in tests])
+        return self._loc(node), f"if {written}", tuple(paths), branches, [narrowings(t) for t in tests]
 
     def _input_flags(self, node: ast.If, frame: Frame) -> tuple[str, ...]:
         """The command-line flags an `if`/`elif` chain tests, when its tests read nothing else that is unknown
@@ -179,7 +208,7 @@ class Statements:
     def _run_branches(self, branches, frame: Frame, split: "BranchPoint", narrow=()) -> list[ConfigObj]:
         """Run each branch on a copy of the state, then merge: a value that differs by path becomes a OneOf.
         `narrow[i]`: what branch i's test fixes there (python_branches.narrowings)."""
-        held = [(k, v) for k, v in frame.names.items() if isinstance(v, ConfigObj)]
+        held = [(k, v) for k, v in frame.names.items() if type(v) is ConfigObj]  # (a class nothing subclasses)
         objects = [v for _, v in held]
         results = []
         for index, body in enumerate(branches):
@@ -200,7 +229,9 @@ class Statements:
         # The names some branch bound (or rebound); the others, most of them (constants, parameters), stay as they
         # are: comparing every name of every branch cost a tenth of reading a recipe module's many `if`s.
         before = frame.names
-        bound = {n for _, sub in results for n, v in sub.names.items() if before.get(n, _UNBOUND) is not v}
+        bound: set = set()
+        for _, sub in results:
+            bound.update(_rebound(before, sub.names))
         for name in bound:
             values = [sub.names.get(name, frame.names.get(name)) for _, sub in results]
             if all(v is values[0] for v in values) and (name in frame.names or values[0] is not None):
@@ -413,6 +444,18 @@ class Statements:
         if isinstance(value, dict):
             value = {k: v[0] for k, v in value.items()}
         return new_assignment(key, value, loc, Source.PYTHON, text, tuple(self.via_stack))
+
+
+def _rebound(before: dict, after: dict):
+    """The names `after` (a branch's copy of `before`, run) binds to another object than `before` does, or newly, in
+    `after`'s order. A copy keeps its names' order, rebinding keeps a name's place and a new name comes last, so
+    where `after` starts with `before`'s names in order, compare the two dicts position by position (in C: a
+    module's constants are most of the names, and every branch of every `if` asked this of each)."""
+    count = len(before)
+    if len(after) >= count and list(islice(after, count)) == list(before):
+        return chain(compress(before, map(is_not, islice(after.values(), count), before.values())),
+                     islice(after, count, None))
+    return (n for n, v in after.items() if before.get(n, _UNBOUND) is not v)
 
 
 def _writes_through(body, root: str) -> bool:
