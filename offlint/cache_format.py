@@ -38,7 +38,8 @@ _SIMPLE = {"str": str, "int": int, "bool": bool, "float": (int, float)}
 def plain_json(value: object) -> bytes:
     """The JSON text, as ASCII bytes, of data made of dicts with str keys, lists, str, int, bool and None only (a
     cache file's index, a call record): orjson's where it is ASCII (a Bridge cold run's 2.2 MB index and 752
-    records: 0.115 s with json), json's otherwise (non-ASCII escaped, any other key or value written as json does)."""
+    records: 0.115 s with json; the same data, a few characters and floats spelled differently, Codec.dumps), json's
+    otherwise (non-ASCII escaped, any other key or value written as json does)."""
     return _orjson_ascii(value) or json.dumps(value, ensure_ascii=True).encode("ascii")
 
 
@@ -137,10 +138,11 @@ class Codec:
                            and {"Assignment", "Location"} <= self._immutable)
 
     def dumps(self, value: object) -> str:
-        """The JSON text of `value`, ASCII only (the cache's files are written as ASCII). orjson writes it when it
-        can write it as json does: not a non-finite float (json writes NaN and Infinity, orjson null), an int
-        beyond 64 bits, a lone surrogate or nesting past orjson's depth (it raises), or a non-ASCII character (it
-        writes UTF-8, json escapes): those few entries go through json."""
+        """The JSON text of `value`, ASCII only (the cache's files are written as ASCII). orjson writes it when its
+        text holds the same data as json's (it may spell some of it differently: DEL raw where json writes \\u007f,
+        1.5e-7 where json writes 1.5e-07; both read back the same): not a non-finite float (json writes NaN and
+        Infinity, orjson null), an int beyond 64 bits, a lone surrogate or nesting past orjson's depth (it
+        raises), or a non-ASCII character (it writes UTF-8, json escapes): those few entries go through json."""
         encoder = _Encoder(self)
         data = encoder.encode(value)
         text = _orjson_ascii(data) if not encoder.non_finite else None
