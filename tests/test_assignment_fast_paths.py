@@ -1,9 +1,8 @@
-"""Shortcuts of the cache's writing give what the general paths give. The dedicated paths for Assignments (and
-their Locations) write exactly what the general ones write: the cache format's encoder (cache_format._Encoder.
-_assignment) and the call records' digest walk (python_records._Walk.assignment), on Assignments whose every field
-takes its usual type and odd ones (fields typed str holding other values, Locations with odd coordinates, shared
-objects, via tuples of every shape). A call record's ID is the digest of json's sorted text, whether orjson or
-json writes it (cache_format.record_json)."""
+"""Shortcuts of the cache's writing give what the general paths give. The dedicated path for Assignments (and
+their Locations) of the cache format's encoder (cache_format._Encoder._assignment) writes exactly what the general
+one writes, on Assignments whose every field takes its usual type and odd ones (fields typed str holding other
+values, Locations with odd coordinates, shared objects, via tuples of every shape). A call record's ID is the
+digest of json's sorted text, whether orjson or json writes it (cache_format.record_json)."""
 
 from __future__ import annotations
 
@@ -95,39 +94,13 @@ def test_the_encoders_assignment_path_refuses_what_the_general_path_refuses():
                 _encode([odd], dedicated)
 
 
-def _digests(value, files: set[str], dedicated: bool):
-    saved = python_records._ASSIGNMENT_FIELDS
-    python_records._ASSIGNMENT_FIELDS = saved if dedicated else None
-    try:
-        return python_records.encode(value, files)
-    finally:
-        python_records._ASSIGNMENT_FIELDS = saved
-
-
-@pytest.mark.parametrize("files", [set(), {"a.py"}, {"a.py", "b/c.py", "z.py"}])
-def test_the_record_walks_assignment_path_gives_the_general_paths_digest_and_lines(files):
-    assert python_records._ASSIGNMENT_FIELDS is not None
-    assignments = [a for a in _assignments() if not isinstance(a.value, frozenset)]
-    shared = [1, "a.py:3"]
-    mixes = [assignments, [Assignment("k", shared, HERE, Source.PYTHON), Assignment("k", shared, HERE, Source.YAML)],
-             {"layer": assignments[:30], "more": (assignments[30], [assignments[31]])}]
-    for value in [*mixes, *assignments[:60]]:
-        fast, general = _digests(value, files, True), _digests(value, files, False)
-        assert fast == general and fast is not None
-
-
-def test_the_record_walks_assignment_path_refuses_what_the_general_path_refuses():
-    for odd in (Assignment("k", frozenset({"a.py:3"}), HERE, Source.PYTHON), Assignment("k", object(), HERE, "x")):
-        assert _digests([odd], {"a.py"}, True) is None and _digests([odd], {"a.py"}, False) is None
-
-
 def test_assignments_that_differ_in_any_field_differ_in_digest_or_lines():
-    """The pieces the dedicated path joins still separate the fields: one changed field changes the result."""
+    """The call records' digest walk keeps the fields apart: one changed field changes the result."""
     seen = {}
     for fields in itertools.product(*(choices[:3] for choices in _CHOICES)):
         if isinstance(fields[1], float) and fields[1] != fields[1]:
             continue
-        result = _digests([Assignment(*fields)], {"a.py"}, True)
+        result = python_records.encode([Assignment(*fields)], {"a.py"})
         assert result is not None
         key = (result[0], repr(result[1]))
         assert key not in seen or seen[key] == repr(fields), (fields, seen[key])

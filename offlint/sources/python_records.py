@@ -19,13 +19,12 @@ import hashlib
 import itertools
 import json
 import math
-import operator
 import re
 
 from offlint import types
 from offlint.sources import python_values
 from offlint.sources.python_values import ConfigObj, ObjectTuple, PartialDict, Record
-from offlint.types import Assignment, Location, Source
+from offlint.types import Location
 
 MARK = "<call>"  # a record in a reading's dependencies: (MARK, path, function, arguments, depth)
 _PATH_LINE = re.compile(r"(?<![\w./\\-])(/?(?:[\w.\-]+/)*[\w.\-]+\.py):(\d+)")  # as offlint.relocation's
@@ -133,12 +132,6 @@ _MATCHES: dict[str, tuple] = {}  # a text holding ".py:" -> its _PATH_LINE match
 _SHAPES: dict[type, tuple | bool] = {}
 
 
-# The fields of an Assignment in order, read at once (_Walk.assignment); None if they are not those it writes.
-_ASSIGNMENT_FIELDS = operator.attrgetter("key", "value", "location", "source", "text", "via", "op") \
-    if tuple(field.name for field in dataclasses.fields(Assignment)) == \
-    ("key", "value", "location", "source", "text", "via", "op") else None
-
-
 def _shape(kind: type) -> tuple | bool:
     if kind.__module__ != types.__name__:
         return False
@@ -191,8 +184,6 @@ class _Walk:
         kind = type(value)
         if kind is str:
             out.append("s" + self.text(value))
-        elif kind is Assignment and _ASSIGNMENT_FIELDS is not None:
-            self.assignment(value)
         elif kind is tuple or kind is ObjectTuple:  # immutable: no sharing to keep
             out.append(f"{kind.__name__}({len(value)}")
             self.items(value)
@@ -265,58 +256,6 @@ class _Walk:
                 if name is None:
                     raise _Refused  # FunctionRef, ModuleRef, a Hugging Face model...: no record
                 out.append("K" + name)
-
-    def assignment(self, value) -> None:
-        """What the dataclass branch of `walk` writes for an Assignment (the most common object of a result: 25,663
-        in the 670 results of a Bridge 067f987 cold run), its fields read by one attrgetter, and where a field is
-        of its usual type (a text naming no line, a Location, a Source, a tuple of such texts) written here instead
-        of by a `walk` of its own. Pieces that follow each other are appended joined by the separator the digest
-        joins them with ("\x1f"): the digest's text is the same."""
-        out = self.out
-        key, item, where, source, text, via, op = _ASSIGNMENT_FIELDS(value)
-        if type(key) is str and ".py:" not in key:
-            out.append("Assignment(\x1fkey\x1fs" + key + "\x1fvalue")
-        else:
-            out.append("Assignment(\x1fkey")
-            self.walk(key)
-            out.append("value")
-        if type(item) is str and ".py:" not in item:
-            out.append("s" + item)
-        else:
-            self.walk(item)
-        if type(where) is Location:
-            path = where.path
-            if path in self.files:
-                self.lines.append([path, where.line])
-                out.append(f"location\x1fL{path}:#:{where.col}")
-            else:
-                out.append(f"location\x1fL{path}:{where.line}:{where.col}")
-        else:
-            out.append("location")
-            self.walk(where)
-        if type(source) is Source:
-            out.append("source\x1fSource." + source._name_)
-        else:
-            out.append("source")
-            self.walk(source)
-        if type(text) is str and ".py:" not in text:
-            out.append("text\x1fs" + text + "\x1fvia")
-        else:
-            out.append("text")
-            self.walk(text)
-            out.append("via")
-        if type(via) is tuple:
-            out.append(f"tuple({len(via)}")
-            self.items(via)
-            out.append(")")
-        else:
-            self.walk(via)
-        if type(op) is str and ".py:" not in op:
-            out.append("op\x1fs" + op + "\x1f)")
-        else:
-            out.append("op")
-            self.walk(op)
-            out.append(")")
 
     def shared(self, value) -> bool:
         """Note a mutable object (its identity is kept: two places holding one object are not two objects); True
