@@ -116,6 +116,11 @@ def test_merging_maps_no_branch_changed_keeps_the_same_assignments():
     "x = 1\x0c    import os\n",  # and a form feed
     "",
     "\tfrom . import x\n \timport\ty\n  importer = 1\n",
+    # a line's first "import" is not the one the pattern ends on, or is no import at all; "import" at column 0
+    "def f():\n    from importlib import util\n    importlib.reload(m)  # import x\n    x = 'import y'\n"
+    "import a; import b\nimport c\n        import d, e  # import\n",
+    "    import os",  # one line, no newline
+    "\n\n\n  import a\n\nx = 1\n\t\timport b\n",  # empty lines before and between
 ])
 def test_local_import_lines_are_those_a_test_of_each_line_finds(text):
     lines = [line.encode("utf-8") for line in text.splitlines(keepends=True)]

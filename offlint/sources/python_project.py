@@ -111,6 +111,9 @@ class PythonProject:
         # The records of followed calls noted as used (python_records): (MARK, path, function, arguments, depth) ->
         # its CallRecord, or the stored form of one kept from the cache (pipeline).
         self.records: dict[tuple, object] = {}
+        # What code that looks at syntax trees without running them worked out from one node alone, for the project's
+        # life (bridge_schedule: a function's own nodes, a class's own verdict): key -> (node, value).
+        self.node_memo: dict[tuple, tuple] = {}
         for path in paths:
             parts = _module_parts(path)
             if parts and parts[-1] == "__init__":
