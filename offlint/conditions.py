@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
-from offlint import keys
+from offlint import keys, pipeline_layout, te_support
+# The memory model and the other helpers the conditions call, imported with the conditions (so with the engine,
+# before a cold check forks its workers, which inherit them): every unit check calls into them, and a lazy import
+# cost each process 0.04 s of CPU and each call an import lookup (on Megatron Bridge 0.04 s of the parent's
+# serial launch-command checks, and as much in each worker).
+from offlint.estimate import oom
+from offlint.estimate.devices import ends
+from offlint.estimate.inputs import gpus_in_name
+from offlint.sources.bridge_schedule import KEY as SCHEDULE_KEY
 from offlint.types import OneOf, Source, Unknown, Value
 from offlint.versions import Version, parse_version
 from offlint.terminal import plural
@@ -560,8 +568,6 @@ def _memory_inputs(scope: Scope):
     """The unit's memory-model inputs (None when a size is unknown), computed once per scope. The keys that
     decide the verdict are recorded as read, so findings list them and --strict names the unknown ones."""
     if not hasattr(scope, "_memory_inputs"):
-        from offlint.estimate import oom
-
         unit_name, gpu = str(scope.names.get("unit_name", "")), str(scope.names.get("unit_gpu", ""))
         inputs, unknown = _per_unit(scope, ("inputs", unit_name), lambda: oom.inputs_for(scope.lookup, unit_name, gpu))
         for key in unknown:
@@ -575,23 +581,17 @@ def _memory_inputs(scope: Scope):
 
 def _device(scope: Scope):
     """The GPU the unit is sized against (for a bracketed capacity, devices.stated_range, its low end)."""
-    from offlint.estimate import oom
-
     return oom.device_for(str(scope.names.get("unit_name", "")), str(scope.names.get("unit_gpu", "")))
 
 
 def _claim_device(scope: Scope):
     """The device a finding's figures name: for a bracketed capacity its high end, where an overrun or a short
     headroom still holds (the verdicts themselves hold at both ends: oom.oom_verdict, oom.risk_verdict)."""
-    from offlint.estimate.devices import ends
-
     return ends(_device(scope))[-1]
 
 
 def _memory_bound(scope: Scope):
     if not hasattr(scope, "_memory_bound"):
-        from offlint.estimate import oom
-
         inputs = _memory_inputs(scope)
         scope._memory_bound = _per_unit(scope, ("bound", str(scope.names.get("unit_name", ""))),
                                         lambda: oom.bound(inputs) if inputs is not None else None)
@@ -618,8 +618,6 @@ def estimated_peak_gib(scope: Scope) -> object:
 @_needs_scope
 def model_state_pp1_gib(scope: Scope) -> object:
     """Weights + gradients + optimizer states of one GPU at PP=1 (GiB)."""
-    from offlint.estimate import oom
-
     inputs = _memory_inputs(scope)
     return UNKNOWN if inputs is None else oom.model_state_at_pp1(inputs) / 1024**3
 
@@ -646,16 +644,12 @@ def gpu_count(scope: Scope) -> str:
 
 @_needs_scope
 def largest_memory_parts(scope: Scope) -> str:
-    from offlint.estimate import oom
-
     result = _memory_bound(scope)
     return "?" if result is None else oom.largest_parts(result)
 
 
 @_needs_scope
 def memory_savings(scope: Scope) -> str:
-    from offlint.estimate import oom
-
     inputs = _memory_inputs(scope)
     return "?" if inputs is None else oom.offload_savings(inputs, _device(scope))
 
@@ -668,8 +662,6 @@ def predicted_oom(scope: Scope) -> object:
     there is no finding, not even a "possible" one: no OOM is claimed without a number, and a model offlint cannot
     size is said once per run (oom.unsized_notes), not once per recipe. A GPU whose capacity is stated, not
     measured (Rubin), is judged at both ends of its bracket (devices.stated_range)."""
-    from offlint.estimate import oom
-
     result = _memory_bound(scope)
     if result is None:
         return False
@@ -678,8 +670,6 @@ def predicted_oom(scope: Scope) -> object:
 
 @_needs_scope
 def oom_message(scope: Scope) -> str:
-    from offlint.estimate import oom
-
     return oom.oom_message(_memory_bound(scope), _device(scope), scope.lookup,
                            str(scope.names.get("unit_name", "")), gpu_count(scope),
                            str(scope.names.get("unit_gpu", "")))
@@ -687,15 +677,11 @@ def oom_message(scope: Scope) -> str:
 
 @_needs_scope
 def oom_floor_gib(scope: Scope) -> object:
-    from offlint.estimate import oom
-
     result = _memory_bound(scope)
     return UNKNOWN if result is None else oom.floor_bytes(result) / 1024**3
 
 
 def _expandable(scope: Scope) -> bool | None:
-    from offlint.estimate import oom
-
     for key in ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"):
         scope.key(key)
     return oom.expandable(scope.lookup)
@@ -706,8 +692,6 @@ def oom_at_risk(scope: Scope) -> object:
     """OFL305: a peak that fits with less headroom than the allocator needs (oom.risk_verdict). Without an
     estimate (an unknown size, an unmodelled feature, a GPU of unknown capacity) it stays quiet: OFL303 names
     those unknowns under --strict, once per unit."""
-    from offlint.estimate import oom
-
     result = _memory_bound(scope)
     if result is None:
         return False
@@ -717,15 +701,11 @@ def oom_at_risk(scope: Scope) -> object:
 
 @_needs_scope
 def at_risk_margin_gib(scope: Scope) -> object:
-    from offlint.estimate import oom
-
     return oom.margin_bytes(_claim_device(scope), _expandable(scope) is not False) / 1024**3
 
 
 @_needs_scope
 def at_risk_fix(scope: Scope) -> str:
-    from offlint.estimate import oom
-
     inputs = _memory_inputs(scope)
     for key in ("ddp.nccl_ub", "ddp.use_megatron_fsdp", "model.cuda_graph_impl", "env.NCCL_GRAPH_REGISTER"):
         scope.key(key)
@@ -746,8 +726,6 @@ def layout_division(scope: Scope) -> object:
     megatron-core (ModelParallelConfig.__post_init__) but 1 with EP > 1 in Megatron Bridge since 6f2f546ef
     (July 2026, transformer_config._set_moe_expert_tensor_parallel_default): with TP > 1 the finding must hold for
     both. "" when a size it needs is unknown: no crash is claimed on a layout offlint cannot read."""
-    from offlint.estimate.inputs import gpus_in_name
-
     if scope.names.get("unit_kind") != "recipe":
         return ""  # a launch's world size is its own (nodes x GPUs per node), whatever recipe it names
     world = gpus_in_name(str(scope.names.get("unit_name", "")))
@@ -900,8 +878,6 @@ def pipeline_layout_refusal(scope: Scope) -> object:
     builds a recipe-owned layout again after PP/VP overrides on the command line, but keeps one the command line
     sets (`sync_model_pipeline_layout`, scripts/training/recipe_runner.py), as its performance overrides do for
     DeepSeek-V3 and Kimi K2; a YAML file's layout stands unless the command line changes PP or VP."""
-    from offlint import pipeline_layout
-
     if scope.names.get("defaults") != "mlm-cli" and scope.names.get("framework") != "megatron-core" and \
             scope.names.get("unit_kind") != "recipe":
         if scope.names.get("unit_kind") not in ("yaml", "command"):
@@ -977,9 +953,7 @@ def ep_overlap_schedule_refusal(scope: Scope) -> object:
     does not apply (no provider read, EP overlap off, a layout TransformerConfig refuses first: EP 1, or a pipeline
     without virtual stages), UNKNOWN when offlint cannot tell and one of the two is established (EP overlap on, or a
     model class known to lack the method): a recipe where both are unknown stays quiet even with --strict."""
-    from offlint.sources.bridge_schedule import KEY
-
-    built = scope.lookup(KEY)
+    built = scope.lookup(SCHEDULE_KEY)
     if built.assignment is None:  # not a model section built from a provider offlint read
         return ""
     on = _ep_overlap_on(scope)
@@ -998,7 +972,7 @@ def ep_overlap_schedule_refusal(scope: Scope) -> object:
         return UNKNOWN
     if not isinstance(ep, int) or ep <= 1 or (isinstance(pp, int) and pp > 1 and vpp is None):
         return ""
-    model = scope.key(KEY)
+    model = scope.key(SCHEDULE_KEY)
     if model is UNKNOWN or not model or on is UNKNOWN:
         return "" if model == "" else UNKNOWN
     where = scope.lookup(on[1]).assignment
@@ -1015,8 +989,6 @@ def ep_overlap_schedule_refusal(scope: Scope) -> object:
 def _te_verdict(scope: Scope):
     """te_support's verdict, once per scope; the keys that decided it are recorded as read."""
     if not hasattr(scope, "_te_verdict"):
-        from offlint import te_support
-
         found = te_support.verdict(scope.lookup, gpu=str(scope.names.get("unit_gpu", "")),
                                    gpu_from=str(scope.names.get("unit_gpu_from", "")))
         for key in found.keys:
