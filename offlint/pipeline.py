@@ -299,6 +299,7 @@ def _still_valid(previous: FileOutcome, path: str, digests, definitions, codec, 
     for finding in previous.findings:
         findings.setdefault(finding.unit, []).append(finding)
     check = RecordCheck(digests, definitions.get, verify)
+    movers: list = []  # relocate's, kept across the units: each object they share is moved once
     held: dict[str, tuple | None] = {}  # record ID -> (its line moves, its mark, (its ID now, its table now)) or None
 
     def record(rid: str) -> tuple | None:
@@ -339,7 +340,7 @@ def _still_valid(previous: FileOutcome, path: str, digests, definitions, codec, 
                 continue
             if any(old != new for mapping in lines.values() for old, new in mapping.items()):
                 try:
-                    [unit], found = relocate(codec, [unit], found, lines)
+                    [unit], found = relocate(codec, [unit], found, lines, movers)
                 except Unmovable:
                     continue
             reusable[name] = (unit, found, frozenset(used), {mark: now for _, mark, now in calls})

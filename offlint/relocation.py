@@ -10,7 +10,7 @@ import re
 
 from offlint.cache_format import Codec
 from offlint.sources.python_values import PartialDict, Record
-from offlint.types import ABSENT, KEY_DEFAULT, Location, Unit
+from offlint.types import ABSENT, KEY_DEFAULT, Assignment, Location, Source, Unit
 
 
 class Unmovable(Exception):
@@ -20,23 +20,40 @@ class Unmovable(Exception):
 _PATH_LINE = re.compile(r"(?<![\w./\\-])(/?(?:[\w.\-]+/)*[\w.\-]+\.py):(\d+)")  # an absolute path too
 _BARE_LINE = re.compile(r"\bline (\d+)")
 _ATOMS = frozenset((int, bool, float))
+_TEXTS = frozenset((str,))
 
 
-def relocate(codec: Codec, units: list, findings: list, moves: dict[str, dict[int, int]]) -> tuple[list, list]:
+def _names_no_line(texts: tuple) -> bool:
+    """Whether a tuple of texts names no line: none holds ".py:" or "line " (joined by a character neither holds,
+    so that no pair of neighbours makes one)."""
+    joined = "\0".join(texts)
+    return ".py:" not in joined and "line " not in joined
+
+
+def relocate(codec: Codec, units: list, findings: list, moves: dict[str, dict[int, int]],
+             movers: list | None = None) -> tuple[list, list]:
     """Units (None: a function that gave none) and findings kept from the cache, with every location in a file of
     `moves` (old line -> new line) moved: Location objects, and "path.py:LINE" in texts. A text naming a line
     without its file ("line 12", a shortened path) may name a line of any file the reading used: it must name
     no line that moved (a line of code of a part the reading used, in a file whose lines moved, is in that
     file's `moves`; the reading used nothing else of it). And a unit's assignments must keep their order by line
     (the reader sorts them so, whatever their file). Raises Unmovable otherwise: the units are read again. The
-    values given are not changed: what holds a moved location is copied."""
+    values given are not changed: what holds a moved location is copied.
+
+    `movers`: a list the caller keeps across calls on values of one decoded outcome (alive meanwhile), so that
+    calls with equal `moves` move each object the units share once (a file's 31 reusable recipe units, each
+    moved alone, share their base builder's assignments)."""
     if not any(old != new for lines in moves.values() for old, new in lines.items()):
         return units, findings
-    mover = _Mover(codec, moves)
+    mover = next((m for m in movers if m.codec is codec and m.moves == moves), None) if movers else None
+    if mover is None:
+        mover = _Mover(codec, {file: dict(lines) for file, lines in moves.items()})
+        if movers is not None:
+            movers.append(mover)
     new_units = [mover.move(unit) for unit in units]
     new_findings = [mover.move(finding) for finding in findings]
     for old, new in zip(units, new_units):
-        if old is not None and not _same_order(old, new):
+        if old is not None and not mover.in_order(old, new):
             raise Unmovable(f"{old.name}: its assignments change order")
     return new_units, new_findings
 
@@ -46,12 +63,23 @@ class _Mover:
     holding nothing moved is the same object; an object met twice is copied once, as the format shares it)."""
 
     def __init__(self, codec: Codec, moves: dict[str, dict[int, int]]):
-        self.moves = moves
+        self.codec, self.moves = codec, moves
         self.decoding = codec._decoding  # class name -> (class, fields, ..., settable by __dict__)
         self.getters = codec._getters
         self.memo: dict[int, object] = {}
         self.texts: dict[str, str | Unmovable] = {}  # a text -> itself moved (texts repeat: the same provenance)
         self.leaves: set[type] = set()  # enum classes met: their members hold no location
+        self.ordered: dict[int, bool] = {}  # id of a unit moved -> _same_order's answer (a unit met again: moved once)
+        # Assignments (most of a unit's objects: with a Location, a Source and a `via` tuple each) are moved by
+        # `_assignment`, where the codec holds them as offlint's Assignment
+        self.assignment = self.decoding.get("Assignment") if codec._dedicated else None
+
+    def in_order(self, old: Unit, new: Unit) -> bool:
+        """_same_order, once per unit (it sorts the moved unit's recipe layer in place)."""
+        key = id(old)
+        if key not in self.ordered:
+            self.ordered[key] = _same_order(old, new)
+        return self.ordered[key]
 
     def move(self, value):
         kind = type(value)
@@ -73,7 +101,9 @@ class _Mover:
         key = id(value)
         if key in self.memo:
             return self.memo[key]
-        if kind is Location:
+        if kind is Assignment and self.assignment is not None:
+            out = self._assignment(value)
+        elif kind is Location:
             out = value
             lines = self.moves.get(value.path)
             if lines is not None:
@@ -82,6 +112,8 @@ class _Mover:
                     raise Unmovable(str(value))
                 if line != value.line:
                     out = Location(value.path, line, value.col)
+        elif kind is tuple and _TEXTS.issuperset(map(type, value)) and _names_no_line(value):
+            out = value  # (a call chain: `via`)
         elif kind is tuple or kind is list or kind is frozenset or kind is set:
             items = self.items(value)
             out = value if items is None else kind(items)
@@ -114,6 +146,52 @@ class _Mover:
                     for name, field in zip(plain[1], moved):
                         object.__setattr__(out, name, field)
         self.memo[key] = out
+        return out
+
+    def _assignment(self, value: Assignment) -> Assignment:
+        """What the dataclass path below gives for an Assignment, its fields looked at inline: the Location moved
+        (through `move`, shared as the format shares it) when its file's lines moved, the texts and the `via` tuple
+        of texts kept when they name no line, anything else through `move`."""
+        name, item, where, source, text, via, op = fields = self.getters["Assignment"](value)
+        moved = None
+        if type(where) is not Location or where.path in self.moves:
+            new = self.move(where)
+            if new is not where:
+                moved = list(fields)
+                moved[2] = new
+        for index, field in ((0, name), (1, item), (4, text), (6, op)):
+            kind = type(field)
+            if kind is str:
+                if ".py:" not in field and "line " not in field:
+                    continue
+            elif kind in _ATOMS or field is None or kind in self.leaves:
+                continue
+            new = self.move(field)
+            if new is not field:
+                if moved is None:
+                    moved = list(fields)
+                moved[index] = new
+        if type(source) is not Source:
+            new = self.move(source)
+            if new is not source:
+                if moved is None:
+                    moved = list(fields)
+                moved[3] = new
+        if not (type(via) is tuple and (not via or _TEXTS.issuperset(map(type, via)) and _names_no_line(via))):
+            new = self.move(via)
+            if new is not via:
+                if moved is None:
+                    moved = list(fields)
+                moved[5] = new
+        if moved is None:
+            return value
+        plain = self.assignment
+        out = object.__new__(Assignment)
+        if plain[4]:
+            out.__dict__.update(zip(plain[1], moved))
+        else:
+            for name, field in zip(plain[1], moved):
+                object.__setattr__(out, name, field)
         return out
 
     def items(self, values) -> list | None:

@@ -79,7 +79,9 @@ def _as_user_writes(path: str, spelled_root: str) -> str:
     if os.path.isabs(spelled_root):
         return path
     if spelled_root == "." and not os.path.isabs(path):  # the common case: already below the working directory
-        normal = os.path.normpath(path)  # with "/" separators already as_posix's result (the run lists 2,000)
+        if path and path[0] != "." and path[-1] != "/" and "//" not in path and "/." not in path and os.sep == "/":
+            return path  # no empty, "." or ".." part: normpath would give it back (the run lists 2,000)
+        normal = os.path.normpath(path)  # with "/" separators already as_posix's result
         return normal if os.sep == "/" else Path(normal).as_posix()
     below = os.path.relpath(os.path.normpath(path))
     return Path(below).as_posix() if not below.startswith("..") else path
