@@ -35,7 +35,8 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
                 findings.extend(_unit_rule(rule, resolved, strict, names, checks))
         elif rule.scope == "assignment":
             if by_assignment is None:
-                by_assignment = _assignment_findings(plan.assignment_rules, resolved, plan.assignment_sources)
+                by_assignment = _assignment_findings(plan.assignment_rules, resolved, plan.assignment_sources,
+                                                     plan.assignment_checks)
             findings.extend(by_assignment[rule.code])
         elif rule.code == "OFL004":
             findings.extend(_duplicates(rule, resolved.unit))
@@ -45,13 +46,17 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
 class _Plan:
     """What check_unit does for a run's rules and version: the rules that apply, in order, each with its checks for
     the version and their guards (a unit rule's; () for the others); the assignment-scope rules among them and the
-    sources of the assignments they may fire on (_firing_sources)."""
+    sources of the assignments they may fire on (_firing_sources), and each one's checks for the version with the
+    guards that read only the assignment as written (_assignment_guards)."""
 
     def __init__(self, rules: tuple[Rule, ...], version):
         self.rules = [(rule, tuple((check, _guards(check.condition)) for check in rule.checks_for(version))
                        if rule.scope == "unit" else ()) for rule in rules if rule.applies_to(version)]
         self.assignment_rules = [rule for rule, _ in self.rules if rule.scope == "assignment"]
         self.assignment_sources = _firing_sources(self.assignment_rules, version)
+        self.assignment_checks = {rule.code: tuple((check, _assignment_guards(check.condition))
+                                                   for check in rule.checks_for(version))
+                                  for rule in self.assignment_rules}
 
 
 # (rules, version, their _Plan): a run asks for the same
@@ -420,17 +425,21 @@ _ASSIGNMENT_VERDICTS: dict[tuple[str, ...], dict[tuple, tuple]] = {}
 _PER_UNIT = object()
 
 
-def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit,
-                         sources: tuple[Source, ...] | None = None) -> dict[str, list[Finding]]:
+def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: tuple[Source, ...] | None = None,
+                         checks: dict[str, tuple] | None = None) -> dict[str, list[Finding]]:
     """The findings of each assignment-scope rule on the assignments the unit itself writes (as they act on the
     version), in one pass over them: each assignment looks up the verdicts of every rule at once. `sources`: those
-    of the assignments a rule may fire on (_firing_sources), the others skipped."""
+    of the assignments a rule may fire on (_firing_sources), the others skipped; `checks`: each rule's checks with
+    their guards (_Plan.assignment_checks)."""
     out: dict[str, list[Finding]] = {rule.code: [] for rule in rules}
     memo = _ASSIGNMENT_VERDICTS.setdefault(tuple(out), {})
     version = resolved.version
     version_key = (version.major, version.minor, version.patch)  # a plain tuple: hashed in C, not by a dataclass
     if sources is None:
         sources = _firing_sources(rules, version)
+    if checks is None:
+        checks = {rule.code: tuple((check, _assignment_guards(check.condition)) for check in rule.checks_for(version))
+                  for rule in rules}
     for layer in resolved.unit.layers:
         if layer.inherited:
             continue
@@ -448,14 +457,14 @@ def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit,
             names = None
             if verdicts is None:
                 names = _names(assignment, version)
-                verdicts = tuple(_assignment_verdict(rule, names, resolved) for rule in rules)
+                verdicts = tuple(_assignment_verdict(rule, names, resolved, checks[rule.code]) for rule in rules)
                 memo[as_written] = () if all(v is None and not read for v, read in verdicts) else \
                     tuple(_PER_UNIT if read_keys else verdict for verdict, read_keys in verdicts)
                 verdicts = tuple(verdict for verdict, _ in verdicts)
             for rule, verdict in zip(rules, verdicts):
                 if verdict is _PER_UNIT:
                     names = names or _names(assignment, version)
-                    verdict = _assignment_verdict(rule, names, resolved)[0]
+                    verdict = _assignment_verdict(rule, names, resolved, checks[rule.code])[0]
                 if verdict is not None:
                     out[rule.code].append(_assignment_finding(rule, verdict, assignment, resolved))
     return out
@@ -477,6 +486,20 @@ def _firing_sources(rules: list[Rule], version) -> tuple[Source, ...]:
     return tuple(out)
 
 
+# The names an assignment-scope condition sees besides the unit's keys (_names'), which one assignment as written
+# decides alone.
+_ASSIGNMENT_NAMES = frozenset({"key", "value", "text", "source", "key_type", "op"})
+
+
+@functools.lru_cache(maxsize=None)
+def _assignment_guards(condition: str) -> tuple[tuple[str, object, object], ...]:
+    """An assignment-scope condition's guards (_guards) that read only the assignment's own names (`source in
+    ("hydra", "yaml")`, `key_type == "list"`, `value == "None"`): one of them false makes the condition False for
+    every unit, so the check is skipped and the verdict kept for every unit with that assignment (the memo of
+    _assignment_findings). A guard on a unit's key is left to the evaluator: the verdict then depends on the unit."""
+    return tuple(guard for guard in _guards(condition) if guard[0] in _ASSIGNMENT_NAMES)
+
+
 def _names(assignment: Assignment, version) -> dict:
     """What an assignment-scope condition sees besides the unit's keys."""
     value = assignment.value
@@ -485,11 +508,17 @@ def _names(assignment: Assignment, version) -> dict:
             "key_type": keys.key_type(assignment.key, version), "op": assignment.op}
 
 
-def _assignment_verdict(rule: Rule, names: dict, resolved: ResolvedUnit) -> tuple[tuple[Check, str] | None, bool]:
+def _assignment_verdict(rule: Rule, names: dict, resolved: ResolvedUnit,
+                        checks: tuple | None = None) -> tuple[tuple[Check, str] | None, bool]:
     """The first of the rule's checks that fires on the assignment (with its message), or None; and whether the
-    evaluation read any of the unit's values (else the verdict holds for every unit)."""
+    evaluation read any of the unit's values (else the verdict holds for every unit). `checks`: the rule's checks
+    for the version, each with its _assignment_guards: one of them false skips the check."""
     read_keys = False
-    for check in rule.checks_for(resolved.version):
+    if checks is None:
+        checks = tuple((check, _assignment_guards(check.condition)) for check in rule.checks_for(resolved.version))
+    for check, guards in checks:
+        if guards and _guarded_out(guards, resolved, names):
+            continue  # False for every unit: a part of its top-level `and` about the assignment alone is false
         scope = Scope(resolved.get, resolved.version, names=names)
         fired = truth(evaluate(check.condition, scope)) is True
         read_keys = read_keys or bool(scope.read)
