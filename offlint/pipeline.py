@@ -392,11 +392,6 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
     import multiprocessing  # here: a small pre-commit run never forks, and need not import it
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    # The memory estimate (OFL303/OFL304) is imported at a unit's first check: once here, not in each worker and
-    # again in this process when it checks the launch commands after them (Megatron Bridge: 0.04 s each time).
-    import offlint.estimate.oom  # noqa: F401
-    import offlint.estimate.whatif  # noqa: F401
-
     if "fork" not in multiprocessing.get_all_start_methods():
         for outcome in _read_batch(job, files, digests):
             keep(outcome, None)
