@@ -68,7 +68,7 @@ class Scope:
         if value.key not in self._read_keys:
             self._read_keys.add(value.key)
             self.read.append(value)
-        return UNKNOWN if value.is_unknown else value.value
+        return UNKNOWN if value.state == "unknown" else value.value  # (Value.is_unknown, without its call)
 
 
 Compiled = Callable[[Scope], object]

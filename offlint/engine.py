@@ -188,7 +188,7 @@ def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict,
     for check, guards in checks:
         if guards and _guarded_out(guards, resolved, names):
             continue
-        scope = Scope(resolved.get, resolved.version, names=dict(names))
+        scope = Scope(resolved.get, resolved.version, names=names)  # (read only: one dict per unit, not per check)
         verdict = truth(evaluate(check.condition, scope))
         condition = ""
         flags: tuple[str, ...] = ()

@@ -22,7 +22,7 @@ class Reader:
     def get(self, key: str, fallback: object = None) -> object:
         """The effective value; an unknown one is recorded and replaced by `fallback` so reading can go on."""
         value = self.lookup(key)
-        if value.is_unknown:
+        if value.state == "unknown":  # (Value.is_unknown, without its call: a unit's memory inputs read 60 keys)
             self.unknown[key] = value.value.reason if isinstance(value.value, Unknown) else "unknown"
             return fallback
         return value.value if value.value is not None else fallback
