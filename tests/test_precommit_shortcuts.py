@@ -123,3 +123,43 @@ def test_the_whole_run_answer_is_read_when_asked_for_and_written_only_when_new(t
     again.save(None)
     assert not again.last_file.exists()
     assert Cache(root, "k").load().last is None
+
+
+def _merge_by_lines(moves: dict, more: dict) -> bool:
+    """merge_moves as it was written line by line (the reference of the whole-dict version)."""
+    for file, lines in more.items():
+        if not lines:
+            continue
+        into = moves.get(file)
+        if into is None:
+            moves[file] = lines
+            continue
+        into = moves[file] = dict(into)
+        for old, new in lines.items():
+            if into.setdefault(old, new) != new:
+                return False
+        if len(set(into.values())) != len(into):
+            return False
+    return True
+
+
+def test_merge_moves_by_whole_dicts_answers_what_merging_line_by_line_does():
+    import random
+
+    from offlint.cache import merge_moves
+
+    generator = random.Random(7)
+
+    def mapping():
+        return {generator.randint(1, 9): generator.randint(1, 9) for _ in range(generator.randint(0, 6))}
+
+    for _ in range(3000):
+        moves = {file: mapping() for file in generator.sample("abc", generator.randint(0, 3))}
+        more = {file: mapping() for file in generator.sample("abc", generator.randint(0, 3))}
+        expected, got = {f: dict(m) for f, m in moves.items()}, {f: dict(m) for f, m in moves.items()}
+        frozen = {f: dict(m) for f, m in more.items()}
+        answer = _merge_by_lines(expected, {f: dict(m) for f, m in more.items()})
+        assert merge_moves(got, more) == answer
+        assert more == frozen  # `more` is not changed
+        if answer:
+            assert got == expected
