@@ -100,8 +100,8 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
             break
         # A name bound by `as` follows an ` as ` (every match of _ALIAS ends so): the full search only where one of
         # the names still pending does (1 of Bridge's 5 such files for a llama recipe, 3 ms of _ALIAS each)
-        if _SPACED_AS.search(data[path]) and (short or pending & _words(path, data, words)) \
-                and pending & set(_AS_NAME.findall(data[path])):
+        if _SPACED_AS.search(data[path]) and pending & set(_AS_NAME.findall(data[path])) \
+                and (short or pending & _words(path, data, words)):
             defined = pending & _defined_names(path, data[path], functions_only=True)
             found |= defined
             pending -= defined

@@ -55,7 +55,8 @@ def project_files(root: Path, paths: list[str], files: list[SourceFile]) -> tupl
     reached through the named paths and through the project is one file. A named file discovery would not
     find on its own (an ignored file named explicitly) joins the project's files."""
     spelled = str(root) if any(os.path.isabs(p) for p in paths) else os.path.relpath(root)
-    tree = [SourceFile(_as_user_writes(f.path, spelled), f.kind, f.explicit) for f in discover([spelled])[0]]
+    tree = [f if (path := _as_user_writes(f.path, spelled)) == f.path else SourceFile(path, f.kind, f.explicit)
+            for f in discover([spelled])[0]]  # (the same file spelled the same: that SourceFile, frozen, not a copy)
     by_path = {f.path: f for f in tree}
     by_real: dict[str, SourceFile] | None = None  # realpath of every file: only for a name spelled otherwise
     named = []
