@@ -168,14 +168,17 @@ def _mlm_flag_dests(version: Version) -> dict[str, str]:
 
 def resolve(unit: Unit, version: Version) -> ResolvedUnit:
     resolved = ResolvedUnit(unit, version)
+    values = resolved.values
     for layer in unit.layers:
         for assignment in layer.assignments:
             if assignment.op == "delete":
                 # `~key` removes the key from the override dict; Bridge then keeps the recipe's value.
                 continue
-            assignment = for_version(assignment, version)
-            if assignment is not None:
-                resolved.values[assignment.key] = assignment
+            if isinstance(assignment.value, ByVersion):  # (for_version's test, inline: 100 assignments a unit)
+                assignment = for_version(assignment, version)
+                if assignment is None:
+                    continue
+            values[assignment.key] = assignment
     return resolved
 
 
