@@ -129,7 +129,11 @@ class _Kept:
         self._values[key] = value
 
     def used(self) -> dict:
-        return {key: self._values[key] for key in sorted(self._asked & set(self._values))}
+        """What to write again: the values this run asked for or made; all of them as read when it asked for none
+        (a pre-commit run whose walk is a kept listing reads no .gitignore: that says nothing of their files, and
+        dropping their regexes rewrote the 0.5 MB file on every such run and left the next walk to make them)."""
+        keys = self._asked & set(self._values) if self._asked else self._values
+        return {key: self._values[key] for key in sorted(keys)}
 
 
 @contextmanager

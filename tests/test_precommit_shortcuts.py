@@ -163,3 +163,26 @@ def test_merge_moves_by_whole_dicts_answers_what_merging_line_by_line_does():
         assert more == frozen  # `more` is not changed
         if answer:
             assert got == expected
+
+
+def test_a_run_that_asks_for_no_gitignore_keeps_the_kept_ones_and_does_not_rewrite_the_file(tmp_path, monkeypatch):
+    from offlint.api import CheckOptions, check
+    from offlint.cache import project_cache_dir
+
+    monkeypatch.setenv("OFFLINT_CACHE_DIR", str(tmp_path / "home"))
+    root = tmp_path / "tree"
+    (root / "recipes").mkdir(parents=True)
+    (root / ".gitignore").write_text("build/\n")
+    (root / "recipes" / "a.py").write_text("def a_config():\n    return None\n")
+    monkeypatch.chdir(root)
+    check(["."], CheckOptions(root=root))
+    [warm] = project_cache_dir(root).glob("warm-*.json")
+    kept = warm.read_bytes()
+    assert b"gitignores" in kept and b'"gitignores": {}' not in kept
+    os.utime(warm, ns=(1, 1))
+    check(["recipes/a.py"], CheckOptions(root=root))  # its walk is the kept listing: no .gitignore read
+    assert warm.read_bytes() == kept and warm.stat().st_mtime_ns == 1
+    (root / ".gitignore").write_text("build/\ndist/\n")  # a changed .gitignore: asked for, the old one dropped
+    check(["."], CheckOptions(root=root))
+    [warm] = project_cache_dir(root).glob("warm-*.json")
+    assert warm.read_bytes() != kept
