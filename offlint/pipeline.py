@@ -392,6 +392,8 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
     import multiprocessing  # here: a small pre-commit run never forks, and need not import it
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    offlint.engine.prepare(job.rules, job.version)  # what a first unit check works out: once, before the fork
+
     if "fork" not in multiprocessing.get_all_start_methods():
         for outcome in _read_batch(job, files, digests):
             keep(outcome, None)
