@@ -24,7 +24,7 @@ import re
 from offlint import types
 from offlint.sources import python_values
 from offlint.sources.python_values import ConfigObj, ObjectTuple, PartialDict, Record
-from offlint.types import Assignment, Location, Source
+from offlint.types import Location
 
 MARK = "<call>"  # a record in a reading's dependencies: (MARK, path, function, arguments, depth)
 _PATH_LINE = re.compile(r"(?<![\w./\\-])(/?(?:[\w.\-]+/)*[\w.\-]+\.py):(\d+)")  # as offlint.relocation's
@@ -132,12 +132,6 @@ _MATCHES: dict[str, tuple] = {}  # a text holding ".py:" -> its _PATH_LINE match
 _SHAPES: dict[type, tuple | bool] = {}
 
 
-# Assignment, the class most results hold thousands of, is walked by a dedicated path that writes what the general
-# one (its fields in order) writes; only while its fields are these (else it takes the general path)
-_ASSIGNMENT = Assignment if tuple(field.name for field in dataclasses.fields(Assignment)) == \
-    ("key", "value", "location", "source", "text", "via", "op") else None
-
-
 def _shape(kind: type) -> tuple | bool:
     if kind.__module__ != types.__name__:
         return False
@@ -163,12 +157,6 @@ class _Walk:
             found = _MATCHES[value] = tuple((match.start(), match.end(), match.group(1), int(match.group(2)))
                                             for match in _PATH_LINE.finditer(value))
         files = self.files
-        if len(found) == 1:  # (most texts name one line)
-            start, end, path, line = found[0]
-            if path not in files:
-                return value
-            self.lines.append([path, line])
-            return value[:start] + path + ":#" + value[end:]
         pieces: list[str] = []
         at = 0
         for start, end, path, line in found:
@@ -183,87 +171,18 @@ class _Walk:
         return "".join(pieces)
 
     def items(self, values) -> None:
-        """Each of `values` walked (texts naming no line, plain numbers and Assignments written here: most items are
-        such)."""
+        """Each of `values` walked (a text naming no line written here: most items are such texts)."""
         out = self.out
         for item in values:
-            kind = type(item)
-            if kind is str:
-                out.append("s" + (item if ".py:" not in item else self.text(item)))
-            elif item is None:
-                out.append("NoneType:None")
-            elif kind is _ASSIGNMENT:
-                self.assignment(item)
-            elif kind is int or kind is bool or kind is float:
-                out.append(f"{kind.__name__}:{item!r}")
+            if type(item) is str and ".py:" not in item:
+                out.append("s" + item)
             else:
                 self.walk(item)
-
-    def assignment(self, value) -> None:
-        """An Assignment: what walk's dataclass branch writes (its pieces joined by the digest's separator, the same
-        text), with its usual field types written here."""
-        out = self.out
-        item = value.key
-        if type(item) is str and ".py:" not in item:
-            out.append("Assignment(\x1fkey\x1fs" + item)
-        else:
-            out.append("Assignment(\x1fkey")
-            self.walk(item)
-        item = value.value
-        kind = type(item)
-        if kind is str and ".py:" not in item:
-            out.append("value\x1fs" + item)
-        elif item is None:
-            out.append("value\x1fNoneType:None")
-        elif kind is int or kind is bool or kind is float:
-            out.append(f"value\x1f{kind.__name__}:{item!r}")
-        else:
-            out.append("value")
-            self.walk(item)
-        item = value.location
-        if type(item) is Location:
-            if item.path in self.files:
-                self.lines.append([item.path, item.line])
-                out.append(f"location\x1fL{item.path}:#:{item.col}")
-            else:
-                out.append(f"location\x1fL{item.path}:{item.line}:{item.col}")
-        else:
-            out.append("location")
-            self.walk(item)
-        item = value.source
-        if type(item) is Source:
-            out.append("source\x1fSource." + item._name_)
-        else:
-            out.append("source")
-            self.walk(item)
-        item = value.text
-        if type(item) is str and ".py:" not in item:
-            out.append("text\x1fs" + item)
-        else:
-            out.append("text")
-            self.walk(item)
-        item = value.via
-        if type(item) is tuple:
-            out.append(f"via\x1ftuple({len(item)}")
-            self.items(item)
-            out.append(")")
-        else:
-            out.append("via")
-            self.walk(item)
-        item = value.op
-        if type(item) is str and ".py:" not in item:
-            out.append("op\x1fs" + item + "\x1f)")
-        else:
-            out.append("op")
-            self.walk(item)
-            out.append(")")
 
     def walk(self, value) -> None:
         out = self.out
         kind = type(value)
-        if kind is _ASSIGNMENT:
-            self.assignment(value)
-        elif kind is str:
+        if kind is str:
             out.append("s" + self.text(value))
         elif kind is tuple or kind is ObjectTuple:  # immutable: no sharing to keep
             out.append(f"{kind.__name__}({len(value)}")
