@@ -103,7 +103,9 @@ class DefinitionDigests(OnFirstUse):
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         self.modules[path] = module
-        return definition_digests(module, [line.encode("utf-8") for line in text.splitlines(keepends=True)])
+        found = definition_digests(module, [line.encode("utf-8") for line in text.splitlines(keepends=True)])
+        _DEFINITIONS[(path, digest(text))] = found  # the same text's, when noting what a reading used (_definitions)
+        return found
 
 
 def digests_of(texts: Texts, paths: list[str]) -> Digests:
@@ -638,20 +640,22 @@ _STORED: Callable[[str, str], dict[str, str] | None] | None = None
 
 def _definitions(project: PythonProject, path: str, text_digest: str, texts: Texts | None = None
                  ) -> dict[str, str] | None:
-    """definition_digests of a module, from the syntax tree the project's reader of it parsed; when it was not read
-    (a unit reused from the cache used it), as the cache entry of the file as it is keeps them, or from `texts`
-    parsed again; else None."""
+    """definition_digests of a module: as the cache entry of the file as it is keeps them (a pre-commit run's
+    unchanged files: 8 of a leaf recipe's 10 computed again before), else from the syntax tree the project's reader
+    of it parsed, else (it was not read: a unit reused from the cache used it) from `texts` parsed again; else
+    None. They are a function of the text: the same from any of the three."""
     key = (path, text_digest)
     if key not in _DEFINITIONS:
-        reader = project.read_already(path)
-        if reader is None:
-            found = _STORED(path, text_digest) if texts is not None and _STORED is not None else None
-            if found is None:
-                found = DefinitionDigests(texts).get(path) if texts is not None else None
-            if found is not None:
-                _DEFINITIONS[key] = found
-            return found
+        found = _STORED(path, text_digest) if _STORED is not None else None
+        if found is None:
+            reader = project.read_already(path)
+            if reader is not None:
+                found = definition_digests(reader.module, reader.lines)
+            elif texts is not None:
+                found = DefinitionDigests(texts).get(path)
+        if found is None:
+            return None
         if len(_DEFINITIONS) > 100_000:
             _DEFINITIONS.clear()
-        _DEFINITIONS[key] = definition_digests(reader.module, reader.lines)
+        _DEFINITIONS[key] = found
     return _DEFINITIONS[key]
