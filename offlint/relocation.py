@@ -136,15 +136,7 @@ class _Mover:
             if plain is None or plain[0] is not kind:
                 raise Unmovable(f"a {kind.__name__}")  # nothing offlint stores: read again
             moved = self.items(self.getters[kind.__name__](value))
-            if moved is None:
-                out = value
-            else:
-                out = object.__new__(kind)
-                if plain[4]:
-                    out.__dict__.update(zip(plain[1], moved))
-                else:
-                    for name, field in zip(plain[1], moved):
-                        object.__setattr__(out, name, field)
+            out = value if moved is None else _rebuilt(kind, plain, moved)
         self.memo[key] = out
         return out
 
@@ -183,16 +175,7 @@ class _Mover:
                 if moved is None:
                     moved = list(fields)
                 moved[5] = new
-        if moved is None:
-            return value
-        plain = self.assignment
-        out = object.__new__(Assignment)
-        if plain[4]:
-            out.__dict__.update(zip(plain[1], moved))
-        else:
-            for name, field in zip(plain[1], moved):
-                object.__setattr__(out, name, field)
-        return out
+        return value if moved is None else _rebuilt(Assignment, self.assignment, moved)
 
     def items(self, values) -> list | None:
         """`values` (a collection's items, an object's fields) each moved, as a list; None when none moved. A value
@@ -234,6 +217,18 @@ class _Mover:
         if any(shifted(int(line)) for line in _BARE_LINE.findall(value)):
             raise Unmovable("a line named without its file")
         return _PATH_LINE.sub(path_line, value) if ".py:" in value else value
+
+
+def _rebuilt(kind: type, plain: tuple, values: list):
+    """An object of the dataclass `kind` with these field values (in `plain`'s order, the codec's entry for the class:
+    its fields, and whether they are set through its __dict__), built as the codec's decoder builds one."""
+    out = object.__new__(kind)
+    if plain[4]:
+        out.__dict__.update(zip(plain[1], values))
+    else:
+        for name, field in zip(plain[1], values):
+            object.__setattr__(out, name, field)
+    return out
 
 
 def _same_order(old: Unit, new: Unit) -> bool:
