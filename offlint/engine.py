@@ -445,8 +445,8 @@ _ASSIGNMENT_VERDICTS: dict[tuple[str, ...], dict[tuple, tuple]] = {}
 _PER_UNIT = object()
 
 
-def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: tuple[Source, ...] | None = None,
-                         checks: dict[str, tuple] | None = None) -> dict[str, list[Finding]]:
+def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: tuple[Source, ...],
+                         checks: dict[str, tuple]) -> dict[str, list[Finding]]:
     """The findings of each assignment-scope rule on the assignments the unit itself writes (as they act on the
     version), in one pass over them: each assignment looks up the verdicts of every rule at once. `sources`: those
     of the assignments a rule may fire on (_firing_sources), the others skipped; `checks`: each rule's checks with
@@ -455,11 +455,6 @@ def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: tup
     memo = _ASSIGNMENT_VERDICTS.setdefault(tuple(out), {})
     version = resolved.version
     version_key = (version.major, version.minor, version.patch)  # a plain tuple: hashed in C, not by a dataclass
-    if sources is None:
-        sources = _firing_sources(rules, version)
-    if checks is None:
-        checks = {rule.code: tuple((check, _assignment_guards(check.condition)) for check in rule.checks_for(version))
-                  for rule in rules}
     for layer in resolved.unit.layers:
         if layer.inherited:
             continue
@@ -529,13 +524,11 @@ def _names(assignment: Assignment, version) -> dict:
 
 
 def _assignment_verdict(rule: Rule, names: dict, resolved: ResolvedUnit,
-                        checks: tuple | None = None) -> tuple[tuple[Check, str] | None, bool]:
+                        checks: tuple) -> tuple[tuple[Check, str] | None, bool]:
     """The first of the rule's checks that fires on the assignment (with its message), or None; and whether the
     evaluation read any of the unit's values (else the verdict holds for every unit). `checks`: the rule's checks
     for the version, each with its _assignment_guards: one of them false skips the check."""
     read_keys = False
-    if checks is None:
-        checks = tuple((check, _assignment_guards(check.condition)) for check in rule.checks_for(resolved.version))
     for check, guards in checks:
         if guards and _guarded_out(guards, resolved, names):
             continue  # False for every unit: a part of its top-level `and` about the assignment alone is false
