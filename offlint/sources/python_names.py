@@ -20,9 +20,9 @@ def _local_import_lines(lines: list[bytes]) -> list[int]:
     """The numbers (from 1) of the lines that `_LOCAL_IMPORT` matches at their start. Where each line ends in a
     newline, the joined text is searched for "import" and only the lines holding one (and starting with a space or a
     tab) are matched from their start: every line the pattern matches holds "import", and no match crosses a line
-    end (its blanks, word characters and dots are no newline). A regex search for line starts tried every line of the file:
-    0.38 s against 0.07 s over the 1,713 .py files of Bridge 067f987. Line by line where another line break (a lone
-    carriage return, a form feed) splits lines."""
+    end (its blanks, word characters and dots are no newline). A regex search for line starts tried every line of
+    the file: 0.38 s against 0.07 s over the 1,713 .py files of Bridge 067f987. Line by line where another line
+    break (a lone carriage return, a form feed) splits lines."""
     data = b"".join(lines)
     if not lines or data.count(b"\n") != len(lines) - (not data.endswith(b"\n")):
         return [i for i, line in enumerate(lines, start=1) if b"import" in line and _LOCAL_IMPORT.match(line)]
