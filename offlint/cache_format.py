@@ -375,7 +375,7 @@ class _Decoder:
 
     def _plain(self, tag: str, plain: tuple):
         """`_dataclass` of one class, inline; any other shape than offlint writes goes to it (to be refused)."""
-        dataclass_, shared, new, set_field = self._dataclass, self.shared, object.__new__, object.__setattr__
+        dataclass_, shared, made = self._dataclass, self.shared, instance_of
         cls, names, simple, shareable, via_dict = plain
         count = len(names)
 
@@ -388,12 +388,7 @@ class _Decoder:
             for index, _, kind in simple:
                 if not isinstance(values[index], kind):
                     return dataclass_(obj, tag, plain)
-            instance = new(cls)
-            if via_dict:
-                instance.__dict__.update(zip(names, values))
-            else:
-                for field, value in zip(names, values):
-                    set_field(instance, field, value)
+            instance = made(cls, names, via_dict, values)
             if size == 3:
                 shared.append(instance)
             return instance
@@ -471,17 +466,25 @@ class _Decoder:
         for index, field, kind in simple:
             if not isinstance(values[index], kind):
                 raise CacheFormatError(f"{tag}.{field}: unexpected {type(values[index]).__name__}")
-        instance = object.__new__(cls)
-        if via_dict:
-            instance.__dict__.update(zip(names, values))
-        else:
-            for field, value in zip(names, values):
-                object.__setattr__(instance, field, value)
+        instance = instance_of(cls, names, via_dict, values)
         if size == 3:
             if not shareable or obj["#"] != len(self.shared):
                 raise CacheFormatError("bad shared object")
             self.shared.append(instance)
         return instance
+
+
+def instance_of(cls: type, names: tuple, via_dict: bool, values: list) -> object:
+    """An object of the dataclass `cls` with these values of its fields `names`, built without its __init__, as the
+    decoder builds what it reads (and relocation what it moves): through its __dict__ when `via_dict`
+    (_settable_by_dict), else field by field."""
+    instance = object.__new__(cls)
+    if via_dict:
+        instance.__dict__.update(zip(names, values))
+    else:
+        for field, value in zip(names, values):
+            object.__setattr__(instance, field, value)
+    return instance
 
 
 def _settable_by_dict(cls: type, fields: list) -> bool:

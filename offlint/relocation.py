@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import re
 
-from offlint.cache_format import Codec
+from offlint.cache_format import Codec, instance_of
 from offlint.sources.python_values import PartialDict, Record
 from offlint.types import ABSENT, KEY_DEFAULT, Assignment, Location, Source, Unit
 
@@ -136,7 +136,7 @@ class _Mover:
             if plain is None or plain[0] is not kind:
                 raise Unmovable(f"a {kind.__name__}")  # nothing offlint stores: read again
             moved = self.items(self.getters[kind.__name__](value))
-            out = value if moved is None else _rebuilt(kind, plain, moved)
+            out = value if moved is None else instance_of(kind, plain[1], plain[4], moved)
         self.memo[key] = out
         return out
 
@@ -175,7 +175,7 @@ class _Mover:
                 if moved is None:
                     moved = list(fields)
                 moved[5] = new
-        return value if moved is None else _rebuilt(Assignment, self.assignment, moved)
+        return value if moved is None else instance_of(Assignment, self.assignment[1], self.assignment[4], moved)
 
     def items(self, values) -> list | None:
         """`values` (a collection's items, an object's fields) each moved, as a list; None when none moved. A value
@@ -217,18 +217,6 @@ class _Mover:
         if any(shifted(int(line)) for line in _BARE_LINE.findall(value)):
             raise Unmovable("a line named without its file")
         return _PATH_LINE.sub(path_line, value) if ".py:" in value else value
-
-
-def _rebuilt(kind: type, plain: tuple, values: list):
-    """An object of the dataclass `kind` with these field values (in `plain`'s order, the codec's entry for the class:
-    its fields, and whether they are set through its __dict__), built as the codec's decoder builds one."""
-    out = object.__new__(kind)
-    if plain[4]:
-        out.__dict__.update(zip(plain[1], values))
-    else:
-        for name, field in zip(plain[1], values):
-            object.__setattr__(out, name, field)
-    return out
 
 
 def _same_order(old: Unit, new: Unit) -> bool:
