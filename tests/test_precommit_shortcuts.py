@@ -33,8 +33,9 @@ def _units():
     return units, [finding]
 
 
-def _generic(codec: Codec) -> Codec:
-    """The same codec, with the Assignment path turned off (relocate then moves Assignments as any dataclass)."""
+def _generic() -> Codec:
+    """A codec like the others here, with the Assignment path turned off (relocate then moves Assignments as any
+    dataclass)."""
     other = Codec(VALUE_CLASSES + (FileOutcome,))
     other._dedicated = False
     return other
@@ -45,8 +46,8 @@ def _generic(codec: Codec) -> Codec:
 def test_the_assignment_path_and_shared_movers_give_what_the_general_path_gives(moves):
     codec = Codec(VALUE_CLASSES + (FileOutcome,))
     units, findings = _units()
-    expected = [relocate(_generic(codec), [unit], findings, moves) for unit in units]
-    assert _generic(codec)._dedicated is False and codec._dedicated is True
+    expected = [relocate(_generic(), [unit], findings, moves) for unit in units]
+    assert _generic()._dedicated is False and codec._dedicated is True
     units, findings = _units()
     alone = [relocate(codec, [unit], findings, moves) for unit in units]
     units, findings = _units()
