@@ -235,6 +235,8 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
         click.echo(f"{summary} ({plural(result.files_checked, 'file')}, {plural(result.units, 'unit')}, megatron-core "
                    f"{result.version.version}{requested} from {result.version.origin}).", err=True)
     fixing().finish(result.findings, rules, quiet or output_format not in ("concise", "full"))
+    global _CHECK_DONE
+    _CHECK_DONE = _CONSOLE
     sys.exit(2 if nothing else exit_code(result, severity))
 
 
@@ -300,6 +302,22 @@ def rules_command(output_format: str) -> None:
 
 
 _CONSOLE = False  # running as the `offlint` command (run()), not inside another program (click's CliRunner, tests)
+_CHECK_DONE = False  # the `offlint` command's check has written its report and every file: the process may end now
+
+
+def _end_at_once(code: object) -> None:
+    """End the process without the interpreter's teardown, which frees one by one every object a check built (0.18-
+    0.28 s after a cold check of Megatron Bridge, whose parent holds 235 MiB) and runs no handler a finished check
+    needs: its files are written and closed, its worker pool is shut down. mypy ends the same way (`hard_exit`).
+    Output that cannot be flushed (a closed pipe) is left to the ordinary exit, which reports it as it always has."""
+    if code is not None and type(code) is not int:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code or 0)
 
 
 def run() -> None:
@@ -308,11 +326,13 @@ def run() -> None:
     _CONSOLE = True
     try:
         main(standalone_mode=True, prog_name="offlint")  # `python -m offlint` too: hints name `offlint`
-    except SystemExit:
+    except SystemExit as exc:
         # A check builds millions of objects with the cyclic collector off (pipeline.cyclic_gc_paused); the
         # collection that re-enabling it, or the interpreter's exit, runs over them took 2.7 s on Megatron Bridge
         # in a single-process check (a pre-commit run) and frees nothing the exiting process needs.
         gc.freeze()
+        if _CHECK_DONE:
+            _end_at_once(exc.code)
         raise
     except KeyboardInterrupt:
         click.echo("offlint: interrupted", err=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -9,6 +10,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from click.testing import CliRunner
+
+from offlint.cli import main
 from tests.hostile_cases import PP_OFFLOAD_RECIPE
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -183,6 +187,38 @@ def test_quickstart_on_bundled_fixtures(tmp_path):
     assert good.returncode == 0, good.stdout
     bad = run("check", str(FIXTURES / "bad"), cwd=tmp_path)
     assert bad.returncode == 1 and len(bad.stdout.splitlines()) >= 10
+
+
+def test_the_command_ends_without_teardown_yet_loses_no_output(tmp_path, monkeypatch):
+    """`offlint check` ends with os._exit once its report is written (cli._end_at_once): what it wrote to a pipe
+    arrives whole, and the exit code is the check's."""
+    piped = run("check", str(FIXTURES / "bad"), "--output-format", "json", "--no-cache", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    in_process = CliRunner().invoke(main, ["check", str(FIXTURES / "bad"), "--output-format", "json", "--no-cache"],
+                                    catch_exceptions=False)
+    assert piped.returncode == in_process.exit_code == 1
+    assert len(piped.stdout) > 3 * io.DEFAULT_BUFFER_SIZE  # more than one buffer's worth
+    assert json.loads(piped.stdout) == json.loads(in_process.stdout)
+
+
+@pytest.mark.parametrize("code, flush_fails, ends_with", [(1, False, 1), (None, False, 0), (0, False, 0),
+                                                           (1, True, None), ("a message", False, None)])
+def test_the_fast_exit_steps_aside_when_output_cannot_be_flushed(monkeypatch, code, flush_fails, ends_with):
+    """Output that cannot be flushed (a closed pipe), or an exit that carries a message, is left to the interpreter's
+    ordinary exit, which reports it as it always has."""
+    import offlint.cli as cli
+
+    class Stream:
+        def flush(self):
+            if flush_fails:
+                raise BrokenPipeError(32, "Broken pipe")
+
+    ended = []
+    monkeypatch.setattr(cli.sys, "stdout", Stream())
+    monkeypatch.setattr(cli.sys, "stderr", Stream())
+    monkeypatch.setattr(cli.os, "_exit", ended.append)
+    cli._end_at_once(code)
+    assert ended == ([] if ends_with is None else [ends_with])
 
 
 @pytest.mark.slow
