@@ -442,6 +442,15 @@ class Cache:
         self._write_last = True
         self.save(None)
 
+    def recipe_files(self) -> dict[str, list[str]]:
+        """recipe name -> the files whose stored outcome defines a recipe of that name (their summaries)."""
+        files: dict[str, list[str]] = {}
+        for path, entry in self.entries.items():
+            summary = entry.summary_now()
+            for name in summary.recipes if summary is not None else ():
+                files.setdefault(name, []).append(path)
+        return files
+
     def dependencies(self) -> dict[str, dict[str, str]]:
         """file -> the files its last reading depended on (with their digests then), through call records too."""
         return {path: _all_deps(entry, self.calls) for path, entry in self.entries.items()}

@@ -168,3 +168,30 @@ def test_a_check_restores_the_garbage_collector():
         assert not gc.isenabled()  # a caller's choice is kept too
     finally:
         gc.enable()
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def test_a_neighbouring_trees_launch_links_to_its_own_recipe_in_a_cached_run(tmp_path, monkeypatch):
+    """Two trees side by side define a recipe of the same name; one tree's launch runs it. A change to the other
+    tree's recipe chooses that launch (it runs a name the changed file defines), and the launch must still be
+    linked to the definition nearest it, as a whole-tree run links it: with a cache, the files that defined the
+    name last time are read too. Linked to the changed file's recipe instead, it reported a false OFL206 there."""
+    root = tmp_path / "trees"  # the cache (conftest) outside it
+    for part in ("bad/recipes/llama_offload.py", "good/recipes/llama_offload.py", "good/cards/card.yaml"):
+        (root / part).parent.mkdir(parents=True, exist_ok=True)
+        (root / part).write_text((FIXTURES / part).read_text())
+    (root / "pyproject.toml").write_text("[project]\nname = 'trees'\n")
+    monkeypatch.chdir(root)
+
+    def found(paths: list[str], cache: bool) -> set[tuple[str, str, int]]:
+        result = check(paths, CheckOptions(root=root, cache=cache))
+        assert not result.errors
+        return {(f.code, f.location.path, f.location.line) for f in result.findings}
+
+    whole = found(["."], cache=True)  # the reference, and the cache a pre-commit hook's first run leaves
+    assert not {f for f in whole if f[1].startswith("good/")}
+    changed = "bad/recipes/llama_offload.py"
+    assert found([changed], cache=True) == found([changed], cache=False) == \
+        {f for f in whole if f[1] == changed}
