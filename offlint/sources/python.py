@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import re
+from operator import attrgetter
 
 from offlint.sources import bridge_precision, python_inputs, python_roles
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _dedupe, _framework, _note_base
@@ -64,6 +65,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         self.module = module
         self.project = project  # a PythonProject: follow imports into the rest of the tree
         self.lines = _lines(text)
+        self._ascii = text.isascii()  # then every column is its byte offset + 1 (_column)
         self.constants: dict[str, object] = {}
         self.functions: dict[str, ast.FunctionDef] = {}
         self.imports: dict[str, tuple[str, str | None]] = {}  # local name -> (module, attribute or None)
@@ -78,6 +80,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         self._static: dict[int, tuple] = {}
         self._segments: dict[int, tuple] = {}  # _segment's texts, the same way
         self._call_names: dict[int, tuple] = {}  # a call's name as written and its last part (python_following)
+        self._chains: dict[int, tuple] = {}  # an attribute chain's names and its text (python_expressions, _assign)
         self._params: dict[int, tuple] = {}  # a function's parameters in order and their defaults (the same)
 
     def prepare(self) -> None:
@@ -110,7 +113,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         if self.project is not None:
             self.project.touched.add(self.path)  # read from the whole module, not one function of it
         if self._own_options is None:
-            mentions = any(b"add_argument" in line for line in self.lines)
+            mentions = b"add_argument" in b"".join(self.lines)  # (no line break inside the word)
             self._own_options = python_inputs.declared_options(self.module, self.lines) if mentions else {}
         return self._own_options
 
@@ -205,7 +208,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
             default_sections.add("env")
         else:
             unknown_sections["env"] = "the launch environment is not defined in this recipe"
-        layer.assignments.sort(key=lambda a: (a.location.line, a.location.col))
+        layer.assignments.sort(key=_BY_PLACE)
         unit = Unit(name=name, kind=UnitKind.RECIPE, location=location, layers=[layer],
                     default_sections=frozenset(default_sections), unknown_sections=unknown_sections,
                     launches_training=env_known, env_known=env_known, env_location=env_location,
@@ -221,6 +224,8 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         return len(raw[:byte_offset].decode("utf-8", "replace")) + 1
 
     def _loc(self, node) -> Location:
+        if self._ascii:  # (what _column gives on any line of an ASCII text)
+            return new_location(self.path, node.lineno, node.col_offset + 1)
         return new_location(self.path, node.lineno, self._column(node.lineno, node.col_offset))
 
     def _name_loc(self, fn) -> Location:
@@ -246,15 +251,21 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         return text
 
 
+_BY_PLACE = attrgetter("location.line", "location.col")  # an assignment's (line, column): the order of a unit's
+
 # The line breaks str.splitlines knows besides "\n", "\r" and "\r\n" (bytes.splitlines knows only those three)
 _OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+_ASCII_BREAKS = "\x0b\x0c\x1c\x1d\x1e"  # those of them an ASCII text can hold
 
 
 def _lines(text: str) -> list[bytes]:
     """`text`'s lines (line ends kept) as UTF-8, split where str.splitlines splits: the encoded text split by
     bytes.splitlines where only "\n" and "\r" break lines (UTF-8 writes them as those bytes and no other character
-    holds either), else each line encoded."""
-    if _OTHER_BREAKS.search(text) is None:
+    holds either), else each line encoded. An ASCII text (most) is searched for the five other breaks it can hold
+    one character at a time (a memchr each), not by the pattern's character class (a set test per character)."""
+    if not (any(ch in text for ch in _ASCII_BREAKS) if text.isascii() else _OTHER_BREAKS.search(text) is not None):
         return text.encode("utf-8").splitlines(keepends=True)
     return [line.encode("utf-8") for line in text.splitlines(keepends=True)]
 

@@ -11,6 +11,7 @@ there (KEY_DEFAULT), or is unknown when the section's base is.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from operator import is_
 
 from offlint.sources.python_values import SECTION_NONE, ConfigObj
@@ -36,7 +37,7 @@ class BranchPoint:
     # decide (python_inputs). Its steps carry them as a fourth item.
     flags: tuple[str, ...] = ()
 
-    @property
+    @cached_property  # (kept in the instance's dict, not a field: a split reused by every run of its statement)
     def id(self) -> str:
         return str(self.loc)
 

@@ -19,7 +19,7 @@ from offlint.sources.python_values import (SECTION_NONE, ConfigObj, Frame, Funct
 from offlint.types import Unknown, UserInput
 
 
-_NAME, _CALL, _ATTRIBUTE = ast.Name, ast.Call, ast.Attribute
+_NAME, _CALL, _ATTRIBUTE, _CONSTANT = ast.Name, ast.Call, ast.Attribute, ast.Constant
 
 
 class Expressions:
@@ -34,6 +34,8 @@ class Expressions:
             return self._imported_value(node.id)
         if kind is _CALL:
             return self._eval_call(node, frame)
+        if kind is _CONSTANT:
+            return node.value if not isinstance(node.value, bytes) else Unknown("bytes")
         if kind is _ATTRIBUTE:
             return self._eval_attribute(node, frame)
         if isinstance(node, ast.Constant):
@@ -131,8 +133,12 @@ class Expressions:
                 not isinstance(node.generators[0].target, ast.Name):
             return unknown
         loop = node.generators[0]
-        if any(isinstance(inner, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp, ast.Lambda))
-               for part in (node.elt, *loop.ifs) for inner in ast.walk(part)):
+        held = self._static.get(id(node))
+        if held is None or held[0] is not node:  # whether it nests a loop or a lambda: once per expression
+            held = self._static[id(node)] = (node, any(
+                isinstance(inner, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp, ast.Lambda))
+                for part in (node.elt, *loop.ifs) for inner in ast.walk(part)))
+        if held[1]:
             return unknown  # nested loops would multiply: hostile input stays linear
         items = self._eval(loop.iter, frame)
         items = list(items) if isinstance(items, dict) else items
@@ -180,10 +186,13 @@ class Expressions:
             owner = self._eval(node.value, frame)
             if isinstance(owner, HFModel) and owner.config:
                 return dataclasses.replace(owner, text_only=True)
-        chain = _attr_chain(node)
+        held = self._chains.get(id(node))
+        if held is None or held[0] is not node:  # the chain as written and its text, once per node
+            chain = _attr_chain(node)
+            held = self._chains[id(node)] = (node, chain, ".".join(chain) if chain is not None else "")
+        _, chain, text = held
         if chain is None:
             return Unknown(f"`{self._segment(node)}`")
-        text = ".".join(chain)
         if chain[0] == "torch" and len(chain) == 2:
             return f"torch.{chain[1]}"
         receiver = frame.names.get(chain[0])

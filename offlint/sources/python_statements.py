@@ -40,6 +40,12 @@ def _kind(stmt) -> str:
     return _SMALL
 
 _UNBOUND = object()
+_PYTHON, _ENV = Source.PYTHON, Source.ENV  # (an enum member read from its class costs a descriptor call each time)
+# Statement and expression classes tested by identity (the parser makes these exact classes, no subclasses of them)
+_ASSIGN, _ANN_ASSIGN, _EXPR, _RETURN = ast.Assign, ast.AnnAssign, ast.Expr, ast.Return
+_NAME, _ATTRIBUTE, _CALL, _CONSTANT = ast.Name, ast.Attribute, ast.Call, ast.Constant
+_BOOL_OP, _UNARY_OP, _COMPARE, _LAMBDA = ast.BoolOp, ast.UnaryOp, ast.Compare, ast.Lambda
+_IS_OPS = (ast.Is, ast.IsNot)
 _DECIDABLE = {
     ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Is: lambda a, b: a is b,
     ast.IsNot: lambda a, b: a is not b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
@@ -83,8 +89,9 @@ class Statements:
         parts = self._static.get(id(node))
         if parts is None or parts[0] is not node:  # what the statement's syntax alone gives, once per statement
             parts = self._static[id(node)] = (node, *self._if_parts(node))
-        _, loc, what, paths, branches, narrow = parts
-        return self._run_branches(branches, frame, BranchPoint(loc, what, paths, self._input_flags(node, frame)),
+        _, loc, what, paths, branches, narrow, plain = parts
+        flags = self._input_flags(node, frame)
+        return self._run_branches(branches, frame, BranchPoint(loc, what, paths, flags) if flags else plain,
                                   narrow=narrow)
 
     def _if_parts(self, node: ast.If) -> tuple:
@@ -106,41 +113,31 @@ class Statements:
         while len(chain.orelse) == 1 and isinstance(chain.orelse[0], ast.If):  # each elif's own test
             chain = chain.orelse[0]
             tests.append(chain.test)
-        return self._loc(node), f"if {written}", tuple(paths), branches, [narrowings(t) for t in tests]
+        loc, what, paths = self._loc(node), f"if {written}", tuple(paths)
+        # (the split when no command-line flag decides it, made once: a BranchPoint is a frozen value)
+        return loc, what, paths, branches, [narrowings(t) for t in tests], BranchPoint(loc, what, paths)
 
     def _input_flags(self, node: ast.If, frame: Frame) -> tuple[str, ...]:
         """The command-line flags an `if`/`elif` chain tests, when its tests read nothing else that is unknown
         (python_inputs); () otherwise."""
+        held = self._static.get(id(node.test))
+        if held is None or held[0] is not node.test:  # the chain's leaves, sorted out once per statement
+            held = self._static[id(node.test)] = (node.test, *_flag_leaves(node))
+        _, leaves, stops = held
         flags: list[str] = []
-        tests = [node.test]
-        while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
-            node = node.orelse[0]
-            tests.append(node.test)
-        leaves = []
-        while tests:
-            test = tests.pop()
-            if isinstance(test, ast.BoolOp):
-                tests.extend(test.values)
-            elif isinstance(test, ast.UnaryOp):
-                tests.append(test.operand)
-            elif isinstance(test, ast.Compare):
-                tests.extend([test.left, *test.comparators])
-            elif not isinstance(test, ast.Constant):
-                leaves.append(test)
-        for leaf in leaves:
-            if isinstance(leaf, ast.Call) and _call_name(leaf.func) == "getattr" and len(leaf.args) >= 2 and \
-                    isinstance(leaf.args[1], ast.Constant) and isinstance(leaf.args[1].value, str):
+        for leaf, attribute in leaves:
+            if attribute is not None:
                 namespace = self._eval(leaf.args[0], frame)  # getattr(args, "name", default)
-                value = python_inputs.attribute(namespace, leaf.args[1].value, self._segment(leaf)) \
+                value = python_inputs.attribute(namespace, attribute, self._segment(leaf)) \
                     if isinstance(namespace, UserInput) and not namespace.flags else Unknown("")
-            elif isinstance(leaf, (ast.Name, ast.Attribute)):
-                value = self._eval(leaf, frame)
             else:
-                return ()
+                value = self._eval(leaf, frame)
             if isinstance(value, UserInput) and value.flags:
                 flags.extend(value.flags)
             elif isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple)):
                 return ()
+        if stops:
+            return ()
         return tuple(dict.fromkeys(flags))
 
     def _declared_options(self) -> dict[str, tuple[str, ...]]:
@@ -157,16 +154,18 @@ class Statements:
 
     def _decide(self, test, frame: Frame) -> bool | None:
         """The truth of an `if` test when every value it reads is a known literal, else None (both paths)."""
-        if isinstance(test, ast.BoolOp):
+        kind = type(test)  # (by identity: the parser makes these exact classes)
+        if kind is _BOOL_OP:
             parts = [self._decide(v, frame) for v in test.values]
             if isinstance(test.op, ast.And):
                 return False if False in parts else (True if all(p is True for p in parts) else None)
             return True if True in parts else (False if all(p is False for p in parts) else None)
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        if kind is _UNARY_OP and isinstance(test.op, ast.Not):
             inner = self._decide(test.operand, frame)
             return None if inner is None else not inner
-        if isinstance(test, ast.Compare):
-            objects = self._object_is_none(test, frame)
+        if kind is _COMPARE:
+            # (_object_is_none answers None for a test of another operator without evaluating anything)
+            objects = self._object_is_none(test, frame) if type(test.ops[0]) in _IS_OPS else None
             if objects is not None:
                 return objects
             left = self._literal(test.left, frame)
@@ -197,7 +196,11 @@ class Statements:
         return isinstance(test.ops[0], ast.IsNot)
 
     def _literal(self, node, frame: Frame):
-        if isinstance(node, ast.Lambda) or (isinstance(node, ast.Call) and not self._is_pure(node, frame)):
+        kind = type(node)
+        if kind is _CONSTANT:  # what _eval gives a constant, never undecided but for bytes (not a literal here)
+            value = node.value
+            return value if not isinstance(value, bytes) else _UNDECIDED
+        if kind is _LAMBDA or (kind is _CALL and not self._is_pure(node, frame)):
             return _UNDECIDED  # never run a call just to decide a branch (only the pure ones of python_calls)
         value = self._eval(node, frame)
         if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple)) or (
@@ -212,12 +215,13 @@ class Statements:
         objects = [v for _, v in held]
         results = []
         for index, body in enumerate(branches):
-            copies = {id(o): o.copy() for o in objects}
+            copies = {id(o): o.copy() for o in objects} if objects else {}
             names = dict(frame.names)
             for k, v in held:
                 names[k] = copies[id(v)]
             sub = Frame(names=names, depth=frame.depth)
-            restore = self._narrow(narrow[index], sub, body) if index < len(narrow) else {}
+            # (_narrow of no facts changes nothing and gives {})
+            restore = self._narrow(narrow[index], sub, body) if index < len(narrow) and narrow[index] else {}
             self._run_block(body, sub)
             for name, (fixed, before) in restore.items():
                 if sub.names.get(name) is fixed:  # the body did not rebind it: the name is as before the test
@@ -278,7 +282,7 @@ class Statements:
                 continue
             chain = _attr_chain(target)
             receiver = frame.names.get(chain[0]) if chain else None
-            if chain and not isinstance(receiver, ConfigObj) and _writes_through(body, chain[0]):
+            if chain and not isinstance(receiver, ConfigObj) and self._writes_through(body, chain[0]):
                 receiver = self._implicit_receiver(chain[0], chain[1:], frame)
             if not isinstance(receiver, ConfigObj):
                 continue
@@ -292,24 +296,39 @@ class Statements:
             if isinstance(value, (Unknown, OneOf)):
                 key = f"{receiver.section}.{attrs[0]}"
                 text = f"{self._segment(target)} (on the branch where it is {literal!r})"
-                receiver.values[attrs[0]] = Assignment(key, literal, self._loc(target), Source.PYTHON, text,
+                receiver.values[attrs[0]] = Assignment(key, literal, self._loc(target), _PYTHON, text,
                                                        tuple(self.via_stack))
         return restore
 
+    def _writes_through(self, body: list, root: str) -> bool:
+        """_writes_through(body, root), walked once per branch body and name (a helper's branches run for each of
+        its callers). A body is a node's list of statements, kept with the answers to check it is that one."""
+        held = self._static.get(id(body))
+        if held is None or held[0] is not body:
+            held = self._static[id(body)] = (body, {})
+        answers = held[1]
+        if root not in answers:
+            answers[root] = _writes_through(body, root)
+        return answers[root]
+
     def _run_small(self, stmt, frame: Frame) -> list[ConfigObj]:
-        if isinstance(stmt, ast.Assign):
+        kind = type(stmt)  # (by identity: the parser makes these exact classes)
+        if kind is _ASSIGN:
             value = self._eval(stmt.value, frame)
+            targets = stmt.targets
+            if len(targets) == 1:
+                return self._assign(targets[0], value, stmt.value, frame)
             touched = []
-            for target in stmt.targets:  # a = b = value: every target gets the value (chained assignment)
+            for target in targets:  # a = b = value: every target gets the value (chained assignment)
                 touched.extend(self._assign(target, value, stmt.value, frame))
             return touched
-        if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        if kind is _ANN_ASSIGN and stmt.value is not None:
             value = self._eval(stmt.value, frame)
             return self._assign(stmt.target, value, stmt.value, frame)
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        if kind is _EXPR and type(stmt.value) is _CALL:
             result = self._eval(stmt.value, frame)
             return [result] if isinstance(result, ConfigObj) else []
-        if isinstance(stmt, ast.Return):  # a bare `return` ends the function too
+        if kind is _RETURN:  # a bare `return` ends the function too
             frame.returned = self._eval(stmt.value, frame) if stmt.value is not None else None
             if frame.returned is None:
                 frame.returned = RETURNED_NONE
@@ -317,10 +336,17 @@ class Statements:
         return []
 
     def _assign(self, target, value, value_node, frame: Frame) -> list[ConfigObj]:
-        if isinstance(target, ast.Name):
+        kind = type(target)
+        if kind is _NAME:
             frame.names[target.id] = value
             return [value] if isinstance(value, ConfigObj) else []
-        if isinstance(target, (ast.Tuple, ast.List)):
+        if kind is _ATTRIBUTE:
+            held = self._chains.get(id(target))
+            if held is None or held[0] is not target:  # (shared with _eval_attribute: the chain once per node)
+                chain = _attr_chain(target)
+                held = self._chains[id(target)] = (target, chain, ".".join(chain) if chain is not None else "")
+            chain = held[1]
+        elif kind is ast.Tuple or kind is ast.List:
             if isinstance(value, ObjectTuple) and len(value) == len(target.elts):
                 built: list[ConfigObj] = []
                 for element, item in zip(target.elts, value):
@@ -330,9 +356,8 @@ class Statements:
                 if isinstance(element, ast.Name):
                     frame.names[element.id] = Unknown("tuple unpacking")
             return []
-        if not isinstance(target, ast.Attribute):
+        else:
             return []
-        chain = _attr_chain(target)
         if chain is None:
             return []
         root, attrs = chain[0], chain[1:]
@@ -434,7 +459,7 @@ class Statements:
         if not isinstance(value, dict):
             return out
         for name, (val, where, text) in value.items():
-            out[str(name)] = Assignment(f"env.{name}", _env_str(val), where or loc, Source.ENV, text,
+            out[str(name)] = Assignment(f"env.{name}", _env_str(val), where or loc, _ENV, text,
                                         tuple(self.via_stack))
         return out
 
@@ -443,7 +468,39 @@ class Statements:
             value = Unknown(f"a config object, not a value (`{text}`)")
         if isinstance(value, dict):
             value = {k: v[0] for k, v in value.items()}
-        return new_assignment(key, value, loc, Source.PYTHON, text, tuple(self.via_stack))
+        return new_assignment(key, value, loc, _PYTHON, text, tuple(self.via_stack))
+
+
+def _flag_leaves(node: ast.If) -> tuple[list, bool]:
+    """What _input_flags reads of an `if`/`elif` chain, from its syntax alone: its tests' leaves up to the first it
+    cannot read, in the order it reads them, each with the attribute name a `getattr(ns, "name", ...)` reads (None:
+    the leaf is evaluated), and whether such an unreadable leaf ends them (the answer is then () whatever the
+    others are, once they are read)."""
+    tests = [node.test]
+    while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        node = node.orelse[0]
+        tests.append(node.test)
+    leaves = []
+    while tests:
+        test = tests.pop()
+        if isinstance(test, ast.BoolOp):
+            tests.extend(test.values)
+        elif isinstance(test, ast.UnaryOp):
+            tests.append(test.operand)
+        elif isinstance(test, ast.Compare):
+            tests.extend([test.left, *test.comparators])
+        elif not isinstance(test, ast.Constant):
+            leaves.append(test)
+    read = []
+    for leaf in leaves:
+        if isinstance(leaf, ast.Call) and _call_name(leaf.func) == "getattr" and len(leaf.args) >= 2 and \
+                isinstance(leaf.args[1], ast.Constant) and isinstance(leaf.args[1].value, str):
+            read.append((leaf, leaf.args[1].value))
+        elif isinstance(leaf, (ast.Name, ast.Attribute)):
+            read.append((leaf, None))
+        else:
+            return read, True
+    return read, False
 
 
 def _rebound(before: dict, after: dict):

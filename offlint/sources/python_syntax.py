@@ -9,15 +9,21 @@ FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
 
 
+_ATTRIBUTE, _NAME = ast.Attribute, ast.Name
+
+
 def _attr_chain(node) -> list[str] | None:
+    """`a.b.c` -> ["a", "b", "c"] (a new list); None when the chain does not start at a name. (Classes tested by
+    identity: the parser makes these exact classes, none of their subclasses.)"""
     parts: list[str] = []
-    while isinstance(node, ast.Attribute):
+    while type(node) is _ATTRIBUTE:
         parts.append(node.attr)
         node = node.value
-    if not isinstance(node, ast.Name):
+    if type(node) is not _NAME:
         return None
     parts.append(node.id)
-    return list(reversed(parts))
+    parts.reverse()
+    return parts
 
 
 def _call_name(func) -> str:

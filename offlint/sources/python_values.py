@@ -160,14 +160,20 @@ class ConfigObj:
         return ConfigObj("section", SECTION_NONE if none else self.base, section)
 
     def copy(self) -> "ConfigObj":
-        other = ConfigObj(self.kind, self.base, self.section)
-        other.values = dict(self.values)
-        other.children = {k: v.copy() for k, v in self.children.items()}
-        other.env = dict(self.env) if self.env is not None else None
-        other.env_unknown = self.env_unknown
-        other.env_location = self.env_location
-        other.top = dict(self.top)
-        other.origin = self.origin
+        """A copy with copies of its sections and of its dicts (the assignments shared), a serial of its own taken
+        before its sections' (as `ConfigObj(...)` and then each section's copy take them). Its instance dict is
+        filled in __init__'s order without running __init__: every branch of an undecided `if` copies the config
+        objects a function holds (24,700 copies reading Megatron Bridge 067f987)."""
+        other = _new(ConfigObj)
+        state = other.__dict__
+        state["serial"] = next(_SERIALS)
+        state["kind"], state["section"], state["base"] = self.kind, self.section, self.base
+        state["values"] = dict(self.values)
+        state["children"] = {k: v.copy() for k, v in self.children.items()}
+        state["env"] = dict(self.env) if self.env is not None else None
+        state["env_unknown"], state["env_location"] = self.env_unknown, self.env_location
+        state["top"] = dict(self.top)
+        state["origin"] = self.origin
         return other
 
 
@@ -182,7 +188,7 @@ class _ReturnedNone:
 RETURNED_NONE = _ReturnedNone()
 
 
-@dataclass
+@dataclass(slots=True)
 class Frame:
     """Local names of one function activation."""
 
