@@ -54,42 +54,39 @@ _BLOCKS_OF: dict[type, tuple[str, ...]] = {
     **({ast.TryStar: ("body", "handlers", "orelse", "finalbody")} if hasattr(ast, "TryStar") else {}),
 }
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_ENDS = (b" \n", b"\t\n", b"\r\n", b"\f\n")  # a line ending in a blank
+_DECORATED = frozenset((ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))  # the statements with decorators
+_AS_SPACE = bytes.maketrans(b"\t\r\f", b"   ")  # the other blanks a line can end in (before its line end)
 _BLANKS = (b" ", b"\t", b"\f", b"\r")
 
 
-def _unclean(text: bytes) -> bool:
-    """Whether a text has something to leave out: a comment, a blank line, a blank ending a line or the text. By
-    bytes' `in` (one search of the text per needle): a regular expression of these, tried at every byte, costs
-    more."""
-    return b"#" in text or b"\n\n" in text or b" \n" in text or b"\t\n" in text or b"\r\n" in text \
-        or b"\f\n" in text or text[-1:] in _BLANKS
-
-
-def _dirty(text: bytes, block: list[bytes]) -> list[int]:
-    """The (0-based, sorted) indexes of the lines of `block` (joined: `text`) to look at: a `#` in them, a blank
-    at their end, or nothing. Found with bytes.find: a regular expression tried at every byte costs more."""
-    offsets = list(itertools.accumulate(map(len, block)))  # where each line ends in `text`
-    found: set[int] = set()
+def _dirty(lines: list[bytes]) -> tuple[list[int], set[int]]:
+    """The (1-based, sorted) numbers of a module's lines to look at (a `#` in them, a blank at their end, or nothing),
+    and the set of those with a `#`. Found once in the module's text with bytes.find (a regular expression tried at
+    every byte costs more); each part takes its own lines' (`_Part.add`). Bytes are searched with `find` here, not
+    `in`: CPython's `bytes in bytes` first tries the needle as an int, raising and clearing a TypeError each time."""
+    text = b"".join(lines)
+    starts = [0, *itertools.accumulate(map(len, lines))]  # where each line starts in `text` (and the last ends)
+    hashed: set[int] = set()
     at = text.find(b"#")
     while at >= 0:
-        index = bisect.bisect_right(offsets, at)
-        found.add(index)
-        at = text.find(b"#", offsets[index]) if index < len(offsets) else -1
-    for needle in _ENDS:
-        at = text.find(needle)
-        while at >= 0:
-            found.add(bisect.bisect_right(offsets, at))
-            at = text.find(needle, at + 2)
+        number = bisect.bisect_right(starts, at)
+        hashed.add(number)
+        at = text.find(b"#", starts[number])
+    found = set(hashed)
+    spaced = text.translate(_AS_SPACE)  # a blank before a line end as " \n": one search for the four
+    at = spaced.find(b" \n")
+    while at >= 0:
+        found.add(bisect.bisect_right(starts, at))
+        at = spaced.find(b" \n", at + 2)
     at = text.find(b"\n\n")
     while at >= 0:
-        found.add(bisect.bisect_right(offsets, at) + 1)
+        found.add(bisect.bisect_right(starts, at) + 1)
         at = text.find(b"\n\n", at + 1)
     if text[:1] == b"\n":
-        found.add(0)
+        found.add(1)
     if text[-1:] in _BLANKS:
-        found.add(len(block) - 1)
-    return sorted(found)
+        found.add(len(lines))
+    return sorted(found), hashed
 
 
 class _Part:
@@ -119,20 +116,23 @@ class _Part:
         else:
             runs.append([first, last])
 
-    def add(self, lines: list[bytes], first: int, last: int, statements: list, worth_parsing=None) -> bytes:
-        """Lines first..last, which hold `statements` (and comments, blank lines around them); gives back those
-        lines' text as written."""
-        block = lines[first - 1:last]
-        text = b"".join(block)
-        if not _unclean(text):
+    def add(self, lines: list[bytes], first: int, last: int, statements: list, marks: tuple[list[int], set[int]],
+            worth_parsing=None) -> bytes:
+        """Lines first..last, which hold `statements` (and comments, blank lines around them), `marks` the module's
+        lines to look at and those with a `#` (`_dirty`); gives back those lines' text as written."""
+        text = b"".join(lines[first - 1:last])
+        marked, hashed = marks
+        low = bisect.bisect_left(marked, first)
+        high = bisect.bisect_right(marked, last, low)
+        if low == high:
             self.texts.append(text if text.endswith(b"\n") else text + b"\n")
             self.keep(first, last)
             if worth_parsing is not None:
                 self.texts.append(b"-")
             return text
-        dirty = [first + index for index in _dirty(text, block)]
-        tricky = {number for number in dirty if b"#" in lines[number - 1]
-                  and (b"'" in lines[number - 1] or b'"' in lines[number - 1])}
+        dirty = marked[low:high]
+        tricky = {number for number in dirty if number in hashed
+                  and (lines[number - 1].find(b"'") >= 0 or lines[number - 1].find(b'"') >= 0)}
         interior: set[int] = set()
         ends: dict[int, int] = {}
         _scan(statements, interior, ends, tricky, dirty)
@@ -146,7 +146,7 @@ class _Part:
                 self.keep(start, number - 1)
             start = number + 1
             raw = lines[number - 1]
-            if b"#" in raw:
+            if number in hashed:
                 at = raw.find(b"#", ends.get(number, 0)) if number in tricky else raw.find(b"#")
                 if at >= 0:
                     comments.append(raw[at:])
@@ -197,7 +197,7 @@ def _scan(statements: list, interior: set[int], ends: dict[int, int], tricky: se
         if kind is ast.match_case:
             heads = [stmt.pattern] + ([stmt.guard] if stmt.guard is not None else [])
         else:
-            heads = list(getattr(stmt, "decorator_list", ()))
+            heads = list(stmt.decorator_list) if kind in _DECORATED else []
             first = stmt.lineno
             last, column = _header_end(stmt, (first, stmt.col_offset))
             if last != first:
@@ -257,25 +257,29 @@ def _latest(node, end: tuple[int, int]) -> tuple[int, int]:
 
 
 def _start_line(stmt) -> int:
-    decorators = getattr(stmt, "decorator_list", None)
-    return decorators[0].lineno if decorators else stmt.lineno
+    if type(stmt) in _DECORATED:  # (getattr with a default on any other node raises and catches an AttributeError)
+        decorators = stmt.decorator_list
+        if decorators:
+            return decorators[0].lineno
+    return stmt.lineno
 
 
 def _parts(module: ast.Module, lines: list[bytes], worth_parsing) -> dict[str, _Part]:
     out: dict[str, _Part] = {}
     rest = _Part()
+    marks = marked, hashed = _dirty(lines)
     body = module.body
     index = 0
     while index < len(body):
         stmt = body[index]
         if isinstance(stmt, _FUNCTIONS):
             part = out.get(stmt.name) or _Part()  # defined twice: both count, in order
-            text = part.add(lines, _start_line(stmt), stmt.end_lineno, [stmt], worth_parsing)
+            text = part.add(lines, _start_line(stmt), stmt.end_lineno, [stmt], marks, worth_parsing)
             out[stmt.name] = part
             rest.texts.append(b"def " + stmt.name.encode())
             for decorator in stmt.decorator_list:  # a registering one fills a dict
                 rest.texts.append(b"".join(lines[decorator.lineno - 1:decorator.end_lineno]).strip())
-            if b"import" in text:
+            if text.find(b"import") >= 0:
                 rest.texts.append(b"imports " + part.digest().encode())
             index += 1
             continue
@@ -286,12 +290,14 @@ def _parts(module: ast.Module, lines: list[bytes], worth_parsing) -> dict[str, _
                 and _start_line(body[index + len(group)]) <= last:
             group.append(body[index + len(group)])
             last = max(last, group[-1].end_lineno)
-        rest.add(lines, _start_line(stmt), last, group)
+        rest.add(lines, _start_line(stmt), last, group, marks)
         for member in group:
             if type(member) is ast.ClassDef:  # its methods' units: only those whose text names a config key
                 for method in member.body:
                     if isinstance(method, _FUNCTIONS):  # what its statements name is in the text already
-                        comments = [line for line in lines[method.lineno - 1:method.end_lineno] if b"#" in line]
+                        comments = [lines[number - 1] for number in marked[
+                            bisect.bisect_left(marked, method.lineno):bisect.bisect_right(marked, method.end_lineno)]
+                            if number in hashed]
                         rest.texts.append(b"config" if comments and worth_parsing(b"".join(comments)) else b"-")
         index += len(group)
     out[MODULE] = rest

@@ -3,6 +3,7 @@ re-reads only the files whose reading ran that function, and a cached run always
 cache answers for the same tree."""
 
 import ast
+import bisect
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from offlint import pipeline
 from offlint.api import CheckOptions, check
 from offlint.cache import project_cache_dir
-from offlint.part_digests import MODULE, _unclean, definition_digests, line_moves, meaning
+from offlint.part_digests import MODULE, _dirty, definition_digests, line_moves, meaning
 
 COMMON = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -645,13 +646,31 @@ def test_a_line_inserted_above_a_unit_that_quotes_a_branch_condition_moves_it(tr
     assert incremental == _findings(tree, ["."], cache=False) != before
 
 
-_UNCLEAN_AS_WRITTEN = re.compile(rb"#|[ \t\f\r]\n|\n\n|[ \t\f\r]\Z")  # what _unclean stands for
+# What _dirty marks, as regular expressions over the module's text: the line holding a `#`, a blank before a line
+# end (the line of the blank), a line end after a line end (the line of the second: a blank line), a text starting
+# with a line end, a blank ending the text.
+_MARKS_AS_WRITTEN = [(re.compile(rb"#"), 0), (re.compile(rb"(?=[ \t\f\r]\n)"), 0), (re.compile(rb"(?=\n\n)"), 1)]
 
 
-@given(st.binary(max_size=40) | st.lists(st.sampled_from([b"x", b" ", b"\t", b"\f", b"\r", b"\n", b"#", b"="]),
-                                          max_size=12).map(b"".join))
-def test_a_text_is_unclean_exactly_when_it_has_a_comment_or_a_blank_to_leave_out(text):
-    assert _unclean(text) == bool(_UNCLEAN_AS_WRITTEN.search(text))
+@given(st.lists(st.binary(max_size=8) | st.lists(st.sampled_from([b"x", b" ", b"\t", b"\f", b"\r", b"#", b"="]),
+                                                 max_size=6).map(b"".join), max_size=10))
+def test_the_lines_to_look_at_are_exactly_those_with_a_comment_or_a_blank_to_leave_out(texts):
+    lines = [line for text in texts for line in (text + b"\n").splitlines(keepends=True)]
+    if texts and lines:
+        lines[-1] = lines[-1].removesuffix(b"\n")  # the last line as a file may end: without a line end
+    text = b"".join(lines)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    expected = set()
+    for pattern, after in _MARKS_AS_WRITTEN:
+        for match in pattern.finditer(text):
+            expected.add(bisect.bisect_right(starts, match.start()) + after)
+    if text[:1] == b"\n":
+        expected.add(1)
+    if text[-1:] in (b" ", b"\t", b"\f", b"\r"):
+        expected.add(len(lines))
+    assert _dirty(lines) == (sorted(expected), {number for number, line in enumerate(lines, 1) if b"#" in line})
 
 
 def test_a_payload_leaves_its_call_records_to_the_records_section_and_a_decoded_outcome_reads_them_there(tree):
