@@ -114,7 +114,7 @@ class Codec:
         self._fields = {name: [(f.name, _SIMPLE.get(f.type if isinstance(f.type, str) else ""))
                                for f in dataclasses.fields(cls)]
                         for name, cls in self._classes.items() if dataclasses.is_dataclass(cls)}
-        self._getters = {name: _field_getter([field for field, _ in fields]) for name, fields in self._fields.items()}
+        self._getters = {name: field_getter([field for field, _ in fields]) for name, fields in self._fields.items()}
         # Frozen dataclasses: safe to share between the places that held the same object.
         self._immutable = {name for name, cls in self._classes.items()
                            if dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen}
@@ -129,6 +129,10 @@ class Codec:
         # Enums: value -> member (what calling the class finds for a str or int value).
         self._members = {name: dict(cls._value2member_map_) for name, cls in self._classes.items()
                          if issubclass(cls, enum.Enum)}
+        # Enums: member -> what the encoder writes for it (one object per member, made here once: iterating an enum
+        # and reading its members' values runs enum's Python code, about 35 us a `dumps` when each encoder made them)
+        self._written = {name: {member: {"@": name, "v": member.value} for member in self._classes[name]}
+                         for name in self._members}
         # Whether the encoder may write Assignments and Locations by its dedicated path (_Encoder._assignment):
         # only where this codec holds those classes, with the fields and sharing that path writes.
         self._dedicated = (self._classes.get("Assignment") is Assignment and self._classes.get("Location") is Location
@@ -136,6 +140,7 @@ class Codec:
                            and [f for f, _ in self._fields["Assignment"]] == list(_ASSIGNMENT_FIELDS)
                            and [f for f, _ in self._fields["Location"]] == list(_LOCATION_FIELDS)
                            and {"Assignment", "Location"} <= self._immutable)
+        self._encoder: _Encoder | None = None  # made on the first `dumps`
 
     def dumps(self, value: object) -> str:
         """The JSON text of `value`, ASCII only (the cache's files are written as ASCII). orjson writes it when its
@@ -143,7 +148,11 @@ class Codec:
         1.5e-7 where json writes 1.5e-07; both read back the same): not a non-finite float (json writes NaN and
         Infinity, orjson null), an int beyond 64 bits, a lone surrogate or nesting past orjson's depth (it
         raises), or a non-ASCII character (it writes UTF-8, json escapes): those few entries go through json."""
-        encoder = _Encoder(self)
+        encoder = self._encoder
+        if encoder is None:  # one per codec: its handlers are made once, not again for each value
+            encoder = self._encoder = _Encoder(self)
+        encoder.memo.clear()  # (each `dumps` shares only within its own value)
+        encoder.non_finite = False
         data = encoder.encode(value)
         text = _orjson_ascii(data) if not encoder.non_finite else None
         if text is not None:
@@ -225,7 +234,7 @@ class _Encoder:
         memo_get = memo.get
         plain = _PLAIN
         tuple_ = by_type[tuple]
-        sources = {member: {"@": "Source", "v": member.value} for member in Source}
+        sources = self.codec._written["Source"]
         fields_of = self.codec._getters["Assignment"]
 
         def location(value):
@@ -312,7 +321,7 @@ class _Encoder:
             raise TypeError(f"cache format cannot store a {kind.__module__}.{kind.__qualname__}")
         encode, items = self.encode, self._items
         if isinstance(value, enum.Enum):  # a member is written the same way every time: one object per member
-            members = {member: {"@": name, "v": member.value} for member in kind}
+            members = codec._written[name]
             handler = lambda value: members.get(value) or {"@": name, "v": value.value}  # noqa: E731
         elif kind is Record:
             handler = lambda value: {"@": name, "v": [value.name, encode(value.fields), value.plain]}  # noqa: E731
@@ -495,8 +504,10 @@ def _settable_by_dict(cls: type, fields: list) -> bool:
     return not any(hasattr(getattr(cls, field, None), "__set__") for field, _ in fields)
 
 
-def _field_getter(names: list[str]):
+def field_getter(names: list[str]):
     """A function from an instance to the tuple of its field values (operator.attrgetter, always a tuple)."""
+    if not names:
+        return lambda value: ()
     getter = operator.attrgetter(*names)
     return getter if len(names) > 1 else (lambda value: (getter(value),))
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from offlint import cache_format
 from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec
-from offlint.types import Location, Severity, Source
+from offlint.types import Assignment, Location, Severity, Source
 
 CODEC = Codec(VALUE_CLASSES)
 
@@ -24,6 +24,21 @@ def test_values_come_back_equal_and_shared_objects_shared():
     back = CODEC.loads(CODEC.dumps(value))
     assert back == value
     assert back["t"][0] is back["t"][1] and type(back["t"]) is tuple and back["t"][2] is Source.YAML
+
+
+def test_each_dumps_shares_objects_within_its_own_value_only():
+    """A codec's encoder serves every `dumps`: an object written by one value is written whole by the next (a
+    reference would point into another entry), also after a value that could not be written."""
+    here = Location("a.py", 3, 1)
+    value = [Assignment("k", 1, here, Source.PYTHON, "k = 1", ("f", "g")), here, ("f", "g"), Severity.ERROR]
+    codec = Codec(VALUE_CLASSES)
+    first = codec.dumps(value)
+    assert codec.dumps(value) == first == Codec(VALUE_CLASSES).dumps(value)
+    with pytest.raises(TypeError):
+        codec.dumps([here, ("f", "g"), object()])
+    assert codec.dumps(value) == first
+    back = codec.loads(codec.dumps([value, value]))
+    assert back == [value, value] and back[0][0] is back[1][0]
 
 
 @pytest.mark.parametrize("entry", [
@@ -100,3 +115,10 @@ def test_what_the_fast_writer_cannot_write_as_json_does_is_written_by_json(value
         back = CODEC.loads(text)
         assert repr(back) == repr(case)  # NaN != NaN: compared as written
     assert math.isnan(CODEC.loads(CODEC.dumps([float("nan")]))[0])
+
+
+def test_field_getter_gives_a_tuple_of_the_named_fields_however_many():
+    here = Location("a.py", 3, 1)
+    assert cache_format.field_getter([])(here) == ()
+    assert cache_format.field_getter(["line"])(here) == (3,)
+    assert cache_format.field_getter(["col", "path"])(here) == (1, "a.py")

@@ -22,6 +22,7 @@ import math
 import re
 
 from offlint import types
+from offlint.cache_format import field_getter
 from offlint.sources import python_values
 from offlint.sources.python_values import ConfigObj, ObjectTuple, PartialDict, Record
 from offlint.types import Location
@@ -127,20 +128,13 @@ def encode(value, files: set[str]) -> tuple[str, list[list]] | None:
 
 
 _MATCHES: dict[str, tuple] = {}  # a text holding ".py:" -> its _PATH_LINE matches as (start, end, path, line)
-# a class not walked by its own branch -> the names of its fields (a dataclass of offlint.types), True (an enum of
-# offlint.types) or False (neither: a singleton constant, or no record)
-_SHAPES: dict[type, tuple | bool] = {}
-
-
-def _shape(kind: type) -> tuple | bool:
-    if kind.__module__ != types.__name__:
-        return False
-    if dataclasses.is_dataclass(kind):
-        return tuple(field.name for field in dataclasses.fields(kind))
-    return issubclass(kind, enum.Enum)
 
 
 class _Walk:
+    """The digest's pieces of one result: each value by the writer of its class (`_WRITERS`), one look-up per value
+    instead of a test of each class in turn. A text naming no line, nearly every item of a container or object, is
+    written where it is met (`items`)."""
+
     def __init__(self, out: list[str], lines: list[list], files: set[str]):
         self.out, self.lines, self.files = out, lines, files
         self.seen: dict[int, int] = {}  # id of a mutable object met before -> its number (sharing is kept)
@@ -172,90 +166,17 @@ class _Walk:
 
     def items(self, values) -> None:
         """Each of `values` walked (a text naming no line written here: most items are such texts)."""
-        out = self.out
+        out, writers = self.out, _WRITERS
         for item in values:
-            if type(item) is str and ".py:" not in item:
+            kind = type(item)
+            if kind is str and ".py:" not in item:
                 out.append("s" + item)
             else:
-                self.walk(item)
+                (writers.get(kind) or _writer(kind))(self, item)
 
     def walk(self, value) -> None:
-        out = self.out
         kind = type(value)
-        if kind is str:
-            out.append("s" + self.text(value))
-        elif kind is tuple or kind is ObjectTuple:  # immutable: no sharing to keep
-            out.append(f"{kind.__name__}({len(value)}")
-            self.items(value)
-            out.append(")")
-        elif kind is Location:
-            if value.path in self.files:
-                self.lines.append([value.path, value.line])
-                out.append(f"L{value.path}:#:{value.col}")
-            else:
-                out.append(f"L{value.path}:{value.line}:{value.col}")
-        elif value is None or kind is bool or kind is int or kind is float:
-            out.append(f"{kind.__name__}:{value!r}")
-        elif kind is list:
-            if self.shared(value):
-                return
-            out.append(f"list({len(value)}")
-            self.items(value)
-            out.append(")")
-        elif kind is dict or kind is PartialDict:
-            if self.shared(value):
-                return
-            out.append(f"{kind.__name__}({len(value)}")
-            if kind is PartialDict:
-                out.append("s" + self.text(value.reason))
-            self.items(itertools.chain.from_iterable(value.items()))  # each key, then its item
-            out.append(")")
-        elif kind is frozenset or kind is set:
-            items = []
-            for item in value:
-                if not (type(item) in (str, int, bool, float) or item is None) or \
-                        type(item) is str and (".py:" in item or _BARE_LINE.search(item)):
-                    raise _Refused  # no order to compare their lines in
-                items.append(f"{type(item).__name__}:{item!r}")
-            out.append(f"{kind.__name__}({','.join(sorted(items))})")
-        elif kind is ConfigObj:
-            if self.shared(value):
-                return
-            out.append("ConfigObj(")
-            for name, item in sorted(vars(value).items()):
-                if name != "serial":  # creation order: a copy's own, whatever the run
-                    out.append(name)
-                    self.walk(item)
-            out.append(")")
-        elif kind is Record:
-            if self.shared(value):
-                return
-            out.append(f"Record({len(vars(value))}")
-            for name, item in sorted(vars(value).items()):
-                out.append(name)
-                self.walk(item)
-            out.append(")")
-        else:
-            shape = _SHAPES.get(kind)
-            if shape is None:
-                shape = _SHAPES[kind] = _shape(kind)
-            if shape.__class__ is tuple:  # a dataclass of offlint.types (Assignment...): its fields in order
-                out.append(f"{kind.__name__}(")
-                for name in shape:
-                    out.append(name)
-                    item = getattr(value, name)
-                    if type(item) is str and ".py:" not in item:
-                        out.append("s" + item)
-                    else:
-                        self.walk(item)
-                out.append(")")
-            elif shape:  # an enum of offlint.types
-                out.append(f"{kind.__name__}.{value._name_}")
-            else:
-                name = _singleton(value)
-                if name is None:
-                    raise _Refused  # FunctionRef, ModuleRef, a Hugging Face model...: no record
-                out.append("K" + name)
+        (_WRITERS.get(kind) or _writer(kind))(self, value)
 
     def shared(self, value) -> bool:
         """Note a mutable object (its identity is kept: two places holding one object are not two objects); True
@@ -266,3 +187,113 @@ class _Walk:
             return True
         self.seen[id(value)] = len(self.seen)
         return False
+
+
+def _text(walk: _Walk, value: str) -> None:
+    walk.out.append("s" + walk.text(value))
+
+
+def _tuple(walk: _Walk, value: tuple) -> None:  # immutable: no sharing to keep
+    walk.out.append(f"{type(value).__name__}({len(value)}")
+    walk.items(value)
+    walk.out.append(")")
+
+
+def _location(walk: _Walk, value: Location) -> None:
+    if value.path in walk.files:
+        walk.lines.append([value.path, value.line])
+        walk.out.append(f"L{value.path}:#:{value.col}")
+    else:
+        walk.out.append(f"L{value.path}:{value.line}:{value.col}")
+
+
+def _scalar(walk: _Walk, value) -> None:
+    walk.out.append(f"{type(value).__name__}:{value!r}")
+
+
+def _list(walk: _Walk, value: list) -> None:
+    if walk.shared(value):
+        return
+    walk.out.append(f"list({len(value)}")
+    walk.items(value)
+    walk.out.append(")")
+
+
+def _dict(walk: _Walk, value: dict) -> None:
+    if walk.shared(value):
+        return
+    kind = type(value)
+    walk.out.append(f"{kind.__name__}({len(value)}")
+    if kind is PartialDict:
+        walk.out.append("s" + walk.text(value.reason))
+    walk.items(itertools.chain.from_iterable(value.items()))  # each key, then its item
+    walk.out.append(")")
+
+
+def _set(walk: _Walk, value) -> None:
+    items = []
+    for item in value:
+        if not (type(item) in (str, int, bool, float) or item is None) or \
+                type(item) is str and (".py:" in item or _BARE_LINE.search(item)):
+            raise _Refused  # no order to compare their lines in
+        items.append(f"{type(item).__name__}:{item!r}")
+    walk.out.append(f"{type(value).__name__}({','.join(sorted(items))})")
+
+
+def _config(walk: _Walk, value: ConfigObj) -> None:
+    if walk.shared(value):
+        return
+    walk.out.append("ConfigObj(")
+    for name, item in sorted(vars(value).items()):
+        if name != "serial":  # creation order: a copy's own, whatever the run
+            walk.out.append(name)
+            walk.walk(item)
+    walk.out.append(")")
+
+
+def _record(walk: _Walk, value: Record) -> None:
+    if walk.shared(value):
+        return
+    walk.out.append(f"Record({len(vars(value))}")
+    for name, item in sorted(vars(value).items()):
+        walk.out.append(name)
+        walk.walk(item)
+    walk.out.append(")")
+
+
+def _constant(walk: _Walk, value) -> None:
+    name = _singleton(value)
+    if name is None:
+        raise _Refused  # FunctionRef, ModuleRef, a Hugging Face model...: no record
+    walk.out.append("K" + name)
+
+
+# The writer of each class of value: (walk, value) -> None, adding its pieces to walk.out
+_WRITERS: dict[type, object] = {
+    str: _text, tuple: _tuple, ObjectTuple: _tuple, Location: _location, type(None): _scalar, bool: _scalar,
+    int: _scalar, float: _scalar, list: _list, dict: _dict, PartialDict: _dict, frozenset: _set, set: _set,
+    ConfigObj: _config, Record: _record,
+}
+
+
+def _writer(kind: type):
+    """The writer of a class without one yet, kept: a dataclass of offlint.types (Assignment...) as its name and its
+    fields' values in order (the class says which fields), an enum of offlint.types as the member's name, any
+    other value as the name of the constant it is (`_singleton`), else no record."""
+    if kind.__module__ == types.__name__ and dataclasses.is_dataclass(kind):
+        header = f"{kind.__name__}("
+        fields = field_getter([field.name for field in dataclasses.fields(kind)])
+
+        def write(walk: _Walk, value) -> None:
+            walk.out.append(header)
+            walk.items(fields(value))
+            walk.out.append(")")
+    elif kind.__module__ == types.__name__ and issubclass(kind, enum.Enum):
+        prefix = f"{kind.__name__}."
+
+        def write(walk: _Walk, value) -> None:
+            walk.out.append(prefix + value._name_)
+    else:
+        write = _constant
+    _WRITERS[kind] = write
+    return write
