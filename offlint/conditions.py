@@ -13,6 +13,7 @@ import ast
 import bisect
 import difflib
 import operator
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
@@ -996,7 +997,8 @@ def ep_overlap_schedule_refusal(scope: Scope) -> object:
 def _te_verdict(scope: Scope):
     """te_support's verdict, once per scope; the keys that decided it are recorded as read."""
     if not hasattr(scope, "_te_verdict"):
-        found = te_support.verdict(scope.lookup, gpu=str(scope.names.get("unit_gpu", "")),
+        # (the project's directory as verdict takes it, str(Path.cwd()), without building a Path for each unit)
+        found = te_support.verdict(scope.lookup, os.getcwd(), gpu=str(scope.names.get("unit_gpu", "")),
                                    gpu_from=str(scope.names.get("unit_gpu_from", "")))
         for key in found.keys:
             scope.key(key)

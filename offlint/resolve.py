@@ -36,6 +36,8 @@ class ResolvedUnit:
     _assigned_sections: set[str] | None = field(default=None, repr=False)
     # key -> its default Value, shared by every unit of this version and kind of defaults (_DEFAULT_VALUES)
     _defaults: dict[str, Value] | None = field(default=None, repr=False)
+    # field name -> the first of the unit's unread flags that sets it (_unread_flag), made at its first question
+    _unread_fields: dict | None = field(default=None, repr=False)
 
     def get(self, key: str) -> Value:
         value = self._seen.get(key)
@@ -68,9 +70,8 @@ class ResolvedUnit:
             return Value(key, "known", (held, dict(self.unit.precision_recipes))) if held else Value(key, "default")
         assignment = self.values.get(key)
         if assignment is not None:
-            if isinstance(assignment.value, Unknown):
-                return Value(key, "unknown", assignment.value, assignment)
-            return Value(key, "known", assignment.value, assignment)
+            value = assignment.value
+            return _value_of(key, "unknown" if isinstance(value, Unknown) else "known", value, assignment)
         section = _SECTIONS.get(key) or _section(key)
         if section in self.unit.default_sections:
             flag = self._unread_flag(key) if self.unit.unread_flags else ""
@@ -84,7 +85,7 @@ class ResolvedUnit:
                 value = defaults[key] = Value(key, "default", self._default(key))
             return value
         reason = self.unit.unknown_sections.get(section, f"`{key}` is not set in {self.unit.name}")
-        return Value(key, "unknown", Unknown(reason))
+        return _value_of(key, "unknown", Unknown(reason), None)
 
     def builds(self, key: str) -> bool:
         """Whether the unit builds the section `key` lives in (constructed, received, or assigned to at all):
@@ -100,9 +101,13 @@ class ResolvedUnit:
         """The flag of a Megatron-LM style command that sets `key`'s field but that offlint does not read."""
         if not self.unit.unread_flags or self.unit.defaults != Defaults.MLM_CLI:
             return ""
-        dests = _mlm_flag_dests(self.version)
-        field_name = key.split(".", 1)[-1]
-        return next((flag for flag in self.unit.unread_flags if dests.get(flag) == field_name), "")
+        by_field = self._unread_fields
+        if by_field is None:  # once per unit, not once per key (a Megatron-LM launch asks about a hundred)
+            dests = _mlm_flag_dests(self.version)
+            by_field = self._unread_fields = {}
+            for flag in self.unit.unread_flags:
+                by_field.setdefault(dests.get(flag), flag)
+        return by_field.get(key.split(".", 1)[-1], "")
 
     def default(self, key: str) -> object:
         """The default of `key` in this unit (megatron-core's, or the Megatron-LM flag's for flag launches)."""
@@ -114,6 +119,23 @@ class ResolvedUnit:
             if mlm is not _MISSING:
                 return mlm
         return keys.default_for(key, self.version)
+
+
+_new = object.__new__
+
+
+def _value_of(key: str, state: str, value: object, assignment: Assignment | None) -> Value:
+    """Value(key, state, value, assignment), its fields put in its __dict__ where the frozen dataclass's __init__
+    puts them with one object.__setattr__ call each, in about half the time: a unit's first read of each key it sets or
+    cannot know makes one, a hundred a unit for the memory model alone (tests/test_resolve_value_of.py: the same
+    object as the __init__'s)."""
+    made = _new(Value)
+    fields = made.__dict__
+    fields["key"] = key
+    fields["state"] = state
+    fields["value"] = value
+    fields["assignment"] = assignment
+    return made
 
 
 def _section(key: str) -> str:
@@ -174,7 +196,9 @@ def resolve(unit: Unit, version: Version) -> ResolvedUnit:
             if assignment.op == "delete":
                 # `~key` removes the key from the override dict; Bridge then keeps the recipe's value.
                 continue
-            if isinstance(assignment.value, ByVersion):  # (for_version's test, inline: 100 assignments a unit)
+            # for_version's test, inline, as a type test: isinstance looks up each other value's __class__ too, and
+            # this runs for each of a tree's assignments in each unit (no subclass: tests/test_resolve_value_of.py)
+            if type(assignment.value) is ByVersion:
                 assignment = for_version(assignment, version)
                 if assignment is None:
                     continue

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from offlint.estimate import frozen_lm, lora, precision
 from offlint.estimate.inputs import FrozenLM, ModelShape, Parallelism, Training
+from offlint.estimate.shapes import filled
 
 # Fine-grained activation offloading: which saved tensors each `offload_modules` name moves to the host.
 OFFLOAD_TERMS = {
@@ -71,6 +72,7 @@ FP8_SAVED_INPUTS = ("qkv_input", "fc1_input", "act_output", "expert_fc1_input", 
                     "shared_act_output", "mla_q_up_input", "mla_kv_up_input", "latent_fc2_input")
 
 
+@filled
 @dataclass(frozen=True)
 class LayerActivations:
     terms: dict[str, float]  # bytes per micro-batch on one GPU

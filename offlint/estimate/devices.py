@@ -13,6 +13,7 @@ only feed the step-time model (cost.py), never the memory.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -172,4 +173,4 @@ def configured_device(cwd: str) -> Device:
 
 
 def device() -> Device:
-    return configured_device(str(Path.cwd()))
+    return configured_device(os.getcwd())  # (str(Path.cwd()) for an absolute path, without building a Path)

@@ -12,7 +12,6 @@ shapes.py (re-exported here, where the estimate's modules import them).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from offlint import named_precision, pipeline_layout
 from offlint.types import Unknown
@@ -24,11 +23,11 @@ from offlint.estimate.inputs_moe import read_expert_budget, read_op_fuser_moe_ac
 from offlint.estimate.inputs_peft import read_peft
 from offlint.estimate.inputs_precision import read_low_precision
 from offlint.estimate.inputs_vlm import read_frozen_lm, read_trained_vlm
-from offlint.estimate.inputs_wan import read_wan
+from offlint.estimate.inputs_wan import _WAN_KEY, read_wan
 from offlint.estimate.reader import Reader, before, positive_int
 # the input dataclasses, re-exported: the estimate's modules import them from here
 from offlint.estimate.shapes import (ExpertBudget, FrozenLM, Inputs, Lookup, LowPrecision, ModelShape, Parallelism,
-                                     Peft, TrainedVLM, Training, WanShape, with_parallel, with_training)
+                                     Peft, TrainedVLM, Training, WanShape, rebuilt, with_parallel, with_training)
 
 # A Bridge recipe name carries its GPU count (`llama3_8b_pretrain_16gpu_h100_bf16_config`).
 _GPUS_IN_NAME = re.compile(r"_(\d+)gpus?_")
@@ -41,11 +40,17 @@ def gpus_in_name(unit_name: str) -> int | None:
 
 
 def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = None,
-                fp8_transpose: bool | None = None) -> Inputs:
+                fp8_transpose: bool | None = None, sizes_first: bool = False) -> Inputs:
     """Read everything the memory model uses from `lookup` (a ResolvedUnit's `get`). `fp8_transpose` is the
-    device's (devices.Device.fp8_transpose): None leaves per-tensor FP8's transpose open (oom.architectures)."""
+    device's (devices.Device.fp8_transpose): None leaves per-tensor FP8's transpose open (oom.architectures).
+    `sizes_first`: where a model size is unknown whatever the rest reads (_size_unknown), stop there, with only the
+    model's readings in `unknown` (its unknown sizes are the same as after the rest, the inputs incomplete either
+    way): what a rule asks of a unit whose model offlint cannot size (oom.inputs_for; on Megatron Bridge 76 of its
+    172 launch commands, 297 of the 1,037 units the memory model reads)."""
     r = Reader(named_precision.resolving(lookup))  # a precision recipe's name as the record it builds
     model = _read_model(r)
+    if sizes_first and _size_unknown(r):
+        return Inputs(None, None, None, r.unknown, [], "", r.assumed, r.other_seq_length)
     parallel, source = _read_parallel(r, unit_name, world_size)
     training = _read_training(r)
     unsupported = _unsupported(r, unit_name)
@@ -99,12 +104,28 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed, r.other_seq_length)
 
 
+# The sizes that no reader after _read_model records as unknown or drops: of those _read_model reads, only
+# read_wan changes which are unknown (a Wan model has no vocabulary and its own sequence: it drops the unknown
+# vocab_size and seq_length), and no later reader reads a size key (oom.SIZE_KEYS) with a Reader method that records it.
+_KEPT_SIZES = ("model.num_layers", "model.hidden_size", "model.num_attention_heads")
+
+
+def _size_unknown(r: Reader) -> bool:
+    """Whether, after _read_model, one of the model's sizes is unknown however the rest of the configuration reads:
+    one of _KEPT_SIZES is, and the model is not Wan's (read_wan's test)."""
+    if not any(key in r.unknown for key in _KEPT_SIZES):
+        return False
+    wan = r.lookup(_WAN_KEY)
+    return not (wan.state == "known" and positive_int(wan.value))
+
+
 def _changed(training: Training, **changes) -> Training:
     """`training` with `changes`, itself where each is the very value it holds: dataclasses.replace rebuilds all
-    of Training's frozen fields (about 15 us), and read_inputs asks six times a unit, mostly to change nothing."""
+    of Training's frozen fields (about 15 us), and read_inputs asks six times a unit, mostly to change nothing
+    (and where it changes something, shapes.rebuilt is replace's answer in a fifth of the time)."""
     if all(getattr(training, name) is value for name, value in changes.items()):
         return training
-    return replace(training, **changes)
+    return rebuilt(training, changes)
 
 
 def _read_model(r: Reader) -> ModelShape:

@@ -80,6 +80,23 @@ def estimate(inputs: Inputs, world_size: int | None = None) -> Estimate:
     return Estimate(inputs, world, dp, edp, nmb, list(_stages(m, p, t, dp, edp, nmb)))
 
 
+def model_state(inputs: Inputs, world_size: int | None = None) -> float:
+    """The weights, gradients and optimizer states of estimate(inputs, world_size)'s peak stage (StageMemory.of
+    each, summed). For inputs on one pipeline stage (that stage is the peak) without working out its activations:
+    OFL304's figure of a model folded into PP=1 (oom.model_state_at_pp1), which every judgement of an estimate whose
+    verdict may depend on the GPU asks for again. Any other layout: from the whole estimate."""
+    m, p, t = inputs.model, inputs.parallel, inputs.training
+    if p.pp != 1 or m.wan is not None:
+        peak = estimate(inputs, world_size).peak
+    else:
+        world = world_size or p.world_size or p.min_world_size()
+        (stage,) = params.stages(m, p)
+        parts, _, _ = _model_state(m, p, t, stage, p.data_parallel(world), p.expert_data_parallel(world),
+                                   _stage_kinds(m, p, t.low_precision, stage.index))
+        peak = StageMemory(stage.index, parts, 1.0)
+    return peak.of("weights") + peak.of("grads") + peak.of("optimizer")
+
+
 def _stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int, nmb: int | None) -> tuple[StageMemory, ...]:
     """Every stage's memory, once per distinct configuration in a process: a tree sets up the same model, layout
     and training settings in many recipes, and the rules, the either-way variants and the what-if table ask for
@@ -97,7 +114,9 @@ def _stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int, nmb: 
 def _stages_of(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int,
                nmb: int | None) -> tuple[StageMemory, ...]:
     layers: dict = {}  # each layer kind's activations, shared by the stages (_layer_activations)
-    return tuple(_stage_memory(m, p, t, stage, dp, edp, nmb, layers) for stage in params.stages(m, p))
+    stages = params.stages(m, p)
+    kinds = _layer_kinds(m, p, t.low_precision)  # (asked for once, not once a stage: its memo hashes the shapes)
+    return tuple(_stage_memory(m, p, t, stage, dp, edp, nmb, layers, kinds[stage.index]) for stage in stages)
 
 
 def _per_shape(fn):
@@ -181,44 +200,19 @@ def _wan_stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int,
 
 
 def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, dp: int, edp: int,
-                  nmb: int | None, layers: dict) -> StageMemory:
-    dense, expert = stage.params.per_rank(p)
-    weights, grads, optim = _shards(p, t, dp, edp)
-    parts = _weights(m, p, t, stage, dense / weights[0] + expert / weights[1], weights)
-    if t.peft:  # a frozen base: gradients and optimizer states only for the adapters (lora.py)
-        adapters = sum(lora.adapter_params(m, t.peft) for _ in _stage_layers(m, p, stage)) / p.tp
-        parts.append(Part(f"LoRA adapters ({_dtype(t.params_bytes)})", adapters * t.params_bytes, "weights"))
-        dense, expert = adapters, 0.0
+                  nmb: int | None, layers: dict, kinds: tuple | None = None) -> StageMemory:
+    """`kinds`: the stage's _stage_kinds when the caller has them."""
+    if kinds is None:
+        kinds = _stage_kinds(m, p, t.low_precision, stage.index)
+    parts, optimizer, expert_optimizer = _model_state(m, p, t, stage, dp, edp, kinds)
     vision = t.frozen_lm if stage.index == 0 else None  # the tower and its mergers: first stage only
-    if t.frozen_lm:  # a frozen language model and tower: gradients and optimizer states for the mergers only
-        tower, mergers = frozen_lm.tower_params(t.frozen_lm), frozen_lm.projection_params(t.frozen_lm)
-        dense, expert = (sum(mergers.per_rank(p)), 0.0) if vision else (0.0, 0.0)
-        if vision:
-            parts.append(Part(f"vision tower, frozen ({_dtype(t.params_bytes)})",
-                              sum(tower.per_rank(p)) * t.params_bytes, "weights"))
-            parts.append(Part(f"vision patch mergers, trained ({_dtype(t.params_bytes)})", dense * t.params_bytes,
-                              "weights"))
     vlm = t.vlm if stage.index == 0 else None  # a VLM whose language model trains: its tower on the first stage
-    if vlm:  # the tower's weights stay bf16 whatever the language model's precision (frozen_lm.py, FP8)
-        tower, mergers = (sum(frozen_lm.tower_params(vlm.tower).per_rank(p)),
-                          sum(frozen_lm.projection_params(vlm.tower).per_rank(p)))
-        parts.append(Part(f"vision tower, {'trained' if vlm.tower_trained else 'frozen'} ({_dtype(t.params_bytes)})",
-                          tower * t.params_bytes, "weights"))
-        parts.append(Part(f"vision patch mergers, trained ({_dtype(t.params_bytes)})", mergers * t.params_bytes,
-                          "weights"))
-        dense += mergers + (tower if vlm.tower_trained else 0.0)  # gradients and optimizer states as the LM's
-    parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
-                      (dense / grads[0] + expert / grads[1]) * _grad_bytes(t), "grads"))
-    optimizer = optimizer_bytes(t, dense / optim[0])
-    expert_optimizer = optimizer_bytes(t, expert / optim[1])
-    for (name, gpu), (_, expert_gpu) in zip(optimizer.gpu, expert_optimizer.gpu):
-        parts.append(Part(f"optimizer: {name}", gpu + expert_gpu, "optimizer"))
     if t.fsdp == "optim_grads_params":
         parts.append(Part("Megatron-FSDP unsharded buffers (upper bound)", _fsdp_buffers(m, p, t, stage),
                           "transient"))
     in_flight = microbatches_in_flight(p, stage.index, nmb)
-    layer_bytes, host_activations, extra = _stage_activations(m, p, t, stage, in_flight, layers)
-    stash = _paged_stash(m, p, t, stage, in_flight, layers)
+    layer_bytes, host_activations, extra = _stage_activations(m, p, t, stage, in_flight, layers, kinds)
+    stash = _paged_stash(m, p, t, stage, in_flight, layers, kinds)
     if stash:
         layer_bytes -= stash[0]
         host_activations += stash[3]
@@ -277,7 +271,7 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
             extra = max(extra, act.mtp_rebuilt(m, p, t))  # before the decoder layers' backward, not beside it
     if extra:
         parts.append(Part("activations: recompute working set", extra, "activations"))
-    if any(kind[2] == "M" for kind in _stage_kinds(m, p, t.low_precision, stage.index)) or \
+    if any(kind[2] == "M" for kind in kinds) or \
             stage.mtp_layers and "M" in (m.hybrid_mtp_pattern or ""):
         parts.append(Part("Mamba chunked-scan states (one layer)", act.mamba_scan_states(m, p, t), "activations"))
     if m.num_moe_experts and (_has_moe_layer(m) or "E" in (m.hybrid_mtp_pattern or "")):
@@ -296,6 +290,44 @@ def _stage_memory(m: ModelShape, p: Parallelism, t: Training, stage: params.Stag
                       WORKSPACE_AND_NCCL_BYTES + FRAGMENTATION * subtotal, "allowance"))
     return StageMemory(stage.index, parts, in_flight, optimizer.host + expert_optimizer.host,
                        optimizer.pinned + expert_optimizer.pinned, host_activations)
+
+
+def _model_state(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, dp: int, edp: int,
+                 kinds: tuple) -> tuple[list[Part], OptimizerBytes, OptimizerBytes]:
+    """A stage's weights, gradients and optimizer states, as the first of its parts (_stage_memory), and the
+    optimizer's bytes of its dense and its expert parameters. `kinds`: the stage's _stage_kinds."""
+    dense, expert = stage.params.per_rank(p)
+    weights, grads, optim = _shards(p, t, dp, edp)
+    parts = _weights(m, p, t, stage, dense / weights[0] + expert / weights[1], weights, kinds)
+    if t.peft:  # a frozen base: gradients and optimizer states only for the adapters (lora.py)
+        adapters = sum(lora.adapter_params(m, t.peft) for _ in _stage_layers(m, p, stage)) / p.tp
+        parts.append(Part(f"LoRA adapters ({_dtype(t.params_bytes)})", adapters * t.params_bytes, "weights"))
+        dense, expert = adapters, 0.0
+    vision = t.frozen_lm if stage.index == 0 else None  # the tower and its mergers: first stage only
+    if t.frozen_lm:  # a frozen language model and tower: gradients and optimizer states for the mergers only
+        tower, mergers = frozen_lm.tower_params(t.frozen_lm), frozen_lm.projection_params(t.frozen_lm)
+        dense, expert = (sum(mergers.per_rank(p)), 0.0) if vision else (0.0, 0.0)
+        if vision:
+            parts.append(Part(f"vision tower, frozen ({_dtype(t.params_bytes)})",
+                              sum(tower.per_rank(p)) * t.params_bytes, "weights"))
+            parts.append(Part(f"vision patch mergers, trained ({_dtype(t.params_bytes)})", dense * t.params_bytes,
+                              "weights"))
+    vlm = t.vlm if stage.index == 0 else None  # a VLM whose language model trains: its tower on the first stage
+    if vlm:  # the tower's weights stay bf16 whatever the language model's precision (frozen_lm.py, FP8)
+        tower, mergers = (sum(frozen_lm.tower_params(vlm.tower).per_rank(p)),
+                          sum(frozen_lm.projection_params(vlm.tower).per_rank(p)))
+        parts.append(Part(f"vision tower, {'trained' if vlm.tower_trained else 'frozen'} ({_dtype(t.params_bytes)})",
+                          tower * t.params_bytes, "weights"))
+        parts.append(Part(f"vision patch mergers, trained ({_dtype(t.params_bytes)})", mergers * t.params_bytes,
+                          "weights"))
+        dense += mergers + (tower if vlm.tower_trained else 0.0)  # gradients and optimizer states as the LM's
+    parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
+                      (dense / grads[0] + expert / grads[1]) * _grad_bytes(t), "grads"))
+    optimizer = optimizer_bytes(t, dense / optim[0])
+    expert_optimizer = optimizer_bytes(t, expert / optim[1])
+    for (name, gpu), (_, expert_gpu) in zip(optimizer.gpu, expert_optimizer.gpu):
+        parts.append(Part(f"optimizer: {name}", gpu + expert_gpu, "optimizer"))
+    return parts, optimizer, expert_optimizer
 
 
 def _grad_bytes(t: Training) -> int:
@@ -374,17 +406,18 @@ def _gemm_elements(m: ModelShape, p: Parallelism, lp, index: int) -> float:
 
 
 def _weights(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage, count: float,
-             shards: tuple[int, int] = (1, 1)) -> list[Part]:
+             shards: tuple[int, int] = (1, 1), kinds: tuple | None = None) -> list[Part]:
     """The parameters, and in FP8/NVFP4 training the quantized GEMM weights (precision.py): in place of the
     bf16 ones with FP8/FP4 primary weights, else beside them (Transformer Engine's cache); delayed scaling's
     state. Megatron-FSDP (`shards`: how many ranks share the dense and the expert weights) keeps FP8 primary
-    weights in sharded uint8 buffers and MXFP8's scales whole (precision.fsdp_data_bytes, fsdp_scale_bytes)."""
+    weights in sharded uint8 buffers and MXFP8's scales whole (precision.fsdp_data_bytes, fsdp_scale_bytes).
+    `kinds`: the stage's _stage_kinds when the caller has them."""
     lp = t.low_precision
     plain = Part(f"weights ({_dtype(t.params_bytes)})", count * t.params_bytes, "weights")
     if lp is None:
         return [plain]
     gemm, gemms, sharded = 0.0, 0.0, 0.0
-    kinds = _stage_kinds(m, p, lp, stage.index)
+    kinds = _stage_kinds(m, p, lp, stage.index) if kinds is None else kinds
     by_kind = {}  # (GEMM weights, their sharded share, GEMM count) of a quantized layer of each kind
     for moe, fp8, symbol, gdn in set(kinds):
         if fp8:
@@ -500,11 +533,13 @@ def _layer_activations(m: ModelShape, p: Parallelism, t: Training, kind: tuple,
 
 
 def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage,
-                       in_flight: float, layers: dict | None = None) -> tuple[float, float, float]:
+                       in_flight: float, layers: dict | None = None,
+                       kinds: tuple | None = None) -> tuple[float, float, float]:
     """(GPU bytes of the stage's layers at peak, host bytes offloaded, recompute working set). `layers`: the
-    estimate's layer activations by kind (_layer_activations), None for a stage on its own."""
+    estimate's layer activations by kind (_layer_activations), None for a stage on its own; `kinds`: the stage's
+    _stage_kinds when the caller has them."""
     layers = {} if layers is None else layers
-    kinds = _stage_kinds(m, p, t.low_precision, stage.index)
+    kinds = _stage_kinds(m, p, t.low_precision, stage.index) if kinds is None else kinds
     by_kind = {k: _layer_activations(m, p, t, k, layers) for k in set(kinds)}
     if not kinds:
         return 0.0, 0.0, 0.0
@@ -533,20 +568,22 @@ def _stage_activations(m: ModelShape, p: Parallelism, t: Training, stage: params
 
 
 def _paged_stash(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage,
-                 in_flight: float, layers: dict | None = None) -> tuple[float, float, float, float] | None:
+                 in_flight: float, layers: dict | None = None,
+                 kinds: tuple | None = None) -> tuple[float, float, float, float] | None:
     """moe_paged_stash (megatron-core 2a75ac12 transformer/moe/paged_stash.py): after each MoE layer's forward the
     saved expert tensors the fused grouped MLP marked are copied into one fixed CUDA buffer and the padded ones
     freed; backward reloads a layer's into padded tensors just before it. So the GPU keeps the buffer (sized for
     the peak of what is in flight, at the average rows: activations.stash_share) and the padded tensors of the
     layer being computed and of the one stashed or reloaded beside it (two: an upper bound, which also covers the
     EP-overlap schedule running one micro-batch's forward beside another's backward). Only FP8 layers' experts are
-    fused (bf16 first/last layers keep theirs padded). (moved, buffer, working set, pinned host buffer) or None."""
+    fused (bf16 first/last layers keep theirs padded). (moved, buffer, working set, pinned host buffer) or None.
+    `kinds`: the stage's _stage_kinds when the caller has them."""
     share = act.stash_share(m, p, t)
     if not share:
         return None
     layers = {} if layers is None else layers
     per_layer = []
-    for kind in _stage_kinds(m, p, t.low_precision, stage.index):
+    for kind in _stage_kinds(m, p, t.low_precision, stage.index) if kinds is None else kinds:
         moe, fp8 = kind[:2]
         if not (moe and fp8):
             continue

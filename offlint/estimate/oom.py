@@ -27,7 +27,7 @@ from typing import Callable
 from offlint.estimate.devices import GIB, Device, agreed, device, ends, margin_bytes, parse_device
 from offlint.estimate.inputs import Inputs, Lookup, read_inputs
 from offlint.estimate import params
-from offlint.estimate.memory import Estimate, estimate
+from offlint.estimate.memory import Estimate, estimate, model_state
 from offlint.gpus import NAMED_GPUS, named_gpu
 from offlint.terminal import plural
 
@@ -230,7 +230,7 @@ def inputs_for(lookup: Lookup, unit_name: str, gpu: str = "") -> tuple[Inputs | 
     """The unit's inputs when every size is known and the model covers it (else None: an unknown verdict),
     and the unknown keys worth naming. Where the GPU's architecture is open (architectures), the inputs with the
     transposes, and only when every rule's verdict holds either way. `gpu`: as device_for."""
-    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu))
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu), sizes_first=True)
     if not inputs.complete:
         named = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)[:5]
         return None, named
@@ -310,9 +310,9 @@ def model_state_at_pp1(inputs: Inputs) -> float:
     one_stage = inputs.with_(parallel=replace(p, pp=1, vpp=None, world_size=world, layout=None,
                                               first_stage_layers=None, last_stage_layers=None,
                                               account_for_embedding=False, account_for_loss=False))
-    result = bound(one_stage)
-    peak = result.peak
-    return peak.of("weights") + peak.of("grads") + peak.of("optimizer")
+    # bound(one_stage)'s: at the known GPU count, else at any data-parallel size (its floor's batch size is no
+    # part of the model state)
+    return model_state(one_stage, None if world else one_stage.parallel.min_world_size() * _ANY_DP)
 
 
 def largest_parts(result: Estimate, n: int = 3) -> str:

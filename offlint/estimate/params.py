@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from offlint.estimate.inputs import ModelShape, Parallelism
+from offlint.estimate.shapes import filled
 
 
+@filled
 @dataclass(frozen=True)
 class Split:
     """A parameter count by how it is held across ranks."""
@@ -222,6 +224,7 @@ def active(m: ModelShape) -> int:
     return total(m) - unused * moe_layers
 
 
+@filled
 @dataclass(frozen=True)
 class Stage:
     """The parameters one pipeline stage holds (all its virtual chunks), before TP/EP sharding."""
@@ -325,6 +328,24 @@ def mtp_stage(p: Parallelism) -> int:
     return p.pp - 1
 
 
+def _layers_sum(kinds: list[tuple], by_kind: dict[tuple, Split]) -> Split:
+    """Split() + the count of each of a stage's layers in turn (`kinds`: each layer's kind, `by_kind`: a layer's count
+    of each kind): each kind's count times its layers where every count is an int (the same sum: integers add
+    exactly in any order), else layer by layer."""
+    per_kind = dict.fromkeys(kinds, 0)
+    for kind in kinds:
+        per_kind[kind] += 1
+    splits = [by_kind[kind] for kind in per_kind]
+    count = Split()
+    if all(type(n) is int for split in splits for n in (split.tp, split.replicated, split.expert)):
+        for split, n in zip(splits, per_kind.values()):
+            count = count + split * n
+        return count
+    for kind in kinds:
+        count = count + by_kind[kind]
+    return count
+
+
 @lru_cache(maxsize=512)
 def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
     """Every pipeline stage's parameters (`layer_ranges` must not be None). With PP>1 and tied embeddings the
@@ -341,15 +362,15 @@ def stages(m: ModelShape, parallel: Parallelism) -> tuple[Stage, ...]:
     with_mtp = mtp_stage(parallel) if m.mtp_num_layers else None
     by_kind: dict[tuple, Split] = {}  # a layer's count depends only on its kind (`layer`): counted once per kind
     for index, ranges in enumerate(ranges_by_stage):
-        count = Split()
-        layers = 0
+        kinds = []
         for r in ranges:
             for i in r:
                 kind = (m.layer_kind(i), m.is_gdn_layer(i), m.is_moe_layer(i))
                 if kind not in by_kind:
                     by_kind[kind] = layer(m, i)
-                count = count + by_kind[kind]
-                layers += 1
+                kinds.append(kind)
+        layers = len(kinds)
+        count = _layers_sum(kinds, by_kind)
         first, last = index == 0, index == parallel.pp - 1
         if first:
             count = count + embedding(m)

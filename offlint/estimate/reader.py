@@ -59,6 +59,8 @@ class Reader:
 
 
 def positive_int(value: object) -> bool:
+    if type(value) is int:  # the usual case, without isinstance(value, bool)'s look-up of an int's __class__
+        return value > 0
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
