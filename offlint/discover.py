@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import functools
+import operator
 import os
 import re
 import stat
@@ -152,11 +153,12 @@ def discover(paths: list[str], root: str | os.PathLike | None = None, exclusion:
             # The walk does not follow symbolic links, so only the root needs resolving: a file is shown as the
             # root's shown form joined with its path below the root.
             prefix = "" if shown == "." else shown.rstrip("/") + "/"
+            under = os.path.join(real, "")  # the root's real path and "/": a file's real path is it and its path below
             for below, kind, problem in _walk(real, exclusion):
                 if problem:  # an unreadable directory or file: not checked, so never a pass
                     problems.append(((prefix + below).rstrip("/") or shown, problem))
                     continue
-                found = os.path.join(real, below)
+                found = under + below
                 if found not in seen:  # a file reached twice (two overlapping paths) is linted once
                     seen.add(found)
                     files.append(SourceFile(prefix + below, kind, False))
@@ -255,16 +257,17 @@ def _walk_now(root: str, exclusion: Exclusion, record: dict[str, list] | None = 
     specs: list[tuple[str, GitIgnore]] = []  # (folder below root, "a/" or "", its .gitignore)
     pending = [""]  # directories still to read, as paths below root ("a/b/"); a stack, so depth first
     excluded = exclusion.entry_matcher()
-    splitext, extensions = os.path.splitext, EXTENSIONS
+    extensions = EXTENSIONS
+    under = os.path.join(root, "")  # a folder below root is this and its path below ("a/b/"): os.path.join's
     while pending:
         below = pending.pop()
-        directory = os.path.join(root, below)
+        directory = under + below
         try:
             if record is not None:
                 info = os.lstat(directory)
                 record["dirs"].append([below, info.st_ino, info.st_dev, info.st_mtime_ns, info.st_ctime_ns])
             with os.scandir(directory) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
+                entries = sorted(listing, key=_NAME)
         except OSError as exc:
             yield below, "", f"cannot read directory: {exc.strerror or exc}"
             continue
@@ -293,8 +296,10 @@ def _walk_now(root: str, exclusion: Exclusion, record: dict[str, list] | None = 
                 continue
             if not regular:
                 continue  # a symbolic link, FIFO, socket or device: never followed, never opened
-            extension = splitext(name)[1]
-            kind = extensions.get(extension.lower())
+            # os.path.splitext's extension: from the last ".", unless only dots come before it (".bashrc": none)
+            dot = name.rfind(".")
+            extension = name[dot:] if dot > 0 and (name[0] != "." or name[:dot].strip(".")) else ""
+            kind = extensions.get(extension) or extensions.get(extension.lower())
             if (kind is None and extension) or excluded(directory, name) or (specs and _ignored(below + name, specs)):
                 continue
             if kind is None:  # no extension: a shell script when its #! line says so
@@ -308,6 +313,9 @@ def _walk_now(root: str, exclusion: Exclusion, record: dict[str, list] | None = 
             if kind:
                 yield below + name, kind, ""
         pending.extend(reversed(subdirs))
+
+
+_NAME = operator.attrgetter("name")
 
 
 def _note_file(record: dict[str, list], below: str, path: str) -> None:
@@ -331,8 +339,9 @@ def _inside(real: str, directory: str) -> bool:
 
 
 def _ignored(path: str, specs: list[tuple[str, GitIgnore]]) -> bool:
-    """Whether a .gitignore above `path` (below the walk's root; a directory ends in "/") ignores it."""
-    return any(path.startswith(folder) and ignore.match(path[len(folder):]) for folder, ignore in specs)
+    """Whether a .gitignore above `path` (below the walk's root; a directory ends in "/") ignores it: a path the walk
+    reached, so none of its folders was ignored (GitIgnore.match_walked)."""
+    return any(path.startswith(folder) and ignore.match_walked(path[len(folder):]) for folder, ignore in specs)
 
 
 def _shown_under(real_base: str, relative: str, cwd: str, given: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pathspec
@@ -74,3 +75,80 @@ def test_many_stars_against_a_long_name_take_no_time():
     code = ("from offlint.gitignore import GitIgnore; "
             "assert not GitIgnore(['*a' * 25 + 'b']).match('a' * 60 + '.py')")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_pathspec_is_imported_without_asyncio_and_its_deprecated_functions_still_warn():
+    """gitignore._pathspec lends pathspec Python 3.13's `warnings.deprecated` while it is imported (typing_extensions'
+    imports asyncio): a fresh interpreter parses a .gitignore without asyncio, `warnings` is left as it was, and
+    what pathspec marks deprecated still warns with its message and gives what it gave."""
+    import subprocess
+    import sys
+
+    code = """
+import json, sys, warnings
+had = hasattr(warnings, "deprecated")
+from offlint.gitignore import GitIgnore
+ignore = GitIgnore(["*.py", "!keep.py"])
+import pathspec
+factory = pathspec.util.lookup_pattern("gitwildmatch")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    translated = factory.pattern_to_regex("*.py")
+print(json.dumps({"asyncio": "asyncio" in sys.modules, "same warnings": hasattr(warnings, "deprecated") == had,
+                  "matches": [ignore.match("a.py"), ignore.match("keep.py")], "translated": list(translated),
+                  "warned": [(w.category.__name__, str(w.message)) for w in caught]}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    found = json.loads(done.stdout)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expected = list(pathspec.util.lookup_pattern("gitwildmatch").pattern_to_regex("*.py"))
+    assert found["same warnings"] and found["matches"] == [True, False] and found["translated"] == expected
+    assert found["warned"] == [[w.category.__name__, str(w.message)] for w in caught]
+    if sys.version_info < (3, 13):
+        assert not found["asyncio"]
+
+
+def test_a_pathspec_factory_without_pattern_to_regex_is_asked_to_match(monkeypatch):
+    """Where the registered factory cannot give a line's regex as text, pathspec matches (nothing joined)."""
+
+    real = pathspec.util.lookup_pattern("gitwildmatch")
+
+    class Opaque:
+        def __init__(self, line):
+            self._pattern = real(line)
+            self.include = self._pattern.include
+
+        def match_file(self, path):
+            return self._pattern.match_file(path)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        monkeypatch.setattr(pathspec.util, "lookup_pattern", lambda name: Opaque)
+        ignore = GitIgnore(["*.py", "!keep.py"])
+    assert ignore._regex is None and ignore._spec is not None
+    assert ignore.match("a/b.py") and not ignore.match("keep.py") and not ignore.match("a.sh")
+
+
+def test_the_star_patterns_of_a_run_share_one_star_and_decide_as_pathspec_does():
+    """`*.pyc`, `*.egg`, ... of one run are tried under one `[^/]*` (each split of a name once for all of them)."""
+    lines = ["*.pyc", "*.egg", "build/", "*$py.class", "**.log", "*~", "x*.out", "!keep.egg", "!*.keep", "*.so",
+             "*.py[cod]", "*a*b", "*|*", "*(x)"]
+    ignore = GitIgnore(lines)
+    shared = r"[^/]*(?:\(x\)(?:(?:/)|$)|\.py[cod]", r"[^/]*(?:\~(?:(?:/)|$)|[^/]*\.log"  # the two ignoring runs'
+    assert all(start in ignore._regex.pattern for start in shared)  # (`!*.keep` alone in its run: as it was)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    names = ["a.pyc", "b.egg", "keep.egg", "x.keep", "a.so", "a.pyd", "a.pyx", "t~", "xy.out", "y.out", "a.log",
+             "ab", "ba", "|", "a|b", "(x)", "a(x)", "x", "build", "lib$py.class", "a.py"]
+    for name in names:
+        for path in (name, "d/" + name, "d/e/" + name, name + "/", "d/" + name + "/", name + "/f.py"):
+            assert ignore.match(path) == spec.match_file(path), path
+
+
+def test_only_a_whole_term_shares_a_star():
+    from offlint.gitignore import _closed
+
+    assert _closed(r"\.pyc(?:(?:/)|$)") and _closed(r"[]|](?:a|b)") and _closed(r"\|") and _closed(r"[\]|]")
+    assert not _closed("a|b") and not _closed("(a") and not _closed("a)") and not _closed("[a")

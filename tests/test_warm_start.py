@@ -74,6 +74,7 @@ def test_a_warm_run_imports_none_of_them_and_a_cold_one_does(tmp_path, monkeypat
            "except SystemExit:\n    pass")
     cold = _modules_after(run, tmp_path)
     assert cold["yaml"] and cold["pathspec"]  # the rules parsed, the .gitignore's patterns too
+    assert not cold["asyncio"]  # pathspec imported without it (gitignore._pathspec)
     assert _modules_after(run, tmp_path) == {m: False for m in LAZY}
     again = run.replace("'-q'", "'-q', 'recipes/llama.py'")  # a pre-commit run keeps them too
     found = _modules_after(again, tmp_path)
@@ -134,13 +135,16 @@ def test_the_kept_catalog_is_the_parsed_one(tmp_path):
     assert all(type(rule) is type(load_rules()[code]) for code, rule in warm.rules().items())
 
 
-def test_a_kept_gitignore_regex_decides_as_pathspec_does(tmp_path):
+def test_a_kept_gitignore_regex_decides_as_pathspec_does(tmp_path, monkeypatch):
     lines = ["*.py", "!keep.py", "build/", "/out", "docs/**", "# comment", "a/*.sh"]
     warm = WarmStart(tmp_path)
+    asked = []  # each GitIgnore that asked pathspec to parse its lines
+    parser = gitignore._pathspec
+    monkeypatch.setattr(gitignore, "_pathspec", lambda: asked.append(1) or parser())
     with remembered(warm):
         first = GitIgnore(lines)
         again = GitIgnore(lines)
-    assert first._spec is not None and again._spec is None  # the second from what the first kept
+    assert len(asked) == 1 and first._regex is not None and again._spec is None  # the second from what was kept
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
@@ -148,7 +152,7 @@ def test_a_kept_gitignore_regex_decides_as_pathspec_does(tmp_path):
         assert again.match(path) == spec.match_file(path), path
     with remembered(warm):
         other = GitIgnore(lines + ["b.sh"])
-    assert other._spec is not None and other.match("b.sh")
+    assert len(asked) == 2 and other.match("b.sh")
 
 
 def test_nothing_is_kept_where_the_cache_must_not_be(tmp_path, monkeypatch):

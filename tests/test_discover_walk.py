@@ -1,0 +1,87 @@
+"""A walk asks each .gitignore about the paths it reaches (GitIgnore.match_walked), which tries a one-segment pattern
+at a path's last name alone: the files found must be those that asking `match` of every path finds."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offlint import discover
+from offlint.discover import Exclusion
+from offlint.gitignore import GitIgnore
+
+NAMES = ["a", "b", "build", "x.py", "y.yaml", "run.sh", "logs1", "data", "a.pyc", "keep.py", "d.egg-info", "ab"]
+LINES = ["*.py", "build/", "/a", "a/", "b/x.py", "**/data", "data/*.py", "!keep.py", "!b/", "*.pyc", "logs*",
+         "a/**/y.yaml", "*.sh", "x.py", "!*.sh", "[ab]", "?b", "d*/", "**/a/*.py", "b", "*/x.py", "# c", ""]
+
+
+@st.composite
+def trees(draw):
+    """Paths of files (folders are the paths' prefixes) and .gitignore files' lines by folder ("" the root)."""
+    files = draw(st.lists(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4).map("/".join), min_size=1,
+                          max_size=14))
+    folders = sorted({"/".join(path.split("/")[:depth]) for path in files for depth in range(len(path.split("/")))})
+    ignores = {folder: draw(st.lists(st.sampled_from(LINES), max_size=6))
+               for folder in draw(st.lists(st.sampled_from(folders), max_size=3, unique=True))}
+    return files, ignores
+
+
+def _walk(root: Path) -> list[tuple[str, str, str]]:
+    return list(discover._walk_now(str(root), Exclusion(names=())))
+
+
+@settings(max_examples=300, deadline=None)
+@given(trees())
+def test_a_walk_finds_what_asking_match_of_every_path_finds(tree):
+    files, ignores = tree
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        for path in files:
+            target = root / path
+            if any(parent.is_file() for parent in target.parents) or target.is_dir():
+                continue  # a name that is a file in one path and a folder in another: the first one stands
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("x = 1\n")
+        for below, lines in ignores.items():
+            if (root / below).is_dir():
+                (root / below / ".gitignore").write_text("\n".join(lines) + "\n")
+        walked = _walk(root)
+        plain = GitIgnore.match_walked
+        try:
+            GitIgnore.match_walked = GitIgnore.match
+            expected = _walk(root)
+        finally:
+            GitIgnore.match_walked = plain
+    assert walked == expected, (files, ignores)
+
+
+def test_a_one_segment_pattern_is_tried_at_the_last_name_alone():
+    ignore = GitIgnore(["*.pyc", "build/", "docs/_build", "**/x/*.py"])
+    name, rest = ignore._walked
+    assert "pyc" in name.pattern and "build" in name.pattern and "_build" not in name.pattern  # one segment each
+    assert "docs/_build" in rest.pattern and "x/" in rest.pattern and "pyc" not in rest.pattern
+    for path in ("a.pyc", "a/b.pyc", "a/build/", "docs/_build", "docs/_build/", "q/x/y.py", "a/b.py", "build"):
+        assert ignore.match_walked(path) == ignore.match(path), path
+    assert GitIgnore(["*.pyc", "!keep.pyc"])._walked is None  # a `!` pattern: every path asks `match`
+
+
+def test_a_walk_tells_kinds_by_os_path_splitext_s_extension(tmp_path):
+    """The walk takes a name's extension itself (no os.path.splitext call per entry): the same one, names of
+    leading dots and upper-case extensions included."""
+    import os
+
+    names = [".sh", "..sh", "...py", ".a.sh", "a.", "a..py", "x.PY", "y.Yml", ".bashrc", "b.tar.sh", "c.SLURM",
+             "noext", "..", "d.txt", ".hidden.yaml", "e.py.bak"]
+    for name in names:
+        if name != "..":
+            (tmp_path / name).write_text("#!/bin/bash\necho\n")
+    found = {below: kind for below, kind, _ in _walk(tmp_path)}
+    for name in names:
+        if name == "..":
+            continue
+        extension = os.path.splitext(name)[1]
+        expected = discover.EXTENSIONS.get(extension.lower()) or (None if extension else "shell")
+        assert found.get(name) == expected, name
