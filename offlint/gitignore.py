@@ -32,9 +32,10 @@ class GitIgnore:
         known = MEMO.gitignore(key) if key is not None else None
         self._spec = None  # pathspec's matcher, only where the patterns do not join (match() asks it then)
         self._walked = None  # (its name's regex, the rest's) for match_walked, where the patterns allow it
+        self._compiled_joined: re.Pattern | None = None  # the joined regex, compiled when `match` first needs it
         if known is not None and known[0] is not None:
-            self._regex, self._include = re.compile(known[0]), known[1]
-            self._walked = (re.compile(known[2][0]), re.compile(known[2][1])) if known[2] else None
+            self._joined, self._include = known[0], known[1]
+            self._walked = _compiled(known[2])
             return
         pathspec = _pathspec()
         with warnings.catch_warnings():  # pathspec 1.x renamed the factory ("gitignore"); 0.11/0.12 lack the new name
@@ -42,15 +43,22 @@ class GitIgnore:
             # Each line's regex as text: what PathSpec.from_lines would compile, one regex per line, only to be joined
             translate = getattr(pathspec.util.lookup_pattern("gitwildmatch"), "pattern_to_regex", None)
             translated = [translate(line) for line in lines if line] if translate is not None else None
-            self._regex, self._include, walked = _joined([(regex, include) for regex, include in translated
-                                                          if include is not None]) \
+            self._joined, self._include, walked = _joined([(regex, include) for regex, include in translated
+                                                           if include is not None]) \
                 if translated is not None else (None, [], None)
-            if self._regex is None:
+            if self._joined is None:
                 self._spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
-        if walked is not None:
-            self._walked = (re.compile(walked[0]), re.compile(walked[1]))
+        self._walked = _compiled(walked)
         if key is not None:
-            MEMO.keep_gitignore(key, [None if self._regex is None else self._regex.pattern, self._include, walked])
+            MEMO.keep_gitignore(key, [self._joined, self._include, walked])
+
+    @property
+    def _regex(self) -> re.Pattern | None:
+        """The joined regex (None where the patterns do not join), compiled on first use: a walk asks match_walked,
+        which does not use it where there are match_walked's regexes (Megatron Bridge: every .gitignore)."""
+        if self._compiled_joined is None and self._joined is not None:
+            self._compiled_joined = re.compile(self._joined)
+        return self._compiled_joined
 
     def match(self, relative: str) -> bool:
         """Whether `relative` (a path below the .gitignore's folder, "/" separated, a directory ending in "/") is
@@ -71,6 +79,19 @@ class GitIgnore:
         name, rest = self._walked
         end = len(relative) - 1 if relative.endswith("/") else len(relative)
         return name.match(relative, relative.rfind("/", 0, end) + 1) is not None or rest.match(relative) is not None
+
+
+def _compiled(walked: list[str] | None) -> tuple[re.Pattern, re.Pattern] | None:
+    """match_walked's two regexes compiled, or None: none made, or kept ones that do not compile or have a group
+    (not what _walked makes); then a walk asks `match`. Compiled here, when a walk needs them, not where a kept value
+    is loaded (valid_joined): a pre-commit run whose walk is a kept listing never compiles them."""
+    if walked is None:
+        return None
+    try:
+        compiled = re.compile(walked[0]), re.compile(walked[1])
+    except (re.error, RecursionError, OverflowError):
+        return None
+    return None if compiled[0].groups or compiled[1].groups else compiled
 
 
 def _pathspec():
@@ -115,7 +136,7 @@ def _deprecated(message: str, /, *, category: type[Warning] | None = Deprecation
 
 def valid_joined(value: object) -> bool:
     """Whether a kept [joined regex or None, include flags, match_walked's regexes or None] is one `_joined` could
-    have made (it is used as is)."""
+    have made (it is used as is; match_walked's regexes are checked when compiled, by _compiled)."""
     if not (isinstance(value, list) and len(value) == 3 and isinstance(value[1], list)
             and all(type(flag) is bool for flag in value[1])):
         return False
@@ -128,8 +149,7 @@ def valid_joined(value: object) -> bool:
     if value[0] == _NOTHING:
         return value[1] == [False] and walked is None
     try:
-        return isinstance(value[0], str) and re.compile(value[0]).groups == len(value[1]) > 0 \
-            and (walked is None or all(re.compile(regex).groups == 0 for regex in walked))
+        return isinstance(value[0], str) and re.compile(value[0]).groups == len(value[1]) > 0
     except (re.error, RecursionError, OverflowError):
         return False
 
@@ -175,9 +195,9 @@ _NOTHING = "(?!)"  # the joined regex of a .gitignore without patterns
 _ANYWHERE = "^(?:.+/)?"  # pathspec's start of a pattern without a "/" inside: at any depth
 
 
-def _joined(patterns: list[tuple[str, bool]]) -> tuple[re.Pattern | None, list[bool], list[str] | None]:
-    """One regex whose group i matches where one of the i-th run of patterns from the end does (a run: patterns
-    next to each other that all ignore, or all re-include), or (None, []) where that would not be exact: a
+def _joined(patterns: list[tuple[str, bool]]) -> tuple[str | None, list[bool], list[str] | None]:
+    """One regex (its text) whose group i matches where one of the i-th run of patterns from the end does (a run:
+    patterns next to each other that all ignore, or all re-include), or (None, []) where that would not be exact: a
     pattern not anchored at the start (the alternation is tried at position 0 only), with flags, or with groups
     of its own (they would shift the numbering). `patterns`: each line's regex (pathspec's, as text) and whether it
     ignores. Which pattern of a run matched does not matter, only its kind; so within a run the patterns that match
@@ -195,14 +215,20 @@ def _joined(patterns: list[tuple[str, bool]]) -> tuple[re.Pattern | None, list[b
     alternatives = ["(" + _run(members) + ")" for _, members in runs]
     include = [kind for kind, _ in runs]
     if not alternatives:
-        return re.compile(_NOTHING), [False], None
+        return _NOTHING, [False], None
+    joined = "|".join(alternatives)
+    walked = _walked(runs[0][1]) if include == [True] else None
+    if walked is not None:
+        # match_walked's two regexes compiled, without a group: they hold every pattern, as here, so this one
+        # compiles too, with one group, its run's (compiled when `match` needs it)
+        return joined, include, walked
     try:
-        joined = re.compile("|".join(alternatives))
+        compiled = re.compile(joined)
     except re.error:
         return None, [], None
-    if joined.groups != len(alternatives) or joined.flags != re.UNICODE:
+    if compiled.groups != len(alternatives) or compiled.flags != re.UNICODE:
         return None, [], None
-    return joined, include, _walked(runs[0][1]) if include == [True] else None
+    return joined, include, None
 
 
 def _walked(members: list[str]) -> list[str] | None:

@@ -64,7 +64,11 @@ def test_a_one_segment_pattern_is_tried_at_the_last_name_alone():
     assert "pyc" in name.pattern and "build" in name.pattern and "_build" not in name.pattern  # one segment each
     assert "docs/_build" in rest.pattern and "x/" in rest.pattern and "pyc" not in rest.pattern
     for path in ("a.pyc", "a/b.pyc", "a/build/", "docs/_build", "docs/_build/", "q/x/y.py", "a/b.py", "build"):
-        assert ignore.match_walked(path) == ignore.match(path), path
+        walked = ignore.match_walked(path)
+        assert ignore._compiled_joined is None  # a walk does not compile the joined regex
+        assert walked == ignore.match(path), path
+        ignore._compiled_joined = None
+    assert ignore._regex.groups == 1  # compiled when `match` needs it: one group, the one run's
     assert GitIgnore(["*.pyc", "!keep.pyc"])._walked is None  # a `!` pattern: every path asks `match`
 
 

@@ -207,3 +207,29 @@ def test_the_cache_key_follows_offlint_s_files_as_before(tmp_path, monkeypatch):
     key = cache.fingerprint("x", 1)
     (tmp_path / "rules" / "OFL102-y.yaml").write_text("")
     assert cache.fingerprint("x", 1) == _rglob_key(package, "x", 1) != key
+
+
+def test_kept_walk_regexes_are_compiled_by_a_walk_only_and_a_bad_one_is_not_used(tmp_path, monkeypatch):
+    """Loading the warm start checks a kept .gitignore's match_walked regexes by their form only (a pre-commit run
+    whose walk is a kept listing never compiles them); one that does not compile, or has a group, is not used."""
+    lines = ["*.pyc", "build/", "docs/_build"]
+    warm = WarmStart(tmp_path)
+    with remembered(warm):
+        kept = GitIgnore(lines)
+    [key] = warm._gitignores.used()
+    joined, include, walked = warm.gitignore(key)
+    assert walked is not None and kept._walked is not None
+    compiled = []
+    real = gitignore.re.compile
+    monkeypatch.setattr(gitignore.re, "compile", lambda pattern, *a: compiled.append(pattern) or real(pattern, *a))
+    assert gitignore.valid_joined([joined, include, walked]) and not set(walked) & set(compiled)
+    monkeypatch.undo()
+    for bad in (["(", walked[1]], [walked[0], "(x)"]):
+        assert gitignore.valid_joined([joined, include, bad])
+        damaged = WarmStart(tmp_path)
+        damaged._gitignores.keep(key, [joined, include, bad])
+        with remembered(damaged):
+            ignore = GitIgnore(lines)
+        assert ignore._walked is None
+        for path in ("a.pyc", "x/build/", "docs/_build", "docs/_build/a.py", "a.py", "build"):
+            assert ignore.match_walked(path) == kept.match_walked(path) == kept.match(path), path
