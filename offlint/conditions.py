@@ -146,10 +146,14 @@ def _compile_collection(node: ast.List | ast.Tuple | ast.Set) -> Compiled:
     return collection
 
 
+_NOT_NAMED = object()  # (a name the scope does not give)
+
+
 def _compile_name(name: str) -> Compiled:
     def lookup(scope: Scope) -> object:
-        if name in scope.names:
-            return scope.names[name]
+        value = scope.names.get(name, _NOT_NAMED)
+        if value is not _NOT_NAMED:
+            return value
         if name in keys.KEYS:  # a top-level key such as mixed_precision
             return scope.key(name)
         raise ConditionError(f"unknown name {name!r} in condition")
@@ -201,11 +205,27 @@ def _compile_call(node: ast.Call) -> Compiled:
     arguments = [_compile(a) for a in node.args]
     takes_unknown = getattr(function, "takes_unknown", False)
     needs_scope = getattr(function, "needs_scope", False)
+    # One evaluator for each arity the helpers are called with, without a list of one argument or none to build and
+    # test (`predicted_oom()`, `is_default(key)`: every unit evaluates them, each check of each rule)
+    if not arguments:
+        return function if needs_scope else lambda scope: function()
+    if len(arguments) == 1:
+        (argument,) = arguments
+
+        def call_one(scope: Scope) -> object:
+            value = argument(scope)
+            if value is UNKNOWN and not takes_unknown:
+                return UNKNOWN
+            return function(scope, value) if needs_scope else function(value)
+
+        return call_one
 
     def call(scope: Scope) -> object:
         args = [argument(scope) for argument in arguments]
-        if not takes_unknown and any(a is UNKNOWN for a in args):
-            return UNKNOWN
+        if not takes_unknown:
+            for value in args:  # (any(a is UNKNOWN for a in args), without a generator for each call)
+                if value is UNKNOWN:
+                    return UNKNOWN
         if needs_scope:
             return function(scope, *args)
         return function(*args)
@@ -220,7 +240,7 @@ def _compile_bool_op(node: ast.BoolOp) -> Compiled:
     def bool_op(scope: Scope) -> object:
         saw_unknown = False
         for part in parts:
-            value = truth(part(scope))
+            value = part(scope)  # (truth's test, inline: not and `and`/`or` take a value's truth as bool() does)
             if value is UNKNOWN:
                 saw_unknown = True
             elif is_and and not value:
@@ -474,6 +494,14 @@ def graph_modules_written(scope: Scope) -> object:
     return graph_modules(*values)
 
 
+@lru_cache(maxsize=64)
+def _names_known(version: Version, field: str) -> frozenset[str] | None:
+    """keys.names_known, once per version and list in a process: a union of the lists of the releases that bracket
+    the version, in offlint's shipped data, which the graph and recompute module checks ask for on every unit."""
+    known = keys.names_known(version, field)
+    return None if known is None else frozenset(known)
+
+
 @_needs_scope
 def graph_module_refusal(scope: Scope) -> object:
     """Why megatron-core refuses the CUDA-graph module names the unit writes (readably, written_known) in
@@ -483,7 +511,7 @@ def graph_module_refusal(scope: Scope) -> object:
     Megatron-LM's --cuda-graph-scope / --cuda-graph-modules argparse types before that. The names a version knows
     are the generated data's (offlint/data, "cuda_graph_names": the members, "full", the migrated spellings); for
     a version between two releases with data, the names either knows (keys.bracketing_data)."""
-    known = keys.names_known(scope.version, "cuda_graph_names")
+    known = _names_known(scope.version, "cuda_graph_names")
     if known is None:
         return ""
     unknown = [(key.split(".", 1)[1], name) for key in ("model.cuda_graph_scope", "model.cuda_graph_modules")
@@ -516,7 +544,7 @@ def recompute_module_refusal(scope: Scope) -> object:
         return ""
     if isinstance(modules, str) and found.assignment.source.value in ("hydra", "yaml"):
         return ""
-    known = keys.names_known(scope.version, "recompute_module_names")
+    known = _names_known(scope.version, "recompute_module_names")
     if known is None:
         return ""
     invalid = sorted({str(name) for name in as_list(modules)} - known)

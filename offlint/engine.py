@@ -17,7 +17,7 @@ from offlint import gpus, keys
 from offlint.conditions import _COMPARE, UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
-from offlint.types import (Assignment, Finding, Location, OneOf, Related, Severity, Source, Unit, Unknown,
+from offlint.types import (Assignment, ByVersion, Finding, Location, OneOf, Related, Severity, Source, Unit, Unknown,
                            Value)
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
@@ -461,9 +461,11 @@ def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: tup
         for written in layer.assignments:
             if written.source not in sources:
                 continue
-            assignment = for_version(written, version)
-            if assignment is None:
-                continue
+            assignment = written
+            if type(written.value) is ByVersion:  # (for_version's test without isinstance's __class__ look-up)
+                assignment = for_version(written, version)
+                if assignment is None:
+                    continue
             value = assignment.value
             unknown = isinstance(value, Unknown)
             as_written = (version_key, assignment.key, type(value).__name__, "?" if unknown else repr(value),
