@@ -16,7 +16,7 @@ from offlint.sources.python_calls import NOT_PURE
 from offlint.sources.python_following import _NOT_SPECIAL, _call_kinds
 from offlint.sources.python_project import PythonProject
 from offlint.sources.python_statements import Statements, _writes_through
-from offlint.sources.python_syntax import _attr_chain, _call_name
+from offlint.sources.python_syntax import _attr_chain, _call_name, _statements
 from offlint.sources.python_values import ConfigObj, Frame, ObjectTuple, Record
 from offlint.types import Assignment, Location, Source, Unknown, UserInput
 
@@ -369,3 +369,55 @@ def test_an_attribute_chain_is_the_names_it_reads():
                              ("'s'.upper", None)]:
         chain = _attr_chain(ast.parse(source, mode="eval").body)
         assert chain == expected, source
+
+
+BLOCKS = '''\
+import os
+if a:
+    x = 1
+elif b:
+    for i in y:
+        while c:
+            pass
+        else:
+            z = 2
+else:
+    with open(p) as f:
+        try:
+            import sys
+        except ValueError:
+            w = 3
+        else:
+            v = 4
+        finally:
+            u = 5
+match m:
+    case 1:
+        async def g():
+            async for j in k:
+                async with l:
+                    t = 6
+    case _:
+        class C:
+            s = 7
+try:
+    r = 8
+except* OSError:
+    q = 9
+'''
+
+
+def _statements_reference(body):
+    for stmt in body:
+        yield stmt
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list):
+                yield from _statements_reference(inner)
+
+
+def test_the_statements_of_a_block_are_those_every_block_field_holds():
+    body = ast.parse(BLOCKS).body
+    for _ in range(2):  # the second time with each class's fields known
+        assert list(_statements(body)) == list(_statements_reference(body))
+    assert len(list(_statements(body))) == 28

@@ -51,8 +51,11 @@ _RELEVANT = (b"bf16", b"num_layers", b"Config(", b"pipeline_model_parallel", b"P
 
 
 def worth_parsing(data: bytes) -> bool:
+    # (bytes.find, not `in`: CPython 3.11's bytes `in` first tries its operand as an integer, raising and clearing a
+    # TypeError for every word looked for)
+    find = data.find
     for word in _RELEVANT:
-        if word in data:
+        if find(word) != -1:
             return True
     return False
 
@@ -113,7 +116,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         if self.project is not None:
             self.project.touched.add(self.path)  # read from the whole module, not one function of it
         if self._own_options is None:
-            mentions = b"add_argument" in b"".join(self.lines)  # (no line break inside the word)
+            mentions = b"".join(self.lines).find(b"add_argument") != -1  # (no line break inside the word)
             self._own_options = python_inputs.declared_options(self.module, self.lines) if mentions else {}
         return self._own_options
 

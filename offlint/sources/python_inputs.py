@@ -78,7 +78,7 @@ def _walk(module: ast.Module, lines: list[bytes] | None):
         return
     # Numbered as the parser numbers lines (\n, \r\n or \r ends one; str.splitlines also splits at \f and others).
     text = b"".join(lines).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    marked = [number for number, line in enumerate(text.split(b"\n"), 1) if b"add_argument" in line]
+    marked = [number for number, line in enumerate(text.split(b"\n"), 1) if line.find(b"add_argument") != -1]
     todo = deque([module])
     while todo:
         node = todo.popleft()

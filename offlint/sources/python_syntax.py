@@ -31,11 +31,21 @@ def _call_name(func) -> str:
     return ".".join(chain) if chain else ""
 
 
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+_BLOCKS_OF: dict[type, tuple[str, ...]] = {}  # a node class -> those of _BLOCKS among its fields, in _BLOCKS' order
+
+
 def _statements(body):
-    """Every statement in a block, nested blocks included (no expressions: cheaper than ast.walk)."""
+    """Every statement in a block, nested blocks included (no expressions: cheaper than ast.walk). Only the fields
+    a statement's class has are read (a getattr with a default of a missing one raises and clears an
+    AttributeError: five for every simple statement)."""
     for stmt in body:
         yield stmt
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        kind = type(stmt)
+        names = _BLOCKS_OF.get(kind)
+        if names is None:
+            names = _BLOCKS_OF[kind] = tuple(name for name in _BLOCKS if name in getattr(kind, "_fields", ()))
+        for name in names:
             inner = getattr(stmt, name, None)
             if isinstance(inner, list):
                 yield from _statements(inner)
