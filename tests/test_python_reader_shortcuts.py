@@ -141,6 +141,17 @@ def test_a_call_reads_as_before_through_the_reader():
     assert values[27] == Unknown("`pretrain(...)` runs training")
 
 
+def _leaves_last_first(test: ast.expr) -> list[ast.expr]:
+    """A test's leaves (not constants), its last operand's first, depth first: the order the reader reads them."""
+    if isinstance(test, ast.BoolOp):
+        return [leaf for value in reversed(test.values) for leaf in _leaves_last_first(value)]
+    if isinstance(test, ast.UnaryOp):
+        return _leaves_last_first(test.operand)
+    if isinstance(test, ast.Compare):
+        return [leaf for part in reversed([test.left, *test.comparators]) for leaf in _leaves_last_first(part)]
+    return [] if isinstance(test, ast.Constant) else [test]
+
+
 def _input_flags_reference(reader, node: ast.If, frame: Frame) -> tuple[str, ...]:
     """_input_flags as it was before its leaves were sorted out once per statement."""
     flags: list[str] = []
@@ -148,18 +159,7 @@ def _input_flags_reference(reader, node: ast.If, frame: Frame) -> tuple[str, ...
     while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
         node = node.orelse[0]
         tests.append(node.test)
-    leaves = []
-    while tests:
-        test = tests.pop()
-        if isinstance(test, ast.BoolOp):
-            tests.extend(test.values)
-        elif isinstance(test, ast.UnaryOp):
-            tests.append(test.operand)
-        elif isinstance(test, ast.Compare):
-            tests.extend([test.left, *test.comparators])
-        elif not isinstance(test, ast.Constant):
-            leaves.append(test)
-    for leaf in leaves:
+    for leaf in [leaf for test in reversed(tests) for leaf in _leaves_last_first(test)]:
         if isinstance(leaf, ast.Call) and _call_name(leaf.func) == "getattr" and len(leaf.args) >= 2 and \
                 isinstance(leaf.args[1], ast.Constant) and isinstance(leaf.args[1].value, str):
             namespace = reader._eval(leaf.args[0], frame)
