@@ -93,7 +93,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         cache = _cache(options, root, selected, version, _python_paths(tree_files + files), stdin)
         known_deps = cache.dependencies() if cache is not None else None
         tree_files, files = changed.expand(files, root, lambda path: texts.get(path, ""), known_deps, tree_files,
-                                           cache.recipe_files if cache is not None else None)
+                                           cache.files_defining if cache is not None else None)
     # The whole tree is read up front (its digests key the whole-run cache); a pre-commit run reads the files it
     # checks, and the modules they import only when a reader asks for them.
     needed = {f.path for f in files}

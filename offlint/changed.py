@@ -34,12 +34,12 @@ MAX_BUILT_NAMES = 64  # recipe names one `--recipe` argument builds from its var
 
 def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[str, dict[str, str]] | None = None,
            tree_files: list[SourceFile] | None = None,
-           known_recipes: Callable[[], dict[str, list[str]]] | None = None) -> tuple[list[SourceFile], list[SourceFile]]:
+           known_recipes: Callable[[set[str]], list[str]] | None = None) -> tuple[list[SourceFile], list[SourceFile]]:
     """(every file of the tree, the files to read): the targets plus the candidates they may affect.
 
     `known_deps` (file -> the files its reading depended on, from the cache) replaces the text search, and
-    `known_recipes` (asked for once, when a launch is chosen: recipe name -> the files that defined it, from the
-    same cache) the search for the other definitions of the recipes the chosen launches run.
+    `known_recipes` (recipe names -> the files that defined one of them, from the same cache) the search for the
+    other definitions of the recipes the chosen launches run.
     """
     if tree_files is None:
         tree_files, _ = discover([str(tree)])
@@ -121,11 +121,9 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
         ran = {name for path, (_, names) in flagged.items() if path in chosen for name in names}
         ran |= {name for f in chosen.values() if f.kind != "python" and f.path not in flagged
                 for name in _recipe_names(data[f.path].decode("utf-8", "replace"))}
-        defined = known_recipes() if ran and known_recipes is not None else {}
-        for name in sorted(ran):
-            for path in defined.get(name, ()):
-                if path in known and path not in chosen:
-                    chosen[path] = SourceFile(path, known[path], False)
+        for path in known_recipes(ran) if ran and known_recipes is not None else ():
+            if path in known and path not in chosen:
+                chosen[path] = SourceFile(path, known[path], False)
 
     # What the changed launch commands name: the recipe's definition (through `x as name` re-exports, x's too).
     # Every chosen launch (changed, or running a chosen recipe) also needs the YAML files it layers.
