@@ -187,3 +187,23 @@ def test_a_run_that_asks_for_no_gitignore_keeps_the_kept_ones_and_does_not_rewri
     check(["."], CheckOptions(root=root))
     [warm] = project_cache_dir(root).glob("warm-*.json")
     assert warm.read_bytes() != kept
+
+
+def test_the_files_defining_a_name_are_read_from_the_summaries_as_stored(tmp_path):
+    """Cache.files_defining (changed.expand's other definitions of a chosen launch's recipe) takes a summary as the
+    index holds it, decoded or not, and passes over one a damaged index holds instead of failing."""
+    cache = Cache(tmp_path, "k")
+    summary = cache_module.Summary(frozenset({"a_config"}), False, frozenset(), False, False)
+    entries = {
+        "decoded.py": dict(summary=summary),
+        "raw.py": dict(raw_summary=[["b_config", "a_config"], False, [], False, False, False]),
+        "other.py": dict(raw_summary=[["c_config"], False, [], False, False, False]),
+        "damaged.py": dict(raw_summary={"recipes": ["a_config"]}),
+        "odd.py": dict(raw_summary=[[["a_config"], 7], False]),
+        "none.py": dict(),
+    }
+    cache.entries.update((path, cache_module._Entry("d", {}, {}, None, **fields)) for path, fields in entries.items())
+    assert cache.files_defining({"a_config"}) == ["decoded.py", "raw.py"]
+    assert cache.files_defining({"c_config", "b_config"}) == ["raw.py", "other.py"]
+    assert cache.files_defining({"z_config"}) == []
+    assert cache.entries["raw.py"].summary is None  # not decoded by the question
