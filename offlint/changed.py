@@ -117,10 +117,12 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
         # A launch links to the definition of its recipe nearest it (linking.link_commands). Chosen for one a chosen
         # file defines, it needs every other definition of that name read too, or it would link to the chosen one
         # alone: a neighbouring tree's launch, checked on top of a target's recipe it never runs, reported a false
-        # finding. (The text search above chooses them: each mentions a name a chosen file defines.)
+        # finding. (The text search above chooses them: each mentions a name a chosen file defines; a changed
+        # launch's definitions are searched for below.)
+        changed_paths = {t.path for t in targets}
         ran = {name for path, (_, names) in flagged.items() if path in chosen for name in names}
         ran |= {name for f in chosen.values() if f.kind != "python" and f.path not in flagged
-                for name in _recipe_names(data[f.path].decode("utf-8", "replace"))}
+                and f.path not in changed_paths for name in _recipe_names(data[f.path].decode("utf-8", "replace"))}
         for path in known_recipes(ran) if ran and known_recipes is not None else ():
             if path in known and path not in chosen:
                 chosen[path] = SourceFile(path, known[path], False)
