@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from offlint import changed, pipeline, scope
-from offlint.cache import Cache, Deferred, digest, fingerprint, merge_moves
+from offlint.cache import Cache, Deferred, FileOutcome, digest, fingerprint, merge_moves
 from offlint.discover import Exclusion, SourceFile, discover
 from offlint.pipeline import Job
 from offlint.linking import Aliases, link_commands
@@ -122,10 +122,28 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     reads: list[FileRead] = []
     findings: list[Finding] = []
     own: set[int] = set()  # (ids of) the findings of units defined in the target files
-    deferred: list[tuple[FileRead, Deferred]] = []  # files read for context only, still undecoded
+    deferred: list[tuple[FileRead, Deferred]] = []  # files read for context only, or whose recipes were held
+    held: dict[int, int] = {}  # id of the read of a pipeline.Held file -> how many units it has
+    made: list[Aliases] = []  # the Aliases `wanted` made (over the files that become `reads`), used again below
+
+    def wanted(found: list) -> set[str]:
+        names, aliases = _recipes_run(found, by_path, texts)
+        made.append(aliases)
+        return names
+
     for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests,
                                      first=frozenset(targets or ()), progress=options.progress,
-                                     defer=targets is not None):
+                                     defer=targets is not None, wanted=None if options.strict else wanted):
+        if isinstance(outcome, pipeline.Held):  # its recipes are decoded if a command runs one (_decode_linked)
+            read = FileRead(by_path[outcome.outcome.path], texts[outcome.outcome.path], [],
+                            outcome.outcome.suppressions)
+            reads.append(read)
+            deferred.append((read, outcome.later))
+            held[id(read)] = outcome.units
+            findings.extend(outcome.outcome.findings)
+            if targets is not None and read.file.path in targets:
+                own.update(id(f) for f in outcome.outcome.findings)
+            continue
         if isinstance(outcome, Deferred):  # not a target (pipeline defers only those), valid as stored
             summary = outcome.summary
             if summary.error:
@@ -145,7 +163,8 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         findings.extend(outcome.findings)
         if targets is not None and outcome.path in targets:
             own.update(id(f) for f in outcome.findings)
-    aliases = Aliases(reads)  # the `import X as Y` of the reads' Python files (the same files after decoding)
+    # the `import X as Y` of the reads' Python files (the same files after decoding)
+    aliases = made[0] if made else Aliases(reads)
     keys, kept = _linked_kept(reads, deferred, cache, targets, aliases)
     if deferred:
         reads = _decode_linked(reads, deferred, findings, {unit.recipe for unit, key, _ in keys.values()
@@ -171,7 +190,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                     own.update(id(f) for f in found)
     if cache is not None:
         cache.save_linked(prune=targets is None)
-    unit_count = sum(len(read.units) for read in reads)
+    unit_count = sum(held.get(id(read), len(read.units)) for read in reads)
     if options.validate and "OFL900" in selected:
         resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
         findings.extend(_validate(resolved_units, findings, all_rules))
@@ -197,6 +216,38 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         cache.remember_result(run_key, replace(result, sources={p: t for p, t in result.sources.items()
                                                                 if p in shown}), covered=key_paths)
     return result
+
+
+def _recipes_run(found: list, by_path: dict[str, SourceFile], texts: pipeline.Texts) -> tuple[set[str], Aliases]:
+    """The recipes the launch commands among `found` (every outcome pipeline.outcomes gives) run, and, for a name no
+    file defines, the names imported `as` it, as _decode_linked looks them up: what workers that kept recipe units
+    send back (pipeline.outcomes' `wanted`). With the Aliases that took, over the files _check makes reads of
+    (scanned only if a name is not defined). A stored file whose summary says it has units linking needs is decoded
+    here, as the loop in _check would decode it next."""
+    outcomes: list[FileOutcome] = []
+    defined: set[str] = set()
+    paths: list[str] = []
+    for hit in found:
+        if isinstance(hit, pipeline.Held):
+            defined |= hit.later.summary.recipes
+            paths.append(hit.outcome.path)
+            continue
+        if isinstance(hit, Deferred):
+            if hit.summary.error:
+                continue
+            if not hit.summary.linked:
+                defined |= hit.summary.recipes
+                paths.append(hit.path)
+                continue
+            hit = hit.outcome()
+        if hit.error is None:
+            outcomes.append(hit)
+            paths.append(hit.path)
+    names = {unit.recipe for outcome in outcomes for unit in outcome.units
+             if unit.kind == UnitKind.COMMAND and unit.recipe}
+    defined |= {unit.name for outcome in outcomes for unit in outcome.units if unit.kind == UnitKind.RECIPE}
+    aliases = Aliases(FileRead(by_path[path], texts[path], [], []) for path in paths)
+    return names | {original for alias in names - defined for original in aliases.get(alias)}, aliases
 
 
 def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], cache: Cache | None,

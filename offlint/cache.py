@@ -642,8 +642,9 @@ class Cache:
         each, in its records section (on Megatron Bridge they were 9.8 MB of 59.5 MB of payloads, written twice)."""
         return self.codec.dumps(replace(outcome, calls={}))
 
-    def store(self, outcome: FileOutcome, payload: str | None = None) -> None:
-        """Keep `outcome` (`payload`: its encoding, `encode`, when a worker made it)."""
+    def store(self, outcome: FileOutcome, payload: str | None = None, summary: Summary | None = None) -> None:
+        """Keep `outcome` (`payload`: its encoding, `encode`, when a worker made it; `summary`: its Summary, when the
+        worker made that too, from units it kept: pipeline.Held)."""
         try:
             payload = payload if payload is not None else self.encode(outcome)
         except (TypeError, ValueError, RecursionError):
@@ -654,7 +655,7 @@ class Cache:
         if outcome.calls is not self.calls:  # (a decoded outcome's records are this table's already)
             self.calls.update(outcome.calls)
         self.entries[outcome.path] = _Entry(outcome.digest, outcome.deps, outcome.parts, payload,
-                                            summary=Summary.of(outcome),
+                                            summary=summary if summary is not None else Summary.of(outcome),
                                             calls={rid: outcome.calls[rid] for rid in sorted(used)
                                                    if rid in outcome.calls}, on_disk=False)
         self._dirty.add(outcome.path)

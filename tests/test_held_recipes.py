@@ -1,0 +1,134 @@
+"""In a cached run with forked workers, a file whose units are all recipes comes back without them (pipeline.Held):
+the worker that read it keeps them, and once every file is read sends only those the launch commands run (directly
+or through an `X as Y` re-export). Sent or decoded from the stored payload when a worker cannot send them, the
+answer is the one-process, uncached one."""
+
+import threading
+
+import pytest
+
+from offlint import pipeline
+from offlint.api import CheckOptions, check
+from offlint.cache import Cache
+
+COMMON = '''from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
+from megatron.bridge.models import GPTModelProvider
+
+
+def _pretrain_common():
+    return ConfigContainer(model=GPTModelProvider(num_layers=16, pipeline_model_parallel_size=4),
+                           optimizer=OptimizerConfig(optimizer="adam"))
+'''
+RECIPE = '''from recipes.common import _pretrain_common
+
+
+def {name}():
+    cfg = _pretrain_common()
+    cfg.model.cpu_offloading = {offload}
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+'''
+LAUNCH = '''#!/bin/bash
+python scripts/training/run_recipe.py --recipe {name} model.cpu_offloading=True model.cpu_offloading_num_layers=3
+'''
+RUN = {"f0_r1_config", "legacy_config"}  # what the launches run: a recipe, and a re-export of f1_r2_config
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OFFLINT_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-cache"))
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'tree'\n")
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "__init__.py").write_text("")
+    (recipes / "common.py").write_text(COMMON)
+    for family in range(4):
+        (recipes / f"family{family}").mkdir()
+        (recipes / f"family{family}" / "__init__.py").write_text("")
+        for index in range(5):
+            (recipes / f"family{family}" / f"r{index}.py").write_text(
+                RECIPE.format(name=f"f{family}_r{index}_config", offload=(family + index) % 2 == 0))
+    (recipes / "legacy.py").write_text("from recipes.family1.r2 import f1_r2_config as legacy_config\n"
+                                       + RECIPE.format(name="legacy_own_config", offload=False))
+    (tmp_path / "launch").mkdir()
+    for name in sorted(RUN):
+        (tmp_path / "launch" / f"train_{name}.sh").write_text(LAUNCH.format(name=name))
+    return tmp_path
+
+
+def _answer(root, workers: int, cache: bool, strict: bool = False) -> tuple:
+    result = check(["."], CheckOptions(root=root, mcore_version="0.20.0", cache=cache, workers=workers,
+                                       strict=strict))
+    return ([(str(f.location), f.code, f.message, [str(r.location) for r in f.related]) for f in result.findings],
+            result.files_checked, result.units, [(e.path, e.message) for e in result.errors], result.notes)
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """What the parent asked the workers for (_fetch_held): [(names, {path: unit names sent})]."""
+    calls = []
+    original = pipeline._fetch_held
+
+    def recording(pool, count, names):
+        fetched = original(pool, count, names)
+        calls.append((names, {path: [unit.name for unit in units] for path, units in fetched.units.items()}))
+        return fetched
+
+    monkeypatch.setattr(pipeline, "_fetch_held", recording)
+    return calls
+
+
+@pytest.fixture
+def decoded(monkeypatch):
+    """The files whose stored payload was decoded in the parent (Cache.previous)."""
+    paths = []
+    original = Cache.previous
+
+    def recording(self, path):
+        paths.append(path)
+        return original(self, path)
+
+    monkeypatch.setattr(Cache, "previous", recording)
+    return paths
+
+
+def test_the_workers_send_only_the_recipes_the_launches_run(tree, asked, decoded):
+    answer = _answer(tree, workers=2, cache=True)
+    assert answer == _answer(tree, workers=1, cache=False)
+    [(names, sent)] = asked
+    assert names == RUN | {"f1_r2_config"}  # the re-exported name, and the one it stands for
+    assert sent == {"recipes/family0/r1.py": ["f0_r1_config"], "recipes/family1/r2.py": ["f1_r2_config"]}
+    assert decoded == []  # no payload decoded: every recipe linking looked up came from the workers
+    launches = [finding for finding in answer[0] if finding[0].startswith("launch/")]
+    assert {finding[0].split(":")[0] for finding in launches} == {f"launch/train_{name}.sh" for name in RUN}
+    assert answer[2] == 22 + 2  # every unit counted, held or not: 21 recipes of files, 1 of legacy.py, 2 launches
+
+
+def test_a_warm_run_after_it_gives_the_same_answer(tree):
+    cold = _answer(tree, workers=2, cache=True)
+    assert _answer(tree, workers=2, cache=True) == cold
+    assert _answer(tree, workers=2, cache=False) == cold
+
+
+def test_when_the_workers_cannot_send_them_the_stored_payloads_give_the_same_answer(tree, monkeypatch, decoded):
+    monkeypatch.setattr(pipeline, "_fetch_held", lambda pool, count, names: None)
+    assert _answer(tree, workers=2, cache=True) == _answer(tree, workers=1, cache=False)
+    assert sorted(decoded) == ["recipes/family0/r1.py", "recipes/family1/r2.py"]
+
+
+def test_with_strict_every_unit_comes_back(tree, asked):
+    strict = _answer(tree, workers=2, cache=True, strict=True)
+    assert asked == []  # nothing held: --strict's notes concern every unit
+    assert strict == _answer(tree, workers=1, cache=False, strict=True)
+
+
+def test_without_a_cache_every_unit_comes_back(tree, asked):
+    assert _answer(tree, workers=2, cache=False) == _answer(tree, workers=1, cache=False)
+    assert asked == []  # no payload stored to fall back on
+
+
+def test_a_worker_alone_at_the_barrier_gives_up_in_time(monkeypatch):
+    monkeypatch.setattr(pipeline, "_BARRIER", threading.Barrier(2))
+    monkeypatch.setattr(pipeline, "HELD_TIMEOUT", 0.05)
+    assert pipeline._worker_held(frozenset({"x"})) is None
