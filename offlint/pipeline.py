@@ -519,7 +519,7 @@ _PROJECT: PythonProject | None = None  # one per worker process, kept across its
 _QUEUE: WorkQueue | None = None  # the files the workers take
 _BARRIER = None  # the workers' barrier: each of them answers one _worker_held
 _HELD: dict[str, list] = {}  # in a worker: path -> the units it kept of a file it read (Job.hold_recipes)
-HELD_TIMEOUT = 60.0  # seconds a worker waits at the barrier for the others before the parent decodes instead
+HELD_TIMEOUT = 10.0  # seconds a worker waits at the barrier for the others (idle, they take milliseconds)
 
 
 def _weight(job: Job, file: SourceFile) -> int:
