@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Two builds of offlint compared on cold checks of one tree, in alternating pairs, each pair between two floor runs.
+
+    python benchmarks/ab_cold.py TREE BUILD_A BUILD_B [--pairs 8] [-- extra offlint args]
+
+BUILD_A and BUILD_B are folders holding an `offlint` package (a `git archive` of a commit, say); each check runs
+`python -m offlint check .` from TREE with that folder first on PYTHONPATH and an empty cache. Pair i runs A then
+B (B then A for odd i), between two runs of the floor (reading and `ast.parse`-ing, single-threaded, every Python
+file offlint's discovery finds in TREE, as bench_check.py's floor). Prints each pair (wall, its ratio to the mean of
+the two floors around it, CPU), then each build's median ratio to the floor and the medians of the pairs' B/A
+ratios of wall and CPU time.
+
+Why pairs: on a shared machine the speed swings within minutes (the same floor took 2.9-5.0 s in one session), more
+than a change of a few percent; the two runs of a pair and their floors are a minute apart at most, and the
+alternating order cancels a drift within a pair. Nothing here asserts anything about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+_FLOOR = r"""
+import ast, sys, time
+from offlint.discover import discover
+files, _ = discover(["."])
+paths = [f.path for f in files if f.kind == "python"]
+start = time.perf_counter()
+for path in paths:
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        ast.parse(data)
+    except (SyntaxError, ValueError):
+        pass
+print(time.perf_counter() - start)
+"""
+
+
+def _cold(tree: str, build: str, extra: list[str]) -> tuple[float, float]:
+    """(wall, CPU of the check and its workers) of one cold check."""
+    cache = tempfile.mkdtemp(prefix="offlint-ab-")
+    env = dict(os.environ, PYTHONPATH=build, OFFLINT_CACHE_DIR=cache)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", ".", *extra], cwd=tree, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode not in (0, 1):  # 1: findings; anything else did not check the tree
+        print(f"ab_cold: offlint ({build}) exited {done.returncode}: {done.stderr.strip().splitlines()[-1:]}",
+              file=sys.stderr)
+        sys.exit(2)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    shutil.rmtree(cache, ignore_errors=True)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def _floor(tree: str, build: str) -> float:
+    done = subprocess.run([sys.executable, "-c", _FLOOR], cwd=tree, env=dict(os.environ, PYTHONPATH=build),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"ab_cold: the floor run failed in {tree}: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        sys.exit(2)
+    return float(done.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree")
+    parser.add_argument("build_a")
+    parser.add_argument("build_b")
+    parser.add_argument("--pairs", type=int, default=8)
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, extra = parser.parse_args(argv[:cut]), argv[cut + 1:]  # after `--`: offlint's own arguments
+    for build in (args.build_a, args.build_b):
+        if not os.path.isdir(os.path.join(build, "offlint")):
+            parser.error(f"{build}: no offlint package there; give a folder holding one (a git archive of a commit)")
+    builds = [os.path.abspath(args.build_a), os.path.abspath(args.build_b)]
+    pairs = []
+    for index in range(args.pairs):
+        first = _floor(args.tree, builds[0])
+        runs = {build: _cold(args.tree, build, extra) for build in (builds if index % 2 == 0 else builds[::-1])}
+        floor = (first + _floor(args.tree, builds[0])) / 2
+        a, b = runs[builds[0]], runs[builds[1]]
+        pairs.append((floor, a, b))
+        print(f"pair {index + 1}: floor {floor:.2f} s   A {a[0]:.2f} s ({a[0] / floor:.2f}x floor, CPU {a[1]:.2f} s)   "
+              f"B {b[0]:.2f} s ({b[0] / floor:.2f}x floor, CPU {b[1]:.2f} s)   B/A {b[0] / a[0]:.3f}", flush=True)
+    for name, build, side in (("A", args.build_a, 1), ("B", args.build_b, 2)):
+        ratios = [pair[side][0] / pair[0] for pair in pairs]
+        print(f"{name} {build}: x floor median {statistics.median(ratios):.2f} (min {min(ratios):.2f}, "
+              f"max {max(ratios):.2f}), CPU median {statistics.median(pair[side][1] for pair in pairs):.2f} s")
+    print(f"B/A: wall {statistics.median(b[0] / a[0] for _, a, b in pairs):.3f}, "
+          f"CPU {statistics.median(b[1] / a[1] for _, a, b in pairs):.3f} (medians of the pairs)")
+
+
+if __name__ == "__main__":
+    main()
