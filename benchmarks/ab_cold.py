@@ -5,9 +5,9 @@
 
 BUILD_A and BUILD_B are folders holding an `offlint` package (a `git archive` of a commit, say); each check runs
 `python -m offlint check .` from TREE with that folder first on PYTHONPATH and an empty cache. Pair i runs A then
-B (B then A for odd i), between two runs of the floor (reading and `ast.parse`-ing, single-threaded, every Python
-file offlint's discovery finds in TREE, as bench_check.py's floor). Prints each pair (wall, its ratio to the mean of
-the two floors around it, CPU), then each build's median ratio to the floor and the medians of the pairs' B/A
+B (B then A for odd i), between two runs of bench_check.py's floor (reading and `ast.parse`-ing, single-threaded,
+every Python file offlint's discovery finds in TREE). Prints each pair (wall, its ratio to the mean of the two
+floors around it, CPU), then each build's median ratio to the floor and the medians of the pairs' B/A
 ratios of wall and CPU time.
 
 Why pairs: on a shared machine the speed swings within minutes (the same floor took 2.9-5.0 s in one session), more
@@ -26,22 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-_FLOOR = r"""
-import ast, sys, time
-from offlint.discover import discover
-files, _ = discover(["."])
-paths = [f.path for f in files if f.kind == "python"]
-start = time.perf_counter()
-for path in paths:
-    with open(path, "rb") as handle:
-        data = handle.read()
-    try:
-        ast.parse(data)
-    except (SyntaxError, ValueError):
-        pass
-print(time.perf_counter() - start)
-"""
+from bench_check import measure_floor  # (this folder is the script's: first on sys.path)
 
 
 def _cold(tree: str, build: str, extra: list[str]) -> tuple[float, float]:
@@ -62,15 +49,6 @@ def _cold(tree: str, build: str, extra: list[str]) -> tuple[float, float]:
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def _floor(tree: str, build: str) -> float:
-    done = subprocess.run([sys.executable, "-c", _FLOOR], cwd=tree, env=dict(os.environ, PYTHONPATH=build),
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        print(f"ab_cold: the floor run failed in {tree}: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
-        sys.exit(2)
-    return float(done.stdout)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tree")
@@ -86,9 +64,9 @@ def main() -> None:
     builds = [os.path.abspath(args.build_a), os.path.abspath(args.build_b)]
     pairs = []
     for index in range(args.pairs):
-        first = _floor(args.tree, builds[0])
+        first = measure_floor(Path(args.tree))["wall"]
         runs = {build: _cold(args.tree, build, extra) for build in (builds if index % 2 == 0 else builds[::-1])}
-        floor = (first + _floor(args.tree, builds[0])) / 2
+        floor = (first + measure_floor(Path(args.tree))["wall"]) / 2
         a, b = runs[builds[0]], runs[builds[1]]
         pairs.append((floor, a, b))
         print(f"pair {index + 1}: floor {floor:.2f} s   A {a[0]:.2f} s ({a[0] / floor:.2f}x floor, CPU {a[1]:.2f} s)   "
