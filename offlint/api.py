@@ -139,7 +139,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                             outcome.outcome.suppressions)
             reads.append(read)
             deferred.append((read, outcome.later))
-            held[id(read)] = outcome.units
+            held[id(read)] = outcome.unit_count
             findings.extend(outcome.outcome.findings)
             if targets is not None and read.file.path in targets:
                 own.update(id(f) for f in outcome.outcome.findings)

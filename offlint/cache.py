@@ -519,7 +519,7 @@ class Cache:
             # layer (`distinct`), which assignment wins: moved only if decoded (a location it cannot move: the
             # file is read again).
             return Deferred(path, entry.digest, summary,
-                            lambda names=None: self._moved(_only(self._decoded(path, entry), names),
+                            lambda names=None: self._moved(only_units(self._decoded(path, entry), names),
                                                            moves if shifting else None))
         outcome = self._moved(self._decoded(path, entry), moves if shifting else None)
         if outcome is None:
@@ -909,7 +909,7 @@ def _locked(handle, operation: int):
                 pass
 
 
-def _only(outcome: FileOutcome | None, names: set[str] | None) -> FileOutcome | None:
+def only_units(outcome: FileOutcome | None, names: set[str] | None) -> FileOutcome | None:
     """`outcome` with only the units of `names` and no findings (all of it when `names` is None)."""
     if outcome is not None and names is not None:
         outcome.units = [unit for unit in outcome.units if unit.name in names]

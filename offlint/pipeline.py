@@ -20,7 +20,7 @@ from itertools import accumulate
 from typing import Callable, NamedTuple
 
 from offlint.cache import (Cache, Deferred, FileOutcome, RecordCheck, Summary, digest, file_state, merge_moves,
-                           record_id)
+                           only_units, record_id)
 from offlint.discover import SourceFile
 from offlint.part_digests import definition_digests, line_moves, means_the_same
 from offlint.reading import OnFirstUse
@@ -69,13 +69,13 @@ class Job:
 @dataclass
 class Held:
     """A file a worker read whose units are all recipes, which the worker kept: its outcome without them (its
-    findings and suppressions are all there), how many there were, and `later`, a cache.Deferred whose `outcome(names)`
-    gives those of `names` (linking looks up only the recipes that launch commands run). Sending every recipe's units
-    to the parent cost both sides about as much as a quarter of the reading: on Megatron Bridge 10.7 MB pickled, of
-    which linking used the units of 34 files of 228."""
+    findings and suppressions are all there), how many there were (`unit_count`), and `later`, a cache.Deferred
+    whose `outcome(names)` gives those of `names` (linking looks up only the recipes that launch commands run).
+    Sending every recipe's units to the parent cost both sides about as much as a quarter of the reading: on
+    Megatron Bridge 10.7 MB pickled, of which linking used the units of 34 files of 228."""
 
     outcome: FileOutcome
-    units: int
+    unit_count: int
     later: Deferred
 
 
@@ -227,13 +227,8 @@ def _held_units(outcome: FileOutcome, defined: frozenset[str], names: set[str] |
     asked of the workers (those of `names` it defines, `defined`); else decoded from the payload this run stored for
     it (None where that does not decode: the Deferred reads the file again)."""
     if names is not None and sent is not None and names & defined <= sent.names:
-        return replace(outcome, units=[unit for unit in sent.units.get(outcome.path, ()) if unit.name in names],
-                       findings=[])
-    stored = cache.previous(outcome.path)
-    if stored is not None and names is not None:
-        stored.units = [unit for unit in stored.units if unit.name in names]
-        stored.findings = []
-    return stored
+        return only_units(replace(outcome, units=sent.units.get(outcome.path, [])), names)
+    return only_units(cache.previous(outcome.path), names)
 
 
 class Verifier:
