@@ -247,7 +247,13 @@ def _recipes_run(found: list, by_path: dict[str, SourceFile], texts: pipeline.Te
              if unit.kind == UnitKind.COMMAND and unit.recipe}
     defined |= {unit.name for outcome in outcomes for unit in outcome.units if unit.kind == UnitKind.RECIPE}
     aliases = Aliases(FileRead(by_path[path], texts[path], [], []) for path in paths)
-    return names | {original for alias in names - defined for original in aliases.get(alias)}, aliases
+    return _looked_up(names, defined, aliases), aliases
+
+
+def _looked_up(named: set[str], defined: set[str], aliases: Aliases) -> set[str]:
+    """The recipe names linking looks up for launches naming `named`: each, and, for one no file defines
+    (`defined`), the names imported `as` it (link_commands' alias layout)."""
+    return named | {original for alias in named - defined for original in aliases.get(alias)}
 
 
 def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], cache: Cache | None,
@@ -335,7 +341,7 @@ def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferre
         return reads
     defined = {unit.name for read in reads for unit in read.units if unit.kind == UnitKind.RECIPE}
     defined.update(name for _, later in deferred for name in later.summary.recipes)
-    named |= {original for alias in named - defined for original in aliases.get(alias)}
+    named = _looked_up(named, defined, aliases)
     dropped = set()
     for read, later in deferred:
         if later.summary.recipes & named:
