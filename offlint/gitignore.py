@@ -234,12 +234,16 @@ def _joined(patterns: list[tuple[str, bool]]) -> tuple[str | None, list[bool], l
 def _walked(members: list[str]) -> list[str] | None:
     """[the one-segment patterns after their `^(?:.+/)?`, the others] as two regexes without groups (match_walked),
     or None where there are no one-segment patterns."""
-    named = [member[len(_ANYWHERE):] for member in members if member.startswith(_ANYWHERE)
-             and _one_segment(member[len(_ANYWHERE):])]
+    named: list[str] = []
+    others: list[str] = []
+    for member in members:
+        tail = member[len(_ANYWHERE):]
+        if member.startswith(_ANYWHERE) and _one_segment(tail):
+            named.append(tail)
+        else:
+            others.append(member)
     if not named:
         return None
-    others = [member for member in members if not (member.startswith(_ANYWHERE)
-                                                   and _one_segment(member[len(_ANYWHERE):]))]
     walked = ["(?:" + _shared(named) + ")", "(?:" + _run(others) + ")" if others else _NOTHING]
     try:
         return walked if all(re.compile(regex).groups == 0 for regex in walked) else None
