@@ -146,7 +146,12 @@ class Deferred:
 
 
 def digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return digest_bytes(text.encode("utf-8", "surrogatepass"))
+
+
+def digest_bytes(data: bytes) -> str:
+    """`digest` of the text whose UTF-8 is `data`."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def file_state(digests, path: str) -> str:
@@ -226,7 +231,7 @@ class _Entry:
     digest: str
     deps: dict[str, str]
     parts: dict[str, dict[str, str]]
-    payload: str | None
+    payload: bytes | None  # (bytes, as written: a cold run's 39 MB on Megatron Bridge neither decoded nor encoded)
     span: tuple[int, int] = (0, 0)
     summary: Summary | None = None
     calls: dict[str, list | None] = field(default_factory=dict)  # FileOutcome.calls (None: in Cache.calls)
@@ -401,11 +406,10 @@ class Cache:
             return None
         return data if len(data) == length else None
 
-    def _payload(self, entry: _Entry) -> str | None:
+    def _payload(self, entry: _Entry) -> bytes | None:
         """An entry's encoded outcome, read from the file on first use."""
         if entry.payload is None and self._payloads is not None:
-            data = self._read_span(*entry.span)
-            entry.payload = data.decode("ascii", "replace") if data is not None else None
+            entry.payload = self._read_span(*entry.span)
         return entry.payload
 
     def _parse_last(self, data: bytes) -> tuple[str, dict[str, str], str] | None:
@@ -567,7 +571,7 @@ class Cache:
             return None
         entry = self.entries.get(path)
         payload = self._payload(entry) if entry is not None else None
-        return None if payload is None else (digest(payload), None if path in self.exact else self.shifted[path])
+        return None if payload is None else (digest_bytes(payload), None if path in self.exact else self.shifted[path])
 
     def linked_findings(self, key: str) -> list[Finding] | None:
         """The findings a launch command gave when linked to the tree as `key` says (`remember_linked`)."""
@@ -637,12 +641,12 @@ class Cache:
         outcome.calls = self.calls
         return outcome
 
-    def encode(self, outcome: FileOutcome) -> str:
+    def encode(self, outcome: FileOutcome) -> bytes:
         """The payload stored for `outcome`: all of it but its call records, which the entries file holds once
         each, in its records section (on Megatron Bridge they were 9.8 MB of 59.5 MB of payloads, written twice)."""
-        return self.codec.dumps(replace(outcome, calls={}))
+        return self.codec.dumps_ascii(replace(outcome, calls={}))
 
-    def store(self, outcome: FileOutcome, payload: str | None = None, summary: Summary | None = None) -> None:
+    def store(self, outcome: FileOutcome, payload: bytes | None = None, summary: Summary | None = None) -> None:
         """Keep `outcome` (`payload`: its encoding, `encode`, when a worker made it; `summary`: its Summary, when the
         worker made that too, from units it kept: pipeline.Held)."""
         try:
@@ -721,7 +725,7 @@ class Cache:
 
         for path, entry in self.entries.items():
             if entry.payload is not None:
-                chunk = entry.payload.encode("ascii")
+                chunk = entry.payload
             else:
                 chunk = span(*entry.span)
                 if chunk is None:
@@ -772,7 +776,7 @@ class Cache:
             if entry.on_disk and entry.span[1] > 0:  # before this block's line: a negative offset from it
                 offset, length = entry.span[0] - (self._read_end - self._payload_start), entry.span[1]
             elif not entry.on_disk and entry.payload is not None:
-                chunk = entry.payload.encode("ascii")
+                chunk = entry.payload
                 offset, length = size, len(chunk)
                 chunks.append(chunk)
                 size += length
@@ -792,7 +796,7 @@ class Cache:
                     todo.extend(record[10] if _str_list(record[10]) else ())
         header = plain_json({"size": size, "calls": calls, "entries": rows,
                              "drop": sorted(self._dropped - set(rows))}) + b"\n"
-        used = sum(entry.span[1] if entry.on_disk else len(entry.payload or "") for entry in self._entries.values())
+        used = sum(entry.span[1] if entry.on_disk else len(entry.payload or b"") for entry in self._entries.values())
         if self._read_end + len(header) + size - self._payload_start > 2 * used + (1 << 20):
             return False  # as many bytes no longer used as used: written whole
         try:

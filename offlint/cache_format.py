@@ -143,6 +143,10 @@ class Codec:
         self._encoder: _Encoder | None = None  # made on the first `dumps`
 
     def dumps(self, value: object) -> str:
+        """The JSON text of `value`, ASCII only (`dumps_ascii`'s, as text)."""
+        return self.dumps_ascii(value).decode("ascii")
+
+    def dumps_ascii(self, value: object) -> bytes:
         """The JSON text of `value`, ASCII only (the cache's files are written as ASCII). orjson writes it when its
         text holds the same data as json's (it may spell some of it differently: DEL raw where json writes \\u007f,
         1.5e-7 where json writes 1.5e-07; both read back the same): not a non-finite float (json writes NaN and
@@ -156,8 +160,8 @@ class Codec:
         data = encoder.encode(value)
         text = _orjson_ascii(data) if not encoder.non_finite else None
         if text is not None:
-            return text.decode("ascii")
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=True, check_circular=False)
+            return text
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=True, check_circular=False).encode("ascii")
 
     def loads(self, text: str | bytes) -> object:
         decoder = _Decoder(self)

@@ -57,7 +57,7 @@ class Job:
     # path -> {unit name: (unit or None, its findings, what its reading used)}: the units of a file read again that
     # are still valid (_reusable_units), found by the worker that reads it; the reader skips them
     reusable: Callable[[str], dict[str, tuple]] = lambda path: {}
-    encode: Callable[[object], str] | None = None  # the cache's encoding: workers encode what they read, in parallel
+    encode: Callable[[object], bytes] | None = None  # the cache's encoding: workers encode what they read, in parallel
     # Whether outcomes note what their reading used (deps, parts, unit_used, calls): only a cache reads them; a run
     # without one (--no-cache) skips encoding the call records and the definition digests
     keep_uses: bool = True
@@ -187,7 +187,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     sent: list[Sent] = []  # what the workers sent of the units they held, once every file was read (_compute)
     by_path = {file.path: file for file in missing}
 
-    def keep(outcome: FileOutcome, payload: str | None, summary: Summary | None = None, held: int = 0) -> None:
+    def keep(outcome: FileOutcome, payload: bytes | None, summary: Summary | None = None, held: int = 0) -> None:
         if held:
             def units(names, outcome=outcome, defined=summary.recipes):
                 return _held_units(outcome, defined, names, sent[0] if sent else None, cache)
@@ -589,7 +589,7 @@ class WorkQueue:
             return self.runs[other][begin:end]
 
 
-def _worker_take() -> list[tuple[FileOutcome, str | None, Summary | None, int]]:
+def _worker_take() -> list[tuple[FileOutcome, bytes | None, Summary | None, int]]:
     """This worker's next files read: per file (outcome, its payload, its Summary where the units stay here, how
     many units stay here)."""
     assert _JOB is not None and _DIGESTS is not None and _QUEUE is not None
@@ -597,7 +597,7 @@ def _worker_take() -> list[tuple[FileOutcome, str | None, Summary | None, int]]:
             _read_batch(_JOB, _QUEUE.take(), _DIGESTS, reuse_project=True)]
 
 
-def _sent(outcome: FileOutcome, payload: str | None) -> tuple[FileOutcome, str | None, Summary | None, int]:
+def _sent(outcome: FileOutcome, payload: bytes | None) -> tuple[FileOutcome, bytes | None, Summary | None, int]:
     """What a worker sends of one file: all of it, or, where the job holds recipes and the file's units are all
     recipes with a payload stored to fall back on, its outcome without them and its Summary (made here, from them);
     they stay in _HELD."""
@@ -624,7 +624,7 @@ def _worker_held(names: frozenset[str]) -> dict[str, list] | None:
     return {path: units for path, units in found.items() if units}
 
 
-def _encoded(job: Job, outcome: FileOutcome) -> str | None:
+def _encoded(job: Job, outcome: FileOutcome) -> bytes | None:
     """The cache's encoding of an outcome, made in the worker (the parent would otherwise encode every file of a
     cold run one after another once the workers are done); None where the format cannot hold it."""
     if job.encode is None:
