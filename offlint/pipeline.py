@@ -205,19 +205,12 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     def names() -> set[str]:
         return wanted(list(found.values())) if wanted is not None else set()
 
-    saved: list[bool] = []
-
-    def save() -> None:
-        """The cache written, once every file was read and stored (_compute: while the workers answer the ask)."""
-        if cache is not None and not saved:
-            saved.append(True)
-            cache.save({f.path for f in job.files} if prune else None)
-
     from_workers = _compute(job, missing, digests, workers, first, progress or (lambda done, total: None), keep,
-                            project, names, save)
+                            project, names)
     if from_workers is not None:
         sent.append(from_workers)
-    save()
+    if cache is not None:
+        cache.save({f.path for f in job.files} if prune else None)
     return [found[f.path] for f in job.files if f.path in found]
 
 
@@ -443,13 +436,12 @@ def cyclic_gc_paused():
 
 def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None,
              first: frozenset[str], progress: Progress, keep: Callable[..., None],
-             project: PythonProject | None = None, wanted: Callable[[], set[str]] = set,
-             meanwhile: Callable[[], None] = lambda: None) -> Sent | None:
+             project: PythonProject | None = None, wanted: Callable[[], set[str]] = set) -> Sent | None:
     """Read `files`, handing each outcome to `keep` with its encoding for the cache when a worker made it, as the
     outcomes come: the parent stores a worker's batch while the workers read on, not every file once they are done
     (0.14 s after the workers on Megatron Bridge). `project`: one that read this tree already (the calls run again
     for the cache), read on. Where workers held units (Job.hold_recipes), those of the names `wanted()` gives once
-    every file is read come back, and `meanwhile()` runs while the workers gather them; else None."""
+    every file is read come back; else None."""
     import offlint.engine  # noqa: F401 (read_one's, imported once before any worker is forked)
 
     count = workers if workers is not None else (os.cpu_count() or 1)
@@ -497,22 +489,18 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
                         held = held or units > 0
                 progress(len(leading) + len(read), len(files))
             if held:
-                fetched = _fetch_held(pool, count, frozenset(wanted()), meanwhile)
+                fetched = _fetch_held(pool, count, frozenset(wanted()))
     finally:
         _JOB = _DIGESTS = _PROJECT = _QUEUE = _BARRIER = None
     assert len(read) == len(rest), "a file was not read"
     return fetched
 
 
-def _fetch_held(pool, count: int, names: frozenset[str], meanwhile: Callable[[], None] = lambda: None
-                ) -> Sent | None:
+def _fetch_held(pool, count: int, names: frozenset[str]) -> Sent | None:
     """The units of `names` the workers hold, asked of each worker once (_worker_held); None when one could not
-    answer (each Held file is then decoded from its stored payload). `meanwhile()` runs while they gather them (the
-    cache's save: on Megatron Bridge the answers took 0.1 s, the save 0.06 s)."""
+    answer (each Held file is then decoded from its stored payload)."""
     units: dict[str, list] = {}
-    asked = [pool.submit(_worker_held, names) for _ in range(count)]
-    meanwhile()
-    for future in asked:
+    for future in [pool.submit(_worker_held, names) for _ in range(count)]:
         part = future.result()
         if part is None:
             return None

@@ -70,8 +70,8 @@ def asked(monkeypatch):
     calls = []
     original = pipeline._fetch_held
 
-    def recording(pool, count, names, meanwhile):
-        fetched = original(pool, count, names, meanwhile)
+    def recording(pool, count, names):
+        fetched = original(pool, count, names)
         calls.append((names, {path: [unit.name for unit in units] for path, units in fetched.units.items()}))
         return fetched
 
@@ -112,7 +112,7 @@ def test_a_warm_run_after_it_gives_the_same_answer(tree):
 
 
 def test_when_the_workers_cannot_send_them_the_stored_payloads_give_the_same_answer(tree, monkeypatch, decoded):
-    monkeypatch.setattr(pipeline, "_fetch_held", lambda pool, count, names, meanwhile: None)  # (saved after)
+    monkeypatch.setattr(pipeline, "_fetch_held", lambda pool, count, names: None)
     assert _answer(tree, workers=2, cache=True) == _answer(tree, workers=1, cache=False)
     assert sorted(decoded) == ["recipes/family0/r1.py", "recipes/family1/r2.py"]
 
@@ -132,29 +132,3 @@ def test_a_worker_alone_at_the_barrier_gives_up_in_time(monkeypatch):
     monkeypatch.setattr(pipeline, "_BARRIER", threading.Barrier(2))
     monkeypatch.setattr(pipeline, "HELD_TIMEOUT", 0.05)
     assert pipeline._worker_held(frozenset({"x"})) is None
-
-
-def test_the_cache_is_saved_while_the_workers_gather_their_answers():
-    """_fetch_held runs `meanwhile` (outcomes: the cache's save) after asking every worker and before waiting for
-    any answer: the save and the workers' gathering overlap."""
-    events = []
-
-    class Answer:
-        def __init__(self, index):
-            self.index = index
-
-        def result(self):
-            events.append(f"wait {self.index}")
-            return {f"f{self.index}.py": []}
-
-    class Pool:
-        asked = 0
-
-        def submit(self, function, names):
-            events.append(f"ask {self.asked}")
-            self.asked += 1
-            return Answer(self.asked - 1)
-
-    sent = pipeline._fetch_held(Pool(), 2, frozenset({"x"}), lambda: events.append("save"))
-    assert events == ["ask 0", "ask 1", "save", "wait 0", "wait 1"]
-    assert sent == pipeline.Sent(frozenset({"x"}), {"f0.py": [], "f1.py": []})
