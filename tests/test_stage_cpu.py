@@ -1,30 +1,17 @@
 """benchmarks/stage_cpu.py: every stage of a cold check timed, in one process; a bad tree is one line and exit 2."""
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "stage_cpu.py"
-RECIPE = """
-from megatron.bridge.training.config import ConfigContainer
-from megatron.bridge.models import GPTModelProvider
+from tests.benchmark_helpers import RECIPE, run_benchmark
 
 
-def llama_pretrain_config():
-    return ConfigContainer(model=GPTModelProvider(num_layers=8, cpu_offloading=True, cpu_offloading_num_layers=9))
-"""
-
-
-def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(SCRIPT.parent.parent))
-    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+def _run(*args: str, cwd) -> subprocess.CompletedProcess:
+    return run_benchmark("stage_cpu.py", *args, cwd=cwd)
 
 
 def test_each_stage_of_a_cold_check_gets_its_cpu_time(tmp_path):
     (tmp_path / "recipes").mkdir()
-    (tmp_path / "recipes" / "llama.py").write_text(RECIPE)
+    (tmp_path / "recipes" / "llama.py").write_text(RECIPE.format(name="llama_pretrain_config"))
     (tmp_path / "train.sh").write_text("torchrun pretrain_gpt.py --cpu-offloading --num-layers 8\n")
     done = _run(str(tmp_path), "--", "--mcore-version", "0.16.1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
