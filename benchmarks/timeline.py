@@ -49,15 +49,16 @@ STAGES = [
 LAUNCH_CHECKS = "rules on the launch commands"
 
 
-def _spanned(spans: list, label: str, function, parent: int):
-    def spanned(*args, **kwargs):
-        begin = time.perf_counter()
+def _timed(function, note, parent: int, clock=time.perf_counter):
+    """`function`, each of its calls in the process `parent` noted as `note(start, end)` by `clock`."""
+    def timed(*args, **kwargs):
+        begin = clock()
         try:
             return function(*args, **kwargs)
         finally:
             if os.getpid() == parent:
-                spans.append((begin, time.perf_counter(), label))
-    return spanned
+                note(begin, clock())
+    return timed
 
 
 _TAKES_FILE = ""  # where the workers note their takes (inherited through the fork)
@@ -107,32 +108,18 @@ def main() -> int:
     for module_name, owner_name, name, label in STAGES:
         module = importlib.import_module(module_name)
         owner = getattr(module, owner_name) if owner_name else module
-        setattr(owner, name, _spanned(spans, label, getattr(owner, name), parent))
+        setattr(owner, name, _timed(getattr(owner, name), lambda b, e, label=label: spans.append((b, e, label)),
+                                    parent))
 
     reading: list[float] = []  # the parent's CPU time in `_compute`, once it returned
-    compute = pipeline._compute
-
-    def timed_compute(*a, **k):
-        begin = time.process_time()
-        try:
-            return compute(*a, **k)
-        finally:
-            if os.getpid() == parent:
-                reading.append(time.process_time() - begin)
-
-    pipeline._compute = timed_compute
+    pipeline._compute = _timed(pipeline._compute, lambda b, e: reading.append(e - b), parent, time.process_time)
     launch_checks: list[tuple[float, float]] = []
-    check_unit = engine.check_unit
 
-    def timed_check_unit(*a, **k):
-        begin = time.perf_counter()
-        try:
-            return check_unit(*a, **k)
-        finally:  # once the files are read, the parent checks only the launch commands it linked
-            if os.getpid() == parent and reading:
-                launch_checks.append((begin, time.perf_counter()))
+    def launch_check(begin: float, end: float) -> None:
+        if reading:  # once the files are read, the parent checks only the launch commands it linked
+            launch_checks.append((begin, end))
 
-    engine.check_unit = timed_check_unit
+    engine.check_unit = _timed(engine.check_unit, launch_check, parent)
     global _TAKES_FILE, _TAKE
     with tempfile.TemporaryDirectory(prefix="offlint-timeline-") as scratch:
         _TAKES_FILE, _TAKE = os.path.join(scratch, "takes"), pipeline._worker_take
