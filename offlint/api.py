@@ -134,16 +134,9 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests,
                                      first=frozenset(targets or ()), progress=options.progress,
                                      defer=targets is not None, wanted=None if options.strict else wanted):
-        if isinstance(outcome, pipeline.Held):  # its recipes are decoded if a command runs one (_decode_linked)
-            read = FileRead(by_path[outcome.outcome.path], texts[outcome.outcome.path], [],
-                            outcome.outcome.suppressions)
-            reads.append(read)
-            deferred.append((read, outcome.later))
-            held[id(read)] = outcome.unit_count
-            findings.extend(outcome.outcome.findings)
-            if targets is not None and read.file.path in targets:
-                own.update(id(f) for f in outcome.outcome.findings)
-            continue
+        holding = None  # a pipeline.Held file: its recipes are decoded if a command runs one (_decode_linked)
+        if isinstance(outcome, pipeline.Held):
+            holding, outcome = outcome, outcome.outcome  # (its outcome: all but the units, read without error)
         if isinstance(outcome, Deferred):  # not a target (pipeline defers only those), valid as stored
             summary = outcome.summary
             if summary.error:
@@ -160,6 +153,9 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                 errors.append(FileError(outcome.path, outcome.error))
             continue
         reads.append(FileRead(by_path[outcome.path], texts[outcome.path], outcome.units, outcome.suppressions))
+        if holding is not None:
+            deferred.append((reads[-1], holding.later))
+            held[id(reads[-1])] = holding.unit_count
         findings.extend(outcome.findings)
         if targets is not None and outcome.path in targets:
             own.update(id(f) for f in outcome.findings)
