@@ -12,7 +12,7 @@ get() { python3 -m pip download -q --no-deps --only-binary=:all: --python-versio
 get megatron-core==0.19.2
 # offlint's dependencies missing from the device image (click, PyYAML, pathspec, packaging are there).
 get hydra-core==1.3.2 omegaconf==2.3.0 GitPython==3.1.45 gitdb==4.0.12 smmap==5.0.2
-get tree-sitter==0.25.2 tree-sitter-bash==0.25.1
+get tree-sitter==0.25.2 tree-sitter-bash==0.25.1 orjson==3.13.0
 # antlr4-python3-runtime 4.9.3 (hydra-core's pin) is published as an sdist only: build its pure-Python wheel here.
 python3 -m pip wheel -q --no-deps -w "$dest" antlr4-python3-runtime==4.9.3
 ls -la "$dest"

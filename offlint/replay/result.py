@@ -105,10 +105,12 @@ def merge_ranks(parts: list[dict], world_size: int, launcher_exit: tuple[Outcome
         "phase": next((p.get("phase") for p in parts if p["outcome"] != Outcome.PASS.value), None),
         "world_size": world_size,
         "loss": loss_ranks[-1]["loss"] if loss_ranks else [],
-        "iteration_time_s": _slowest(parts),
+        "iteration_time_s": _slowest(parts, "iteration_time_s"),
         "peak_allocated_bytes": [by_rank.get(r, {}).get("peak_allocated_bytes") for r in range(world_size)],
         "peak_reserved_bytes": [by_rank.get(r, {}).get("peak_reserved_bytes") for r in range(world_size)],
         "optimizer_gpu_bytes": [by_rank.get(r, {}).get("optimizer_gpu_bytes") for r in range(world_size)],
+        "memory_marks_bytes": [by_rank.get(r, {}).get("memory_marks_bytes") for r in range(world_size)],
+        "optimizer_step_time_s": _slowest(parts, "optimizer_step_time_s"),
         "host_peak_rss_bytes": max((p.get("host_peak_rss_bytes") or 0 for p in parts), default=None),
         "versions": first.get("versions", {k: None for k in VERSION_KEYS}),
         "config": first.get("config", {}),
@@ -118,9 +120,9 @@ def merge_ranks(parts: list[dict], world_size: int, launcher_exit: tuple[Outcome
     return result
 
 
-def _slowest(parts: list[dict]) -> list[float]:
+def _slowest(parts: list[dict], key: str) -> list[float]:
     """Per iteration, the slowest rank's time: a step is done when every rank is."""
-    times = [p.get("iteration_time_s") or [] for p in parts]
+    times = [p.get(key) or [] for p in parts]
     length = max((len(t) for t in times), default=0)
     return [max(t[i] for t in times if len(t) > i) for i in range(length)]
 

@@ -92,7 +92,9 @@ def run(spec: dict, part: dict) -> None:
     layer_spec, part["offload"]["layer_spec"] = build.layer_spec(config, te_version is not None)
     model = build.wrap_model(build.build_model(config, spec, layer_spec), config, ddp_config)
     before_optimizer = torch.cuda.memory_allocated()
+    marks = part["memory_marks_bytes"] = {"model_built": before_optimizer}
     optimizer = build.build_optimizer(optimizer_config, [model])
+    marks["optimizer_built"] = torch.cuda.memory_allocated()
     part["offload"]["optimizer"] = build.optimizer_offload_report(optimizer)
     config.finalize_model_grads_func = finalize_model_grads
     config.grad_scale_func = optimizer.scale_loss
@@ -110,11 +112,18 @@ def run(spec: dict, part: dict) -> None:
         losses = forward_backward(forward_step_func=forward_step, data_iterator=data, model=[model],
                                   num_microbatches=train["num_microbatches"], seq_length=train["seq_length"],
                                   micro_batch_size=train["micro_batch_size"], forward_only=False)
+        torch.cuda.synchronize()
+        stepping = time.perf_counter()
+        if iteration == 0:  # what forward and backward alone reach, before the optimizer's state exists
+            marks["forward_backward_peak"] = torch.cuda.max_memory_allocated()
         optimizer.step()
         torch.cuda.synchronize()
         part["iteration_time_s"].append(time.perf_counter() - started)
+        part.setdefault("optimizer_step_time_s", []).append(time.perf_counter() - stepping)
         if iteration == 0:
             part["optimizer_gpu_bytes"] = torch.cuda.memory_allocated() - before_optimizer
+            marks["after_first_step"] = torch.cuda.memory_allocated()
+            marks["first_step_peak"] = torch.cuda.max_memory_allocated()
         if parallel_state.is_pipeline_last_stage(ignore_virtual=True):
             part["loss"].append(mean_loss(losses, parallel_state.get_data_parallel_group()))
     part["phase"] = "done"
