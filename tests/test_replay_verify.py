@@ -1,7 +1,8 @@
 """`replay --verify` criteria and the fraction sweep, judged on recorded results.
 
-tests/data/replay holds hand-written results shaped like a real single-GPU run (not measurements); each
-failing case below changes the one thing its criterion looks at.
+tests/data/replay holds hand-written results shaped like a real single-GPU run (baseline.json,
+offloaded-1.0.json), where each failing case below changes the one thing its criterion looks at, and sweeps
+measured on an H200 (h200-*.json, scripts/gpu_replay_check.sh and gpu_validation_1b.sh, docs/gpu-validation.md).
 """
 
 from __future__ import annotations
@@ -83,11 +84,40 @@ def test_memory_that_does_not_drop_with_the_fraction_fails(baseline, offloaded):
     assert verify.verdict(criteria)[0] is Outcome.MEMORY_REGRESSION
 
 
-def test_the_expected_drop_scales_with_the_share_offloaded(baseline, offloaded):
-    full = verify.expected_drop(baseline, offloaded)
-    offloaded["offload"]["optimizer"]["offloaded_share"] = 0.25
-    assert verify.expected_drop(baseline, offloaded) == int(baseline["optimizer_gpu_bytes"][0] * 0.25)
-    assert full == baseline["optimizer_gpu_bytes"][0]
+def test_the_expected_drop_is_the_offloaded_moments(baseline, offloaded):
+    report = offloaded["offload"]["optimizer"]
+    assert verify.expected_drop(baseline, offloaded) == 8 * report["offloaded_param_numel"]
+    report["offloaded_param_numel"] //= 4
+    assert verify.expected_drop(baseline, offloaded) == 8 * report["offloaded_param_numel"]
+    offloaded["config"]["optimizer"] = {"use_precision_aware_optimizer": True}  # the fp32 master moves too
+    assert verify.expected_drop(baseline, offloaded) == 12 * report["offloaded_param_numel"]
+
+
+def _measured(name):
+    report = json.loads((DATA / name).read_text())
+    return report["baseline"], {float(k): v for k, v in report["runs"].items()}, report
+
+
+@pytest.mark.parametrize("name", ["h200-tiny-sweep.json", "h200-1b-sweep.json"])
+def test_the_model_explains_every_measured_h200_fraction(name):
+    """Measured on an H200 (megatron-core 0.19.2): each fraction's drop is the offloaded moments less what the
+    first HybridDeviceOptimizer left on the GPU, to 0.02 GiB; at fraction 1 nothing lingers and it passes."""
+    base, runs, _ = _measured(name)
+    for fraction, run in runs.items():
+        expected, lingering = verify.expected_drop(base, run), verify.lingering_bytes(base, run)
+        drop = verify.peak_bytes(base) - verify.peak_bytes(run)
+        assert abs(drop - (expected - lingering)) < 0.02 * 2**30, fraction
+        criterion = verify.memory_criterion(base, run)
+        assert criterion.passed is (fraction == 1.0), (fraction, criterion.detail)
+        assert ("first HybridDeviceOptimizer" in criterion.detail) is (fraction < 1.0)
+
+
+def test_the_measured_precision_aware_offload_frees_the_master_too():
+    base, _, report = _measured("h200-1b-sweep.json")
+    run = report["pa-offload"]
+    drop = verify.peak_bytes(base) - verify.peak_bytes(run)
+    assert abs(drop / verify.expected_drop(base, run) - 1) < 0.01
+    assert verify.memory_criterion(base, run).passed
 
 
 def test_nothing_through_an_offload_path_fails_memory_and_says_why(baseline, offloaded):
@@ -109,13 +139,14 @@ def test_baseline_and_fraction_specs_switch_only_offloading():
 
 
 def _sweep_runs(baseline, offloaded):
-    """Fraction f: the recorded offload with f of the optimizer bytes moved; 0.75 is given an OOM."""
+    """Fraction f: the recorded offload with f of the parameters and their moments moved; 0.75 is an OOM."""
     runs = {}
     for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
         run = copy.deepcopy(offloaded)
-        run["offload"]["optimizer"]["offloaded_share"] = fraction
-        run["peak_allocated_bytes"] = [baseline["peak_allocated_bytes"][0]
-                                       - int(fraction * baseline["optimizer_gpu_bytes"][0])]
+        report = run["offload"]["optimizer"]
+        report["offloaded_share"] = fraction
+        report["offloaded_param_numel"] = int(fraction * report["param_numel"])
+        run["peak_allocated_bytes"] = [baseline["peak_allocated_bytes"][0] - 8 * report["offloaded_param_numel"]]
         runs[fraction] = run
     runs[0.75] |= {"outcome": "cuda-oom", "signature": "OutOfMemoryError: CUDA out of memory", "phase": "train"}
     return runs
@@ -125,12 +156,12 @@ def test_sweep_rows_and_table(baseline, offloaded):
     rows = sweep.rows(baseline, _sweep_runs(baseline, offloaded))
     assert [r.label for r in rows] == ["off", "0", "0.25", "0.5", "0.75", "1"]
     assert [r.verdict for r in rows] == ["pass", "pass", "pass", "pass", "cuda-oom", "pass"]
-    assert rows[2].expected_drop == int(0.25 * baseline["optimizer_gpu_bytes"][0])
+    assert rows[2].expected_drop == 8 * int(0.25 * offloaded["offload"]["optimizer"]["param_numel"])
     assert rows[5].loss_delta == verify.max_loss_delta(baseline, offloaded)
     text = sweep.table(rows)
     lines = text.splitlines()
     assert len(lines) == 2 + len(rows)
-    peak = (baseline["peak_allocated_bytes"][0] - baseline["optimizer_gpu_bytes"][0]) / 2**30
+    peak = (baseline["peak_allocated_bytes"][0] - 8 * offloaded["offload"]["optimizer"]["param_numel"]) / 2**30
     assert lines[-1].startswith(f"| 1 | pass | {peak:.3f} |")
     slowdown = verify.median_step_s(offloaded) / verify.median_step_s(baseline)
     assert f"{slowdown:.2f}x" in lines[-1]

@@ -121,7 +121,8 @@ def map_unit(resolved: ResolvedUnit, shrink: Shrink | None = None, iters: int = 
                      "megatron-core defaults")
 
     train = _batch(label, resolved, shrink, parallel["data_parallel_size"])
-    train.update(seq_length=seq_length, vocab_size=vocab, iters=iters, seed=SEED, gpu_memory_gb=gpu_memory_gb)
+    train.update(seq_length=seq_length, vocab_size=vocab, iters=iters, seed=SEED, gpu_memory_gb=gpu_memory_gb,
+                 manual_gc=bool(_known(resolved, "train.manual_gc")))
     env = {k.split(".", 1)[1]: str(v) for k, v in _env(resolved).items()}
     return ReplaySpec(model, optimizer, ddp, gpt, parallel, train, env, notes, label)
 

@@ -8,6 +8,7 @@ rank writes RUN/rank-NNNNN.json, whatever happens: an exception becomes the part
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -101,6 +102,12 @@ def run(spec: dict, part: dict) -> None:
     config.no_sync_func = model.no_sync
 
     part["phase"] = "train"
+    if spec["train"].get("manual_gc"):
+        # what Bridge's and Megatron-LM's training loops do with train.manual_gc / --manual-gc before the first
+        # step; it also frees what only reference cycles hold, such as the first HybridDeviceOptimizer that
+        # get_megatron_optimizer builds and the DistributedOptimizer replaces (docs/gpu-validation.md)
+        gc.disable()
+        gc.collect()
     forward_backward = get_forward_backward_func()
     data = synthetic_batches(spec, parallel_state.get_data_parallel_rank())
     train = spec["train"]
