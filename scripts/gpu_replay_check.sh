@@ -27,7 +27,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
   nproc; free -g | head -2; } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
 
-python3 -m pytest tests/test_replay_cli.py -m gpu -q -rs -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.txt"
+python3 -m pytest tests/test_replay_cli.py -m gpu -n 0 -rs -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.txt"
 tests=${PIPESTATUS[0]}
 
 recipe=(fixtures/replay/tiny_gpt_recipes.py --recipe tiny_gpt_optimizer_offload_config --iters 10)

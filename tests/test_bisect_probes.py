@@ -106,7 +106,7 @@ def test_replay_probe_memory_regression_against_the_good_end(tmp_path):
     config = tmp_path / "cfg.yaml"
     probe = Probe("replay", str(config), None, replay_program=(sys.executable, str(script)), memory_threshold=0.1)
     verdicts = []
-    for peak in (1000, 1050, 1200):
+    for peak in (40 * 2**30, 42 * 2**30, 48 * 2**30):
         config.write_text(f"# peak: {peak}\n")
         step = probe.step(tmp_path, f"p{peak}", tmp_path / "logs")
         assert "--iters" in step.argv and step.gpus == 1
@@ -115,8 +115,11 @@ def test_replay_probe_memory_regression_against_the_good_end(tmp_path):
     baseline = verdicts[0]
     assert [probe.against_baseline(v, baseline).outcome for v in verdicts] == [
         Outcome.PASS, Outcome.PASS, Outcome.MEMORY_REGRESSION]
-    budget = Probe("replay", str(config), None, memory_budget=1100)
-    assert budget.against_baseline(verdicts[2], None).outcome is Outcome.MEMORY_REGRESSION
+    assert probe.against_baseline(verdicts[2], baseline).signature == (
+        "peak 48.00 GiB is 20% above the good end's 40.00 GiB")
+    budget = Probe("replay", str(config), None, memory_budget=44 * 2**30)
+    over = budget.against_baseline(verdicts[2], None)
+    assert over.outcome is Outcome.MEMORY_REGRESSION and over.signature == "peak 48.00 GiB above the budget of 44.00 GiB"
 
 
 @pytest.mark.slow

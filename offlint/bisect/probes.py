@@ -95,12 +95,12 @@ class Probe:
         peak = max(verdict.peak_allocated_bytes or [0])
         if self.memory_budget is not None and peak > self.memory_budget:
             return replace(verdict, outcome=Outcome.MEMORY_REGRESSION,
-                           signature=f"peak {peak} B above the budget of {self.memory_budget} B")
+                           signature=f"peak {_gib(peak)} above the budget of {_gib(self.memory_budget)}")
         if baseline is not None and baseline.peak_allocated_bytes:
             base = max(baseline.peak_allocated_bytes)
             if base and peak > base * (1 + self.memory_threshold):
                 return replace(verdict, outcome=Outcome.MEMORY_REGRESSION,
-                               signature=f"peak {peak} B is {peak / base - 1:.0%} above the good end's {base} B")
+                               signature=f"peak {_gib(peak)} is {peak / base - 1:.0%} above the good end's {_gib(base)}")
         if verdict.loss:
             last = verdict.loss[-1]
             base_loss = baseline.loss[-1] if baseline is not None and baseline.loss else None
@@ -148,3 +148,8 @@ def make_terms(bad_on: str | None, good_on: str | None) -> Terms:
     if overlap:
         raise ValueError(f"--bad-on and --good-on both name {', '.join(sorted(o.value for o in overlap))}")
     return Terms(bad, good)
+
+
+def _gib(nbytes: int) -> str:
+    """Bytes as a reader compares them against a GPU's size (the exact count stays in the result file)."""
+    return f"{nbytes / 2**30:.2f} GiB"
