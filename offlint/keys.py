@@ -257,6 +257,11 @@ def known_fields(section: str) -> frozenset[str]:
 
 # Fields Megatron Bridge adds on top of megatron-core's dataclasses (GPTModelProvider, ConfigContainer's
 # OptimizerConfig and DDP config). Not exhaustive: unknown-key detection only reports near-misses of known keys.
+# Where a unit does not say: Bridge's GPTModelProvider (share_embeddings_and_output_weights=True) and Megatron-LM
+# (without --untie-embeddings-and-output-weights) tie the output layer to the embedding; megatron-core's GPTModel
+# constructor does not. The memory model and the replay both read this.
+TIED_EMBEDDINGS_DEFAULT = True
+
 BRIDGE_PROVIDER_FIELDS = {
     "model": (
         "seq_length", "vocab_size", "make_vocab_size_divisible_by", "share_embeddings_and_output_weights",

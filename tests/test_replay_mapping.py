@@ -160,8 +160,15 @@ def test_the_model_a_rank_builds_has_the_mapped_size(tmp_path):
     built = json.loads(out.stdout.strip().splitlines()[-1])
     h, layers, vocab, seq = 64, 2, spec.train["vocab_size"], spec.train["seq_length"]
     per_layer = 12 * h * h + 13 * h  # two LayerNorms, QKV + projection, 4h MLP, all with biases
-    expected = 2 * vocab * h + seq * h + layers * per_layer + 2 * h  # embeddings, output layer, final norm
+    # word and position embeddings, the layers, the final norm; the output layer shares the word embedding (Bridge's
+    # and Megatron-LM's default, which the recipe leaves as is; GPTModel's own default would add vocab x h)
+    assert spec.gpt["share_embeddings_and_output_weights"] is True
+    expected = vocab * h + seq * h + layers * per_layer + 2 * h
     assert built == {"spec": "local", "params": expected}
+    untied = spec_of(RECIPES, "tiny_gpt_optimizer_offload_config",
+                     overrides=["model.share_embeddings_and_output_weights=false"])
+    assert untied.gpt["share_embeddings_and_output_weights"] is False and not any(
+        "share_embeddings" in note for note in untied.notes)
 
 
 def test_manual_gc_reaches_the_rank_as_bridge_sets_it():

@@ -50,6 +50,14 @@ def test_mlm_rewrites():
     assert "model.cpu_offloading" not in {v.key for v in zero}
 
 
+def test_mlm_flags_the_memory_model_and_replay_read():
+    values, problems = read_flags("--manual-gc --untie-embeddings-and-output-weights --attention-backend local".split())
+    got = {v.key: v.value for v in values}
+    assert got == {"train.manual_gc": True, "model.share_embeddings_and_output_weights": False,
+                   "model.attention_backend": "local"}
+    assert not problems
+
+
 def test_mlm_unit_takes_argparse_defaults_and_derives_vpp():
     (unit,) = read_source("l.sh", "shell", "torchrun pretrain_gpt.py --num-layers 16 --pipeline-model-parallel-size 2 "
                                              "--num-layers-per-virtual-pipeline-stage 2 --optimizer-cpu-offload\n")

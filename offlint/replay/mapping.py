@@ -100,6 +100,13 @@ def map_unit(resolved: ResolvedUnit, shrink: Shrink | None = None, iters: int = 
         vocab = SYNTHETIC_VOCAB
         notes.append(f"model.vocab_size is not set (Bridge takes it from the tokenizer): synthetic tokens use {vocab}")
     gpt = {name: model.pop(name) for name in GPT_MODEL_KEYS if name in model}
+    if "share_embeddings_and_output_weights" not in gpt:
+        tied = _known(resolved, "model.share_embeddings_and_output_weights")
+        if tied is None:  # GPTModel's own default is False; the sources' is True, as the memory model assumes
+            tied = keys.TIED_EMBEDDINGS_DEFAULT
+            notes.append("model.share_embeddings_and_output_weights is not set: the output layer shares the "
+                         "embedding, as Bridge's GPTModelProvider and Megatron-LM do by default")
+        gpt["share_embeddings_and_output_weights"] = bool(tied)
     model = {k: v for k, v in model.items() if k in _fields(resolved, "model")}
 
     parallel = {name: model.get(name, 1) for name in PARALLEL_KEYS}
