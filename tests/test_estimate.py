@@ -61,12 +61,30 @@ def test_optimizer_offload_moves_moments_linearly_and_keeps_fp32_master_without_
 
 
 def test_precision_aware_offload_moves_the_master_too():
-    full = _peak(training=replace(TRAIN, optimizer_cpu_offload=True, optimizer_offload_fraction=1.0,
+    collected = replace(TRAIN, manual_gc=True)  # the steady state: no first HybridDeviceOptimizer left
+    full = _peak(training=replace(collected, optimizer_cpu_offload=True, optimizer_offload_fraction=1.0,
                                   precision_aware=True))
     assert full.of("optimizer") == 0
-    half = _peak(training=replace(TRAIN, optimizer_cpu_offload=True, optimizer_offload_fraction=0.5,
+    half = _peak(training=replace(collected, optimizer_cpu_offload=True, optimizer_offload_fraction=0.5,
                                   precision_aware=True))
     assert half.of("optimizer") == pytest.approx(0.5 * _peak().of("optimizer"))
+
+
+def test_without_manual_gc_the_first_hybrid_optimizer_copies_stay():
+    """get_megatron_optimizer's first HybridDeviceOptimizer, over all of the rank's 16-bit parameters (not the
+    data-parallel shard), stays until garbage collection: fp32 copies of those on the GPU, a pinned 16-bit clone
+    and an fp32 copy of those offloaded (measured on an H200: docs/gpu-validation.md)."""
+    half = replace(TRAIN, optimizer_cpu_offload=True, optimizer_offload_fraction=0.5)
+    lingering = _peak(training=half)
+    collected = _peak(training=replace(half, manual_gc=True))
+    rank_params = _part(_peak(), "weights") / 2  # bf16 weights of this rank, unsharded over data parallelism
+    left = _part(lingering, "optimizer: leftover fp32 copies")
+    assert left == pytest.approx(0.5 * rank_params * 4)
+    assert lingering.of("optimizer") == pytest.approx(collected.of("optimizer") + left)
+    assert lingering.host_optimizer_bytes == pytest.approx(collected.host_optimizer_bytes + 0.5 * rank_params * 6)
+    assert _part(collected, "optimizer: leftover") == 0
+    everything = _peak(training=replace(half, optimizer_offload_fraction=1.0))
+    assert _part(everything, "optimizer: leftover") == 0  # all offloaded: the copies are on the host
 
 
 def test_precision_aware_without_offload_stores_param_remainders_and_16bit_moments():

@@ -70,11 +70,12 @@ def test_known_keys_of_other_sections_and_null_values_are_accepted():
 def test_hydra_style_overrides_after_config_are_applied():
     base = json.loads(_run(LLAMA, "--output-format", "json").output)
     moved = json.loads(_run(LLAMA, "optimizer.optimizer_cpu_offload=true", "optimizer.optimizer_offload_fraction=0.5",
-                            "--output-format", "json").output)
+                            "train.manual_gc=true", "--output-format", "json").output)
     assert base["stages"][0]["host_optimizer_bytes"] == 0
     assert moved["stages"][0]["host_optimizer_bytes"] > 0 and moved["peak_bytes"] < base["peak_bytes"]
     both = json.loads(_run(LLAMA, "--override", "optimizer.optimizer_cpu_offload=true",
-                           "optimizer.optimizer_offload_fraction=0.5", "--output-format", "json").output)
+                           "optimizer.optimizer_offload_fraction=0.5", "train.manual_gc=true",
+                           "--output-format", "json").output)
     assert both["peak_bytes"] == moved["peak_bytes"]
 
 

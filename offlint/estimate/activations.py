@@ -2,8 +2,9 @@
 
 The terms follow Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (Table 2),
 which Megatron-LM's theoretical memory model also uses, generalised to grouped-query attention, gated MLPs,
-dropout-free models and MoE. Attention is taken to be fused/flash attention (q, k, v and the output are saved;
-the s x s score matrix is never stored), so recomputing `core_attn` saves nothing here. A term marked `sp` is
+dropout-free models and MoE. Attention is fused/flash attention (q, k, v and the output are saved; the s x s
+score matrix is never stored), unless the unit asks for unfused attention (`core_attn_scores`, which recomputing
+`core_attn` drops). A term marked `sp` is
 sharded over tensor parallelism only with sequence parallelism; the others always are (or are per token).
 Each term has a name so recompute modules and fine-grained offload modules can drop or move exactly it.
 """
@@ -44,7 +45,7 @@ OFFLOAD_TERMS = {
 # input in the TE spec (kept anyway as `mlp_norm_input`, which fc1's fused norm saved), and fc1's normed input,
 # its output and the activation's go. megatron-core's local (non-TE) spec is not modelled.
 RECOMPUTE_DROPS = {
-    "core_attn": (),  # flash attention keeps no s x s matrix; the checkpoint keeps q, k, v
+    "core_attn": ("core_attn_scores",),  # flash attention keeps no s x s matrix; the checkpoint keeps q, k, v
     "layernorm": ("moe_input",),
     "mlp": ("fc1_input", "fc1_output", "act_output"),
     "moe_act": ("expert_act_output",),
@@ -293,6 +294,8 @@ def _attention_terms(m: ModelShape, p: Parallelism, n: float) -> dict[str, float
     q = m.num_attention_heads * m.kv_channels
     kv = m.num_query_groups * m.kv_channels
     terms = {"core_attn_qkv": 2 * n * (q + 2 * kv) / p.tp, "core_attn_out": 2 * n * q / p.tp}
+    if m.unfused_score_bytes:  # every query of this rank against every key of the sequence, per head
+        terms["core_attn_scores"] = m.unfused_score_bytes * n * m.seq_length * m.num_attention_heads / p.tp
     if m.attention_output_gate:
         terms["attn_output_gate"] = 2 * 2 * n * q / p.tp
     return terms

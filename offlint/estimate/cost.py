@@ -24,6 +24,11 @@ from offlint.estimate.memory import Estimate
 GEMM_EFFICIENCY = 0.65  # share of the dense peak a large GEMM reaches in training (fit: Qwen3-8B card)
 GEMM_HALF_ROWS = 128  # rows (tokens) at which a GEMM reaches half of GEMM_EFFICIENCY
 ATTENTION_EFFICIENCY = 0.45  # flash attention, forward and backward together
+# Unfused attention (megatron-core's DotProductAttention, torch path: bf16, softmax in fp32, dropout): bytes each
+# forward step moves per s x s score element: baddbmm writes the 16-bit scores (2), the fp32 cast (2 + 4), the
+# in-place mask (4 + 4 + 1), softmax (4 + 4), the cast back (4 + 2), dropout (2 + 2 + 1), the product with v (2).
+# Backward counts twice the forward (LayerTime), 114 in all; the H200 replay of a 1.35B GPT implies 119.
+UNFUSED_SCORE_TRAFFIC_BYTES = 38
 ELEMENTWISE_BYTES = 12  # bytes moved per token per hidden unit per layer and pass by norms, residuals, rope
 LAYER_LAUNCH_SECONDS = 0.1e-3  # per layer and pass: ~20 kernel launches at ~5 us
 MOE_HOST_SECONDS = {True: 0.5e-3, False: 2.6e-3}  # per MoE layer and pass: router/preprocess graphed or eager
@@ -35,6 +40,14 @@ NETWORK_BYTES_PER_S = 45e9  # per GPU between nodes (400 Gb/s NDR; DeepEP intern
 PCIE_BYTES_PER_S = 50e9  # host <-> device per GPU and direction (PCIe Gen5 x16: 64 GB/s)
 # Optimizer.
 CPU_ADAM_PARAMS_PER_S = 0.66e9  # host Adam, parameters per second per GPU's process (fit: Qwen3-30B-A3B card)
+# That rate is one host thread's: torchrun sets OMP_NUM_THREADS=1 when it starts several processes on a node
+# (torch/distributed/run.py). A job of one process (one GPU) keeps every core (fit: the H200 replay of a 1.35B
+# GPT, 16 host cores, docs/gpu-validation.md: 3.8e9 parameters per second).
+ONE_PROCESS_HOST_SPEEDUP = 5.8
+# With the precision-aware optimizer HybridDeviceOptimizer gets 16-bit shards: the gradient copy down and the
+# parameter copy back change dtype on the host, two conversions per offloaded parameter, per host thread
+# (fit: the same H200 run, precision-aware, 1.183 s against 0.569 s per optimizer step).
+HOST_CONVERSIONS_PER_S = 0.645e9
 ADAM_BYTES_PER_PARAM = 30  # GPU Adam: read param, grad, two moments; write param, moments, 16-bit copy
 HBM_EFFICIENCY = 0.8
 ASSUMED_MICROBATCHES = 8  # per step and pipeline, when the global batch size is unknown
@@ -89,8 +102,13 @@ def layer_time(m: ModelShape, p: Parallelism, t: Training, device: Device, moe: 
         gate_out = q if m.attention_output_gate else 0  # the output gate's projection
         out.parts["qkv"] = gemm_seconds(2 * n * h * (q + 2 * kv + gate_out) / p.tp, n, rate)
         out.parts["proj"] = gemm_seconds(2 * n * q * h / p.tp, n, rate)
-        # causal attention: QK^T and AV over half the sequence; flash attention runs in 16 bits
-        out.parts["core_attn"] = 2 * n * m.seq_length * q / p.tp / (device.peak_flops("bf16") * ATTENTION_EFFICIENCY)
+        if m.unfused_score_bytes:  # both products over the whole sequence, then the scores' element-wise steps
+            scores = n * m.seq_length * m.num_attention_heads / p.tp
+            out.parts["core_attn"] = gemm_seconds(4 * n * m.seq_length * q / p.tp, n, device.peak_flops("bf16")) \
+                + UNFUSED_SCORE_TRAFFIC_BYTES * scores / hbm
+        else:  # causal attention: QK^T and AV over half the sequence; flash attention runs in 16 bits
+            out.parts["core_attn"] = 2 * n * m.seq_length * q / p.tp / (device.peak_flops("bf16")
+                                                                         * ATTENTION_EFFICIENCY)
     out.parts["layernorm"] = 2 * 2 * 2 * n / sp * h / hbm  # two norms, read and write 16-bit
     out.parts["elementwise"] = ELEMENTWISE_BYTES * n / sp * h / hbm
     if moe:
@@ -290,7 +308,7 @@ def step_time(inputs: Inputs, result: Estimate, device: Device) -> StepTime:
     hbm = device.hbm_bytes_per_s * HBM_EFFICIENCY
     on_gpu = 1.0 - (t.optimizer_offload_fraction if t.optimizer_cpu_offload else 0.0)
     optimizer = ADAM_BYTES_PER_PARAM * shard * on_gpu / hbm
-    return StepTime(pipeline, data_parallel, optimizer, _optimizer_offload(t, shard),
+    return StepTime(pipeline, data_parallel, optimizer, _optimizer_offload(t, shard, p.world_size == 1),
                     _activation_offload(result, micro, nmb), microbatches=nmb)
 
 
@@ -301,14 +319,19 @@ def _collective(nbytes: float, group: int, span: int, device: Device) -> float:
     return nbytes * (group - 1) / group / _bandwidth(span, device)
 
 
-def _optimizer_offload(t: Training, shard: float) -> float:
+def _optimizer_offload(t: Training, shard: float, one_process: bool = False) -> float:
+    """The offloaded share's copies over PCIe and its host Adam step (and, precision-aware, the host's dtype
+    conversions); a lone process's host work runs on every core (ONE_PROCESS_HOST_SPEEDUP)."""
     if not t.optimizer_cpu_offload or t.optimizer_offload_fraction <= 0:
         return 0.0
     offloaded = t.optimizer_offload_fraction * shard
     # gradients down and updated parameters back: fp32 main copies, or 16-bit views with precision-aware (F-10)
     copy_bytes = 2 * t.params_bytes if t.precision_aware else 8
     transfer = offloaded * copy_bytes / PCIE_BYTES_PER_S
-    cpu = offloaded / CPU_ADAM_PARAMS_PER_S
+    threads = ONE_PROCESS_HOST_SPEEDUP if one_process else 1.0
+    cpu = offloaded / CPU_ADAM_PARAMS_PER_S / threads
+    if t.precision_aware and t.params_bytes < 4:
+        cpu += 2 * offloaded / HOST_CONVERSIONS_PER_S / threads
     return max(transfer, cpu) if t.overlap_cpu_optimizer_d2h_h2d else transfer + cpu
 
 

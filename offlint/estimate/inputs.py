@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from offlint import named_precision, pipeline_layout
+from offlint import keys, named_precision, pipeline_layout
 from offlint.types import Unknown
 from offlint.estimate.inputs_fsdp import read_fsdp
 from offlint.estimate.inputs_hybrid import (cuda_graphs, gdn_unsupported, hybrid_num_layers, hybrid_provider_get,
@@ -128,6 +128,39 @@ def _changed(training: Training, **changes) -> Training:
     return rebuilt(training, changes)
 
 
+def _manual_gc(r: Reader) -> bool:
+    """train.manual_gc where the unit's sources say it; unknown counts as off (the dataclass and argparse
+    default), which keeps the optimizer offload's lingering copies in the estimate rather than hiding them."""
+    value = r.lookup("train.manual_gc")
+    return value.state in ("known", "default") and value.value is True
+
+
+def _read_unfused_score_bytes(r: Reader) -> int:
+    """The unit's attention, where its sources say it: an attention backend offlint cannot read (a provider
+    from a Hugging Face checkpoint, say) is taken to be flash or fused attention, as Bridge's recipes run with
+    Transformer Engine, and does not make the estimate unknown."""
+    backend = r.lookup("model.attention_backend")
+    if backend.state not in ("known", "default") or not unfused_score_bytes(backend.value, True, 0.0):
+        return 0
+    return unfused_score_bytes(backend.value, bool(r.get("model.attention_softmax_in_fp32", True)),
+                               float(r.get("model.attention_dropout", 0.1) or 0.0))
+
+
+def unfused_score_bytes(backend: object, softmax_in_fp32: bool, attention_dropout: float) -> int:
+    """Bytes per attention score element that unfused softmax attention keeps for backward (megatron-core's
+    DotProductAttention with FusedScaleMaskSoftmax's torch path, 0.16.1-0.19.2): softmax keeps its output (fp32
+    with attention_softmax_in_fp32); with attention dropout, a 1-byte mask and the dropped 16-bit probabilities
+    that the product with v keeps; without it, that product keeps the 16-bit cast (the softmax output itself
+    when it is 16-bit). Flash and fused attention ("flash", "fused", "auto") keep none. Measured on an H200: 7
+    bytes per element (fp32 softmax, dropout 0.1), docs/gpu-validation.md."""
+    if str(backend).rsplit(".", 1)[-1].lower() not in ("local", "unfused"):
+        return 0
+    probabilities = 4 if softmax_in_fp32 else 2
+    if attention_dropout > 0:
+        return probabilities + 1 + 2
+    return probabilities + (2 if softmax_in_fp32 else 0)
+
+
 def _read_model(r: Reader) -> ModelShape:
     hidden = r.size("model.hidden_size")
     heads = r.size("model.num_attention_heads")
@@ -147,13 +180,14 @@ def _read_model(r: Reader) -> ModelShape:
         vocab_size=_read_vocab(r),
         seq_length=_read_seq_length(r),
         gated_linear_unit=bool(r.get("model.gated_linear_unit", False)),
-        tied_embeddings=bool(get("model.share_embeddings_and_output_weights", True)),
+        tied_embeddings=bool(get("model.share_embeddings_and_output_weights", keys.TIED_EMBEDDINGS_DEFAULT)),
         rms_norm=get("model.normalization", "LayerNorm") == "RMSNorm",
         add_bias_linear=bool(get("model.add_bias_linear", True)),
         add_qkv_bias=bool(r.get("model.add_qkv_bias", False)),
         qk_layernorm=bool(r.get("model.qk_layernorm", False)),
         learned_position_embeddings=get("model.position_embedding_type", "learned_absolute") == "learned_absolute",
         hidden_dropout=float(get("model.hidden_dropout", 0.1) or 0.0),
+        unfused_score_bytes=_read_unfused_score_bytes(r),
         num_moe_experts=experts,
         moe_ffn_hidden_size=(r.optional_int("model.moe_ffn_hidden_size") or ffn) if experts else None,
         moe_router_topk=int(r.get("model.moe_router_topk", 2) or 2) if experts else 2,
@@ -384,6 +418,7 @@ def _read_training(r: Reader) -> Training:
         optimizer_cpu_offload=bool(r.get("optimizer.optimizer_cpu_offload", False)),
         optimizer_offload_fraction=min(1.0, max(0.0, float(fraction))) if isinstance(fraction, (int, float)) else 0.0,
         overlap_cpu_optimizer_d2h_h2d=bool(r.get("optimizer.overlap_cpu_optimizer_d2h_h2d", False)),
+        manual_gc=_manual_gc(r),
         recompute_granularity=granularity if granularity in ("full", "selective") else None,
         recompute_method=r.get("model.recompute_method"),
         recompute_num_layers=r.optional_int("model.recompute_num_layers"),

@@ -63,6 +63,9 @@ class ModelShape:
     qk_layernorm: bool = False
     learned_position_embeddings: bool = False
     hidden_dropout: float = 0.0
+    # Softmax attention that keeps its s x s probabilities (megatron-core's local spec, attention_backend "local"
+    # or "unfused"): bytes saved per score element (`unfused_score_bytes`); 0 for flash and fused attention.
+    unfused_score_bytes: int = 0
     num_moe_experts: int | None = None
     moe_ffn_hidden_size: int | None = None
     moe_router_topk: int = 2
@@ -306,6 +309,7 @@ class Training:
     optimizer_cpu_offload: bool = False
     optimizer_offload_fraction: float = 0.0
     overlap_cpu_optimizer_d2h_h2d: bool = False
+    manual_gc: bool = False  # train.manual_gc: the training loop runs gc.collect() before the first step
     recompute_granularity: str | None = None  # None | "full" | "selective"
     recompute_method: str | None = None  # "uniform" | "block"
     recompute_num_layers: int | None = None
