@@ -47,6 +47,19 @@ def test_merge_keeps_per_rank_memory_and_the_last_stage_loss():
     assert set(REQUIRED) <= set(merged)
 
 
+def test_merge_keeps_the_memory_marks_device_use_and_the_slowest_optimizer_step():
+    first, second = _part(0), _part(1)
+    first |= {"memory_marks_bytes": {"model_built": 5, "optimizer_built": 9}, "device_used_bytes": 120,
+              "optimizer_step_time_s": [0.05, 0.30]}
+    second |= {"memory_marks_bytes": {"model_built": 6, "optimizer_built": 8}, "device_used_bytes": 130,
+               "optimizer_step_time_s": [0.07, 0.20]}
+    merged = merge_ranks([second, first], 2)
+    assert merged["memory_marks_bytes"] == [first["memory_marks_bytes"], second["memory_marks_bytes"]]
+    assert merged["device_used_bytes"] == [120, 130]
+    assert merged["optimizer_step_time_s"] == [0.07, 0.30]
+    assert merge_ranks([_part(0)], 1)["optimizer_step_time_s"] == []  # results from before these fields
+
+
 def test_an_oom_on_one_rank_outranks_the_nccl_errors_it_causes_on_others():
     parts = [_part(0, "nccl-error", "DistBackendError: NCCL communicator was aborted"),
              _part(1, "cuda-oom", "OutOfMemoryError: CUDA out of memory")]

@@ -110,6 +110,7 @@ def merge_ranks(parts: list[dict], world_size: int, launcher_exit: tuple[Outcome
         "peak_reserved_bytes": [by_rank.get(r, {}).get("peak_reserved_bytes") for r in range(world_size)],
         "optimizer_gpu_bytes": [by_rank.get(r, {}).get("optimizer_gpu_bytes") for r in range(world_size)],
         "memory_marks_bytes": [by_rank.get(r, {}).get("memory_marks_bytes") for r in range(world_size)],
+        "device_used_bytes": [by_rank.get(r, {}).get("device_used_bytes") for r in range(world_size)],
         "optimizer_step_time_s": _slowest(parts, "optimizer_step_time_s"),
         "host_peak_rss_bytes": max((p.get("host_peak_rss_bytes") or 0 for p in parts), default=None),
         "versions": first.get("versions", {k: None for k in VERSION_KEYS}),

@@ -127,6 +127,10 @@ def run(spec: dict, part: dict) -> None:
         torch.cuda.synchronize()
         part["iteration_time_s"].append(time.perf_counter() - started)
         part.setdefault("optimizer_step_time_s", []).append(time.perf_counter() - stepping)
+        # what the whole device has in use after the step: PyTorch's reserved pool (which keeps its peak) plus what
+        # lies outside it (CUDA context, NCCL, library workspaces): the figure an OOM is decided against
+        free, total = torch.cuda.mem_get_info()
+        part["device_used_bytes"] = max(part.get("device_used_bytes", 0), total - free)
         if iteration == 0:
             part["optimizer_gpu_bytes"] = torch.cuda.memory_allocated() - before_optimizer
             marks["after_first_step"] = torch.cuda.memory_allocated()
