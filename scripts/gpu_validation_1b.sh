@@ -19,7 +19,7 @@ if ! python3 -c "import torch, megatron.core" 2>/dev/null; then
   export PYTHONPATH="/tmp/offlint-site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-recipes=$PWD/fixtures/replay/gpt_1b_recipes.py
+recipes=fixtures/replay/gpt_1b_recipes.py
 log=$out/validation-1b.txt
 say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 replay() { local limit=$1; shift; timeout "$limit" python3 -m offlint replay "$@" 2>&1 | tee -a "$log"; return "${PIPESTATUS[0]}"; }
@@ -61,7 +61,7 @@ fi
 
 say "4. replay bisect: 8 commits, commit 5 drops the optimizer offload; budget ${cap:-?} GiB"
 if [ -n "$cap" ] && command -v git >/dev/null; then
-  bash scripts/make_offload_history.sh /tmp/history "$recipes" 8 5 >>"$log" 2>&1
+  bash scripts/make_offload_history.sh /tmp/history "$PWD/$recipes" 8 5 >>"$log" 2>&1
   started=$(date +%s)
   timeout 900 python3 -m offlint bisect fixtures/gpt_1b_recipes.py --repo /tmp/history --recipe gpt_1b_offload \
     --good HEAD~7 --bad HEAD --probe replay --iters 2 --memory-budget "${cap}GiB" --timeout 300 \
