@@ -171,7 +171,7 @@ def _wan_stages(m: ModelShape, p: Parallelism, t: Training, dp: int, edp: int,
     parts = _weights(m, p, t, params.Stage(0, m.num_layers, count, True, True), dense / weights[0], weights)
     parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
                       dense / grads[0] * _grad_bytes(t), "grads"))
-    optimizer = optimizer_bytes(t, dense / optim[0])
+    optimizer = optimizer_bytes(t, dense / optim[0], dense)
     for name, gpu in optimizer.gpu:
         parts.append(Part(f"optimizer: {name}", gpu, "optimizer"))
     layer = sum(diffusion.layer_terms(m, p).values())
@@ -479,7 +479,8 @@ def optimizer_bytes(t: Training, shard: float, rank_params: float | None = None)
     host bytes."""
     moments = 2 if t.optimizer == "adam" else 1  # SGD keeps one momentum buffer
     needs_master = t.params_bytes < 4
-    if t.optimizer_cpu_offload and t.distributed_optimizer and needs_master and not t.manual_gc:
+    # measured with megatron-core's DistributedOptimizer (not Megatron-FSDP, whose optimizer is built otherwise)
+    if t.optimizer_cpu_offload and t.distributed_optimizer and not t.fsdp and needs_master and not t.manual_gc:
         lingering = _first_hybrid_optimizer(t, rank_params if rank_params is not None else shard)
         offloaded = optimizer_bytes(replace(t, manual_gc=True), shard, rank_params)
         return OptimizerBytes(offloaded.gpu + [lingering.gpu[0]], offloaded.host + lingering.host,
