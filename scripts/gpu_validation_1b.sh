@@ -29,6 +29,12 @@ replay 900 "$recipes" --recipe gpt_1b_optimizer_offload_config --iters "$iters" 
   --plot "$out/sweep-1b.png" --result-json "$out/sweep-1b.json" --run-dir /tmp/sweep-1b
 say "sweep exit $?"
 
+say "1b. without train.manual_gc: the first HybridDeviceOptimizer's copies stay (expect memory-regression, exit 7)"
+replay 300 "$recipes" --recipe gpt_1b_optimizer_offload_config --override train.manual_gc=false \
+  --override optimizer.optimizer_offload_fraction=0 --iters "$iters" --verify --result-json /tmp/no-gc.json \
+  --run-dir /tmp/no-gc
+say "fraction 0 without manual_gc exit $?"
+
 say "2. precision-aware optimizer, with the offload (fraction 1) and without it"
 replay 300 "$recipes" --recipe gpt_1b_precision_aware_offload_config --iters "$iters" \
   --result-json /tmp/pa-offload.json --run-dir /tmp/pa-offload
@@ -70,7 +76,7 @@ if [ -n "$cap" ] && command -v git >/dev/null; then
 fi
 
 # The result files of the single runs, gathered into one (at most 8 files come back from a device machine).
-python3 - "$out/runs-1b.json" /tmp/pa-offload.json /tmp/pa-only.json /tmp/oom.json /tmp/fits.json /tmp/bisect.json <<'EOF'
+python3 - "$out/runs-1b.json" /tmp/no-gc.json /tmp/pa-offload.json /tmp/pa-only.json /tmp/oom.json /tmp/fits.json /tmp/bisect.json <<'EOF'
 import json, os, sys
 json.dump({os.path.basename(p): json.load(open(p)) for p in sys.argv[2:] if os.path.exists(p)},
           open(sys.argv[1], "w"), indent=1)

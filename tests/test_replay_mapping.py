@@ -174,9 +174,10 @@ def test_the_model_a_rank_builds_has_the_mapped_size(tmp_path):
 def test_manual_gc_reaches_the_rank_as_bridge_sets_it():
     """train.manual_gc: the rank collects before the first step, as Bridge's and Megatron-LM's loops do."""
     recipe = "fixtures/replay/tiny_gpt_recipes.py"
-    assert spec_of(recipe, "tiny_gpt_optimizer_offload_config").train["manual_gc"] is False
-    loaded = load_unit(recipe, "tiny_gpt_optimizer_offload_config", overrides=["train.manual_gc=true"])
-    assert map_unit(loaded.resolved).train["manual_gc"] is True
+    assert spec_of(recipe, "tiny_gpt_optimizer_offload_config").train["manual_gc"] is True  # the recipe sets it
+    loaded = load_unit(recipe, "tiny_gpt_optimizer_offload_config", overrides=["train.manual_gc=false"])
+    assert map_unit(loaded.resolved).train["manual_gc"] is False
+    assert spec_of("fixtures/replay/tiny_optimizer_offload.yaml").train["manual_gc"] is False  # not said: off
 
 
 def test_the_first_hybrid_device_optimizer_is_held_only_by_a_cycle(monkeypatch):
