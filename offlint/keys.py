@@ -111,6 +111,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("env.NCCL_GRAPH_REGISTER", "str", None),  # "0" is expandable_segments' partner under CUDA graphs
     # Bridge's top-level mixed precision recipe name ("bf16_mixed", ...)
     _k("mixed_precision", "str", None),
+    # gc.collect() before the first step (Bridge's TrainingConfig, Megatron-LM's --manual-gc): not a megatron-core
+    # field, so no dataclass default; Megatron-LM's argparse default (off) applies to its launches
+    _k("train.manual_gc", "bool", None, flag="--manual-gc"),
 ]}
 
 # Allowed-value sets that megatron-core checks in __post_init__, by the release that introduced each value.

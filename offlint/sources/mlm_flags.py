@@ -56,9 +56,7 @@ SWITCHES: dict[str, list[tuple[str, object]]] = {
     "--fp4-param-gather": [("model.fp4_param", True)],
     "--account-for-embedding-in-pipeline-split": [("model.account_for_embedding_in_pipeline_split", True)],
     "--account-for-loss-in-pipeline-split": [("model.account_for_loss_in_pipeline_split", True)],
-    # the memory model and replay: gc.collect() before training (frees the first HybridDeviceOptimizer's
-    # copies), and an output layer of its own (megatron-core's GPTModel ties them otherwise)
-    "--manual-gc": [("train.manual_gc", True)],
+    # the memory model and replay: an output layer of its own (Megatron-LM ties it to the embedding otherwise)
     "--untie-embeddings-and-output-weights": [("model.share_embeddings_and_output_weights", False)],
 }
 # Which attention runs (the memory model: unfused attention keeps its s x s probabilities).
