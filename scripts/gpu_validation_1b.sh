@@ -24,8 +24,8 @@ log=$out/validation-1b.txt
 say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 replay() { local limit=$1; shift; timeout "$limit" python3 -m offlint replay "$@" 2>&1 | tee -a "$log"; return "${PIPESTATUS[0]}"; }
 
-say "1. sweep: optimizer offload fractions 0, 0.5, 1 against a baseline without offloading, $iters iterations"
-replay 900 "$recipes" --recipe gpt_1b_optimizer_offload_config --iters "$iters" --verify --fractions 0,0.5,1 \
+say "1. sweep: optimizer offload fractions 0, 0.25, 0.5, 0.75, 1 against a baseline without offloading, $iters iterations"
+replay 900 "$recipes" --recipe gpt_1b_optimizer_offload_config --iters "$iters" --verify --fractions 0,0.25,0.5,0.75,1 \
   --plot "$out/sweep-1b.png" --result-json "$out/sweep-1b.json" --run-dir /tmp/sweep-1b
 say "sweep exit $?"
 
