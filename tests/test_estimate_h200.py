@@ -69,6 +69,21 @@ def test_unfused_attention_keeps_the_scores_and_recompute_drops_them():
     assert unfused.without(activations.RECOMPUTE_DROPS["core_attn"]).total == flash.total
 
 
+def test_unfused_scores_belong_to_attention_layers_only():
+    """A hybrid model's attention layer keeps the scores (Falcon-H1's provider defaults to unfused attention);
+    its MLP, MoE and gated-delta-net layers do not."""
+    shape = ModelShape(num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
+                       num_query_groups=16, kv_channels=64, vocab_size=32768, seq_length=1024,
+                       hybrid_pattern="M*-E", num_moe_experts=4, moe_ffn_hidden_size=1024, unfused_score_bytes=7,
+                       mamba_num_heads=32, mamba_head_dim=64, mamba_num_groups=8, mamba_state_dim=128)
+    for kind in "*-E":
+        terms = activations.layer_terms(shape, Parallelism(), Training(), moe=kind == "E", hybrid=kind).terms
+        assert ("core_attn_scores" in terms) is (kind == "*"), kind
+    gdn = activations.layer_terms(ModelShape(**{**shape.__dict__, "hybrid_pattern": None}), Parallelism(),
+                                  Training(), moe=False, gdn=True).terms
+    assert "core_attn_scores" not in gdn
+
+
 @pytest.mark.parametrize("backend, fp32, dropout, expected", [
     ("auto", True, 0.1, 0), ("flash", True, 0.1, 0), ("AttnBackend.fused", True, 0.1, 0),
     ("local", True, 0.1, 7), ("AttnBackend.unfused", True, 0.1, 7), ("unfused", False, 0.1, 5),

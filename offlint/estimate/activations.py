@@ -203,8 +203,8 @@ def _bf16_terms(m: ModelShape, p: Parallelism, t: Training, moe: bool) -> dict[s
 
 
 # A hybrid model's attention, MLP and MoE layers save what the same parts of a transformer layer save.
-_ATTENTION_PART = ("attn_norm_input", "qkv_input", "core_attn_qkv", "core_attn_out", "attn_output_gate",
-                   "attn_dropout_mask")
+_ATTENTION_PART = ("attn_norm_input", "qkv_input", "core_attn_qkv", "core_attn_scores", "core_attn_out",
+                   "attn_output_gate", "attn_dropout_mask")
 
 
 def _hybrid_terms(m: ModelShape, p: Parallelism, t: Training, kind: str) -> dict[str, float]:
