@@ -58,6 +58,23 @@ def test_the_estimate_without_allowance_is_within_10_percent_of_the_measured_pea
     assert abs(floor / peak - 1) < 0.10, f"{name}: estimated {floor / 2**30:.2f} GiB, measured {peak / 2**30:.2f}"
 
 
+@pytest.mark.parametrize("name, config, recipe, overrides, measured",
+                         [run for run in _measured_runs() if run[4]["offload"]["optimizer"].get("offloaded_param_numel")],
+                         ids=lambda v: v if isinstance(v, str) and " " in v else "")
+def test_the_host_memory_is_within_10_percent_of_what_the_offload_added(name, config, recipe, overrides, measured):
+    """The host's peak resident set less the run without offloading's (the process itself): the hybrid
+    optimizer's fp32 copies, moments and gradient copies, and the first one's leftover fp32 copies."""
+    baseline = json.loads((DATA / ("h200-1b-sweep.json" if config == GPT_1B else "h200-tiny-sweep.json"))
+                          .read_text())["baseline"]
+    args = ["estimate", config, "--recipe", recipe, "--gpu", "h200", "--gpus", "1", "--output-format", "json"]
+    for override in AS_REPLAYED + overrides:
+        args += ["--override", override]
+    report = json.loads(CliRunner().invoke(main, args).output)
+    host = report["stages"][report["peak_stage"]]["host_optimizer_bytes"]
+    added = measured["host_peak_rss_bytes"] - baseline["host_peak_rss_bytes"]
+    assert abs(host / added - 1) < 0.10, f"{name}: estimated {host / 2**30:.2f} GiB, measured {added / 2**30:.2f}"
+
+
 def test_unfused_attention_keeps_the_scores_and_recompute_drops_them():
     shape = ModelShape(num_layers=2, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
                        num_query_groups=16, kv_channels=64, vocab_size=32768, seq_length=1024)

@@ -489,12 +489,13 @@ def optimizer_bytes(t: Training, shard: float, rank_params: float | None = None)
         f = t.optimizer_offload_fraction
         if t.precision_aware:
             # The hybrid optimizer gets 16-bit shard views; it keeps fp32 copies and moments wherever each
-            # parameter lives (precision-aware dtypes are ignored, F-10). Offloaded: a pinned copy of the
-            # parameter, its fp32 copy and moments, and a pinned gradient copy on the host.
+            # parameter lives (precision-aware dtypes are ignored, F-10). Offloaded: the parameter's fp32 copy
+            # (made from a pinned 16-bit clone, which is then dropped) and moments, and a pinned fp32 gradient
+            # copy on the host (hybrid_optimizer.py _get_sub_optimizer_param_groups; the H200 run's host memory
+            # agrees, docs/gpu-validation.md).
             return OptimizerBytes([("fp32 master copy", (1 - f) * shard * 4),
                                    ("moments (fp32)", (1 - f) * shard * 4 * moments)],
-                                  host=f * shard * (t.params_bytes + 4 + 4 * moments + 4),
-                                  pinned=f * shard * (t.params_bytes + 4))
+                                  host=f * shard * (4 + 4 * moments + 4), pinned=f * shard * 4)
         # F-9: the distributed optimizer's fp32 master shard stays on the GPU; only the moments move (plus a
         # pinned copy of the master and of the gradient on the host).
         return OptimizerBytes([("fp32 master copy (stays on GPU, F-9)", shard * 4 if needs_master else 0.0),
@@ -516,7 +517,8 @@ def _first_hybrid_optimizer(t: Training, rank_params: float) -> OptimizerBytes:
     """What megatron-core's first HybridDeviceOptimizer leaves until Python's cyclic garbage collector runs.
 
     get_megatron_optimizer builds one over all of this rank's 16-bit parameters (not the data-parallel shard):
-    fp32 copies of those it keeps on the GPU, and a pinned 16-bit clone plus an fp32 copy of those it offloads.
+    fp32 copies of those it keeps on the GPU and, on the host, of those it offloads (each made from a pinned
+    16-bit clone that is then dropped).
     The DistributedOptimizer then builds its own over the fp32 shards; the first is held only by a reference
     cycle. train.manual_gc (gc.collect() before the first step in Bridge's and Megatron-LM's loops) frees it.
     Measured on an H200 with megatron-core 0.19.2 (docs/gpu-validation.md): 5.03 GiB at fraction 0 and 2.50 GiB
@@ -524,7 +526,7 @@ def _first_hybrid_optimizer(t: Training, rank_params: float) -> OptimizerBytes:
     f = t.optimizer_offload_fraction
     return OptimizerBytes([("leftover fp32 copies until gc (train.manual_gc)",
                             (1 - f) * rank_params * 4)],
-                          host=f * rank_params * (t.params_bytes + 4), pinned=f * rank_params * t.params_bytes)
+                          host=f * rank_params * 4)
 
 
 def microbatches_in_flight(p: Parallelism, stage: int, nmb: int | None) -> float:
