@@ -140,10 +140,16 @@ def _read_unfused_score_bytes(r: Reader) -> int:
     from a Hugging Face checkpoint, say) is taken to be flash or fused attention, as Bridge's recipes run with
     Transformer Engine, and does not make the estimate unknown."""
     backend = r.lookup("model.attention_backend")
-    if backend.state not in ("known", "default") or not unfused_score_bytes(backend.value, True, 0.0):
+    if backend.state not in ("known", "default") or not _unfused(backend.value):
         return 0
     return unfused_score_bytes(backend.value, bool(r.get("model.attention_softmax_in_fp32", True)),
                                float(r.get("model.attention_dropout", 0.1) or 0.0))
+
+
+def _unfused(backend: object) -> bool:
+    """Whether megatron-core's `attention_backend` (an AttnBackend, its name, or "AttnBackend.x") runs unfused
+    softmax attention: `local` (megatron-core's own DotProductAttention) or `unfused`."""
+    return str(backend).rsplit(".", 1)[-1].lower() in ("local", "unfused")
 
 
 def unfused_score_bytes(backend: object, softmax_in_fp32: bool, attention_dropout: float) -> int:
@@ -153,7 +159,7 @@ def unfused_score_bytes(backend: object, softmax_in_fp32: bool, attention_dropou
     that the product with v keeps; without it, that product keeps the 16-bit cast (the softmax output itself
     when it is 16-bit). Flash and fused attention ("flash", "fused", "auto") keep none. Measured on an H200: 7
     bytes per element (fp32 softmax, dropout 0.1), docs/gpu-validation.md."""
-    if str(backend).rsplit(".", 1)[-1].lower() not in ("local", "unfused"):
+    if not _unfused(backend):
         return 0
     probabilities = 4 if softmax_in_fp32 else 2
     if attention_dropout > 0:

@@ -11,7 +11,7 @@ Activations come from `activations.py`, times the micro-batches each stage holds
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from offlint.estimate import activations as act
@@ -474,17 +474,22 @@ class OptimizerBytes:
     pinned: float = 0.0
 
 
-def optimizer_bytes(t: Training, shard: float, rank_params: float | None = None) -> OptimizerBytes:
+def optimizer_bytes(t: Training, shard: float, rank_params: float) -> OptimizerBytes:
     """Optimizer state for `shard` parameters (this rank's share of its `rank_params`): GPU parts by name, and
-    host bytes."""
+    host bytes; with what the first HybridDeviceOptimizer leaves where no garbage collection frees it."""
+    state = _optimizer_state(t, shard)
+    # measured with megatron-core's DistributedOptimizer (not Megatron-FSDP, whose optimizer is built otherwise)
+    if t.optimizer_cpu_offload and t.distributed_optimizer and not t.fsdp and t.params_bytes < 4 \
+            and not t.manual_gc:
+        left = _first_hybrid_optimizer(t, rank_params)
+        return OptimizerBytes(state.gpu + left.gpu, state.host + left.host, state.pinned + left.pinned)
+    return state
+
+
+def _optimizer_state(t: Training, shard: float) -> OptimizerBytes:
+    """The optimizer's own state for `shard` parameters: GPU parts by name, and host bytes."""
     moments = 2 if t.optimizer == "adam" else 1  # SGD keeps one momentum buffer
     needs_master = t.params_bytes < 4
-    # measured with megatron-core's DistributedOptimizer (not Megatron-FSDP, whose optimizer is built otherwise)
-    if t.optimizer_cpu_offload and t.distributed_optimizer and not t.fsdp and needs_master and not t.manual_gc:
-        lingering = _first_hybrid_optimizer(t, rank_params if rank_params is not None else shard)
-        offloaded = optimizer_bytes(replace(t, manual_gc=True), shard, rank_params)
-        return OptimizerBytes(offloaded.gpu + [lingering.gpu[0]], offloaded.host + lingering.host,
-                              offloaded.pinned + lingering.pinned)
     if t.optimizer_cpu_offload:
         f = t.optimizer_offload_fraction
         if t.precision_aware:
