@@ -10,16 +10,7 @@
 # Writes: env.txt (GPU, driver, versions), gpu-tests.txt (pytest -m gpu), verify.txt + verify.json
 # (--verify of optimizer offloading), sweep.txt + sweep.json + sweep.png (fractions 0..1).
 set -uo pipefail
-out=${OUT:-gpu-replay-out}
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
-if ! python3 -c "import torch, megatron.core, matplotlib" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/offlint-site \
-    .device-wheels/*.whl || { echo "torch, megatron-core or matplotlib is missing: pip install -e '.[replay]'" \
-                                   "(or fill .device-wheels/ with scripts/fetch_device_wheels.sh)"; exit 2; }
-  export PYTHONPATH="/tmp/offlint-site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+. "$(dirname "$0")/device_env.sh"  # out, the wheels, PYTHONPATH
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   python3 -c "import sys, torch, megatron.core as m; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'megatron-core', m.__version__)"

@@ -9,16 +9,8 @@
 # It needs what gpu_replay_check.sh needs (torch with CUDA, megatron-core; .device-wheels/ on a machine without
 # network) and git. Each part has its own time limit, so one that hangs does not take the others with it.
 set -uo pipefail
-out=${OUT:-gpu-replay-out}
 iters=${1:-6}
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
-if ! python3 -c "import torch, megatron.core" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/offlint-site \
-    .device-wheels/*.whl || { echo "torch or megatron-core is missing: pip install -e '.[replay]'"; exit 2; }
-  export PYTHONPATH="/tmp/offlint-site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+. "$(dirname "$0")/device_env.sh"  # out, the wheels, PYTHONPATH
 recipes=fixtures/replay/gpt_1b_recipes.py
 log=$out/validation-1b.txt
 say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }

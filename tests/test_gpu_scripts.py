@@ -44,6 +44,6 @@ def test_the_history_script_never_writes_into_an_existing_folder(tmp_path):
 
 
 def test_the_gpu_scripts_parse():
-    for script in ("gpu_replay_check.sh", "gpu_validation_1b.sh", "make_offload_history.sh",
+    for script in ("gpu_replay_check.sh", "gpu_validation_1b.sh", "device_env.sh", "make_offload_history.sh",
                    "fetch_device_wheels.sh"):
         assert subprocess.run(["bash", "-n", str(ROOT / "scripts" / script)]).returncode == 0, script
