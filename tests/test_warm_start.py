@@ -18,7 +18,7 @@ from offlint.cache import project_cache_dir
 from offlint import gitignore, rules
 from offlint.gitignore import GitIgnore
 from offlint.rules import _parse_rules, load_rules, rules_codec
-from offlint.warm_start import WarmStart, remembered
+from offlint.warm_start import WarmStart, _Kept, remembered
 
 RECIPE = '''
 from megatron.bridge.training.config import ConfigContainer
@@ -235,3 +235,20 @@ def test_kept_walk_regexes_are_compiled_by_a_walk_only_and_a_bad_one_is_not_used
         assert ignore._walked is None
         for path in ("a.pyc", "x/build/", "docs/_build", "docs/_build/a.py", "a.py", "build"):
             assert ignore.match_walked(path) == kept.match_walked(path) == kept.match(path), path
+
+
+def test_a_kept_value_is_checked_when_first_asked_for_and_a_damaged_one_never_given():
+    checked = []
+
+    def valid(value):
+        checked.append(value)
+        return value != "damaged"
+
+    kept = _Kept({"a": "fine", "b": "damaged", "c": "unasked"}, valid)
+    assert checked == []  # a run that asks for none checks none (a pre-commit run's .gitignore regexes)
+    assert kept.get("a") == "fine" and kept.get("a") == "fine"
+    assert kept.get("b") is None and kept.get("b") is None
+    assert checked == ["fine", "damaged"]  # each once
+    kept.keep("d", "made")
+    assert kept.used() == {"a": "fine", "d": "made"}  # the damaged one is not written again, nor the unasked one
+    assert _Kept({"a": "fine", "b": "damaged"}, valid).used() == {"a": "fine", "b": "damaged"}  # none asked: as read
