@@ -257,3 +257,43 @@ def test_a_bridge_registered_through_a_module_constant_is_found(tmp_path, monkey
     assert _registrations(project, "LlamaForCausalLM") == [(path, "LlamaBridge")]
     assert _registrations(project, "Qwen3MoeForCausalLM") == []  # bound, but not the source of any registration
     assert _registrations(project, "MixtralForCausalLM") == []  # bound twice: not a constant
+
+
+DOCSTRING_ONLY = '''
+class MegatronModelBridge:
+    """Subclass it, registered for an architecture:
+
+    @MegatronModelBridge.register_bridge(source=LlamaForCausalLM, target=GPTModel)
+    class LlamaBridge(MegatronModelBridge): ...
+    """
+'''
+
+SPLIT_DECORATOR = '''
+from megatron.bridge.models.conversion.model_bridge import MegatronModelBridge
+
+
+@(
+    MegatronModelBridge.register_bridge(source="LlamaForCausalLM", target=GPTModel)
+)
+class LlamaBridge(MegatronModelBridge):
+    pass
+'''
+
+
+def test_a_module_naming_the_architecture_only_in_a_docstring_is_not_parsed(tmp_path, monkeypatch):
+    """Only a module with a line that may start a registering decorator is parsed (Bridge's model_bridge.py, 118 KB,
+    names LlamaForCausalLM in an indented docstring example); a decorator split over lines is still found."""
+    from offlint.sources import bridge_models
+
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path, with_bridges=False)
+    base, split = "src/megatron/bridge/models/conversion/model_bridge.py", "src/megatron/bridge/models/llama/llama_bridge.py"
+    for name, text in {base: DOCSTRING_ONLY, split: SPLIT_DECORATOR}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    project = PythonProject([base, split, RECIPE_PATH], lambda p: (tmp_path / p).read_text())
+    parsed = []
+    real = project.parsed
+    monkeypatch.setattr(project, "parsed", lambda path: parsed.append(path) or real(path))
+    assert bridge_models._registrations(project, "LlamaForCausalLM") == [(split, "LlamaBridge")]
+    assert parsed == [split]
