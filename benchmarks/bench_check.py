@@ -12,7 +12,9 @@ Each run measures, in this order:
            FILE alone, a comment line appended at its end (no definition changes: the files importing it stay
            valid); FILE:FUNCTION, the module-level function FUNCTION edited, by a comment at the end of its
            `def` line (--edit in-place: no line moves, that function's text changes) or a statement inserted at
-           the top of its body (--edit insert: it and every definition below it move down a line). --changed may
+           the top of its body (--edit insert: it and every definition below it move down a line), or its first
+           integer set with `=` in its body, plus one (--edit value: what the function gives changes, as a user's
+           edit of a recipe's setting does; every reading that ran it reads it again). --changed may
            be given several times (a leaf recipe, a base builder most recipes call): one line each, in order,
            each after an untimed `offlint check .` that brings the cache's entries back to the unedited tree.
 
@@ -101,7 +103,10 @@ def measure_floor(cwd: Path) -> dict:
     return json.loads(out.stdout)
 
 
-def edited(original: bytes, function: str | None, insert: bool) -> bytes:
+_INTEGER_SET = re.compile(rb"(?<![=!<>])=\s*(\d+)\b(?!\s*[.\w])")  # `x = 12`, `f(n=12)`: not `==`, not 1.5
+
+
+def edited(original: bytes, function: str | None, edit: str) -> bytes:
     """The text of the benchmark's edit (see the module docstring)."""
     if function is None:
         return original + b"\n# edited by offlint's benchmark\n"
@@ -113,21 +118,33 @@ def edited(original: bytes, function: str | None, insert: bool) -> bytes:
     end = start  # the line that ends the signature (`):` or `) -> T:`)
     while end + 1 < len(lines) and not re.search(rb":\s*(#.*)?$", lines[end]):
         end += 1
-    if insert:
+    if edit == "insert":
         body = next((ln for ln in lines[end + 1:] if ln.strip()), b"    pass")
         indent = body[:len(body) - len(body.lstrip())] or b"    "
         lines.insert(end + 1, indent + b"_edited_by_offlint_benchmark = 1")
+    elif edit == "value":
+        found = None
+        for index in range(end + 1, len(lines)):
+            if lines[index][:1] not in (b" ", b"\t", b"") and not lines[index].startswith(b"#"):
+                break  # the function's body ended
+            found = _INTEGER_SET.search(lines[index].split(b"#")[0])
+            if found:
+                value = str(int(found.group(1)) + 1).encode()
+                lines[index] = lines[index][:found.start(1)] + value + lines[index][found.end(1):]
+                break
+        if not found:
+            raise SystemExit(f"bench_check: {function} sets no integer with `=` (--edit value)")
     else:
         lines[start] += b"  # edited by offlint's benchmark"
     return b"\n".join(lines)
 
 
-def measure_edited(tree: Path, changed: str, function: str | None, insert: bool, extra: list[str]) -> dict:
+def measure_edited(tree: Path, changed: str, function: str | None, edit: str, extra: list[str]) -> dict:
     """Time `offlint check CHANGED` after a real edit of CHANGED; the file's bytes are always restored."""
     path = Path(changed) if Path(changed).is_absolute() else tree / changed
     original = path.read_bytes()
     try:
-        path.write_bytes(edited(original, function, insert))
+        path.write_bytes(edited(original, function, edit))
         return measure(tree, [changed, *extra])
     finally:
         path.write_bytes(original)
@@ -161,13 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1:]
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      usage="%(prog)s TREE [--runs N] [--changed FILE[:FUNCTION]]... "
-                                           "[--edit in-place|insert] [-- extra offlint args]")
+                                           "[--edit in-place|insert|value] [-- extra offlint args]")
     parser.add_argument("tree", type=Path)
     parser.add_argument("--runs", type=int, default=3, help="cold/warm(/changed) repetitions (default 3)")
     parser.add_argument("--changed", action="append", default=[], metavar="FILE[:FUNCTION]",
                         help="also time `offlint check FILE` run from TREE after an edit of FILE (of FUNCTION in "
                              "it); repeatable")
-    parser.add_argument("--edit", choices=("in-place", "insert"), default="in-place",
+    parser.add_argument("--edit", choices=("in-place", "insert", "value"), default="in-place",
                         help="how FILE:FUNCTION is edited (default in-place: no line moves)")
     args = parser.parse_args(argv)
     tree = args.tree.resolve()
@@ -222,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                 for last in cache.glob("*/last-*"):
                     last.unlink()
                 measure(tree, [".", *extra])
-            r = measure_edited(tree, target[0], target[1], args.edit == "insert", extra) if target else \
+            r = measure_edited(tree, target[0], target[1], args.edit, extra) if target else \
                 measure(tree, [".", *extra])
             results[kind].append(r)
             print(line(f"{kind} {run}/{args.runs}", r, floor), flush=True)

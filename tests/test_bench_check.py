@@ -24,11 +24,11 @@ def second(
 
 
 def test_a_file_alone_gets_a_comment_line_at_its_end():
-    assert bench_check.edited(SOURCE, None, False) == SOURCE + b"\n# edited by offlint's benchmark\n"
+    assert bench_check.edited(SOURCE, None, "in-place") == SOURCE + b"\n# edited by offlint's benchmark\n"
 
 
 def test_a_function_edited_in_place_changes_its_def_line_only():
-    edited = bench_check.edited(SOURCE, "second", False)
+    edited = bench_check.edited(SOURCE, "second", "in-place")
     before, after = SOURCE.split(b"\n"), edited.split(b"\n")
     assert len(before) == len(after)
     assert [i for i, (a, b) in enumerate(zip(before, after)) if a != b] == [4]
@@ -36,7 +36,7 @@ def test_a_function_edited_in_place_changes_its_def_line_only():
 
 
 def test_an_insert_goes_after_the_whole_signature_at_the_body_s_indent():
-    edited = bench_check.edited(SOURCE, "second", True)
+    edited = bench_check.edited(SOURCE, "second", "insert")
     lines = edited.split(b"\n")
     assert lines[7] == b"    _edited_by_offlint_benchmark = 1"
     assert len(lines) == len(SOURCE.split(b"\n")) + 1
@@ -46,4 +46,27 @@ def test_an_insert_goes_after_the_whole_signature_at_the_body_s_indent():
 
 def test_a_function_the_file_does_not_define_is_an_error():
     with pytest.raises(SystemExit, match="no module-level function third"):
-        bench_check.edited(SOURCE, "third", False)
+        bench_check.edited(SOURCE, "third", "in-place")
+
+
+VALUES = b'''def recipe(n: int = 3):
+    cfg = base(eval_iters=32, lr=1.5e-4)  # x = 7 in a comment
+    if cfg.a == 2:
+        cfg.b = 4
+    return cfg
+
+
+def other():
+    return 9
+'''
+
+
+def test_a_value_edit_adds_one_to_the_first_integer_the_body_sets():
+    """`=` only (not `==`, not a float, not the signature's default, not a comment), the first in the body."""
+    edited = bench_check.edited(VALUES, "recipe", "value")
+    changed = [(a, b) for a, b in zip(VALUES.split(b"\n"), edited.split(b"\n")) if a != b]
+    assert changed == [(b"    cfg = base(eval_iters=32, lr=1.5e-4)  # x = 7 in a comment",
+                        b"    cfg = base(eval_iters=33, lr=1.5e-4)  # x = 7 in a comment")]
+    ast.parse(edited)
+    with pytest.raises(SystemExit, match="other sets no integer"):
+        bench_check.edited(VALUES, "other", "value")  # `return 9` sets nothing
