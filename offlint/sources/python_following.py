@@ -11,7 +11,7 @@ import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
-from offlint.sources import bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs
+from offlint.sources import bridge_mutators, bridge_models, bridge_schedule, python_calls, python_dicts, python_inputs
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
@@ -60,6 +60,9 @@ class CallFollowing:
             held = self._call_names[id(node)] = (node, *_call_kinds(node))
         _, name, short, early, maybe_pure, special = held
         # (the call as written, for messages: `self._segment(node.func) + "(...)"`, made where one needs it)
+        if short in python_dicts.WRITES and type(node.func) is ast.Attribute and type(node.func.value) is ast.Name \
+                and isinstance(frame.names.get(node.func.value.id), dict):
+            return self._dict_write(node, frame)
         if early:
             if short == "cast" and len(node.args) == 2:  # typing.cast(Type, value) is the value
                 return self._eval(node.args[1], frame)
@@ -190,7 +193,11 @@ class CallFollowing:
         if short == "replace" and node.args:
             base = self._eval(node.args[0], frame)
             if isinstance(base, Record):
-                return base.replaced(self._call_keywords(node, frame))
+                keywords = self._call_keywords(node, frame)
+                spread = keywords.pop(python_dicts.SPREAD, None)
+                if spread is not None:  # `replace(base, **overrides)`: any field may be replaced
+                    keywords = {**dict.fromkeys(base.fields, spread), **keywords}
+                return base.replaced(keywords)
         if name and self._imports_training_entry_point(name):
             # the configuration ends here; it is not changed
             return Unknown(f"`{self._segment(node.func)}(...)` runs training")
@@ -250,7 +257,9 @@ class CallFollowing:
             found = next((f for f in (reader._find_dataclass(b) for b in bases) if f is not None), None)
 
     def _call_keywords(self, node: ast.Call, frame: Frame) -> dict:
-        """Keyword arguments, `**spread` of literal dicts included (a spread offlint cannot read is skipped)."""
+        """Keyword arguments, `**spread` of literal dicts included. A spread offlint cannot read in full (not a dict
+        it knows, or one with an unread part) is kept under python_dicts.SPREAD: any parameter the call does not
+        name may be set by it (skipped, the callee's defaults were taken as known)."""
         out: dict = {}
         for keyword in node.keywords:
             if keyword.arg is not None:
@@ -258,8 +267,58 @@ class CallFollowing:
                 continue
             spread = self._eval(keyword.value, frame)
             if isinstance(spread, dict):
-                out.update({k: v[0] if isinstance(v, tuple) and len(v) == 3 else v for k, v in spread.items()})
+                out.update({k: python_dicts.value_of(v) for k, v in spread.items() if isinstance(k, str)})
+            if not isinstance(spread, dict) or isinstance(spread, PartialDict):
+                reason = spread.reason if isinstance(spread, (Unknown, PartialDict)) and spread.reason else \
+                    "not a dict offlint can read"
+                out.setdefault(python_dicts.SPREAD, Unknown(f"`**{self._segment(keyword.value)}`: {reason}"))
         return out
+
+    def _dict_write(self, node: ast.Call, frame: Frame):
+        """`kw.update(...)`, `kw.setdefault(k, v)`, `kw.pop(k[, default])`, `kw.clear()` on the dict the local name
+        `kw` holds (python_dicts): its result, the name given the changed copy (or unknown)."""
+        name, method, text = node.func.value.id, node.func.attr, self._segment(node)
+        held = frame.names[name]
+        args = [self._eval(a, frame) for a in node.args]
+        unread = any(isinstance(a, ast.Starred) for a in node.args)
+        if method == "clear" and not args and not node.keywords:
+            frame.names[name] = python_dicts.changed(held, cleared=True)
+            return None
+        if method == "update" and len(args) <= 1 and not unread:
+            entries = {}
+            if args:
+                if not isinstance(args[0], dict) or isinstance(args[0], PartialDict):
+                    frame.names[name] = python_dicts.unknown_write(name, text)
+                    return None
+                entries.update(args[0])
+            for keyword in node.keywords:
+                if keyword.arg is None:  # `kw.update(**other)`
+                    frame.names[name] = python_dicts.unknown_write(name, text)
+                    return None
+                entries[keyword.arg] = (self._eval(keyword.value, frame), self._loc(keyword),
+                                        self._segment(keyword.value))
+            frame.names[name] = python_dicts.changed(held, entries)
+            return None
+        key = args[0] if args else None
+        if method in ("setdefault", "pop") and 1 <= len(args) <= 2 and not unread and not node.keywords \
+                and python_dicts.literal_key(key):
+            if key in held:
+                found = python_dicts.value_of(held[key])
+                if method == "pop":
+                    frame.names[name] = python_dicts.changed(held, removed=(key,))
+                return found
+            if isinstance(held, PartialDict):  # the key may be in its unread part
+                if method == "setdefault":
+                    frame.names[name] = python_dicts.unknown_write(name, text)
+                return Unknown(f"`{text}`: {held.reason}")
+            value = args[1] if len(args) == 2 else None
+            if method == "setdefault":
+                frame.names[name] = python_dicts.changed(
+                    held, {key: (value, self._loc(node), self._segment(node.args[1]) if len(args) == 2 else "None")})
+                return value
+            return value if len(args) == 2 else Unknown(f"`{text}` raises KeyError")
+        frame.names[name] = python_dicts.unknown_write(name, text)
+        return Unknown(f"the result of `{text}`")
 
     def _called_definition(self, name: str) -> tuple:
         """(`_find_dataclass(name)`, and when that is None `_find_function(name, quiet=True)`): a name imported from
@@ -295,7 +354,11 @@ class CallFollowing:
         for index, arg in enumerate(node.args):
             if index < len(names) and not isinstance(arg, ast.Starred):
                 fields[names[index]] = self._eval(arg, frame)
-        fields.update(self._call_keywords(node, frame))
+        keywords = self._call_keywords(node, frame)
+        spread = keywords.pop(python_dicts.SPREAD, None)
+        if spread is not None:  # any field not given positionally may come from it
+            fields.update({name: spread for name in names[len(node.args):]})
+        fields.update(keywords)
         return Record(cls.name, fields, plain=not cls.bases and not cls.keywords)
 
     def _hf_model_section(self, model: HFModel, node: ast.Call) -> ConfigObj:
@@ -517,16 +580,18 @@ class CallFollowing:
             defaults.update({p.arg: d for p, d in zip(params.kwonlyargs, params.kw_defaults) if d is not None})
             held = self._params[id(fn)] = (fn, ordered, defaults)
         _, ordered, defaults = held
+        spread = keywords.get(python_dicts.SPREAD)  # a `**spread` offlint cannot read: it may set any parameter
         for index, param in enumerate(ordered):
             if index < len(positional):
                 frame.names[param.arg] = positional[index]
             elif param.arg in keywords:
                 frame.names[param.arg] = keywords[param.arg]
             else:
-                frame.names[param.arg] = self._param_default(param.arg, defaults.get(param.arg), fn)
+                frame.names[param.arg] = spread if spread is not None else \
+                    self._param_default(param.arg, defaults.get(param.arg), fn)
         for param in params.kwonlyargs:
-            frame.names[param.arg] = keywords[param.arg] if param.arg in keywords else \
-                self._param_default(param.arg, defaults.get(param.arg), fn)
+            frame.names[param.arg] = keywords[param.arg] if param.arg in keywords else spread \
+                if spread is not None else self._param_default(param.arg, defaults.get(param.arg), fn)
         if params.vararg is not None:
             frame.names[params.vararg.arg] = Unknown(f"`{params.vararg.arg}` collects arbitrary arguments")
         if params.kwarg is not None:

@@ -11,7 +11,7 @@ from itertools import chain, compress, islice
 from operator import is_not
 
 from offlint.keys import OTHER_BRIDGE_SECTIONS
-from offlint.sources import python_inputs
+from offlint.sources import python_calls, python_dicts, python_inputs
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
@@ -43,6 +43,7 @@ _UNBOUND = object()
 _PYTHON, _ENV = Source.PYTHON, Source.ENV  # (an enum member read from its class costs a descriptor call each time)
 # Statement and expression classes tested by identity (the parser makes these exact classes, no subclasses of them)
 _ASSIGN, _ANN_ASSIGN, _EXPR, _RETURN = ast.Assign, ast.AnnAssign, ast.Expr, ast.Return
+_AUG_ASSIGN, _DELETE, _SUBSCRIPT = ast.AugAssign, ast.Delete, ast.Subscript
 _NAME, _ATTRIBUTE, _CALL, _CONSTANT = ast.Name, ast.Attribute, ast.Call, ast.Constant
 _BOOL_OP, _UNARY_OP, _COMPARE, _LAMBDA = ast.BoolOp, ast.UnaryOp, ast.Compare, ast.Lambda
 _IS_OPS = (ast.Is, ast.IsNot)
@@ -333,7 +334,44 @@ class Statements:
             if frame.returned is None:
                 frame.returned = RETURNED_NONE
             return []
+        if kind is _AUG_ASSIGN:
+            return self._augmented(stmt, frame)
+        if kind is _DELETE:
+            for target in stmt.targets:
+                if type(target) is _SUBSCRIPT:
+                    self._write_item(target, None, None, frame, delete=True)
+            return []
         return []
+
+    def _augmented(self, stmt: ast.AugAssign, frame: Frame) -> list[ConfigObj]:
+        """`x += v`, `cfg.train.global_batch_size *= 2`, `kw["k"] -= 1`: the target gets the operation's result
+        on the value it holds (unknown when either is; ignored, the target kept its old value as known)."""
+        target, text = stmt.target, self._segment(stmt)
+        if type(target) is _SUBSCRIPT:
+            self._write_item(target, None, stmt, frame, op=stmt.op)
+            return []
+        current = self._eval(target, frame) if type(target) in (_NAME, _ATTRIBUTE) else None
+        value = python_calls.arithmetic(stmt.op, current, self._eval(stmt.value, frame), text)
+        return self._assign(target, value, stmt, frame)
+
+    def _write_item(self, target: ast.Subscript, value, value_node, frame: Frame, delete: bool = False,
+                    op: ast.operator | None = None) -> None:
+        """`name[key] = value` (`del name[key]`, `name[key] op= value`) on a dict the name holds (python_dicts)."""
+        holder = target.value
+        held = frame.names.get(holder.id) if type(holder) is _NAME else None
+        if not isinstance(held, dict):
+            return
+        key = self._eval(target.slice, frame)
+        if not python_dicts.literal_key(key) or op is not None and key not in held:
+            frame.names[holder.id] = python_dicts.unknown_write(holder.id, self._segment(value_node or target))
+        elif delete:
+            frame.names[holder.id] = python_dicts.changed(held, removed=(key,))
+        else:
+            if op is not None:
+                value = python_calls.arithmetic(op, python_dicts.value_of(held[key]),
+                                                self._eval(value_node.value, frame), self._segment(value_node))
+            entry = (value, self._loc(target), self._segment(value_node))
+            frame.names[holder.id] = python_dicts.changed(held, {key: entry})
 
     def _assign(self, target, value, value_node, frame: Frame) -> list[ConfigObj]:
         kind = type(target)
@@ -346,6 +384,9 @@ class Statements:
                 chain = _attr_chain(target)
                 held = self._chains[id(target)] = (target, chain, ".".join(chain) if chain is not None else "")
             chain = held[1]
+        elif kind is _SUBSCRIPT:
+            self._write_item(target, value, value_node, frame)
+            return []
         elif kind is ast.Tuple or kind is ast.List:
             if isinstance(value, ObjectTuple) and len(value) == len(target.elts):
                 built: list[ConfigObj] = []
