@@ -71,6 +71,30 @@ def test_garbage_gives_one_line_error_exit_2_and_other_files_still_checked(proje
     assert "OFL102" in result.stdout  # the good file was still checked and reported
 
 
+NEWER_F_STRING = b"""from megatron.bridge.training.config import ConfigContainer
+
+
+def caption(i):
+    cfg = ConfigContainer()
+    return f"{'\\n' if i else ''}Image-{i}"
+"""
+
+
+def test_an_f_string_only_python_3_12_accepts_says_which_python_to_run(project):
+    """A backslash inside an f-string's braces (PEP 701): a syntax error on Python 3.11, valid from 3.12 on; the
+    error says so and what to do (a Megatron Bridge example script, b54cc3625, failed a whole check with no hint)."""
+    (project / "caption.py").write_bytes(NEWER_F_STRING)
+    result = run("check", "caption.py", "bad.py", cwd=project)
+    if sys.version_info >= (3, 12):
+        assert result.returncode == 1 and "caption.py" not in result.stderr  # parsed: nothing to say of it
+        return
+    assert result.returncode == 2
+    assert_one_line_errors(result.stderr, 1)
+    assert "caption.py: Python syntax error at line 6" in result.stderr
+    assert "valid from Python 3.12 on" in result.stderr and "run it with Python 3.12 or later" in result.stderr
+    assert "OFL102" in result.stdout
+
+
 def test_missing_path_is_an_error_but_others_are_checked(project):
     result = run("check", "nope.py", "bad.py", cwd=project)
     assert result.returncode == 2

@@ -22,6 +22,7 @@ Where each input is handled (the two large readers carry a finer map in their do
 from __future__ import annotations
 
 import re
+import sys
 
 from offlint.types import Unit
 
@@ -85,7 +86,18 @@ def _python(path: str, text: str, explicit: bool, project) -> list[Unit]:
     try:
         return read_python(path, text, project)
     except SyntaxError as exc:
-        raise ValueError(f"Python syntax error at line {exc.lineno}, column {exc.offset or 1}: {exc.msg}") from None
+        raise ValueError(f"Python syntax error at line {exc.lineno}, column {exc.offset or 1}: {exc.msg}"
+                         f"{_newer_syntax(exc)}") from None
+
+
+def _newer_syntax(exc: SyntaxError) -> str:
+    """What to do when the error may be syntax a newer Python accepts: offlint parses with the Python it runs on,
+    and Python 3.12 (PEP 701) allows a backslash, a comment or the same quotes inside an f-string's braces, which
+    3.11 rejects with an "f-string..." message (a Megatron Bridge example script, b54cc3625, failed a whole check)."""
+    if sys.version_info < (3, 12) and (exc.msg or "").startswith("f-string"):
+        return (f" (valid from Python 3.12 on; offlint parses with the Python it runs on, "
+                f"{sys.version_info[0]}.{sys.version_info[1]}: run it with Python 3.12 or later, or exclude the file)")
+    return ""
 
 
 def _yaml(path: str, text: str, project=None) -> list[Unit]:
