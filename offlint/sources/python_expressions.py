@@ -200,6 +200,14 @@ class Expressions:
             receiver = self._imported_value(chain[0])
         if isinstance(receiver, UserInput) and not receiver.flags and len(chain) == 2:
             return python_inputs.attribute(receiver, chain[1], text)  # `args.name`
+        if isinstance(receiver, ModuleRef) and self.project is not None:
+            # `base_cfgs.LLAMA3_8B_BF16`: a module-level value, or a function, of the tree's module
+            exported = self._exported(receiver.name, chain[1], set()) if len(chain) == 2 else None
+            if exported is not None and exported[1] == "value":
+                return exported[2]
+            if exported is not None and exported[1] == "function":
+                return FunctionRef(exported[0], exported[2])
+            return Unknown(f"`{text}`: not a value offlint finds in {receiver.name}")
         if isinstance(receiver, Record) and len(chain) == 2:
             return receiver.fields.get(chain[1], Unknown(f"{receiver.name} has no field {chain[1]}"))
         if isinstance(receiver, ConfigObj):
@@ -285,6 +293,11 @@ class Expressions:
         found, value = False, None
         if isinstance(obj, ModuleRef) and self.project is not None:
             exported = self._exported(obj.name, attr, set())
+            if exported is None and self._never_binds(obj.name, attr):  # no such name there: the default
+                if which == "hasattr":
+                    return False
+                return self._eval(node.args[2], frame) if len(node.args) > 2 else Unknown(
+                    f"`{self._segment(node)}` raises AttributeError")
             # not a function or constant offlint finds there: unknown, not the default
             if exported is None or exported[1] == "dataclass":
                 return unknown

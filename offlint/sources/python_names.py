@@ -11,7 +11,11 @@ import re
 
 from offlint.sources import bridge_mutators, python_calls
 from offlint.sources.python_syntax import FUNCTIONS, _statements
+from offlint.sources.python_values import ModuleRef
 from offlint.types import Unknown
+
+# What lets a module bind a top-level name its text does not spell (_never_binds)
+_DYNAMIC_BINDING = (b"import *", b"__getattr__", b"globals(", b"vars(", b"setattr(", b"sys.modules", b"exec(")
 
 _LOCAL_IMPORT = re.compile(rb"[ \t]+(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]")  # an import inside a block
 
@@ -173,8 +177,23 @@ class NameLookup:
                 found = self._exported(module, attr, set())
                 if found is not None and found[1] == "value":
                     return found[2]
+                if found is None and self.project.module_reader(f"{module}.{attr}", self.path) is not None:
+                    return ModuleRef(f"{module}.{attr}")  # `from . import workloads as base_cfgs`: a module
+            elif self.project.module_reader(module, self.path) is not None:
+                return ModuleRef(module)  # `import pkg.workloads as base_cfgs`
         return Unknown(f"`{name}` is not defined in this file" if name not in self.imports else
                        f"`{name}` is imported from a module offlint did not find or read")
+
+    def _never_binds(self, module: str, attr: str) -> bool:
+        """Whether the tree's module `module` cannot have a top-level name `attr`: its text never spells it, and it
+        has no way to bind a name its text does not spell (a star import, a module `__getattr__`, `globals()`,
+        `vars()`, `setattr`, `sys.modules`, `exec`). Then `getattr(module, attr, default)` is the default, as
+        Bridge's performance scripts look a workload up by a computed name (`f"{gpu}_{precision}_{variant}"`)."""
+        reader = self.project.module_reader(module, self.path) if self.project is not None else None
+        if reader is None:
+            return False
+        text = b"".join(reader.lines)
+        return attr.encode() not in text and not any(word in text for word in _DYNAMIC_BINDING)
 
     def _exported(self, module: str, attr: str, seen: set, quiet: bool = False):
         """What `from module import attr` gives: (reader, "function", fn), (reader, "value", v) or (reader,
