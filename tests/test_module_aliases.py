@@ -64,6 +64,15 @@ def offloaded_config():
     return apply(cfg, base_cfgs.OFFLOADED_BF16)
 
 
+def prefix_config():
+    module = importlib.import_module("pkg.workloads")
+    found = getattr(module, "OFFLOADED", None)  # only OFFLOADED_BF16 is there
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
+    if found is None:
+        cfg.model.recompute_granularity = "full"
+    return cfg
+
+
 def looked_up_config(variant: str = "v1"):
     module = importlib.import_module("pkg.workloads")
     found = getattr(module, f"lora_bf16_{variant}".upper(), None)
@@ -110,6 +119,9 @@ def test_a_name_the_module_cannot_bind_is_missing(tree, monkeypatch):
     value = load_unit("pkg/recipes.py", "looked_up_config", mcore_version="0.20.0").resolved.get(
         "model.recompute_granularity")
     assert (value.state, value.value) == ("known", "full")  # LORA_BF16_V1 is nowhere in workloads.py
+    value = load_unit("pkg/recipes.py", "prefix_config", mcore_version="0.20.0").resolved.get(
+        "model.recompute_granularity")
+    assert (value.state, value.value) == ("known", "full")  # a longer name holding it (OFFLOADED_BF16) binds nothing
 
 
 def test_a_change_to_the_aliased_module_is_seen_through_the_cache(tree):

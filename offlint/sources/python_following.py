@@ -11,7 +11,7 @@ import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
-from offlint.sources import bridge_mutators, bridge_models, bridge_schedule, python_calls, python_dicts, python_inputs
+from offlint.sources import bridge_mutators, bridge_models, bridge_schedule, python_calls, python_mutations, python_inputs
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
@@ -20,7 +20,7 @@ from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _P
 from offlint.sources.python_records import MARK, arguments, call_args
 from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
-from offlint.sources.python_values import (MAX_DEPTH, NOT_KEPT, OPTIONAL_SECTIONS, RETURNED_NONE, SECTION_NONE,
+from offlint.sources.python_values import (MAX_DEPTH, NOT_KEPT, OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE,
                                            ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record,
                                            Registry, configs_in, new_assignment, with_via)
 from offlint.types import Assignment, Location, OneOf, Source, Unit, Unknown
@@ -60,9 +60,18 @@ class CallFollowing:
             held = self._call_names[id(node)] = (node, *_call_kinds(node))
         _, name, short, early, maybe_pure, special = held
         # (the call as written, for messages: `self._segment(node.func) + "(...)"`, made where one needs it)
-        if short in python_dicts.WRITES and type(node.func) is ast.Attribute and type(node.func.value) is ast.Name \
-                and isinstance(frame.names.get(node.func.value.id), dict):
-            return self._dict_write(node, frame)
+        if (short in python_mutations.WRITES or short in python_mutations.LIST_WRITES) \
+                and type(node.func) is ast.Attribute and type(node.func.value) is ast.Name:
+            held = frame.names.get(node.func.value.id)
+            if isinstance(held, dict) and short in python_mutations.WRITES:
+                return self._dict_write(node, frame)
+            if isinstance(held, list) and short in python_mutations.LIST_WRITES:
+                args = [self._eval(a, frame) for a in node.args if not isinstance(a, ast.Starred)]
+                changed = python_mutations.list_write(held, short, args, bool(node.keywords) or len(args) != len(
+                    node.args))
+                frame.names[node.func.value.id] = changed if changed is not None else \
+                    python_mutations.unknown_write(node.func.value.id, self._segment(node))
+                return None if short != "pop" else Unknown(f"the result of `{self._segment(node)}`")
         if early:
             if short == "cast" and len(node.args) == 2:  # typing.cast(Type, value) is the value
                 return self._eval(node.args[1], frame)
@@ -194,7 +203,7 @@ class CallFollowing:
             base = self._eval(node.args[0], frame)
             if isinstance(base, Record):
                 keywords = self._call_keywords(node, frame)
-                spread = keywords.pop(python_dicts.SPREAD, None)
+                spread = keywords.pop(python_mutations.SPREAD, None)
                 if spread is not None:  # `replace(base, **overrides)`: any field may be replaced
                     keywords = {**dict.fromkeys(base.fields, spread), **keywords}
                 return base.replaced(keywords)
@@ -258,7 +267,7 @@ class CallFollowing:
 
     def _call_keywords(self, node: ast.Call, frame: Frame) -> dict:
         """Keyword arguments, `**spread` of literal dicts included. A spread offlint cannot read in full (not a dict
-        it knows, or one with an unread part) is kept under python_dicts.SPREAD: any parameter the call does not
+        it knows, or one with an unread part) is kept under python_mutations.SPREAD: any parameter the call does not
         name may be set by it (skipped, the callee's defaults were taken as known)."""
         out: dict = {}
         for keyword in node.keywords:
@@ -267,57 +276,57 @@ class CallFollowing:
                 continue
             spread = self._eval(keyword.value, frame)
             if isinstance(spread, dict):
-                out.update({k: python_dicts.value_of(v) for k, v in spread.items() if isinstance(k, str)})
+                out.update({k: python_mutations.value_of(v) for k, v in spread.items() if isinstance(k, str)})
             if not isinstance(spread, dict) or isinstance(spread, PartialDict):
                 reason = spread.reason if isinstance(spread, (Unknown, PartialDict)) and spread.reason else \
                     "not a dict offlint can read"
-                out.setdefault(python_dicts.SPREAD, Unknown(f"`**{self._segment(keyword.value)}`: {reason}"))
+                out.setdefault(python_mutations.SPREAD, Unknown(f"`**{self._segment(keyword.value)}`: {reason}"))
         return out
 
     def _dict_write(self, node: ast.Call, frame: Frame):
         """`kw.update(...)`, `kw.setdefault(k, v)`, `kw.pop(k[, default])`, `kw.clear()` on the dict the local name
-        `kw` holds (python_dicts): its result, the name given the changed copy (or unknown)."""
+        `kw` holds (python_mutations): its result, the name given the changed copy (or unknown)."""
         name, method, text = node.func.value.id, node.func.attr, self._segment(node)
         held = frame.names[name]
         args = [self._eval(a, frame) for a in node.args]
         unread = any(isinstance(a, ast.Starred) for a in node.args)
         if method == "clear" and not args and not node.keywords:
-            frame.names[name] = python_dicts.changed(held, cleared=True)
+            frame.names[name] = python_mutations.changed(held, cleared=True)
             return None
         if method == "update" and len(args) <= 1 and not unread:
             entries = {}
             if args:
                 if not isinstance(args[0], dict) or isinstance(args[0], PartialDict):
-                    frame.names[name] = python_dicts.unknown_write(name, text)
+                    frame.names[name] = python_mutations.unknown_write(name, text)
                     return None
                 entries.update(args[0])
             for keyword in node.keywords:
                 if keyword.arg is None:  # `kw.update(**other)`
-                    frame.names[name] = python_dicts.unknown_write(name, text)
+                    frame.names[name] = python_mutations.unknown_write(name, text)
                     return None
                 entries[keyword.arg] = (self._eval(keyword.value, frame), self._loc(keyword),
                                         self._segment(keyword.value))
-            frame.names[name] = python_dicts.changed(held, entries)
+            frame.names[name] = python_mutations.changed(held, entries)
             return None
         key = args[0] if args else None
         if method in ("setdefault", "pop") and 1 <= len(args) <= 2 and not unread and not node.keywords \
-                and python_dicts.literal_key(key):
+                and python_mutations.literal_key(key):
             if key in held:
-                found = python_dicts.value_of(held[key])
+                found = python_mutations.value_of(held[key])
                 if method == "pop":
-                    frame.names[name] = python_dicts.changed(held, removed=(key,))
+                    frame.names[name] = python_mutations.changed(held, removed=(key,))
                 return found
             if isinstance(held, PartialDict):  # the key may be in its unread part
                 if method == "setdefault":
-                    frame.names[name] = python_dicts.unknown_write(name, text)
+                    frame.names[name] = python_mutations.unknown_write(name, text)
                 return Unknown(f"`{text}`: {held.reason}")
             value = args[1] if len(args) == 2 else None
             if method == "setdefault":
-                frame.names[name] = python_dicts.changed(
+                frame.names[name] = python_mutations.changed(
                     held, {key: (value, self._loc(node), self._segment(node.args[1]) if len(args) == 2 else "None")})
                 return value
             return value if len(args) == 2 else Unknown(f"`{text}` raises KeyError")
-        frame.names[name] = python_dicts.unknown_write(name, text)
+        frame.names[name] = python_mutations.unknown_write(name, text)
         return Unknown(f"the result of `{text}`")
 
     def _called_definition(self, name: str) -> tuple:
@@ -355,7 +364,7 @@ class CallFollowing:
             if index < len(names) and not isinstance(arg, ast.Starred):
                 fields[names[index]] = self._eval(arg, frame)
         keywords = self._call_keywords(node, frame)
-        spread = keywords.pop(python_dicts.SPREAD, None)
+        spread = keywords.pop(python_mutations.SPREAD, None)
         if spread is not None:  # any field not given positionally may come from it
             fields.update({name: spread for name in names[len(node.args):]})
         fields.update(keywords)
@@ -506,19 +515,25 @@ class CallFollowing:
         recorded = False
         try:
             if key is None or self.project is None or self.project.string_probe is not None:
-                return reader.run_function(fn, positional, keywords, frame.depth + 1)
-            # Base builders and inherited recipes are called with the same (literal) arguments again and again:
-            # run once, each caller gets its own copy of the result, its provenance relative to the call.
-            prefix = tuple(self.via_stack)
-            args = call_args(positional, keywords)
-            result, reused, recorded = self.project.followed_call(
-                key, frame.depth + 1, lambda: reader.run_function(fn, positional, keywords, frame.depth + 1),
-                lambda value, own: _kept(value, prefix, own), (reader.path, fn.name, args) if args else None)
-            return _copied(result, prefix, {}) if reused else result
+                result = reader.run_function(fn, positional, keywords, frame.depth + 1)
+            else:
+                # Base builders and inherited recipes are called with the same (literal) arguments again and again:
+                # run once, each caller gets its own copy of the result, its provenance relative to the call.
+                prefix = tuple(self.via_stack)
+                args = call_args(positional, keywords)
+                result, reused, recorded = self.project.followed_call(
+                    key, frame.depth + 1, lambda: reader.run_function(fn, positional, keywords, frame.depth + 1),
+                    lambda value, own: _kept(value, prefix, own), (reader.path, fn.name, args) if args else None)
+                if reused:
+                    result = _copied(result, prefix, {})
         finally:
             self.via_stack.pop()
             if quiet and not recorded and self.project is not None:
                 self.project.touched.add((reader.path, fn.name))
+        if result is RAISED:  # the exception reaches this function: its path ends here (Frame.raises)
+            frame.raises()
+            return Unknown(f"{fn.name}() raises (called at {self.path}:{call.lineno})")
+        return result
 
     def run_recorded(self, fn: ast.FunctionDef, args: str, depth: int):
         """A recorded call (python_records) of this module's function `fn` run again as `_call` runs it at `depth`:
@@ -552,6 +567,8 @@ class CallFollowing:
         result = sub.returned
         if result is RETURNED_NONE:
             return None
+        if result is RAISED:
+            return RAISED  # (_call: the caller's path ends there too)
         return result if result is not None else Unknown(f"{fn.name}() returns no value")
 
     def recipe_unit(self, name: str, location: Location, built: ConfigObj) -> Unit:
@@ -580,7 +597,7 @@ class CallFollowing:
             defaults.update({p.arg: d for p, d in zip(params.kwonlyargs, params.kw_defaults) if d is not None})
             held = self._params[id(fn)] = (fn, ordered, defaults)
         _, ordered, defaults = held
-        spread = keywords.get(python_dicts.SPREAD)  # a `**spread` offlint cannot read: it may set any parameter
+        spread = keywords.get(python_mutations.SPREAD)  # a `**spread` offlint cannot read: it may set any parameter
         for index, param in enumerate(ordered):
             if index < len(positional):
                 frame.names[param.arg] = positional[index]

@@ -193,7 +193,8 @@ class NameLookup:
         if reader is None:
             return False
         text = b"".join(reader.lines)
-        return attr.encode() not in text and not any(word in text for word in _DYNAMIC_BINDING)
+        return not re.search(rb"(?<![\w])" + re.escape(attr.encode()) + rb"(?![\w])", text) \
+            and not any(word in text for word in _DYNAMIC_BINDING)
 
     def _exported(self, module: str, attr: str, seen: set, quiet: bool = False):
         """What `from module import attr` gives: (reader, "function", fn), (reader, "value", v) or (reader,

@@ -11,12 +11,12 @@ from itertools import chain, compress, islice
 from operator import is_not
 
 from offlint.keys import OTHER_BRIDGE_SECTIONS
-from offlint.sources import python_calls, python_dicts, python_inputs
+from offlint.sources import python_calls, python_mutations, python_inputs
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name
-from offlint.sources.python_values import (OPTIONAL_SECTIONS, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
+from offlint.sources.python_values import (OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
                                            FunctionRef, ModuleRef, ObjectTuple, Record, new_assignment)
 from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
 
@@ -43,7 +43,7 @@ _UNBOUND = object()
 _PYTHON, _ENV = Source.PYTHON, Source.ENV  # (an enum member read from its class costs a descriptor call each time)
 # Statement and expression classes tested by identity (the parser makes these exact classes, no subclasses of them)
 _ASSIGN, _ANN_ASSIGN, _EXPR, _RETURN = ast.Assign, ast.AnnAssign, ast.Expr, ast.Return
-_AUG_ASSIGN, _DELETE, _SUBSCRIPT = ast.AugAssign, ast.Delete, ast.Subscript
+_AUG_ASSIGN, _DELETE, _SUBSCRIPT, _RAISE = ast.AugAssign, ast.Delete, ast.Subscript, ast.Raise
 _NAME, _ATTRIBUTE, _CALL, _CONSTANT = ast.Name, ast.Attribute, ast.Call, ast.Constant
 _BOOL_OP, _UNARY_OP, _COMPARE, _LAMBDA = ast.BoolOp, ast.UnaryOp, ast.Compare, ast.Lambda
 _IS_OPS = (ast.Is, ast.IsNot)
@@ -80,7 +80,12 @@ class Statements:
                                                   f"the loop body at {where} does not run")))
                 touched.extend(self._run_branches([stmt.body, []], frame, split[1]))
             elif kind is _BODY:
-                touched.extend(self._run_block(stmt.body, frame))
+                trying = isinstance(stmt, TRY)
+                frame.trying += trying
+                try:
+                    touched.extend(self._run_block(stmt.body, frame))
+                finally:
+                    frame.trying -= trying
         return touched
 
     def _run_if(self, node: ast.If, frame: Frame) -> list[ConfigObj]:
@@ -220,7 +225,8 @@ class Statements:
             names = dict(frame.names)
             for k, v in held:
                 names[k] = copies[id(v)]
-            sub = Frame(names=names, depth=frame.depth)
+            sub = Frame(names=names, depth=frame.depth, trying=frame.trying,
+                        returned_on_a_path=frame.returned_on_a_path)
             # (_narrow of no facts changes nothing and gives {})
             restore = self._narrow(narrow[index], sub, body) if index < len(narrow) and narrow[index] else {}
             self._run_block(body, sub)
@@ -228,6 +234,18 @@ class Statements:
                 if sub.names.get(name) is fixed:  # the body did not rebind it: the name is as before the test
                     sub.names[name] = before
             results.append((copies, sub))
+        if any(sub.returned_on_a_path or sub.returned is not None and sub.returned is not RAISED
+               for _, sub in results):
+            frame.returned_on_a_path = True  # (and, when every path returned, `frame.returned` below)
+        raised = [sub.returned is RAISED for _, sub in results]
+        if any(raised):
+            if all(raised):  # every path raises: nothing after the statement runs
+                frame.raises()
+                return list(objects)
+            # A path that raises goes no further: the others are the state after the statement (given in its place,
+            # so each path keeps its position for the merge's descriptions)
+            going_on = next(result for result, ends in zip(results, raised) if not ends)
+            results = [going_on if ends else result for result, ends in zip(results, raised)]
         for obj in objects:
             merge_into(obj, [copies[id(obj)] for copies, _ in results], split)
         touched = list(objects)
@@ -336,6 +354,9 @@ class Statements:
             return []
         if kind is _AUG_ASSIGN:
             return self._augmented(stmt, frame)
+        if kind is _RAISE:
+            frame.raises()
+            return []
         if kind is _DELETE:
             for target in stmt.targets:
                 if type(target) is _SUBSCRIPT:
@@ -356,22 +377,25 @@ class Statements:
 
     def _write_item(self, target: ast.Subscript, value, value_node, frame: Frame, delete: bool = False,
                     op: ast.operator | None = None) -> None:
-        """`name[key] = value` (`del name[key]`, `name[key] op= value`) on a dict the name holds (python_dicts)."""
+        """`name[key] = value` (`del name[key]`, `name[key] op= value`) on a dict the name holds (python_mutations)."""
         holder = target.value
         held = frame.names.get(holder.id) if type(holder) is _NAME else None
+        if isinstance(held, list):  # `xs[i] = v`, `del xs[i]`: the list is no longer the one offlint knows
+            frame.names[holder.id] = python_mutations.unknown_write(holder.id, self._segment(value_node or target))
+            return
         if not isinstance(held, dict):
             return
         key = self._eval(target.slice, frame)
-        if not python_dicts.literal_key(key) or op is not None and key not in held:
-            frame.names[holder.id] = python_dicts.unknown_write(holder.id, self._segment(value_node or target))
+        if not python_mutations.literal_key(key) or op is not None and key not in held:
+            frame.names[holder.id] = python_mutations.unknown_write(holder.id, self._segment(value_node or target))
         elif delete:
-            frame.names[holder.id] = python_dicts.changed(held, removed=(key,))
+            frame.names[holder.id] = python_mutations.changed(held, removed=(key,))
         else:
             if op is not None:
-                value = python_calls.arithmetic(op, python_dicts.value_of(held[key]),
+                value = python_calls.arithmetic(op, python_mutations.value_of(held[key]),
                                                 self._eval(value_node.value, frame), self._segment(value_node))
             entry = (value, self._loc(target), self._segment(value_node))
-            frame.names[holder.id] = python_dicts.changed(held, {key: entry})
+            frame.names[holder.id] = python_mutations.changed(held, {key: entry})
 
     def _assign(self, target, value, value_node, frame: Frame) -> list[ConfigObj]:
         kind = type(target)

@@ -188,13 +188,34 @@ class _ReturnedNone:
 RETURNED_NONE = _ReturnedNone()
 
 
+class _Raised:
+    """`Frame.returned` for a run that raised where no `try` of its function is around it (a `raise`, or a followed
+    call that raised): nothing after it runs on that path, a branch that raises leaves its `if` on the other paths
+    only, and a function whose run with its defaults always raises builds no unit (python_statements)."""
+
+    def __repr__(self) -> str:
+        return "<raised>"
+
+
+RAISED = _Raised()
+
+
 @dataclass(slots=True)
 class Frame:
     """Local names of one function activation."""
 
     names: dict[str, object] = field(default_factory=dict)
-    returned: object = None  # None: not returned yet; RETURNED_NONE: returned the value None
+    returned: object = None  # None: not returned yet; RETURNED_NONE: returned the value None; RAISED: raised
     depth: int = 0
+    trying: int = 0  # `try` bodies the run is inside: a raise there may be caught, and is not followed
+    # Some path returned while others went on (offlint merges them): a raise after it may not end every path, so it
+    # is not followed (`if name in TABLE: return TABLE[name]` then `raise ValueError(...)` returns a value)
+    returned_on_a_path: bool = False
+
+    def raises(self) -> None:
+        """A raise on this path: it ends here, unless a `try` may catch it or another path returned already."""
+        if not self.trying and not self.returned_on_a_path:
+            self.returned = RAISED
 
 
 NOT_KEPT = object()  # followed_call's `keep`: the result cannot be kept for reuse

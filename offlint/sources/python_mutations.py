@@ -1,4 +1,4 @@
-"""Writes into a dict that a local name holds: `kw["k"] = v`, `kw["k"] += v`, `del kw["k"]`, `kw.update(...)`,
+"""Writes into a dict or a list that a local name holds. A dict: `kw["k"] = v`, `kw["k"] += v`, `del kw["k"]`, `kw.update(...)`,
 `kw.setdefault(k, v)`, `kw.pop(k)`, `kw.clear()`. The name gets a changed copy when every key written is a literal;
 any other write leaves it unknown. Ignored, such a write left the dict as it was and known: a recipe that set
 `user_kwargs["tensor_model_parallel_size"] = 8` before `return _common(**user_kwargs)` was read with `_common`'s
@@ -6,6 +6,11 @@ defaults (TP 1, PP 1), and reported a false OFL303 (Bridge's Qwen2.5 72B recipes
 
 A dict offlint reads maps each key to (value, its location, its text) (python_expressions._eval_dict); a
 PartialDict's own entries are known and the rest is not, which a copy keeps.
+
+A list: `xs.append(v)`, `xs.extend(known)` and `xs.clear()` give the name a changed copy; any other write
+(`insert`, `remove`, `pop`, `sort`, `xs[i] = v`, ...) leaves it unknown. Ignored, `matches = []` filled by a loop
+of `matches.append(...)` stayed a known empty list, and `if not matches: raise ...` was taken as certain (Bridge's
+scripts/performance/utils/utils.py `_first_matching_perf_recipe_name`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from offlint.sources.python_values import PartialDict
 from offlint.types import Unknown
 
 WRITES = frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"})
+LIST_WRITES = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "__setitem__",
+                         "__delitem__", "__iadd__"})
 # The key, among a call's keyword arguments (python_following._call_keywords), that stands for a `**spread` offlint
 # cannot read in full: any parameter the call does not name may be set by it. Not an identifier: no keyword clashes.
 SPREAD = "**"
@@ -42,3 +49,16 @@ def value_of(entry: object) -> object:
 
 def unknown_write(name: str, text: str) -> Unknown:
     return Unknown(f"`{name}` is changed by `{text}`, which offlint cannot follow")
+
+
+def list_write(held: list, method: str, args: list, keywords: bool) -> list | None:
+    """`held` after `held.<method>(*args)`, or None when offlint cannot tell (the name becomes unknown)."""
+    if keywords:
+        return None
+    if method == "append" and len(args) == 1:
+        return [*held, args[0]]
+    if method == "extend" and len(args) == 1 and isinstance(args[0], (list, tuple)):
+        return [*held, *args[0]]
+    if method == "clear" and not args:
+        return []
+    return None
