@@ -189,12 +189,11 @@ class NameLookup:
         has no way to bind a name its text does not spell (a star import, a module `__getattr__`, `globals()`,
         `vars()`, `setattr`, `sys.modules`, `exec`). Then `getattr(module, attr, default)` is the default, as
         Bridge's performance scripts look a workload up by a computed name (`f"{gpu}_{precision}_{variant}"`)."""
-        reader = self.project.module_reader(module, self.path) if self.project is not None else None
-        if reader is None:
+        if self.project is None:
             return False
-        text = b"".join(reader.lines)
-        return not re.search(rb"(?<![\w])" + re.escape(attr.encode()) + rb"(?![\w])", text) \
-            and not any(word in text for word in _DYNAMIC_BINDING)
+        path = self.project.path_of(module, self.path)
+        return bool(path) and self.project.call_result(("never-binds", path, attr), lambda: _never_binds(
+            self.project.module_reader(module, self.path), attr))
 
     def _exported(self, module: str, attr: str, seen: set, quiet: bool = False):
         """What `from module import attr` gives: (reader, "function", fn), (reader, "value", v) or (reader,
@@ -217,3 +216,12 @@ class NameLookup:
             if next_attr is not None:
                 return reader._exported(next_module, next_attr, seen, quiet)
         return None
+
+
+def _never_binds(reader, attr: str) -> bool:
+    """NameLookup._never_binds of a module's reader (None: a module offlint cannot read, which may bind anything)."""
+    if reader is None:
+        return False
+    text = b"".join(reader.lines)
+    return not re.search(rb"(?<![\w])" + re.escape(attr.encode()) + rb"(?![\w])", text) \
+        and not any(word in text for word in _DYNAMIC_BINDING)
