@@ -1,6 +1,7 @@
 """Statements in the Python reader: blocks run in order, `if` tests decided on known literals or split into
 paths (python_branches merges them), loops as branches that may not run, and assignments, which bind local
-names or write config keys (`cfg.model.x = v`, `cfg.env_vars = {...}`) with their positions.
+names or write config keys (`cfg.model.x = v`, `cfg.env_vars = {...}`) with their positions, or write into a dict
+or list a name holds (python_mutations). A `raise` ends its path (Frame.raises).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from itertools import chain, compress, islice
 from operator import is_not
 
 from offlint.keys import OTHER_BRIDGE_SECTIONS
-from offlint.sources import python_calls, python_mutations, python_inputs
+from offlint.sources import python_calls, python_inputs, python_mutations
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
@@ -377,7 +378,8 @@ class Statements:
 
     def _write_item(self, target: ast.Subscript, value, value_node, frame: Frame, delete: bool = False,
                     op: ast.operator | None = None) -> None:
-        """`name[key] = value` (`del name[key]`, `name[key] op= value`) on a dict the name holds (python_mutations)."""
+        """`name[key] = value` (`del name[key]`, `name[key] op= value`) on a dict or a list the name holds
+        (python_mutations)."""
         holder = target.value
         held = frame.names.get(holder.id) if type(holder) is _NAME else None
         if isinstance(held, list):  # `xs[i] = v`, `del xs[i]`: the list is no longer the one offlint knows
