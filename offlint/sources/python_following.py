@@ -566,7 +566,10 @@ class CallFollowing:
         self._run_block(fn.body, sub)
         result = sub.returned
         if result is RETURNED_NONE:
-            return None
+            # A path that returned earlier went elsewhere (`for x in xs: if ...: return x` then `return None`, merged):
+            # None is then only one of its results, and not one to decide on (`if found is None: raise ...`)
+            return Unknown(f"{fn.name}() returns None on one path, something else on another") \
+                if sub.returned_on_a_path else None
         if result is RAISED:
             return RAISED  # (_call: the caller's path ends there too)
         return result if result is not None else Unknown(f"{fn.name}() returns no value")
