@@ -159,8 +159,9 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         """Run one function on its own (parameters at their defaults) and flatten what it built."""
         frame = Frame(names=dict(self.constants))
         self._bind_params(node, frame, [], {})
-        objects = self._run_block(node.body, frame)  # (a run that raised keeps what it built before: a launcher's
-        # `main()` that raised on a value offlint assumed, an unset WORLD_SIZE, still names the recipe it built)
+        # (a run that raised keeps what it built before: a launcher's `main()` that raised on a value offlint
+        # assumed, an unset WORLD_SIZE, still names the recipe it built)
+        objects = self._run_block(node.body, frame)
         if isinstance(frame.returned, ConfigObj):
             objects.append(frame.returned)
         objects = _dedupe(objects)

@@ -14,7 +14,7 @@ from offlint.sources import python_calls, python_inputs
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _field
 from offlint.sources.python_syntax import _attr_chain
-from offlint.sources.python_values import (SECTION_NONE, ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple,
+from offlint.sources.python_values import (SECTION_NONE, ConfigObj, Frame, ModuleRef, ObjectTuple,
                                            PartialDict, Record)
 from offlint.types import Unknown, UserInput
 
@@ -202,12 +202,8 @@ class Expressions:
             return python_inputs.attribute(receiver, chain[1], text)  # `args.name`
         if isinstance(receiver, ModuleRef) and self.project is not None:
             # `base_cfgs.LLAMA3_8B_BF16`: a module-level value, or a function, of the tree's module
-            exported = self._exported(receiver.name, chain[1], set()) if len(chain) == 2 else None
-            if exported is not None and exported[1] == "value":
-                return exported[2]
-            if exported is not None and exported[1] == "function":
-                return FunctionRef(exported[0], exported[2])
-            return Unknown(f"`{text}`: not a value offlint finds in {receiver.name}")
+            found, member = self._module_member(receiver.name, chain[1]) if len(chain) == 2 else (False, None)
+            return member if found else Unknown(f"`{text}`: not a value offlint finds in {receiver.name}")
         if isinstance(receiver, Record) and len(chain) == 2:
             return receiver.fields.get(chain[1], Unknown(f"{receiver.name} has no field {chain[1]}"))
         if isinstance(receiver, ConfigObj):
@@ -292,18 +288,15 @@ class Expressions:
             return unknown
         found, value = False, None
         if isinstance(obj, ModuleRef) and self.project is not None:
-            exported = self._exported(obj.name, attr, set())
-            if exported is None and self._never_binds(obj.name, attr):  # no such name there: the default
+            found, member = self._module_member(obj.name, attr)
+            if found:
+                return True if which == "hasattr" else member
+            if self._never_binds(obj.name, attr):  # no such name there: the default
                 if which == "hasattr":
                     return False
                 return self._eval(node.args[2], frame) if len(node.args) > 2 else Unknown(
                     f"`{self._segment(node)}` raises AttributeError")
-            # not a function or constant offlint finds there: unknown, not the default
-            if exported is None or exported[1] == "dataclass":
-                return unknown
-            if which == "hasattr":
-                return True
-            return exported[2] if exported[1] == "value" else FunctionRef(exported[0], exported[2])
+            return unknown  # not a function or constant offlint finds there: unknown, not the default
         if isinstance(obj, Record):
             found, value = attr in obj.fields, obj.fields.get(attr)
             if not found and which == "getattr" and len(node.args) > 2:

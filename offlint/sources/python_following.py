@@ -11,7 +11,8 @@ import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
-from offlint.sources import bridge_mutators, bridge_models, bridge_schedule, python_calls, python_mutations, python_inputs
+from offlint.sources import (bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs,
+                             python_mutations)
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
@@ -60,18 +61,12 @@ class CallFollowing:
             held = self._call_names[id(node)] = (node, *_call_kinds(node))
         _, name, short, early, maybe_pure, special = held
         # (the call as written, for messages: `self._segment(node.func) + "(...)"`, made where one needs it)
-        if (short in python_mutations.WRITES or short in python_mutations.LIST_WRITES) \
-                and type(node.func) is ast.Attribute and type(node.func.value) is ast.Name:
+        if short in python_mutations.METHODS and type(node.func) is ast.Attribute and type(node.func.value) is ast.Name:
             held = frame.names.get(node.func.value.id)
             if isinstance(held, dict) and short in python_mutations.WRITES:
                 return self._dict_write(node, frame)
             if isinstance(held, list) and short in python_mutations.LIST_WRITES:
-                args = [self._eval(a, frame) for a in node.args if not isinstance(a, ast.Starred)]
-                changed = python_mutations.list_write(held, short, args, bool(node.keywords) or len(args) != len(
-                    node.args))
-                frame.names[node.func.value.id] = changed if changed is not None else \
-                    python_mutations.unknown_write(node.func.value.id, self._segment(node))
-                return None if short != "pop" else Unknown(f"the result of `{self._segment(node)}`")
+                return self._list_write(node, frame)
         if early:
             if short == "cast" and len(node.args) == 2:  # typing.cast(Type, value) is the value
                 return self._eval(node.args[1], frame)
@@ -202,11 +197,7 @@ class CallFollowing:
         if short == "replace" and node.args:
             base = self._eval(node.args[0], frame)
             if isinstance(base, Record):
-                keywords = self._call_keywords(node, frame)
-                spread = keywords.pop(python_mutations.SPREAD, None)
-                if spread is not None:  # `replace(base, **overrides)`: any field may be replaced
-                    keywords = {**dict.fromkeys(base.fields, spread), **keywords}
-                return base.replaced(keywords)
+                return base.replaced(python_mutations.spread_over(self._call_keywords(node, frame), base.fields))
         if name and self._imports_training_entry_point(name):
             # the configuration ends here; it is not changed
             return Unknown(f"`{self._segment(node.func)}(...)` runs training")
@@ -329,6 +320,17 @@ class CallFollowing:
         frame.names[name] = python_mutations.unknown_write(name, text)
         return Unknown(f"the result of `{text}`")
 
+    def _list_write(self, node: ast.Call, frame: Frame):
+        """`xs.append(v)`, `xs.extend(...)`, `xs.clear()`, or another write, on the list the local name `xs` holds
+        (python_mutations): its result, the name given the changed copy (or unknown)."""
+        name, method = node.func.value.id, node.func.attr
+        args = [self._eval(a, frame) for a in node.args if not isinstance(a, ast.Starred)]
+        changed = python_mutations.list_write(frame.names[name], method, args,
+                                              bool(node.keywords) or len(args) != len(node.args))
+        frame.names[name] = changed if changed is not None else \
+            python_mutations.unknown_write(name, self._segment(node))
+        return None if method != "pop" else Unknown(f"the result of `{self._segment(node)}`")
+
     def _called_definition(self, name: str) -> tuple:
         """(`_find_dataclass(name)`, and when that is None `_find_function(name, quiet=True)`): a name imported from
         another module is looked up there once for both (the same `_exported` look-up, noting the same uses)."""
@@ -363,11 +365,8 @@ class CallFollowing:
         for index, arg in enumerate(node.args):
             if index < len(names) and not isinstance(arg, ast.Starred):
                 fields[names[index]] = self._eval(arg, frame)
-        keywords = self._call_keywords(node, frame)
-        spread = keywords.pop(python_mutations.SPREAD, None)
-        if spread is not None:  # any field not given positionally may come from it
-            fields.update({name: spread for name in names[len(node.args):]})
-        fields.update(keywords)
+        # (a field given positionally is not the spread's)
+        fields.update(python_mutations.spread_over(self._call_keywords(node, frame), names[len(node.args):]))
         return Record(cls.name, fields, plain=not cls.bases and not cls.keywords)
 
     def _hf_model_section(self, model: HFModel, node: ast.Call) -> ConfigObj:

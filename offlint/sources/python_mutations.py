@@ -21,10 +21,18 @@ from offlint.types import Unknown
 WRITES = frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"})
 LIST_WRITES = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "__setitem__",
                          "__delitem__", "__iadd__"})
+METHODS = WRITES | LIST_WRITES  # (one look-up per call the reader evaluates)
 # The key, among a call's keyword arguments (python_following._call_keywords), that stands for a `**spread` offlint
 # cannot read in full: any parameter the call does not name may be set by it. Not an identifier: no keyword clashes.
 SPREAD = "**"
 _KEYS = (str, int, float, bool, type(None))
+
+
+def spread_over(keywords: dict, names) -> dict:
+    """A call's keyword arguments with an unread `**spread` (under SPREAD) given to every one of `names` they do not
+    name: a field or parameter it may set is unknown, never at its default."""
+    spread = keywords.pop(SPREAD, None)
+    return keywords if spread is None else {**dict.fromkeys(names, spread), **keywords}
 
 
 def literal_key(key: object) -> bool:

@@ -11,7 +11,7 @@ import re
 
 from offlint.sources import bridge_mutators, python_calls
 from offlint.sources.python_syntax import FUNCTIONS, _statements
-from offlint.sources.python_values import ModuleRef
+from offlint.sources.python_values import FunctionRef, ModuleRef
 from offlint.types import Unknown
 
 # What lets a module bind a top-level name its text does not spell (_never_binds)
@@ -184,6 +184,14 @@ class NameLookup:
         return Unknown(f"`{name}` is not defined in this file" if name not in self.imports else
                        f"`{name}` is imported from a module offlint did not find or read")
 
+    def _module_member(self, module: str, attr: str) -> tuple[bool, object]:
+        """(found, what) of `module.attr` of a module of the tree: a value (None too) or a FunctionRef; not found
+        when offlint finds neither there (a dataclass included)."""
+        exported = self._exported(module, attr, set())
+        if exported is None or exported[1] == "dataclass":
+            return False, None
+        return True, exported[2] if exported[1] == "value" else FunctionRef(exported[0], exported[2])
+
     def _never_binds(self, module: str, attr: str) -> bool:
         """Whether the tree's module `module` cannot have a top-level name `attr`: its text never spells it, and it
         has no way to bind a name its text does not spell (a star import, a module `__getattr__`, `globals()`,
@@ -192,7 +200,7 @@ class NameLookup:
         if self.project is None:
             return False
         path = self.project.path_of(module, self.path)
-        return bool(path) and self.project.call_result(("never-binds", path, attr), lambda: _never_binds(
+        return bool(path) and self.project.call_result(("never-binds", path, attr), lambda: _text_never_binds(
             self.project.module_reader(module, self.path), attr))
 
     def _exported(self, module: str, attr: str, seen: set, quiet: bool = False):
@@ -218,7 +226,7 @@ class NameLookup:
         return None
 
 
-def _never_binds(reader, attr: str) -> bool:
+def _text_never_binds(reader, attr: str) -> bool:
     """NameLookup._never_binds of a module's reader (None: a module offlint cannot read, which may bind anything)."""
     if reader is None:
         return False

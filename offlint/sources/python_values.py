@@ -190,8 +190,8 @@ RETURNED_NONE = _ReturnedNone()
 
 class _Raised:
     """`Frame.returned` for a run that raised where no `try` of its function is around it (a `raise`, or a followed
-    call that raised): nothing after it runs on that path, a branch that raises leaves its `if` on the other paths
-    only, and a function whose run with its defaults always raises builds no unit (python_statements)."""
+    call that raised): nothing after it runs on that path, and a branch that raises leaves its `if` on the other
+    paths only (python_statements). A unit keeps what its run built before the raise (PythonReader._function_unit)."""
 
     def __repr__(self) -> str:
         return "<raised>"
