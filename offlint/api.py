@@ -21,6 +21,7 @@ from offlint.relocation import Unmovable, relocate
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
 from offlint.source_files import FileRead
+from offlint.tree_keys import without_tree_fields
 from offlint.types import FileError, Finding, Location, Severity, UnitKind
 from offlint.versions import DetectedVersion, detect_version
 from offlint.warm_start import WarmStart, remembered
@@ -197,6 +198,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         findings = [f for f in findings if id(f) in own or _concerns(f, targets)
                     or (f.code == "OFL900" and f.unit in validated)]
         unit_count = len(target_units)
+    findings = without_tree_fields(findings, job.python_paths, lambda path: texts[path])
     findings = _dedupe(findings)
     findings = _apply_ignores(findings, reads, options, all_rules, selected, targets)
     findings.sort(key=Finding.sort_key)
