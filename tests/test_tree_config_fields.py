@@ -38,7 +38,9 @@ class ImageProvider(TransformerConfig, ModelProviderMixin[object]):
 
 
 @dataclass
-class BigImageProvider(ImageProvider):
+class BigImageProvider(
+    ImageProvider,
+):
     latent_channels: int = 16
 
 
@@ -84,6 +86,15 @@ def test_a_base_followed_through_the_tree_by_name_gives_the_section():
             "@dataclass\nclass Derived(Base):\n    b: int = 0\n@dataclass\nclass Loop(Loop2):\n    c: int = 0\n"
             "@dataclass\nclass Loop2(Loop):\n    d: int = 0\n")
     assert fields_by_section([("opt.py", text)]) == {"optimizer": {"a", "b"}}  # a cycle of bases ends
+
+
+def test_a_dataclass_base_in_another_file_gives_its_fields():
+    mixin = "from dataclasses import dataclass\n@dataclass\nclass VisionFields(object):\n    image_size: int = 0\n"
+    provider = ("from dataclasses import dataclass\nfrom .mixin import VisionFields\n@dataclass\n"
+                "class VLProvider(GPTModelProvider, VisionFields):\n    vision_layers: int = 0\n")
+    other = "from dataclasses import dataclass\n@dataclass\nclass Data(object):\n    image_sizes: int = 0\n"
+    assert fields_by_section([("mixin.py", mixin), ("provider.py", provider), ("other.py", other)]) == {
+        "model": {"image_size", "vision_layers"}}
 
 
 def _check(root: Path, *args: str) -> list[dict]:
