@@ -6,12 +6,9 @@ is missing: `getattr(module, name, default)` is the default. Fixtures of our own
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.check_helpers import check_json
 
 WORKLOADS = '''
 from dataclasses import dataclass, replace
@@ -88,13 +85,6 @@ def _units(finding: dict) -> list[str]:
     return [finding["unit"], *finding.get("shared_with", [])]
 
 
-def _check(root: Path, *extra: str) -> list[dict]:
-    done = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--mcore-version", "0.20.0", "--output-format",
-                           "json", *extra], cwd=root, capture_output=True, text=True)
-    assert done.returncode in (0, 1), done.stderr
-    return json.loads(done.stdout)
-
-
 @pytest.fixture
 def tree(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
@@ -106,7 +96,7 @@ def tree(tmp_path):
 
 
 def test_a_workload_read_through_a_module_alias_gives_only_the_findings_it_has(tree):
-    found = _check(tree, "--no-cache")
+    found = check_json(tree, "--no-cache")
     assert [_units(f) for f in found if f["code"] == "OFL103"] == [["offloaded_config"]]
     message = next(f["message"] for f in found if f["code"] == "OFL103")
     assert "on the path where" not in message  # both settings known: no path condition
@@ -125,9 +115,9 @@ def test_a_name_the_module_cannot_bind_is_missing(tree, monkeypatch):
 
 
 def test_a_change_to_the_aliased_module_is_seen_through_the_cache(tree):
-    assert not [f for f in _check(tree) if "lora_config" in _units(f)]
+    assert not [f for f in check_json(tree) if "lora_config" in _units(f)]
     workloads = tree / "pkg" / "workloads.py"
     workloads.write_text(WORKLOADS.replace("LORA_BF16 = replace(BASE)",
                                            "LORA_BF16 = replace(BASE, cpu_offloading_num_layers=1, "
                                            "recompute_modules=['mlp'])"))
-    assert [f["code"] for f in _check(tree) if "lora_config" in _units(f)] == ["OFL103"]
+    assert [f["code"] for f in check_json(tree) if "lora_config" in _units(f)] == ["OFL103"]

@@ -6,14 +6,13 @@ Fixtures of our own, in the shapes Bridge writes."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from offlint.sources.tree_config_fields import fields_by_section
+from tests.check_helpers import check_json
 
 PROVIDERS = '''
 import abc
@@ -97,13 +96,6 @@ def test_a_dataclass_base_in_another_file_gives_its_fields():
         "model": {"image_size", "vision_layers"}}
 
 
-def _check(root: Path, *args: str) -> list[dict]:
-    done = subprocess.run([sys.executable, "-m", "offlint", "check", *(args or (".",)), "--mcore-version", "0.20.0",
-                           "--output-format", "json"], cwd=root, capture_output=True, text=True)
-    assert done.returncode in (0, 1), done.stderr
-    return json.loads(done.stdout)
-
-
 @pytest.fixture
 def tree(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
@@ -130,24 +122,24 @@ EXPECTED = {
 
 @pytest.mark.parametrize("cache", [False, True])
 def test_keys_the_trees_own_classes_define_or_may_mean_are_left_alone(tree, cache):
-    args = (".",) if cache else (".", "--no-cache")
-    assert _unknown_keys(_check(tree, *args)) == EXPECTED
+    args = () if cache else ("--no-cache",)
+    assert _unknown_keys(check_json(tree, *args)) == EXPECTED
     if cache:  # answered from the cache: the same
-        assert _unknown_keys(_check(tree, *args)) == EXPECTED
+        assert _unknown_keys(check_json(tree, *args)) == EXPECTED
 
 
 def test_a_pre_commit_run_on_the_yaml_file_reads_the_tree(tree):
-    _check(tree)  # the cache filled
-    assert _unknown_keys(_check(tree, "conf/override.yaml")) == EXPECTED
+    check_json(tree)  # the cache filled
+    assert _unknown_keys(check_json(tree, paths=("conf/override.yaml",))) == EXPECTED
 
 
 def test_a_field_removed_from_the_provider_is_unknown_again(tree):
-    assert 3 not in _unknown_keys(_check(tree))
+    assert 3 not in _unknown_keys(check_json(tree))
     provider = tree / "pkg" / "providers.py"
     provider.write_text(PROVIDERS.replace("    in_channels: int = 64\n", ""))
-    found = _unknown_keys(_check(tree, "conf/override.yaml"))
+    found = _unknown_keys(check_json(tree, paths=("conf/override.yaml",)))
     assert found[3] == "model.in_channels is not a config field" and found[4] == "model.kn_channels is not a config field"
-    assert _unknown_keys(_check(tree)) == found
+    assert _unknown_keys(check_json(tree)) == found
 
 
 def test_the_unsafe_rename_is_not_offered_for_a_field_of_the_tree(tree):
