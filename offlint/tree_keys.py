@@ -11,12 +11,10 @@ finding asks.
 
 from __future__ import annotations
 
-import difflib
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from offlint import keys
-from offlint.sources.tree_config_fields import fields_by_section
-from offlint.types import Finding
+if TYPE_CHECKING:
+    from offlint.types import Finding
 
 CODE = "OFL003"
 
@@ -26,13 +24,19 @@ def without_tree_fields(findings: list[Finding], python_paths: Iterable[str],
     """`findings` less the OFL003 findings whose key the tree's own config dataclasses define or may mean."""
     asked = [f for f in findings if f.code == CODE and f.written]
     if not asked:
-        return findings
+        return findings  # (and nothing below imported: a run without OFL003 findings pays nothing)
+    from offlint.sources.tree_config_fields import fields_by_section
+
     tree = fields_by_section((path, text(path)) for path in python_paths)
     dropped = {id(f) for f in asked if _tree_may_mean(f.written[0][0], tree)}
     return [f for f in findings if id(f) not in dropped] if dropped else findings
 
 
 def _tree_may_mean(key: str, tree: dict[str, frozenset[str]]) -> bool:
+    import difflib
+
+    from offlint import keys
+
     section, _, name = key.lstrip("+~").partition(".")
     own = tree.get(section, frozenset()) - keys.known_fields(section)
     if name in own:
