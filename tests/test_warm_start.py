@@ -33,7 +33,7 @@ def llama_offload_config():
 '''
 # Modules `offlint check` imported on every run before they were made lazy: a warm run needs none of them
 LAZY = ("yaml", "pathspec", "asyncio", "offlint.estimate.oom", "offlint.estimate.inputs", "offlint.engine",
-        "offlint.conditions")
+        "offlint.conditions", "offlint.sources.tree_config_fields")
 
 
 def _tree(root: Path) -> None:
