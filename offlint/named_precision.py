@@ -10,12 +10,15 @@ read the record as they read a MixedPrecisionConfig(...) a recipe builds itself.
 
 from __future__ import annotations
 
-from offlint.resolve import PRECISION_RECIPES
 from offlint.sources.bridge_precision import RESOLVER
 from offlint.sources.python_values import Record
 from offlint.types import Unknown, Value
 
 FALLBACK_RELEASE = "Megatron Bridge 067f987"
+# Not a configuration key: what ResolvedUnit.get answers with the tree's named precision recipes that the unit gives
+# `mixed_precision` ((the tree's module, {name: record or Unknown}): Unit.precision_recipes), for what applies a
+# name as Bridge does when the run starts (`configured`); a default None where the tree has none.
+PRECISION_RECIPES = "<precision recipes>"
 
 # MixedPrecisionConfig's defaults at 067f987 for the fields offlint reads (training/mixed_precision.py).
 _DEFAULTS = dict(fp32=False, fp16=False, bf16=False, params_dtype=None, grad_reduce_in_fp32=True, fp8=None,

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from offlint import keys
+from offlint.named_precision import PRECISION_RECIPES, configured
+from offlint.sources import bridge_finalize
+from offlint.sources.python_values import Record
 from offlint.types import ABSENT, KEY_DEFAULT, Assignment, ByVersion, Defaults, OneOf, Unit, Unknown, Value
 from offlint.versions import Version
 
@@ -21,10 +24,6 @@ MLM_CLI_DEFAULTS = {
     "optimizer.optimizer_offload_fraction": 1.0,
 }
 
-# Not a configuration key: what `get` answers with the tree's named precision recipes that the unit gives
-# `mixed_precision` ((the tree's module, {name: record or Unknown}): Unit.precision_recipes), for what applies a
-# name as Bridge does when the run starts (offlint/named_precision.py); a default None where the tree has none.
-PRECISION_RECIPES = "<precision recipes>"
 
 
 @dataclass
@@ -203,7 +202,60 @@ def resolve(unit: Unit, version: Version) -> ResolvedUnit:
                 if assignment is None:
                     continue
             values[assignment.key] = assignment
+    program = values.get(bridge_finalize.KEY)
+    if program is not None and type(program.value) is tuple:
+        _finalize(resolved, program)
     return resolved
+
+
+def _finalize(resolved: ResolvedUnit, program: Assignment) -> None:
+    """Megatron Bridge runs `cfg.model.finalize()` when the run starts, after every override: the provider's
+    finalize program (sources/bridge_finalize.py, read from the tree by the Python reader) runs over the resolved
+    values, and what it changes is written as the last assignment of its key (its provenance names the provider's
+    line). A field a named precision recipe sets when the run starts (MixedPrecisionConfig.setup, before validate)
+    reads as that recipe sets it."""
+    values = resolved.values
+    precision = _precision_fields(resolved)
+    fields = (keys.version_data(resolved.version) or {}).get("sections", {}).get("model", {})
+    defaults = "model" in resolved.unit.default_sections
+
+    def read(field: str) -> object:
+        key = f"model.{field}"
+        if isinstance(precision, Unknown):
+            return Unknown(f"`{key}` may be set by the mixed_precision recipe when the run starts: {precision.reason}")
+        if field in precision:  # (what MixedPrecisionConfig.setup copies over the model, a default too)
+            value = precision[field]
+            return value if value is None or type(value) in _PLAIN else Unknown(f"`{key}` is not a plain value")
+        assignment = values.get(key)
+        if assignment is not None:
+            value = assignment.value
+            return value if value is None or type(value) in _PLAIN else Unknown(f"`{key}` is not a plain value")
+        if not defaults:
+            return Unknown(f"`{key}` is not known before finalize()")
+        return resolved._default(key) if field in fields else bridge_finalize.NOT_SET
+
+    for field_name, (value, where, text) in bridge_finalize.run(program.value, read).items():
+        key = f"model.{field_name}"
+        before = values.get(key)
+        # at the unit's own place (its assignment of the key, else where it builds the provider), so that a finding
+        # stays in the files that configure the run; the provider's line is in the provenance
+        values[key] = Assignment(key, value, (before or program).location, program.source, text or repr(value),
+                                 (*(before.via if before else program.via), bridge_finalize.by(where)))
+
+
+_PLAIN = frozenset((bool, int, float, str, tuple, list))
+
+
+def _precision_fields(resolved: ResolvedUnit) -> dict | Unknown:
+    """The fields the unit's `mixed_precision` sets on the model when the run starts, before finalize (a named
+    recipe as the tree builds it, named_precision.configured): {} without one, an Unknown when offlint cannot say."""
+    given = resolved.values.get("mixed_precision")
+    if given is None or given.value is None:
+        return {}
+    mixed, _ = configured(resolved.get)
+    if mixed.state == "known" and isinstance(mixed.value, Record):
+        return mixed.value.fields
+    return Unknown(mixed.value.reason if isinstance(mixed.value, Unknown) else "not a record offlint can read")
 
 
 def for_version(assignment: Assignment, version: Version) -> Assignment | None:

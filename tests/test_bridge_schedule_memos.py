@@ -10,7 +10,7 @@ import ast
 import pytest
 
 from offlint.sources import bridge_schedule
-from offlint.sources.bridge_schedule import _Classes
+from offlint.sources.bridge_schedule import ProviderClasses
 from offlint.sources.python_project import PythonProject
 from offlint.types import Unknown
 
@@ -52,7 +52,7 @@ CLASSES = [
 @pytest.mark.parametrize("text", CLASSES)
 def test_a_class_verdict_is_what_the_two_walks_gave(text):
     cls = ast.parse(text).body[0]
-    classes = _Classes(PythonProject([], {}.get))
+    classes = ProviderClasses(PythonProject([], {}.get))
     assert classes._class_verdict(cls) == _reference(cls)
     assert classes._class_verdict(cls) == _reference(cls)  # from the memo
 
@@ -80,8 +80,8 @@ def test_the_memos_are_per_node_same_texts_elsewhere_are_judged_on_their_own():
         third = bridge_schedule.provider_model(project, "c/prov.py", "P")
     assert third == Unknown("M defines __getattr__")
     assert len(project.node_memo) == len(kept) + 2 and all(project.node_memo[k] is v for k, v in kept.items())
-    # a fresh _Classes of the same project answers from the memo: a/'s class as before
-    classes = _Classes(project)
+    # a fresh ProviderClasses of the same project answers from the memo: a/'s class as before
+    classes = ProviderClasses(project)
     cls = project.parsed("a/model.py").body[1]
     assert classes._class_verdict(cls) is None
     assert classes.model_verdict(("tree", "a/model.py", cls)) == first["a/prov.py"].split(" builds ", 1)[1]

@@ -42,12 +42,22 @@ def provider_model(project, path: str, name: str) -> str | Unknown:
     if project is None:
         return Unknown("the provider's source is not read")
     return project.call_result(("bridge-schedule-provider", path, name),
-                               lambda: _Classes(project).provider_verdict(path, name))
+                               lambda: ProviderClasses(project).provider_verdict(path, name))
 
 
 def bridge_provider_model(project, architecture: str, importer: str) -> str | Unknown:
     """The same for the provider that the tree's bridge registered for a Hugging Face architecture builds
     (AutoBridge...to_megatron_provider())."""
+    bridge = registered_bridge(project, architecture, importer)
+    if isinstance(bridge, Unknown):
+        return bridge
+    return project.call_result(("bridge-schedule-bridge", *bridge),
+                               lambda: ProviderClasses(project).bridge_verdict(*bridge))
+
+
+def registered_bridge(project, architecture: str, importer: str) -> tuple[str, str] | Unknown:
+    """(path, class name) of the model bridge the tree registers for a Hugging Face architecture, the registration
+    nearest `importer`; an Unknown when there is none or more than one."""
     if project is None or not architecture:
         return Unknown("no model bridge is read")
     from offlint.sources.bridge_models import _registrations
@@ -57,17 +67,17 @@ def bridge_provider_model(project, architecture: str, importer: str) -> str | Un
     classes = [c for p, c in found if paths and p == paths[0]]
     if len(paths) != 1 or len(classes) != 1:
         return Unknown(f"no single model bridge for {architecture} in the tree")
-    return project.call_result(("bridge-schedule-bridge", paths[0], classes[0]),
-                               lambda: _Classes(project).bridge_verdict(paths[0], classes[0]))
+    return paths[0], classes[0]
 
 
-class _Classes(ParsedModules):
-    """A provider's or bridge's model class and whether it can build a schedule plan, read class by class."""
+class ProviderClasses(ParsedModules):
+    """A provider's or bridge's model class and whether it can build a schedule plan, read class by class; the
+    provider class a bridge builds (bridge_finalize reads its finalize())."""
 
     def __init__(self, project):
         super().__init__(project)
         # What this module worked out from one syntax node alone (a function's own nodes, a class's own verdict),
-        # kept for the project's life (a _Classes is made per provider and bridge asked about, and many share a
+        # kept for the project's life (a ProviderClasses is made per provider and bridge asked about, and many share a
         # provide() or a model class): key -> (node, value), the node kept so that its id stays its own.
         memo = getattr(project, "node_memo", None)
         self.memo: dict = memo if isinstance(memo, dict) else {}
@@ -307,6 +317,11 @@ class _Classes(ParsedModules):
         """The provider the bridge's provider_bridge builds (its own, else an in-tree base's, following
         `super().provider_bridge(...)`): a class it names, or `self.PROVIDER_CLASS`, which
         `register_bridge(provider=...)` sets (model_bridge.py create_bridge_decorator), else the class attribute."""
+        provider = self.bridge_provider_class(path, name)
+        return provider if isinstance(provider, Unknown) else self.provider_verdict(provider[1], provider[2].name)
+
+    def bridge_provider_class(self, path: str, name: str):
+        """("tree", path, ClassDef) of the provider class the bridge `name` builds, else an Unknown."""
         found = self.find(path, name)
         if found is None or found[0] != "tree":
             return Unknown(f"the bridge {name} is not in the tree")
@@ -315,7 +330,7 @@ class _Classes(ParsedModules):
             return provider if isinstance(provider, Unknown) else Unknown(f"the provider {name} builds")
         if provider[0] != "tree":
             return Unknown(f"the provider {provider[2]} is not in the tree")
-        return self.provider_verdict(provider[1], provider[2].name)
+        return provider
 
     def _registered(self, bridge):
         """What `self.PROVIDER_CLASS` is on the bridge: register_bridge's provider=, else the class attribute."""

@@ -11,7 +11,7 @@ import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
-from offlint.sources import (bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs,
+from offlint.sources import (bridge_finalize, bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs,
                              python_mutations)
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
@@ -176,6 +176,8 @@ class CallFollowing:
                     Unknown(f"the source of the provider `{name}` is not in the tree")
                 obj.values[bridge_schedule.KEY.split(".", 1)[1]] = self._assignment(
                     bridge_schedule.KEY, built, self._loc(node), f"{self._segment(node.func)}(...)")
+                if target:  # what its finalize() does when the run starts (resolve runs it after every override)
+                    self._finalize_program(obj, bridge_finalize.program(self.project, target, attr or name), node)
             if section in TREE_DEFAULT_SECTIONS:
                 self._tree_defaults(obj, name, node)
             elif section == "model" and short not in MODEL_CLASSES and not node.args:
@@ -229,6 +231,14 @@ class CallFollowing:
                 default = Unknown(f"`{text}` leaves {field_name} unset and {cls.name} gives it no default here")
             obj.values[field_name] = new_assignment(f"{obj.section}.{field_name}", default, loc, _PYTHON, text,
                                                     (*self.via_stack, where))
+
+    def _finalize_program(self, obj: ConfigObj, program, node: ast.Call) -> None:
+        """Keep the provider's finalize program on the model section (sources/bridge_finalize.py); nothing when the
+        provider has none or offlint cannot read which class it is (finalize is then not modelled, as before)."""
+        if isinstance(program, tuple) and program:
+            obj.values[bridge_finalize.KEY.split(".", 1)[1]] = new_assignment(
+                bridge_finalize.KEY, program, self._loc(node), _PYTHON, f"{self._segment(node.func)}(...)",
+                tuple(self.via_stack))
 
     def _provider_defaults(self, obj: ConfigObj, name: str, node: ast.Call) -> None:
         """A model provider built from its class (`OlMoEModelProvider(tensor_model_parallel_size=1)`): the fields
@@ -385,6 +395,9 @@ class CallFollowing:
                 bridge_schedule.KEY, bridge_schedule.bridge_provider_model(self.project, architecture, self.path) if
                 architecture else Unknown(f"the architecture of {model.model_id}"), self._loc(node), _PYTHON,
                 text, tuple(self.via_stack))
+            if architecture:
+                self._finalize_program(obj, bridge_finalize.bridge_program(self.project, architecture, self.path),
+                                       node)
         if found is None:
             reason = Unknown(f"{model.model_id} is not in offlint's table of public models and no local "
                              f"config.json was found")
