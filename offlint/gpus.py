@@ -33,13 +33,15 @@ def folder_gpu(path: str) -> str | None:
 
 
 def unit_gpu(unit_name: str, card_gpu: str = "", path: str = "") -> tuple[str | None, str]:
-    """(the GPU token, where it was named: "the recipe name", "the card's <GPU> section", "the recipe's folder"),
-    in that order; (None, "") when nothing names one. A launch command is judged by its own name, card section
-    and folder: the folder of a recipe it runs does not say where the launch runs."""
+    """(the GPU token, where it was named: "the card's <GPU> section", "the recipe name", "the recipe's folder"),
+    in that order; (None, "") when nothing names one. A launch command is judged by its own card section, name
+    and folder: the folder of a recipe it runs does not say where the launch runs, and a card's hardware section
+    says where its command runs whatever GPU the recipe's name was written for (Bridge PR 5629's Nemotron 3 Super
+    card runs `..._16gpu_h100_bf16_32k_config` under `GB200:`)."""
+    if card_gpu:
+        return card_gpu, f"the card's {card_gpu.upper()} section"
     token = named_gpu(unit_name)
     if token:
         return token, "the recipe name"
-    if card_gpu:
-        return card_gpu, f"the card's {card_gpu.upper()} section"
     token = folder_gpu(path)
     return (token, f"the recipe's folder ({token}/)") if token else (None, "")

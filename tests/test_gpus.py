@@ -1,5 +1,5 @@
-"""The GPU a unit is sized against, where the tree names it (offlint/gpus.py): the recipe's name, a model card's
-hardware section around a launch command, else the folder of the unit's file.
+"""The GPU a unit is sized against, where the tree names it (offlint/gpus.py): a model card's hardware section around a
+launch command, the recipe's name, else the folder of the unit's file.
 
 On Megatron Bridge 067f987, `nemotron_3_5_lightning_pretrain_8k_config` (recipes/nemotronh/gb200/, no GPU in its
 name) and the two launches of it in the Lightning card's `GB200:` sections were judged against the default H100 and
@@ -36,8 +36,11 @@ pretrain_performance:
 """
 
 
-def test_the_name_first_then_a_card_section_then_the_folder():
-    assert unit_gpu("x_8gpu_b200_bf16_config", "gb300", "recipes/x/h100/a.py") == ("b200", "the recipe name")
+def test_a_card_section_first_then_the_name_then_the_folder():
+    # a card's command runs where its section says, whatever the recipe's name (Bridge PR 5629: a GB200 launch of an
+    # `_h100_` recipe was judged against H100 memory)
+    assert unit_gpu("x_8gpu_h100_bf16_config", "gb200", "recipes/x/h100/a.py") == ("gb200", "the card's GB200 section")
+    assert unit_gpu("x_8gpu_b200_bf16_config", "", "recipes/x/h100/a.py") == ("b200", "the recipe name")
     assert unit_gpu("x_config", "gb300", "recipes/x/h100/a.py") == ("gb300", "the card's GB300 section")
     assert unit_gpu("x_config", "", "src/recipes/x/gb200/a.py") == ("gb200", "the recipe's folder (gb200/)")
     assert unit_gpu("x_config", "", "src/recipes/x/a.py") == (None, "")

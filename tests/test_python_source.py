@@ -136,6 +136,25 @@ def test_env_vars_with_an_unreadable_spread_keep_their_own_entries():
     assert unit.get("env.PYTORCH_CUDA_ALLOC_CONF").is_unknown
 
 
+def test_env_vars_spreading_their_own_earlier_value_keep_it():
+    # Bridge PR 5554's deepseek_v4 recipe: `cfg.env_vars = {**cfg.env_vars, ...}` over what its parent builder set
+    text = ("def base():\n    cfg = ConfigContainer(model=GPTModelProvider())\n"
+            "    cfg.env_vars = {'NVTE_CPU_OFFLOAD_V1': '1', 'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}\n"
+            "    return cfg\n\n"
+            "def r():\n    cfg = base()\n    cfg.env_vars = {**cfg.env_vars, 'CUDA_DEVICE_MAX_CONNECTIONS': '32'}\n"
+            "    return cfg\n\n"
+            "def fresh():\n    cfg = ConfigContainer(model=GPTModelProvider())\n"
+            "    cfg.env_vars = {**cfg.env_vars, 'CUDA_DEVICE_MAX_CONNECTIONS': '32'}\n    return cfg\n")
+    units = {u.name: resolve(u, V) for u in read_python("r.py", text)}
+    kept = units["r"].get("env.NVTE_CPU_OFFLOAD_V1")
+    assert (kept.value, kept.assignment.location.line) == ("1", 3)  # at the place that set it
+    assert units["r"].get("env.CUDA_DEVICE_MAX_CONNECTIONS").value == "32"
+    assert units["r"].unit.env_known
+    # a container never given env_vars holds Bridge's empty default: the rest is known absent
+    fresh = units["fresh"]
+    assert fresh.unit.env_known and fresh.get("env.NVTE_CPU_OFFLOAD_V1").state != "unknown"
+
+
 def test_a_receiver_first_seen_inside_an_if_is_conditional():
     text = ("def f(recipe, n):\n    if n is not None and n > 0:\n        recipe.model.cpu_offloading = True\n"
             "    if n is not None:\n        recipe.model.recompute_granularity = 'selective'\n    return recipe\n")

@@ -223,6 +223,8 @@ class Expressions:
                     return held.value.fields.get(attrs[1], Unknown(f"{held.value.name} has no field {attrs[1]}"))
             if receiver.kind == "section" and len(attrs) == 1:
                 return _field(receiver, attrs[0], text)
+            if receiver.kind == "container" and attrs == ["env_vars"]:
+                return _env_vars(receiver, text)
         return Unknown(f"`{text}` is read from an object offlint does not evaluate")
 
     def _is_pure(self, node: ast.Call, frame: Frame) -> bool:
@@ -320,3 +322,17 @@ class Expressions:
         if not found:
             return unknown
         return True if which == "hasattr" else value
+
+
+def _env_vars(container: ConfigObj, text: str):
+    """`cfg.env_vars` read back (`{**cfg.env_vars, "X": "1"}`, Bridge PR 5554's deepseek_v4 recipe): the entries the
+    config holds, as a dict literal gives them, each at the place that set it; with what offlint could not read of
+    it as a PartialDict's reason. A container built here that was never given env_vars holds Bridge's empty
+    default."""
+    if container.env is None:
+        if container.env_unknown or container.base != "default":
+            return Unknown(container.env_unknown or f"`{text}` of a config offlint did not see built")
+        return {}
+    held = {name: (a.value, a.location, a.text) for name, a in container.env.items()}
+    return PartialDict(held, container.env_unknown) if container.env_unknown else held
+
