@@ -198,3 +198,60 @@ def test_a_plugin_too_large_to_run_leaves_the_environment_unknown(tmp_path, monk
         "                executor.env_vars[\"X\"] = \"1\"\n        keep_cudnn_norm = family == \"dense\"\n"))
     monkeypatch.chdir(tree)
     assert {state for state, _ in launch_env(4, root=tree).values()} == {"unknown"}
+
+
+# ---- the launch's own variables (-ce A=1,B=2; -E K=V), Bridge's argument_parser.py types --------------------
+
+_OWN_FLAGS = (
+    'def to_dict(arg):\n    return dict(item.split("=") for item in arg.split(","))\n\n\n'
+    'def parse_kv(s):\n    key, value = s.split("=", 1)\n    return key, value\n\n\n')
+
+
+def _own_flags_tree(tmp_path: Path, launches: str) -> Path:
+    tree = _copy_tree(tmp_path)
+    parser = tree / "scripts" / "performance" / "argument_parser.py"
+    text = parser.read_text().replace("def parse_cli_args():", _OWN_FLAGS + "def parse_cli_args():")
+    parser.write_text(text.replace(
+        'parser.add_argument("-ce", "--custom_env_vars", type=str, default={})',
+        'parser.add_argument("-ce", "--custom_env_vars", type=to_dict, default={})\n'
+        '    parser.add_argument("-E", "--env", action="append", type=parse_kv)'))
+    (tree / "launch" / "own.sh").write_text("#!/bin/bash\n" + launches)
+    return tree
+
+
+def _own_env(tree: Path, line: int, *names: str) -> dict:
+    resolved = load_unit(str(tree / "launch" / "own.sh"), recipe=f"setup_experiment.py at line {line}",
+                         mcore_version="0.20.0", root=tree).resolved
+    return {name: (resolved.get(f"env.{name}").state, resolved.get(f"env.{name}").value) for name in names}
+
+
+def test_the_launchs_own_variables_join_the_launchers_environment(tmp_path, monkeypatch):
+    tree = _own_flags_tree(tmp_path, "python scripts/performance/setup_experiment.py -m moe -mr moe_16b -g h100 "
+                                     "-c fp8_cs -ng 16 -ce A=1,B=2 -E NVTE_CPU_OFFLOAD_V1=1 -E A=3\n")
+    monkeypatch.chdir(tree)
+    env = _own_env(tree, 2, "A", "B", "NVTE_CPU_OFFLOAD_V1", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_NCCL_HIGH_PRIORITY")
+    assert env["A"] == ("known", "3")  # -E over -ce, as setup_experiment.py merges them
+    assert env["B"] == ("known", "2") and env["NVTE_CPU_OFFLOAD_V1"] == ("known", "1")
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == ("known", "expandable_segments:True")  # the plugin still runs
+    assert env["TORCH_NCCL_HIGH_PRIORITY"] == ("known", "1")
+
+
+def test_the_launchs_own_variables_reach_the_job_where_the_recipe_gives_the_rest(tmp_path, monkeypatch):
+    """Bridge from 2026-07: the launcher takes the recipe's env_vars and exports only the launch's own (-E): a false
+    OFL112 error said NVTE_CPU_OFFLOAD_V1 was unset on such a launch (Bridge PR 4824's DeepSeek-V4 launch)."""
+    tree = _own_flags_tree(tmp_path, "python scripts/performance/setup_experiment.py -m moe -mr moe_16b -g h100 "
+                                     "-ng 16 -E NVTE_CPU_OFFLOAD_V1=1\n"
+                                     "python scripts/performance/setup_experiment.py -m moe -mr moe_16b -g h100 "
+                                     "-ng 16 -E NVTE_CPU_OFFLOAD_V1\n"
+                                     "python -u -m scripts.performance.setup_experiment -m moe -mr moe_16b -g h100 "
+                                     "-ng 16 -E NVTE_CPU_OFFLOAD_V1=1\n")
+    (tree / "scripts" / "performance" / "run_recipe.py").write_text(
+        "def apply(recipe, environ):\n    for name, value in recipe.env_vars.items():\n"
+        "        environ[name] = str(value)\n")
+    monkeypatch.chdir(tree)
+    assert _own_env(tree, 2, "NVTE_CPU_OFFLOAD_V1")["NVTE_CPU_OFFLOAD_V1"] == ("known", "1")
+    # a value the parser's type refuses: what the launch exports is not known
+    assert _own_env(tree, 3, "NVTE_CPU_OFFLOAD_V1")["NVTE_CPU_OFFLOAD_V1"][0] == "unknown"
+    # the launcher run as a module (`python -m scripts.performance.setup_experiment`, PR 4824's launch script)
+    assert _own_env(tree, 4, "NVTE_CPU_OFFLOAD_V1")["NVTE_CPU_OFFLOAD_V1"] == ("known", "1")
+

@@ -51,6 +51,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     `project` (a PythonProject): the tree's Python files, where the performance scripts' own code gives their
     flags a meaning and names the recipe a launch builds (perf_scripts).
     """
+    argv = _module_as_script(argv)
     values = [a.value for a in argv]
     if not runs_script(values, needs_arguments):
         return None
@@ -79,9 +80,39 @@ def env_string(key: str, value: object) -> object:
     return value
 
 
+def _module_as_script(argv: list[Arg]) -> list[Arg]:
+    """`python -m scripts.performance.setup_experiment ...` as `python scripts/performance/setup_experiment.py ...`
+    when the module is a Bridge entry point (Bridge PR 4824's launch script runs the launcher so); any other module
+    (`-m torch.distributed.run`) is left as written, its script comes later."""
+    index = _entry_module(argv and [a.value for a in argv])
+    if index is None:
+        return argv
+    module = argv[index + 1]
+    path = _module_path(module.value)
+    return [*argv[:index], Arg(path, module.location, path), *argv[index + 2:]]
+
+
+def _entry_module(values: list[str | None]) -> int | None:
+    """The index of `-m` where a python command runs a Bridge entry point as a module."""
+    if not values or not posixpath.basename(values[0] or "").startswith("python"):
+        return None
+    for i, value in enumerate(values[1:3], 1):  # (an interpreter flag or two before it: `-u -m ...`)
+        if value == "-m" and i + 1 < len(values):
+            module = values[i + 1] or ""
+            return i if posixpath.basename(_module_path(module)) in HYDRA_ENTRY_POINTS else None
+    return None
+
+
+def _module_path(module: str) -> str:
+    return module.replace(".", "/") + ".py"
+
+
 def runs_script(values: list[str | None], needs_arguments: bool = False) -> bool:
     """Whether a command of these argument values can be a launch: False where command_unit gives None at once
     (a reader asks first, and builds the command's Args only for the one command in eight that can)."""
+    index = _entry_module(values)
+    if index is not None:
+        values = [*values[:index], _module_path(values[index + 1] or ""), *values[index + 2:]]
     script_index = _script_index(values)
     return script_index is not None and not (needs_arguments and script_index == len(values) - 1)
 

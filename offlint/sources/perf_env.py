@@ -69,22 +69,35 @@ def add_launcher_env(unit, launch_file: str, read: Callable[[str], str | None]) 
     if not unit.launch_args or posixpath.basename(unit.launch_args[0] or "") not in LAUNCHERS:
         return
     found = next((c for c in script_candidates(launch_file, unit.launch_args[0]) if read(c) is not None), None)
-    layer = launcher_layer(found, list(unit.launch_args[1:]), read) if found is not None else None
+    arguments = list(unit.launch_args[1:])
+    layer = launcher_layer(found, arguments, read, unit.location) if found is not None else None
     if layer is None:
+        own = flags_layer(found, arguments, read, unit.location) if found is not None else None
+        if own is not None:  # the launcher leaves the environment to the recipe, but exports the launch's own
+            unit.layers.append(own)
+            if "env" in own.base:
+                _env_unknown(unit, own.base["env"])
         return
     unit.layers.append(layer)
     if "env" in layer.base:
-        unit.unknown_sections["env"] = layer.base["env"].reason
+        _env_unknown(unit, layer.base["env"])
         return
     unit.env_known = True
     unit.default_sections = frozenset(unit.default_sections | {"env"})
     unit.unknown_sections.pop("env", None)
 
 
-def launcher_layer(script: str, arguments: list[str | None], read: Callable[[str], str | None]) -> Layer | None:
-    """The environment layer of a launch running the performance script at path `script` with `arguments`
-    (None: a word offlint could not resolve); `read(path)` gives a file's text or None. None when the tree's
-    launcher does not build the environment itself."""
+def _env_unknown(unit, why: Unknown) -> None:
+    unit.unknown_sections["env"] = why.reason
+    unit.default_sections = frozenset(unit.default_sections - {"env"})
+    unit.env_known = False
+
+
+def launcher_layer(script: str, arguments: list[str | None], read: Callable[[str], str | None],
+                   where: Location) -> Layer | None:
+    """The environment layer of a launch (at `where`) running the performance script at path `script` with
+    `arguments` (None: a word offlint could not resolve); `read(path)` gives a file's text or None. None when the
+    tree's launcher does not build the environment itself."""
     folder = posixpath.dirname(script)
     plugins_path = posixpath.join(folder, "perf_plugins.py")
     plugins = _parse(read(plugins_path))
@@ -107,9 +120,8 @@ def launcher_layer(script: str, arguments: list[str | None], read: Callable[[str
     try:
         if fields is None:
             raise _Unsupported("the launcher's PerfEnvPlugin(...) call is not one offlint can bind")
-        own = sorted(dest for dest in given if "env" in dest)
-        if own:
-            raise _Unsupported(f"the launch adds its own variables with --{own[0]}")
+        # utils/executors.py: `perf_env.update(custom_env_vars)` before the plugins run
+        env.update({name: (value, where) for name, value in _own_env(values, given).items()})
         _Interpreter(plugin, plugins_path, fields).run_method("setup", [UNKNOWN, _Executor()], {}, env, 0)
     except RecursionError:
         return _unknown_layer(layer, env, "nested too deeply to follow")
@@ -124,6 +136,46 @@ def launcher_layer(script: str, arguments: list[str | None], read: Callable[[str
                                             "" if value is UNKNOWN else str(value),
                                             (f"by the performance launcher ({posixpath.basename(where.path)})",)))
     return layer
+
+
+def flags_layer(script: str, arguments: list[str | None], read: Callable[[str], str | None],
+                where: Location) -> Layer | None:
+    """The variables the launch gives the job with the launcher's own flags (`-E K=V`, `-ce A=1,B=2`), where the
+    launcher otherwise leaves the environment to the recipe (Bridge from 2026-07: `custom_env_vars` still go into
+    the executor's environment, utils/executors.py); None when it gives none."""
+    values, given = _flags(_parse(read(posixpath.join(posixpath.dirname(script), "argument_parser.py"))), arguments)
+    try:
+        own = _own_env(values, given)
+    except _Unsupported as exc:
+        own = {}
+        unknown = str(exc)
+    else:
+        unknown = ""
+    if not own and not unknown:
+        return None
+    layer = Layer("performance launch flags environment", inherited=True)
+    layer.assignments = [Assignment(f"env.{name}", value, where, Source.ENV, value, ("by the launch's own flags",))
+                         for name, value in sorted(own.items())]
+    if unknown:
+        layer.base = {"env": Unknown(f"the performance launch's environment ({unknown})")}
+    return layer
+
+
+def _own_env(values: dict[str, object], given: set[str]) -> dict[str, str]:
+    """The variables the launch's own flags give the job: each given flag whose dest names env and whose value the
+    tree's parser type makes a dict (`to_dict`) or pairs (`parse_kv`, appended); the pairs last, as Bridge's
+    setup_experiment.py does (`custom_env_vars.update(dict(args.env or []))`). Raises _Unsupported for such a flag
+    offlint cannot read."""
+    dicts, pairs = {}, {}
+    for dest in sorted(d for d in given if "env" in d):
+        value = values.get(dest)
+        if isinstance(value, dict):
+            dicts.update(value)
+        elif isinstance(value, list) and all(isinstance(p, tuple) for p in value):
+            pairs.update(value)
+        else:
+            raise _Unsupported(f"the launch adds its own variables with --{dest}")
+    return {str(k): str(v) for k, v in {**dicts, **pairs}.items()}
 
 
 def _unknown_layer(layer: Layer, env: dict, why: str) -> Layer:
@@ -200,6 +252,11 @@ def _flags(parser: ast.Module | None, arguments: list[str | None]) -> tuple[dict
                 raw = inline if eq else (arguments[i + 1] if i + 1 < len(arguments) else None)
                 i += 0 if eq else 1
                 values[dest] = _convert(raw, kind)
+            elif action == "append" and kind == "parse_kv":
+                raw = inline if eq else (arguments[i + 1] if i + 1 < len(arguments) else None)
+                i += 0 if eq else 1
+                held = values.get(dest)  # argparse appends to a list default
+                values[dest] = (held if isinstance(held, list) else []) + [_convert(raw, kind)]
             else:
                 values[dest] = UNKNOWN  # append, count, ...
         i += 1
@@ -216,6 +273,12 @@ def _convert(raw: str | None, kind: str) -> object:
             return UNKNOWN
     if kind == "lower_str":
         return raw.lower()
+    if kind == "to_dict":  # the tree's argument_parser.to_dict: "A=1,B=2"
+        items = [item.split("=") for item in raw.split(",")]
+        return dict(items) if all(len(item) == 2 for item in items) else UNKNOWN
+    if kind == "parse_kv":  # the tree's argument_parser.parse_kv: "KEY=VALUE", the value as written
+        key, eq, value = raw.partition("=")
+        return (key, value) if eq and key else UNKNOWN
     if kind in ("", "str"):
         return raw
     return UNKNOWN
