@@ -8,6 +8,7 @@ unknown otherwise: unknown is never treated as default.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -222,8 +223,10 @@ def _finalize(resolved: ResolvedUnit, program: Assignment) -> None:
     def read(field: str) -> object:
         key = f"model.{field}"
         if isinstance(precision, Unknown):
-            return Unknown(f"`{key}` may be set by the mixed_precision recipe when the run starts: {precision.reason}")
-        if field in precision:  # (what MixedPrecisionConfig.setup copies over the model, a default too)
+            if _PRECISION_FIELD.search(field):
+                return Unknown(f"`{key}` may be set by the mixed_precision recipe when the run starts: "
+                               f"{precision.reason}")
+        elif field in precision:  # (what MixedPrecisionConfig.setup copies over the model, a default too)
             value = precision[field]
             return value if value is None or type(value) in _PLAIN else Unknown(f"`{key}` is not a plain value")
         assignment = values.get(key)
@@ -244,6 +247,10 @@ def _finalize(resolved: ResolvedUnit, program: Assignment) -> None:
 
 
 _PLAIN = frozenset((bool, int, float, str, tuple, list))
+# The kinds of field a MixedPrecisionConfig has (Bridge training/mixed_precision.py: params_dtype, pipeline_dtype,
+# autocast_*, bf16/fp16/fp32, fp8*, fp4*, *loss_scale*, hysteresis, grad_reduce_in_fp32, num_layers_at_*_in_bf16):
+# what a recipe offlint cannot read may set when the run starts.
+_PRECISION_FIELD = re.compile(r"dtype|autocast|bf16|fp16|fp32|fp8|fp4|loss_scale|hysteresis|grad_reduce")
 
 
 def _precision_fields(resolved: ResolvedUnit) -> dict | Unknown:

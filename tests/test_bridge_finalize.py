@@ -101,6 +101,12 @@ def pipelined_config():
     return cfg
 
 
+def unknown_precision_config():
+    cfg = ConfigContainer(model=VLProvider(tensor_model_parallel_size=4, sequence_parallel=False,
+                                           pipeline_model_parallel_size=2), mixed_precision=os.environ["PRECISION"])
+    return cfg
+
+
 def uneven_config():
     cfg = ConfigContainer(model=EarlyProvider(pipeline_model_parallel_size=3, num_layers=8))
     return cfg
@@ -160,6 +166,11 @@ def test_the_precision_recipe_is_applied_before_finalize(tree):
     assert (value.state, value.value) == ("known", "torch.bfloat16")
     # a private attribute ConfigContainer.validate may set is not known: what it decides is unknown
     assert _value("pipelined_config", "model.variable_seq_lengths").state == "unknown"
+
+
+def test_a_precision_recipe_offlint_cannot_read_leaves_only_precision_fields_unknown(tree):
+    assert _value("unknown_precision_config", "model.sequence_parallel").value is True  # TP alone decides it
+    assert _value("unknown_precision_config", "model.pipeline_dtype").state == "unknown"  # params_dtype: the recipe's
 
 
 def test_an_early_return_ends_the_method_on_its_path(tree):
