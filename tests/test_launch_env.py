@@ -214,7 +214,8 @@ def _own_flags_tree(tmp_path: Path, launches: str) -> Path:
     parser.write_text(text.replace(
         'parser.add_argument("-ce", "--custom_env_vars", type=str, default={})',
         'parser.add_argument("-ce", "--custom_env_vars", type=to_dict, default={})\n'
-        '    parser.add_argument("-E", "--env", action="append", type=parse_kv)'))
+        '    parser.add_argument("-E", "--env", action="append", type=parse_kv)\n'
+        '    parser.add_argument("--dump_env", action="store_true")'))
     (tree / "launch" / "own.sh").write_text("#!/bin/bash\n" + launches)
     return tree
 
@@ -240,7 +241,7 @@ def test_the_launchs_own_variables_reach_the_job_where_the_recipe_gives_the_rest
     """Bridge from 2026-07: the launcher takes the recipe's env_vars and exports only the launch's own (-E): a false
     OFL112 error said NVTE_CPU_OFFLOAD_V1 was unset on such a launch (Bridge PR 4824's DeepSeek-V4 launch)."""
     tree = _own_flags_tree(tmp_path, "python scripts/performance/setup_experiment.py -m moe -mr moe_16b -g h100 "
-                                     "-ng 16 -E NVTE_CPU_OFFLOAD_V1=1\n"
+                                     "-ng 16 -E NVTE_CPU_OFFLOAD_V1=1 --dump_env\n"
                                      "python scripts/performance/setup_experiment.py -m moe -mr moe_16b -g h100 "
                                      "-ng 16 -E NVTE_CPU_OFFLOAD_V1\n"
                                      "python -u -m scripts.performance.setup_experiment -m moe -mr moe_16b -g h100 "
@@ -249,6 +250,7 @@ def test_the_launchs_own_variables_reach_the_job_where_the_recipe_gives_the_rest
         "def apply(recipe, environ):\n    for name, value in recipe.env_vars.items():\n"
         "        environ[name] = str(value)\n")
     monkeypatch.chdir(tree)
+    # (--dump_env only names the environment: it adds nothing)
     assert _own_env(tree, 2, "NVTE_CPU_OFFLOAD_V1")["NVTE_CPU_OFFLOAD_V1"] == ("known", "1")
     # a value the parser's type refuses: what the launch exports is not known
     assert _own_env(tree, 3, "NVTE_CPU_OFFLOAD_V1")["NVTE_CPU_OFFLOAD_V1"][0] == "unknown"

@@ -164,8 +164,9 @@ def flags_layer(script: str, arguments: list[str | None], read: Callable[[str], 
 def _own_env(values: dict[str, object], given: set[str]) -> dict[str, str]:
     """The variables the launch's own flags give the job: each given flag whose dest names env and whose value the
     tree's parser type makes a dict (`to_dict`) or pairs (`parse_kv`, appended); the pairs last, as Bridge's
-    setup_experiment.py does (`custom_env_vars.update(dict(args.env or []))`). Raises _Unsupported for such a flag
-    offlint cannot read."""
+    setup_experiment.py does (`custom_env_vars.update(dict(args.env or []))`). Raises _Unsupported for a flag that
+    adds variables (`--env`, `--custom_env_vars`, `--kubeflow_env_list_json`) in a form offlint cannot read; a flag
+    that only names the environment (`--dump_env`, store_true) adds none."""
     dicts, pairs = {}, {}
     for dest in sorted(d for d in given if "env" in d):
         value = values.get(dest)
@@ -173,7 +174,7 @@ def _own_env(values: dict[str, object], given: set[str]) -> dict[str, str]:
             dicts.update(value)
         elif isinstance(value, list) and all(isinstance(p, tuple) for p in value):
             pairs.update(value)
-        else:
+        elif dest == "env" or "env_vars" in dest or "env_list" in dest:
             raise _Unsupported(f"the launch adds its own variables with --{dest}")
     return {str(k): str(v) for k, v in {**dicts, **pairs}.items()}
 
