@@ -365,6 +365,7 @@ def _cache(options: CheckOptions, root: Path, selected: set[str], version: Detec
     from offlint.estimate.devices import device  # OFL303/OFL304 size against [tool.offlint] gpu
 
     return Cache(root, fingerprint(sorted(selected - {"OFL900"}), options.strict, str(version.version),
+                                   [(name, sorted(names)) for name, names in version.version.source_names],
                                    repr(device()), _pyproject_digest(root), python_paths),
                  result_classes=(CheckResult,)).load()
 

@@ -307,7 +307,7 @@ def version_at_least(scope: Scope, text: str) -> bool:
 
 @_needs_scope
 def allowed_offload_modules(scope: Scope) -> list[str]:
-    return sorted(keys.allowed(keys.OFFLOAD_MODULES, scope.version))
+    return sorted(_offload_modules(scope.version))
 
 
 @_needs_scope
@@ -335,7 +335,7 @@ def as_list(value) -> list:
 
 @_needs_scope
 def invalid_offload_modules(scope: Scope, modules) -> list:
-    allowed = keys.allowed(keys.OFFLOAD_MODULES, scope.version)
+    allowed = _offload_modules(scope.version)
     return sorted({str(m) for m in as_list(modules) if m not in allowed})
 
 
@@ -494,12 +494,24 @@ def graph_modules_written(scope: Scope) -> object:
     return graph_modules(*values)
 
 
-@lru_cache(maxsize=64)
 def _names_known(version: Version, field: str) -> frozenset[str] | None:
+    """The names of a list the version allows: as the checkout's own megatron-core source allows them where offlint
+    read them there (sources/mcore_source.py), else offlint's shipped data."""
+    own = version.names_from_source(field)
+    return own if own is not None else _names_in_data(version, field)
+
+
+@lru_cache(maxsize=64)
+def _names_in_data(version: Version, field: str) -> frozenset[str] | None:
     """keys.names_known, once per version and list in a process: a union of the lists of the releases that bracket
     the version, in offlint's shipped data, which the graph and recompute module checks ask for on every unit."""
     known = keys.names_known(version, field)
     return None if known is None else frozenset(known)
+
+
+def _offload_modules(version: Version) -> set[str]:
+    own = version.names_from_source("offload_module_names")
+    return set(own) if own is not None else keys.allowed(keys.OFFLOAD_MODULES, version)
 
 
 @_needs_scope

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,9 +25,16 @@ class Version:
     major: int
     minor: int
     patch: int = 0
+    # The module lists a megatron-core source tree in the checkout allows, read from its own code
+    # (sources/mcore_source.py): ((list name, names), ...). Not part of what the version is (equality, order).
+    source_names: tuple[tuple[str, frozenset[str]], ...] = field(default=(), compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
+
+    def names_from_source(self, name: str) -> frozenset[str] | None:
+        """The list `name` as the checkout's own megatron-core source allows it; None when not read from one."""
+        return dict(self.source_names).get(name)
 
 
 def parse_version(text: str) -> Version:
@@ -123,11 +130,26 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
                      root / "megatron" / "core" / "package_info.py"):
             found = version_from_package_info(info)
             if found:
-                return checked_as(found, str(info), explicit=False)
+                detected = checked_as(found, str(info), explicit=False)
+                return _with_source_names(detected, info.parent / "transformer" / "transformer_config.py")
     installed = _installed_version()
     if installed:
         return checked_as(installed, "installed megatron-core", explicit=False)
     return DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
+
+
+def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersion:
+    """The version found in a checkout's megatron-core, with the module lists its own TransformerConfig allows
+    (the code its jobs run; a version between releases may allow names no release table has)."""
+    from offlint.sources.mcore_source import allowed_names
+
+    try:
+        names = allowed_names(read_text(config, follow_links=True))
+    except ReadError:
+        return detected
+    if not names:
+        return detected
+    return replace(detected, version=replace(detected.version, source_names=tuple(sorted(names.items()))))
 
 
 def _installed_version() -> Version | None:
