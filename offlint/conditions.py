@@ -29,7 +29,6 @@ from offlint.estimate.inputs import gpus_in_name
 from offlint.sources.bridge_schedule import KEY as SCHEDULE_KEY
 from offlint.types import OneOf, Source, Unknown, Value
 from offlint.versions import Version, parse_version
-from offlint.terminal import plural
 
 
 class ConditionError(ValueError):
@@ -612,19 +611,22 @@ def listing(*parts) -> str:
 # ---- the memory model (OFL303, OFL304): pure arithmetic in offlint.estimate, never torch ---------------------
 
 
-def _memory_inputs(scope: Scope):
-    """The unit's memory-model inputs (None when a size is unknown), computed once per scope. The keys that
-    decide the verdict are recorded as read, so findings list them and --strict names the unknown ones."""
+def _memory_inputs(scope: Scope, verdict: str = "oom"):
+    """The unit's memory-model inputs (None when a size is unknown, or when the rule's `verdict`, one of
+    oom.VERDICTS, depends on something open about the unit), computed once per scope. The keys that decide the
+    verdict are recorded as read, so findings list them and --strict names the unknown ones."""
     if not hasattr(scope, "_memory_inputs"):
         unit_name, gpu = str(scope.names.get("unit_name", "")), str(scope.names.get("unit_gpu", ""))
-        inputs, unknown = _per_unit(scope, ("inputs", unit_name), lambda: oom.inputs_for(scope.lookup, unit_name, gpu))
+        inputs, unknown, varying = _per_unit(scope, ("inputs", unit_name),
+                                             lambda: oom.inputs_for(scope.lookup, unit_name, gpu))
         for key in unknown:
             scope.key(key)
         for key in oom.DRIVERS:
             if scope.lookup(key).assignment is not None:
                 scope.key(key)
-        scope._memory_inputs = inputs
-    return scope._memory_inputs
+        scope._memory_inputs = (inputs, varying)
+    inputs, varying = scope._memory_inputs
+    return None if verdict in varying else inputs
 
 
 def _device(scope: Scope):
@@ -638,12 +640,12 @@ def _claim_device(scope: Scope):
     return ends(_device(scope))[-1]
 
 
-def _memory_bound(scope: Scope):
-    if not hasattr(scope, "_memory_bound"):
-        inputs = _memory_inputs(scope)
-        scope._memory_bound = _per_unit(scope, ("bound", str(scope.names.get("unit_name", ""))),
-                                        lambda: oom.bound(inputs) if inputs is not None else None)
-    return scope._memory_bound
+def _memory_bound(scope: Scope, verdict: str = "oom"):
+    """oom.bound of the unit's inputs, once per unit; None as _memory_inputs gives None for `verdict`."""
+    inputs = _memory_inputs(scope, verdict)
+    if inputs is None:
+        return None
+    return _per_unit(scope, ("bound", str(scope.names.get("unit_name", ""))), lambda: oom.bound(inputs))
 
 
 def _per_unit(scope: Scope, what: tuple, compute):
@@ -666,7 +668,7 @@ def estimated_peak_gib(scope: Scope) -> object:
 @_needs_scope
 def model_state_pp1_gib(scope: Scope) -> object:
     """Weights + gradients + optimizer states of one GPU at PP=1 (GiB)."""
-    inputs = _memory_inputs(scope)
+    inputs = _memory_inputs(scope, "pp1")
     return UNKNOWN if inputs is None else oom.model_state_at_pp1(inputs) / 1024**3
 
 
@@ -682,12 +684,10 @@ def gpu_name(scope: Scope) -> str:
 
 @_needs_scope
 def gpu_count(scope: Scope) -> str:
-    """How the estimate sized the job: "on 16 GPUs" or "at any data-parallel size"."""
+    """How the estimate sized the job (oom.bound_size): "on 16 GPUs", "on up to 64 GPUs (...)", or "at any
+    data-parallel size"."""
     inputs = _memory_inputs(scope)
-    if inputs is None or not inputs.parallel.world_size:
-        return "at any data-parallel size"
-    world = inputs.parallel.world_size
-    return f"on {plural(world, 'GPU')}"
+    return "at any data-parallel size" if inputs is None else oom.bound_size(inputs)
 
 
 @_needs_scope
@@ -740,7 +740,7 @@ def oom_at_risk(scope: Scope) -> object:
     """OFL305: a peak that fits with less headroom than the allocator needs (oom.risk_verdict). Without an
     estimate (an unknown size, an unmodelled feature, a GPU of unknown capacity) it stays quiet: OFL303 names
     those unknowns under --strict, once per unit."""
-    result = _memory_bound(scope)
+    result = _memory_bound(scope, "risk")
     if result is None:
         return False
     verdict = oom.risk_verdict(result, _device(scope), _expandable(scope))
@@ -754,7 +754,7 @@ def at_risk_margin_gib(scope: Scope) -> object:
 
 @_needs_scope
 def at_risk_fix(scope: Scope) -> str:
-    inputs = _memory_inputs(scope)
+    inputs = _memory_inputs(scope, "risk")
     for key in ("ddp.nccl_ub", "ddp.use_megatron_fsdp", "model.cuda_graph_impl", "env.NCCL_GRAPH_REGISTER"):
         scope.key(key)
     if inputs is None:

@@ -104,7 +104,7 @@ def test_the_plot_legend_and_labels_do_not_cover_the_bars():
     from offlint.units import load_unit
 
     loaded = load_unit(str(FIXTURES / "llama31_70b.py"))
-    inputs, _ = oom.inputs_for(loaded.resolved.get, loaded.unit.name)
+    inputs, _, _ = oom.inputs_for(loaded.resolved.get, loaded.unit.name)
     device = parse_device("h100-80gb")
     options = whatif.what_if(inputs, device, 32)
     fig = figure(options, device, "a long title " * 12)

@@ -95,7 +95,7 @@ def test_sizes_first_names_the_unknown_sizes_the_whole_reading_names(values):
     else:
         assert repr(quick) == repr(whole)
     assert [k for k in oom.SIZE_KEYS if k in quick.unknown] == [k for k in oom.SIZE_KEYS if k in whole.unknown]
-    expected = (None, [k for k in oom.SIZE_KEYS if k in whole.unknown] or sorted(whole.unknown)[:5]) \
+    expected = (None, [k for k in oom.SIZE_KEYS if k in whole.unknown] or sorted(whole.unknown)[:5], frozenset()) \
         if not whole.complete else None
     got = oom.inputs_for(lookup(values), "llama3_8b_pretrain_8gpu_h100_bf16_config")
     if expected is not None:
@@ -149,3 +149,40 @@ def test_a_stage_s_layers_sum_to_the_layer_by_layer_sum(by_kind, kinds):
     got = params._layers_sum(kinds, by_kind)
     assert [(n, type(n)) for n in (got.tp, got.replicated, got.expert)] == \
         [(n, type(n)) for n in (expected.tp, expected.replicated, expected.expert)]
+
+
+# ---- the lower bound where the GPU count is unknown: DP at most global / micro ----------------------------------
+
+
+def test_the_largest_world_a_configuration_runs_on():
+    training = vlm_train()  # micro 2, global 16: at most 8-way data parallelism
+    assert oom.largest_world(Inputs(vlm_dense(), Parallelism(tp=2, pp=2), training)) == 4 * 8
+    # a MoE layout tiles the world in multiples of its fewest GPUs (lcm(TP x CP, ETP x EP) x PP = 16)
+    moe = Inputs(MOE, Parallelism(tp=2, pp=2, ep=8), training)
+    assert moe.parallel.min_world_size() == 16 and oom.largest_world(moe) == 32
+    # a batch too small for the layout: its fewest GPUs; no global batch size: any data-parallel size
+    assert oom.largest_world(Inputs(MOE, Parallelism(tp=2, pp=2, ep=64), training)) == 128
+    unbounded = replace(training, global_batch_size=None)
+    assert oom.largest_world(Inputs(vlm_dense(), Parallelism(tp=2, pp=2), unbounded)) == 4 * oom._ANY_DP
+
+
+def test_the_bound_keeps_the_optimizer_shard_the_batch_sizes_leave():
+    """Qwen3-VL 235B's SFT recipe (Bridge 0de165ffc-318c5ff03): global 32, micro 2. At any DP its bound fell 0.5
+    GiB under an H100's usable 78.6 GiB and the real OOM went unreported; DP cannot exceed 16 there."""
+    capped = Inputs(vlm_dense(), Parallelism(tp=2, pp=2), vlm_train())
+    unbounded = capped.with_(training=replace(vlm_train(), global_batch_size=None))
+    capped_peak, unbounded_peak = oom.bound(capped).peak, oom.bound(unbounded).peak
+    assert capped_peak.of("optimizer") > unbounded_peak.of("optimizer") > 0
+    assert oom.bound(capped).world_size == 32
+
+
+def test_a_finding_says_how_the_bound_sized_the_job():
+    training = vlm_train()  # micro 2, global 16
+    assert oom.bound_size(Inputs(vlm_dense(), Parallelism(tp=2, pp=2), training)) == \
+        "on up to 32 GPUs (the most its global and micro batch sizes allow)"
+    assert oom.bound_size(Inputs(MOE, Parallelism(tp=2, pp=2, ep=64), training)) == \
+        "on 128 GPUs (the fewest its layout runs on; its batch sizes allow fewer)"
+    unbounded = replace(training, global_batch_size=None)
+    assert oom.bound_size(Inputs(vlm_dense(), Parallelism(tp=2, pp=2), unbounded)) == "at any data-parallel size"
+    assert oom.bound_size(Inputs(vlm_dense(), Parallelism(tp=2, pp=2, world_size=8), training)) == "on 8 GPUs"
+

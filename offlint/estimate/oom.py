@@ -10,8 +10,9 @@ the full estimate does, the verdict rests on the uncalibrated part and there is 
 the figure). OFL305 (at risk) is the same for a peak that fits but leaves less headroom than the allocator needs
 (devices.AT_RISK_MARGIN); only where the launch environment is unknown is its verdict "possible".
 
-A configuration rarely states its GPU count, so the rules use a lower bound when it is unknown: the peak at
-any data-parallel size (the distributed optimizer's shard shrinks towards nothing, one micro-batch in flight).
+A configuration rarely states its GPU count, so the rules use a lower bound when it is unknown: the peak at the
+largest data-parallel size its batch sizes allow (global / micro; any size without a global batch size: the
+distributed optimizer's shard shrinks towards nothing), one micro-batch in flight (`largest_world`).
 A finding then means the configuration cannot fit however many GPUs it runs on. The device is the one a Bridge
 recipe names (`..._8gpu_b200_bf16_config` is sized against a B200; Rubin's R100 and VR200 against the bracket
 of their stated capacity, devices.stated_range, with a verdict only where it is the same at both ends), else
@@ -219,29 +220,52 @@ def judged(inputs: Inputs, what: str, alts: list[Alternative],
     return alts[0].inputs, results[0], "", f"{what}: shown {labels[0]}; {others}; the verdict holds either way"
 
 
+VERDICTS = ("oom", "risk", "pp1")  # what the rules decide from one estimate: OFL303, OFL305, OFL304
+
+
 def _check_verdicts(lookup: Lookup, dev: Device):
-    """What the rules decide from one estimate (OFL303, OFL305, OFL304), for either_way."""
+    """What the rules decide from one estimate (VERDICTS, in order), for each alternative."""
     with_expandable = expandable(lookup)
     return lambda inputs, result: (oom_verdict(result, dev), risk_verdict(result, dev, with_expandable),
                                    agreed(lambda d: model_state_at_pp1(inputs) > d.usable_bytes, dev, None))
 
 
-def inputs_for(lookup: Lookup, unit_name: str, gpu: str = "") -> tuple[Inputs | None, list[str]]:
-    """The unit's inputs when every size is known and the model covers it (else None: an unknown verdict),
-    and the unknown keys worth naming. Where the GPU's architecture is open (architectures), the inputs with the
-    transposes, and only when every rule's verdict holds either way. `gpu`: as device_for."""
+def inputs_for(lookup: Lookup, unit_name: str, gpu: str = "") -> tuple[Inputs | None, list[str], frozenset[str]]:
+    """The unit's inputs when every size is known and the model covers it (else None: an unknown verdict), the
+    unknown keys worth naming, and the VERDICTS that depend on what is open about it. Where something is open
+    (architectures: the GPU's architecture, an unset expert TP, the image patches), the inputs shown first; a rule
+    decides only when its own verdict holds for every alternative (one verdict that varies does not silence the
+    others: Qwen3-VL 235B's SFT recipe is an OOM at every ETP, while whether PP=1 would fit depends on it).
+    `gpu`: as device_for."""
     inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu), sizes_first=True)
     if not inputs.complete:
         named = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)[:5]
-        return None, named
+        return None, named, frozenset()
     p, m = inputs.parallel, inputs.model
     if params.layer_ranges(m, p) is None or m.num_attention_heads % p.tp:
-        return None, []
-    if len(architectures(inputs)) > 1:
-        inputs, _, why, _ = either_way(inputs, _check_verdicts(lookup, device_for(unit_name, gpu)))
-        if why:
-            return None, []
-    return inputs, []
+        return None, [], frozenset()
+    if len(architectures(inputs)) == 1:
+        return inputs, [], frozenset()
+    _, alts = alternatives(inputs)
+    judge = _check_verdicts(lookup, device_for(unit_name, gpu))
+    verdicts = [judge(a.inputs, a.result) for a in alts]
+    varying = frozenset(name for i, name in enumerate(VERDICTS) if any(v[i] != verdicts[0][i] for v in verdicts))
+    return alts[0].inputs, [], varying
+
+
+def bound_size(inputs: Inputs) -> str:
+    """How the estimate sized the job: "on 16 GPUs", "on up to 64 GPUs (the most its batch sizes allow)", or
+    "at any data-parallel size"."""
+    world = inputs.parallel.world_size
+    if world:
+        return f"on {plural(world, 'GPU')}"
+    most, smallest = largest_world(inputs), inputs.parallel.min_world_size()
+    if most >= smallest * _ANY_DP:
+        return "at any data-parallel size"
+    t = inputs.training
+    if most == smallest and inputs.parallel.model_parallel * (t.global_batch_size // t.micro_batch_size) < smallest:
+        return f"on {plural(most, 'GPU')} (the fewest its layout runs on; its batch sizes allow fewer)"
+    return f"on up to {plural(most, 'GPU')} (the most its global and micro batch sizes allow)"
 
 
 def has_no_answer(lookup: Lookup, unit_name: str, gpu: str = "") -> bool:
@@ -259,10 +283,11 @@ def has_no_answer(lookup: Lookup, unit_name: str, gpu: str = "") -> bool:
 
 
 def _architecture_split(lookup: Lookup, unit_name: str, inputs: Inputs, gpu: str = "") -> str:
-    """Why the verdict depends on the GPU's architecture ("" when it does not, or there is no device)."""
+    """Why OFL303's verdict depends on what is open about the unit ("" when it does not, or there is no device)."""
     if len(architectures(inputs)) == 1:
         return ""
-    return either_way(inputs, _check_verdicts(lookup, device_for(unit_name, gpu)))[2]
+    dev = device_for(unit_name, gpu)
+    return either_way(inputs, lambda _, result: oom_verdict(result, dev))[2]
 
 
 def no_verdict_reason(lookup: Lookup, unit_name: str, gpu: str = "") -> str:
@@ -293,12 +318,27 @@ def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, uni
 
 
 def bound(inputs: Inputs) -> Estimate:
-    """The estimate at the configuration's GPU count, or the lower bound over every data-parallel size."""
+    """The estimate at the configuration's GPU count, or the lower bound over every data-parallel size it can run
+    at."""
     if inputs.parallel.world_size:
         return estimate(inputs)
     t = inputs.training
     floor = inputs.with_(training=replace(t, global_batch_size=t.global_batch_size or t.micro_batch_size))
-    return estimate(floor, inputs.parallel.min_world_size() * _ANY_DP)
+    return estimate(floor, largest_world(inputs))
+
+
+def largest_world(inputs: Inputs) -> int:
+    """The most GPUs the configuration can run on, for the lower bound where it does not say how many: megatron-core
+    splits the global batch into micro-batches over the data-parallel ranks (global / (micro x DP) of them, a whole
+    number, at least one), so DP is at most global / micro; the world is a multiple of the fewest GPUs the layout
+    tiles. Without a global batch size, any size (the optimizer shard shrinks towards nothing). A Qwen3-VL 235B
+    recipe with global 32, micro 2 runs on at most 16-way DP; at any DP its bound fell 0.5 GiB under an H100."""
+    p, t = inputs.parallel, inputs.training
+    smallest = p.min_world_size()
+    if not t.global_batch_size or not t.micro_batch_size or t.global_batch_size < t.micro_batch_size:
+        return smallest * _ANY_DP
+    most = p.model_parallel * (t.global_batch_size // t.micro_batch_size)
+    return max(smallest, most - most % smallest)
 
 
 def model_state_at_pp1(inputs: Inputs) -> float:
@@ -312,7 +352,7 @@ def model_state_at_pp1(inputs: Inputs) -> float:
                                               account_for_embedding=False, account_for_loss=False))
     # bound(one_stage)'s: at the known GPU count, else at any data-parallel size (its floor's batch size is no
     # part of the model state)
-    return model_state(one_stage, None if world else one_stage.parallel.min_world_size() * _ANY_DP)
+    return model_state(one_stage, None if world else largest_world(one_stage))
 
 
 def largest_parts(result: Estimate, n: int = 3) -> str:
