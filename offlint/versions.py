@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from offlint.reading import ReadError, read_text
+from offlint.sources.mcore_source import allowed_names
 
 NEWEST_KNOWN = "0.20.0"
 OLDEST_KNOWN = "0.16.1"  # the releases offlint's rules and field data were written against: 0.16 to 0.20
@@ -141,8 +142,6 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
 def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersion:
     """The version found in a checkout's megatron-core, with the module lists its own TransformerConfig allows
     (the code its jobs run; a version between releases may allow names no release table has)."""
-    from offlint.sources.mcore_source import allowed_names
-
     try:
         names = allowed_names(read_text(config, follow_links=True))
     except ReadError:
