@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import bisect
 import difflib
+import math
 import operator
 import os
 from dataclasses import dataclass, field
@@ -805,6 +806,65 @@ def layout_division(scope: Scope) -> object:
 
 
 @_needs_scope
+def batch_division(scope: Scope) -> object:
+    """Why megatron-core's micro-batch calculator refuses the recipe's batch sizes, in its words; "" when it does
+    not, or offlint does not judge it. Bridge's initialize (and Megatron-LM's) builds a
+    ConstantNumMicroBatchesCalculator (num_microbatches_calculator.py) with DP = world / (TP x PP x CP): it asserts
+    "global batch size (G) is not divisible by micro batch size (M) times data parallel size (D)", or with
+    decrease_batch_size_if_needed rounds G down to a multiple of M x D and asserts "number of microbatches should
+    be at least 1". Judged where the world is known from the recipe: at the GPU count its name gives (as OFL216: a
+    launch's world size is its own), and where even the fewest GPUs its layout tiles (an unset ETP: 1, as Bridge
+    takes it with EP > 1, the fewer) leave more data-parallel ranks than the global batch has micro-batches: then
+    no scale runs it. Not with a batch-size ramp-up or schedule (another calculator); "" when a value it needs is
+    unknown or the global batch size is unset (megatron-core then takes M x D). Not for Bridge's performance
+    recipes (`perf_recipes/`): the performance launcher that runs them rescales the global batch size with the
+    data-parallel size of the launch (scripts/performance/utils/overrides.py, set_post_overrides)."""
+    if scope.names.get("unit_kind") != "recipe" or "/perf_recipes/" in "/" + str(scope.names.get("unit_path", "")):
+        return ""
+    names = ("global_batch_size", "micro_batch_size", "rampup_batch_size", "step_batch_size_schedule",
+             "decrease_batch_size_if_needed")
+    gbs, mbs, rampup, schedule, decrease = (scope.key(f"train.{name}") for name in names)
+    sizes = [scope.key(f"model.{name}") for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                                     "context_parallel_size", "expert_model_parallel_size",
+                                                     "expert_tensor_parallel_size")]
+    if UNKNOWN in (gbs, mbs, rampup, schedule, decrease, *sizes) or rampup or schedule:
+        return ""
+
+    def whole(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    if not (whole(gbs) and whole(mbs)) or not all(v is None or whole(v) for v in sizes):
+        return ""
+    tp, pp, cp, ep = (v or 1 for v in sizes[:4])
+    etp = sizes[4] or (1 if ep > 1 else tp)
+    dense = tp * pp * cp
+    world = gpus_in_name(str(scope.names.get("unit_name", "")))
+    where = " when training starts"
+    if world and world % dense == 0 and not world % (etp * ep * pp):  # (OFL216 reports a layout that does not)
+        dp = world // dense
+        if not decrease and gbs % (mbs * dp):
+            return (f"global batch size {gbs} with micro batch size {mbs} on the {world} GPUs the recipe name gives "
+                    f"(TP{tp} x PP{pp} x CP{cp}: DP{dp}): megatron-core asserts \"global batch size ({gbs}) is not "
+                    f"divisible by micro batch size ({mbs}) times data parallel size ({dp})\"" + where)
+        if gbs < mbs * dp:
+            return (f"global batch size {gbs} with micro batch size {mbs} on the {world} GPUs the recipe name gives "
+                    f"(TP{tp} x PP{pp} x CP{cp}: DP{dp}) is less than one micro-batch per data-parallel rank: "
+                    f"decrease_batch_size_if_needed rounds it to 0, and megatron-core asserts \"number of "
+                    f"microbatches should be at least 1, got 0.\"" + where)
+        return ""
+    fewest = math.lcm(tp * cp, etp * ep) * pp
+    dp = fewest // dense
+    if gbs < mbs * dp:
+        return (f"global batch size {gbs} with micro batch size {mbs} is less than one micro-batch for each of the "
+                f"{dp} data-parallel ranks of the fewest GPUs the layout runs on ({fewest}: TP{tp} x PP{pp} x CP{cp}"
+                + (f", EP{ep}" if ep > 1 else "") + f"), so no GPU count runs it: megatron-core asserts "
+                + (f"\"number of microbatches should be at least 1, got 0.\"" if decrease else
+                   f"\"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel "
+                   f"size ({dp})\"") + where)
+    return ""
+
+
+@_needs_scope
 def pipeline_split_refusal(scope: Scope) -> object:
     """Why megatron-core refuses to split the decoder's layers over the pipeline stages, in its words; "" when it
     does not, or when offlint does not judge the split. Only the even split is judged: no custom
@@ -1106,6 +1166,7 @@ FUNCTIONS: dict[str, Callable] = {
     "pipeline_layout_refusal": pipeline_layout_refusal,
     "recompute_module_refusal": recompute_module_refusal,
     "layout_division": layout_division,
+    "batch_division": batch_division,
     "oom_floor_gib": oom_floor_gib,
     "oom_message": oom_message,
     "oom_at_risk": oom_at_risk,

@@ -196,7 +196,7 @@ def _unit_names(unit: Unit) -> dict:
     """The names a unit's rule conditions read besides its keys; made once per unit, for every rule."""
     gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
     return {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
-            "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
+            "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
             "defaults": unit.defaults.value, "framework": unit.framework}
 
 

@@ -1,0 +1,68 @@
+"""OFL217: the global batch size against the data-parallel ranks a recipe runs on (megatron-core's
+ConstantNumMicroBatchesCalculator), judged at the GPU count the name gives and where no GPU count runs it. Bridge
+067f987's Qwen3.5-VL H100 recipes are the shape: `cfg.train.global_batch_size = 36` with micro 4 over DP4."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.check_helpers import check_json
+
+HEADER = """
+from megatron.bridge.models import GPTModelProvider
+from megatron.bridge.training.config import ConfigContainer, DistributedDataParallelConfig, OptimizerConfig, TrainingConfig
+
+
+"""
+
+
+def _recipe(name: str, gbs: int, mbs: int, tp: int = 2, pp: int = 1, extra: str = "") -> str:
+    return (f"def {name}():\n"
+            f"    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=1024, num_attention_heads=8),\n"
+            f"                          optimizer=OptimizerConfig(bf16=True), ddp=DistributedDataParallelConfig(),\n"
+            f"                          train=TrainingConfig())\n"
+            f"    cfg.model.tensor_model_parallel_size = {tp}\n"
+            f"    cfg.model.pipeline_model_parallel_size = {pp}\n"
+            f"    cfg.train.global_batch_size = {gbs}\n"
+            f"    cfg.train.micro_batch_size = {mbs}\n{extra}"
+            f"    return cfg\n\n\n")
+
+
+@pytest.fixture
+def tree(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    for folder in ("recipes", "perf_recipes"):
+        (tmp_path / "bridge" / folder).mkdir(parents=True)
+        (tmp_path / "bridge" / folder / "__init__.py").write_text("")
+    (tmp_path / "bridge" / "__init__.py").write_text("")
+    return tmp_path
+
+
+def _refused(tree, text: str, folder: str = "recipes") -> dict[str, str]:
+    (tree / "bridge" / folder / "vl.py").write_text(HEADER + text)
+    return {f["unit"]: f["message"] for f in check_json(tree, "--no-cache") if f["code"] == "OFL217"}
+
+
+def test_the_batch_at_the_gpu_count_the_name_gives(tree):
+    found = _refused(tree, _recipe("vl_sft_8gpu_h100_bf16_config", 36, 4) + _recipe("vl_sft_16gpu_h100_bf16_config", 32, 4)
+                     + _recipe("vl_sft_config", 36, 4))
+    assert list(found) == ["vl_sft_8gpu_h100_bf16_config"]  # DP8 x 4 divides 32; no count: any DP that divides
+    assert ('"global batch size (36) is not divisible by micro batch size (4) times data parallel size (4)"'
+            in found["vl_sft_8gpu_h100_bf16_config"])
+
+
+def test_decreasing_the_batch_leaves_only_too_few_micro_batches(tree):
+    decrease = "    cfg.train.decrease_batch_size_if_needed = True\n"
+    found = _refused(tree, _recipe("a_8gpu_h100_bf16_config", 36, 4, extra=decrease)
+                     + _recipe("b_64gpu_h100_bf16_config", 36, 4, extra=decrease))
+    assert list(found) == ["b_64gpu_h100_bf16_config"]  # 36 rounds to 32 at DP4; at DP32 it rounds to 0
+    assert "number of microbatches should be at least 1" in found["b_64gpu_h100_bf16_config"]
+
+
+def test_not_judged_with_a_ramp_up_an_unknown_size_or_in_a_performance_recipe(tree):
+    rampup = "    cfg.train.rampup_batch_size = [16, 8, 1000]\n"
+    unknown = "    import os\n    cfg.train.global_batch_size = int(os.environ['GBS'])\n"
+    assert _refused(tree, _recipe("a_8gpu_h100_bf16_config", 36, 4, extra=rampup)
+                    + _recipe("b_8gpu_h100_bf16_config", 36, 4, extra=unknown)) == {}
+    # the performance launcher rescales the global batch size with the launch's data-parallel size
+    assert _refused(tree, _recipe("c_8gpu_h100_bf16_config", 36, 4), folder="perf_recipes") == {}
