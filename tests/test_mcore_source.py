@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from offlint.sources.mcore_source import allowed_names
+from tests.test_mlm_history_cases import BASE as MLM_CASE
 
 CONFIG = '''
 from dataclasses import dataclass
@@ -39,20 +40,8 @@ class TransformerConfig:
             assert not invalid_modules, f"Invalid choices for offload_modules: {invalid_modules}"
 '''
 PACKAGE_INFO = "MAJOR = 0\nMINOR = 19\nPATCH = 0\n"
-CASE = """\
-ENV_VARS:
-  CUDA_DEVICE_MAX_CONNECTIONS: 1
-MODEL_ARGS:
-  --num-layers: 4
-  --hidden-size: 256
-  --num-attention-heads: 4
-  --micro-batch-size: 1
-  --global-batch-size: 8
-  --train-iters: 10
-  --recompute-granularity: selective
-  --recompute-modules: "[{modules}]"
-TEST_TYPE: regular
-"""
+# a Megatron-LM functional test case (tests/test_mlm_history_cases.py's shape) with a selective recompute
+CASE = MLM_CASE.format(env="", args="  --recompute-granularity: selective\n  --recompute-modules: \"[{modules}]\"\n")
 
 
 def test_the_lists_the_source_checks_are_read_each_from_its_own_assignment():
@@ -86,16 +75,16 @@ def _refused(root, *args: str) -> list[str]:
 
 def test_a_name_the_checkouts_source_allows_is_no_error(checkout):
     root, case = checkout
-    case.write_text(CASE.format(modules="mhc"))
+    case.write_text(CASE.replace("{modules}", "mhc"))
     assert _refused(root) == []  # offlint's 0.19 table does not have "mhc"; the checkout's TransformerConfig does
-    case.write_text(CASE.format(modules="gdn_norm_out"))  # the 0.19 release has it, this checkout does not
+    case.write_text(CASE.replace("{modules}", "gdn_norm_out"))  # the 0.19 release has it, this checkout does not
     (message,) = _refused(root)
     assert "'gdn_norm_out'" in message and "the modules are core_attn, layernorm, mhc, mlp" in message
 
 
 def test_the_source_is_read_again_when_it_changes(checkout):
     root, case = checkout
-    case.write_text(CASE.format(modules="mhc"))
+    case.write_text(CASE.replace("{modules}", "mhc"))
     assert _refused(root) == []
     config = root / "megatron" / "core" / "transformer" / "transformer_config.py"
     config.write_text(CONFIG.replace('                    "mhc",\n', ""))
@@ -104,5 +93,5 @@ def test_the_source_is_read_again_when_it_changes(checkout):
 
 def test_a_version_given_on_the_command_line_uses_offlints_table(checkout):
     root, case = checkout
-    case.write_text(CASE.format(modules="mhc"))
+    case.write_text(CASE.replace("{modules}", "mhc"))
     assert len(_refused(root, "--mcore-version", "0.19.0")) == 1
