@@ -388,3 +388,17 @@ def test_a_rule_that_holds_on_no_path_is_not_reported():
 def test_a_rule_that_holds_on_several_paths_names_the_first_and_counts_the_others():
     (message,) = [m for code, m, _ in _branchy_findings()["elif_paths"] if code == "OFL103"]
     assert message.endswith("(on the path where `if a` (branchy.py:42) is true, and on 1 other path)")
+
+
+def test_a_recipe_that_only_calls_helpers_is_a_unit():
+    """Bridge's old-layout Qwen3.5-VL PEFT recipe (qwen35_vl.py at 0de165ffc) builds its config by helpers alone:
+    its text named no key and no config class, so it was never read as a unit, and its refused batch sizes
+    (OFL217) went unreported. A function annotated to return a ConfigContainer is a recipe."""
+    text = ("from megatron.bridge.training.config import ConfigContainer\n\n"
+            "def _common():\n    cfg = ConfigContainer(model=GPTModelProvider())\n"
+            "    cfg.model.tensor_model_parallel_size = 2\n    return cfg\n\n"
+            "def _apply(cfg, ep):\n    cfg.model.expert_model_parallel_size = ep\n\n"
+            "def peft_config(hf_path: str = 'x') -> ConfigContainer:\n    cfg = _common()\n    _apply(cfg, ep=32)\n"
+            "    return cfg\n")
+    units = {u.name: resolve(u, V) for u in read_python("r.py", text)}
+    assert units["peft_config"].get("model.expert_model_parallel_size").value == 32
