@@ -840,6 +840,9 @@ def batch_division(scope: Scope) -> object:
     dense = tp * pp * cp
     world = gpus_in_name(str(scope.names.get("unit_name", "")))
     where = " when training starts"
+    if scope.names.get("framework") == "bridge":  # (ConfigContainer.validate, before initialize builds the calculator)
+        where += ("; Megatron Bridge's ConfigContainer.validate makes the same division of the evaluation batch sizes,"
+                  " which default to these, and stops it first")
     if world and world % dense == 0 and not world % (etp * ep * pp):  # (OFL216 reports a layout that does not)
         dp = world // dense
         if not decrease and gbs % (mbs * dp):
