@@ -402,3 +402,13 @@ def test_a_recipe_that_only_calls_helpers_is_a_unit():
             "    return cfg\n")
     units = {u.name: resolve(u, V) for u in read_python("r.py", text)}
     assert units["peft_config"].get("model.expert_model_parallel_size").value == 32
+
+
+def test_a_dict_read_back_from_the_config_is_assigned_again():
+    """`cfg.dataset.dataset_kwargs = cfg.dataset.dataset_kwargs or {}` (Bridge's Qwen3-Next finetune example): the
+    value read back holds plain values, not a dict literal's entries; it was an internal error, exit 2."""
+    text = ("def recipe() -> ConfigContainer:\n"
+            "    cfg = ConfigContainer(dataset=FinetuningDatasetConfig(dataset_kwargs={'chat': True}))\n"
+            "    cfg.dataset.dataset_kwargs = cfg.dataset.dataset_kwargs or {}\n    return cfg\n")
+    unit = resolve(read_python("r.py", text)[0], V)
+    assert unit.get("dataset.dataset_kwargs").value == {"chat": True}

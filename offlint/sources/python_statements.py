@@ -534,8 +534,15 @@ class Statements:
         if isinstance(value, ConfigObj):
             value = Unknown(f"a config object, not a value (`{text}`)")
         if isinstance(value, dict):
-            value = {k: v[0] for k, v in value.items()}
+            # a dict literal's entries are (value, where, text); a dict read back from a config holds plain values
+            # (`cfg.dataset.dataset_kwargs = cfg.dataset.dataset_kwargs or {}`)
+            value = {k: v[0] if _is_entry(v) else v for k, v in value.items()}
         return new_assignment(key, value, loc, _PYTHON, text, tuple(self.via_stack))
+
+
+def _is_entry(held) -> bool:
+    """Whether a dict's value is a dict literal's entry, (value, where, text), not a plain value."""
+    return type(held) is tuple and len(held) == 3 and isinstance(held[1], Location)
 
 
 def _flag_leaves(node: ast.If) -> tuple[list, bool]:
