@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import bisect
 import difflib
-import math
 import operator
 import os
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from offlint import keys, pipeline_layout, te_support
 from offlint.estimate import oom
 from offlint.estimate.devices import ends
 from offlint.estimate.inputs import gpus_in_name
+from offlint.estimate.shapes import Parallelism
 from offlint.sources.bridge_schedule import KEY as SCHEDULE_KEY
 from offlint.types import OneOf, Source, Unknown, Value
 from offlint.versions import Version, parse_version
@@ -792,17 +792,19 @@ def layout_division(scope: Scope) -> object:
     if UNKNOWN in (ep, etp):
         return ""
     ep = int(ep) if ep else 1
-    if etp:
-        etp = int(etp)
-    elif ep > 1:  # TP's value or 1: a world size that 1 x EP x PP does not divide, TP x EP x PP does not divide either
-        etp = 1
-    else:
-        etp = tp
+    # TP's value or 1: a world size that 1 x EP x PP does not divide, TP x EP x PP does not divide either
+    etp = _fewest_etp(etp, ep, tp)
     if world % (etp * ep * pp):
         return (f"the expert layout ETP{etp} x EP{ep} x PP{pp} needs a multiple of {etp * ep * pp} GPUs, and the "
                 f"recipe name says {world}: megatron-core raises \"world_size ({world}) is not divisible by "
                 f"expert_tensor_model_pipeline_parallel size ({etp * ep * pp})\"")
     return ""
+
+
+def _fewest_etp(etp, ep: int, tp: int) -> int:
+    """The expert TP that needs the fewest GPUs: the one set, else 1 with EP > 1 (Megatron Bridge's since July 2026;
+    megatron-core takes TP's value, a multiple of it), else TP's."""
+    return int(etp) if etp else 1 if ep > 1 else tp
 
 
 @_needs_scope
@@ -836,7 +838,7 @@ def batch_division(scope: Scope) -> object:
     if not (whole(gbs) and whole(mbs)) or not all(v is None or whole(v) for v in sizes):
         return ""
     tp, pp, cp, ep = (v or 1 for v in sizes[:4])
-    etp = sizes[4] or (1 if ep > 1 else tp)
+    etp = _fewest_etp(sizes[4], ep, tp)
     dense = tp * pp * cp
     world = gpus_in_name(str(scope.names.get("unit_name", "")))
     where = " when training starts"
@@ -855,7 +857,7 @@ def batch_division(scope: Scope) -> object:
                     f"decrease_batch_size_if_needed rounds it to 0, and megatron-core asserts \"number of "
                     f"microbatches should be at least 1, got 0.\"" + where)
         return ""
-    fewest = math.lcm(tp * cp, etp * ep) * pp
+    fewest = Parallelism(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp).min_world_size()
     dp = fewest // dense
     if gbs < mbs * dp:
         return (f"global batch size {gbs} with micro batch size {mbs} is less than one micro-batch for each of the "

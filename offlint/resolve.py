@@ -227,12 +227,10 @@ def _finalize(resolved: ResolvedUnit, program: Assignment) -> None:
                 return Unknown(f"`{key}` may be set by the mixed_precision recipe when the run starts: "
                                f"{precision.reason}")
         elif field in precision:  # (what MixedPrecisionConfig.setup copies over the model, a default too)
-            value = precision[field]
-            return value if value is None or type(value) in _PLAIN else Unknown(f"`{key}` is not a plain value")
+            return _plain(key, precision[field])
         assignment = values.get(key)
         if assignment is not None:
-            value = assignment.value
-            return value if value is None or type(value) in _PLAIN else Unknown(f"`{key}` is not a plain value")
+            return _plain(key, assignment.value)
         if not defaults:
             return Unknown(f"`{key}` is not known before finalize()")
         return resolved._default(key) if field in fields else bridge_finalize.NOT_SET
@@ -247,6 +245,11 @@ def _finalize(resolved: ResolvedUnit, program: Assignment) -> None:
 
 
 _PLAIN = frozenset((bool, int, float, str, tuple, list))
+
+
+def _plain(key: str, value: object) -> object:
+    """A value as a finalize program reads it: a literal, else unknown (a OneOf, a record, an Unknown)."""
+    return value if value is None or type(value) in _PLAIN else Unknown(f"`{key}` is not a plain value")
 # The kinds of field a MixedPrecisionConfig has (Bridge training/mixed_precision.py: params_dtype, pipeline_dtype,
 # autocast_*, bf16/fp16/fp32, fp8*, fp4*, *loss_scale*, hysteresis, grad_reduce_in_fp32, num_layers_at_*_in_bf16):
 # what a recipe offlint cannot read may set when the run starts.

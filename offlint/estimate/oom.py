@@ -259,13 +259,12 @@ def bound_size(inputs: Inputs) -> str:
     world = inputs.parallel.world_size
     if world:
         return f"on {plural(world, 'GPU')}"
-    most, smallest = largest_world(inputs), inputs.parallel.min_world_size()
-    if most >= smallest * _ANY_DP:
+    allowed, smallest = _batch_world(inputs), inputs.parallel.min_world_size()
+    if allowed is None:
         return "at any data-parallel size"
-    t = inputs.training
-    if most == smallest and inputs.parallel.model_parallel * (t.global_batch_size // t.micro_batch_size) < smallest:
-        return f"on {plural(most, 'GPU')} (the fewest its layout runs on; its batch sizes allow fewer)"
-    return f"on up to {plural(most, 'GPU')} (the most its global and micro batch sizes allow)"
+    if allowed < smallest:
+        return f"on {plural(smallest, 'GPU')} (the fewest its layout runs on; its batch sizes allow fewer)"
+    return f"on up to {plural(largest_world(inputs), 'GPU')} (the most its global and micro batch sizes allow)"
 
 
 def has_no_answer(lookup: Lookup, unit_name: str, gpu: str = "") -> bool:
@@ -333,12 +332,18 @@ def largest_world(inputs: Inputs) -> int:
     number, at least one), so DP is at most global / micro; the world is a multiple of the fewest GPUs the layout
     tiles. Without a global batch size, any size (the optimizer shard shrinks towards nothing). A Qwen3-VL 235B
     recipe with global 32, micro 2 runs on at most 16-way DP; at any DP its bound fell 0.5 GiB under an H100."""
-    p, t = inputs.parallel, inputs.training
-    smallest = p.min_world_size()
-    if not t.global_batch_size or not t.micro_batch_size or t.global_batch_size < t.micro_batch_size:
+    smallest, allowed = inputs.parallel.min_world_size(), _batch_world(inputs)
+    if allowed is None:
         return smallest * _ANY_DP
-    most = p.model_parallel * (t.global_batch_size // t.micro_batch_size)
-    return max(smallest, most - most % smallest)
+    return max(smallest, allowed - allowed % smallest)
+
+
+def _batch_world(inputs: Inputs) -> int | None:
+    """TP x PP x CP x (global / micro): the GPUs the batch sizes allow at most; None without both batch sizes."""
+    t = inputs.training
+    if not t.global_batch_size or not t.micro_batch_size or t.global_batch_size < t.micro_batch_size:
+        return None
+    return inputs.parallel.model_parallel * (t.global_batch_size // t.micro_batch_size)
 
 
 def model_state_at_pp1(inputs: Inputs) -> float:
