@@ -14,7 +14,11 @@ Each run measures, in this order:
            `def` line (--edit in-place: no line moves, that function's text changes) or a statement inserted at
            the top of its body (--edit insert: it and every definition below it move down a line), or its first
            integer set with `=` in its body, plus one (--edit value: what the function gives changes, as a user's
-           edit of a recipe's setting does; every reading that ran it reads it again). --changed may
+           edit of a recipe's setting does; every reading that ran it reads it again). --edit new-file: FILE is
+           left as it is and a new module is added beside it, FILE's text with each of its module-level functions
+           renamed (`NAME_bench`, everywhere in the text: a new recipe file in FILE's shape, defining names no
+           other file does), and `offlint check NEW` is timed, as pre-commit runs for a commit adding a file;
+           the new file is removed afterwards. --changed may
            be given several times (a leaf recipe, a base builder most recipes call): one line each, in order,
            each after an untimed `offlint check .` that brings the cache's entries back to the unedited tree.
 
@@ -139,8 +143,33 @@ def edited(original: bytes, function: str | None, edit: str) -> bytes:
     return b"\n".join(lines)
 
 
+def new_module(original: bytes) -> bytes:
+    """--edit new-file's module: `original` with each module-level function renamed (NAME_bench) wherever its name
+    stands as a word."""
+    names = sorted(set(re.findall(rb"^(?:async )?def ([A-Za-z_]\w*)", original, re.M)), key=len, reverse=True)
+    if not names:
+        return original + b"\n"
+    return re.sub(rb"\b(" + b"|".join(map(re.escape, names)) + rb")\b", rb"\1_bench", original)
+
+
+def measure_added(tree: Path, changed: str, extra: list[str]) -> dict:
+    """Time `offlint check NEW` right after adding NEW (new_module of CHANGED) beside CHANGED; NEW is always removed."""
+    path = Path(changed) if Path(changed).is_absolute() else tree / changed
+    added = path.with_name(path.stem + "_offlint_bench.py")
+    if added.exists():
+        raise SystemExit(f"bench_check: {added} exists already; remove it (an earlier run was cut short?)")
+    name = added.as_posix() if Path(changed).is_absolute() else added.relative_to(tree).as_posix()
+    try:
+        added.write_bytes(new_module(path.read_bytes()))
+        return measure(tree, [name, *extra])
+    finally:
+        added.unlink(missing_ok=True)
+
+
 def measure_edited(tree: Path, changed: str, function: str | None, edit: str, extra: list[str]) -> dict:
     """Time `offlint check CHANGED` after a real edit of CHANGED; the file's bytes are always restored."""
+    if edit == "new-file":
+        return measure_added(tree, changed, extra)
     path = Path(changed) if Path(changed).is_absolute() else tree / changed
     original = path.read_bytes()
     try:
@@ -178,14 +207,15 @@ def main(argv: list[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1:]
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      usage="%(prog)s TREE [--runs N] [--changed FILE[:FUNCTION]]... "
-                                           "[--edit in-place|insert|value] [-- extra offlint args]")
+                                           "[--edit in-place|insert|value|new-file] [-- extra offlint args]")
     parser.add_argument("tree", type=Path)
     parser.add_argument("--runs", type=int, default=3, help="cold/warm(/changed) repetitions (default 3)")
     parser.add_argument("--changed", action="append", default=[], metavar="FILE[:FUNCTION]",
                         help="also time `offlint check FILE` run from TREE after an edit of FILE (of FUNCTION in "
                              "it); repeatable")
-    parser.add_argument("--edit", choices=("in-place", "insert", "value"), default="in-place",
-                        help="how FILE:FUNCTION is edited (default in-place: no line moves)")
+    parser.add_argument("--edit", choices=("in-place", "insert", "value", "new-file"), default="in-place",
+                        help="how FILE:FUNCTION is edited (default in-place: no line moves); new-file: a module in "
+                             "FILE's shape added beside it")
     args = parser.parse_args(argv)
     tree = args.tree.resolve()
     if not tree.is_dir():
@@ -219,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     labels = []
     for index, (name, function) in enumerate(changed, start=1):
         labels.append("changed" if len(changed) == 1 else f"changed {index}")
-        edit = f"function {function} edited ({args.edit})" if function else "a comment line appended"
+        edit = "a module in its shape added beside it (new-file)" if args.edit == "new-file" else \
+            f"function {function} edited ({args.edit})" if function else "a comment line appended"
         print(f"# {labels[-1]}: (cd TREE && offlint check {name}{tail}) after an edit of {name}: {edit}")
     results: dict[str, list[dict]] = {"cold": [], "warm": [], **{label: [] for label in labels}}
     floors: list[dict] = []

@@ -91,7 +91,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     if project is not None and options.changed_files and paths and files and scope.selects_part_of(paths, project):
         tree_files, files = scope.project_files(root, paths, files)
         targets = {f.path for f in files}
-        cache = _cache(options, root, selected, version, _python_paths(tree_files + files), stdin)
+        cache = _cache(options, root, selected, version, stdin)
         known_deps = cache.dependencies() if cache is not None else None
         tree_files, files = changed.expand(files, root, lambda path: texts.get(path, ""), known_deps, tree_files,
                                            cache.files_defining if cache is not None else None)
@@ -110,10 +110,10 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     digests = None
     key_paths: set[str] = set()
     if targets is None:
-        cache = _cache(options, root, selected, version, job.python_paths, stdin)
+        cache = _cache(options, root, selected, version, stdin)
         if cache is not None:
             key_paths = set(job.python_paths) | {f.path for f in files}
-            digests = pipeline.digests_of(texts, sorted(key_paths))
+            digests = pipeline.digests_of(job, sorted(key_paths))
             run_key = digest(repr((sorted(digests.items()), paths,
                                    sorted(options.per_file_ignores.items()), [str(e) for e in errors])))
             previous = cache.last_result(run_key, digests)
@@ -358,15 +358,16 @@ def _python_paths(files: list[SourceFile]) -> list[str]:
     return sorted({f.path for f in files if f.kind == "python"})
 
 
-def _cache(options: CheckOptions, root: Path, selected: set[str], version: DetectedVersion,
-           python_paths: list[str], stdin) -> Cache | None:
+def _cache(options: CheckOptions, root: Path, selected: set[str], version: DetectedVersion, stdin) -> Cache | None:
+    """The cache of this project and these settings. Not of the set of files: a reading notes the lookups of it that
+    its answers depend on (module_index), so an added file re-reads only what it changes."""
     if not options.cache or stdin is not None or options.validate:
         return None
     from offlint.estimate.devices import device  # OFL303/OFL304 size against [tool.offlint] gpu
 
     return Cache(root, fingerprint(sorted(selected - {"OFL900"}), options.strict, str(version.version),
                                    [(name, sorted(names)) for name, names in version.version.source_names],
-                                   repr(device()), _pyproject_digest(root), python_paths),
+                                   repr(device()), _pyproject_digest(root)),
                  result_classes=(CheckResult,)).load()
 
 

@@ -9,8 +9,10 @@ only where they mean the same (a comment, lines moved: its locations are moved w
 builder's function re-reads the recipes that ran that function, not every recipe that imports the module. The same is kept per unit
 (`FileOutcome.unit_used`), so a file read again reuses the units whose parts are unchanged (pipeline); a file
 edited outside every definition keeps its units. The whole cache is keyed by a fingerprint of everything else
-that decides the result: offlint's own code and rules, the options, the megatron-core version, the project's
-pyproject.toml and the set of Python files (an added module can change an import). Beside the entries, the findings
+that decides the result: offlint's own code and rules, the options, the megatron-core version and the project's
+pyproject.toml. Not the set of Python files: what a reading asked of it (which file an import names, the files of a
+package, whether a file exists) is among its dependencies as a lookup (module_index), so an added or removed
+module re-reads only the files whose questions it answers differently. Beside the entries, the findings
 of each launch command linked to the tree's recipes (`linked_findings`), keyed by the stored payloads of its file and
 of the files defining the recipes it may link to: a pre-commit run whose those files are as stored takes them
 instead of decoding those recipes and checking the command again.
@@ -45,6 +47,7 @@ except ImportError:  # not POSIX: appended blocks are written without a lock
 from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec, orjson, plain_json, record_json
 from offlint.part_digests import line_moves, same_meaning
 from offlint.relocation import Unmovable, relocate
+from offlint.sources.module_index import LOOKUP
 from offlint.suppressions import Suppression
 from offlint.types import Finding, Unit, UnitKind
 
@@ -52,10 +55,10 @@ ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-# 12: payloads without call records (Cache.encode); 11: tuples of plain values shared within an entry
+# 13: lookups of the set of files among the dependencies (module_index); 12: payloads without call records (Cache.encode); 11: tuples of plain values shared within an entry
 # (cache_format); 10: blocks appended (Cache._append), call records read on first use (_Records); 9: records of
 # followed calls (FileOutcome.calls); 8: a summary of each outcome in the index (Summary)
-FORMAT = 12
+FORMAT = 13
 ABSENT_FILE = "absent"
 MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree
 MAX_BLOCKS = 64  # blocks appended to an entries file before it is written whole again
@@ -435,10 +438,12 @@ class Cache:
             return None
 
     def remember_result(self, run_key: str, result: object, covered: set[str]) -> None:
-        """Keep `result` for the run keyed by `run_key`; `covered`: the files the key already hashes. Every other
-        file an entry depended on is kept with its digest, and checked before the result is reused."""
+        """Keep `result` for the run keyed by `run_key`; `covered`: the files the key already hashes, the tree's
+        Python files among them (so also every lookup of the set of them, module_index). Every other file an entry
+        depended on is kept with its digest, and checked before the result is reused."""
         deps = {path: recorded for entry in self.entries.values()
-                for path, recorded in _all_deps(entry, self.calls).items() if path not in covered}
+                for path, recorded in _all_deps(entry, self.calls).items()
+                if path not in covered and not path.startswith(LOOKUP)}
         try:
             self.last = (run_key, deps, self.codec.dumps(result))
         except (TypeError, ValueError, RecursionError):

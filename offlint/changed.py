@@ -16,6 +16,7 @@ from pathlib import Path
 
 from offlint.discover import SourceFile, discover
 from offlint.reading import OnFirstUse
+from offlint.sources.module_index import PACKAGE_LOOKUP, function_lookup, lookups_of, package_lookup_matches
 
 _TOP_LEVEL_NAME = re.compile(rb"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Z_][A-Z0-9_]{3,})\s*[:=]", re.M)
 # `x as name` and `import a.b as name`. `,?\s*` spelled out as its three cases, each started only where an
@@ -58,7 +59,7 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
             if path in known:
                 for dep in deps:
                     dependents.setdefault(dep, []).append(path)
-        frontier = list(chosen)
+        frontier = list(chosen) + _lookups_changed(targets, known_deps, dependents, data)
         while frontier:
             for path in dependents.get(frontier.pop(), ()):
                 if path not in chosen:
@@ -152,6 +153,24 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
                     chosen[file.path] = SourceFile(file.path, "yaml", False)
     return tree_files, [chosen[f.path] for f in tree_files if f.path in chosen]
 
+
+def _lookups_changed(targets: list[SourceFile], known_deps: dict, dependents: dict[str, list[str]],
+                     data: OnFirstUse) -> list[str]:
+    """The lookups of the set of files (module_index) whose answers the targets may have changed, for the files that
+    noted them to be chosen: every lookup a Python target new since the cache's last reading of the tree takes part
+    in, and, of one read before, the functions it defines now (a `def` added where a launch looks its recipe up)."""
+    found: list[str] = []
+    for target in targets:
+        if target.kind != "python":
+            continue
+        text = data[target.path].decode("utf-8", "replace")
+        if target.path in known_deps:
+            found += [key for key in lookups_of(target.path, text) if key.startswith(function_lookup(""))]
+        else:
+            found += lookups_of(target.path, text)
+            found += [key for key in dependents if key.startswith(PACKAGE_LOOKUP)
+                      and package_lookup_matches(key, target.path)]
+    return [key for key in dict.fromkeys(found) if key in dependents]
 
 def _recipe_names(text: str) -> list[str]:
     """The recipes a launch text's `--recipe` flags name: literal names, and those built from shell variables that the

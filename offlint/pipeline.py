@@ -30,6 +30,7 @@ from offlint.rules import Rule
 from offlint.source_files import read_files
 
 Progress = Callable[[int, int], None]  # (files read, files to read)
+from offlint.sources.module_index import LOOKUP, ModuleIndex, lookup_state
 from offlint.sources.python_project import PythonProject
 from offlint.sources.python_records import MARK, CallRecord
 from offlint.sources.python_roles import is_test_code
@@ -64,6 +65,13 @@ class Job:
     # Whether forked workers keep the units of a file that holds only recipes, sending them only when linking names
     # them (_worker_held): set by `outcomes` when a caller says which it will look up and each has a stored payload
     hold_recipes: bool = False
+    _index: ModuleIndex | None = None
+
+    def index(self) -> ModuleIndex:
+        """The module index of the Python files (made on first use; forked workers inherit it)."""
+        if self._index is None:
+            self._index = ModuleIndex(self.python_paths, self.texts.get)
+        return self._index
 
 
 @dataclass
@@ -95,10 +103,18 @@ class Texts(OnFirstUse):
 
 
 class Digests(OnFirstUse):
-    """path -> digest of its text; None for a file that cannot be read."""
+    """path -> digest of its text; None for a file that cannot be read. A lookup of the set of files
+    (module_index) -> what its answer depends on now."""
 
-    def __init__(self, texts: Texts):
-        super().__init__(lambda path: None if (text := texts.get(path)) is None else digest(text))
+    def __init__(self, texts: Texts, index: Callable[[], ModuleIndex]):
+        super().__init__(self._state)
+        self._texts, self._index = texts, index
+
+    def _state(self, path: str) -> str | None:
+        if path.startswith(LOOKUP):
+            return lookup_state(path, self._index())
+        text = self._texts.get(path)
+        return None if text is None else digest(text)
 
 
 class DefinitionDigests(OnFirstUse):
@@ -124,9 +140,9 @@ class DefinitionDigests(OnFirstUse):
         return found
 
 
-def digests_of(texts: Texts, paths: list[str]) -> Digests:
+def digests_of(job: Job, paths: list[str]) -> Digests:
     """The digests of `paths`, computed now (the whole-run cache key needs every one of them)."""
-    digests = Digests(texts)
+    digests = Digests(job.texts, job.index)
     for path in paths:
         digests.get(path)
     return digests
@@ -152,7 +168,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     """
     global _STORED
     _STORED = cache.own_parts if cache is not None else None
-    digests = digests if digests is not None else Digests(job.texts)
+    digests = digests if digests is not None else Digests(job.texts, job.index)
     definitions = DefinitionDigests(job.texts)
     verifier = Verifier(job, digests, definitions.modules)
     records = RecordCheck(digests, definitions.get, verifier.record, now=False)
@@ -244,7 +260,7 @@ class Verifier:
     def shared(self) -> PythonProject:
         """Its project, for the files read after all (their modules' readers and followed calls are the same)."""
         if self.project is None:
-            self.project = PythonProject(self.job.python_paths, self.job.texts.get)
+            self.project = PythonProject(self.job.python_paths, self.job.texts.get, self.job.index())
         self.shared_parsed()
         return self.project
 
@@ -642,7 +658,7 @@ def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],
                 project: PythonProject | None = None) -> list[FileOutcome]:
     global _PROJECT
     project = project if project is not None else _PROJECT if reuse_project and _PROJECT is not None else \
-        PythonProject(job.python_paths, job.texts.get)
+        PythonProject(job.python_paths, job.texts.get, job.index())
     if reuse_project:
         _PROJECT = project
     out = []

@@ -75,6 +75,8 @@ def _open_regular(path: str | os.PathLike, follow_links: bool) -> tuple[int, int
         info = os.stat(path) if follow_links else os.lstat(path)
     except OSError as exc:
         raise ReadError(_os_problem(exc)) from None
+    except ValueError:  # a NUL in the name (module_index's lookups, a damaged cache's paths): no file has it
+        raise ReadError("no such file or directory") from None
     if stat.S_ISLNK(info.st_mode):
         raise ReadError("a symbolic link; offlint does not follow links inside the linted tree")
     if not stat.S_ISREG(info.st_mode):

@@ -70,3 +70,22 @@ def test_a_value_edit_adds_one_to_the_first_integer_the_body_sets():
     ast.parse(edited)
     with pytest.raises(SystemExit, match="other sets no integer"):
         bench_check.edited(VALUES, "other", "value")  # `return 9` sets nothing
+
+
+def test_a_new_file_renames_every_function_it_defines_wherever_its_name_is_a_word():
+    text = b"from x import base\n\n\ndef helper():\n    return base()\n\n\ndef recipe_config():\n    return helper()\n"
+    added = bench_check.new_module(text)
+    assert added == (b"from x import base\n\n\ndef helper_bench():\n    return base()\n\n\n"
+                     b"def recipe_config_bench():\n    return helper_bench()\n")
+    ast.parse(added)
+
+
+def test_an_added_file_is_timed_and_removed_afterwards(tmp_path, monkeypatch):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "leaf.py").write_bytes(b"def leaf_config():\n    return 1\n")
+    seen = []
+    monkeypatch.setattr(bench_check, "measure", lambda cwd, args: seen.append(
+        (args, (tmp_path / args[0]).read_bytes())) or {"wall": 0.1})
+    assert bench_check.measure_edited(tmp_path, "recipes/leaf.py", None, "new-file", ["-q"]) == {"wall": 0.1}
+    assert seen == [(["recipes/leaf_offlint_bench.py", "-q"], b"def leaf_config_bench():\n    return 1\n")]
+    assert sorted(p.name for p in (tmp_path / "recipes").iterdir()) == ["leaf.py"]

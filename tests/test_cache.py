@@ -13,6 +13,8 @@ import pytest
 
 from offlint.api import CheckOptions, CheckResult, check
 from offlint.cache import FORMAT, Cache, cache_home, digest, project_cache_dir
+from offlint.sources.module_index import ModuleIndex, lookup_state, module_lookup
+from tests.cache_helpers import digests_now
 
 BASE = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -66,7 +68,12 @@ def test_warm_run_reuses_entries_and_gives_the_same_findings(tmp_path, monkeypat
     assert not (tmp_path / ".offlint_cache").exists()  # nothing is written into the checked tree
     cache = _cache(tmp_path)
     digests = {path: digest((tmp_path / path).read_text()) for path in ("recipes/llama.py", "recipes/common.py")}
-    assert cache.dependencies()["recipes/llama.py"] == {"recipes/common.py": digests["recipes/common.py"]}
+    # the imports' lookups of the set of files too: an added module that either name resolves to re-reads it
+    index = ModuleIndex(["recipes/__init__.py", "recipes/common.py", "recipes/llama.py"], lambda path: None)
+    digests.update({key: lookup_state(key, index) for key in map(module_lookup, ["recipes.common",
+                                                                               "megatron.bridge.models"])})
+    assert cache.dependencies()["recipes/llama.py"] == {path: digests[path] for path in (
+        "recipes/common.py", module_lookup("recipes.common"), module_lookup("megatron.bridge.models"))}
     stored = cache.lookup("recipes/llama.py", digests["recipes/llama.py"], digests)
     assert [f.code for f in stored.findings] == ["OFL102"]
     # Poison the stored findings: a warm run must hand back exactly what the cache holds.
@@ -210,7 +217,7 @@ def _poisoned_cache(tree: Path) -> Path:
     assert _codes(tree) == ["OFL102 recipes/llama.py"]
     cache = _cache(tree)
     for path in list(cache.entries):
-        stored = cache.lookup(path, cache.entries[path].digest, {p: e.digest for p, e in cache.entries.items()})
+        stored = cache.lookup(path, cache.entries[path].digest, digests_now(tree))
         stored.findings = []
         cache.store(stored)
     previous = cache.last_result(cache.last[0], {})

@@ -11,6 +11,7 @@ import pytest
 from offlint import cache as cache_module
 from offlint.api import CheckOptions, CheckResult, check
 from offlint.cache import Cache, digest, project_cache_dir
+from tests.cache_helpers import digests_now
 
 BASE = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -94,7 +95,7 @@ def test_a_run_that_changed_one_file_appends_its_entry_and_a_reader_takes_it(tre
     text = (tree / "recipes" / "llama.py").read_text()
     stored = Cache(tree, _entries_file(tree).stem.removeprefix("check-"), result_classes=(CheckResult,)).load()
     assert stored.entries["recipes/llama.py"].digest == digest(text)
-    now = {path: digest((tree / path).read_text()) for path in stored.entries}
+    now = digests_now(tree)
     outcome = stored.lookup("recipes/llama.py", digest(text), now)
     assert outcome is not None and outcome.findings == []
     # a pre-commit run on the edited file, and another edit of it: read from the blocks, answers as without a cache
@@ -129,7 +130,7 @@ def test_a_file_appended_to_by_another_run_since_it_was_read_is_written_whole(tr
     _forget_last(tree)
     _answer(tree)  # another run appends its block
     assert len(_blocks(_entries_file(tree).read_bytes())) == 1
-    now = {path: digest((tree / path).read_text()) for path in first.entries}
+    now = digests_now(tree)
     outcome = first.lookup("recipes/qwen.py", now["recipes/qwen.py"], now)
     assert outcome is not None
     first.store(outcome)

@@ -12,7 +12,7 @@ from offlint.api import CheckOptions, check
 from offlint.cache import FileOutcome
 from offlint.cache_format import VALUE_CLASSES, Codec
 from offlint.relocation import relocate
-from offlint.sources.python_project import _module_parts
+from offlint.sources.module_index import ModuleIndex, module_parts as _module_parts
 from offlint.sources.python_values import PartialDict
 from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind
 
@@ -97,6 +97,9 @@ def test_a_reader_takes_the_tree_parsed_for_definition_digests(tree):
 
     class Job:
         python_paths = ["recipes/__init__.py", "recipes/common.py", "recipes/two.py"]
+
+        def index(self):
+            return ModuleIndex(self.python_paths, self.texts.get)
 
     Job.texts = texts
     verifier = Verifier(Job(), {}, definitions.modules)

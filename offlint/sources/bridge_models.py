@@ -65,9 +65,7 @@ def settings(project, architecture: str, call: str, importer: str) -> dict[str, 
 def _registrations(project, architecture: str) -> list[tuple[str, str]]:
     """(path, class name) of every bridge class in the tree registered for `architecture`."""
     out = []
-    for path in project.paths_in_package(_PACKAGE):
-        if not path.endswith("_bridge.py"):
-            continue
+    for path in project.paths_in_package(_PACKAGE, "_bridge.py"):
         text = project.text(path)
         if not text or architecture not in text or "register_bridge" not in text or not _DECORATOR_LINE.search(text):
             continue

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-import re
-
 from offlint.scope import nearest
+from offlint.sources.module_index import (ModuleIndex, file_lookup, function_lookup, module_lookup,
+                                          package_lookup)
 from offlint.sources.python_records import MARK, CallRecord
 from offlint.sources.python_values import MAX_DEPTH, NOT_KEPT, ConfigObj, Record, configs_in, serial_mark
 
-_DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
 # What a reading used of another module, as the cache records it (part_digests.definition_digests): a path alone is the
 # whole file; (path, MODULE) its module-level statements (imports, constants, classes, the names it defines);
 # (path, name) one of its module-level functions.
@@ -63,30 +62,18 @@ class Definitions(dict):
         return super().__iter__()
 
 
-def _module_parts(path: str) -> list[str]:
-    """The parts of a file's path without its suffix (`a/b/c.py` -> a, b, c), as PurePosixPath gives them, with
-    plain string operations for the usual spelling (a tenth of the time: 1,700 files in a pre-commit run)."""
-    if path.endswith(".py") and not path.endswith("/.py") and path != ".py" and "//" not in path and \
-            not path.startswith(("/", "./")) and "/./" not in path and "\\" not in path:
-        return path[:-3].split("/")
-    return list(PurePosixPath(path).with_suffix("").parts)
-
-
 class PythonProject:
-    def __init__(self, paths: list[str], read_text):
-        """`paths`: every Python file of the tree (as displayed); `read_text(path)` returns its text or None."""
+    def __init__(self, paths: list[str], read_text, index: ModuleIndex | None = None):
+        """`paths`: every Python file of the tree (as displayed); `read_text(path)` returns its text or None;
+        `index`: the module index of those paths, when the caller has one."""
         self._read_text = read_text
-        self._by_module: dict[str, str | None] = {}  # dotted suffix -> path (None when ambiguous)
-        self._claims: dict[str, list[str]] = {}  # an ambiguous dotted suffix -> every path that claims it
-        self._nearest: dict[tuple[str, str], str | None] = {}  # path_of's answers for the claimed ones
-        self._module_of: dict[str, str] = {}
+        self._index = index if index is not None else ModuleIndex(paths, read_text)
         self._readers: dict[str, object] = {}
         self.via_stack: list[str] = []  # shared by all readers: the calls being followed, outermost first
         self.results: dict[tuple, object] = {}  # call_result's values (bridge_models' registrations, settings)
         # While not None, every string an f-string builds is appended (perf_scripts: the recipe name a
         # launcher computes from its flags).
         self.string_probe: list[str] | None = None
-        self._definitions: dict[str, list[str]] | None = None  # function name -> files (function_paths)
         # What a read depended on, for the content-hash cache: `touched` collects the files (or the parts of
         # them, see MODULE) used while reading the current file; a reader's preparation and a cached call result
         # remember their own.
@@ -114,37 +101,22 @@ class PythonProject:
         # What code that looks at syntax trees without running them worked out from one node alone, for the project's
         # life (bridge_schedule: a function's own nodes, a class's own verdict): key -> (node, value).
         self.node_memo: dict[tuple, tuple] = {}
-        for path in paths:
-            parts = _module_parts(path)
-            if parts and parts[-1] == "__init__":
-                parts = parts[:-1]
-            if not parts:
-                continue
-            self._module_of[path] = ".".join(parts)
-            for start in range(len(parts)):
-                dotted = ".".join(parts[start:])
-                known = self._by_module.get(dotted, path)
-                self._by_module[dotted] = path if known == path else None  # None: two files claim it
-                if known != path:
-                    claims = self._claims.setdefault(dotted, [] if known is None else [known])
-                    claims.append(path)
+
+    # The questions asked of the set of files below note a lookup (module_index): a file added or removed
+    # changes the reading when it changes their answers.
 
     def function_paths(self, name: str, near: str) -> list[str]:
-        """The files defining a module-level function `name` (found by text, indexed on first use), nearest to
-        the file `near` first: a name a program computes at run time (perf_scripts' selected recipe)."""
-        if self._definitions is None:
-            self._definitions = {}
-            for path in self._module_of:
-                text = self._read_text(path) or ""
-                for match in _DEFINITION.finditer(text):
-                    self._definitions.setdefault(match.group(1), []).append(path)
-        found = self._definitions.get(name, [])
-        return nearest(found, near) if len(found) > 1 else list(found)
+        """The files defining a module-level function `name` (found by text), nearest to the file `near` first: a
+        name a program computes at run time (perf_scripts' selected recipe)."""
+        self.touched.add(function_lookup(name))
+        found = self._index.function_paths(name)
+        return nearest(found, near) if len(found) > 1 else found
 
-    def paths_in_package(self, package: str) -> list[str]:
+    def paths_in_package(self, package: str, suffix: str = "") -> list[str]:
         """The tree's Python files whose dotted module name lies under `package`, whatever directories lead to it
-        (`src/megatron/bridge/models/...` for "megatron.bridge.models"), in sorted order."""
-        return sorted(path for path, module in self._module_of.items() if f".{package}." in f".{module}")
+        (`src/megatron/bridge/models/...` for "megatron.bridge.models"), ending in `suffix`, in sorted order."""
+        self.touched.add(package_lookup(package, suffix))
+        return self._index.paths_in_package(package, suffix)
 
     def text(self, path: str) -> str | None:
         """A file's text, noted as read whole (the cache keys the reading on it)."""
@@ -178,10 +150,11 @@ class PythonProject:
 
     def knows(self, path: str) -> bool:
         """Whether `path` (as displayed) is one of the tree's Python files."""
-        return path in self._module_of
+        self.touched.add(file_lookup(path))
+        return self._index.knows(path)
 
     def module_name(self, path: str) -> str:
-        return self._module_of.get(path, PurePosixPath(path).stem)
+        return self._index.module_of.get(path, PurePosixPath(path).stem)
 
     def is_package(self, path: str) -> bool:
         return PurePosixPath(path).name == "__init__.py"
@@ -190,14 +163,8 @@ class PythonProject:
         """The file of a dotted module name. When several files claim it (two trees with their own `recipes/`
         package side by side in one repository), the one nearest to the importing file: the one sharing the
         most leading directories with it, if only one does; else None (unknown)."""
-        found = self._by_module.get(module)
-        if found is not None or importer is None or module not in self._claims:
-            return found
-        key = (module, importer)  # (the tables are fixed once built: an answer holds for the project's life)
-        if key not in self._nearest:
-            closest = nearest(self._claims[module], importer)
-            self._nearest[key] = closest[0] if len(closest) == 1 else None
-        return self._nearest[key]
+        self.touched.add(module_lookup(module))
+        return self._index.path_of(module, importer)
 
     def has_reader(self, path: str) -> bool:
         """Whether `path` was read already (another file imported it)."""
