@@ -24,6 +24,9 @@ class Workload:
 BASE = Workload()
 LORA_BF16 = replace(BASE)
 OFFLOADED_BF16 = replace(BASE, cpu_offloading_num_layers=2, recompute_modules=["core_attn"])
+
+# Listed, never bound (Bridge PR 3019's workload package): the name is spelled in a string and a comment only
+__all__ = ["LORA_BF16", "STALE_BF16_V1"]  # STALE_BF16_V1 was removed
 '''
 
 RECIPES = '''
@@ -64,6 +67,15 @@ def offloaded_config():
 def prefix_config():
     module = importlib.import_module("pkg.workloads")
     found = getattr(module, "OFFLOADED", None)  # only OFFLOADED_BF16 is there
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
+    if found is None:
+        cfg.model.recompute_granularity = "full"
+    return cfg
+
+
+def listed_config(variant: str = "v1"):
+    module = importlib.import_module("pkg.workloads")
+    found = getattr(module, f"stale_bf16_{variant}".upper(), None)
     cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
     if found is None:
         cfg.model.recompute_granularity = "full"
@@ -112,6 +124,9 @@ def test_a_name_the_module_cannot_bind_is_missing(tree, monkeypatch):
     value = load_unit("pkg/recipes.py", "prefix_config", mcore_version="0.20.0").resolved.get(
         "model.recompute_granularity")
     assert (value.state, value.value) == ("known", "full")  # a longer name holding it (OFFLOADED_BF16) binds nothing
+    value = load_unit("pkg/recipes.py", "listed_config", mcore_version="0.20.0").resolved.get(
+        "model.recompute_granularity")
+    assert (value.state, value.value) == ("known", "full")  # named in `__all__` and a comment: still not bound
 
 
 def test_a_change_to_the_aliased_module_is_seen_through_the_cache(tree):

@@ -227,9 +227,35 @@ class NameLookup:
 
 
 def _text_never_binds(reader, attr: str) -> bool:
-    """NameLookup._never_binds of a module's reader (None: a module offlint cannot read, which may bind anything)."""
+    """NameLookup._never_binds of a module's reader (None: a module offlint cannot read, which may bind anything):
+    its code names `attr` nowhere. Only names count, not strings or comments: Bridge's workload modules list names in
+    `__all__` that they do not bind (PR 3019: `getattr(module, name, None)` is None there, and taking it for unknown
+    gave an error on a path no workload takes)."""
     if reader is None:
         return False
     text = b"".join(reader.lines)
-    return not re.search(rb"(?<![\w])" + re.escape(attr.encode()) + rb"(?![\w])", text) \
-        and not any(word in text for word in _DYNAMIC_BINDING)
+    if any(word in text for word in _DYNAMIC_BINDING):
+        return False
+    if not re.search(rb"(?<![\w])" + re.escape(attr.encode()) + rb"(?![\w])", text):
+        return True
+    return attr not in _identifiers(reader.module)
+
+
+def _identifiers(module: ast.Module) -> set[str]:
+    """Every identifier the module's code spells where it could bind a name: names, imported names (and their
+    first part), definitions, global and nonlocal names, exception and match-pattern captures."""
+    found: set[str] = set()
+    for node in ast.walk(module):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.alias):
+            found.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            found.update(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            found.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            found.add(node.rest)
+    return found
