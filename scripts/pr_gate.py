@@ -10,7 +10,8 @@ commit. Its base is the merge base of its head with --main (default: the mirror'
 from the mirror blob by blob and checked with `offlint check . --output-format json --no-cache` as
 bridge_history_recall.py does (`--mcore-version` for a Bridge tree; a Megatron-LM tree gives its own). A finding
 is the same at both when its code, file, unit (without " at line N") and first message line (without digits) are:
-a number that moved is not news, a finding that moved to another unit is. Every new finding is what the gate would
+a number that moved is not news, a finding that moved to another unit is, and a file the pull request renamed
+(git's rename detection) keeps its findings. Every new finding is what the gate would
 ask the pull request's author to answer, so each must be read against the code before it is called right
 (benchmarks/triage/). Prints the new and gone findings per pull request; exits 0 whatever they are, since this
 measures the gate rather than being one. offlint runs as `python -m offlint` with this script's interpreter.
@@ -32,9 +33,11 @@ _DIGITS = re.compile(r"\d+(\.\d+)?")
 _AT_LINE = re.compile(r" at line \d+")
 
 
-def key(finding: dict) -> tuple:
+def key(finding: dict, renamed: dict[str, str] | None = None) -> tuple:
+    """What makes two findings the same; `renamed`: the base's paths the pull request moved -> their head paths."""
     first = finding.get("message", "").split("\n", 1)[0]
-    return (finding.get("code"), finding.get("filename"), _AT_LINE.sub("", finding.get("unit") or ""),
+    filename = finding.get("filename")
+    return (finding.get("code"), (renamed or {}).get(filename, filename), _AT_LINE.sub("", finding.get("unit") or ""),
             _DIGITS.sub("#", first))
 
 
@@ -43,10 +46,26 @@ def head_of(mirror: Path, pr: str) -> str:
     return git(mirror, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
 
 
-def compare(base: list[dict], head: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(the head's findings the base does not have, the base's findings the head does not have)."""
-    at_base, at_head = {key(f) for f in base}, {key(f) for f in head}
-    return [f for f in head if key(f) not in at_base], [f for f in base if key(f) not in at_head]
+def renames(mirror: Path, base: str, head: str) -> dict[str, str]:
+    """The files the pull request moved (git's rename detection): base path -> head path."""
+    out = git(mirror, "diff", "--name-status", "-M", "-z", base, head).decode("utf-8", "surrogateescape").split("\0")
+    moved, at = {}, 0
+    while at < len(out) - 1:
+        status = out[at]
+        if status.startswith("R") and at + 2 < len(out):
+            moved[out[at + 1]] = out[at + 2]
+            at += 3
+        else:
+            at += 3 if status.startswith("C") else 2
+    return moved
+
+
+def compare(base: list[dict], head: list[dict], renamed: dict[str, str] | None = None
+            ) -> tuple[list[dict], list[dict]]:
+    """(the head's findings the base does not have, the base's findings the head does not have); a finding of a
+    file the pull request moved is the same as one of the moved file (`renamed`: base path -> head path)."""
+    at_base, at_head = {key(f, renamed) for f in base}, {key(f) for f in head}
+    return [f for f in head if key(f) not in at_base], [f for f in base if key(f, renamed) not in at_head]
 
 
 def main() -> int:
@@ -73,7 +92,7 @@ def main() -> int:
             runs[side] = findings
             print(f"{pr} {side} {commit[:10]}: {len(findings)} findings in {seconds:.1f} s"
                   + (f"; errors: {errors.splitlines()[0]}" if errors else ""))
-        new, gone = compare(runs["base"], runs["head"])
+        new, gone = compare(runs["base"], runs["head"], renames(args.mirror, base, head))
         for label, found in (("new", new), ("gone", gone)):
             for finding in found:
                 first = finding["message"].split("\n", 1)[0]

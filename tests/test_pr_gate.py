@@ -81,3 +81,26 @@ def test_a_finding_is_the_same_when_only_its_numbers_or_line_change():
     b = {"code": "OFL303", "filename": "r.py", "unit": "x at line 9", "message": "peak 95.7 GiB\nother"}
     assert pr_gate.key(a) == pr_gate.key(b)
     assert pr_gate.compare([a], [dict(b, unit="y")]) == ([dict(b, unit="y")], [a])
+
+
+def test_a_file_the_pull_request_renames_keeps_its_findings(repo, tmp_path):
+    _git(repo, "checkout", "-q", "-b", "move", "main")
+    _git(repo, "mv", "recipes/small.py", "recipes/small_model.py")
+    _git(repo, "commit", "-q", "-m", "rename")
+    base, head = _git(repo, "rev-parse", "main"), _git(repo, "rev-parse", "move")
+    assert pr_gate.renames(repo, base, head) == {"recipes/small.py": "recipes/small_model.py"}
+    out = tmp_path / "gate.json"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "pr_gate.py"), "--mirror", str(repo), "--main",
+                           "main", "--mcore-version", "0.20.0", "--workdir", str(tmp_path / "trees"), "--json",
+                           str(out), head], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(out.read_text())[head]
+    assert (entry["base_findings"], entry["head_findings"]) == (1, 1)
+    assert (entry["new"], entry["gone"]) == ([], [])  # OFL101 of the moved recipe: not news
+
+
+def test_renamed_paths_map_the_base_s_findings_only():
+    a = {"code": "OFL301", "filename": "old.sh", "unit": "u", "message": "m"}
+    b = dict(a, filename="new.sh")
+    assert pr_gate.compare([a], [b], {"old.sh": "new.sh"}) == ([], [])
+    assert pr_gate.compare([a], [b]) == ([b], [a])
