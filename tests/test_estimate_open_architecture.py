@@ -123,3 +123,24 @@ def test_a_rubin_recipe_is_estimated_for_its_own_architecture(tmp_path):
     hopper = json.loads(_estimate(tmp_path, "--gpu", "h100").output)
     assert blackwell["peak_bytes"] < hopper["peak_bytes"]
     assert rubin["peak_bytes"] == blackwell["peak_bytes"]
+
+
+def test_a_floor_that_overruns_one_way_only_is_no_sure_oom_in_estimate_either(tmp_path):
+    """Both ways overrun the GPU, but the calibrated floor only with the transposes: `estimate`'s verdict line says
+    "an OOM even at the floor" of the way it shows, so its note says the floor of the other does not overrun, as
+    `check` (which claims an OOM only where every way's floor overruns) reports none."""
+    roomy = json.loads(_estimate(tmp_path, "--gpu", "4000").output)
+    note = next(n for n in roomy["notes"] if "holds either way" in n)
+    assert "an OOM is not sure" not in note
+    from offlint.units import load_unit
+
+    loaded = load_unit(str(tmp_path / "recipes.py"), R100, mcore_version="0.20.0")
+    inputs = read_inputs(loaded.resolved.get, R100, fp8_transpose=None)
+    results = [estimate(v, 2) for v in oom.architectures(inputs)]
+    floors = [oom.floor_bytes(r) / GIB for r in results]
+    assert floors[0] > floors[1]
+    between = (floors[1] + min(floors[0], results[1].peak.total / GIB)) / 2  # the Blackwell floor fits, nothing else
+    out = json.loads(_estimate(tmp_path, "--gpu", f"{between + 1.0:.3f}").output)
+    assert out["verdict_state"] == "does not fit" and "an OOM even at the floor" in out["verdict"]
+    note = next(n for n in out["notes"] if "holds either way" in n)
+    assert "without them (Blackwell) its calibrated floor" in note and "an OOM is not sure" in note

@@ -9,7 +9,7 @@ import click
 
 from offlint.config import ConfigError, load_config
 from offlint.estimate import params
-from offlint.estimate.devices import DEFAULT_DEVICE, DeviceError, parse_device
+from offlint.estimate.devices import DEFAULT_DEVICE, GIB, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
 from offlint.estimate.overrides import OverrideInputError
 from offlint.estimate.overrides import check as check_overrides
@@ -124,7 +124,7 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     # architecture, an unmeasured capacity): then one verdict per way it may go, each decided
     depending = depends(what, alternatives, device, with_expandable)
     inputs, result, _, either = oom.judged(inputs, what, alternatives, judge)
-    notes += [either] if either and not depending else []
+    notes += [either + _floor_not_sure(alternatives, device)] if either and not depending else []
     shown = device  # the capacity the verdict is told against; what-if options and fixes use `device`
     if depending:
         first = alternatives[0].label
@@ -154,3 +154,14 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         except PlotError as exc:
             _fail(str(exc))
 
+
+def _floor_not_sure(alternatives: list, device) -> str:
+    """What the "either way" note must add when the job does not fit either way but its calibrated floor fits on
+    some of the ways: then the verdict line's "an OOM even at the floor" holds only for the way shown, and `offlint
+    check`, which claims an OOM only where the floor overruns every way (oom.inputs_for), reports none."""
+    verdicts = [oom.oom_verdict(a.result, device) for a in alternatives]
+    if "oom" not in verdicts or all(v == "oom" for v in verdicts):
+        return ""
+    fits = [f"{a.label} its calibrated floor ({oom.floor_bytes(a.result) / GIB:.1f} GiB) does not overrun"
+            for a, v in zip(alternatives, verdicts) if v != "oom"]
+    return f"; but {', '.join(fits)}: an OOM is not sure, and `offlint check` claims none (OFL303)"
