@@ -160,12 +160,25 @@ class CallFollowing:
         if section:
             obj = ConfigObj("section", "default", section)
             obj.origin = self._class_origin(name)
+            nested: list[ConfigObj] = []
             for arg in node.keywords:
                 if arg.arg is None:  # **kwargs: any key may be set
                     obj.base = Unknown(f"`**{self._segment(arg.value)}` in {short}(...)")
                     continue
+                value = self._eval(arg.value, frame)
+                if section == "model" and isinstance(value, ConfigObj) and value.kind == "section" \
+                        and value.section == "model":
+                    nested.append(value)
+                    continue
                 obj.values[arg.arg] = self._assignment(
-                    f"{section}.{arg.arg}", self._eval(arg.value, frame), self._loc(arg), self._segment(arg.value))
+                    f"{section}.{arg.arg}", value, self._loc(arg), self._segment(arg.value))
+            for inner in nested:  # `GPTModelConfig(transformer=TransformerConfig(...))`: megatron's ModelConfig
+                # reads and writes its nested TransformerConfig's fields flat (__getattr__/__setattr__), its own
+                # fields first
+                for key, assignment in inner.values.items():
+                    obj.values.setdefault(key, assignment)
+                if isinstance(inner.base, Unknown) and not isinstance(obj.base, Unknown):
+                    obj.base = inner.base
             if section == "model" and short not in MODEL_CLASSES:  # the model class its provide() builds (OFL219)
                 # the class's own module, not this one's text (a recipe's units do not depend on all of its file)
                 module, attr = self.imports.get(name, (None, None))
