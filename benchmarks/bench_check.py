@@ -249,8 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     labels = []
     for index, (name, function) in enumerate(changed, start=1):
         labels.append("changed" if len(changed) == 1 else f"changed {index}")
-        edit = "a module in its shape added beside it (new-file)" if args.edit == "new-file" else \
-            f"function {function} edited ({args.edit})" if function else "a comment line appended"
+        if args.edit == "new-file":
+            added = name[:-len(".py")] + "_offlint_bench.py" if name.endswith(".py") else name + "_offlint_bench.py"
+            print(f"# {labels[-1]}: (cd TREE && offlint check {added}{tail}) right after adding it: {name}'s text "
+                  f"with its functions renamed (new-file)")
+            continue
+        edit = f"function {function} edited ({args.edit})" if function else "a comment line appended"
         print(f"# {labels[-1]}: (cd TREE && offlint check {name}{tail}) after an edit of {name}: {edit}")
     results: dict[str, list[dict]] = {"cold": [], "warm": [], **{label: [] for label in labels}}
     floors: list[dict] = []
