@@ -26,7 +26,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
     if script.errors and (complete or not script.commands):
         more = f" (and {len(script.errors) - 1} more)" if len(script.errors) > 1 else ""
         raise ShellError(f"cannot parse shell script: {script.errors[0]}{more}; `bash -n {path}` tells whether bash "
-                         f"accepts it")
+                         f"accepts it (a template bash rejects too, such as `<PATH>` placeholders, can be left out "
+                         f"with --extend-exclude or [tool.offlint] extend-exclude)")
     units = []
     for command in script.commands:
         if not runs_script([w.value for w in command.argv], needs_arguments):
