@@ -74,6 +74,24 @@ def test_an_inference_test_case_does_not_train():
     assert not _unit(CASE.replace("TEST_TYPE: regular", "MODE: inference\nTEST_TYPE: frozen-start")).launches_training
 
 
+def test_the_deprecated_full_graph_scope_is_reported_for_training_cases_only(tmp_path):
+    """OFL215 says 'full' with the local implementation gives per-layer graphs, not one full-iteration graph, and
+    advises full_iteration: for a training case. An inference case captures per-layer graphs, and full_iteration there
+    captures none (before 0.18 megatron-core only warns), as Megatron-LM's inference throughput tests found."""
+    graphs = "  --cuda-graph-impl: local\n  --cuda-graph-scope: full\n"
+    cases = {"training": CASE.replace("  --bf16: true\n", "  --bf16: true\n" + graphs),
+             "inference": CASE.replace("  --bf16: true\n", "  --bf16: true\n" + graphs).replace(
+                 "TEST_TYPE: regular", "MODE: inference\nTEST_TYPE: frozen-start")}
+    for name, text in cases.items():
+        path = tmp_path / "tests" / "functional_tests" / "test_cases" / name / "model_config.yaml"
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    result = check([str(tmp_path)], CheckOptions(mcore_version="0.16.1", root=tmp_path, select=["OFL215"],
+                                                 cache=False))
+    assert not result.errors, result.errors
+    assert [Path(f.location.path).parent.name for f in result.findings] == ["training"]
+
+
 def test_a_nemo_test_case_is_not_a_megatron_lm_command():
     assert read_source("x/model_config.yaml", "yaml", "MODEL_ARGS:\n  model.config.bias_activation_fusion: false\n"
                        "TEST_TYPE: regular\n") == []
