@@ -74,10 +74,11 @@ def test_an_inference_test_case_does_not_train():
     assert not _unit(CASE.replace("TEST_TYPE: regular", "MODE: inference\nTEST_TYPE: frozen-start")).launches_training
 
 
-def test_the_deprecated_full_graph_scope_is_reported_for_training_cases_only(tmp_path):
-    """OFL215 says 'full' with the local implementation gives per-layer graphs, not one full-iteration graph, and
-    advises full_iteration: for a training case. An inference case captures per-layer graphs, and full_iteration there
-    captures none (before 0.18 megatron-core only warns), as Megatron-LM's inference throughput tests found."""
+def test_the_deprecated_full_graph_scope_advice_follows_whether_the_case_trains(tmp_path):
+    """OFL215 says 'full' with the local implementation gives per-layer graphs, not one full-iteration graph: for a
+    training case a full-iteration graph is `full_iteration`; an inference case captures per-layer graphs, which []
+    gives, and full_iteration there captures none before 0.18 (Megatron-LM's inference throughput tests took that
+    advice)."""
     graphs = "  --cuda-graph-impl: local\n  --cuda-graph-scope: full\n"
     cases = {"training": CASE.replace("  --bf16: true\n", "  --bf16: true\n" + graphs),
              "inference": CASE.replace("  --bf16: true\n", "  --bf16: true\n" + graphs).replace(
@@ -89,7 +90,10 @@ def test_the_deprecated_full_graph_scope_is_reported_for_training_cases_only(tmp
     result = check([str(tmp_path)], CheckOptions(mcore_version="0.16.1", root=tmp_path, select=["OFL215"],
                                                  cache=False))
     assert not result.errors, result.errors
-    assert [Path(f.location.path).parent.name for f in result.findings] == ["training"]
+    messages = {Path(f.location.path).parent.name: f.message for f in result.findings}
+    assert sorted(messages) == ["inference", "training"]
+    assert "a full-iteration graph is cuda_graph_scope='full_iteration'" in messages["training"]
+    assert "this run does not train" in messages["inference"] and "'full_iteration'" not in messages["inference"]
 
 
 def test_a_nemo_test_case_is_not_a_megatron_lm_command():
