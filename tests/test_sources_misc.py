@@ -124,3 +124,15 @@ def test_discovered_paths_are_shown_relative_to_the_working_directory_or_as_give
     monkeypatch.chdir(tmp_path)
     files, _ = discover(["./tree/", str(tmp_path / "tree" / "run")])
     assert [f.path for f in files] == ["tree/run", "tree/pkg/recipe.py"]  # inside: relative, each once
+
+
+def test_a_walked_file_is_parsed_when_a_function_returns_a_config_container():
+    """A file of recipes that build their config by helpers alone names no key the rules read: it is read in a check
+    of the whole tree when a function returns a ConfigContainer, as a pre-commit run that names it reads it; the
+    training loop's files, which take one as a parameter, are not."""
+    from offlint.sources.python import may_give_units
+
+    assert may_give_units(b"def x_config() -> ConfigContainer:\n    return helper()\n")
+    assert may_give_units(b"def x_config(**kw) -> 'megatron.bridge.training.config.ConfigContainer':\n    pass\n")
+    assert not may_give_units(b"def train(cfg: ConfigContainer) -> None:\n    run(cfg)\n")
+    assert not may_give_units(b"def helper():\n    return make()\n")

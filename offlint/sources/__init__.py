@@ -69,15 +69,16 @@ _IMPORTED_AS = re.compile(rb"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*
 
 
 def _python(path: str, text: str, explicit: bool, project) -> list[Unit]:
-    from offlint.sources.python import read_python, worth_parsing
+    from offlint.sources.python import may_give_units, read_python
     from offlint.sources.python_roles import is_test_code
 
     # A file found by walking a directory is parsed only when it can give units: not test code (python_roles),
-    # and not a file without any name the rules read (a test module's syntax errors are its test runner's to
-    # report: parsing Megatron Bridge's 394 that passed the name filter took a tenth of a cold check).
+    # and not a file without any name the rules read nor a function returning a ConfigContainer (a test module's
+    # syntax errors are its test runner's to report: parsing Megatron Bridge's 394 that passed the name filter took a
+    # tenth of a cold check).
     if not explicit and is_test_code(path):
         return []
-    if not explicit and not worth_parsing(data := text.encode("utf-8", "replace")):
+    if not explicit and not may_give_units(data := text.encode("utf-8", "replace")):
         if project is not None and _IMPORTED_AS.search(data):
             from offlint.sources.python import note_reexports
 

@@ -51,8 +51,17 @@ _RELEVANT = (b"bf16", b"num_layers", b"Config(", b"pipeline_model_parallel", b"P
              b"PYTORCH_CUDA_ALLOC_CONF", b"transformer_impl")
 # A function of a file worth parsing is also a unit when it names this (a recipe's return annotation): a recipe that
 # builds its config by helpers alone (Bridge's old-layout Qwen3.5-VL PEFT recipes; 1,159 -> 1,188 units on
-# 067f987). Not a reason to parse a file: 26 more of Bridge's files (the training loop's) name it, none a recipe.
+# 067f987). A file is worth parsing for it only where a function returns one (`-> ConfigContainer`): 26 more of
+# Bridge's files (the training loop's) name it, none in a return annotation and none a recipe; a file of recipes
+# that call helpers alone was read when a pre-commit run named it, and not in a check of the whole tree.
 _RECIPE_ANNOTATION = b"ConfigContainer"
+_RETURNS_CONTAINER = re.compile(rb"->\s*[\"']?(?:[\w.]*\.)?ConfigContainer\b")
+
+
+def may_give_units(data: bytes) -> bool:
+    """Whether a file found by walking the tree is parsed: it names a key or class the rules read, or a function of
+    it returns a ConfigContainer."""
+    return worth_parsing(data) or data.find(_RECIPE_ANNOTATION) != -1 and _RETURNS_CONTAINER.search(data) is not None
 
 
 def worth_parsing(data: bytes) -> bool:
