@@ -194,3 +194,94 @@ def test_unknown_overlap_is_possible_only_for_a_class_known_to_lack_the_method(t
     forwarding = TOWER_MODEL + "\n    def __getattr__(self, name):\n        return getattr(self.inner, name)\n"
     _tree(tmp_path, model_source=forwarding, recipe=recipe)  # neither fact established: quiet even with --strict
     assert _findings(tmp_path, monkeypatch, strict=True) == []
+
+
+# get_model_config(): the bridge converts the Hugging Face config to a model config (`self.MODEL_CONFIG_CLASS(...)`),
+# whose `builder` names the class whose build_model makes the model (Bridge's builder refactor, PR 4545)
+CONFIG_BASE_BRIDGE = BASE_BRIDGE.replace("class MegatronModelBridge:\n    PROVIDER_CLASS = None\n", '''
+from typing import ClassVar
+
+from megatron.bridge.models.gpt.gpt_builder import GPTModelConfig
+
+
+class MegatronModelBridge:
+    PROVIDER_CLASS = None
+    MODEL_CONFIG_CLASS: ClassVar[type | None] = GPTModelConfig
+
+    def hf_config_to_model_config(self, hf_config):
+        model_config_class = self.MODEL_CONFIG_CLASS
+        if model_config_class is None:
+            raise ValueError("not migrated")
+        return model_config_class(num_layers=hf_config.num_hidden_layers)
+''')
+GPT_BUILDER = '''
+from typing import ClassVar
+
+from megatron.core.models.gpt import GPTModel
+from megatron.training.models.gpt import GPTModelBuilder as CoreBuilder, GPTModelConfig as CoreConfig
+
+
+class GPTModelConfig(CoreConfig):
+    builder: ClassVar[str] = "megatron.bridge.models.gpt.gpt_builder.GPTModelBuilder"
+
+
+class GPTModelBuilder(CoreBuilder):
+    def build_model(self, pg_collection, pre_process=None, post_process=None, vp_stage=None) -> GPTModel:
+        return super().build_model(pg_collection, pre_process, post_process, vp_stage)
+'''
+TOWER_CONFIG = '''
+from typing import ClassVar
+
+from megatron.bridge.models.gpt.gpt_builder import GPTModelBuilder, GPTModelConfig
+from megatron.bridge.models.tower.tower_model import TowerModel
+
+
+class TowerModelConfig(GPTModelConfig):
+    builder: ClassVar[str] = "megatron.bridge.models.tower.tower_config.TowerModelBuilder"
+
+
+class TowerModelBuilder(GPTModelBuilder):
+    def build_model(self, pg_collection, pre_process=None, post_process=None, vp_stage=None) -> TowerModel:
+        model = TowerModel(config=self._model_config)
+        return model
+'''
+
+
+def _config_tree(tmp_path, bridge_body: str):
+    _tree(tmp_path, recipe=_recipe('AutoBridge.from_hf_pretrained("acme/Tower-8x1B").get_model_config()', "True"))
+    files = {f"{MODELS}/conversion/model_bridge.py": CONFIG_BASE_BRIDGE, f"{MODELS}/gpt/gpt_builder.py": GPT_BUILDER,
+             f"{MODELS}/tower/tower_config.py": TOWER_CONFIG,
+             f"{MODELS}/tower/tower_bridge.py": TOWER_BRIDGE.replace("{provider}", "None").replace(
+                 "class TowerBridge(MegatronModelBridge):\n", "class TowerBridge(MegatronModelBridge):\n" + bridge_body)
+             .replace("from megatron.bridge.models.tower.tower_provider import TowerModelProvider",
+                      "from megatron.bridge.models.tower.tower_config import TowerModelConfig")}
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text, encoding="utf-8")
+
+
+def test_get_model_config_follows_the_bridge_s_model_config_to_its_builder(tmp_path, monkeypatch):
+    _config_tree(tmp_path, "    MODEL_CONFIG_CLASS = TowerModelConfig\n")
+    found = _findings(tmp_path, monkeypatch)
+    assert len(found) == 1 and not found[0].possible
+    assert "TowerModelBuilder.build_model" in found[0].message and f"{MODELS}/tower/tower_model.py:5" in found[0].message
+
+
+def test_get_model_config_of_the_default_gpt_config_has_a_plan(tmp_path, monkeypatch):
+    # no MODEL_CONFIG_CLASS of its own: the base's GPT config, whose builder returns super()'s, annotated GPTModel
+    _config_tree(tmp_path, "")
+    assert _findings(tmp_path, monkeypatch, strict=True) == []
+
+
+def test_get_model_config_of_a_bridge_that_converts_to_none_is_unknown(tmp_path, monkeypatch):
+    _config_tree(tmp_path, "    MODEL_CONFIG_CLASS = None\n")
+    assert _findings(tmp_path, monkeypatch) == []
+    assert [f.possible for f in _findings(tmp_path, monkeypatch, strict=True)] in ([], [True])
+
+
+def test_get_model_config_takes_the_bridge_s_own_model_config_bridge(tmp_path, monkeypatch):
+    # a family that builds its config itself (multimodal ones in the refactor) overrides model_config_bridge
+    _config_tree(tmp_path, "    def model_config_bridge(self, hf_pretrained):\n"
+                           "        return TowerModelConfig(num_layers=2)\n\n")
+    found = _findings(tmp_path, monkeypatch)
+    assert len(found) == 1 and "TowerModelBuilder.build_model" in found[0].message

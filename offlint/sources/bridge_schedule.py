@@ -55,6 +55,17 @@ def bridge_provider_model(project, architecture: str, importer: str) -> str | Un
                                lambda: ProviderClasses(project).bridge_verdict(*bridge))
 
 
+def bridge_config_model(project, architecture: str, importer: str) -> str | Unknown:
+    """The same for the model the builder of the model config that the tree's bridge for a Hugging Face architecture
+    converts to builds (AutoBridge...get_model_config(): a ModelConfig whose `builder` names the class whose
+    build_model makes the model)."""
+    bridge = registered_bridge(project, architecture, importer)
+    if isinstance(bridge, Unknown):
+        return bridge
+    return project.call_result(("bridge-schedule-config", *bridge),
+                               lambda: ProviderClasses(project).config_verdict(*bridge))
+
+
 def registered_bridge(project, architecture: str, importer: str) -> tuple[str, str] | Unknown:
     """(path, class name) of the model bridge the tree registers for a Hugging Face architecture, the registration
     nearest `importer`; an Unknown when there is none or more than one."""
@@ -210,20 +221,60 @@ class ProviderClasses(ParsedModules):
         found = self.find(path, name)
         if found is None or found[0] != "tree":
             return Unknown(f"the source of {name} is not in the tree")
-        method = self._method(found, "provide", 0)
+        return self._built_by(found, "provide")
+
+    def _built_by(self, found, method_name: str) -> str | Unknown:
+        """The verdict on the model the class `found`'s method `method_name` returns (its body's instances; where
+        the body returns what offlint cannot follow, such as `super().build_model(...)`, the class its return
+        annotation names)."""
+        name = found[2].name
+        method = self._method(found, method_name, 0)
         if method is None:
-            return Unknown(f"{name} defines no provide() offlint can read")
+            return Unknown(f"{name} defines no {method_name}() offlint can read")
         owner, (_, mpath, _), function = method
         classes = self._returned_classes(found, mpath, function)
+        if isinstance(classes, Unknown) and function.returns is not None:
+            annotated = self.expression(mpath, function.returns)
+            classes = [annotated] if annotated is not None else classes
         if isinstance(classes, Unknown):
             return classes
         verdicts = {self.model_verdict(c) if not isinstance(c, Unknown) else c for c in classes}
         if len(verdicts) != 1:
-            return Unknown(f"{name}.provide returns models of different kinds")
+            return Unknown(f"{name}.{method_name} returns models of different kinds")
         verdict = verdicts.pop()
         if isinstance(verdict, Unknown) or verdict == "":
             return verdict
-        return f"{owner}.provide ({mpath}:{function.lineno}) builds {verdict}"
+        return f"{owner}.{method_name} ({mpath}:{function.lineno}) builds {verdict}"
+
+    def config_verdict(self, path: str, name: str) -> str | Unknown:
+        """For the bridge `name`: the model its model config's builder builds. The config is what its
+        `model_config_bridge` returns where the bridge overrides it (a method of another class than the one that
+        converts Hugging Face configs), else what `hf_config_to_model_config` returns: `self.MODEL_CONFIG_CLASS(...)`
+        in Bridge; the builder is the class the config's `builder` names (a dotted path); the model, what that
+        builder's build_model returns."""
+        found = self.find(path, name)
+        if found is None or found[0] != "tree":
+            return Unknown(f"the bridge {name} is not in the tree")
+        override = self._method(found, "model_config_bridge", 0)
+        convert = self._method(found, "hf_config_to_model_config", 0)
+        method = override if override is not None and (convert is None or override[0] != convert[0]) else convert
+        if method is None:
+            return Unknown(f"{name} converts to no model config offlint can read")
+        _, (_, mpath, _), function = method
+        classes = self._returned_classes(found, mpath, function)
+        if isinstance(classes, Unknown):
+            return classes
+        if len(classes) != 1 or classes[0] is None or classes[0][0] != "tree":
+            return Unknown(f"the model config {name} converts to")
+        held = self._class_attribute(classes[0], "builder")
+        if held is None or not (isinstance(held[1], ast.Constant) and isinstance(held[1].value, str)):
+            return Unknown(f"the builder of {classes[0][2].name}")
+        module, _, builder = held[1].value.rpartition(".")
+        target = self.project.path_of(module, held[0]) if module else None
+        found_builder = self.find(target, builder) if target else None
+        if found_builder is None or found_builder[0] != "tree":
+            return Unknown(f"the builder {held[1].value} is not in the tree")
+        return self._built_by(found_builder, "build_model")
 
     def _method(self, found, method: str, depth: int):
         """(class name, the class found, FunctionDef) of `method` on the class or its first in-tree base."""

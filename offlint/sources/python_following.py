@@ -402,13 +402,14 @@ class CallFollowing:
         # Fields the Hugging Face config does not map (offloading, recompute, parallelism) keep the provider's
         # dataclass defaults, as in Bridge; the sizes it maps are known only from a config.json or the table.
         obj = ConfigObj("section", "default", "model")
-        if node.func.attr == "to_megatron_provider":  # the model class the bridge's provider builds (OFL219)
+        if node.func.attr in ("to_megatron_provider", "get_model_config"):  # the model class it builds (OFL219)
             architecture = model.architecture or model_architecture(model.model_id, here)
+            built = bridge_schedule.bridge_provider_model if node.func.attr == "to_megatron_provider" else \
+                bridge_schedule.bridge_config_model
             obj.values[bridge_schedule.KEY.split(".", 1)[1]] = Assignment(
-                bridge_schedule.KEY, bridge_schedule.bridge_provider_model(self.project, architecture, self.path) if
-                architecture else Unknown(f"the architecture of {model.model_id}"), self._loc(node), _PYTHON,
-                text, tuple(self.via_stack))
-            if architecture:
+                bridge_schedule.KEY, built(self.project, architecture, self.path) if architecture else
+                Unknown(f"the architecture of {model.model_id}"), self._loc(node), _PYTHON, text, tuple(self.via_stack))
+            if architecture and node.func.attr == "to_megatron_provider":
                 self._finalize_program(obj, bridge_finalize.bridge_program(self.project, architecture, self.path),
                                        node)
         if found is None:
