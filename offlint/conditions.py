@@ -1066,34 +1066,56 @@ def ep_overlap_schedule_refusal(scope: Scope) -> object:
     does not apply (no provider read, EP overlap off, a layout TransformerConfig refuses first: EP 1, or a pipeline
     without virtual stages), UNKNOWN when offlint cannot tell and one of the two is established (EP overlap on, or a
     model class known to lack the method): a recipe where both are unknown stays quiet even with --strict."""
+    return _ep_overlap_schedule(scope)[0]
+
+
+@_needs_scope
+def ep_overlap_schedule_open(scope: Scope) -> str:
+    """For a "possible" OFL219 (ep_overlap_schedule_refusal UNKNOWN): what is open, and what follows if it goes the
+    wrong way."""
+    return _ep_overlap_schedule(scope)[1]
+
+
+_PLAN_RAISES = ("the first forward raises \"RuntimeError: _get_attr_wrapped_model couldn't find attribute "
+                "build_schedule_plan\"")
+
+
+def _ep_overlap_schedule(scope: Scope) -> tuple[object, str]:
+    """(ep_overlap_schedule_refusal's answer, what is open when it is UNKNOWN)."""
     built = scope.lookup(SCHEDULE_KEY)
     if built.assignment is None:  # not a model section built from a provider offlint read
-        return ""
+        return "", ""
     on = _ep_overlap_on(scope)
     if on is not UNKNOWN and not on[0]:
-        return ""
+        return "", ""
     if on is UNKNOWN and not (isinstance(built.value, str) and built.value):
-        return ""  # "possible" only for a model class known to lack the method
+        return "", ""  # "possible" only for a model class known to lack the method
+    lacking = f"{built.value}, which defines no build_schedule_plan" if isinstance(built.value, str) else ""
     packing = scope.lookup("dataset.packing_buffer_size")
     if packing.assignment is not None:  # Bridge turns EP overlap off for Energon packing (config.py validate)
         held = scope.key("dataset.packing_buffer_size")
         if held is UNKNOWN or held is not None:
-            return UNKNOWN if held is UNKNOWN else ""
+            return (UNKNOWN, "whether Energon packing (dataset.packing_buffer_size), which turns EP overlap off, is "
+                             "used is not known") if held is UNKNOWN else ("", "")
     pp, vpp = scope.key("model.pipeline_model_parallel_size"), scope.key("model.virtual_pipeline_model_parallel_size")
     ep = scope.key("model.expert_model_parallel_size")
     if UNKNOWN in (pp, vpp, ep):
-        return UNKNOWN
+        return UNKNOWN, ("the pipeline or expert-parallel size is not known (with EP 1, or a pipeline without virtual "
+                         "stages, TransformerConfig refuses EP overlap first)")
     if not isinstance(ep, int) or ep <= 1 or (isinstance(pp, int) and pp > 1 and vpp is None):
-        return ""
+        return "", ""
     model = scope.key(SCHEDULE_KEY)
-    if model is UNKNOWN or not model or on is UNKNOWN:
-        return "" if model == "" else UNKNOWN
+    if on is UNKNOWN:
+        return UNKNOWN, (f"whether EP overlap (comm_overlap.overlap_moe_expert_parallel_comm) is on is not known; "
+                         f"{lacking}, so with it on {_PLAN_RAISES}")
     where = scope.lookup(on[1]).assignment
     at = f" at {where.location.path}:{where.location.line}" if where is not None else " by default"
+    if model is UNKNOWN or not model:
+        return ("", "") if model == "" else (UNKNOWN, f"{on[1]}=True{at}, and whether the model class defines "
+                                                      f"build_schedule_plan is not known")
     return (f"{on[1]}=True{at} sends every training forward through megatron-core's combined 1F1B schedule, which "
             f"asks the model for build_schedule_plan (combined_1f1b.py get_attr_wrapped_model); {model}, which "
-            f"defines none, so the first forward raises \"RuntimeError: _get_attr_wrapped_model "
-            f"couldn't find attribute build_schedule_plan\"")
+            f"defines none, so {_PLAN_RAISES}"), ""
 
 
 # ---- Transformer Engine's low-precision recipes on the unit's GPU (OFL117) --------------------------------------
@@ -1128,6 +1150,7 @@ def low_precision_refusal(scope: Scope) -> str:
 FUNCTIONS: dict[str, Callable] = {
     "distributed_optimizer": distributed_optimizer,
     "ep_overlap_schedule_refusal": ep_overlap_schedule_refusal,
+    "ep_overlap_schedule_open": ep_overlap_schedule_open,
     "version_at_least": version_at_least,
     "allowed_offload_modules": allowed_offload_modules,
     "invalid_offload_modules": invalid_offload_modules,

@@ -183,6 +183,7 @@ def test_a_model_class_offlint_cannot_judge_is_unknown(tmp_path, monkeypatch):
     assert _findings(tmp_path, monkeypatch) == []
     strict = _findings(tmp_path, monkeypatch, strict=True)
     assert len(strict) == 1 and strict[0].possible
+    assert "whether the model class defines build_schedule_plan is not known" in strict[0].message  # not "?"
 
 
 def test_unknown_overlap_is_possible_only_for_a_class_known_to_lack_the_method(tmp_path, monkeypatch):
@@ -191,6 +192,9 @@ def test_unknown_overlap_is_possible_only_for_a_class_known_to_lack_the_method(t
     assert _findings(tmp_path, monkeypatch) == []
     strict = _findings(tmp_path, monkeypatch, strict=True)
     assert len(strict) == 1 and strict[0].possible
+    message = strict[0].message  # what is open, and what follows (was "possible: ?", Bridge PR 4978's head)
+    assert "whether EP overlap (comm_overlap.overlap_moe_expert_parallel_comm) is on is not known" in message
+    assert "TowerModelProvider.provide" in message and "couldn't find attribute build_schedule_plan" in message
     forwarding = TOWER_MODEL + "\n    def __getattr__(self, name):\n        return getattr(self.inner, name)\n"
     _tree(tmp_path, model_source=forwarding, recipe=recipe)  # neither fact established: quiet even with --strict
     assert _findings(tmp_path, monkeypatch, strict=True) == []
