@@ -282,6 +282,8 @@ def rule_command(code: str, output_format: str) -> None:
     for example in rule.examples:
         kind = "valid" if example.valid else "invalid"
         lines += [f"Example ({example.form}, {kind}):", *("    " + line for line in example.code.splitlines()), ""]
+        for path, text in example.files:
+            lines += [f"  beside it, {path}:", *("    " + line for line in text.splitlines()), ""]
     click.echo("\n".join(lines).rstrip())
 
 

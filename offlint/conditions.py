@@ -27,6 +27,7 @@ from offlint.estimate import oom
 from offlint.estimate.devices import ends
 from offlint.estimate.inputs import gpus_in_name
 from offlint.estimate.shapes import Parallelism
+from offlint.sources.bridge_checks import LOCAL_GRAPH_CHECK
 from offlint.sources.bridge_schedule import KEY as SCHEDULE_KEY
 from offlint.types import OneOf, Source, Unknown, Value
 from offlint.versions import Version, parse_version
@@ -1060,6 +1061,39 @@ def _ep_overlap_on(scope: Scope) -> object:
 
 
 @_needs_scope
+def bridge_local_graph_refusal(scope: Scope) -> object:
+    """OFL223: why the tree's Megatron Bridge refuses a local CUDA graph in validate() ("" when it does not, or the
+    tree's Bridge makes no such check: sources/bridge_checks.py): `cuda_graph_impl="local"` with neither a
+    full-iteration scope (in cuda_graph_modules or cuda_graph_scope) nor, naming no module, a layer or block
+    inference graph scope (utils/cuda_graph.py validate_cuda_graph_configuration, from Bridge 7e8662c66)."""
+    check = scope.key(LOCAL_GRAPH_CHECK)
+    if not isinstance(check, str) or not check:
+        return ""
+    impl = scope.key("model.cuda_graph_impl")
+    if impl is UNKNOWN:
+        return UNKNOWN
+    if impl != "local":
+        return ""
+    modules, graph_scope = scope.key("model.cuda_graph_modules"), scope.key("model.cuda_graph_scope")
+    if UNKNOWN in (modules, graph_scope):
+        return UNKNOWN
+    names = _graph_names(modules) + _graph_names(graph_scope)
+    if "full_iteration" in names:
+        return ""
+    layered = [n for n in dict.fromkeys(names) if n not in ("full_iteration_inference", "full")]
+    if not layered:
+        inference = scope.key("model.inference_cuda_graph_scope")
+        if inference is UNKNOWN:
+            return UNKNOWN
+        if {"layer", "block"} & set(_graph_names(inference)):
+            return ""
+    what = f"the per-layer modules {layered}" if layered else "no full-iteration scope"
+    return (f"cuda_graph_impl='local' with {what}: Megatron Bridge's ConfigContainer.validate ({check}) raises "
+            f"\"ValueError: Megatron Bridge supports model.cuda_graph_impl=\"local\" only for full-iteration CUDA "
+            f"graphs\" before the model is built")
+
+
+@_needs_scope
 def ep_overlap_schedule_refusal(scope: Scope) -> object:
     """What megatron-core raises at the first training forward when EP overlap runs a model whose class (read from
     the provider's provide() in the tree: sources/bridge_schedule.py) defines no build_schedule_plan; "" when it
@@ -1150,6 +1184,7 @@ def low_precision_refusal(scope: Scope) -> str:
 FUNCTIONS: dict[str, Callable] = {
     "distributed_optimizer": distributed_optimizer,
     "ep_overlap_schedule_refusal": ep_overlap_schedule_refusal,
+    "bridge_local_graph_refusal": bridge_local_graph_refusal,
     "ep_overlap_schedule_open": ep_overlap_schedule_open,
     "version_at_least": version_at_least,
     "allowed_offload_modules": allowed_offload_modules,

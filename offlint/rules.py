@@ -53,6 +53,9 @@ class Example:
     valid: bool
     version: str = ""  # megatron-core version to check the example against (default: the newest known)
     strict: bool = False
+    # Other files of the tree the example is checked in, (relative path, text): a rule about what the linted tree's
+    # own code does (OFL223 reads Megatron Bridge's validate check) fires only where the tree holds that code
+    files: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,10 +195,15 @@ def _build(data: dict, file: str) -> Rule:
         form = raw["form"]
         if form not in FORMS:
             raise ValueError(f"example form {form!r} is not one of {FORMS}")
+        files = raw.get("files", {})
+        if not isinstance(files, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and k and not k.startswith("/") and ".." not in k.split("/")
+                for k, v in files.items()):
+            raise ValueError("an example's `files` maps relative paths inside the example's tree to their texts")
         for kind in ("valid", "invalid"):
             if kind in raw:
                 examples.append(Example(form, raw[kind], kind == "valid", str(raw.get("version", "")),
-                                        bool(raw.get("strict", False))))
+                                        bool(raw.get("strict", False)), tuple(sorted(files.items()))))
     forms = tuple(dict.fromkeys(e.form for e in examples))
     for form in forms:
         kinds = {e.valid for e in examples if e.form == form}

@@ -27,6 +27,11 @@ def test_rule_example(rule, example, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / FILE_NAMES[example.form]
     path.write_text(example.code, encoding="utf-8")
+    for name, text in example.files:  # the rest of the example's tree, a project (pyproject.toml) whose files its
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)  # imports may name
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    if example.files and not (tmp_path / "pyproject.toml").exists():
+        (tmp_path / "pyproject.toml").write_text("")
     options = CheckOptions(select=[rule.code], strict=example.strict, mcore_version=example.version or NEWEST_KNOWN,
                            root=tmp_path)
     result = check([path.name], options)

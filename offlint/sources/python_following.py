@@ -11,7 +11,7 @@ import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
-from offlint.sources import (bridge_finalize, bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs,
+from offlint.sources import (bridge_checks, bridge_finalize, bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs,
                              python_mutations)
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
@@ -132,6 +132,10 @@ class CallFollowing:
         if short in CONTAINER_CLASSES:
             obj = ConfigObj("container", "default")
             obj.origin = "bridge"
+            check = bridge_checks.local_graph_check(self.project, self.path)
+            if check is not None:  # (the line of the tree's validate check a local graph must pass: OFL223)
+                obj.top[bridge_checks.LOCAL_GRAPH_CHECK] = self._assignment(
+                    bridge_checks.LOCAL_GRAPH_CHECK, check, self._loc(node), f"{self._segment(node.func)}(...)")
             for arg in node.keywords:
                 if arg.arg is None:
                     continue

@@ -1,0 +1,34 @@
+"""Checks Megatron Bridge's own validate() makes, read from the linted tree: a rule about one applies only where the
+tree's Bridge makes it (older trees accept what newer ones refuse).
+
+Bridge's ConfigContainer.validate calls `validate_cuda_graph_configuration(self.model)` (utils/cuda_graph.py) before
+the model's finalize: from July 2026 (7e8662c66) it raises for `cuda_graph_impl="local"` outside full-iteration graphs
+and local inference graphs. The reader notes where the tree raises it as the unit's key LOCAL_GRAPH_CHECK (not a
+config field), so that the check is a dependency of the unit's reading and rule OFL223 can name the line.
+"""
+
+from __future__ import annotations
+
+LOCAL_GRAPH_CHECK = "bridge_local_graph_check"  # "path:line" of the tree's raise; not a config field
+_MODULE = "megatron.bridge.utils.cuda_graph"
+_VALIDATOR = "\ndef validate_cuda_graph_configuration("
+
+
+def local_graph_check(project, near: str) -> str | None:
+    """"path:line" of the refusal in the tree's validate_cuda_graph_configuration of a local graph outside full
+    iteration (a `raise` whose message names "local" and full-iteration graphs); None when the tree (as the file
+    `near` imports it) has no such check."""
+    path = project.path_of(_MODULE, near) if project is not None else None
+    if path is None:
+        return None
+    text = "\n" + (project.text(path) or "")
+    start = text.find(_VALIDATOR)
+    if start == -1:
+        return None
+    end = text.find("\ndef ", start + 1)
+    body = text[start:end if end != -1 else len(text)]
+    message = body.find("full-iteration")
+    at = body.rfind("raise ValueError", 0, message) if message != -1 else -1
+    if at == -1 or '"local"' not in body[at:message + 1]:
+        return None
+    return f"{path}:{text.count(chr(10), 1, start + at) + 1}"  # the line that raises
