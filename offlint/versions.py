@@ -122,21 +122,33 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
 
     A Megatron-LM checkout is its own megatron-core (`megatron/core/package_info.py` at its root): that is the
     code its scripts run, so it comes right after a pin."""
-    if cli:
-        return checked_as(parse_version(cli), "--mcore-version", explicit=True)
-    if configured:
-        return checked_as(parse_version(configured), "[tool.offlint] megatron-core-version", explicit=True)
-    if root is not None:
-        for info in (root / "3rdparty" / "Megatron-LM" / "megatron" / "core" / "package_info.py",
-                     root / "megatron" / "core" / "package_info.py"):
-            found = version_from_package_info(info)
-            if found:
-                detected = checked_as(found, str(info), explicit=False)
-                return _with_source_names(detected, info.parent / "transformer" / "transformer_config.py")
+    checkout = _checkout_version(root) if root is not None else None
+    if cli or configured:
+        detected = checked_as(parse_version(cli or configured), "--mcore-version" if cli else
+                              "[tool.offlint] megatron-core-version", explicit=True)
+        if checkout is not None and checkout[0] == detected.version:
+            # the checkout's own module lists where it is the version named (a pin between releases may allow names
+            # no release table has: Bridge PR 5449's Qwen3.5 pin and `gdn_in_proj_conv`)
+            return _with_source_names(detected, checkout[1])
+        return detected
+    if checkout is not None:
+        found, config, info = checkout
+        return _with_source_names(checked_as(found, str(info), explicit=False), config)
     installed = _installed_version()
     if installed:
         return checked_as(installed, "installed megatron-core", explicit=False)
     return DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
+
+
+def _checkout_version(root: Path) -> tuple[Version, Path, Path] | None:
+    """(version, its transformer_config.py, its package_info.py) of the megatron-core checkout in the tree: the
+    repository's 3rdparty pin, else (a Megatron-LM checkout) its own; None when there is none."""
+    for info in (root / "3rdparty" / "Megatron-LM" / "megatron" / "core" / "package_info.py",
+                 root / "megatron" / "core" / "package_info.py"):
+        found = version_from_package_info(info)
+        if found:
+            return found, info.parent / "transformer" / "transformer_config.py", info
+    return None
 
 
 def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersion:
