@@ -5,8 +5,8 @@ that its base does not, and those it loses.
     python3 scripts/pr_gate.py --mirror <bare mirror> [--main REF] [--mcore-version V] [--workdir DIR]
         [--json OUT] PR [PR ...]
 
-PR is a pull-request number (the mirror's refs/heads/pull-request/N, as NVIDIA's copy-pr-bot pushes them) or a
-commit. Its base is the merge base of its head with --main (default: the mirror's HEAD). Both trees are taken
+PR is a pull-request number (the mirror's refs/heads/pull-request/N, as NVIDIA's copy-pr-bot pushes them, else
+GitHub's refs/pull/N/head) or a commit. Its base is the merge base of its head with --main (default: the mirror's HEAD). Both trees are taken
 from the mirror blob by blob and checked with `offlint check . --output-format json --no-cache` as
 bridge_history_recall.py does (`--mcore-version` for a Bridge tree; a Megatron-LM tree gives its own). A finding
 is the same at both when its code, file, unit (without " at line N") and first message line (without digits) are:
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -42,8 +43,15 @@ def key(finding: dict, renamed: dict[str, str] | None = None) -> tuple:
 
 
 def head_of(mirror: Path, pr: str) -> str:
-    ref = f"refs/heads/pull-request/{pr}" if pr.isdigit() else pr
-    return git(mirror, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
+    """The commit of a pull request's head: NVIDIA's copy-pr-bot branch (refs/heads/pull-request/N), else GitHub's
+    own ref (refs/pull/N/head, which a mirror of all refs holds for every pull request); or `pr` as a commit."""
+    refs = [f"refs/heads/pull-request/{pr}", f"refs/pull/{pr}/head"] if pr.isdigit() else [pr]
+    for ref in refs:
+        try:
+            return git(mirror, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").decode().strip()
+        except subprocess.CalledProcessError:
+            continue
+    raise ValueError(f"none of {', '.join(refs)}")
 
 
 def renames(mirror: Path, base: str, head: str) -> dict[str, str]:

@@ -104,3 +104,10 @@ def test_renamed_paths_map_the_base_s_findings_only():
     b = dict(a, filename="new.sh")
     assert pr_gate.compare([a], [b], {"old.sh": "new.sh"}) == ([], [])
     assert pr_gate.compare([a], [b]) == ([b], [a])
+
+
+def test_a_pull_request_is_found_by_github_s_ref_too(repo):
+    _git(repo, "update-ref", "refs/pull/9/head", "feature")
+    assert pr_gate.head_of(repo, "9") == pr_gate.head_of(repo, "7") == _git(repo, "rev-parse", "feature")
+    with pytest.raises(ValueError):
+        pr_gate.head_of(repo, "404")
