@@ -152,13 +152,18 @@ def new_module(original: bytes) -> bytes:
     return re.sub(rb"\b(" + b"|".join(map(re.escape, names)) + rb")\b", rb"\1_bench", original)
 
 
+def added_name(changed: str) -> str:
+    """The module --edit new-file adds beside CHANGED (a path as given to offlint)."""
+    return str(Path(changed).with_name(Path(changed).stem + "_offlint_bench.py").as_posix())
+
+
 def measure_added(tree: Path, changed: str, extra: list[str]) -> dict:
     """Time `offlint check NEW` right after adding NEW (new_module of CHANGED) beside CHANGED; NEW is always removed."""
     path = Path(changed) if Path(changed).is_absolute() else tree / changed
-    added = path.with_name(path.stem + "_offlint_bench.py")
+    name = added_name(changed)
+    added = Path(name) if Path(name).is_absolute() else tree / name
     if added.exists():
         raise SystemExit(f"bench_check: {added} exists already; remove it (an earlier run was cut short?)")
-    name = added.as_posix() if Path(changed).is_absolute() else added.relative_to(tree).as_posix()
     try:
         added.write_bytes(new_module(path.read_bytes()))
         return measure(tree, [name, *extra])
@@ -250,9 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     for index, (name, function) in enumerate(changed, start=1):
         labels.append("changed" if len(changed) == 1 else f"changed {index}")
         if args.edit == "new-file":
-            added = name[:-len(".py")] + "_offlint_bench.py" if name.endswith(".py") else name + "_offlint_bench.py"
-            print(f"# {labels[-1]}: (cd TREE && offlint check {added}{tail}) right after adding it: {name}'s text "
-                  f"with its functions renamed (new-file)")
+            print(f"# {labels[-1]}: (cd TREE && offlint check {added_name(name)}{tail}) right after adding it: "
+                  f"{name}'s text with its functions renamed (new-file)")
             continue
         edit = f"function {function} edited ({args.edit})" if function else "a comment line appended"
         print(f"# {labels[-1]}: (cd TREE && offlint check {name}{tail}) after an edit of {name}: {edit}")

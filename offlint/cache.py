@@ -55,9 +55,10 @@ ENV_DIR = "OFFLINT_CACHE_DIR"
 _TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
         "# This file is a cache directory tag created by offlint.\n"
         "# For information about cache directory tags, see https://bford.info/cachedir/\n")
-# 13: lookups of the set of files among the dependencies (module_index); 12: payloads without call records (Cache.encode); 11: tuples of plain values shared within an entry
-# (cache_format); 10: blocks appended (Cache._append), call records read on first use (_Records); 9: records of
-# followed calls (FileOutcome.calls); 8: a summary of each outcome in the index (Summary)
+# 13: lookups of the set of files among the dependencies (module_index); 12: payloads without call records
+# (Cache.encode); 11: tuples of plain values shared within an entry (cache_format); 10: blocks appended
+# (Cache._append), call records read on first use (_Records); 9: records of followed calls (FileOutcome.calls);
+# 8: a summary of each outcome in the index (Summary)
 FORMAT = 13
 ABSENT_FILE = "absent"
 MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from offlint.discover import SourceFile, discover
 from offlint.reading import OnFirstUse
-from offlint.sources.module_index import PACKAGE_LOOKUP, function_lookup, lookups_of, package_lookup_matches
+from offlint.sources.module_index import FUNCTION_LOOKUP, PACKAGE_LOOKUP, lookups_of, package_lookup_matches
 
 _TOP_LEVEL_NAME = re.compile(rb"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Z_][A-Z0-9_]{3,})\s*[:=]", re.M)
 # `x as name` and `import a.b as name`. `,?\s*` spelled out as its three cases, each started only where an
@@ -165,12 +165,13 @@ def _lookups_changed(targets: list[SourceFile], known_deps: dict, dependents: di
             continue
         text = data[target.path].decode("utf-8", "replace")
         if target.path in known_deps:
-            found += [key for key in lookups_of(target.path, text) if key.startswith(function_lookup(""))]
+            found += [key for key in lookups_of(target.path, text) if key.startswith(FUNCTION_LOOKUP)]
         else:
             found += lookups_of(target.path, text)
             found += [key for key in dependents if key.startswith(PACKAGE_LOOKUP)
                       and package_lookup_matches(key, target.path)]
     return [key for key in dict.fromkeys(found) if key in dependents]
+
 
 def _recipe_names(text: str) -> list[str]:
     """The recipes a launch text's `--recipe` flags name: literal names, and those built from shell variables that the

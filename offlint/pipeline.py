@@ -28,14 +28,14 @@ from offlint.relocation import Unmovable, relocate
 from offlint.resolve import resolve
 from offlint.rules import Rule
 from offlint.source_files import read_files
-
-Progress = Callable[[int, int], None]  # (files read, files to read)
 from offlint.sources.module_index import LOOKUP, ModuleIndex, lookup_state
 from offlint.sources.python_project import PythonProject
 from offlint.sources.python_records import MARK, CallRecord
 from offlint.sources.python_roles import is_test_code
 from offlint.types import FileError, UnitKind
 from offlint.versions import Version
+
+Progress = Callable[[int, int], None]  # (files read, files to read)
 
 MIN_FILES_PER_WORKER = 8  # below this, forking workers costs more than it saves
 # A worker's take (WorkQueue.take) weighs at most 1/(BATCHES_PER_WORKER x workers) of the files, so that the parent

@@ -6,8 +6,8 @@ that its base does not, and those it loses.
         [--json OUT] PR [PR ...]
 
 PR is a pull-request number (the mirror's refs/heads/pull-request/N, as NVIDIA's copy-pr-bot pushes them, else
-GitHub's refs/pull/N/head) or a commit. Its base is the merge base of its head with --main (default: the mirror's HEAD). Both trees are taken
-from the mirror blob by blob and checked with `offlint check . --output-format json --no-cache` as
+GitHub's refs/pull/N/head) or a commit. Its base is the merge base of its head with --main (default: the mirror's
+HEAD). Both trees are taken from the mirror blob by blob and checked with `offlint check . --output-format json --no-cache` as
 bridge_history_recall.py does (`--mcore-version` for a Bridge tree; a Megatron-LM tree gives its own). A finding
 is the same at both when its code, file, unit (without " at line N") and first message line (without digits) are:
 a number that moved is not news, a finding that moved to another unit is, and a file the pull request renamed

@@ -268,7 +268,8 @@ def test_get_model_config_follows_the_bridge_s_model_config_to_its_builder(tmp_p
     _config_tree(tmp_path, "    MODEL_CONFIG_CLASS = TowerModelConfig\n")
     found = _findings(tmp_path, monkeypatch)
     assert len(found) == 1 and not found[0].possible
-    assert "TowerModelBuilder.build_model" in found[0].message and f"{MODELS}/tower/tower_model.py:5" in found[0].message
+    message = found[0].message
+    assert "TowerModelBuilder.build_model" in message and f"{MODELS}/tower/tower_model.py:5" in message
 
 
 def test_get_model_config_of_the_default_gpt_config_has_a_plan(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 from offlint.scope import nearest
 
 LOOKUP = "\0"
-_MODULE, PACKAGE_LOOKUP, _FUNCTION, _FILE = LOOKUP + "m:", LOOKUP + "p:", LOOKUP + "f:", LOOKUP + "k:"
+_MODULE, PACKAGE_LOOKUP, FUNCTION_LOOKUP, _FILE = LOOKUP + "m:", LOOKUP + "p:", LOOKUP + "f:", LOOKUP + "k:"
 _DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
 
 
@@ -51,7 +51,7 @@ def package_lookup(package: str, suffix: str) -> str:
 
 
 def function_lookup(name: str) -> str:
-    return _FUNCTION + name
+    return FUNCTION_LOOKUP + name
 
 
 def file_lookup(path: str) -> str:
@@ -67,12 +67,17 @@ def lookups_of(path: str, text: str | None) -> list[str]:
 
 def package_lookup_matches(key: str, path: str) -> bool:
     """Whether `path` is among the files the package lookup `key` lists."""
+    return _listed(path, ".".join(dotted_names(path)[:1]), *_package_and_suffix(key))
+
+
+def _package_and_suffix(key: str) -> tuple[str, str]:
     package, _, suffix = key[len(PACKAGE_LOOKUP):].rpartition(":")
-    return _in_package(".".join(dotted_names(path)[:1]), package) and path.endswith(suffix)
+    return package, suffix
 
 
-def _in_package(module: str, package: str) -> bool:
-    return f".{package}." in f".{module}"
+def _listed(path: str, module: str, package: str, suffix: str) -> bool:
+    """Whether the file at `path`, module `module`, is one a package listing of `package` and `suffix` names."""
+    return path.endswith(suffix) and f".{package}." in f".{module}"
 
 
 class ModuleIndex:
@@ -122,8 +127,7 @@ class ModuleIndex:
     def paths_in_package(self, package: str, suffix: str = "") -> list[str]:
         """The files whose dotted module name lies under `package`, whatever directories lead to it
         (`src/megatron/bridge/models/...` for "megatron.bridge.models"), ending in `suffix`, in sorted order."""
-        return sorted(path for path, module in self.module_of.items()
-                      if path.endswith(suffix) and _in_package(module, package))
+        return sorted(path for path, module in self.module_of.items() if _listed(path, module, package, suffix))
 
     def function_paths(self, name: str) -> list[str]:
         """The files defining a module-level function `name`, found by text (indexed on first use)."""
@@ -144,10 +148,9 @@ def lookup_state(key: str, index: ModuleIndex) -> str:
     if key.startswith(_MODULE):
         found = index.claims(key[len(_MODULE):])
     elif key.startswith(PACKAGE_LOOKUP):
-        package, _, suffix = key[len(PACKAGE_LOOKUP):].rpartition(":")
-        found = index.paths_in_package(package, suffix)
-    elif key.startswith(_FUNCTION):
-        found = index.function_paths(key[len(_FUNCTION):])
+        found = index.paths_in_package(*_package_and_suffix(key))
+    elif key.startswith(FUNCTION_LOOKUP):
+        found = index.function_paths(key[len(FUNCTION_LOOKUP):])
     elif key.startswith(_FILE):
         found = [key[len(_FILE):]] if index.knows(key[len(_FILE):]) else []
     else:

@@ -11,8 +11,8 @@ import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
-from offlint.sources import (bridge_checks, bridge_finalize, bridge_mutators, bridge_models, bridge_schedule, python_calls, python_inputs,
-                             python_mutations)
+from offlint.sources import (bridge_checks, bridge_finalize, bridge_mutators, bridge_models, bridge_schedule,
+                             python_calls, python_inputs, python_mutations)
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
