@@ -7,7 +7,7 @@ import re
 
 CHECKS_DOC = "docs/megatron-core-checks.md"
 CHECKS_URL = f"https://github.com/offlint/offlint/blob/main/{CHECKS_DOC}"
-CITED_ID = re.compile(r"\b(?:TC-CG-[a-z]+|(?:AO|FG|CG|RC|OC|OB|TE|CLI|BR|F)-\d+)\b")
+CITED_ID = re.compile(r"\b(?:TC-CG-[a-z]+|(?:AO|FG|CG|RC|OC|OB|TE|CLI|BR|EP|F)-\d+)\b")
 
 
 def anchor(cited: str) -> str:

@@ -1041,23 +1041,244 @@ def pipeline_layout_refusal(scope: Scope) -> object:
 
 def _ep_overlap_on(scope: Scope) -> object:
     """(True, the key that turns it on) when Bridge runs with overlap_moe_expert_parallel_comm, (False, "") when it
-    does not, UNKNOWN. CommOverlapConfig.setup applies the section's value to the model, False where the section
+    does not, UNKNOWN (_comm_overlap_field)."""
+    return _comm_overlap_field(scope, "overlap_moe_expert_parallel_comm")
+
+
+_PACKING = "Energon packing (dataset.packing_buffer_size), which turns EP overlap off,"
+
+
+def _energon_packing(scope: Scope) -> object:
+    """Whether Bridge turns EP overlap and delayed weight-gradient compute off for native Energon packing
+    (ConfigContainer._disable_native_energon_packing_moe_overlap, before comm_overlap's setup): the dataset sets
+    packing_buffer_size. True, False or UNKNOWN."""
+    if scope.lookup("dataset.packing_buffer_size").assignment is None:
+        return False
+    held = scope.key("dataset.packing_buffer_size")
+    return UNKNOWN if held is UNKNOWN else held is not None
+
+
+def _comm_overlap_field(scope: Scope, name: str) -> object:
+    """(True, the key that turns it on) when the model runs with the switch `name` on, (False, "") when not,
+    UNKNOWN. Bridge's CommOverlapConfig.setup applies the section's value to the model, False where the section
     leaves it None (training/comm_overlap.py: _get_model_comm_overlap_cfgs, _override_user_cfgs, _apply_cfgs); a
-    container without the section (it reads None, so does its required tp_comm_overlap) keeps the model's."""
-    section = scope.key("comm_overlap.overlap_moe_expert_parallel_comm")
-    if section is UNKNOWN:
-        return UNKNOWN
-    if section is not None:
-        return (True, "comm_overlap.overlap_moe_expert_parallel_comm") if section is True else (False, "")
-    present = scope.key("comm_overlap.tp_comm_overlap")
-    if present is UNKNOWN:
-        return UNKNOWN
-    if present is not None:
-        return False, ""
-    model = scope.key("model.overlap_moe_expert_parallel_comm")
+    container without the section (it reads None, so does its required tp_comm_overlap) keeps the model's, as do
+    Megatron-LM's flags, a plain megatron-core program and a recipe that builds a model config alone."""
+    if scope.names.get("framework") != "megatron-core" and scope.names.get("defaults") != "mlm-cli" and \
+            not scope.names.get("model_only"):
+        section = scope.key(f"comm_overlap.{name}")
+        if section is UNKNOWN:
+            return UNKNOWN
+        if section is not None:
+            return (True, f"comm_overlap.{name}") if section is True else (False, "")
+        present = scope.key("comm_overlap.tp_comm_overlap")
+        if present is UNKNOWN:
+            return UNKNOWN
+        if present is not None:
+            return False, ""
+    model = scope.key(f"model.{name}")
     if model is UNKNOWN:
         return UNKNOWN
-    return (True, "model.overlap_moe_expert_parallel_comm") if model is True else (False, "")
+    return (True, f"model.{name}") if model is True else (False, "")
+
+
+# ---- what megatron-core refuses beside EP overlap (OFL224) ------------------------------------------------------
+
+# The asserts of TransformerConfig.__post_init__'s `if self.overlap_moe_expert_parallel_comm:` block, in its order,
+# as each megatron-core release has them (read in the release tags of Megatron-LM: core_v0.16.1 to core_v0.19.0 and
+# main d98e8a6): (what the assert says, the versions it is in).
+_EP_VPP = "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when " \
+    "pipeline_model_parallel_size > 1"
+_EP_SIZE = "overlap_moe_expert_parallel_comm is only supported with expert model parallelism"
+_EP_DISPATCHER = "overlap_moe_expert_parallel_comm is supported with alltoall/flex token dispatcher"
+_EP_FULL = "disable full recomputation when enabling overlap_moe_expert_parallel_comm"
+_EP_METHOD = "disable recomputation method when enabling overlap_moe_expert_parallel_comm"
+_EP_LAYERS = "recompute_num_layers must be None when enabling overlap_moe_expert_parallel_comm"
+_EP_MOE = "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm"  # from 0.17
+_EP_HALF = "overlap_moe_expert_parallel_comm is only supported with bf16 or fp16 model"
+_EP_SHARED = "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm"
+_EP_MTP_OLD = "MTP layernum only supports 1 when enabling overlap_moe_expert_parallel_comm."  # before 0.19
+_EP_MTP = "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm."  # from 0.19: 0 allowed
+_EP_MTP_PP = "Pipeline model parallel size must be larger than 1 when enabling overlap_moe_expert_parallel_comm " \
+    "with MTP layer."  # before 0.18
+_EP_NCCLEP = "overlap_moe_expert_parallel_comm with ncclep does not support offloading 'expert_fc1': it forces " \
+    "expert FC1 to save the raw bf16 input, which the overlap path eagerly frees."  # from 0.19
+_EP_GRAPH = "CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm"
+_EP_DELAY = "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute"
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _float16_model(scope: Scope) -> object:
+    """Whether the model runs in bf16 or fp16 when TransformerConfig checks it: Bridge's `mixed_precision` (a
+    recipe name, built as the tree builds it: named_precision, or a MixedPrecisionConfig) is copied over the
+    model's bf16/fp16 before comm_overlap's setup and finalize (runtime_config_update); else the model's own."""
+    from offlint.named_precision import configured
+
+    mixed = scope.key("mixed_precision")
+    if mixed is UNKNOWN:
+        return UNKNOWN
+    if mixed is not None:
+        built = configured(scope.lookup)[0] if isinstance(mixed, str) else scope.lookup("mixed_precision")
+        fields = getattr(built.value, "fields", None) if built.state == "known" else None
+        if not isinstance(fields, dict):
+            return UNKNOWN
+        half = [fields.get(name, False) for name in ("bf16", "fp16")]
+        if any(isinstance(v, Unknown) for v in half):
+            return UNKNOWN
+        return any(v is True for v in half)
+    half = [scope.key("model.bf16"), scope.key("model.fp16")]
+    if any(v is True for v in half):
+        return True
+    return UNKNOWN if UNKNOWN in half else False
+
+
+def _ep_overlap_asserts(scope: Scope) -> list[tuple[str, object]]:
+    """(what megatron-core asserts, whether the unit fails it: True, False or UNKNOWN), in __post_init__'s order,
+    for the unit's version: each assert is a function of a few model fields."""
+    v = scope.version
+    k = scope.key
+    checks: list[tuple[str, Callable[[], object]]] = [
+        (_EP_VPP, lambda: _no_virtual_stages(scope)),
+        (_EP_SIZE, lambda: _fails(k("model.expert_model_parallel_size"), lambda ep: not (_whole(ep) and ep > 1))),
+        (_EP_DISPATCHER, lambda: _fails(k("model.moe_token_dispatcher_type"),
+                                        lambda d: d not in ("alltoall", "flex"))),
+        (_EP_FULL, lambda: _fails(k("model.recompute_granularity"), lambda g: g == "full")),
+        (_EP_METHOD, lambda: _fails(k("model.recompute_method"), lambda m: m is not None)),
+        (_EP_LAYERS, lambda: _fails(k("model.recompute_num_layers"), lambda n: n is not None)),
+    ]
+    if v >= parse_version("0.17"):
+        checks.append((_EP_MOE, lambda: _fails(k("model.recompute_modules"), lambda m: "moe" in (
+            m if isinstance(m, str) else as_list(m)))))
+    checks += [(_EP_HALF, lambda: _negated(_float16_model(scope))),
+               (_EP_SHARED, lambda: _fails(k("model.moe_shared_expert_overlap"), lambda s: bool(s)))]
+    if v >= parse_version("0.19"):
+        checks.append((_EP_MTP, lambda: _fails(k("model.mtp_num_layers"), lambda n: n not in (None, 0, 1))))
+        checks.append((_EP_NCCLEP, lambda: _fails(k("model.moe_token_dispatcher_type"), lambda d: d == "flex")
+                       and _fails(k("model.moe_flex_dispatcher_backend"), lambda b: b == "ncclep")
+                       and _fails(k("model.fine_grained_activation_offloading"), lambda f: bool(f))
+                       and _fails(k("model.offload_modules"), lambda m: "expert_fc1" in as_list(m))))
+    else:
+        checks.append((_EP_MTP_OLD, lambda: _fails(k("model.mtp_num_layers"), lambda n: n not in (None, 1))))
+        if v < parse_version("0.18"):
+            checks.append((_EP_MTP_PP, lambda: _fails(k("model.mtp_num_layers"), lambda n: n == 1)
+                           and _fails(k("model.pipeline_model_parallel_size"), lambda pp: not (_whole(pp) and pp > 1))))
+    checks.append((_EP_GRAPH, lambda: _graph_refused(scope)))
+    return [(text, test()) for text, test in checks]
+
+
+def _no_virtual_stages(scope: Scope) -> object:
+    """A pipeline (PP > 1) without virtual stages when the overlap block runs: a custom layout set before it gives
+    the virtual size itself (its stages over PP, when more than one: TransformerConfig's layout block, as
+    Megatron-LM's validate_args does for its flag)."""
+    pp = scope.key("model.pipeline_model_parallel_size")
+    if pp is UNKNOWN or not (_whole(pp) and pp > 1):
+        return UNKNOWN if pp is UNKNOWN else False
+    vpp = scope.key("model.virtual_pipeline_model_parallel_size")
+    if vpp is UNKNOWN or vpp is not None:
+        return UNKNOWN if vpp is UNKNOWN else False
+    layout = scope.key("model.pipeline_model_parallel_layout")
+    if layout is UNKNOWN or layout in (None, ""):
+        return UNKNOWN if layout is UNKNOWN else True
+    stages = pipeline_layout.stages_of(layout)
+    if stages is None or len(stages) % pp:
+        return UNKNOWN  # a layout offlint cannot read, or one the layout block refuses first (OFL221)
+    return len(stages) // pp == 1
+
+
+def _fails(value, refused: Callable[[object], bool]) -> object:
+    """Kleene: UNKNOWN for an unknown value, else whether the assert refuses it."""
+    if value is UNKNOWN:
+        return UNKNOWN
+    try:
+        return bool(refused(value))
+    except TypeError:  # a value of a type megatron-core's own assert would raise on first
+        return UNKNOWN
+
+
+def _negated(value) -> object:
+    return UNKNOWN if value is UNKNOWN else not value
+
+
+def _graph_refused(scope: Scope) -> object:
+    """The CUDA graph assert: before 0.18 any graph but Transformer Engine's without moe/mlp in cuda_graph_scope;
+    from 0.18 (the graph API split into full_iteration, inference scope and per-layer modules) only Transformer
+    Engine graphs of moe or mlp, as the modules megatron-core ends up with (graph_modules)."""
+    impl = scope.key("model.cuda_graph_impl")
+    if impl is UNKNOWN:
+        return UNKNOWN
+    if impl in (None, "none"):
+        return False
+    if scope.version < parse_version("0.18"):
+        if impl != "transformer_engine":
+            return True
+        names = scope.key("model.cuda_graph_scope")
+        return UNKNOWN if names is UNKNOWN else bool({"moe", "mlp"} & set(_graph_names(names)))
+    if impl != "transformer_engine":
+        return False
+    names = graph_modules(scope.key("model.cuda_graph_scope"), scope.key("model.cuda_graph_modules"))
+    return UNKNOWN if names is UNKNOWN else bool({"moe", "mlp"} & set(names))
+
+
+@_needs_scope
+def ep_overlap_refusal(scope: Scope) -> object:
+    """OFL224: what megatron-core's TransformerConfig asserts about a run with MoE expert-parallel communication
+    overlap ("" when nothing, UNKNOWN when offlint cannot tell): the first assert of its overlap block the unit
+    certainly fails (an earlier one offlint cannot decide is named), or delay_wgrad_compute without the overlap.
+    A unit whose overlap switch is unknown is judged only when it sets something the overlap refuses, and then
+    as possible (--strict). Megatron Bridge's comm_overlap setup makes most of the same checks first, in its own
+    words (training/comm_overlap.py); megatron-core makes them again when the model config is finalized."""
+    return _ep_overlap(scope)[0]
+
+
+@_needs_scope
+def ep_overlap_open(scope: Scope) -> str:
+    """For a "possible" OFL224 (ep_overlap_refusal UNKNOWN): what is open, and what megatron-core asserts."""
+    return _ep_overlap(scope)[1]
+
+
+def _ep_overlap(scope: Scope) -> tuple[object, str]:
+    """(ep_overlap_refusal's answer, what is open when it is UNKNOWN)."""
+    on = _ep_overlap_on(scope)
+    packing = _energon_packing(scope)
+    if packing is True:
+        return "", ""
+    if on is not UNKNOWN and not on[0]:
+        delay = _comm_overlap_field(scope, "delay_wgrad_compute")
+        if delay is UNKNOWN or not delay[0]:
+            return "", ""
+        if packing is UNKNOWN:
+            return UNKNOWN, f"{delay[1]}=True without the overlap, and whether {_PACKING} is used is not known"
+        return (f"{delay[1]}=True{_written_at(scope, delay[1])} without overlap_moe_expert_parallel_comm: "
+                f"megatron-core's TransformerConfig asserts \"{_EP_DELAY}\""), ""
+    results = _ep_overlap_asserts(scope)
+    texts = [text for text, _ in results]
+    failed = [text for text, verdict in results if verdict is True]
+    undecided = [text for text, verdict in results if verdict is UNKNOWN]
+    if on is UNKNOWN:
+        if not failed:
+            return "", ""
+        return UNKNOWN, (f"whether overlap_moe_expert_parallel_comm is on is not known; with it on, megatron-core's "
+                         f"TransformerConfig asserts \"{failed[0]}\"")
+    head = f"{on[1]}=True{_written_at(scope, on[1])}"
+    if packing is UNKNOWN and failed:
+        return UNKNOWN, f"{head}, and whether {_PACKING} is used is not known; with it not, \"{failed[0]}\""
+    if not failed:
+        if not undecided:
+            return "", ""
+        return UNKNOWN, (f"{head}, and whether megatron-core's overlap asserts hold is not known: "
+                         f"\"{undecided[0]}\"" + (f" and {len(undecided) - 1} more" if len(undecided) > 1 else ""))
+    earlier = [text for text in undecided if texts.index(text) < texts.index(failed[0])]
+    return (f"{head}: megatron-core's TransformerConfig asserts \"{failed[0]}\"" +
+            (f" (and {len(failed) - 1} more of its overlap asserts fail)" if len(failed) > 1 else "") +
+            (f"; an earlier assert offlint cannot decide may raise first: \"{earlier[0]}\"" if earlier else "")), ""
+
+
+def _written_at(scope: Scope, key: str) -> str:
+    where = scope.lookup(key).assignment
+    return f" at {where.location.path}:{where.location.line}" if where is not None else ""
 
 
 @_needs_scope
@@ -1125,12 +1346,9 @@ def _ep_overlap_schedule(scope: Scope) -> tuple[object, str]:
     if on is UNKNOWN and not (isinstance(built.value, str) and built.value):
         return "", ""  # "possible" only for a model class known to lack the method
     lacking = f"{built.value}, which defines no build_schedule_plan" if isinstance(built.value, str) else ""
-    packing = scope.lookup("dataset.packing_buffer_size")
-    if packing.assignment is not None:  # Bridge turns EP overlap off for Energon packing (config.py validate)
-        held = scope.key("dataset.packing_buffer_size")
-        if held is UNKNOWN or held is not None:
-            return (UNKNOWN, "whether Energon packing (dataset.packing_buffer_size), which turns EP overlap off, is "
-                             "used is not known") if held is UNKNOWN else ("", "")
+    packing = _energon_packing(scope)
+    if packing is not False:
+        return (UNKNOWN, f"whether {_PACKING} is used is not known") if packing is UNKNOWN else ("", "")
     pp, vpp = scope.key("model.pipeline_model_parallel_size"), scope.key("model.virtual_pipeline_model_parallel_size")
     ep = scope.key("model.expert_model_parallel_size")
     if UNKNOWN in (pp, vpp, ep):
@@ -1186,6 +1404,8 @@ FUNCTIONS: dict[str, Callable] = {
     "ep_overlap_schedule_refusal": ep_overlap_schedule_refusal,
     "bridge_local_graph_refusal": bridge_local_graph_refusal,
     "ep_overlap_schedule_open": ep_overlap_schedule_open,
+    "ep_overlap_refusal": ep_overlap_refusal,
+    "ep_overlap_open": ep_overlap_open,
     "version_at_least": version_at_least,
     "allowed_offload_modules": allowed_offload_modules,
     "invalid_offload_modules": invalid_offload_modules,

@@ -70,6 +70,13 @@ def configs(draw, version: Version) -> dict:
     c["model.transformer_impl"] = draw(st.sampled_from(["transformer_engine", "local"]))
     bf16 = draw(st.booleans())
     c["model.bf16"] = c["optimizer.bf16"] = bf16
+    if experts:  # MoE expert-parallel communication overlap and what megatron-core asserts beside it (OFL224)
+        c["model.overlap_moe_expert_parallel_comm"] = draw(st.booleans())
+        c["model.expert_model_parallel_size"] = draw(st.sampled_from([1, 2, 2]))
+        c["model.moe_token_dispatcher_type"] = draw(st.sampled_from(["allgather", "alltoall", "alltoall", "flex"]))
+        c["model.moe_shared_expert_overlap"] = draw(st.sampled_from([False, False, True]))
+        c["model.mtp_num_layers"] = draw(st.sampled_from([None, None, 0, 1, 2]))
+        c["model.delay_wgrad_compute"] = draw(st.sampled_from([False, False, True]))
     c["optimizer.optimizer"] = draw(st.sampled_from(["adam", "adam", "sgd"]))
     c["optimizer.optimizer_cpu_offload"] = draw(st.booleans())
     c["optimizer.optimizer_offload_fraction"] = draw(st.sampled_from([-0.5, 0.0, 0.25, 1.0, 1.5]))
@@ -82,6 +89,47 @@ def configs(draw, version: Version) -> dict:
     return c
 
 
+@st.composite
+def ep_overlap_configs(draw, version: Version) -> dict:
+    """A MoE configuration with expert-parallel communication overlap mostly on and no offloading, over what
+    megatron-core asserts beside the overlap (OFL224): pipeline and virtual stages, EP size, dispatcher,
+    recompute, precision, shared-expert overlap, MTP depth, CUDA graphs, delayed weight gradients. (The offload
+    keys `configs` draws are checked before the overlap block, so there they rarely reach it.)"""
+    c = draw(configs(version))
+    c.update({"model.cpu_offloading": False, "model.cpu_offloading_num_layers": 0,
+              "model.cpu_offloading_activations": True, "model.cpu_offloading_weights": False,
+              "model.fine_grained_activation_offloading": False, "model.offload_modules": None,
+              "model.moe_layer_recompute": False, "model.enable_cuda_graph": False, "model.external_cuda_graph": False,
+              "optimizer.optimizer_cpu_offload": False, "optimizer.use_precision_aware_optimizer": False,
+              "model.num_moe_experts": 4, "model.moe_grouped_gemm": True})
+    layers = c["model.num_layers"] = 8
+    pp = c["model.pipeline_model_parallel_size"] = draw(st.sampled_from([1, 2, 2]))
+    c["model.virtual_pipeline_model_parallel_size"] = draw(st.sampled_from([None, None, 2])) if pp > 1 else None
+    if pp > 1 and c["model.virtual_pipeline_model_parallel_size"] is None:  # a layout gives the virtual size
+        c["model.pipeline_model_parallel_layout"] = draw(st.sampled_from(
+            [None, "Et*4|t*4L", "Et*2|t*2|t*2|t*2L", "Et*2|t*2|t*2|t*2L"]))
+    granularity = draw(st.sampled_from([None, "selective", "selective", "full"]))
+    c["model.recompute_granularity"] = granularity
+    c["model.recompute_method"] = draw(st.sampled_from([None, "uniform"])) if granularity == "full" else None
+    c["model.recompute_num_layers"] = 1 if c["model.recompute_method"] else None
+    c["model.recompute_modules"] = draw(st.lists(st.sampled_from(["core_attn", "moe", "moe_act", "layernorm"]),
+                                                 unique=True, min_size=1, max_size=2)) \
+        if granularity == "selective" else None
+    bf16 = draw(st.sampled_from([True, True, True, False]))
+    c["model.bf16"] = c["optimizer.bf16"] = bf16
+    impl = draw(st.sampled_from(["none", "none", "local"]))
+    c["model.cuda_graph_impl"] = impl if granularity != "full" else "none"
+    c["model.attention_dropout"] = c["model.hidden_dropout"] = 0.0
+    c["model.overlap_moe_expert_parallel_comm"] = draw(st.sampled_from([True, True, True, False]))
+    c["model.expert_model_parallel_size"] = draw(st.sampled_from([1, 2, 2, 2, 2]))
+    c["model.moe_token_dispatcher_type"] = draw(st.sampled_from(["allgather", "alltoall", "alltoall", "alltoall"]))
+    c["model.moe_shared_expert_overlap"] = draw(st.sampled_from([False, False, False, False, True]))
+    c["model.mtp_num_layers"] = draw(st.sampled_from([None, None, None, 0, 1, 2]))
+    c["model.delay_wgrad_compute"] = draw(st.sampled_from([False, False, True]))
+    assert layers % pp == 0
+    return c
+
+
 # ---- rendering -------------------------------------------------------------------------------------------
 
 
@@ -89,6 +137,11 @@ def _py(value) -> str:
     if isinstance(value, str) and value.startswith("torch."):
         return value
     return repr(value)
+
+
+_EP_OVERLAP_KEYS = ("model.overlap_moe_expert_parallel_comm", "model.expert_model_parallel_size",
+                    "model.moe_token_dispatcher_type", "model.moe_shared_expert_overlap", "model.mtp_num_layers",
+                    "model.delay_wgrad_compute")
 
 
 def render_python(config: dict) -> str:
@@ -106,10 +159,13 @@ def _yaml_scalar(value) -> str:
 
 def render_yaml(config: dict) -> str:
     sections: dict[str, list[str]] = {}
+    top = [f"{key}: {_yaml_scalar(value)}\n" for key, value in config.items() if "." not in key]
     for key, value in config.items():
+        if "." not in key:
+            continue
         section, name = key.split(".", 1)
         sections.setdefault(section, []).append(f"  {name}: {_yaml_scalar(value)}")
-    return "".join(f"{section}:\n" + "\n".join(lines) + "\n" for section, lines in sections.items())
+    return "".join(top) + "".join(f"{section}:\n" + "\n".join(lines) + "\n" for section, lines in sections.items())
 
 
 def _hydra_value(value) -> str:
@@ -141,6 +197,8 @@ def mlm_variant(config: dict) -> dict:
     c["model.cpu_offloading_activations"], c["model.cpu_offloading_weights"] = True, False
     if c["model.num_moe_experts"]:
         c["model.num_moe_experts"], c["model.moe_layer_recompute"] = None, False
+        for key in _EP_OVERLAP_KEYS:
+            c.pop(key, None)
         if c["model.recompute_modules"]:
             c["model.recompute_modules"] = [m for m in c["model.recompute_modules"] if m not in ("moe", "moe_act")] \
                 or ["core_attn"]
@@ -235,7 +293,13 @@ def complete(config: dict, version: Version) -> dict:
     read = {key for rule in load_rules().values() for key in rule.keys}
     full = {name: keys.default_for(name, version) for name in sorted(set(keys.KEYS) | read)
             if name.split(".", 1)[0] in ("model", "optimizer", "ddp") and keys.key_exists(name, version)}
-    return {**full, **config}
+    done = {**full, **config}
+    # Megatron Bridge applies its comm_overlap section's switches over the model's (False where None) and a
+    # mixed-precision recipe over the model's bf16/fp16: write them as the configuration has them.
+    done["comm_overlap.overlap_moe_expert_parallel_comm"] = done["model.overlap_moe_expert_parallel_comm"]
+    done["comm_overlap.delay_wgrad_compute"] = done["model.delay_wgrad_compute"]
+    done["mixed_precision"] = None
+    return done
 
 
 def mcore_request(config: dict) -> tuple[dict, dict]:

@@ -42,8 +42,15 @@ for _flag, _key, _type in (("--decoder-first-pipeline-num-layers", "model.num_la
 for _flag, _key in (("--fp8-format", "model.fp8"), ("--fp8-recipe", "model.fp8_recipe"), ("--fp4-format", "model.fp4"),
                     ("--fp4-recipe", "model.fp4_recipe")):
     FLAG_KEYS.setdefault(_flag, Key(_key, "str", None))
+# MoE expert-parallel communication overlap and what megatron-core asserts beside it (OFL224, OFL219).
+for _flag, _key in (("--moe-token-dispatcher-type", "model.moe_token_dispatcher_type"),
+                    ("--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend")):
+    FLAG_KEYS.setdefault(_flag, Key(_key, "str", None))
 # store_true flags that set more than their own key, or whose name differs from the key
 SWITCHES: dict[str, list[tuple[str, object]]] = {
+    "--overlap-moe-expert-parallel-comm": [("model.overlap_moe_expert_parallel_comm", True)],
+    "--delay-wgrad-compute": [("model.delay_wgrad_compute", True)],
+    "--moe-shared-expert-overlap": [("model.moe_shared_expert_overlap", True)],
     "--recompute-activations": [("model.recompute_granularity", "selective")],
     "--use-distributed-optimizer": [("optimizer.use_distributed_optimizer", True),
                                     ("ddp.use_distributed_optimizer", True)],

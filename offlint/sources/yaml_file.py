@@ -25,7 +25,7 @@ from offlint.sources.hydra import canonical_key
 from offlint.sources.launch import env_string
 from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind
 
-OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "env_vars")
+OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "comm_overlap", "env_vars")
 TOP_LEVEL_KEYS = ("mixed_precision",)
 _COMMAND_HINT = re.compile(r"run_recipe\.py|train\.sh|pretrain_\w+\.py|torchrun|setup_experiment\.py|"
                            r"run_script\.py|torch\.distributed\.run")
@@ -170,7 +170,7 @@ def override_unit(path: str, roots) -> Unit:
     first = layer.assignments[0].location if layer.assignments else Location(path, 1, 1)
     reason = "set by the recipe this YAML file overrides"
     return Unit(name=path, kind=UnitKind.YAML, location=Location(path, 1, 1) if not layer.assignments else first,
-                layers=[layer], unknown_sections={s: reason for s in ("model", "optimizer", "ddp", "env")})
+                layers=[layer], unknown_sections={s: reason for s in ("model", "optimizer", "ddp", "comm_overlap", "env")})
 
 
 def yaml_layer(path: str, roots) -> Layer:
