@@ -878,7 +878,8 @@ def pipeline_split_refusal(scope: Scope) -> object:
     and not a hybrid model (its stages come from its layer pattern). Then TransformerBlock's
     get_num_layers_to_build asserts that the layers, plus one each for an embedding or loss counted in the split,
     divide by PP (transformer_block.py in 0.16.1 and 0.19.2; TransformerConfig.__post_init__ raises first for the
-    counted cases). "" when a value it needs is unknown: no crash is claimed on a split offlint cannot read."""
+    counted cases), and that each rank's layers divide by a virtual pipeline size (a VPP offlint cannot read claims
+    nothing). "" when a value it needs is unknown: no crash is claimed on a split offlint cannot read."""
     pp, layers = scope.key("model.pipeline_model_parallel_size"), scope.key("model.num_layers")
     others = [scope.key(f"model.{name}") for name in (
         "pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
@@ -889,9 +890,14 @@ def pipeline_split_refusal(scope: Scope) -> object:
     if not isinstance(pp, int) or not isinstance(layers, int) or isinstance(pp, bool) or pp <= 1 or layers <= 0:
         return ""
     total = layers + sum(1 for v in counted if v)
-    if total % pp == 0:
-        return ""
     extra = f" plus {total - layers} for the embedding/loss counted in the split" if total != layers else ""
+    if total % pp == 0:
+        vpp, per = scope.key("model.virtual_pipeline_model_parallel_size"), total // pp
+        if not isinstance(vpp, int) or isinstance(vpp, bool) or vpp <= 1 or per % vpp == 0:
+            return ""
+        return (f"{layers} layers{extra} over PP{pp} are {per} per rank, which do not split into VPP{vpp} virtual "
+                f"stages: megatron-core's TransformerBlock asserts \"num_layers_per_pipeline_rank {per} should be "
+                f"divisible by vp_size {vpp}\" when it builds the model")
     return (f"{layers} layers{extra} do not divide over PP{pp}: megatron-core's TransformerBlock asserts "
             f"\"num_layers={total} should be divisible by config.pipeline_model_parallel_size={pp}\" when it "
             f"builds the model")

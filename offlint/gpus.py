@@ -8,6 +8,7 @@ else the default). Kept light: the rule engine asks for every unit.
 from __future__ import annotations
 
 import posixpath
+import re
 
 # GPU names in Bridge recipe names, folders and cards, and offlint's device for each (Rubin's: a stated capacity,
 # estimate/devices.stated_range).
@@ -16,12 +17,16 @@ NAMED_GPUS = {"h100": "h100-80gb", "h200": "h200", "b200": "b200", "gb200": "gb2
 
 
 def named_gpu(unit_name: str) -> str | None:
-    """The GPU a unit's name names (`..._8gpu_b200_bf16_config`: "b200"; a launch's name holds its `--recipe`);
-    None when it names none."""
-    for token in unit_name.lower().replace(".", "_").split("_"):
+    """The GPU a unit's name names (`..._8gpu_b200_bf16_config`: "b200"; a launch's name holds its `--recipe`, as
+    in "(recipe llama3_70b_lora_config_gb200, chosen by ...)"); None when it names none. A name's words are its
+    runs of letters and digits."""
+    for token in _WORD.split(unit_name.lower()):
         if token in NAMED_GPUS:
             return token
     return None
+
+
+_WORD = re.compile(r"[^a-z0-9]+")
 
 
 def folder_gpu(path: str) -> str | None:

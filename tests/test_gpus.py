@@ -88,3 +88,13 @@ def test_a_launch_in_a_card_section_is_judged_on_that_gpu(tmp_path):
     judged = sorted((f.unit, u) for f in findings for u in [f.unit, *f.shared_with])
     launches = [u for _, u in judged if "train.sh" in u]
     assert launches and all("line 4" in u for u in launches), judged  # the H100 section's launch only
+
+
+def test_a_launch_names_its_recipes_gpu_followed_by_punctuation():
+    """A performance launch's unit name shows the recipe it builds as "(recipe NAME, chosen by ...)": the comma
+    after a name ending in its GPU (Bridge 39d02fe7f~1's `llama3_70b_lora_config_gb200`) sized a GB200 job as an
+    H100 one."""
+    name = "setup_experiment.py at line 3 (recipe llama3_70b_lora_config_gb200, chosen by the performance scripts)"
+    assert unit_gpu(name) == ("gb200", "the recipe name")
+    assert named_gpu("run (--recipe qwen3_30b_a3b_pretrain_8gpu_h100-bf16)") == "h100"
+    assert named_gpu("gb2000_config") is None

@@ -96,6 +96,8 @@ class CallFollowing:
             return self._call(target[0], target[1], node, frame, quiet=True)
         if target is not None and self.project is not None:  # looked up, not followed: noted as the lookup would
             self.project.touched.add((target[0].path, target[1].name))
+        if name == "setattr" and len(node.args) == 3 and not node.keywords and self._set_attribute(node, frame):
+            return None
         # A call offlint does not follow: the config objects it can reach (`f(cfg)`: the whole container,
         # `f(cfg.model)`: the model section) may be changed by it; the reason names the call and where it is.
         text = self._segment(node.func) + "(...)"
@@ -108,6 +110,27 @@ class CallFollowing:
                     why = Unknown(f"may be changed by `{text}` at {self.path}:{node.lineno}")
                 _taint(value, why)
         return Unknown(f"the result of `{text}`")
+
+    def _set_attribute(self, node: ast.Call, frame: Frame) -> bool:
+        """`setattr(cfg.model, name, value)` on a config section: the field a literal name names is set as
+        `cfg.model.<name> = value` would set it; a name offlint cannot read (a loop over an override dict, as
+        Bridge's apply_overrides walks a YAML file) may set any field, so every field the section holds becomes
+        unknown, not only its defaults (an unknown call's taint). False when the target is not a config object
+        offlint holds (then it is an unknown call as any other)."""
+        target = self._eval(node.args[0], frame) if isinstance(node.args[0], (ast.Name, ast.Attribute)) else None
+        if not isinstance(target, ConfigObj):
+            return False
+        field_name, loc, text = self._eval(node.args[1], frame), self._loc(node), self._segment(node)
+        if isinstance(field_name, str) and field_name.isidentifier() and target.kind == "section":
+            target.values[field_name] = self._assignment(f"{target.section}.{field_name}",
+                                                         self._eval(node.args[2], frame), loc, text)
+            return True
+        why = Unknown(f"may be set by `{text}` at {self.path}:{node.lineno}, a field name offlint cannot read")
+        _taint(target, why)
+        for obj in [target, *target.children.values()]:
+            for key, held in list(obj.values.items()):
+                obj.values[key] = self._assignment(held.key, why, loc, text)
+        return True
 
     def _special_call(self, node: ast.Call, frame: Frame, name: str, short: str):
         """What a call of one of the names this reader knows (_call_kinds: a Hugging Face model or config, a
