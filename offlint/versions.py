@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from offlint.reading import ReadError, read_text
-from offlint.sources.mcore_source import allowed_names
+from offlint.sources.mcore_source import GRAPH_NAMES, allowed_names, graph_names
 
 NEWEST_KNOWN = "0.20.0"
 OLDEST_KNOWN = "0.16.1"  # the releases offlint's rules and field data were written against: 0.16 to 0.20
@@ -152,15 +152,24 @@ def _checkout_version(root: Path) -> tuple[Version, Path, Path] | None:
 
 
 def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersion:
-    """The version found in a checkout's megatron-core, with the module lists its own TransformerConfig allows
-    (the code its jobs run; a version between releases may allow names no release table has)."""
-    try:
-        names = allowed_names(read_text(config, follow_links=True))
-    except ReadError:
-        return detected
+    """The version found in a checkout's megatron-core, with the module lists its own TransformerConfig allows and
+    the CUDA-graph module names its enum has (the code its jobs run; a version between releases may allow names no
+    release table has)."""
+    names = allowed_names(_read_or_none(config))
+    graphs = graph_names(_read_or_none(config.parent / "enums.py"),
+                         _read_or_none(config.parent / "cuda_graph_config.py"))
+    if graphs is not None:
+        names[GRAPH_NAMES] = graphs
     if not names:
         return detected
     return replace(detected, version=replace(detected.version, source_names=tuple(sorted(names.items()))))
+
+
+def _read_or_none(path: Path) -> str | None:
+    try:
+        return read_text(path, follow_links=True)
+    except ReadError:
+        return None
 
 
 def _installed_version() -> Version | None:

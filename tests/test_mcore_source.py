@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from offlint.sources.mcore_source import allowed_names
+from offlint.sources.mcore_source import allowed_names, graph_names
 from tests.test_mlm_history_cases import BASE as MLM_CASE
 
 CONFIG = '''
@@ -99,3 +99,61 @@ def test_a_version_given_on_the_command_line_reads_the_checkout_only_where_it_is
     case.write_text(CASE.replace("{modules}", "mhc"))
     assert _refused(root, "--mcore-version", "0.19.0") == []  # the checkout's TransformerConfig allows it
     assert len(_refused(root, "--mcore-version", "0.18.0")) == 1  # the table of the version named does not
+
+
+ENUMS = '''
+import enum
+
+
+class CudaGraphModule(enum.Enum):
+    """Named capture regions for per-layer CUDA graphs."""
+
+    attn = 1  # attention
+    mlp = 2
+    moe = 3
+    shortcut_block = 7
+
+
+class CudaGraphScope(enum.Enum):
+    full_iteration = 1
+    attn = 2
+'''
+GRAPH_CONFIG = '''
+CUDA_GRAPH_MODULES_DEPRECATIONS = {
+    'full_iteration': ('cuda_graph_impl', 'full_iteration'),
+    "full_iteration_inference": ('inference_cuda_graph_scope', InferenceCudaGraphScope.block),
+}
+'''
+GRAPH_CASE = MLM_CASE.format(env="", args="  --cuda-graph-impl: transformer_engine\n  --cuda-graph-modules: {modules}\n")
+
+
+def test_the_cuda_graph_names_are_the_checkouts_enum_members():
+    """CudaGraphModule's members (CudaGraphScope's where a release has no CudaGraphModule), "full", and the
+    deprecated spellings TransformerConfig migrates."""
+    assert graph_names(ENUMS, GRAPH_CONFIG) == {"attn", "mlp", "moe", "shortcut_block", "full", "full_iteration",
+                                                "full_iteration_inference"}
+    older = ENUMS.split("class CudaGraphModule")[0] + "class CudaGraphScope" + ENUMS.split("class CudaGraphScope")[1]
+    assert graph_names(older, None) == {"full_iteration", "attn", "full"}
+    assert graph_names("x = 1\n", GRAPH_CONFIG) is None and graph_names(None, None) is None
+
+
+def _graph_refused(root) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--output-format", "json"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr
+    return [f["message"] for f in json.loads(done.stdout) if f["code"] == "OFL220"]
+
+
+def test_a_cuda_graph_module_the_checkouts_enum_has_is_no_error(checkout):
+    """Megatron-LM PR 6541 added `shortcut_block` to CudaGraphModule; offlint's table of the release called it
+    unknown (an OFL220 error on the PR's own configuration)."""
+    root, case = checkout
+    transformer = root / "megatron" / "core" / "transformer"
+    (transformer / "enums.py").write_text(ENUMS)
+    (transformer / "cuda_graph_config.py").write_text(GRAPH_CONFIG)
+    case.write_text(GRAPH_CASE.replace("{modules}", "shortcut_block"))
+    assert _graph_refused(root) == []
+    case.write_text(GRAPH_CASE.replace("{modules}", "moe_router"))  # the release has it, this checkout does not
+    (message,) = _graph_refused(root)
+    assert "'moe_router'" in message and "attn, full_iteration, full_iteration_inference, mlp, moe, shortcut_block" \
+        in message

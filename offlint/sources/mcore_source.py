@@ -4,6 +4,12 @@ submodule, is the megatron-core its jobs run, and its lists move between release
 to the recompute modules at 0.19.0's version number, and offlint's table of the 0.19 release called it invalid
 (OFL222, an error) on the PR's own test case.
 
+The CUDA-graph module names too: TransformerConfig turns each name of `cuda_graph_modules` (`cuda_graph_scope`) into a
+member of `CudaGraphModule` (`CudaGraphScope` before 0.18) by name, so the names are that enum's members in the
+checkout's `transformer/enums.py`, "full", and the deprecated spellings it migrates (the keys of
+`CUDA_GRAPH_MODULES_DEPRECATIONS` in `transformer/cuda_graph_config.py`). Megatron-LM PR 6541 added `shortcut_block`
+and offlint's table called it invalid (OFL220, an error).
+
 What is read: each `set(self.<field>) - NAME` (the check that asserts "Invalid choices for <field>") and the
 assignment to NAME nearest before it, when that is a set literal of strings (`NAME = {"core_attn", ...}`). The text
 is searched, not parsed whole: every run of a Megatron-LM checkout reads this 3,000-line file, and parsing it took
@@ -65,3 +71,37 @@ def _nearest_set(text: str, before: int, variable: str) -> frozenset[str] | None
     if not isinstance(value, set) or not value or not all(isinstance(v, str) for v in value):
         return None
     return frozenset(value)
+
+
+GRAPH_NAMES = "cuda_graph_names"
+_MEMBER = re.compile(r"(?m)^    ([A-Za-z_]\w*)\s*=")
+_KEY = re.compile(r"""^\s*['"]([A-Za-z_]\w*)['"]\s*:""", re.M)
+
+
+def graph_names(enums_text: str | None, config_text: str | None) -> frozenset[str] | None:
+    """The CUDA-graph module names the checkout's megatron-core takes by name; None when its enum is not read."""
+    members = _enum_members(enums_text, "CudaGraphModule") or _enum_members(enums_text, "CudaGraphScope")
+    if not members:
+        return None
+    return frozenset(members | {"full"} | _dict_keys(config_text, "CUDA_GRAPH_MODULES_DEPRECATIONS"))
+
+
+def _enum_members(text: str | None, cls: str) -> set[str]:
+    """The member names of `class <cls>(...)`: its body's `    name = ...` lines, up to the next unindented line."""
+    at = text.find(f"\nclass {cls}(") if text else -1
+    if at < 0:
+        return set()
+    body_start = text.find("\n", at + 1)
+    end = re.compile(r"(?m)^\S").search(text, body_start + 1)
+    body = text[body_start:end.start() if end else len(text)]
+    return {name for name in _MEMBER.findall(body) if not name.startswith("_")}
+
+
+def _dict_keys(text: str | None, variable: str) -> set[str]:
+    """The string keys of the dict literal assigned to `variable` at the top level (one key per line)."""
+    at = text.find(f"\n{variable}") if text else -1
+    if at < 0:
+        return set()
+    start = text.find("{", at)
+    end = text.find("\n}", start)
+    return set(_KEY.findall(text[start + 1:end])) if 0 <= start < end else set()
