@@ -181,3 +181,48 @@ def test_recursion_and_re_export_cycles_end(tmp_path):
         return target.read_text() if target.is_file() else None
 
     assert entry_scripts.trains("a.py", "run.sh", tree_text) is None  # the cycle never says where f is
+
+
+CONVERTER = """\
+from megatron.training import get_args, initialize_megatron
+from megatron.training.checkpointing import save_checkpoint
+
+
+def main():
+    initialize_megatron()
+    save_checkpoint(1, [get_args()], None, None, 0)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("workspace", ['$(dirname "$(readlink -f "$0")")', '$(dirname "$(realpath "$0")")',
+                                       '$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)', '$(dirname "$0")'])
+@pytest.mark.parametrize("from_root", [True, False])
+def test_a_script_named_through_the_launchers_own_folder_is_read(tmp_path, monkeypatch, workspace, from_root):
+    """Megatron-LM PR 5837's checkpoint converters run `python ${WORKSPACE}/..._hf_to_mg.py` with WORKSPACE the
+    launcher's folder: an absolute path once resolved, which was not looked up, so the flags alone made them
+    training launches (OFL301)."""
+    launch = "#!/bin/bash\nWORKSPACE=" + workspace + "\n" + LAUNCH.split("\n", 2)[2].replace(
+        "torchrun --nproc_per_node 1 {script}", "python ${WORKSPACE}/hf_to_mg.py")
+    tree = _tree(tmp_path, {"examples/conv/convert.sh": launch, "examples/conv/hf_to_mg.py": CONVERTER,
+                            "examples/conv/train.sh": launch.replace("hf_to_mg.py", "my_model.py"),
+                            "examples/conv/my_model.py": TRAINER})
+    if from_root:
+        monkeypatch.chdir(tree)
+    assert _ofl301(tree) == ["train.sh"]
+
+
+def test_a_megatron_training_entry_point_with_a_suffix_trains(tmp_path, monkeypatch):
+    """Bridge's MIMO examples train through `megatron.bridge.training.pretrain_megatron_mimo` (launched as
+    `"${SCRIPT_DIR}/..."`): found once the absolute path is looked up, it must still count as training (six real
+    OFL301 findings on Bridge 067f987 were lost when it did not)."""
+    mimo = "from megatron.bridge.training.pretrain_megatron_mimo import pretrain_megatron_mimo\n\n\n" \
+           "def main():\n    pretrain_megatron_mimo(None)\n\n\nif __name__ == '__main__':\n    main()\n"
+    launch = '#!/bin/bash\nSCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)\n' + LAUNCH.split("\n", 2)[2].replace(
+        "{script}", '"${SCRIPT_DIR}/mimo_training.py"')
+    tree = _tree(tmp_path, {"examples/mimo/run.sh": launch, "examples/mimo/mimo_training.py": mimo})
+    monkeypatch.chdir(tree)
+    assert _ofl301(tree) == ["run.sh"]

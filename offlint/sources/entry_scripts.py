@@ -7,8 +7,8 @@ is in the tree, its code decides: it trains when it reaches a training entry poi
 `pretrain`, Bridge's `pretrain` / `finetune` / `distill`, a `train` or `fit` loop, `.backward()`) through its own
 functions and the tree's. Megatron's own packages start training only through those names (Megatron-LM: only
 `megatron/training/training.py`'s `pretrain` calls its `train`; Megatron Bridge: `finetune` and `distill` call
-`training/pretrain.py`'s `pretrain`, which calls `training/train.py`'s `train`), so a call into `megatron.*` is
-judged by its name and not followed. A call into other code that is not in the tree (a third-party package)
+`training/pretrain.py`'s `pretrain`, which calls `training/train.py`'s `train`; its `pretrain_megatron_mimo` is one
+of those names with a suffix), so a call into `megatron.*` is judged by its name and not followed. A call into other code that is not in the tree (a third-party package)
 leaves the answer open (None): then the flags decide, as before.
 
 Read with `ast` only; nothing is imported or run.
@@ -17,12 +17,14 @@ Read with `ast` only; nothing is imported or run.
 from __future__ import annotations
 
 import ast
+import os
 import posixpath
 import sys
 from typing import Callable
 
 # Names whose call starts or runs training (a function or a method).
 TRAINING_CALLS = frozenset({"pretrain", "finetune", "distill", "train", "fit", "train_step", "backward"})
+_TRAINING_PREFIXES = ("pretrain_", "finetune_", "distill_")  # megatron's variants of them
 # Packages not in the tree whose functions do not start training: the standard library, and the array, model
 # and quantization libraries an inference or conversion script calls (their training loops go through a method
 # named in TRAINING_CALLS, which is found by name).
@@ -50,8 +52,15 @@ def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | No
 
 
 def _find_script(script: str, launch_path: str, tree_text: TreeText) -> str | None:
-    if not script or posixpath.isabs(script) or not script.endswith(".py"):
+    if not script or not script.endswith(".py"):
         return None
+    if posixpath.isabs(script):
+        # a path the launch built from its own folder (`WORKSPACE=$(dirname "$(readlink -f "$0")")`): shell_paths
+        # made it absolute against the working directory, where the tree's paths start (or the tree was named by
+        # an absolute path, and its paths are absolute too)
+        here = os.getcwd().rstrip("/") + "/"
+        candidates = [posixpath.normpath(script)] + [posixpath.normpath(script[len(here):])] * script.startswith(here)
+        return next((c for c in candidates if tree_text(c, launch_path) is not None), None)
     folder = posixpath.dirname(launch_path)
     while True:
         candidate = posixpath.normpath(posixpath.join(folder, script))
@@ -119,7 +128,9 @@ class _Reach:
         if original in TRAINING_CALLS:
             return True
         if source.split(".")[0] == "megatron":
-            return False  # megatron's packages train only through TRAINING_CALLS: not followed
+            # megatron's packages train only through TRAINING_CALLS and their variants (Bridge's
+            # `pretrain_megatron_mimo`): judged by name, not followed
+            return original.startswith(_TRAINING_PREFIXES)
         target = self._resolve(module.path, source, original)
         if target is None:  # not in the tree: a class is built (its methods are judged by name when called)
             known = not source.startswith(".") and source.split(".")[0] in _NOT_TRAINING
