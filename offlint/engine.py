@@ -317,7 +317,8 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict,
 
     True on every combination: the rule holds (reported plainly). True on some: reported with the conditions
     of the first such combination, and with the command-line flags that choose them when every such path is
-    one only a user's own flags choose. Otherwise unknown if any combination is (with the scopes of those
+    one only a user's own flags choose; unknown (possible) when every such path needs two or more undecided
+    branches at once, none of them a user's flag. Otherwise unknown if any combination is (with the scopes of those
     combinations), else False. A combination's evaluation may read further branch-dependent keys
     (short-circuits), which are then split as well."""
     split = [v.key for v in first.read if isinstance(v.value, OneOf)]
@@ -345,6 +346,12 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict,
     fired = [(scope, taken) for verdict, scope, taken in results if verdict is True]
     if fired and len(fired) == len(results):
         return True, fired[0][0], "", [], ()
+    if fired and all(len(conditions) >= _JOINT_SPLITS and not flags for _, (conditions, flags) in fired):
+        # Only where two or more undecided branches go one way together (`if settings.a is not None:` ... `if
+        # settings.b is not None:` on one object offlint cannot read): whether they ever do is as unknown as the
+        # values they test, so the finding is possible (--strict), not certain. One branch of the code (a recipe's
+        # option) is a path someone wrote to be taken: that stays a finding (Bridge PR 1891's false OFL103).
+        return UNKNOWN, first, "", [scope for scope, _ in fired], ()
     if fired:
         scope, (conditions, _) = fired[0]
         more = len(fired) - 1
@@ -354,6 +361,9 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict,
         return True, scope, f"{' and '.join(conditions)}{others}", [], user_only
     undecided = [scope for verdict, scope, _ in results if verdict is UNKNOWN]
     return (UNKNOWN if undecided else False), first, "", undecided, ()
+
+
+_JOINT_SPLITS = 2  # undecided branches a path needs before its finding is only possible
 
 
 def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[str, ...]] | None:
