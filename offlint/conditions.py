@@ -307,6 +307,13 @@ def version_at_least(scope: Scope, text: str) -> bool:
 
 
 @_needs_scope
+def checkout_checks(scope: Scope, name: str) -> bool:
+    """Whether the checkout's own megatron-core makes the check `name` (sources/mcore_source.CHECK_TEXTS): checks
+    added between releases, which no version number tells apart. False where no checkout source was read."""
+    return name in (scope.version.names_from_source("checks") or ())
+
+
+@_needs_scope
 def allowed_offload_modules(scope: Scope) -> list[str]:
     return sorted(_offload_modules(scope.version))
 
@@ -1413,6 +1420,7 @@ FUNCTIONS: dict[str, Callable] = {
     "ep_overlap_refusal": ep_overlap_refusal,
     "ep_overlap_open": ep_overlap_open,
     "version_at_least": version_at_least,
+    "checkout_checks": checkout_checks,
     "allowed_offload_modules": allowed_offload_modules,
     "invalid_offload_modules": invalid_offload_modules,
     "as_list": as_list,

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from offlint.reading import ReadError, read_text
-from offlint.sources.mcore_source import GRAPH_NAMES, allowed_names, graph_names
+from offlint.sources.mcore_source import CHECKS, GRAPH_NAMES, allowed_names, checks_made, graph_names
 
 NEWEST_KNOWN = "0.20.0"
 OLDEST_KNOWN = "0.16.1"  # the releases offlint's rules and field data were written against: 0.16 to 0.20
@@ -155,7 +155,10 @@ def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersi
     """The version found in a checkout's megatron-core, with the module lists its own TransformerConfig allows and
     the CUDA-graph module names its enum has (the code its jobs run; a version between releases may allow names no
     release table has)."""
-    names = allowed_names(_read_or_none(config))
+    source = _read_or_none(config)
+    names = allowed_names(source)
+    if checks_made(source):
+        names[CHECKS] = checks_made(source)
     graphs = graph_names(_read_or_none(config.parent / "enums.py"),
                          _read_or_none(config.parent / "cuda_graph_config.py"))
     if graphs is not None:

@@ -157,3 +157,41 @@ def test_a_cuda_graph_module_the_checkouts_enum_has_is_no_error(checkout):
     (message,) = _graph_refused(root)
     assert "'moe_router'" in message and "attn, full_iteration, full_iteration_inference, mlp, moe, shortcut_block" \
         in message
+
+
+def test_checks_added_between_releases_are_read_from_the_checkouts_words():
+    """Megatron-LM main refuses fine-grained offloading with 'mhc' recomputed, and gdp_qkv offloaded with gdp_in_proj
+    recomputed (PR 6553), at the same version number as Bridge's pin, which does not: the checkout's text decides."""
+    from offlint.sources.mcore_source import checks_made
+
+    text = CONFIG + '''
+        if self.fine_grained_activation_offloading and "gdp_qkv" in self.offload_modules:
+            raise ValueError(
+                "gdp_qkv cannot be set in offload_modules together with gdp_in_proj in "
+                "recompute_modules, because ..."
+            )
+'''
+    assert checks_made(text) == {"gdp-qkv-offload-with-in-proj-recompute"}
+    assert checks_made(CONFIG) == frozenset() and checks_made(None) == frozenset()
+
+
+def test_gdp_qkv_offloaded_with_gdp_in_proj_recomputed_where_the_checkout_refuses_it(checkout):
+    root, case = checkout
+    config = root / "megatron" / "core" / "transformer" / "transformer_config.py"
+    args = ("  --fine-grained-activation-offloading: true\n  --offload-modules: \"[gdp_qkv]\"\n"
+            "  --recompute-granularity: selective\n  --recompute-modules: \"[gdp_in_proj]\"\n")
+    case.write_text(MLM_CASE.format(env="", args=args))
+
+    def refused():
+        done = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--output-format", "json"], cwd=root,
+                              capture_output=True, text=True)
+        assert done.returncode in (0, 1), done.stderr
+        return [f["message"] for f in json.loads(done.stdout) if f["code"] == "OFL120"]
+
+    allowing = CONFIG.replace('"mhc",', '"mhc", "gdp_in_proj",').replace('{"core_attn", "attn_proj"}',
+                                                                         '{"core_attn", "attn_proj", "gdp_qkv"}')
+    config.write_text(allowing)
+    assert refused() == []  # this checkout does not make the check
+    config.write_text(allowing + '\n# "gdp_qkv cannot be set in offload_modules together with gdp_in_proj in "\n')
+    (message,) = refused()
+    assert "gdp_qkv is offloaded while gdp_in_proj is recomputed" in message

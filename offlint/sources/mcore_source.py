@@ -105,3 +105,19 @@ def _dict_keys(text: str | None, variable: str) -> set[str]:
     start = text.find("{", at)
     end = text.find("\n}", start)
     return set(_KEY.findall(text[start + 1:end])) if 0 <= start < end else set()
+
+
+# Checks megatron-core makes only from some commit on, between releases (no version number tells them apart), known by
+# the words they raise: name -> the text the checkout's transformer_config.py holds when it makes the check.
+CHECKS = "checks"
+CHECK_TEXTS = {
+    # Megatron-LM main d98e8a6 (transformer_config.py:2044-2051): not in Bridge 067f987's pin 2a75ac12
+    "mhc-recompute-with-offloading": "'mhc' in recompute_modules + fine_grained_activation_offloading is",
+    # Megatron-LM PR 6553 (transformer_config.py:2154-2163 at d98e8a6)
+    "gdp-qkv-offload-with-in-proj-recompute": "gdp_qkv cannot be set in offload_modules together with gdp_in_proj",
+}
+
+
+def checks_made(text: str | None) -> frozenset[str]:
+    """The CHECK_TEXTS checks the checkout's transformer_config.py makes (the text is searched, not parsed)."""
+    return frozenset(name for name, words in CHECK_TEXTS.items() if text and words in text)

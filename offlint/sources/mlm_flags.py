@@ -51,6 +51,7 @@ SWITCHES: dict[str, list[tuple[str, object]]] = {
     "--overlap-moe-expert-parallel-comm": [("model.overlap_moe_expert_parallel_comm", True)],
     "--delay-wgrad-compute": [("model.delay_wgrad_compute", True)],
     "--moe-shared-expert-overlap": [("model.moe_shared_expert_overlap", True)],
+    "--enable-mhc-connections": [("model.enable_mhc_connections", True)],  # OFL120
     "--recompute-activations": [("model.recompute_granularity", "selective")],
     "--use-distributed-optimizer": [("optimizer.use_distributed_optimizer", True),
                                     ("ddp.use_distributed_optimizer", True)],
