@@ -1162,9 +1162,10 @@ def _ep_overlap_asserts(scope: Scope) -> list[tuple[str, object]]:
         (_EP_METHOD, lambda: _fails(k("model.recompute_method"), lambda m: m is not None)),
         (_EP_LAYERS, lambda: _fails(k("model.recompute_num_layers"), lambda n: n is not None)),
     ]
-    if v >= parse_version("0.17"):
-        checks.append((_EP_MOE, lambda: _fails(k("model.recompute_modules"), lambda m: "moe" in (
-            m if isinstance(m, str) else as_list(m)))))
+    if v >= parse_version("0.17"):  # moe_layer_recompute is rewritten to 'moe' recomputed before this block
+        checks.append((_EP_MOE, lambda: _either(
+            _fails(k("model.recompute_modules"), lambda m: "moe" in (m if isinstance(m, str) else as_list(m))),
+            _fails(k("model.moe_layer_recompute"), lambda r: r is True))))
     checks += [(_EP_HALF, lambda: _negated(_float16_model(scope))),
                (_EP_SHARED, lambda: _fails(k("model.moe_shared_expert_overlap"), lambda s: bool(s)))]
     if v >= parse_version("0.19"):
@@ -1209,6 +1210,13 @@ def _fails(value, refused: Callable[[object], bool]) -> object:
         return bool(refused(value))
     except TypeError:  # a value of a type megatron-core's own assert would raise on first
         return UNKNOWN
+
+
+def _either(a, b) -> object:
+    """Kleene `or`."""
+    if a is True or b is True:
+        return True
+    return UNKNOWN if UNKNOWN in (a, b) else False
 
 
 def _negated(value) -> object:
