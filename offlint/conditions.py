@@ -1076,9 +1076,8 @@ def _comm_overlap_field(scope: Scope, name: str) -> object:
     UNKNOWN. Bridge's CommOverlapConfig.setup applies the section's value to the model, False where the section
     leaves it None (training/comm_overlap.py: _get_model_comm_overlap_cfgs, _override_user_cfgs, _apply_cfgs); a
     container without the section (it reads None, so does its required tp_comm_overlap) keeps the model's, as do
-    Megatron-LM's flags, a plain megatron-core program and a recipe that builds a model config alone."""
-    if scope.names.get("framework") != "megatron-core" and scope.names.get("defaults") != "mlm-cli" and \
-            not scope.names.get("model_only"):
+    Megatron-LM's flags and a plain megatron-core program (one that builds megatron-core's own config classes)."""
+    if scope.names.get("framework") != "megatron-core" and scope.names.get("defaults") != "mlm-cli":
         section = scope.key(f"comm_overlap.{name}")
         if section is UNKNOWN:
             return UNKNOWN
@@ -1248,8 +1247,8 @@ def ep_overlap_refusal(scope: Scope) -> object:
     """OFL224: what megatron-core's TransformerConfig asserts about a run with MoE expert-parallel communication
     overlap ("" when nothing, UNKNOWN when offlint cannot tell): the first assert of its overlap block the unit
     certainly fails (an earlier one offlint cannot decide is named), or delay_wgrad_compute without the overlap.
-    A unit whose overlap switch is unknown is judged only when it sets something the overlap refuses, and then
-    as possible (--strict). Megatron Bridge's comm_overlap setup makes most of the same checks first, in its own
+    A unit whose overlap switch is unknown gives no finding, not even with --strict (most units fail some overlap
+    assert by default). Megatron Bridge's comm_overlap setup makes most of the same checks first, in its own
     words (training/comm_overlap.py); megatron-core makes them again when the model config is finalized."""
     return _ep_overlap(scope)[0]
 
@@ -1278,11 +1277,8 @@ def _ep_overlap(scope: Scope) -> tuple[object, str]:
     texts = [text for text, _ in results]
     failed = [text for text, verdict in results if verdict is True]
     undecided = [text for text, verdict in results if verdict is UNKNOWN]
-    if on is UNKNOWN:
-        if not failed:
-            return "", ""
-        return UNKNOWN, (f"whether overlap_moe_expert_parallel_comm is on is not known; with it on, megatron-core's "
-                         f"TransformerConfig asserts \"{failed[0]}\"")
+    if on is UNKNOWN:  # most units fail an overlap assert by default (EP 1, the allgather dispatcher): no claim
+        return "", ""
     head = f"{on[1]}=True{_written_at(scope, on[1])}"
     if packing is UNKNOWN and failed:
         return UNKNOWN, f"{head}, and whether {_PACKING} is used is not known; with it not, \"{failed[0]}\""

@@ -17,8 +17,8 @@ from offlint import gpus, keys
 from offlint.conditions import _COMPARE, UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
-from offlint.types import (Assignment, ByVersion, Finding, Location, OneOf, Related, Severity, Source, Unit, UnitKind,
-                           Unknown, Value)
+from offlint.types import (Assignment, ByVersion, Finding, Location, OneOf, Related, Severity, Source, Unit, Unknown,
+                           Value)
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -197,10 +197,7 @@ def _unit_names(unit: Unit) -> dict:
     gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
     return {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
             "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
-            "defaults": unit.defaults.value, "framework": unit.framework,
-            # a recipe that builds a model config alone (no ConfigContainer, so no comm_overlap section to apply)
-            "model_only": unit.kind is UnitKind.RECIPE and "comm_overlap" not in unit.default_sections and
-            "comm_overlap" not in unit.unknown_sections}
+            "defaults": unit.defaults.value, "framework": unit.framework}
 
 
 def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict,

@@ -127,6 +127,9 @@ def test_a_layout_gives_the_virtual_pipeline_size(tmp_path, monkeypatch, layout,
 def test_mtp_depth_by_release(tmp_path, monkeypatch, version, mtp, refused):
     """0 MTP layers is allowed from 0.19 (Megatron-LM acd0e358ae); one MTP layer needs PP > 1 before 0.18."""
     text = f"""
+        from megatron.core.transformer.transformer_config import TransformerConfig
+
+
         def model_config():
             return TransformerConfig({MOE}, bf16=True, overlap_moe_expert_parallel_comm=True, mtp_num_layers={mtp})
     """
@@ -138,6 +141,9 @@ def test_local_cuda_graphs_by_release(tmp_path, monkeypatch, version, refused):
     """Before 0.18 any graph but Transformer Engine's is refused beside the overlap; from 0.18 only TE graphs of
     moe or mlp."""
     text = f"""
+        from megatron.core.transformer.transformer_config import TransformerConfig
+
+
         def model_config():
             return TransformerConfig({MOE}, bf16=True, overlap_moe_expert_parallel_comm=True,
                                      cuda_graph_impl="local")
@@ -148,6 +154,9 @@ def test_local_cuda_graphs_by_release(tmp_path, monkeypatch, version, refused):
 
 def test_ncclep_with_expert_fc1_offloaded_from_0_19(tmp_path, monkeypatch):
     text = f"""
+        from megatron.core.transformer.transformer_config import TransformerConfig
+
+
         def model_config():
             return TransformerConfig({MOE.replace("'alltoall'", "'flex'")}, bf16=True,
                                      overlap_moe_expert_parallel_comm=True, moe_flex_dispatcher_backend="ncclep",
