@@ -27,6 +27,7 @@ from offlint.estimate import oom
 from offlint.estimate.devices import ends
 from offlint.estimate.inputs import gpus_in_name
 from offlint.estimate.shapes import Parallelism
+from offlint.named_precision import configured
 from offlint.sources.bridge_checks import LOCAL_GRAPH_CHECK
 from offlint.sources.bridge_schedule import KEY as SCHEDULE_KEY
 from offlint.types import OneOf, Source, Unknown, Value
@@ -1049,6 +1050,51 @@ def pipeline_layout_refusal(scope: Scope) -> object:
             else "") + f": megatron-core's TransformerConfig asserts \"{why}\" when it builds the config")
 
 
+# ---- full recompute beside per-layer CUDA graphs (OFL225) -------------------------------------------------------
+
+_FULL_RECOMPUTE_GRAPHS = "full recompute is only supported with full iteration CUDA graph."
+
+
+@_needs_scope
+def graph_full_recompute_refusal(scope: Scope) -> object:
+    """OFL225: why megatron-core refuses a recompute granularity other than selective beside CUDA graphs that are
+    not one full-iteration graph ("" when it does not, UNKNOWN when offlint cannot tell). TransformerConfig's
+    graph block (`if self.cuda_graph_impl != "none":`) asserts it after the deprecated switches became an
+    implementation (enable_cuda_graph: local, external_cuda_graph: transformer_engine): before 0.18 unless
+    `cuda_graph_scope == [full_iteration]`; from 0.18 unless the implementation is "full_iteration", which a
+    "full_iteration" module name (the deprecated spelling) turns it into (cuda_graph_config.py)."""
+    impl, granularity = scope.key("model.cuda_graph_impl"), scope.key("model.recompute_granularity")
+    if granularity in (None, "", "selective"):
+        return ""
+    if UNKNOWN in (impl, granularity):
+        return UNKNOWN
+    if impl in (None, "none"):
+        legacy = [scope.key("model.enable_cuda_graph"), scope.key("model.external_cuda_graph")]
+        if True not in legacy and UNKNOWN in legacy:
+            return UNKNOWN
+        impl = "local" if legacy[0] is True else "transformer_engine" if legacy[1] is True else "none"
+    if impl == "none" and scope.version < parse_version("0.18"):
+        return ""
+    names = graph_modules(scope.key("model.cuda_graph_scope"), scope.key("model.cuda_graph_modules")
+                          if scope.version >= parse_version("0.18") else None)
+    if names is UNKNOWN:
+        return UNKNOWN
+    if scope.version < parse_version("0.18"):
+        if names == ["full_iteration"]:
+            return ""
+        where = f"cuda_graph_scope={names!r}" if names else "no full_iteration cuda_graph_scope"
+    else:
+        if impl == "full_iteration" or (impl in ("none", "local") and "full_iteration" in names):
+            return ""
+        if impl == "none":
+            return ""
+        if "full_iteration" in names:
+            return UNKNOWN  # (Transformer Engine graphs named full_iteration: refused, in other words, first)
+        where = f"cuda_graph_impl={impl!r}"
+    return (f"recompute_granularity={granularity!r} with per-layer CUDA graphs ({where}): megatron-core's "
+            f"TransformerConfig asserts \"{_FULL_RECOMPUTE_GRAPHS}\" when it builds the config")
+
+
 # ---- EP overlap on a model without a schedule plan (OFL219) -----------------------------------------------------
 
 
@@ -1098,7 +1144,7 @@ def _comm_overlap_field(scope: Scope, name: str) -> object:
 
 # The asserts of TransformerConfig.__post_init__'s `if self.overlap_moe_expert_parallel_comm:` block, in its order,
 # as each megatron-core release has them (read in the release tags of Megatron-LM: core_v0.16.1 to core_v0.19.0 and
-# main d98e8a6): (what the assert says, the versions it is in).
+# main d98e8a6): what each says; _ep_overlap_asserts gives the versions each is in.
 _EP_VPP = "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when " \
     "pipeline_model_parallel_size > 1"
 _EP_SIZE = "overlap_moe_expert_parallel_comm is only supported with expert model parallelism"
@@ -1127,8 +1173,6 @@ def _float16_model(scope: Scope) -> object:
     """Whether the model runs in bf16 or fp16 when TransformerConfig checks it: Bridge's `mixed_precision` (a
     recipe name, built as the tree builds it: named_precision, or a MixedPrecisionConfig) is copied over the
     model's bf16/fp16 before comm_overlap's setup and finalize (runtime_config_update); else the model's own."""
-    from offlint.named_precision import configured
-
     mixed = scope.key("mixed_precision")
     if mixed is UNKNOWN:
         return UNKNOWN
@@ -1422,6 +1466,7 @@ FUNCTIONS: dict[str, Callable] = {
     "bridge_local_graph_refusal": bridge_local_graph_refusal,
     "ep_overlap_schedule_open": ep_overlap_schedule_open,
     "ep_overlap_refusal": ep_overlap_refusal,
+    "graph_full_recompute_refusal": graph_full_recompute_refusal,
     "ep_overlap_open": ep_overlap_open,
     "version_at_least": version_at_least,
     "checkout_checks": checkout_checks,

@@ -48,11 +48,9 @@ def configs(draw, version: Version) -> dict:
     impls = ["none", "none", "local", "transformer_engine"] + (["full_iteration"] if has(
         "model.cuda_graph_modules", version) else [])
     impl = draw(st.sampled_from(impls))
-    if granularity == "full" and impl in ("local", "transformer_engine"):
-        impl = "none"  # CG-8 (full recompute needs full-iteration graphs) is not an offload rule
-    c["model.cuda_graph_impl"] = impl
+    c["model.cuda_graph_impl"] = impl  # full recompute beside per-layer graphs: CG-8, OFL225
     legacy = draw(st.sampled_from([None, None, "enable_cuda_graph", "external_cuda_graph"])) if impl == "none" \
-        and granularity != "full" else None
+        else None
     if impl != "none" or legacy:
         # CG-9: graphed recompute refuses dropout; not an offload rule, so keep dropout out of the way.
         c["model.attention_dropout"] = c["model.hidden_dropout"] = 0.0
@@ -118,7 +116,7 @@ def ep_overlap_configs(draw, version: Version) -> dict:
     bf16 = draw(st.sampled_from([True, True, True, False]))
     c["model.bf16"] = c["optimizer.bf16"] = bf16
     impl = draw(st.sampled_from(["none", "none", "local"]))
-    c["model.cuda_graph_impl"] = impl if granularity != "full" else "none"
+    c["model.cuda_graph_impl"] = impl
     c["model.attention_dropout"] = c["model.hidden_dropout"] = 0.0
     c["model.overlap_moe_expert_parallel_comm"] = draw(st.sampled_from([True, True, True, False]))
     c["model.expert_model_parallel_size"] = draw(st.sampled_from([1, 2, 2, 2, 2]))
