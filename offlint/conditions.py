@@ -1306,10 +1306,12 @@ def ep_overlap_open(scope: Scope) -> str:
 def _ep_overlap(scope: Scope) -> tuple[object, str]:
     """(ep_overlap_refusal's answer, what is open when it is UNKNOWN)."""
     on = _ep_overlap_on(scope)
+    if on is UNKNOWN:  # most units fail an overlap assert by default (EP 1, the allgather dispatcher): no claim
+        return "", ""
     packing = _energon_packing(scope)
     if packing is True:
         return "", ""
-    if on is not UNKNOWN and not on[0]:
+    if not on[0]:
         delay = _comm_overlap_field(scope, "delay_wgrad_compute")
         if delay is UNKNOWN or not delay[0]:
             return "", ""
@@ -1321,8 +1323,6 @@ def _ep_overlap(scope: Scope) -> tuple[object, str]:
     texts = [text for text, _ in results]
     failed = [text for text, verdict in results if verdict is True]
     undecided = [text for text, verdict in results if verdict is UNKNOWN]
-    if on is UNKNOWN:  # most units fail an overlap assert by default (EP 1, the allgather dispatcher): no claim
-        return "", ""
     head = f"{on[1]}=True{_written_at(scope, on[1])}"
     if packing is UNKNOWN and failed:
         return UNKNOWN, f"{head}, and whether {_PACKING} is used is not known; with it not, \"{failed[0]}\""
