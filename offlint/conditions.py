@@ -1064,8 +1064,8 @@ def graph_full_recompute_refusal(scope: Scope) -> object:
     `cuda_graph_scope == [full_iteration]`; from 0.18 unless the implementation is "full_iteration", which a
     "full_iteration" module name (the deprecated spelling) turns it into (cuda_graph_config.py)."""
     impl, granularity = scope.key("model.cuda_graph_impl"), scope.key("model.recompute_granularity")
-    if granularity in (None, "", "selective"):
-        return ""
+    if granularity is not UNKNOWN and granularity != "full":
+        return ""  # (selective has checks of its own; another string is refused first, as RC-1: OFL001's)
     if UNKNOWN in (impl, granularity):
         return UNKNOWN
     if impl in (None, "none"):
