@@ -30,6 +30,7 @@ from offlint.estimate.shapes import Parallelism
 from offlint.named_precision import configured
 from offlint.sources.bridge_checks import LOCAL_GRAPH_CHECK
 from offlint.sources.bridge_schedule import KEY as SCHEDULE_KEY
+from offlint.sources.mcore_source import CHECKS
 from offlint.types import OneOf, Source, Unknown, Value
 from offlint.versions import Version, parse_version
 
@@ -311,7 +312,7 @@ def version_at_least(scope: Scope, text: str) -> bool:
 def checkout_checks(scope: Scope, name: str) -> bool:
     """Whether the checkout's own megatron-core makes the check `name` (sources/mcore_source.CHECK_TEXTS): checks
     added between releases, which no version number tells apart. False where no checkout source was read."""
-    return name in (scope.version.names_from_source("checks") or ())
+    return name in (scope.version.names_from_source(CHECKS) or ())
 
 
 @_needs_scope
@@ -329,6 +330,11 @@ def distributed_optimizer(scope: Scope) -> object:
         return optimizer
     ddp = truth(scope.key("ddp.use_distributed_optimizer"))
     return True if ddp is True else UNKNOWN if UNKNOWN in (optimizer, ddp) else False
+
+
+def _whole(value) -> bool:
+    """An int that is not a bool (a size as megatron-core compares it)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def as_list(value) -> list:
@@ -901,7 +907,7 @@ def pipeline_split_refusal(scope: Scope) -> object:
     extra = f" plus {total - layers} for the embedding/loss counted in the split" if total != layers else ""
     if total % pp == 0:
         vpp, per = scope.key("model.virtual_pipeline_model_parallel_size"), total // pp
-        if not isinstance(vpp, int) or isinstance(vpp, bool) or vpp <= 1 or per % vpp == 0:
+        if not _whole(vpp) or vpp <= 1 or per % vpp == 0:
             return ""
         return (f"{layers} layers{extra} over PP{pp} are {per} per rank, which do not split into VPP{vpp} virtual "
                 f"stages: megatron-core's TransformerBlock asserts \"num_layers_per_pipeline_rank {per} should be "
@@ -934,10 +940,7 @@ def uneven_split_refusal(scope: Scope) -> object:
             override not in (None, ""):
         return ""
 
-    def whole(v):
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    if not whole(pp) or not whole(layers) or not all(v is None or whole(v) for v in (vpp, first, last)):
+    if not _whole(pp) or not _whole(layers) or not all(v is None or _whole(v) for v in (vpp, first, last)):
         return ""
     if scope.names.get("unit_kind") in ("yaml", "command") and scope.names.get("defaults") != "mlm-cli":
         counts = [f"model.num_layers_in_{part}_pipeline_stage" for part, v in (("first", first), ("last", last))
@@ -1027,10 +1030,7 @@ def pipeline_layout_refusal(scope: Scope) -> object:
                                                       "num_layers_in_last_pipeline_stage",
                                                       "account_for_embedding_in_pipeline_split",
                                                       "account_for_loss_in_pipeline_split")]
-    def whole(v):
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    if not whole(pp) or pp < 1 or vpp is UNKNOWN or not (vpp is None or whole(vpp)):
+    if not _whole(pp) or pp < 1 or vpp is UNKNOWN or not (vpp is None or _whole(vpp)):
         return ""
     if any(v is not UNKNOWN and v for v in others):
         return ("pipeline_model_parallel_layout is set with first/last-stage layer counts or an embedding/loss "
@@ -1038,13 +1038,13 @@ def pipeline_layout_refusal(scope: Scope) -> object:
                 "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments.\"")
     # The counts need the sizes, and no hybrid layer pattern; the stages against PP and VPP, the embedding and the
     # loss are refused whatever they are (or the other pipeline arguments, if set, raise first).
-    counts = whole(layers) and (mtp is None or whole(mtp)) and all(v in (None, "") for v in hybrid) and \
+    counts = _whole(layers) and (mtp is None or _whole(mtp)) and all(v in (None, "") for v in hybrid) and \
         UNKNOWN not in others
     stages = pipeline_layout.stages_of(layout)
     why, counted = pipeline_layout.refusal(stages, pp, vpp, layers, mtp, counts) if stages is not None else ("", "")
     if not why:
         return ""
-    sizes = [f"PP{pp}"] + [f"VPP{vpp}"] * (vpp is not None) + [f"num_layers={layers}"] * whole(layers) + \
+    sizes = [f"PP{pp}"] + [f"VPP{vpp}"] * (vpp is not None) + [f"num_layers={layers}"] * _whole(layers) + \
         [f"mtp_num_layers={mtp}"] * (mtp is not UNKNOWN)
     return (f"pipeline_model_parallel_layout {fmt(layout)} with {', '.join(sizes)}" + (f" ({counted})" if counted
             else "") + f": megatron-core's TransformerConfig asserts \"{why}\" when it builds the config")
@@ -1163,10 +1163,6 @@ _EP_NCCLEP = "overlap_moe_expert_parallel_comm with ncclep does not support offl
     "expert FC1 to save the raw bf16 input, which the overlap path eagerly frees."  # from 0.19
 _EP_GRAPH = "CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm"
 _EP_DELAY = "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute"
-
-
-def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _float16_model(scope: Scope) -> object:

@@ -157,8 +157,9 @@ def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersi
     release table has)."""
     source = _read_or_none(config)
     names = allowed_names(source)
-    if checks_made(source):
-        names[CHECKS] = checks_made(source)
+    checks = checks_made(source)
+    if checks:
+        names[CHECKS] = checks
     graphs = graph_names(_read_or_none(config.parent / "enums.py"),
                          _read_or_none(config.parent / "cuda_graph_config.py"))
     if graphs is not None:

@@ -8,8 +8,9 @@ is in the tree, its code decides: it trains when it reaches a training entry poi
 functions and the tree's. Megatron's own packages start training only through those names (Megatron-LM: only
 `megatron/training/training.py`'s `pretrain` calls its `train`; Megatron Bridge: `finetune` and `distill` call
 `training/pretrain.py`'s `pretrain`, which calls `training/train.py`'s `train`; its `pretrain_megatron_mimo` is one
-of those names with a suffix), so a call into `megatron.*` is judged by its name and not followed. A call into other code that is not in the tree (a third-party package)
-leaves the answer open (None): then the flags decide, as before.
+of those names with a suffix), so a call into `megatron.*` is judged by its name and not followed. A call into
+other code that is not in the tree (a third-party package) leaves the answer open (None): then the flags decide,
+as before.
 
 Read with `ast` only; nothing is imported or run.
 """

@@ -76,6 +76,7 @@ def _nearest_set(text: str, before: int, variable: str) -> frozenset[str] | None
 GRAPH_NAMES = "cuda_graph_names"
 _MEMBER = re.compile(r"(?m)^    ([A-Za-z_]\w*)\s*=")
 _KEY = re.compile(r"""^\s*['"]([A-Za-z_]\w*)['"]\s*:""", re.M)
+_UNINDENTED = re.compile(r"(?m)^\S")
 
 
 def graph_names(enums_text: str | None, config_text: str | None) -> frozenset[str] | None:
@@ -92,7 +93,7 @@ def _enum_members(text: str | None, cls: str) -> set[str]:
     if at < 0:
         return set()
     body_start = text.find("\n", at + 1)
-    end = re.compile(r"(?m)^\S").search(text, body_start + 1)
+    end = _UNINDENTED.search(text, body_start + 1)
     body = text[body_start:end.start() if end else len(text)]
     return {name for name in _MEMBER.findall(body) if not name.startswith("_")}
 
