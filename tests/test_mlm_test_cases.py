@@ -74,6 +74,17 @@ def test_an_inference_test_case_does_not_train():
     assert not _unit(CASE.replace("TEST_TYPE: regular", "MODE: inference\nTEST_TYPE: frozen-start")).launches_training
 
 
+def _checked(tmp_path, cases: dict[str, str], version: str, code: str) -> list:
+    """`code`'s findings on functional test cases named by `cases` (name -> model_config.yaml text)."""
+    for name, text in cases.items():
+        path = tmp_path / "tests" / "functional_tests" / "test_cases" / name / "model_config.yaml"
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    result = check([str(tmp_path)], CheckOptions(mcore_version=version, root=tmp_path, select=[code], cache=False))
+    assert not result.errors, result.errors
+    return result.findings
+
+
 def test_the_deprecated_full_graph_scope_advice_follows_whether_the_case_trains(tmp_path):
     """OFL215 says 'full' with the local implementation gives per-layer graphs, not one full-iteration graph: for a
     training case a full-iteration graph is `full_iteration`; an inference case captures per-layer graphs, which []
@@ -83,14 +94,7 @@ def test_the_deprecated_full_graph_scope_advice_follows_whether_the_case_trains(
     cases = {"training": CASE.replace("  --bf16: true\n", "  --bf16: true\n" + graphs),
              "inference": CASE.replace("  --bf16: true\n", "  --bf16: true\n" + graphs).replace(
                  "TEST_TYPE: regular", "MODE: inference\nTEST_TYPE: frozen-start")}
-    for name, text in cases.items():
-        path = tmp_path / "tests" / "functional_tests" / "test_cases" / name / "model_config.yaml"
-        path.parent.mkdir(parents=True)
-        path.write_text(text)
-    result = check([str(tmp_path)], CheckOptions(mcore_version="0.16.1", root=tmp_path, select=["OFL215"],
-                                                 cache=False))
-    assert not result.errors, result.errors
-    messages = {Path(f.location.path).parent.name: f.message for f in result.findings}
+    messages = {Path(f.location.path).parent.name: f.message for f in _checked(tmp_path, cases, "0.16.1", "OFL215")}
     assert sorted(messages) == ["inference", "training"]
     assert "a full-iteration graph is cuda_graph_scope='full_iteration'" in messages["training"]
     assert "this run does not train" in messages["inference"] and "'full_iteration'" not in messages["inference"]
@@ -112,14 +116,7 @@ def test_pipeline_flags_decide_the_split(tmp_path):
                                 "  --account-for-loss-in-pipeline-split: true\n"),
         "uneven": CASE.replace("  --pipeline-model-parallel-layout: Et*2|(tt|)*5t|tmL\n", ""),
     }
-    for name, text in cases.items():
-        path = tmp_path / "tests" / "functional_tests" / "test_cases" / name / "model_config.yaml"
-        path.parent.mkdir(parents=True)
-        path.write_text(text)
-    result = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, select=["OFL218"],
-                                                 cache=False))
-    assert not result.errors, result.errors
-    assert [Path(f.location.path).parent.name for f in result.findings] == ["uneven"]
+    assert [Path(f.location.path).parent.name for f in _checked(tmp_path, cases, "0.20.0", "OFL218")] == ["uneven"]
 
 
 def test_a_flag_offlint_does_not_read_leaves_its_key_unknown():
