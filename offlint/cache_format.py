@@ -328,7 +328,8 @@ class _Encoder:
             members = codec._written[name]
             handler = lambda value: members.get(value) or {"@": name, "v": value.value}  # noqa: E731
         elif kind is Record:
-            handler = lambda value: {"@": name, "v": [value.name, encode(value.fields), value.plain]}  # noqa: E731
+            handler = lambda value: {"@": name, "v": [value.name, encode(value.fields), value.plain,  # noqa: E731
+                                                       value.origin]}
         elif kind is PartialDict:
             handler = lambda value: {"@": name, "v": [encode(dict(value)), value.reason]}  # noqa: E731
         elif name not in codec._immutable:
@@ -457,10 +458,11 @@ class _Decoder:
         if issubclass(cls, enum.Enum):
             return cls(items)
         if cls is Record:
-            name, fields, plain = _list(items, 3)
-            if not isinstance(name, str) or not isinstance(fields, dict) or not isinstance(plain, bool):
+            name, fields, plain, origin = _list(items, 4)
+            if not isinstance(name, str) or not isinstance(fields, dict) or not isinstance(plain, bool) \
+                    or not isinstance(origin, str):
                 raise CacheFormatError("bad Record")
-            return Record(name, fields, plain)
+            return Record(name, fields, plain, origin)
         if cls is PartialDict:
             entries, reason = _list(items, 2)
             if not isinstance(entries, dict) or not isinstance(reason, str):

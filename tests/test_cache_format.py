@@ -26,6 +26,16 @@ def test_values_come_back_equal_and_shared_objects_shared():
     assert back["t"][0] is back["t"][1] and type(back["t"]) is tuple and back["t"][2] is Source.YAML
 
 
+def test_a_record_comes_back_with_the_module_that_defines_its_class():
+    from offlint.sources.python_values import Record
+
+    record = Record("WorkloadBaseConfig", {"num_gpus": 8, "peft": None}, True, "scripts/performance/utils/utils.py")
+    back = CODEC.loads(CODEC.dumps([record]))[0]
+    assert (back.name, back.fields, back.plain, back.origin) == (record.name, record.fields, True, record.origin)
+    with pytest.raises(CacheFormatError):  # a record of the form before its origin was kept
+        CODEC.loads(json.dumps({"@": "Record", "v": ["W", {}, True]}))
+
+
 def test_each_dumps_shares_objects_within_its_own_value_only():
     """A codec's encoder serves every `dumps`: an object written by one value is written whole by the next (a
     reference would point into another entry), also after a value that could not be written."""

@@ -302,6 +302,118 @@ def test_a_workload_looked_up_by_a_computed_name_and_early_returns_are_followed(
     assert unit.get("model.moe_token_dispatcher_type").state == "default"  # the bare `return` ended the helper
 
 
+PROPERTY_WORKLOADS = '''\
+from dataclasses import dataclass, replace
+
+
+@dataclass
+class Base:
+    recompute_modules: list | None = None
+
+    @property
+    def recomputes(self) -> bool:
+        return self.recompute_modules is not None
+
+
+@dataclass
+class WorkloadBaseConfig(Base):
+    tensor_model_parallel_size: int = 1
+
+    @property
+    def sequence_parallel(self) -> bool:
+        """Sequence parallelism with tensor parallelism."""
+        return bool(self.tensor_model_parallel_size > 1)
+
+    @property
+    def broken(self):
+        raise NotImplementedError
+
+
+BASE = WorkloadBaseConfig()
+TP2 = replace(BASE, tensor_model_parallel_size=2)
+'''
+
+PROPERTY_RECIPES = '''\
+from configs.workloads import BASE, TP2
+
+
+def tp1_config(settings=BASE):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+    cfg.model.sequence_parallel = settings.sequence_parallel
+    cfg.model.tensor_model_parallel_size = settings.tensor_model_parallel_size
+    cfg.model.context_parallel_size = 2 if getattr(settings, "sequence_parallel", False) else 1
+    cfg.model.pipeline_model_parallel_size = 2 if hasattr(settings, "sequence_parallel") else 1
+    cfg.model.cpu_offloading = settings.broken
+    cfg.model.recompute_granularity = "selective" if settings.recomputes else None
+    return cfg
+
+
+def tp2_config():
+    cfg = tp1_config(TP2)
+    cfg.model.num_layers = 16
+    return cfg
+'''
+
+
+def test_a_property_of_a_workload_record_is_computed_from_its_fields(tree):
+    """Bridge's performance scripts read `settings.sequence_parallel`, a @property of WorkloadBaseConfig computed
+    from the tensor-parallel size (85ae70acf: the OOM estimate needed it). A property that raises, or one defined in
+    a base class offlint does not search, stays unknown."""
+    configs = tree / "scripts" / "configs"
+    configs.mkdir(parents=True)
+    (configs / "workloads.py").write_text(PROPERTY_WORKLOADS)
+    (tree / "scripts" / "recipes.py").write_text(PROPERTY_RECIPES)
+    tp1, tp2 = resolved("tp1_config", "scripts/recipes.py"), resolved("tp2_config", "scripts/recipes.py")
+    assert tp1.get("model.sequence_parallel").value is False
+    assert tp2.get("model.sequence_parallel").value is True  # on the record `replace` made
+    assert (tp1.get("model.context_parallel_size").value, tp2.get("model.context_parallel_size").value) == (1, 2)
+    assert tp1.get("model.pipeline_model_parallel_size").value == 2  # hasattr: the property exists
+    assert tp1.get("model.cpu_offloading").state == "unknown"
+    assert tp1.get("model.recompute_granularity").state == "unknown"  # Base's property: not searched
+
+
+LIBRARY = '''\
+def big_mock_config(**user_kwargs):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=94, hidden_size=4096, num_attention_heads=32),
+                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
+    cfg.model.pipeline_model_parallel_size = user_kwargs.get("pipeline_model_parallel_size", 16)
+    return cfg
+
+
+def squared_relu(x):
+    return x * x
+'''
+
+RECIPE_FN = '''\
+from library import big_mock_config, squared_relu
+
+
+def _perf_config(gpu, recipe_fn, pipeline=8):
+    cfg = recipe_fn(pipeline_model_parallel_size=pipeline)
+    cfg.model.activation_func = squared_relu
+    cfg.model.init_method = _perf_config
+    return cfg
+
+
+def big_pretrain_config_b200() -> ConfigContainer:
+    """B200, baseline config."""
+    return _perf_config("b200", big_mock_config)
+'''
+
+
+def test_a_recipe_function_passed_as_an_argument_is_followed(tree):
+    """Bridge's performance configs hand the library recipe to a private builder (`recipe_fn`, f69d4dd59: the
+    94-layer Qwen3-VL at PP8 it built was not read). A function stored as a config value is unknown, not a value."""
+    (tree / "library.py").write_text(LIBRARY)
+    (tree / "perf.py").write_text(RECIPE_FN)
+    unit = resolved("big_pretrain_config_b200", "perf.py")
+    assert unit.get("model.num_layers").value == 94
+    assert unit.get("model.pipeline_model_parallel_size").value == 8
+    assert unit.get("model.activation_func").state == "unknown"
+    assert unit.get("model.init_method").state == "unknown"
+
+
 def test_the_distributed_optimizer_is_read_as_megatron_core_or_bridge_decides_it(tree):
     """megatron-core's get_megatron_optimizer reads only the OptimizerConfig; Bridge syncs it with the DDP
     config's flag (BR-4). The same two configs are an error in a plain megatron-core program only."""

@@ -14,7 +14,7 @@ from offlint.sources import python_calls, python_inputs
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _field
 from offlint.sources.python_syntax import _attr_chain
-from offlint.sources.python_values import (SECTION_NONE, ConfigObj, Frame, ModuleRef, ObjectTuple,
+from offlint.sources.python_values import (NO_PROPERTY, SECTION_NONE, ConfigObj, Frame, ModuleRef, ObjectTuple,
                                            PartialDict, Record)
 from offlint.types import Unknown, UserInput
 
@@ -205,7 +205,8 @@ class Expressions:
             found, member = self._module_member(receiver.name, chain[1]) if len(chain) == 2 else (False, None)
             return member if found else Unknown(f"`{text}`: not a value offlint finds in {receiver.name}")
         if isinstance(receiver, Record) and len(chain) == 2:
-            return receiver.fields.get(chain[1], Unknown(f"{receiver.name} has no field {chain[1]}"))
+            value = self._record_member(receiver, chain[1], frame)
+            return Unknown(f"{receiver.name} has no field {chain[1]}") if value is NO_PROPERTY else value
         if isinstance(receiver, ConfigObj):
             attrs = chain[1:]
             if receiver.kind == "container" and attrs and attrs[0] in SECTIONS_OF_CONTAINER:
@@ -300,7 +301,8 @@ class Expressions:
                     f"`{self._segment(node)}` raises AttributeError")
             return unknown  # not a function or constant offlint finds there: unknown, not the default
         if isinstance(obj, Record):
-            found, value = attr in obj.fields, obj.fields.get(attr)
+            value = self._record_member(obj, attr, frame)
+            found = value is not NO_PROPERTY
             if not found and which == "getattr" and len(node.args) > 2:
                 return self._eval(node.args[2], frame)  # a namespace without that name: the default
             if not found and which == "hasattr":
@@ -322,6 +324,13 @@ class Expressions:
         if not found:
             return unknown
         return True if which == "hasattr" else value
+
+
+    def _record_member(self, record: Record, attr: str, frame: Frame):
+        """A record's field, or its class's @property computed (_record_property); NO_PROPERTY when neither."""
+        if attr in record.fields:
+            return record.fields[attr]
+        return self._record_property(record, attr, frame)
 
 
 def _env_vars(container: ConfigObj, text: str):

@@ -21,7 +21,7 @@ from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _P
 from offlint.sources.python_records import MARK, arguments, call_args
 from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
-from offlint.sources.python_values import (MAX_DEPTH, NOT_KEPT, OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE,
+from offlint.sources.python_values import (MAX_DEPTH, NO_PROPERTY, NOT_KEPT, OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE,
                                            ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record,
                                            Registry, configs_in, new_assignment, with_via)
 from offlint.types import Assignment, Location, OneOf, Source, Unit, Unknown
@@ -45,7 +45,12 @@ class CallFollowing:
                 if target and (target, decorator.id) not in written:
                     written[target, decorator.id] = _written_elsewhere(self.module, target, decorator.id)
                 if target and written[target, decorator.id]:
-                    continue  # other entries than the decorated functions, or some replaced
+                    # other entries than the decorated functions, or some replaced: in an order offlint does not
+                    # follow (a module-level write before or after the decorators), so no entry is known
+                    if target in self.constants:
+                        self.constants[target] = Unknown(f"`{target}` is filled by `@{decorator.id}` and also "
+                                                         f"written elsewhere in its module")
+                    continue
                 registry = self.constants.get(target) if target else None
                 if not isinstance(registry, dict) or isinstance(registry, PartialDict) and \
                         not isinstance(registry, Registry):
@@ -417,7 +422,25 @@ class CallFollowing:
                 fields[names[index]] = self._eval(arg, frame)
         # (a field given positionally is not the spread's)
         fields.update(python_mutations.spread_over(self._call_keywords(node, frame), names[len(node.args):]))
-        return Record(cls.name, fields, plain=not cls.bases and not cls.keywords)
+        return Record(cls.name, fields, plain=not cls.bases and not cls.keywords, origin=reader.path)
+
+    def _record_property(self, record: Record, attr: str, frame: Frame):
+        """What the @property `attr` of a record's class computes from the record (Bridge's performance scripts read
+        `settings.sequence_parallel`, WorkloadBaseConfig's `bool(self.tensor_model_parallel_size > 1)`), run as a
+        method call; NO_PROPERTY when the class as offlint finds it defines no such property (its bases are not
+        searched: a property there stays unknown)."""
+        reader = self if record.origin in ("", self.path) or self.project is None else \
+            self.project.reader(record.origin)
+        cls = reader.dataclasses.get(record.name) if reader is not None and record.origin else None
+        fn = next((stmt for stmt in cls.body if isinstance(stmt, ast.FunctionDef) and stmt.name == attr
+                   and any(isinstance(d, ast.Name) and d.id == "property" for d in stmt.decorator_list)),
+                  None) if cls is not None else None
+        if fn is None:
+            return NO_PROPERTY
+        if not self._may_follow(frame):
+            return Unknown(f"`{record.name}.{attr}` is computed in calls nested too deep to follow")
+        result = reader.run_function(fn, [record], {}, frame.depth + 1)
+        return Unknown(f"{record.name}.{attr} raises") if result is RAISED else result
 
     def _hf_model_section(self, model: HFModel, node: ast.Call) -> ConfigObj:
         """The model section Bridge builds from a Hugging Face config: its sizes when offlint can know them."""

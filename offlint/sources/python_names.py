@@ -171,12 +171,19 @@ class NameLookup:
         return bridge_mutators.is_training_entry_point(parts[-1], defining_module)
 
     def _imported_value(self, name: str):
+        """A module-level name the frame does not hold: an imported value or module, or a function of the tree
+        (this module's or an imported one) as a FunctionRef, which a call through a variable or parameter follows
+        (Bridge's performance configs pass the library recipe as `recipe_fn`)."""
+        if name in self.functions:
+            return FunctionRef(self, self.functions[name])
         if self.project is not None and name in self.imports:
             module, attr = self.imports[name]
             if attr is not None:
                 found = self._exported(module, attr, set())
                 if found is not None and found[1] == "value":
                     return found[2]
+                if found is not None and found[1] == "function":
+                    return FunctionRef(found[0], found[2])
                 if found is None and self.project.module_reader(f"{module}.{attr}", self.path) is not None:
                     return ModuleRef(f"{module}.{attr}")  # `from . import workloads as base_cfgs`: a module
             elif self.project.module_reader(module, self.path) is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import count
 
-from offlint.types import Assignment, Location
+from offlint.types import Assignment, Location, Unknown
 
 
 # Assignments and locations are frozen dataclasses, whose generated __init__ sets each field through
@@ -23,7 +23,11 @@ _new = object.__new__
 
 def new_assignment(key: str, value, location: Location, source, text: str = "", via: tuple = (),
                    op: str = "set") -> Assignment:
-    """`Assignment(key, value, location, source, text, via, op)`, about twice as fast."""
+    """`Assignment(key, value, location, source, text, via, op)`, about twice as fast. A module or a function of
+    the tree (`activation_func=squared_relu`) is not a value a configuration can be checked or stored with: it is
+    unknown."""
+    if type(value) in _REFERENCES:
+        value = Unknown(f"`{text}` is {value!r}, not a value offlint reads")
     made = _new(Assignment)
     state = made.__dict__
     state["key"], state["value"], state["location"], state["source"] = key, value, location, source
@@ -67,16 +71,18 @@ class Record:
     """An instance of a plain @dataclass of the tree (perf `WorkloadBaseConfig(...)`): field values by name.
 
     Historical perf configs build them as module constants and derive variants with `replace(BASE, key=...)`;
-    code that reads `settings.cpu_offloading_num_layers` gets the value.
+    code that reads `settings.cpu_offloading_num_layers` gets the value, and `settings.sequence_parallel`, a
+    @property of the class, what the property computes from the fields (python_expressions).
     """
 
-    def __init__(self, name: str, fields: dict, plain: bool = False):
+    def __init__(self, name: str, fields: dict, plain: bool = False, origin: str = ""):
         self.name = name
         self.fields = dict(fields)
         self.plain = plain  # its class subclasses nothing, so it is never a str, int, list, ... (isinstance)
+        self.origin = origin  # the module that defines its class ("" for a namespace offlint builds)
 
     def replaced(self, changes: dict) -> "Record":
-        return Record(self.name, {**self.fields, **changes}, self.plain)
+        return Record(self.name, {**self.fields, **changes}, self.plain, self.origin)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Record) and (self.name, self.fields) == (other.name, other.fields)
@@ -86,6 +92,9 @@ class Record:
 
     def __repr__(self) -> str:
         return f"{self.name}(...)"
+
+
+NO_PROPERTY = object()  # a record's class defines no such field or @property (python_following._record_property)
 
 
 class ModuleRef:
@@ -108,6 +117,9 @@ class FunctionRef:
 
     def __repr__(self) -> str:
         return f"<function {self.fn.name}>"
+
+
+_REFERENCES = (ModuleRef, FunctionRef)  # what new_assignment does not store as a value
 
 
 class ObjectTuple(tuple):
