@@ -633,8 +633,9 @@ def _memory_inputs(scope: Scope, verdict: str = "oom"):
     verdict are recorded as read, so findings list them and --strict names the unknown ones."""
     if not hasattr(scope, "_memory_inputs"):
         unit_name, gpu = str(scope.names.get("unit_name", "")), str(scope.names.get("unit_gpu", ""))
-        inputs, unknown, varying = _per_unit(scope, ("inputs", unit_name),
-                                             lambda: oom.inputs_for(scope.lookup, unit_name, gpu))
+        launch_gpus = int(scope.names.get("launch_gpus", 0))
+        inputs, unknown, varying = _per_unit(scope, ("inputs", unit_name, launch_gpus),
+                                             lambda: oom.inputs_for(scope.lookup, unit_name, gpu, launch_gpus))
         for key in unknown:
             scope.key(key)
         for key in oom.DRIVERS:
@@ -736,7 +737,7 @@ def predicted_oom(scope: Scope) -> object:
 def oom_message(scope: Scope) -> str:
     return oom.oom_message(_memory_bound(scope), _device(scope), scope.lookup,
                            str(scope.names.get("unit_name", "")), gpu_count(scope),
-                           str(scope.names.get("unit_gpu", "")))
+                           str(scope.names.get("unit_gpu", "")), int(scope.names.get("launch_gpus", 0)))
 
 
 @_needs_scope

@@ -197,6 +197,7 @@ def _unit_names(unit: Unit) -> dict:
     gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
     return {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
             "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
+            "launch_gpus": unit.launch_gpus,
             "defaults": unit.defaults.value, "framework": unit.framework}
 
 

@@ -189,6 +189,9 @@ class Unit:
     # The GPU a model card's hardware section names for a launch command in it (`GB200: {command: ...}`): where
     # the command's name names none, the unit is sized against it (gpus.unit_gpu).
     card_gpu: str = ""
+    # The GPUs a launch command's job runs on, as its launcher computes them (a Bridge performance launch's `-ng`,
+    # sources/perf_scripts._world_size); 0 when the command does not say. The memory estimate's world size.
+    launch_gpus: int = 0
     # A recipe that built its ConfigContainer and never set env_vars: a launch of it runs with the shell's
     # environment only (the recipe alone does not define one).
     env_unset: bool = False

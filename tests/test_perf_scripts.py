@@ -22,6 +22,8 @@ import argparse
 
 VALID_SCOPES = ["attn", "mlp", "moe", "full_iteration"]
 
+NUM_GPUS_PER_NODE_MAP = {"h100": 8, "gb200": 4}
+
 
 def list_of_strings(arg):
     return arg.split(",")
@@ -48,6 +50,7 @@ def parse_cli_args():
     parser.add_argument("-mr", "--model_recipe_name", type=str, required=True)
     parser.add_argument("-ng", "--num_gpus", type=int, required=True)
     parser.add_argument("-g", "--gpu", type=str, required=True)
+    parser.add_argument("-gn", "--gpus_per_node", type=int, default=None)
     parser.add_argument("-c", "--compute_dtype", type=str, default="bf16")
     parser.add_argument("--task", default="pretrain")
     _parallelism(parser)
@@ -348,3 +351,31 @@ def test_the_recipe_is_built_with_the_arguments_the_selection_code_passes(tmp_pa
     assert unit.get("model.cuda_graph_impl").value == "local"
     assert unit.get("model.cuda_graph_modules").value == "full"
     assert [f["code"] for f in check("launch/fp8.sh") if f["code"] == "OFL215"] == ["OFL215"]
+
+
+def test_the_jobs_gpu_count_is_the_launchs_num_gpus_where_it_fills_whole_nodes(fixed):
+    # setup_experiment asks for ceil(num_gpus / gpus_per_node) nodes of gpus_per_node tasks: -ng is the world size
+    # only where it fills its nodes; gpus_per_node is -gn, else the parser module's table entry for -g.
+    assert launch(2).unit.launch_gpus == 8
+    assert launch(3).unit.launch_gpus == 16
+    (fixed / "launch" / "counts.sh").write_text(
+        "python scripts/performance/setup_experiment.py -m llama -mr llama3_8b -g h100 -ng 12\n"
+        "python scripts/performance/setup_experiment.py -m llama -mr llama3_8b -g h100 -ng 12 -gn 4\n"
+        "python scripts/performance/setup_experiment.py -m llama -mr llama3_8b -g gb200 -ng 12\n"
+        "python scripts/performance/setup_experiment.py -m llama -mr llama3_8b -g a100 -ng 8\n")
+    counts = [load_unit("launch/counts.sh", f"setup_experiment.py at line {line}",
+                        mcore_version="0.20.0").resolved.unit.launch_gpus for line in (1, 2, 3, 4)]
+    assert counts == [0, 12, 12, 0]  # 12 on 8-GPU nodes runs 16 tasks; a100 is not in the tree's table
+
+
+def test_the_memory_estimate_sizes_a_launch_on_its_own_gpu_count(fixed):
+    from offlint.estimate.inputs import read_inputs
+
+    resolved = launch(2)
+    assert "8gpu" in resolved.unit.name
+    named = read_inputs(resolved.get, "llama3_8b_pretrain_4gpu_h100_bf16_config")
+    assert (named.parallel.world_size, named.world_size_source) == (4, "the recipe name (4gpu)")
+    launched = read_inputs(resolved.get, "llama3_8b_pretrain_4gpu_h100_bf16_config", launch_gpus=16)
+    assert (launched.parallel.world_size, launched.world_size_source) == (16, "the launch command")
+    given = read_inputs(resolved.get, "llama3_8b_pretrain_4gpu_h100_bf16_config", 32, launch_gpus=16)
+    assert (given.parallel.world_size, given.world_size_source) == (32, "--gpus")

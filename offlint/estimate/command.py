@@ -85,7 +85,7 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
         else:
             click.echo(render_cannot_run_text(title, refused, notes), nl=False)
         return
-    inputs = read_inputs(loaded.resolved.get, unit.name, gpus, transpose)
+    inputs = read_inputs(loaded.resolved.get, unit.name, gpus, transpose, launch_gpus=unit.launch_gpus)
     if inputs.unsupported:
         _fail(f"{config}: {unit.name}: no verdict: it uses {', '.join(inputs.unsupported)}, which the memory model "
               f"does not cover (an estimate would be a guess)")

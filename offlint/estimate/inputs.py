@@ -40,8 +40,9 @@ def gpus_in_name(unit_name: str) -> int | None:
 
 
 def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = None,
-                fp8_transpose: bool | None = None, sizes_first: bool = False) -> Inputs:
-    """Read everything the memory model uses from `lookup` (a ResolvedUnit's `get`). `fp8_transpose` is the
+                fp8_transpose: bool | None = None, sizes_first: bool = False, launch_gpus: int = 0) -> Inputs:
+    """Read everything the memory model uses from `lookup` (a ResolvedUnit's `get`). The job's GPU count is
+    `world_size` (--gpus), else `launch_gpus` (Unit.launch_gpus), else the one `unit_name` gives. `fp8_transpose` is the
     device's (devices.Device.fp8_transpose): None leaves per-tensor FP8's transpose open (oom.architectures).
     `sizes_first`: where a model size is unknown whatever the rest reads (_size_unknown), stop there, with only the
     model's readings in `unknown` (its unknown sizes are the same as after the rest, the inputs incomplete either
@@ -51,7 +52,7 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     model = _read_model(r)
     if sizes_first and _size_unknown(r):
         return Inputs(None, None, None, r.unknown, [], "", r.assumed, r.other_seq_length)
-    parallel, source = _read_parallel(r, unit_name, world_size)
+    parallel, source = _read_parallel(r, unit_name, world_size, launch_gpus)
     training = _read_training(r)
     unsupported = _unsupported(r, unit_name)
     low, why = read_low_precision(r, unit_name, fp8_transpose)
@@ -330,9 +331,11 @@ def _read_mtp(r: Reader) -> dict:
     return dict(mtp_num_layers=depths, mtp_repeated_layer=bool(r.get("model.mtp_use_repeated_layer", False)))
 
 
-def _read_parallel(r: Reader, unit_name: str, world_size: int | None) -> tuple[Parallelism, str]:
+def _read_parallel(r: Reader, unit_name: str, world_size: int | None, launch_gpus: int) -> tuple[Parallelism, str]:
     tp = r.optional_int("model.tensor_model_parallel_size") or 1
     source = "--gpus" if world_size else ""
+    if world_size is None and launch_gpus:
+        world_size, source = launch_gpus, "the launch command"
     if world_size is None:
         world_size = gpus_in_name(unit_name)
         if world_size:

@@ -230,14 +230,16 @@ def _check_verdicts(lookup: Lookup, dev: Device):
                                    agreed(lambda d: model_state_at_pp1(inputs) > d.usable_bytes, dev, None))
 
 
-def inputs_for(lookup: Lookup, unit_name: str, gpu: str = "") -> tuple[Inputs | None, list[str], frozenset[str]]:
+def inputs_for(lookup: Lookup, unit_name: str, gpu: str = "",
+               launch_gpus: int = 0) -> tuple[Inputs | None, list[str], frozenset[str]]:
     """The unit's inputs when every size is known and the model covers it (else None: an unknown verdict), the
     unknown keys worth naming, and the VERDICTS that depend on what is open about it. Where something is open
     (architectures: the GPU's architecture, an unset expert TP, the image patches), the inputs shown first; a rule
     decides only when its own verdict holds for every alternative (one verdict that varies does not silence the
     others: Qwen3-VL 235B's SFT recipe is an OOM at every ETP, while whether PP=1 would fit depends on it).
-    `gpu`: as device_for."""
-    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu), sizes_first=True)
+    `gpu`: as device_for; `launch_gpus`: as read_inputs."""
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu), sizes_first=True,
+                         launch_gpus=launch_gpus)
     if not inputs.complete:
         named = [k for k in SIZE_KEYS if k in inputs.unknown] or sorted(inputs.unknown)[:5]
         return None, named, frozenset()
@@ -267,10 +269,10 @@ def bound_size(inputs: Inputs) -> str:
     return f"on up to {plural(largest_world(inputs), 'GPU')} (the most its global and micro batch sizes allow)"
 
 
-def has_no_answer(lookup: Lookup, unit_name: str, gpu: str = "") -> bool:
+def has_no_answer(lookup: Lookup, unit_name: str, gpu: str = "", launch_gpus: int = 0) -> bool:
     """True when the model cannot estimate this unit whatever the unknown values are: it uses a feature the model
     does not cover, or a layout it does not split (known values, so no "possible" finding either)."""
-    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu))
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu), launch_gpus=launch_gpus)
     if inputs.unsupported:
         return True
     if inputs.unknown:
@@ -289,9 +291,9 @@ def _architecture_split(lookup: Lookup, unit_name: str, inputs: Inputs, gpu: str
     return either_way(inputs, lambda _, result: oom_verdict(result, dev))[2]
 
 
-def no_verdict_reason(lookup: Lookup, unit_name: str, gpu: str = "") -> str:
+def no_verdict_reason(lookup: Lookup, unit_name: str, gpu: str = "", launch_gpus: int = 0) -> str:
     """Why a unit's memory estimate has no verdict, for a "possible" finding's message."""
-    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu))
+    inputs = read_inputs(lookup, unit_name, fp8_transpose=fp8_transpose(unit_name, gpu), launch_gpus=launch_gpus)
     if inputs.unsupported:
         return f"it uses {', '.join(inputs.unsupported)}, which the memory model does not cover"
     if inputs.unknown:
@@ -303,10 +305,10 @@ def no_verdict_reason(lookup: Lookup, unit_name: str, gpu: str = "") -> str:
 
 
 def oom_message(result: Estimate | None, dev: Device | None, lookup: Lookup, unit_name: str,
-                gpu_count: str, gpu: str = "") -> str:
+                gpu_count: str, gpu: str = "", launch_gpus: int = 0) -> str:
     """OFL303's message: the estimate against the device and what the verdict rests on."""
     if result is None or dev is None:
-        return f"the memory estimate has no verdict: {no_verdict_reason(lookup, unit_name, gpu)}"
+        return f"the memory estimate has no verdict: {no_verdict_reason(lookup, unit_name, gpu, launch_gpus)}"
     dev = ends(dev)[-1]  # an OOM is claimed only where it holds at the high end of a bracketed capacity
     usable, floor = dev.usable_bytes, floor_bytes(result)
     # A finding is made only when the floor exceeds the device (oom_verdict "oom"), so that is what it rests on.

@@ -281,6 +281,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     else:
         unit.default_sections = frozenset({"env"})
     unit.recipe = recipe
+    unit.launch_gpus = perf_launch.gpus if perf_launch is not None else 0
     if perf_launch is not None and perf_launch.recipe_unit is not None:
         _built_recipe(unit, perf_launch.recipe_unit)
     unit.config_files = config_files

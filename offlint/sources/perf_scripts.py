@@ -26,6 +26,7 @@ import ast
 import posixpath
 from dataclasses import dataclass, field
 
+from offlint.sources import python_calls
 from offlint.sources.perf_env import script_candidates
 from offlint.sources.python_values import ConfigObj, Frame, Record
 from offlint.types import Assignment, Layer, Location, Source, Unknown
@@ -36,6 +37,8 @@ RECIPES_RUN_SCRIPT = "run_recipe.py"  # setup_experiment.py --use_recipes runs t
 PARSER_FUNCTION = "parse_cli_args"
 OVERRIDES_FUNCTION = "set_user_overrides"
 RECIPE_DEST = "model_recipe_name"
+NUM_GPUS_DEST, GPUS_PER_NODE_DEST, GPU_DEST = "num_gpus", "gpus_per_node", "gpu"  # `-ng`, `-gn`, `-g`
+GPUS_PER_NODE_TABLE = "NUM_GPUS_PER_NODE_MAP"  # the parser module's GPUs per node of each `-g` choice
 NAMESPACE = "argparse.Namespace"
 
 
@@ -47,6 +50,7 @@ class PerfLaunch:
     scripts: str = ""  # the folder of the scripts that were read
     refused: str = ""  # why argparse would refuse the command (then nothing else is read)
     recipe_unit: object = None  # the recipe's configuration as the selection code built it (a Unit), or None
+    gpus: int = 0  # the job's GPUs (`-ng`), where the launcher runs exactly that many (_world_size); else 0
 
 
 @dataclass
@@ -101,7 +105,7 @@ def read_launch(project, launch_file: str, script_word: str, args: list, command
     # follow it to the end; else `api` links the named recipe function (run at its parameters' defaults).
     recipe_unit = runner.recipe_unit(recipe or "the recipe the performance scripts build", command, built) \
         if built is not None else None
-    return PerfLaunch(recipe, layer, used, folder, recipe_unit=recipe_unit)
+    return PerfLaunch(recipe, layer, used, folder, recipe_unit=recipe_unit, gpus=_world_size(parser[0], namespace))
 
 
 def _find_script(project, launch_file: str, script_word: str) -> str | None:
@@ -118,6 +122,21 @@ def _definition(project, reader, name: str):
     defining = project.reader(found[0])
     return (defining, defining.functions[found[1]]) if defining is not None and found[1] in defining.functions \
         else None
+
+
+def _world_size(parser_module, namespace: dict) -> int:
+    """The GPUs the job runs on: `-ng/--num_gpus`, when it fills whole nodes. The launcher asks the executor for
+    ceil(num_gpus / gpus_per_node) nodes of `gpus_per_node` tasks each (setup_experiment.py: `nodes=-(num_gpus //
+    -gpus_per_node)`), gpus_per_node being `-gn` or the parser module's NUM_GPUS_PER_NODE_MAP entry for `-g`; a
+    count that does not fill its nodes, or a node size offlint cannot read, gives 0 (not known)."""
+    gpus = namespace.get(NUM_GPUS_DEST)
+    per_node = namespace.get(GPUS_PER_NODE_DEST)
+    if per_node is None:
+        table = parser_module.constants.get(GPUS_PER_NODE_TABLE)
+        per_node = python_calls._plain(table.get(namespace.get(GPU_DEST))) if isinstance(table, dict) else None
+    if not all(type(n) is int and n > 0 for n in (gpus, per_node)) or gpus % per_node:
+        return 0
+    return gpus
 
 
 # ---- the argument parser ------------------------------------------------------------------------------------
