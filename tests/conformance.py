@@ -52,7 +52,7 @@ def configs(draw, version: Version) -> dict:
     legacy = draw(st.sampled_from([None, None, "enable_cuda_graph", "external_cuda_graph"])) if impl == "none" \
         else None
     if impl != "none" or legacy:
-        # CG-9: graphed recompute refuses dropout; not an offload rule, so keep dropout out of the way.
+        # CG-9/CG-10: graphed recompute refuses dropout (OFL226); graph_recompute_configs draws it, kept out here.
         c["model.attention_dropout"] = c["model.hidden_dropout"] = 0.0
     c["model.enable_cuda_graph"] = legacy == "enable_cuda_graph"
     c["model.external_cuda_graph"] = legacy == "external_cuda_graph"
@@ -125,6 +125,48 @@ def ep_overlap_configs(draw, version: Version) -> dict:
     c["model.mtp_num_layers"] = draw(st.sampled_from([None, None, None, 0, 1, 2]))
     c["model.delay_wgrad_compute"] = draw(st.sampled_from([False, False, True]))
     assert layers % pp == 0
+    return c
+
+
+@st.composite
+def graph_recompute_configs(draw, version: Version) -> dict:
+    """Selective recompute beside CUDA graphs, with no offloading: the modules recomputed and graphed, dropout and
+    MoE input jitter, over what TransformerConfig's graph block asserts about them (OFL226, CG-9 to CG-12) and
+    full recompute beside them (OFL225). Graphed module lists stay within what the block accepts for the model
+    (the MoE router graphed on a MoE model only, never beside a graphed MoE), so most configurations compare."""
+    c = draw(configs(version))
+    experts = draw(st.sampled_from([None, 4]))
+    c.update({"model.cpu_offloading": False, "model.cpu_offloading_num_layers": 0,
+              "model.cpu_offloading_activations": True, "model.cpu_offloading_weights": False,
+              "model.fine_grained_activation_offloading": False, "model.offload_modules": None,
+              "model.moe_layer_recompute": False, "optimizer.optimizer_cpu_offload": False,
+              "model.num_moe_experts": experts, "model.pipeline_model_parallel_size": 1})
+    for key in ("model.overlap_moe_expert_parallel_comm", "model.expert_model_parallel_size",
+                "model.moe_token_dispatcher_type", "model.moe_shared_expert_overlap", "model.mtp_num_layers",
+                "model.delay_wgrad_compute", "model.moe_input_jitter_eps"):
+        c.pop(key, None)
+    granularity = draw(st.sampled_from(["selective", "selective", "selective", "full"]))
+    c["model.recompute_granularity"] = granularity
+    c["model.recompute_method"] = "uniform" if granularity == "full" else None
+    c["model.recompute_num_layers"] = 1 if granularity == "full" else None
+    recomputable = ["core_attn", "mlp", "layernorm"] if not experts else ["core_attn", "moe", "moe_act", "layernorm"]
+    c["model.recompute_modules"] = draw(st.lists(st.sampled_from(recomputable), unique=True, min_size=1,
+                                                 max_size=2)) if granularity == "selective" else None
+    modern = has("model.cuda_graph_modules", version)
+    impl = draw(st.sampled_from(["local", "transformer_engine", "transformer_engine"] + ["full_iteration"] * modern))
+    legacy = draw(st.sampled_from([None, None, None, "legacy"]))
+    c["model.cuda_graph_impl"] = "none" if legacy else impl
+    c["model.enable_cuda_graph"] = bool(legacy) and impl == "local"
+    c["model.external_cuda_graph"] = bool(legacy) and impl != "local"
+    graphable = [["attn"], ["mlp"], ["attn", "mlp"]] if not experts else \
+        [["attn"], ["moe_router"], ["attn", "moe_router"], ["moe_router", "moe_preprocess"]]
+    graphed = [] if impl == "full_iteration" and not legacy else draw(st.sampled_from([[], *graphable]))
+    c["model.cuda_graph_modules" if modern else "model.cuda_graph_scope"] = graphed
+    c["model.attention_dropout"] = draw(st.sampled_from([0.0, 0.1]))
+    c["model.hidden_dropout"] = draw(st.sampled_from([0.0, 0.1]))
+    if experts:
+        c["model.moe_input_jitter_eps"] = draw(st.sampled_from([None, None, 0.01]))
+        c["model.moe_token_dispatcher_type"] = "alltoall"
     return c
 
 
@@ -239,6 +281,12 @@ def render_mlm(config: dict, version: Version) -> str | None:
     for key in ("model.activation_offload_fraction", "model.delta_offload_bytes_across_pp_ranks"):
         if key in c:
             flags += [keys.KEYS[key].flag, str(c[key])]
+    for key, flag in (("model.attention_dropout", "--attention-dropout"), ("model.hidden_dropout", "--hidden-dropout")):
+        if key in c:
+            flags += [flag, str(c[key])]
+    for key in ("model.cuda_graph_scope", "model.cuda_graph_modules"):
+        if c.get(key):
+            flags += [keys.KEYS[key].flag, *c[key]]
     switches = {"model.moe_layer_recompute": "--moe-layer-recompute", "model.enable_cuda_graph": "--enable-cuda-graph",
                 "model.external_cuda_graph": "--external-cuda-graph",
                 "model.fine_grained_activation_offloading": "--fine-grained-activation-offloading",

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance import compare, configs, describe, ep_overlap_configs
+from conformance import compare, configs, describe, ep_overlap_configs, graph_recompute_configs
 from offlint.rules import load_rules
 from offlint.validate import Environment, MegatronCore, environments
 
@@ -94,6 +94,31 @@ def test_ep_overlap_agrees_with_megatron_core(mcore):
     print(f"\nmegatron-core {mcore.version_text}: {dict(outcomes)}; refusals OFL224 mirrors: {dict(refused_by_ofl224)}")
     assert outcomes["accepted"] >= sum(outcomes.values()) * 0.1  # overlap runs megatron-core accepts: no finding
     assert len(refused_by_ofl224) >= 6  # most of the overlap block's asserts are reached
+
+
+@needs_mcore
+def test_graph_recompute_agrees_with_megatron_core(mcore):
+    """The same comparison over recompute beside CUDA graphs (OFL225, OFL226: the recomputed modules a graph
+    covers, with dropout and input jitter), in every form."""
+    rules = load_rules()
+    outcomes: Counter = Counter()
+    refused = Counter()
+
+    @settings(max_examples=max(EXAMPLES // 4, 100), **SETTINGS)
+    @given(st.data())
+    def agree(data):
+        config = data.draw(graph_recompute_configs(mcore.version))
+        result = compare(config, mcore, rules)
+        outcomes[result.outcome] += 1
+        for code in result.expected & {"OFL225", "OFL226"}:
+            refused[(code, result.error[:60])] += 1
+        assert not result.problems, f"megatron-core {mcore.version_text}: {describe(config)}\n" + "\n".join(
+            result.problems)
+
+    agree()
+    print(f"\nmegatron-core {mcore.version_text}: {dict(outcomes)}; refusals mirrored: {dict(refused)}")
+    assert outcomes["accepted"] >= sum(outcomes.values()) * 0.1
+    assert len({error for code, error in refused if code == "OFL226"}) >= 3  # dropout, hidden dropout, jitter...
 
 
 @needs_mcore

@@ -46,6 +46,10 @@ for _flag, _key in (("--fp8-format", "model.fp8"), ("--fp8-recipe", "model.fp8_r
 for _flag, _key in (("--moe-token-dispatcher-type", "model.moe_token_dispatcher_type"),
                     ("--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend")):
     FLAG_KEYS.setdefault(_flag, Key(_key, "str", None))
+# What TransformerConfig's CUDA-graph block compares beside graphed recompute (OFL226).
+for _flag, _key in (("--attention-dropout", "model.attention_dropout"), ("--hidden-dropout", "model.hidden_dropout"),
+                    ("--moe-input-jitter-eps", "model.moe_input_jitter_eps")):
+    FLAG_KEYS.setdefault(_flag, Key(_key, "float", None))
 # store_true flags that set more than their own key, or whose name differs from the key
 SWITCHES: dict[str, list[tuple[str, object]]] = {
     "--overlap-moe-expert-parallel-comm": [("model.overlap_moe_expert_parallel_comm", True)],
