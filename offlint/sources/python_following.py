@@ -13,6 +13,7 @@ from pathlib import Path
 
 from offlint.sources import (bridge_checks, bridge_finalize, bridge_mutators, bridge_models, bridge_schedule,
                              python_calls, python_inputs, python_mutations)
+from offlint.sources.bridge_provider_defaults import bridge_provider_defaults, is_megatron_core
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
@@ -298,8 +299,8 @@ class CallFollowing:
         seen: set = set()
         while found is not None and len(seen) < 8:
             reader, cls = found
-            if (reader.path, cls.name) in seen:
-                break
+            if (reader.path, cls.name) in seen or is_megatron_core(reader.path):
+                break  # (megatron-core's own classes in the tree: the release's defaults, offlint's data)
             seen.add((reader.path, cls.name))
             for field_name, (default, line) in _dataclass_defaults(reader, cls).items():
                 if field_name in obj.values or isinstance(default, Unknown) or not _plain_default(default):
@@ -468,6 +469,7 @@ class CallFollowing:
             for key in HF_SIZE_KEYS:
                 obj.values[key.split(".", 1)[1]] = new_assignment(key, reason, self._loc(node), _PYTHON, text,
                                                                   tuple(self.via_stack))
+            self._bridge_provider_defaults(obj, model, node, here)
             return obj
         sizes, origin = found
         loc = self._loc(node)
@@ -483,7 +485,20 @@ class CallFollowing:
         for field_name, setting in settings.items():
             obj.values[field_name] = new_assignment(f"model.{field_name}", setting.value, loc, _PYTHON, text,
                                                     (*self.via_stack, setting.where))
+        self._bridge_provider_defaults(obj, model, node, here)
         return obj
+
+    def _bridge_provider_defaults(self, obj: ConfigObj, model: HFModel, node: ast.Call, here: Path) -> None:
+        """Under what the config and the bridge set, the literal defaults of the provider class the bridge builds
+        (`.to_megatron_provider()`: sources/bridge_provider_defaults.py)."""
+        architecture = model.architecture or model_architecture(model.model_id, here)
+        if node.func.attr != "to_megatron_provider" or not architecture:
+            return
+        loc, text = self._loc(node), self._segment(node)
+        for field_name, (value, where) in bridge_provider_defaults(self.project, architecture, self.path).items():
+            if field_name not in obj.values:
+                obj.values[field_name] = new_assignment(f"model.{field_name}", value, loc, _PYTHON, text,
+                                                        (*self.via_stack, where))
 
     def _tree_mutator(self, target, node: ast.Call, frame: Frame):
         """Run a mutator's source from the tree on the config objects passed to it. If that leaves a key
