@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import posixpath
 import re
 from dataclasses import replace
 
@@ -40,6 +41,8 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
             findings.extend(by_assignment[rule.code])
         elif rule.code == "OFL004":
             findings.extend(_duplicates(rule, resolved.unit))
+        elif rule.code == "OFL007":
+            findings.extend(_unknown_flags(rule, resolved.unit))
     return findings
 
 
@@ -562,6 +565,17 @@ def _assignment_finding(rule: Rule, verdict: tuple[Check, str], assignment: Assi
                    location=assignment.location, unit=resolved.unit.name, fix=check.fix or rule.fix,
                    url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path,
                    written=((assignment.key, assignment.location),))
+
+
+def _unknown_flags(rule: Rule, unit: Unit) -> list[Finding]:
+    """OFL007: a Megatron-LM launch flag its entry script's parser does not have (Unit.unknown_flags)."""
+    script = posixpath.basename(unit.entry_script)
+    return [Finding(code=rule.code, slug=rule.slug, severity=rule.severity, location=where, unit=unit.name,
+                    unit_path=unit.location.path, fix=rule.fix, url=rule.url,
+                    message=f"{flag} is not an option of {script}'s argument parser in this checkout"
+                            + (f" (did you mean {closest}?)" if closest else "") + ": argparse stops the job with "
+                            f"\"unrecognized arguments: {flag}\" when it starts")
+            for flag, where, closest in unit.unknown_flags]
 
 
 # (a constant: an Enum member's lookup costs a third of a microsecond, and OFL004 looks at every assignment of every

@@ -9,6 +9,7 @@ commands are resolved and checked.
 
 from __future__ import annotations
 
+import difflib
 import os
 import posixpath
 import re
@@ -18,7 +19,7 @@ from offlint import scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
-from offlint.sources import entry_scripts, perf_env
+from offlint.sources import entry_scripts, mlm_arguments, perf_env
 from offlint.types import FileError, Layer, Unit, UnitKind
 
 
@@ -80,9 +81,22 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
                 if trains is not None:
                     unit.launches_training = trains
+                if unit.launch_flags:  # and which flags its parser has
+                    unit.unknown_flags = _unknown_flags(unit, read.file.path, tree_text, entry_modules)
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
+
+
+def _unknown_flags(unit: Unit, near: str, tree_text, memo: dict) -> tuple[tuple[str, object, str], ...]:
+    """The command's flags its entry script's Megatron-LM parser in the tree does not have, each with the option
+    it is closest to (difflib, as OFL003's suggestions); () where offlint cannot read that parser."""
+    script = entry_scripts.script_path(unit.entry_script, near, tree_text)
+    options = mlm_arguments.entry_options(script, lambda path: tree_text(path, near), memo) if script else None
+    if options is None:
+        return ()
+    return tuple((flag, where, next(iter(difflib.get_close_matches(flag, options, n=1, cutoff=0.8)), ""))
+                 for flag, where in unit.launch_flags if flag not in options)
 
 
 class Aliases:

@@ -186,6 +186,11 @@ class Unit:
     # A Megatron-LM style command's flags that offlint does not map to a key: the keys they set are unknown
     # rather than argparse defaults (resolve, by each flag's dest in the real parser's data).
     unread_flags: tuple[str, ...] = ()
+    # A Megatron-LM style command's option words as written (`--lr`, `--bf16`; `--x=1` as `--x`), each where it is.
+    launch_flags: tuple[tuple[str, Location], ...] = ()
+    # Those its entry script's parser in the linked tree does not have (sources/mlm_arguments.py, applied when
+    # commands are linked): (flag, where, the option it is closest to or ""). Rule OFL007.
+    unknown_flags: tuple[tuple[str, Location, str], ...] = ()
     # The GPU a model card's hardware section names for a launch command in it (`GB200: {command: ...}`): where
     # the command's name names none, the unit is sized against it (gpus.unit_gpu).
     card_gpu: str = ""

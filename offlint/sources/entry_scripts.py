@@ -52,6 +52,11 @@ def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | No
     return _Reach(launch_path, tree_text, parsed).module_trains(path)
 
 
+def script_path(script: str, launch_path: str, tree_text: TreeText) -> str | None:
+    """The tree's file of the entry `script` as a launch in `launch_path` writes it (see `trains`); None if none."""
+    return _find_script(script, launch_path, tree_text)
+
+
 def _find_script(script: str, launch_path: str, tree_text: TreeText) -> str | None:
     if not script or not script.endswith(".py"):
         return None

@@ -181,7 +181,9 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
                 launches_training=trains, env_known=True,
-                unread_flags=mlm_flags.unread_flags([a.value for a in args]))
+                unread_flags=mlm_flags.unread_flags([a.value for a in args]),
+                launch_flags=tuple((a.value.split("=", 1)[0], a.location) for a in args
+                                   if a.value and a.value.startswith("--") and len(a.value) > 2))
 
 
 def _derive_virtual_pipeline(layer: Layer) -> None:

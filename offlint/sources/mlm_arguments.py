@@ -1,0 +1,396 @@
+"""Megatron-LM's own command line, read from the linted checkout: the option strings an entry script's argument
+parser accepts, so that a launch flag it does not have (a typo, or a flag this checkout is too old or too new for)
+is found before the job waits in a queue. Megatron-LM's parser is built with `allow_abbrev=False` and parsed
+strictly (`parse_known_args` only with `ignore_unknown_args`), so such a flag stops the job: "unrecognized
+arguments", exit 2.
+
+What is read (never imported or run), in megatron/training/arguments.py and what it calls:
+- the base set: `add_megatron_arguments(parser)` (before December 2025 the `_add_*_args` calls in `parse_args`);
+- literal `X.add_argument("--a", "--b", ...)` calls in those functions and in the tree's functions they call;
+  `action=argparse.BooleanOptionalAction` also makes `--no-<a>`;
+- groups built from a config dataclass (`ArgumentGroupFactory(Cls, exclude=[...])`, Megatron-LM 72230d25ca on):
+  an option per field of the class and its dataclass bases, less `exclude` and `init=False` fields, named
+  `--<field-name>` (underscores to dashes); a bool field whose default is not False is `--no-<f>` and
+  `--disable-<f>`; the field's `metadata={"argparse_meta": {"arg_names": [...]}}` replaces the names;
+- the entry script's `extra_args_provider` (a function of the script, of a module beside it or of the tree; both
+  sides of `f if cond else None`), walked the same way; and argparse's `-h`/`--help`.
+Options added under an `if` or a `try` (the kitchen and ModelOpt ones, present when a package imports) count as
+present. Anything offlint cannot read gives no option set, and so no finding: a computed option string or exclude
+list, metadata that is not a literal, a function or class it cannot find that is handed the parser, a provider
+it cannot name, an entry script that parses with `ignore_unknown_args=True`, builds an argparse parser of its own,
+or calls none of Megatron-LM's parsing entry points. The same derivation matched the real parser's option strings
+exactly at six Megatron-LM commits from February 2025 to d98e8a6 (August 2026; the two kitchen options aside,
+which depend on the environment).
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+from typing import Callable
+
+ARGUMENTS = "megatron/training/arguments.py"
+_BASE_FUNCTIONS = ("add_megatron_arguments", "parse_args")
+# Megatron-LM's functions that parse the command line with an entry script's extra_args_provider
+_PARSING_CALLS = frozenset({"parse_and_validate_args", "parse_args", "initialize_megatron", "pretrain"})
+_POSITIONAL_PROVIDER = frozenset({"parse_and_validate_args", "parse_args"})  # (extra_args_provider, ...)
+_FACTORY = "ArgumentGroupFactory"
+_PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol"})
+_NOT_FIELDS = ("ClassVar", "InitVar", "KW_ONLY")
+_MAX_DEPTH = 12
+
+ReadText = Callable[[str], "str | None"]
+
+
+class _Unreadable(Exception):
+    """Something the option set depends on that offlint cannot read: no option set at all."""
+
+
+def entry_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str] | None:
+    """The option strings the entry script `entry` (a path in the tree) accepts, or None when offlint cannot tell.
+    `read_text(path)`: a file's text (None when absent); `memo`: kept across the calls of one run."""
+    root = _checkout_root(entry, read_text)
+    if root is None:
+        return None
+    reader = memo.get(("mlm-arguments", root))
+    if reader is None:
+        reader = memo[("mlm-arguments", root)] = _Reader(root, read_text)
+    try:
+        base = reader.base_options()
+        providers = reader.providers(entry)
+        if providers is None:
+            return None
+        return frozenset(base | set().union(*(reader.function_options(path, fn) for path, fn in providers)))
+    except (_Unreadable, RecursionError):
+        return None
+
+
+def _checkout_root(entry: str, read_text: ReadText) -> str | None:
+    """The folder holding megatron/training/arguments.py, the entry script's own or one above it."""
+    folder = posixpath.dirname(posixpath.normpath(entry))
+    while True:
+        candidate = posixpath.join(folder, ARGUMENTS) if folder else ARGUMENTS
+        if read_text(candidate) is not None:
+            return folder
+        if not folder or folder in (".", "/"):
+            return None
+        folder = posixpath.dirname(folder)
+
+
+class _Reader:
+    def __init__(self, root: str, read_text: ReadText):
+        self.root, self.read_text = root, read_text
+        self.modules: dict[str, ast.Module | None] = {}
+        self.walked: dict[tuple[str, str], frozenset[str]] = {}
+        self.base: frozenset[str] | None = None
+
+    # ---- modules and names -------------------------------------------------------------------------------------
+
+    def module(self, path: str) -> ast.Module | None:
+        if path not in self.modules:
+            text = self.read_text(path)
+            try:
+                self.modules[path] = ast.parse(text) if text is not None else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self.modules[path] = None
+        return self.modules[path]
+
+    def module_path(self, dotted: str, importer: str, level: int = 0) -> str | None:
+        """The tree's file for an imported module: from the checkout root, or (a top-level name) beside the
+        importing script, as Python puts the script's folder first on sys.path."""
+        if level:
+            base = posixpath.dirname(importer)
+            for _ in range(level - 1):
+                base = posixpath.dirname(base)
+            folders = [base]
+        else:
+            folders = [self.root, posixpath.dirname(importer)]
+        for folder in folders:
+            stem = posixpath.join(folder, *dotted.split(".")) if dotted else folder
+            for candidate in (stem + ".py", posixpath.join(stem, "__init__.py")):
+                candidate = posixpath.normpath(candidate)
+                if self.module(candidate) is not None:
+                    return candidate
+        return None
+
+    def definition(self, path: str, name: str, kind: type, local: ast.AST | None = None, depth: int = 0):
+        """(path, node) of the function or class `name` as the module `path` (and the imports inside `local`)
+        names it, through imports and re-exports; None when it is not the tree's."""
+        module = self.module(path)
+        if module is None or depth > _MAX_DEPTH:
+            return None
+        if local is None:
+            for node in _top_level(module.body):
+                if isinstance(node, kind) and node.name == name:
+                    return path, node
+        for node in (ast.walk(local) if local is not None else _top_level(module.body)):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == name:
+                        target = self.module_path(node.module or "", path, node.level)
+                        if target is None:  # `from pkg import module`? not a function or class
+                            return None
+                        return self.definition(target, alias.name, kind, None, depth + 1)
+        return self.definition(path, name, kind, None, depth + 1) if local is not None else None
+
+    # ---- the option sets ---------------------------------------------------------------------------------------
+
+    def base_options(self) -> frozenset[str]:
+        if self.base is None:
+            path = posixpath.join(self.root, ARGUMENTS) if self.root else ARGUMENTS
+            found = next((f for f in (self.definition(path, name, ast.FunctionDef) for name in _BASE_FUNCTIONS)
+                          if f is not None), None)
+            if found is None:
+                raise _Unreadable(f"{path} defines neither of {_BASE_FUNCTIONS}")
+            self.base = self.function_options(*found) | {"-h", "--help"}
+        return self.base
+
+    def providers(self, entry: str) -> list | None:
+        """The entry script's extra_args_provider functions; None when its parsing cannot be read."""
+        module = self.module(entry)
+        if module is None:
+            return None
+        found: list = []
+        parses = False
+        for node in ast.walk(module):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _called_name(node.func)
+            if name == "ArgumentParser":
+                return None  # a parser of its own: its flags are not Megatron-LM's
+            if name not in _PARSING_CALLS:
+                continue
+            parses = True
+            keywords = {k.arg: k.value for k in node.keywords if k.arg}
+            if any(k.arg is None for k in node.keywords):
+                return None  # `**kwargs`: the provider or ignore_unknown_args may be in it
+            ignore = keywords.get("ignore_unknown_args")
+            if ignore is not None and not (isinstance(ignore, ast.Constant) and ignore.value is False):
+                return None  # unknown flags are ignored (or may be): not refused
+            provider = keywords.get("extra_args_provider")
+            if provider is None and name in _POSITIONAL_PROVIDER and node.args:
+                provider = node.args[0]
+            if provider is not None:
+                resolved = self.provider(entry, provider)
+                if resolved is None:
+                    return None
+                found += resolved
+        return found if parses else None
+
+    def provider(self, entry: str, node: ast.expr) -> list | None:
+        if isinstance(node, ast.Constant) and node.value is None:
+            return []
+        if isinstance(node, ast.IfExp):  # `add_modelopt_args if has_nvidia_modelopt else None`: both sides
+            body, orelse = self.provider(entry, node.body), self.provider(entry, node.orelse)
+            return None if body is None or orelse is None else body + orelse
+        if isinstance(node, ast.Name):
+            found = self.definition(entry, node.id, ast.FunctionDef)
+            return [found] if found is not None else None
+        return None
+
+    def function_options(self, path: str, fn: ast.FunctionDef) -> frozenset[str]:
+        """The option strings `fn` (of the module `path`) adds to the parser it is given, and the tree's functions
+        it calls add."""
+        key = (path, fn.name + f"@{fn.lineno}")
+        if key in self.walked:
+            return self.walked[key]
+        self.walked[key] = frozenset()  # (a recursive call adds nothing new)
+        parsers = _parser_names(fn)
+        params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}  # (the provider
+        options: set[str] = set()  # parse_args is given calls it: not the base set)
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "add_argument":
+                options |= _add_argument(node)
+            elif _called_name(func) == _FACTORY:
+                options |= self.factory_options(path, fn, node)
+            elif isinstance(func, ast.Name) and func.id not in params and not _builtin_call(func.id):
+                found = self.definition(path, func.id, ast.FunctionDef, local=fn)
+                if found is not None:
+                    options |= self.function_options(*found)
+                elif _hands_parser(node, parsers):
+                    raise _Unreadable(f"{func.id}() is given the parser and is not the tree's")
+            elif isinstance(func, ast.Attribute) and func.attr != "build_group" and _hands_parser(node, parsers) \
+                    and not (isinstance(func.value, ast.Name) and func.value.id in parsers):  # (a factory's: its own)
+                raise _Unreadable(f"{ast.unparse(func)}() is given the parser")
+        self.walked[key] = frozenset(options)
+        return self.walked[key]
+
+    def factory_options(self, path: str, fn: ast.FunctionDef, call: ast.Call) -> set[str]:
+        """ArgumentGroupFactory(Cls, exclude=[...]): an option per field of the dataclass."""
+        if not call.args or not isinstance(call.args[0], ast.Name):
+            raise _Unreadable("an ArgumentGroupFactory of a class offlint cannot name")
+        exclude = _exclude(fn, next((k.value for k in call.keywords if k.arg == "exclude"), None))
+        found = self.definition(path, call.args[0].id, ast.ClassDef, local=fn)
+        if found is None:
+            raise _Unreadable(f"the config class {call.args[0].id} is not the tree's")
+        options: set[str] = set()
+        for name, field in self.dataclass_fields(*found).items():
+            if name not in exclude:
+                options |= _field_options(name, field)
+        return options
+
+    def dataclass_fields(self, path: str, cls: ast.ClassDef, depth: int = 0) -> dict[str, ast.AnnAssign]:
+        """A dataclass's fields by name (its bases' first, as dataclasses.fields gives them), less init=False."""
+        if depth > _MAX_DEPTH:
+            raise _Unreadable(f"{cls.name}'s bases go too deep")
+        fields: dict[str, ast.AnnAssign] = {}
+        for base in cls.bases:
+            name = base.id if isinstance(base, ast.Name) else None
+            if name in _PLAIN_BASES:
+                continue
+            found = self.definition(path, name, ast.ClassDef) if name else None
+            if found is None:
+                raise _Unreadable(f"a base of {cls.name} is not the tree's")
+            fields.update(self.dataclass_fields(*found, depth + 1))
+        if not any("dataclass" in ast.unparse(d) for d in cls.decorator_list):
+            return fields
+        for node in cls.body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                    not ast.unparse(node.annotation).split("[")[0].endswith(_NOT_FIELDS):
+                if _keyword(node.value, "init") is False:
+                    fields.pop(node.target.id, None)
+                else:
+                    fields[node.target.id] = node
+        return fields
+
+
+# ---- one call or field --------------------------------------------------------------------------------------
+
+
+def _add_argument(call: ast.Call) -> set[str]:
+    strings = []
+    for arg in call.args:
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("-")):
+            raise _Unreadable(f"add_argument({ast.unparse(arg)}, ...): not a literal option string")
+        strings.append(arg.value)
+    action = next((k.value for k in call.keywords if k.arg == "action"), None)
+    if action is not None and _called_name(action) == "BooleanOptionalAction":
+        strings += [f"--no-{s[2:]}" for s in strings if s.startswith("--")]
+    return set(strings)
+
+
+def _field_options(name: str, field: ast.AnnAssign) -> set[str]:
+    names = _arg_names(name, _keyword_node(field.value, "metadata"))
+    if names is not None:
+        return names
+    flag = name.replace("_", "-")
+    if _is_bool(field.annotation):
+        default = _keyword(field.value, "default") if isinstance(field.value, ast.Call) else \
+            _literal(field.value) if field.value is not None else _MISSING
+        if default is not _MISSING and default is not None and not isinstance(default, str) and default == False:  # noqa: E712
+            return {f"--{flag}"}  # store_true
+        return {f"--no-{flag}", f"--disable-{flag}"}  # store_false (ArgumentGroupFactory: `default == False` or not)
+    return {f"--{flag}"}
+
+
+def _arg_names(name: str, metadata: ast.expr | None) -> set[str] | None:
+    """`metadata={"argparse_meta": {"arg_names": [...]}}`: the names that replace the field's; None without."""
+    if metadata is None:
+        return None
+    meta = _dict_entry(metadata, "metadata", name)
+    argparse_meta = meta.get("argparse_meta")
+    if argparse_meta is None:
+        return None
+    arg_names = _dict_entry(argparse_meta, "argparse_meta", name).get("arg_names")
+    if arg_names is None:
+        return None
+    value = _literal(arg_names)
+    if not (isinstance(value, list) and value and all(isinstance(n, str) for n in value)):
+        raise _Unreadable(f"the arg_names of {name} are not literal strings")
+    return set(value)
+
+
+def _dict_entry(node: ast.expr, what: str, name: str) -> dict[str, ast.expr]:
+    if not (isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                               for k in node.keys)):
+        raise _Unreadable(f"the {what} of {name} is not a literal dict")
+    return {k.value: v for k, v in zip(node.keys, node.values)}
+
+
+_MISSING = object()
+
+
+def _keyword_node(value: ast.expr | None, name: str) -> ast.expr | None:
+    """A `field(...)` keyword's value node; None when absent (or the value is not a field() call)."""
+    if not (isinstance(value, ast.Call) and _called_name(value.func) == "field"):
+        return None
+    return next((k.value for k in value.keywords if k.arg == name), None)
+
+
+def _keyword(value: ast.expr | None, name: str):
+    """A `field(...)` keyword's literal value; _MISSING when absent, not a literal, or not a field() call."""
+    node = _keyword_node(value, name)
+    return _literal(node) if node is not None else _MISSING
+
+
+def _literal(node: ast.expr):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _MISSING
+
+
+def _is_bool(annotation: ast.expr) -> bool:
+    """`bool`, `Optional[bool]`, `bool | None` (ArgumentGroupFactory's Optional handling)."""
+    if isinstance(annotation, ast.Name):
+        return annotation.id == "bool"
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return isinstance(annotation.right, ast.Constant) and annotation.right.value is None and \
+            _is_bool(annotation.left)
+    if isinstance(annotation, ast.Subscript) and _called_name(annotation.value) == "Optional":
+        return _is_bool(annotation.slice)
+    return False
+
+
+def _exclude(fn: ast.FunctionDef, node: ast.expr | None) -> set[str]:
+    if node is None:
+        return set()
+    if isinstance(node, ast.Name):  # `exclude = [...]` earlier in the function
+        bound = [n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) and
+                 any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
+        node = bound[0] if len(bound) == 1 else None
+    value = _literal(node) if node is not None else _MISSING
+    if not (isinstance(value, (list, tuple, set)) and all(isinstance(v, str) for v in value)):
+        raise _Unreadable("an exclude list that is not a literal")
+    return set(value)
+
+
+def _parser_names(fn: ast.FunctionDef) -> set[str]:
+    """The names that hold the parser or a group of it in `fn`: its first parameter, and what
+    `add_argument_group(...)` / `add_mutually_exclusive_group(...)` give."""
+    names = {fn.args.args[0].arg} if fn.args.args else set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _called_name(node.value.func) in (
+                "add_argument_group", "add_mutually_exclusive_group"):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _hands_parser(call: ast.Call, parsers: set[str]) -> bool:
+    return any(isinstance(a, ast.Name) and a.id in parsers for a in (*call.args, *(k.value for k in call.keywords)))
+
+
+def _builtin_call(name: str) -> bool:
+    return name in __builtins__ if isinstance(__builtins__, dict) else hasattr(__builtins__, name)
+
+
+def _called_name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _top_level(body: list[ast.stmt]):
+    """A module's top-level statements, those under `if`/`try` included (conditional imports and definitions)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _top_level(node.body)
+            yield from _top_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from _top_level(node.body)
+            for handler in node.handlers:
+                yield from _top_level(handler.body)
+            yield from _top_level(node.orelse)
+            yield from _top_level(node.finalbody)

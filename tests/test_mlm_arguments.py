@@ -1,0 +1,190 @@
+"""OFL007: a Megatron-LM launch flag its entry script's parser does not have, with the parser read from the checkout
+(sources/mlm_arguments.py): literal add_argument calls, BooleanOptionalAction's --no- twin, config-dataclass groups
+(ArgumentGroupFactory: inherited fields, exclude, init=False, bool fields' store_true/store_false names,
+argparse_meta's arg_names), the entry script's extra_args_provider (beside it, on both sides of a conditional), and
+silence wherever the parser cannot be read whole. The trees are our own, in the shapes Megatron-LM writes them; the
+derivation was checked against the real parser at six Megatron-LM commits (session 24)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from offlint.api import CheckOptions, check
+from offlint.sources.mlm_arguments import entry_options
+
+ARGUMENTS = '''
+import argparse
+from dataclasses import dataclass, field
+
+from megatron.training.argument_utils import ArgumentGroupFactory
+from megatron.core.transformer.transformer_config import TransformerConfig
+
+
+def add_megatron_arguments(parser):
+    parser = _add_network_size_args(parser)
+    parser = _add_transformer_args(parser)
+    parser = _add_kitchen_args(parser)
+    return parser
+
+
+def _add_network_size_args(parser):
+    group = parser.add_argument_group(title="network size")
+    group.add_argument("--num-layers", type=int, default=None)
+    group.add_argument("--hidden-size", "--model-dim", type=int)
+    group.add_argument("--use-flash", action=argparse.BooleanOptionalAction)
+    return parser
+
+
+def _add_transformer_args(parser):
+    exclude = ["hidden_dropout"]
+    factory = ArgumentGroupFactory(TransformerConfig, exclude=exclude)
+    factory.build_group(parser, "transformer")
+    return parser
+
+
+def _add_kitchen_args(parser):
+    try:
+        from megatron.core.extensions.kitchen import HAVE_KITCHEN
+    except ImportError:
+        HAVE_KITCHEN = False
+    if HAVE_KITCHEN:
+        parser.add_argument("--kitchen-recipe-number", type=int)
+    return parser
+
+
+def parse_and_validate_args(extra_args_provider=None, ignore_unknown_args=False):
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    parser = add_megatron_arguments(parser)
+    if extra_args_provider is not None:
+        parser = extra_args_provider(parser)
+    return parser.parse_known_args()[0] if ignore_unknown_args else parser.parse_args()
+'''
+
+CONFIGS = '''
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass
+class ModelParallelConfig:
+    tensor_model_parallel_size: int = 1
+    sequence_parallel: bool = False
+
+
+@dataclass
+class TransformerConfig(ModelParallelConfig):
+    hidden_dropout: float = 0.1
+    add_bias_linear: bool = field(default=True, metadata={"argparse_meta": {"arg_names": ["--disable-bias-linear"]}})
+    recompute_granularity: Optional[str] = None
+    apply_rope_fusion: bool = True
+    moe_layer_recompute: bool | None = field(default=False, metadata={"argparse_meta": {"default": None}})
+    pipeline_dtype: object = field(init=False, default=None)
+'''
+
+PRETRAIN = '''
+from megatron.training.arguments import parse_and_validate_args
+
+try:
+    from megatron.post_training.arguments import add_modelopt_args
+    has_nvidia_modelopt = True
+except ImportError:
+    has_nvidia_modelopt = False
+
+if __name__ == "__main__":
+    args = parse_and_validate_args(extra_args_provider=add_modelopt_args if has_nvidia_modelopt else None)
+'''
+
+MODELOPT = '''
+def add_modelopt_args(parser):
+    group = parser.add_argument_group(title="modelopt")
+    group.add_argument("--export-te-mcore-model", action="store_true")
+    return parser
+'''
+
+SIBLING = '''
+from multimodal_args import add_multimodal_extra_args
+from megatron.training.arguments import parse_and_validate_args
+
+args = parse_and_validate_args(add_multimodal_extra_args)
+'''
+
+
+def _tree(root, extra: dict[str, str] | None = None) -> None:
+    files = {"pyproject.toml": "", "megatron/training/arguments.py": ARGUMENTS,
+             "megatron/core/transformer/transformer_config.py": CONFIGS, "pretrain_gpt.py": PRETRAIN,
+             "megatron/post_training/arguments.py": MODELOPT, "examples/multimodal/train.py": SIBLING,
+             "examples/multimodal/multimodal_args.py":
+                 "def add_multimodal_extra_args(parser):\n    parser.add_argument('--vision-model-type')\n"
+                 "    return parser\n", **(extra or {})}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+
+
+def _options(root, entry="pretrain_gpt.py"):
+    def read(path):
+        try:
+            return (root / path).read_text()
+        except OSError:
+            return None
+    return entry_options(entry, read, {})
+
+
+def test_the_option_strings_are_derived_as_argparse_builds_them(tmp_path):
+    _tree(tmp_path)
+    assert _options(tmp_path) == {
+        "-h", "--help", "--num-layers", "--hidden-size", "--model-dim", "--use-flash", "--no-use-flash",
+        "--tensor-model-parallel-size", "--sequence-parallel", "--disable-bias-linear", "--recompute-granularity",
+        "--no-apply-rope-fusion", "--disable-apply-rope-fusion", "--moe-layer-recompute",
+        "--kitchen-recipe-number", "--export-te-mcore-model"}  # (hidden_dropout excluded, pipeline_dtype init=False)
+
+
+def test_a_provider_beside_the_entry_script_is_read(tmp_path):
+    _tree(tmp_path)
+    assert "--vision-model-type" in _options(tmp_path, "examples/multimodal/train.py")
+
+
+@pytest.mark.parametrize("change", [
+    ("pretrain_gpt.py", "extra_args_provider=add_modelopt_args if has_nvidia_modelopt else None",
+     "extra_args_provider=unknown_provider"),  # a provider offlint cannot find
+    ("pretrain_gpt.py", "extra_args_provider=add_modelopt_args if has_nvidia_modelopt else None",
+     "ignore_unknown_args=True"),  # unknown flags are ignored, not refused
+    ("pretrain_gpt.py", "args = parse", "import argparse\n    argparse.ArgumentParser()\n    args = parse"),
+    ("megatron/training/arguments.py", 'group.add_argument("--num-layers"', 'group.add_argument(NUM_LAYERS'),
+    ("megatron/training/arguments.py", "exclude=exclude", "exclude=excluded()"),
+    ("megatron/training/arguments.py", "    parser = _add_kitchen_args(parser)\n",
+     "    parser = _add_kitchen_args(parser)\n    add_more(parser)\n"),  # handed the parser, not the tree's
+    ("megatron/core/transformer/transformer_config.py", '{"argparse_meta": {"arg_names": ["--disable-bias-linear"]}}',
+     "META"),
+])
+def test_a_parser_offlint_cannot_read_whole_gives_no_option_set(tmp_path, change):
+    _tree(tmp_path)
+    path, old, new = change
+    text = (tmp_path / path).read_text()
+    assert old in text
+    (tmp_path / path).write_text(text.replace(old, new))
+    assert _options(tmp_path) is None
+
+
+def test_an_unknown_flag_of_a_launch_is_reported_where_it_is(tmp_path, monkeypatch):
+    _tree(tmp_path, {"run.sh": "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --recompute-granularty "
+                               "full \\\n    --sequence-parallel --no-apply-rope-fusion --hidden-dropout 0.0\n"})
+    monkeypatch.chdir(tmp_path)
+    result = check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False))
+    assert not result.errors
+    found = [(f.location.line, f.location.col, f.message.split(":")[0]) for f in result.findings]
+    assert found == [
+        (1, 60, "--recompute-granularty is not an option of pretrain_gpt.py's argument parser in this checkout "
+                "(did you mean --recompute-granularity?)"),
+        (2, 48, "--hidden-dropout is not an option of pretrain_gpt.py's argument parser in this checkout")]
+
+
+def test_no_finding_without_the_entry_script_or_its_parser_in_the_tree(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "run.sh").write_text("torchrun pretrain_gpt.py --recompute-granularty full\n")
+    monkeypatch.chdir(tmp_path)
+    assert not check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False)).findings
+    (tmp_path / "pretrain_gpt.py").write_text(PRETRAIN)  # the script, but no megatron/training/arguments.py
+    assert not check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False)).findings
