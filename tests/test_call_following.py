@@ -414,6 +414,65 @@ def test_a_recipe_function_passed_as_an_argument_is_followed(tree):
     assert unit.get("model.init_method").state == "unknown"
 
 
+WAN_PROVIDER = '''\
+from dataclasses import dataclass
+
+
+@dataclass
+class TransformerConfig:
+    pass
+
+
+@dataclass
+class WanModelProvider(TransformerConfig):
+    num_layers: int = 30
+    hidden_size: int = 1536
+
+
+@dataclass
+class WanModelProvider14B(WanModelProvider):
+    num_layers: int = 40
+    hidden_size: int = 5120
+
+
+@dataclass
+class VisionTransformerConfig(TransformerConfig):
+    patch_size: int = 14
+'''
+
+WAN_RECIPE = '''\
+from providers import VisionTransformerConfig, WanModelProvider14B
+
+
+def wan_14b_pretrain_config() -> ConfigContainer:
+    model_cfg = WanModelProvider14B()
+    model_cfg.cuda_graph_impl = "local"
+    model_cfg.recompute_granularity = "full"
+    return ConfigContainer(model=model_cfg, optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
+
+
+def vision_config(recompute):
+    config = VisionTransformerConfig(num_layers=2)
+    config.recompute_granularity = recompute
+    return config
+'''
+
+
+def test_a_provider_class_named_with_a_size_is_a_model_section(tree):
+    """Bridge's WanModelProvider14B(WanModelProvider): a provider by its bases, not its name (Bridge 05312d5f7's Wan
+    recipes read as unknown: a CUDA-graph x full-recompute crash went unreported, and a validation branch became a
+    possible finding). A class that is only a TransformerConfig subclass stays a record (model code's own config)."""
+    from offlint.units import UnitSelectionError
+
+    (tree / "providers.py").write_text(WAN_PROVIDER)
+    (tree / "wan.py").write_text(WAN_RECIPE)
+    unit = resolved("wan_14b_pretrain_config", "wan.py")
+    assert (unit.get("model.num_layers").value, unit.get("model.hidden_size").value) == (40, 5120)
+    assert unit.get("model.cuda_graph_impl").value == "local"
+    with pytest.raises(UnitSelectionError):  # VisionTransformerConfig(...): a record, so no config is built
+        resolved("vision_config", "wan.py")
+
+
 def test_the_distributed_optimizer_is_read_as_megatron_core_or_bridge_decides_it(tree):
     """megatron-core's get_megatron_optimizer reads only the OptimizerConfig; Bridge syncs it with the DDP
     config's flag (BR-4). The same two configs are an error in a plain megatron-core program only."""

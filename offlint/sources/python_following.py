@@ -97,6 +97,8 @@ class CallFollowing:
             return Unknown(f"the result of `{self._segment(node.func)}(...)`")
         dataclass, target = self._called_definition(name) if name else (None, None)
         if dataclass is not None:
+            if _builds_model(dataclass):  # a provider class named otherwise (WanModelProvider14B): its bases say
+                return self._config_section(node, frame, name, short, "model")
             return self._record(dataclass, node, frame)
         if target is not None and self._may_follow(frame):
             return self._call(target[0], target[1], node, frame, quiet=True)
@@ -191,44 +193,7 @@ class CallFollowing:
             return obj
         section = _section_of_class(short)
         if section:
-            obj = ConfigObj("section", "default", section)
-            obj.origin = self._class_origin(name)
-            nested: list[ConfigObj] = []
-            for arg in node.keywords:
-                if arg.arg is None:  # **kwargs: any key may be set
-                    obj.base = Unknown(f"`**{self._segment(arg.value)}` in {short}(...)")
-                    continue
-                value = self._eval(arg.value, frame)
-                if section == "model" and isinstance(value, ConfigObj) and value.kind == "section" \
-                        and value.section == "model":
-                    nested.append(value)
-                    continue
-                obj.values[arg.arg] = self._assignment(
-                    f"{section}.{arg.arg}", value, self._loc(arg), self._segment(arg.value))
-            for inner in nested:  # `GPTModelConfig(transformer=TransformerConfig(...))`: megatron's ModelConfig
-                # reads and writes its nested TransformerConfig's fields flat (__getattr__/__setattr__), its own
-                # fields first
-                for key, assignment in inner.values.items():
-                    obj.values.setdefault(key, assignment)
-                if isinstance(inner.base, Unknown) and not isinstance(obj.base, Unknown):
-                    obj.base = inner.base
-            if section == "model" and short not in MODEL_CLASSES:  # the model class its provide() builds (OFL219)
-                # the class's own module, not this one's text (a recipe's units do not depend on all of its file)
-                module, attr = self.imports.get(name, (None, None))
-                local = any(isinstance(n, ast.ClassDef) and n.name == name for n in self.module.body)
-                target = self.project.path_of(module, self.path) if self.project and module and attr else \
-                    self.path if local else None
-                built = bridge_schedule.provider_model(self.project, target, attr or name) if target else \
-                    Unknown(f"the source of the provider `{name}` is not in the tree")
-                obj.values[bridge_schedule.KEY.split(".", 1)[1]] = self._assignment(
-                    bridge_schedule.KEY, built, self._loc(node), f"{self._segment(node.func)}(...)")
-                if target:  # what its finalize() does when the run starts (resolve runs it after every override)
-                    self._finalize_program(obj, bridge_finalize.program(self.project, target, attr or name), node)
-            if section in TREE_DEFAULT_SECTIONS:
-                self._tree_defaults(obj, name, node)
-            elif section == "model" and short not in MODEL_CLASSES and not node.args:
-                self._provider_defaults(obj, name, node)
-            return obj
+            return self._config_section(node, frame, name, short, section)
         if short in bridge_mutators.MUTATORS:
             # The tree's own helper when its source is there and decides every key it writes; the documented
             # model (bridge_mutators) where it is not, or where it branches on the megatron-core version.
@@ -254,6 +219,48 @@ class CallFollowing:
             return ModuleRef(target) if isinstance(target, str) and not target.startswith(".") else Unknown(
                 f"`{self._segment(node)}`: a module offlint cannot name")
         return _NOT_SPECIAL
+
+    def _config_section(self, node: ast.Call, frame: Frame, name: str, short: str, section: str) -> ConfigObj:
+        """A config class built (`GPTModelProvider(num_layers=8)`, `OptimizerConfig(...)`): its section, with the
+        keywords given and, for the tree's classes, their defaults."""
+        obj = ConfigObj("section", "default", section)
+        obj.origin = self._class_origin(name)
+        nested: list[ConfigObj] = []
+        for arg in node.keywords:
+            if arg.arg is None:  # **kwargs: any key may be set
+                obj.base = Unknown(f"`**{self._segment(arg.value)}` in {short}(...)")
+                continue
+            value = self._eval(arg.value, frame)
+            if section == "model" and isinstance(value, ConfigObj) and value.kind == "section" \
+                    and value.section == "model":
+                nested.append(value)
+                continue
+            obj.values[arg.arg] = self._assignment(
+                f"{section}.{arg.arg}", value, self._loc(arg), self._segment(arg.value))
+        for inner in nested:  # `GPTModelConfig(transformer=TransformerConfig(...))`: megatron's ModelConfig
+            # reads and writes its nested TransformerConfig's fields flat (__getattr__/__setattr__), its own
+            # fields first
+            for key, assignment in inner.values.items():
+                obj.values.setdefault(key, assignment)
+            if isinstance(inner.base, Unknown) and not isinstance(obj.base, Unknown):
+                obj.base = inner.base
+        if section == "model" and short not in MODEL_CLASSES:  # the model class its provide() builds (OFL219)
+            # the class's own module, not this one's text (a recipe's units do not depend on all of its file)
+            module, attr = self.imports.get(name, (None, None))
+            local = any(isinstance(n, ast.ClassDef) and n.name == name for n in self.module.body)
+            target = self.project.path_of(module, self.path) if self.project and module and attr else \
+                self.path if local else None
+            built = bridge_schedule.provider_model(self.project, target, attr or name) if target else \
+                Unknown(f"the source of the provider `{name}` is not in the tree")
+            obj.values[bridge_schedule.KEY.split(".", 1)[1]] = self._assignment(
+                bridge_schedule.KEY, built, self._loc(node), f"{self._segment(node.func)}(...)")
+            if target:  # what its finalize() does when the run starts (resolve runs it after every override)
+                self._finalize_program(obj, bridge_finalize.program(self.project, target, attr or name), node)
+        if section in TREE_DEFAULT_SECTIONS:
+            self._tree_defaults(obj, name, node)
+        elif section == "model" and short not in MODEL_CLASSES and not node.args:
+            self._provider_defaults(obj, name, node)
+        return obj
 
     def _tree_defaults(self, obj: ConfigObj, name: str, node: ast.Call) -> None:
         """A section built from a class no megatron-core release describes (Bridge's CommOverlapConfig): the fields
@@ -759,6 +766,22 @@ def _call_kinds(node: ast.Call) -> tuple[str, str, bool, bool, bool]:
         bool(_section_of_class(short)) or short in bridge_mutators.MUTATORS or \
         bool(name) and short in bridge_mutators.TRAINING_ENTRY_POINTS
     return name, short, early, maybe_pure, special
+
+
+def _builds_model(found) -> bool:
+    """Whether a @dataclass of the tree ((reader, ClassDef)) is a model provider named otherwise: a class whose
+    in-tree bases reach a `...ModelProvider` (Bridge's WanModelProvider14B(WanModelProvider)), the kind of class a
+    recipe builds its model from. (A subclass of TransformerConfig alone is the config model code builds inside
+    (Qwen3VLTransformerConfig for the vision tower): it stays a record, as before.)"""
+    for _ in range(8):
+        reader, cls = found
+        names = [_call_name(base) for base in cls.bases]
+        if any(_PROVIDER.match(n.rsplit(".", 1)[-1]) for n in names if n):
+            return True
+        found = next((f for f in (reader._find_dataclass(n) for n in names if n) if f is not None), None)
+        if found is None:
+            return False
+    return False
 
 
 @lru_cache(maxsize=None)  # a function of the name alone; asked for every call the reader evaluates
