@@ -71,52 +71,44 @@ def test_offlint_agrees_with_megatron_core(mcore):
     assert outcomes["accepted"] + outcomes["rejected"] >= total * 0.6  # most configurations are comparable
 
 
-@needs_mcore
-def test_ep_overlap_agrees_with_megatron_core(mcore):
-    """The same comparison over MoE configurations with expert-parallel overlap and no offloading (OFL224: what
-    megatron-core asserts beside the overlap differs by release), in every form."""
+def _agree_on(mcore, generator, codes: set[str]) -> tuple[Counter, Counter]:
+    """Run `generator`'s configurations (a quarter of EXAMPLES, at least 100) through `compare` in every form, with
+    no disagreement allowed: the outcomes, and (rule, the start of megatron-core's error) for each refusal one of
+    `codes` mirrors."""
     rules = load_rules()
     outcomes: Counter = Counter()
-    refused_by_ofl224 = Counter()
+    refused: Counter = Counter()
 
     @settings(max_examples=max(EXAMPLES // 4, 100), **SETTINGS)
     @given(st.data())
     def agree(data):
-        config = data.draw(ep_overlap_configs(mcore.version))
+        config = data.draw(generator(mcore.version))
         result = compare(config, mcore, rules)
         outcomes[result.outcome] += 1
-        if "OFL224" in result.expected:
-            refused_by_ofl224[result.error.split(" when ")[0][:60]] += 1
+        for code in result.expected & codes:
+            refused[(code, result.error.split(" when ")[0][:60])] += 1
         assert not result.problems, f"megatron-core {mcore.version_text}: {describe(config)}\n" + "\n".join(
             result.problems)
 
     agree()
-    print(f"\nmegatron-core {mcore.version_text}: {dict(outcomes)}; refusals OFL224 mirrors: {dict(refused_by_ofl224)}")
+    print(f"\nmegatron-core {mcore.version_text}: {dict(outcomes)}; refusals mirrored: {dict(refused)}")
+    return outcomes, refused
+
+
+@needs_mcore
+def test_ep_overlap_agrees_with_megatron_core(mcore):
+    """The same comparison over MoE configurations with expert-parallel overlap and no offloading (OFL224: what
+    megatron-core asserts beside the overlap differs by release), in every form."""
+    outcomes, refused = _agree_on(mcore, ep_overlap_configs, {"OFL224"})
     assert outcomes["accepted"] >= sum(outcomes.values()) * 0.1  # overlap runs megatron-core accepts: no finding
-    assert len(refused_by_ofl224) >= 6  # most of the overlap block's asserts are reached
+    assert len(refused) >= 6  # most of the overlap block's asserts are reached
 
 
 @needs_mcore
 def test_graph_recompute_agrees_with_megatron_core(mcore):
     """The same comparison over recompute beside CUDA graphs (OFL225, OFL226: the recomputed modules a graph
     covers, with dropout and input jitter), in every form."""
-    rules = load_rules()
-    outcomes: Counter = Counter()
-    refused = Counter()
-
-    @settings(max_examples=max(EXAMPLES // 4, 100), **SETTINGS)
-    @given(st.data())
-    def agree(data):
-        config = data.draw(graph_recompute_configs(mcore.version))
-        result = compare(config, mcore, rules)
-        outcomes[result.outcome] += 1
-        for code in result.expected & {"OFL225", "OFL226"}:
-            refused[(code, result.error[:60])] += 1
-        assert not result.problems, f"megatron-core {mcore.version_text}: {describe(config)}\n" + "\n".join(
-            result.problems)
-
-    agree()
-    print(f"\nmegatron-core {mcore.version_text}: {dict(outcomes)}; refusals mirrored: {dict(refused)}")
+    outcomes, refused = _agree_on(mcore, graph_recompute_configs, {"OFL225", "OFL226"})
     assert outcomes["accepted"] >= sum(outcomes.values()) * 0.1
     assert len({error for code, error in refused if code == "OFL226"}) >= 3  # dropout, hidden dropout, jitter...
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 
 from offlint.scope import nearest
+from offlint.sources.python_syntax import top_level_statements
 from offlint.sources.bridge_models import ParsedModules
 from offlint.types import Unknown
 
@@ -113,10 +114,10 @@ class ProviderClasses(ParsedModules):
         module = self.module(path)
         if module is None or depth > 12:
             return None
-        for node in _top_statements(module.body):
+        for node in top_level_statements(module.body):
             if isinstance(node, ast.ClassDef) and node.name == name:
                 return "tree", path, node
-        for node in _top_statements(module.body):
+        for node in top_level_statements(module.body):
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if (alias.asname or alias.name) == name:
@@ -436,20 +437,6 @@ class ProviderClasses(ParsedModules):
             found = self.find_in(path, function, node.id)
             return found if found is not None else Unknown(f"{node.id} is not a class offlint can name")
         return Unknown(f"`{ast.unparse(node)}` is not a provider class offlint can name")
-
-
-def _top_statements(body):
-    """A module's top-level statements, those under `if`/`try` included (conditional imports and classes)."""
-    for node in body:
-        yield node
-        if isinstance(node, ast.If):
-            yield from _top_statements(node.body)
-            yield from _top_statements(node.orelse)
-        elif isinstance(node, ast.Try):
-            yield from _top_statements(node.body)
-            for handler in node.handlers:
-                yield from _top_statements(handler.body)
-            yield from _top_statements(node.orelse)
 
 
 def _own_nodes(function: ast.FunctionDef):

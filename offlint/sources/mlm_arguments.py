@@ -29,6 +29,8 @@ import ast
 import posixpath
 from typing import Callable
 
+from offlint.sources.python_syntax import top_level_statements
+
 ARGUMENTS = "megatron/training/arguments.py"
 _BASE_FUNCTIONS = ("add_megatron_arguments", "parse_args")
 # Megatron-LM's functions that parse the command line with an entry script's extra_args_provider
@@ -120,10 +122,10 @@ class _Reader:
         if module is None or depth > _MAX_DEPTH:
             return None
         if local is None:
-            for node in _top_level(module.body):
+            for node in top_level_statements(module.body):
                 if isinstance(node, kind) and node.name == name:
                     return path, node
-        for node in (ast.walk(local) if local is not None else _top_level(module.body)):
+        for node in (ast.walk(local) if local is not None else top_level_statements(module.body)):
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if (alias.asname or alias.name) == name:
@@ -379,18 +381,3 @@ def _builtin_call(name: str) -> bool:
 
 def _called_name(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-
-
-def _top_level(body: list[ast.stmt]):
-    """A module's top-level statements, those under `if`/`try` included (conditional imports and definitions)."""
-    for node in body:
-        yield node
-        if isinstance(node, ast.If):
-            yield from _top_level(node.body)
-            yield from _top_level(node.orelse)
-        elif isinstance(node, ast.Try):
-            yield from _top_level(node.body)
-            for handler in node.handlers:
-                yield from _top_level(handler.body)
-            yield from _top_level(node.orelse)
-            yield from _top_level(node.finalbody)

@@ -49,3 +49,17 @@ def _statements(body):
             inner = getattr(stmt, name, None)
             if isinstance(inner, list):
                 yield from _statements(inner)
+
+
+def top_level_statements(body):
+    """A module's top-level statements, those under `if`/`try` included (conditional imports and definitions)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from top_level_statements(node.body)
+            yield from top_level_statements(node.orelse)
+        elif isinstance(node, TRY):
+            yield from top_level_statements(node.body)
+            for handler in node.handlers:
+                yield from top_level_statements(handler.body)
+            yield from top_level_statements(node.orelse)
