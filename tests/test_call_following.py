@@ -473,6 +473,77 @@ def test_a_provider_class_named_with_a_size_is_a_model_section(tree):
         resolved("vision_config", "wan.py")
 
 
+UNEXPECTED_KEYWORD = '''\
+def big_config() -> ConfigContainer:
+    return ConfigContainer(model=GPTModelProvider(num_layers=96), optimizer=OptimizerConfig(),
+                           ddp=DistributedDataParallelConfig())
+
+
+def big_config_b200() -> ConfigContainer:
+    cfg = big_config(mock=True, precision_config=None)
+    cfg.model.pipeline_model_parallel_size = 2
+    return cfg
+
+
+def big_config_h100() -> ConfigContainer:
+    cfg = big_config()
+    cfg.model.pipeline_model_parallel_size = 4
+    return cfg
+'''
+
+
+def test_a_call_with_a_keyword_the_function_does_not_take_raises(tree):
+    """Bridge cc31be266's NemotronH performance configs call `nemotronh_56b_pretrain_config(mock=..., precision_config
+    =...)`, which takes no parameters: Python raises TypeError, so the wrapper builds nothing (it was sized as an
+    OOM instead). A correct call of the same function is followed as before."""
+    from offlint.units import UnitSelectionError
+
+    (tree / "big.py").write_text(UNEXPECTED_KEYWORD)
+    assert resolved("big_config_h100", "big.py").get("model.pipeline_model_parallel_size").value == 4
+    with pytest.raises(UnitSelectionError):
+        resolved("big_config_b200", "big.py")
+
+
+DATASET_PROVIDERS = '''\
+from dataclasses import dataclass
+
+
+@dataclass
+class DataloaderConfig:
+    num_workers: int = 2
+
+
+@dataclass
+class DatasetProvider(DataloaderConfig):
+    pass
+
+
+@dataclass
+class MockVLMConversationProvider(DatasetProvider):
+    seq_length: int = 1024
+'''
+
+VLM_RECIPE = '''\
+from data import MockVLMConversationProvider
+
+
+def vlm_pretrain_config() -> ConfigContainer:
+    return ConfigContainer(model=GPTModelProvider(num_layers=8, seq_length=2048), optimizer=OptimizerConfig(),
+                           ddp=DistributedDataParallelConfig(), dataset=MockVLMConversationProvider(seq_length=4096))
+'''
+
+
+def test_a_dataset_provider_builds_the_dataset_section_not_the_model(tree):
+    """Bridge's MockVLMConversationProvider(DatasetProvider) is named like a model provider; read as one, its
+    keywords became model keys and its class the model's (helper class E: an EP-overlap crash on Qwen3VLModel was
+    only possible)."""
+    (tree / "data.py").write_text(DATASET_PROVIDERS)
+    (tree / "vlm.py").write_text(VLM_RECIPE)
+    unit = resolved("vlm_pretrain_config", "vlm.py")
+    assert unit.get("model.seq_length").value == 2048
+    assert unit.get("dataset.seq_length").value == 4096
+
+
 def test_the_distributed_optimizer_is_read_as_megatron_core_or_bridge_decides_it(tree):
     """megatron-core's get_megatron_optimizer reads only the OptimizerConfig; Bridge syncs it with the DDP
     config's flag (BR-4). The same two configs are an error in a plain megatron-core program only."""

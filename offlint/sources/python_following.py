@@ -192,6 +192,9 @@ class CallFollowing:
                     obj.top[key] = self._assignment(key, held, self._loc(arg), text)
             return obj
         section = _section_of_class(short)
+        if section == "model" and short not in MODEL_CLASSES:  # a `...Provider` may be a dataset's: its bases say
+            found = self._find_dataclass(name) if name else None
+            section = "dataset" if found is not None and _is_dataset_provider(found) else section
         if section:
             return self._config_section(node, frame, name, short, section)
         if short in bridge_mutators.MUTATORS:
@@ -603,6 +606,13 @@ class CallFollowing:
         """Follow a function (of this file or another): bind the arguments evaluated here, run it there. `quiet`:
         the function was looked up without noting it as used (Definitions.quietly); noted here, unless a record
         of the call stands for it (python_records)."""
+        unexpected = _unexpected_keyword(fn, call)
+        if unexpected:  # Python raises TypeError before the function runs: the caller's path ends here
+            if self.project is not None:
+                self.project.touched.add((reader.path, fn.name))  # (its signature decides)
+            frame.raises()
+            return Unknown(f"{fn.name}() got an unexpected keyword argument {unexpected!r} (called at "
+                           f"{self.path}:{call.lineno})")
         positional = [self._eval(a, frame) for a in call.args if not isinstance(a, ast.Starred)]
         keywords = self._call_keywords(call, frame)
         where = "" if reader is self else f" in {reader.path}"
@@ -766,6 +776,37 @@ def _call_kinds(node: ast.Call) -> tuple[str, str, bool, bool, bool]:
         bool(_section_of_class(short)) or short in bridge_mutators.MUTATORS or \
         bool(name) and short in bridge_mutators.TRAINING_ENTRY_POINTS
     return name, short, early, maybe_pure, special
+
+
+def _unexpected_keyword(fn: ast.FunctionDef, call: ast.Call) -> str:
+    """A keyword the call passes by name that the function has no parameter for (and no `**kwargs` to take it):
+    Python's TypeError. "" when there is none, or when a decorator may have changed the signature."""
+    params = fn.args
+    if params.kwarg is not None or fn.decorator_list:
+        return ""
+    names = {p.arg for p in (*params.args, *params.kwonlyargs)}
+    return next((k.arg for k in call.keywords if k.arg is not None and k.arg not in names), "")
+
+
+# Megatron Bridge's base classes of dataset configs named like providers (data/base.py: DatasetProvider(
+# DataloaderConfig)): MockVLMConversationProvider and EnergonProvider build the dataset section, not the model's.
+_DATASET_BASES = frozenset({"DatasetProvider", "DataloaderConfig"})
+
+
+def _is_dataset_provider(found) -> bool:
+    """Whether a tree @dataclass ((reader, ClassDef)) named like a provider is a dataset config: its bases (in the
+    tree, or by name) reach DatasetProvider / DataloaderConfig before a model class."""
+    for _ in range(8):
+        reader, cls = found
+        names = [n.rsplit(".", 1)[-1] for n in (_call_name(base) for base in cls.bases) if n]
+        if any(n in _DATASET_BASES for n in names):
+            return True
+        if any(n in MODEL_CLASSES or _PROVIDER.match(n) for n in names):
+            return False
+        found = next((f for f in (reader._find_dataclass(n) for n in names) if f is not None), None)
+        if found is None:
+            return False
+    return False
 
 
 def _builds_model(found) -> bool:
