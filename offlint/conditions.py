@@ -913,9 +913,27 @@ def pipeline_split_refusal(scope: Scope) -> object:
         return (f"{layers} layers{extra} over PP{pp} are {per} per rank, which do not split into VPP{vpp} virtual "
                 f"stages: megatron-core's TransformerBlock asserts \"num_layers_per_pipeline_rank {per} should be "
                 f"divisible by vp_size {vpp}\" when it builds the model")
+    first_check = _mlm_pipeline_check(scope)
+    if first_check:
+        return f"{layers} layers{extra} do not divide over PP{pp}: {first_check}"
     return (f"{layers} layers{extra} do not divide over PP{pp}: megatron-core's TransformerBlock asserts "
             f"\"num_layers={total} should be divisible by config.pipeline_model_parallel_size={pp}\" when it "
             f"builds the model")
+
+
+def _mlm_pipeline_check(scope: Scope) -> str:
+    """For a Megatron-LM launch, the check that refuses layers not dividing over PP before the model is built:
+    validate_args asserts it when the job starts (megatron/training/arguments.py, the same from 0.16.1 to
+    d98e8a6), unless the virtual stages come from `--num-virtual-stages-per-pipeline-rank` (then only
+    TransformerBlock's check is left); "" for another unit."""
+    if scope.names.get("defaults") != Defaults.MLM_CLI.value or scope.version < parse_version("0.16"):
+        return ""
+    vpp = scope.lookup("model.virtual_pipeline_model_parallel_size").assignment
+    if vpp is not None and not vpp.text.startswith("--num-layers-per-virtual-pipeline-stage"):
+        return ""
+    text = "number of layers of the model must be divisible pipeline model parallel size" if vpp is not None \
+        else "Number of layers should be divisible by the pipeline-model-parallel size"
+    return f"Megatron-LM's validate_args asserts \"{text}\" when the job starts"
 
 
 @_needs_scope

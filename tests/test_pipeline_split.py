@@ -55,3 +55,26 @@ def test_a_hybrid_pattern_or_an_unknown_size_gives_no_finding(tmp_path):
         cfg.model.hybrid_layer_pattern = "M*M*|M*M*"
     """) == []
     assert _findings(tmp_path, "cfg.model.pipeline_model_parallel_size = pick_pp()") == []
+
+
+def test_a_megatron_lm_launch_is_refused_first_by_validate_args(tmp_path, monkeypatch):
+    """Megatron-LM's validate_args refuses layers that do not divide over PP when the job starts, before
+    TransformerBlock would (arguments.py, 0.16.1 to d98e8a6); with `--num-virtual-stages-per-pipeline-rank` it makes
+    no such check, and TransformerBlock's assert is the one met."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "l.sh").write_text(
+        "torchrun pretrain_gpt.py --num-layers 30 --pipeline-model-parallel-size 4\n"
+        "torchrun pretrain_gpt.py --num-layers 30 --pipeline-model-parallel-size 4 "
+        "--num-layers-per-virtual-pipeline-stage 2\n"
+        "torchrun pretrain_gpt.py --num-layers 30 --pipeline-model-parallel-size 4 "
+        "--num-virtual-stages-per-pipeline-rank 2\n")
+    monkeypatch.chdir(tmp_path)
+    result = check(["l.sh"], CheckOptions(root=tmp_path, cache=False, select=["OFL218"], mcore_version="0.19.2"))
+    messages = [f.message.split(": ", 1)[1] for f in sorted(result.findings, key=lambda f: f.location.line)]
+    assert messages == [
+        "Megatron-LM's validate_args asserts \"Number of layers should be divisible by the pipeline-model-parallel "
+        "size\" when the job starts",
+        "Megatron-LM's validate_args asserts \"number of layers of the model must be divisible pipeline model "
+        "parallel size\" when the job starts",
+        "megatron-core's TransformerBlock asserts \"num_layers=30 should be divisible by "
+        "config.pipeline_model_parallel_size=4\" when it builds the model"]
