@@ -188,3 +188,20 @@ def test_no_finding_without_the_entry_script_or_its_parser_in_the_tree(tmp_path,
     assert not check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False)).findings
     (tmp_path / "pretrain_gpt.py").write_text(PRETRAIN)  # the script, but no megatron/training/arguments.py
     assert not check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False)).findings
+
+
+def test_a_provider_read_in_part_is_never_taken_for_one_read_whole(tmp_path):
+    """One run's entry scripts share what was read (the memo): a provider whose reading failed gives no option set
+    for the next script that uses it either, not the options read before the failure."""
+    _tree(tmp_path, {"megatron/post_training/arguments.py": MODELOPT.replace(
+        "    return parser", "    add_more_args(parser)\n    return parser"),
+        "pretrain_hybrid.py": PRETRAIN})
+
+    def read(path):
+        try:
+            return (tmp_path / path).read_text()
+        except OSError:
+            return None
+    memo: dict = {}
+    assert entry_options("pretrain_gpt.py", read, memo) is None
+    assert entry_options("pretrain_hybrid.py", read, memo) is None

@@ -26,6 +26,7 @@ which depend on the environment).
 from __future__ import annotations
 
 import ast
+import builtins
 import posixpath
 from typing import Callable
 
@@ -84,7 +85,7 @@ class _Reader:
         self.root, self.read_text = root, read_text
         self.modules: dict[str, ast.Module | None] = {}
         self.walked: dict[tuple[str, str], frozenset[str]] = {}
-        self.base: frozenset[str] | None = None
+        self.base: frozenset[str] | _Unreadable | None = None
 
     # ---- modules and names -------------------------------------------------------------------------------------
 
@@ -138,13 +139,19 @@ class _Reader:
     # ---- the option sets ---------------------------------------------------------------------------------------
 
     def base_options(self) -> frozenset[str]:
+        """The options every entry script's parser has (read once per checkout: its failure too)."""
         if self.base is None:
             path = posixpath.join(self.root, ARGUMENTS) if self.root else ARGUMENTS
             found = next((f for f in (self.definition(path, name, ast.FunctionDef) for name in _BASE_FUNCTIONS)
                           if f is not None), None)
-            if found is None:
-                raise _Unreadable(f"{path} defines neither of {_BASE_FUNCTIONS}")
-            self.base = self.function_options(*found) | {"-h", "--help"}
+            try:
+                if found is None:
+                    raise _Unreadable(f"{path} defines neither of {_BASE_FUNCTIONS}")
+                self.base = self.function_options(*found) | {"-h", "--help"}
+            except _Unreadable as exc:
+                self.base = exc
+        if isinstance(self.base, _Unreadable):
+            raise self.base
         return self.base
 
     def providers(self, entry: str) -> list | None:
@@ -196,7 +203,15 @@ class _Reader:
         key = (path, fn.name + f"@{fn.lineno}")
         if key in self.walked:
             return self.walked[key]
-        self.walked[key] = frozenset()  # (a recursive call adds nothing new)
+        self.walked[key] = frozenset()  # (a recursive call adds nothing new; dropped again if the walk fails, so
+        try:  # that a function read in part is never taken for one read whole)
+            self.walked[key] = frozenset(self._walk(path, fn))
+        except BaseException:
+            del self.walked[key]
+            raise
+        return self.walked[key]
+
+    def _walk(self, path: str, fn: ast.FunctionDef) -> set[str]:
         parsers = _parser_names(fn)
         params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}  # (the provider
         options: set[str] = set()  # parse_args is given calls it: not the base set)
@@ -217,8 +232,7 @@ class _Reader:
             elif isinstance(func, ast.Attribute) and func.attr != "build_group" and _hands_parser(node, parsers) \
                     and not (isinstance(func.value, ast.Name) and func.value.id in parsers):  # (a factory's: its own)
                 raise _Unreadable(f"{ast.unparse(func)}() is given the parser")
-        self.walked[key] = frozenset(options)
-        return self.walked[key]
+        return options
 
     def factory_options(self, path: str, fn: ast.FunctionDef, call: ast.Call) -> set[str]:
         """ArgumentGroupFactory(Cls, exclude=[...]): an option per field of the dataclass."""
@@ -376,7 +390,7 @@ def _hands_parser(call: ast.Call, parsers: set[str]) -> bool:
 
 
 def _builtin_call(name: str) -> bool:
-    return name in __builtins__ if isinstance(__builtins__, dict) else hasattr(__builtins__, name)
+    return hasattr(builtins, name)
 
 
 def _called_name(node: ast.expr) -> str:
