@@ -1171,11 +1171,15 @@ def graph_selective_recompute_refusal(scope: Scope) -> object:
         impl, names = "full_iteration", [n for n in names if n != "full_iteration"]  # (the migration, TC-CG-migrate)
     if impl == "none":
         return ""
-    recomputed = as_list(recomputed) if recomputed is not None else []
+    # (unset, TransformerConfig.__post_init__ makes it ["core_attn"] before its graph block, in every release)
+    recomputed = as_list(recomputed) if recomputed is not None else ["core_attn"]
     whole = impl == "full_iteration" or not names if modern else not names or "full_iteration" in names
     field = "cuda_graph_modules" if modern else "cuda_graph_scope"
     where = f"cuda_graph_impl={impl!r}, " + (f"{field}={names!r}" if names else "graphing whole layers")
     open_check = False
+    experts = scope.key("model.num_moe_experts")
+    if "moe_router" in names and not (_whole(experts) and experts > 1):
+        return ""  # (a dense model, or one offlint cannot size: "moe cuda graph is only supported for MoE." first)
     if impl == "transformer_engine" and "moe" in recomputed and "moe_router" in names:
         return _selective_refusal("'moe' recomputed", where, _GRAPHED_MOE_ROUTER + "--cuda-graph-impl "
                                   "transformer_engine.")  # (as the assert prints it, its second string dropped)

@@ -72,14 +72,14 @@ def test_offlint_agrees_with_megatron_core(mcore):
 
 
 def _agree_on(mcore, generator, codes: set[str]) -> tuple[Counter, Counter]:
-    """Run `generator`'s configurations (a quarter of EXAMPLES, at least 100) through `compare` in every form, with
+    """Run `generator`'s configurations (a quarter of EXAMPLES, at least 300) through `compare` in every form, with
     no disagreement allowed: the outcomes, and (rule, the start of megatron-core's error) for each refusal one of
     `codes` mirrors."""
     rules = load_rules()
     outcomes: Counter = Counter()
     refused: Counter = Counter()
 
-    @settings(max_examples=max(EXAMPLES // 4, 100), **SETTINGS)
+    @settings(max_examples=max(EXAMPLES // 4, 300), **SETTINGS)
     @given(st.data())
     def agree(data):
         config = data.draw(generator(mcore.version))

@@ -154,6 +154,16 @@ def test_sampling_flags_mark_a_generation_command_whose_script_is_missing(tmp_pa
     assert _ofl301(tree) == ["tune.sh"]
 
 
+def test_an_evaluation_task_whose_script_is_missing_does_not_train(tmp_path):
+    """Megatron-LM's tasks/main.py scored a guess file against an answer file (`--task MSDP-EVAL-F1`, its
+    evaluate.py); an example launched it after the script was deleted (PR 5410): with --micro-batch-size and no
+    training-only flag, it is not a training launch."""
+    launch = LAUNCH.format(script="tasks/main.py").replace(
+        "--bf16", "--bf16 --task MSDP-EVAL-F1 --guess-file g.txt --answer-file a.txt")
+    tree = _tree(tmp_path, {"eval.sh": launch, "tune.sh": launch.replace("--bf16 ", "--bf16 --train-iters 10 ")})
+    assert _ofl301(tree) == ["tune.sh"]
+
+
 @pytest.mark.parametrize("script, expected", [("tools/run_server.py", False), ("my_model.py", True),
                                               ("go.py", None), ("absent.py", None)])
 def test_trains_answers(tmp_path, script, expected):

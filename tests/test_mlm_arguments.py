@@ -151,6 +151,8 @@ def test_a_provider_beside_the_entry_script_is_read(tmp_path):
      "extra_args_provider=unknown_provider"),  # a provider offlint cannot find
     ("pretrain_gpt.py", "extra_args_provider=add_modelopt_args if has_nvidia_modelopt else None",
      "ignore_unknown_args=True"),  # unknown flags are ignored, not refused
+    ("pretrain_gpt.py", "extra_args_provider=add_modelopt_args if has_nvidia_modelopt else None",
+     "None, True"),  # the same, by position
     ("pretrain_gpt.py", "args = parse", "import argparse\n    argparse.ArgumentParser()\n    args = parse"),
     ("megatron/training/arguments.py", 'group.add_argument("--num-layers"', 'group.add_argument(NUM_LAYERS'),
     ("megatron/training/arguments.py", "exclude=exclude", "exclude=excluded()"),

@@ -117,3 +117,14 @@ def test_a_value_offlint_cannot_read_is_possible_only(tmp_path, monkeypatch):
     assert not _findings(tmp_path, monkeypatch, "a.py", _recipe("attention_dropout=0.1", body))
     found = _findings(tmp_path, monkeypatch, "b.py", _recipe("attention_dropout=0.1", body), strict=True)
     assert len(found) == 1 and found[0].possible
+
+
+def test_recompute_modules_left_unset_are_megatron_cores_core_attn(tmp_path, monkeypatch):
+    """TransformerConfig.__post_init__ makes an unset recompute_modules ["core_attn"] before its graph block (every
+    release), so selective recompute beside whole-layer graphs meets attention dropout without naming a module
+    (found on a probe at Megatron-LM PR 6310's head)."""
+    launch = ("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --cuda-graph-impl local "
+              "--recompute-granularity selective")
+    found = _findings(tmp_path, monkeypatch, "a.sh", launch + "\n")
+    assert len(found) == 1 and "'core_attn' recomputed with attention_dropout=0.1" in found[0].message
+    assert not _findings(tmp_path, monkeypatch, "b.sh", launch + " --recompute-modules layernorm\n")

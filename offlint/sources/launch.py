@@ -157,7 +157,10 @@ _TRAINING_ONLY_FLAGS = frozenset({"--train-iters", "--train-samples", "--lr", "-
 # Sampling flags of Megatron-LM's text-generation tools (their own argument groups): a command with these and
 # no training-only flag generates text.
 _GENERATION_FLAGS = frozenset({"--out-seq-length", "--temperature", "--top_p", "--top-p", "--top_k", "--top-k",
-                               "--sample-input-file", "--sample-output-file", "--max-tokens-to-oom"})
+                               "--sample-input-file", "--sample-output-file", "--max-tokens-to-oom",
+                               # tasks/main.py's evaluation tasks score a guess file against an answer file
+                               # (MSDP-EVAL-F1: tasks/msdp/evaluate.py, Megatron-LM before fb13c1de21)
+                               "--guess-file", "--answer-file"})
 
 
 def trains_by_flags(script: str, args: list[Arg]) -> bool:

@@ -37,6 +37,8 @@ _BASE_FUNCTIONS = ("add_megatron_arguments", "parse_args")
 # Megatron-LM's functions that parse the command line with an entry script's extra_args_provider
 _PARSING_CALLS = frozenset({"parse_and_validate_args", "parse_args", "initialize_megatron", "pretrain"})
 _POSITIONAL_PROVIDER = frozenset({"parse_and_validate_args", "parse_args"})  # (extra_args_provider, ...)
+# where ignore_unknown_args comes when given by position (arguments.py, initialize.py at d98e8a6 and before)
+_POSITIONAL_IGNORE = {"parse_and_validate_args": 1, "parse_args": 1, "initialize_megatron": 2}
 _FACTORY = "ArgumentGroupFactory"
 _PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol"})
 _NOT_FIELDS = ("ClassVar", "InitVar", "KW_ONLY")
@@ -174,6 +176,9 @@ class _Reader:
             if any(k.arg is None for k in node.keywords):
                 return None  # `**kwargs`: the provider or ignore_unknown_args may be in it
             ignore = keywords.get("ignore_unknown_args")
+            at = _POSITIONAL_IGNORE.get(name)
+            if ignore is None and at is not None and len(node.args) > at:
+                ignore = node.args[at]
             if ignore is not None and not (isinstance(ignore, ast.Constant) and ignore.value is False):
                 return None  # unknown flags are ignored (or may be): not refused
             provider = keywords.get("extra_args_provider")
