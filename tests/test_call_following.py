@@ -521,15 +521,25 @@ class DatasetProvider(DataloaderConfig):
 @dataclass
 class MockVLMConversationProvider(DatasetProvider):
     seq_length: int = 1024
+
+
+@dataclass
+class WanMockDataModuleConfig(DatasetProvider):
+    seq_length: int = 1024
 '''
 
 VLM_RECIPE = '''\
-from data import MockVLMConversationProvider
+from data import MockVLMConversationProvider, WanMockDataModuleConfig
 
 
 def vlm_pretrain_config() -> ConfigContainer:
     return ConfigContainer(model=GPTModelProvider(num_layers=8, seq_length=2048), optimizer=OptimizerConfig(),
                            ddp=DistributedDataParallelConfig(), dataset=MockVLMConversationProvider(seq_length=4096))
+
+
+def wan_pretrain_config() -> ConfigContainer:
+    return ConfigContainer(model=GPTModelProvider(num_layers=8, seq_length=2048), optimizer=OptimizerConfig(),
+                           ddp=DistributedDataParallelConfig(), dataset=WanMockDataModuleConfig(seq_length=4096))
 '''
 
 
@@ -539,9 +549,10 @@ def test_a_dataset_provider_builds_the_dataset_section_not_the_model(tree):
     only possible)."""
     (tree / "data.py").write_text(DATASET_PROVIDERS)
     (tree / "vlm.py").write_text(VLM_RECIPE)
-    unit = resolved("vlm_pretrain_config", "vlm.py")
-    assert unit.get("model.seq_length").value == 2048
-    assert unit.get("dataset.seq_length").value == 4096
+    for recipe in ("vlm_pretrain_config", "wan_pretrain_config"):  # (the second not named like a provider)
+        unit = resolved(recipe, "vlm.py")
+        assert unit.get("model.seq_length").value == 2048, recipe
+        assert unit.get("dataset.seq_length").value == 4096, recipe
 
 
 def test_the_distributed_optimizer_is_read_as_megatron_core_or_bridge_decides_it(tree):

@@ -97,8 +97,9 @@ class CallFollowing:
             return Unknown(f"the result of `{self._segment(node.func)}(...)`")
         dataclass, target = self._called_definition(name) if name else (None, None)
         if dataclass is not None:
-            if _builds_model(dataclass):  # a provider class named otherwise (WanModelProvider14B): its bases say
-                return self._config_section(node, frame, name, short, "model")
+            kind = _config_kind(dataclass)  # a provider or dataset class named otherwise: its bases say
+            if kind in ("provider", "dataset"):
+                return self._config_section(node, frame, name, short, "model" if kind == "provider" else "dataset")
             return self._record(dataclass, node, frame)
         if target is not None and self._may_follow(frame):
             return self._call(target[0], target[1], node, frame, quiet=True)
@@ -194,7 +195,7 @@ class CallFollowing:
         section = _section_of_class(short)
         if section == "model" and short not in MODEL_CLASSES:  # a `...Provider` may be a dataset's: its bases say
             found = self._find_dataclass(name) if name else None
-            section = "dataset" if found is not None and _is_dataset_provider(found) else section
+            section = "dataset" if found is not None and _config_kind(found) == "dataset" else section
         if section:
             return self._config_section(node, frame, name, short, section)
         if short in bridge_mutators.MUTATORS:
@@ -789,40 +790,30 @@ def _unexpected_keyword(fn: ast.FunctionDef, call: ast.Call) -> str:
 
 
 # Megatron Bridge's base classes of dataset configs named like providers (data/base.py: DatasetProvider(
-# DataloaderConfig)): MockVLMConversationProvider and EnergonProvider build the dataset section, not the model's.
+# DataloaderConfig)): MockVLMConversationProvider and WanMockDataModuleConfig build the dataset section, not the
+# model's.
 _DATASET_BASES = frozenset({"DatasetProvider", "DataloaderConfig"})
 
 
-def _is_dataset_provider(found) -> bool:
-    """Whether a tree @dataclass ((reader, ClassDef)) named like a provider is a dataset config: its bases (in the
-    tree, or by name) reach DatasetProvider / DataloaderConfig before a model class."""
+def _config_kind(found) -> str:
+    """What a @dataclass of the tree ((reader, ClassDef)) configures, by the nearest of its bases (in the tree, or by
+    name) that says: "dataset" (DatasetProvider, DataloaderConfig: checked first, since their names read like a
+    provider's), "provider" (a `...ModelProvider`: WanModelProvider14B(WanModelProvider), the kind of class a recipe
+    builds its model from), "model-config" (TransformerConfig alone: the config model code builds inside, such as
+    Qwen3VLTransformerConfig for the vision tower), or "" when none does."""
     for _ in range(8):
         reader, cls = found
         names = [n.rsplit(".", 1)[-1] for n in (_call_name(base) for base in cls.bases) if n]
         if any(n in _DATASET_BASES for n in names):
-            return True
-        if any(n in MODEL_CLASSES or _PROVIDER.match(n) for n in names):
-            return False
+            return "dataset"
+        if any(_PROVIDER.match(n) for n in names):
+            return "provider"
+        if any(n in MODEL_CLASSES for n in names):
+            return "model-config"
         found = next((f for f in (reader._find_dataclass(n) for n in names) if f is not None), None)
         if found is None:
-            return False
-    return False
-
-
-def _builds_model(found) -> bool:
-    """Whether a @dataclass of the tree ((reader, ClassDef)) is a model provider named otherwise: a class whose
-    in-tree bases reach a `...ModelProvider` (Bridge's WanModelProvider14B(WanModelProvider)), the kind of class a
-    recipe builds its model from. (A subclass of TransformerConfig alone is the config model code builds inside
-    (Qwen3VLTransformerConfig for the vision tower): it stays a record, as before.)"""
-    for _ in range(8):
-        reader, cls = found
-        names = [_call_name(base) for base in cls.bases]
-        if any(_PROVIDER.match(n.rsplit(".", 1)[-1]) for n in names if n):
-            return True
-        found = next((f for f in (reader._find_dataclass(n) for n in names if n) if f is not None), None)
-        if found is None:
-            return False
-    return False
+            return ""
+    return ""
 
 
 @lru_cache(maxsize=None)  # a function of the name alone; asked for every call the reader evaluates
