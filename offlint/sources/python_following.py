@@ -464,8 +464,8 @@ class CallFollowing:
         # Fields the Hugging Face config does not map (offloading, recompute, parallelism) keep the provider's
         # dataclass defaults, as in Bridge; the sizes it maps are known only from a config.json or the table.
         obj = ConfigObj("section", "default", "model")
+        architecture = model.architecture or model_architecture(model.model_id, here)
         if node.func.attr in ("to_megatron_provider", "get_model_config"):  # the model class it builds (OFL219)
-            architecture = model.architecture or model_architecture(model.model_id, here)
             built = bridge_schedule.bridge_provider_model if node.func.attr == "to_megatron_provider" else \
                 bridge_schedule.bridge_config_model
             obj.values[bridge_schedule.KEY.split(".", 1)[1]] = Assignment(
@@ -480,7 +480,7 @@ class CallFollowing:
             for key in HF_SIZE_KEYS:
                 obj.values[key.split(".", 1)[1]] = new_assignment(key, reason, self._loc(node), _PYTHON, text,
                                                                   tuple(self.via_stack))
-            self._bridge_provider_defaults(obj, model, node, here)
+            self._bridge_provider_defaults(obj, architecture, node)
             return obj
         sizes, origin = found
         loc = self._loc(node)
@@ -490,19 +490,17 @@ class CallFollowing:
                 obj.values[field_name] = new_assignment(key, value, loc, _PYTHON, text, (*self.via_stack, origin))
         # Over the sizes, what the tree's own bridge for the model's architecture sets with literal values (Bridge
         # sets them after mapping the config); nothing where the tree has no such bridge.
-        architecture = model.architecture or model_architecture(model.model_id, here)
         settings = bridge_models.settings(self.project, architecture, node.func.attr, self.path) if architecture \
             else {}
         for field_name, setting in settings.items():
             obj.values[field_name] = new_assignment(f"model.{field_name}", setting.value, loc, _PYTHON, text,
                                                     (*self.via_stack, setting.where))
-        self._bridge_provider_defaults(obj, model, node, here)
+        self._bridge_provider_defaults(obj, architecture, node)
         return obj
 
-    def _bridge_provider_defaults(self, obj: ConfigObj, model: HFModel, node: ast.Call, here: Path) -> None:
+    def _bridge_provider_defaults(self, obj: ConfigObj, architecture: str | None, node: ast.Call) -> None:
         """Under what the config and the bridge set, the literal defaults of the provider class the bridge builds
         (`.to_megatron_provider()`: sources/bridge_provider_defaults.py)."""
-        architecture = model.architecture or model_architecture(model.model_id, here)
         if node.func.attr != "to_megatron_provider" or not architecture:
             return
         loc, text = self._loc(node), self._segment(node)
