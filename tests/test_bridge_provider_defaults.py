@@ -114,3 +114,35 @@ def test_ep_overlap_over_the_providers_alltoall_default_is_not_refused(tree):
         PROVIDERS.replace('moe_token_dispatcher_type: str = "alltoall"', 'moe_token_dispatcher_type: str = "allgather"'))
     result = check(["."], CheckOptions(select=["OFL224"], mcore_version="0.16.1", root=Path.cwd(), cache=False))
     assert [f.code for f in result.findings] == ["OFL224"]  # the class's own allgather: refused
+
+
+def test_the_words_a_module_spells_are_ast_walks_names_attributes_keywords_and_strings():
+    """`_words` walks the tree itself (faster than `ast.walk`); it must find what a walk with `ast.walk` finds, in
+    every place a name can hide: decorators, defaults, comprehensions, f-strings, lambdas, match patterns."""
+    import ast
+
+    from offlint.sources.bridge_provider_defaults import _words
+
+    text = BASE_BRIDGE + PROVIDERS + BRIDGE + '''
+@decorate(key="moe_layer_freq")
+def f(x=cfg.rotary_percent, *, y=[a.b for a in items if a.c]):
+    g = lambda z: z.apply_rope_fusion
+    print(f"{x.seq_length}", "mtp_num_layers", k=y)
+    match x:
+        case Point(kv_channels=3):
+            return {"ffn_hidden_size": w.num_query_groups}
+'''
+    module = ast.parse(text)
+    expected = set()
+    for node in ast.walk(module):
+        if isinstance(node, ast.Name):
+            expected.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            expected.add(node.attr)
+        elif isinstance(node, ast.keyword) and node.arg:
+            expected.add(node.arg)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            expected.add(node.value)
+    assert {"moe_layer_freq", "rotary_percent", "c", "apply_rope_fusion", "seq_length", "mtp_num_layers", "k",
+            "ffn_hidden_size", "num_query_groups", "moe_token_dispatcher_type"} <= expected
+    assert _words(module) == expected

@@ -180,6 +180,33 @@ def test_trains_answers(tmp_path, script, expected):
     assert entry_scripts.trains(script, "launch.sh", tree_text) is expected
 
 
+def test_a_scripts_answer_is_worked_out_once_per_run(tmp_path, monkeypatch):
+    """Launches sharing a run's memo share each entry script's answer: a second launch of a script follows none of
+    its functions again (Bridge's MIMO launches each followed hundreds of functions of the same scripts)."""
+    files = {"tools/run_server.py": SERVER, "tools/server_args.py": SERVER_ARGS, "my_model.py": TRAINER}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+
+    def tree_text(path: str, near: str) -> str | None:
+        target = tmp_path / path
+        return target.read_text() if target.is_file() else None
+
+    followed: list[tuple[str, str]] = []
+    follow = entry_scripts._Reach._follow
+    monkeypatch.setattr(entry_scripts._Reach, "_follow",
+                        lambda self, module, name, stack: followed.append((module.path, name))
+                        or follow(self, module, name, stack))
+    memo: dict = {}
+    assert entry_scripts.trains("tools/run_server.py", "launch.sh", tree_text, memo) is False
+    assert entry_scripts.trains("my_model.py", "launch.sh", tree_text, memo) is True
+    first = list(followed)
+    assert ("tools/run_server.py", "main") in first
+    assert entry_scripts.trains("tools/run_server.py", "other.sh", tree_text, memo) is False
+    assert entry_scripts.trains("my_model.py", "other.sh", tree_text, memo) is True
+    assert followed == first
+
+
 def test_recursion_and_re_export_cycles_end(tmp_path):
     files = {"a.py": "from b import f\n\ndef g():\n    g()\n\nif __name__ == '__main__':\n    g()\n    f()\n",
              "b.py": "from c import f\n", "c.py": "from b import f\n"}

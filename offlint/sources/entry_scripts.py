@@ -44,12 +44,19 @@ def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | No
     `launch_path`: the file that launches it (a relative script path is tried from its folder, then from each
     folder above it: scripts often `cd` to the repository root first). `tree_text(path, near)`: a file's text,
     None outside the project or unreadable. `parsed`: path -> parsed module, shared by the calls of one run (many
-    launches run the same script).
+    launches run the same script), which also keeps each script's answer, under ("trains", path): the tree's texts
+    are the run's (`tree_text` gives a path the same text whoever asks), so a script's reach is followed once
+    (Bridge 067f987: 18 launches of MIMO scripts, each following hundreds of functions).
     """
     path = _find_script(script, launch_path, tree_text)
     if path is None:
         return None
-    return _Reach(launch_path, tree_text, parsed).module_trains(path)
+    if parsed is None:
+        return _Reach(launch_path, tree_text).module_trains(path)
+    key = ("trains", path)
+    if key not in parsed:
+        parsed[key] = _Reach(launch_path, tree_text, parsed).module_trains(path)
+    return parsed[key]
 
 
 def script_path(script: str, launch_path: str, tree_text: TreeText) -> str | None:
