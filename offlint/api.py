@@ -266,7 +266,7 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
     place in that file's payload, and the files that define the recipes it may link to (none: it links to none),
     each by its payload's digest; for an alias, the names it stands for. Not kept: commands of the target files
     (their linked units are reported on), and those whose linking reads more of the tree (a --config-file YAML, an
-    entry script, a performance launcher's environment)."""
+    entry script, a functional test case's CI recipes, a performance launcher's environment)."""
     keys: dict[int, tuple] = {}
     kept: dict[str, list[Finding]] = {}
     if cache is None:
@@ -293,7 +293,8 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
             if unit.kind != UnitKind.COMMAND:
                 continue
             keys[id(unit)] = (unit, None, ())
-            if target or unit.config_files or unit.entry_script or unit.launch_args or payload(read.file.path) is None:
+            if target or unit.config_files or unit.entry_script or unit.ci_test_case or unit.launch_args \
+                    or payload(read.file.path) is None:
                 continue
             originals: list[str] = []
             files = sorted(defining.get(unit.recipe, ())) if unit.recipe else []

@@ -1,7 +1,8 @@
 """Launch commands linked to the tree: a command that names a recipe (`--recipe NAME`, Bridge's alias layout,
 a performance launch) or a YAML file (`--config-file`) of the linted tree is checked on top of it, a
 performance launcher's environment is read from the tree's own scripts (perf_env), and whether a Megatron-LM
-style command trains is read from its entry script (entry_scripts).
+style command trains is read from its entry script (entry_scripts), as are the flags its parser has (mlm_arguments;
+a functional test case's script is the one its CI recipe runs it with: mlm_ci_recipes).
 
 Runs after every file is read (the recipes a command names may be anywhere in the tree) and before the
 commands are resolved and checked.
@@ -19,7 +20,7 @@ from offlint import scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
-from offlint.sources import entry_scripts, mlm_arguments, perf_env
+from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, perf_env
 from offlint.types import FileError, Layer, Unit, UnitKind
 
 
@@ -82,16 +83,24 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 if trains is not None:
                     unit.launches_training = trains
                 if unit.launch_flags:  # and which flags its parser has
-                    unit.unknown_flags = _unknown_flags(unit, read.file.path, tree_text, entry_modules)
+                    script = entry_scripts.script_path(unit.entry_script, read.file.path, tree_text)
+                    unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
+            elif unit.ci_test_case and unit.launch_flags:
+                # a functional test case: the CI recipe listing it names its script (whether it trains stays with
+                # the case's MODE and flags)
+                script = mlm_ci_recipes.entry_script(read.file.path, tree_text, entry_modules)
+                if script:
+                    unit.entry_script = script
+                    unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
 
 
-def _unknown_flags(unit: Unit, near: str, tree_text, memo: dict) -> tuple[tuple[str, object, str], ...]:
-    """The command's flags its entry script's Megatron-LM parser in the tree does not have, each with the option
-    it is closest to (difflib, as OFL003's suggestions); () where offlint cannot read that parser."""
-    script = entry_scripts.script_path(unit.entry_script, near, tree_text)
+def _unknown_flags(unit: Unit, script: str | None, near: str, tree_text,
+                   memo: dict) -> tuple[tuple[str, object, str], ...]:
+    """The command's flags its entry script's (`script`, the tree's file) Megatron-LM parser does not have, each
+    with the option it is closest to (difflib, as OFL003's suggestions); () where offlint cannot read that parser."""
     options = mlm_arguments.entry_options(script, lambda path: tree_text(path, near), memo) if script else None
     if options is None:
         return ()

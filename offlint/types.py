@@ -183,6 +183,9 @@ class Unit:
     # A Megatron-LM style command's entry script as written: where it is in the tree, its code decides
     # launches_training (sources/entry_scripts.py, applied when commands are linked).
     entry_script: str = ""
+    # A Megatron-LM functional test case (sources/mlm_test_cases.py): its entry script is the one the tree's CI
+    # recipes run it with (sources/mlm_ci_recipes.py, found when commands are linked, for OFL007).
+    ci_test_case: bool = False
     # A Megatron-LM style command's flags that offlint does not map to a key: the keys they set are unknown
     # rather than argparse defaults (resolve, by each flag's dest in the real parser's data).
     unread_flags: tuple[str, ...] = ()

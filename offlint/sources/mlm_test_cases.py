@@ -8,7 +8,8 @@ environment into the file (`envsubst`), then turns each `MODEL_ARGS` entry into 
 in `[ ]` loses its brackets and is split into words; any other value is one word (its YAML text). `ENV_VARS` are
 exported first. The script itself (`TRAINING_SCRIPT_PATH`) and the rest of the job's environment come from the
 CI recipe and cluster, outside the file: the unit's environment is therefore not fully known (no advice that
-needs the whole environment, such as OFL301), and a test whose `MODE` is `inference` does not train.
+needs the whole environment, such as OFL301), and a test whose `MODE` is `inference` does not train. The script is
+read from the tree's CI recipes when commands are linked (sources/mlm_ci_recipes.py), for OFL007's parser.
 
 A value that names the environment (`${DATA_PATH}/...`) is known only at run time.
 """
@@ -49,6 +50,7 @@ def test_case_unit(path: str, roots) -> Unit:
     name = f"{posixpath.basename(posixpath.dirname(path)) or path} (Megatron-LM functional test)"
     first = args[0].location if args else Location(path, 1, 1)
     unit = launch.mlm_unit(name, args, env, first, trains)
+    unit.ci_test_case = True  # its entry script is the CI recipe's (linking: sources/mlm_ci_recipes.py)
     unit.env_known = False  # the CI recipe and cluster set the rest of the job's environment
     unit.default_sections = unit.default_sections - {"env"}
     unit.unknown_sections = {"env": "set by the CI job that runs the test case, outside the file"}
