@@ -74,15 +74,44 @@ def test_the_memos_are_per_node_same_texts_elsewhere_are_judged_on_their_own():
     assert first["b/prov.py"] == ""
     assert first["a/prov.py"].startswith("P.provide (a/prov.py:5) builds M (a/model.py:4, a subclass of")
     kept = dict(project.node_memo)
-    assert {key[0] for key in kept} == {"own", "class"}
-    # the memo is the project's: c/ adds its own function and class, a/'s and b/'s entries are reused as they are
+    assert {key[0] for key in kept} == {"own", "class", "top-names"}  # top-names: a module's classes and imports
+    # the memo is the project's: c/ adds its own function and class (and its two modules' top-level names), a/'s and
+    # b/'s entries are reused as they are
     with project.tracking():
         third = bridge_schedule.provider_model(project, "c/prov.py", "P")
     assert third == Unknown("M defines __getattr__")
-    assert len(project.node_memo) == len(kept) + 2 and all(project.node_memo[k] is v for k, v in kept.items())
+    assert len(project.node_memo) == len(kept) + 4 and all(project.node_memo[k] is v for k, v in kept.items())
     # a fresh ProviderClasses of the same project answers from the memo: a/'s class as before
     classes = ProviderClasses(project)
     cls = project.parsed("a/model.py").body[1]
     assert classes._class_verdict(cls) is None
     assert classes.model_verdict(("tree", "a/model.py", cls)) == first["a/prov.py"].split(" builds ", 1)[1]
     assert classes.model_verdict(("tree", "b/model.py", project.parsed("b/model.py").body[1])) == ""
+
+
+def test_find_by_the_modules_index_finds_what_two_scans_in_order_found():
+    """`find` looks a name up in an index of the module's top-level classes and `from` imports, made once per module;
+    a scan of the statements in order, classes first, is the reference: the first class of the name wins over any
+    import, and the first import over later ones, `if`/`try` bodies included."""
+    from offlint.sources.python_syntax import top_level_statements
+
+    text = ("from .a import A, B as Bee\n"
+            "try:\n    from .c import C\nexcept ImportError:\n    class C:\n        pass\n"
+            "if HAVE_X:\n    from .x import D\nelse:\n    from .y import D\n"
+            "class A:\n    pass\n"
+            "class A:\n    x = 1\n"
+            "from .z import E, A\n")
+    module = ast.parse(text)
+    classes = ProviderClasses(PythonProject(["m.py"], {"m.py": text}.get))
+    found_classes, found_imports = classes._top_names(module)
+    for name in ("A", "Bee", "B", "C", "D", "E", "F"):
+        reference = next((n for n in top_level_statements(module.body)
+                          if isinstance(n, ast.ClassDef) and n.name == name), None)
+        if reference is None:
+            reference = next(((n, a) for n in top_level_statements(module.body) if isinstance(n, ast.ImportFrom)
+                              for a in n.names if (a.asname or a.name) == name), None)
+            assert found_imports.get(name) == reference and name not in found_classes
+        else:
+            assert found_classes[name] is reference
+    assert found_classes["A"].lineno == 11 and found_imports["D"][0].module == "x"
+    assert classes._top_names(module) is classes._top_names(module)  # kept for the module

@@ -114,19 +114,34 @@ class ProviderClasses(ParsedModules):
         module = self.module(path)
         if module is None or depth > 12:
             return None
-        for node in top_level_statements(module.body):
-            if isinstance(node, ast.ClassDef) and node.name == name:
-                return "tree", path, node
-        for node in top_level_statements(module.body):
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if (alias.asname or alias.name) == name:
-                        dotted = self._absolute(path, node)
-                        target = self.project.path_of(dotted, path)
-                        if target is None:
-                            return "external", dotted, alias.name
-                        return self.find(target, alias.name, depth + 1)
+        classes, imports = self._top_names(module)
+        if name in classes:
+            return "tree", path, classes[name]
+        if name in imports:
+            node, alias = imports[name]
+            dotted = self._absolute(path, node)
+            target = self.project.path_of(dotted, path)
+            if target is None:
+                return "external", dotted, alias.name
+            return self.find(target, alias.name, depth + 1)
         return None
+
+    def _top_names(self, module: ast.Module) -> tuple[dict, dict]:
+        """({name: the first top-level ClassDef of that name}, {name: (the first top-level ImportFrom binding it, its
+        alias)}), `if`/`try` bodies included, indexed once per module (`find` is asked thousands of times a cold
+        check, for the bases of every provider and bridge class)."""
+        held = self.memo.get(("top-names", id(module)))
+        if held is None or held[0] is not module:
+            classes: dict[str, ast.ClassDef] = {}
+            imports: dict[str, tuple[ast.ImportFrom, ast.alias]] = {}
+            for node in top_level_statements(module.body):
+                if isinstance(node, ast.ClassDef):
+                    classes.setdefault(node.name, node)
+                elif isinstance(node, ast.ImportFrom):
+                    for alias in node.names:
+                        imports.setdefault(alias.asname or alias.name, (node, alias))
+            held = self.memo[("top-names", id(module))] = (module, (classes, imports))
+        return held[1]
 
     def find_in(self, path: str, function: ast.FunctionDef | None, name: str):
         """`find`, with the imports inside `function` first (`from ...gpt_provider import GPTModelProvider`)."""
