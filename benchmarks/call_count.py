@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Builds of offlint compared by the Python calls a cold check makes: a figure the machine's speed does not move.
+
+    python benchmarks/call_count.py TREE BUILD [BUILD ...] [-- extra offlint check args]
+
+Each BUILD is a folder holding an `offlint` package (and `rules/`: a `git archive COMMIT offlint rules`, say). For
+each, profile_check.py runs one cold check of TREE in one process under cProfile, and this prints the calls it
+counted (cProfile's total_calls, every Python function and builtin called), the units and findings, and the ratio to
+the first BUILD.
+
+Why: on this shared machine the wall and CPU time of one build swing by 30% within minutes, so a change of 10% needs
+many alternating pairs (ab_cold.py) to be seen, and a slow drift over many commits is never seen at all. The call
+count is the same on every run of the same build and tree (hash seeds aside: set PYTHONHASHSEED for the last digit),
+and it moves with the interpretive work: session 25 found two accidental costs with it (a module walked once per
+bridge, 23.3 M calls against 17.4 M; an entry script followed once per launch) that the session-by-session timings
+had missed. It does not see C code's cost (parsing, hashing, encoding in orjson), nor I/O: confirm a change it shows
+with ab_cold.py. Nothing here asserts anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+
+def calls(tree: str, build: str, extra: list[str]) -> tuple[int, str]:
+    """(total calls, "N units, M findings") of one profiled cold check of `tree` with the offlint in `build`."""
+    with tempfile.TemporaryDirectory(prefix="offlint-calls-") as scratch:
+        saved = os.path.join(scratch, "check.prof")
+        env = dict(os.environ, PYTHONPATH=build, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
+        done = subprocess.run([sys.executable, str(_HERE / "profile_check.py"), tree, "--top", "1", "--save", saved,
+                               *extra], env=env, capture_output=True, text=True)
+        if done.returncode != 0 or not os.path.exists(saved):
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"profile_check.py with {build} exited {done.returncode}: {last}")
+        found = re.search(r"(\d+) units, (\d+) findings", done.stdout)
+        return pstats.Stats(saved).total_calls, found.group(0) if found else "?"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree")
+    parser.add_argument("builds", nargs="+", metavar="BUILD")
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, extra = parser.parse_args(argv[:cut]), argv[cut + 1:]
+    if not os.path.isdir(args.tree):
+        print(f"call_count.py: error: {args.tree}: not a directory; give the tree to check", file=sys.stderr)
+        return 2
+    for build in args.builds:
+        if not os.path.isdir(os.path.join(build, "offlint")):
+            print(f"call_count.py: error: {build}: holds no offlint package; give a folder with offlint/ and rules/ "
+                  f"(git archive COMMIT offlint rules | tar -x -C FOLDER)", file=sys.stderr)
+            return 2
+    first = None
+    for build in args.builds:
+        try:
+            total, what = calls(args.tree, build, extra)
+        except RuntimeError as exc:
+            print(f"call_count.py: error: {exc}", file=sys.stderr)
+            return 2
+        first = first or total
+        print(f"{build}: {total:,} calls ({what}), {total / first:.3f}x the first")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
