@@ -10,7 +10,7 @@ the first BUILD.
 
 Why: on this shared machine the wall and CPU time of one build swing by 30% within minutes, so a change of 10% needs
 many alternating pairs (ab_cold.py) to be seen, and a slow drift over many commits is never seen at all. The call
-count is the same on every run of the same build and tree (hash seeds aside: set PYTHONHASHSEED for the last digit),
+count is the same on every run of the same build and tree (PYTHONHASHSEED is fixed at 0 unless set; a copy of the same code in another folder differs by a few dozen calls),
 and it moves with the interpretive work: session 25 found two accidental costs with it (a module walked once per
 bridge, 23.3 M calls against 17.4 M; an entry script followed once per launch) that the session-by-session timings
 had missed. It does not see C code's cost (parsing, hashing, encoding in orjson), nor I/O: confirm a change it shows
@@ -20,6 +20,7 @@ with ab_cold.py. Nothing here asserts anything.
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import pstats
 import re
@@ -32,7 +33,10 @@ _HERE = Path(__file__).resolve().parent
 
 
 def calls(tree: str, build: str, extra: list[str]) -> tuple[int, str]:
-    """(total calls, "N units, M findings") of one profiled cold check of `tree` with the offlint in `build`."""
+    """(total calls, "N units, M findings") of one profiled cold check of `tree` with the offlint in `build`, its
+    modules byte-compiled first, as `pip install` leaves them: the check imports its readers and rules when it first
+    needs them, and compiling a module there would add the compiler's calls to the count."""
+    compileall.compile_dir(os.path.join(build, "offlint"), quiet=1)
     with tempfile.TemporaryDirectory(prefix="offlint-calls-") as scratch:
         saved = os.path.join(scratch, "check.prof")
         env = dict(os.environ, PYTHONPATH=build, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
