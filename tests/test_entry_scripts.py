@@ -167,31 +167,29 @@ def test_an_evaluation_task_whose_script_is_missing_does_not_train(tmp_path):
 @pytest.mark.parametrize("script, expected", [("tools/run_server.py", False), ("my_model.py", True),
                                               ("go.py", None), ("absent.py", None)])
 def test_trains_answers(tmp_path, script, expected):
+    tree_text = _scripts(tmp_path)
+    assert entry_scripts.trains(script, "launch.sh", tree_text) is expected
+
+
+def _scripts(root):
+    """The server, its arguments, a trainer and a third-party caller written under `root`; their tree_text."""
     files = {"tools/run_server.py": SERVER, "tools/server_args.py": SERVER_ARGS, "my_model.py": TRAINER,
              "go.py": THIRD_PARTY}
     for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
 
     def tree_text(path: str, near: str) -> str | None:
-        target = tmp_path / path
+        target = root / path
         return target.read_text() if target.is_file() else None
 
-    assert entry_scripts.trains(script, "launch.sh", tree_text) is expected
+    return tree_text
 
 
 def test_a_scripts_answer_is_worked_out_once_per_run(tmp_path, monkeypatch):
     """Launches sharing a run's memo share each entry script's answer: a second launch of a script follows none of
     its functions again (Bridge's MIMO launches each followed hundreds of functions of the same scripts)."""
-    files = {"tools/run_server.py": SERVER, "tools/server_args.py": SERVER_ARGS, "my_model.py": TRAINER}
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-
-    def tree_text(path: str, near: str) -> str | None:
-        target = tmp_path / path
-        return target.read_text() if target.is_file() else None
-
+    tree_text = _scripts(tmp_path)
     followed: list[tuple[str, str]] = []
     follow = entry_scripts._Reach._follow
     monkeypatch.setattr(entry_scripts._Reach, "_follow",
