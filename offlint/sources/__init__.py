@@ -110,7 +110,7 @@ def _yaml(path: str, text: str, project=None) -> list[Unit]:
     if yaml_file.is_override_file(roots):
         units.append(yaml_file.override_unit(path, roots))
     elif mlm_test_cases.is_test_case(roots):
-        units.append(mlm_test_cases.test_case_unit(path, roots))
+        units.append(mlm_test_cases.test_case_unit(path, roots, project))
     lines = text.splitlines()
     for shell_text, first_line, gpu in yaml_file.command_strings(roots, lines):
         from offlint.sources.shell import read_shell

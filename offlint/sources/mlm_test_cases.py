@@ -5,7 +5,9 @@ they are where its offloading, recompute and CUDA-graph combinations are exercis
 `tests/functional_tests/shell_test_utils/_run_training.sh` (Megatron-LM d98e8a6, lines 128-166), substitutes the
 environment into the file (`envsubst`), then turns each `MODEL_ARGS` entry into arguments of the training script:
 `true` gives the bare flag; a value in `( )` or holding a space, `|`, `(` or `)` is one quoted argument; a value
-in `[ ]` loses its brackets and is split into words; any other value is one word (its YAML text). `ENV_VARS` are
+in `[ ]` loses its brackets and is split into words; any other value is one word, after xargs and the harness's
+`eval` (which take quotes and backslashes away). Which values it quotes is read from the tree's own harness script:
+an older one quoted only values with a space (sources/mlm_harness.py). `ENV_VARS` are
 exported first. The script itself (`TRAINING_SCRIPT_PATH`) and the rest of the job's environment come from the
 CI recipe and cluster, outside the file: the unit's environment is therefore not fully known (no advice that
 needs the whole environment, such as OFL301), and a test whose `MODE` is `inference` does not train. The script is
@@ -20,8 +22,9 @@ import posixpath
 
 import yaml
 
-from offlint.sources import launch
+from offlint.sources import launch, mlm_harness
 from offlint.sources.launch import Arg, EnvArg
+from offlint.sources.mlm_ci_recipes import CASES
 from offlint.types import Location, Unit
 
 def is_test_case(roots) -> bool:
@@ -31,12 +34,16 @@ def is_test_case(roots) -> bool:
                                     for k, _ in args.value)
 
 
-def test_case_unit(path: str, roots) -> Unit:
+def test_case_unit(path: str, roots, project=None) -> Unit:
+    """The case's job as its harness runs it; `project` (a PythonProject) reads the tree's harness script, whose rule
+    for quoting values changed between Megatron-LM's versions (sources/mlm_harness.py)."""
     args_node = _mapping(roots, "MODEL_ARGS")
+    harness = _harness_path(path)
+    triggers = mlm_harness.quoting(project.text(harness)) if project is not None and harness else None
     args: list[Arg] = []
     for key_node, value_node in args_node.value:
         if isinstance(key_node, yaml.ScalarNode) and str(key_node.value).startswith("--"):
-            args.extend(_arguments(path, key_node, value_node))
+            args.extend(_arguments(path, key_node, value_node, triggers))
     env: dict[str, EnvArg] = {}
     env_node = _mapping(roots, "ENV_VARS")
     for key_node, value_node in env_node.value if env_node is not None else ():
@@ -57,7 +64,17 @@ def test_case_unit(path: str, roots) -> Unit:
     return unit
 
 
-def _arguments(path: str, key_node, value_node) -> list[Arg]:
+def _harness_path(path: str) -> str | None:
+    """The harness script of the checkout a case (ROOT/tests/functional_tests/test_cases/MODEL/CASE/FILE) is in."""
+    parts = posixpath.normpath(path).split("/")
+    cases = CASES.split("/")
+    at = len(parts) - len(cases) - 3
+    if at < 0 or parts[at:at + len(cases)] != cases:
+        return None
+    return posixpath.join(*parts[:at], mlm_harness.HARNESS) if at else mlm_harness.HARNESS
+
+
+def _arguments(path: str, key_node, value_node, triggers: frozenset[str] | None) -> list[Arg]:
     at = _at(path, key_node)
     flag = str(key_node.value)
     if not isinstance(value_node, yaml.ScalarNode):
@@ -70,10 +87,11 @@ def _arguments(path: str, key_node, value_node) -> list[Arg]:
     if "$" in text:
         return [Arg(flag, at, flag), Arg(None, at, text, unknown=f"`{text}` is substituted from the CI job's "
                                                                    "environment")]
-    if text.startswith("[") and text.endswith("]"):
-        return [Arg(flag, at, flag)] + [Arg(word, at, word) for word in text[1:-1].split()]
-    # `( )`, a space or `|`: quoted, one argument; anything else is one word anyway
-    return [Arg(flag, at, flag), Arg(text, at, text)]
+    words = mlm_harness.arguments(text, triggers)
+    if words is None:
+        return [Arg(flag, at, flag), Arg(None, at, text, unknown=f"`{text}`: the test harness's xargs and eval "
+                                                                   "would not pass it as written")]
+    return [Arg(flag, at, flag)] + [Arg(word, at, word) for word in words]
 
 
 def _mapping(roots, name: str):
