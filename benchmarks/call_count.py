@@ -10,11 +10,12 @@ the first BUILD.
 
 Why: on this shared machine the wall and CPU time of one build swing by 30% within minutes, so a change of 10% needs
 many alternating pairs (ab_cold.py) to be seen, and a slow drift over many commits is never seen at all. The call
-count is the same on every run of the same build and tree (PYTHONHASHSEED is 0 unless set; a copy of the same code in
-another folder differs by a few dozen calls), and it moves with the interpretive work: session 25 found two
-accidental costs with it (a module walked once per bridge, 23.3 M calls against 17.4 M; an entry script followed
-once per launch) that the session-by-session timings had missed. It does not see C code's cost (parsing, hashing,
-encoding in orjson), nor I/O: confirm a change it shows with ab_cold.py. Nothing here asserts anything.
+count is the same on every run of the same build and tree to within a few hundred calls in millions (PYTHONHASHSEED
+is 0 unless set; the methods dataclasses generate share one name, and cProfile keeps the count of one of them, which
+one varying from process to process), and it moves with the interpretive work: session 25 found two accidental
+costs with it (a module walked once per bridge, 23.3 M calls against 17.4 M; an entry script followed once per
+launch) that the session-by-session timings had missed. It does not see C code's cost (parsing, hashing, encoding
+in orjson), nor I/O: confirm a change it shows with ab_cold.py. Nothing here asserts anything.
 """
 
 from __future__ import annotations

@@ -27,8 +27,11 @@ def test_a_build_gets_its_calls_and_the_ratio_and_a_second_run_counts_the_same(t
               for line in lines]
     assert all(counts), lines
     assert [m.group(2, 3) for m in counts] == [("1", "1"), ("1", "1")]  # the recipe, and its OFL202
-    assert int(counts[0].group(1).replace(",", "")) > 1000
-    assert counts[0].group(1) == counts[1].group(1) and counts[1].group(4) == "1.000"  # the same code: the same count
+    first, second = (int(m.group(1).replace(",", "")) for m in counts)
+    # the same code, the same count, but for the methods dataclasses generate: they share one name ("<string>",
+    # __init__), and cProfile keeps the count of one of them, which one varying from process to process (81 of
+    # 217,000 calls here)
+    assert first > 1000 and abs(first - second) <= first // 1000 and counts[1].group(4) == "1.000"
 
 
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
