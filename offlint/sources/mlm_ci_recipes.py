@@ -41,13 +41,10 @@ def entry_script(case_path: str, tree_text: TreeText, memo: dict) -> str | None:
     """The tree's path of the script the CI recipes run the test case at `case_path` with, or None when they do not
     say it for certain. `tree_text(path, near)`: a file's text (None when absent or outside the project); `memo`:
     kept across the calls of one run (every case of a checkout shares its recipes)."""
-    parts = posixpath.normpath(case_path).split("/")
-    cases = CASES.split("/")
-    at = len(parts) - len(cases) - 3  # ROOT/CASES/MODEL/CASE/FILE
-    if at < 0 or parts[at:at + len(cases)] != cases:
+    found = case_parts(case_path)
+    if found is None:
         return None
-    root = "/".join(parts[:at])
-    model, case, name = parts[at + len(cases):]
+    root, model, case, name = found
     key = ("mlm-ci-recipes", root)
     if key not in memo:
         memo[key] = _recipe_scripts(root, case_path, tree_text)
@@ -56,6 +53,18 @@ def entry_script(case_path: str, tree_text: TreeText, memo: dict) -> str | None:
         return None
     script = posixpath.normpath(posixpath.join(root, next(iter(scripts))))
     return script if tree_text(script, case_path) is not None else None
+
+
+def case_parts(path: str) -> tuple[str, str, str, str] | None:
+    """(checkout root, model, test case, file name) of a file at ROOT/tests/functional_tests/test_cases/MODEL/CASE/FILE
+    (ROOT "" for the working directory); None for a file elsewhere."""
+    parts = posixpath.normpath(path).split("/")
+    cases = CASES.split("/")
+    at = len(parts) - len(cases) - 3
+    if at < 0 or parts[at:at + len(cases)] != cases:
+        return None
+    model, case, name = parts[at + len(cases):]
+    return "/".join(parts[:at]), model, case, name
 
 
 def _recipe_scripts(root: str, near: str, tree_text: TreeText) -> dict[tuple[str, str, str], set[str]]:

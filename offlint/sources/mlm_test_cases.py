@@ -24,7 +24,7 @@ import yaml
 
 from offlint.sources import launch, mlm_harness
 from offlint.sources.launch import Arg, EnvArg
-from offlint.sources.mlm_ci_recipes import CASES
+from offlint.sources.mlm_ci_recipes import case_parts
 from offlint.types import Location, Unit
 
 def is_test_case(roots) -> bool:
@@ -38,8 +38,11 @@ def test_case_unit(path: str, roots, project=None) -> Unit:
     """The case's job as its harness runs it; `project` (a PythonProject) reads the tree's harness script, whose rule
     for quoting values changed between Megatron-LM's versions (sources/mlm_harness.py)."""
     args_node = _mapping(roots, "MODEL_ARGS")
-    harness = _harness_path(path)
-    triggers = mlm_harness.quoting(project.text(harness)) if project is not None and harness else None
+    found = case_parts(path)
+    harness = posixpath.join(found[0], mlm_harness.HARNESS) if found else None
+    # (one reading of the checkout's harness for all its cases, noted as read by each)
+    triggers = project.call_result(("mlm-harness-quoting", harness), lambda: mlm_harness.quoting(
+        project.text(harness))) if project is not None and harness else None
     args: list[Arg] = []
     for key_node, value_node in args_node.value:
         if isinstance(key_node, yaml.ScalarNode) and str(key_node.value).startswith("--"):
@@ -62,16 +65,6 @@ def test_case_unit(path: str, roots, project=None) -> Unit:
     unit.default_sections = unit.default_sections - {"env"}
     unit.unknown_sections = {"env": "set by the CI job that runs the test case, outside the file"}
     return unit
-
-
-def _harness_path(path: str) -> str | None:
-    """The harness script of the checkout a case (ROOT/tests/functional_tests/test_cases/MODEL/CASE/FILE) is in."""
-    parts = posixpath.normpath(path).split("/")
-    cases = CASES.split("/")
-    at = len(parts) - len(cases) - 3
-    if at < 0 or parts[at:at + len(cases)] != cases:
-        return None
-    return posixpath.join(*parts[:at], mlm_harness.HARNESS) if at else mlm_harness.HARNESS
 
 
 def _arguments(path: str, key_node, value_node, triggers: frozenset[str] | None) -> list[Arg]:
