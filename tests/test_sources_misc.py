@@ -50,6 +50,31 @@ def test_mlm_rewrites():
     assert "model.cpu_offloading" not in {v.key for v in zero}
 
 
+def test_a_valued_flag_without_its_value_points_at_itself():
+    """A flag that takes a value, given none (the command's last word: Pai-Megatron-Patch's qwen2_vl script ends
+    `--optimizer-offload-fraction ${OPTIMIZER_OFFLOAD}`, a variable unset there) or an unresolvable one, is an
+    unknown setting located at the flag: it pointed past the end of the command, an internal error."""
+    values, _ = read_flags(["--bf16", "--optimizer-offload-fraction"])
+    assert [(v.key, v.value, v.flag_index) for v in values if v.key.endswith("offload_fraction")] == \
+        [("optimizer.optimizer_offload_fraction", None, 1)]
+    values, _ = read_flags(["--tensor-model-parallel-size", None, "--micro-batch-size", "2"])
+    assert [(v.key, v.value, v.flag_index) for v in values] == \
+        [("model.tensor_model_parallel_size", None, 0), ("train.micro_batch_size", 2, 2)]
+
+
+def test_a_launch_ending_in_a_flag_without_its_value_is_read():
+    from offlint.sources.shell import read_shell
+
+    script = ('OPTIMIZER_OFFLOAD=${1}\n'
+              'offload_option="--optimizer-cpu-offload --use-precision-aware-optimizer '
+              '--optimizer-offload-fraction ${OPTIMIZER_OFFLOAD}"\n'
+              'run_cmd="torchrun --nproc-per-node 8 pretrain_gpt.py --train-iters 10 ${offload_option}"\n'
+              'eval ${run_cmd}\n')
+    [unit] = read_shell("run.sh", script)
+    fraction = [a for a in unit.all_assignments() if a.key == "optimizer.optimizer_offload_fraction"]
+    assert len(fraction) == 1 and fraction[0].location.line == 2
+
+
 def test_mlm_flags_the_memory_model_and_replay_read():
     values, problems = read_flags("--manual-gc --untie-embeddings-and-output-weights --attention-backend local".split())
     got = {v.key: v.value for v in values}

@@ -123,20 +123,19 @@ def read_flags(tokens: list[str | None]) -> tuple[list[FlagValue], list[str]]:
             i = j if not eq else i + 1
             continue
         raw = inline if eq else (tokens[i + 1] if i + 1 < len(tokens) else None)
+        at = i
         i += 1 if eq else 2
-        if raw is None:
-            out.append(FlagValue(info.name, None, i, ""))
+        if raw is None:  # an unresolvable value, or none: the last word (after a variable that expanded to nothing)
+            out.append(FlagValue(info.name, None, at, ""))
             continue
         try:
             value = _convert(raw, info.type)
         except ValueError:
             problems.append(f"{name} expects {info.type}, got {raw!r} (argparse will refuse it)")
             continue
-        out.append(FlagValue(info.name, value, i - (1 if eq else 2), raw))
-        if name == "--num-layers-per-virtual-pipeline-stage":
-            pass
+        out.append(FlagValue(info.name, value, at, raw))
         if name == "--cpu-offloading-num-layers" and isinstance(value, int) and value > 0:
-            out.append(FlagValue("model.cpu_offloading", True, i - (1 if eq else 2), f"{name} {raw}"))
+            out.append(FlagValue("model.cpu_offloading", True, at, f"{name} {raw}"))
     return out, problems
 
 
