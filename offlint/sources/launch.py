@@ -173,13 +173,15 @@ def trains_by_flags(script: str, args: list[Arg]) -> bool:
 def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, trains: bool = True) -> Unit:
     values, _problems = mlm_flags.read_flags([a.value for a in args])
     layer = Layer("command line")
+    written: list[tuple[Assignment, str]] = []
     for flag in values:
         arg = args[flag.flag_index]
         value = flag.value
         if value is None:
             source_arg = args[min(flag.flag_index + 1, len(args) - 1)]
             value = _unknown(source_arg if source_arg.value is None else arg)
-        layer.assignments.append(Assignment(flag.key, value, arg.location, Source.MLM, flag.text))
+        written.append((Assignment(flag.key, value, arg.location, Source.MLM, flag.text), arg.conditional))
+    layer.assignments.extend(_by_path(written))
     _derive_virtual_pipeline(layer)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
@@ -187,6 +189,31 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
                 unread_flags=mlm_flags.unread_flags([a.value for a in args]),
                 launch_flags=tuple((a.value.split("=", 1)[0], a.location) for a in args
                                    if a.value and a.value.startswith("--") and len(a.value) > 2))
+
+
+def _by_path(written: list[tuple[Assignment, str]]) -> list[Assignment]:
+    """The command line's assignments, where the script's branches decide between a key's values: a key given more
+    than once, one of them by a word only some paths append (`if ...; then ARGS+=(--num-layers 28); fi`, or each
+    alternative of an `if`/`elif` or `case` appending its own, as Pai-Megatron-Patch's scripts choose a model's
+    sizes), is no conflict on one command line (OFL004) and has no one value argparse keeps: it is one assignment,
+    at its last occurrence, whose value is unknown unless every occurrence gives the same. `written`: (assignment,
+    the branch mark of its word: Arg.conditional)."""
+    by_key: dict[str, list[tuple[Assignment, str]]] = {}
+    for assignment, branch in written:
+        by_key.setdefault(assignment.key, []).append((assignment, branch))
+    out: list[Assignment] = []
+    for assignment, _ in written:
+        group = by_key[assignment.key]
+        if len(group) == 1 or not any(branch for _, branch in group) or \
+                any(a.op == "delete" for a, _ in group) or all(a.value == group[0][0].value for a, _ in group):
+            out.append(assignment)
+        elif assignment is group[-1][0]:
+            given = ", ".join(f"{a.text or a.value!r} at line {a.location.line}" for a, _ in group)
+            out.append(Assignment(assignment.key, Unknown(f"given {len(group)} times on different paths of the "
+                                                          f"script ({given}): which one a run gets depends on the "
+                                                          f"path"), assignment.location, assignment.source,
+                                  assignment.text, assignment.via, assignment.op))
+    return out
 
 
 def _derive_virtual_pipeline(layer: Layer) -> None:
@@ -233,6 +260,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     config_files: list[tuple[str, Location]] = []
     i = 0
     problems: list[tuple[Location, str]] = []  # Hydra refuses these at launch: reported as file errors
+    written: list[tuple[Assignment, str]] = []  # (an override, the branch its word is appended on, if any)
     if perf_launch is not None:  # the tree's scripts: their parser, selection and overrides (perf_scripts)
         perf, perf_used, recipe = perf_launch.layer, perf_launch.used, perf_launch.recipe
     else:
@@ -258,16 +286,17 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
             config_files.append((value.split("=", 1)[1], arg.location))
         elif value is None and "=" in arg.text and not arg.text.startswith("-"):
             key = hydra.canonical_key(arg.text.split("=", 1)[0].lstrip("+~"))
-            layer.assignments.append(Assignment(key, _unknown(arg), arg.location, Source.HYDRA, arg.text))
+            written.append((Assignment(key, _unknown(arg), arg.location, Source.HYDRA, arg.text), arg.conditional))
         elif value and hydra.looks_like_override(value):
             try:
                 for override in hydra.parse_override(value):
                     parsed = env_string(override.key, override.value)
-                    layer.assignments.append(Assignment(override.key, parsed, arg.location, Source.HYDRA,
-                                                        override.text, (), override.op))
+                    written.append((Assignment(override.key, parsed, arg.location, Source.HYDRA, override.text, (),
+                                               override.op), arg.conditional))
             except hydra.OverrideError as exc:
                 problems.append((arg.location, str(exc)))
         i += 1
+    layer.assignments.extend(_by_path(written))
     # Bridge entry points run a recipe whose cfg.env_vars may set variables: known only once it is linked.
     env_known = env_known and not recipe and script not in HYDRA_ENTRY_POINTS
     # The perf scripts apply their own flags after the Hydra overrides (set_user_overrides runs last).
