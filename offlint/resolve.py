@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from offlint import keys
 from offlint.named_precision import PRECISION_RECIPES, configured
-from offlint.sources import bridge_finalize
+from offlint.sources import bridge_finalize, mlm_flags
 from offlint.sources.python_values import Record
 from offlint.types import ABSENT, KEY_DEFAULT, Assignment, ByVersion, Defaults, OneOf, Unit, Unknown, Value
 from offlint.versions import Version
@@ -38,6 +38,7 @@ class ResolvedUnit:
     _defaults: dict[str, Value] | None = field(default=None, repr=False)
     # field name -> the first of the unit's unread flags that sets it (_unread_flag), made at its first question
     _unread_fields: dict | None = field(default=None, repr=False)
+    _path_fields: dict | None = field(default=None, repr=False)  # the same for Unit.path_flags (_path_flag)
 
     def get(self, key: str) -> Value:
         value = self._seen.get(key)
@@ -77,6 +78,14 @@ class ResolvedUnit:
             flag = self._unread_flag(key) if self.unit.unread_flags else ""
             if flag:
                 return Value(key, "unknown", Unknown(f"set by `{flag}`, which offlint does not read"))
+            flag = self._path_flag(key) if self.unit.path_flags else ""
+            if flag:
+                return Value(key, "unknown", Unknown(f"`{flag}` sets it on some of the script's paths"))
+            if self.unit.opaque_words and self.unit.defaults == Defaults.MLM_CLI:
+                words = self.unit.opaque_words
+                more = f" (and {len(words) - 1} more)" if len(words) > 1 else ""
+                return Value(key, "unknown", Unknown(f"not given, but the command's word {words[0]}{more} cannot "
+                                                     f"be read and may give it"))
             defaults = self._defaults
             if defaults is None:
                 defaults = self._defaults = _DEFAULT_VALUES.setdefault((self.version, self.unit.defaults), {})
@@ -103,11 +112,20 @@ class ResolvedUnit:
             return ""
         by_field = self._unread_fields
         if by_field is None:  # once per unit, not once per key (a Megatron-LM launch asks about a hundred)
-            dests = _mlm_flag_dests(self.version)
-            by_field = self._unread_fields = {}
-            for flag in self.unit.unread_flags:
-                by_field.setdefault(dests.get(flag), flag)
+            by_field = self._unread_fields = _by_field(self.unit.unread_flags, self.version)
         return by_field.get(key.split(".", 1)[-1], "")
+
+    def _path_flag(self, key: str) -> str:
+        """The flag a word of a Megatron-LM style command gives on some of its script's paths only (Unit.path_flags)
+        that sets `key`'s field, by the parser's dests and by offlint's own flag table."""
+        if self.unit.defaults != Defaults.MLM_CLI:
+            return ""
+        if self._path_fields is None:
+            self._path_fields = _by_field(self.unit.path_flags, self.version)
+            for flag in self.unit.path_flags:
+                for mapped in mlm_flags.keys_of(flag):
+                    self._path_fields.setdefault(mapped.split(".", 1)[-1], flag)
+        return self._path_fields.get(key.split(".", 1)[-1], "")
 
     def default(self, key: str) -> object:
         """The default of `key` in this unit (megatron-core's, or the Megatron-LM flag's for flag launches)."""
@@ -186,6 +204,15 @@ def _mlm_flag_dests(version: Version) -> dict[str, str]:
     """flag -> dest of the real Megatron-LM parser (`--no-x` flags included)."""
     return {option: flag.get("dest") for flag in (keys.version_data(version) or {}).get("mlm_flags") or ()
             for option in flag.get("option_strings") or ()}
+
+
+def _by_field(flags: tuple[str, ...], version: Version) -> dict[str, str]:
+    """field name -> the first of `flags` that sets it, by the real parser's dests."""
+    dests = _mlm_flag_dests(version)
+    out: dict[str, str] = {}
+    for flag in flags:
+        out.setdefault(dests.get(flag), flag)
+    return out
 
 
 def resolve(unit: Unit, version: Version) -> ResolvedUnit:

@@ -189,6 +189,13 @@ class Unit:
     # A Megatron-LM style command's flags that offlint does not map to a key: the keys they set are unknown
     # rather than argparse defaults (resolve, by each flag's dest in the real parser's data).
     unread_flags: tuple[str, ...] = ()
+    # A Megatron-LM style command's words offlint cannot read that are no flag's value (`${EXTRA_ARGS}` unset in the
+    # script, a variable its branches set differently), as "`text` at line N": they may hold any flags, so a key
+    # the command does not set is unknown rather than argparse's default (resolve).
+    opaque_words: tuple[str, ...] = ()
+    # The flags such words may give where offlint knows which (a variable the script's branches set to different
+    # texts, `--use-distributed-optimizer` on one path): the keys they set are unknown rather than defaults.
+    path_flags: tuple[str, ...] = ()
     # A Megatron-LM style command's option words as written (`--lr`, `--bf16`; `--x=1` as `--x`), each where it is.
     launch_flags: tuple[tuple[str, Location], ...] = ()
     # Those its entry script's parser in the linked tree does not have (sources/mlm_arguments.py, applied when

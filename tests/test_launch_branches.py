@@ -81,3 +81,66 @@ def test_no_conflict_reported_between_alternatives(tmp_path):
                                                  select=["OFL004"]))
     assert not result.errors
     assert [(f.location.path.rsplit("/", 1)[-1], f.location.line) for f in result.findings] == [("plain.sh", 1)]
+
+
+# A word offlint cannot read that is no flag's value may give flags: the keys it may set are not argparse's defaults.
+# Pai-Megatron-Patch's scripts choose `do_options` ("--use-distributed-optimizer" or nothing) on their branches and
+# force it on where they offload the optimizer: OFL116 (precision-aware optimizer without the distributed one) was
+# reported on 7 of them from the default.
+
+def _resolved(script: str):
+    from offlint.resolve import resolve
+    from offlint.versions import parse_version
+
+    [unit] = read_shell("run.sh", script)
+    return unit, resolve(unit, parse_version("0.16.1"))
+
+
+OFFLOAD = "torchrun pretrain_gpt.py --train-iters 10 --optimizer-cpu-offload --use-precision-aware-optimizer "
+
+
+def test_a_flag_one_path_gives_leaves_its_keys_unknown_and_the_others_default():
+    unit, resolved = _resolved('DO=$1\nif [ $DO = true ]; then\n    do_options="--use-distributed-optimizer"\n'
+                               'elif [ $DO = false ]; then\n    do_options=" "\nfi\n' + OFFLOAD + "${do_options}\n")
+    assert unit.path_flags == ("--use-distributed-optimizer",) and unit.opaque_words == ()
+    value = resolved.get("optimizer.use_distributed_optimizer")
+    assert value.state == "unknown" and "`--use-distributed-optimizer` sets it on some" in str(value.value)
+    assert resolved.get("optimizer.overlap_cpu_optimizer_d2h_h2d").state == "default"
+
+
+def test_a_flag_value_a_path_gives_is_no_word_of_its_own():
+    """`--num-layers-per-virtual-pipeline-stage ${MP_VP}` on one path: MP_VP is that flag's value, not more flags;
+    an unknown flag is followed by its value unless the next word is a flag (as read_flags reads them)."""
+    unit, resolved = _resolved('MP_VP=$2\nX=$3\nif [ -z "$MP_VP" ]; then\n    vp=""\nelse\n'
+                               '    vp="--num-layers-per-virtual-pipeline-stage ${MP_VP} --convert-x --hf-path $X"\nfi\n'
+                               + OFFLOAD + "${vp}\n")
+    assert unit.opaque_words == ()
+    assert set(unit.path_flags) == {"--num-layers-per-virtual-pipeline-stage", "--convert-x", "--hf-path"}
+    assert resolved.get("optimizer.use_distributed_optimizer").state == "default"
+
+
+def test_a_word_that_may_hold_anything_leaves_every_default_unknown():
+    unit, resolved = _resolved(OFFLOAD + "${EXTRA_ARGS}\n")
+    assert unit.opaque_words == ("`${EXTRA_ARGS}` at line 1 ($EXTRA_ARGS is not set in this script)",)
+    value = resolved.get("optimizer.use_distributed_optimizer")
+    assert value.state == "unknown" and "`${EXTRA_ARGS}` at line 1" in str(value.value)
+    # what the command gives is still known
+    assert resolved.get("optimizer.use_precision_aware_optimizer").value is True
+
+
+def test_a_word_with_a_known_beginning_that_is_no_flag_gives_none():
+    """`--save <some dir>/$NAME` splits at the placeholder's space: `dir>/...` is no flag whatever $NAME is."""
+    unit, resolved = _resolved('WORKSPACE="<some dir>"\n' + OFFLOAD + "--save ${WORKSPACE}/${NAME}\n")
+    assert unit.opaque_words == () and unit.path_flags == ()
+    assert resolved.get("optimizer.use_distributed_optimizer").state == "default"
+
+
+def test_no_distributed_optimizer_finding_where_a_path_turns_it_on(tmp_path):
+    (tmp_path / "run.sh").write_text('DO=$1\nOFFLOAD=$2\nif [ $OFFLOAD != false ] && [ $DO = false ]; then\n'
+                                     '    DO=true\nfi\nif [ $DO = true ]; then\n'
+                                     '    do_options="--use-distributed-optimizer"\nelif [ $DO = false ]; then\n'
+                                     '    do_options=" "\nfi\n' + OFFLOAD + "${do_options}\n")
+    (tmp_path / "plain.sh").write_text(OFFLOAD + "\n")
+    result = check([str(tmp_path)], CheckOptions(mcore_version="0.16.1", root=tmp_path, cache=False,
+                                                 select=["OFL116"]))
+    assert [f.location.path.rsplit("/", 1)[-1] for f in result.findings] == ["plain.sh"]

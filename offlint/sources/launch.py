@@ -29,6 +29,7 @@ class Arg:
     text: str = ""
     unknown: str = ""
     conditional: str = ""
+    flags: tuple[str, ...] | None = ()  # an unresolvable word's possible flags; None: any (shell_values.Word)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,8 @@ def trains_by_flags(script: str, args: list[Arg]) -> bool:
 
 
 def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, trains: bool = True) -> Unit:
-    values, _problems = mlm_flags.read_flags([a.value for a in args])
+    opaque: list[int] = []
+    values, _problems = mlm_flags.read_flags([a.value for a in args], opaque)
     layer = Layer("command line")
     written: list[tuple[Assignment, str]] = []
     for flag in values:
@@ -187,8 +189,16 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
                 launches_training=trains, env_known=True,
                 unread_flags=mlm_flags.unread_flags([a.value for a in args]),
+                opaque_words=tuple(_shown(args[i]) for i in opaque if args[i].flags is None),
+                path_flags=tuple(dict.fromkeys(flag for i in opaque for flag in args[i].flags or ())),
                 launch_flags=tuple((a.value.split("=", 1)[0], a.location) for a in args
                                    if a.value and a.value.startswith("--") and len(a.value) > 2))
+
+
+def _shown(arg: Arg) -> str:
+    """An unreadable word for a message: as written, where it is, and why offlint cannot read it."""
+    written = f"`{arg.text}` " if arg.text and arg.text.isprintable() and len(arg.text) <= 60 else ""
+    return f"{written}at line {arg.location.line} ({arg.unknown or 'not resolvable statically'})"
 
 
 def _by_path(written: list[tuple[Assignment, str]]) -> list[Assignment]:

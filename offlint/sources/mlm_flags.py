@@ -89,14 +89,17 @@ def is_mlm_flag(token: str) -> bool:
     return name in FLAG_KEYS or name in SWITCHES
 
 
-def read_flags(tokens: list[str | None]) -> tuple[list[FlagValue], list[str]]:
-    """Read flags from argument tokens (None = unresolvable word). Returns values and problems."""
+def read_flags(tokens: list[str | None], opaque: list[int] | None = None) -> tuple[list[FlagValue], list[str]]:
+    """Read flags from argument tokens (None = unresolvable word). Returns values and problems. `opaque` gets the
+    index of each unresolvable word that is no flag's value: it may hold any flags (`${EXTRA_ARGS}`)."""
     out: list[FlagValue] = []
     problems: list[str] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
         if token is None or not token.startswith("--"):
+            if token is None and opaque is not None:
+                opaque.append(i)
             i += 1
             continue
         name, eq, inline = token.partition("=")
@@ -137,6 +140,23 @@ def read_flags(tokens: list[str | None]) -> tuple[list[FlagValue], list[str]]:
         if name == "--cpu-offloading-num-layers" and isinstance(value, int) and value > 0:
             out.append(FlagValue("model.cpu_offloading", True, at, f"{name} {raw}"))
     return out, problems
+
+
+def takes_value(flag: str) -> bool:
+    """Whether a Megatron-LM flag is followed by its value: not a switch offlint knows (`--bf16`); a flag it does
+    not know is taken to have one (most of Megatron-LM's do)."""
+    if flag in SWITCHES:
+        return False
+    info = FLAG_KEYS.get(flag)
+    return info is None or info.type != "bool"
+
+
+def keys_of(flag: str) -> list[str]:
+    """The keys offlint maps `flag` to (none for a flag it does not read)."""
+    if flag in SWITCHES:
+        return [key for key, _ in SWITCHES[flag]]
+    info = FLAG_KEYS.get(flag)
+    return [info.name] if info is not None else []
 
 
 def unread_flags(tokens: list[str | None]) -> tuple[str, ...]:

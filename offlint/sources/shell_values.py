@@ -31,6 +31,9 @@ class Word:
     text: str  # raw source text of the token it came from
     unknown: str = ""  # when value is None: a short reason ("$PP is not set in this script", ...)
     conditional: str = ""  # non-empty when only present on some paths ("inside if at line 40")
+    # when value is None: the flags it may give, as far as offlint can tell (a variable its branches set to known
+    # texts gives theirs; `dir>/$X` none, it is no flag), or None when it may give any (`${EXTRA_ARGS}` unset here)
+    flags: tuple[str, ...] | None = ()
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,55 @@ class _Holes:
     def __init__(self):
         self.chars: dict[str, str] = {}
         self.reasons: list[str] = []
+        # a hole -> the flags the texts it stands for hold (it is one of them: a variable's values on different
+        # paths); a hole not here may hold any
+        self.flags: dict[str, frozenset[str]] = {}
 
-    def char(self, reason: str) -> str:
+    def char(self, reason: str, flags: frozenset[str] | None = None) -> str:
+        """The hole for `reason`; `flags`: what the texts it stands for hold (see flags_in), None: any flags."""
         if reason not in self.chars:
             self.chars[reason] = chr(_HOLE0 + min(len(self.reasons), _HOLES - 1))
             self.reasons.append(reason)
+            if flags is not None:
+                self.flags[self.chars[reason]] = flags
+        elif self.chars[reason] in self.flags:  # the same reason met again: any of the texts of both
+            if flags is None:
+                del self.flags[self.chars[reason]]
+            else:
+                self.flags[self.chars[reason]] |= flags
         return self.chars[reason]
+
+    def flags_in(self, text: str) -> frozenset[str] | None:
+        """The flags (`--name` of `--name` or `--name=value`) the words of `text` may give once split, its holes
+        included; None when a word may give any: one that starts with a hole that may hold any text, or a flag
+        whose name is not fully known. A word with a known beginning that is no flag (`dir>/$X`) gives none."""
+        from offlint.sources.mlm_flags import takes_value
+
+        found: set[str] = set()
+        valued = False  # the word before was a flag that takes a value (`--seq-length ${SEQ_LEN}`): this is it
+        for word in _BLANK.split(text):
+            if not word:
+                continue
+            first = next((i for i, c in enumerate(word) if 0 <= ord(c) - _HOLE0 < _HOLES), -1)
+            after_flag, valued = valued, False
+            if first < 0:
+                if word.startswith("-") and len(word) > 1 and not word[1].isdigit() and word[1] != ".":
+                    found.add(word.split("=", 1)[0])  # (after a valued flag too: as read_flags, not its value)
+                    valued = "=" not in word and takes_value(word)
+                continue
+            if after_flag:
+                continue
+            for c in word[first:]:
+                if 0 <= ord(c) - _HOLE0 < _HOLES and c in self.flags:
+                    found |= self.flags[c]
+            known = word[:first]
+            if known.startswith("-"):
+                if "=" not in known:
+                    return None
+                found.add(known.split("=", 1)[0])
+            elif not known and word[first] not in self.flags:
+                return None
+        return frozenset(found)
 
     def why(self, s: str) -> str:
         """The reason of the first hole in `s`, or "" when `s` is fully known."""
@@ -99,7 +145,10 @@ class _Field:
 
     def word(self, holes: _Holes) -> Word:
         why = holes.why(self.value)
-        return Word(None if why else self.value, self.line, self.col, self.text, why, self.cond)
+        if not why:
+            return Word(self.value, self.line, self.col, self.text, "", self.cond)
+        flags = holes.flags_in(self.value)
+        return Word(None, self.line, self.col, self.text, why, self.cond, None if flags is None else tuple(sorted(flags)))
 
 
 @dataclass(frozen=True)
@@ -268,7 +317,14 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
             continue
         where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
         pos = setv[-1].pos
-        out[name] = _Var(s=holes.char(f"assigned differently on some paths ({where})"), org=((*pos, cond),),
+        flags: frozenset[str] | None = frozenset()
+        for text in (t for v in setv for t in ([f.value for f in v.arr] if v.arr is not None else [v.s])):
+            more = holes.flags_in(text)
+            if more is None:
+                flags = None
+                break
+            flags |= more
+        out[name] = _Var(s=holes.char(f"assigned differently on some paths ({where})", flags), org=((*pos, cond),),
                          lines=tuple(lines), pos=pos, exported=exported, cond=cond)
     return out
 
