@@ -261,3 +261,65 @@ def test_a_megatron_training_entry_point_with_a_suffix_trains(tmp_path, monkeypa
     tree = _tree(tmp_path, {"examples/mimo/run.sh": launch, "examples/mimo/mimo_training.py": mimo})
     monkeypatch.chdir(tree)
     assert _ofl301(tree) == ["run.sh"]
+
+
+CONVERTOR = """\
+import os
+import sys
+
+path_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+sys.path.append(os.path.join(path_dir, "examples"))
+from mymodel.pretrain_mymodel import model_provider
+from megatron.training.initialize import initialize_megatron
+
+
+def main():
+    initialize_megatron()
+    model = model_provider()
+    save(model)
+
+
+def save(model):
+    pass
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+PROVIDER = """\
+from megatron.training import pretrain
+
+
+def model_provider(pre_process=True, post_process=True):
+    return build()
+
+
+def build():
+    return None
+
+
+if __name__ == "__main__":
+    pretrain(model_provider)
+"""
+
+
+def test_a_module_found_through_the_folders_the_script_adds_to_sys_path(tmp_path):
+    """Pai-Megatron-Patch's checkpoint convertors (toolkits/.../hf2mcore_*.py) import their model's provider from
+    `examples/` after adding it to sys.path from their own file's path; the provider builds a model and trains only
+    when run as a script: the convertor does not train. Where the added folder cannot be known (the working
+    directory's), the import stays open and the flags decide, as before."""
+    tree = _tree(tmp_path, {"toolkits/convertor/convert.sh": LAUNCH.format(script="hf2mcore.py"),
+                            "toolkits/convertor/hf2mcore.py": CONVERTOR,
+                            "examples/mymodel/pretrain_mymodel.py": PROVIDER,
+                            "examples/mymodel/pretrain.sh": LAUNCH.format(script="pretrain_mymodel.py"),
+                            "toolkits/other/convert.sh": LAUNCH.format(script="hf2mcore.py"),
+                            "toolkits/other/hf2mcore.py": CONVERTOR.replace(
+                                "os.path.join(path_dir, \"examples\")", "os.path.join(os.getcwd(), \"examples\")")})
+    assert _ofl301(tree) == ["convert.sh", "pretrain.sh"]
+    assert entry_scripts._sys_path_entries("a/b/x.py", __import__("ast").parse(CONVERTOR).body) == ["examples"]
+    # a folder above the tree's root is none of the tree's
+    climbing = CONVERTOR.replace("os.path.dirname(os.path.dirname(os.path.dirname(",
+                                 "os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(")
+    climbing = climbing.replace("realpath(__file__))))", "realpath(__file__)))))")
+    assert entry_scripts._sys_path_entries("a/b/x.py", __import__("ast").parse(climbing).body) == []

@@ -92,6 +92,7 @@ class _Reach:
         self.tree_text = tree_text
         self.modules: dict[str, _Module | None] = {} if parsed is None else parsed
         self.followed: set[tuple[str, str]] = set()
+        self.search_paths: list[str] = []  # folders the modules read so far add to sys.path (_Module.search_paths)
 
     def module_trains(self, path: str) -> bool | None:
         module = self._module(path)
@@ -106,7 +107,10 @@ class _Reach:
                 self.modules[path] = None if text is None else _Module(path, ast.parse(text))
             except (SyntaxError, ValueError, RecursionError):
                 self.modules[path] = None
-        return self.modules[path]
+        module = self.modules[path]
+        if module is not None:  # its top level ran on import: what it adds to sys.path is there from now on
+            self.search_paths.extend(p for p in module.search_paths if p not in self.search_paths)
+        return module
 
     def _calls_train(self, module: _Module, body: list[ast.stmt], stack: tuple) -> bool | None:
         """True if `body` reaches a training call; None if it calls code whose reach is unknown."""
@@ -177,13 +181,15 @@ class _Reach:
             for _ in range(level - 1):
                 base = posixpath.dirname(base)
             bases = [base]
-        else:  # the script's own folder comes first on sys.path, then the repository root (and folders between)
+        else:  # the script's own folder comes first on sys.path, then the repository root (and folders between),
+            # then what the modules read added to it
             bases, folder = [], posixpath.dirname(importer)
             while True:
                 bases.append(folder)
                 if posixpath.dirname(folder) == folder:
                     break
                 folder = posixpath.dirname(folder)
+            bases += [path for path in self.search_paths if path not in bases]
         parts = dotted.split(".") if dotted else []
         for base in bases:
             stem = posixpath.join(base, *parts) if parts else base
@@ -230,6 +236,7 @@ class _Module:
                 self.classes.add(node.name)
             else:
                 self.top_level.append(node)
+        self.search_paths = _sys_path_entries(path, self.top_level)
         for node in ast.walk(tree):  # imports anywhere (a function's own lazy import too)
             if isinstance(node, ast.ImportFrom):
                 source = "." * node.level + (node.module or "")
@@ -242,6 +249,55 @@ class _Module:
                     else:
                         top = alias.name.split(".")[0]
                         self.module_imports.setdefault(top, top)
+
+
+def _sys_path_entries(path: str, body: list[ast.stmt]) -> list[str]:
+    """The folders (relative to the tree's root, "" for the root) a module's top level adds to sys.path from its own
+    file's path: `sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
+    "examples"))`, through top-level names too (Pai-Megatron-Patch's checkpoint convertors import the model providers
+    of its examples so). Other paths (the working directory's, an environment variable's) are not known."""
+    names: dict[str, str | None] = {}
+
+    def value(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name):
+            return path if node.id == "__file__" else names.get(node.id)
+        if not isinstance(node, ast.Call) or node.keywords:
+            return None
+        function, args = _dotted_name(node.func), node.args
+        if function in ("os.path.abspath", "os.path.realpath", "os.path.normpath") and len(args) == 1:
+            return value(args[0])
+        if function == "os.path.dirname" and len(args) == 1:
+            inner = value(args[0])
+            return None if not inner else posixpath.dirname(inner)  # (the root's folder is outside the tree)
+        if function == "os.path.join" and args and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                                        for a in args[1:]):
+            base = value(args[0])
+            parts = [a.value for a in args[1:]]
+            if base is None or any(part.startswith("/") for part in parts):
+                return None
+            joined = posixpath.normpath(posixpath.join(base or ".", *parts))
+            return None if joined == ".." or joined.startswith("../") else "" if joined == "." else joined
+        return None
+
+    found: list[str] = []
+    for node in body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = value(node.value)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and node.value.args and \
+                _dotted_name(node.value.func) in ("sys.path.append", "sys.path.insert"):
+            entry = value(node.value.args[-1])
+            if entry is not None and entry not in found:
+                found.append(entry)
+    return found
+
+
+def _dotted_name(node: ast.expr) -> str:
+    """`os.path.join` for that attribute chain; "" for anything else."""
+    names: list[str] = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(names)]) if isinstance(node, ast.Name) else ""
 
 
 def _calls(body: list[ast.stmt]):
