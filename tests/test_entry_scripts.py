@@ -323,3 +323,37 @@ def test_a_module_found_through_the_folders_the_script_adds_to_sys_path(tmp_path
                                  "os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(")
     climbing = climbing.replace("realpath(__file__))))", "realpath(__file__)))))")
     assert entry_scripts._sys_path_entries("a/b/x.py", __import__("ast").parse(climbing).body) == []
+
+
+EVALUATOR = """\
+from megatron.training import get_args
+from mypatch.data.evaluate_dataset import build_evaluation_dataset
+from mypatch.training import get_model
+
+
+def main():
+    model = get_model()
+    evaluate(build_evaluation_dataset(get_args()), model)
+
+
+def evaluate(data, model):
+    pass
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_module_the_trees_own_package_lacks_makes_no_training_launch(tmp_path):
+    """Pai-Megatron-Patch's evaluation examples import `megatron_patch.data.evaluate_dataset`, which the tree no
+    longer has: the import fails before anything runs, so the launch (`--micro-batch-size`, no training-only flag)
+    does not train. Where the package itself is not in the tree, the call stays open and the flags decide."""
+    tree = _tree(tmp_path, {"examples/m/run_evaluate.sh": LAUNCH.format(script="evaluate_m.py"),
+                            "examples/m/evaluate_m.py": EVALUATOR,
+                            "mypatch/__init__.py": "", "mypatch/training.py": "def get_model():\n    return None\n",
+                            "mypatch/data/__init__.py": "",
+                            "examples/n/run_evaluate.sh": LAUNCH.format(script="evaluate_n.py"),
+                            "examples/n/evaluate_n.py": EVALUATOR.replace("mypatch.", "otherpatch.")})
+    assert [Path(f.location.path).parent.name for f in check(
+        [str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"], cache=False)).findings] == ["n"]

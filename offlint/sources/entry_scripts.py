@@ -149,6 +149,11 @@ class _Reach:
             # `pretrain_megatron_mimo`): judged by name, not followed
             return original.startswith(_TRAINING_PREFIXES)
         target = self._resolve(module.path, source, original)
+        if target is None and "." in source.lstrip(".") and not source.startswith(".") and \
+                self._resolve(module.path, source.split(".")[0], "") is not None:
+            # a module the tree's own package does not have (Pai-Megatron-Patch's evaluation examples import
+            # megatron_patch.data.evaluate_dataset, long gone): the import fails, the call never runs
+            return False
         if target is None:  # not in the tree: a class is built (its methods are judged by name when called)
             known = not source.startswith(".") and source.split(".")[0] in _NOT_TRAINING
             return False if known or original[:1].isupper() else None
