@@ -357,3 +357,13 @@ def test_a_module_the_trees_own_package_lacks_makes_no_training_launch(tmp_path)
                             "examples/n/evaluate_n.py": EVALUATOR.replace("mypatch.", "otherpatch.")})
     assert [Path(f.location.path).parent.name for f in check(
         [str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"], cache=False)).findings] == ["n"]
+
+
+def test_an_evaluation_harness_run_is_not_a_training_launch(tmp_path):
+    """lm-evaluation-harness scores a model (Pai-Megatron-Patch's lm_evaluate_megatron_qwen.py): a package known
+    not to train, like torch or transformers, and not followed."""
+    harness = ("from lm_eval.tasks import initialize_tasks\nfrom lm_eval.utils import make_table\n\n\n"
+               "def main():\n    initialize_tasks()\n    print(make_table({}))\n\n\nmain()\n")
+    tree = _tree(tmp_path, {"examples/q/run_lm_evaluate.sh": LAUNCH.format(script="lm_evaluate_q.py"),
+                            "examples/q/lm_evaluate_q.py": harness})
+    assert _ofl301(tree) == []

@@ -32,7 +32,8 @@ _TRAINING_PREFIXES = ("pretrain_", "finetune_", "distill_")  # megatron's varian
 _NOT_TRAINING = frozenset(sys.stdlib_module_names) | {
     "megatron", "torch", "numpy", "transformers", "modelopt", "datasets", "tqdm", "yaml", "safetensors", "flask",
     "flask_restful", "requests", "PIL", "einops", "omegaconf", "hydra", "tokenizers", "sentencepiece",
-    "tiktoken", "transformer_engine", "apex", "accelerate", "wandb", "huggingface_hub"}
+    "tiktoken", "transformer_engine", "apex", "accelerate", "wandb", "huggingface_hub",
+    "lm_eval", "clip"}  # (lm-evaluation-harness scores a model; OpenAI's CLIP package loads one)
 _MAX_FUNCTIONS = 400  # past this many functions followed the answer stays open
 
 TreeText = Callable[[str, str], "str | None"]
