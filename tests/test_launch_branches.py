@@ -144,3 +144,11 @@ def test_no_distributed_optimizer_finding_where_a_path_turns_it_on(tmp_path):
     result = check([str(tmp_path)], CheckOptions(mcore_version="0.16.1", root=tmp_path, cache=False,
                                                  select=["OFL116"]))
     assert [f.location.path.rsplit("/", 1)[-1] for f in result.findings] == ["plain.sh"]
+
+
+def test_a_flag_given_twice_by_a_command_inside_an_undecided_branch_is_still_a_conflict():
+    """The command itself is inside an `if` offlint cannot decide: its words all carry that branch, and a flag it
+    gives twice is given twice on that path."""
+    script = ('MODE=$1\nif [ "$MODE" = a ]; then\n'
+              '    torchrun pretrain_gpt.py --train-iters 10 --num-layers 24 --hidden-size 64 --num-layers 28\nfi\n')
+    assert _values(script, "model.num_layers") == [(24, 3), (28, 3)]

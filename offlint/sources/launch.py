@@ -45,12 +45,13 @@ class CommandProblem(ValueError):
 
 
 def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool,
-                 needs_arguments: bool = False, project=None) -> Unit | None:
+                 needs_arguments: bool = False, project=None, inside: str = "") -> Unit | None:
     """Return the unit for a training launch command, or None when the command is not one.
 
     `needs_arguments`: only a script run with arguments counts (YAML strings also hold prose and file lists).
     `project` (a PythonProject): the tree's Python files, where the performance scripts' own code gives their
-    flags a meaning and names the recipe a launch builds (perf_scripts).
+    flags a meaning and names the recipe a launch builds (perf_scripts). `inside`: the undecided branch the
+    command itself is in (shell_values.Command.inside; its own words carry that mark).
     """
     argv = _module_as_script(argv)
     values = [a.value for a in argv]
@@ -62,12 +63,12 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     name = f"{script} at line {location.line}"
     if script.startswith("pretrain_") or any(a.value and mlm_flags.is_mlm_flag(a.value) for a in rest):
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
-            unit = mlm_unit(name, rest, env, location, trains_by_flags(script, rest))
+            unit = mlm_unit(name, rest, env, location, trains_by_flags(script, rest), inside)
             unit.entry_script = values[script_index] or ""
             return unit
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
-                           _perf_launch(project, location, values[script_index], script, rest))
+                           _perf_launch(project, location, values[script_index], script, rest), inside)
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         return unit
@@ -171,7 +172,10 @@ def trains_by_flags(script: str, args: list[Arg]) -> bool:
     return script.startswith(("pretrain_", "train", "finetune")) or bool(flags & _TRAINING_FLAGS)
 
 
-def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, trains: bool = True) -> Unit:
+def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, trains: bool = True,
+             context: str = "") -> Unit:
+    """A Megatron-LM style launch's unit. `context`: the undecided branch the command itself is in, whose mark its
+    own words carry (_by_path)."""
     opaque: list[int] = []
     values, _problems = mlm_flags.read_flags([a.value for a in args], opaque)
     layer = Layer("command line")
@@ -183,7 +187,7 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
             source_arg = args[min(flag.flag_index + 1, len(args) - 1)]
             value = _unknown(source_arg if source_arg.value is None else arg)
         written.append((Assignment(flag.key, value, arg.location, Source.MLM, flag.text), arg.conditional))
-    layer.assignments.extend(_by_path(written))
+    layer.assignments.extend(_by_path(written, context))
     _derive_virtual_pipeline(layer)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
@@ -201,20 +205,21 @@ def _shown(arg: Arg) -> str:
     return f"{written}at line {arg.location.line} ({arg.unknown or 'not resolvable statically'})"
 
 
-def _by_path(written: list[tuple[Assignment, str]]) -> list[Assignment]:
+def _by_path(written: list[tuple[Assignment, str]], context: str = "") -> list[Assignment]:
     """The command line's assignments, where the script's branches decide between a key's values: a key given more
     than once, one of them by a word only some paths append (`if ...; then ARGS+=(--num-layers 28); fi`, or each
     alternative of an `if`/`elif` or `case` appending its own, as Pai-Megatron-Patch's scripts choose a model's
     sizes), is no conflict on one command line (OFL004) and has no one value argparse keeps: it is one assignment,
     at its last occurrence, whose value is unknown unless every occurrence gives the same. `written`: (assignment,
-    the branch mark of its word: Arg.conditional)."""
+    the branch mark of its word: Arg.conditional); a word whose mark is the command's own (`context`: the command
+    is inside that branch) is on the command's path."""
     by_key: dict[str, list[tuple[Assignment, str]]] = {}
     for assignment, branch in written:
         by_key.setdefault(assignment.key, []).append((assignment, branch))
     out: list[Assignment] = []
     for assignment, _ in written:
         group = by_key[assignment.key]
-        if len(group) == 1 or not any(branch for _, branch in group) or \
+        if len(group) == 1 or not any(branch and branch != context for _, branch in group) or \
                 any(a.op == "delete" for a, _ in group) or all(a.value == group[0][0].value for a, _ in group):
             out.append(assignment)
         elif assignment is group[-1][0]:
@@ -264,7 +269,7 @@ def _perf_launch(project, location: Location, script_word: str | None, script: s
 
 
 def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg], location: Location,
-                env_known: bool, perf_launch=None) -> Unit:
+                env_known: bool, perf_launch=None, context: str = "") -> Unit:
     layer = Layer("command line")
     recipe = ""
     config_files: list[tuple[str, Location]] = []
@@ -306,7 +311,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
             except hydra.OverrideError as exc:
                 problems.append((arg.location, str(exc)))
         i += 1
-    layer.assignments.extend(_by_path(written))
+    layer.assignments.extend(_by_path(written, context))
     # Bridge entry points run a recipe whose cfg.env_vars may set variables: known only once it is linked.
     env_known = env_known and not recipe and script not in HYDRA_ENTRY_POINTS
     # The perf scripts apply their own flags after the Hydra overrides (set_user_overrides runs last).

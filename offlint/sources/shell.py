@@ -33,7 +33,7 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
         if not runs_script([w.value for w in command.argv], needs_arguments):
             continue  # (command_unit would give None)
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
-                            needs_arguments=needs_arguments, project=project)
+                            needs_arguments=needs_arguments, project=project, inside=command.inside)
         if unit is not None:
             unit.path_condition = path_condition(command.assumes)
             units.append(unit)

@@ -199,7 +199,7 @@ class Commands:
         notes = dict.fromkeys([*self.st.control, *read, *(n for v in exported.values() for n in v.notes)])
         assumes = tuple(sorted(notes, key=lambda note: self.st.order.get(note, 0)))
         words = [f.word(self.st.holes) for f in fields]
-        self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes))
+        self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes, self.st.ctx))
         vals = [w.value for w in words]  # None for a word with a hole
         self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
         try:

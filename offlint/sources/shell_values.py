@@ -57,6 +57,9 @@ class Command:
     # Branches decided on the way here from a variable's default, i.e. assuming the environment does not set it:
     # "`[[ $PRESET == large ]]` (line 7) is false, taking the default of PRESET ..."
     assumes: tuple[str, ...] = ()
+    # The undecided branch the command itself is in ("inside if at line 40"; "" for none): the mark its own words
+    # carry (Word.conditional), as against words that only some paths give it
+    inside: str = ""
 
 
 @dataclass
