@@ -112,8 +112,8 @@ def test_a_flag_value_a_path_gives_is_no_word_of_its_own():
     """`--num-layers-per-virtual-pipeline-stage ${MP_VP}` on one path: MP_VP is that flag's value, not more flags;
     an unknown flag is followed by its value unless the next word is a flag (as read_flags reads them)."""
     unit, resolved = _resolved('MP_VP=$2\nX=$3\nif [ -z "$MP_VP" ]; then\n    vp=""\nelse\n'
-                               '    vp="--num-layers-per-virtual-pipeline-stage ${MP_VP} --convert-x --hf-path $X"\nfi\n'
-                               + OFFLOAD + "${vp}\n")
+                               '    vp="--num-layers-per-virtual-pipeline-stage ${MP_VP} --convert-x --hf-path $X"'
+                               '\nfi\n' + OFFLOAD + "${vp}\n")
     assert unit.opaque_words == ()
     assert set(unit.path_flags) == {"--num-layers-per-virtual-pipeline-stage", "--convert-x", "--hf-path"}
     assert resolved.get("optimizer.use_distributed_optimizer").state == "default"

@@ -151,7 +151,8 @@ class _Field:
         if not why:
             return Word(self.value, self.line, self.col, self.text, "", self.cond)
         flags = holes.flags_in(self.value)
-        return Word(None, self.line, self.col, self.text, why, self.cond, None if flags is None else tuple(sorted(flags)))
+        return Word(None, self.line, self.col, self.text, why, self.cond,
+                    None if flags is None else tuple(sorted(flags)))
 
 
 @dataclass(frozen=True)
