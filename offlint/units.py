@@ -36,6 +36,7 @@ class UnitSelectionError(ValueError):
 class LoadedUnit:
     resolved: ResolvedUnit
     version: DetectedVersion
+    assumed: tuple[str, ...] = ()  # what was assumed of the configuration to act on it, for the command's notes
 
     @property
     def unit(self) -> Unit:
@@ -86,8 +87,16 @@ def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] =
         link_commands(reads, errors)
     unit.layers = unit.layers + [override_layer(overrides)] if overrides else unit.layers
     bridge_precision.attach(unit, project, target)  # a precision recipe an override names
+    assumed = ()
+    if unit.opaque_words:
+        # `check` leaves the defaults such words may change unknown (no finding rests on a guess); a command that
+        # acts on one configuration takes the launch as written, and says so (`--override` sets what they give)
+        words = unit.opaque_words
+        assumed = (f"assuming {words[0]}{f' (and {len(words) - 1} more)' if len(words) > 1 else ''} gives no "
+                   f"flags",)
+        unit.opaque_words = ()
     version = detect_version(mcore_version, configured_version, tree)
-    return LoadedUnit(resolve(unit, version.version), version)
+    return LoadedUnit(resolve(unit, version.version), version, assumed)
 
 
 def override_layer(overrides: Sequence[str]) -> Layer:

@@ -152,3 +152,16 @@ def test_a_flag_given_twice_by_a_command_inside_an_undecided_branch_is_still_a_c
     script = ('MODE=$1\nif [ "$MODE" = a ]; then\n'
               '    torchrun pretrain_gpt.py --train-iters 10 --num-layers 24 --hidden-size 64 --num-layers 28\nfi\n')
     assert _values(script, "model.num_layers") == [(24, 3), (28, 3)]
+
+
+def test_the_commands_on_one_configuration_take_a_launch_as_written_and_say_so(tmp_path):
+    """`estimate`, `replay` and bisect's probes act on one launch: an unreadable word is assumed to give no flags
+    (the defaults hold, as before) and the assumption is a note, where `check` leaves those defaults unknown."""
+    from offlint.units import load_unit
+
+    script = tmp_path / "run.sh"
+    script.write_text(OFFLOAD + "${EXTRA_ARGS}\n")
+    loaded = load_unit(str(script), root=tmp_path, mcore_version="0.16.1")
+    assert loaded.resolved.get("optimizer.use_distributed_optimizer").state == "default"
+    assert loaded.assumed == ("assuming `${EXTRA_ARGS}` at line 1 ($EXTRA_ARGS is not set in this script) gives "
+                              "no flags",)
