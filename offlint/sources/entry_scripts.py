@@ -23,6 +23,8 @@ import posixpath
 import sys
 from typing import Callable
 
+from offlint.sources.python_syntax import _call_name
+
 # Names whose call starts or runs training (a function or a method).
 TRAINING_CALLS = frozenset({"pretrain", "finetune", "distill", "train", "fit", "train_step", "backward"})
 _TRAINING_PREFIXES = ("pretrain_", "finetune_", "distill_")  # megatron's variants of them
@@ -269,7 +271,7 @@ def _sys_path_entries(path: str, body: list[ast.stmt]) -> list[str]:
             return path if node.id == "__file__" else names.get(node.id)
         if not isinstance(node, ast.Call) or node.keywords:
             return None
-        function, args = _dotted_name(node.func), node.args
+        function, args = _call_name(node.func), node.args
         if function in ("os.path.abspath", "os.path.realpath", "os.path.normpath") and len(args) == 1:
             return value(args[0])
         if function == "os.path.dirname" and len(args) == 1:
@@ -290,20 +292,11 @@ def _sys_path_entries(path: str, body: list[ast.stmt]) -> list[str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names[node.targets[0].id] = value(node.value)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and node.value.args and \
-                _dotted_name(node.value.func) in ("sys.path.append", "sys.path.insert"):
+                _call_name(node.value.func) in ("sys.path.append", "sys.path.insert"):
             entry = value(node.value.args[-1])
             if entry is not None and entry not in found:
                 found.append(entry)
     return found
-
-
-def _dotted_name(node: ast.expr) -> str:
-    """`os.path.join` for that attribute chain; "" for anything else."""
-    names: list[str] = []
-    while isinstance(node, ast.Attribute):
-        names.append(node.attr)
-        node = node.value
-    return ".".join([node.id, *reversed(names)]) if isinstance(node, ast.Name) else ""
 
 
 def _calls(body: list[ast.stmt]):
