@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from offlint import keys
 from offlint.named_precision import PRECISION_RECIPES, configured
-from offlint.sources import bridge_finalize, mlm_flags
+from offlint.sources import bridge_finalize, launch, mlm_flags
 from offlint.sources.python_values import Record
 from offlint.types import ABSENT, KEY_DEFAULT, Assignment, ByVersion, Defaults, OneOf, Unit, Unknown, Value
 from offlint.versions import Version
@@ -82,10 +82,9 @@ class ResolvedUnit:
             if flag:
                 return Value(key, "unknown", Unknown(f"`{flag}` sets it on some of the script's paths"))
             if self.unit.opaque_words and self.unit.defaults == Defaults.MLM_CLI:
-                words = self.unit.opaque_words
-                more = f" (and {len(words) - 1} more)" if len(words) > 1 else ""
-                return Value(key, "unknown", Unknown(f"not given, but the command's word {words[0]}{more} cannot "
-                                                     f"be read and may give it"))
+                return Value(key, "unknown", Unknown(f"not given, but the command's word "
+                                                     f"{launch.unreadable(self.unit.opaque_words)} cannot be read "
+                                                     f"and may give it"))
             defaults = self._defaults
             if defaults is None:
                 defaults = self._defaults = _DEFAULT_VALUES.setdefault((self.version, self.unit.defaults), {})

@@ -19,7 +19,7 @@ from offlint.reading import text_or_error
 from offlint.resolve import ResolvedUnit, resolve
 from offlint.scope import project_root
 from offlint.source_files import read_files
-from offlint.sources import bridge_precision, hydra
+from offlint.sources import bridge_precision, hydra, launch
 from offlint.sources.python_project import PythonProject
 from offlint.types import Assignment, FileError, Layer, Location, Source, Unit, UnitKind
 from offlint.versions import DetectedVersion, detect_version
@@ -91,9 +91,7 @@ def load_unit(config: str, recipe: str | None = None, overrides: Sequence[str] =
     if unit.opaque_words:
         # `check` leaves the defaults such words may change unknown (no finding rests on a guess); a command that
         # acts on one configuration takes the launch as written, and says so (`--override` sets what they give)
-        words = unit.opaque_words
-        assumed = (f"assuming {words[0]}{f' (and {len(words) - 1} more)' if len(words) > 1 else ''} gives no "
-                   f"flags",)
+        assumed = (f"assuming {launch.unreadable(unit.opaque_words)} gives no flags",)
         unit.opaque_words = ()
     version = detect_version(mcore_version, configured_version, tree)
     return LoadedUnit(resolve(unit, version.version), version, assumed)

@@ -193,10 +193,15 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
                 launches_training=trains, env_known=True,
                 unread_flags=mlm_flags.unread_flags([a.value for a in args]),
-                opaque_words=tuple(_shown(args[i]) for i in opaque if args[i].flags is None),
+                opaque_words=tuple(dict.fromkeys(_shown(args[i]) for i in opaque if args[i].flags is None)),
                 path_flags=tuple(dict.fromkeys(flag for i in opaque for flag in args[i].flags or ())),
                 launch_flags=tuple((a.value.split("=", 1)[0], a.location) for a in args
                                    if a.value and a.value.startswith("--") and len(a.value) > 2))
+
+
+def unreadable(words: tuple[str, ...]) -> str:
+    """A unit's opaque_words for a message: the first, and how many more."""
+    return words[0] + (f" (and {len(words) - 1} more)" if len(words) > 1 else "")
 
 
 def _shown(arg: Arg) -> str:
