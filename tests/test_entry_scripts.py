@@ -10,6 +10,7 @@ the tree.
 
 from __future__ import annotations
 
+import posixpath
 import textwrap
 from pathlib import Path
 
@@ -164,6 +165,20 @@ def test_an_evaluation_task_whose_script_is_missing_does_not_train(tmp_path):
     assert _ofl301(tree) == ["tune.sh"]
 
 
+@pytest.mark.parametrize("script", ["evaluate_sat_glm.py", "hf2megablocks_qwen1.5.py", "convert_ckpt.py",
+                                    "tools/mcore2hf_llama.py", "run_eval.py"])
+def test_a_script_named_for_evaluation_or_conversion_whose_code_cannot_decide(tmp_path, script):
+    """Pai-Megatron-Patch evaluates GLM-130B through SwissArmyTransformer and converts Qwen1.5 through a module it
+    no longer has: their code leaves the answer open, and --micro-batch-size alone made them training launches.
+    The name decides before the flags; a training-only flag, or a name that starts with training, still trains."""
+    folder = posixpath.dirname(script)
+    tree = _tree(tmp_path, {"a.sh": LAUNCH.format(script=script), script: THIRD_PARTY,
+                            "b.sh": LAUNCH.format(script=script).replace("--bf16", "--bf16 --train-iters 10"),
+                            "c.sh": LAUNCH.format(script=posixpath.join(folder, "train_and_evaluate.py")),
+                            posixpath.join(folder, "train_and_evaluate.py"): THIRD_PARTY})
+    assert _ofl301(tree) == ["b.sh", "c.sh"]
+
+
 @pytest.mark.parametrize("script, expected", [("tools/run_server.py", False), ("my_model.py", True),
                                               ("go.py", None), ("absent.py", None)])
 def test_trains_answers(tmp_path, script, expected):
@@ -308,13 +323,14 @@ def test_a_module_found_through_the_folders_the_script_adds_to_sys_path(tmp_path
     """Pai-Megatron-Patch's checkpoint convertors (toolkits/.../hf2mcore_*.py) import their model's provider from
     `examples/` after adding it to sys.path from their own file's path; the provider builds a model and trains only
     when run as a script: the convertor does not train. Where the added folder cannot be known (the working
-    directory's), the import stays open and the flags decide, as before."""
+    directory's), the import stays open and the flags decide, as before (for a script whose name does not say
+    it converts: `tool.py`)."""
     tree = _tree(tmp_path, {"toolkits/convertor/convert.sh": LAUNCH.format(script="hf2mcore.py"),
                             "toolkits/convertor/hf2mcore.py": CONVERTOR,
                             "examples/mymodel/pretrain_mymodel.py": PROVIDER,
                             "examples/mymodel/pretrain.sh": LAUNCH.format(script="pretrain_mymodel.py"),
-                            "toolkits/other/convert.sh": LAUNCH.format(script="hf2mcore.py"),
-                            "toolkits/other/hf2mcore.py": CONVERTOR.replace(
+                            "toolkits/other/convert.sh": LAUNCH.format(script="tool.py"),
+                            "toolkits/other/tool.py": CONVERTOR.replace(
                                 "os.path.join(path_dir, \"examples\")", "os.path.join(os.getcwd(), \"examples\")")})
     assert _ofl301(tree) == ["convert.sh", "pretrain.sh"]
     assert entry_scripts._sys_path_entries("a/b/x.py", __import__("ast").parse(CONVERTOR).body) == ["examples"]
@@ -348,13 +364,14 @@ if __name__ == "__main__":
 def test_a_module_the_trees_own_package_lacks_makes_no_training_launch(tmp_path):
     """Pai-Megatron-Patch's evaluation examples import `megatron_patch.data.evaluate_dataset`, which the tree no
     longer has: the import fails before anything runs, so the launch (`--micro-batch-size`, no training-only flag)
-    does not train. Where the package itself is not in the tree, the call stays open and the flags decide."""
+    does not train. Where the package itself is not in the tree, the call stays open and the flags decide (for
+    a script whose name does not say it evaluates: `run_n.py`)."""
     tree = _tree(tmp_path, {"examples/m/run_evaluate.sh": LAUNCH.format(script="evaluate_m.py"),
                             "examples/m/evaluate_m.py": EVALUATOR,
                             "mypatch/__init__.py": "", "mypatch/training.py": "def get_model():\n    return None\n",
                             "mypatch/data/__init__.py": "",
-                            "examples/n/run_evaluate.sh": LAUNCH.format(script="evaluate_n.py"),
-                            "examples/n/evaluate_n.py": EVALUATOR.replace("mypatch.", "otherpatch.")})
+                            "examples/n/run.sh": LAUNCH.format(script="run_n.py"),
+                            "examples/n/run_n.py": EVALUATOR.replace("mypatch.", "otherpatch.")})
     assert [Path(f.location.path).parent.name for f in check(
         [str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"], cache=False)).findings] == ["n"]
 

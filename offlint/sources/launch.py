@@ -10,6 +10,7 @@ a Megatron-LM unit, whose unset keys take argparse defaults. The launch environm
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 
 from offlint.sources import hydra, mlm_flags, perf_env, perf_flags, perf_scripts
@@ -165,11 +166,30 @@ _GENERATION_FLAGS = frozenset({"--out-seq-length", "--temperature", "--top_p", "
                                "--guess-file", "--answer-file"})
 
 
+# Words of an entry script's name that say it evaluates, converts, serves or exports a model, where its code
+# cannot say (not in the tree, or it calls into code the tree does not have: Pai-Megatron-Patch's GLM-130B
+# evaluation through SwissArmyTransformer, its `hf2megablocks_qwen1.5.py` conversion). Such scripts take
+# --micro-batch-size too. A word counts between separators or the name's ends (`run_eval.py`, not `evaluator`).
+_NOT_TRAINING_WORDS = re.compile(
+    r"(?:^|[_.-])(?:eval|evaluate|evaluation|convert|convertor|converter|conversion|inference|infer|generate|"
+    r"generation|export|quantize|quantization|serve|server)(?=[_.-]|$)"
+    r"|^(?:hf|mg|mcore|megatron)2[a-z]|[a-z]2(?:hf|mg|mcore|megatron)(?=[_.-]|$)")
+_TRAINING_NAMES = ("pretrain_", "train", "finetune")
+
+
 def trains_by_flags(script: str, args: list[Arg]) -> bool:
+    """Whether a Megatron-LM style launch trains, judged by its script's name and its flags (where its code
+    does not decide: linking asks entry_scripts). A training-only flag always means training."""
     flags = {(a.value or "").split("=", 1)[0] for a in args}
-    if flags & _GENERATION_FLAGS and not flags & _TRAINING_ONLY_FLAGS:
+    if flags & _TRAINING_ONLY_FLAGS:
+        return True
+    if flags & _GENERATION_FLAGS:
         return False
-    return script.startswith(("pretrain_", "train", "finetune")) or bool(flags & _TRAINING_FLAGS)
+    if script.startswith(_TRAINING_NAMES):
+        return True
+    if _NOT_TRAINING_WORDS.search(script.lower()):
+        return False
+    return bool(flags & _TRAINING_FLAGS)
 
 
 def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Location, trains: bool = True,
