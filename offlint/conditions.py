@@ -892,9 +892,9 @@ def pipeline_split_refusal(scope: Scope) -> object:
     `pipeline_model_parallel_layout` and no first/last-stage layer counts (their own checks are not read here),
     and not a hybrid model (its stages come from its layer pattern). Then TransformerBlock's
     get_num_layers_to_build asserts that the layers, plus one each for an embedding or loss counted in the split,
-    divide by PP (transformer_block.py in 0.16.1 and 0.19.2; TransformerConfig.__post_init__ raises first for the
-    counted cases), and that each rank's layers divide by a virtual pipeline size (a VPP offlint cannot read claims
-    nothing). "" when a value it needs is unknown: no crash is claimed on a split offlint cannot read."""
+    divide by PP (transformer_block.py in 0.16.1 and 0.19.2: in plain words in 0.16, naming the values from 0.17;
+    TransformerConfig.__post_init__ raises first for the counted cases), and that each rank's layers divide by a
+    virtual pipeline size (a VPP offlint cannot read claims nothing). "" when a value it needs is unknown: no crash is claimed on a split offlint cannot read."""
     pp, layers = scope.key("model.pipeline_model_parallel_size"), scope.key("model.num_layers")
     others = [scope.key(f"model.{name}") for name in (
         "pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
@@ -916,9 +916,11 @@ def pipeline_split_refusal(scope: Scope) -> object:
     first_check = _mlm_pipeline_check(scope)
     if first_check:
         return f"{layers} layers{extra} do not divide over PP{pp}: {first_check}"
+    # (0.16 writes a plain text; from 0.17 an f-string with `=` names the values)
+    said = "num_layers should be divisible by pipeline_model_parallel_size" if scope.version < parse_version(
+        "0.17") else f"num_layers={total} should be divisible by config.pipeline_model_parallel_size={pp}"
     return (f"{layers} layers{extra} do not divide over PP{pp}: megatron-core's TransformerBlock asserts "
-            f"\"num_layers={total} should be divisible by config.pipeline_model_parallel_size={pp}\" when it "
-            f"builds the model")
+            f"\"{said}\" when it builds the model")
 
 
 def _mlm_pipeline_check(scope: Scope) -> str:

@@ -9,13 +9,14 @@ HEADER = ("from megatron.bridge.models import GPTModelProvider\n"
           "from megatron.bridge.training.config import ConfigContainer\n\n\n")
 
 
-def _findings(tmp_path, body: str, layers: int = 94):
+def _findings(tmp_path, body: str, layers: int = 94, version: str = "0.19.2"):
     lines = "".join(f"    {line.strip()}\n" for line in body.strip().splitlines())
     (tmp_path / "recipes.py").write_text(
         HEADER + "def vl_pretrain_config():\n"
         f"    cfg = ConfigContainer(model=GPTModelProvider(num_layers={layers}, hidden_size=1024, "
         f"num_attention_heads=8))\n{lines}    return cfg\n")
-    result = check([str(tmp_path)], CheckOptions(root=tmp_path, cache=False, select=["OFL218"]))
+    result = check([str(tmp_path)], CheckOptions(root=tmp_path, cache=False, select=["OFL218"],
+                                                 mcore_version=version))
     return [f for f in result.findings if f.code == "OFL218"]
 
 
@@ -24,6 +25,14 @@ def test_an_even_split_that_does_not_divide_is_refused(tmp_path):
                                 "cfg.model.virtual_pipeline_model_parallel_size = 4")
     assert len(found) == 1, found
     assert "num_layers=94 should be divisible by config.pipeline_model_parallel_size=8" in found[0].message
+
+
+def test_megatron_core_0_16_says_it_without_the_values(tmp_path):
+    """0.16's TransformerBlock asserts a plain text; the f-string naming the values came with 0.17 (the message is
+    what a user searches the job's log for)."""
+    found = _findings(tmp_path, "cfg.model.pipeline_model_parallel_size = 8", version="0.16.1")
+    assert len(found) == 1, found
+    assert '"num_layers should be divisible by pipeline_model_parallel_size"' in found[0].message
 
 
 def test_first_and_last_stage_counts_or_a_dividing_pp_are_not_judged(tmp_path):
