@@ -28,7 +28,7 @@ from offlint.estimate.devices import ends
 from offlint.estimate.inputs import gpus_in_name
 from offlint.estimate.shapes import Parallelism
 from offlint.named_precision import configured
-from offlint.sources.bridge_checks import LOCAL_GRAPH_CHECK
+from offlint.sources.bridge_checks import EVAL_BATCH_CHECK, LOCAL_GRAPH_CHECK
 from offlint.sources.bridge_schedule import KEY as SCHEDULE_KEY
 from offlint.sources.mcore_source import CHECKS
 from offlint.types import Defaults, OneOf, Source, Unknown, Value
@@ -858,9 +858,10 @@ def batch_division(scope: Scope) -> object:
     dense = tp * pp * cp
     world = gpus_in_name(str(scope.names.get("unit_name", "")))
     where = " when training starts"
-    if scope.names.get("framework") == "bridge":  # (ConfigContainer.validate, before initialize builds the calculator)
-        where += ("; Megatron Bridge's ConfigContainer.validate makes the same division of the evaluation batch sizes,"
-                  " which default to these, and stops it first")
+    check = scope.key(EVAL_BATCH_CHECK)  # (the tree's ConfigContainer.validate, before the calculator is built)
+    if isinstance(check, str) and check:  # (the reader does not follow `validation`: the clause says "where")
+        where += (f"; Megatron Bridge's ConfigContainer.validate ({check}) makes the same division of the evaluation "
+                  f"batch sizes, which default to these, and stops it first where they are left so")
     if world and world % dense == 0 and not world % (etp * ep * pp):  # (OFL216 reports a layout that does not)
         dp = world // dense
         if not decrease and gbs % (mbs * dp):

@@ -71,7 +71,8 @@ def test_warm_run_reuses_entries_and_gives_the_same_findings(tmp_path, monkeypat
     # the imports' lookups of the set of files too: an added module that either name resolves to re-reads it
     index = ModuleIndex(["recipes/__init__.py", "recipes/common.py", "recipes/llama.py"], lambda path: None)
     lookups = [module_lookup(name) for name in ("recipes.common", "megatron.bridge.models",
-                                                "megatron.bridge.utils.cuda_graph")]  # (Bridge's validate: OFL223)
+                                                "megatron.bridge.utils.cuda_graph",  # (Bridge's validate: OFL223
+                                                "megatron.bridge.training.config")]  # and OFL217)
     digests.update({key: lookup_state(key, index) for key in lookups})
     assert cache.dependencies()["recipes/llama.py"] == {path: digests[path] for path in ("recipes/common.py",
                                                                                           *lookups)}

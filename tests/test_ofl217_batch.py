@@ -66,3 +66,37 @@ def test_not_judged_with_a_ramp_up_an_unknown_size_or_in_a_performance_recipe(tr
                     + _recipe("b_8gpu_h100_bf16_config", 36, 4, extra=unknown)) == {}
     # the performance launcher rescales the global batch size with the launch's data-parallel size
     assert _refused(tree, _recipe("c_8gpu_h100_bf16_config", 36, 4), folder="perf_recipes") == {}
+
+
+OWN_CONFIG = """
+class ConfigContainer:
+    def validate(self):
+        eval_dp_product = self.validation.eval_micro_batch_size * self.data_parallel_size
+        assert self.validation.eval_global_batch_size % eval_dp_product == 0, "eval_global_batch_size must divide"
+"""
+
+
+def _with_own_bridge(tree, config: str) -> None:
+    folder = tree / "megatron" / "bridge" / "training"
+    folder.mkdir(parents=True)
+    for package in (tree / "megatron", tree / "megatron" / "bridge", folder):
+        (package / "__init__.py").write_text("")
+    (folder / "config.py").write_text(config)
+
+
+def test_the_evaluation_batch_check_is_named_where_the_trees_bridge_makes_it(tree):
+    """Bridge's ConfigContainer.validate divides the evaluation batch sizes (from 6c78fba79) and stops the job before
+    the calculator does: the message names the tree's line. A fork without that check (GeodesicResearch's
+    geodesic-megatron) stops only at megatron-core's calculator: no clause there."""
+    _with_own_bridge(tree, OWN_CONFIG)
+    found = _refused(tree, _recipe("a_8gpu_h100_bf16_config", 36, 4))
+    assert found["a_8gpu_h100_bf16_config"].endswith(
+        "when training starts; Megatron Bridge's ConfigContainer.validate (megatron/bridge/training/config.py:5) makes "
+        "the same division of the evaluation batch sizes, which default to these, and stops it first where they are "
+        "left so")
+
+
+def test_no_evaluation_batch_clause_where_the_trees_bridge_lacks_the_check(tree):
+    _with_own_bridge(tree, OWN_CONFIG.replace("eval_global_batch_size %", "eval_global_batch_size >"))
+    found = _refused(tree, _recipe("a_8gpu_h100_bf16_config", 36, 4))
+    assert found["a_8gpu_h100_bf16_config"].endswith("times data parallel size (4)\" when training starts")

@@ -5,13 +5,20 @@ Bridge's ConfigContainer.validate calls `validate_cuda_graph_configuration(self.
 the model's finalize: from July 2026 (7e8662c66) it raises for `cuda_graph_impl="local"` outside full-iteration graphs
 and local inference graphs. The reader notes where the tree raises it as the unit's key LOCAL_GRAPH_CHECK (not a
 config field), so that the check is a dependency of the unit's reading and rule OFL223 can name the line.
+
+From April 2026 (6c78fba79) ConfigContainer.validate (training/config.py) also divides the evaluation batch sizes,
+which default to the training ones, by the evaluation data-parallel size, and asserts before the training's micro-batch
+calculator is built; forks without it stop only at that calculator. Noted as EVAL_BATCH_CHECK, for OFL217's message.
 """
 
 from __future__ import annotations
 
 LOCAL_GRAPH_CHECK = "bridge_local_graph_check"  # "path:line" of the tree's raise; not a config field
+EVAL_BATCH_CHECK = "bridge_eval_batch_check"  # "path:line" of the tree's assert; not a config field
 _MODULE = "megatron.bridge.utils.cuda_graph"
 _VALIDATOR = "\ndef validate_cuda_graph_configuration("
+_CONFIG_MODULE = "megatron.bridge.training.config"
+_EVAL_DIVISION = "eval_global_batch_size % "  # (`assert self.validation.eval_global_batch_size % eval_dp_product == 0`)
 
 
 def local_graph_check(project, near: str) -> str | None:
@@ -32,3 +39,15 @@ def local_graph_check(project, near: str) -> str | None:
     if at == -1 or '"local"' not in body[at:message + 1]:
         return None
     return f"{path}:{text.count(chr(10), 1, start + at) + 1}"  # the line that raises
+
+
+def eval_batch_check(project, near: str) -> str | None:
+    """"path:line" of the tree's ConfigContainer.validate assert that the evaluation global batch size divides by
+    the evaluation micro batch size times the data-parallel size; None when the tree (as the file `near` imports
+    it) has no such check, or no Bridge of its own."""
+    path = project.path_of(_CONFIG_MODULE, near) if project is not None else None
+    text = project.text(path) if path is not None else None
+    at = text.find(_EVAL_DIVISION) if text else -1
+    if at == -1:
+        return None
+    return f"{path}:{text.count(chr(10), 0, at) + 1}"

@@ -164,10 +164,12 @@ class CallFollowing:
         if short in CONTAINER_CLASSES:
             obj = ConfigObj("container", "default")
             obj.origin = "bridge"
-            check = bridge_checks.local_graph_check(self.project, self.path)
-            if check is not None:  # (the line of the tree's validate check a local graph must pass: OFL223)
-                obj.top[bridge_checks.LOCAL_GRAPH_CHECK] = self._assignment(
-                    bridge_checks.LOCAL_GRAPH_CHECK, check, self._loc(node), f"{self._segment(node.func)}(...)")
+            # (the lines of the tree's validate checks: a local graph must pass one, OFL223; OFL217 names the other)
+            for key, found in ((bridge_checks.LOCAL_GRAPH_CHECK, bridge_checks.local_graph_check),
+                               (bridge_checks.EVAL_BATCH_CHECK, bridge_checks.eval_batch_check)):
+                check = found(self.project, self.path)
+                if check is not None:
+                    obj.top[key] = self._assignment(key, check, self._loc(node), f"{self._segment(node.func)}(...)")
             for arg in node.keywords:
                 if arg.arg is None:
                     continue
