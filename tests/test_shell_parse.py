@@ -581,6 +581,22 @@ def test_a_base_prefix_in_arithmetic_keeps_its_value():
     assert [values(c) for c in result.commands] == [["echo", "many"], ["echo", "24", "255"]]
 
 
+def test_arithmetic_in_an_expansion_word_is_unknown_not_a_parse_error():
+    """LLaVA-OneVision-2's launch scripts default a count to a sum: `${ITERS:-$(( (N + G - 1) / G ))}`, which bash
+    reads and tree-sitter-bash does not (it reads `$((` as a command substitution of a subshell there). The
+    expansion is masked: its value is unknown, the rest of the script is read."""
+    result = parse_shell(dedent("""\
+        G="${GBS:-16}"
+        N="${N_SAMPLES:-8000000}"
+        ITERS="${ITERS:-$(( (N + G - 1) / G ))}"
+        torchrun --nproc-per-node 4 run_recipe.py --recipe a_config train.train_iters=$ITERS train.global_batch_size=$G
+        """))
+    assert result.errors == []
+    argv = _command_of(result, "torchrun").argv
+    assert argv[-2].value is None and "tree-sitter-bash" in argv[-2].unknown
+    assert argv[-1].value == "train.global_batch_size=16"
+
+
 def test_a_test_tree_sitter_misreads_is_read_and_still_decided():
     """Issue 321: a glob with a quoted blank after `=`; an extglob (issue 246) is masked and left undecided."""
     result = parse_shell(dedent("""\

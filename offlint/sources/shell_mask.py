@@ -2,9 +2,10 @@
 
 tree-sitter-bash (0.25) rejects some valid bash, and its error recovery can swallow a whole function or file:
 a `]` in an expansion's pattern (`${v%%]*}`, upstream issues 274 and 285), an operator character in an
-expansion's word (`${s:+$s;}`, `${L:-a|b}`, issue 267), arithmetic in a substring offset (`${A:$N+1}`), a base
-prefix in arithmetic (`$((10#$N))`), and globs with quoted spaces or extglobs in `[[ ]]` (issues 321, 246). Each
-seen on Megatron Bridge's scripts would otherwise make the whole script unreadable.
+expansion's word (`${s:+$s;}`, `${L:-a|b}`, issue 267), arithmetic in a substring offset (`${A:$N+1}`) or in an
+expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts), a base prefix in arithmetic
+(`$((10#$N))`), and globs with quoted spaces or extglobs in `[[ ]]` (issues 321, 246). Each seen on Megatron
+Bridge's scripts would otherwise make the whole script unreadable.
 
 When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
 `[[ ... ]]`, found by a small lexer) is replaced by a neutral one of exactly the same byte length (`${___}`,
@@ -67,7 +68,7 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             spans = _Spans(data)
         touched: set[int] = set()  # one step per construct per round: the gentlest first
         points, regions = _error_points(current.root_node)
-        located = [spans.innermost(point) for point in points]
+        located = [spans.misread(spans.innermost(point), data) for point in points]
         if not any(i is not None for i in located):
             # the recovery put the error where it sees it (often the start of a long ERROR node): take the
             # constructs of a known troublesome shape inside the unreadable regions instead
@@ -234,6 +235,15 @@ class _Spans:
                 return i
             i = self.parent[i]
         return None
+
+    def misread(self, i: int | None, data: bytes) -> int | None:
+        """The construct to mask for an error inside construct `i`: `i`, or for plain arithmetic in an expansion's
+        word (`${N:-$(( (A + 1) / 2 ))}`, where tree-sitter-bash reads `$((` as a command substitution of a
+        subshell and stumbles on what follows a parenthesised operand) the expansion around it."""
+        if i is None or self.items[i][2] != "arith" or _troublesome(data[self.items[i][0]:self.items[i][1]], "arith"):
+            return i
+        outer = self.parent[i]
+        return outer if outer >= 0 and self.items[outer][2] == "expansion" else i
 
     def _open(self, stack: list, kind: str, start: int) -> None:
         parent = next((e[3] for e in reversed(stack) if e[3] >= 0), -1)
