@@ -597,6 +597,24 @@ def test_arithmetic_in_an_expansion_word_is_unknown_not_a_parse_error():
     assert argv[-1].value == "train.global_batch_size=16"
 
 
+def test_an_array_subscript_in_a_c_style_for_header_is_read():
+    """NeMo RL's tools loop `for (( i = 0; i < replicas[${pool}]; i++ ))`, which bash reads and tree-sitter-bash
+    does not (its recovery swallowed the next 620 lines). Masking `${pool}` alone leaves the subscript; the header
+    is masked around it, and the loop and what follows are read."""
+    result = parse_shell(dedent("""\
+        declare -A replicas
+        replicas[a]=2
+        for pool in a; do
+          for (( i = 0; i < replicas[${pool}]; i++ )); do
+            echo "$pool" "$i"
+          done
+        done
+        torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8
+        """))
+    assert result.errors == []
+    assert _command_of(result, "torchrun").line == 8
+
+
 def test_a_test_tree_sitter_misreads_is_read_and_still_decided():
     """Issue 321: a glob with a quoted blank after `=`; an extglob (issue 246) is masked and left undecided."""
     result = parse_shell(dedent("""\

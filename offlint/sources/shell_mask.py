@@ -3,8 +3,8 @@
 tree-sitter-bash (0.25) rejects some valid bash, and its error recovery can swallow a whole function or file:
 a `]` in an expansion's pattern (`${v%%]*}`, upstream issues 274 and 285), an operator character in an
 expansion's word (`${s:+$s;}`, `${L:-a|b}`, issue 267), arithmetic in a substring offset (`${A:$N+1}`) or in an
-expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts), a base prefix in arithmetic
-(`$((10#$N))`), and globs with quoted spaces or extglobs in `[[ ]]` (issues 321, 246). Each seen on Megatron
+expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts), an array subscript in a C-style
+`for ((...))` header (NeMo RL's tools), a base prefix in arithmetic (`$((10#$N))`), and globs with quoted spaces or extglobs in `[[ ]]` (issues 321, 246). Each seen on Megatron
 Bridge's scripts would otherwise make the whole script unreadable.
 
 When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
@@ -76,11 +76,13 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             located = [i for i, (start, end, kind) in enumerate(spans.items)
                        if end is not None and _inside(regions, start, end) and _troublesome(data[start:end], kind)]
         for i in located:
+            # an error still inside a construct masked already: the construct around it is the misread one
+            # (`for (( i < reps[${p}] ))`: masking `${p}` leaves the subscript tree-sitter-bash refuses there)
+            while i is not None and (spans.items[i][0] in masked.spans or spans.items[i][0] in touched):
+                i = spans.parent[i] if spans.parent[i] >= 0 else None
             if i is None:
                 continue
             start, end, kind = spans.items[i]
-            if start in masked.spans or start in touched:
-                continue
             if kind != "expansion" and not _troublesome(data[start:end], kind):
                 continue  # bash checks a test's syntax itself: mask only the shapes tree-sitter-bash misreads
             touched.add(start)
@@ -140,7 +142,7 @@ def _troublesome(text: bytes, kind: str) -> bool:
         rest = text[head.end():-1] if head else b""
         return any(c in _SPECIAL for c in rest) or (rest[:1] == b":" and rest[1:2] not in b"-=+?" and b"$" in rest)
     if kind in ("arith", "arith-command"):
-        return _BASE.search(text.decode("latin-1")) is not None
+        return _BASE.search(text.decode("latin-1")) is not None or (kind == "arith-command" and b"[" in text)
     if kind == "test":
         return _EXTGLOB.search(text) is not None or _literal_mask(text, kind) is not None
     return False
@@ -164,10 +166,20 @@ _SPECIAL = b" \t;|&()<>[]"  # what tree-sitter-bash stumbles on inside an expans
 
 
 def _literal_mask(text: bytes, kind: str) -> bytes | None:
-    """`${NAME<op><word>}` whose word is plain text, or a `[[ ]]` test whose quoted strings hold blanks: the same
+    """`${NAME<op><word>}` whose word is plain text, a `[[ ]]` test whose quoted strings hold blanks, or a C-style
+    `for ((...))` header with an array subscript (`i < reps[$p]`, which tree-sitter-bash refuses there): the same
     construct with the troublesome characters replaced by `_` (None when the word is not plain text)."""
     out = bytearray(text)
-    if kind == "expansion":
+    if kind == "arith-command":  # each subscript, brackets and what they hold (`[${p}]` too), becomes `_`s
+        depth = 0
+        for k, c in enumerate(text):
+            if c == ord("["):
+                depth += 1
+            if depth:
+                out[k] = ord("_")
+            if c == ord("]") and depth:
+                depth -= 1
+    elif kind == "expansion":
         head = _NAME.match(text)
         if head is None or any(c in text[head.end():-1] for c in b"$`'\"\\{}"):
             return None
