@@ -43,7 +43,7 @@ def read_source(path: str, kind: str, text: str, explicit: bool = True, project=
     if kind == "python":
         units = _python(path, text, explicit, project)
     elif kind == "yaml":
-        units = _yaml(path, text, project)
+        units = _yaml(path, text, explicit, project)
     elif kind == "shell":
         from offlint.sources.shell import read_shell
 
@@ -102,9 +102,14 @@ def _newer_syntax(exc: SyntaxError) -> str:
     return ""
 
 
-def _yaml(path: str, text: str, project=None) -> list[Unit]:
+def _yaml(path: str, text: str, explicit: bool, project=None) -> list[Unit]:
     from offlint.sources import mlm_test_cases, yaml_file
 
+    # A file found by walking a directory is parsed only when its text may give a unit (yaml_file.may_give_units):
+    # a Helm chart or a Kubernetes template beside the recipes is no YAML offlint reads, and its template syntax
+    # (`{{ if ... }}`) is not YAML at all (NeMo RL's infra/helm/helmfile.yaml failed a whole check).
+    if not explicit and not yaml_file.may_give_units(text):
+        return []
     roots = yaml_file.compose(text)
     units: list[Unit] = []
     if yaml_file.is_override_file(roots):

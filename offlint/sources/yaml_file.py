@@ -29,6 +29,15 @@ OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "comm_overlap", "env_vars")
 TOP_LEVEL_KEYS = ("mixed_precision",)
 _COMMAND_HINT = re.compile(r"run_recipe\.py|train\.sh|pretrain_\w+\.py|torchrun|setup_experiment\.py|"
                            r"run_script\.py|torch\.distributed\.run")
+# What a YAML file that gives a unit holds somewhere in its text: a section key of an override file (override_unit),
+# a Megatron-LM test case's MODEL_ARGS (mlm_test_cases) or a launch command (command_strings). Searched before
+# parsing, and an over-approximation: a key at any depth, quoted or not.
+_UNIT_HINT = re.compile(r"^[ \t-]*[\"']?(?:model|optimizer|ddp)[\"']?[ \t]*:|MODEL_ARGS|" + _COMMAND_HINT.pattern, re.M)
+
+
+def may_give_units(text: str) -> bool:
+    """Whether a YAML text may give a unit; False only where none of what gives one is there (see _UNIT_HINT)."""
+    return _UNIT_HINT.search(text) is not None
 
 
 MAX_DEPTH = 100  # collections inside each other, aliases expanded (a real override file nests a few levels)
