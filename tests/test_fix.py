@@ -41,7 +41,10 @@ def test_the_rules_the_issue_names_have_fixes():
     safety = {rule.code: {f.applicability for f in (*rule.autofix, *(f for c in rule.checks for f in c.autofix))}
               for rule in FIXABLE}
     assert safety["OFL102"] == {"unsafe"} and safety["OFL103"] == {"unsafe"} and safety["OFL201"] == {"unsafe"}
-    assert safety["OFL302"] == {"safe"} and safety["OFL301"] == {"safe"} and safety["OFL202"] == {"safe", "unsafe"}
+    assert safety["OFL302"] == {"safe"} and safety["OFL202"] == {"safe", "unsafe"}
+    # expandable segments added where the variable is unset; appended to allocator options a launch chose, only
+    # with --unsafe-fixes (they may have been chosen against it: LLaVA-OneVision-2's GB200 launcher)
+    assert safety["OFL301"] == {"safe", "unsafe"}
     # a did-you-mean rename is a guess: the key may be a field of a provider the linted tree defines (Bridge's
     # FluxProvider.in_channels, one letter from kv_channels, at f565adb82)
     assert safety["OFL003"] == {"unsafe"}
@@ -454,3 +457,16 @@ def test_an_unused_suppression_inside_a_string_is_not_deleted(tmp_path, monkeypa
                       (Change(name, line, col, "drop-suppression"),))
     edited = apply.make([drop])
     assert edited.made == [] and edited.texts == {}
+
+
+def test_allocator_options_a_launch_chose_get_expandable_segments_only_with_unsafe_fixes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script = ("#!/bin/bash\n"
+              "export PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256  # expandable segments faulted here\n"
+              "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --use-distributed-optimizer\n")
+    (tmp_path / "train.sh").write_text(script)
+    outcome = fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=False, diff=False)
+    assert outcome.fixed == [] and (tmp_path / "train.sh").read_text() == script
+    outcome = fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=True, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL301"]
+    assert "max_split_size_mb:256,expandable_segments:True" in (tmp_path / "train.sh").read_text()
