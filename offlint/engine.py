@@ -223,7 +223,7 @@ def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict,
             finding = _finding(rule, check, resolved, scope, possible=False, condition=condition)
             if flags:  # it holds only on paths the user's own flags choose: about those flags, not the code
                 finding = replace(finding, severity=min(finding.severity, Severity.WARNING, key=_rank),
-                                  message=f"{finding.message}\n(only with the user's flags {', '.join(flags)})")
+                                  message=f"{finding.message}\n(only with the user's choice of {', '.join(flags)})")
             out.append(_for_caller(finding, rule, scope, resolved))
         elif verdict is UNKNOWN and strict and any(_could_hold(check, resolved, names, s) for s in undecided):
             out.append(_finding(rule, check, resolved, scope, possible=True))

@@ -301,6 +301,54 @@ def test_the_same_combination_written_in_code_stays_an_error(tmp_path, monkeypat
     assert finding.severity == Severity.ERROR and "flags" not in finding.message
 
 
+BACKBONES = '''\
+import os
+
+_BACKBONES = {"moe-30b": {"is_moe": True, "ckpt": os.environ.get("CKPT_30B", "/ckpt/30b")},
+              "dense-4b": {"is_moe": False, "ckpt": "/ckpt/4b"}}
+
+
+def _backbone(name):
+    return dict(_BACKBONES[name.strip().lower()])
+
+
+def ov_midtrain_config(backbone="MoE-30B"):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+    cfg.env_vars = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    is_moe = _backbone(backbone)["is_moe"]
+    adamw = os.environ.get("USE_MUON", "0") != "1" and (is_moe or os.getenv("FORCE_ADAMW") == "1")
+    if adamw:
+        cfg.optimizer.optimizer = "adam"
+    else:
+        cfg.optimizer.optimizer = "dist_muon"
+    cfg.optimizer.optimizer_cpu_offload = True
+    cfg.optimizer.optimizer_offload_fraction = 1.0
+    return cfg
+'''
+
+
+def test_a_path_only_the_environment_chooses_is_a_warning_naming_the_variables(tmp_path, monkeypatch):
+    """LLaVA-OneVision-2's recipes choose Muon or AdamW from `os.environ.get(...)` and the backbone's row of a table
+    (`dict(_BACKBONES[name.strip().lower()])`). A recipe is read once for all its launches, whose environments
+    differ: a variable it reads is the user's choice, as a flag is: the path to Muon is a warning naming the
+    variables. Where the table alone decides, the dense backbone's Muon is an error as before."""
+    def ofl204(text: str) -> list:
+        return [f for f in _check(_tree(tmp_path, {"recipes.py": text}), monkeypatch) if f.code == "OFL204"]
+
+    (finding,) = ofl204(BACKBONES)
+    assert finding.severity == Severity.WARNING  # the rule's own severity is error
+    assert finding.message.endswith("(only with the user's choice of $USE_MUON, $FORCE_ADAMW)")
+    (finding,) = ofl204(BACKBONES.replace('backbone="MoE-30B"', 'backbone="dense-4b"'))
+    assert finding.severity == Severity.WARNING
+    # nothing but the table decides: the MoE backbone takes AdamW, the dense one Muon, whatever the environment
+    assert ofl204(BACKBONES.replace('os.environ.get("USE_MUON", "0") != "1" and (is_moe or os.getenv("FORCE_ADAMW") == "1")',
+                                    "is_moe")) == []
+    (finding,) = ofl204(BACKBONES.replace('os.environ.get("USE_MUON", "0") != "1" and (is_moe or os.getenv("FORCE_ADAMW") == "1")',
+                                          "is_moe").replace('backbone="MoE-30B"', 'backbone="dense-4b"'))
+    assert finding.severity == Severity.ERROR and "only with" not in finding.message
+
+
 def test_a_branch_on_something_else_than_user_input_keeps_its_severity(tmp_path, monkeypatch):
     text = ("def recipe_config(fast):\n"
             "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"

@@ -21,7 +21,10 @@ from offlint.scope import nearest
 
 LOOKUP = "\0"
 _MODULE, PACKAGE_LOOKUP, FUNCTION_LOOKUP, _FILE = LOOKUP + "m:", LOOKUP + "p:", LOOKUP + "f:", LOOKUP + "k:"
+_WRITER = LOOKUP + "w:"
 _DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
+# A module-level write into a dict: `NAME.setdefault(...)`, `NAME.update(...)`, `NAME[...] = ...` at column 0
+_MODULE_WRITE = re.compile(r"^([A-Za-z_]\w*)(\.setdefault\(|\.update\(|\[[^\n]*\][ \t]*=(?!=))", re.M)
 
 
 def module_parts(path: str) -> list[str]:
@@ -58,11 +61,27 @@ def file_lookup(path: str) -> str:
     return _FILE + path
 
 
+def writer_lookup(name: str) -> str:
+    return _WRITER + name
+
+
+def outside_writes(text: str) -> dict[str, bool]:
+    """The dicts a module writes into at module level without defining them there (`from .ov2 import TABLE` then
+    `TABLE.setdefault(...)`: entries another module's dict gets when this module is imported), each with whether
+    a write may replace an entry the dict has (`update`, `TABLE[k] = v`; `setdefault` never does)."""
+    found: dict[str, bool] = {}
+    for name, how in _MODULE_WRITE.findall(text):
+        found[name] = found.get(name, False) or how != ".setdefault("
+    return {name: replaces for name, replaces in found.items()
+            if not re.search(rf"^{name}[ \t]*(?::[^=\n]*)?=(?!=)", text, re.M)}
+
+
 def lookups_of(path: str, text: str | None) -> list[str]:
     """The lookups whose answer a Python file at `path` with `text` takes part in (the ones its adding or removing
     may change), but for package listings, which `package_lookup_matches` tells."""
     return [file_lookup(path), *(module_lookup(name) for name in dotted_names(path)),
-            *(function_lookup(name) for name in dict.fromkeys(_DEFINITION.findall(text or "")))]
+            *(function_lookup(name) for name in dict.fromkeys(_DEFINITION.findall(text or ""))),
+            *(writer_lookup(name) for name in outside_writes(text or ""))]
 
 
 def package_lookup_matches(key: str, path: str) -> bool:
@@ -94,6 +113,7 @@ class ModuleIndex:
         self._nearest: dict[tuple[str, str], str | None] = {}  # path_of's answers for the claimed ones
         self.module_of: dict[str, str] = {}
         self._definitions: dict[str, list[str]] | None = None  # function name -> files (function_paths)
+        self._writers: dict[str, list[tuple[str, bool]]] | None = None  # dict name -> (file, replaces) (writers)
         for path in paths:
             names = dotted_names(path)
             if not names:
@@ -138,6 +158,16 @@ class ModuleIndex:
                     self._definitions.setdefault(found, []).append(path)
         return list(self._definitions.get(name, ()))
 
+    def writers(self, name: str) -> list[tuple[str, bool]]:
+        """The files that write into a dict `name` they do not define, at module level, each with whether a write
+        may replace an entry (outside_writes), found by text (indexed on first use)."""
+        if self._writers is None:
+            self._writers = {}
+            for path in self.module_of:
+                for found, replaces in outside_writes(self._read_text(path) or "").items():
+                    self._writers.setdefault(found, []).append((path, replaces))
+        return list(self._writers.get(name, ()))
+
     def knows(self, path: str) -> bool:
         return path in self.module_of
 
@@ -151,6 +181,8 @@ def lookup_state(key: str, index: ModuleIndex) -> str:
         found = index.paths_in_package(*_package_and_suffix(key))
     elif key.startswith(FUNCTION_LOOKUP):
         found = index.function_paths(key[len(FUNCTION_LOOKUP):])
+    elif key.startswith(_WRITER):
+        found = [f"{path}:{'replaces' if replaces else 'adds'}" for path, replaces in index.writers(key[len(_WRITER):])]
     elif key.startswith(_FILE):
         found = [key[len(_FILE):]] if index.knows(key[len(_FILE):]) else []
     else:

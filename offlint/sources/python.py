@@ -39,7 +39,7 @@ from offlint.sources.python_following import CallFollowing
 from offlint.sources.python_names import NameLookup
 from offlint.sources.python_statements import Statements
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _call_name, _statements
-from offlint.sources.python_values import ConfigObj, Frame, new_location
+from offlint.sources.python_values import ConfigObj, Frame, PartialDict, Registry, new_location
 from offlint.types import Layer, Location, Unit, UnitKind
 
 # Names that make a file worth parsing at all (a cheap prefilter; the keys rules read plus config classes), and a
@@ -123,6 +123,22 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
             if not isinstance(value, ConfigObj):
                 self.constants[name] = value
         self._note_registries()
+        self._note_outside_writes()
+
+    def _note_outside_writes(self) -> None:
+        """Module dicts other modules of the tree add entries to as they are imported (LLaVA-OneVision-2's
+        ov2_qwen35.py: `from .ov2 import _OV2_BACKBONES` then `_OV2_BACKBONES.setdefault("qwen3.5-35b-a3b", ...)`):
+        the entries written here are known, and a key they lack may still be there when the recipe runs."""
+        if self.project is None:
+            return
+        for name, value in self.constants.items():
+            if type(value) is dict:
+                writers = [(path, replaces) for path, replaces in self.project.writers(name) if path != self.path]
+                if writers:
+                    reason = f"`{name}` also gets entries from {writers[0][0]} as it is imported"
+                    # setdefault keeps the entries written here (known, as a registry's); update or `[k] =` may not
+                    replaces = any(replaces for _, replaces in writers)
+                    self.constants[name] = PartialDict(value, reason) if replaces else Registry(value, reason)
 
     def own_options(self) -> dict[str, tuple[str, ...]]:
         """The argparse options this module declares, walked for once: every module that imports from it asks, and

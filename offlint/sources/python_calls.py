@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 
-from offlint.sources.python_values import Registry
+from offlint.sources.python_values import PartialDict, Registry
 from offlint.types import Unknown
 
 NOT_PURE = object()  # the call is not one of these: the reader goes on with its own rules
@@ -77,6 +77,9 @@ def builtin_value(name: str, args: list, keywords: dict) -> object:
             return int(args[0], args[1])
         if name in ("list", "tuple", "sorted") and len(args) == 1 and isinstance(args[0], (list, tuple, str)):
             return list(args[0]) if name != "sorted" else sorted(args[0])
+        if name == "dict" and len(args) == 1 and isinstance(args[0], dict):  # a copy, as partly known as its source
+            reason = getattr(args[0], "reason", "")
+            return PartialDict(args[0], reason) if reason else dict(args[0])
         if name in ("min", "max", "sum", "any", "all", "abs", "round") and args and \
                 all(isinstance(a, (int, float, bool, list, tuple)) for a in args):
             return {"min": min, "max": max, "sum": sum, "any": any, "all": all, "abs": abs, "round": round}[name](
@@ -92,6 +95,14 @@ def _plain(value: object) -> object:
             value[1] is None or type(value[1]).__name__ == "Location"):
         return value[0]
     return value
+
+
+def value_receiver(node: ast.AST) -> bool:
+    """Whether a method's receiver, as written, may be a literal value: a constant, a name, an attribute, an
+    f-string, or a string method's result (`key.strip().lower()`)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in STR_METHODS:
+        node = node.func.value
+    return isinstance(node, (ast.Constant, ast.Name, ast.Attribute, ast.JoinedStr))
 
 
 def has_value_method(receiver: object, method: str) -> bool:

@@ -13,7 +13,7 @@ from offlint import keys
 from offlint.sources import python_calls, python_inputs
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _field
-from offlint.sources.python_syntax import _attr_chain
+from offlint.sources.python_syntax import _attr_chain, test_leaves
 from offlint.sources.python_values import (NO_PROPERTY, SECTION_NONE, ConfigObj, Frame, ModuleRef, ObjectTuple,
                                            PartialDict, Record)
 from offlint.types import Unknown, UserInput
@@ -70,6 +70,10 @@ class Expressions:
             decided = self._decide(node, frame)  # `bf16=precision == "bf16-mixed"`
             if decided is not None:
                 return decided
+            chosen = python_inputs.combined([self._eval(leaf, frame) for leaf in test_leaves(node)],
+                                            self._segment(node))
+            if chosen is not None:  # `use_muon = os.getenv("MUON") == "1"`: the user's choice, as its parts are
+                return chosen
         if isinstance(node, ast.JoinedStr):
             return self._eval_fstring(node, frame)
         if isinstance(node, ast.IfExp):
@@ -79,6 +83,9 @@ class Expressions:
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return self._eval_comprehension(node, frame)
         if isinstance(node, ast.Subscript):
+            variable = python_inputs.environment_variable(node)
+            if variable is not None:  # `os.environ["NAME"]`
+                return python_inputs.environment(variable, self._segment(node))
             return python_calls.item(self._eval(node.value, frame), self._eval(node.slice, frame),
                                      self._segment(node))
         if isinstance(node, ast.BinOp):
@@ -234,7 +241,7 @@ class Expressions:
         if isinstance(func, ast.Name):
             return func.id in python_calls.PURE_BUILTINS and not self._shadowed(func.id, frame)
         return isinstance(func, ast.Attribute) and func.attr in python_calls.VALUE_METHODS and \
-            isinstance(func.value, (ast.Constant, ast.Name, ast.Attribute, ast.JoinedStr))
+            python_calls.value_receiver(func.value)
 
     def _shadowed(self, name: str, frame: Frame) -> bool:
         return name in frame.names or name in self.functions or name in self.imports or name in self.constants
@@ -344,4 +351,3 @@ def _env_vars(container: ConfigObj, text: str):
         return {}
     held = {name: (a.value, a.location, a.text) for name, a in container.env.items()}
     return PartialDict(held, container.env_unknown) if container.env_unknown else held
-

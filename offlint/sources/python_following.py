@@ -76,6 +76,9 @@ class CallFollowing:
         if early:
             if short == "cast" and len(node.args) == 2:  # typing.cast(Type, value) is the value
                 return self._eval(node.args[1], frame)
+            variable = python_inputs.environment_variable(node)
+            if variable is not None:  # `os.environ.get("NAME", "0")`: the launch's, whichever runs the recipe
+                return python_inputs.environment(variable, self._segment(node))
             if python_inputs.is_parse_call(node):  # `args = parser.parse_args()`: what the user gives
                 parsed = python_inputs.namespace(f"`{self._segment(node)}`", self._declared_options())
                 return ObjectTuple((parsed, Unknown("arguments the parser does not know"))) \
@@ -758,7 +761,8 @@ _NOT_SPECIAL = object()  # _special_call: none of the calls it knows
 
 def _call_kinds(node: ast.Call) -> tuple[str, str, bool, bool, bool]:
     """What a call expression's syntax alone says of it, for _eval_call: the called name as written (`a.b.f`, ""
-    when it is not a dotted name) and its last part; whether it may be `cast(T, v)` or a parser's `parse_args`;
+    when it is not a dotted name) and its last part; whether it may be `cast(T, v)`, a parser's `parse_args` or
+    an environment read;
     whether it may be a pure or logging call (python_calls: _pure_call answers NOT_PURE for any other without
     evaluating anything); whether it may be one of the calls _special_call knows (each of its tests needs what
     this finds: the name, a last part of it, the method, arguments)."""
@@ -766,11 +770,12 @@ def _call_kinds(node: ast.Call) -> tuple[str, str, bool, bool, bool]:
     name = _call_name(func)
     short = name.rsplit(".", 1)[-1] if name else ""
     method = func.attr if isinstance(func, ast.Attribute) else None
-    early = (short == "cast" and len(node.args) == 2) or python_inputs.is_parse_call(node)
+    early = (short == "cast" and len(node.args) == 2) or python_inputs.is_parse_call(node) or \
+        python_inputs.environment_variable(node) is not None
     maybe_pure = python_calls.is_logging_call(func) or (
         isinstance(func, ast.Name) and func.id in python_calls.PURE_BUILTINS) or (
         method in python_calls.VALUE_METHODS and
-        isinstance(func.value, (ast.Constant, ast.Name, ast.Attribute, ast.JoinedStr)))
+        python_calls.value_receiver(func.value))
     special = bool(node.args) and short in ("from_hf_pretrained", "from_hf_config", "replace", "import_module") or \
         bool(name) and bool(node.args) and name.endswith("AutoConfig.from_pretrained") or \
         method in PROVIDER_METHODS or method == "update" or short in CONTAINER_CLASSES or \

@@ -1,10 +1,13 @@
-"""Values a user gives on the command line: an argparse namespace and what is read from it.
+"""Values a user gives when starting a run: an argparse namespace and what is read from it, and the environment.
 
 A script that parses its arguments (`args = parser.parse_args()`) and configures a run from them
 (`if args.activation_offload_layers > 0: cfg.model.cpu_offloading = True`) has paths that only a user's own
 flags choose. The reader marks such values as `UserInput` (an Unknown that names the flags), so that a branch
 whose test reads nothing else is known to be the user's choice: a finding that holds only on such a path is
-about a flag combination, not about the code (engine: at most a warning, naming the flags).
+about a flag combination, not about the code (engine: at most a warning, naming the flags). A recipe that reads
+an environment variable (`os.environ.get("OV2_MIDTRAIN_MUON", "0")`) is read once for all its launches, whose
+environments differ: the variable is the user's choice as a flag is, named `$NAME`. A test that combines such
+values with known ones (`stage == "midtrain" and os.getenv("X") != "1"`) is one too (`combined`).
 
 A flag is named by its option strings as the script's parser declares them (`add_argument("-ol",
 "--activation_offload_layers", ...)`), searched where the arguments are parsed: that module and the modules it
@@ -17,9 +20,11 @@ import ast
 from bisect import bisect_left
 from collections import deque
 
-from offlint.types import UserInput
+from offlint.sources.python_syntax import _call_name
+from offlint.types import Unknown, UserInput
 
 PARSE_METHODS = ("parse_args", "parse_known_args", "parse_intermixed_args")
+ENVIRONMENT_READS = ("os.environ.get", "os.getenv", "environ.get", "getenv")  # (a literal name, a default or not)
 NAMESPACE_TYPES = ("Namespace", "argparse.Namespace")
 
 
@@ -41,6 +46,38 @@ def is_namespace_annotation(annotation) -> bool:
     if isinstance(annotation, (ast.Subscript, ast.Constant)):  # `Optional[...]` is bracketed, a constant quoted or
         return False  # a number or None: neither is one of the dotted names
     return ast.unparse(annotation) in NAMESPACE_TYPES
+
+
+def environment_variable(node: ast.AST) -> str | None:
+    """The variable `os.environ.get("NAME", ...)`, `os.getenv("NAME", ...)` or `os.environ["NAME"]` reads (a
+    literal name); None for anything else."""
+    if isinstance(node, ast.Call):
+        if not node.args or _call_name(node.func) not in ENVIRONMENT_READS:
+            return None
+        name = node.args[0]
+    elif isinstance(node, ast.Subscript) and _call_name(node.value) in ("os.environ", "environ"):
+        name = node.slice
+    else:
+        return None
+    return name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value else None
+
+
+def environment(variable: str, text: str) -> UserInput:
+    """What a recipe reads of the environment its launch gives it."""
+    return UserInput(f"`{text}` is the environment variable {variable} of the launch", (f"${variable}",))
+
+
+def combined(values: list, text: str) -> UserInput | None:
+    """A test's value when every value it reads that offlint does not know is the user's (`values`: what its
+    operands gave): the user's choice of all of them; None when one is anything else unknown."""
+    flags: list[str] = []
+    for value in values:
+        if isinstance(value, UserInput) and value.flags:
+            flags.extend(value.flags)
+        elif isinstance(value, Unknown) or not isinstance(value, (str, int, float, bool, type(None))):
+            return None
+    return UserInput(f"`{text}` depends on the user's choice of {', '.join(dict.fromkeys(flags))}",
+                     tuple(dict.fromkeys(flags))) if flags else None
 
 
 def attribute(namespace: UserInput, dest: str, text: str) -> UserInput:

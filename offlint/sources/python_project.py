@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 from offlint.scope import nearest
 from offlint.sources.module_index import (ModuleIndex, file_lookup, function_lookup, module_lookup,
-                                          package_lookup)
+                                          package_lookup, writer_lookup)
 from offlint.sources.python_records import MARK, CallRecord
 from offlint.sources.python_values import MAX_DEPTH, NOT_KEPT, ConfigObj, Record, configs_in, serial_mark
 
@@ -111,6 +111,12 @@ class PythonProject:
         self.touched.add(function_lookup(name))
         found = self._index.function_paths(name)
         return nearest(found, near) if len(found) > 1 else found
+
+    def writers(self, name: str) -> list[tuple[str, bool]]:
+        """The files that add entries to a dict `name` they import, as they are imported, each with whether it may
+        replace one the dict has (module_index.outside_writes)."""
+        self.touched.add(writer_lookup(name))
+        return self._index.writers(name)
 
     def paths_in_package(self, package: str, suffix: str = "") -> list[str]:
         """The tree's Python files whose dotted module name lies under `package`, whatever directories lead to it

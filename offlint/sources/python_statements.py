@@ -16,7 +16,7 @@ from offlint.sources import python_calls, python_inputs, python_mutations
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
-from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name
+from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name, test_leaves
 from offlint.sources.python_values import (OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
                                            FunctionRef, ModuleRef, ObjectTuple, Record, new_assignment)
 from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
@@ -54,6 +54,7 @@ _DECIDABLE = {
     ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
+_MEMBERSHIP = (ast.In, ast.NotIn)
 
 
 class Statements:
@@ -181,6 +182,8 @@ class Statements:
                 if left is _UNDECIDED or right is _UNDECIDED or type(op) not in _DECIDABLE:
                     return None
                 try:
+                    if type(op) in _MEMBERSHIP and getattr(right, "reason", "") and left not in right:
+                        return None  # a partly known dict (python_values.PartialDict) may hold the key all the same
                     if not _DECIDABLE[type(op)](left, right):
                         return False
                 except TypeError:
@@ -554,23 +557,12 @@ def _flag_leaves(node: ast.If) -> tuple[list, bool]:
     while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
         node = node.orelse[0]
         tests.append(node.test)
-    leaves = []
-    while tests:
-        test = tests.pop()
-        if isinstance(test, ast.BoolOp):
-            tests.extend(test.values)
-        elif isinstance(test, ast.UnaryOp):
-            tests.append(test.operand)
-        elif isinstance(test, ast.Compare):
-            tests.extend([test.left, *test.comparators])
-        elif not isinstance(test, ast.Constant):
-            leaves.append(test)
     read = []
-    for leaf in leaves:
+    for leaf in (leaf for test in tests for leaf in test_leaves(test)):
         if isinstance(leaf, ast.Call) and _call_name(leaf.func) == "getattr" and len(leaf.args) >= 2 and \
                 isinstance(leaf.args[1], ast.Constant) and isinstance(leaf.args[1].value, str):
             read.append((leaf, leaf.args[1].value))
-        elif isinstance(leaf, (ast.Name, ast.Attribute)):
+        elif isinstance(leaf, (ast.Name, ast.Attribute)) or python_inputs.environment_variable(leaf) is not None:
             read.append((leaf, None))
         else:
             return read, True

@@ -31,6 +31,23 @@ def _call_name(func) -> str:
     return ".".join(chain) if chain else ""
 
 
+def test_leaves(node: ast.AST) -> list[ast.AST]:
+    """The operands a truth test reads, in order, through `and`/`or`, unary operators and comparisons (constants
+    left out)."""
+    leaves, pending = [], [node]
+    while pending:
+        test = pending.pop()
+        if isinstance(test, ast.BoolOp):
+            pending.extend(reversed(test.values))
+        elif isinstance(test, ast.UnaryOp):
+            pending.append(test.operand)
+        elif isinstance(test, ast.Compare):
+            pending.extend(reversed([test.left, *test.comparators]))
+        elif not isinstance(test, ast.Constant):
+            leaves.append(test)
+    return leaves
+
+
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 _BLOCKS_OF: dict[type, tuple[str, ...]] = {}  # a node class -> those of _BLOCKS among its fields, in _BLOCKS' order
 

@@ -63,7 +63,8 @@ class PartialDict(dict):
 class Registry(PartialDict):
     """A module's dict that a decorator of the module fills (`@register def bf16_mixed(): ...` with
     `REGISTRY[func.__name__] = func`): the functions registered under their own names are known entries, the
-    rest (keys derived otherwise) is not (python_following._note_registries)."""
+    rest (keys derived otherwise) is not (python_following._note_registries). Also a module's dict that other
+    modules only add to with `setdefault` as they are imported: its own entries stay (python._note_outside_writes)."""
 
 
 
