@@ -16,7 +16,8 @@ from pathlib import Path
 
 from offlint.discover import SourceFile, discover
 from offlint.reading import OnFirstUse
-from offlint.sources.module_index import FUNCTION_LOOKUP, PACKAGE_LOOKUP, lookups_of, package_lookup_matches
+from offlint.sources.module_index import (FUNCTION_LOOKUP, PACKAGE_LOOKUP, WRITER_LOOKUP, lookups_of,
+                                          package_lookup_matches)
 
 _TOP_LEVEL_NAME = re.compile(rb"^(?:def|class)\s+([A-Za-z_]\w*)|^([A-Z_][A-Z0-9_]{3,})\s*[:=]", re.M)
 # `x as name` and `import a.b as name`. `,?\s*` spelled out as its three cases, each started only where an
@@ -158,14 +159,15 @@ def _lookups_changed(targets: list[SourceFile], known_deps: dict, dependents: di
                      data: OnFirstUse) -> list[str]:
     """The lookups of the set of files (module_index) whose answers the targets may have changed, for the files that
     noted them to be chosen: every lookup a Python target new since the cache's last reading of the tree takes part
-    in, and, of one read before, the functions it defines now (a `def` added where a launch looks its recipe up)."""
+    in, and, of one read before, the functions it defines now (a `def` added where a launch looks its recipe up) and
+    the tables it writes into now (module_index.outside_writes)."""
     found: list[str] = []
     for target in targets:
         if target.kind != "python":
             continue
         text = data[target.path].decode("utf-8", "replace")
         if target.path in known_deps:
-            found += [key for key in lookups_of(target.path, text) if key.startswith(FUNCTION_LOOKUP)]
+            found += [key for key in lookups_of(target.path, text) if key.startswith((FUNCTION_LOOKUP, WRITER_LOOKUP))]
         else:
             found += lookups_of(target.path, text)
             found += [key for key in dependents if key.startswith(PACKAGE_LOOKUP)

@@ -69,3 +69,22 @@ def test_which_writes_count():
     before = lookup_state(writer_lookup("TABLE"), index)
     texts["a/extra.py"] = text.replace("TABLE.setdefault('b', 2)", "TABLE['b'] = 2")
     assert lookup_state(writer_lookup("TABLE"), ModuleIndex(sorted(texts), texts.get)) != before  # now replaces
+
+
+def test_a_cached_reading_follows_a_writer_that_changes(tmp_path, monkeypatch):
+    """The defining module's readings depend on which modules write into its table and how (a lookup): a writer
+    that starts replacing entries makes the table's own rows unknown too, in a cached run as in an uncached one."""
+    monkeypatch.setenv("OFFLINT_CACHE_DIR", str(tmp_path / "cache"))
+    tree = tmp_path / "tree"
+    package = tree / "recipes"
+    package.mkdir(parents=True)
+    (tree / "pyproject.toml").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "table.py").write_text(TABLE)
+    (package / "extra.py").write_text(EXTRA)
+    assert _units_with(tree, "OFL218") == ["small_config"]
+    cold = check_json(tree)  # the cache filled
+    (package / "extra.py").write_text(EXTRA.replace('_BACKBONES.setdefault("big", {"layers": 30})',
+                                                    '_BACKBONES["big"] = {"layers": 30}'))
+    assert check_json(tree) == check_json(tree, "--no-cache") != cold
+    assert "small_config" not in {f["unit"] for f in check_json(tree) if f["code"] == "OFL218"}

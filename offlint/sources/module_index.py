@@ -21,7 +21,7 @@ from offlint.scope import nearest
 
 LOOKUP = "\0"
 _MODULE, PACKAGE_LOOKUP, FUNCTION_LOOKUP, _FILE = LOOKUP + "m:", LOOKUP + "p:", LOOKUP + "f:", LOOKUP + "k:"
-_WRITER = LOOKUP + "w:"
+WRITER_LOOKUP = LOOKUP + "w:"
 _DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
 # A module-level write into a dict: `NAME.setdefault(...)`, `NAME.update(...)`, `NAME[...] = ...` at column 0
 _MODULE_WRITE = re.compile(r"^([A-Za-z_]\w*)(\.setdefault\(|\.update\(|\[[^\n]*\][ \t]*=(?!=))", re.M)
@@ -62,7 +62,7 @@ def file_lookup(path: str) -> str:
 
 
 def writer_lookup(name: str) -> str:
-    return _WRITER + name
+    return WRITER_LOOKUP + name
 
 
 def outside_writes(text: str) -> dict[str, bool]:
@@ -181,8 +181,9 @@ def lookup_state(key: str, index: ModuleIndex) -> str:
         found = index.paths_in_package(*_package_and_suffix(key))
     elif key.startswith(FUNCTION_LOOKUP):
         found = index.function_paths(key[len(FUNCTION_LOOKUP):])
-    elif key.startswith(_WRITER):
-        found = [f"{path}:{'replaces' if replaces else 'adds'}" for path, replaces in index.writers(key[len(_WRITER):])]
+    elif key.startswith(WRITER_LOOKUP):
+        found = [f"{path}:{'replaces' if replaces else 'adds'}"
+                 for path, replaces in index.writers(key[len(WRITER_LOOKUP):])]
     elif key.startswith(_FILE):
         found = [key[len(_FILE):]] if index.knows(key[len(_FILE):]) else []
     else:

@@ -225,6 +225,8 @@ class PythonProject:
         with self.tracking() as used:
             unit = compute()
             self.touched.add((path, MODULE))
+            # what preparing its module asked (a table other modules fill: python._note_outside_writes)
+            self.touched.update(self._reader_deps.get(path, ()))
             if "." not in name:  # a module-level function (a method is part of its class, in MODULE)
                 self.touched.add((path, name))
         self.unit_used[(path, name)] = frozenset(used)

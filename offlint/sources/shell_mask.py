@@ -4,8 +4,9 @@ tree-sitter-bash (0.25) rejects some valid bash, and its error recovery can swal
 a `]` in an expansion's pattern (`${v%%]*}`, upstream issues 274 and 285), an operator character in an
 expansion's word (`${s:+$s;}`, `${L:-a|b}`, issue 267), arithmetic in a substring offset (`${A:$N+1}`) or in an
 expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts), an array subscript in a C-style
-`for ((...))` header (NeMo RL's tools), a base prefix in arithmetic (`$((10#$N))`), and globs with quoted spaces or extglobs in `[[ ]]` (issues 321, 246). Each seen on Megatron
-Bridge's scripts would otherwise make the whole script unreadable.
+`for ((...))` header (NeMo RL's tools), a base prefix in arithmetic (`$((10#$N))`), and globs with quoted spaces
+or extglobs in `[[ ]]` (issues 321, 246). Each, seen on real scripts, would otherwise make the whole script
+unreadable.
 
 When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
 `[[ ... ]]`, found by a small lexer) is replaced by a neutral one of exactly the same byte length (`${___}`,
