@@ -7,7 +7,7 @@ Fixtures of our own."""
 
 from __future__ import annotations
 
-from offlint.sources.module_index import ModuleIndex, lookup_state, outside_writes, writer_lookup
+from offlint.sources.module_index import ModuleIndex, lookup_state, lookups_of, outside_writes, writer_lookup
 from tests.check_helpers import check_json
 
 TABLE = '''\
@@ -64,11 +64,13 @@ def test_which_writes_count():
     text = ("from .table import TABLE, OTHER\nOWN = {}\nOWN['a'] = 1\nTABLE.setdefault('b', 2)\n"
             "OTHER['c'] = 3\n    TABLE['d'] = 4\nOTHER == {}\n")
     assert outside_writes(text) == {"TABLE": False, "OTHER": True}  # OWN is its own; indented: not at import
-    texts = {"a/table.py": "TABLE = {}\n", "a/extra.py": text}
+    texts = {"a/table.py": "TABLE = {}\n", "a/b/extra.py": text, "c/other.py": text}
     index = ModuleIndex(sorted(texts), texts.get)
-    before = lookup_state(writer_lookup("TABLE"), index)
-    texts["a/extra.py"] = text.replace("TABLE.setdefault('b', 2)", "TABLE['b'] = 2")
-    assert lookup_state(writer_lookup("TABLE"), ModuleIndex(sorted(texts), texts.get)) != before  # now replaces
+    assert index.writers("a", "TABLE") == [("a/b/extra.py", False)]  # the package's own modules, not c/'s
+    before = lookup_state(writer_lookup("a", "TABLE"), index)
+    texts["a/b/extra.py"] = text.replace("TABLE.setdefault('b', 2)", "TABLE['b'] = 2")
+    assert lookup_state(writer_lookup("a", "TABLE"), ModuleIndex(sorted(texts), texts.get)) != before  # replaces
+    assert writer_lookup("a", "TABLE") in lookups_of("a/b/extra.py", texts["a/b/extra.py"])  # (pre-commit)
 
 
 def test_a_cached_reading_follows_a_writer_that_changes(tmp_path, monkeypatch):

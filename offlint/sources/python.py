@@ -131,9 +131,11 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         the entries written here are known, and a key they lack may still be there when the recipe runs."""
         if self.project is None:
             return
+        folder = self.path.rpartition("/")[0]  # (its package: module_index.ModuleIndex.writers)
         for name, value in self.constants.items():
             if type(value) is dict:
-                writers = [(path, replaces) for path, replaces in self.project.writers(name) if path != self.path]
+                writers = [(path, replaces) for path, replaces in self.project.writers(folder, name)
+                           if path != self.path]
                 if writers:
                     reason = f"`{name}` also gets entries from {writers[0][0]} as it is imported"
                     # setdefault keeps the entries written here (known, as a registry's); update or `[k] =` may not

@@ -112,11 +112,11 @@ class PythonProject:
         found = self._index.function_paths(name)
         return nearest(found, near) if len(found) > 1 else found
 
-    def writers(self, name: str) -> list[tuple[str, bool]]:
-        """The files that add entries to a dict `name` they import, as they are imported, each with whether it may
-        replace one the dict has (module_index.outside_writes)."""
-        self.touched.add(writer_lookup(name))
-        return self._index.writers(name)
+    def writers(self, folder: str, name: str) -> list[tuple[str, bool]]:
+        """The files under `folder` that add entries to a dict `name` they import, as they are imported, each with
+        whether it may replace one the dict has (module_index.outside_writes)."""
+        self.touched.add(writer_lookup(folder, name))
+        return self._index.writers(folder, name)
 
     def paths_in_package(self, package: str, suffix: str = "") -> list[str]:
         """The tree's Python files whose dotted module name lies under `package`, whatever directories lead to it
