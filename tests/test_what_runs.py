@@ -341,6 +341,9 @@ def test_a_path_only_the_environment_chooses_is_a_warning_naming_the_variables(t
     assert finding.message.endswith("(only with the user's choice of $USE_MUON, $FORCE_ADAMW)")
     (finding,) = ofl204(BACKBONES.replace('backbone="MoE-30B"', 'backbone="dense-4b"'))
     assert finding.severity == Severity.WARNING
+    (finding,) = ofl204(BACKBONES.replace('os.environ.get("USE_MUON", "0") != "1"',
+                                          'os.environ.get("OPTIMIZER") not in ("muon", "dist_muon")'))
+    assert finding.message.endswith("(only with the user's choice of $OPTIMIZER, $FORCE_ADAMW)")
     # nothing but the table decides: the MoE backbone takes AdamW, the dense one Muon, whatever the environment
     assert ofl204(BACKBONES.replace('os.environ.get("USE_MUON", "0") != "1" and (is_moe or os.getenv("FORCE_ADAMW") == "1")',
                                     "is_moe")) == []

@@ -74,10 +74,16 @@ def combined(values: list, text: str) -> UserInput | None:
     for value in values:
         if isinstance(value, UserInput) and value.flags:
             flags.extend(value.flags)
-        elif isinstance(value, Unknown) or not isinstance(value, (str, int, float, bool, type(None))):
+        elif isinstance(value, Unknown) or not _plain(value):
             return None
     return UserInput(f"`{text}` depends on the user's choice of {', '.join(dict.fromkeys(flags))}",
                      tuple(dict.fromkeys(flags))) if flags else None
+
+
+def _plain(value: object) -> bool:
+    """A literal a test compares with: a scalar, or a list of scalars (`x in ("a", "b")`)."""
+    scalars = (str, int, float, bool, type(None))
+    return isinstance(value, scalars) or (type(value) in (list, tuple) and all(isinstance(v, scalars) for v in value))
 
 
 def attribute(namespace: UserInput, dest: str, text: str) -> UserInput:
