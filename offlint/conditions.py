@@ -28,7 +28,7 @@ from offlint.estimate.devices import ends
 from offlint.estimate.inputs import gpus_in_name
 from offlint.estimate.shapes import Parallelism
 from offlint.named_precision import configured
-from offlint.sources.bridge_checks import EVAL_BATCH_CHECK, LOCAL_GRAPH_CHECK
+from offlint.sources.bridge_checks import EVAL_BATCH_CHECK, EXPERT_TP_DEFAULT, LOCAL_GRAPH_CHECK, NO_DEFAULT
 from offlint.sources.bridge_schedule import KEY as SCHEDULE_KEY
 from offlint.sources.mcore_source import CHECKS
 from offlint.types import Defaults, OneOf, Source, Unknown, Value
@@ -796,8 +796,9 @@ def layout_division(scope: Scope) -> object:
     own: a model-verification card runs a 416-GPU recipe on 352 GPUs at PP11). initialize_model_parallel raises when
     TP x PP x CP does not divide the world size, then when ETP x EP x PP does not. An unset ETP is TP's value in
     megatron-core (ModelParallelConfig.__post_init__) but 1 with EP > 1 in Megatron Bridge since 6f2f546ef
-    (July 2026, transformer_config._set_moe_expert_tensor_parallel_default): with TP > 1 the finding must hold for
-    both. "" when a size it needs is unknown: no crash is claimed on a layout offlint cannot read."""
+    (July 2026, transformer_config._set_moe_expert_tensor_parallel_default): read from the tree's Bridge, and where
+    the tree has none the finding must hold for both. "" when a size it needs is unknown: no crash is claimed on a
+    layout offlint cannot read."""
     if scope.names.get("unit_kind") != "recipe":
         return ""  # a launch's world size is its own (nodes x GPUs per node), whatever recipe it names
     world = gpus_in_name(str(scope.names.get("unit_name", "")))
@@ -816,7 +817,7 @@ def layout_division(scope: Scope) -> object:
         return ""
     ep = int(ep) if ep else 1
     # TP's value or 1: a world size that 1 x EP x PP does not divide, TP x EP x PP does not divide either
-    etp = _fewest_etp(etp, ep, tp)
+    etp = _fewest_etp(etp, ep, tp, scope)
     if world % (etp * ep * pp):
         return (f"the expert layout ETP{etp} x EP{ep} x PP{pp} needs a multiple of {etp * ep * pp} GPUs, and the "
                 f"recipe name says {world}: megatron-core raises \"world_size ({world}) is not divisible by "
@@ -824,10 +825,13 @@ def layout_division(scope: Scope) -> object:
     return ""
 
 
-def _fewest_etp(etp, ep: int, tp: int) -> int:
-    """The expert TP that needs the fewest GPUs: the one set, else 1 with EP > 1 (Megatron Bridge's since July 2026;
-    megatron-core takes TP's value, a multiple of it), else TP's."""
-    return int(etp) if etp else 1 if ep > 1 else tp
+def _fewest_etp(etp, ep: int, tp: int, scope: Scope) -> int:
+    """The expert TP that needs the fewest GPUs: the one set; else, with EP > 1, 1 where the tree's Bridge defaults it
+    so (since July 2026) or the tree has no Bridge of its own (it may), TP's where its Bridge does not
+    (bridge_checks.EXPERT_TP_DEFAULT: megatron-core takes TP's value); else TP's."""
+    if etp:
+        return int(etp)
+    return tp if ep <= 1 or scope.key(EXPERT_TP_DEFAULT) == NO_DEFAULT else 1
 
 
 @_needs_scope
@@ -861,7 +865,7 @@ def batch_division(scope: Scope) -> object:
     if not (whole(gbs) and whole(mbs)) or not all(v is None or whole(v) for v in sizes):
         return ""
     tp, pp, cp, ep = (v or 1 for v in sizes[:4])
-    etp = _fewest_etp(sizes[4], ep, tp)
+    etp = _fewest_etp(sizes[4], ep, tp, scope)
     dense = tp * pp * cp
     world = gpus_in_name(str(scope.names.get("unit_name", "")))
     where = " when training starts"

@@ -100,3 +100,28 @@ def test_no_evaluation_batch_clause_where_the_trees_bridge_lacks_the_check(tree)
     _with_own_bridge(tree, OWN_CONFIG.replace("eval_global_batch_size %", "eval_global_batch_size >"))
     found = _refused(tree, _recipe("a_8gpu_h100_bf16_config", 36, 4))
     assert found["a_8gpu_h100_bf16_config"].endswith("times data parallel size (4)\" when training starts")
+
+
+MOE_DEFAULT = """
+def _set_moe_expert_tensor_parallel_default(config):
+    if config.expert_tensor_parallel_size is None and config.expert_model_parallel_size > 1:
+        config.expert_tensor_parallel_size = 1
+"""
+
+
+def test_an_unset_expert_tp_is_the_trees_bridge_default(tree):
+    """Megatron Bridge defaults an unset expert tensor parallel size to 1 under expert parallelism since July 2026
+    (6f2f546ef, models/transformer_config.py); megatron-core, and the Bridge forks from before it (LLaVA-OneVision-2),
+    take TP's. TP4 with EP32 then tiles 32 GPUs (8 data-parallel ranks, GBS 32 holds MBS 2) or 128 (32 ranks: it
+    does not). Read from the tree's Bridge; a tree without one keeps the fewest, where both may hold."""
+    moe = "    cfg.model.expert_model_parallel_size = 32\n"
+    recipe = _recipe("vl_moe_sft_config", 32, 2, tp=4, extra=moe)
+    assert _refused(tree, recipe) == {}  # no Bridge of the tree's own: the fewest GPUs, 32
+    _with_own_bridge(tree, OWN_CONFIG)
+    (tree / "megatron" / "bridge" / "models").mkdir()
+    (tree / "megatron" / "bridge" / "models" / "__init__.py").write_text("")
+    (tree / "megatron" / "bridge" / "models" / "transformer_config.py").write_text("def finalize(config):\n    pass\n")
+    found = _refused(tree, recipe)
+    assert "(128: TP4 x PP1 x CP1, EP32)" in found["vl_moe_sft_config"]
+    (tree / "megatron" / "bridge" / "models" / "transformer_config.py").write_text(MOE_DEFAULT)
+    assert _refused(tree, recipe) == {}

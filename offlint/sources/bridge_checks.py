@@ -9,15 +9,27 @@ config field), so that the check is a dependency of the unit's reading and rule 
 From April 2026 (6c78fba79) ConfigContainer.validate (training/config.py) also divides the evaluation batch sizes,
 which default to the training ones, by the evaluation data-parallel size, and asserts before the training's micro-batch
 calculator is built; forks without it stop only at that calculator. Noted as EVAL_BATCH_CHECK, for OFL217's message.
+
+From July 2026 (6f2f546ef) Bridge's model configs default an unset expert tensor parallel size to 1 where expert
+parallelism is on (models/transformer_config.py); megatron-core, and Bridge before, take the tensor parallel size.
+Noted as EXPERT_TP_DEFAULT ("path:line" of the default, or NO_DEFAULT for a tree whose Bridge lacks it), for the
+GPU counts OFL216 and OFL217 work out; a tree without a Bridge of its own notes nothing (either may hold).
 """
 
 from __future__ import annotations
+
+import re
 
 LOCAL_GRAPH_CHECK = "bridge_local_graph_check"  # "path:line" of the tree's raise; not a config field
 EVAL_BATCH_CHECK = "bridge_eval_batch_check"  # "path:line" of the tree's assert; not a config field
 _MODULE = "megatron.bridge.utils.cuda_graph"
 _VALIDATOR = "\ndef validate_cuda_graph_configuration("
+EXPERT_TP_DEFAULT = "bridge_expert_tp_default"  # "path:line", or NO_DEFAULT; not a config field
+NO_DEFAULT = "none"
 _CONFIG_MODULE = "megatron.bridge.training.config"
+_MODEL_CONFIG_MODULE = "megatron.bridge.models.transformer_config"
+_EXPERT_TP_ONE = re.compile(r"expert_tensor_parallel_size is None and [\w.]*expert_model_parallel_size > 1:\s*\n"
+                            r"\s*[\w.]*expert_tensor_parallel_size = 1\b")
 _EVAL_DIVISION = "eval_global_batch_size % "  # (`assert self.validation.eval_global_batch_size % eval_dp_product == 0`)
 
 
@@ -51,3 +63,16 @@ def eval_batch_check(project, near: str) -> str | None:
     if at == -1:
         return None
     return f"{path}:{text.count(chr(10), 0, at) + 1}"
+
+
+def expert_tp_default(project, near: str) -> str | None:
+    """"path:line" of the tree's Bridge defaulting an unset expert tensor parallel size to 1 under expert
+    parallelism; NO_DEFAULT when the tree has a Bridge of its own without it; None when it has none (unknown)."""
+    if project is None or project.path_of(_CONFIG_MODULE, near) is None:
+        return None
+    path = project.path_of(_MODEL_CONFIG_MODULE, near)
+    text = project.text(path) if path is not None else None
+    found = _EXPERT_TP_ONE.search(text) if text else None
+    if found is None:
+        return NO_DEFAULT
+    return f"{path}:{text.count(chr(10), 0, found.end()) + 1}"

@@ -167,9 +167,11 @@ class CallFollowing:
         if short in CONTAINER_CLASSES:
             obj = ConfigObj("container", "default")
             obj.origin = "bridge"
-            # (the lines of the tree's validate checks: a local graph must pass one, OFL223; OFL217 names the other)
+            # (what the tree's Bridge checks and defaults: OFL223's local graph check, OFL217's evaluation batch check,
+            # the expert tensor parallel default OFL216 and OFL217 count GPUs with)
             for key, found in ((bridge_checks.LOCAL_GRAPH_CHECK, bridge_checks.local_graph_check),
-                               (bridge_checks.EVAL_BATCH_CHECK, bridge_checks.eval_batch_check)):
+                               (bridge_checks.EVAL_BATCH_CHECK, bridge_checks.eval_batch_check),
+                               (bridge_checks.EXPERT_TP_DEFAULT, bridge_checks.expert_tp_default)):
                 check = found(self.project, self.path)
                 if check is not None:
                     obj.top[key] = self._assignment(key, check, self._loc(node), f"{self._segment(node.func)}(...)")
