@@ -135,9 +135,28 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
         found, config, info = checkout
         return _with_source_names(checked_as(found, str(info), explicit=False), config)
     installed = _installed_version()
-    if installed:
-        return checked_as(installed, "installed megatron-core", explicit=False)
-    return DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
+    detected = checked_as(installed, "installed megatron-core", explicit=False) if installed else \
+        DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
+    missing = _pin_not_checked_out(root) if root is not None else None
+    if missing and not detected.note:
+        # (a Bridge fork's DeepSeek-V4 recipes name 'mhc', which only the megatron-core they pin allows)
+        detected = replace(detected, note=f"{missing} (the tree's megatron-core) is not checked out: checking with "
+                                          f"the rules of {detected.version} ({detected.origin}), which may not be the "
+                                          f"version the tree runs; `git submodule update --init {missing}` or "
+                                          f"--mcore-version names it")
+    return detected
+
+
+def _pin_not_checked_out(root: Path) -> str | None:
+    """The tree's megatron-core submodule, when .gitmodules names one and its files are not there."""
+    try:
+        modules = read_text(root / ".gitmodules")
+    except ReadError:
+        return None
+    found = re.search(r"^\s*path\s*=\s*(\S*Megatron-LM)\s*$", modules, re.M)
+    if found is None or (root / found.group(1) / "megatron" / "core" / "package_info.py").is_file():
+        return None
+    return found.group(1)
 
 
 def _checkout_version(root: Path) -> tuple[Version, Path, Path] | None:

@@ -126,6 +126,15 @@ def test_version_parsing_ranges_and_detection(tmp_path):
     (own / "megatron" / "core" / "package_info.py").write_text("MAJOR = 0\nMINOR = 18\nPATCH = 1\n")
     detected = detect_version(None, None, own)
     assert str(detected.version) == "0.18.1" and detected.origin.endswith("megatron/core/package_info.py")
+    # A pin .gitmodules names but the checkout lacks (submodules not initialised): said, as the version is a guess
+    fork = tmp_path / "fork"
+    (fork / "3rdparty" / "Megatron-LM").mkdir(parents=True)
+    (fork / ".gitmodules").write_text('[submodule "3rdparty/Megatron-LM"]\n\tpath = 3rdparty/Megatron-LM\n'
+                                      "\turl = https://github.com/NVIDIA/Megatron-LM.git\n")
+    detected = detect_version(None, None, fork)
+    assert detected.note.startswith("3rdparty/Megatron-LM (the tree's megatron-core) is not checked out")
+    assert "git submodule update --init 3rdparty/Megatron-LM" in detected.note
+    assert not detect_version("0.19", None, fork).note  # named: no guess
 
 
 def test_discovered_paths_are_shown_relative_to_the_working_directory_or_as_given(tmp_path, monkeypatch):
