@@ -188,31 +188,39 @@ def _recipe_names(text: str) -> list[str]:
     for name, word in _DEFAULT.findall(text):
         defaults.setdefault(name, set()).add(word)
     for argument in sorted(arguments):
-        built, end = [""], 0
-        for match in _EXPANSION.finditer(argument):
-            words = _literal_values(text, match.group(1), defaults.get(match.group(1), set()))
-            if not words or len(built) * len(words) > MAX_BUILT_NAMES:
-                break
-            built = [name + argument[end:match.start()] + word for name in built for word in sorted(words)]
-            end = match.end()
-        else:
-            names += [name + argument[end:] for name in built if _NAME.fullmatch(name + argument[end:])]
+        names += [name for name in _built(text, argument, defaults) or () if _NAME.fullmatch(name)]
     return names
+
+
+def _built(text: str, word: str, defaults: dict[str, set[str]], depth: int = 0) -> list[str] | None:
+    """The words a shell word makes from the variables it expands, each set to literal words in the text
+    (_literal_values); None when one is not, or when they make more than MAX_BUILT_NAMES."""
+    built, end = [""], 0
+    for match in _EXPANSION.finditer(word):
+        words = _literal_values(text, match.group(1), defaults.get(match.group(1), set()), defaults, depth)
+        if not words or len(built) * len(words) > MAX_BUILT_NAMES:
+            return None
+        built = [name + word[end:match.start()] + value for name in built for value in sorted(words)]
+        end = match.end()
+    return [name + word[end:] for name in built]
 
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _LITERAL = re.compile(r"[\w.]+")
 _DEFAULT = re.compile(r"\$\{([A-Za-z_]\w*):?[-=]([\w.]+)\}")  # ${X:-word}, ${X=word}
+_OWN_DEFAULT = re.compile(r"\$\{([A-Za-z_]\w*):?[-=](.+)\}")  # ${X:-anything}: a default built from variables
 _VALUE = re.compile(r"[^\s;]*")  # an assignment's value: up to a blank or `;`
 _VALUE_LIST = re.compile(r"[^;\n]*")  # the words of a `for` or a `read`: up to `;` or the line's end
 _SETTERS = ("read ", "declare ", "typeset ", "mapfile ", "readarray ", "getopts ")
 
 
-def _literal_values(text: str, variable: str, defaults: set[str]) -> set[str] | None:
+def _literal_values(text: str, variable: str, defaults: set[str], all_defaults: dict[str, set[str]] | None = None,
+                   depth: int = 0) -> set[str] | None:
     """The literal words a shell text sets `variable` to (`X=word`, `export X="word"`, `for X in a b`, and its
     `defaults`, `${X:-word}`), when every way the text sets it is one; None when one is not (another variable, a
-    command's output, `read X`). Searched as plain text, not parsed: a way it misses only leaves a launch unchosen
-    or chosen for nothing, the reader decides what it runs."""
+    command's output, `read X`). A value or default built from other such variables (`X="${X:-${MODEL}_sft}"`) gives
+    the words they make, two levels deep. Searched as plain text, not parsed: a way it misses only leaves a launch
+    unchosen or chosen for nothing, the reader decides what it runs."""
     values = set(defaults)
     start = 0
     while (at := text.find(variable + "=", start)) >= 0:
@@ -223,9 +231,16 @@ def _literal_values(text: str, variable: str, defaults: set[str]) -> set[str] | 
         default = _DEFAULT.fullmatch(value)
         if default is not None and default.group(1) == variable:
             continue  # X=${X:-word}: its default, counted
-        if not _LITERAL.fullmatch(value):
+        own = _OWN_DEFAULT.fullmatch(value)
+        if own is not None and own.group(1) == variable:
+            value = own.group(2)  # X=${X:-${MODEL}_word}: its default, built below
+        if _LITERAL.fullmatch(value):
+            values.add(value)
+            continue
+        built = _built(text, value, all_defaults or {}, depth + 1) if depth < 2 and "$" in value else None
+        if not built or not all(_LITERAL.fullmatch(word) for word in built):
             return None
-        values.add(value)
+        values.update(built)
     loop = f"for {variable} in "
     start = 0
     while (at := text.find(loop, start)) >= 0:

@@ -73,6 +73,9 @@ VARIABLE_LAUNCHES = {
     "built.sh": ("for SIZE in plain other; do\n  python run_recipe.py --recipe ${SIZE}_config\ndone\n", True),
     "exported.sh": ('export RECIPE_NAME="far_config"\ntorchrun run_recipe.py --recipe $RECIPE_NAME\n', True),
     "argument.sh": ("RECIPE=$1\npython run_recipe.py --recipe $RECIPE\n", False),  # not known from the file
+    # a default built from another variable (LLaVA-OneVision-2's gpt_oss Slurm scripts)
+    "nested.sh": ('MODEL=plain\nRECIPE="${RECIPE:-${MODEL}_config}"\npython run_recipe.py --recipe ${RECIPE}\n', True),
+    "nested_argument.sh": ('RECIPE="${RECIPE:-${1}_config}"\npython run_recipe.py --recipe ${RECIPE}\n', False),
 }
 
 
