@@ -35,9 +35,15 @@ def project_root(paths: list[str]) -> Path | None:
 
 def _nearest(start: Path, markers: tuple[str, ...]) -> Path | None:
     for directory in (start, *start.parents):
-        if any(os.path.exists(directory / marker) for marker in markers):
+        if any(os.path.exists(directory / marker) and not _a_module(directory, marker) for marker in markers):
             return directory
     return None
+
+
+def _a_module(directory: Path, marker: str) -> bool:
+    """A `setup.py` beside an `__init__.py` is a module of a package (Megatron Bridge's training/setup.py), not
+    the project's packaging script."""
+    return marker == "setup.py" and os.path.exists(directory / "__init__.py")
 
 
 def selects_part_of(paths: list[str], root: Path) -> bool:

@@ -207,3 +207,22 @@ def test_the_files_defining_a_name_are_read_from_the_summaries_as_stored(tmp_pat
     assert cache.files_defining({"c_config", "b_config"}) == ["raw.py", "other.py"]
     assert cache.files_defining({"z_config"}) == []
     assert cache.entries["raw.py"].summary is None  # not decoded by the question
+
+
+def test_a_module_named_setup_py_is_no_project_root(tmp_path):
+    """Megatron Bridge has a module `training/setup.py`: in a checkout without .git (an archive), a pre-commit run on
+    `training/flex_dispatcher_backend.py` took `training/` for the project and checked it without the recipes that
+    read it. A `setup.py` beside an `__init__.py` is a package's module; one without is a project's."""
+    from offlint.scope import project_root
+
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "src" / "bridge" / "training"
+    package.mkdir(parents=True)
+    for name in ("__init__.py", "setup.py", "flex.py"):
+        (package / name).write_text("")
+    assert project_root([str(package / "flex.py")]) == tmp_path
+    tool = tmp_path / "tools" / "plugin"
+    tool.mkdir(parents=True)
+    (tool / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    (tool / "plugin.py").write_text("")
+    assert project_root([str(tool / "plugin.py")]) == tool
