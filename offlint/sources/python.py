@@ -40,7 +40,7 @@ from offlint.sources.python_names import NameLookup
 from offlint.sources.python_statements import Statements
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _call_name, _statements
 from offlint.sources.python_values import ConfigObj, Frame, PartialDict, Registry, new_location
-from offlint.types import Layer, Location, Unit, UnitKind
+from offlint.types import Layer, Location, Unit, UnitKind, Unknown
 
 # Names that make a file worth parsing at all (a cheap prefilter; the keys rules read plus config classes), and a
 # function worth reading as a unit. Each is looked for as a plain substring, the ones most of Megatron Bridge's
@@ -139,8 +139,14 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
                 if writers:
                     reason = f"`{name}` also gets entries from {writers[0][0]} as it is imported"
                     # setdefault keeps the entries written here (known, as a registry's); update or `[k] =` may not
-                    replaces = any(replaces for _, replaces in writers)
-                    self.constants[name] = PartialDict(value, reason) if replaces else Registry(value, reason)
+                    if any(replaces for _, replaces in writers):
+                        self.constants[name] = PartialDict(value, reason)
+                        continue
+                    added: dict = {}
+                    for path, _ in writers:
+                        for key, entry in _set_by_default(self.project, path, name).items():
+                            added.setdefault(key, entry)  # (the first import's setdefault wins; order unknown)
+                    self.constants[name] = Registry({**added, **value}, reason)
 
     def own_options(self) -> dict[str, tuple[str, ...]]:
         """The argparse options this module declares, walked for once: every module that imports from it asks, and
@@ -353,3 +359,42 @@ def note_reexports(path: str, text: str, project) -> None:
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     reader._note_import(node)
     reader.note_reexports()
+
+
+def _set_by_default(project, path: str, name: str) -> dict:
+    """The rows a writer module adds to the dict `name` at module level with `name.setdefault(KEY, {...})`, as the
+    reader stores a dict literal's entries (value, where, text): KEY a literal string or a string constant of that
+    module, each field's value a literal (anything else is unknown). Read without running the module (its own
+    imports may come from the module being prepared)."""
+    module = project.parsed(path)
+    text = project.text(path) or ""
+    if module is None:
+        return {}
+    strings = {stmt.targets[0].id: stmt.value.value for stmt in module.body
+               if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+               and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)}
+    rows: dict = {}
+    for stmt in module.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "setdefault"
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == name and len(call.args) == 2
+                and not call.keywords):
+            continue
+        key_node, value_node = call.args
+        key = key_node.value if isinstance(key_node, ast.Constant) else \
+            strings.get(key_node.id) if isinstance(key_node, ast.Name) else None
+        if not isinstance(key, str) or not isinstance(value_node, ast.Dict) or None in value_node.keys:
+            continue  # (a spread in the row: what it holds is not read here)
+        row: dict = {}
+        for field_node, item in zip(value_node.keys, value_node.values):
+            if not (isinstance(field_node, ast.Constant) and isinstance(field_node.value, str)):
+                continue
+            try:
+                value = ast.literal_eval(item)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                value = Unknown(f"`{name}[{key!r}][{field_node.value!r}]` is computed in {path}")
+            row[field_node.value] = (value, Location(path, field_node.lineno, field_node.col_offset + 1),
+                                     ast.get_source_segment(text, item) or "")
+        rows.setdefault(key, (row, Location(path, key_node.lineno, key_node.col_offset + 1),
+                              ast.get_source_segment(text, value_node) or ""))
+    return rows
