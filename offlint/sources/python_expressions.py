@@ -70,10 +70,16 @@ class Expressions:
             decided = self._decide(node, frame)  # `bf16=precision == "bf16-mixed"`
             if decided is not None:
                 return decided
-            chosen = python_inputs.combined([self._eval(leaf, frame) for leaf in test_leaves(node)],
-                                            self._segment(node))
-            if chosen is not None:  # `use_muon = os.getenv("MUON") == "1"`: the user's choice, as its parts are
-                return chosen
+            leaves = test_leaves(node)
+            # `use_muon = os.getenv("MUON") == "1"`: the user's choice, as its parts are. Names, attributes, items,
+            # literal tuples and environment reads only: a test's calls are not run to know it (as _decide does not)
+            if all(isinstance(leaf, (ast.Name, ast.Attribute, ast.Subscript))
+                   or isinstance(leaf, (ast.Tuple, ast.List, ast.Set))
+                   and all(isinstance(item, ast.Constant) for item in leaf.elts)
+                   or python_inputs.environment_variable(leaf) is not None for leaf in leaves):
+                chosen = python_inputs.combined([self._eval(leaf, frame) for leaf in leaves], self._segment(node))
+                if chosen is not None:
+                    return chosen
         if isinstance(node, ast.JoinedStr):
             return self._eval_fstring(node, frame)
         if isinstance(node, ast.IfExp):
