@@ -37,10 +37,8 @@ def local_graph_check(project, near: str) -> str | None:
     """"path:line" of the refusal in the tree's validate_cuda_graph_configuration of a local graph outside full
     iteration (a `raise` whose message names "local" and full-iteration graphs); None when the tree (as the file
     `near` imports it) has no such check."""
-    path = project.path_of(_MODULE, near) if project is not None else None
-    if path is None:
-        return None
-    text = "\n" + (project.text(path) or "")
+    path, text = _tree_module(project, _MODULE, near)
+    text = "\n" + text
     start = text.find(_VALIDATOR)
     if start == -1:
         return None
@@ -50,19 +48,26 @@ def local_graph_check(project, near: str) -> str | None:
     at = body.rfind("raise ValueError", 0, message) if message != -1 else -1
     if at == -1 or '"local"' not in body[at:message + 1]:
         return None
-    return f"{path}:{text.count(chr(10), 1, start + at) + 1}"  # the line that raises
+    return _line_at(path, text[1:], start + at - 1)  # the line that raises
+
+
+def _tree_module(project, module: str, near: str) -> tuple[str | None, str]:
+    """(the tree's file of a dotted module as `near` imports it, its text); (None, "") when the tree has none."""
+    path = project.path_of(module, near) if project is not None else None
+    return path, (project.text(path) or "") if path is not None else ""
+
+
+def _line_at(path: str, text: str, offset: int) -> str:
+    return f"{path}:{text.count(chr(10), 0, offset) + 1}"
 
 
 def eval_batch_check(project, near: str) -> str | None:
     """"path:line" of the tree's ConfigContainer.validate assert that the evaluation global batch size divides by
     the evaluation micro batch size times the data-parallel size; None when the tree (as the file `near` imports
     it) has no such check, or no Bridge of its own."""
-    path = project.path_of(_CONFIG_MODULE, near) if project is not None else None
-    text = project.text(path) if path is not None else None
-    at = text.find(_EVAL_DIVISION) if text else -1
-    if at == -1:
-        return None
-    return f"{path}:{text.count(chr(10), 0, at) + 1}"
+    path, text = _tree_module(project, _CONFIG_MODULE, near)
+    at = text.find(_EVAL_DIVISION)
+    return _line_at(path, text, at) if at != -1 else None
 
 
 def expert_tp_default(project, near: str) -> str | None:
@@ -70,9 +75,6 @@ def expert_tp_default(project, near: str) -> str | None:
     parallelism; NO_DEFAULT when the tree has a Bridge of its own without it; None when it has none (unknown)."""
     if project is None or project.path_of(_CONFIG_MODULE, near) is None:
         return None
-    path = project.path_of(_MODEL_CONFIG_MODULE, near)
-    text = project.text(path) if path is not None else None
-    found = _EXPERT_TP_ONE.search(text) if text else None
-    if found is None:
-        return NO_DEFAULT
-    return f"{path}:{text.count(chr(10), 0, found.end()) + 1}"
+    path, text = _tree_module(project, _MODEL_CONFIG_MODULE, near)
+    found = _EXPERT_TP_ONE.search(text)
+    return _line_at(path, text, found.end()) if found is not None else NO_DEFAULT
