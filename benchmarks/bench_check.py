@@ -4,7 +4,10 @@
     python benchmarks/bench_check.py TREE [--runs 3] [--changed FILE[:FUNCTION]]... [-- extra offlint args]
 
 Each run measures, in this order:
-  cold     `offlint check .` from TREE with an empty cache (OFFLINT_CACHE_DIR is a fresh folder per run);
+  no-cache `offlint check . --no-cache` from TREE: the cold check as issue 19 measured it (16.0 s against a 6.3 s
+           floor), reading everything and writing nothing;
+  cold     `offlint check .` from TREE with an empty cache (OFFLINT_CACHE_DIR is a fresh folder per run): the
+           same reading, plus noting what each reading used and writing the cache (what a first run costs);
   warm     the same command again, right after (whatever the cold run left behind is kept);
   changed  `offlint check FILE` from TREE, with --changed (FILE is relative to TREE, or absolute inside it),
            the pre-commit case: FILE is edited first (a real edit: its cache entry is stale, and so is every
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                                      usage="%(prog)s TREE [--runs N] [--changed FILE[:FUNCTION]]... "
                                            "[--edit in-place|insert|value|new-file] [-- extra offlint args]")
     parser.add_argument("tree", type=Path)
-    parser.add_argument("--runs", type=int, default=3, help="cold/warm(/changed) repetitions (default 3)")
+    parser.add_argument("--runs", type=int, default=3, help="no-cache/cold/warm(/changed) repetitions (default 3)")
     parser.add_argument("--changed", action="append", default=[], metavar="FILE[:FUNCTION]",
                         help="also time `offlint check FILE` run from TREE after an edit of FILE (of FUNCTION in "
                              "it); repeatable")
@@ -250,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {version.stdout.strip() or 'offlint'}; Python {platform.python_version()} on {platform.machine()} "
           f"({os.cpu_count()} CPUs); tree {tree}")
     tail = "".join(f" {a}" for a in extra)
+    print(f"# no-cache: (cd TREE && offlint check . --no-cache{tail})")
     print(f"# cold/warm: (cd TREE && offlint check .{tail})")
     labels = []
     for index, (name, function) in enumerate(changed, start=1):
@@ -260,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         edit = f"function {function} edited ({args.edit})" if function else "a comment line appended"
         print(f"# {labels[-1]}: (cd TREE && offlint check {name}{tail}) after an edit of {name}: {edit}")
-    results: dict[str, list[dict]] = {"cold": [], "warm": [], **{label: [] for label in labels}}
+    results: dict[str, list[dict]] = {"no-cache": [], "cold": [], "warm": [], **{label: [] for label in labels}}
     floors: list[dict] = []
     errors_shown = False
     for run in range(1, args.runs + 1):
@@ -270,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'floor ' + str(run) + '/' + str(args.runs):<18} wall {floor['wall']:8.2f} s  "
               f"{str(floor['files']) + ' files':>11}  cpu {floor['cpu']:.2f} s  (read + ast.parse, one thread)",
               flush=True)
-        plan = [("cold", None), ("warm", None)] + list(zip(labels, changed))
+        plan = [("no-cache", None), ("cold", None), ("warm", None)] + list(zip(labels, changed))
         for kind, target in plan:
             if target and kind != labels[0]:
                 # Not timed: the cache's entries brought back to the unedited tree (without the whole-run answer,
@@ -279,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                     last.unlink()
                 measure(tree, [".", *extra])
             r = measure_edited(tree, target[0], target[1], args.edit, extra) if target else \
-                measure(tree, [".", *extra])
+                measure(tree, [".", "--no-cache", *extra]) if kind == "no-cache" else measure(tree, [".", *extra])
             results[kind].append(r)
             print(line(f"{kind} {run}/{args.runs}", r, floor), flush=True)
             if r["rc"] == 2 and not errors_shown:

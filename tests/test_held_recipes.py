@@ -1,7 +1,7 @@
-"""In a cached run with forked workers, a file whose units are all recipes comes back without them (pipeline.Held):
-the worker that read it keeps them, and once every file is read sends only those the launch commands run (directly
-or through an `X as Y` re-export). Sent or decoded from the stored payload when a worker cannot send them, the
-answer is the one-process, uncached one."""
+"""In a run with forked workers, a file whose units are all recipes comes back without them (pipeline.Held): the
+worker that read it keeps them, and once every file is read sends only those the launch commands run (directly or
+through an `X as Y` re-export). Sent, or, when a worker cannot send them, decoded from the stored payload (read
+again without a cache), the answer is the one-process, uncached one."""
 
 import threading
 
@@ -123,9 +123,26 @@ def test_with_strict_every_unit_comes_back(tree, asked):
     assert strict == _answer(tree, workers=1, cache=False, strict=True)
 
 
-def test_without_a_cache_every_unit_comes_back(tree, asked):
+def test_without_a_cache_the_workers_hold_them_too(tree, asked):
     assert _answer(tree, workers=2, cache=False) == _answer(tree, workers=1, cache=False)
-    assert asked == []  # no payload stored to fall back on
+    [(names, sent)] = asked  # --no-cache: the same ask; nothing stored, so a file not sent would be read again
+    assert names == RUN | {"f1_r2_config"}
+    assert sent == {"recipes/family0/r1.py": ["f0_r1_config"], "recipes/family1/r2.py": ["f1_r2_config"]}
+
+
+def test_without_a_cache_when_the_workers_cannot_send_them_the_files_are_read_again(tree, monkeypatch):
+    expected = _answer(tree, workers=1, cache=False)
+    monkeypatch.setattr(pipeline, "_fetch_held", lambda pool, count, names: None)
+    again = []  # the files read in the parent (forked workers append to their own copies)
+    original = pipeline.read_one
+
+    def recording(file, *args):
+        again.append(file.path)
+        return original(file, *args)
+
+    monkeypatch.setattr(pipeline, "read_one", recording)
+    assert _answer(tree, workers=2, cache=False) == expected
+    assert sorted(again) == ["recipes/family0/r1.py", "recipes/family1/r2.py"]
 
 
 def test_a_worker_alone_at_the_barrier_gives_up_in_time(monkeypatch):
