@@ -352,6 +352,28 @@ def test_a_path_only_the_environment_chooses_is_a_warning_naming_the_variables(t
     assert finding.severity == Severity.ERROR and "only with" not in finding.message
 
 
+def test_a_branch_and_a_value_read_the_same_test_alike(tmp_path, monkeypatch):
+    """The test of a branch and a test assigned as a value take the same operands as the user's choice: a literal
+    tuple beside an environment read (`in ("muon", "dist_muon")`) left the branch an error while the same test,
+    assigned first, was a warning; a table's item beside a flag neither decides the branch."""
+    def ofl204(condition: str) -> list:
+        text = BACKBONES.replace('    if adamw:\n', f'    if {condition}:\n')
+        return [f for f in _check(_tree(tmp_path, {"recipes.py": text}), monkeypatch) if f.code == "OFL204"]
+
+    for condition in ('os.environ.get("OPTIMIZER") not in ("muon", "dist_muon")',
+                      'os.environ.get("OPTIMIZER") not in ["muon", "dist_muon"]',
+                      'os.environ["OPTIMIZER"] != "muon"'):
+        (finding,) = ofl204(condition)
+        assert finding.severity == Severity.WARNING, condition
+        assert finding.message.endswith("(only with the user's choice of $OPTIMIZER)"), condition
+    # the table's row (known) beside the environment: still the environment's choice alone
+    (finding,) = ofl204('_BACKBONES["dense-4b"]["is_moe"] or os.getenv("FORCE_ADAMW") == "1"')
+    assert finding.message.endswith("(only with the user's choice of $FORCE_ADAMW)")
+    # a call among the operands is not run to know the test: the rule's own severity
+    (finding,) = ofl204('os.environ.get("OPTIMIZER") not in allowed_optimizers()')
+    assert finding.severity == Severity.ERROR and "only with" not in finding.message
+
+
 def test_a_branch_on_something_else_than_user_input_keeps_its_severity(tmp_path, monkeypatch):
     text = ("def recipe_config(fast):\n"
             "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"

@@ -71,12 +71,8 @@ class Expressions:
             if decided is not None:
                 return decided
             leaves = test_leaves(node)
-            # `use_muon = os.getenv("MUON") == "1"`: the user's choice, as its parts are. Names, attributes, items,
-            # literal tuples and environment reads only: a test's calls are not run to know it (as _decide does not)
-            if all(isinstance(leaf, (ast.Name, ast.Attribute, ast.Subscript))
-                   or isinstance(leaf, (ast.Tuple, ast.List, ast.Set))
-                   and all(isinstance(item, ast.Constant) for item in leaf.elts)
-                   or python_inputs.environment_variable(leaf) is not None for leaf in leaves):
+            # `use_muon = os.getenv("MUON") == "1"`: the user's choice, as its parts are
+            if all(map(python_inputs.readable_operand, leaves)):
                 chosen = python_inputs.combined([self._eval(leaf, frame) for leaf in leaves], self._segment(node))
                 if chosen is not None:
                     return chosen

@@ -62,6 +62,20 @@ def environment_variable(node: ast.AST) -> str | None:
     return name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value else None
 
 
+def readable_operand(leaf: ast.AST) -> bool:
+    """Whether the user's choice can be read from this operand of a test (python_syntax.test_leaves) without running
+    code: a name, an attribute, an item, a literal tuple, list or set, or an environment read. A test of other
+    operands (a call, say) is not run to know it, as a branch's test is not run to decide it. One answer for a
+    branch's test (python_statements._input_flags) and a test assigned as a value (`use_muon = os.getenv(...) ==
+    "1"`): the two had kept separate lists, and `if os.getenv("OPT") in ("muon", "dist_muon")` was an error where
+    the same test assigned first was the user's choice."""
+    if isinstance(leaf, (ast.Name, ast.Attribute, ast.Subscript)):
+        return True
+    if isinstance(leaf, (ast.Tuple, ast.List, ast.Set)):
+        return all(isinstance(item, ast.Constant) for item in leaf.elts)
+    return environment_variable(leaf) is not None
+
+
 def environment(variable: str, text: str) -> UserInput:
     """What a recipe reads of the environment its launch gives it."""
     return UserInput(f"`{text}` is the environment variable {variable} of the launch", (f"${variable}",))

@@ -562,7 +562,7 @@ def _flag_leaves(node: ast.If) -> tuple[list, bool]:
         if isinstance(leaf, ast.Call) and _call_name(leaf.func) == "getattr" and len(leaf.args) >= 2 and \
                 isinstance(leaf.args[1], ast.Constant) and isinstance(leaf.args[1].value, str):
             read.append((leaf, leaf.args[1].value))
-        elif isinstance(leaf, (ast.Name, ast.Attribute)) or python_inputs.environment_variable(leaf) is not None:
+        elif python_inputs.readable_operand(leaf):
             read.append((leaf, None))
         else:
             return read, True
