@@ -280,10 +280,48 @@ def test_string_append_inside_if_keeps_words_marked_conditional():
     assert c.env["PYTHONPATH"].unknown == "assigned differently on some paths (lines 3, 4)"
 
 
+def test_a_wrapper_put_in_front_inside_if_keeps_its_words_marked_conditional():
+    """HYGON-AI/Megatron-LM-das's train_*.sh: `APP="hipprof ... ${APP}"` when profiling. A prefix is kept as an
+    appended suffix is (the command is the same on both paths, under a profiler on one); the value had become
+    unknown, and the training launch behind it gave no unit. A value changed otherwise on some path stays unknown."""
+    text = """\
+    APP="torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2"
+    if [[ $profiling == "nsys" ]]; then
+        APP="nsys profile -o out ${APP}"
+    elif [[ $profiling == "hip" ]]; then
+        APP="hipprof --hip-trace ${APP}"
+    fi
+    $APP
+    """
+    c = find(text, "nsys")
+    assert values(c) == ["nsys", "profile", "-o", "out", "hipprof", "--hip-trace", "torchrun", "--nproc_per_node",
+                         "8", "pretrain_gpt.py", "--num-layers", "2"]
+    assert [w.conditional for w in c.argv[:6]] == ["inside if at line 2"] * 6
+    assert [w.conditional for w in c.argv[6:]] == [""] * 6
+    # words added before and after it on one path (HYGON's hip branch: `APP+=" ARGS"`, then the profiler in front)
+    both = text.replace('APP="hipprof --hip-trace ${APP}"', 'APP+=" --profile"\n    APP="hipprof ${APP}"')
+    c = find(both, "nsys")
+    assert values(c) == ["nsys", "profile", "-o", "out", "hipprof", "torchrun", "--nproc_per_node", "8",
+                         "pretrain_gpt.py", "--num-layers", "2", "--profile"]
+    assert [bool(w.conditional) for w in c.argv] == [True] * 5 + [False] * 6 + [True]
+    changed = text.replace('APP="hipprof --hip-trace ${APP}"', 'APP="${APP}-debug"')
+    assert not [c for c in cmds(changed) if c.argv and c.argv[0].value in ("nsys", "torchrun")]
+
+
 def test_eval_payload():
     c = find('OPTS="--a 1"\neval "python x.py $OPTS"\n', "python")
     assert values(c) == ["python", "x.py", "--a", "1"]
     assert (c.line, c.col) == (2, 7)
+
+
+def test_eval_of_an_unquoted_variable_holding_a_shell_c_command():
+    """HYGON-AI/Megatron-LM-das's examples/*/run_*.sh: `CMD="mpirun ... bash -c '<script>'"` then `eval ${CMD}`.
+    eval joins its words and reads them again, so the quotes inside the value are quotes: the payload is read from
+    that text, not from eval's own split words (which gave the `-c` payload `'`: a false syntax error, exit 2)."""
+    result = parse_shell("CMD=\"mpirun -np 2 bash -c 'python train.py --lr 1'\"\neval ${CMD}\n")
+    assert result.errors == []
+    (python,) = [c for c in result.commands if c.argv and c.argv[0].value == "python"]
+    assert values(python) == ["python", "train.py", "--lr", "1"]
 
 
 def test_eval_of_code_built_from_an_unknown_value_is_no_syntax_error():

@@ -206,7 +206,8 @@ class Commands:
             self.builtin(fields, vals)
         finally:
             del self.st.control[len(self.st.control) - len(read):]
-        j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH else None
+        # (eval's payload is its words joined and read again, quotes and all: builtin() read it, any `sh -c` in it too)
+        j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH and vals[0] != "eval" else None
         if j is not None:
             self.payload(fields[j], penv, assumes)
 

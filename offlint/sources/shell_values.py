@@ -310,13 +310,15 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
             out[name] = replace(setv[-1], arr=b + tuple(extra.values()), exported=exported, cond=cond)
             continue
         lines = sorted({ln for v in setv for ln in v.lines})
-        n, sufs = len(base.s) if base is not None and base.arr is None and not base.unset else -1, None
-        if n >= 0 and all(v.arr is None and v.s[:n] == base.s and v.org[:n] == base.org for v in setv):
-            sufs = {(v.s[n:], v.org[n:]): 0 for v in setv if v.s[n:]}
-        if sufs is not None and all(t[0] in _IFS for t, _ in sufs):
-            # `X="$X --more"` on some paths: like an array append, the added words stay, marked conditional
-            s = base.s + "".join(t for t, _ in sufs)
-            org = base.org + tuple(o for _, os in sufs for o in _stamp(os, label))
+        around = _around(base, setv)
+        if around is not None:
+            # `X="$X --more"` or `APP="nsys profile $APP"` on some paths (an option appended, a profiler or another
+            # wrapper put in front of a command kept in a variable): like an array append, the added words stay,
+            # before or after the value, marked conditional
+            pres, sufs = around
+            s = "".join(t for t, _ in pres) + base.s + "".join(t for t, _ in sufs)
+            org = (*(o for _, os in pres for o in _stamp(os, label)), *base.org,
+                   *(o for _, os in sufs for o in _stamp(os, label)))
             out[name] = replace(base, s=s, org=org, exported=exported, lines=tuple(lines))
             continue
         where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
@@ -331,6 +333,30 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
         out[name] = _Var(s=holes.char(f"assigned differently on some paths ({where})", flags), org=((*pos, cond),),
                          lines=tuple(lines), pos=pos, exported=exported, cond=cond)
     return out
+
+
+def _around(base: _Var | None, setv: list[_Var]) -> tuple[list, list] | None:
+    """Where every path's string value is `base`'s with whole words added before or after it (its characters from
+    the same places, so the same text assigned anew does not count): the distinct (text, origins) added before, and
+    after; None otherwise."""
+    if base is None or base.arr is not None or base.unset:
+        return None
+    n = len(base.s)
+    pres: dict[tuple, int] = {}
+    sufs: dict[tuple, int] = {}
+    for v in setv:
+        if v.arr is not None:
+            return None
+        i = v.s.find(base.s) if n else 0  # (an empty value: words after it, as `X="$X --more"` adds them)
+        while i >= 0 and v.org[i:i + n] != base.org:
+            i = v.s.find(base.s, i + 1)
+        if i < 0 or (i and v.s[i - 1] not in _IFS) or (i + n < len(v.s) and v.s[i + n] not in _IFS):
+            return None
+        if i:
+            pres[(v.s[:i], v.org[:i])] = 0
+        if i + n < len(v.s):
+            sufs[(v.s[i + n:], v.org[i + n:])] = 0
+    return list(pres), list(sufs)
 
 
 class _TooDeep(Exception):
