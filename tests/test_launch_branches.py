@@ -165,3 +165,43 @@ def test_the_commands_on_one_configuration_take_a_launch_as_written_and_say_so(t
     assert loaded.resolved.get("optimizer.use_distributed_optimizer").state == "default"
     assert loaded.assumed == ("assuming `${EXTRA_ARGS}` at line 1 ($EXTRA_ARGS is not set in this script) gives "
                               "no flags",)
+
+
+GUARDED = """\
+#!/usr/bin/env bash
+OFFLOAD_MODULES=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --offload-modules) OFFLOAD_MODULES="$2"; shift 2 ;;
+        *) exit 2 ;;
+    esac
+done
+if [[ -z "${OFFLOAD_MODULES}" ]]; then exit 2; fi
+export NVTE_CPU_OFFLOAD_V1=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+python -m torch.distributed.run --nproc_per_node=4 scripts/training/run_recipe.py --recipe r_config \\
+    model.fine_grained_activation_offloading=true "model.offload_modules=${OFFLOAD_MODULES}"
+"""
+
+
+def test_a_quoted_override_whose_value_is_unknown_sets_its_key(tmp_path, monkeypatch):
+    """A Bridge fork's scale-down launchers quote the whole override (`"model.offload_modules=${OFFLOAD_MODULES}"`,
+    the modules an option gives). With the value unknown, the key was read from the raw word, quote and all: the
+    recipe's offload_modules stayed None, and OFL107 was a false error ("offload_modules is None")."""
+    [(value, line)] = _values(GUARDED, "model.offload_modules")
+    assert isinstance(value, Unknown) and line == 12
+    [unit] = read_shell("run.sh", GUARDED)
+    assert not [a.key for a in unit.all_assignments() if not a.key[:1].isalpha()]
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text(
+        "def r_config():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
+        "                          ddp=DistributedDataParallelConfig())\n"
+        "    return cfg\n")
+    (tmp_path / "run.sh").write_text(GUARDED)
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert not result.errors and not [f for f in result.findings if f.code == "OFL107"], result.findings
+    known = GUARDED.replace('"model.offload_modules=${OFFLOAD_MODULES}"', '"model.offload_modules=[]"')
+    (tmp_path / "run.sh").write_text(known)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert [f.code for f in result.findings if f.code == "OFL107"] == ["OFL107"]  # a known empty list still is

@@ -324,8 +324,9 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
             recipe = value.split("=", 1)[1]
         elif value and value.startswith("--config-file="):
             config_files.append((value.split("=", 1)[1], arg.location))
-        elif value is None and "=" in arg.text and not arg.text.startswith("-"):
-            key = hydra.canonical_key(arg.text.split("=", 1)[0].lstrip("+~"))
+        elif value is None and "=" in arg.text and not arg.text.lstrip("\"'").startswith("-"):
+            # the key as the command sees it: `"model.offload_modules=${X}"` quotes it (the quote is no part of it)
+            key = hydra.canonical_key(arg.text.split("=", 1)[0].replace('"', "").replace("'", "").lstrip("+~"))
             written.append((Assignment(key, _unknown(arg), arg.location, Source.HYDRA, arg.text), arg.conditional))
         elif value and hydra.looks_like_override(value):
             try:
