@@ -68,10 +68,14 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 bridge_precision.inherit(unit, recipe)
                 # The launch environment is the shell's plus the recipe's cfg.env_vars: known when the recipe's is,
                 # or when the recipe sets none at all.
-                unit.env_known = "env" in recipe.default_sections or recipe.env_unset
-                unit.default_sections = frozenset(recipe.default_sections | ({"env"} if unit.env_known else set()))
+                # (not where its script sourced a file offlint cannot read: Unit.env_open)
+                unit.env_known = not unit.env_open and ("env" in recipe.default_sections or recipe.env_unset)
+                unit.default_sections = frozenset(recipe.default_sections - {"env"}
+                                                  | ({"env"} if unit.env_known else set()))
                 unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items()
                                          if s not in unit.default_sections}
+                if unit.env_open:
+                    unit.unknown_sections["env"] = unit.env_open
             for name, where in unit.config_files:
                 target = _find_yaml(name, read.file.path, yaml_layers)
                 if target is not None:

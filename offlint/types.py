@@ -174,6 +174,9 @@ class Unit:
     unknown_sections: dict[str, str] = field(default_factory=dict)
     launches_training: bool = False  # OFL301 applies to units that start training
     env_known: bool = False  # the unit defines its launch environment (exports, cfg.env_vars literal)
+    # Why a launch command's environment may hold variables offlint cannot see ("" when none): a file its script
+    # sourced that offlint could not read (shell_values.Command.env_open). It stays unknown once linked too.
+    env_open: str = ""
     recipe: str = ""  # a launch command's `--recipe NAME`, linked to a recipe unit of the linted tree
     config_files: list[tuple[str, Location]] = field(default_factory=list)  # `--config-file X.yaml`
     env_location: Location | None = None  # where the unit defines its environment (`cfg.env_vars = {...}`)

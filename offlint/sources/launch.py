@@ -46,13 +46,14 @@ class CommandProblem(ValueError):
 
 
 def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool,
-                 needs_arguments: bool = False, project=None, inside: str = "") -> Unit | None:
+                 needs_arguments: bool = False, project=None, inside: str = "", env_open: str = "") -> Unit | None:
     """Return the unit for a training launch command, or None when the command is not one.
 
     `needs_arguments`: only a script run with arguments counts (YAML strings also hold prose and file lists).
     `project` (a PythonProject): the tree's Python files, where the performance scripts' own code gives their
     flags a meaning and names the recipe a launch builds (perf_scripts). `inside`: the undecided branch the
-    command itself is in (shell_values.Command.inside; its own words carry that mark).
+    command itself is in (shell_values.Command.inside; its own words carry that mark). `env_open`: why its
+    environment may hold more than its script shows (Command.env_open): the variables it does not set are unknown.
     """
     argv = _module_as_script(argv)
     values = [a.value for a in argv]
@@ -66,14 +67,23 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
             unit = mlm_unit(name, rest, env, location, trains_by_flags(script, rest), inside)
             unit.entry_script = values[script_index] or ""
-            return unit
+            return _opened(unit, env_open)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside)
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
-        return unit
+        return _opened(unit, env_open)
     return None
+
+
+def _opened(unit: Unit, env_open: str) -> Unit:
+    """A launch whose environment may hold more than its script shows: what it does not set is unknown."""
+    if env_open:
+        unit.env_open, unit.env_known = env_open, False
+        unit.default_sections = unit.default_sections - {"env"}
+        unit.unknown_sections["env"] = env_open
+    return unit
 
 
 def env_string(key: str, value: object) -> object:

@@ -22,7 +22,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
     missed would otherwise pass unseen); a command string in YAML, which may be prose, is read as far as it
     goes."""
     # a YAML command string is no script file: no $0
-    script = parse_shell(text, path if complete else None, where=(path, line_offset))
+    script = parse_shell(text, path if complete else None, where=(path, line_offset),
+                         read_file=project.text if project is not None else None)
     if script.errors and (complete or not script.commands):
         more = f" (and {len(script.errors) - 1} more)" if len(script.errors) > 1 else ""
         raise ShellError(f"cannot parse shell script: {script.errors[0]}{more}; `bash -n {path}` tells whether bash "
@@ -33,7 +34,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
         if not runs_script([w.value for w in command.argv], needs_arguments):
             continue  # (command_unit would give None)
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
-                            needs_arguments=needs_arguments, project=project, inside=command.inside)
+                            needs_arguments=needs_arguments, project=project, inside=command.inside,
+                            env_open=command.env_open)
         if unit is not None:
             unit.path_condition = path_condition(command.assumes)
             units.append(unit)

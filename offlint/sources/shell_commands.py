@@ -1,14 +1,15 @@
 """Commands and assignments in the walker: `X=...`, `X+=(...)`, `export` / `declare` / `local`, a command's
 argv and environment (the `Command` it reports), the builtins that set variables (`read`, `printf -v`,
-`getopts`), `eval`, function calls, and `bash -c` payloads read as child shells.
+`getopts`), `eval`, `source`, function calls, and `bash -c` payloads read as child shells.
 """
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import replace
 
-from offlint.sources.shell_values import (_BLANK, Command, EnvSetting, _Field, _join, _MAX_NESTING, Org, Pos, _split,
-                                          _State, _Unknown, _Var)
+from offlint.sources.shell_values import (_BLANK, OPENED, Command, EnvSetting, _Field, _join, _MAX_NESTING, Org, Pos,
+                                          _split, _State, _Unknown, _Var)
 
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
 _MAX_DEPTH = 6
@@ -192,14 +193,16 @@ class Commands:
             self.st.noted = {**noted, **self.st.noted}
         if not fields:
             return
-        exported = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
+        exported = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None and k != OPENED}
         env = {k: self.setting(k, v) for k, v in exported.items()}
         env.update({k: self.setting(k, v) for k, v in penv.items()})
         # the decisions from defaults on this command's path, its words' and its environment's
         notes = dict.fromkeys([*self.st.control, *read, *(n for v in exported.values() for n in v.notes)])
         assumes = tuple(sorted(notes, key=lambda note: self.st.order.get(note, 0)))
         words = [f.word(self.st.holes) for f in fields]
-        self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes, self.st.ctx))
+        opened = self.st.env.get(OPENED)
+        self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes, self.st.ctx,
+                                            _opened_reason(opened) if opened is not None else ""))
         vals = [w.value for w in words]  # None for a word with a hole
         self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
         try:
@@ -233,6 +236,8 @@ class Commands:
             self.set_unknown(args[1], "set by printf -v", pos)
         elif name == "getopts" and len(args) > 1 and args[1]:
             self.set_unknown(args[1], "set by getopts", pos)
+        elif name in ("source", ".") and args:
+            self.source(args[0], pos)
         elif name == "eval" and args and self.depth < _MAX_DEPTH:
             text, org = "", []
             for k, f in enumerate(fields[1:]):
@@ -257,10 +262,60 @@ class Commands:
                     else:
                         self.st.env[k] = v
 
+    def source(self, target: str | None, pos: Pos) -> None:
+        """`source FILE` / `. FILE`: the variables the tree's FILE sets and exports, read on this state (its commands
+        and functions are not this script's); where offlint cannot read it, the environment of what follows is open:
+        the file may export anything (an environment file outside the tree, `source "$ENV_FILE"`)."""
+        path = self.sourced_path(target) if target else None
+        text = self.st.read_file(path) if path is not None and self.st.read_file is not None else None
+        budget = self.st.source_budget
+        if text is None or path in self.st.sourcing or self.depth >= _MAX_DEPTH or len(text) > budget[0]:
+            shown = f"`source {target}`" if target else "`source` of a file named at run time"
+            why = "is outside the tree" if target and target.startswith("/") else \
+                "names a file the tree does not have" if text is None and target else \
+                "is more than offlint reads" if text is not None else "cannot be read"
+            self.st.env[OPENED] = _Var(s=f"{shown} (line {pos[0]}) {why}", exported=True, pos=pos)
+            return
+        budget[0] -= len(text)
+        env, commands, errors, funcs = dict(self.st.env), len(self.st.out.commands), len(self.st.out.errors), \
+            set(self.st.funcs)
+        org = [(pos[0], pos[1], self.st.ctx)] * (len(text) + 1)
+        self.st.sourcing.append(path)
+        try:
+            type(self)(self.st, text, org, self.depth + 1, f"in {path}: ").run()
+        finally:
+            self.st.sourcing.pop()
+        del self.st.out.commands[commands:]
+        for name in set(self.st.funcs) - funcs:
+            del self.st.funcs[name]
+        if len(self.st.out.errors) > errors:  # a file offlint cannot parse: as one it cannot read
+            del self.st.out.errors[errors:]
+            self.st.env = env
+            self.st.env[OPENED] = _Var(s=f"`source {target}` (line {pos[0]}) cannot be parsed", exported=True,
+                                       pos=pos)
+
+    def sourced_path(self, target: str) -> str | None:
+        """The tree file `source TARGET` reads, as a path from the tree's root: next to the script, else from the
+        root (where launches are usually started); None outside the tree (absolute, or above its root)."""
+        if target.startswith("/") or any(c in self.st.holes.chars for c in target):
+            return None
+        here = posixpath.dirname(self.st.script.s) if self.st.script is not None else ""
+        found = None
+        for base in dict.fromkeys((here, "")):
+            path = posixpath.normpath(posixpath.join(base, target))
+            if path == ".." or path.startswith("../"):
+                continue
+            if found is None:
+                found = path
+            if self.st.read_file is not None and self.st.read_file(path) is not None:
+                return path
+        return found
+
     def payload(self, f: _Field, penv: dict[str, _Var], assumes: tuple[str, ...] = ()) -> None:
         """`bash -c SCRIPT` (also behind srun/docker/...): read SCRIPT as a child shell with the exported env."""
         org = list(f.org) if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value)
-        child = _State(self.st.out, self.st.holes)
+        child = _State(self.st.out, self.st.holes, read_file=self.st.read_file)
+        child.sourcing, child.source_budget = self.st.sourcing, self.st.source_budget
         child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
         child.env.update(penv)
         child.ctx = self.st.ctx
@@ -271,6 +326,12 @@ class Commands:
         org.append(org[-1] if org else (f.line, f.col, f.cond))
         type(self)(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()
+
+
+def _opened_reason(opened: _Var) -> str:
+    """What made an environment open (the OPENED pseudo-variable's text; paths that opened it differently)."""
+    reason = opened.s if opened.arr is None and opened.s.isprintable() else ""
+    return f"the launch environment may hold more: {reason or 'a sourced file offlint cannot read'}"
 
 
 def _shell_c_payload(vals: list[str | None]) -> int | None:

@@ -17,7 +17,10 @@ Simplifications: pipelines run in the current shell (only `( )` and `$( )` get t
 `$( )` are reported too; `a && X=1` makes X conditional without marking the words of the command; loop
 bodies are read once, as a branch that may not run; a branch ending in `exit` does not reach later code;
 functions are read at each call, and functions never called are read at the end with the variables of their
-definition. `source`d files are not followed. `export X` of a variable never set gives value None.
+definition. A `source`d file of the tree is read for the variables it sets and exports (not the commands it
+runs, nor its functions); one offlint cannot read (outside the tree, absent, named by an unknown value) leaves the
+environment of the commands after it open (`Command.env_open`). `export X` of a variable never set gives value
+None.
 
 Where each part lives (one room each; `_Walker` is assembled from the mixins):
 
@@ -26,7 +29,7 @@ Where each part lives (one room each; `_Walker` is assembled from the mixins):
   splitting, the merge of alternative paths, one shell process's state.
 - shell_walker: the walker and statements: lists, `if`, `case`, loops, subshells, functions.
 - shell_commands: assignments, `export`/`declare`/`local`, commands and their environment, builtins, `eval`,
-  `bash -c` payloads.
+  `source`, `bash -c` payloads.
 - shell_words: word expansion: quoting, `$X`, `${X:-d}` and friends, arrays, `$'...'`, substitutions.
 - shell_conditions: tests, `case` patterns and arithmetic on known values (shell_tests decides the strings).
 - shell_mask (tree-sitter-bash's gaps), shell_paths (`$(dirname "$0")` idioms), shell_tests: helpers.
@@ -34,22 +37,27 @@ Where each part lives (one room each; `_Walker` is assembled from the mixins):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from offlint.sources.shell_walker import _Walker
 from offlint.sources.shell_values import _Holes, _MAX_NESTING, Org, ShellScript, _State, _TooDeep
 
 
-def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = ("", 0)) -> ShellScript:
+def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = ("", 0),
+                read_file: Callable[[str], str | None] | None = None) -> ShellScript:
     """Read `text` as bash; never raises (problems go to `errors`, the rest is still returned).
 
     `script`: the script's path, when `text` is a script file run as such: `$0` and `${BASH_SOURCE[0]}` are then
     that path, so `$(dirname "$0")` and the like locate files next to it (shell_paths). `where`: the file and the
-    line offset that Command.assumes name a decision's place with (a finding may be located in another file)."""
+    line offset that Command.assumes name a decision's place with (a finding may be located in another file).
+    `read_file`: a tree file's text by its path (None where there is none), for `source FILE`: what the file sets
+    and exports is read; a file it cannot give leaves the environment of the commands after it open."""
     out = ShellScript([], [])
     try:
         if not isinstance(text, str):
             text = bytes(text).decode("utf-8", "replace")
         org = _origins(text)
-        st = _State(out, _Holes(), script)
+        st = _State(out, _Holes(), script, read_file)
         st.where = where
         _Walker(st, text, org, 0, "").run()
         st.finish()

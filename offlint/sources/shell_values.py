@@ -10,6 +10,7 @@ paths (`_merge`), and one shell process's state (`_State`). Every expanded chara
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import chain
 
@@ -60,6 +61,9 @@ class Command:
     # The undecided branch the command itself is in ("inside if at line 40"; "" for none): the mark its own words
     # carry (Word.conditional), as against words that only some paths give it
     inside: str = ""
+    # Why its environment may hold variables offlint cannot see ("" when it can see them all): a file it sourced
+    # that offlint could not read ("`source /opt/env.sh` at line 3 is outside the tree")
+    env_open: str = ""
 
 
 @dataclass
@@ -282,6 +286,13 @@ def _same(a: _Var, b: _Var) -> bool:
     return (a.s, a.unset, va) == (b.s, b.unset, vb)
 
 
+# The pseudo-variable (no shell name can be it) a path's environment holds once it sourced a file offlint could not
+# read: its value says which. Kept in _State.env, it is copied, merged and passed to `bash -c` children as the
+# variables are (exported), and left out of a command's environment.
+OPENED = "\x00sourced"
+SOURCE_BUDGET = 2_000_000  # characters of sourced files one script reads, in all (_State.source_budget)
+
+
 def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
     """Join the variables of alternative paths: agreeing values stay, arrays keep conditional appends."""
     out = {}
@@ -289,6 +300,13 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
         vals = [p.get(name) for p in paths]
         if all(v is vals[0] for v in vals):
             out[name] = vals[0]
+            continue
+        if name == OPENED:
+            # A file offlint cannot read, sourced on some paths only (`if [ -n "$CONFIG" ]; then source "$CONFIG"`,
+            # `[ -f ~/.env ] && source ~/.env`): what holds on the other paths (the script's own, without the file
+            # the user may give) stands; on every path, the environment is open.
+            if None not in vals:
+                out[name] = next(v for v in vals if v is not None)
             continue
         setv = [v for v in vals if v is not None and not v.unset]
         exported = any(v is not None and v.exported for v in vals)
@@ -374,8 +392,15 @@ class _Unknown(Exception):
 class _State:
     """What one shell process knows: variables, functions, and where it writes commands."""
 
-    def __init__(self, out: ShellScript, holes: _Holes, script: str | None = None):
+    def __init__(self, out: ShellScript, holes: _Holes, script: str | None = None,
+                 read_file: Callable[[str], str | None] | None = None):
         self.out, self.holes, self.env, self.ctx = out, holes, {}, ""
+        # a tree file's text by its path from the tree's root (None: not there): what `source FILE` reads
+        self.read_file = read_file
+        self.sourcing: list[str] = []  # the files being sourced, innermost last (a file sourcing itself stops)
+        # characters of sourced files this script may still read, shared with its `bash -c` children: a script
+        # that sources a large file many times (or files that source each other twice over) stays linear
+        self.source_budget = [SOURCE_BUDGET]
         self.script = None  # `$0`, when the script's path is known
         if script:
             self.script = _Var(s=script, org=((1, 1, ""),) * len(script))

@@ -1,0 +1,131 @@
+"""`source FILE` in a launch script: the tree's FILE is read for what it sets and exports; a file offlint cannot read
+leaves the environment of the commands after it open, so no finding claims a variable is unset.
+
+Seen on real trees: geodesic-megatron's launcher sources pipeline_env_activate.sh (it exports NVTE_CPU_OFFLOAD_V1=1),
+HYGON-AI/Megatron-LM-das sources requirements/env.sh, Megatron-LM-AutoTuner sources a gitignored .secrets/env.sh.
+`source` had been a plain command: a fine-grained launch whose sourced file exports the variable was an OFL112
+*error* ("the launch environment has NVTE_CPU_OFFLOAD_V1 unset").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offlint.api import CheckOptions, check
+from offlint.sources.shell_parse import parse_shell
+
+LAUNCH = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 28 --hidden-size 1024 --num-attention-heads 8 "
+          "--train-iters 50 --bf16 --micro-batch-size 1 --seq-length 2048 --max-position-embeddings 2048 "
+          "--transformer-impl transformer_engine --fine-grained-activation-offloading --offload-modules core_attn\n")
+ENV_FILE = "export NVTE_CPU_OFFLOAD_V1=1\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
+
+
+def _codes(tmp_path: Path, monkeypatch, files: dict[str, str], target: str = "scripts/train.sh") -> dict[str, str]:
+    (tmp_path / "pyproject.toml").write_text("")
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    result = check([target], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert not result.errors, result.errors
+    return {f.code: f.severity.value for f in result.findings}
+
+
+@pytest.mark.parametrize("line", ["source scripts/env.sh", ". ./scripts/env.sh", "source env.sh",
+                                  'source "$(dirname "$0")/env.sh"'])
+def test_a_sourced_file_of_the_tree_gives_its_exports(tmp_path, monkeypatch, line):
+    """Next to the script or from the tree's root, as launches are started from either."""
+    codes = _codes(tmp_path, monkeypatch, {"scripts/env.sh": ENV_FILE, "scripts/train.sh": f"{line}\n{LAUNCH}"})
+    assert codes == {}
+
+
+def test_what_the_sourced_file_does_not_set_is_still_judged(tmp_path, monkeypatch):
+    codes = _codes(tmp_path, monkeypatch, {"scripts/env.sh": "export NCCL_DEBUG=INFO\n",
+                                           "scripts/train.sh": f"source scripts/env.sh\n{LAUNCH}"})
+    assert codes == {"OFL112": "error", "OFL301": "warning"}
+
+
+@pytest.mark.parametrize("line", ["source /opt/site/env.sh", "source scripts/missing.sh", 'source "$ENV_FILE"',
+                                  "source ../outside.sh"])
+def test_a_file_offlint_cannot_read_leaves_the_environment_open(tmp_path, monkeypatch, line):
+    """The variable may be exported there: OFL112 is the warning that it cannot see it, OFL301 is not claimed."""
+    codes = _codes(tmp_path, monkeypatch, {"scripts/train.sh": f"{line}\n{LAUNCH}"})
+    assert codes == {"OFL112": "warning"}
+
+
+def test_a_variable_set_after_the_unreadable_file_is_known(tmp_path, monkeypatch):
+    codes = _codes(tmp_path, monkeypatch, {
+        "scripts/train.sh": f"source /opt/site/env.sh\nexport NVTE_CPU_OFFLOAD_V1=0\n{LAUNCH}"})
+    assert codes == {"OFL112": "error"}
+
+
+def test_a_file_sourced_on_some_paths_only_leaves_the_other_paths_judged(tmp_path, monkeypatch):
+    """Megatron-LM's examples/gptoss/02_train.sh sources the distributed config file a user may name: on the path
+    without it (the script's own) the launch environment is what the script shows."""
+    codes = _codes(tmp_path, monkeypatch, {
+        "scripts/train.sh": f'if [ -n "$CONFIG" ]; then\n    source "$CONFIG"\nfi\n{LAUNCH}'})
+    assert codes == {"OFL112": "error", "OFL301": "warning"}
+    codes = _codes(tmp_path, monkeypatch, {
+        "scripts/train.sh": f'if [ -n "$CONFIG" ]; then source "$CONFIG"; else source /opt/env.sh; fi\n{LAUNCH}'})
+    assert codes == {"OFL112": "warning"}
+
+
+def test_the_open_environment_reaches_a_bash_c_child():
+    script = parse_shell('source /opt/env.sh\nsrun bash -c "python train.py"\n', "train.sh", read_file=lambda p: None)
+    assert [c.argv[0].value for c in script.commands] == ["source", "srun", "python"]
+    assert all("source /opt/env.sh" in c.env_open for c in script.commands[1:])
+
+
+def test_a_sourced_file_gives_variables_not_commands_nor_functions():
+    files = {"env.sh": "export A=1\nB=2\nrun() { python other.py; }\npython setup_step.py\n"}
+    script = parse_shell('source env.sh\nrun\npython train.py "$B"\n', "train.sh", read_file=files.get)
+    assert script.errors == []
+    assert [[w.value for w in c.argv] for c in script.commands] == [["source", "env.sh"], ["run"],
+                                                                    ["python", "train.py", "2"]]
+    assert script.commands[-1].env["A"].value == "1" and script.commands[-1].env_open == ""
+
+
+def test_a_file_that_sources_itself_or_cannot_be_parsed_is_an_open_environment():
+    files = {"env.sh": "export A=1\nsource env.sh\n", "bad.sh": "export A=1\nif then fi (\n"}
+    looped = parse_shell("source env.sh\npython train.py\n", "train.sh", read_file=files.get)
+    assert looped.errors == [] and looped.commands[-1].env["A"].value == "1"
+    bad = parse_shell("source bad.sh\npython train.py\n", "train.sh", read_file=files.get)
+    assert bad.errors == [] and "cannot be parsed" in bad.commands[-1].env_open
+    assert "A" not in bad.commands[-1].env
+
+
+def test_a_cached_run_reads_the_script_again_when_the_sourced_file_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("OFFLINT_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-cache"))
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "env.sh").write_text(ENV_FILE)
+    (tmp_path / "scripts" / "train.sh").write_text(f"source scripts/env.sh\n{LAUNCH}")
+    monkeypatch.chdir(tmp_path)
+
+    def codes() -> dict[str, str]:
+        result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path))
+        return {f.code: f.severity.value for f in result.findings}
+
+    assert codes() == {}
+    (tmp_path / "scripts" / "env.sh").write_text("export NCCL_DEBUG=INFO\n")
+    assert codes() == {"OFL112": "error", "OFL301": "warning"}
+    (tmp_path / "scripts" / "env.sh").unlink()
+    assert codes() == {"OFL112": "warning"}
+    (tmp_path / "scripts" / "env.sh").write_text(ENV_FILE)
+    assert codes() == {}
+
+
+def test_sourcing_is_bounded_however_often_a_file_is_sourced():
+    """A hostile script: a 400 KB file sourced 50 times (20 MB) reads at most SOURCE_BUDGET characters in all (5 of
+    the 50); what it could not read leaves the environment open."""
+    from offlint.sources.shell_values import SOURCE_BUDGET
+
+    big = "export A=1\n" + "# padding\n" * 40_000
+    assert 50 * len(big) > 5 * SOURCE_BUDGET
+    script = parse_shell("source big.sh\n" * 50 + "python train.py\n", "train.sh", read_file={"big.sh": big}.get)
+    assert script.errors == []
+    assert "`source big.sh` (line " in script.commands[-1].env_open
+    assert "is more than offlint reads" in script.commands[-1].env_open
