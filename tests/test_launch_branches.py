@@ -14,6 +14,7 @@ ALTERNATIVES = """\
 MODEL_SIZE=$1
 ARGS=(
     --seq-length 4096
+    --group-query-attention
     --num-query-groups 2
 )
 if [ $MODEL_SIZE = 0.5B ]; then
@@ -38,8 +39,8 @@ def _values(script: str, key: str, name: str = "run.sh") -> list:
 
 def test_alternatives_appending_their_own_value_leave_the_key_unknown():
     [(value, line)] = _values(ALTERNATIVES, "model.num_layers")
-    assert isinstance(value, Unknown) and line == 14
-    assert "'24' at line 9, '28' at line 14" in str(value) and "depends on the path" in str(value)
+    assert isinstance(value, Unknown) and line == 15
+    assert "'24' at line 10, '28' at line 15" in str(value) and "depends on the path" in str(value)
     # every path gives the same: that value, as before
     assert {value for value, _ in _values(ALTERNATIVES, "model.num_query_groups")} == {2}
     assert _values(ALTERNATIVES, "model.seq_length") == [(4096, 4)]

@@ -219,6 +219,7 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
         written.append((Assignment(flag.key, value, arg.location, Source.MLM, flag.text), arg.conditional))
     layer.assignments.extend(_by_path(written, context))
     _derive_virtual_pipeline(layer)
+    _query_groups(layer, args, opaque, location)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
                 launches_training=trains, env_known=True,
@@ -283,6 +284,26 @@ def _derive_virtual_pipeline(layer: Layer) -> None:
         vpp = Unknown("--num-layers-per-virtual-pipeline-stage with unknown sizes")
     layer.assignments.append(Assignment("model.virtual_pipeline_model_parallel_size", vpp, per_stage.location,
                                         Source.MLM, f"--num-layers-per-virtual-pipeline-stage {per_stage.text}"))
+
+
+def _query_groups(layer: Layer, args: list[Arg], opaque: list[int], location: Location) -> None:
+    """Megatron-LM builds the model with `num_query_groups=args.num_query_groups` only under --group-query-attention,
+    else None: one group per head, whatever --num-query-groups says (argument_utils, 0.12 to 0.20; its own FLOPs
+    and memory reports do the same). Without the flag, the argparse default (1) would size a multi-head model as
+    multi-query (a 48-head 28.4B model as 23.7B). A word that may give flags leaves it unknown; with the flag, the
+    value given or argparse's 1 stands."""
+    given = {a.value for a in args}
+    if "--group-query-attention" in given:
+        return
+    given_groups = [a for a in layer.assignments if a.key == "model.num_query_groups"]
+    flag = given_groups[0] if given_groups else None
+    layer.assignments[:] = [a for a in layer.assignments if a.key != "model.num_query_groups"]
+    wrote = "--num-query-groups without --group-query-attention" if flag is not None else \
+        "no --group-query-attention"
+    value: object = Unknown("a word offlint cannot read may give --group-query-attention") \
+        if any(args[i].flags is None for i in opaque) else None
+    layer.assignments.append(Assignment("model.num_query_groups", value,
+                                        flag.location if flag is not None else location, Source.MLM, wrote))
 
 
 def _built_recipe(unit: Unit, recipe: Unit) -> None:
