@@ -288,8 +288,9 @@ def _derive_virtual_pipeline(layer: Layer) -> None:
 
 def _query_groups(layer: Layer, args: list[Arg], opaque: list[int], location: Location) -> None:
     """Megatron-LM builds the model with `num_query_groups=args.num_query_groups` only under --group-query-attention,
-    else None: one group per head, whatever --num-query-groups says (argument_utils, 0.12 to 0.20; its own FLOPs
-    and memory reports do the same). Without the flag, the argparse default (1) would size a multi-head model as
+    else None: one group per head, whatever --num-query-groups says (core_transformer_config_from_args: arguments.py
+    at core_r0.12.0, core_v0.14.0 and core_r0.16.0, argument_utils.py at d98e8a6; its own FLOPs and memory reports
+    do the same). Without the flag, the argparse default (1) would size a multi-head model as
     multi-query (a 48-head 28.4B model as 23.7B). A word that may give flags leaves it unknown; with the flag, the
     value given or argparse's 1 stands."""
     given = {a.value for a in args}
