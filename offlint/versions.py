@@ -118,7 +118,8 @@ def version_from_package_info(path: Path) -> Version | None:
 
 
 def detect_version(cli: str | None, configured: str | None, root: Path | None) -> DetectedVersion:
-    """rules.md order: --mcore-version, [tool.offlint], the repo's 3rdparty pin, the installed package, newest.
+    """rules.md order: --mcore-version, [tool.offlint], the repo's 3rdparty pin, its uv.lock's release, the
+    installed package, newest.
 
     A Megatron-LM checkout is its own megatron-core (`megatron/core/package_info.py` at its root): that is the
     code its scripts run, so it comes right after a pin."""
@@ -134,6 +135,9 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
     if checkout is not None:
         found, config, info = checkout
         return _with_source_names(checked_as(found, str(info), explicit=False), config)
+    locked = _locked_version(root) if root is not None else None
+    if locked is not None:
+        return checked_as(locked, "uv.lock", explicit=False)
     installed = _installed_version()
     detected = checked_as(installed, "installed megatron-core", explicit=False) if installed else \
         DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
@@ -145,6 +149,20 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
                                           f"version the tree runs; `git submodule update --init {missing}` or "
                                           f"--mcore-version names it")
     return detected
+
+
+_LOCKED = re.compile(r'^\[\[package\]\]\r?\nname = "megatron-core"\r?\nversion = "([^"\n]+)"', re.M)
+
+
+def _locked_version(root: Path) -> Version | None:
+    """The megatron-core release the tree's uv.lock pins (Megatron Bridge before its submodule became the source:
+    0.14.0rc6 in August 2025, while the installed package may be any other); None where it pins none (an editable
+    checkout has no version line) or the lock cannot be read."""
+    try:
+        found = _LOCKED.search(read_text(root / "uv.lock"))
+        return parse_version(found.group(1)) if found else None
+    except (ReadError, VersionError):
+        return None
 
 
 def _pin_not_checked_out(root: Path) -> str | None:

@@ -137,6 +137,23 @@ def test_version_parsing_ranges_and_detection(tmp_path):
     assert not detect_version("0.19", None, fork).note  # named: no guess
 
 
+def test_the_release_a_uv_lock_pins_is_the_trees_version(tmp_path):
+    """A Bridge tree from before the submodule was megatron-core's source pins a release in uv.lock (0.14.0rc6 in
+    August 2025): that is what its jobs run, not whatever is installed here. An editable entry pins none."""
+    lock = tmp_path / "uv.lock"
+    lock.write_text('version = 1\n\n[[package]]\nname = "megatron-bridge"\nversion = "0.1.0"\n\n'
+                    '[[package]]\nname = "megatron-core"\nversion = "0.18.0rc2"\nsource = { registry = "x" }\n')
+    detected = detect_version(None, None, tmp_path)
+    assert (str(detected.version), detected.origin, detected.note) == ("0.18.0", "uv.lock", "")
+    lock.write_text(lock.read_text().replace("0.18.0rc2", "0.14.0rc6"))
+    detected = detect_version(None, None, tmp_path)
+    assert detected.origin == "uv.lock" and str(detected.requested) == "0.14.0"
+    assert detected.note.startswith("megatron-core 0.14.0 (from uv.lock) is older than any version offlint knows")
+    assert detect_version("0.19", None, tmp_path).origin == "--mcore-version"
+    lock.write_text('[[package]]\nname = "megatron-core"\nsource = { editable = "3rdparty/Megatron-LM" }\n')
+    assert detect_version(None, None, tmp_path).origin != "uv.lock"
+
+
 def test_discovered_paths_are_shown_relative_to_the_working_directory_or_as_given(tmp_path, monkeypatch):
     from offlint.discover import discover
 
