@@ -10,8 +10,6 @@ The evaluator records which keys it read and which of them were unknown, for rel
 from __future__ import annotations
 
 import ast
-import bisect
-import difflib
 import operator
 import os
 from dataclasses import dataclass, field
@@ -412,46 +410,7 @@ def is_known_key(scope: Scope, key: str) -> bool:
 @_needs_scope
 def suggestion(scope: Scope, key: str) -> str:
     """The closest known key for a typo, or '' when nothing is close."""
-    return _closest_key(key)
-
-
-@lru_cache(maxsize=4096)
-def _closest_key(key: str) -> str:
-    """suggestion's answer, once per key in a process: a tree writes the same unknown key in many places (Megatron
-    Bridge's `model.hf_id` 23 times), each a different assignment to OFL003, and difflib takes 0.5 ms a key."""
-    section, _, field_name = key.partition(".")
-    if section not in ("model", "optimizer", "ddp"):
-        return ""
-    close = difflib.get_close_matches(field_name, _could_be_close(section, field_name), n=1, cutoff=0.8)
-    return f"{section}.{close[0]}" if close else ""
-
-
-def _could_be_close(section: str, name: str) -> list[str]:
-    """The fields of `section` whose similarity ratio to `name` (difflib's 2*M/T, M the matching characters) can
-    reach 0.8: the shorter is at least 2/3 of the longer, and M is at most the shorter length and at most the
-    number of the field's characters that occur in `name` (one `translate` deletes those from all fields at
-    once). The same answer as trying every field, in a tenth of the time: a 2 MiB file of 100,000 misspelt keys
-    asks 100,000 times."""
-    fields, lengths, starts, joined = _fields_by_length(section)
-    size = len(name)
-    first = bisect.bisect_left(lengths, -(-2 * size // 3))
-    last = bisect.bisect_right(lengths, size * 3 // 2)
-    if first >= last:
-        return []
-    rests = joined[starts[first]:starts[last] - 1].translate(str.maketrans(dict.fromkeys(name))).split("\n")
-    return [field for field, length, rest in zip(fields[first:last], lengths[first:last], rests)
-            if min(size, length - len(rest)) >= 0.4 * (size + length)]
-
-
-@lru_cache(maxsize=None)
-def _fields_by_length(section: str) -> tuple[list[str], list[int], list[int], str]:
-    """The section's fields ordered by length, their lengths, where each starts in the newline-joined text, and
-    that text."""
-    fields = sorted(keys.known_fields(section), key=lambda name: (len(name), name))
-    starts = [0]
-    for name in fields:
-        starts.append(starts[-1] + len(name) + 1)
-    return fields, [len(name) for name in fields], starts, "\n".join(fields)
+    return keys.closest_field(key)
 
 
 @_needs_scope

@@ -567,12 +567,12 @@ def test_the_did_you_mean_shortlist_gives_difflibs_answer(section):
     difflib about every field 100,000 times): the suggestion must be the one trying every field gives."""
     import difflib
 
-    from offlint import conditions, keys
+    from offlint import keys
 
     fields = sorted(keys.known_fields(section))
     names = ([f[:-1] for f in fields] + [f + "s" for f in fields] + [f.replace("_", "", 1) for f in fields]
              + [f"key_{i}" for i in range(200)] + ["", "a", "x" * 80, "cpu_ofloading", "recompute_granulrity"])
     for name in names:
         expected = difflib.get_close_matches(name, fields, n=1, cutoff=0.8)
-        assert difflib.get_close_matches(name, conditions._could_be_close(section, name), n=1,
+        assert difflib.get_close_matches(name, keys.could_be_close(section, name), n=1,
                                          cutoff=0.8) == expected, name

@@ -187,3 +187,24 @@ def test_a_walked_file_is_parsed_when_a_function_returns_a_config_container():
     assert may_give_units(b"def x_config(**kw) -> 'megatron.bridge.training.config.ConfigContainer':\n    pass\n")
     assert not may_give_units(b"def train(cfg: ConfigContainer) -> None:\n    run(cfg)\n")
     assert not may_give_units(b"def helper():\n    return make()\n")
+
+
+def test_a_yaml_file_that_sets_no_bridge_config_field_is_another_programs_configuration(tmp_path, monkeypatch):
+    """verl's sft_trainer.yaml has a `model:` section of its own (partial_pretrain, fsdp_config, lora_rank, ...):
+    OFL003 took `lora_rank` for a typo of q_lora_rank. A file none of whose keys is a field of a Bridge config (of
+    any release offlint knows), an environment variable or a top-level setting gives no unit; one field suffices."""
+    from offlint.api import CheckOptions, check
+
+    (tmp_path / "pyproject.toml").write_text("")
+    foreign = ("data:\n  train_batch_size: 256\nmodel:\n  partial_pretrain: ~/models/x\n  fsdp_config:\n"
+               "    cpu_offload: false\n  lora_rank: 0\n  strategy: fsdp2\noptim:\n  lr: 1e-5\n")
+    (tmp_path / "sft_trainer.yaml").write_text(foreign)
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert (result.findings, result.units) == ([], 0)
+    for extra in ("  num_layers: 8\n", "  cpu_offloading: true\n"):
+        (tmp_path / "sft_trainer.yaml").write_text(foreign.replace("  strategy: fsdp2\n", f"  strategy: fsdp2\n{extra}"))
+        result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+        assert result.units == 1 and [f.code for f in result.findings] == ["OFL003"]  # lora_rank, in a Bridge file
+    (tmp_path / "sft_trainer.yaml").write_text(foreign + "env_vars:\n  NCCL_DEBUG: INFO\n")
+    assert check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False)).units == 1

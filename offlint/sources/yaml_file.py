@@ -19,6 +19,7 @@ import re
 
 import yaml
 
+from offlint import keys
 from offlint.gpus import NAMED_GPUS
 
 from offlint.sources.hydra import canonical_key
@@ -180,6 +181,26 @@ def override_unit(path: str, roots) -> Unit:
     reason = "set by the recipe this YAML file overrides"
     return Unit(name=path, kind=UnitKind.YAML, location=Location(path, 1, 1) if not layer.assignments else first,
                 layers=[layer], unknown_sections={s: reason for s in ("model", "optimizer", "ddp", "comm_overlap", "env")})
+
+
+def sets_config_fields(unit: Unit) -> bool:
+    """Whether an override file's unit is Megatron Bridge's: it sets a field a Bridge config has (of any
+    megatron-core release offlint knows, or Bridge's providers), an environment variable or a top-level setting, or
+    only keys close to such fields (a file of typos, OFL003's to report). A file that sets none, and a key that is
+    no typo of one, is another program's configuration with a `model:` section of its own: verl's sft_trainer.yaml
+    (`model: {partial_pretrain, fsdp_config, lora_rank, ...}`, where OFL003 took lora_rank for a typo of
+    q_lora_rank), its critic and reward-model configs, Bridge's model verification cards (`model:` names the
+    checkpoint)."""
+    typos = True
+    for assignment in unit.all_assignments():
+        section, _, name = assignment.key.partition(".")
+        if not name or section not in _FIELD_SECTIONS or name in keys.known_fields(section):
+            return True
+        typos = typos and keys.closest_field(assignment.key) != ""
+    return typos
+
+
+_FIELD_SECTIONS = ("model", "optimizer", "ddp")  # (comm_overlap's fields are in no data offlint ships: any counts)
 
 
 def yaml_layer(path: str, roots) -> Layer:
