@@ -63,7 +63,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     script = posixpath.basename(values[script_index] or "")
     rest = argv[script_index + 1:]
     name = f"{script} at line {location.line}"
-    if script.startswith("pretrain_") or any(a.value and mlm_flags.is_mlm_flag(a.value) for a in rest):
+    if script.startswith("pretrain_") or _megatron_lm_flags(rest):
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
             unit = mlm_unit(name, rest, env, location, trains_by_flags(script, rest), inside)
             unit.entry_script = values[script_index] or ""
@@ -84,6 +84,25 @@ def _opened(unit: Unit, env_open: str) -> Unit:
         unit.default_sections = unit.default_sections - {"env"}
         unit.unknown_sections["env"] = env_open
     return unit
+
+
+# Megatron-LM flags Hugging Face's TrainingArguments has too (and the CLIs built on it: LLaMA-Factory, ROLL's
+# mcore_adapter, ms-swift): alone, beside that style's underscore options, they do not make a Megatron-LM launch.
+_SHARED_WITH_HF = frozenset({"--bf16", "--fp16"})
+_UNDERSCORE_OPTION = re.compile(r"--[a-z0-9]+(?:_[a-z0-9]+)+(?:=|$)")
+
+
+def _megatron_lm_flags(args: list[Arg]) -> bool:
+    """Whether a command's arguments are Megatron-LM's: some flag its parser has, other than one Hugging Face's
+    trainers share (`--bf16`) beside their underscore options (`--do_train --per_device_train_batch_size=1`: ROLL's
+    mcore_adapter examples, read as a Megatron-LM launch of argparse defaults). Megatron-LM spells its options with
+    dashes (2 of its 876 have an underscore, after a dash)."""
+    found = {a.value.split("=", 1)[0] for a in args if a.value and mlm_flags.is_mlm_flag(a.value)}
+    if not found:
+        return False
+    if found - _SHARED_WITH_HF:
+        return True
+    return not any(a.value and _UNDERSCORE_OPTION.match(a.value) for a in args)
 
 
 def env_string(key: str, value: object) -> object:

@@ -1,4 +1,4 @@
-"""Megatron-LM launches: the model's query groups as Megatron-LM builds them. `--num-query-groups` (argparse default 1)
+"""Megatron-LM launches: which commands are, and the model's query groups as Megatron-LM builds them. `--num-query-groups` (argparse default 1)
 reaches the TransformerConfig only under `--group-query-attention`; without it the model has one group per head
 (megatron/training/argument_utils.py: `kw_args['num_query_groups'] = None`). offlint had taken the default 1 for
 every launch without the flag: a 48-head multi-head model sized as multi-query, 23.7B parameters for 28.4B (a
@@ -44,3 +44,24 @@ def test_with_group_query_attention_the_flag_or_its_default_stands(extra, groups
 def test_a_word_that_may_give_the_flag_leaves_the_groups_unknown():
     value, _ = _groups('$EXTRA_ARGS')
     assert isinstance(value, Unknown) and "--group-query-attention" in str(value)
+
+
+# ---- which commands are Megatron-LM launches -----------------------------------------------------------------
+
+HF_STYLE = ("torchrun --nproc_per_node=8 examples/train/run_train.py --do_train --stage=sft "
+            "--per_device_train_batch_size=1 --tensor_model_parallel_size 2 --use_distributed_optimizer "
+            "--max_steps=100 --learning_rate=2e-5 --bf16 --use_mca\n")
+
+
+def test_a_hugging_face_style_command_with_bf16_is_no_megatron_lm_launch():
+    """ROLL's mcore_adapter examples (LLaMA-Factory's trainer on megatron-core): `--bf16` is a Megatron-LM flag too,
+    and was the only one there: the command was read as a Megatron-LM launch of argparse defaults (TP 1, where its
+    `--tensor_model_parallel_size 2` says 2), and OFL301 judged it."""
+    assert read_shell("run.sh", HF_STYLE) == []
+    # a Megatron-LM flag of its own makes it one, as does a pretrain_ script; `--bf16` alone, without that style's
+    # underscore options (the rest in a word offlint cannot read), still does
+    for text in (HF_STYLE.replace("--use_mca", "--use-distributed-optimizer"),
+                 HF_STYLE.replace("examples/train/run_train.py", "pretrain_gpt.py"),
+                 "torchrun --nproc_per_node 8 train.py --bf16 $MODEL_ARGS --train-iters 10\n",
+                 "torchrun --nproc_per_node 8 train.py --bf16 $MODEL_ARGS\n"):
+        assert len(read_shell("run.sh", text)) == 1, text
