@@ -178,9 +178,13 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                 found = kept.get(key) if key is not None else None
                 if found is None:
                     # here: a run answered from the cache checks nothing, and need not import the rules (0.04 s)
-                    from offlint.engine import check_unit
+                    from offlint.engine import check_unit, internal_error
 
-                    found = check_unit(resolve(unit, version.version), rules, options.strict)
+                    try:
+                        found = check_unit(resolve(unit, version.version), rules, options.strict)
+                    except Exception as exc:  # noqa: BLE001 - an offlint bug must not stop the other files
+                        errors.append(FileError(read.file.path, internal_error(unit, exc)))
+                        continue
                     if key is not None and cache.exact.issuperset(used):  # (a payload that did not decode: not)
                         cache.remember_linked(key, found)
                 findings.extend(found)

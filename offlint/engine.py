@@ -24,6 +24,14 @@ from offlint.types import (Assignment, ByVersion, Finding, Location, OneOf, Rela
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
 
+def internal_error(unit: Unit, exc: Exception) -> str:
+    """The one-line file error for a bug in checking `unit`: its file is reported (exit 2), the other files are still
+    checked. A ValueError escaping a rule (a YAML string where a count was expected) had ended the whole check with
+    a message naming no file."""
+    text = " ".join(str(exc).split())
+    return f"internal error while checking {unit.name} ({type(exc).__name__}: {text[:200]}); please report it"
+
+
 def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[Finding]:
     findings: list[Finding] = []
     plan = _plan(rules, resolved.version)

@@ -702,7 +702,13 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
             if stored is not None and stored[0] is unit:
                 outcome.findings.extend(stored[1])  # the same unit: the same findings
             else:
-                outcome.findings.extend(check_unit(resolve(unit, job.version), job.rules, job.strict))
+                try:
+                    outcome.findings.extend(check_unit(resolve(unit, job.version), job.rules, job.strict))
+                except Exception as exc:  # noqa: BLE001 - an offlint bug must not stop the other files
+                    from offlint.engine import internal_error
+
+                    outcome.error, outcome.units, outcome.findings = internal_error(unit, exc), [], []
+                    return outcome
     return outcome
 
 

@@ -189,22 +189,58 @@ def test_a_walked_file_is_parsed_when_a_function_returns_a_config_container():
     assert not may_give_units(b"def helper():\n    return make()\n")
 
 
-def test_a_yaml_file_that_sets_no_bridge_config_field_is_another_programs_configuration(tmp_path, monkeypatch):
+def test_a_yaml_file_of_mostly_other_keys_is_another_programs_configuration(tmp_path, monkeypatch):
     """verl's sft_trainer.yaml has a `model:` section of its own (partial_pretrain, fsdp_config, lora_rank, ...):
-    OFL003 took `lora_rank` for a typo of q_lora_rank. A file none of whose keys is a field of a Bridge config (of
-    any release offlint knows), an environment variable or a top-level setting gives no unit; one field suffices."""
+    OFL003 took `lora_rank` for a typo of q_lora_rank; NeMo 1's megatron_gpt_config.yaml shares 40 of its 116 keys
+    with megatron-core's configs, and gave 54 such findings. A file gives a unit when at least as many of its keys are
+    fields of a Bridge config (of any release offlint knows) or near-misses of them (typos, OFL003's to report) as
+    are neither, and at least as many of its top-level keys are ConfigContainer's sections as are not."""
     from offlint.api import CheckOptions, check
 
+    def run(text: str):
+        (tmp_path / "sft_trainer.yaml").write_text(text)
+        return check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+
     (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
     foreign = ("data:\n  train_batch_size: 256\nmodel:\n  partial_pretrain: ~/models/x\n  fsdp_config:\n"
                "    cpu_offload: false\n  lora_rank: 0\n  strategy: fsdp2\noptim:\n  lr: 1e-5\n")
-    (tmp_path / "sft_trainer.yaml").write_text(foreign)
-    monkeypatch.chdir(tmp_path)
-    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    result = run(foreign)
     assert (result.findings, result.units) == ([], 0)
-    for extra in ("  num_layers: 8\n", "  cpu_offloading: true\n"):
-        (tmp_path / "sft_trainer.yaml").write_text(foreign.replace("  strategy: fsdp2\n", f"  strategy: fsdp2\n{extra}"))
+    # its model section alone (the top level Bridge's): a field and a near-miss among three other keys
+    result = run("model:\n  partial_pretrain: x\n  fsdp_config: {}\n  strategy: fsdp2\n  lora_rank: 0\n"
+                 "  num_layers: 8\n")
+    assert (result.findings, result.units) == ([], 0)
+    result = run("train:\n  train_iters: 10\nmodel:\n  lora_rank: 0\n  num_layers: 8\n  hidden_size: 8\n")
+    assert result.units == 1 and [f.code for f in result.findings] == ["OFL003"]  # lora_rank, in a Bridge file
+    assert run("model:\n  pipeline_model_paralel_size: 2\n").units == 1  # a file of typos
+    # NeMo 1's shape: most model keys are fields, the top level is NeMo's own (name, trainer, exp_manager)
+    nemo = ("name: megatron_gpt\ntrainer:\n  devices: 1\nexp_manager:\n  explicit_log_dir: null\nmodel:\n"
+            "  num_layers: 12\n  hidden_size: 768\n  activation: gelu\n  rotary_percentage: 1.0\n")
+    assert run(nemo).units == 0
+    assert run(nemo.replace("name: megatron_gpt\ntrainer:\n  devices: 1\nexp_manager:\n  explicit_log_dir: null\n",
+                            "train:\n  train_iters: 10\n")).units == 1  # with ConfigContainer's sections: Bridge's
+
+
+def test_an_omegaconf_interpolation_in_yaml_is_unknown_and_a_value_of_the_wrong_type_fails_no_check(tmp_path,
+                                                                                                     monkeypatch):
+    """NeMo's megatron_gpt_config.yaml: `cpu_offloading_num_layers: ${sum:${.num_layers},-1}` was read as that
+    string, and the memory model's int() of it ended the whole check ("invalid literal for int()", exit 2, no file
+    named). An interpolation is resolved only when the file is loaded: unknown; a value of the wrong type makes the
+    estimate unknown, as an unknown value does."""
+    from offlint.api import CheckOptions, check
+    from offlint.sources.yaml_file import compose, override_unit
+    from offlint.types import Unknown
+
+    text = ("model:\n  num_layers: 8\n  hidden_size: 1024\n  num_attention_heads: 8\n  seq_length: 2048\n"
+            "  cpu_offloading: true\n  cpu_offloading_num_layers: ${sum:${.num_layers},-1}\n")
+    [value] = [a.value for a in override_unit("o.yaml", compose(text)).all_assignments()
+               if a.key == "model.cpu_offloading_num_layers"]
+    assert isinstance(value, Unknown) and "OmegaConf interpolation" in str(value)
+    (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+    for wrong in ("two", "[1, 2]", "{a: 1}"):
+        (tmp_path / "o.yaml").write_text(text.replace("${sum:${.num_layers},-1}", wrong) +
+                                         f"  moe_router_topk: {wrong}\n  activation_offload_fraction: {wrong}\n")
         result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
-        assert result.units == 1 and [f.code for f in result.findings] == ["OFL003"]  # lora_rank, in a Bridge file
-    (tmp_path / "sft_trainer.yaml").write_text(foreign + "env_vars:\n  NCCL_DEBUG: INFO\n")
-    assert check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False)).units == 1
+        assert result.units == 1 and not result.errors, (wrong, result.errors)

@@ -144,7 +144,7 @@ def _read_unfused_score_bytes(r: Reader) -> int:
     if backend.state not in ("known", "default") or not _unfused(backend.value):
         return 0
     return unfused_score_bytes(backend.value, bool(r.get("model.attention_softmax_in_fp32", True)),
-                               float(r.get("model.attention_dropout", 0.1) or 0.0))
+                               float(r.number("model.attention_dropout", 0.1) or 0.0))
 
 
 def _unfused(backend: object) -> bool:
@@ -193,11 +193,11 @@ def _read_model(r: Reader) -> ModelShape:
         add_qkv_bias=bool(r.get("model.add_qkv_bias", False)),
         qk_layernorm=bool(r.get("model.qk_layernorm", False)),
         learned_position_embeddings=get("model.position_embedding_type", "learned_absolute") == "learned_absolute",
-        hidden_dropout=float(get("model.hidden_dropout", 0.1) or 0.0),
+        hidden_dropout=float(r.number("model.hidden_dropout", 0.1, get) or 0.0),
         unfused_score_bytes=_read_unfused_score_bytes(r),
         num_moe_experts=experts,
         moe_ffn_hidden_size=(r.optional_int("model.moe_ffn_hidden_size") or ffn) if experts else None,
-        moe_router_topk=int(r.get("model.moe_router_topk", 2) or 2) if experts else 2,
+        moe_router_topk=int(r.number("model.moe_router_topk", 2) or 2) if experts else 2,
         moe_shared_expert_intermediate_size=r.optional_int("model.moe_shared_expert_intermediate_size") if experts
         else None,
         moe_shared_expert_gate=bool(r.get("model.moe_shared_expert_gate", False)) if experts else False,
@@ -434,11 +434,11 @@ def _read_training(r: Reader) -> Training:
         recompute_modules=tuple(modules) if isinstance(modules, (list, tuple)) else ("core_attn",),
         moe_layer_recompute=bool(r.get("model.moe_layer_recompute", False)),
         cpu_offloading=bool(r.get("model.cpu_offloading", False)),
-        cpu_offloading_num_layers=int(r.get("model.cpu_offloading_num_layers", 0) or 0),
+        cpu_offloading_num_layers=int(r.number("model.cpu_offloading_num_layers", 0) or 0),
         cpu_offloading_double_buffering=bool(r.get("model.cpu_offloading_double_buffering", False)),
         fine_grained_offloading=bool(r.get("model.fine_grained_activation_offloading", False)),
         offload_modules=tuple(offload_modules) if isinstance(offload_modules, (list, tuple)) else (),
-        activation_offload_fraction=float(r.get("model.activation_offload_fraction", 1.0) or 0.0),
+        activation_offload_fraction=float(r.number("model.activation_offload_fraction", 1.0) or 0.0),
         moe_router_graphed=_router_graphed(r),
         te_graph_modules=_te_graph_modules(r),
     )

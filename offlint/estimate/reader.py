@@ -49,6 +49,19 @@ class Reader:
             self.assumed[key] = assumption
         return None
 
+    def number(self, key: str, fallback: float, get=None) -> float:
+        """A count or a fraction the estimate reads with a default (the router's top-k, an offload fraction): a value
+        that is no number (a string a YAML file or a command line gives) is recorded as unknown, as an unknown one
+        is, instead of failing the conversion. `get`: another reading of the key than `get` (a hybrid provider's
+        defaults)."""
+        value = (get or self.get)(key, fallback)
+        if value is None:
+            return fallback
+        if isinstance(value, (int, float)):  # (a bool too: True counts 1, as megatron-core's arithmetic does)
+            return value
+        self.unknown[key] = f"{value!r} is not a number"
+        return fallback
+
     def optional_int(self, key: str) -> int | None:
         value = self.get(key)
         return int(value) if positive_int(value) else None

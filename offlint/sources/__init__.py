@@ -114,7 +114,7 @@ def _yaml(path: str, text: str, explicit: bool, project=None) -> list[Unit]:
     units: list[Unit] = []
     if yaml_file.is_override_file(roots):
         unit = yaml_file.override_unit(path, roots)
-        if yaml_file.sets_config_fields(unit):
+        if yaml_file.is_bridges(roots, unit):
             units.append(unit)
     elif mlm_test_cases.is_test_case(roots):
         units.append(mlm_test_cases.test_case_unit(path, roots, project))
