@@ -65,3 +65,11 @@ def test_a_hugging_face_style_command_with_bf16_is_no_megatron_lm_launch():
                  "torchrun --nproc_per_node 8 train.py --bf16 $MODEL_ARGS --train-iters 10\n",
                  "torchrun --nproc_per_node 8 train.py --bf16 $MODEL_ARGS\n"):
         assert len(read_shell("run.sh", text)) == 1, text
+
+
+def test_a_word_whose_paths_give_the_flag_leaves_the_groups_unknown():
+    script = ('if [ "$GQA" = 1 ]; then EXTRA="--group-query-attention --num-query-groups 8"; '
+              'else EXTRA="--seed 1"; fi\n' + LAUNCH.format(extra="$EXTRA"))
+    [unit] = read_shell("run.sh", script)
+    value = resolve(unit, parse_version("0.20.0")).get("model.num_query_groups").value
+    assert not (value is None or value == 1), value

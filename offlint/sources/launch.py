@@ -309,9 +309,9 @@ def _query_groups(layer: Layer, args: list[Arg], opaque: list[int], location: Lo
     """Megatron-LM builds the model with `num_query_groups=args.num_query_groups` only under --group-query-attention,
     else None: one group per head, whatever --num-query-groups says (core_transformer_config_from_args: arguments.py
     at core_r0.12.0, core_v0.14.0 and core_r0.16.0, argument_utils.py at d98e8a6; its own FLOPs and memory reports
-    do the same). Without the flag, the argparse default (1) would size a multi-head model as
-    multi-query (a 48-head 28.4B model as 23.7B). A word that may give flags leaves it unknown; with the flag, the
-    value given or argparse's 1 stands."""
+    do the same). Without the flag, the argparse default (1) would size a multi-head model as multi-query (a 48-head
+    28.4B model as 23.7B). A word that may give the flag leaves it unknown; with the flag, the value given or
+    argparse's 1 stands."""
     given = {a.value for a in args}
     if "--group-query-attention" in given:
         return
@@ -320,8 +320,8 @@ def _query_groups(layer: Layer, args: list[Arg], opaque: list[int], location: Lo
     layer.assignments[:] = [a for a in layer.assignments if a.key != "model.num_query_groups"]
     wrote = "--num-query-groups without --group-query-attention" if flag is not None else \
         "no --group-query-attention"
-    value: object = Unknown("a word offlint cannot read may give --group-query-attention") \
-        if any(args[i].flags is None for i in opaque) else None
+    may_give = any(args[i].flags is None or "--group-query-attention" in args[i].flags for i in opaque)
+    value: object = Unknown("a word offlint cannot read may give --group-query-attention") if may_give else None
     layer.assignments.append(Assignment("model.num_query_groups", value,
                                         flag.location if flag is not None else location, Source.MLM, wrote))
 

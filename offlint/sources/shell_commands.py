@@ -269,11 +269,14 @@ class Commands:
         path = self.sourced_path(target) if target else None
         text = self.st.read_file(path) if path is not None and self.st.read_file is not None else None
         budget = self.st.source_budget
-        if text is None or path in self.st.sourcing or self.depth >= _MAX_DEPTH or len(text) > budget[0]:
+        why = "" if text is not None else "is outside the tree" if target and target.startswith("/") else \
+            "names a file the tree does not have" if target else "cannot be read"
+        if text is not None and (path in self.st.sourcing or self.depth >= _MAX_DEPTH):
+            why = "sources files nested deeper than offlint follows"  # (or itself)
+        elif text is not None and len(text) > budget[0]:
+            why = "is more than offlint reads"
+        if why:
             shown = f"`source {target}`" if target else "`source` of a file named at run time"
-            why = "is outside the tree" if target and target.startswith("/") else \
-                "names a file the tree does not have" if text is None and target else \
-                "is more than offlint reads" if text is not None else "cannot be read"
             self.st.env[OPENED] = _Var(s=f"{shown} (line {pos[0]}) {why}", exported=True, pos=pos)
             return
         budget[0] -= len(text)
