@@ -73,3 +73,20 @@ def test_a_word_whose_paths_give_the_flag_leaves_the_groups_unknown():
     [unit] = read_shell("run.sh", script)
     value = resolve(unit, parse_version("0.20.0")).get("model.num_query_groups").value
     assert not (value is None or value == 1), value
+
+
+def test_a_script_whose_directory_is_unknown_is_taken_by_its_name():
+    """A Megatron-LM fork's Slurm launchers: `TRAINING_CMD="python3 $MEGATRON_LM_DIR/pretrain_gpt.py ..."` with
+    `MEGATRON_LM_DIR=/scratch/$USER/Megatron-LM`, run by `srun bash -c "... $TRAINING_CMD"`; Pai-Megatron-Patch's
+    `torchrun $DISTRIBUTED_ARGS $MEGATRON_PATH/pretrain_gpt.py` with MEGATRON_PATH=$2. The script word had no value,
+    so the command was no launch (no unit, no finding)."""
+    flags = "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --train-iters 10 --lr 1e-4"
+    for text in (f"python3 $MEGATRON_LM_DIR/pretrain_gpt.py {flags}\n",
+                 f'D=/scratch/$USER/mlm\nCMD="python3 $D/pretrain_gpt.py {flags}"\nsrun -lu bash -c "RANK=1 $CMD"\n',
+                 f'MEGATRON_PATH=$2\nrun_cmd="torchrun $DISTRIBUTED_ARGS $MEGATRON_PATH/pretrain_gpt.py {flags}"\n'
+                 "eval ${run_cmd}\n"):
+        [unit] = read_shell("run.sh", text)
+        assert unit.entry_script == "pretrain_gpt.py" and unit.launches_training, text
+    # a name that is itself unknown, or no Python file, is still no launch
+    assert read_shell("run.sh", f"python3 $DIR/$SCRIPT {flags}\n") == []
+    assert read_shell("run.sh", f"python3 $DIR/train.sh {flags}\n") == []

@@ -31,7 +31,7 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
                          f"with --extend-exclude or [tool.offlint] extend-exclude)")
     units = []
     for command in script.commands:
-        if not runs_script([w.value for w in command.argv], needs_arguments):
+        if not runs_script([_value(w) for w in command.argv], needs_arguments):
             continue  # (command_unit would give None)
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
                             needs_arguments=needs_arguments, project=project, inside=command.inside,
@@ -51,8 +51,17 @@ def path_condition(assumes: tuple[str, ...], shown: int = 3) -> str:
 
 
 def _convert(path: str, command: Command, line_offset: int):
-    argv = [Arg(w.value, Location(path, w.line + line_offset, w.col), w.text, w.unknown, w.conditional, w.flags)
+    argv = [Arg(_value(w), Location(path, w.line + line_offset, w.col), w.text, w.unknown, w.conditional, w.flags)
             for w in command.argv]
     env = {name: EnvArg(name, s.value, Location(path, s.line + line_offset, s.col), s.unknown)
            for name, s in command.env.items()}
     return argv, env, Location(path, command.line + line_offset, command.col)
+
+
+def _value(word) -> str | None:
+    """A word's value; for a Python script whose directory is unknown (`python3 $MEGATRON_LM_DIR/pretrain_gpt.py`,
+    the directory from the environment or `/scratch/$USER/...`), its file name: the launch runs that script,
+    wherever it lies (a Megatron-LM fork's own launchers had given no unit at all)."""
+    if word.value is None and word.name.endswith(".py"):
+        return word.name
+    return word.value

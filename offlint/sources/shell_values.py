@@ -35,6 +35,9 @@ class Word:
     # when value is None: the flags it may give, as far as offlint can tell (a variable its branches set to known
     # texts gives theirs; `dir>/$X` none, it is no flag), or None when it may give any (`${EXTRA_ARGS}` unset here)
     flags: tuple[str, ...] | None = ()
+    # when value is None: its last path component where only the directories before it are unknown
+    # (`$MEGATRON_LM_DIR/pretrain_gpt.py` gives "pretrain_gpt.py"), else ""
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -155,8 +158,10 @@ class _Field:
         if not why:
             return Word(self.value, self.line, self.col, self.text, "", self.cond)
         flags = holes.flags_in(self.value)
+        head, slash, name = self.value.rpartition("/")
+        known_name = name if slash and name and not holes.why(name) else ""
         return Word(None, self.line, self.col, self.text, why, self.cond,
-                    None if flags is None else tuple(sorted(flags)))
+                    None if flags is None else tuple(sorted(flags)), known_name)
 
 
 @dataclass(frozen=True)
