@@ -108,9 +108,18 @@ cards: [*layers, *layers, *layers, *layers]
 """
 
 
+_SIZES = "model:\n  num_layers: 2\n  hidden_size: 64\n  num_attention_heads: 4\n  vocab_size: 1000\n  seq_length: 128\n"
+
+
 def _yaml_keys(root: Path) -> None:
-    sizes = "model:\n  num_layers: 2\n  hidden_size: 64\n  num_attention_heads: 4\n  vocab_size: 1000\n  seq_length: 128\n"
-    (root / "big.yaml").write_text(_fill(lambda i: f"  key_{i}: {i}\n", head=sizes))
+    """A `model:` section of five config fields and 1.9 MiB of keys no config has: another program's
+    configuration (yaml_file.is_bridges), refused in one line."""
+    (root / "big.yaml").write_text(_fill(lambda i: f"  key_{i}: {i}\n", head=_SIZES))
+
+
+def _yaml_env_keys(root: Path) -> None:
+    """A Bridge override file whose env_vars hold 1.9 MiB of variables: every one read, resolved and checked."""
+    (root / "big.yaml").write_text(_fill(lambda i: f"  KEY_{i}: '{i}'\n", head=_SIZES + "env_vars:\n"))
 
 
 def _yaml_commands_10k(root: Path) -> None:
@@ -304,6 +313,7 @@ CASES: list[Case] = [
     Case("yaml nested 100k deep", _write("deep.yaml", "model:\n  x: " + "[" * 100_000 + "]" * 100_000 + "\n"),
          ("check", "deep.yaml", "ok.py"), ("deep.yaml: YAML nested more than 100 levels deep",)),
     Case("yaml 1.9 MiB of keys", _yaml_keys, ("check", "big.yaml", "ok.py"), slow=True),
+    Case("yaml 1.9 MiB of environment variables", _yaml_env_keys, ("check", "big.yaml", "ok.py"), slow=True),
     Case("yaml 1.9 MiB of commands", _yaml_commands, ("check", "cards.yaml", "ok.py"),
          ("cards.yaml: more than 10,000 recipes and launch commands in one file",), slow=True),
     Case("yaml 10,000 commands", _yaml_commands_10k, ("check", "cards.yaml", "ok.py"), slow=True),
@@ -346,6 +356,8 @@ CASES: list[Case] = [
     Case("estimate: 5,000 recipes", _python_recipes, ("estimate", "recipes.py", "--recipe", "recipe_4999"),
          checks_ok=False, slow=True),
     Case("estimate: 1.9 MiB of yaml keys", _yaml_keys, ("estimate", "big.yaml"),
+         ("big.yaml: no recipe, override file or launch command found in it",), checks_ok=False, slow=True),
+    Case("estimate: 1.9 MiB of yaml environment variables", _yaml_env_keys, ("estimate", "big.yaml"),
          ("big.yaml: big.yaml: no verdict: cannot estimate without",), checks_ok=False, slow=True),  # its normal answer
     Case("estimate: 10,000 launch commands", _shell_commands, ("estimate", "many.sh"),
          ("many.sh: ",), checks_ok=False, slow=True),
@@ -357,8 +369,10 @@ CASES: list[Case] = [
          ("pipe.py: not a regular file (a named pipe (FIFO))",), checks_ok=False),
     Case("replay --dry-run: yaml alias bomb", _write("bomb.yaml", alias_bomb(11)),
          ("replay", "bomb.yaml", "--dry-run"), (ALIAS_ERROR,), checks_ok=False),
-    Case("replay --dry-run: 1.9 MiB of yaml keys", _yaml_keys, ("replay", "big.yaml", "--dry-run"), checks_ok=False,
-         slow=True),
+    Case("replay --dry-run: 1.9 MiB of yaml keys", _yaml_keys, ("replay", "big.yaml", "--dry-run"),
+         ("big.yaml: no recipe, override file or launch command found in it",), checks_ok=False, slow=True),
+    Case("replay --dry-run: 1.9 MiB of yaml environment variables", _yaml_env_keys,
+         ("replay", "big.yaml", "--dry-run"), checks_ok=False, slow=True),
     Case("replay --dry-run: 100,000 overrides", _shell_overrides, ("replay", "wide.sh", "--dry-run"),
          checks_ok=False, slow=True),
     Case("bisect pre-screen: yaml alias bomb", _bisect_bomb,
