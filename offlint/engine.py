@@ -399,8 +399,8 @@ def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[st
 def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, possible: bool,
              condition: str = "") -> Finding:
     read = list(scope.read)
-    anchor = _anchor(rule, read, resolved)
     message = render_message(check.message, scope)
+    anchor = _anchor(rule, read, resolved, message)
     conditions = [c for c in (resolved.unit.path_condition, condition) if c]
     if conditions:
         message = f"{message}\n(on the path where {' and '.join(conditions)})"
@@ -416,13 +416,18 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
                                                if v.assignment is not None)))
 
 
-def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit) -> Location:
-    """Where a finding points: the first of the rule's keys that the unit sets, else any key it read."""
+def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit, message: str = "") -> Location:
+    """Where a finding points: the first of the rule's keys that the unit sets (with `anchor: named`, the first that
+    the message names too: OFL202 pointed at `offload_modules = None`, the first of its keys a Bridge fork's PEFT
+    recipe set, where its message listed another), else any key it read."""
     by_key = {v.key: v for v in read}
-    for key in rule.keys:
-        value = by_key.get(key)
-        if value is not None and value.assignment is not None:
-            return value.assignment.location
+    set_keys = [by_key[key] for key in rule.keys if key in by_key and by_key[key].assignment is not None]
+    if set_keys:
+        chosen = set_keys[0]
+        if rule.anchor == "named":
+            chosen = next((v for v in set_keys if re.search(rf"\b{re.escape(v.key.rsplit('.', 1)[-1])}\b", message)),
+                          chosen)
+        return chosen.assignment.location
     if rule.keys and rule.keys[0].startswith("env.") and any(v.key == rule.keys[0] for v in read):
         # A rule about a missing variable (OFL301) points where the environment is defined, not at the other
         # settings it consulted (CUDA graphs, NCCL user buffers).

@@ -75,6 +75,9 @@ class Rule:
     file: str
     forms: tuple[str, ...] = field(default=())
     autofix: tuple = ()  # the fix as data, for `check --fix` (fix/spec.py AutoFix entries)
+    # where a finding points (engine._anchor): "first-set", the first of `keys` the unit sets; "named", the first
+    # the unit sets that the message names (OFL202 lists the inert settings it knows among many keys)
+    anchor: str = "first-set"
 
     @property
     def url(self) -> str:
@@ -204,6 +207,9 @@ def _build(data: dict, file: str) -> Rule:
             if kind in raw:
                 examples.append(Example(form, raw[kind], kind == "valid", str(raw.get("version", "")),
                                         bool(raw.get("strict", False)), tuple(sorted(files.items()))))
+    anchor = data.get("anchor", "first-set")
+    if anchor not in ("first-set", "named"):
+        raise ValueError(f"anchor must be first-set or named, not {anchor!r}")
     forms = tuple(dict.fromkeys(e.form for e in examples))
     for form in forms:
         kinds = {e.valid for e in examples if e.form == form}
@@ -214,7 +220,7 @@ def _build(data: dict, file: str) -> Rule:
         explanation=str(data.get("explanation", "")).strip(), fix=str(data.get("fix", "")).strip(),
         versions=versions, scope=scope, keys=tuple(data.get("keys", ())), checks=tuple(checks),
         mirrors=tuple(data.get("mirrors", ())), examples=tuple(examples), file=file, forms=forms,
-        autofix=fix_spec.parse(data.get("autofix"), "rule"),
+        autofix=fix_spec.parse(data.get("autofix"), "rule"), anchor=anchor,
     )
 
 

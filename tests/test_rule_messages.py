@@ -51,6 +51,8 @@ def peft_config():
     assert "?" not in finding.message, finding.message
     assert ("fine-grained settings have no effect: fine_grained_offloading_max_inflight_offloads=2; "
             in finding.message), finding.message
+    # it points at the setting it lists (line 12), not at the first of its keys the recipe sets (13, not known)
+    assert finding.location.line == 12, finding.location
 
 
 def test_inert_optimizer_settings_are_listed_with_commas(tmp_path, monkeypatch):
