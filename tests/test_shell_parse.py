@@ -308,6 +308,41 @@ def test_a_wrapper_put_in_front_inside_if_keeps_its_words_marked_conditional():
     assert not [c for c in cmds(changed) if c.argv and c.argv[0].value in ("nsys", "torchrun")]
 
 
+HEREDOC_LAUNCH = """\
+read -r -d '' INNER <<'EOF' || true
+cd "${BRIDGE}"
+python scripts/training/run_recipe.py \\
+    --recipe r_config \\
+    ${CLI}
+EOF
+CLI="model.cpu_offloading=true"
+srun --mpi=pmix bash -c "export CLI=\\"${CLI}\\"; ${INNER}"
+"""
+
+
+def test_a_script_read_from_a_here_document_is_run_where_it_is_expanded():
+    """Megatron Bridge's stepfun Slurm launchers: `read -r -d '' INNER_SCRIPT <<'EOF' ... EOF`, then
+    `srun ... bash -c "...; ${INNER_SCRIPT}"`. `read` had left the variable unknown, and the launch in it unread."""
+    result = parse_shell(HEREDOC_LAUNCH)
+    assert result.errors == []
+    python = find(HEREDOC_LAUNCH, "python")
+    assert values(python) == ["python", "scripts/training/run_recipe.py", "--recipe", "r_config",
+                              "model.cpu_offloading=true"]
+    assert python.line == 3  # inside the here-document
+    # an unquoted delimiter expands the document: offlint does not, so the variable stays unknown
+    expanded = HEREDOC_LAUNCH.replace("<<'EOF'", "<<EOF")
+    assert not [c for c in cmds(expanded) if c.argv and c.argv[0].value == "python"]
+    # so does a read of one line (no -d ''), or into several names
+    for other in ("read -r INNER <<'EOF' || true", "read -r -d '' INNER REST <<'EOF' || true"):
+        text = HEREDOC_LAUNCH.replace("read -r -d '' INNER <<'EOF' || true", other)
+        assert not [c for c in cmds(text) if c.argv and c.argv[0].value == "python"], other
+
+
+def test_a_here_document_without_r_joins_continued_lines_and_strips_tabs_with_a_dash():
+    text = "read -d '' INNER <<-'EOF'\n\tpython train.py \\\n\t  --lr 1\nEOF\nbash -c \"$INNER\"\n"
+    assert values(find(text, "python")) == ["python", "train.py", "--lr", "1"]
+
+
 def test_eval_payload():
     c = find('OPTS="--a 1"\neval "python x.py $OPTS"\n', "python")
     assert values(c) == ["python", "x.py", "--a", "1"]

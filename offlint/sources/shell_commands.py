@@ -262,6 +262,58 @@ class Commands:
                     else:
                         self.st.env[k] = v
 
+    def read_heredoc(self, command, redirect) -> None:
+        """`read -r -d '' NAME <<'EOF' ... EOF`: NAME holds the here-document, less the whitespace around it (Megatron
+        Bridge's Slurm launchers keep the script each task runs so, then `srun ... bash -c "...; ${NAME}"`; `read`
+        had left NAME unknown, and the launch in it unread). Only a whole document read into one name, and only a
+        literal one (a quoted delimiter, or no `$` nor backquote in it): an expanded one stays unknown."""
+        words = [self.raw(c) for c in command.named_children]
+        if not words or words[0] != "read":
+            return
+        names, raw, whole, i = [], False, False, 1
+        while i < len(words):
+            word = words[i]
+            if word in ("-d", "-rd") and i + 1 < len(words) and words[i + 1] in ("''", '""'):
+                whole, raw, i = True, raw or word == "-rd", i + 2
+            elif word == "-r":
+                raw, i = True, i + 1
+            elif word.startswith("-"):
+                return  # (another option: -a, -n, -p, ... read differently)
+            else:
+                names.append(word)
+                i += 1
+        body = next((c for c in redirect.children if c.type == "heredoc_body"), None)
+        start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
+        if not whole or len(names) != 1 or body is None or start is None:
+            return
+        a, b = self.ci(body.start_byte), self.ci(body.end_byte)
+        text, org = self.text[a:b], list(self.org[a:b])
+        quoted = self.raw(start)[:1] in ("'", '"', "\\")
+        if not quoted and ("$" in text or "`" in text):
+            return
+        if self.raw(redirect).startswith("<<-"):  # leading tabs of each line are not part of the document
+            kept = [k for k, c in enumerate(text) if not (c == "\t" and (k == 0 or text[k - 1] in "\n\t"))]
+            text, org = "".join(text[k] for k in kept), [org[k] for k in kept]
+        if not raw:  # a backslash and a newline join the lines; another backslash quotes the next character
+            out, kept, k = [], [], 0
+            while k < len(text):
+                if text[k] == "\\" and k + 1 < len(text):
+                    if text[k + 1] != "\n":
+                        out.append(text[k + 1])
+                        kept.append(org[k + 1])
+                    k += 2
+                    continue
+                out.append(text[k])
+                kept.append(org[k])
+                k += 1
+            text, org = "".join(out), kept
+        first = len(text) - len(text.lstrip(" \t\n"))
+        last = len(text.rstrip(" \t\n"))
+        pos = self.pos(command.start_byte)
+        old = self.st.env.get(names[0])
+        self.st.env[names[0]] = _Var(s=text[first:last], org=tuple(org[first:last]), lines=(pos[0],), pos=pos,
+                                     exported=bool(old and old.exported))
+
     def source(self, target: str | None, pos: Pos) -> None:
         """`source FILE` / `. FILE`: the variables the tree's FILE sets and exports, read on this state (its commands
         and functions are not this script's); where offlint cannot read it, the environment of what follows is open:

@@ -142,7 +142,10 @@ class _Walker(Commands, WordExpansion, Conditions):
                     self.st.env.pop(self.raw(c), None)
         elif t == "redirected_statement":
             body = n.child_by_field_name("body")
-            self.body(([body] if body else []) + [c for c in n.children if c.type == "heredoc_redirect"])
+            heredocs = [c for c in n.children if c.type == "heredoc_redirect"]
+            self.body(([body] if body else []) + heredocs)
+            if body is not None and body.type == "command" and heredocs:
+                self.read_heredoc(body, heredocs[0])
         elif t == "heredoc_redirect":  # skip the heredoc text, but not a pipeline written after `<<EOF`
             self.body(c for c in n.named_children if not c.type.startswith("heredoc_"))
         elif t == "list":
