@@ -21,6 +21,7 @@ from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, perf_env
+from offlint.sources.launch import take_recipe_sections
 from offlint.types import FileError, Layer, Unit, UnitKind
 
 
@@ -66,16 +67,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers
                                                                for a in layer.assignments], inherited=True)]
                 bridge_precision.inherit(unit, recipe)
-                # The launch environment is the shell's plus the recipe's cfg.env_vars: known when the recipe's is,
-                # or when the recipe sets none at all.
-                # (not where its script sourced a file offlint cannot read: Unit.env_open)
-                unit.env_known = not unit.env_open and ("env" in recipe.default_sections or recipe.env_unset)
-                unit.default_sections = frozenset(recipe.default_sections - {"env"}
-                                                  | ({"env"} if unit.env_known else set()))
-                unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items()
-                                         if s not in unit.default_sections}
-                if unit.env_open:
-                    unit.unknown_sections["env"] = unit.env_open
+                take_recipe_sections(unit, recipe)
             for name, where in unit.config_files:
                 target = _find_yaml(name, read.file.path, yaml_layers)
                 if target is not None:

@@ -673,7 +673,8 @@ def _read_batch(job: Job, files: list[SourceFile], digests: dict[str, str],
 
 def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[str, str]) -> FileOutcome:
     """Read one file into units, check the ones that stand alone, and note what the reading depended on."""
-    from offlint.engine import check_unit  # here: a warm run, answered from the cache, checks nothing
+    # here: a warm run, answered from the cache, checks nothing
+    from offlint.engine import check_unit, internal_error
 
     errors: list[FileError] = []
     reusable = job.reusable(file.path)
@@ -705,8 +706,6 @@ def read_one(file: SourceFile, job: Job, project: PythonProject, digests: dict[s
                 try:
                     outcome.findings.extend(check_unit(resolve(unit, job.version), job.rules, job.strict))
                 except Exception as exc:  # noqa: BLE001 - an offlint bug must not stop the other files
-                    from offlint.engine import internal_error
-
                     outcome.error, outcome.units, outcome.findings = internal_error(unit, exc), [], []
                     return outcome
     return outcome

@@ -330,10 +330,20 @@ def _built_recipe(unit: Unit, recipe: Unit) -> None:
     """The recipe as the performance scripts' selection code built it (its arguments included) becomes the
     launch's base, as `api` would link a named recipe; the name is then not linked again."""
     unit.layers.insert(0, Layer(f"recipe {recipe.name}", recipe.all_assignments(), inherited=True))
-    unit.env_known = "env" in recipe.default_sections or recipe.env_unset
-    unit.default_sections = frozenset(recipe.default_sections | ({"env"} if unit.env_known else set()))
-    unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items() if s not in unit.default_sections}
+    take_recipe_sections(unit, recipe)
     unit.recipe = ""
+
+
+def take_recipe_sections(unit: Unit, recipe: Unit) -> None:
+    """A launch run on top of `recipe` (linked by name, or built by the performance scripts): what it leaves unset
+    takes the recipe's defaults, or is unknown where the recipe's is. Its environment is the shell's plus the
+    recipe's cfg.env_vars: known when the recipe's is, or when the recipe sets none at all; not where its script
+    sourced a file offlint cannot read (Unit.env_open)."""
+    unit.env_known = not unit.env_open and ("env" in recipe.default_sections or recipe.env_unset)
+    unit.default_sections = frozenset(recipe.default_sections - {"env"} | ({"env"} if unit.env_known else set()))
+    unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items() if s not in unit.default_sections}
+    if unit.env_open:
+        unit.unknown_sections["env"] = unit.env_open
 
 
 def _perf_launch(project, location: Location, script_word: str | None, script: str, args: list[Arg]):

@@ -318,8 +318,7 @@ class Commands:
         """`source FILE` / `. FILE`: the variables the tree's FILE sets and exports, read on this state (its commands
         and functions are not this script's); where offlint cannot read it, the environment of what follows is open:
         the file may export anything (an environment file outside the tree, `source "$ENV_FILE"`)."""
-        path = self.sourced_path(target) if target else None
-        text = self.st.read_file(path) if path is not None and self.st.read_file is not None else None
+        path, text = self.sourced(target) if target else (None, None)
         budget = self.st.source_budget
         why = "" if text is not None else "is outside the tree" if target and target.startswith("/") else \
             "names a file the tree does not have" if target else "cannot be read"
@@ -349,22 +348,20 @@ class Commands:
             self.st.env[OPENED] = _Var(s=f"`source {target}` (line {pos[0]}) cannot be parsed", exported=True,
                                        pos=pos)
 
-    def sourced_path(self, target: str) -> str | None:
-        """The tree file `source TARGET` reads, as a path from the tree's root: next to the script, else from the
-        root (where launches are usually started); None outside the tree (absolute, or above its root)."""
-        if target.startswith("/") or any(c in self.st.holes.chars for c in target):
-            return None
+    def sourced(self, target: str) -> tuple[str | None, str | None]:
+        """(the tree file `source TARGET` reads, as a path from the tree's root, its text): next to the script, else
+        from the root (where launches are usually started); no text where neither is in the tree (absolute, above
+        its root, absent)."""
+        if target.startswith("/") or self.st.read_file is None:
+            return None, None
         here = posixpath.dirname(self.st.script.s) if self.st.script is not None else ""
-        found = None
         for base in dict.fromkeys((here, "")):
             path = posixpath.normpath(posixpath.join(base, target))
-            if path == ".." or path.startswith("../"):
-                continue
-            if found is None:
-                found = path
-            if self.st.read_file is not None and self.st.read_file(path) is not None:
-                return path
-        return found
+            if path != ".." and not path.startswith("../"):
+                text = self.st.read_file(path)
+                if text is not None:
+                    return path, text
+        return None, None
 
     def payload(self, f: _Field, penv: dict[str, _Var], assumes: tuple[str, ...] = ()) -> None:
         """`bash -c SCRIPT` (also behind srun/docker/...): read SCRIPT as a child shell with the exported env."""
