@@ -129,3 +129,47 @@ def test_sourcing_is_bounded_however_often_a_file_is_sourced():
     assert script.errors == []
     assert "`source big.sh` (line " in script.commands[-1].env_open
     assert "is more than offlint reads" in script.commands[-1].env_open
+
+
+@pytest.mark.parametrize("line", ["source /home/me/checkout/scripts/env.sh", "source /workspace/scripts/env.sh",
+                                  'REPO="${REPO_DIR:-/home/me/checkout}"\nsource "$REPO/scripts/env.sh"'])
+def test_an_absolute_path_ending_in_a_tree_file_reads_the_trees_copy(tmp_path, monkeypatch, line):
+    """geodesic-megatron's launcher sources `$REPO_DIR/pipeline_env_activate.sh`, REPO_DIR its author's checkout on
+    the cluster: the tree's file of that name is read for what it sets. What it leaves unset stays unknown (the
+    file on the cluster may differ), so no finding claims a variable unset."""
+    codes = _codes(tmp_path, monkeypatch, {"scripts/env.sh": "export NVTE_CPU_OFFLOAD_V1=1\n",
+                                           "scripts/train.sh": f"{line}\n{LAUNCH}"})
+    assert codes == {}
+    codes = _codes(tmp_path, monkeypatch, {"scripts/env.sh": "export NVTE_CPU_OFFLOAD_V1=0\n",
+                                           "scripts/train.sh": f"{line}\n{LAUNCH}"})
+    assert codes == {"OFL112": "error"}
+
+
+def test_an_absolute_path_the_tree_has_no_file_for_stays_open(tmp_path, monkeypatch):
+    codes = _codes(tmp_path, monkeypatch, {"scripts/env.sh": ENV_FILE,
+                                           "scripts/train.sh": f"source /home/me/checkout/scripts/other.sh\n{LAUNCH}"})
+    assert codes == {"OFL112": "warning"}
+
+
+def test_a_file_sourced_inside_a_branch_sets_its_variables_for_the_branch(tmp_path, monkeypatch):
+    """geodesic-megatron sources its environment file again inside each `srun bash -c` of an `if` choosing the
+    launcher: the launch in that branch sees NVTE_CPU_OFFLOAD_V1=1 (it had been "assigned differently on some
+    paths"). After the branch, it is what the same `export` in the branch gives (set, on that path)."""
+    inside = f'if [ "$USE_FT" = true ]; then\n    source scripts/env.sh\n    {LAUNCH}fi\n'
+    assert _codes(tmp_path, monkeypatch, {"scripts/env.sh": ENV_FILE, "scripts/train.sh": inside}) == {}
+    payload = (f'if [ "$USE_FT" = true ]; then\n    srun bash -c "\n        source scripts/env.sh\n        {LAUNCH}'
+               f'    "\nfi\n')
+    assert _codes(tmp_path, monkeypatch, {"scripts/env.sh": ENV_FILE, "scripts/train.sh": payload}) == {}
+    after = f'if [ "$USE_FT" = true ]; then\n    source scripts/env.sh\nfi\n{LAUNCH}'
+    exported = f'if [ "$USE_FT" = true ]; then\n    {ENV_FILE}fi\n{LAUNCH}'
+    assert _codes(tmp_path, monkeypatch, {"scripts/env.sh": ENV_FILE, "scripts/train.sh": after}) == \
+        _codes(tmp_path, monkeypatch, {"scripts/train.sh": exported})
+
+
+def test_the_trees_own_file_named_by_its_absolute_path_is_read_as_it(tmp_path, monkeypatch):
+    """`SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"; source "${SCRIPT_DIR}/env.sh"` (Megatron-LM's ModelOpt
+    examples): the path is absolute but in the tree, so what the file leaves unset is unset."""
+    codes = _codes(tmp_path, monkeypatch, {
+        "scripts/env.sh": "export NCCL_DEBUG=INFO\n",
+        "scripts/train.sh": f'SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"\nsource "${{SCRIPT_DIR}}/env.sh"\n{LAUNCH}'})
+    assert codes == {"OFL112": "error", "OFL301": "warning"}

@@ -5,6 +5,7 @@ argv and environment (the `Command` it reports), the builtins that set variables
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import replace
 
@@ -319,6 +320,9 @@ class Commands:
         and functions are not this script's); where offlint cannot read it, the environment of what follows is open:
         the file may export anything (an environment file outside the tree, `source "$ENV_FILE"`)."""
         path, text = self.sourced(target) if target else (None, None)
+        # the tree's copy of a file outside it (_tree_copy); not the tree's own file named by its absolute path
+        # (`$(dirname "$(readlink -f "$0")")/conf/arguments.sh`, Megatron-LM's ModelOpt examples)
+        copy = text is not None and target.startswith("/") and os.path.realpath(target) != os.path.realpath(path)
         budget = self.st.source_budget
         why = "" if text is not None else "is outside the tree" if target and target.startswith("/") else \
             "names a file the tree does not have" if target else "cannot be read"
@@ -333,7 +337,7 @@ class Commands:
         budget[0] -= len(text)
         env, commands, errors, funcs = dict(self.st.env), len(self.st.out.commands), len(self.st.out.errors), \
             set(self.st.funcs)
-        org = [(pos[0], pos[1], self.st.ctx)] * (len(text) + 1)
+        org = [(pos[0], pos[1], "")] * (len(text) + 1)  # (its text is unconditional, as the script's own)
         self.st.sourcing.append(path)
         try:
             type(self)(self.st, text, org, self.depth + 1, f"in {path}: ").run()
@@ -347,13 +351,18 @@ class Commands:
             self.st.env = env
             self.st.env[OPENED] = _Var(s=f"`source {target}` (line {pos[0]}) cannot be parsed", exported=True,
                                        pos=pos)
+        elif copy:  # what the tree's copy sets is taken; what it leaves unset, the real file may set
+            self.st.env[OPENED] = _Var(s=f"`source {target}` (line {pos[0]}) is outside the tree (read as its {path})",
+                                       exported=True, pos=pos)
 
     def sourced(self, target: str) -> tuple[str | None, str | None]:
         """(the tree file `source TARGET` reads, as a path from the tree's root, its text): next to the script, else
-        from the root (where launches are usually started); no text where neither is in the tree (absolute, above
-        its root, absent)."""
-        if target.startswith("/") or self.st.read_file is None:
+        from the root (where launches are usually started); for an absolute TARGET, the tree's copy (_tree_copy); no
+        text where none is in the tree (above its root, absent)."""
+        if self.st.read_file is None:
             return None, None
+        if target.startswith("/"):
+            return _tree_copy(target, self.st.read_file)
         here = posixpath.dirname(self.st.script.s) if self.st.script is not None else ""
         for base in dict.fromkeys((here, "")):
             path = posixpath.normpath(posixpath.join(base, target))
@@ -378,6 +387,18 @@ class Commands:
         org.append(org[-1] if org else (f.line, f.col, f.cond))
         type(self)(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()
+
+
+def _tree_copy(target: str, read_file) -> tuple[str | None, str | None]:
+    """(path, text) of the tree file an absolute `source` path ends in, the longest such ending first:
+    `source /home/me/geodesic-megatron/pipeline_env_activate.sh`, the launcher's own checkout on the cluster,
+    is the tree's pipeline_env_activate.sh (geodesic-megatron). (None, None) where no ending is a tree file."""
+    parts = [p for p in posixpath.normpath(target).split("/") if p]
+    for start in range(len(parts)):
+        text = read_file("/".join(parts[start:]))
+        if text is not None:
+            return "/".join(parts[start:]), text
+    return None, None
 
 
 def _opened_reason(opened: _Var) -> str:
