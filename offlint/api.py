@@ -170,10 +170,13 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
             for _, later in deferred:
                 if later.again:
                     cache.read_again(later.path)
-    link_commands(reads, errors, aliases)
+    relaunched = {id(unit) for unit in link_commands(reads, errors, aliases)}
+    if relaunched:  # YAML files checked as their launches run them: their stored findings give way
+        names = {(read.file.path, unit.name) for read in reads for unit in read.units if id(unit) in relaunched}
+        findings = [f for f in findings if (f.location.path, f.unit) not in names]
     for read in reads:
         for unit in read.units:
-            if unit.kind == UnitKind.COMMAND:
+            if unit.kind == UnitKind.COMMAND or id(unit) in relaunched:
                 _, key, used = keys.get(id(unit), (None, None, ()))
                 found = kept.get(key) if key is not None else None
                 if found is None:

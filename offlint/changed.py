@@ -30,6 +30,8 @@ _RECIPE_FLAG = re.compile(r"--recipe[=\s]+[\"']?([A-Za-z_]\w*)")
 _RECIPE_EXPANDED = re.compile(r"--recipe[=\s]+[\"']?((?:\$\{?[A-Za-z_]\w*(?::?[-=][\w.]*)?\}?|[A-Za-z0-9_])*\$[^\s\"';|&)]*)")
 _EXPANSION = re.compile(r"\$\{?([A-Za-z_]\w*)(?::?[-=][\w.]*)?\}?")
 _CONFIG_FILE = re.compile(r"--config[-_]file[=\s]+[\"']?([\w./-]+\.ya?ml)")
+# A launch's `--config-file` word, a file's name or an expansion (`"$CONFIG_FILE"`: chosen when it runs)
+_CONFIG_FILE_WORD = re.compile(rb"--config[-_]file[=\s]+[\"']?([^\s\"';|&)]+)")
 MAX_ROUNDS = 6  # base builders of base builders: deeper chains than this are not seen in Bridge
 MAX_BUILT_NAMES = 64  # recipe names one `--recipe` argument builds from its variables' values (_recipe_names)
 
@@ -152,6 +154,15 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
             for file in tree_files:
                 if file.kind == "yaml" and file.path not in chosen and file.path.endswith(name.lstrip("./")):
                     chosen[file.path] = SourceFile(file.path, "yaml", False)
+    yaml_targets = [t.path for t in targets if t.kind == "yaml"]
+    if yaml_targets:  # the launches that may run a changed YAML file: it is checked with their environment
+        for file in tree_files:
+            if file.kind != "python" and file.path not in chosen and b"config" in data[file.path]:
+                for word in _CONFIG_FILE_WORD.findall(data[file.path]):
+                    name = word.decode("utf-8", "replace").lstrip("./")
+                    if word.startswith(b"$") or any(path.endswith(name) for path in yaml_targets if name):
+                        chosen[file.path] = SourceFile(file.path, file.kind, False)
+                        break
     return tree_files, [chosen[f.path] for f in tree_files if f.path in chosen]
 
 

@@ -22,7 +22,7 @@ from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, perf_env
 from offlint.sources.launch import take_recipe_sections
-from offlint.types import FileError, Layer, Unit, UnitKind
+from offlint.types import Assignment, FileError, Layer, Source, Unit, UnitKind
 
 
 # `X as Y`; Y is matched in a lookahead so that `a as b as c` gives both pairs, as a search for each Y did.
@@ -31,9 +31,10 @@ _AS = re.compile(r"as\s")  # (a literal first: searched fast; the whitespace bef
 _WORD_CHAR = re.compile(r"\w")
 
 
-def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Aliases | None = None) -> None:
+def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Aliases | None = None) -> list[Unit]:
     """A launch command naming a recipe (or a YAML file) of the linted tree is checked on top of it. `aliases`: the
-    reads' `import X as Y`, when the caller looked at them already."""
+    reads' `import X as Y`, when the caller looked at them already. Returns the YAML units that took the
+    environment of the launches that run them (_take_launch_environment): their files' findings are checked again."""
     recipes: dict[str, list[Unit]] = {}
     for read in reads:
         for unit in read.units:
@@ -48,6 +49,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
         for unit in read.units:
             if unit.kind == UnitKind.YAML:
                 yaml_layers[Path(read.file.path).resolve()] = unit
+    launched_by: dict[int, list[Unit]] = {}  # id(YAML unit) -> the launches that name it
+    at_run_time: list[Unit] = []  # launches whose YAML file is chosen when they run
     for read in reads:
         for unit in read.units:
             if unit.kind != UnitKind.COMMAND:
@@ -73,6 +76,9 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 if target is not None:
                     base_layers.append(Layer(f"--config-file {name}", target.all_assignments(), inherited=True))
                     bridge_precision.inherit(unit, target)
+                    launched_by.setdefault(id(target), []).append(unit)
+            if unit.config_file_at_run_time:
+                at_run_time.append(unit)
             unit.layers = base_layers + unit.layers
             if unit.entry_script:  # a Megatron-LM style script in the tree shows whether it trains
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
@@ -91,6 +97,27 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
+    return [target for target in yaml_layers.values()
+            if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)]
+
+
+def _take_launch_environment(target: Unit, launches: list[Unit]) -> bool:
+    """A YAML override file is run by the launches that name it (or, where none does, by those choosing their file
+    when they run): each variable every one of them sets to the same value is set for it too. Bridge reads
+    NVTE_CPU_OFFLOAD_V1 from the environment of the process the launch starts, so OFL112 had warned on every YAML
+    file whose launcher sets it (geodesic-megatron's 24 Super fine-grained configs). A variable one of them leaves
+    unset or unknown stays unknown: the file may be run otherwise."""
+    shared: dict[str, Assignment] | None = None
+    for launch in launches:
+        env = {a.key: a for layer in launch.layers if not layer.inherited for a in layer.assignments
+               if a.source == Source.ENV and isinstance(a.value, str)}
+        shared = env if shared is None else {k: a for k, a in shared.items() if k in env and env[k].value == a.value}
+        if not shared:
+            return False
+    if not shared:
+        return False
+    target.layers.append(Layer("the environment of the launches that run it", list(shared.values()), inherited=True))
+    return True
 
 
 def _unknown_flags(unit: Unit, script: str | None, near: str, tree_text,

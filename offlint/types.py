@@ -179,6 +179,9 @@ class Unit:
     env_open: str = ""
     recipe: str = ""  # a launch command's `--recipe NAME`, linked to a recipe unit of the linted tree
     config_files: list[tuple[str, Location]] = field(default_factory=list)  # `--config-file X.yaml`
+    # A launch's `--config-file` word whose value is chosen when it runs (`"$CONFIG_FILE"`, the caller's `$1`), as
+    # written: it may run any YAML override of the tree (linking gives those files the environment it sets).
+    config_file_at_run_time: str = ""
     env_location: Location | None = None  # where the unit defines its environment (`cfg.env_vars = {...}`)
     # A performance-launcher command's script as written, then its arguments (None: unresolvable), for the
     # environment that launcher builds from them (sources/perf_env.py, applied when commands are linked).

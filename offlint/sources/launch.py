@@ -19,8 +19,10 @@ from offlint.types import Assignment, Defaults, Layer, Location, Source, Unit, U
 # Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
 HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_script.py", "bootstrap.py")
 # Commands that run their arguments: a launch line starts with one of these, python*, or the script itself.
-LAUNCHERS = ("torchrun", "uv", "uvx", "srun", "mpirun", "deepspeed", "accelerate", "env", "exec", "nohup", "time",
-             "numactl", "nsys", "timeout", "stdbuf", "taskset")
+_CONFIG_FILE_FLAGS = ("--config-file", "--config_file")
+# (ft_launcher: nvidia-resiliency-ext's fault-tolerant torchrun, with torchrun's options and its own --ft-*)
+LAUNCHERS = ("torchrun", "ft_launcher", "uv", "uvx", "srun", "mpirun", "deepspeed", "accelerate", "env", "exec",
+             "nohup", "time", "numactl", "nsys", "timeout", "stdbuf", "taskset")
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,15 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
                            _perf_launch(project, location, values[script_index], script, rest), inside)
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
+        return _opened(unit, env_open)
+    if script.endswith(".py") and any(a.value in _CONFIG_FILE_FLAGS or (a.value or "").startswith("--config-file=")
+                                      for a in rest):
+        # A project's own Bridge entry script given a YAML override (geodesic-megatron's `pipeline_training_run.py
+        # --config-file "$CONFIG_FILE" --model nano`): the recipe it builds is its own choice, so neither the model
+        # nor the environment is known; whether it trains is read from the script when linking (entry_scripts).
+        unit = _hydra_unit(name, script, rest, env, location, env_known=False, context=inside)
+        unit.launches_training = False
+        unit.entry_script = values[script_index] or ""
         return _opened(unit, env_open)
     return None
 
@@ -359,6 +370,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     layer = Layer("command line")
     recipe = ""
     config_files: list[tuple[str, Location]] = []
+    at_run_time = ""
     i = 0
     problems: list[tuple[Location, str]] = []  # Hydra refuses these at launch: reported as file errors
     written: list[tuple[Assignment, str]] = []  # (an override, the branch its word is appended on, if any)
@@ -372,13 +384,15 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
             continue
         arg = args[i]
         value = arg.value
-        if value in ("--recipe", "--config-file", "--config_file") and i + 1 < len(args):
+        if value in ("--recipe", *_CONFIG_FILE_FLAGS) and i + 1 < len(args):
             target = args[i + 1]
             if value == "--recipe":
                 # An unresolvable name still means "a recipe": its values are unknown, not defaults.
                 recipe = target.value or "<unresolved>"
             elif target.value:
                 config_files.append((target.value, target.location))
+            else:
+                at_run_time = target.text
             i += 2
             continue
         if value and value.startswith("--recipe="):
@@ -421,6 +435,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     if perf_launch is not None and perf_launch.recipe_unit is not None:
         _built_recipe(unit, perf_launch.recipe_unit)
     unit.config_files = config_files
+    unit.config_file_at_run_time = at_run_time
     if problems:
         raise CommandProblem("; ".join(f"line {loc.line}: {msg}" for loc, msg in problems))
     return unit
