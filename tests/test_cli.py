@@ -197,6 +197,18 @@ def test_pyproject_configuration(project):
     assert_one_line_errors(bad.stderr, 1)
 
 
+def test_a_gpu_offlint_does_not_know_in_the_configuration_is_a_one_line_error(project):
+    """`gpu = "mi300x"` had been the default H100 in `check`, its memory verdicts given against 78.6 GiB without a
+    word (a ROCm fork's user would read a false OFL303)."""
+    (project / "pyproject.toml").write_text("[tool.offlint]\ngpu = 'mi300x'\n")
+    bad = run("check", "bad.py", cwd=project)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert_one_line_errors(bad.stderr, 1)
+    assert "pyproject.toml: [tool.offlint] gpu: unknown GPU 'mi300x': use one of h100-80gb" in bad.stderr
+    (project / "pyproject.toml").write_text("[tool.offlint]\ngpu = '192'\n")
+    assert run("check", "bad.py", cwd=project).returncode == 1
+
+
 def test_rule_and_rules_commands(project):
     listing = run("rules", cwd=project)
     assert listing.returncode == 0 and "OFL102  activation-offload-pipeline" in listing.stdout
