@@ -25,6 +25,7 @@ from offlint.options import color_option
 from offlint.terminal import message, plural
 from offlint.usage import fail as _fail
 from offlint.discover import DEFAULT_EXCLUDE, EXTENSIONS, Exclusion
+from offlint.estimate.devices import DeviceError, parse_device
 from offlint.versions import VersionError, checked_as, parse_version
 
 
@@ -157,6 +158,11 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
         config = load_config(Path.cwd())
     except ConfigError as exc:
         _fail(str(exc))
+    if config.gpu is not None:  # an unknown one had been the default H100 in `check`, without a word
+        try:
+            parse_device(config.gpu)
+        except DeviceError as exc:
+            _fail(f"{config.path}: [tool.offlint] gpu: {exc}")
     paths = list(paths) or ["."]
     stdin = None
     if paths == ["-"]:

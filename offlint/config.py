@@ -9,7 +9,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from offlint.estimate.devices import DeviceError, parse_device
 from offlint.reading import ReadError, read_text
 
 if sys.version_info >= (3, 11):
@@ -100,11 +99,6 @@ def load_config(start: Path) -> ProjectConfig:
     gpu = table.get("gpu")
     if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, (str, int, float))):
         raise ConfigError(f"{path}: gpu must be a device name such as \"h100-80gb\" or a capacity in GiB")
-    if gpu is not None:
-        try:  # a GPU offlint does not know had been the default H100 in `check`: its memory verdicts, without a word
-            parse_device(str(gpu))
-        except DeviceError as exc:
-            raise ConfigError(f"{path}: [tool.offlint] gpu: {exc}") from None
     config.gpu = str(gpu) if gpu is not None else None
     for key in ("exclude", "extend-exclude"):
         value = table.get(key)
