@@ -713,7 +713,7 @@ def oom_floor_gib(scope: Scope) -> object:
 
 
 def _expandable(scope: Scope) -> bool | None:
-    for key in ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"):
+    for key in oom.ALLOCATOR_ENV_KEYS:
         scope.key(key)
     return oom.expandable(scope.lookup)
 

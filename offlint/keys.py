@@ -110,6 +110,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("env.NVTE_CPU_OFFLOAD_V1", "str", None),
     _k("env.PYTORCH_CUDA_ALLOC_CONF", "str", None),
     _k("env.PYTORCH_ALLOC_CONF", "str", None),  # the newer spelling torch also reads
+    _k("env.PYTORCH_HIP_ALLOC_CONF", "str", None),  # what torch's ROCm builds read where the CUDA name is unset
     _k("env.NCCL_GRAPH_REGISTER", "str", None),  # "0" is expandable_segments' partner under CUDA graphs
     # Bridge's top-level mixed precision recipe name ("bf16_mixed", ...)
     _k("mixed_precision", "str", None),

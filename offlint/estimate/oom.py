@@ -416,10 +416,14 @@ def oom_verdict(result: Estimate, dev: Device) -> str:
     return agreed(judge, dev, "uncalibrated")
 
 
+# The variables torch's caching allocator reads its options from (CUDAAllocatorConfig: the HIP name on ROCm builds)
+ALLOCATOR_ENV_KEYS = ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF", "env.PYTORCH_HIP_ALLOC_CONF")
+
+
 def expandable(lookup: Lookup) -> bool | None:
     """Whether the launch sets expandable_segments:True (None: its environment is not known)."""
     unknown = False
-    for key in ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"):
+    for key in ALLOCATOR_ENV_KEYS:
         value = lookup(key)
         if value.is_unknown:
             unknown = True
