@@ -21,7 +21,7 @@ from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, perf_env
-from offlint.sources.launch import take_recipe_sections
+from offlint.sources.launch import TRAINING_ONLY_FLAGS, take_recipe_sections
 from offlint.types import Assignment, FileError, Layer, Source, Unit, UnitKind
 
 
@@ -82,6 +82,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             unit.layers = base_layers + unit.layers
             if unit.entry_script:  # a Megatron-LM style script in the tree shows whether it trains
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
+                if trains == entry_scripts.ARGUMENTS_CHOOSE:
+                    trains = any(flag in TRAINING_ONLY_FLAGS for flag, _ in unit.launch_flags)
                 if trains is not None:
                     unit.launches_training = trains
                 if unit.launch_flags:  # and which flags its parser has

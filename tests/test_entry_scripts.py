@@ -384,3 +384,32 @@ def test_an_evaluation_harness_run_is_not_a_training_launch(tmp_path):
     tree = _tree(tmp_path, {"examples/q/run_lm_evaluate.sh": LAUNCH.format(script="lm_evaluate_q.py"),
                             "examples/q/lm_evaluate_q.py": harness})
     assert _ofl301(tree) == []
+
+
+TASKS_MAIN = """\
+import sys
+from megatron.training import get_args, initialize_megatron
+
+if __name__ == '__main__':
+    initialize_megatron()
+    args = get_args()
+    if args.task == 'RACE':
+        from race.finetune import main
+    elif args.task in ['LAMBADA', 'WIKITEXT103']:
+        from zeroshot_gpt.evaluate import main
+    main()
+"""
+RACE_FINETUNE = "from finetune_utils import finetune\n\ndef main():\n    finetune(None, None)\n"
+ZEROSHOT_EVALUATE = "def main():\n    print('scored')\n"
+
+
+def test_an_entry_point_imported_on_each_branch_leaves_it_to_the_flags(tmp_path):
+    """Megatron-LM's (and Megatron-DeepSpeed's) tasks/main.py imports `main` from the module its `--task` names:
+    only the last import had been followed (an evaluation), so the RACE fine-tuning launch was not one. Where the
+    branches disagree, the launch's flags decide (--lr: it trains; the zero-shot evaluation passes none)."""
+    tuning = LAUNCH.format(script="tasks/main.py").replace("--bf16", "--bf16 --task RACE --lr 1e-5 --epochs 3")
+    scoring = LAUNCH.format(script="tasks/main.py").replace("--bf16", "--bf16 --task LAMBADA")
+    tree = _tree(tmp_path, {"finetune_race.sh": tuning, "eval_lambada.sh": scoring, "tasks/main.py": TASKS_MAIN,
+                            "tasks/race/finetune.py": RACE_FINETUNE, "tasks/finetune_utils.py": "",
+                            "tasks/zeroshot_gpt/evaluate.py": ZEROSHOT_EVALUATE})
+    assert _ofl301(tree) == ["finetune_race.sh"]

@@ -41,8 +41,14 @@ _MAX_FUNCTIONS = 400  # past this many functions followed the answer stays open
 TreeText = Callable[[str, str], "str | None"]
 
 
-def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> bool | None:
-    """True / False where the entry `script` (as the launch writes it) is in the tree and decides, else None.
+# `trains`' answer for a script whose arguments choose what runs, training on some paths only (tasks/main.py's
+# `--task`): a launch of it trains where it gives a flag only training reads (launch.TRAINING_ONLY_FLAGS)
+ARGUMENTS_CHOOSE = "arguments choose"
+
+
+def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> bool | str | None:
+    """True / False where the entry `script` (as the launch writes it) is in the tree and decides, ARGUMENTS_CHOOSE
+    where it trains on some of the paths its arguments choose, else None.
 
     `launch_path`: the file that launches it (a relative script path is tried from its folder, then from each
     folder above it: scripts often `cd` to the repository root first). `tree_text(path, near)`: a file's text,
@@ -96,12 +102,14 @@ class _Reach:
         self.modules: dict[str, _Module | None] = {} if parsed is None else parsed
         self.followed: set[tuple[str, str]] = set()
         self.search_paths: list[str] = []  # folders the modules read so far add to sys.path (_Module.search_paths)
+        self.chosen = False  # a name imported on several branches, one of which trains, left the answer open
 
-    def module_trains(self, path: str) -> bool | None:
+    def module_trains(self, path: str) -> bool | str | None:
         module = self._module(path)
         if module is None:
             return None
-        return self._calls_train(module, module.top_level, ())
+        answer = self._calls_train(module, module.top_level, ())
+        return ARGUMENTS_CHOOSE if answer is None and self.chosen else answer
 
     def _module(self, path: str) -> _Module | None:
         if path not in self.modules:
@@ -140,6 +148,13 @@ class _Reach:
             return self._follow(module, name, stack)
         if name in module.classes or name not in module.imports:
             return False  # a class of this module (its methods are judged by name), a builtin, a local
+        if name in module.several_imports:  # the run's arguments choose which
+            answers = {self._imported_trains(module, source, original, stack, hops)
+                       for source, original in module.several_imports[name]}
+            if len(answers) == 1:
+                return answers.pop()
+            self.chosen = self.chosen or True in answers
+            return None
         source, original = module.imports[name]
         return self._imported_trains(module, source, original, stack, hops)
 
@@ -235,6 +250,9 @@ class _Module:
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: set[str] = set()
         self.imports: dict[str, tuple[str, str]] = {}  # local name -> (module as written, name there)
+        # a name imported from more than one place, each (branches choosing what `main` is: tasks/main.py's
+        # `if args.task == 'RACE': from race.finetune import main` / `elif ...: from orqa.evaluate import main`)
+        self.several_imports: dict[str, list[tuple[str, str]]] = {}
         self.module_imports: dict[str, str] = {}  # `import a.b as m`: m -> "a.b"
         self.top_level: list[ast.stmt] = []
         for node in tree.body:
@@ -249,7 +267,12 @@ class _Module:
             if isinstance(node, ast.ImportFrom):
                 source = "." * node.level + (node.module or "")
                 for alias in node.names:
-                    self.imports[alias.asname or alias.name] = (source, alias.name)
+                    name, binding = alias.asname or alias.name, (source, alias.name)
+                    if self.imports.get(name, binding) != binding:
+                        self.several_imports.setdefault(name, [self.imports[name]])
+                    if name in self.several_imports and binding not in self.several_imports[name]:
+                        self.several_imports[name].append(binding)
+                    self.imports[name] = binding
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:

@@ -195,7 +195,7 @@ def _env_layer(env: dict[str, EnvArg]) -> Layer:
 _TRAINING_FLAGS = frozenset({"--train-iters", "--train-samples", "--global-batch-size", "--micro-batch-size",
                              "--lr", "--lr-decay-iters", "--lr-warmup-iters", "--save-interval"})
 # Flags only training reads, never a generation script (which may take the batch and save flags above).
-_TRAINING_ONLY_FLAGS = frozenset({"--train-iters", "--train-samples", "--lr", "--lr-decay-iters",
+TRAINING_ONLY_FLAGS = frozenset({"--train-iters", "--train-samples", "--lr", "--lr-decay-iters",
                                   "--lr-warmup-iters"})
 # Sampling flags of Megatron-LM's text-generation tools (their own argument groups): a command with these and
 # no training-only flag generates text.
@@ -221,7 +221,7 @@ def trains_by_flags(script: str, args: list[Arg]) -> bool:
     """Whether a Megatron-LM style launch trains, judged by its script's name and its flags (where its code
     does not decide: linking asks entry_scripts). A training-only flag always means training."""
     flags = {(a.value or "").split("=", 1)[0] for a in args}
-    if flags & _TRAINING_ONLY_FLAGS:
+    if flags & TRAINING_ONLY_FLAGS:
         return True
     if flags & _GENERATION_FLAGS:
         return False
