@@ -18,6 +18,7 @@ from offlint import gpus, keys
 from offlint.conditions import _COMPARE, UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
+from offlint.sources.bridge_checks import NOT_CONFIG_FIELDS
 from offlint.types import (Assignment, ByVersion, Finding, Location, OneOf, Related, Severity, Source, Unit, Unknown,
                            Value)
 
@@ -408,12 +409,13 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
         unknowns = [v for v in read if v.is_unknown]
         named = "; ".join(f"{v.key}: {v.value.reason}" for v in unknowns if isinstance(v.value, Unknown))
         message = f"{message}\n(depends on unknown values: {named})" if named else message
-    related = tuple(_related(v) for v in read if v.assignment is not None and v.assignment.location != anchor)
+    # (the tree's Bridge code noted as keys is no setting: OFL217 listed "bridge_expert_tp_default = ConfigContainer(...)")
+    settings = [v for v in read if v.assignment is not None and v.key not in NOT_CONFIG_FIELDS]
+    related = tuple(_related(v) for v in settings if v.assignment.location != anchor)
     return Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message, location=anchor,
                    unit=resolved.unit.name, related=tuple(dict.fromkeys(related)), fix=check.fix or rule.fix,
                    possible=possible, url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path,
-                   written=tuple(dict.fromkeys((v.key, v.assignment.location) for v in read
-                                               if v.assignment is not None)))
+                   written=tuple(dict.fromkeys((v.key, v.assignment.location) for v in settings)))
 
 
 def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit, message: str = "") -> Location:

@@ -125,3 +125,14 @@ def test_an_unset_expert_tp_is_the_trees_bridge_default(tree):
     assert "(128: TP4 x PP1 x CP1, EP32)" in found["vl_moe_sft_config"]
     (tree / "megatron" / "bridge" / "models" / "transformer_config.py").write_text(MOE_DEFAULT)
     assert _refused(tree, recipe) == {}
+
+
+def test_what_the_trees_bridge_says_is_not_listed_among_the_settings(tree):
+    """The tree's checks are noted on a unit as keys (bridge_checks.NOT_CONFIG_FIELDS); a finding's related
+    locations had listed "bridge_eval_batch_check = ConfigContainer(...)" beside the batch sizes it read."""
+    _with_own_bridge(tree, OWN_CONFIG)
+    (tree / "bridge" / "recipes" / "vl.py").write_text(HEADER + _recipe("a_8gpu_h100_bf16_config", 36, 4))
+    finding = next(f for f in check_json(tree, "--no-cache") if f["code"] == "OFL217")
+    notes = [r["note"] for r in finding["related"]]
+    assert any(note.startswith("train.micro_batch_size = 4") for note in notes)
+    assert not any(note.startswith("bridge_") for note in notes), notes

@@ -26,6 +26,8 @@ _MODULE = "megatron.bridge.utils.cuda_graph"
 _VALIDATOR = "\ndef validate_cuda_graph_configuration("
 EXPERT_TP_DEFAULT = "bridge_expert_tp_default"  # "path:line", or NO_DEFAULT; not a config field
 NO_DEFAULT = "none"
+# What the tree's Bridge code says, noted as keys: no finding lists them among the settings it read
+NOT_CONFIG_FIELDS = frozenset({LOCAL_GRAPH_CHECK, EVAL_BATCH_CHECK, EXPERT_TP_DEFAULT})
 _CONFIG_MODULE = "megatron.bridge.training.config"
 _MODEL_CONFIG_MODULE = "megatron.bridge.models.transformer_config"
 _EXPERT_TP_ONE = re.compile(r"expert_tensor_parallel_size is None and [\w.]*expert_model_parallel_size > 1:\s*\n"
