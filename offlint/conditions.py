@@ -750,17 +750,22 @@ def at_risk_fix(scope: Scope) -> str:
 
 @_needs_scope
 def layout_division(scope: Scope) -> object:
-    """Why the unit's parallel layout cannot run on the GPU count its name gives (Bridge's `..._64gpu_...`), in
-    megatron-core's words; "" when it can, when the name gives no count, or for a launch (its world size is its
-    own: a model-verification card runs a 416-GPU recipe on 352 GPUs at PP11). initialize_model_parallel raises when
+    """Why the unit's parallel layout cannot run on the GPU count its name gives (Bridge's `..._64gpu_...`), or a
+    launch on the one its launcher starts (torchrun's `--nproc-per-node` x `--nnodes`, a performance launch's `-ng`),
+    in megatron-core's words (Megatron-LM's, whose validate_args asserts first); "" when it can, or when neither says
+    (a launch's world size is its own, whatever its recipe's name: a model-verification card runs a 416-GPU recipe
+    on 352 GPUs at PP11). initialize_model_parallel raises when
     TP x PP x CP does not divide the world size, then when ETP x EP x PP does not. An unset ETP is TP's value in
     megatron-core (ModelParallelConfig.__post_init__) but 1 with EP > 1 in Megatron Bridge since 6f2f546ef
     (July 2026, transformer_config._set_moe_expert_tensor_parallel_default): read from the tree's Bridge, and where
     the tree has none the finding must hold for both. "" when a size it needs is unknown: no crash is claimed on a
     layout offlint cannot read."""
-    if scope.names.get("unit_kind") != "recipe":
-        return ""  # a launch's world size is its own (nodes x GPUs per node), whatever recipe it names
-    world = gpus_in_name(str(scope.names.get("unit_name", "")))
+    if scope.names.get("unit_kind") == "recipe":
+        world = gpus_in_name(str(scope.names.get("unit_name", "")))
+        said = f"the recipe name says {world}"
+    else:  # a launch runs on its own world size, whatever recipe it names: the one its launcher states
+        world = int(scope.names.get("launch_gpus", 0))
+        said = f"the launch starts {world}"
     if not world:
         return ""
     dense = [scope.key(f"model.{name}") for name in (
@@ -769,8 +774,12 @@ def layout_division(scope: Scope) -> object:
         return ""  # no crash is claimed on a layout offlint cannot read (as no OOM without a number)
     tp, pp, cp = (int(v) if v else 1 for v in dense)
     if world % (tp * pp * cp):
-        return (f"TP{tp} x PP{pp} x CP{cp} needs a multiple of {tp * pp * cp} GPUs, and the recipe name says {world}: "
-                f"megatron-core raises \"world_size ({world}) is not divisible by {tp * pp * cp}\"")
+        if scope.names.get("defaults") == Defaults.MLM_CLI.value:  # its validate_args asserts first (0.14 on)
+            stop = (f"Megatron-LM's validate_args asserts \"world size ({world}) is not divisible by total_model_size "
+                    f"(total_model_size={tp * pp * cp})\"")
+        else:
+            stop = f"megatron-core raises \"world_size ({world}) is not divisible by {tp * pp * cp}\""
+        return f"TP{tp} x PP{pp} x CP{cp} needs a multiple of {tp * pp * cp} GPUs, and {said}: {stop}"
     ep, etp = scope.key("model.expert_model_parallel_size"), scope.key("model.expert_tensor_parallel_size")
     if UNKNOWN in (ep, etp):
         return ""
@@ -778,8 +787,8 @@ def layout_division(scope: Scope) -> object:
     # TP's value or 1: a world size that 1 x EP x PP does not divide, TP x EP x PP does not divide either
     etp = _fewest_etp(etp, ep, tp, scope)
     if world % (etp * ep * pp):
-        return (f"the expert layout ETP{etp} x EP{ep} x PP{pp} needs a multiple of {etp * ep * pp} GPUs, and the "
-                f"recipe name says {world}: megatron-core raises \"world_size ({world}) is not divisible by "
+        return (f"the expert layout ETP{etp} x EP{ep} x PP{pp} needs a multiple of {etp * ep * pp} GPUs, and {said}: "
+                f"megatron-core raises \"world_size ({world}) is not divisible by "
                 f"expert_tensor_model_pipeline_parallel size ({etp * ep * pp})\"")
     return ""
 

@@ -33,6 +33,7 @@ class Arg:
     unknown: str = ""
     conditional: str = ""
     flags: tuple[str, ...] | None = ()  # an unresolvable word's possible flags; None: any (shell_values.Word)
+    assumed: tuple[str, ...] = ()  # the environment variables whose defaults its value took (shell_values.Word)
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,15 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
             unit = mlm_unit(name, rest, env, location, trains_by_flags(script, rest), inside)
             unit.entry_script = values[script_index] or ""
+            unit.launch_gpus = launcher_world_size(argv[:script_index])
             return _opened(unit, env_open)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside)
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
+        elif not unit.launch_gpus:  # (a performance launch's is its -ng)
+            unit.launch_gpus = launcher_world_size(argv[:script_index])
         return _opened(unit, env_open)
     if script.endswith(".py") and any(a.value in _CONFIG_FILE_FLAGS or (a.value or "").startswith("--config-file=")
                                       for a in rest):
@@ -86,6 +90,50 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         unit.entry_script = values[script_index] or ""
         return _opened(unit, env_open)
     return None
+
+
+# torchrun's (and torch.distributed.launch's, ft_launcher's) options for the processes it starts
+_NPROC = ("--nproc-per-node", "--nproc_per_node")
+_NNODES = ("--nnodes",)
+_DISTRIBUTED_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def launcher_world_size(words: list[Arg]) -> int:
+    """The processes a torchrun-style launcher starts, `--nproc-per-node N` times `--nnodes M` (1 when it gives none),
+    from the words before the script; 0 where they do not say: no such launcher, no stated count (torchrun's
+    default of one process is rarely what a script means), a count that is not a number (`gpu`, `$GPUS`), an
+    elastic range of nodes (`--nnodes 1:4`), a count the environment chooses (`--nnodes ${SLURM_NNODES:-1}`, PAI's
+    `${WORLD_SIZE:-1}`), or a word offlint cannot read that may hold either option (`$DIST_ARGS`; not the value
+    of `--master_addr $MASTER_ADDR`)."""
+    launcher = next((i for i, word in enumerate(words)
+                     if word.value is not None and (posixpath.basename(word.value) in ("torchrun", "ft_launcher")
+                                                    or word.value in _DISTRIBUTED_MODULES)), None)
+    if launcher is None:
+        return 0
+    found: dict[str, str] = {}
+    i = launcher + 1
+    while i < len(words):
+        word = words[i].value
+        name = (word if word is not None else words[i].text).partition("=")[0]
+        if name in _NPROC + _NNODES:
+            if word is None or "=" in word:  # `--nnodes=2` (or a word offlint cannot read)
+                given, value = words[i], word.partition("=")[2] if word is not None else None
+            elif i + 1 < len(words):  # `--nnodes 2`: the next word
+                i += 1
+                given, value = words[i], words[i].value
+            else:
+                return 0
+            if value is None or given.assumed:
+                return 0
+            found["nproc" if name in _NPROC else "nnodes"] = value
+        elif word is None and not name.lstrip("\"'").startswith("--"):
+            return 0  # a variable's words
+        elif word is not None and word.startswith("--") and "=" not in word and i + 1 < len(words) \
+                and words[i + 1].value is None and not words[i + 1].text.lstrip("\"'").startswith("-"):
+            i += 1  # an option's value offlint cannot read (`--master_addr $MASTER_ADDR`)
+        i += 1
+    nproc, nnodes = found.get("nproc", ""), found.get("nnodes", "1")
+    return int(nproc) * int(nnodes) if nproc.isdigit() and nnodes.isdigit() and int(nproc) > 0 else 0
 
 
 def _opened(unit: Unit, env_open: str) -> Unit:

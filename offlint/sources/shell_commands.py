@@ -180,7 +180,15 @@ class Commands:
                 toks.append(c)  # (a `$` glued to "..." is bash's translated string; drop the `$`)
         noted, self.st.noted = self.st.noted, {}
         try:
-            fields = [f for t in toks for f in self.token(t)]
+            fields, assumed = [], []  # (the defaults each token's expansion took, for its words)
+            for t in toks:
+                seen, self.st.seen = self.st.seen, {}
+                try:
+                    more = self.token(t)
+                    assumed += [tuple(self.st.seen)] * len(more)
+                    fields += more
+                finally:
+                    self.st.seen = {**seen, **self.st.seen}
             penv: dict[str, _Var] = {}
             for a in prefix:
                 name_n = a.child_by_field_name("name")
@@ -200,16 +208,21 @@ class Commands:
         # the decisions from defaults on this command's path, its words' and its environment's
         notes = dict.fromkeys([*self.st.control, *read, *(n for v in exported.values() for n in v.notes)])
         assumes = tuple(sorted(notes, key=lambda note: self.st.order.get(note, 0)))
-        words = [f.word(self.st.holes) for f in fields]
+        inherited = self.st.assumed
+        words = [replace(f.word(self.st.holes), assumed=took + inherited) if took or inherited
+                 else f.word(self.st.holes) for f, took in zip(fields, assumed)]
         opened = self.st.env.get(OPENED)
         self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes, self.st.ctx,
                                             _opened_reason(opened) if opened is not None else ""))
         vals = [w.value for w in words]  # None for a word with a hole
         self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
+        if vals[0] == "eval":  # (`eval $cmd`: its code's words took the defaults $cmd's value took)
+            self.st.assumed = tuple(dict.fromkeys([*inherited, *(name for took in assumed for name in took)]))
         try:
             self.builtin(fields, vals)
         finally:
             del self.st.control[len(self.st.control) - len(read):]
+            self.st.assumed = inherited
         # (eval's payload is its words joined and read again, quotes and all: builtin() read it, any `sh -c` in it too)
         j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH and vals[0] != "eval" else None
         if j is not None:

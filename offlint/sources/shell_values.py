@@ -38,6 +38,9 @@ class Word:
     # when value is None: its last path component where only the directories before it are unknown
     # (`$MEGATRON_LM_DIR/pretrain_gpt.py` gives "pretrain_gpt.py"), else ""
     name: str = ""
+    # the variables whose default (`${X:-d}`, X not set in the script) its value took: the environment the script
+    # runs in chooses it (`NNODES=${SLURM_NNODES:-1}`)
+    assumed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -417,6 +420,7 @@ class _State:
         self.locals: list[dict] = []
         self.hidden: set[str] = set()
         self.seen: dict[str, None] = {}  # variables whose default the expansion being read took
+        self.assumed: tuple[str, ...] = ()  # those an eval's words took: every word of the code it runs took them
         self.noted: dict[str, None] = {}  # the decisions (their notes) the values being read rest on
         self.control: list[str] = []  # the decisions (notes) of the decided branches being read
         self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with

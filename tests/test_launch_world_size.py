@@ -1,0 +1,53 @@
+"""OFL216 on a launch: the world size its launcher states (torchrun's `--nproc-per-node` x `--nnodes`) against its
+parallel layout. Megatron-LM d98e8a6's examples/bert/train_bert_340m_distributed.sh starts 8 processes
+(GPUS_PER_NODE=8, NUM_NODES=1) with TP8 x PP16: validate_args asserts before anything else (a helper's triage of
+two forks found OFL218 naming a later assert as the first failure). A count the environment chooses
+(`NNODES=${SLURM_NNODES:-1}`, PAI's `${WORLD_SIZE:-1}`) is not the launch's: no finding. Fixtures of our own.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.check_helpers import check_json
+
+FLAGS = ("pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --num-layers 32 "
+         "--hidden-size 1024 --num-attention-heads 16 --micro-batch-size 1 --global-batch-size 64 --train-iters 10 "
+         "--seq-length 512 --max-position-embeddings 512\n")
+
+
+def _ofl216(tmp_path, script: str) -> list[str]:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.sh").write_text(script)
+    return [f["message"] for f in check_json(tmp_path, "--no-cache") if f["code"] == "OFL216"]
+
+
+def test_a_launch_stating_fewer_gpus_than_its_layout_needs(tmp_path):
+    script = ('GPUS_PER_NODE=8\nNUM_NODES=1\n'
+              'DISTRIBUTED_ARGS=(--nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES --master_addr $MASTER_ADDR)\n'
+              f'torchrun ${{DISTRIBUTED_ARGS[@]}} {FLAGS}')
+    assert _ofl216(tmp_path, script) == [
+        'TP8 x PP16 x CP1 needs a multiple of 128 GPUs, and the launch starts 8: Megatron-LM\'s validate_args asserts '
+        '"world size (8) is not divisible by total_model_size (total_model_size=128)"']
+
+
+@pytest.mark.parametrize("launcher", [
+    "torchrun --nproc_per_node 8 --nnodes 16",  # 128 GPUs: it divides
+    "torchrun --nproc_per_node 8 --nnodes ${SLURM_NNODES:-1}",  # the scheduler chooses
+    'NNODES=${WORLD_SIZE:-1}\ntorchrun --nproc_per_node 8 --nnodes $NNODES',  # the platform chooses
+    'NNODES=${WORLD_SIZE:-1}\ncmd="torchrun --nproc_per_node 8 --nnodes $NNODES"\neval $cmd',  # (Pai's convertors)
+    "torchrun --nproc_per_node 8 --nnodes 1:16",  # elastic
+    "torchrun $DIST_ARGS",  # not in the script
+    "torchrun --nproc_per_node gpu",
+    "python",  # no launcher: the environment's world size
+])
+def test_no_finding_where_the_launch_does_not_state_its_world_size_or_it_divides(tmp_path, launcher):
+    assert _ofl216(tmp_path, f"{launcher} {FLAGS}") == []
+
+
+def test_a_bridge_launch_is_judged_on_its_overrides(tmp_path):
+    script = ("torchrun --nproc-per-node 2 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "
+              "model.tensor_model_parallel_size=4 model.pipeline_model_parallel_size=1 model.context_parallel_size=1\n")
+    assert _ofl216(tmp_path, script) == [
+        'TP4 x PP1 x CP1 needs a multiple of 4 GPUs, and the launch starts 2: megatron-core raises '
+        '"world_size (2) is not divisible by 4"']
