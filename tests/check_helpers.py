@@ -15,3 +15,12 @@ def check_json(root: Path, *args: str, paths: tuple[str, ...] = (".",)) -> list[
                            "--output-format", "json", *args], cwd=root, capture_output=True, text=True)
     assert done.returncode in (0, 1), done.stderr
     return json.loads(done.stdout)
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """A project at `root` (an empty pyproject.toml) holding `files` (path -> text)."""
+    (root / "pyproject.toml").write_text("")
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from offlint.api import CheckOptions, check
+from tests.check_helpers import write_tree
 from offlint.sources.shell_parse import parse_shell
 
 LAUNCH = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 28 --hidden-size 1024 --num-attention-heads 8 "
@@ -23,11 +24,7 @@ ENV_FILE = "export NVTE_CPU_OFFLOAD_V1=1\nexport PYTORCH_CUDA_ALLOC_CONF=expanda
 
 
 def _codes(tmp_path: Path, monkeypatch, files: dict[str, str], target: str = "scripts/train.sh") -> dict[str, str]:
-    (tmp_path / "pyproject.toml").write_text("")
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    write_tree(tmp_path, files)
     monkeypatch.chdir(tmp_path)
     result = check([target], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
     assert not result.errors, result.errors

@@ -19,6 +19,7 @@ from offlint.sources.python import read_python
 from offlint.sources.python_project import PythonProject
 from offlint.types import Severity
 from offlint.versions import parse_version
+from tests.check_helpers import write_tree
 
 V = parse_version("0.20.0")
 
@@ -70,11 +71,7 @@ def offloaded_config():
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    (tmp_path / "pyproject.toml").write_text("")
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    write_tree(tmp_path, files)
     return tmp_path
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from offlint.api import CheckOptions, check
+from tests.check_helpers import write_tree
 
 FINE_GRAINED = "model:\n  fine_grained_activation_offloading: true\n  offload_modules: [core_attn]\n"
 ENTRY = ("import argparse\nfrom omegaconf import OmegaConf\nfrom megatron.bridge.training.finetune import finetune\n"
@@ -26,11 +27,7 @@ RUNTIME_LAUNCHER = ('CONFIG_FILE="$1"\nsource env.sh\n'
 
 
 def _findings(tmp_path: Path, monkeypatch, files: dict[str, str], targets=(".",), cache: bool = False):
-    (tmp_path / "pyproject.toml").write_text("")
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    write_tree(tmp_path, files)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OFFLINT_CACHE_DIR", str(tmp_path / ".cache-dir"))
     result = check(list(targets), CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=cache))
