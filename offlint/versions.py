@@ -148,7 +148,20 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
                                           f"the rules of {detected.version} ({detected.origin}), which may not be the "
                                           f"version the tree runs; `git submodule update --init {missing}` or "
                                           f"--mcore-version names it")
+    elif root is not None and not detected.note and _before_megatron_core(root):
+        detected = replace(detected, note=f"the tree's megatron/ package has no megatron/core (a Megatron-LM from "
+                                          f"before megatron-core, or Megatron-DeepSpeed): its scripts run its own "
+                                          f"code, which the rules of megatron-core {detected.version} "
+                                          f"({detected.origin}) may not describe; --mcore-version names another")
     return detected
+
+
+def _before_megatron_core(root: Path) -> bool:
+    """Whether the tree is a Megatron-LM older than megatron-core (its own megatron/arguments.py and training.py, no
+    megatron/core): bigscience-workshop/Megatron-DeepSpeed had been checked as the installed 0.16.1 without a word."""
+    megatron = root / "megatron"
+    return (megatron / "arguments.py").is_file() and (megatron / "training.py").is_file() \
+        and not (megatron / "core").is_dir()
 
 
 _LOCKED = re.compile(r'^\[\[package\]\]\r?\nname = "megatron-core"\r?\nversion = "([^"\n]+)"', re.M)

@@ -135,6 +135,13 @@ def test_version_parsing_ranges_and_detection(tmp_path):
     assert detected.note.startswith("3rdparty/Megatron-LM (the tree's megatron-core) is not checked out")
     assert "git submodule update --init 3rdparty/Megatron-LM" in detected.note
     assert not detect_version("0.19", None, fork).note  # named: no guess
+    # A Megatron-LM from before megatron-core (Megatron-DeepSpeed): its own code runs, said
+    legacy = tmp_path / "deepspeed"
+    (legacy / "megatron").mkdir(parents=True)
+    (legacy / "megatron" / "arguments.py").write_text("")
+    (legacy / "megatron" / "training.py").write_text("")
+    assert "has no megatron/core" in detect_version(None, None, legacy).note
+    assert not detect_version("0.16", None, legacy).note
 
 
 def test_the_release_a_uv_lock_pins_is_the_trees_version(tmp_path):
