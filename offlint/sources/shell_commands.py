@@ -328,6 +328,38 @@ class Commands:
         self.st.env[names[0]] = _Var(s=text[first:last], org=tuple(org[first:last]), lines=(pos[0],), pos=pos,
                                      exported=bool(old and old.exported))
 
+    def heredoc_script(self, command, redirect) -> None:
+        """`sbatch <<EOF ... EOF` (or `bash <<EOF`): the here-document is the script the job runs, read as a child
+        shell with the exported environment (sbatch passes it on by default). Megatron-LM's Megatron-FSDP example
+        submits `srun ... bash -c "${TRAINING_CMD}"` so; its launch had been unread. An unquoted delimiter's document
+        is expanded here first, as the submitting shell does (`\\$SLURM_JOB_ID` is left for the job)."""
+        words = [self.raw(c) for c in command.named_children]
+        if not words or posixpath.basename(words[0]) not in ("sbatch", "bash", "sh") or self.depth >= _MAX_DEPTH \
+                or any(not word.startswith("-") for word in words[1:]):
+            return  # (another command, or one given a script file: the document is its standard input)
+        body = next((c for c in redirect.children if c.type == "heredoc_body"), None)
+        start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
+        if body is None or start is None:
+            return
+        a, b = self.ci(body.start_byte), self.ci(body.end_byte)
+        if self.raw(start)[:1] in ("'", '"', "\\"):
+            text, org = self.text[a:b], list(self.org[a:b])
+        else:
+            parts, i = [], a
+            for c in body.named_children:
+                if c.type != "heredoc_content":
+                    parts += self.lit(i, self.ci(c.start_byte), True) + self.exp(c, True)
+                    i = self.ci(c.end_byte)
+            parts += self.lit(i, b, True)
+            text, org = "".join(part.text for part in parts), [o for part in parts for o in part.org]
+        if len(org) != len(text):
+            return
+        if self.raw(redirect).startswith("<<-"):  # leading tabs of each line are not part of the document
+            kept = [k for k, ch in enumerate(text) if not (ch == "\t" and (k == 0 or text[k - 1] in "\n\t"))]
+            text, org = "".join(text[k] for k in kept), [org[k] for k in kept]
+        line, col = self.pos(body.start_byte)
+        self.payload(_Field(text, tuple(org), line, col, self.raw(body), self.st.ctx), {})
+
     def source(self, target: str | None, pos: Pos) -> None:
         """`source FILE` / `. FILE`: the variables the tree's FILE sets and exports, read on this state (its commands
         and functions are not this script's); where offlint cannot read it, the environment of what follows is open:
