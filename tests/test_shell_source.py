@@ -170,3 +170,26 @@ def test_the_trees_own_file_named_by_its_absolute_path_is_read_as_it(tmp_path, m
         "scripts/env.sh": "export NCCL_DEBUG=INFO\n",
         "scripts/train.sh": f'SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"\nsource "${{SCRIPT_DIR}}/env.sh"\n{LAUNCH}'})
     assert codes == {"OFL112": "error", "OFL301": "warning"}
+
+
+SBATCH_DOC = ('TP=2\nPP=16\nCMD="python pretrain_gpt.py --num-layers 28 --tensor-model-parallel-size $TP '
+              '--pipeline-model-parallel-size $PP --micro-batch-size 1 --train-iters 10"\n'
+              'sbatch {start}\n#!/bin/bash\n#SBATCH --nodes=4\nexport NVTE_CPU_OFFLOAD_V1=1\n'
+              'srun bash -c "${{CMD}} --fine-grained-activation-offloading --offload-modules core_attn" \\$SLURM_JOB_ID\n'
+              '{end}\n')
+
+
+@pytest.mark.parametrize(("start", "end"), [("<<EOF", "EOF"), ("<<-EOF", "\tEOF"), ("--parsable <<EOF", "EOF")])
+def test_the_script_a_here_document_gives_sbatch_is_read(tmp_path, monkeypatch, start, end):
+    """Megatron-LM's examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh submits `sbatch <<EOF ... srun ... bash -c
+    "${TRAINING_CMD}" ... EOF`: the document, expanded by the submitting shell, is the job's script. Its launch had
+    been unread (0 units); here OFL218 (28 layers over PP16) is found in it, and NVTE_CPU_OFFLOAD_V1 it exports."""
+    codes = _codes(tmp_path, monkeypatch, {"scripts/train.sh": SBATCH_DOC.format(start=start, end=end)})
+    assert codes == {"OFL218": "error", "OFL301": "warning"}
+
+
+def test_a_quoted_here_document_is_the_job_script_as_written_and_a_script_file_takes_none(tmp_path, monkeypatch):
+    quoted = SBATCH_DOC.format(start="<<'EOF'", end="EOF")  # ${CMD} is the job's own variable: unset there
+    assert "OFL218" not in _codes(tmp_path, monkeypatch, {"scripts/train.sh": quoted})
+    to_file = SBATCH_DOC.format(start="job.sh <<EOF", end="EOF")  # job.sh runs; the document is its stdin
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": to_file}) == {}
