@@ -820,3 +820,22 @@ def test_only_the_decisions_a_command_rests_on_are_its_path_condition():
     assert inner[0].assumes == ('`[[ -z "$EP" ]]` (line 3) is true, assuming the environment does not set EP',)
     assert inner[1].assumes == ()
     assert not any(c.argv[0].value == "echo" for c in result.commands)  # DEBUG is 0 by default
+
+
+def test_a_here_document_line_starting_with_its_delimiter_does_not_end_it():
+    """tree-sitter-bash 0.25 ends a here-document at a line that only starts with its delimiter (`TRAINING_ARGS=(`
+    in a `<< TRAINING` document): two users' Slurm launchers (lsaie-ss26-gipfelsturm) were "cannot parse", though
+    bash reads them. The document is read to its real end; the commands after it are read."""
+    result = parse_shell(dedent("""\
+        cat >> job.sbatch << TRAINING
+        TRAINING_ARGS=(
+            --micro-batch-size 1
+        )
+        TRAINING
+        cat >> job.sbatch <<- 'EOF'
+        \tEOF_MARKER=1
+        \tEOF
+        torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4
+        """), "t.sh")
+    assert not result.errors
+    assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--num-layers", "4"]

@@ -67,6 +67,13 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
     for _ in range(_ROUNDS):
         if spans is None:
             spans = _Spans(data)
+            if spans.early_ends:  # a document line starting with its delimiter: its first character changed
+                for start in spans.early_ends:
+                    masked.literal[start] = b"x" if data[start:start + 1] != b"x" else b"y"
+                current = parse(_apply(data, masked))
+                if not current.root_node.has_error:
+                    masked.freeze()
+                    return current, masked
         touched: set[int] = set()  # one step per construct per round: the gentlest first
         points, regions = _error_points(current.root_node)
         located = [spans.misread(spans.innermost(point), data) for point in points]
@@ -236,6 +243,10 @@ class _Spans:
     def __init__(self, data: bytes):
         self.items: list[list] = []  # [start, end (None while open), kind], in order of start
         self.parent: list[int] = []
+        # here-document lines that start with their delimiter without being it (`TRAINING_ARGS=(` in a `<<
+        # TRAINING` document): bash reads on, tree-sitter-bash ends the document there; the offsets of their
+        # first characters
+        self.early_ends: list[int] = []
         s = data.decode("latin-1")  # byte offsets; UTF-8 continuation bytes never look like syntax
         self._lex(s)
         self.starts = [item[0] for item in self.items]
@@ -379,7 +390,7 @@ class _Spans:
                 i = self._heredoc_start(s, i + 2, heredocs)
                 continue
             if c == "\n" and heredocs:
-                i = self._skip_heredocs(s, i + 1, heredocs)
+                i = self._skip_heredocs(s, i + 1, heredocs, self.early_ends)
                 heredocs.clear()
                 continue
             i += 1
@@ -419,13 +430,17 @@ class _Spans:
         return i
 
     @staticmethod
-    def _skip_heredocs(s: str, i: int, heredocs: list) -> int:
+    def _skip_heredocs(s: str, i: int, heredocs: list, early_ends: list[int]) -> int:
         for delimiter, strip in heredocs:
             while i < len(s):
                 j = s.find("\n", i)
                 j = len(s) if j < 0 else j
                 line = s[i:j]
-                i = j + 1
-                if (line.lstrip("\t") if strip else line) == delimiter:
+                body = line.lstrip("\t") if strip else line
+                if body == delimiter:
+                    i = j + 1
                     break
+                if body.startswith(delimiter):
+                    early_ends.append(i + len(line) - len(body))
+                i = j + 1
         return i
