@@ -13,7 +13,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from offlint.sources import hydra, mlm_flags, perf_env, perf_flags, perf_scripts
+from offlint.sources import entry_scripts, hydra, mlm_flags, perf_env, perf_flags, perf_scripts
 from offlint.types import Assignment, Defaults, Layer, Location, Source, Unit, UnitKind, Unknown
 
 # Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
@@ -74,7 +74,8 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             return _opened(unit, env_open)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
-                           _perf_launch(project, location, values[script_index], script, rest), inside)
+                           _perf_launch(project, location, values[script_index], script, rest), inside,
+                           _parses_with_hydra(project, location.path, values[script_index] or "", script))
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         elif not unit.launch_gpus:  # (a performance launch's is its -ng)
@@ -413,8 +414,24 @@ def _perf_launch(project, location: Location, script_word: str | None, script: s
     return perf_scripts.read_launch(project, location.path, script_word, args, location)
 
 
+# What an entry script of the tree that reads `key=value` arguments with Hydra's grammar shows of it (Bridge's
+# parse_hydra_overrides, OmegaConf.from_dotlist, a @hydra.main)
+_HYDRA_PARSING = re.compile(r"\bhydra\b|from_dotlist|parse_hydra_overrides")
+
+
+def _parses_with_hydra(project, launch_path: str, script_word: str, script: str) -> bool:
+    """Whether the launched script reads its `key=value` arguments with Hydra's grammar, so that one Hydra refuses
+    stops the launch: Bridge's entry points, and a script of the tree whose code shows it (_HYDRA_PARSING); a
+    script offlint cannot read is taken to. A script of the tree that does not (a NeMo-Run `run.cli.main`
+    command line, which splits at the first `=`) had made its launcher 'cannot parse', exit 2."""
+    if script in HYDRA_ENTRY_POINTS or script in perf_flags.PERF_SCRIPTS or project is None:
+        return True
+    path = entry_scripts.script_path(script_word, launch_path, lambda candidate, near: project.text(candidate))
+    return path is None or bool(_HYDRA_PARSING.search(project.text(path) or ""))
+
+
 def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg], location: Location,
-                env_known: bool, perf_launch=None, context: str = "") -> Unit:
+                env_known: bool, perf_launch=None, context: str = "", hydra_syntax: bool = True) -> Unit:
     layer = Layer("command line")
     recipe = ""
     config_files: list[tuple[str, Location]] = []
@@ -458,7 +475,12 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
                     written.append((Assignment(override.key, parsed, arg.location, Source.HYDRA, override.text, (),
                                                override.op), arg.conditional))
             except hydra.OverrideError as exc:
-                problems.append((arg.location, str(exc)))
+                if hydra_syntax:
+                    problems.append((arg.location, str(exc)))
+                else:  # the script reads it otherwise: its key, if any, is set to something offlint cannot read
+                    key = hydra.canonical_key(value.split("=", 1)[0].lstrip("+~"))
+                    written.append((Assignment(key, Unknown(f"`{value}` is read by the script's own parser"),
+                                               arg.location, Source.HYDRA, arg.text), arg.conditional))
         i += 1
     layer.assignments.extend(_by_path(written, context))
     # Bridge entry points run a recipe whose cfg.env_vars may set variables: known only once it is linked.

@@ -1,0 +1,41 @@
+"""A script that reads its `key=value` arguments with its own parser is not held to Hydra's grammar.
+
+Seen on verdimrc/playground-nemo-2.0-gh (a helper's triage): `python custom_cpt_recipe.py
+resume.restore_config.path=/ckpt/model_name=0--val_loss=1.2-last/` runs a NeMo-Run command line (`run.cli.main`),
+which splits at the first `=`; offlint had read it as a Bridge launch and reported "Hydra cannot parse override",
+exit 2. Bridge's entry points and a script of the tree that parses with Hydra still are. Fixtures of our own.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from offlint.api import CheckOptions, check
+from tests.check_helpers import write_tree
+
+NEMO_RUN = ("import nemo_run as run\nfrom nemo.collections import llm\n\n"
+            "if __name__ == '__main__':\n    run.cli.main(llm.finetune, default_factory=lambda: None)\n")
+WITH_HYDRA = ("from megatron.bridge.training.utils.omegaconf_utils import parse_hydra_overrides\n\n"
+              "def main(overrides):\n    return parse_hydra_overrides(None, overrides)\n")
+LAUNCH = "python {script} resume.restore_config.path=/ckpt/model_name=0--val_loss=1.2-last/ trainer.max_steps=10\n"
+
+
+def _errors(tmp_path, monkeypatch, files: dict[str, str]) -> list[str]:
+    write_tree(tmp_path, files)
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    return [e.message for e in result.errors]
+
+
+def test_a_script_of_the_tree_with_its_own_parser_is_no_parse_error(tmp_path, monkeypatch):
+    assert _errors(tmp_path, monkeypatch, {"cli.py": NEMO_RUN, "go.sh": LAUNCH.format(script="cli.py")}) == []
+
+
+@pytest.mark.parametrize("files", [
+    {"train.py": WITH_HYDRA, "go.sh": LAUNCH.format(script="train.py")},  # the tree's script parses with Hydra
+    {"go.sh": LAUNCH.format(script="scripts/training/run_recipe.py")},  # a Bridge entry point
+    {"go.sh": LAUNCH.format(script="/opt/other/train.py")},  # a script offlint cannot read
+])
+def test_one_that_hydra_parses_is(tmp_path, monkeypatch, files):
+    errors = _errors(tmp_path, monkeypatch, files)
+    assert len(errors) == 1 and "Hydra cannot parse" in errors[0]
