@@ -128,6 +128,9 @@ class _Absent:
     def __repr__(self) -> str:
         return "<absent>"
 
+    def __reduce__(self):  # one object in every process: a worker's units are pickled to the parent (`is ABSENT`)
+        return "ABSENT"
+
 
 ABSENT = _Absent()
 

@@ -132,3 +132,16 @@ def test_field_getter_gives_a_tuple_of_the_named_fields_however_many():
     assert cache_format.field_getter([])(here) == ()
     assert cache_format.field_getter(["line"])(here) == (3,)
     assert cache_format.field_getter(["col", "path"])(here) == (1, "a.py")
+
+
+def test_absent_is_one_object_after_pickling():
+    """Workers send their units to the parent pickled: a ByVersion's ABSENT (a field the version lacks) came back as
+    another object, so resolve kept the assignment (`value is ABSENT`) and OFL220 said "cuda_graph_modules names
+    '<absent>'" on 11 Bridge recipes judged as 0.16, in whole-tree runs only (a one-file run has no workers)."""
+    import pickle
+
+    from offlint.types import ABSENT, KEY_DEFAULT, ByVersion
+
+    assert pickle.loads(pickle.dumps(ABSENT)) is ABSENT and pickle.loads(pickle.dumps(KEY_DEFAULT)) is KEY_DEFAULT
+    value = pickle.loads(pickle.dumps(ByVersion((((">=0.18", ["attn"]), ("<0.18", ABSENT))))))
+    assert value.choices[1][1] is ABSENT
