@@ -193,3 +193,16 @@ def test_a_quoted_here_document_is_the_job_script_as_written_and_a_script_file_t
     assert "OFL218" not in _codes(tmp_path, monkeypatch, {"scripts/train.sh": quoted})
     to_file = SBATCH_DOC.format(start="job.sh <<EOF", end="EOF")  # job.sh runs; the document is its stdin
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": to_file}) == {}
+
+
+def test_a_job_script_written_by_cat_and_submitted_is_read(tmp_path, monkeypatch):
+    """haeggee/Megatron-LM's submit.sh writes its job with `cat > $ROOT_PATH/submission.sbatch <<- EOM ... EOM` and
+    submits it with `sbatch $ROOT_PATH/submission.sbatch`: the launch in it had been unread (0 units)."""
+    doc = SBATCH_DOC.format(start="<<EOF", end="EOF")
+    written = doc.replace("sbatch <<EOF", 'cat > "$ROOT/job.sbatch" <<EOF') + 'sbatch "$ROOT/job.sbatch"\n'
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": written}) == {"OFL218": "error", "OFL301": "warning"}
+    appended = written.replace('cat > "$ROOT/job.sbatch" <<EOF\n#!/bin/bash\n',
+                               'cat > "$ROOT/job.sbatch" <<EOF\n#!/bin/bash\nEOF\ncat >> "$ROOT/job.sbatch" <<EOF\n')
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": appended}) == {"OFL218": "error", "OFL301": "warning"}
+    other = written.replace('sbatch "$ROOT/job.sbatch"', 'sbatch "$ROOT/other.sbatch"')  # not the file written
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": other}) == {}

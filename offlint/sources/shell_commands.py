@@ -227,6 +227,7 @@ class Commands:
         j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH and vals[0] != "eval" else None
         if j is not None:
             self.payload(fields[j], penv, assumes)
+        self.submitted_script(fields, vals)
 
     def builtin(self, fields: list[_Field], vals: list[str | None]) -> None:
         """Builtins that change variables (read, mapfile, printf -v, getopts), eval, and function calls."""
@@ -328,19 +329,59 @@ class Commands:
         self.st.env[names[0]] = _Var(s=text[first:last], org=tuple(org[first:last]), lines=(pos[0],), pos=pos,
                                      exported=bool(old and old.exported))
 
-    def heredoc_script(self, command, redirect) -> None:
+    def heredoc_script(self, statement, command, redirect) -> None:
         """`sbatch <<EOF ... EOF` (or `bash <<EOF`): the here-document is the script the job runs, read as a child
         shell with the exported environment (sbatch passes it on by default). Megatron-LM's Megatron-FSDP example
         submits `srun ... bash -c "${TRAINING_CMD}"` so; its launch had been unread. An unquoted delimiter's document
-        is expanded here first, as the submitting shell does (`\\$SLURM_JOB_ID` is left for the job)."""
+        is expanded here first, as the submitting shell does (`\\$SLURM_JOB_ID` is left for the job). A document
+        `cat` writes to a file (`cat > $ROOT/job.sbatch <<- EOM`) is kept under that file's name, for the
+        `sbatch $ROOT/job.sbatch` that submits it (submitted_script)."""
         words = [self.raw(c) for c in command.named_children]
-        if not words or posixpath.basename(words[0]) not in ("sbatch", "bash", "sh") or self.depth >= _MAX_DEPTH \
+        if not words or self.depth >= _MAX_DEPTH:
+            return
+        if words[0] == "cat" and len(words) == 1:
+            target = next((c for c in statement.children if c.type == "file_redirect"), None)
+            arrow = target.children[0].type if target is not None and target.children else ""
+            if arrow in (">", ">>") and target.named_children:
+                name = self._file_name(target.named_children[-1])
+                document = self._document(redirect)
+                if document is not None:
+                    before = self.st.written.get(name) if arrow == ">>" else None
+                    self.st.written[name] = document if before is None else \
+                        replace(before, value=before.value + document.value, org=before.org + document.org)
+            return
+        if posixpath.basename(words[0]) not in ("sbatch", "bash", "sh") \
                 or any(not word.startswith("-") for word in words[1:]):
             return  # (another command, or one given a script file: the document is its standard input)
+        document = self._document(redirect)
+        if document is not None:
+            self.payload(document, {})
+
+    def submitted_script(self, fields: list[_Field], vals: list[str | None]) -> None:
+        """`sbatch FILE` (or bash/sh) of a file a here-document was written to earlier (heredoc_script): its text is
+        the job's script (haeggee/Megatron-LM's submit.sh writes `$ROOT_PATH/submission.sbatch` so)."""
+        if not self.st.written or self.depth >= _MAX_DEPTH or posixpath.basename(vals[0] or "") not in (
+                "sbatch", "bash", "sh"):
+            return
+        k = next((k for k in range(1, len(vals)) if not (vals[k] or "").startswith("-")), None)
+        if k is not None:
+            document = self.st.written.get(vals[k] if vals[k] is not None else fields[k].text)
+            if document is not None:
+                self.payload(document, {})
+
+    def _file_name(self, node) -> str:
+        """A redirect's file as submitted_script looks it up: its value, or as written where offlint cannot read it."""
+        fields = self.token(node)
+        value = fields[0].word(self.st.holes).value if len(fields) == 1 else None
+        return value if value is not None else self.raw(node)
+
+    def _document(self, redirect) -> _Field | None:
+        """A here-document's text as the command reads it: expanded by this shell unless its delimiter is quoted,
+        less leading tabs with `<<-`; None where offlint cannot place every character."""
         body = next((c for c in redirect.children if c.type == "heredoc_body"), None)
         start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
         if body is None or start is None:
-            return
+            return None
         a, b = self.ci(body.start_byte), self.ci(body.end_byte)
         if self.raw(start)[:1] in ("'", '"', "\\"):
             text, org = self.text[a:b], list(self.org[a:b])
@@ -353,12 +394,12 @@ class Commands:
             parts += self.lit(i, b, True)
             text, org = "".join(part.text for part in parts), [o for part in parts for o in part.org]
         if len(org) != len(text):
-            return
+            return None
         if self.raw(redirect).startswith("<<-"):  # leading tabs of each line are not part of the document
             kept = [k for k, ch in enumerate(text) if not (ch == "\t" and (k == 0 or text[k - 1] in "\n\t"))]
             text, org = "".join(text[k] for k in kept), [org[k] for k in kept]
         line, col = self.pos(body.start_byte)
-        self.payload(_Field(text, tuple(org), line, col, self.raw(body), self.st.ctx), {})
+        return _Field(text, tuple(org), line, col, self.raw(body), self.st.ctx)
 
     def source(self, target: str | None, pos: Pos) -> None:
         """`source FILE` / `. FILE`: the variables the tree's FILE sets and exports, read on this state (its commands

@@ -421,6 +421,7 @@ class _State:
         self.hidden: set[str] = set()
         self.seen: dict[str, None] = {}  # variables whose default the expansion being read took
         self.assumed: tuple[str, ...] = ()  # those an eval's words took: every word of the code it runs took them
+        self.written: dict[str, _Field] = {}  # file name -> the here-document `cat` wrote to it (heredoc_script)
         self.noted: dict[str, None] = {}  # the decisions (their notes) the values being read rest on
         self.control: list[str] = []  # the decisions (notes) of the decided branches being read
         self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with

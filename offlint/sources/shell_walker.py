@@ -146,7 +146,7 @@ class _Walker(Commands, WordExpansion, Conditions):
             self.body(([body] if body else []) + heredocs)
             if body is not None and body.type == "command" and heredocs:
                 self.read_heredoc(body, heredocs[0])
-                self.heredoc_script(body, heredocs[0])
+                self.heredoc_script(n, body, heredocs[0])
         elif t == "heredoc_redirect":  # skip the heredoc text, but not a pipeline written after `<<EOF`
             self.body(c for c in n.named_children if not c.type.startswith("heredoc_"))
         elif t == "list":
