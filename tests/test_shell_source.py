@@ -206,3 +206,40 @@ def test_a_job_script_written_by_cat_and_submitted_is_read(tmp_path, monkeypatch
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": appended}) == {"OFL218": "error", "OFL301": "warning"}
     other = written.replace('sbatch "$ROOT/job.sbatch"', 'sbatch "$ROOT/other.sbatch"')  # not the file written
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": other}) == {}
+
+
+def test_a_job_script_built_line_by_line_keeps_the_lines_of_each_path(tmp_path, monkeypatch):
+    """The lsaie-ss26-gipfelsturm launchers write their job with here-documents and `echo "    --flag" >> "$SCRIPT"`
+    on the paths that want a flag, then `sbatch "$SCRIPT"`. A line written on every path is read; one written on some
+    is judged as the same flag appended to an array on those paths is."""
+    head = ('SCRIPT="job.sbatch"\ncat > "$SCRIPT" << HEAD\n#!/bin/bash\nexport NVTE_CPU_OFFLOAD_V1=1\n'
+            'ARGS=(\nHEAD\n')
+    tail = (')\nsrun python pretrain_gpt.py --num-layers 28 --micro-batch-size 1 --train-iters 10 "\\${ARGS[@]}"\n'
+            'TAIL\nsbatch "$SCRIPT"\n')
+    always = head + 'echo "  --pipeline-model-parallel-size 16" >> "$SCRIPT"\ncat >> "$SCRIPT" << TAIL\n' + tail
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": always}) == {"OFL218": "error", "OFL301": "warning"}
+    sometimes = head + ('if [ "$DEEP" = 1 ]; then\n  echo "  --pipeline-model-parallel-size 16" >> "$SCRIPT"\nfi\n'
+                        'cat >> "$SCRIPT" << TAIL\n') + tail
+    direct = ('export NVTE_CPU_OFFLOAD_V1=1\nARGS=()\nif [ "$DEEP" = 1 ]; then\n'
+              '  ARGS+=(--pipeline-model-parallel-size 16)\nfi\n'
+              'srun python pretrain_gpt.py --num-layers 28 --micro-batch-size 1 --train-iters 10 "${ARGS[@]}"\n')
+    assert _messages(tmp_path, monkeypatch, sometimes) == _messages(tmp_path, monkeypatch, direct) != []
+
+
+def _messages(tmp_path, monkeypatch, script: str) -> list[str]:
+    write_tree(tmp_path, {"scripts/train.sh": script})
+    monkeypatch.chdir(tmp_path)
+    result = check(["scripts/train.sh"], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    return sorted(f.message for f in result.findings if f.code == "OFL218")
+
+
+@pytest.mark.parametrize("launch", [
+    f"srun --environment=alps3 --mpi=pmix {LAUNCH}",
+    f'srun -lu --environment alps3 bash -c "{LAUNCH.strip()}"\n',
+])
+def test_srun_with_a_container_environment_definition_leaves_the_environment_open(tmp_path, monkeypatch, launch):
+    """CSCS's `srun --environment=NAME` runs the job in a container environment whose definition file (outside the
+    tree) may set any variable: the lsaie-ss26-gipfelsturm launchers had OFL301 'PYTORCH_CUDA_ALLOC_CONF unset'."""
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": launch}) == {"OFL112": "warning"}
+    plain = launch.replace("--environment=alps3 ", "").replace("--environment alps3 ", "")
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": plain}) == {"OFL112": "error", "OFL301": "warning"}

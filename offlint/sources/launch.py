@@ -63,6 +63,8 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     if not runs_script(values, needs_arguments):
         return None
     script_index = _script_index(values)
+    environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
+    env_open = env_open or environment
     script = posixpath.basename(values[script_index] or "")
     rest = argv[script_index + 1:]
     name = f"{script} at line {location.line}"
@@ -135,6 +137,22 @@ def launcher_world_size(words: list[Arg]) -> int:
         i += 1
     nproc, nnodes = found.get("nproc", ""), found.get("nnodes", "1")
     return int(nproc) * int(nnodes) if nproc.isdigit() and nnodes.isdigit() and int(nproc) > 0 else 0
+
+
+def srun_environment(values: list[str | None], texts: list[str]) -> str:
+    """Why an `srun ... --environment=NAME` command's environment may hold more (CSCS's container environment
+    definitions: TOML files outside the tree whose [env] table sets variables), from its words' values and texts; ""
+    where it has no such option. The lsaie-ss26-gipfelsturm launchers run `srun ... --environment=alps3 ... bash -c
+    ...`: OFL301 had said the allocator option was unset."""
+    if not any(value is not None and posixpath.basename(value) == "srun" for value in values):
+        return ""
+    for i, (value, text) in enumerate(zip(values, texts)):
+        word = value if value is not None else text
+        if word == "--environment" or word.startswith("--environment="):
+            shown = f"{word} {texts[i + 1]}" if word == "--environment" and i + 1 < len(texts) else word
+            return (f"the launch environment may hold more: `srun {shown}` runs it in a container environment whose "
+                    f"definition file (outside the tree) may set variables")
+    return ""
 
 
 def _opened(unit: Unit, env_open: str) -> Unit:

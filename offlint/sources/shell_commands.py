@@ -9,8 +9,9 @@ import os
 import posixpath
 from dataclasses import replace
 
-from offlint.sources.shell_values import (_BLANK, OPENED, Command, EnvSetting, _Field, _join, _MAX_NESTING, Org, Pos,
-                                          _split, _State, _Unknown, _Var)
+from offlint.sources.launch import srun_environment
+from offlint.sources.shell_values import (_BLANK, OPENED, WRITTEN, Command, EnvSetting, _Field, _join, _MAX_NESTING,
+                                          Org, Pos, _split, _State, _Unknown, _Var)
 
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
 _MAX_DEPTH = 6
@@ -226,7 +227,13 @@ class Commands:
         # (eval's payload is its words joined and read again, quotes and all: builtin() read it, any `sh -c` in it too)
         j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH and vals[0] != "eval" else None
         if j is not None:
+            environment = srun_environment(vals[:j], [f.text for f in fields[:j]])
+            if environment:  # (`srun --environment=alps3 bash -c "..."`: the definition file may set variables)
+                penv = {**penv, OPENED: _Var(s=environment.split(": ", 1)[1], exported=True,
+                                             pos=(fields[0].line, fields[0].col))}
             self.payload(fields[j], penv, assumes)
+        if vals[0] == "echo":
+            self.echo_to_file(n, fields)
         self.submitted_script(fields, vals)
 
     def builtin(self, fields: list[_Field], vals: list[str | None]) -> None:
@@ -346,9 +353,7 @@ class Commands:
                 name = self._file_name(target.named_children[-1])
                 document = self._document(redirect)
                 if document is not None:
-                    before = self.st.written.get(name) if arrow == ">>" else None
-                    self.st.written[name] = document if before is None else \
-                        replace(before, value=before.value + document.value, org=before.org + document.org)
+                    self.write_file(name, document.value, document.org, append=arrow == ">>")
             return
         if posixpath.basename(words[0]) not in ("sbatch", "bash", "sh") \
                 or any(not word.startswith("-") for word in words[1:]):
@@ -357,17 +362,55 @@ class Commands:
         if document is not None:
             self.payload(document, {})
 
+    def write_file(self, name: str, text: str, org, append: bool) -> None:
+        """Note what the script writes to file `name` (WRITTEN): a here-document `cat` writes, a line `echo` appends
+        (the lsaie-ss26-gipfelsturm launchers build their job so, a flag per line on the paths that want it)."""
+        key = WRITTEN + name
+        before = self.st.env.get(key) if append else None
+        if before is not None and before.arr is None:
+            text, org = before.s + text, (*before.org, *org)
+        pos = org[0][:2] if org else (1, 1)
+        self.st.env[key] = _Var(s=text, org=tuple(org), lines=(pos[0],), pos=pos)
+
+    def echo_to_file(self, n, fields: list[_Field]) -> None:
+        """`echo WORDS > FILE` / `>> FILE`: the line it writes (write_file); `echo -n` writes no newline, an option
+        offlint does not read (-e) leaves the file unread."""
+        statement = n.parent
+        target = next((c for c in statement.children if c.type == "file_redirect"), None) \
+            if statement is not None and statement.type == "redirected_statement" else None
+        arrow = target.children[0].type if target is not None and target.children else ""
+        if arrow not in (">", ">>") or not target.named_children:
+            return
+        words, end = fields[1:], "\n"
+        if words and words[0].value == "-n":
+            words, end = words[1:], ""
+        name = WRITTEN + self._file_name(target.named_children[-1])
+        if words and words[0].value.startswith("-"):
+            self.st.env.pop(name, None)  # (what it writes is not read: the file is no longer known)
+            return
+        text, org = "", []
+        for k, word in enumerate(words):
+            if k:
+                text += " "
+                org.append(org[-1])
+            text += word.value
+            org += list(word.org) if len(word.org) == len(word.value) else [(word.line, word.col, word.cond)] * len(
+                word.value)
+        pos = (fields[0].line, fields[0].col, self.st.ctx)
+        org += [org[-1] if org else pos] * len(end)
+        self.write_file(name[len(WRITTEN):], text + end, org, append=arrow == ">>")
+
     def submitted_script(self, fields: list[_Field], vals: list[str | None]) -> None:
-        """`sbatch FILE` (or bash/sh) of a file a here-document was written to earlier (heredoc_script): its text is
-        the job's script (haeggee/Megatron-LM's submit.sh writes `$ROOT_PATH/submission.sbatch` so)."""
-        if not self.st.written or self.depth >= _MAX_DEPTH or posixpath.basename(vals[0] or "") not in (
-                "sbatch", "bash", "sh"):
+        """`sbatch FILE` (or bash/sh) of a file the script wrote earlier (write_file): its text is the job's script
+        (haeggee/Megatron-LM's submit.sh writes `$ROOT_PATH/submission.sbatch` so). A text the paths disagree on
+        (a hole) reads as the shell reads its holes."""
+        if self.depth >= _MAX_DEPTH or posixpath.basename(vals[0] or "") not in ("sbatch", "bash", "sh"):
             return
         k = next((k for k in range(1, len(vals)) if not (vals[k] or "").startswith("-")), None)
-        if k is not None:
-            document = self.st.written.get(vals[k] if vals[k] is not None else fields[k].text)
-            if document is not None:
-                self.payload(document, {})
+        written = self.st.env.get(WRITTEN + (vals[k] if vals[k] is not None else fields[k].text)) \
+            if k is not None else None
+        if written is not None and written.arr is None and len(written.org) == len(written.s) and written.s:
+            self.payload(_Field(written.s, written.org, *written.pos, written.s, written.cond), {})
 
     def _file_name(self, node) -> str:
         """A redirect's file as submitted_script looks it up: its value, or as written where offlint cannot read it."""

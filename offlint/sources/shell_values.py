@@ -298,6 +298,10 @@ def _same(a: _Var, b: _Var) -> bool:
 # read: its value says which. Kept in _State.env, it is copied, merged and passed to `bash -c` children as the
 # variables are (exported), and left out of a command's environment.
 OPENED = "\x00sourced"
+# The pseudo-variables holding the text a script wrote to a file (`cat > job.sbatch <<EOF`, `echo ... >> job.sbatch`),
+# WRITTEN + the file's name, for the `sbatch job.sbatch` that runs it: merged over branches as variables are, not
+# exported (shell_commands.heredoc_script, submitted_script)
+WRITTEN = "\x00written:"
 SOURCE_BUDGET = 2_000_000  # characters of sourced files one script reads, in all (_State.source_budget)
 
 
@@ -421,7 +425,6 @@ class _State:
         self.hidden: set[str] = set()
         self.seen: dict[str, None] = {}  # variables whose default the expansion being read took
         self.assumed: tuple[str, ...] = ()  # those an eval's words took: every word of the code it runs took them
-        self.written: dict[str, _Field] = {}  # file name -> the here-document `cat` wrote to it (heredoc_script)
         self.noted: dict[str, None] = {}  # the decisions (their notes) the values being read rest on
         self.control: list[str] = []  # the decisions (notes) of the decided branches being read
         self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with
