@@ -204,6 +204,8 @@ def test_a_job_script_written_by_cat_and_submitted_is_read(tmp_path, monkeypatch
     appended = written.replace('cat > "$ROOT/job.sbatch" <<EOF\n#!/bin/bash\n',
                                'cat > "$ROOT/job.sbatch" <<EOF\n#!/bin/bash\nEOF\ncat >> "$ROOT/job.sbatch" <<EOF\n')
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": appended}) == {"OFL218": "error", "OFL301": "warning"}
+    unquoted = written.replace('sbatch "$ROOT/job.sbatch"', "sbatch $ROOT/job.sbatch")  # the same file
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": unquoted}) == {"OFL218": "error", "OFL301": "warning"}
     other = written.replace('sbatch "$ROOT/job.sbatch"', 'sbatch "$ROOT/other.sbatch"')  # not the file written
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": other}) == {}
 

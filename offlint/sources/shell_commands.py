@@ -407,16 +407,17 @@ class Commands:
         if self.depth >= _MAX_DEPTH or posixpath.basename(vals[0] or "") not in ("sbatch", "bash", "sh"):
             return
         k = next((k for k in range(1, len(vals)) if not (vals[k] or "").startswith("-")), None)
-        written = self.st.env.get(WRITTEN + (vals[k] if vals[k] is not None else fields[k].text)) \
+        written = self.st.env.get(WRITTEN + (vals[k] if vals[k] is not None else _unquoted(fields[k].text))) \
             if k is not None else None
         if written is not None and written.arr is None and len(written.org) == len(written.s) and written.s:
             self.payload(_Field(written.s, written.org, *written.pos, written.s, written.cond), {})
 
     def _file_name(self, node) -> str:
-        """A redirect's file as submitted_script looks it up: its value, or as written where offlint cannot read it."""
+        """A redirect's file as submitted_script looks it up: its value, or as written (less its quotes) where offlint
+        cannot read it (`> "$SCRIPT"` and `sbatch $SCRIPT` name one file)."""
         fields = self.token(node)
         value = fields[0].word(self.st.holes).value if len(fields) == 1 else None
-        return value if value is not None else self.raw(node)
+        return value if value is not None else _unquoted(self.raw(node))
 
     def _document(self, redirect) -> _Field | None:
         """A here-document's text as the command reads it: expanded by this shell unless its delimiter is quoted,
@@ -528,6 +529,10 @@ def _tree_copy(target: str, read_file) -> tuple[str | None, str | None]:
         if text is not None:
             return "/".join(parts[start:]), text
     return None, None
+
+
+def _unquoted(text: str) -> str:
+    return text.replace('"', "").replace("'", "")
 
 
 def _opened_reason(opened: _Var) -> str:
