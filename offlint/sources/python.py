@@ -48,7 +48,10 @@ from offlint.types import Layer, Location, Unit, UnitKind, Unknown
 # 0.065 s against 0.19 s; same answers).
 _RELEVANT = (b"bf16", b"num_layers", b"Config(", b"pipeline_model_parallel", b"Provider(", b"recompute", b"env_vars",
              b"cuda_graph", b"distributed_optimizer", b"fp16", b"offload", b"precision_aware",
-             b"PYTORCH_CUDA_ALLOC_CONF", b"transformer_impl")
+             b"PYTORCH_CUDA_ALLOC_CONF", b"transformer_impl",
+             # a script that builds a recipe with a few arguments and trains it (`cfg = llama32_1b_pretrain_config(
+             # seq_length=...)`, `pretrain(cfg, forward_step)`: Bridge's own tutorials, a fork's Slurm launcher)
+             b"tensor_model_parallel", b"micro_batch_size", b"pretrain(", b"finetune(")
 # A function of a file worth parsing is also a unit when it names this (a recipe's return annotation): a recipe that
 # builds its config by helpers alone (Bridge's old-layout Qwen3.5-VL PEFT recipes; 1,159 -> 1,188 units on
 # 067f987). A file is worth parsing for it only where a function returns one (`-> ConfigContainer`): 26 more of
