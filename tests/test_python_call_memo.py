@@ -250,3 +250,41 @@ def test_a_call_the_depth_limit_cuts_short_is_not_reused_at_another_depth(monkey
     assert runs["_b6"] == 2
     _without_reuse(monkeypatch)
     assert _units(_project({"pkg/depth.py": DEPTH}), "pkg/depth.py") == units
+
+
+def test_a_keyword_whose_value_is_unknown_leaves_the_other_parameters_theirs(tmp_path):
+    """`def x_config(**user_kwargs): combined = {**recommended, **user_kwargs}; return _common(**combined)` called
+    with `seq_length=args.seq_length` (a value offlint cannot read): only seq_length is unknown. The whole
+    `**user_kwargs` had been, so `_common`'s every parameter was (okoge-kaz/Megatron-Bridge's Qwen3-VL launcher:
+    its `peft=None` default became unknown and the memory estimate stopped there)."""
+    from offlint.sources.python import read_python
+    from offlint.sources.python_project import PythonProject
+
+    recipe = ("import os\nfrom megatron.bridge.training.config import ConfigContainer\n"
+              "from megatron.bridge.models import GPTModelProvider\n\n\n"
+              "def _common(num_layers=4, seq_length=2048, peft=None):\n"
+              "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=num_layers, seq_length=seq_length), peft=peft)\n"
+              "    return cfg\n\n\n"
+              "def x_pretrain_config(**user_kwargs):\n"
+              "    recommended = {'num_layers': 8}\n"
+              "    combined = {**recommended, **user_kwargs}\n"
+              "    return _common(**combined)\n\n\n"
+              "def launch_config():\n"
+              "    cfg = x_pretrain_config(seq_length=int(os.environ['SEQ']))\n"
+              "    cfg.model.pipeline_model_parallel_size = 1\n"
+              "    return cfg\n")
+    (tmp_path / "r.py").write_text(recipe)
+    project = PythonProject(["r.py"], lambda path: (tmp_path / path).read_text())
+    import os
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        units = {u.name: u for u in read_python("r.py", recipe, project=project)}
+    finally:
+        os.chdir(cwd)
+    assert "launch_config" in units, list(units)
+    values = {a.key: a.value for a in units["launch_config"].all_assignments()}
+    assert values["model.num_layers"] == 8 and values["peft"] is None
+    assert not isinstance(values["model.num_layers"], str)
+    from offlint.types import Unknown
+    assert isinstance(values["model.seq_length"], Unknown)

@@ -731,9 +731,12 @@ class CallFollowing:
         if params.kwarg is not None:
             # `**user_kwargs: Unpack[...]` recipes: the keywords no named parameter took (none when the recipe is
             # checked on its own), as a literal dict so `{**recommended_kwargs, **user_kwargs}` stays readable.
+            # A keyword whose value offlint cannot read is still that keyword: its value is unknown, the other
+            # parameters keep theirs (a fork's launcher passing argparse values had made every parameter of
+            # `_qwen3_vl_common(**combined_kwargs)` unknown, `peft` too). A `**spread` offlint cannot read may hold any.
             named = {p.arg for p in (*ordered, *params.kwonlyargs)}
             extra = {k: v for k, v in keywords.items() if k not in named}
-            if any(isinstance(v, Unknown) for v in extra.values()):
+            if spread is not None:
                 frame.names[params.kwarg.arg] = Unknown(f"`{params.kwarg.arg}` collects arbitrary arguments")
             else:
                 frame.names[params.kwarg.arg] = {k: (v, None, repr(v)) for k, v in extra.items()}
