@@ -245,3 +245,10 @@ def test_srun_with_a_container_environment_definition_leaves_the_environment_ope
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": launch}) == {"OFL112": "warning"}
     plain = launch.replace("--environment=alps3 ", "").replace("--environment alps3 ", "")
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": plain}) == {"OFL112": "error", "OFL301": "warning"}
+
+
+def test_an_echo_whose_first_word_is_empty_is_written_too(tmp_path, monkeypatch):
+    """`echo "" --flag >> "$SCRIPT"` writes a line that starts with a space: joining its words had failed on the empty
+    first one, and the script was 'not checked'."""
+    script = 'SCRIPT=job.sh\necho "" --x >> "$SCRIPT"\nsbatch "$SCRIPT"\n'
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": script}) == {}

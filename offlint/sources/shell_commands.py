@@ -261,13 +261,7 @@ class Commands:
         elif name in ("source", ".") and args:
             self.source(args[0], pos)
         elif name == "eval" and args and self.depth < _MAX_DEPTH:
-            text, org = "", []
-            for k, f in enumerate(fields[1:]):
-                if k:
-                    text += " "
-                    org.append(org[-1] if org else (f.line, f.col, f.cond))
-                text += f.value
-                org.extend(f.org if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value))
+            text, org = _joined(fields[1:])
             type(self)(self.st, text, org + [org[-1] if org else (*pos, "")], self.depth + 1, "in eval: ").run()
         if name in self.st.funcs and name not in self.st.calling:
             walker, body = self.st.funcs[name][:2]
@@ -304,18 +298,15 @@ class Commands:
             else:
                 names.append(word)
                 i += 1
-        body = next((c for c in redirect.children if c.type == "heredoc_body"), None)
-        start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
-        if not whole or len(names) != 1 or body is None or start is None:
+        parts = self._heredoc_parts(redirect)
+        if not whole or len(names) != 1 or parts is None:
             return
+        body, quoted = parts
         a, b = self.ci(body.start_byte), self.ci(body.end_byte)
         text, org = self.text[a:b], list(self.org[a:b])
-        quoted = self.raw(start)[:1] in ("'", '"', "\\")
         if not quoted and ("$" in text or "`" in text):
             return
-        if self.raw(redirect).startswith("<<-"):  # leading tabs of each line are not part of the document
-            kept = [k for k, c in enumerate(text) if not (c == "\t" and (k == 0 or text[k - 1] in "\n\t"))]
-            text, org = "".join(text[k] for k in kept), [org[k] for k in kept]
+        text, org = self._tabs_stripped(redirect, text, org)
         if not raw:  # a backslash and a newline join the lines; another backslash quotes the next character
             out, kept, k = [], [], 0
             while k < len(text):
@@ -388,14 +379,7 @@ class Commands:
         if words and words[0].value.startswith("-"):
             self.st.env.pop(name, None)  # (what it writes is not read: the file is no longer known)
             return
-        text, org = "", []
-        for k, word in enumerate(words):
-            if k:
-                text += " "
-                org.append(org[-1])
-            text += word.value
-            org += list(word.org) if len(word.org) == len(word.value) else [(word.line, word.col, word.cond)] * len(
-                word.value)
+        text, org = _joined(words)
         pos = (fields[0].line, fields[0].col, self.st.ctx)
         org += [org[-1] if org else pos] * len(end)
         self.write_file(name[len(WRITTEN):], text + end, org, append=arrow == ">>")
@@ -422,12 +406,12 @@ class Commands:
     def _document(self, redirect) -> _Field | None:
         """A here-document's text as the command reads it: expanded by this shell unless its delimiter is quoted,
         less leading tabs with `<<-`; None where offlint cannot place every character."""
-        body = next((c for c in redirect.children if c.type == "heredoc_body"), None)
-        start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
-        if body is None or start is None:
+        parts = self._heredoc_parts(redirect)
+        if parts is None:
             return None
+        body, quoted = parts
         a, b = self.ci(body.start_byte), self.ci(body.end_byte)
-        if self.raw(start)[:1] in ("'", '"', "\\"):
+        if quoted:
             text, org = self.text[a:b], list(self.org[a:b])
         else:
             parts, i = [], a
@@ -439,11 +423,25 @@ class Commands:
             text, org = "".join(part.text for part in parts), [o for part in parts for o in part.org]
         if len(org) != len(text):
             return None
-        if self.raw(redirect).startswith("<<-"):  # leading tabs of each line are not part of the document
-            kept = [k for k, ch in enumerate(text) if not (ch == "\t" and (k == 0 or text[k - 1] in "\n\t"))]
-            text, org = "".join(text[k] for k in kept), [org[k] for k in kept]
+        text, org = self._tabs_stripped(redirect, text, org)
         line, col = self.pos(body.start_byte)
         return _Field(text, tuple(org), line, col, self.raw(body), self.st.ctx)
+
+    def _heredoc_parts(self, redirect) -> tuple[object, bool] | None:
+        """(a here-document's body node, whether its delimiter is quoted: then nothing in it is expanded); None where
+        tree-sitter gave either no body or no delimiter."""
+        body = next((c for c in redirect.children if c.type == "heredoc_body"), None)
+        start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
+        if body is None or start is None:
+            return None
+        return body, self.raw(start)[:1] in ("'", '"', "\\")
+
+    def _tabs_stripped(self, redirect, text: str, org: list) -> tuple[str, list]:
+        """With `<<-`, a here-document less the tabs that begin its lines (they are not part of it)."""
+        if not self.raw(redirect).startswith("<<-"):
+            return text, org
+        kept = [k for k, ch in enumerate(text) if not (ch == "\t" and (k == 0 or text[k - 1] in "\n\t"))]
+        return "".join(text[k] for k in kept), [org[k] for k in kept]
 
     def source(self, target: str | None, pos: Pos) -> None:
         """`source FILE` / `. FILE`: the variables the tree's FILE sets and exports, read on this state (its commands
@@ -529,6 +527,19 @@ def _tree_copy(target: str, read_file) -> tuple[str | None, str | None]:
         if text is not None:
             return "/".join(parts[start:]), text
     return None, None
+
+
+def _joined(fields: list[_Field]) -> tuple[str, list]:
+    """Words joined by single spaces, as `eval` and `echo` join them, with each character's origin (a space takes the
+    origin of the character before it, or of the word after it)."""
+    text, org = "", []
+    for k, f in enumerate(fields):
+        if k:
+            text += " "
+            org.append(org[-1] if org else (f.line, f.col, f.cond))
+        text += f.value
+        org.extend(f.org if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value))
+    return text, org
 
 
 def _unquoted(text: str) -> str:
