@@ -250,9 +250,6 @@ class _Module:
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: set[str] = set()
         self.imports: dict[str, tuple[str, str]] = {}  # local name -> (module as written, name there)
-        # a name imported from more than one place, each (branches choosing what `main` is: tasks/main.py's
-        # `if args.task == 'RACE': from race.finetune import main` / `elif ...: from orqa.evaluate import main`)
-        self.several_imports: dict[str, list[tuple[str, str]]] = {}
         self.module_imports: dict[str, str] = {}  # `import a.b as m`: m -> "a.b"
         self.top_level: list[ast.stmt] = []
         for node in tree.body:
@@ -263,16 +260,14 @@ class _Module:
             else:
                 self.top_level.append(node)
         self.search_paths = _sys_path_entries(path, self.top_level)
+        bindings: dict[str, dict[tuple[str, str], None]] = {}  # name -> every (module, name) it is imported as
         for node in ast.walk(tree):  # imports anywhere (a function's own lazy import too)
             if isinstance(node, ast.ImportFrom):
                 source = "." * node.level + (node.module or "")
                 for alias in node.names:
-                    name, binding = alias.asname or alias.name, (source, alias.name)
-                    if self.imports.get(name, binding) != binding:
-                        self.several_imports.setdefault(name, [self.imports[name]])
-                    if name in self.several_imports and binding not in self.several_imports[name]:
-                        self.several_imports[name].append(binding)
-                    self.imports[name] = binding
+                    name = alias.asname or alias.name
+                    self.imports[name] = (source, alias.name)
+                    bindings.setdefault(name, {})[(source, alias.name)] = None
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -280,6 +275,10 @@ class _Module:
                     else:
                         top = alias.name.split(".")[0]
                         self.module_imports.setdefault(top, top)
+        # a name imported from more than one place, each (branches choosing what `main` is: tasks/main.py's
+        # `if args.task == 'RACE': from race.finetune import main` / `elif ...: from orqa.evaluate import main`)
+        self.several_imports: dict[str, list[tuple[str, str]]] = {
+            name: list(found) for name, found in bindings.items() if len(found) > 1}
 
 
 def _sys_path_entries(path: str, body: list[ast.stmt]) -> list[str]:

@@ -64,7 +64,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         return None
     script_index = _script_index(values)
     environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
-    env_open = env_open or environment
+    env_open = env_open or (opened_because(environment) if environment else "")
     script = posixpath.basename(values[script_index] or "")
     rest = argv[script_index + 1:]
     name = f"{script} at line {location.line}"
@@ -139,6 +139,11 @@ def launcher_world_size(words: list[Arg]) -> int:
     return int(nproc) * int(nnodes) if nproc.isdigit() and nnodes.isdigit() and int(nproc) > 0 else 0
 
 
+def opened_because(reason: str) -> str:
+    """Unit.env_open's text for an environment `reason` says may hold more than the script shows."""
+    return f"the launch environment may hold more: {reason}"
+
+
 def srun_environment(values: list[str | None], texts: list[str]) -> str:
     """Why an `srun ... --environment=NAME` command's environment may hold more (CSCS's container environment
     definitions: TOML files outside the tree whose [env] table sets variables), from its words' values and texts; ""
@@ -150,8 +155,8 @@ def srun_environment(values: list[str | None], texts: list[str]) -> str:
         word = value if value is not None else text
         if word == "--environment" or word.startswith("--environment="):
             shown = f"{word} {texts[i + 1]}" if word == "--environment" and i + 1 < len(texts) else word
-            return (f"the launch environment may hold more: `srun {shown}` runs it in a container environment whose "
-                    f"definition file (outside the tree) may set variables")
+            return (f"`srun {shown}` runs it in a container environment whose definition file (outside the tree) "
+                    f"may set variables")
     return ""
 
 
@@ -448,6 +453,12 @@ def _parses_with_hydra(project, launch_path: str, script_word: str, script: str)
     return path is None or bool(_HYDRA_PARSING.search(project.text(path) or ""))
 
 
+def _override_key(text: str) -> str:
+    """The key a `key=value` override sets as the command sees it: `"model.offload_modules=${X}"` quotes it (the quote
+    is no part of it), `+key` / `~key` add or delete it."""
+    return hydra.canonical_key(text.split("=", 1)[0].replace('"', "").replace("'", "").lstrip("+~"))
+
+
 def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg], location: Location,
                 env_known: bool, perf_launch=None, context: str = "", hydra_syntax: bool = True) -> Unit:
     layer = Layer("command line")
@@ -484,8 +495,8 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
             config_files.append((value.split("=", 1)[1], arg.location))
         elif value is None and "=" in arg.text and not arg.text.lstrip("\"'").startswith("-"):
             # the key as the command sees it: `"model.offload_modules=${X}"` quotes it (the quote is no part of it)
-            key = hydra.canonical_key(arg.text.split("=", 1)[0].replace('"', "").replace("'", "").lstrip("+~"))
-            written.append((Assignment(key, _unknown(arg), arg.location, Source.HYDRA, arg.text), arg.conditional))
+            written.append((Assignment(_override_key(arg.text), _unknown(arg), arg.location, Source.HYDRA, arg.text),
+                            arg.conditional))
         elif value and hydra.looks_like_override(value):
             try:
                 for override in hydra.parse_override(value):
@@ -496,9 +507,9 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
                 if hydra_syntax:
                     problems.append((arg.location, str(exc)))
                 else:  # the script reads it otherwise: its key, if any, is set to something offlint cannot read
-                    key = hydra.canonical_key(value.split("=", 1)[0].lstrip("+~"))
-                    written.append((Assignment(key, Unknown(f"`{value}` is read by the script's own parser"),
-                                               arg.location, Source.HYDRA, arg.text), arg.conditional))
+                    unread = Unknown(f"`{value}` is read by the script's own parser")
+                    written.append((Assignment(_override_key(value), unread, arg.location, Source.HYDRA, arg.text),
+                                    arg.conditional))
         i += 1
     layer.assignments.extend(_by_path(written, context))
     # Bridge entry points run a recipe whose cfg.env_vars may set variables: known only once it is linked.

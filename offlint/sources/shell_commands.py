@@ -9,7 +9,7 @@ import os
 import posixpath
 from dataclasses import replace
 
-from offlint.sources.launch import srun_environment
+from offlint.sources.launch import opened_because, srun_environment
 from offlint.sources.shell_values import (_BLANK, OPENED, WRITTEN, Command, EnvSetting, _Field, _join, _MAX_NESTING,
                                           Org, Pos, _split, _State, _Unknown, _Var)
 
@@ -229,8 +229,7 @@ class Commands:
         if j is not None:
             environment = srun_environment(vals[:j], [f.text for f in fields[:j]])
             if environment:  # (`srun --environment=alps3 bash -c "..."`: the definition file may set variables)
-                penv = {**penv, OPENED: _Var(s=environment.split(": ", 1)[1], exported=True,
-                                             pos=(fields[0].line, fields[0].col))}
+                penv = {**penv, OPENED: _Var(s=environment, exported=True, pos=(fields[0].line, fields[0].col))}
             self.payload(fields[j], penv, assumes)
         if vals[0] == "echo":
             self.echo_to_file(n, fields)
@@ -549,7 +548,7 @@ def _unquoted(text: str) -> str:
 def _opened_reason(opened: _Var) -> str:
     """What made an environment open (the OPENED pseudo-variable's text; paths that opened it differently)."""
     reason = opened.s if opened.arr is None and opened.s.isprintable() else ""
-    return f"the launch environment may hold more: {reason or 'a sourced file offlint cannot read'}"
+    return opened_because(reason or "a sourced file offlint cannot read")
 
 
 def _shell_c_payload(vals: list[str | None]) -> int | None:
