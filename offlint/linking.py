@@ -114,8 +114,6 @@ def _take_launch_environment(target: Unit, launches: list[Unit]) -> bool:
         env = {a.key: a for layer in launch.layers if not layer.inherited for a in layer.assignments
                if a.source == Source.ENV and isinstance(a.value, str)}
         shared = env if shared is None else {k: a for k, a in shared.items() if k in env and env[k].value == a.value}
-        if not shared:
-            return False
     if not shared:
         return False
     target.layers.append(Layer("the environment of the launches that run it", list(shared.values()), inherited=True))
