@@ -45,6 +45,14 @@ def _key(finding: dict) -> tuple:
         finding["message"]
 
 
+def _shared(finding: dict, reference: list[dict]) -> bool:
+    """Whether the whole tree reports this finding once for several units, this one among them: a finding at a
+    shared helper's line is reported once (`unit` and `shared_with` name the units), and a check of one file
+    reports it for the file's own unit, pointing into that file."""
+    return any(_key(f) == _key(finding) and finding.get("unit") in {f.get("unit"), *f.get("shared_with", [])}
+               for f in reference)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
@@ -72,7 +80,9 @@ def main(argv: list[str]) -> int:
                     _check(tree, ["."], extra, env)  # the cache as the commit before the one adding it left it
                 finally:
                     shutil.move(aside, os.path.join(tree, path))
-            got = sorted(_key(f) for f in _check(tree, [path], extra, env) if _concerns(f, path))
+            alone = [f for f in _check(tree, [path], extra, env) if _concerns(f, path)]
+            got = sorted(_key(f) for f in alone)
+            want = sorted(want + [_key(f) for f in alone if _key(f) not in want and _shared(f, reference)])
             if got != want:
                 differ += 1
                 print(f"{path}: missing {[k[:3] for k in want if k not in got]}, "
