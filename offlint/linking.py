@@ -20,9 +20,9 @@ from offlint import scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
-from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, perf_env
+from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env
 from offlint.sources.launch import TRAINING_ONLY_FLAGS, take_recipe_sections
-from offlint.types import Assignment, FileError, Layer, Source, Unit, UnitKind
+from offlint.types import Assignment, Defaults, FileError, Layer, Location, Source, Unit, UnitKind, Unknown
 
 
 # `X as Y`; Y is matched in a lookahead so that `a as b as c` gives both pairs, as a search for each Y did.
@@ -89,6 +89,9 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 if unit.launch_flags:  # and which flags its parser has
                     script = entry_scripts.script_path(unit.entry_script, read.file.path, tree_text)
                     unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
+                if unit.defaults == Defaults.MLM_CLI:  # and which arguments its code sets itself
+                    _take_entry_script_writes(unit, entry_scripts.namespace_writes(
+                        unit.entry_script, read.file.path, tree_text, entry_modules))
             elif unit.ci_test_case and unit.launch_flags:
                 # a functional test case: the CI recipe listing it names its script (whether it trains stays with
                 # the case's MODE and flags)
@@ -101,6 +104,17 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
     return [target for target in yaml_layers.values()
             if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)]
+
+
+def _take_entry_script_writes(unit: Unit, writes: tuple[tuple[str, str, int], ...]) -> None:
+    """A Megatron-LM style launch whose entry script's code sets parsed arguments itself (entry_scripts.namespace_writes):
+    the run has that code's values, which offlint does not evaluate (they may depend on other arguments, or keep the
+    command line's): unknown, whatever the command line or argparse's default says."""
+    assignments = [Assignment(key, Unknown(f"set by the entry script's code at {path}:{line}"), Location(path, line, 1),
+                              Source.PYTHON, f"args.{attribute}")
+                   for attribute, path, line in writes for key in mlm_flags.keys_of("--" + attribute.replace("_", "-"))]
+    if assignments:
+        unit.layers.append(Layer("the entry script's code", assignments))
 
 
 def _take_launch_environment(target: Unit, launches: list[Unit]) -> bool:

@@ -24,6 +24,7 @@ import sys
 from typing import Callable
 
 from offlint.sources.python_syntax import _call_name
+from offlint.sources.shell_paths import tree_copy
 
 # Names whose call starts or runs training (a function or a method).
 TRAINING_CALLS = frozenset({"pretrain", "finetune", "distill", "train", "fit", "train_step", "backward"})
@@ -68,6 +69,26 @@ def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | No
     return parsed[key]
 
 
+def namespace_writes(script: str, launch_path: str, tree_text: TreeText,
+                     parsed: dict | None = None) -> tuple[tuple[str, str, int], ...]:
+    """(attribute, path, line) for each attribute the tree's code reached from the entry `script` sets on a plain
+    name (`args.use_distributed_optimizer = True`, `setattr(args, "bf16", ...)`), the first place each; () where the
+    script is not in the tree. A script that changes the parsed arguments before Megatron-LM validates them runs with
+    its code's values, not its command line's: THUDM/slime's `_set_default_megatron_args` turns the distributed
+    optimizer on whatever the launch says, and OFL116 had said 5 launches would be refused without it. Which name
+    holds the arguments is not traced (a store on another object only makes a value unknown); megatron's own code is
+    not followed (its rewrites are the rules' to model), nor past `_MAX_FUNCTIONS` functions."""
+    path = _find_script(script, launch_path, tree_text)
+    if path is None:
+        return ()
+    if parsed is None:
+        return _Reach(launch_path, tree_text).module_writes(path)
+    key = ("writes", path)
+    if key not in parsed:
+        parsed[key] = _Reach(launch_path, tree_text, parsed).module_writes(path)
+    return parsed[key]
+
+
 def script_path(script: str, launch_path: str, tree_text: TreeText) -> str | None:
     """The tree's file of the entry `script` as a launch in `launch_path` writes it (see `trains`); None if none."""
     return _find_script(script, launch_path, tree_text)
@@ -82,7 +103,9 @@ def _find_script(script: str, launch_path: str, tree_text: TreeText) -> str | No
         # an absolute path, and its paths are absolute too)
         here = os.getcwd().rstrip("/") + "/"
         candidates = [posixpath.normpath(script)] + [posixpath.normpath(script[len(here):])] * script.startswith(here)
-        return next((c for c in candidates if tree_text(c, launch_path) is not None), None)
+        found = next((c for c in candidates if tree_text(c, launch_path) is not None), None)
+        # else the tree's copy of a script in another checkout (THUDM/slime's `python3 /personal/slime/slime/train.py`)
+        return found or tree_copy(script, lambda path: tree_text(path, launch_path))[0]
     folder = posixpath.dirname(launch_path)
     while True:
         candidate = posixpath.normpath(posixpath.join(folder, script))
@@ -110,6 +133,60 @@ class _Reach:
             return None
         answer = self._calls_train(module, module.top_level, ())
         return ARGUMENTS_CHOOSE if answer is None and self.chosen else answer
+
+    def module_writes(self, path: str) -> tuple[tuple[str, str, int], ...]:
+        module = self._module(path)
+        found: dict[str, tuple[str, str, int]] = {}
+        bodies = [] if module is None else [(module, module.top_level)]
+        followed: set[tuple[str, str]] = set()
+        while bodies:
+            module, body = bodies.pop()
+            for node in _nodes(body):
+                for attribute in _stored_attributes(node):
+                    found.setdefault(attribute, (attribute, module.path, node.lineno))
+                if not isinstance(node, ast.Call):
+                    continue
+                for callee in self._callees(module, node.func):
+                    key = (callee[0].path, callee[1])
+                    if key not in followed and len(followed) < _MAX_FUNCTIONS:
+                        followed.add(key)
+                        bodies.append((callee[0], callee[0].functions[callee[1]].body))
+        return tuple(found.values())
+
+    def _callees(self, module: _Module, func: ast.expr) -> list[tuple[_Module, str]]:
+        """The tree's functions a call of `func` may run (each a name imported on several branches may be)."""
+        if isinstance(func, ast.Name):
+            if func.id in module.functions:
+                return [(module, func.id)]
+            sources = module.several_imports.get(func.id) or \
+                ([module.imports[func.id]] if func.id in module.imports else [])
+        elif isinstance(func, ast.Attribute):
+            dotted = _dotted(func.value, module.module_imports)
+            if dotted is None and isinstance(func.value, ast.Name) and func.value.id in module.imports:
+                # `from rl import setup` then `setup.defaults(args)`: a function of a submodule of the tree
+                submodule = self._resolve(module.path, *module.imports[func.value.id])
+                found = submodule is not None and submodule[1] is None and func.attr in submodule[0].functions
+                return [(submodule[0], func.attr)] if found else []
+            sources = [] if dotted is None else [(dotted, func.attr)]
+        else:
+            return []
+        found = (self._imported_function(module, source, original) for source, original in sources)
+        return [callee for callee in found if callee is not None]
+
+    def _imported_function(self, module: _Module, source: str, original: str,
+                           hops: int = 0) -> tuple[_Module, str] | None:
+        """The tree's function `from source import original` names in `module` (through re-exports), else None."""
+        if source.split(".")[0] == "megatron":
+            return None
+        target = self._resolve(module.path, source, original)
+        if target is None or target[1] is None:
+            return None
+        target_module, name = target
+        if name in target_module.functions:
+            return target_module, name
+        if name in target_module.imports and hops < 8:
+            return self._imported_function(target_module, *target_module.imports[name], hops=hops + 1)
+        return None
 
     def _module(self, path: str) -> _Module | None:
         if path not in self.modules:
@@ -323,11 +400,34 @@ def _sys_path_entries(path: str, body: list[ast.stmt]) -> list[str]:
 
 def _calls(body: list[ast.stmt]):
     """The calls in `body`, not those inside functions or classes it defines."""
+    return (node for node in _nodes(body) if isinstance(node, ast.Call))
+
+
+def _nodes(body: list[ast.stmt]):
+    """The nodes of `body` in order, not those inside functions or classes it defines."""
     stack: list[ast.AST] = list(reversed(body))
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(node, ast.Call):
-            yield node
+        yield node
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _stored_attributes(node: ast.AST) -> list[str]:
+    """The attributes a statement or call sets on a plain name other than self or cls: `args.x = ...`, `args.x +=
+    ...`, `a.x, a.y = ...`, `setattr(args, "x", ...)`."""
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) == 3 and \
+                isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Constant) and \
+                isinstance(node.args[1].value, str):
+            return [node.args[1].value]
+        return []
+    if isinstance(node, ast.Assign):
+        targets = [t for target in node.targets for t in (target.elts if isinstance(target, ast.Tuple) else [target])]
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    else:
+        return []
+    return [t.attr for t in targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+            and t.value.id not in ("self", "cls")]

@@ -9,6 +9,7 @@ a Megatron-LM unit, whose unset keys take argparse defaults. The launch environm
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_s
 _CONFIG_FILE_FLAGS = ("--config-file", "--config_file")
 # (ft_launcher: nvidia-resiliency-ext's fault-tolerant torchrun, with torchrun's options and its own --ft-*)
 LAUNCHERS = ("torchrun", "ft_launcher", "uv", "uvx", "srun", "mpirun", "deepspeed", "accelerate", "env", "exec",
-             "nohup", "time", "numactl", "nsys", "timeout", "stdbuf", "taskset")
+             "nohup", "time", "numactl", "nsys", "timeout", "stdbuf", "taskset", "ray")
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,9 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         return None
     script_index = _script_index(values)
     environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
-    env_open = env_open or (opened_because(environment) if environment else "")
+    ray, ray_env = ray_job(argv[:script_index])
+    env_open = env_open or (opened_because(environment or ray) if environment or ray else "")
+    env = {**env, **ray_env}
     script = posixpath.basename(values[script_index] or "")
     rest = argv[script_index + 1:]
     name = f"{script} at line {location.line}"
@@ -158,6 +161,36 @@ def srun_environment(values: list[str | None], texts: list[str]) -> str:
             return (f"`srun {shown}` runs it in a container environment whose definition file (outside the tree) "
                     f"may set variables")
     return ""
+
+
+_RUNTIME_ENV_JSON = "--runtime-env-json"
+
+
+def ray_job(words: list[Arg]) -> tuple[str, dict[str, EnvArg]]:
+    """A command Ray runs (`ray job submit [options] -- python3 train.py ...`, THUDM/slime's launches): (why its
+    environment may hold more, "" for another command; the variables its `--runtime-env-json` sets). The entrypoint
+    runs in the Ray cluster's environment, the one its `ray start` had (in the script, or wherever the cluster was
+    started), plus the runtime environment's `env_vars`, which win."""
+    if not words or posixpath.basename(words[0].value or "") != "ray":
+        return "", {}
+    env: dict[str, EnvArg] = {}
+    for i, word in enumerate(words):
+        if word.value == _RUNTIME_ENV_JSON and i + 1 < len(words):
+            env.update(_runtime_env_vars(words[i + 1].value, words[i + 1].location))
+        elif word.value and word.value.startswith(_RUNTIME_ENV_JSON + "="):
+            env.update(_runtime_env_vars(word.value.partition("=")[2], word.location))
+    return "`ray` runs it in the environment its Ray cluster was started with, plus its runtime environment's", env
+
+
+def _runtime_env_vars(text: str | None, location: Location) -> dict[str, EnvArg]:
+    """The `env_vars` of a Ray runtime environment given as JSON (a text offlint cannot read gives none)."""
+    try:
+        runtime_env = json.loads(text) if text is not None else None
+    except ValueError:
+        return {}
+    variables = runtime_env.get("env_vars") if isinstance(runtime_env, dict) else None
+    return {name: EnvArg(name, value if isinstance(value, str) else json.dumps(value), location)
+            for name, value in (variables.items() if isinstance(variables, dict) else ())}
 
 
 def _opened(unit: Unit, env_open: str) -> Unit:

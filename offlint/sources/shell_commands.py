@@ -10,6 +10,7 @@ import posixpath
 from dataclasses import replace
 
 from offlint.sources.launch import opened_because, srun_environment
+from offlint.sources.shell_paths import tree_copy
 from offlint.sources.shell_values import (_BLANK, OPENED, WRITTEN, Command, EnvSetting, _Field, _join, _MAX_NESTING,
                                           Org, Pos, _split, _State, _Unknown, _Var)
 
@@ -447,7 +448,7 @@ class Commands:
         and functions are not this script's); where offlint cannot read it, the environment of what follows is open:
         the file may export anything (an environment file outside the tree, `source "$ENV_FILE"`)."""
         path, text = self.sourced(target) if target else (None, None)
-        # the tree's copy of a file outside it (_tree_copy); not the tree's own file named by its absolute path
+        # the tree's copy of a file outside it (tree_copy); not the tree's own file named by its absolute path
         # (`$(dirname "$(readlink -f "$0")")/conf/arguments.sh`, Megatron-LM's ModelOpt examples)
         copy = text is not None and target.startswith("/") and os.path.realpath(target) != os.path.realpath(path)
         budget = self.st.source_budget
@@ -484,12 +485,12 @@ class Commands:
 
     def sourced(self, target: str) -> tuple[str | None, str | None]:
         """(the tree file `source TARGET` reads, as a path from the tree's root, its text): next to the script, else
-        from the root (where launches are usually started); for an absolute TARGET, the tree's copy (_tree_copy); no
+        from the root (where launches are usually started); for an absolute TARGET, the tree's copy (tree_copy); no
         text where none is in the tree (above its root, absent)."""
         if self.st.read_file is None:
             return None, None
         if target.startswith("/"):
-            return _tree_copy(target, self.st.read_file)
+            return tree_copy(target, self.st.read_file)
         here = posixpath.dirname(self.st.script.s) if self.st.script is not None else ""
         for base in dict.fromkeys((here, "")):
             path = posixpath.normpath(posixpath.join(base, target))
@@ -514,18 +515,6 @@ class Commands:
         org.append(org[-1] if org else (f.line, f.col, f.cond))
         type(self)(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()
-
-
-def _tree_copy(target: str, read_file) -> tuple[str | None, str | None]:
-    """(path, text) of the tree file an absolute `source` path ends in, the longest such ending first:
-    `source /home/me/geodesic-megatron/pipeline_env_activate.sh`, the launcher's own checkout on the cluster,
-    is the tree's pipeline_env_activate.sh (geodesic-megatron). (None, None) where no ending is a tree file."""
-    parts = [p for p in posixpath.normpath(target).split("/") if p]
-    for start in range(len(parts)):
-        text = read_file("/".join(parts[start:]))
-        if text is not None:
-            return "/".join(parts[start:]), text
-    return None, None
 
 
 def _joined(fields: list[_Field]) -> tuple[str, list]:

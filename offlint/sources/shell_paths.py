@@ -69,3 +69,15 @@ def _dirname(path: str) -> str:
 
 def _absolute(path: str) -> str:
     return posixpath.normpath(posixpath.join(os.getcwd(), path)) if path else os.getcwd()
+
+
+def tree_copy(target: str, read_file) -> tuple[str | None, str | None]:
+    """(path, text) of the tree file an absolute path ends in, the longest such ending first:
+    `source /home/me/geodesic-megatron/pipeline_env_activate.sh`, the launcher's own checkout on the cluster,
+    is the tree's pipeline_env_activate.sh (geodesic-megatron). (None, None) where no ending is a tree file."""
+    parts = [p for p in posixpath.normpath(target).split("/") if p]
+    for start in range(len(parts)):
+        text = read_file("/".join(parts[start:]))
+        if text is not None:
+            return "/".join(parts[start:]), text
+    return None, None

@@ -1,0 +1,154 @@
+"""Launches Ray runs, and entry scripts that set their parsed arguments themselves (THUDM/slime's shapes).
+
+slime's launch scripts start a Ray cluster and submit the job: `ray job submit --runtime-env-json=... -- python3
+train.py <Megatron-LM flags>`. offlint had given them no unit (46 scripts, 24 of them with optimizer offload). Once
+read, five would have been false OFL116 errors: slime's argument parser turns the distributed optimizer on itself
+(`args.use_distributed_optimizer = True`) before Megatron-LM validates the arguments. The fixtures are our own, in
+that shape.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from offlint.sources import entry_scripts, launch
+from offlint.types import Location
+from tests.check_helpers import check_json, write_tree
+
+LAUNCH = """\
+#!/bin/bash
+MODEL_ARGS=(--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 512 --max-position-embeddings 512)
+OPTIMIZER_ARGS=(--optimizer adam --lr 1e-6 --optimizer-cpu-offload --overlap-cpu-optimizer-d2h-h2d
+                --use-precision-aware-optimizer)
+ray start --head --num-gpus 8
+RUNTIME_ENV_JSON='{"env_vars": {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512"}}'
+ray job submit --address="http://127.0.0.1:8265" --runtime-env-json="${RUNTIME_ENV_JSON}" \\
+   -- python3 SCRIPT --actor-num-gpus-per-node 8 ${MODEL_ARGS[@]} ${OPTIMIZER_ARGS[@]} \\
+   --micro-batch-size 1 --global-batch-size 8 --train-iters 10 --bf16
+"""
+TRAIN = """\
+from rl.arguments import parse_args
+
+
+def train(args):
+    pass
+
+
+if __name__ == "__main__":
+    train(parse_args())
+"""
+ARGUMENTS = """\
+from megatron.training.arguments import parse_args as megatron_parse_args
+
+
+def _defaults(args):
+    args.use_distributed_optimizer = True
+    return args
+
+
+def parse_args():
+    args = megatron_parse_args(extra_args_provider=None, ignore_unknown_args=True)
+    return _defaults(args)
+"""
+
+
+def _tree(tmp_path, arguments: str = ARGUMENTS, script: str = "train.py"):
+    write_tree(tmp_path, {"launch.sh": LAUNCH.replace("SCRIPT", script), "train.py": TRAIN,
+                          "rl/__init__.py": "", "rl/arguments.py": arguments})
+
+
+def _codes(findings: list[dict]) -> list[str]:
+    return sorted(f["code"] for f in findings)
+
+
+def test_a_ray_job_is_a_launch(tmp_path):
+    """Without the parser's own default, the launch asks for optimizer offload and the precision-aware optimizer
+    without the distributed optimizer: megatron-core refuses both."""
+    _tree(tmp_path, ARGUMENTS.replace("    args.use_distributed_optimizer = True\n", ""))
+    assert _codes(check_json(tmp_path)) == ["OFL116", "OFL206"]
+
+
+def test_what_the_entry_scripts_code_sets_is_not_the_command_lines(tmp_path):
+    """Its value is not evaluated (it may depend on other arguments): unknown, so only --strict says what may fail,
+    naming the line that sets it."""
+    _tree(tmp_path)
+    assert check_json(tmp_path) == []
+    strict = {f["code"]: f for f in check_json(tmp_path, "--strict")}
+    assert sorted(strict) == ["OFL116", "OFL206", "OFL301"] and all(f["possible"] for f in strict.values())
+    assert "use_distributed_optimizer: set by the entry script's code at rl/arguments.py:5" in strict["OFL116"]["message"]
+
+
+def test_an_entry_script_in_another_checkout_is_read_from_the_trees_copy(tmp_path):
+    """slime's kimi-k2 launcher runs `python3 /personal/slime/slime/train.py`: its author's checkout. (Started
+    by torchrun here: a launch offlint read before Ray's were.)"""
+    _tree(tmp_path, script="/personal/slime/slime/train.py")
+    text = (tmp_path / "launch.sh").read_text()
+    (tmp_path / "launch.sh").write_text(text[:text.index("ray job submit")] + "torchrun --nproc-per-node 8 "
+                                        + text[text.index("/personal"):])
+    assert _codes(check_json(tmp_path)) == ["OFL301"]  # (torchrun's environment is the script's)
+    (tmp_path / "rl" / "arguments.py").write_text(ARGUMENTS.replace("    args.use_distributed_optimizer = True\n", ""))
+    assert _codes(check_json(tmp_path)) == ["OFL116", "OFL206", "OFL301"]
+
+
+def test_the_job_runs_in_the_clusters_environment_plus_its_runtime_env(tmp_path):
+    """The runtime environment's variables are the job's; any other may be set where the cluster started, so the
+    allocator advice is only possible (the launch leaves PYTORCH_ALLOC_CONF to the cluster)."""
+    _tree(tmp_path)
+    assert check_json(tmp_path) == []
+    (finding,) = [f for f in check_json(tmp_path, "--strict") if f["code"] == "OFL301"]
+    assert "PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:512'" in finding["message"]
+    assert "its Ray cluster was started with" in finding["message"]
+
+
+def _args(*words: str) -> list[launch.Arg]:
+    return [launch.Arg(word, Location("launch.sh", 1, 1 + i), word or "$X") for i, word in enumerate(words)]
+
+
+def test_ray_job_reads_the_runtime_env_json_in_either_spelling():
+    json_text = '{"env_vars": {"A": "1", "B": 2}, "working_dir": "."}'
+    for words in (("ray", "job", "submit", "--runtime-env-json", json_text, "--"),
+                  ("ray", "job", "submit", f"--runtime-env-json={json_text}", "--")):
+        reason, env = launch.ray_job(_args(*words))
+        assert "Ray cluster" in reason
+        assert {name: arg.value for name, arg in env.items()} == {"A": "1", "B": "2"}
+    for unreadable in ("{not json", None, '["a list"]', '{"env_vars": "A=1"}'):
+        assert launch.ray_job(_args("ray", "job", "submit", "--runtime-env-json", unreadable, "--"))[1] == {}
+    assert launch.ray_job(_args("torchrun", "--nproc-per-node", "8")) == ("", {})
+
+
+def test_namespace_writes_follows_the_trees_calls_not_megatrons(tmp_path):
+    files = {
+        "train.py": textwrap.dedent("""\
+            from megatron.training import initialize_megatron
+            from rl import setup
+            import rl.more as more
+
+            class Trainer:
+                def __init__(self, args):
+                    self.args = args  # an object's own attribute: not an argument
+
+            def main():
+                args = setup.defaults(initialize_megatron())
+                more.tune(args)
+                setattr(args, "seq_length", 4096)
+
+            main()
+            """),
+        "rl/__init__.py": "",
+        "rl/setup.py": "def defaults(args):\n    args.bf16, args.fp16 = True, False\n    return args\n",
+        "rl/more.py": "def tune(args):\n    args.micro_batch_size += 1\n\ndef unused(args):\n    args.lr = 1\n",
+        "megatron/training.py": "def initialize_megatron():\n    args.num_layers = 2\n",  # not followed
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+
+    def tree_text(path, near):
+        file = tmp_path / path
+        return file.read_text() if file.is_file() else None
+
+    writes = entry_scripts.namespace_writes("train.py", "launch.sh", tree_text)
+    assert [(attribute, path, line) for attribute, path, line in writes] == [
+        ("seq_length", "train.py", 12), ("micro_batch_size", "rl/more.py", 2), ("bf16", "rl/setup.py", 2),
+        ("fp16", "rl/setup.py", 2)]
+    assert entry_scripts.namespace_writes("missing.py", "launch.sh", tree_text) == ()
