@@ -348,6 +348,8 @@ def as_list(value) -> list:
 
 @_needs_scope
 def invalid_offload_modules(scope: Scope, modules) -> list:
+    if scope.version.lists_unknown:  # (a fork of Megatron-LM the tree pins and has not checked out)
+        return []
     allowed = _offload_modules(scope.version)
     return sorted({str(m) for m in as_list(modules) if m not in allowed})
 
@@ -478,6 +480,8 @@ def graph_modules_written(scope: Scope) -> object:
 def _names_known(version: Version, field: str) -> frozenset[str] | None:
     """The names of a list the version allows: as the checkout's own megatron-core source allows them where offlint
     read them there (sources/mcore_source.py), else offlint's shipped data."""
+    if version.lists_unknown:  # (a fork of Megatron-LM the tree pins and has not checked out)
+        return None
     own = version.names_from_source(field)
     return own if own is not None else _names_in_data(version, field)
 

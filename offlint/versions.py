@@ -29,6 +29,9 @@ class Version:
     # The module lists a megatron-core source tree in the checkout allows, read from its own code
     # (sources/mcore_source.py): ((list name, names), ...). Not part of what the version is (equality, order).
     source_names: tuple[tuple[str, frozenset[str]], ...] = field(default=(), compare=False, repr=False)
+    # Why the module lists are not known at all (a fork of Megatron-LM the tree pins but has not checked out: it may
+    # allow names no release does); "" where they are the release's or the checkout's.
+    lists_unknown: str = field(default="", compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
@@ -124,6 +127,9 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
     A Megatron-LM checkout is its own megatron-core (`megatron/core/package_info.py` at its root): that is the
     code its scripts run, so it comes right after a pin."""
     checkout = _checkout_version(root) if root is not None else None
+    pin = _pin_not_checked_out(root) if root is not None else None
+    if pin is not None and pin.fork:
+        return _fork_not_checked_out(pin, cli, configured)
     if cli or configured:
         detected = checked_as(parse_version(cli or configured), "--mcore-version" if cli else
                               "[tool.offlint] megatron-core-version", explicit=True)
@@ -141,12 +147,11 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
     installed = _installed_version()
     detected = checked_as(installed, "installed megatron-core", explicit=False) if installed else \
         DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
-    missing = _pin_not_checked_out(root) if root is not None else None
-    if missing and not detected.note:
+    if pin is not None and not detected.note:
         # (a Bridge fork's DeepSeek-V4 recipes name 'mhc', which only the megatron-core they pin allows)
-        detected = replace(detected, note=f"{missing} (the tree's megatron-core) is not checked out: checking with "
+        detected = replace(detected, note=f"{pin.path} (the tree's megatron-core) is not checked out: checking with "
                                           f"the rules of {detected.version} ({detected.origin}), which may not be the "
-                                          f"version the tree runs; `git submodule update --init {missing}` or "
+                                          f"version the tree runs; `git submodule update --init {pin.path}` or "
                                           f"--mcore-version names it")
     elif root is not None and not detected.note and _before_megatron_core(root):
         detected = replace(detected, note=f"the tree's megatron/ package has no megatron/core (a Megatron-LM from "
@@ -178,16 +183,63 @@ def _locked_version(root: Path) -> Version | None:
         return None
 
 
-def _pin_not_checked_out(root: Path) -> str | None:
+@dataclass(frozen=True)
+class _Pin:
+    """The tree's megatron-core submodule (.gitmodules): where it goes, where it comes from, the branch it follows."""
+    path: str
+    url: str
+    branch: str
+
+    @property
+    def fork(self) -> bool:
+        """Whether it is someone's own Megatron-LM, not NVIDIA's (github.com/NVIDIA/Megatron-LM, NVIDIA's mirrors)."""
+        return bool(self.url) and "nvidia" not in self.url.lower()
+
+
+_SECTION = re.compile(r"^\s*\[submodule\b[^\n]*\]\s*$", re.M)
+_SETTING = re.compile(r"^\s*(path|url|branch)\s*=\s*(\S+)\s*$", re.M)
+_BASE_RELEASE = re.compile(r"core_[rv]?(\d+\.\d+(?:\.\d+)?)")  # NVIDIA's `core_r0.16.0`, a fork's `core_v0.19.0_x`
+
+
+def _pin_not_checked_out(root: Path) -> _Pin | None:
     """The tree's megatron-core submodule, when .gitmodules names one and its files are not there."""
     try:
         modules = read_text(root / ".gitmodules")
     except ReadError:
         return None
-    found = re.search(r"^\s*path\s*=\s*(\S*Megatron-LM)\s*$", modules, re.M)
-    if found is None or (root / found.group(1) / "megatron" / "core" / "package_info.py").is_file():
-        return None
-    return found.group(1)
+    for section in _SECTION.split(modules)[1:]:
+        settings = dict(_SETTING.findall(section))
+        path = settings.get("path", "")
+        if re.fullmatch(r"\S*Megatron-LM", path):
+            if (root / path / "megatron" / "core" / "package_info.py").is_file():
+                return None
+            return _Pin(path, settings.get("url", ""), settings.get("branch", ""))
+    return None
+
+
+def _fork_not_checked_out(pin: _Pin, cli: str | None, configured: str | None) -> DetectedVersion:
+    """The tree pins its own fork of Megatron-LM and has not checked it out. A fork may allow module names no
+    release does (BochunZhang/Megatron-Bridge-Scale-Down pins one whose TransformerConfig adds `mlp_act` to the
+    offloadable modules: OFL107 had called its recipes' setting an error), so the module lists are not known and no
+    name is called invalid. The version is the one named (--mcore-version, [tool.offlint]), else the release its
+    branch says it is based on (`core_v0.19.0_scale_down`), else the installed package's."""
+    base = _BASE_RELEASE.search(pin.branch)
+    if cli or configured:
+        detected = checked_as(parse_version(cli or configured), "--mcore-version" if cli else
+                              "[tool.offlint] megatron-core-version", explicit=True)
+    elif base is not None:
+        detected = checked_as(parse_version(base.group(1)), f"the branch {pin.branch} {pin.path} follows",
+                              explicit=False)
+    else:
+        installed = _installed_version()
+        detected = checked_as(installed, "installed megatron-core", explicit=False) if installed else \
+            DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
+    why = f"{pin.path} pins a fork of Megatron-LM ({pin.url}) that is not checked out"
+    note = (f"{why}: checking with the rules of {detected.version} ({detected.origin}); the module names its "
+            f"TransformerConfig allows are not known, so none is called invalid (`git submodule update --init "
+            f"{pin.path}` reads them)")
+    return replace(detected, version=replace(detected.version, lists_unknown=why),
+                   note="; ".join(part for part in (detected.note, note) if part))
 
 
 def _checkout_version(root: Path) -> tuple[Version, Path, Path] | None:

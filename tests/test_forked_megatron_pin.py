@@ -1,0 +1,73 @@
+"""A tree that pins its own fork of Megatron-LM and has not checked it out (offlint/versions.py).
+
+BochunZhang/Megatron-Bridge-Scale-Down pins `core_v0.19.0_scale_down` of its own Megatron-LM fork, whose
+TransformerConfig adds `mlp_act` to the modules fine-grained offloading accepts; its launch scripts offload
+`[mlp_norm, mlp_act]`. Checked against a release's list, OFL107 called that an error megatron-core raises. A fork
+may allow names no release does, so where its code is not there no name is called invalid; a pin of NVIDIA's own
+Megatron-LM keeps the release's lists. The fixture is our own, in that shape.
+"""
+
+from __future__ import annotations
+
+from offlint.versions import detect_version
+from tests.check_helpers import check_json, write_tree
+
+RECIPE = """\
+from megatron.bridge.training.config import ConfigContainer
+from megatron.bridge.recipes.common import _pretrain_common
+
+
+def text_9b_offload_config() -> ConfigContainer:
+    cfg = _pretrain_common()
+    cfg.model.transformer_impl = "transformer_engine"
+    cfg.model.fine_grained_activation_offloading = True
+    cfg.model.offload_modules = ["mlp_norm", "mlp_act"]
+    cfg.env_vars = {"NVTE_CPU_OFFLOAD_V1": "1"}
+    return cfg
+"""
+
+
+def _gitmodules(url: str, branch: str = "") -> str:
+    return ('[submodule "3rdparty/Megatron-LM"]\n\tpath = 3rdparty/Megatron-LM\n'
+            f"\turl = {url}\n" + (f"\tbranch = {branch}\n" if branch else ""))
+
+
+FORK = _gitmodules("https://github.com/someone/Megatron-LM-Scale-Down.git", "core_v0.19.0_scale_down")
+
+
+def _codes(tmp_path, gitmodules: str) -> list[str]:
+    write_tree(tmp_path, {".gitmodules": gitmodules, "recipes/offload.py": RECIPE})
+    (tmp_path / "3rdparty" / "Megatron-LM").mkdir(parents=True)
+    return [f["code"] for f in check_json(tmp_path)]
+
+
+def test_a_name_only_the_fork_may_allow_is_not_an_error(tmp_path):
+    assert "OFL107" not in _codes(tmp_path, FORK)
+
+
+def test_nvidias_own_megatron_lm_keeps_the_releases_lists(tmp_path):
+    assert "OFL107" in _codes(tmp_path, _gitmodules("https://github.com/NVIDIA/Megatron-LM.git"))
+
+
+def test_the_version_is_the_release_the_forks_branch_names_and_the_note_says_why(tmp_path):
+    (tmp_path / ".gitmodules").write_text(FORK)
+    (tmp_path / "3rdparty" / "Megatron-LM").mkdir(parents=True)
+    detected = detect_version(None, None, tmp_path)
+    assert str(detected.version) == "0.19.0" and "core_v0.19.0_scale_down" in detected.origin
+    assert detected.version.lists_unknown.startswith("3rdparty/Megatron-LM pins a fork of Megatron-LM")
+    assert "none is called invalid" in detected.note and "git submodule update --init" in detected.note
+    named = detect_version("0.20.0", None, tmp_path)  # a version named: that one, and the lists still unknown
+    assert str(named.version) == "0.20.0" and named.version.lists_unknown
+    without_branch = tmp_path / "plain"
+    (without_branch / "3rdparty" / "Megatron-LM").mkdir(parents=True)
+    (without_branch / ".gitmodules").write_text(_gitmodules("git@github.com:someone/Megatron-LM.git"))
+    assert detect_version(None, None, without_branch).version.lists_unknown
+
+
+def test_a_checked_out_fork_is_read_as_any_checkout(tmp_path):
+    (tmp_path / ".gitmodules").write_text(FORK)
+    info = tmp_path / "3rdparty" / "Megatron-LM" / "megatron" / "core"
+    info.mkdir(parents=True)
+    (info / "package_info.py").write_text("MAJOR = 0\nMINOR = 19\nPATCH = 0\n")
+    detected = detect_version(None, None, tmp_path)
+    assert not detected.version.lists_unknown and "package_info.py" in detected.origin
