@@ -126,8 +126,8 @@ def test_full() -> None:
 def test_json() -> None:
     data = json.loads(render("json", FINDINGS, RULES, SOURCES))
     assert [d["code"] for d in data] == ["OFL301", "OFL101", "OFL101", "OFL205"]
-    keys = {"code", "slug", "severity", "message", "filename", "location", "end_location", "unit", "units", "shared_with",
-            "related", "fix", "possible", "url"}
+    keys = {"code", "slug", "severity", "message", "filename", "location", "end_location", "unit", "unit_path",
+            "units", "shared_with", "related", "fix", "possible", "url"}
     assert all(set(d) == keys for d in data)
     first = data[2]
     assert first["message"] == 'cpu_offloading "on" with <2 layers'
@@ -235,8 +235,9 @@ def test_a_finding_at_a_shared_helper_line_names_its_unit_in_concise_and_full():
                      shared_with=("b", "c", "d", "e", "f", "g"))
     concise = render("concise", [own, elsewhere, shared], RULES, {}).splitlines()
     assert concise[0].endswith("OFL101 m")
-    assert concise[1].endswith("OFL101 m [in a_config]")
+    assert concise[1].endswith(f"OFL101 m [in a_config ({A})]")
     assert concise[2].endswith("OFL101 m [in 7 units]")
     full = render("full", [shared], RULES, {})
     assert "= note: in units a_config, b, c, d, e and 2 more" in full
     assert json.loads(render("json", [shared], RULES, {}))[0]["shared_with"] == ["b", "c", "d", "e", "f", "g"]
+    assert json.loads(render("json", [elsewhere], RULES, {}))[0]["unit_path"] == A

@@ -28,6 +28,7 @@ def _one(f: Finding, rules: Mapping[str, RuleInfo]) -> dict:
         "location": loc,
         "end_location": dict(loc),
         "unit": f.unit,
+        "unit_path": f.unit_path,  # the file that defines it (two entry scripts may each define a `main`)
         "units": f.units,
         "shared_with": list(f.shared_with),
         "related": [
