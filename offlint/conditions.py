@@ -1497,6 +1497,11 @@ def _ep_overlap_schedule(scope: Scope) -> tuple[object, str]:
     if on is UNKNOWN and not (isinstance(built.value, str) and built.value):
         return "", ""  # "possible" only for a model class known to lack the method
     lacking = f"{built.value}, which defines no build_schedule_plan" if isinstance(built.value, str) else ""
+    experts = scope.key("model.num_moe_experts")
+    if experts is not UNKNOWN and not experts:
+        # EP overlap needs EP > 1, and TransformerConfig raises "num_moe_experts must be non None to use
+        # expert-parallel" for that first (NVIDIA-NeMo/DFM's Flux and Wan: no MoE, both left to user overrides)
+        return "", ""
     packing = _energon_packing(scope)
     if packing is not False:
         return (UNKNOWN, f"whether {_PACKING} is used is not known") if packing is UNKNOWN else ("", "")

@@ -290,3 +290,15 @@ def test_get_model_config_takes_the_bridge_s_own_model_config_bridge(tmp_path, m
                            "        return TowerModelConfig(num_layers=2)\n\n")
     found = _findings(tmp_path, monkeypatch)
     assert len(found) == 1 and "TowerModelBuilder.build_model" in found[0].message
+
+
+def test_a_model_without_experts_never_reaches_the_schedule(tmp_path, monkeypatch):
+    """NVIDIA-NeMo/DFM's Flux and Wan recipes: no MoE, and EP overlap and EP left to the user's overrides.
+    TransformerConfig raises "num_moe_experts must be non None to use expert-parallel" for EP > 1, which EP overlap
+    needs, before any forward: nothing to report, not even with --strict (it had been a possible error)."""
+    recipe = "import os\n" + _recipe("TowerModelProvider(num_layers=8)", 'os.environ.get("EP_OVERLAP") == "1"',
+                                     ep='int(os.environ.get("EP", "1"))')
+    _tree(tmp_path, recipe=recipe.replace("cfg.model.num_moe_experts = 8", "cfg.model.num_moe_experts = None"))
+    assert _findings(tmp_path, monkeypatch, strict=True) == []
+    _tree(tmp_path, recipe=recipe)  # with experts, what is open is said
+    assert [f.possible for f in _findings(tmp_path, monkeypatch, strict=True)] == [True]
