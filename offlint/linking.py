@@ -107,8 +107,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
 
 
 def _take_entry_script_writes(unit: Unit, writes: tuple[tuple[str, str, int], ...]) -> None:
-    """A Megatron-LM style launch whose entry script's code sets parsed arguments itself (entry_scripts.namespace_writes):
-    the run has that code's values, which offlint does not evaluate (they may depend on other arguments, or keep the
+    """A Megatron-LM style launch whose entry script's code sets parsed arguments itself
+    (entry_scripts.namespace_writes): the run has that code's values, which offlint does not evaluate (they may depend on other arguments, or keep the
     command line's): unknown, whatever the command line or argparse's default says."""
     assignments = [Assignment(key, Unknown(f"set by the entry script's code at {path}:{line}"), Location(path, line, 1),
                               Source.PYTHON, f"args.{attribute}")

@@ -135,8 +135,11 @@ def test_namespace_writes_follows_the_trees_calls_not_megatrons(tmp_path):
             main()
             """),
         "rl/__init__.py": "",
-        "rl/setup.py": "def defaults(args):\n    args.bf16, args.fp16 = True, False\n    return args\n",
-        "rl/more.py": "def tune(args):\n    args.micro_batch_size += 1\n\ndef unused(args):\n    args.lr = 1\n",
+        "rl/setup.py": ("def defaults(args):\n    args.bf16, args.fp16 = True, False\n"
+                        "    config = build()\n    config.recompute_granularity = 'full'  # another object's\n"
+                        "    return args\n"),
+        "rl/more.py": ("def tune(megatron_args):\n    megatron_args.micro_batch_size += 1\n\n"
+                       "def unused(args):\n    args.lr = 1\n"),
         "megatron/training.py": "def initialize_megatron():\n    args.num_layers = 2\n",  # not followed
     }
     for name, text in files.items():

@@ -71,13 +71,13 @@ def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | No
 
 def namespace_writes(script: str, launch_path: str, tree_text: TreeText,
                      parsed: dict | None = None) -> tuple[tuple[str, str, int], ...]:
-    """(attribute, path, line) for each attribute the tree's code reached from the entry `script` sets on a plain
-    name (`args.use_distributed_optimizer = True`, `setattr(args, "bf16", ...)`), the first place each; () where the
-    script is not in the tree. A script that changes the parsed arguments before Megatron-LM validates them runs with
-    its code's values, not its command line's: THUDM/slime's `_set_default_megatron_args` turns the distributed
-    optimizer on whatever the launch says, and OFL116 had said 5 launches would be refused without it. Which name
-    holds the arguments is not traced (a store on another object only makes a value unknown); megatron's own code is
-    not followed (its rewrites are the rules' to model), nor past `_MAX_FUNCTIONS` functions."""
+    """(attribute, path, line) for each attribute the tree's code reached from the entry `script` sets on the parsed
+    arguments (`args.use_distributed_optimizer = True`, `setattr(args, "bf16", ...)`), the first place each; () where
+    the script is not in the tree. A script that changes the parsed arguments before Megatron-LM validates them
+    runs with its code's values, not its command line's: THUDM/slime's `_set_default_megatron_args` turns the
+    distributed optimizer on whatever the launch says, and OFL116 had said 5 launches would be refused without it.
+    Which name holds the arguments is not traced: Megatron's convention names it (`_stored_attributes`). Megatron's
+    own code is not followed (its rewrites are the rules' to model), nor past `_MAX_FUNCTIONS` functions."""
     path = _find_script(script, launch_path, tree_text)
     if path is None:
         return ()
@@ -415,11 +415,13 @@ def _nodes(body: list[ast.stmt]):
 
 
 def _stored_attributes(node: ast.AST) -> list[str]:
-    """The attributes a statement or call sets on a plain name other than self or cls: `args.x = ...`, `args.x +=
-    ...`, `a.x, a.y = ...`, `setattr(args, "x", ...)`."""
+    """The attributes a statement or call sets on the parsed arguments: `args.x = ...`, `args.x += ...`, `args.x,
+    args.y = ...`, `setattr(args, "x", ...)`, on a name Megatron's convention gives them (`args = get_args()`, a
+    parameter `args`, `megatron_args`). Another object's attribute is not one: Megatron Bridge's MIMO example sets
+    `cfg.recompute_granularity = "full"` on a TransformerConfig it builds, which is not the command line's."""
     if isinstance(node, ast.Call):
         if isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) == 3 and \
-                isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Constant) and \
+                _holds_arguments(node.args[0]) and isinstance(node.args[1], ast.Constant) and \
                 isinstance(node.args[1].value, str):
             return [node.args[1].value]
         return []
@@ -429,5 +431,8 @@ def _stored_attributes(node: ast.AST) -> list[str]:
         targets = [node.target]
     else:
         return []
-    return [t.attr for t in targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-            and t.value.id not in ("self", "cls")]
+    return [t.attr for t in targets if isinstance(t, ast.Attribute) and _holds_arguments(t.value)]
+
+
+def _holds_arguments(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and (node.id == "args" or node.id.endswith("_args"))
