@@ -50,6 +50,7 @@ def test_cuda_graphs_the_fix_names_the_partner_variable(findings):
 def test_without_graphs_or_with_the_partner_already_set_the_fix_is_the_allocator_option_alone(findings):
     (plain,) = of(findings, "OFL301", "dense_pretrain_8gpu_h100_bf16_config")
     assert "max_split_size_mb:256" in plain.message
+    assert plain.severity.value == "info"  # options the launch chose, perhaps against expandable segments: no gate
     (partnered,) = of(findings, "OFL301", "dense_pretrain_8gpu_b200_bf16_config")  # local graphs, int 0
     for finding in (plain, partnered):
         assert not finding.possible
