@@ -839,3 +839,20 @@ def test_a_here_document_line_starting_with_its_delimiter_does_not_end_it():
         """), "t.sh")
     assert not result.errors
     assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--num-layers", "4"]
+
+
+def test_the_root_directory_as_a_tests_operand_is_read():
+    """tree-sitter-bash 0.25 reads a lone `/` in `[ ]` or `[[ ]]` as a division and refuses the script, which bash
+    runs (radixark/miles' CI host setup: `if [[ "$(id -u)" -ne 0 ]] && ! [ -w / ]; then`): the whole run had
+    exited 2. The word is still `/`; the test is read from the script's own text."""
+    result = parse_shell(dedent("""\
+        if [[ "$(id -u)" -ne 0 ]] && ! [ -w / ]; then SUDO=sudo; fi
+        X=/
+        [[ -d / && $X == / ]] && ROOT=/ || ROOT=none
+        [ "$X" = / ] && SAME=yes
+        echo "$ROOT" "$SAME" $(( 16 / 2 ))
+        torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --save /
+        """), "t.sh")
+    assert not result.errors
+    assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--save", "/"]
+    assert values(_command_of(result, "echo")) == ["echo", None, "yes", "8"]  # (`-d /` asks the disk)

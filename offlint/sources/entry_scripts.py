@@ -102,7 +102,8 @@ def _find_script(script: str, launch_path: str, tree_text: TreeText) -> str | No
         # made it absolute against the working directory, where the tree's paths start (or the tree was named by
         # an absolute path, and its paths are absolute too)
         here = os.getcwd().rstrip("/") + "/"
-        candidates = [posixpath.normpath(script)] + [posixpath.normpath(script[len(here):])] * script.startswith(here)
+        # (the tree's own path first: a place named in a message is the tree's, not this machine's)
+        candidates = [posixpath.normpath(script[len(here):])] * script.startswith(here) + [posixpath.normpath(script)]
         found = next((c for c in candidates if tree_text(c, launch_path) is not None), None)
         # else the tree's copy of a script in another checkout (THUDM/slime's `python3 /personal/slime/slime/train.py`)
         return found or tree_copy(script, lambda path: tree_text(path, launch_path))[0]

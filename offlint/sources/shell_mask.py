@@ -4,8 +4,9 @@ tree-sitter-bash (0.25) rejects some valid bash, and its error recovery can swal
 a `]` in an expansion's pattern (`${v%%]*}`, upstream issues 274 and 285), an operator character in an
 expansion's word (`${s:+$s;}`, `${L:-a|b}`, issue 267), arithmetic in a substring offset (`${A:$N+1}`) or in an
 expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts), an array subscript in a C-style
-`for ((...))` header (NeMo RL's tools), a base prefix in arithmetic (`$((10#$N))`), and globs with quoted spaces
-or extglobs in `[[ ]]` (issues 321, 246). Each, seen on real scripts, would otherwise make the whole script
+`for ((...))` header (NeMo RL's tools), a base prefix in arithmetic (`$((10#$N))`), globs with quoted spaces
+or extglobs in `[[ ]]` (issues 321, 246), and the root directory as a test's operand (`[ -w / ]`, read as a
+division: radixark/miles' CI host setup). Each, seen on real scripts, would otherwise make the whole script
 unreadable.
 
 When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
@@ -24,6 +25,7 @@ import re
 _ROUNDS = 8  # parse, mask what the errors point into, parse again: a few rounds, each one parse
 
 _BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
+_LONE_SLASH = re.compile(rb"(?<=[ \t])/(?=[ \t\n;&|)])")  # a word that is `/` alone
 _WORD_END = " \t\n;&|()<>"
 _PLAIN = re.compile(r"[^\\'$`\"}()#\[\]<\n]+")  # what _Spans._lex looks at: everything else it steps over
 
@@ -67,9 +69,12 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
     for _ in range(_ROUNDS):
         if spans is None:
             spans = _Spans(data)
-            if spans.early_ends:  # a document line starting with its delimiter: its first character changed
-                for start in spans.early_ends:
+            slashes = [m.start() for m in _LONE_SLASH.finditer(data) if not spans.in_arithmetic(m.start())]
+            if spans.early_ends or slashes:
+                for start in spans.early_ends:  # a document line starting with its delimiter: its first character
                     masked.literal[start] = b"x" if data[start:start + 1] != b"x" else b"y"
+                for start in slashes:  # `[ -w / ]`: the root directory, read as a division
+                    masked.literal[start] = b"."
                 current = parse(_apply(data, masked))
                 if not current.root_node.has_error:
                     masked.freeze()
@@ -259,6 +264,15 @@ class _Spans:
                 return i
             i = self.parent[i]
         return None
+
+    def in_arithmetic(self, point: int) -> bool:
+        """Whether `point` lies in arithmetic or an expansion (where a lone `/` divides: `$(( N / 8 ))`)."""
+        i = self.innermost(point)
+        while i is not None:
+            if self.items[i][2] in ("arith", "arith-command", "expansion"):
+                return True
+            i = self.parent[i] if self.parent[i] >= 0 else None
+        return False
 
     def misread(self, i: int | None, data: bytes) -> int | None:
         """The construct to mask for an error inside construct `i`: `i`, or for plain arithmetic in an expansion's
