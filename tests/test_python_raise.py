@@ -179,3 +179,37 @@ def test_none_a_function_returns_after_another_path_returned_is_not_decided_on(t
     """`find` returns a match from its loop on one path and None after it: the None is one result of two, and
     `if recipe is None: raise` is not taken as certain (Bridge's performance scripts' `find_perf_recipe`)."""
     assert _value(tree, monkeypatch, "found_pretrain_config", "model.recompute_granularity") == "full"
+
+
+GUARDED_HELPER = '''
+from megatron.bridge.training.config import ConfigContainer
+from megatron.bridge.models import GPTModelProvider
+
+
+def _apply_performance(model_cfg, config):
+    offload = config.get("offload")
+    if offload is False:
+        model_cfg.fine_grained_activation_offloading = False
+    elif offload:
+        if not config.get("offload_modules"):
+            raise ValueError("offload_modules are needed")
+        model_cfg.fine_grained_activation_offloading = True
+
+
+def perf_pretrain_config(config: dict):
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
+    _apply_performance(cfg.model, config)
+    return cfg
+'''
+
+
+def test_a_guard_that_raises_inside_a_branch_keeps_what_the_branch_sets_after_it(tmp_path, monkeypatch):
+    """NeMo RL's _apply_performance_config: `elif on:` guards with `if not ...: raise` and then turns fine-grained
+    offloading on. The guard's one going-on path stood in for both of its paths, so the helper's argument was bound
+    to that path's copy of the config: the write after the guard was lost ("False or unset")."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text(GUARDED_HELPER)
+    monkeypatch.chdir(tmp_path)
+    found = load_unit("recipes.py", "perf_pretrain_config", mcore_version="0.20.0").resolved.get(
+        "model.fine_grained_activation_offloading")
+    assert found.is_unknown and sorted(map(repr, {p[0] for p in found.value.paths})) == ["<default>", "False", "True"]

@@ -259,7 +259,12 @@ class Statements:
         bound: set = set()
         for _, sub in results:
             bound.update(_rebound(before, sub.names))
+        merged_ids = {id(obj) for obj in objects}
         for name in bound:
+            if id(frame.names.get(name)) in merged_ids:
+                # merged above; the branches held copies of it (one copy on every path, where the others raised:
+                # `elif on: if not ok: raise ...` then `cfg.x = True`, NeMo RL's _apply_performance_config)
+                continue
             values = [sub.names.get(name, frame.names.get(name)) for _, sub in results]
             if all(v is values[0] for v in values) and (name in frame.names or values[0] is not None):
                 frame.names[name] = values[0]  # no branch rebound it (most names: constants, parameters)
