@@ -8,6 +8,7 @@ ignores -> sorted, de-duplicated findings.
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
 from offlint.source_files import FileRead
 from offlint.tree_keys import without_tree_fields
-from offlint.types import FileError, Finding, Location, Severity, UnitKind
+from offlint.types import Defaults, FileError, Finding, Location, Severity, UnitKind
 from offlint.versions import DetectedVersion, detect_version
 from offlint.warm_start import WarmStart, remembered
 
@@ -165,7 +166,9 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     keys, kept = _linked_kept(reads, deferred, cache, targets, aliases)
     if deferred:
         reads = _decode_linked(reads, deferred, findings, {unit.recipe for unit, key, _ in keys.values()
-                                                             if key not in kept and unit.recipe}, aliases)
+                                                             if key not in kept and unit.recipe}, aliases,
+                               {posixpath.basename(unit.entry_script) for unit, _, _ in keys.values()
+                                if unit.entry_script and unit.defaults == Defaults.MLM_CLI})
         if cache is not None:
             for _, later in deferred:
                 if later.again:
@@ -338,22 +341,25 @@ def _moved_findings(cache: Cache, found: list[Finding], moves: list[dict | None]
 
 
 def _decode_linked(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], findings: list[Finding],
-                   named: set[str], aliases: Aliases) -> list[FileRead]:
+                   named: set[str], aliases: Aliases, scripts: set[str] = frozenset()) -> list[FileRead]:
     """The deferred files' units that linking can use, decoded: those defining a recipe in `named` (the recipes that
     launch commands of the run name whose findings are not kept, `_linked_kept`), or (when no file defines that
-    name) a recipe imported `as` it, as `link_commands` looks them up. The other deferred files keep no units:
-    linking finds nothing in them (a command linked to one keeps its findings), and their findings concern no
-    target."""
-    if not named:
+    name) a recipe imported `as` it, as `link_commands` looks them up; and every unit of a file named as a Megatron-LM
+    style launch's entry script (`scripts`: file names), which may read its own flags (script_flags). The other
+    deferred files keep no units: linking finds nothing in them (a command linked to one keeps its findings), and
+    their findings concern no target."""
+    if not named and not scripts:
         return reads
     defined = {unit.name for read in reads for unit in read.units if unit.kind == UnitKind.RECIPE}
     defined.update(name for _, later in deferred for name in later.summary.recipes)
     named = _looked_up(named, defined, aliases)
     dropped = set()
     for read, later in deferred:
-        if later.summary.recipes & named:
-            outcome = later.outcome(named)  # only the recipes linking looks up: a name it does not look for is
-            # linked to nothing, and its findings would all be filtered out (the file is deferred for that)
+        script = posixpath.basename(later.path) in scripts and later.summary.recipes
+        if later.summary.recipes & named or script:
+            # only the recipes linking looks up: a name it does not look for is linked to nothing, and its findings
+            # would all be filtered out (the file is deferred for that); all of an entry script's
+            outcome = later.outcome(named | set(later.summary.recipes) if script else named)
             if outcome.error is not None:  # read again (the payload did not decode), and now unreadable
                 dropped.add(id(read))
                 continue

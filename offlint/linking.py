@@ -20,7 +20,7 @@ from offlint import scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
-from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env
+from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
 from offlint.sources.launch import TRAINING_ONLY_FLAGS, take_recipe_sections
 from offlint.types import Assignment, Defaults, FileError, Layer, Location, Source, Unit, UnitKind, Unknown
 
@@ -36,10 +36,12 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
     reads' `import X as Y`, when the caller looked at them already. Returns the YAML units that took the
     environment of the launches that run them (_take_launch_environment): their files' findings are checked again."""
     recipes: dict[str, list[Unit]] = {}
+    recipes_in: dict[str, list[Unit]] = {}  # by file
     for read in reads:
         for unit in read.units:
             if unit.kind == UnitKind.RECIPE:
                 recipes.setdefault(unit.name, []).append(unit)
+                recipes_in.setdefault(posixpath.normpath(unit.location.path), []).append(unit)
     originals_of = (aliases or Aliases(reads)).get
     tree_text = _tree_reader(reads)
     entry_modules: dict = {}  # the entry scripts' modules, parsed once for every launch that runs them
@@ -86,9 +88,12 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                     trains = any(flag in TRAINING_ONLY_FLAGS for flag, _ in unit.launch_flags)
                 if trains is not None:
                     unit.launches_training = trains
+                script = entry_scripts.script_path(unit.entry_script, read.file.path, tree_text)
                 if unit.launch_flags:  # and which flags its parser has
-                    script = entry_scripts.script_path(unit.entry_script, read.file.path, tree_text)
                     unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
+                if unit.defaults == Defaults.MLM_CLI and script:  # a script of the tree's that reads its own flags
+                    _run_own_script(unit, script_flags.script_unit(recipes_in.get(script, [])),
+                                    tree_text(script, read.file.path))
                 if unit.defaults == Defaults.MLM_CLI:  # and which arguments its code sets itself
                     _take_entry_script_writes(unit, entry_scripts.namespace_writes(
                         unit.entry_script, read.file.path, tree_text, entry_modules))
@@ -104,6 +109,14 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
     return [target for target in yaml_layers.values()
             if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)]
+
+
+def _run_own_script(unit: Unit, script: Unit | None, text: str | None) -> None:
+    """A Megatron-LM style launch of a script of the tree that parses its own flags and builds a recipe from them
+    (script_flags): the launch runs that configuration with its flags; its environment is the launch's."""
+    if script is not None and script_flags.bind(unit, script, script_flags.options(text)):
+        bridge_precision.inherit(unit, script)
+        take_recipe_sections(unit, script)
 
 
 def _take_entry_script_writes(unit: Unit, writes: tuple[tuple[str, str, int], ...]) -> None:

@@ -207,6 +207,10 @@ class Unit:
     path_flags: tuple[str, ...] = ()
     # A Megatron-LM style command's option words as written (`--lr`, `--bf16`; `--x=1` as `--x`), each where it is.
     launch_flags: tuple[tuple[str, Location], ...] = ()
+    # A Megatron-LM style command's words after its script: (value or None, where, the flags an unreadable word may
+    # give or None for any). Where the script is the tree's own and parses them itself, they are its flags
+    # (sources/script_flags.py, applied when commands are linked).
+    script_args: tuple[tuple[str | None, Location, tuple[str, ...] | None], ...] = ()
     # Those its entry script's parser in the linked tree does not have (sources/mlm_arguments.py, applied when
     # commands are linked): (flag, where, the option it is closest to or ""). Rule OFL007.
     unknown_flags: tuple[tuple[str, Location, str], ...] = ()

@@ -75,6 +75,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
             unit = mlm_unit(name, rest, env, location, trains_by_flags(script, rest), inside)
             unit.entry_script = values[script_index] or ""
+            unit.script_args = tuple((a.value, a.location, a.flags) for a in rest)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
             return _opened(unit, env_open)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):

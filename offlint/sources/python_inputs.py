@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 from bisect import bisect_left
 from collections import deque
+from dataclasses import dataclass
 
 from offlint.sources.python_syntax import _call_name
 from offlint.types import Unknown, UserInput
@@ -125,6 +126,57 @@ def declared_options(module: ast.Module, lines: list[bytes] | None = None) -> di
             dest = long.lstrip("-").replace("-", "_")
         out.setdefault(dest, options)
     return out
+
+
+@dataclass(frozen=True)
+class ParserOption:
+    """One `add_argument` of a script's own parser, as argparse reads the command line with it."""
+
+    dest: str
+    action: str  # "store", "store_true", "store_false"; another action offlint does not read
+    type: str  # "int", "float", "str", or "" for another (a function of the script's: not evaluated)
+    default: object  # the literal default, or NOT_LITERAL
+
+
+NOT_LITERAL = Unknown("a default offlint does not evaluate")
+
+
+def parser_options(module: ast.Module) -> dict[str, ParserOption]:
+    """option string -> ParserOption, for every `*.add_argument("--x", ...)` in a module. A dest declared twice
+    (`--freeze-x` and `--no-freeze-x`) takes its default from the first (argparse sets each dest once)."""
+    out: dict[str, ParserOption] = {}
+    first_default: dict[str, object] = {}
+    for node in ast.walk(module):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        options = tuple(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+        if not options or not all(o.startswith("-") for o in options):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        dest = _literal(keywords.get("dest"))
+        if not isinstance(dest, str):
+            dest = next((o for o in options if o.startswith("--")), options[0]).lstrip("-").replace("-", "_")
+        action = _literal(keywords.get("action", ast.Constant("store")))
+        action = action if action in ("store", "store_true", "store_false") else "other"
+        kind = keywords.get("type")
+        type_ = kind.id if isinstance(kind, ast.Name) and kind.id in ("int", "float", "str") else \
+            "str" if kind is None else ""
+        if "default" in keywords:
+            default = _literal(keywords["default"])
+        else:
+            default = {"store_true": False, "store_false": True}.get(action)
+        default = first_default.setdefault(dest, default)
+        for option in options:
+            out.setdefault(option, ParserOption(dest, action, type_, default))
+    return out
+
+
+def _literal(node: ast.expr | None) -> object:
+    try:
+        return ast.literal_eval(node) if node is not None else None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_LITERAL
 
 
 def _walk(module: ast.Module, lines: list[bytes] | None):
