@@ -207,3 +207,15 @@ def test_a_provider_read_in_part_is_never_taken_for_one_read_whole(tmp_path):
     memo: dict = {}
     assert entry_options("pretrain_gpt.py", read, memo) is None
     assert entry_options("pretrain_hybrid.py", read, memo) is None
+
+
+def test_a_pretrain_of_the_trees_own_parses_with_another_parser(tmp_path):
+    """fwyc0573's pretrain_llama_scheduling.py calls `pretrain` from its own mg_scheduling.training, whose
+    initialize_megatron parses with mg_scheduling/arguments.py (it has --world-size): a false OFL007 had said its
+    launch's --world-size is not an option. Megatron-LM's own pretrain keeps the option set."""
+    _tree(tmp_path, {"pretrain_own.py": "from scheduling.training import pretrain\n\npretrain(None, None)\n",
+                     "pretrain_local.py": "def pretrain(*args):\n    pass\n\npretrain(None)\n",
+                     "pretrain_core.py": "from megatron.training import pretrain\n\npretrain(None, None)\n"})
+    assert _options(tmp_path, "pretrain_own.py") is None
+    assert _options(tmp_path, "pretrain_local.py") is None
+    assert "--num-layers" in _options(tmp_path, "pretrain_core.py")

@@ -18,7 +18,8 @@ Options added under an `if` or a `try` (the kitchen and ModelOpt ones, present w
 present. Anything offlint cannot read gives no option set, and so no finding: a computed option string or exclude
 list, metadata that is not a literal, a function or class it cannot find that is handed the parser, a provider
 it cannot name, an entry script that parses with `ignore_unknown_args=True`, builds an argparse parser of its own,
-or calls none of Megatron-LM's parsing entry points. The same derivation matched the real parser's option strings
+calls none of Megatron-LM's parsing entry points, or calls one of the same name that is not Megatron-LM's (its own
+`pretrain`, imported from its own package: it may parse with another parser). The same derivation matched the real parser's option strings
 exactly at six Megatron-LM commits from February 2025 to d98e8a6 (August 2026; the two kitchen options aside,
 which depend on the environment).
 """
@@ -163,6 +164,7 @@ class _Reader:
             return None
         found: list = []
         parses = False
+        origins = _name_origins(module)
         for node in ast.walk(module):
             if not isinstance(node, ast.Call):
                 continue
@@ -171,6 +173,10 @@ class _Reader:
                 return None  # a parser of its own: its flags are not Megatron-LM's
             if name not in _PARSING_CALLS:
                 continue
+            if isinstance(node.func, ast.Name) and not origins.get(name, "megatron.").startswith("megatron."):
+                # the tree's own `pretrain` (fwyc0573's `from mg_scheduling.training import pretrain`, whose
+                # initialize_megatron parses with mg_scheduling/arguments.py): another parser, not read
+                return None
             parses = True
             keywords = {k.arg: k.value for k in node.keywords if k.arg}
             if any(k.arg is None for k in node.keywords):
@@ -392,6 +398,19 @@ def _parser_names(fn: ast.FunctionDef) -> set[str]:
 
 def _hands_parser(call: ast.Call, parsers: set[str]) -> bool:
     return any(isinstance(a, ast.Name) and a.id in parsers for a in (*call.args, *(k.value for k in call.keywords)))
+
+
+def _name_origins(module: ast.Module) -> dict[str, str]:
+    """name -> the module it is imported from (`from megatron.training import pretrain`: "megatron.training."), or
+    "" for a function the module defines itself; names it does neither for are absent."""
+    origins: dict[str, str] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                origins[alias.asname or alias.name] = "." * node.level + (node.module or "") + "."
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            origins[node.name] = ""
+    return origins
 
 
 def _builtin_call(name: str) -> bool:
