@@ -54,19 +54,11 @@ def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | No
     `launch_path`: the file that launches it (a relative script path is tried from its folder, then from each
     folder above it: scripts often `cd` to the repository root first). `tree_text(path, near)`: a file's text,
     None outside the project or unreadable. `parsed`: path -> parsed module, shared by the calls of one run (many
-    launches run the same script), which also keeps each script's answer, under ("trains", path): the tree's texts
-    are the run's (`tree_text` gives a path the same text whoever asks), so a script's reach is followed once
-    (Bridge 067f987: 18 launches of MIMO scripts, each following hundreds of functions).
+    launches run the same script), which also keeps each script's answer (_per_script): the tree's texts are the
+    run's (`tree_text` gives a path the same text whoever asks), so a script's reach is followed once (Bridge
+    067f987: 18 launches of MIMO scripts, each following hundreds of functions).
     """
-    path = _find_script(script, launch_path, tree_text)
-    if path is None:
-        return None
-    if parsed is None:
-        return _Reach(launch_path, tree_text).module_trains(path)
-    key = ("trains", path)
-    if key not in parsed:
-        parsed[key] = _Reach(launch_path, tree_text, parsed).module_trains(path)
-    return parsed[key]
+    return _per_script(_Reach.module_trains, script, launch_path, tree_text, parsed, None)
 
 
 def namespace_writes(script: str, launch_path: str, tree_text: TreeText,
@@ -78,14 +70,21 @@ def namespace_writes(script: str, launch_path: str, tree_text: TreeText,
     distributed optimizer on whatever the launch says, and OFL116 had said 5 launches would be refused without it.
     Which name holds the arguments is not traced: Megatron's convention names it (`_stored_attributes`). Megatron's
     own code is not followed (its rewrites are the rules' to model), nor past `_MAX_FUNCTIONS` functions."""
+    return _per_script(_Reach.module_writes, script, launch_path, tree_text, parsed, ())
+
+
+def _per_script(answer: Callable, script: str, launch_path: str, tree_text: TreeText, parsed: dict | None,
+                absent: object):
+    """`answer(reach, path)` for the entry `script`'s file, `absent` where it is not in the tree; kept in `parsed`
+    under (the answer's name, path), so each script's reach is followed once per run."""
     path = _find_script(script, launch_path, tree_text)
     if path is None:
-        return ()
+        return absent
     if parsed is None:
-        return _Reach(launch_path, tree_text).module_writes(path)
-    key = ("writes", path)
+        return answer(_Reach(launch_path, tree_text), path)
+    key = (answer.__name__, path)
     if key not in parsed:
-        parsed[key] = _Reach(launch_path, tree_text, parsed).module_writes(path)
+        parsed[key] = answer(_Reach(launch_path, tree_text, parsed), path)
     return parsed[key]
 
 
