@@ -45,6 +45,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
     originals_of = (aliases or Aliases(reads)).get
     tree_text = _tree_reader(reads)
     entry_modules: dict = {}  # the entry scripts' modules, parsed once for every launch that runs them
+    parsers: dict[str, dict] = {}  # an entry script's own parser's options (script_flags), read once
 
     yaml_layers = {}
     for read in reads:
@@ -92,8 +93,11 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 if unit.launch_flags:  # and which flags its parser has
                     unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
                 if unit.defaults == Defaults.MLM_CLI and script:  # a script of the tree's that reads its own flags
-                    _run_own_script(unit, script_flags.script_unit(recipes_in.get(script, [])),
-                                    tree_text(script, read.file.path))
+                    own = script_flags.script_unit(recipes_in.get(script, []))
+                    if own is not None:
+                        if script not in parsers:
+                            parsers[script] = script_flags.options(tree_text(script, read.file.path))
+                        _run_own_script(unit, own, parsers[script])
                 if unit.defaults == Defaults.MLM_CLI:  # and which arguments its code sets itself
                     _take_entry_script_writes(unit, entry_scripts.namespace_writes(
                         unit.entry_script, read.file.path, tree_text, entry_modules))
@@ -111,10 +115,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)]
 
 
-def _run_own_script(unit: Unit, script: Unit | None, text: str | None) -> None:
+def _run_own_script(unit: Unit, script: Unit, parser: dict) -> None:
     """A Megatron-LM style launch of a script of the tree that parses its own flags and builds a recipe from them
     (script_flags): the launch runs that configuration with its flags; its environment is the launch's."""
-    if script is not None and script_flags.bind(unit, script, script_flags.options(text)):
+    if script_flags.bind(unit, script, parser):
         bridge_precision.inherit(unit, script)
         take_recipe_sections(unit, script)
 
