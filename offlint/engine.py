@@ -19,8 +19,8 @@ from offlint.conditions import _COMPARE, UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
 from offlint.sources.bridge_checks import NOT_CONFIG_FIELDS
-from offlint.types import (Assignment, ByVersion, Finding, Location, OneOf, Related, Severity, Source, Unit, Unknown,
-                           Value)
+from offlint.types import (Assignment, ByVersion, Finding, Location, OneOf, Related, Severity, Source, Unit, UnitKind,
+                           Unknown, Value)
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -598,6 +598,23 @@ def _unknown_flags(rule: Rule, unit: Unit) -> list[Finding]:
 _DUPLICATE_SOURCES = (Source.YAML, Source.HYDRA, Source.MLM)
 
 
+def _written_together(unit: Unit, first: Location, then: Location) -> bool:
+    """Whether a launch command's two words were written together: both on the command itself, or both in one
+    variable's assignment. A flag given in two variables, or in one and again on the command, is layered on purpose:
+    a model's defaults array overridden by the run's own (THUDM/slime's `--moe-token-dispatcher-type alltoall` in
+    its model file, then `flex` with DeepEP; 8 such OFL004 warnings). Other units' words are always together."""
+    return unit.kind != UnitKind.COMMAND or _word_group(unit, first) == _word_group(unit, then)
+
+
+def _word_group(unit: Unit, at: Location) -> object:
+    if at.path != unit.location.path:
+        return at.path, at.line
+    inside = [(end, start) for start, end in unit.assignment_spans if start <= (at.line, at.col) <= end]
+    if inside:
+        return min(inside)  # (the innermost: `A="$(B=1 ...)"`)
+    return "command" if at.line >= unit.location.line else at.line  # a `source` line's words are that file's
+
+
 def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
     """OFL004: one YAML mapping or one command line sets a key twice with different values."""
     out = []
@@ -607,7 +624,8 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
             if a.source not in _DUPLICATE_SOURCES or a.op == "delete":
                 continue
             first = seen.get(a.key)
-            if first is not None and first.value != a.value and first.location != a.location:
+            if first is not None and first.value != a.value and first.location != a.location \
+                    and _written_together(unit, first.location, a.location):
                 message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
                            f"{first.location.line}, then {a.text or a.value!r}); the last one wins silently")
                 out.append(Finding(code=rule.code, slug=rule.slug, severity=rule.severity, message=message,

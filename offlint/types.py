@@ -211,6 +211,9 @@ class Unit:
     # give or None for any). Where the script is the tree's own and parses them itself, they are its flags
     # (sources/script_flags.py, applied when commands are linked).
     script_args: tuple[tuple[str | None, Location, tuple[str, ...] | None], ...] = ()
+    # Where the launch script's variable assignments lie, ((line, col), (line, col)) in its file: a flag given twice
+    # from two of them (a model's defaults array, the run's overrides) is layered on purpose, not a slip (OFL004).
+    assignment_spans: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = ()
     # Those its entry script's parser in the linked tree does not have (sources/mlm_arguments.py, applied when
     # commands are linked): (flag, where, the option it is closest to or ""). Rule OFL007.
     unknown_flags: tuple[tuple[str, Location, str], ...] = ()

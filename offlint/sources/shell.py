@@ -30,6 +30,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
                          f"accepts it (a template bash rejects too, such as `<PATH>` placeholders, can be left out "
                          f"with --extend-exclude or [tool.offlint] extend-exclude)")
     units = []
+    spans = tuple(((start[0] + line_offset, start[1]), (end[0] + line_offset, end[1]))
+                  for start, end in script.assignments)
     for command in script.commands:
         if not runs_script([_value(w) for w in command.argv], needs_arguments):
             continue  # (command_unit would give None)
@@ -38,6 +40,7 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
                             env_open=command.env_open)
         if unit is not None:
             unit.path_condition = path_condition(command.assumes)
+            unit.assignment_spans = spans
             units.append(unit)
     return units
 

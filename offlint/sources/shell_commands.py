@@ -36,6 +36,8 @@ class Commands:
         """An assignment; the new value remembers the defaults it took and the decisions it rests on."""
         seen, noted = self.st.seen, self.st.noted
         self.st.seen, self.st.noted = {}, {}
+        if not self.st.sourcing:  # (a sourced file's lines are another file's)
+            self.st.out.assignments.append((self.pos(n.start_byte), self.pos(max(n.end_byte - 1, n.start_byte))))
         try:
             self._assign(n, export)
             name_n = n.child_by_field_name("name")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import chain
 
 Pos = tuple[int, int]  # (line, col), 1-based
@@ -76,6 +76,9 @@ class Command:
 class ShellScript:
     commands: list[Command]  # in execution order; a `bash -c` payload's commands follow the command holding it
     errors: list[str]  # parse problems, "line N: ..."; empty when tree-sitter found no ERROR nodes
+    # where each variable assignment of the script's own text lies, ((line, col) start, (line, col) end): a launch's
+    # words from one assignment were written together (OFL004), words from two are layered
+    assignments: list[tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=list)
 
 
 class _Holes:
