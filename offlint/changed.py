@@ -32,6 +32,7 @@ _EXPANSION = re.compile(r"\$\{?([A-Za-z_]\w*)(?::?[-=][\w.]*)?\}?")
 _CONFIG_FILE = re.compile(r"--config[-_]file[=\s]+[\"']?([\w./-]+\.ya?ml)")
 # A launch's `--config-file` word, a file's name or an expansion (`"$CONFIG_FILE"`: chosen when it runs)
 _CONFIG_FILE_WORD = re.compile(rb"--config[-_]file[=\s]+[\"']?([^\s\"';|&)]+)")
+_SCRIPT_WORD = re.compile(rb"[\w./${}-]*\.py\b")  # a launch's script word (`experiments/pretrain_x.py`, `$DIR/x.py`)
 MAX_ROUNDS = 6  # base builders of base builders: deeper chains than this are not seen in Bridge
 MAX_BUILT_NAMES = 64  # recipe names one `--recipe` argument builds from its variables' values (_recipe_names)
 
@@ -130,6 +131,21 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
         for path in known_recipes(ran) if ran and known_recipes is not None else ():
             if path in known and path not in chosen:
                 chosen[path] = SourceFile(path, known[path], False)
+
+    # Launches running a chosen script of the tree that parses its own flags (`torchrun experiments/pretrain_x.py
+    # --tensor-model-parallel-size 1`): the launch runs the script's recipe with its flags (script_flags), so an edit
+    # of the script, or of a recipe it calls, changes the launch; and a changed launch needs the scripts it names.
+    scripts = {_basename(path) for path, f in chosen.items() if f.kind == "python" and b"parse_args" in data[path]}
+    if scripts:
+        running = re.compile(rb"(?<![\w.-])(?:" + b"|".join(re.escape(name) for name in sorted(scripts)) + rb")\b")
+        for file in tree_files:
+            if file.kind != "python" and file.path not in chosen and running.search(data[file.path]):
+                chosen[file.path] = SourceFile(file.path, file.kind, False)
+    named = {_basename(word) for t in targets if t.kind != "python" for word in _SCRIPT_WORD.findall(data[t.path])}
+    for file in tree_files if named else ():
+        if file.kind == "python" and file.path not in chosen and _basename(file.path) in named \
+                and b"parse_args" in data[file.path]:
+            chosen[file.path] = SourceFile(file.path, file.kind, False)
 
     # What the changed launch commands name: the recipe's definition (through `x as name` re-exports, x's too).
     # Every chosen launch (changed, or running a chosen recipe) also needs the YAML files it layers.
@@ -297,3 +313,9 @@ def _defined_names(path: str, data: bytes, functions_only: bool = False) -> set[
     if functions_only:
         names |= {match.group(1) or match.group(2) for match in _ALIAS.finditer(data)}
     return names
+
+
+def _basename(path: str | bytes) -> bytes:
+    """A path's file name, as bytes (launch texts are searched as bytes)."""
+    path = path.encode() if isinstance(path, str) else path
+    return path.rsplit(b"/", 1)[-1]

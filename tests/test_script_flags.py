@@ -122,3 +122,20 @@ def test_flag_values_as_argparse_gives_them():
 ])
 def test_parser_defaults(declaration, default):
     assert parser_options(ast.parse(declaration))["--x"].default == default
+
+
+@pytest.mark.slow  # a whole-tree run per file
+def test_a_check_of_one_file_reports_what_the_whole_tree_does(tmp_path):
+    """Pre-commit: an edit of the launch needs the script it runs, and an edit of the script or of the recipe it calls
+    needs the launches running it (changed.expand), with the cache a whole-tree run left (scope_check.py)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    assert _codes(tmp_path, "--pipeline-model-parallel-size 2 --offload") == ["OFL102"]
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "scope_check.py"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), "--", "--mcore-version", "0.20.0"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].endswith("; 0 checked alone report otherwise"), done.stdout
+    assert not done.stdout.splitlines()[-1].startswith("0 files"), done.stdout
