@@ -310,6 +310,9 @@ CASES: list[Case] = [
          ("check", "bomb.yaml", "ok.py"), (ALIAS_ERROR,)),
     Case("yaml alias bomb, whole tree", _write("bomb.yaml", alias_bomb(11)), ("check",), (ALIAS_ERROR,)),
     Case("yaml modest aliases", _write("modest.yaml", MODEST_ALIASES), ("check", "modest.yaml", "ok.py")),
+    Case("shell ray runtime env JSON 5,000 deep", _write("ray.sh", "ray job submit --runtime-env-json='" + "[" * 5000
+                                                          + "]" * 5000 + "' -- python3 train.py --num-layers 4\n"),
+         ("check", "ray.sh", "ok.py")),
     Case("yaml nested 100k deep", _write("deep.yaml", "model:\n  x: " + "[" * 100_000 + "]" * 100_000 + "\n"),
          ("check", "deep.yaml", "ok.py"), ("deep.yaml: YAML nested more than 100 levels deep",)),
     Case("yaml 1.9 MiB of keys", _yaml_keys, ("check", "big.yaml", "ok.py"), slow=True),

@@ -111,7 +111,7 @@ def test_ray_job_reads_the_runtime_env_json_in_either_spelling():
         reason, env = launch.ray_job(_args(*words))
         assert "Ray cluster" in reason
         assert {name: arg.value for name, arg in env.items()} == {"A": "1", "B": "2"}
-    for unreadable in ("{not json", None, '["a list"]', '{"env_vars": "A=1"}'):
+    for unreadable in ("{not json", None, '["a list"]', '{"env_vars": "A=1"}', "[" * 5000 + "]" * 5000):
         assert launch.ray_job(_args("ray", "job", "submit", "--runtime-env-json", unreadable, "--"))[1] == {}
     assert launch.ray_job(_args("torchrun", "--nproc-per-node", "8")) == ("", {})
 

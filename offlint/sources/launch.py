@@ -187,7 +187,7 @@ def _runtime_env_vars(text: str | None, location: Location) -> dict[str, EnvArg]
     """The `env_vars` of a Ray runtime environment given as JSON (a text offlint cannot read gives none)."""
     try:
         runtime_env = json.loads(text) if text is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):  # (not JSON Ray reads; nested past the decoder's depth)
         return {}
     variables = runtime_env.get("env_vars") if isinstance(runtime_env, dict) else None
     return {name: EnvArg(name, value if isinstance(value, str) else json.dumps(value), location)
