@@ -483,7 +483,17 @@ def _names_known(version: Version, field: str) -> frozenset[str] | None:
     if version.lists_unknown:  # (a fork of Megatron-LM the tree pins and has not checked out)
         return None
     own = version.names_from_source(field)
-    return own if own is not None else _names_in_data(version, field)
+    if own is not None:
+        return own
+    return _names_in_data_from(version, field) if version.guessed else _names_in_data(version, field)
+
+
+@lru_cache(maxsize=64)
+def _names_in_data_from(version: Version, field: str) -> frozenset[str] | None:
+    """The names of a list any release from `version` on allows (a version only guessed: the tree may run a newer
+    one); None where one of them has no such list."""
+    known = keys.names_known_from(version, field)
+    return None if known is None else frozenset(known)
 
 
 @lru_cache(maxsize=64)
@@ -496,7 +506,9 @@ def _names_in_data(version: Version, field: str) -> frozenset[str] | None:
 
 def _offload_modules(version: Version) -> set[str]:
     own = version.names_from_source("offload_module_names")
-    return set(own) if own is not None else keys.allowed(keys.OFFLOAD_MODULES, version)
+    if own is not None:
+        return set(own)
+    return keys.allowed(keys.OFFLOAD_MODULES, keys.newest_known() if version.guessed else version)
 
 
 @_needs_scope

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from offlint.versions import Version, parse_version
+from offlint.versions import NEWEST_KNOWN, Version, parse_version
 
 SECTIONS = ("model", "optimizer", "ddp", "env")
 # Bridge ConfigContainer sections offlint does not model; keys in them are accepted as they are.
@@ -231,6 +231,18 @@ def bracketing_data(version: Version) -> list[dict]:
     exact = bool(older) and max(older) == version
     picked = ([max(older)] if older else []) + ([min(newer)] if not exact else [])
     return [files[v] for v in picked]
+
+
+def names_known_from(version: Version, field: str) -> set[str] | None:
+    """The names a generated list holds for `version` or any release after it (names_known, widened): None when one
+    of them has no such list."""
+    lists = [names_known(version, field)] + [data.get(field) for v, data in _data_files().items() if v > version]
+    return set().union(*lists) if all(lists) else None
+
+
+def newest_known() -> Version:
+    """The newest release offlint has rules for."""
+    return parse_version(NEWEST_KNOWN)
 
 
 def names_known(version: Version, field: str) -> set[str] | None:

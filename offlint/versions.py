@@ -32,6 +32,9 @@ class Version:
     # Why the module lists are not known at all (a fork of Megatron-LM the tree pins but has not checked out: it may
     # allow names no release does); "" where they are the release's or the checkout's.
     lists_unknown: str = field(default="", compare=False, repr=False)
+    # Why the version is only a guess (the tree's megatron-core pin is not checked out): a module name a newer release
+    # allows is not called invalid, since the tree may run that one; "" where the version is known.
+    guessed: str = field(default="", compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
@@ -148,11 +151,13 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
     detected = checked_as(installed, "installed megatron-core", explicit=False) if installed else \
         DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
     if pin is not None and not detected.note:
-        # (a Bridge fork's DeepSeek-V4 recipes name 'mhc', which only the megatron-core they pin allows)
-        detected = replace(detected, note=f"{pin.path} (the tree's megatron-core) is not checked out: checking with "
-                                          f"the rules of {detected.version} ({detected.origin}), which may not be the "
-                                          f"version the tree runs; `git submodule update --init {pin.path}` or "
-                                          f"--mcore-version names it")
+        # (a Bridge fork's DeepSeek-V4 recipes name 'mhc', which only the megatron-core they pin allows: LLaVA-OneVision-2
+        # and kaiko-ai's Bridge had false OFL222 errors from the guess)
+        detected = replace(detected, version=replace(detected.version, guessed=f"{pin.path} is not checked out"),
+                           note=f"{pin.path} (the tree's megatron-core) is not checked out: checking with "
+                                f"the rules of {detected.version} ({detected.origin}), which may not be the "
+                                f"version the tree runs, and calling no module name invalid that a newer release "
+                                f"allows; `git submodule update --init {pin.path}` or --mcore-version names it")
     elif root is not None and not detected.note and _before_megatron_core(root):
         detected = replace(detected, note=f"the tree's megatron/ package has no megatron/core (a Megatron-LM from "
                                           f"before megatron-core, or Megatron-DeepSpeed): its scripts run its own "

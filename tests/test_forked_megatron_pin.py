@@ -71,3 +71,38 @@ def test_a_checked_out_fork_is_read_as_any_checkout(tmp_path):
     (info / "package_info.py").write_text("MAJOR = 0\nMINOR = 19\nPATCH = 0\n")
     detected = detect_version(None, None, tmp_path)
     assert not detected.version.lists_unknown and "package_info.py" in detected.origin
+
+
+MHC_RECIPE = """\
+from megatron.bridge.training.config import ConfigContainer
+from megatron.bridge.models import GPTModelProvider
+
+
+def v4_pretrain_config() -> ConfigContainer:
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8))
+    cfg.model.recompute_granularity = "selective"
+    cfg.model.recompute_modules = ["moe_act", "mhc"]
+    return cfg
+"""
+
+
+def test_a_guessed_version_calls_no_name_invalid_that_a_newer_release_allows(tmp_path, monkeypatch):
+    """NVIDIA's pin not checked out: the installed 0.16.1 is only a guess, and Bridge's DeepSeek-V4 recipes name
+    'mhc', which 0.19 allows (LLaVA-OneVision-2: 4 false OFL222 errors; Bridge 067f987 at the installed 0.16.1: 14
+    OFL222/OFL107 on 'mhc', 'fused_group_mlp', 'gdn_norm_out'). A name no release allows is still one."""
+    from offlint import versions
+    from offlint.api import CheckOptions, check
+
+    monkeypatch.setattr(versions, "_installed_version", lambda: versions.parse_version("0.16.1"))
+    write_tree(tmp_path, {"recipes/v4.py": MHC_RECIPE, "recipes/typo.py": MHC_RECIPE.replace('"mhc"', '"mhx"')})
+    monkeypatch.chdir(tmp_path)
+
+    def refused() -> list[str]:
+        found = check(["recipes"], CheckOptions(root=tmp_path, cache=False, select=["OFL222"])).findings
+        return sorted(f.location.path for f in found)
+
+    assert refused() == ["recipes/typo.py", "recipes/v4.py"]  # 0.16.1 installed, and nothing says otherwise
+    (tmp_path / ".gitmodules").write_text(_gitmodules("https://github.com/NVIDIA/Megatron-LM.git"))
+    (tmp_path / "3rdparty" / "Megatron-LM").mkdir(parents=True)
+    assert refused() == ["recipes/typo.py"]
+    assert detect_version(None, None, tmp_path).version.guessed
