@@ -382,7 +382,9 @@ def offload_savings(inputs: Inputs, dev: Device) -> str:
         if saving >= 0.05 * GIB and saving > best.get(option.group, (0.0, ""))[0]:
             best[option.group] = (saving, f"{option.group} {option.label} saves {saving / GIB:.1f} GiB")
     ranked = sorted(best.values(), reverse=True)
-    return "; ".join(text for _, text in ranked) or "no offload or recompute setting saves memory here"
+    # (the settings the model covers for this kind of model: Wan's recompute, for one, is not modelled)
+    return "; ".join(text for _, text in ranked) or "none of the offload or recompute settings offlint models for " \
+                                                    "it saves memory here"
 
 
 def state_bytes(stage) -> float:
