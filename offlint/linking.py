@@ -97,7 +97,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                     if own is not None:
                         if script not in parsers:
                             parsers[script] = script_flags.options(tree_text(script, read.file.path))
-                        _run_own_script(unit, own, parsers[script])
+                        _run_own_script(unit, own, parsers[script], script)
                 if unit.defaults == Defaults.MLM_CLI:  # and which arguments its code sets itself
                     _take_entry_script_writes(unit, entry_scripts.namespace_writes(
                         unit.entry_script, read.file.path, tree_text, entry_modules))
@@ -115,10 +115,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)]
 
 
-def _run_own_script(unit: Unit, script: Unit, parser: dict) -> None:
-    """A Megatron-LM style launch of a script of the tree that parses its own flags and builds a recipe from them
-    (script_flags): the launch runs that configuration with its flags; its environment is the launch's."""
-    if script_flags.bind(unit, script, parser):
+def _run_own_script(unit: Unit, script: Unit, parser: dict, path: str) -> None:
+    """A Megatron-LM style launch of a script of the tree (`path`) that parses its own flags and builds a recipe from
+    them (script_flags): the launch runs that configuration with its flags; its environment is the launch's."""
+    if script_flags.bind(unit, script, parser, path):
         bridge_precision.inherit(unit, script)
         take_recipe_sections(unit, script)
 

@@ -35,9 +35,9 @@ def script_unit(units: list[Unit]) -> Unit | None:
     return reading[0] if len(reading) == 1 else None
 
 
-def bind(unit: Unit, script: Unit, parser: dict[str, ParserOption]) -> bool:
-    """Make the launch `unit` run `script`'s configuration with its flags. False (the launch unchanged) where the
-    script's flags are not all declared by `parser`."""
+def bind(unit: Unit, script: Unit, parser: dict[str, ParserOption], path: str) -> bool:
+    """Make the launch `unit` run `script`'s configuration (the unit of the tree's file `path`) with its flags. False
+    (the launch unchanged) where the script's flags are not all declared by `parser`."""
     bound: list[Assignment] = []
     for a in script.all_assignments():
         value = a.value
@@ -49,7 +49,7 @@ def bind(unit: Unit, script: Unit, parser: dict[str, ParserOption]) -> bool:
             a = Assignment(a.key, given, where or a.location, a.source, text or a.text, a.via)
         bound.append(a)
     launch_layers = [layer for layer in unit.layers if layer.name != "command line"]
-    unit.layers = [Layer(f"{unit.entry_script} with this launch's flags", bound, inherited=True), *launch_layers]
+    unit.layers = [Layer(f"{path} with this launch's flags", bound, inherited=True), *launch_layers]
     unit.defaults, unit.framework = script.defaults, script.framework
     unit.unread_flags, unit.opaque_words, unit.path_flags = (), (), ()
     return True
