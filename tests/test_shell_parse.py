@@ -487,7 +487,7 @@ def test_function_call_uses_call_site_values_and_locals():
     commands = cmds(text)
     srun = next(c for c in commands if c.argv[0].value == "srun")
     assert values(srun)[:7] == ["srun", "python", "train.py", "--tp", "8", "--pp", "2"]
-    assert srun.argv[7].unknown == "positional parameters $@"
+    assert values(srun)[7:] == ["--extra"]  # "$@" in the body: this call's arguments
     assert values(find(text, "python")) == ["python", "after.py", "1"]
     echo = find(text, "echo")  # never called: still read, marked conditional
     assert echo.argv[0].conditional == "inside function usage at line 5"
@@ -856,3 +856,70 @@ def test_the_root_directory_as_a_tests_operand_is_read():
     assert not result.errors
     assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--save", "/"]
     assert values(_command_of(result, "echo")) == ["echo", None, "yes", "8"]  # (`-d /` asks the disk)
+
+
+# --- scripts of the tree called with arguments, and their argument loops ---------------------------------------
+
+WRAPPER = """\
+#!/usr/bin/env bash
+OFFLOAD=""
+MODULES=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --offload) OFFLOAD="$2"; shift 2 ;;
+        --modules=*) MODULES="${1#*=}"; shift ;;
+        --verbose) shift ;;
+        *) echo "unknown $1"; exit 2 ;;
+    esac
+done
+torchrun --nproc_per_node=8 run_recipe.py --recipe a_config model.fine_grained_activation_offloading=${OFFLOAD} \\
+    model.offload_modules=${MODULES} "$@"
+"""
+
+
+def _called(text: str) -> list[list]:
+    files = {"bench/run_one.sh": WRAPPER}
+    script = parse_shell(dedent(text), "bench/bench.sh", read_file=files.get)
+    assert not script.errors
+    return [values(c) for c in script.commands if c.argv[0].value == "torchrun"]
+
+
+def test_a_script_of_the_tree_called_with_arguments_reads_them():
+    """BochunZhang's Megatron-Bridge-Scale-Down: benchmark scripts call a wrapper with the flags its `while [[ $# -gt
+    0 ]]; case "$1"` loop reads; the wrapper's launch had every value unknown. Read as bash runs it: each call's
+    launch with its arguments, located at the call."""
+    assert _called("bash run_one.sh --verbose --offload true --modules=[mlp_norm]\n") == [[
+        "torchrun", "--nproc_per_node=8", "run_recipe.py", "--recipe", "a_config",
+        "model.fine_grained_activation_offloading=true", "model.offload_modules=[mlp_norm]"]]
+    runs = _called("""\
+        DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+        run_case() {
+            "${DIR}/run_one.sh" --offload "$1" --modules="$2"
+        }
+        run_case false null
+        run_case true mlp_norm
+        """)
+    assert [r[5:7] for r in runs] == [["model.fine_grained_activation_offloading=false", "model.offload_modules=null"],
+                                      ["model.fine_grained_activation_offloading=true",
+                                       "model.offload_modules=mlp_norm"]]
+
+
+def test_arguments_offlint_cannot_all_read_are_all_unknown():
+    """A word offlint cannot read may be several words or none, so no `$N` after it is known: the call is read as
+    a user's run of the script, as before."""
+    (run,) = _called("bash run_one.sh --offload $FLAG --modules=x\n")
+    assert run[5:7] == [None, None]
+    # an array the script sets: its words; a name it never sets may come from the environment (as a scalar)
+    (run,) = _called('EXTRA=(--offload true)\nbash run_one.sh "${EXTRA[@]}"\n')
+    assert run[5:7] == ["model.fine_grained_activation_offloading=true", "model.offload_modules="]
+    (run,) = _called('bash run_one.sh "${EXTRA[@]}"\n')
+    assert run[5:7] == [None, None]
+    # a word that may hold any arguments leaves what the loop sets unknown
+    (run,) = _called("bash run_one.sh $ARGS\n")
+    assert run[5] is None and run[6] is None
+
+
+def test_a_script_run_by_a_user_keeps_its_arguments_unknown():
+    script = parse_shell(WRAPPER, "bench/run_one.sh")
+    (launch,) = [c for c in script.commands if c.argv[0].value == "torchrun"]
+    assert launch.argv[5].value is None  # the user's `--offload`: as before

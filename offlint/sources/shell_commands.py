@@ -9,7 +9,7 @@ import os
 import posixpath
 from dataclasses import replace
 
-from offlint.sources.launch import opened_because, srun_environment
+from offlint.sources.launch import HYDRA_ENTRY_POINTS, opened_because, srun_environment
 from offlint.sources.shell_paths import tree_copy
 from offlint.sources.shell_values import (_BLANK, OPENED, WRITTEN, Command, EnvSetting, _Field, _join, _MAX_NESTING,
                                           Org, Pos, _split, _State, _Unknown, _Var)
@@ -237,6 +237,8 @@ class Commands:
         if vals[0] == "echo":
             self.echo_to_file(n, fields)
         self.submitted_script(fields, vals)
+        if j is None:
+            self.called_script(fields, vals, penv, assumes)
 
     def builtin(self, fields: list[_Field], vals: list[str | None]) -> None:
         """Builtins that change variables (read, mapfile, printf -v, getopts), eval, and function calls."""
@@ -260,6 +262,11 @@ class Commands:
             self.set_unknown(args[1], "set by printf -v", pos)
         elif name == "getopts" and len(args) > 1 and args[1]:
             self.set_unknown(args[1], "set by getopts", pos)
+        elif name == "shift" and self.st.positional is not None:
+            count = args[0] if args else "1"
+            self.st.positional = self.st.positional[int(count):] if count is not None and count.isdigit() else None
+        elif name == "set" and args[:1] == ["--"]:  # `set -- a b`: new positional parameters
+            self.st.positional = self.known_words(fields[2:])
         elif name in ("source", ".") and args:
             self.source(args[0], pos)
         elif name == "eval" and args and self.depth < _MAX_DEPTH:
@@ -270,9 +277,11 @@ class Commands:
             self.st.called.add(name)
             self.st.calling.add(name)
             self.st.locals.append({})
+            outer, self.st.positional = self.st.positional, self.known_words(fields[1:])  # `$1`...: this call's
             try:
                 walker.stmt(body)
             finally:
+                self.st.positional = outer
                 self.st.calling.discard(name)
                 for k, v in self.st.locals.pop().items():
                     if v is None:
@@ -501,6 +510,46 @@ class Commands:
                 if text is not None:
                     return path, text
         return None, None
+
+    def known_words(self, fields: list[_Field]) -> tuple[_Field, ...] | None:
+        """Positional parameters from a call's words, when every one is known (a word offlint cannot read may be
+        several words, or none: then neither `$#` nor any `$N` after it is known)."""
+        return None if any(self.why(f.value) for f in fields) else tuple(fields)
+
+    def called_script(self, fields: list[_Field], vals: list[str | None], penv: dict[str, _Var],
+                      assumes: tuple[str, ...]) -> None:
+        """`bash FILE ARGS`, `sh FILE ARGS` or `FILE ARGS`, FILE a script of the tree: read as a child shell (the
+        exported environment) whose positional parameters are ARGS, its commands located at this command. A
+        benchmark script calling a wrapper with the flags the wrapper's `while [[ $# -gt 0 ]]; case "$1" in ...`
+        loop reads (BochunZhang's Megatron-Bridge-Scale-Down) had left every value of the wrapper's launch unknown."""
+        i = 1 if vals[0] is not None and posixpath.basename(vals[0]) in ("bash", "sh") else 0
+        while i and i < len(vals) and vals[i] is not None and vals[i].startswith("-"):
+            i += 1  # (`bash -x FILE`)
+        if i >= len(vals) or vals[i] is None or not vals[i].endswith(".sh") or self.depth >= _MAX_DEPTH \
+                or posixpath.basename(vals[i]) in HYDRA_ENTRY_POINTS:  # (Bridge's train.sh: a launch of its own)
+            return
+        path, text = self.sourced(vals[i])
+        budget = self.st.source_budget
+        if text is None or path in self.st.sourcing or len(text) > budget[0]:
+            return
+        budget[0] -= len(text)
+        f = fields[i]
+        child = _State(self.st.out, self.st.holes, path, read_file=self.st.read_file)
+        child.sourcing, child.source_budget = [*self.st.sourcing, path], budget
+        child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
+        child.env.update(penv)
+        child.ctx = self.st.ctx
+        child.nesting = self.st.nesting
+        child.control = list(assumes)
+        child.where, child.order = self.st.where, self.st.order
+        child.positional = self.known_words(fields[i + 1:])
+        org = [(f.line, f.col, f.cond)] * (len(text) + 1)
+        commands, errors = len(self.st.out.commands), len(self.st.out.errors)
+        type(self)(child, text, org, self.depth + 1, f"in {path}: ").run()
+        child.finish()
+        if len(self.st.out.errors) > errors:  # a script offlint cannot parse: its own reading reports it
+            del self.st.out.errors[errors:]
+            del self.st.out.commands[commands:]
 
     def payload(self, f: _Field, penv: dict[str, _Var], assumes: tuple[str, ...] = ()) -> None:
         """`bash -c SCRIPT` (also behind srun/docker/...): read SCRIPT as a child shell with the exported env."""

@@ -417,6 +417,9 @@ class _State:
         # that sources a large file many times (or files that source each other twice over) stays linear
         self.source_budget = [SOURCE_BUDGET]
         self.script = None  # `$0`, when the script's path is known
+        # `$1`, `$2`, ... when known: the words a script of the tree was called with, or a function (None: a script
+        # run by a user, whose arguments are unknown)
+        self.positional: tuple[_Field, ...] | None = None
         if script:
             self.script = _Var(s=script, org=((1, 1, ""),) * len(script))
             self.env["BASH_SOURCE"] = _Var(arr=(_Field(script, self.script.org, 1, 1, "BASH_SOURCE"),))

@@ -336,6 +336,26 @@ class _Walker(Commands, WordExpansion, Conditions):
                 self.set_unknown(name, f"the script stops at line {line} unless ${name} is set differently from its "
                                        f"default", self.pos(nodes[0].start_byte))
 
+    def arguments_loop(self, n, body) -> bool:
+        """`while [[ $# -gt 0 ]]; do case "$1" in ...; shift; done` with known positional parameters (a script of the
+        tree called with its arguments, st.positional): run it as bash does, each test decided, while every one is
+        and the arguments get fewer; False (nothing read) where the first test cannot be decided."""
+        condition = [c for c in n.children_by_field_name("condition") if c.is_named]  # (not the `;`)
+        for turn in range(len(self.st.positional) + 1):
+            verdict, _ = self.decide(condition)
+            if verdict is False:
+                return True
+            if verdict is None or turn and (self.st.positional is None or len(self.st.positional) >= before):
+                if not turn:
+                    return False
+                # undecided, or no `shift` on the last turn: the rest is read as any loop's body, arguments unknown
+                self.st.positional = None
+                self.branches([[body]], True, f"inside while loop at line {self.pos(n.start_byte)[0]}")
+                return True
+            before = len(self.st.positional)
+            self.body([body])
+        return True
+
     def case(self, n) -> None:
         bodies, default, items = [], True, []
         for item in (c for c in n.named_children if c.type == "case_item"):
@@ -367,8 +387,10 @@ class _Walker(Commands, WordExpansion, Conditions):
         var = n.child_by_field_name("variable") if n.type == "for_statement" else None
         if var is not None:
             self.set_unknown(self.raw(var), "loop variable", self.pos(var.start_byte))
+        body = n.child_by_field_name("body")
+        if kind == "while" and self.st.positional is not None and body is not None and self.arguments_loop(n, body):
+            return
         if kind == "while":
             self.body(n.children_by_field_name("condition"))
-        body = n.child_by_field_name("body")
         self.branches([[body] if body is not None else []], True,
                       f"inside {kind} loop at line {self.pos(n.start_byte)[0]}")

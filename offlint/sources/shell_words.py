@@ -224,9 +224,25 @@ class WordExpansion:
             out.append(_P(f.value, _stamp(f.org, f.cond), split=not q, quoted=q, elem=f, cond=f.cond))
         return out
 
+    def positional(self, name: str, at: Org) -> _Var | None:
+        """`$1`..., `$#`, `$@`, `$*` where the positional parameters are known (st.positional); None otherwise. One
+        past the last is empty, as in bash."""
+        args = self.st.positional
+        if args is None or not (name in ("#", "@", "*") or name.isdigit() and name != "0"):
+            return None
+        if name == "#":
+            return _Var(s=str(len(args)), org=(at,) * len(str(len(args))))
+        if name in ("@", "*"):
+            return _Var(arr=args)
+        f = args[int(name) - 1] if int(name) <= len(args) else None
+        return _Var(s=f.value, org=f.org, cond=f.cond, pos=(f.line, f.col)) if f is not None else _Var()
+
     def param(self, name: str, q: bool, at: Org) -> list[_P]:
         if name == "0" and self.st.script is not None:
             return self.value(self.st.script, "", False, False, q, at)
+        known = self.positional(name, at)
+        if known is not None:
+            return self.value(known, "", name in ("@", "*"), name == "*", q, at)
         special = _special_reason(name)
         if special:
             return [self.hole(special, at)]
@@ -238,6 +254,9 @@ class WordExpansion:
             name = self.raw(n)
             if name == "0" and self.st.script is not None:
                 return self.st.script, "", False, False, name
+            known = self.positional(name, self.o(n.start_byte))
+            if known is not None:
+                return known, "", name in ("@", "*"), name == "*", name
             special = _special_reason(name)
             if special:
                 return None, special, False, False, name
