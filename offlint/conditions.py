@@ -351,7 +351,8 @@ def invalid_offload_modules(scope: Scope, modules) -> list:
     if scope.version.lists_unknown:  # (a fork of Megatron-LM the tree pins and has not checked out)
         return []
     allowed = _offload_modules(scope.version)
-    return sorted({str(m) for m in as_list(modules) if m not in allowed})
+    # (a name that is no string, a list in a list, is no module either: megatron-core's set() of them raises)
+    return sorted({str(m) for m in as_list(modules) if not isinstance(m, str) or m not in allowed})
 
 
 def contains(collection, item) -> bool:

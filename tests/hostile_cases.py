@@ -310,6 +310,12 @@ CASES: list[Case] = [
          ("check", "bomb.yaml", "ok.py"), (ALIAS_ERROR,)),
     Case("yaml alias bomb, whole tree", _write("bomb.yaml", alias_bomb(11)), ("check",), (ALIAS_ERROR,)),
     Case("yaml modest aliases", _write("modest.yaml", MODEST_ALIASES), ("check", "modest.yaml", "ok.py")),
+    Case("yaml module lists of lists", _write("nested.yaml", "model:\n  fine_grained_activation_offloading: true\n"
+                                                            "  offload_modules: [[attn_norm], {a: 1}]\n"
+                                                            "  recompute_granularity: selective\n"
+                                                            "  recompute_modules: [[core_attn]]\n"
+                                                            "  cuda_graph_modules: [[attn]]\n"),
+         ("check", "nested.yaml", "ok.py")),
     Case("shell ray runtime env JSON 5,000 deep", _write("ray.sh", "ray job submit --runtime-env-json='" + "[" * 5000
                                                           + "]" * 5000 + "' -- python3 train.py --num-layers 4\n"),
          ("check", "ray.sh", "ok.py")),
