@@ -106,3 +106,40 @@ def test_a_guessed_version_calls_no_name_invalid_that_a_newer_release_allows(tmp
     (tmp_path / "3rdparty" / "Megatron-LM").mkdir(parents=True)
     assert refused() == ["recipes/typo.py"]
     assert detect_version(None, None, tmp_path).version.guessed
+
+
+EP_OVERLAP_RECIPE = """\
+from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
+from megatron.bridge.models import GPTModelProvider
+
+
+def moe_pretrain_config() -> ConfigContainer:
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, num_moe_experts=16),
+                          optimizer=OptimizerConfig(bf16=True))
+    cfg.model.bf16 = True
+    cfg.model.expert_model_parallel_size = 8
+    cfg.model.moe_token_dispatcher_type = "alltoall"
+    cfg.model.cuda_graph_impl = "local"
+    cfg.comm_overlap.overlap_moe_expert_parallel_comm = True
+    return cfg
+"""
+
+
+def test_a_guessed_version_claims_no_assert_the_newest_release_does_not_make(tmp_path, monkeypatch):
+    """megatron-core 0.16 asserts against any CUDA graph but Transformer Engine's with EP overlap; from 0.18 only
+    against Transformer Engine graphs of moe or mlp. With the tree's pin not checked out the installed 0.16.1 is a
+    guess: Bridge 067f987 had 5 such OFL224 errors its pin (0.20) does not raise."""
+    from offlint import versions
+    from offlint.api import CheckOptions, check
+
+    monkeypatch.setattr(versions, "_installed_version", lambda: versions.parse_version("0.16.1"))
+    write_tree(tmp_path, {"recipes/moe.py": EP_OVERLAP_RECIPE})
+    monkeypatch.chdir(tmp_path)
+
+    def refused() -> list[str]:
+        return [f.code for f in check(["recipes"], CheckOptions(root=tmp_path, cache=False, select=["OFL224"])).findings]
+
+    assert refused() == ["OFL224"]  # 0.16.1 installed, and nothing says otherwise
+    (tmp_path / ".gitmodules").write_text(_gitmodules("https://github.com/NVIDIA/Megatron-LM.git"))
+    (tmp_path / "3rdparty" / "Megatron-LM").mkdir(parents=True)
+    assert refused() == []
