@@ -530,7 +530,7 @@ class Commands:
             return
         path, text = self.sourced(vals[i])
         budget = self.st.source_budget
-        if text is None or path in self.st.sourcing or len(text) > budget[0]:
+        if text is None or path in self.st.sourcing or len(text) > budget[0] or not _may_launch(text):
             return
         budget[0] -= len(text)
         f = fields[i]
@@ -566,6 +566,12 @@ class Commands:
         org.append(org[-1] if org else (f.line, f.col, f.cond))
         type(self)(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()
+
+
+def _may_launch(text: str) -> bool:
+    """Whether a script can hold a launch itself (a Python script or an entry point), a cheap test before reading
+    a called script: Bridge's CI script, called with arguments, holds 660 other commands."""
+    return ".py" in text or any(name in text for name in HYDRA_ENTRY_POINTS)
 
 
 def _joined(fields: list[_Field]) -> tuple[str, list]:
