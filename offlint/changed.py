@@ -10,6 +10,7 @@ decides which candidates really depend on them, so the search may over-approxima
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -135,15 +136,17 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
     # Launches running a chosen script of the tree that parses its own flags (`torchrun experiments/pretrain_x.py
     # --tensor-model-parallel-size 1`): the launch runs the script's recipe with its flags (script_flags), so an edit
     # of the script, or of a recipe it calls, changes the launch; and a changed launch needs the scripts it names.
-    scripts = {_basename(path) for path, f in chosen.items() if f.kind == "python" and b"parse_args" in data[path]}
+    scripts = {posixpath.basename(path).encode() for path, f in chosen.items()
+               if f.kind == "python" and b"parse_args" in data[path]}
     if scripts:
         running = re.compile(rb"(?<![\w.-])(?:" + b"|".join(re.escape(name) for name in sorted(scripts)) + rb")\b")
         for file in tree_files:
             if file.kind != "python" and file.path not in chosen and running.search(data[file.path]):
                 chosen[file.path] = SourceFile(file.path, file.kind, False)
-    named = {_basename(word) for t in targets if t.kind != "python" for word in _SCRIPT_WORD.findall(data[t.path])}
+    named = {posixpath.basename(word) for t in targets if t.kind != "python"
+             for word in _SCRIPT_WORD.findall(data[t.path])}
     for file in tree_files if named else ():
-        if file.kind == "python" and file.path not in chosen and _basename(file.path) in named \
+        if file.kind == "python" and file.path not in chosen and posixpath.basename(file.path).encode() in named \
                 and b"parse_args" in data[file.path]:
             chosen[file.path] = SourceFile(file.path, file.kind, False)
 
@@ -314,8 +317,3 @@ def _defined_names(path: str, data: bytes, functions_only: bool = False) -> set[
         names |= {match.group(1) or match.group(2) for match in _ALIAS.finditer(data)}
     return names
 
-
-def _basename(path: str | bytes) -> bytes:
-    """A path's file name, as bytes (launch texts are searched as bytes)."""
-    path = path.encode() if isinstance(path, str) else path
-    return path.rsplit(b"/", 1)[-1]

@@ -125,8 +125,9 @@ def _run_own_script(unit: Unit, script: Unit, parser: dict, path: str) -> None:
 
 def _take_entry_script_writes(unit: Unit, writes: tuple[tuple[str, str, int], ...]) -> None:
     """A Megatron-LM style launch whose entry script's code sets parsed arguments itself
-    (entry_scripts.namespace_writes): the run has that code's values, which offlint does not evaluate (they may depend on other arguments, or keep the
-    command line's): unknown, whatever the command line or argparse's default says."""
+    (entry_scripts.namespace_writes): the run has that code's values, which offlint does not evaluate (they may
+    depend on other arguments, or keep the command line's): unknown, whatever the command line or argparse's default
+    says."""
     assignments = [Assignment(key, Unknown(f"set by the entry script's code at {path}:{line}"), Location(path, line, 1),
                               Source.PYTHON, f"args.{attribute}")
                    for attribute, path, line in writes for key in mlm_flags.keys_of("--" + attribute.replace("_", "-"))]

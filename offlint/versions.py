@@ -134,8 +134,7 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
     if pin is not None and pin.fork:
         return _fork_not_checked_out(pin, cli, configured)
     if cli or configured:
-        detected = checked_as(parse_version(cli or configured), "--mcore-version" if cli else
-                              "[tool.offlint] megatron-core-version", explicit=True)
+        detected = _named(cli, configured)
         if checkout is not None and checkout[0] == detected.version:
             # the checkout's own module lists where it is the version named (a pin between releases may allow names
             # no release table has: Bridge PR 5449's Qwen3.5 pin and `gdn_in_proj_conv`)
@@ -147,12 +146,10 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
     locked = _locked_version(root) if root is not None else None
     if locked is not None:
         return checked_as(locked, "uv.lock", explicit=False)
-    installed = _installed_version()
-    detected = checked_as(installed, "installed megatron-core", explicit=False) if installed else \
-        DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
+    detected = _installed_or_newest()
     if pin is not None and not detected.note:
-        # (a Bridge fork's DeepSeek-V4 recipes name 'mhc', which only the megatron-core they pin allows: LLaVA-OneVision-2
-        # and kaiko-ai's Bridge had false OFL222 errors from the guess)
+        # (a Bridge fork's DeepSeek-V4 recipes name 'mhc', which only the megatron-core they pin allows:
+        # LLaVA-OneVision-2 and kaiko-ai's Bridge had false OFL222 errors from the guess)
         detected = replace(detected, version=replace(detected.version, guessed=f"{pin.path} is not checked out"),
                            note=f"{pin.path} (the tree's megatron-core) is not checked out: checking with "
                                 f"the rules of {detected.version} ({detected.origin}), which may not be the "
@@ -164,6 +161,19 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
                                           f"code, which the rules of megatron-core {detected.version} "
                                           f"({detected.origin}) may not describe; --mcore-version names another")
     return detected
+
+
+def _named(cli: str | None, configured: str | None) -> DetectedVersion:
+    """The version --mcore-version or [tool.offlint] names."""
+    return checked_as(parse_version(cli or configured), "--mcore-version" if cli else
+                      "[tool.offlint] megatron-core-version", explicit=True)
+
+
+def _installed_or_newest() -> DetectedVersion:
+    """The installed megatron-core's version, else the newest offlint knows."""
+    installed = _installed_version()
+    return checked_as(installed, "installed megatron-core", explicit=False) if installed else \
+        DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
 
 
 def _before_megatron_core(root: Path) -> bool:
@@ -230,15 +240,12 @@ def _fork_not_checked_out(pin: _Pin, cli: str | None, configured: str | None) ->
     branch says it is based on (`core_v0.19.0_scale_down`), else the installed package's."""
     base = _BASE_RELEASE.search(pin.branch)
     if cli or configured:
-        detected = checked_as(parse_version(cli or configured), "--mcore-version" if cli else
-                              "[tool.offlint] megatron-core-version", explicit=True)
+        detected = _named(cli, configured)
     elif base is not None:
         detected = checked_as(parse_version(base.group(1)), f"the branch {pin.branch} {pin.path} follows",
                               explicit=False)
     else:
-        installed = _installed_version()
-        detected = checked_as(installed, "installed megatron-core", explicit=False) if installed else \
-            DetectedVersion(parse_version(NEWEST_KNOWN), "newest version offlint knows")
+        detected = _installed_or_newest()
     why = f"{pin.path} pins a fork of Megatron-LM ({pin.url}) that is not checked out"
     note = (f"{why}: checking with the rules of {detected.version} ({detected.origin}); the module names its "
             f"TransformerConfig allows are not known, so none is called invalid (`git submodule update --init "

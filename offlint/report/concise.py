@@ -18,8 +18,8 @@ SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 def label(finding: Finding, short: bool = False) -> str:
     """The message as users read it: `possible: ` marks verdicts that hang on unknown values (--strict); a finding
-    at a line that is not its unit's own (a shared helper) says which unit (and its file), or how many, it comes from. `short`:
-    the first line of the message only (the concise format)."""
+    at a line that is not its unit's own (a shared helper) says which unit (and its file), or how many, it comes
+    from. `short`: the first line of the message only (the concise format)."""
     text = finding.message.split("\n", 1)[0] if short else finding.message
     message = f"possible: {text}" if finding.possible else text
     if finding.units > 1:

@@ -113,19 +113,26 @@ def declared_options(module: ast.Module, lines: list[bytes] | None = None) -> di
     same order: a skipped statement holds none)."""
     out: dict[str, tuple[str, ...]] = {}
     for node in _walk(module, lines):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "add_argument"):
-            continue
-        options = tuple(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
-        if not options or not all(o.startswith("-") for o in options):
-            continue  # a positional argument
-        dest = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)
-                     and isinstance(k.value.value, str)), None)
-        if dest is None:
-            long = next((o for o in options if o.startswith("--")), options[0])
-            dest = long.lstrip("-").replace("-", "_")
-        out.setdefault(dest, options)
+        declared = _declaration(node)
+        if declared is not None:
+            out.setdefault(declared[1], declared[0])
     return out
+
+
+def _declaration(node: ast.AST) -> tuple[tuple[str, ...], str] | None:
+    """(option strings, dest) of an `*.add_argument("-x", "--long", ...)` call; None for another node or a
+    positional argument."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+        return None
+    options = tuple(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    if not options or not all(o.startswith("-") for o in options):
+        return None
+    dest = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)
+                 and isinstance(k.value.value, str)), None)
+    if dest is None:
+        long = next((o for o in options if o.startswith("--")), options[0])
+        dest = long.lstrip("-").replace("-", "_")
+    return options, dest
 
 
 @dataclass(frozen=True)
@@ -147,16 +154,11 @@ def parser_options(module: ast.Module) -> dict[str, ParserOption]:
     out: dict[str, ParserOption] = {}
     first_default: dict[str, object] = {}
     for node in ast.walk(module):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "add_argument"):
+        declared = _declaration(node)
+        if declared is None:
             continue
-        options = tuple(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
-        if not options or not all(o.startswith("-") for o in options):
-            continue
+        options, dest = declared
         keywords = {k.arg: k.value for k in node.keywords if k.arg}
-        dest = _literal(keywords.get("dest"))
-        if not isinstance(dest, str):
-            dest = next((o for o in options if o.startswith("--")), options[0]).lstrip("-").replace("-", "_")
         action = _literal(keywords.get("action", ast.Constant("store")))
         action = action if action in ("store", "store_true", "store_false") else "other"
         kind = keywords.get("type")

@@ -100,11 +100,10 @@ def _flag_value(dest: str, parser: dict[str, ParserOption],
         return Unknown(opaque), None, ""
     if value is not _missing:
         return value, where, text
-    default = next(declared.default for declared in parser.values() if declared.dest == dest)
-    if default is NOT_LITERAL:
+    declared = parser[min(mine)]  # (every option of the dest carries its default: python_inputs.parser_options)
+    if declared.default is NOT_LITERAL:
         return Unknown(f"the default of {'/'.join(sorted(mine))} is not a literal"), None, ""
-    declared = next(declared for declared in parser.values() if declared.dest == dest)
-    return (_typed(default, declared) if isinstance(default, str) else default), None, ""
+    return (_typed(declared.default, declared) if isinstance(declared.default, str) else declared.default), None, ""
 
 
 _missing = object()

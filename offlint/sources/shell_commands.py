@@ -534,14 +534,8 @@ class Commands:
             return
         budget[0] -= len(text)
         f = fields[i]
-        child = _State(self.st.out, self.st.holes, path, read_file=self.st.read_file)
-        child.sourcing, child.source_budget = [*self.st.sourcing, path], budget
-        child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
-        child.env.update(penv)
-        child.ctx = self.st.ctx
-        child.nesting = self.st.nesting
-        child.control = list(assumes)
-        child.where, child.order = self.st.where, self.st.order
+        child = self.child_shell(penv, assumes, path)
+        child.sourcing = [*self.st.sourcing, path]
         child.positional = self.known_words(fields[i + 1:])
         org = [(f.line, f.col, f.cond)] * (len(text) + 1)
         commands, errors = len(self.st.out.commands), len(self.st.out.errors)
@@ -551,18 +545,24 @@ class Commands:
             del self.st.out.errors[errors:]
             del self.st.out.commands[commands:]
 
-    def payload(self, f: _Field, penv: dict[str, _Var], assumes: tuple[str, ...] = ()) -> None:
-        """`bash -c SCRIPT` (also behind srun/docker/...): read SCRIPT as a child shell with the exported env."""
-        org = list(f.org) if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value)
-        child = _State(self.st.out, self.st.holes, read_file=self.st.read_file)
+    def child_shell(self, penv: dict[str, _Var], assumes: tuple[str, ...], script: str | None = None) -> _State:
+        """The state a child shell starts with (`bash -c`, a called script `script`): this one's exported variables
+        and `penv`, on this command's path, sharing its output and its budget of sourced text."""
+        child = _State(self.st.out, self.st.holes, script, read_file=self.st.read_file)
         child.sourcing, child.source_budget = self.st.sourcing, self.st.source_budget
         child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
         child.env.update(penv)
         child.ctx = self.st.ctx
-        child.hidden = {k for k, v in self.st.env.items() if not v.exported}
         child.nesting = self.st.nesting
         child.control = list(assumes)
         child.where, child.order = self.st.where, self.st.order
+        return child
+
+    def payload(self, f: _Field, penv: dict[str, _Var], assumes: tuple[str, ...] = ()) -> None:
+        """`bash -c SCRIPT` (also behind srun/docker/...): read SCRIPT as a child shell with the exported env."""
+        org = list(f.org) if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value)
+        child = self.child_shell(penv, assumes)
+        child.hidden = {k for k, v in self.st.env.items() if not v.exported}
         org.append(org[-1] if org else (f.line, f.col, f.cond))
         type(self)(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()

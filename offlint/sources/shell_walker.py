@@ -341,19 +341,23 @@ class _Walker(Commands, WordExpansion, Conditions):
         tree called with its arguments, st.positional): run it as bash does, each test decided, while every one is
         and the arguments get fewer; False (nothing read) where the first test cannot be decided."""
         condition = [c for c in n.children_by_field_name("condition") if c.is_named]  # (not the `;`)
-        for turn in range(len(self.st.positional) + 1):
+        before: int | None = None  # the arguments the last turn started with
+        for _turn in range(len(self.st.positional) + 1):
             verdict, _ = self.decide(condition)
             if verdict is False:
                 return True
-            if verdict is None or turn and (self.st.positional is None or len(self.st.positional) >= before):
-                if not turn:
+            shifted = before is None or self.st.positional is not None and len(self.st.positional) < before
+            if verdict is None or not shifted:
+                if before is None:
                     return False
-                # undecided, or no `shift` on the last turn: the rest is read as any loop's body, arguments unknown
-                self.st.positional = None
-                self.branches([[body]], True, f"inside while loop at line {self.pos(n.start_byte)[0]}")
-                return True
+                break
             before = len(self.st.positional)
             self.body([body])
+        else:
+            return True
+        # undecided, or no `shift` on the last turn: the rest is read as any loop's body, the arguments unknown
+        self.st.positional = None
+        self.branches([[body]], True, f"inside while loop at line {self.pos(n.start_byte)[0]}")
         return True
 
     def case(self, n) -> None:

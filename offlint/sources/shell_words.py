@@ -231,7 +231,8 @@ class WordExpansion:
         if args is None or not (name in ("#", "@", "*") or name.isdigit() and name != "0"):
             return None
         if name == "#":
-            return _Var(s=str(len(args)), org=(at,) * len(str(len(args))))
+            count = str(len(args))
+            return _Var(s=count, org=(at,) * len(count))
         if name in ("@", "*"):
             return _Var(arr=args)
         f = args[int(name) - 1] if int(name) <= len(args) else None
