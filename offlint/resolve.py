@@ -16,7 +16,7 @@ from offlint import keys
 from offlint.named_precision import PRECISION_RECIPES, configured
 from offlint.sources import bridge_finalize, launch, mlm_flags
 from offlint.sources.python_values import Record
-from offlint.types import ABSENT, KEY_DEFAULT, Assignment, ByVersion, Defaults, OneOf, Unit, Unknown, Value
+from offlint.types import ABSENT, KEY_DEFAULT, AnyField, Assignment, ByVersion, Defaults, OneOf, Unit, Unknown, Value
 from offlint.versions import Version
 
 # Megatron-LM's argparse defaults where they differ from the dataclass default (CLI-3; checked against the
@@ -39,6 +39,7 @@ class ResolvedUnit:
     # field name -> the first of the unit's unread flags that sets it (_unread_flag), made at its first question
     _unread_fields: dict | None = field(default=None, repr=False)
     _path_fields: dict | None = field(default=None, repr=False)  # the same for Unit.path_flags (_path_flag)
+    _before: ResolvedUnit | None = field(default=None, repr=False)  # before_catch_all's, made at its first question
 
     def get(self, key: str) -> Value:
         value = self._seen.get(key)
@@ -126,6 +127,37 @@ class ResolvedUnit:
                     self._path_fields.setdefault(mapped.split(".", 1)[-1], flag)
         return self._path_fields.get(key.split(".", 1)[-1], "")
 
+    def before_catch_all(self) -> ResolvedUnit:
+        """This unit with every key that a write by a field name offlint cannot read may have replaced (AnyField: a
+        user's overrides applied in a loop) as the unit's own code had set it; itself where no key was so written.
+        --strict asks a rule of it (engine._unit_rule): such a write may set any field, this one no more than the
+        others, so the question worth asking is whether the code's own values could break the rule."""
+        if self._before is None:
+            values = {key: _before_writes(assignment) for key, assignment in self.values.items()}
+            unit = self.unit
+            if all(values[key] is held for key, held in self.values.items()) and not unit.overridden_sections:
+                self._before = self
+            else:
+                if unit.overridden_sections:  # (their unset keys: the defaults)
+                    unit = replace(unit, default_sections=unit.default_sections | unit.overridden_sections,
+                                   unknown_sections={s: r for s, r in unit.unknown_sections.items()
+                                                     if s not in unit.overridden_sections},
+                                   overridden_sections=frozenset())
+                before = replace(self, unit=unit, values={k: a for k, a in values.items() if a is not None},
+                                 _seen={}, _before=None, _assigned_sections=None, _unread_fields=None,
+                                 _path_fields=None)
+                self._before = before._before = before
+        return self._before
+
+    def overridden(self, key: str) -> bool:
+        """Whether a write by a field name offlint cannot read may have replaced `key` (before_catch_all differs)."""
+        before = self.before_catch_all()
+        if before is self:
+            return False
+        if before.values.get(key) is not self.values.get(key):
+            return True
+        return key not in self.values and (_SECTIONS.get(key) or _section(key)) in self.unit.overridden_sections
+
     def default(self, key: str) -> object:
         """The default of `key` in this unit (megatron-core's, or the Megatron-LM flag's for flag launches)."""
         return self._default(key)
@@ -153,6 +185,69 @@ def _value_of(key: str, state: str, value: object, assignment: Assignment | None
     fields["value"] = value
     fields["assignment"] = assignment
     return made
+
+
+def _before_writes(assignment: Assignment) -> Assignment | None:
+    """`assignment` as it was before catch-all writes (AnyField) replaced its value, on every path of a OneOf;
+    None where the key was unset then; `assignment` itself where no such write reached it."""
+    value = assignment.value
+    if isinstance(value, AnyField):
+        held, at, text = _held(value), value.at, value.text
+    elif isinstance(value, OneOf) and _reaches(value):
+        held, at, text = _held(value), None, None
+    else:
+        return assignment
+    if isinstance(held, OneOf) and held.paths and _all_alike(held.paths):  # (every path left it as it was)
+        held, _, at, text = held.paths[0]
+    if held is KEY_DEFAULT:
+        return None
+    return replace(assignment, value=held, location=at or assignment.location,
+                   text=text if text is not None else assignment.text)
+
+
+def _all_alike(paths: tuple) -> bool:
+    first = paths[0][0]
+    return not isinstance(first, Unknown) and all(_alike(held, first) for held, *_ in paths[1:])
+
+
+def _held(value: object) -> object:
+    """What `value` was before catch-all writes replaced it, on each of its paths."""
+    if isinstance(value, AnyField):
+        return _held(value.before)
+    if not (isinstance(value, OneOf) and _reaches(value)):
+        return value
+    written = [_held(on_path.before) for on_path, *_ in value.paths if isinstance(on_path, AnyField)]
+    if written and all(b == written[0] for b in written[1:]) and all(
+            _one_of(path, written[0]) for path in value.paths if not isinstance(path[0], AnyField)):
+        return written[0]  # loops of such writes: where they ran, the key holds what it held where they did not
+    paths = []
+    for on_path, steps, where, text in value.paths:
+        before = _held(on_path)
+        if before is on_path:
+            paths.append((on_path, steps, where, text))
+        elif isinstance(before, OneOf):  # (it depended on an earlier branch: that branch's paths, after this one)
+            paths.extend((held, steps + more, at, written) for held, more, at, written in before.paths)
+        else:
+            paths.append((before, steps, on_path.at, on_path.text))
+    return replace(value, paths=tuple(paths))
+
+
+def _one_of(path: tuple, before: object) -> bool:
+    """Whether a OneOf's `path` is one of the paths of `before` (its value, on its own steps and maybe others)."""
+    held, steps = path[0], set(path[1])
+    if not isinstance(before, OneOf):
+        return _alike(held, before)
+    return any(_alike(held, other) and steps.issuperset(more) for other, more, *_ in before.paths)
+
+
+def _alike(a: object, b: object) -> bool:
+    return a is b or (type(a) is type(b) and a == b)
+
+
+def _reaches(value: OneOf) -> bool:
+    """Whether a catch-all write set a path of `value` (or of a value it held before)."""
+    return any(isinstance(on_path, AnyField) or (isinstance(on_path, OneOf) and _reaches(on_path))
+               for on_path, *_ in value.paths)
 
 
 def _section(key: str) -> str:

@@ -74,6 +74,19 @@ class UserInput(Unknown):
     declared: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
+@dataclass(frozen=True)
+class AnyField(Unknown):
+    """A value a write whose field name offlint cannot read may have replaced (`setattr(obj, name, value)` in a
+    loop over a user's overrides, as Bridge's apply_overrides walks a YAML file): any field may have been set, this
+    one no more than the others. `before` is what the code had set it to (a literal, KEY_DEFAULT, an Unknown or a
+    OneOf), `at` and `text` where and how. Unknown to the rules; --strict asks what the unit's own code makes of
+    a rule, with every key as it was before such writes (resolve.ResolvedUnit.before_catch_all)."""
+
+    before: object = None
+    at: Location | None = None
+    text: str | None = None
+
+
 class Source(str, Enum):
     """How a value was written. Rules about spelling (OFL0xx) depend on it."""
 
@@ -175,6 +188,9 @@ class Unit:
     default_sections: frozenset[str] = frozenset()
     # Why the remaining sections are unknown (for messages): section -> reason.
     unknown_sections: dict[str, str] = field(default_factory=dict)
+    # Those of them unknown only because a write by a field name offlint cannot read may have set any of their keys
+    # (AnyField: a user's overrides): --strict reads their defaults (resolve.ResolvedUnit.before_catch_all).
+    overridden_sections: frozenset[str] = frozenset()
     launches_training: bool = False  # OFL301 applies to units that start training
     env_known: bool = False  # the unit defines its launch environment (exports, cfg.env_vars literal)
     # Why a launch command's environment may hold variables offlint cannot see ("" when none): a file its script

@@ -46,3 +46,86 @@ def test_a_loop_over_overrides_leaves_only_the_path_where_it_does_not_run(tmp_pa
             setattr(cfg.model, key, value)
     """)
     assert len(found) == 1 and "the loop body at recipe.py:7 does not run" in found[0]
+
+
+# A script that applies a user's overrides as Megatron Bridge's apply_overrides and _restore_excluded_fields do: a
+# walk down a dotted path by getattr, then a setattr by a field name offlint cannot read, in loops.
+OVERRIDES = """
+from megatron.bridge.training.config import ConfigContainer, DistributedDataParallelConfig, OptimizerConfig
+from megatron.bridge.training.pretrain import pretrain
+
+
+def restore(config_obj, saved):
+    for field_path, original in saved.items():
+        parts = field_path.split(".")
+        current = config_obj
+        for part in parts[:-1]:
+            current = getattr(current, part)
+        setattr(current, parts[-1], original)
+
+
+def apply(config_obj, overrides):
+    for key, value in overrides.items():
+        if isinstance(value, dict) and "_target_" in value:
+            setattr(config_obj, key, instantiate(value))
+            continue
+        setattr(config_obj, key, value)
+
+
+def main():
+    args = parse_args()
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+{body}
+    apply(cfg, load_overrides(args.config_file))
+    restore(cfg, load_saved())
+    pretrain(cfg, forward_step)
+"""
+
+
+def _strict(tmp_path, monkeypatch, body: str, strict: bool = True) -> list:
+    (tmp_path / "train.py").write_text(OVERRIDES.format(body=textwrap.indent(textwrap.dedent(body), "    ")))
+    monkeypatch.chdir(tmp_path)
+    result = check(["train.py"], CheckOptions(mcore_version="0.20.0", root=tmp_path, strict=strict))
+    assert not result.errors, result.errors
+    return result.findings
+
+
+def test_strict_overrides_by_unreadable_names_leave_the_code_s_values(tmp_path, monkeypatch):
+    """--strict: a write by a field name offlint cannot read may set any field, this one no more than the others.
+    It had made every rule "possible" for such a script (110 findings on Megatron Bridge's example mains); the
+    rules now ask what the script's own values give, as a call offlint does not follow leaves them."""
+    found = _strict(tmp_path, monkeypatch, """
+        cfg.model.recompute_granularity = "full"
+        cfg.model.recompute_method = "uniform"
+        cfg.model.recompute_num_layers = 1
+        cfg.model.cuda_graph_impl = "none"
+        cfg.optimizer.use_distributed_optimizer = True
+        cfg.ddp.use_distributed_optimizer = True
+        cfg.optimizer.use_precision_aware_optimizer = True
+    """)
+    assert not [f for f in found if f.possible], [(f.code, f.message) for f in found]
+
+
+def test_strict_still_reports_what_the_code_s_own_values_break(tmp_path, monkeypatch):
+    body = """
+        cfg.optimizer.use_distributed_optimizer = False
+        cfg.ddp.use_distributed_optimizer = False
+        cfg.optimizer.use_precision_aware_optimizer = True
+    """
+    found = [f for f in _strict(tmp_path, monkeypatch, body) if f.code == "OFL116"]
+    assert len(found) == 1 and found[0].possible, found
+    assert "the overrides it applies by field names offlint cannot read may change them" in found[0].message
+    assert found[0].location.line == 30  # where the code set it, not the setattr that may have replaced it
+    # without --strict the overrides may change it: no finding, as before
+    assert not [f for f in _strict(tmp_path, monkeypatch, body, strict=False) if f.code == "OFL116"]
+
+
+def test_strict_a_value_the_code_takes_from_a_flag_stays_unknown(tmp_path, monkeypatch):
+    """A key the script's own code sets from the user's input is no catch-all write: still "possible"."""
+    found = _strict(tmp_path, monkeypatch, """
+        cfg.optimizer.use_distributed_optimizer = args.distributed
+        cfg.ddp.use_distributed_optimizer = args.distributed
+        cfg.optimizer.use_precision_aware_optimizer = True
+    """)
+    assert [f.code for f in found if f.possible] == ["OFL116"]

@@ -459,6 +459,7 @@ def take_recipe_sections(unit: Unit, recipe: Unit) -> None:
     unit.env_known = not unit.env_open and ("env" in recipe.default_sections or recipe.env_unset)
     unit.default_sections = frozenset(recipe.default_sections - {"env"} | ({"env"} if unit.env_known else set()))
     unit.unknown_sections = {s: r for s, r in recipe.unknown_sections.items() if s not in unit.default_sections}
+    unit.overridden_sections = frozenset(s for s in recipe.overridden_sections if s in unit.unknown_sections)
     if unit.env_open:
         unit.unknown_sections["env"] = unit.env_open
 

@@ -225,6 +225,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         layer = Layer("recipe")
         default_sections: set[str] = set()
         unknown_sections: dict[str, str] = {}
+        overridden: set[str] = set()
         env_known = False  # cfg.env_vars assigned from a literal
         env_default = False  # a ConfigContainer built here and never given env_vars: Bridge's empty default
         env_unknown = ""
@@ -234,7 +235,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
             if obj.kind == "container":
                 for section in SECTIONS_OF_CONTAINER:
                     if section not in sections:
-                        _note_base(section, obj.base, default_sections, unknown_sections)
+                        _note_base(section, obj.base, default_sections, unknown_sections, overridden)
                 layer.assignments.extend(obj.top.values())
                 env_location = obj.env_location or env_location
                 if obj.env_unknown:
@@ -246,7 +247,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
                 elif obj.base == "default":
                     env_default = True
             for section, child in sections.items():
-                _note_base(section, child.base, default_sections, unknown_sections)
+                _note_base(section, child.base, default_sections, unknown_sections, overridden)
                 layer.assignments.extend(child.values.values())
         if env_unknown:
             env_known = False
@@ -258,6 +259,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         layer.assignments.sort(key=_BY_PLACE)
         unit = Unit(name=name, kind=UnitKind.RECIPE, location=location, layers=[layer],
                     default_sections=frozenset(default_sections), unknown_sections=unknown_sections,
+                    overridden_sections=frozenset(s for s in overridden if s in unknown_sections),
                     launches_training=env_known, env_known=env_known, env_location=env_location,
                     env_unset=env_default and not env_known and not env_unknown, framework=_framework(objects))
         bridge_precision.attach(unit, self.project, self.path)  # read here, so the unit's reuse depends on it

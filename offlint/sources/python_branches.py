@@ -15,7 +15,7 @@ from functools import cached_property
 from operator import is_
 
 from offlint.sources.python_values import SECTION_NONE, ConfigObj
-from offlint.types import KEY_DEFAULT, Assignment, Location, OneOf, Unknown
+from offlint.types import KEY_DEFAULT, AnyField, Assignment, Location, OneOf, Unknown
 
 
 def same(a, b) -> bool:
@@ -64,8 +64,13 @@ def merge_into(obj: ConfigObj, variants: list[ConfigObj], split: BranchPoint) ->
             obj.env = merge_values(envs, split, None)
         return
     bases = [v.base for v in variants]
-    obj.base = bases[0] if all(b == bases[0] for b in bases) else \
-        Unknown(f"set differently by branch ({split.what})")
+    overridden = [b for b in bases if isinstance(b, AnyField)]
+    if all(b == bases[0] for b in bases):
+        obj.base = bases[0]
+    elif overridden and all(b == "default" or isinstance(b, AnyField) for b in bases):
+        obj.base = overridden[0]  # its defaults, but for what a write by a name offlint cannot read set on a path
+    else:
+        obj.base = Unknown(f"set differently by branch ({split.what})")
     obj.values = merge_values([v.values for v in variants], split, [_unset(v) for v in variants])
 
 

@@ -12,7 +12,7 @@ import re
 from offlint import keys
 from offlint.keys import KEYS
 from offlint.sources.python_values import OPTIONAL_SECTIONS, SECTION_NONE, ConfigObj
-from offlint.types import Unknown
+from offlint.types import AnyField, Unknown
 
 MODEL_CLASSES = {"TransformerConfig", "MLATransformerConfig", "ModelParallelConfig"}
 SECTION_CLASSES = {
@@ -116,12 +116,17 @@ def _framework(objects: list[ConfigObj]) -> str:
     return "bridge"
 
 
-def _note_base(section: str, base, default_sections: set, unknown_sections: dict) -> None:
+def _note_base(section: str, base, default_sections: set, unknown_sections: dict, overridden: set) -> None:
     if base in ("default", SECTION_NONE):  # a section held as None: its keys read as their defaults (None)
         default_sections.add(section)
         unknown_sections.pop(section, None)
+        overridden.discard(section)
     elif section not in default_sections:
         unknown_sections[section] = base.reason if isinstance(base, Unknown) else str(base)
+        if isinstance(base, AnyField):
+            overridden.add(section)
+        else:
+            overridden.discard(section)
 
 
 def _env_str(value):
@@ -134,8 +139,10 @@ def _env_str(value):
 
 
 def _taint(obj: ConfigObj, reason: Unknown) -> None:
-    """A call offlint cannot follow received this object: its unset keys are no longer known defaults."""
-    obj.base = reason if obj.base in ("default", SECTION_NONE) else obj.base
+    """A call offlint cannot follow received this object: its unset keys are no longer known defaults (nor only
+    what a write by a name offlint cannot read may have set: AnyField)."""
+    if obj.base in ("default", SECTION_NONE) or (isinstance(obj.base, AnyField) and not isinstance(reason, AnyField)):
+        obj.base = reason
     for child in obj.children.values():
         _taint(child, reason)
 

@@ -25,7 +25,7 @@ from offlint.sources.python_syntax import _attr_chain, _call_name
 from offlint.sources.python_values import (MAX_DEPTH, NO_PROPERTY, NOT_KEPT, OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE,
                                            ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record,
                                            Registry, configs_in, new_assignment, with_via)
-from offlint.types import Assignment, Location, OneOf, Source, Unit, Unknown
+from offlint.types import AnyField, Assignment, Location, OneOf, Source, Unit, Unknown
 
 _PYTHON, _ENV = Source.PYTHON, Source.ENV  # (an enum member read from its class costs a descriptor call each time)
 
@@ -137,11 +137,11 @@ class CallFollowing:
             target.values[field_name] = self._assignment(f"{target.section}.{field_name}",
                                                          self._eval(node.args[2], frame), loc, text)
             return True
-        why = Unknown(f"may be set by `{text}` at {self.path}:{node.lineno}, a field name offlint cannot read")
+        why = AnyField(f"may be set by `{text}` at {self.path}:{node.lineno}, a field name offlint cannot read")
         _taint(target, why)
         for obj in [target, *target.children.values()]:
             for key, held in list(obj.values.items()):
-                obj.values[key] = self._assignment(held.key, why, loc, text)
+                obj.values[key] = self._assignment(held.key, _any_field(why, held), loc, text)
         return True
 
     def _special_call(self, node: ast.Call, frame: Frame, name: str, short: str):
@@ -874,6 +874,13 @@ def _freeze(value):
             _freeze(field_value)
     hash(value)
     return value
+
+
+def _any_field(why: Unknown, held: Assignment) -> AnyField:
+    """The value of a key a catch-all write may have replaced, with what it held before the first such write."""
+    if isinstance(held.value, AnyField):
+        return replace(held.value, reason=why.reason)
+    return AnyField(why.reason, held.value, held.location, held.text)
 
 
 def _cache_key(path: str, name: str, positional: list, keywords: dict):
