@@ -12,7 +12,7 @@ import posixpath
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from offlint import changed, pipeline, scope
+from offlint import changed, loop_passes, pipeline, scope
 from offlint.cache import Cache, Deferred, FileOutcome, digest, fingerprint, merge_moves
 from offlint.discover import Exclusion, SourceFile, discover
 from offlint.pipeline import Job
@@ -434,12 +434,11 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     out = []
     for group in groups.values():
         names = sorted({f.unit for f in group})
-        if len(names) == 1:
-            out.append(group[0])
-            continue
-        first = min(group, key=lambda f: (f.unit_path != f.location.path, f.unit))
+        first = group[0] if len(names) == 1 else min(group, key=lambda f: (f.unit_path != f.location.path, f.unit))
         others = tuple(name for name in names if name != first.unit)
-        out.append(replace(first, shared_with=others))
+        taken = loop_passes.taken([f.passes for f in group])
+        out.append(replace(first, shared_with=others, passes=(),
+                           message=f"{first.message}\n({taken})" if taken else first.message))
     return out
 
 

@@ -52,6 +52,8 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
             findings.extend(_duplicates(rule, resolved.unit))
         elif rule.code == "OFL007":
             findings.extend(_unknown_flags(rule, resolved.unit))
+    if resolved.unit.loop_passes:  # (a launch in an unrolled `for` loop: api._dedupe merges its passes' findings)
+        findings = [replace(finding, passes=resolved.unit.loop_passes) for finding in findings]
     return findings
 
 

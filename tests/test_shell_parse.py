@@ -418,10 +418,10 @@ def test_commands_in_all_control_structures_are_yielded():
     fn
     """
     names = [c.argv[0].value for c in cmds(text)]
-    assert names == ["a", "b", "c", "d", "e", "f", "g", "h", "k", "l", "fn", "m"]
+    assert names == ["a", "b", "c", "d", "e", "f", "g", "h", "h", "k", "l", "fn", "m"]  # (a pass of the loop per word)
     conds = {c.argv[0].value: c.argv[0].conditional for c in cmds(text)}
     assert conds["a"] == "" and conds["b"] == "inside if at line 1" and conds["e"] == "inside if at line 1"
-    assert conds["f"] == "inside case at line 2" and conds["h"] == "inside for loop at line 3"
+    assert conds["f"] == "inside case at line 2" and conds["h"] == "" and conds["l"] == "inside while loop at line 4"
     assert conds["m"] == ""  # the function is called unconditionally
 
 
@@ -459,6 +459,23 @@ def test_case_and_and_or_assignments():
 
 def test_read_and_loop_variables_are_unknown():
     text = """\
+    read -r TP PP EP
+    IFS=',' read -r A B <<< "$CONFIG"
+    for MODEL in $(ls models); do
+      echo "$MODEL"
+    done
+    python x.py $TP $PP $EP $MODEL $A $B
+    """
+    c = find(text, "python")
+    assert [w.unknown for w in c.argv[2:5]] == ["set by read"] * 3
+    assert c.argv[5].unknown == "loop variable"
+    assert [w.unknown for w in c.argv[6:8]] == ["set by read"] * 2  # (a here-string offlint cannot read)
+
+
+def test_a_here_string_read_and_a_loop_over_known_words():
+    """bash splits a here-string's line by IFS into the names; a `for` loop over words it can read runs its body
+    once per word and leaves the last word in its variable."""
+    text = """\
     CONFIG="1,2,8"
     IFS=',' read -r TP PP EP <<< "$CONFIG"
     for MODEL in a b c; do
@@ -467,9 +484,11 @@ def test_read_and_loop_variables_are_unknown():
     python x.py $TP $PP $EP $MODEL
     """
     c = find(text, "python")
-    assert [w.unknown for w in c.argv[2:5]] == ["set by read"] * 3
-    assert c.argv[5].unknown == "loop variable"
-    assert find(text, "read").env["IFS"].value == ","
+    assert values(c)[2:] == ["1", "2", "8", "c"]
+    assert [values(e) for e in cmds(text) if e.argv[0].value == "echo"] == [["echo", "a"], ["echo", "b"], ["echo", "c"]]
+    assert [e.passes for e in cmds(text) if e.argv[0].value == "echo"] == [
+        (("`for MODEL in a b c` (line 3)", word, ("a", "b", "c")),) for word in "abc"]
+    assert c.passes == ()
 
 
 def test_function_call_uses_call_site_values_and_locals():

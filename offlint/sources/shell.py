@@ -40,6 +40,7 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
                             env_open=command.env_open)
         if unit is not None:
             unit.path_condition = path_condition(command.assumes)
+            unit.loop_passes = command.passes
             unit.assignment_spans = spans
             units.append(unit)
     return units

@@ -217,7 +217,8 @@ class Commands:
                  else f.word(self.st.holes) for f, took in zip(fields, assumed)]
         opened = self.st.env.get(OPENED)
         self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes, self.st.ctx,
-                                            _opened_reason(opened) if opened is not None else ""))
+                                            _opened_reason(opened) if opened is not None else "",
+                                            tuple(self.st.loop_passes)))
         vals = [w.value for w in words]  # None for a word with a hole
         self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
         if vals[0] == "eval":  # (`eval $cmd`: its code's words took the defaults $cmd's value took)
@@ -234,11 +235,43 @@ class Commands:
             if environment:  # (`srun --environment=alps3 bash -c "..."`: the definition file may set variables)
                 penv = {**penv, OPENED: _Var(s=environment, exported=True, pos=(fields[0].line, fields[0].col))}
             self.payload(fields[j], penv, assumes)
+        if vals[0] == "read":
+            self.read_herestring(n, vals, penv)
         if vals[0] == "echo":
             self.echo_to_file(n, fields)
         self.submitted_script(fields, vals)
         if j is None:
             self.called_script(fields, vals, penv, assumes)
+
+    def read_herestring(self, n, vals: list[str | None], penv: dict[str, _Var]) -> None:
+        """`IFS=',' read -r EP TP PP CP <<< "$config"`: the names take the fields of a here-string offlint can read
+        (Megatron Bridge's example scripts split each "EP,TP,PP,CP" of a sweep so; builtin() had left them
+        unknown). Only `-r`, a one-line string, an IFS of blanks only or of other characters only, and no more
+        fields than names (where bash would give the last name the rest of the line, separators and all)."""
+        redirects = [c for c in n.children if c.type == "herestring_redirect"]
+        words = vals[1:]
+        if len(redirects) != 1 or not words or words[0] != "-r" or not all(
+                w is not None and w.isidentifier() for w in words[1:]) or len(words) < 2:
+            return
+        source = [c for c in redirects[0].named_children if c.type != "comment"]
+        s, org, _ = self.scalar(source[0]) if len(source) == 1 else ("", [], "")
+        ifs = penv.get("IFS") or self.st.env.get("IFS")
+        separators = ifs.s if ifs is not None else " \t\n"
+        if not source or self.why(s) or "\n" in s or not separators or self.why(separators):
+            return
+        blanks = set(separators) <= set(" \t\n")
+        if not blanks and set(separators) & set(" \t\n"):
+            return
+        spans = _field_spans(s, separators, blanks)
+        names = words[1:]
+        if len(spans) > len(names):
+            return
+        pos = (n.start_point[0] + 1, n.start_point[1] + 1)
+        for k, name in enumerate(names):
+            a, b = spans[k] if k < len(spans) else (len(s), len(s))
+            old = self.st.env.get(name)
+            self.st.env[name] = _Var(s=s[a:b], org=tuple(org[a:b]), lines=(pos[0],), pos=pos,
+                                     exported=bool(old and old.exported))
 
     def builtin(self, fields: list[_Field], vals: list[str | None]) -> None:
         """Builtins that change variables (read, mapfile, printf -v, getopts), eval, and function calls."""
@@ -555,6 +588,7 @@ class Commands:
         child.ctx = self.st.ctx
         child.nesting = self.st.nesting
         child.control = list(assumes)
+        child.loop_passes, child.passes = list(self.st.loop_passes), self.st.passes
         child.where, child.order = self.st.where, self.st.order
         return child
 
@@ -566,6 +600,24 @@ class Commands:
         org.append(org[-1] if org else (f.line, f.col, f.cond))
         type(self)(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()
+
+
+def _field_spans(s: str, separators: str, blanks: bool) -> list[tuple[int, int]]:
+    """Where `read` finds the fields of `s`: runs of blanks separate (and are trimmed) when IFS is blanks only; each
+    other separator character ends one field ("a,,b" holds an empty one)."""
+    spans, start = [], 0
+    if blanks:
+        for k, c in enumerate(s + separators[0]):
+            if c in separators:
+                if k > start:
+                    spans.append((start, k))
+                start = k + 1
+        return spans
+    for k, c in enumerate(s):
+        if c in separators:
+            spans.append((start, k))
+            start = k + 1
+    return spans + [(start, len(s))] if s else spans
 
 
 def _may_launch(text: str) -> bool:

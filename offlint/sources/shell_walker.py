@@ -19,7 +19,24 @@ from offlint.sources.shell_words import WordExpansion
 from offlint.sources.shell_commands import Commands
 
 _LANG = None
+# The body readings of `for` loops unrolled together (a loop inside a loop multiplies them): past it, a loop's
+# variable is unknown and its body read once (walker.unroll)
+MAX_PASSES = 32
 _BEGINS = bytes(0 if 0x80 <= b < 0xC0 else 1 for b in range(256))  # 1 for a byte that begins a UTF-8 character
+
+
+def _leaves_early(body) -> bool:
+    """Whether a loop body can end a pass and go on with the script (`break`, `continue`, `return`): the commands
+    after it would be read in passes that skip them. (`exit` ends the script: a pass that gets past it runs on, and
+    one that does not runs nothing more, as in any script.)"""
+    return any(c.type == "command" and c.child_by_field_name("name") is not None
+               and _first_word(c) in ("break", "continue", "return")
+               for c in _descendants(body, ("command",)))
+
+
+def _first_word(command) -> bytes:
+    name = command.child_by_field_name("name")
+    return name.text.decode("utf-8", "replace").strip()
 
 
 def _tree(data: bytes):
@@ -289,9 +306,13 @@ class _Walker(Commands, WordExpansion, Conditions):
 
     def shown(self, nodes) -> str:
         raw = " ".join(self.raw(c) for c in nodes).replace("\n", " ")
+        return f"`{raw if len(raw) <= 60 else raw[:57] + '...'}` ({self.at(nodes[0])})"
+
+    def at(self, node) -> str:
+        """Where a node is, as decisions are shown: "file:line", or "line N" in the script itself."""
         name, offset = self.st.where
-        line = self.pos(nodes[0].start_byte)[0] + offset
-        return f"`{raw if len(raw) <= 60 else raw[:57] + '...'}` ({f'{name}:{line}' if name else f'line {line}'})"
+        line = self.pos(node.start_byte)[0] + offset
+        return f"{name}:{line}" if name else f"line {line}"
 
     def note(self, names, what: str) -> str:
         """A decision that took defaults, as a path condition ("" when it took none): offlint assumes the
@@ -335,6 +356,39 @@ class _Walker(Commands, WordExpansion, Conditions):
             if not name.isdigit():
                 self.set_unknown(name, f"the script stops at line {line} unless ${name} is set differently from its "
                                        f"default", self.pos(nodes[0].start_byte))
+
+    def unroll(self, n, var) -> bool:
+        """`for X in a b c; do ...; done` over words offlint can read (literals, a known array's `"${A[@]}"`): the
+        body read once per word, in order, as bash runs it, each pass's commands marked with it (Command.passes: a
+        finding of some passes names their words, one of every pass none; api._dedupe). Launch scripts sweep parallelism settings so (Megatron Bridge's examples loop over "EP,TP,PP,CP"
+        strings); with X unknown, every launch in the loop had its sizes unknown. Not where the body can leave a
+        pass early and go on (`break`, `continue`, `return`), nor past MAX_PASSES body readings for the loops being
+        unrolled together: the loop is then read once with X unknown, as before."""
+        values = [f for v in n.children_by_field_name("value") for f in self.token(v)]
+        body = n.child_by_field_name("body")
+        if body is None or not values or self.known_words(values) is None \
+                or self.st.passes * len(values) > MAX_PASSES or _leaves_early(body):
+            return False
+        name, line = self.raw(var), self.pos(n.start_byte)[0]
+        loop, words = f"`for {name} in {self.raw_values(n)}` ({self.at(n)})", tuple(f.value for f in values)
+        self.st.passes *= len(values)
+        try:
+            for f in values:
+                old = self.st.env.get(name)
+                self.st.env[name] = _Var(s=f.value, org=f.org, lines=(line,), pos=(f.line, f.col),
+                                         exported=bool(old and old.exported))
+                self.st.loop_passes.append((loop, f.value, words))
+                try:
+                    self.body([body])
+                finally:
+                    self.st.loop_passes.pop()
+        finally:
+            self.st.passes //= len(values)
+        return True
+
+    def raw_values(self, n) -> str:
+        text = " ".join(self.raw(v) for v in n.children_by_field_name("value"))
+        return text if len(text) <= 40 else text[:37] + "..."
 
     def arguments_loop(self, n, body) -> bool:
         """`while [[ $# -gt 0 ]]; do case "$1" in ...; shift; done` with known positional parameters (a script of the
@@ -389,6 +443,8 @@ class _Walker(Commands, WordExpansion, Conditions):
     def loop(self, n) -> None:
         kind = "while" if n.type == "while_statement" else "for"
         var = n.child_by_field_name("variable") if n.type == "for_statement" else None
+        if var is not None and self.unroll(n, var):
+            return
         if var is not None:
             self.set_unknown(self.raw(var), "loop variable", self.pos(var.start_byte))
         body = n.child_by_field_name("body")

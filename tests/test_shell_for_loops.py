@@ -1,0 +1,107 @@
+"""`for` loops over words offlint can read are unrolled, and `read -r A B <<< "$X"` splits a here-string: launch
+scripts sweep parallelism settings so (Megatron Bridge's examples loop over "EP,TP,PP,CP" strings and split each),
+and with the loop variable unknown every launch in the sweep had its sizes unknown. A finding of some passes says
+which; one of every pass is reported once, as a launch outside a loop would be."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+
+from offlint import loop_passes
+from offlint.api import CheckOptions, check
+from offlint.sources.shell_parse import parse_shell
+from offlint.sources.shell_walker import MAX_PASSES
+
+LAUNCH = ("torchrun --nproc_per_node=8 /opt/Megatron-LM/pretrain_gpt.py --num-layers 4 --hidden-size 256 "
+          "--num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 "
+          "--global-batch-size 8 --cpu-offloading")
+
+
+def _values(text: str, name: str = "python") -> list[list]:
+    result = parse_shell(dedent(text))
+    assert result.errors == [], result.errors
+    return [[w.value for w in c.argv[1:]] for c in result.commands if c.argv[0].value == name]
+
+
+def _findings(tmp_path, monkeypatch, script: str) -> list:
+    (tmp_path / "sweep.sh").write_text(dedent(script))
+    monkeypatch.chdir(tmp_path)
+    result = check(["sweep.sh"], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert not result.errors, result.errors
+    return result.findings
+
+
+def test_a_sweep_over_an_array_split_by_read():
+    assert _values("""\
+        CONFIGS=("2,1" "4,2")
+        for c in "${CONFIGS[@]}"; do
+          IFS=',' read -r TP PP <<< "$c"
+          python train.py --tp "$TP" --pp "$PP"
+        done
+        """) == [["train.py", "--tp", "2", "--pp", "1"], ["train.py", "--tp", "4", "--pp", "2"]]
+
+
+def test_nested_loops_run_every_combination_in_order():
+    assert _values("""\
+        for tp in 1 2; do
+          for mbs in 4 8; do python train.py $tp $mbs; done
+        done
+        """) == [["train.py", "1", "4"], ["train.py", "1", "8"], ["train.py", "2", "4"], ["train.py", "2", "8"]]
+
+
+@pytest.mark.parametrize("loop", ["for tp in 1 $UNKNOWN; do", "for tp in $(seq 1 4); do", "for tp; do",
+                                  "for tp in 1 2; do [ $tp = 2 ] && continue;", "for tp in 1 2; do break;"])
+def test_a_loop_it_cannot_unroll_is_read_once_with_its_variable_unknown(loop):
+    found = _values(f"{loop}\n python train.py $tp\ndone\n")
+    assert found == [["train.py", None]]
+
+
+def test_loops_unrolled_together_stay_bounded():
+    side = MAX_PASSES // 4 + 1  # the outer loop is unrolled; inside it, the inner one would pass MAX_PASSES
+    words = " ".join(str(k) for k in range(side))
+    found = _values(f"for a in {words}; do\n for b in {words}; do python t.py $a $b; done\ndone\n")
+    assert len(found) == side and all(row[1] is not None and row[2] is None for row in found)
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ('IFS=, read -r A B <<< "1,2"', ["1", "2"]),
+    ('IFS=, read -r A B C <<< "1,2"', ["1", "2", ""]),  # (too few fields: the rest are empty)
+    ('read -r A B <<< "  1   2 "', ["1", "2"]),  # (blanks: runs trimmed)
+    ('IFS=, read -r A B <<< "1,2,3"', [None, None]),  # (bash gives B "2,3": not read)
+    ('IFS=, read A B <<< "1,2"', [None, None]),  # (no -r: backslashes would be escapes)
+    ('IFS=", " read -r A B <<< "1, 2"', [None, None]),  # (blanks and other separators mixed)
+    ('IFS=, read -r -a A B <<< "1,2"', [None, None]),
+])
+def test_a_here_string_read(line, expected):
+    names = ["A", "B", "C"] if " C " in line else ["A", "B"]
+    found = _values(line + "\npython t.py " + " ".join(f'"${name}"' for name in names) + "\n")
+    assert found == [["t.py", *expected]]
+
+
+def test_a_finding_of_one_pass_names_it_and_one_of_every_pass_is_reported_once(tmp_path, monkeypatch):
+    found = _findings(tmp_path, monkeypatch, f"""\
+        for n in 2 4; do
+          {LAUNCH} --cpu-offloading-num-layers $n
+        done
+        """)
+    by_code = {f.code: f for f in found}
+    assert sorted(f.code for f in found) == ["OFL101", "OFL301"]  # (OFL301 holds in both passes: once)
+    assert by_code["OFL101"].message.endswith("(only in the passes where `for n in 2 4` (sweep.sh:1) takes '4')")
+    assert "passes" not in by_code["OFL301"].message and by_code["OFL301"].passes == ()
+
+
+def test_taken_says_which_passes():
+    loop_a, loop_b = "`for a in 1 2 3` (x.sh:1)", "`for b in x y` (x.sh:2)"
+    a = [(loop_a, w, ("1", "2", "3")) for w in "123"]
+    b = [(loop_b, w, ("x", "y")) for w in "xy"]
+    every = [(p, q) for p in a for q in b]
+    assert loop_passes.taken(every) == ""
+    assert loop_passes.taken([(p, q) for p in a[1:] for q in b]) == \
+        f"only in the passes where {loop_a} takes '2' or '3'"
+    assert loop_passes.taken([(a[0], b[1])]) == f"only in the passes where {loop_a} takes '1' and {loop_b} takes 'y'"
+    assert loop_passes.taken([(a[0], b[0]), (a[1], b[1])]) == (
+        f"only in the passes where {loop_a} takes '1' and {loop_b} takes 'x'; or where {loop_a} takes '2' and "
+        f"{loop_b} takes 'y'")
+    assert loop_passes.taken([(a[0], b[0]), ()]) == ""  # (one finding outside any loop)
