@@ -52,6 +52,7 @@ def test_nested_loops_run_every_combination_in_order():
 
 
 @pytest.mark.parametrize("loop", ["for tp in 1 $UNKNOWN; do", "for tp in $(seq 1 4); do", "for tp; do",
+                                  "for tp in ${SIZES:-1 2}; do",
                                   "for tp in 1 2; do [ $tp = 2 ] && continue;", "for tp in 1 2; do break;"])
 def test_a_loop_it_cannot_unroll_is_read_once_with_its_variable_unknown(loop):
     found = _values(f"{loop}\n python train.py $tp\ndone\n")

@@ -363,10 +363,16 @@ class _Walker(Commands, WordExpansion, Conditions):
         finding of some passes names their words, one of every pass none; api._dedupe). Launch scripts sweep parallelism settings so (Megatron Bridge's examples loop over "EP,TP,PP,CP"
         strings); with X unknown, every launch in the loop had its sizes unknown. Not where the body can leave a
         pass early and go on (`break`, `continue`, `return`), nor past MAX_PASSES body readings for the loops being
-        unrolled together: the loop is then read once with X unknown, as before."""
-        values = [f for v in n.children_by_field_name("value") for f in self.token(v)]
+        unrolled together, nor where a word is a variable's default (`${SIZES:-1 2}`: the environment may set it):
+        the loop is then read once with X unknown, as before."""
+        seen, self.st.seen = self.st.seen, {}
+        try:
+            values = [f for v in n.children_by_field_name("value") for f in self.token(v)]
+            took = bool(self.st.seen)
+        finally:
+            self.st.seen = {**seen, **self.st.seen}
         body = n.child_by_field_name("body")
-        if body is None or not values or self.known_words(values) is None \
+        if body is None or not values or took or self.known_words(values) is None \
                 or self.st.passes * len(values) > MAX_PASSES or _leaves_early(body):
             return False
         name, line = self.raw(var), self.pos(n.start_byte)[0]
