@@ -433,6 +433,8 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
         groups.setdefault(key, []).append(finding)
     out = []
     for group in groups.values():
+        # (the passes of a launch in a `for` loop are one unit here: its findings name the launch, not a pass)
+        group = [replace(f, unit=loop_passes.base_name(f.unit, f.passes)) if f.passes else f for f in group]
         names = sorted({f.unit for f in group})
         first = group[0] if len(names) == 1 else min(group, key=lambda f: (f.unit_path != f.location.path, f.unit))
         others = tuple(name for name in names if name != first.unit)

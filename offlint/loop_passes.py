@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-Pass = tuple[str, str, tuple[str, ...]]  # (the loop as shown, its word in this pass, all its words)
+Pass = tuple[str, str, str, tuple[str, ...]]  # (the loop as shown, its variable, its word in this pass, all its words)
 SHOWN = 4  # irregular combinations of passes listed before "and N more"
 
 
@@ -21,9 +21,9 @@ def taken(found: list[tuple[Pass, ...]]) -> str:
         return ""
     loops: dict[str, tuple[str, ...]] = {}
     for passes in found:
-        for loop, _, words in passes:
+        for loop, _, _, words in passes:
             loops.setdefault(loop, words)
-    combos = {tuple((loop, word) for loop, word, _ in passes) for passes in found}
+    combos = {tuple((loop, word) for loop, _, word, _ in passes) for passes in found}
     whole = all(len(combo) == len(loops) for combo in combos)
     if whole and len(combos) == math.prod(len(set(words)) for words in loops.values()):
         return ""  # every pass
@@ -37,6 +37,19 @@ def taken(found: list[tuple[Pass, ...]]) -> str:
     listed = [" and ".join(f"{loop} takes {word!r}" for loop, word in combo) for combo in order[:SHOWN]]
     more = f"; and {len(combos) - SHOWN} more" if len(combos) > SHOWN else ""
     return f"only in the passes where {'; or where '.join(listed)}{more}"
+
+
+def named(name: str, passes: tuple[Pass, ...]) -> str:
+    """A launch's unit name in its passes: "run.py at line 5 [TP=2, PP=1]" (the words of loops with several), so
+    that each pass can be named (`offlint estimate --recipe`), and api._dedupe can tell the launch's own name."""
+    taken = [f"{variable}={word}" for _, variable, word, words in passes if len(set(words)) > 1]
+    return f"{name} [{', '.join(taken)}]" if taken else name
+
+
+def base_name(name: str, passes: tuple[Pass, ...]) -> str:
+    """The name `named` made `name` from."""
+    suffix = named("", passes)
+    return name[: -len(suffix)] if suffix and name.endswith(suffix) else name
 
 
 def _either(words: list[str]) -> str:

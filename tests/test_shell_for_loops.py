@@ -95,8 +95,8 @@ def test_a_finding_of_one_pass_names_it_and_one_of_every_pass_is_reported_once(t
 
 def test_taken_says_which_passes():
     loop_a, loop_b = "`for a in 1 2 3` (x.sh:1)", "`for b in x y` (x.sh:2)"
-    a = [(loop_a, w, ("1", "2", "3")) for w in "123"]
-    b = [(loop_b, w, ("x", "y")) for w in "xy"]
+    a = [(loop_a, "a", w, ("1", "2", "3")) for w in "123"]
+    b = [(loop_b, "b", w, ("x", "y")) for w in "xy"]
     every = [(p, q) for p in a for q in b]
     assert loop_passes.taken(every) == ""
     assert loop_passes.taken([(p, q) for p in a[1:] for q in b]) == \
@@ -106,3 +106,15 @@ def test_taken_says_which_passes():
         f"only in the passes where {loop_a} takes '1' and {loop_b} takes 'x'; or where {loop_a} takes '2' and "
         f"{loop_b} takes 'y'")
     assert loop_passes.taken([(a[0], b[0]), ()]) == ""  # (one finding outside any loop)
+
+
+def test_each_pass_is_a_unit_of_its_own_name_and_findings_name_the_launch(tmp_path, monkeypatch):
+    """`offlint estimate --recipe` chooses a pass by its name; a finding names the launch (the passes it holds in
+    are in its message), so its passes are no units it is shared with."""
+    from offlint.sources.shell import read_shell
+
+    script = f"for n in 2 4; do\n  {LAUNCH} --cpu-offloading-num-layers $n\ndone\n"
+    assert [u.name for u in read_shell("sweep.sh", script)] == [
+        "pretrain_gpt.py at line 2 [n=2]", "pretrain_gpt.py at line 2 [n=4]"]
+    found = _findings(tmp_path, monkeypatch, script)
+    assert {(f.unit, f.shared_with) for f in found} == {("pretrain_gpt.py at line 2", ())}

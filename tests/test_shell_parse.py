@@ -487,7 +487,7 @@ def test_a_here_string_read_and_a_loop_over_known_words():
     assert values(c)[2:] == ["1", "2", "8", "c"]
     assert [values(e) for e in cmds(text) if e.argv[0].value == "echo"] == [["echo", "a"], ["echo", "b"], ["echo", "c"]]
     assert [e.passes for e in cmds(text) if e.argv[0].value == "echo"] == [
-        (("`for MODEL in a b c` (line 3)", word, ("a", "b", "c")),) for word in "abc"]
+        (("`for MODEL in a b c` (line 3)", "MODEL", word, ("a", "b", "c")),) for word in "abc"]
     assert c.passes == ()
 
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from offlint import loop_passes
 from offlint.sources.launch import Arg, EnvArg, command_unit, runs_script
 from offlint.sources.shell_parse import parse_shell
 from offlint.sources.shell_values import Command
@@ -41,6 +42,7 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
         if unit is not None:
             unit.path_condition = path_condition(command.assumes)
             unit.loop_passes = command.passes
+            unit.name = loop_passes.named(unit.name, command.passes)
             unit.assignment_spans = spans
             units.append(unit)
     return units

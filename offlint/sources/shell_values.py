@@ -70,8 +70,8 @@ class Command:
     # Why its environment may hold variables offlint cannot see ("" when it can see them all): a file it sourced
     # that offlint could not read ("`source /opt/env.sh` at line 3 is outside the tree")
     env_open: str = ""
-    # The passes of unrolled `for` loops it runs in: (the loop as shown, its word this pass, all its words)
-    passes: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # The passes of unrolled `for` loops it runs in: (the loop as shown, its variable, its word, all its words)
+    passes: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
 
 
 @dataclass
@@ -436,7 +436,8 @@ class _State:
         self.noted: dict[str, None] = {}  # the decisions (their notes) the values being read rest on
         self.control: list[str] = []  # the decisions (notes) of the decided branches being read
         self.passes = 1  # how many times the `for` loops being unrolled read their bodies, together (walker.unroll)
-        self.loop_passes: list[tuple[str, str, tuple[str, ...]]] = []  # (loop, its word this pass, all its words)
+        # (the loop as shown, its variable, its word this pass, all its words), outermost first
+        self.loop_passes: list[tuple[str, str, str, tuple[str, ...]]] = []
         self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with
         self.order: dict[str, int] = {}  # notes in the order the decisions were read (the script's order)
         self.settings: dict[tuple[str, int], tuple] = {}  # (name, id(var)) -> (var, its EnvSetting): made once

@@ -383,7 +383,7 @@ class _Walker(Commands, WordExpansion, Conditions):
                 old = self.st.env.get(name)
                 self.st.env[name] = _Var(s=f.value, org=f.org, lines=(line,), pos=(f.line, f.col),
                                          exported=bool(old and old.exported))
-                self.st.loop_passes.append((loop, f.value, words))
+                self.st.loop_passes.append((loop, name, f.value, words))
                 try:
                     self.body([body])
                 finally:
