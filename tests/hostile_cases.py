@@ -228,6 +228,18 @@ def _shell_nesting(root: Path) -> None:
     (root / "subshells.sh").write_text("#!/bin/bash\nx=" + "$(echo " * 5000 + "1" + ")" * 5000 + "\n" + LAUNCH + "\n")
 
 
+def _shell_loop(root: Path) -> None:
+    words = " ".join(str(k) for k in range(32))  # (the most passes a loop is read in: shell_walker.MAX_PASSES)
+    (root / "loop.sh").write_text(_fill(lambda i: f"  echo line {i} $tp\n", head=f"#!/bin/bash\nfor tp in {words}; do\n",
+                                        tail="done\n" + LAUNCH + "\n"))
+
+
+def _shell_loop_calls(root: Path) -> None:
+    words = " ".join(str(k) for k in range(32))
+    (root / "calls.sh").write_text(_fill(lambda i: f"  echo line {i} $1\n", head="#!/bin/bash\nbig() {\n",
+                                         tail=f"}}\nfor tp in {words}; do big $tp; done\n{LAUNCH}\n"))
+
+
 def _shell_big(root: Path) -> None:
     (root / "big.sh").write_text(_fill(lambda i: f"# comment line {i}\n", head="#!/bin/bash\n", tail=LAUNCH + "\n"))
 
@@ -352,6 +364,9 @@ CASES: list[Case] = [
     Case("shell 5,000 nested $(...)", _shell_nesting, ("check", "subshells.sh", "ok.py"),
          ("subshells.sh: cannot parse shell script",)),
     Case("shell 1.9 MiB of comments", _shell_big, ("check", "big.sh", "ok.py"), slow=True),
+    Case("shell 1.9 MiB body of a 32-word for loop", _shell_loop, ("check", "loop.sh", "ok.py"), slow=True),
+    Case("shell 32-word for loop calling a 1.9 MiB function", _shell_loop_calls, ("check", "calls.sh", "ok.py"),
+         slow=True),
     Case("python 5,000 recipes", _python_recipes, ("check", "recipes.py", "ok.py"), slow=True),
     Case("python 1.9 MiB recipe", _python_assignments, ("check", "big.py", "ok.py"), slow=True),
     Case("python argv list of 100,000", _python_argv, ("check", "argv.py", "ok.py"), slow=True),

@@ -118,3 +118,18 @@ def test_each_pass_is_a_unit_of_its_own_name_and_findings_name_the_launch(tmp_pa
         "pretrain_gpt.py at line 2 [n=2]", "pretrain_gpt.py at line 2 [n=4]"]
     found = _findings(tmp_path, monkeypatch, script)
     assert {(f.unit, f.shared_with) for f in found} == {("pretrain_gpt.py at line 2", ())}
+
+
+def test_a_loop_whose_passes_would_read_too_much_again_is_read_once():
+    """UNROLL_BUDGET: a 32-word loop around a long body (judged from its text), or around a call of a long function
+    (judged from what its first pass read, then undone), is read once with its variable unknown."""
+    from offlint.sources.shell_values import UNROLL_BUDGET
+
+    words = " ".join(str(k) for k in range(32))
+    lines = "".join(f"  echo {k}\n" for k in range(UNROLL_BUDGET // 31 + 1))
+    assert _values(f"for tp in {words}; do\n{lines}  python t.py $tp\ndone\n") == [["t.py", None]]
+    called = f"big() {{\n{lines}}}\nfor tp in {words}; do big; python t.py $tp; done\n"
+    assert _values(called) == [["t.py", None]]
+    assert len(_values(called, "echo")) == UNROLL_BUDGET // 31 + 1  # (the first pass undone: the body read once)
+    small = "".join(f"  echo {k}\n" for k in range(UNROLL_BUDGET // 31 - 2))
+    assert len(_values(f"for tp in {words}; do\n{small}  python t.py $tp\ndone\n")) == 32

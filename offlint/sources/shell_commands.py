@@ -582,7 +582,8 @@ class Commands:
         """The state a child shell starts with (`bash -c`, a called script `script`): this one's exported variables
         and `penv`, on this command's path, sharing its output and its budget of sourced text."""
         child = _State(self.st.out, self.st.holes, script, read_file=self.st.read_file)
-        child.sourcing, child.source_budget = self.st.sourcing, self.st.source_budget
+        child.sourcing, child.source_budget, child.unroll_budget = \
+            self.st.sourcing, self.st.source_budget, self.st.unroll_budget
         child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
         child.env.update(penv)
         child.ctx = self.st.ctx

@@ -308,6 +308,11 @@ OPENED = "\x00sourced"
 # exported (shell_commands.heredoc_script, submitted_script)
 WRITTEN = "\x00written:"
 SOURCE_BUDGET = 2_000_000  # characters of sourced files one script reads, in all (_State.source_budget)
+# statements one script may read again in the passes of its `for` loops after their first (_State.unroll_budget): a
+# 2 MB script of 100,000 lines in a 32-word loop would otherwise be read 32 times over (walker.unroll). Megatron
+# Bridge's largest sweep (a MIMO parallelism test, 16 configurations) reads 1,320 again; at most 5,000 more
+# commands keep a file that had fewer than 5,000 launches under sources.MAX_UNITS
+UNROLL_BUDGET = 5_000
 
 
 def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
@@ -438,6 +443,8 @@ class _State:
         self.passes = 1  # how many times the `for` loops being unrolled read their bodies, together (walker.unroll)
         # (the loop as shown, its variable, its word this pass, all its words), outermost first
         self.loop_passes: list[tuple[str, str, str, tuple[str, ...]]] = []
+        self.unroll_budget = [UNROLL_BUDGET]  # shared with its `bash -c` children, as source_budget
+        self.walked = 0  # statements read so far (what a pass of a loop costs: walker.unroll)
         self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with
         self.order: dict[str, int] = {}  # notes in the order the decisions were read (the script's order)
         self.settings: dict[tuple[str, int], tuple] = {}  # (name, id(var)) -> (var, its EnvSetting): made once

@@ -34,6 +34,11 @@ def _leaves_early(body) -> bool:
                for c in _descendants(body, ("command",)))
 
 
+def _statements(body) -> int:
+    """The commands and assignments written in a loop body: what a pass reads at least (calls read more)."""
+    return sum(1 for _ in _descendants(body, ("command", "variable_assignment", "declaration_command")))
+
+
 def _first_word(command) -> bytes:
     name = command.child_by_field_name("name")
     return name.text.decode("utf-8", "replace").strip()
@@ -138,6 +143,7 @@ class _Walker(Commands, WordExpansion, Conditions):
     def stmt(self, n) -> None:
         st = self.st
         st.nesting += 1  # (deeper(), inline: a call less per statement)
+        st.walked += 1
         if st.nesting > _MAX_NESTING:
             raise _TooDeep(self.pos(n.start_byte)[0])
         try:
@@ -360,11 +366,13 @@ class _Walker(Commands, WordExpansion, Conditions):
     def unroll(self, n, var) -> bool:
         """`for X in a b c; do ...; done` over words offlint can read (literals, a known array's `"${A[@]}"`): the
         body read once per word, in order, as bash runs it, each pass's commands marked with it (Command.passes: a
-        finding of some passes names their words, one of every pass none; api._dedupe). Launch scripts sweep parallelism settings so (Megatron Bridge's examples loop over "EP,TP,PP,CP"
-        strings); with X unknown, every launch in the loop had its sizes unknown. Not where the body can leave a
-        pass early and go on (`break`, `continue`, `return`), nor past MAX_PASSES body readings for the loops being
-        unrolled together, nor where a word is a variable's default (`${SIZES:-1 2}`: the environment may set it):
-        the loop is then read once with X unknown, as before."""
+        finding of some passes names their words, one of every pass none; api._dedupe). Launch scripts sweep
+        parallelism settings so (Megatron Bridge's examples loop over "EP,TP,PP,CP" strings); with X unknown, every
+        launch in the loop had its sizes unknown. Not where the body can leave a pass early and go on (`break`,
+        `continue`, `return`), nor past MAX_PASSES body readings for the loops being unrolled together or the
+        script's budget of statements read again after a first pass (UNROLL_BUDGET: judged from the body's text,
+        then from what its first pass read), nor where a word is a variable's default (`${SIZES:-1 2}`: the
+        environment may set it): the loop is then read once with X unknown, as before."""
         seen, self.st.seen = self.st.seen, {}
         try:
             values = [f for v in n.children_by_field_name("value") for f in self.token(v)]
@@ -373,13 +381,23 @@ class _Walker(Commands, WordExpansion, Conditions):
             self.st.seen = {**seen, **self.st.seen}
         body = n.child_by_field_name("body")
         if body is None or not values or took or self.known_words(values) is None \
-                or self.st.passes * len(values) > MAX_PASSES or _leaves_early(body):
+                or self.st.passes * len(values) > MAX_PASSES or _leaves_early(body) \
+                or _statements(body) * (len(values) - 1) > self.st.unroll_budget[0]:
             return False
         name, line = self.raw(var), self.pos(n.start_byte)[0]
         loop, words = f"`for {name} in {self.raw_values(n)}` ({self.at(n)})", tuple(f.value for f in values)
+        out, budget, walked = self.st.out, self.st.unroll_budget, self.st.walked
+        before = dict(self.st.env), len(out.commands), len(out.assignments), len(out.errors)
         self.st.passes *= len(values)
         try:
-            for f in values:
+            for k, f in enumerate(values):
+                if k == 1:  # the passes after the first cost what it did: past the script's budget, read it once
+                    cost = (self.st.walked - walked) * (len(values) - 1)
+                    if cost > budget[0]:
+                        self.st.env = before[0]
+                        del out.commands[before[1]:], out.assignments[before[2]:], out.errors[before[3]:]
+                        return False
+                    budget[0] -= cost
                 old = self.st.env.get(name)
                 self.st.env[name] = _Var(s=f.value, org=f.org, lines=(line,), pos=(f.line, f.col),
                                          exported=bool(old and old.exported))
