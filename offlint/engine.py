@@ -237,10 +237,10 @@ def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict,
                                   message=f"{finding.message}\n(only with the user's choice of {', '.join(flags)})")
             out.append(_for_caller(finding, rule, scope, resolved))
         elif verdict is UNKNOWN and strict:
-            before = resolved.before_catch_all()
-            if before is not resolved and any(resolved.overridden(v.key) for s in undecided for v in s.read):
+            if any(resolved.overridden(v.key) for s in undecided for v in s.read):
                 out.extend(replace(finding, possible=True, message=f"{finding.message}\n{_AS_THE_CODE_SETS}")
-                           for finding in _unit_rule(rule, before, strict, names, ((check, guards),)))
+                           for finding in _unit_rule(rule, resolved.before_catch_all(), strict, names,
+                                                     ((check, guards),)))
             elif any(_could_hold(check, resolved, names, s) for s in undecided):
                 out.append(_finding(rule, check, resolved, scope, possible=True))
     return out

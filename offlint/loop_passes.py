@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-Pass = tuple[str, str, str, tuple[str, ...]]  # (the loop as shown, its variable, its word in this pass, all its words)
+from offlint.types import LoopPass as Pass
+
 SHOWN = 4  # irregular combinations of passes listed before "and N more"
 
 

@@ -74,6 +74,10 @@ class UserInput(Unknown):
     declared: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
+# A pass of an unrolled shell `for` loop: (the loop as shown, its variable, its word in this pass, all its words)
+LoopPass = tuple[str, str, str, tuple[str, ...]]
+
+
 @dataclass(frozen=True)
 class AnyField(Unknown):
     """A value a write whose field name offlint cannot read may have replaced (`setattr(obj, name, value)` in a
@@ -246,7 +250,7 @@ class Unit:
     # not set them (shell_parse Command.assumes): every finding of the unit holds on that path and says so.
     path_condition: str = ""
     # The passes of unrolled `for` loops the launch runs in (shell_values.Command.passes): its findings carry them
-    loop_passes: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
+    loop_passes: tuple[LoopPass, ...] = ()
     # Not something that runs on its own (a private function, a helper changing a config it is given): why.
     # Unit rules are not evaluated on it; the units that call it follow it and report what it sets.
     checked_through_callers: str = ""
@@ -320,7 +324,7 @@ class Finding:
     shared_with: tuple[str, ...] = ()
     # The passes of unrolled shell `for` loops its unit's command runs in (Unit.loop_passes), until api._dedupe
     # merges the findings of all passes and says which words, where not all, they hold for
-    passes: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
+    passes: tuple[LoopPass, ...] = ()
 
     @property
     def units(self) -> int:

@@ -250,8 +250,8 @@ class Commands:
         fields than names (where bash would give the last name the rest of the line, separators and all)."""
         redirects = [c for c in n.children if c.type == "herestring_redirect"]
         words = vals[1:]
-        if len(redirects) != 1 or not words or words[0] != "-r" or not all(
-                w is not None and w.isidentifier() for w in words[1:]) or len(words) < 2:
+        if len(redirects) != 1 or len(words) < 2 or words[0] != "-r" or not all(
+                w is not None and w.isidentifier() for w in words[1:]):
             return
         source = [c for c in redirects[0].named_children if c.type != "comment"]
         s, org, _ = self.scalar(source[0]) if len(source) == 1 else ("", [], "")

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import chain
 
+from offlint.types import LoopPass
+
 Pos = tuple[int, int]  # (line, col), 1-based
 Org = tuple[int, int, str]  # where one expanded character came from: (line, col, conditional)
 _IFS = " \t\n"
@@ -70,8 +72,7 @@ class Command:
     # Why its environment may hold variables offlint cannot see ("" when it can see them all): a file it sourced
     # that offlint could not read ("`source /opt/env.sh` at line 3 is outside the tree")
     env_open: str = ""
-    # The passes of unrolled `for` loops it runs in: (the loop as shown, its variable, its word, all its words)
-    passes: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
+    passes: tuple[LoopPass, ...] = ()  # the passes of unrolled `for` loops it runs in, outermost first
 
 
 @dataclass
@@ -441,8 +442,7 @@ class _State:
         self.noted: dict[str, None] = {}  # the decisions (their notes) the values being read rest on
         self.control: list[str] = []  # the decisions (notes) of the decided branches being read
         self.passes = 1  # how many times the `for` loops being unrolled read their bodies, together (walker.unroll)
-        # (the loop as shown, its variable, its word this pass, all its words), outermost first
-        self.loop_passes: list[tuple[str, str, str, tuple[str, ...]]] = []
+        self.loop_passes: list[LoopPass] = []  # the passes of the loops being unrolled, outermost first
         self.unroll_budget = [UNROLL_BUDGET]  # shared with its `bash -c` children, as source_budget
         self.walked = 0  # statements read so far (what a pass of a loop costs: walker.unroll)
         self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with

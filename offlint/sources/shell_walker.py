@@ -29,9 +29,7 @@ def _leaves_early(body) -> bool:
     """Whether a loop body can end a pass and go on with the script (`break`, `continue`, `return`): the commands
     after it would be read in passes that skip them. (`exit` ends the script: a pass that gets past it runs on, and
     one that does not runs nothing more, as in any script.)"""
-    return any(c.type == "command" and c.child_by_field_name("name") is not None
-               and _first_word(c) in ("break", "continue", "return")
-               for c in _descendants(body, ("command",)))
+    return any(_first_word(c) in ("break", "continue", "return") for c in _descendants(body, ("command",)))
 
 
 def _statements(body) -> int:
@@ -39,9 +37,9 @@ def _statements(body) -> int:
     return sum(1 for _ in _descendants(body, ("command", "variable_assignment", "declaration_command")))
 
 
-def _first_word(command) -> bytes:
+def _first_word(command) -> str:
     name = command.child_by_field_name("name")
-    return name.text.decode("utf-8", "replace").strip()
+    return name.text.decode("utf-8", "replace").strip() if name is not None else ""
 
 
 def _tree(data: bytes):
@@ -387,15 +385,15 @@ class _Walker(Commands, WordExpansion, Conditions):
         name, line = self.raw(var), self.pos(n.start_byte)[0]
         loop, words = f"`for {name} in {self.raw_values(n)}` ({self.at(n)})", tuple(f.value for f in values)
         out, budget, walked = self.st.out, self.st.unroll_budget, self.st.walked
-        before = dict(self.st.env), len(out.commands), len(out.assignments), len(out.errors)
+        env, commands, assignments, errors = dict(self.st.env), len(out.commands), len(out.assignments), len(out.errors)
         self.st.passes *= len(values)
         try:
             for k, f in enumerate(values):
                 if k == 1:  # the passes after the first cost what it did: past the script's budget, read it once
                     cost = (self.st.walked - walked) * (len(values) - 1)
                     if cost > budget[0]:
-                        self.st.env = before[0]
-                        del out.commands[before[1]:], out.assignments[before[2]:], out.errors[before[3]:]
+                        self.st.env = env
+                        del out.commands[commands:], out.assignments[assignments:], out.errors[errors:]
                         return False
                     budget[0] -= cost
                 old = self.st.env.get(name)
