@@ -21,7 +21,7 @@ from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
-from offlint.sources.launch import TRAINING_ONLY_FLAGS, take_recipe_sections
+from offlint.sources.launch import TRAINING_ONLY_FLAGS, opened, opened_because, take_recipe_sections
 from offlint.types import Assignment, Defaults, FileError, Layer, Location, Source, Unit, UnitKind, Unknown
 
 
@@ -83,12 +83,23 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if unit.config_file_at_run_time:
                 at_run_time.append(unit)
             unit.layers = base_layers + unit.layers
-            if unit.entry_script:  # a Megatron-LM style script in the tree shows whether it trains
+            if unit.entry_script:  # an entry script in the tree shows whether it trains, and whether in Ray's workers
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
                 if trains == entry_scripts.ARGUMENTS_CHOOSE:
                     trains = any(flag in TRAINING_ONLY_FLAGS for flag, _ in unit.launch_flags)
+                if trains is False and unit.launches_training and unit.defaults != Defaults.MLM_CLI:
+                    # a script taking `key=value` overrides, taken to train: its code is read for Ray, not for this.
+                    # Methods are judged by their names, and a framework's launcher dispatches through its own
+                    # classes (Pai-Megatron-Patch's ChatLearn entry point runs `ChatlearnLauncher().run()`, which
+                    # loads its training algorithm by name): reaching no training call is no answer there.
+                    trains = None
                 if trains is not None:
                     unit.launches_training = trains
+                driver = unit.launches_training and entry_scripts.ray_driver(unit.entry_script, read.file.path,
+                                                                             tree_text, entry_modules)
+                if driver:
+                    opened(unit, opened_because(f"{posixpath.basename(unit.entry_script)} trains in Ray's workers, "
+                                                f"whose environment its code builds (`ray.init` at {driver})"))
                 script = entry_scripts.script_path(unit.entry_script, read.file.path, tree_text)
                 if unit.launch_flags:  # and which flags its parser has
                     unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)

@@ -155,3 +155,90 @@ def test_namespace_writes_follows_the_trees_calls_not_megatrons(tmp_path):
         ("seq_length", "train.py", 12), ("micro_batch_size", "rl/more.py", 2), ("bf16", "rl/setup.py", 2),
         ("fp16", "rl/setup.py", 2)]
     assert entry_scripts.namespace_writes("missing.py", "launch.sh", tree_text) == ()
+
+
+# NVIDIA-NeMo/RL's shape: a launch runs the tree's own entry script with `--config` and `key=value` overrides; the
+# script starts Ray through the tree's code and trains in Ray's workers, whose environment that code builds (the
+# driver's variables passed on, then the `env_vars` of the run's YAML, which its performance recipes use to turn
+# expandable segments off on purpose).
+RL_LAUNCH = """\
+#!/bin/bash
+cd $(dirname $0)
+uv run examples/SCRIPT --config examples/configs/grpo.yaml cluster.gpus_per_node=8 policy.train_global_batch_size=64
+"""
+RL_SCRIPT = """\
+from rl.cluster import start_cluster
+from rl.algorithms import grpo_train
+
+
+def main():
+    start_cluster()
+    policy, data = object(), []
+    grpo_train(policy, data)
+
+
+if __name__ == "__main__":
+    main()
+"""
+RL_ALGORITHMS = "def grpo_train(policy, data):\n    for batch in data:\n        policy.train(batch)\n"
+RL_EVAL = ("from rl.cluster import start_cluster\n\n\ndef main():\n    start_cluster()\n    return score()\n\n\n"
+           "def score():\n    return 0\n\n\nmain()\n")
+
+
+def _rl_tree(tmp_path, cluster: str, script: str = "run_grpo.py") -> None:
+    write_tree(tmp_path, {"run.sh": RL_LAUNCH.replace("SCRIPT", script), "examples/run_grpo.py": RL_SCRIPT,
+                          "examples/run_eval.py": RL_EVAL, "examples/configs/grpo.yaml": "policy: {}\n",
+                          "rl/__init__.py": "", "rl/algorithms.py": RL_ALGORITHMS, "rl/cluster.py": cluster})
+
+
+def test_a_ray_driver_trains_in_workers_whose_environment_its_code_builds(tmp_path):
+    """The launch's PYTORCH_CUDA_ALLOC_CONF is not the trainers': no allocator advice, not even as possible (NeMo
+    RL: 295 possible OFL301 under --strict). The same script starting no Ray cluster trains in the launch's own
+    processes: the advice stands, possible where the recipe it runs is unknown."""
+    _rl_tree(tmp_path, "import ray\n\n\ndef start_cluster():\n    ray.init(runtime_env={'env_vars': {}})\n")
+    assert check_json(tmp_path, "--strict") == []
+    for spelling in ("from ray import init\n\n\ndef start_cluster():\n    init()\n",
+                     "import ray as r\n\n\ndef start_cluster():\n    r.init()\n"):
+        (tmp_path / "rl" / "cluster.py").write_text(spelling)
+        assert check_json(tmp_path, "--strict") == []
+    (tmp_path / "rl" / "cluster.py").write_text("def start_cluster():\n    pass\n")
+    (finding,) = check_json(tmp_path, "--strict")
+    assert finding["code"] == "OFL301" and finding["possible"]
+
+
+def test_a_script_taking_overrides_stays_a_training_launch_unless_its_code_starts_ray(tmp_path):
+    """Its code is read for Ray only: a framework's launcher dispatches through its own classes (Pai-Megatron-Patch's
+    ChatLearn entry point runs `ChatlearnLauncher().run()`, which loads its algorithm by name), so reaching no
+    training call by name does not make it a launch that does not train."""
+    _rl_tree(tmp_path, "def start_cluster():\n    pass\n", script="run_eval.py")
+    (finding,) = check_json(tmp_path, "--strict")
+    assert finding["code"] == "OFL301" and finding["possible"]
+    (tmp_path / "rl" / "cluster.py").write_text("import ray\n\n\ndef start_cluster():\n    ray.init()\n")
+    assert check_json(tmp_path, "--strict") == []
+
+
+def test_ray_driver_names_where_ray_starts(tmp_path):
+    _rl_tree(tmp_path, "import ray\n\n\ndef start_cluster():\n    ray.init()\n")
+
+    def tree_text(path, near):
+        file = tmp_path / path
+        return file.read_text() if file.is_file() else None
+
+    assert entry_scripts.ray_driver("examples/run_grpo.py", "run.sh", tree_text) == "rl/cluster.py:5"
+    assert entry_scripts.ray_driver("examples/run_eval.py", "run.sh", tree_text) == "rl/cluster.py:5"
+    assert entry_scripts.ray_driver("missing.py", "run.sh", tree_text) == ""
+
+
+def test_an_overrides_path_value_is_not_the_script(tmp_path):
+    """volcengine/verl runs `python3 -m verl.trainer.main_ppo ... data.custom_cls.path=recipe/minicpmo/rl_dataset.py`:
+    the override's value was taken for the script (a unit "rl_dataset.py at line 3", possible OFL301s under
+    --strict). A module run with `-m` other than Bridge's entry points is not read as a launch (as before)."""
+    assert not launch.runs_script(["python3", "-m", "verl.trainer.main_ppo", "data.custom_cls.path=recipe/ds.py"])
+    assert not launch.runs_script(["python3", "train.sh.bak", "--script=pkg/run.py"])
+    assert launch.runs_script(["python3", "pkg/run.py", "data.path=recipe/ds.py"])
+    write_tree(tmp_path, {"run.sh": "python3 -m verl.trainer.main_ppo data.custom_cls.path=recipe/ds.py "
+                                    "trainer.n_gpus_per_node=8\n"})
+    assert check_json(tmp_path, "--strict") == []
+    write_tree(tmp_path, {"run.sh": 'python3 -m verl.trainer.main_ppo custom_reward_function.path="$DIR/reward.py" '
+                                    "trainer.n_gpus_per_node=8\n"})
+    assert check_json(tmp_path, "--strict") == []

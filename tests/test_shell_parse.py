@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from textwrap import dedent
 
 from offlint.sources.shell_parse import parse_shell
@@ -942,3 +943,18 @@ def test_a_script_run_by_a_user_keeps_its_arguments_unknown():
     script = parse_shell(WRAPPER, "bench/run_one.sh")
     (launch,) = [c for c in script.commands if c.argv[0].value == "torchrun"]
     assert launch.argv[5].value is None  # the user's `--offload`: as before
+
+
+def test_a_called_script_locates_itself_by_its_own_bash_source():
+    """NVIDIA-NeMo/RL's functional tests call another test script (`bash "$SCRIPT_DIR/grpo_non_colocated.sh" k=v`),
+    which finds the repository from `${BASH_SOURCE[0]}`: in the called script that is its own path. The called
+    reading had lost it (only `$0` was set), so its launch's entry script was unknown."""
+    callee = ('SCRIPT_DIR=$( cd -- "$( dirname -- "${BASH_SOURCE[0]}" )" &> /dev/null && pwd)\n'
+              'ROOT=$(realpath $SCRIPT_DIR/../..)\n'
+              'uv run $ROOT/examples/run.py a=1 "$@"\n')
+    caller = ('SCRIPT_DIR=$( cd -- "$( dirname -- "${BASH_SOURCE[0]}" )" &> /dev/null && pwd)\n'
+              'bash "$SCRIPT_DIR/b.sh" b=2\n')
+    files = {"tests/functional/b.sh": callee}
+    script = parse_shell(caller, "tests/functional/a.sh", read_file=files.get)
+    (run,) = [values(c) for c in script.commands if c.argv[0].value == "uv"]
+    assert run == ["uv", "run", os.path.join(os.getcwd(), "examples/run.py"), "a=1", "b=2"]

@@ -73,6 +73,16 @@ def namespace_writes(script: str, launch_path: str, tree_text: TreeText,
     return _per_script(_Reach.module_writes, script, launch_path, tree_text, parsed, ())
 
 
+def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> str:
+    """Where the tree's code reached from the entry `script` starts Ray (`ray.init(...)`, "path:line"); "" where it
+    does not, or the script is not in the tree. Such a script is a Ray driver: its training runs in Ray's worker
+    processes, whose environment its code builds (NVIDIA-NeMo/RL's `init_ray` passes the driver's variables on in
+    the runtime environment, then each policy's workers take the `env_vars` of the run's YAML, which its performance
+    recipes use to set `expandable_segments:False` on purpose). What the launch does not set is then not known to be
+    unset (launch.opened)."""
+    return _per_script(_Reach.module_ray_init, script, launch_path, tree_text, parsed, "")
+
+
 def _per_script(answer: Callable, script: str, launch_path: str, tree_text: TreeText, parsed: dict | None,
                 absent: object):
     """`answer(reach, path)` for the entry `script`'s file, `absent` where it is not in the tree; kept in `parsed`
@@ -135,15 +145,28 @@ class _Reach:
         return ARGUMENTS_CHOOSE if answer is None and self.chosen else answer
 
     def module_writes(self, path: str) -> tuple[tuple[str, str, int], ...]:
-        module = self._module(path)
         found: dict[str, tuple[str, str, int]] = {}
+        for module, node in self._reached(path):
+            for attribute in _stored_attributes(node):
+                found.setdefault(attribute, (attribute, module.path, node.lineno))
+        return tuple(found.values())
+
+    def module_ray_init(self, path: str) -> str:
+        for module, node in self._reached(path):
+            if isinstance(node, ast.Call) and _starts_ray(module, node.func):
+                return f"{module.path}:{node.lineno}"
+        return ""
+
+    def _reached(self, path: str):
+        """(module, node) for every node of the module's top level and of the tree's functions its calls reach,
+        each function once, at most `_MAX_FUNCTIONS` of them."""
+        module = self._module(path)
         bodies = [] if module is None else [(module, module.top_level)]
         followed: set[tuple[str, str]] = set()
         while bodies:
             module, body = bodies.pop()
             for node in _nodes(body):
-                for attribute in _stored_attributes(node):
-                    found.setdefault(attribute, (attribute, module.path, node.lineno))
+                yield module, node
                 if not isinstance(node, ast.Call):
                     continue
                 for callee in self._callees(module, node.func):
@@ -151,7 +174,6 @@ class _Reach:
                     if key not in followed and len(followed) < _MAX_FUNCTIONS:
                         followed.add(key)
                         bodies.append((callee[0], callee[0].functions[callee[1]].body))
-        return tuple(found.values())
 
     def _callees(self, module: _Module, func: ast.expr) -> list[tuple[_Module, str]]:
         """The tree's functions a call of `func` may run (each a name imported on several branches may be)."""
@@ -311,6 +333,13 @@ def _dotted(node: ast.expr, module_imports: dict[str, str]) -> str | None:
     if not isinstance(node, ast.Name) or node.id not in module_imports:
         return None
     return ".".join([module_imports[node.id], *reversed(names)])
+
+
+def _starts_ray(module: _Module, func: ast.expr) -> bool:
+    """Whether a call of `func` is Ray's `init` (`ray.init`, `import ray as r; r.init`, `from ray import init`)."""
+    if isinstance(func, ast.Attribute):
+        return func.attr == "init" and _dotted(func.value, module.module_imports) == "ray"
+    return isinstance(func, ast.Name) and module.imports.get(func.id) == ("ray", "init")
 
 
 def _defines(module: _Module, name: str) -> bool:

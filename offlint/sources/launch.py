@@ -77,7 +77,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             unit.entry_script = values[script_index] or ""
             unit.script_args = tuple((a.value, a.location, a.flags) for a in rest)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
-            return _opened(unit, env_open)
+            return opened(unit, env_open)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside,
@@ -86,7 +86,11 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         elif not unit.launch_gpus:  # (a performance launch's is its -ng)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
-        return _opened(unit, env_open)
+        if script not in HYDRA_ENTRY_POINTS and script not in perf_flags.PERF_SCRIPTS:
+            # a script of the tree's own taking `key=value` arguments (NeMo RL's `run_grpo.py --config ... k=v`,
+            # `run_eval.py`): whether it trains, and where, is read from its code when linking (entry_scripts)
+            unit.entry_script = values[script_index] or ""
+        return opened(unit, env_open)
     if script.endswith(".py") and any(a.value in _CONFIG_FILE_FLAGS or (a.value or "").startswith("--config-file=")
                                       for a in rest):
         # A project's own Bridge entry script given a YAML override (geodesic-megatron's `pipeline_training_run.py
@@ -95,7 +99,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         unit = _hydra_unit(name, script, rest, env, location, env_known=False, context=inside)
         unit.launches_training = False
         unit.entry_script = values[script_index] or ""
-        return _opened(unit, env_open)
+        return opened(unit, env_open)
     return None
 
 
@@ -194,7 +198,7 @@ def _runtime_env_vars(text: str | None, location: Location) -> dict[str, EnvArg]
             for name, value in (variables.items() if isinstance(variables, dict) else ())}
 
 
-def _opened(unit: Unit, env_open: str) -> Unit:
+def opened(unit: Unit, env_open: str) -> Unit:
     """A launch whose environment may hold more than its script shows: what it does not set is unknown."""
     if env_open:
         unit.env_open, unit.env_known = env_open, False
@@ -273,7 +277,7 @@ def _script_index(values: list[str | None]) -> int | None:
             or first in HYDRA_ENTRY_POINTS):
         return None
     for i, value in enumerate(values):
-        if value is None:
+        if value is None or "=" in value:  # (`data.custom_cls.path=recipe/rl_dataset.py`: an override, no script)
             continue
         base = posixpath.basename(value)
         if base.endswith(".py") or base in HYDRA_ENTRY_POINTS:

@@ -67,7 +67,8 @@ def _convert(path: str, command: Command, line_offset: int):
 def _value(word) -> str | None:
     """A word's value; for a Python script whose directory is unknown (`python3 $MEGATRON_LM_DIR/pretrain_gpt.py`,
     the directory from the environment or `/scratch/$USER/...`), its file name: the launch runs that script,
-    wherever it lies (a Megatron-LM fork's own launchers had given no unit at all)."""
-    if word.value is None and word.name.endswith(".py"):
+    wherever it lies (a Megatron-LM fork's own launchers had given no unit at all). Not an override's value
+    (verl's `custom_reward_function.path="$PROJECT_DIR/.../reward.py"`), which names no script the command runs."""
+    if word.value is None and word.name.endswith(".py") and "=" not in word.text.partition("$")[0]:
         return word.name
     return word.value

@@ -584,8 +584,8 @@ class Commands:
         child = _State(self.st.out, self.st.holes, script, read_file=self.st.read_file)
         child.sourcing, child.source_budget, child.unroll_budget = \
             self.st.sourcing, self.st.source_budget, self.st.unroll_budget
-        child.env = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None}
-        child.env.update(penv)
+        # (a called script keeps the `${BASH_SOURCE[0]}` its state was made with: its own path, not the caller's)
+        child.env = {**{k: v for k, v in self.st.env.items() if v.exported and v.arr is None}, **penv, **child.env}
         child.ctx = self.st.ctx
         child.nesting = self.st.nesting
         child.control = list(assumes)
