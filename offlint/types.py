@@ -209,8 +209,9 @@ class Unit:
     # A performance-launcher command's script as written, then its arguments (None: unresolvable), for the
     # environment that launcher builds from them (sources/perf_env.py, applied when commands are linked).
     launch_args: tuple[str | None, ...] = ()
-    # A Megatron-LM style command's entry script as written: where it is in the tree, its code decides
-    # launches_training (sources/entry_scripts.py, applied when commands are linked).
+    # A command's entry script as written (Megatron-LM style, or a script of the tree taking `key=value` overrides):
+    # where it is in the tree, its code decides launches_training and whether training runs in Ray's workers
+    # (sources/entry_scripts.py, applied when commands are linked).
     entry_script: str = ""
     # A Megatron-LM functional test case (sources/mlm_test_cases.py): its entry script is the one the tree's CI
     # recipes run it with (sources/mlm_ci_recipes.py, found when commands are linked, for OFL007).

@@ -87,8 +87,8 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         elif not unit.launch_gpus:  # (a performance launch's is its -ng)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
         if script not in HYDRA_ENTRY_POINTS and script not in perf_flags.PERF_SCRIPTS:
-            # a script of the tree's own taking `key=value` arguments (NeMo RL's `run_grpo.py --config ... k=v`,
-            # `run_eval.py`): whether it trains, and where, is read from its code when linking (entry_scripts)
+            # a script of the tree's own taking `key=value` arguments (NeMo RL's `run_grpo.py --config ... k=v`):
+            # whether it trains in Ray's workers is read from its code when linking (entry_scripts.ray_driver)
             unit.entry_script = values[script_index] or ""
         return opened(unit, env_open)
     if script.endswith(".py") and any(a.value in _CONFIG_FILE_FLAGS or (a.value or "").startswith("--config-file=")
