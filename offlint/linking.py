@@ -134,14 +134,16 @@ def _run_own_script(unit: Unit, script: Unit, parser: dict, path: str) -> None:
         take_recipe_sections(unit, script)
 
 
-def _take_entry_script_writes(unit: Unit, writes: tuple[tuple[str, str, int], ...]) -> None:
+def _take_entry_script_writes(unit: Unit, writes: tuple[entry_scripts.Write, ...]) -> None:
     """A Megatron-LM style launch whose entry script's code sets parsed arguments itself
-    (entry_scripts.namespace_writes): the run has that code's values, which offlint does not evaluate (they may
-    depend on other arguments, or keep the command line's): unknown, whatever the command line or argparse's default
-    says."""
-    assignments = [Assignment(key, Unknown(f"set by the entry script's code at {path}:{line}"), Location(path, line, 1),
-                              Source.PYTHON, f"args.{attribute}")
-                   for attribute, path, line in writes for key in mlm_flags.keys_of("--" + attribute.replace("_", "-"))]
+    (entry_scripts.namespace_writes): the run has that code's values, whatever the command line or argparse's
+    default says. A literal every run sets is that value (THUDM/slime's `args.use_distributed_optimizer = True`);
+    any other is unknown (it may depend on other arguments, or keep the command line's)."""
+    assignments = [Assignment(key, Unknown(f"set by the entry script's code at {w.path}:{w.line}")
+                              if w.value is entry_scripts.UNREAD else w.value, Location(w.path, w.line, 1),
+                              Source.PYTHON, f"args.{w.attribute}" if w.value is entry_scripts.UNREAD
+                              else f"args.{w.attribute} = {w.value!r}")
+                   for w in writes for key in mlm_flags.keys_of("--" + w.attribute.replace("_", "-"))]
     if assignments:
         unit.layers.append(Layer("the entry script's code", assignments))
 

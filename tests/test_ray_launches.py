@@ -69,13 +69,22 @@ def test_a_ray_job_is_a_launch(tmp_path):
 
 
 def test_what_the_entry_scripts_code_sets_is_not_the_command_lines(tmp_path):
-    """Its value is not evaluated (it may depend on other arguments): unknown, so only --strict says what may fail,
-    naming the line that sets it."""
+    """slime's parser sets a literal on every run (`args.use_distributed_optimizer = True`, reached from the
+    `__main__` block through `train(parse_args())`): the run has it, and megatron-core refuses nothing. A value
+    the code sets on some runs only, or computes, is unknown: only --strict says what may fail, naming the line."""
     _tree(tmp_path)
     assert check_json(tmp_path) == []
-    strict = {f["code"]: f for f in check_json(tmp_path, "--strict")}
-    assert sorted(strict) == ["OFL116", "OFL206", "OFL301"] and all(f["possible"] for f in strict.values())
-    assert "use_distributed_optimizer: set by the entry script's code at rl/arguments.py:5" in strict["OFL116"]["message"]
+    assert _codes(check_json(tmp_path, "--strict")) == ["OFL301"]
+    for some_runs in ("    if args.optimizer == 'adam':\n        args.use_distributed_optimizer = True\n",
+                      "    args.use_distributed_optimizer = args.optimizer == 'adam'\n",
+                      "    if args.seq_length is None:\n        return args\n    args.use_distributed_optimizer = True\n"):
+        _tree(tmp_path, ARGUMENTS.replace("    args.use_distributed_optimizer = True\n", some_runs))
+        assert check_json(tmp_path) == []
+        strict = {f["code"]: f for f in check_json(tmp_path, "--strict")}
+        assert sorted(strict) == ["OFL116", "OFL206", "OFL301"] and all(f["possible"] for f in strict.values())
+        line = 6 if some_runs.startswith("    if args.optimizer") else 5 if "==" in some_runs else 7
+        assert f"use_distributed_optimizer: set by the entry script's code at rl/arguments.py:{line}" in \
+            strict["OFL116"]["message"]
 
 
 def test_an_entry_script_in_another_checkout_is_read_from_the_trees_copy(tmp_path):
@@ -151,10 +160,116 @@ def test_namespace_writes_follows_the_trees_calls_not_megatrons(tmp_path):
         return file.read_text() if file.is_file() else None
 
     writes = entry_scripts.namespace_writes("train.py", "launch.sh", tree_text)
-    assert [(attribute, path, line) for attribute, path, line in writes] == [
+    assert [(attribute, path, line) for attribute, path, line, _ in writes] == [
         ("seq_length", "train.py", 12), ("micro_batch_size", "rl/more.py", 2), ("bf16", "rl/setup.py", 2),
         ("fp16", "rl/setup.py", 2)]
+    # (setattr, a tuple's parts and `+=` are not read as literals)
+    assert all(w.value is entry_scripts.UNREAD for w in writes)
     assert entry_scripts.namespace_writes("missing.py", "launch.sh", tree_text) == ()
+
+
+def test_a_literal_is_known_where_every_run_sets_it_in_one_place(tmp_path):
+    files = {
+        "train.py": textwrap.dedent("""\
+            import sys
+            from rl.setup import defaults, tune, maybe
+
+            def main():
+                args = defaults(parse())
+                tune(args)
+                maybe(args)
+                for _ in range(2):
+                    args.in_loop = 1
+                if args.x:
+                    sys.exit(0)
+                args.after_exit = True
+
+            if __name__ == "__main__":
+                main()
+            """),
+        "rl/__init__.py": "",
+        "rl/setup.py": textwrap.dedent("""\
+            def defaults(args):
+                args.use_distributed_optimizer = True
+                args.lr: float = -1.5
+                args.twice = 1
+                args.computed = args.lr * 2
+                return args
+
+            def tune(args):
+                args.twice = 2
+                args.recompute_method = "uniform"
+
+            def maybe(args):
+                if args.y:
+                    args.conditional = 4
+                args.in_branchy_function = 8
+            """),
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+
+    def tree_text(path, near):
+        file = tmp_path / path
+        return file.read_text() if file.is_file() else None
+
+    values = {w.attribute: w.value for w in entry_scripts.namespace_writes("train.py", "launch.sh", tree_text)}
+    unread = entry_scripts.UNREAD
+    assert values == {"use_distributed_optimizer": True, "lr": -1.5, "twice": unread, "computed": unread,
+                      "recompute_method": "uniform", "conditional": unread, "in_branchy_function": 8,
+                      "in_loop": unread, "after_exit": unread}
+
+
+def test_a_value_set_after_megatron_validated_the_arguments_is_not_known(tmp_path):
+    # Megatron-LM's export.py shape: `initialize_megatron()` (which validates the arguments) runs first, then the
+    # script sets one; and the same through a function of the tree that initializes
+    files = {
+        "export.py": textwrap.dedent("""\
+            from megatron.training import get_args
+            from megatron.training.initialize import initialize_megatron
+            from rl.setup import early, start, late
+
+            if __name__ == "__main__":
+                early(get_args())
+                initialize_megatron(allow_no_cuda=True)
+                args = get_args()
+                args.use_cpu_initialization = True
+                start()
+                late(args)
+            """),
+        "rl/__init__.py": "",
+        "rl/setup.py": textwrap.dedent("""\
+            from megatron.training import pretrain
+
+            def early(args):
+                args.use_distributed_optimizer = True
+
+            def start():
+                run()
+
+            def run():
+                pretrain(None, None, None)
+
+            def late(args):
+                args.bf16 = True
+            """),
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+
+    def tree_text(path, near):
+        file = tmp_path / path
+        return file.read_text() if file.is_file() else None
+
+    values = {w.attribute: w.value for w in entry_scripts.namespace_writes("export.py", "launch.sh", tree_text)}
+    unread = entry_scripts.UNREAD
+    assert values == {"use_distributed_optimizer": True, "use_cpu_initialization": unread, "bf16": unread}
+    # a tree function that trains through another is found as validating, so what comes after it is unknown
+    (tmp_path / "export.py").write_text(files["export.py"].replace("initialize_megatron(allow_no_cuda=True)", "pass"))
+    values = {w.attribute: w.value for w in entry_scripts.namespace_writes("export.py", "launch.sh", tree_text)}
+    assert values == {"use_distributed_optimizer": True, "use_cpu_initialization": True, "bf16": unread}
 
 
 # NVIDIA-NeMo/RL's shape: a launch runs the tree's own entry script with `--config` and `key=value` overrides; the

@@ -21,7 +21,7 @@ import ast
 import os
 import posixpath
 import sys
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from offlint.sources.python_syntax import _call_name
 from offlint.sources.shell_paths import tree_copy
@@ -37,6 +37,8 @@ _NOT_TRAINING = frozenset(sys.stdlib_module_names) | {
     "flask_restful", "requests", "PIL", "einops", "omegaconf", "hydra", "tokenizers", "sentencepiece",
     "tiktoken", "transformer_engine", "apex", "accelerate", "wandb", "huggingface_hub",
     "lm_eval", "clip"}  # (lm-evaluation-harness scores a model; OpenAI's CLIP package loads one)
+# Megatron's calls that validate the parsed arguments (training runs them too)
+_CHECKING_CALLS = TRAINING_CALLS | {"initialize_megatron", "validate_args"}
 _MAX_FUNCTIONS = 400  # past this many functions followed the answer stays open
 
 TreeText = Callable[[str, str], "str | None"]
@@ -61,15 +63,32 @@ def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | No
     return _per_script(_Reach.module_trains, script, launch_path, tree_text, parsed, None)
 
 
+class Write(NamedTuple):
+    """An attribute the entry script's code sets on the parsed arguments, where it first does, and its value where
+    offlint knows what the run has (`UNREAD` otherwise)."""
+
+    attribute: str
+    path: str
+    line: int
+    value: object
+
+
+UNREAD = object()  # Write.value: what the run's code sets is not known
+
+
 def namespace_writes(script: str, launch_path: str, tree_text: TreeText,
-                     parsed: dict | None = None) -> tuple[tuple[str, str, int], ...]:
-    """(attribute, path, line) for each attribute the tree's code reached from the entry `script` sets on the parsed
-    arguments (`args.use_distributed_optimizer = True`, `setattr(args, "bf16", ...)`), the first place each; () where
-    the script is not in the tree. A script that changes the parsed arguments before Megatron-LM validates them
-    runs with its code's values, not its command line's: THUDM/slime's `_set_default_megatron_args` turns the
+                     parsed: dict | None = None) -> tuple[Write, ...]:
+    """A Write for each attribute the tree's code reached from the entry `script` sets on the parsed arguments
+    (`args.use_distributed_optimizer = True`, `setattr(args, "bf16", ...)`), the first place each; () where the
+    script is not in the tree. A script that changes the parsed arguments before Megatron-LM validates them runs
+    with its code's values, not its command line's: THUDM/slime's `_set_default_megatron_args` turns the
     distributed optimizer on whatever the launch says, and OFL116 had said 5 launches would be refused without it.
-    Which name holds the arguments is not traced: Megatron's convention names it (`_stored_attributes`). Megatron's
-    own code is not followed (its rewrites are the rules' to model), nor past `_MAX_FUNCTIONS` functions."""
+    The value is known where the attribute is set in one place only, to a literal, by a statement every run of the
+    script reaches (`_certain_nodes`: from the script's top level or its `__main__` block, through calls made by
+    statements of their own, none after a statement that may return or raise); it may depend on other arguments
+    otherwise. Which name holds the arguments is not traced: Megatron's convention names it (`_stored_attributes`).
+    Megatron's own code is not followed (its rewrites are the rules' to model), nor past `_MAX_FUNCTIONS`
+    functions."""
     return _per_script(_Reach.module_writes, script, launch_path, tree_text, parsed, ())
 
 
@@ -136,6 +155,7 @@ class _Reach:
         self.followed: set[tuple[str, str]] = set()
         self.search_paths: list[str] = []  # folders the modules read so far add to sys.path (_Module.search_paths)
         self.chosen = False  # a name imported on several branches, one of which trains, left the answer open
+        self.checking: dict[tuple[_Module, str], bool] = {}  # a function of the tree -> _checks_arguments
 
     def module_trains(self, path: str) -> bool | str | None:
         module = self._module(path)
@@ -144,36 +164,62 @@ class _Reach:
         answer = self._calls_train(module, module.top_level, ())
         return ARGUMENTS_CHOOSE if answer is None and self.chosen else answer
 
-    def module_writes(self, path: str) -> tuple[tuple[str, str, int], ...]:
-        found: dict[str, tuple[str, str, int]] = {}
-        for module, node in self._reached(path):
+    def module_writes(self, path: str) -> tuple[Write, ...]:
+        sites: dict[str, dict[tuple[str, int], object]] = {}  # attribute -> its places -> the value known there
+        for module, node, certain in self._reached(path):
             for attribute in _stored_attributes(node):
-                found.setdefault(attribute, (attribute, module.path, node.lineno))
-        return tuple(found.values())
+                places = sites.setdefault(attribute, {})
+                value = _literal(node) if certain else UNREAD
+                if places.get((module.path, node.lineno), UNREAD) is UNREAD:  # (a body walked as certain, then not)
+                    places[(module.path, node.lineno)] = value
+        return tuple(Write(attribute, *next(iter(places)), next(iter(places.values())) if len(places) == 1 else UNREAD)
+                     for attribute, places in sites.items())
 
     def module_ray_init(self, path: str) -> str:
-        for module, node in self._reached(path):
+        for module, node, _ in self._reached(path):
             if isinstance(node, ast.Call) and _starts_ray(module, node.func):
                 return f"{module.path}:{node.lineno}"
         return ""
 
     def _reached(self, path: str):
-        """(module, node) for every node of the module's top level and of the tree's functions its calls reach,
-        each function once, at most `_MAX_FUNCTIONS` of them."""
+        """(module, node, certain) for every node of the module's top level and of the tree's functions its calls
+        reach, each function once (twice where a call every run makes reaches it after another did), at most
+        `_MAX_FUNCTIONS` of them. `certain`: every run of the script reaches the node (`_certain_nodes`)."""
         module = self._module(path)
-        bodies = [] if module is None else [(module, module.top_level)]
-        followed: set[tuple[str, str]] = set()
+        bodies = [] if module is None else [(module, module.top_level, True)]
+        followed: set[tuple[str, str, bool]] = set()
         while bodies:
-            module, body = bodies.pop()
-            for node in _nodes(body):
-                yield module, node
+            module, body, certain = bodies.pop()
+            for node, sure in _certain_nodes(body, certain, lambda call: self._checks_arguments(module, call)):
+                yield module, node, sure
                 if not isinstance(node, ast.Call):
                     continue
-                for callee in self._callees(module, node.func):
-                    key = (callee[0].path, callee[1])
+                callees = self._callees(module, node.func)
+                sure = sure and len(callees) == 1  # (a name imported on several branches: the arguments choose)
+                for callee in callees:
+                    key = (callee[0].path, callee[1], sure)
                     if key not in followed and len(followed) < _MAX_FUNCTIONS:
                         followed.add(key)
-                        bodies.append((callee[0], callee[0].functions[callee[1]].body))
+                        bodies.append((callee[0], callee[0].functions[callee[1]].body, sure))
+
+    def _checks_arguments(self, module: _Module, call: ast.Call) -> bool:
+        """Whether `call` runs Megatron's validation of the parsed arguments (`initialize_megatron`, `validate_args`,
+        or training, which runs them), itself or in the tree's functions it calls: a value the code sets after it is
+        not the one Megatron checked (Megatron-LM's `export.py` sets `args.use_cpu_initialization` after
+        `initialize_megatron`). Open past `_MAX_FUNCTIONS` functions: then it may."""
+        name = _call_name(call.func).rsplit(".", 1)[-1]
+        if name in _CHECKING_CALLS or name.startswith(_TRAINING_PREFIXES):
+            return True
+        for callee in self._callees(module, call.func):
+            if callee not in self.checking:
+                if len(self.checking) >= _MAX_FUNCTIONS:
+                    return True
+                self.checking[callee] = False  # (recursion)
+                body = callee[0].functions[callee[1]].body
+                self.checking[callee] = any(self._checks_arguments(callee[0], inner) for inner in _calls(body))
+            if self.checking[callee]:
+                return True
+        return False
 
     def _callees(self, module: _Module, func: ast.expr) -> list[tuple[_Module, str]]:
         """The tree's functions a call of `func` may run (each a name imported on several branches may be)."""
@@ -430,6 +476,66 @@ def _sys_path_entries(path: str, body: list[ast.stmt]) -> list[str]:
 def _calls(body: list[ast.stmt]):
     """The calls in `body`, not those inside functions or classes it defines."""
     return (node for node in _nodes(body) if isinstance(node, ast.Call))
+
+
+def _certain_nodes(body: list[ast.stmt], certain: bool, checks: Callable[[ast.Call], bool]):
+    """`_nodes(body)` as (node, certain): whether a run of `body` that is itself certain reaches the node before
+    Megatron validates the arguments. Those are its statements that are no compound statement, up to the first one
+    that may leave it early (a `return`, a `raise` or an exit inside a compound statement, or one of its own) or
+    makes a call that `checks`, and the call each of them makes as its whole value (`main()`,
+    `args = parse_args()`, `return _defaults(args)`) with the calls among that call's arguments; a `__main__` block
+    counts as the top level it is in (the script is run as a program)."""
+    ends = False
+    for stmt in body:
+        if certain and not ends and _main_block(stmt):
+            yield from ((node, False) for node in _nodes([stmt.test]))
+            yield from _certain_nodes(stmt.body, True, checks)
+            yield from _certain_nodes(stmt.orelse, False, checks)
+        else:
+            sure = certain and not ends and isinstance(stmt, _SIMPLE)
+            calls = {id(call) for call in _evaluated_calls(getattr(stmt, "value", None))} if sure else set()
+            for node in _nodes([stmt]):
+                yield node, sure and (node is stmt or id(node) in calls)
+        ends = ends or not certain or isinstance(stmt, (ast.Return, ast.Raise)) or \
+            not isinstance(stmt, _SIMPLE) and _may_leave(stmt) or any(checks(call) for call in _calls([stmt]))
+
+
+_SIMPLE = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Import, ast.ImportFrom, ast.Pass,
+           ast.Global, ast.Nonlocal, ast.Delete, ast.Assert)
+_EXITS = frozenset({"exit", "sys.exit", "os._exit", "quit"})
+
+
+def _evaluated_calls(node: ast.expr | None):
+    """A call and the calls among its arguments, which Python evaluates before it (`train(parse_args())`)."""
+    if isinstance(node, ast.Call):
+        yield node
+        for argument in (*node.args, *(k.value for k in node.keywords)):
+            yield from _evaluated_calls(argument.value if isinstance(argument, ast.Starred) else argument)
+
+
+def _main_block(stmt: ast.stmt) -> bool:
+    """`if __name__ == "__main__":`"""
+    test = stmt.test if isinstance(stmt, ast.If) else None
+    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" and \
+        len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) and \
+        test.comparators[0].value == "__main__" and isinstance(test.ops[0], ast.Eq)
+
+
+def _may_leave(stmt: ast.stmt) -> bool:
+    """Whether a compound statement may leave its function (or the program) early."""
+    return any(isinstance(node, (ast.Return, ast.Raise)) or isinstance(node, ast.Call) and _call_name(node.func) in _EXITS
+               for node in _nodes([stmt]))
+
+
+def _literal(node: ast.AST) -> object:
+    """The constant an assignment sets (`args.x = True`, `args.x: int = 4`, `-1`), else UNREAD."""
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and isinstance(value.operand, ast.Constant) \
+            and type(value.operand.value) in (int, float):
+        return -value.operand.value
+    if isinstance(value, ast.Constant) and type(value.value) in (bool, int, float, str):
+        return value.value
+    return UNREAD
 
 
 def _nodes(body: list[ast.stmt]):
