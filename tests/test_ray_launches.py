@@ -57,6 +57,16 @@ def _tree(tmp_path, arguments: str = ARGUMENTS, script: str = "train.py"):
                           "rl/__init__.py": "", "rl/arguments.py": arguments})
 
 
+def _tree_text(tmp_path, files: dict[str, str]):
+    """Writes `files` under tmp_path; the tree_text entry_scripts reads them with."""
+    write_tree(tmp_path, files)
+
+    def tree_text(path, near):
+        file = tmp_path / path
+        return file.read_text() if file.is_file() else None
+    return tree_text
+
+
 def _codes(findings: list[dict]) -> list[str]:
     return sorted(f["code"] for f in findings)
 
@@ -151,14 +161,7 @@ def test_namespace_writes_follows_the_trees_calls_not_megatrons(tmp_path):
                        "def unused(args):\n    args.lr = 1\n"),
         "megatron/training.py": "def initialize_megatron():\n    args.num_layers = 2\n",  # not followed
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-
-    def tree_text(path, near):
-        file = tmp_path / path
-        return file.read_text() if file.is_file() else None
-
+    tree_text = _tree_text(tmp_path, files)
     writes = entry_scripts.namespace_writes("train.py", "launch.sh", tree_text)
     assert [(attribute, path, line) for attribute, path, line, _ in writes] == [
         ("seq_length", "train.py", 12), ("micro_batch_size", "rl/more.py", 2), ("bf16", "rl/setup.py", 2),
@@ -206,14 +209,7 @@ def test_a_literal_is_known_where_every_run_sets_it_in_one_place(tmp_path):
                 args.in_branchy_function = 8
             """),
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-
-    def tree_text(path, near):
-        file = tmp_path / path
-        return file.read_text() if file.is_file() else None
-
+    tree_text = _tree_text(tmp_path, files)
     values = {w.attribute: w.value for w in entry_scripts.namespace_writes("train.py", "launch.sh", tree_text)}
     unread = entry_scripts.UNREAD
     assert values == {"use_distributed_optimizer": True, "lr": -1.5, "twice": unread, "computed": unread,
@@ -228,7 +224,7 @@ def test_a_value_set_after_megatron_validated_the_arguments_is_not_known(tmp_pat
         "export.py": textwrap.dedent("""\
             from megatron.training import get_args
             from megatron.training.initialize import initialize_megatron
-            from rl.setup import early, start, late
+            from rl.setup import early, start, late, run
 
             if __name__ == "__main__":
                 early(get_args())
@@ -255,14 +251,7 @@ def test_a_value_set_after_megatron_validated_the_arguments_is_not_known(tmp_pat
                 args.bf16 = True
             """),
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-
-    def tree_text(path, near):
-        file = tmp_path / path
-        return file.read_text() if file.is_file() else None
-
+    tree_text = _tree_text(tmp_path, files)
     values = {w.attribute: w.value for w in entry_scripts.namespace_writes("export.py", "launch.sh", tree_text)}
     unread = entry_scripts.UNREAD
     assert values == {"use_distributed_optimizer": True, "use_cpu_initialization": unread, "bf16": unread}
@@ -270,6 +259,14 @@ def test_a_value_set_after_megatron_validated_the_arguments_is_not_known(tmp_pat
     (tmp_path / "export.py").write_text(files["export.py"].replace("initialize_megatron(allow_no_cuda=True)", "pass"))
     values = {w.attribute: w.value for w in entry_scripts.namespace_writes("export.py", "launch.sh", tree_text)}
     assert values == {"use_distributed_optimizer": True, "use_cpu_initialization": True, "bf16": unread}
+    # a call whose arguments validate first runs after them: `early(initialize_megatron())`; the call in them does not
+    (tmp_path / "export.py").write_text(files["export.py"].replace("early(get_args())", "early(get_args(), run())"))
+    values = {w.attribute: w.value for w in entry_scripts.namespace_writes("export.py", "launch.sh", tree_text)}
+    assert values == {"use_distributed_optimizer": unread, "use_cpu_initialization": unread, "bf16": unread}
+    (tmp_path / "export.py").write_text(files["export.py"].replace("early(get_args())", "early(late(get_args()))"))
+    values = {w.attribute: w.value for w in entry_scripts.namespace_writes("export.py", "launch.sh", tree_text)}
+    # (`late` runs before the validation too now, and its one place sets one constant whenever it runs)
+    assert values == {"use_distributed_optimizer": True, "bf16": True, "use_cpu_initialization": unread}
 
 
 # NVIDIA-NeMo/RL's shape: a launch runs the tree's own entry script with `--config` and `key=value` overrides; the
@@ -334,11 +331,7 @@ def test_a_script_taking_overrides_stays_a_training_launch_unless_its_code_start
 
 def test_ray_driver_names_where_ray_starts(tmp_path):
     _rl_tree(tmp_path, "import ray\n\n\ndef start_cluster():\n    ray.init()\n")
-
-    def tree_text(path, near):
-        file = tmp_path / path
-        return file.read_text() if file.is_file() else None
-
+    tree_text = _tree_text(tmp_path, {})
     assert entry_scripts.ray_driver("examples/run_grpo.py", "run.sh", tree_text) == "rl/cluster.py:5"
     assert entry_scripts.ray_driver("examples/run_eval.py", "run.sh", tree_text) == "rl/cluster.py:5"
     assert entry_scripts.ray_driver("missing.py", "run.sh", tree_text) == ""

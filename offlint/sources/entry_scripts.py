@@ -18,6 +18,7 @@ Read with `ast` only; nothing is imported or run.
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import posixpath
 import sys
@@ -487,17 +488,19 @@ def _certain_nodes(body: list[ast.stmt], certain: bool, checks: Callable[[ast.Ca
     counts as the top level it is in (the script is run as a program)."""
     ends = False
     for stmt in body:
+        checking = {id(call) for call in _calls([stmt]) if checks(call)} if certain and not ends else set()
         if certain and not ends and _main_block(stmt):
             yield from ((node, False) for node in _nodes([stmt.test]))
             yield from _certain_nodes(stmt.body, True, checks)
             yield from _certain_nodes(stmt.orelse, False, checks)
         else:
             sure = certain and not ends and isinstance(stmt, _SIMPLE)
-            calls = {id(call) for call in _evaluated_calls(getattr(stmt, "value", None))} if sure else set()
+            calls = _calls_before_checks(getattr(stmt, "value", None), checking) if sure else set()
             for node in _nodes([stmt]):
-                yield node, sure and (node is stmt or id(node) in calls)
-        ends = ends or not certain or isinstance(stmt, (ast.Return, ast.Raise)) or \
-            not isinstance(stmt, _SIMPLE) and _may_leave(stmt) or any(checks(call) for call in _calls([stmt]))
+                # (`args.x = 1` is certain unless its own value validates first)
+                yield node, sure and (id(node) in calls or node is stmt and not checking)
+        ends = ends or not certain or bool(checking) or isinstance(stmt, (ast.Return, ast.Raise)) or \
+            not isinstance(stmt, _SIMPLE) and _may_leave(stmt)
 
 
 _SIMPLE = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Import, ast.ImportFrom, ast.Pass,
@@ -511,6 +514,15 @@ def _evaluated_calls(node: ast.expr | None):
         yield node
         for argument in (*node.args, *(k.value for k in node.keywords)):
             yield from _evaluated_calls(argument.value if isinstance(argument, ast.Starred) else argument)
+
+
+def _calls_before_checks(value: ast.expr | None, checking: set[int]) -> set[int]:
+    """The ids of the `_evaluated_calls` of a statement's value that run before Megatron validates the arguments:
+    those none of whose arguments makes a call in `checking` (`defaults(initialize_megatron())` runs `defaults`
+    after it)."""
+    calls = list(_evaluated_calls(value))
+    return {id(call) for call in calls
+            if not any(id(inner) in checking for inner in itertools.islice(_evaluated_calls(call), 1, None))}
 
 
 def _main_block(stmt: ast.stmt) -> bool:
