@@ -36,6 +36,23 @@ def test_equality_with_a_literal_fixes_the_value_on_its_branch(tmp_path):
     assert _adam_findings(tmp_path, 'in ("adam",)') == []
 
 
+def test_getattr_with_a_literal_name_is_the_attribute_it_reads(tmp_path):
+    # Bridge's run_recipe.py: `optimizer = getattr(recipe, "optimizer", None)`, then
+    # `if ... and getattr(optimizer, "optimizer", None) == "adam": optimizer.use_precision_aware_optimizer = True`
+    aliased = RECIPE.replace('    if precision == "bf16" and cfg.optimizer.optimizer {test}:\n'
+                             '        cfg.optimizer.use_precision_aware_optimizer = True\n',
+                             '    optimizer = getattr(cfg, "optimizer", None)\n'
+                             '    if precision == "bf16" and getattr(optimizer, "optimizer", None) {test}:\n'
+                             '        optimizer.use_precision_aware_optimizer = True\n')
+    assert aliased != RECIPE
+    (tmp_path / "recipe.py").write_text(aliased.format(test='== "adam"'))
+    result = check([str(tmp_path)], CheckOptions(strict=True, root=tmp_path, cache=False, select=["OFL116"]))
+    assert [f for f in result.findings if "only supported with adam" in f.message] == []
+    (tmp_path / "recipe.py").write_text(aliased.format(test='!= "sgd"'))
+    result = check([str(tmp_path)], CheckOptions(strict=True, root=tmp_path, cache=False, select=["OFL116"]))
+    assert [f for f in result.findings if "only supported with adam" in f.message]
+
+
 def test_a_test_that_does_not_fix_the_value_leaves_it_unknown(tmp_path):
     # `!=` says nothing about which optimizer runs on the branch: still a "possible" finding
     assert _adam_findings(tmp_path, '!= "sgd"')
@@ -51,3 +68,7 @@ def test_narrowings_reads_conjuncts_of_the_forms_it_knows():
     assert facts("x is True") == [("x", True)]
     assert facts('x in ("a",)') == [("x", "a")]
     assert facts('x in ("a", "b")') == [] and facts("x or y == 1") == [] and facts("x < 3") == []
+    assert facts('getattr(cfg.optimizer, "optimizer", None) == "adam"') == [("cfg.optimizer.optimizer", "adam")]
+    assert facts('getattr(o, "optimizer") is None') == [("o.optimizer", None)]
+    assert facts('getattr(o, name) == "adam"') == [] and facts('getattr(o, "not a name") == 1') == []
+    assert facts('o.get("optimizer") == "adam"') == []

@@ -163,6 +163,20 @@ def narrowings(test) -> list[tuple[object, object]]:
                 continue
         elif not isinstance(op, ast.Eq):
             continue
+        target = _getattr_target(target)
         if isinstance(literal, ast.Constant) and isinstance(target, (ast.Name, ast.Attribute)):
             found.append((target, literal))
     return found
+
+
+def _getattr_target(node):
+    """`getattr(x, "name", default)` as the attribute `x.name` it reads (Megatron Bridge's run_recipe.py tests
+    `getattr(optimizer, "optimizer", None) == "adam"`), x a name or an attribute chain; any other node as it is."""
+    import ast
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and \
+            len(node.args) in (2, 3) and not node.keywords and isinstance(node.args[0], (ast.Name, ast.Attribute)) \
+            and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) and \
+            node.args[1].value.isidentifier():
+        return ast.copy_location(ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load()), node)
+    return node
