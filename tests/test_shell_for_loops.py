@@ -51,12 +51,18 @@ def test_nested_loops_run_every_combination_in_order():
         """) == [["train.py", "1", "4"], ["train.py", "1", "8"], ["train.py", "2", "4"], ["train.py", "2", "8"]]
 
 
-@pytest.mark.parametrize("loop", ["for tp in 1 $UNKNOWN; do", "for tp in $(seq 1 4); do", "for tp; do",
+@pytest.mark.parametrize("loop", ["for tp in 1 $UNKNOWN; do", "for tp in $(ls configs); do", "for tp; do",
                                   "for tp in ${SIZES:-1 2}; do",
                                   "for tp in 1 2; do [ $tp = 2 ] && continue;", "for tp in 1 2; do break;"])
 def test_a_loop_it_cannot_unroll_is_read_once_with_its_variable_unknown(loop):
     found = _values(f"{loop}\n python train.py $tp\ndone\n")
     assert found == [["train.py", None]]
+
+
+def test_a_loop_over_seq_is_unrolled():
+    # (a sweep written `for tp in $(seq 1 4)`: `seq` prints known integers)
+    assert _values("for tp in $(seq 2 2 6); do\n python train.py $tp\ndone\n") == [
+        ["train.py", "2"], ["train.py", "4"], ["train.py", "6"]]
 
 
 def test_loops_unrolled_together_stay_bounded():

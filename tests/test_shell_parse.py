@@ -757,6 +757,16 @@ def test_directory_idioms_without_a_script_path_stay_unknown():
     assert echo.argv[1].unknown == "script name $0" and "BASH_SOURCE" in echo.argv[3].unknown
 
 
+def test_seq_prints_its_integers():
+    # THUDM/slime: `--sglang-cuda-graph-bs 1 2 4 8 $(seq 16 8 256)` gives that flag's values, not a word that may be
+    # any flag; a `seq` offlint does not model stays unknown
+    echo = _command_of(parse_shell('N=3\necho 1 $(seq 16 8 32) "$(seq $N)" $(seq 5 -2 1) $(seq 3 1) end\n'), "echo")
+    assert values(echo) == ["echo", "1", "16", "24", "32", "1\n2\n3", "5", "3", "1", "end"]
+    unread = _command_of(parse_shell('echo $(seq -w 1 3) $(seq 1 0 3) $(seq 1.5) $(seq $UNSET) $(seq 1 100000)\n'),
+                         "echo")
+    assert values(unread) == ["echo"] + [None] * 5
+
+
 # --- branches decided from known values ----------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""What the directory idioms of launch scripts print, from known arguments.
+"""What the directory idioms of launch scripts (and `seq`) print, from known arguments.
 
 `ROOT_DIR=$(cd "$(dirname "$0")/../.." && pwd -P)`, `SCRIPT_DIR=$(dirname "$(realpath "$0")")` and
 `$(dirname "${BASH_SOURCE[0]}")` locate files next to the script; without them a launch that runs
@@ -6,7 +6,8 @@
 `${BASH_SOURCE[0]}` the script's path as offlint names it (relative to the working directory, as a user runs it
 from there) and asks this module what `dirname`, `realpath`, `readlink -f` and `cd DIR && pwd` print. Paths are
 made absolute against the working directory and normalised as text; symbolic links are not followed (`pwd -P`
-would), nothing is run and nothing on disk is read.
+would), nothing is run and nothing on disk is read. `seq` prints integers: THUDM/slime's
+`--sglang-cuda-graph-bs 1 2 4 8 $(seq 16 8 256)` is that flag's values, not a word that may be any flag.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import os
 import posixpath
 
-COMMANDS = ("dirname", "realpath", "readlink", "cd", "pwd")
+COMMANDS = ("dirname", "realpath", "readlink", "cd", "pwd", "seq")
+_MAX_SEQ = 10_000  # numbers; a longer `seq` is left unread
 
 
 def prints(commands: list[tuple[str, list[str]]]) -> str | None:
@@ -32,6 +34,8 @@ def prints(commands: list[tuple[str, list[str]]]) -> str | None:
             flags = {c for a in args if a.startswith("-") and not a.startswith("--") for c in a[1:]}
             operand = _operand(args, "femnqsvz")
             return _absolute(operand) if operand is not None and flags & set("fem") else None
+        if name == "seq":
+            return _seq(args)
         return None
     if len(commands) == 2 and commands[0][0] == "cd" and commands[1][0] == "pwd":
         operand = _operand(commands[0][1], "PLe@")
@@ -54,6 +58,26 @@ def _operand(args: list[str], flags: str) -> str | None:
         else:
             out.append(arg)
     return out[0] if len(out) == 1 else None
+
+
+def _seq(args: list[str]) -> str | None:
+    """As coreutils `seq [FIRST [INCREMENT]] LAST` of integers, without options: the numbers one per line (a
+    command substitution drops the last newline). None for anything else (an option, a fraction, a zero increment,
+    more than `_MAX_SEQ` numbers)."""
+    if not 1 <= len(args) <= 3 or not all(_is_integer(a) for a in args):
+        return None
+    given = [int(a) for a in args]
+    first, step, last = (1, 1, *given) if len(given) == 1 else (given[0], 1, given[1]) if len(given) == 2 else given
+    numbers = range(first, last + (1 if step > 0 else -1), step) if step else None
+    if numbers is None or len(numbers) > _MAX_SEQ:
+        return None
+    return "\n".join(map(str, numbers))
+
+
+def _is_integer(arg: str) -> bool:
+    """A decimal integer as `seq` reads one (`-1`, `+3`), not an option."""
+    digits = arg[1:] if arg[:1] in "+-" else arg
+    return digits.isascii() and digits.isdigit()
 
 
 def _dirname(path: str) -> str:

@@ -108,8 +108,8 @@ class WordExpansion:
         return self.lit(a, b, q)
 
     def path_idiom(self, n, q: bool, at: Org) -> list[_P] | None:
-        """`$(dirname "$0")`, `$(cd "$(dirname "$0")/.." && pwd -P)`, `$(realpath "$0")`...: the path it prints
-        (shell_paths), or a hole when an argument is unknown; None when `n` is not such an idiom."""
+        """`$(dirname "$0")`, `$(cd "$(dirname "$0")/.." && pwd -P)`, `$(realpath "$0")`, `$(seq 16 8 256)`...: what
+        it prints (shell_paths), or a hole when an argument is unknown; None when `n` is not such an idiom."""
         stmts = [c for c in n.named_children if c.type != "comment"]
         if len(stmts) == 1 and stmts[0].type == "list":
             if [c.type for c in stmts[0].children if not c.is_named] != ["&&"]:
