@@ -67,3 +67,17 @@ def recipe_config():
     (finding,) = _findings(tmp_path, monkeypatch, body, "OFL202")
     assert ("optimizer offload settings have no effect: optimizer_offload_fraction=0.5, "
             "overlap_cpu_optimizer_d2h_h2d=True; the optimizer keeps all its state on the GPU") in finding.message
+
+
+def test_moe_recompute_named_by_what_is_known(tmp_path, monkeypatch):
+    # GeodesicResearch/geodesic-megatron's override YAMLs set recompute_modules [moe, shared_experts] and leave
+    # moe_layer_recompute to an unknown base: OFL108 said "recomputed (?)" though 'moe' in recompute_modules is known
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "override.yaml").write_text(
+        "model:\n  fine_grained_activation_offloading: true\n  offload_modules: [core_attn, expert_fc1]\n"
+        "  recompute_granularity: selective\n  recompute_modules: [moe, shared_experts]\n")
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False, select=["OFL108"]))
+    (finding,) = result.findings
+    assert "?" not in finding.message, finding.message
+    assert "recomputed ('moe' in recompute_modules)" in finding.message, finding.message
