@@ -642,3 +642,77 @@ def test_an_attribute_written_on_a_dataclass_instance_changes_it(tree):
     fields = resolved("fp8_config", "src/megatron/bridge/recipes/precision.py").get("mixed_precision").value.fields
     assert (fields["bf16"], fields["fp8"], fields["fp8_recipe"], fields["fp8_param_gather"]) == (
         True, "hybrid", "tensorwise", True)
+
+
+EARLY_RETURNS = '''\
+import os
+import sys
+
+from elsewhere import layers_for
+
+
+def _base():
+    return ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
+                           ddp=DistributedDataParallelConfig())
+
+
+def _bootstrap(config):
+    """Re-exec once with a marker (Megatron Bridge's run_recipe.py bootstrap has this shape)."""
+    config.model.cpu_offloading = True
+    if os.environ.get("MARKER") == str(os.getpid()):
+        return config
+    os.execvpe(sys.executable, [sys.executable], dict(os.environ))
+    raise RuntimeError("execvpe returned")
+
+
+def _lookup(name):
+    if name == os.environ.get("SMALL"):
+        return _base()
+    elif name == os.environ.get("OTHER"):
+        return None
+    raise ValueError(name)
+
+
+def _either(flag):
+    if flag == os.environ.get("A"):
+        return 1
+    else:
+        return 2
+
+
+def _layers(flag):
+    if flag == os.environ.get("B"):
+        return layers_for(size=1)
+    else:
+        return layers_for(size=2)
+
+
+def bootstrapped_config():
+    cfg = _bootstrap(_base())
+    cfg.model.pipeline_model_parallel_size = 2
+    return cfg
+
+
+def looked_up_config():
+    cfg = _base()
+    cfg.model.num_layers = _lookup("x")
+    cfg.model.pipeline_model_parallel_size = _either("y")
+    cfg.model.hidden_size = _layers("z")
+    return cfg
+'''
+
+
+def test_a_raise_after_a_path_returned_leaves_that_path_s_value(tree):
+    """`if marker: return config` then `os.execvpe(...)`, `raise RuntimeError(...)` returns `config` on the only path
+    that returns: the value, not "returns no value" (Megatron Bridge 067f987 scripts/training/recipe_runner.py:324,
+    whose result is every run_recipe.py launch's recipe). Paths that return different values leave it unknown."""
+    (tree / "early.py").write_text(EARLY_RETURNS)
+    unit = resolved("bootstrapped_config", "early.py")
+    assert unit.get("model.num_layers").value == 8
+    assert unit.get("model.cpu_offloading").value is True
+    assert unit.get("model.pipeline_model_parallel_size").value == 2
+    other = resolved("looked_up_config", "early.py")
+    assert other.get("model.num_layers").is_unknown
+    assert "returns a different value on each path" in other.get("model.num_layers").value.reason
+    assert "returns a different value on each path" in other.get("model.pipeline_model_parallel_size").value.reason
+    assert other.get("model.hidden_size").value.reason == "the result of `layers_for(...)`"  # (unknown alike)

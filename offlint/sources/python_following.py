@@ -19,6 +19,7 @@ from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, 
 from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, _PROVIDER, SECTION_CLASSES,
                                             SECTIONS_OF_CONTAINER, TREE_DEFAULT_SECTIONS, _branch_dependent,
                                             _restore, _taint)
+from offlint.sources.python_branches import same
 from offlint.sources.python_records import MARK, arguments, call_args
 from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
@@ -679,6 +680,11 @@ class CallFollowing:
         self._bind_params(fn, sub, positional, keywords)
         self._run_block(fn.body, sub)
         result = sub.returned
+        if result is None and sub.ended and sub.early:  # every path that did not raise returned early
+            first = sub.early[0]
+            if not all(v is first or same(v, first) or _same_unknown(v, first) for v in sub.early):
+                return Unknown(f"{fn.name}() returns a different value on each path")
+            return None if first is RETURNED_NONE else first
         if result is RETURNED_NONE:
             # A path that returned earlier went elsewhere (`for x in xs: if ...: return x` then `return None`, merged):
             # None is then only one of its results, and not one to decide on (`if found is None: raise ...`)
@@ -787,6 +793,12 @@ def _call_kinds(node: ast.Call) -> tuple[str, str, bool, bool, bool]:
         bool(_section_of_class(short)) or short in bridge_mutators.MUTATORS or \
         bool(name) and short in bridge_mutators.TRAINING_ENTRY_POINTS
     return name, short, early, maybe_pure, special
+
+
+def _same_unknown(a, b) -> bool:
+    """Two unknown values unknown for the same reason (`return builder(**kwargs)` on one path, `return
+    builder(precision=...)` on the other)."""
+    return type(a) is Unknown and type(b) is Unknown and a.reason == b.reason
 
 
 def _unexpected_keyword(fn: ast.FunctionDef, call: ast.Call) -> str:

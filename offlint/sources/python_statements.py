@@ -57,6 +57,15 @@ _DECIDABLE = {
 _MEMBERSHIP = (ast.In, ast.NotIn)
 
 
+def _note_early_returns(frame: Frame, subs: list[Frame]) -> None:
+    """What the branches of a statement returned, in `frame.early`; `frame.ended` when none of them goes on (each
+    returned, raised or ended)."""
+    frame.early += tuple(chain.from_iterable(sub.early for sub in subs)) + tuple(
+        sub.returned for sub in subs if sub.returned is not None and sub.returned is not RAISED)
+    if all(sub.ended or sub.returned is not None for sub in subs):
+        frame.ended = True
+
+
 class Statements:
     """Running statements: blocks, `if` and loops, assignments; part of PythonReader."""
 
@@ -64,7 +73,7 @@ class Statements:
         """Run statements in order; return the config objects created or touched (in creation order)."""
         touched: list[ConfigObj] = []
         for stmt in body:
-            if frame.returned is not None:
+            if frame.returned is not None or frame.ended:
                 break
             kind = _KINDS.get(type(stmt))
             if kind is None:
@@ -241,6 +250,7 @@ class Statements:
         if any(sub.returned_on_a_path or sub.returned is not None and sub.returned is not RAISED
                for _, sub in results):
             frame.returned_on_a_path = True  # (and, when every path returned, `frame.returned` below)
+            _note_early_returns(frame, [sub for _, sub in results])
         raised = [sub.returned is RAISED for _, sub in results]
         if any(raised):
             if all(raised):  # every path raises: nothing after the statement runs

@@ -224,10 +224,20 @@ class Frame:
     # Some path returned while others went on (offlint merges them): a raise after it may not end every path, so it
     # is not followed (`if name in TABLE: return TABLE[name]` then `raise ValueError(...)` returns a value)
     returned_on_a_path: bool = False
+    # The values the paths that returned while others went on returned, and whether every path has since ended
+    # (the others raised): the function then returns one of those values (CallFollowing.run_function), as Megatron
+    # Bridge's `if marker == pid: return config` then `os.execvpe(...)`, `raise RuntimeError(...)` does.
+    early: tuple = ()
+    ended: bool = False
 
     def raises(self) -> None:
-        """A raise on this path: it ends here, unless a `try` may catch it or another path returned already."""
-        if not self.trying and not self.returned_on_a_path:
+        """A raise on this path: it ends here, unless a `try` may catch it. Where another path returned already, the
+        function has only those paths' values left to return (`ended`)."""
+        if self.trying:
+            return
+        if self.returned_on_a_path:
+            self.ended = True
+        else:
             self.returned = RAISED
 
 
