@@ -42,6 +42,28 @@ def recipe_inputs(tmp_path, monkeypatch, text: str, version: str = "0.20.0"):
     return lambda name: read_inputs(load_unit("recipes.py", name, mcore_version=version).resolved.get, name)
 
 
+QWEN3_VL_STEP = '''\
+def _pad_and_pack(tokens, this_pg_collection, force_to_pad_to_seq_len=False, seq_length=None):
+    return tokens
+
+
+def forward_step(state, data_iterator, model):
+    this_pg_collection = model.pg_collection
+    tokens = _pad_and_pack(next(data_iterator), this_pg_collection,
+                           force_to_pad_to_seq_len={condition}, seq_length=4096)
+    return model(tokens)
+'''
+BRIDGE_PADDING = "this_pg_collection.pp.size() > 1 or this_pg_collection.ep.size() > 1"  # Bridge 067f987's
+
+
+def write_qwen3_vl_step(root, condition: str = BRIDGE_PADDING) -> None:
+    """A Qwen3-VL training step in Bridge's shape (our own code) under `root`'s src/, padding every micro-batch to
+    seq_length where `condition` holds (sources/bridge_vlm_step.py reads it)."""
+    step = root / "src" / "megatron" / "bridge" / "models" / "qwen_vl"
+    step.mkdir(parents=True, exist_ok=True)
+    (step / "qwen3_vl_step.py").write_text(QWEN3_VL_STEP.format(condition=condition))
+
+
 # The VLM tests' language model: small and dense, under a small Qwen3-VL-like tower (test_estimate_trained_vlm.py,
 # test_estimate_vision_graphs.py), with its training settings.
 VLM_SIZES = {"model.num_layers": 4, "model.hidden_size": 128, "model.num_attention_heads": 4, "model.vocab_size": 1024,

@@ -14,7 +14,7 @@ from offlint.estimate import activations, frozen_lm, memory, oom
 from offlint.estimate.devices import GIB, parse_device
 from offlint.estimate.inputs import FrozenLM, Inputs, Parallelism, TrainedVLM, read_inputs
 from offlint.types import Unknown
-from tests.estimate_helpers import VLM_SIZES, lookup, recipe_inputs, vlm_dense, vlm_train
+from tests.estimate_helpers import VLM_SIZES, lookup, recipe_inputs, vlm_dense, vlm_train, write_qwen3_vl_step
 
 TOWER = {"model_type": "qwen3_5_moe", "depth": 3, "hidden_size": 64, "intermediate_size": 96, "num_heads": 4,
          "in_channels": 3, "patch_size": 4, "temporal_patch_size": 2, "spatial_merge_size": 2,
@@ -235,6 +235,7 @@ RECIPES = textwrap.dedent('''
 
 @pytest.fixture
 def units(tmp_path, monkeypatch):
+    write_qwen3_vl_step(tmp_path)  # (Bridge's step pads these PP2 EP8 micro-batches to seq_length)
     return recipe_inputs(tmp_path, monkeypatch, RECIPES)
 
 

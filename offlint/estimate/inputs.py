@@ -22,7 +22,7 @@ from offlint.estimate.inputs_hybrid import (cuda_graphs, gdn_unsupported, hybrid
 from offlint.estimate.inputs_moe import read_expert_budget, read_op_fuser_moe_act
 from offlint.estimate.inputs_peft import read_peft
 from offlint.estimate.inputs_precision import read_low_precision
-from offlint.estimate.inputs_vlm import read_frozen_lm, read_trained_vlm
+from offlint.estimate.inputs_vlm import read_frozen_lm, read_micro_batch_tokens, read_trained_vlm
 from offlint.estimate.inputs_wan import _WAN_KEY, read_wan
 from offlint.estimate.reader import Reader, before, positive_int
 # the input dataclasses, re-exported: the estimate's modules import them from here
@@ -102,7 +102,8 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     training = _changed(training, expert_budget=budget)
     if low is not None:
         training = _changed(training, low_precision=low, compute_dtype="fp4" if low.recipe == "nvfp4" else "fp8")
-    return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed, r.other_seq_length)
+    short = read_micro_batch_tokens(r, model, parallel, training)
+    return Inputs(model, parallel, training, r.unknown, unsupported, source, r.assumed, r.other_seq_length, short)
 
 
 # The sizes that no reader after _read_model records as unknown or drops: of those _read_model reads, only

@@ -5,6 +5,9 @@ language model", "Vision CUDA graphs").
 
 from __future__ import annotations
 
+import math
+
+from offlint.sources import bridge_vlm_step
 from offlint.types import Unknown
 from offlint.estimate.reader import Reader, positive_int
 from offlint.estimate.shapes import FrozenLM, LowPrecision, ModelShape, Parallelism, TrainedVLM, Training
@@ -232,3 +235,26 @@ def _vlm_schedule_refusal(r: Reader, p: Parallelism, what: str, unmodelled: dict
         if setting not in (default, None):
             return f"{what} with {key.split('.', 1)[1]}={setting!r} (not modelled)"
     return ""
+
+
+def read_micro_batch_tokens(r: Reader, m: ModelShape, p: Parallelism, t: Training) -> int | None:
+    """The fewest tokens a Qwen3-VL or Qwen3.5-VL micro-batch may hold where the data decides (None: every
+    micro-batch holds seq_length). Bridge's Qwen3-VL step pads to seq_length only where the condition the tree's
+    own step passes holds (sources/bridge_vlm_step.py; Bridge 067f987: PP or EP above 1), or the dataset pads
+    (`pad_to_max_length=True`); else to the batch's longest sample, rounded up to lcm(TP (x 2 CP with CP), 16)
+    (`_pad_and_pack_qwen3_vl_step`, use_fp8_padding), which is the least it gives. A condition offlint cannot
+    read leaves it open as well; inputs without the reading (no such key) keep seq_length."""
+    if t.vlm is None and t.frozen_lm is None:
+        return None
+    padded = r.lookup("dataset.pad_to_max_length")
+    if padded.state == "known" and padded.value is True:
+        return None
+    condition = r.lookup(bridge_vlm_step.KEY)
+    if condition.state == "known":
+        sizes = {"tp": p.tp, "pp": p.pp, "ep": p.ep, "cp": p.cp}
+        if bridge_vlm_step.ALWAYS in condition.value or any(sizes.get(g, 1) > 1 for g in condition.value):
+            return None
+    elif not condition.is_unknown:
+        return None  # (not read: inputs made without a reader of the tree's step)
+    multiple = math.lcm(p.tp * 2 * p.cp if p.cp > 1 else p.tp, 16)
+    return min(multiple, m.seq_length) if m.seq_length else None

@@ -71,9 +71,9 @@ def architectures(inputs: Inputs) -> list[Inputs]:
     (TrainedVLM.patches None), with every token a vision token (under vision CUDA graphs: the padded tower) and with
     no image; for a tower under vision CUDA graphs (TrainedVLM.graph_bound None), with the most and the least its
     graphs' pool keeps for one layer's backward; for a frozen language model with
-    MTP, shared-expert or gated-attention layers (FrozenLM.bound None), at the most and the least they keep; for
-    model and dataset sequence
-    lengths that differ (Inputs.other_seq_length), at the
+    MTP, shared-expert or gated-attention layers (FrozenLM.bound None), at the most and the least they keep; for a
+    VLM micro-batch the tree's step does not pad (Inputs.short_tokens), padded to seq_length and at the fewest
+    tokens the step gives; for model and dataset sequence lengths that differ (Inputs.other_seq_length), at the
     dataset's (the tokens the data loader gives, what Bridge's training scripts run) and at the model's. The first
     is the one shown."""
     lp = inputs.training.low_precision if inputs.training else None
@@ -97,6 +97,9 @@ def architectures(inputs: Inputs) -> list[Inputs]:
     if frozen is not None and frozen.bound is None:  # what frozen MTP/shared/gated layers keep: at most, at least
         out = [v.with_(training=replace(v.training, frozen_lm=replace(frozen, bound=b)))
                for v in out for b in ("upper", "lower")]
+    if inputs.short_tokens is not None:  # a VLM micro-batch as long as the data makes it: padded, and the fewest
+        out = [replace(v, short_tokens=None) for v in out] + \
+            [replace(v, model=replace(v.model, seq_length=inputs.short_tokens), short_tokens=None) for v in out]
     if inputs.other_seq_length is None:
         return out
     other = inputs.other_seq_length[1]
@@ -108,6 +111,10 @@ def architectures(inputs: Inputs) -> list[Inputs]:
 # every token a vision token agree.
 IMAGE_PATCHES = ("the image patches a micro-batch holds (how many the Hugging Face processor makes of the dataset's "
                  "images is not read)")
+# What is open about a Qwen3-VL micro-batch the training step does not pad (Inputs.short_tokens): a verdict only where
+# the padded and the shortest agree.
+MICRO_BATCH_TOKENS = ("the tokens a micro-batch holds (the tree's Qwen3-VL step pads to seq_length only under a "
+                      "condition this layout does not meet, else to the longest sample, which offlint does not read)")
 # What is open about a trained tower under vision CUDA graphs (inputs.TrainedVLM.graph_bound, frozen_lm.graph_parts):
 # a verdict only where both bounds agree.
 GRAPH_BACKWARD = ("what one graphed ViT layer's backward keeps reserved in the vision CUDA graphs' pool beyond its "
@@ -166,6 +173,11 @@ def _open(inputs: Inputs) -> tuple[list[tuple[str, str]], list[str]]:
         labels = [f"{label} {b}".strip() for label in labels
                   for b in ("with the frozen layers keeping what trained ones keep (at most)",
                             "with them keeping no frozen linear's input (at least)")]
+    if inputs.short_tokens is not None:
+        whats.append(("the tokens a micro-batch holds", MICRO_BATCH_TOKENS))
+        labels = [f"{label} {n}".strip() for n in (f"with every micro-batch padded to {inputs.model.seq_length} "
+                                                   f"tokens", f"with the shortest ({inputs.short_tokens} tokens)")
+                  for label in labels]
     if inputs.other_seq_length is not None:
         key, other = inputs.other_seq_length
         model = inputs.model.seq_length

@@ -357,6 +357,10 @@ class Inputs:
     # The dataset's seq_length (key, value) where it differs from the model's, which ModelShape holds: the run
     # uses one or the other depending on how it is launched, so the estimate is made at both (oom.architectures).
     other_seq_length: tuple[str, int] | None = None
+    # A VLM micro-batch whose tokens depend on the data (the tree's training step pads to seq_length only under a
+    # condition this layout misses; inputs_vlm.read_micro_batch_tokens): the fewest tokens the step gives, at
+    # which the estimate is also made, for a verdict only where both agree (oom.architectures); None: padded.
+    short_tokens: int | None = None
 
     @property
     def complete(self) -> bool:
@@ -366,7 +370,7 @@ class Inputs:
               training: Training | None = None) -> "Inputs":
         return Inputs(model or self.model, parallel or self.parallel, training or self.training,
                       dict(self.unknown), list(self.unsupported), self.world_size_source, dict(self.assumed),
-                      self.other_seq_length)
+                      self.other_seq_length, self.short_tokens)
 
 
 def with_training(inputs: Inputs, **changes) -> Inputs:

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from offlint.sources import (bridge_checks, bridge_finalize, bridge_mutators, bridge_models, bridge_schedule,
-                             python_calls, python_inputs, python_mutations)
+                             bridge_vlm_step, python_calls, python_inputs, python_mutations)
 from offlint.sources.bridge_provider_defaults import bridge_provider_defaults, is_megatron_core
 from offlint.sources.hf_models import (HF_SIZE_KEYS, PROVIDER_METHODS, HFModel, config_candidates, model_architecture,
                                       model_sizes)
@@ -503,6 +503,10 @@ class CallFollowing:
         for field_name, setting in settings.items():
             obj.values[field_name] = new_assignment(f"model.{field_name}", setting.value, loc, _PYTHON, text,
                                                     (*self.via_stack, setting.where))
+        if "model.vision_config" in sizes:  # a Qwen3-VL or Qwen3.5 VLM: how the tree's step pads (OFL303's tokens)
+            obj.values[bridge_vlm_step.KEY.split(".", 1)[1]] = Assignment(
+                bridge_vlm_step.KEY, bridge_vlm_step.padding_condition(self.project, self.path), loc, _PYTHON, text,
+                tuple(self.via_stack))
         self._bridge_provider_defaults(obj, architecture, node)
         return obj
 
