@@ -107,10 +107,11 @@ def _short_tokens(**values):
 
 
 def test_the_fewest_tokens_the_step_gives():
-    assert _short_tokens(**{KEY: ("pp",)}) == 16  # lcm(TP, 16)
+    # the longest sample rounded up to TP (x 2 CP): one sample of one token gives that many
+    assert _short_tokens(**{KEY: ("pp",)}) == 1
     assert _short_tokens(**{KEY: ("pp",), "model.tensor_model_parallel_size": 2,
-                            "model.context_parallel_size": 3, "model.num_attention_heads": 4}) == 48  # lcm(12, 16)
-    assert _short_tokens(**{KEY: Unknown("no step")}) == 16  # a condition not read leaves it open too
+                            "model.context_parallel_size": 3, "model.num_attention_heads": 4}) == 12
+    assert _short_tokens(**{KEY: Unknown("no step")}) == 1  # a condition not read leaves it open too
 
 
 @pytest.mark.parametrize("values", [
@@ -128,5 +129,5 @@ def test_a_verdict_needs_the_padded_and_the_shortest_micro_batch_to_agree():
     what, alts = oom.alternatives(inputs)
     assert "the tokens a micro-batch holds" in what
     lengths = {a.inputs.model.seq_length for a in alts}
-    assert lengths == {256, 16} and all(a.inputs.short_tokens is None for a in alts)
-    assert any("with the shortest (16 tokens)" in a.label for a in alts)
+    assert lengths == {256, 1} and all(a.inputs.short_tokens is None for a in alts)
+    assert any("with the shortest (1 token)" in a.label for a in alts)

@@ -5,8 +5,6 @@ language model", "Vision CUDA graphs").
 
 from __future__ import annotations
 
-import math
-
 from offlint.sources import bridge_vlm_step
 from offlint.types import Unknown
 from offlint.estimate.reader import Reader, positive_int
@@ -241,9 +239,10 @@ def read_micro_batch_tokens(r: Reader, m: ModelShape, p: Parallelism, t: Trainin
     """The fewest tokens a Qwen3-VL or Qwen3.5-VL micro-batch may hold where the data decides (None: every
     micro-batch holds seq_length). Bridge's Qwen3-VL step pads to seq_length only where the condition the tree's
     own step passes holds (sources/bridge_vlm_step.py; Bridge 067f987: PP or EP above 1), or the dataset pads
-    (`pad_to_max_length=True`); else to the batch's longest sample, rounded up to lcm(TP (x 2 CP with CP), 16)
-    (`_pad_and_pack_qwen3_vl_step`, use_fp8_padding), which is the least it gives. A condition offlint cannot
-    read leaves it open as well; inputs without the reading (no such key) keep seq_length."""
+    (`pad_to_max_length=True`); else to the batch's longest sample, rounded up to a multiple of TP (x 2 CP with
+    CP), and of 16 where the step passes use_fp8_padding (`_pad_and_pack_qwen3_vl_step`): TP (x 2 CP) tokens is the
+    least it gives. A condition offlint cannot read leaves it open as well; inputs without the reading (no such
+    key) keep seq_length."""
     if t.vlm is None and t.frozen_lm is None:
         return None
     padded = r.lookup("dataset.pad_to_max_length")
@@ -256,5 +255,5 @@ def read_micro_batch_tokens(r: Reader, m: ModelShape, p: Parallelism, t: Trainin
             return None
     elif not condition.is_unknown:
         return None  # (not read: inputs made without a reader of the tree's step)
-    multiple = math.lcm(p.tp * 2 * p.cp if p.cp > 1 else p.tp, 16)
-    return min(multiple, m.seq_length) if m.seq_length else None
+    fewest = p.tp * 2 * p.cp if p.cp > 1 else p.tp
+    return min(fewest, m.seq_length) if m.seq_length else None

@@ -176,7 +176,7 @@ def _open(inputs: Inputs) -> tuple[list[tuple[str, str]], list[str]]:
     if inputs.short_tokens is not None:
         whats.append(("the tokens a micro-batch holds", MICRO_BATCH_TOKENS))
         labels = [f"{label} {n}".strip() for n in (f"with every micro-batch padded to {inputs.model.seq_length} "
-                                                   f"tokens", f"with the shortest ({inputs.short_tokens} tokens)")
+                                                   f"tokens", f"with the shortest ({plural(inputs.short_tokens, 'token')})")
                   for label in labels]
     if inputs.other_seq_length is not None:
         key, other = inputs.other_seq_length
