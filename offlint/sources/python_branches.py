@@ -10,6 +10,7 @@ there (KEY_DEFAULT), or is unknown when the section's base is.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from functools import cached_property
 from operator import is_
@@ -145,9 +146,8 @@ def _plain(value) -> bool:
 def narrowings(test) -> list[tuple[object, object]]:
     """What an `if` test fixes on the branch it guards: (target, literal) AST pairs for each conjunct of the form
     `x == LITERAL`, `x is True/False/None` or `x in (LITERAL,)` (one element), x a name or an attribute chain
-    (`cfg.optimizer.optimizer == "adam"`). On that branch x is that literal, whatever it was before the test."""
-    import ast
-
+    (`cfg.optimizer.optimizer == "adam"`, or `getattr(x, "name", d)` read as `x.name`). On that branch x is that
+    literal, whatever it was before the test."""
     conjuncts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
     found = []
     for part in conjuncts:
@@ -172,8 +172,6 @@ def narrowings(test) -> list[tuple[object, object]]:
 def _getattr_target(node):
     """`getattr(x, "name", default)` as the attribute `x.name` it reads (Megatron Bridge's run_recipe.py tests
     `getattr(optimizer, "optimizer", None) == "adam"`), x a name or an attribute chain; any other node as it is."""
-    import ast
-
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and \
             len(node.args) in (2, 3) and not node.keywords and isinstance(node.args[0], (ast.Name, ast.Attribute)) \
             and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) and \
