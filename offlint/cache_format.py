@@ -329,7 +329,7 @@ class _Encoder:
             handler = lambda value: members.get(value) or {"@": name, "v": value.value}  # noqa: E731
         elif kind is Record:
             handler = lambda value: {"@": name, "v": [value.name, encode(value.fields), value.plain,  # noqa: E731
-                                                       value.origin]}
+                                                       value.origin, encode(value.made)]}
         elif kind is PartialDict:
             handler = lambda value: {"@": name, "v": [encode(dict(value)), value.reason]}  # noqa: E731
         elif name not in codec._immutable:
@@ -458,11 +458,12 @@ class _Decoder:
         if issubclass(cls, enum.Enum):
             return cls(items)
         if cls is Record:
-            name, fields, plain, origin = _list(items, 4)
+            name, fields, plain, origin, made = _list(items, 5)
             if not isinstance(name, str) or not isinstance(fields, dict) or not isinstance(plain, bool) \
-                    or not isinstance(origin, str):
+                    or not isinstance(origin, str) or not isinstance(made, dict) \
+                    or not all(isinstance(steps, tuple) for steps in made.values()):
                 raise CacheFormatError("bad Record")
-            return Record(name, fields, plain, origin)
+            return Record(name, fields, plain, origin, made)
         if cls is PartialDict:
             entries, reason = _list(items, 2)
             if not isinstance(entries, dict) or not isinstance(reason, str):

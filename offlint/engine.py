@@ -262,9 +262,10 @@ def _for_caller(finding: Finding, rule: Rule, scope: Scope, resolved: ResolvedUn
         return finding
     for value in scope.read:
         a = value.assignment
-        if a is not None and a.location == finding.location and a.via and not value.key.startswith("env."):
+        calls = [step for step in a.via if step.startswith("via ")] if a is not None else []
+        if calls and a.location == finding.location and not value.key.startswith("env."):
             return replace(finding, message=f"{finding.message}\n(the launch environment of {resolved.unit.name}, "
-                                            f"which runs this line {a.via[0]})")
+                                            f"which runs this line {calls[0]})")
     return finding
 
 

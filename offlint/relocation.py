@@ -125,8 +125,9 @@ class _Mover:
                 pairs = zip(keys or list(value.keys()), values or list(value.values()))
                 out = dict(pairs) if kind is dict else kind(pairs, value.reason)
         elif kind is Record:
-            fields = self.move(value.fields)
-            out = value if fields is value.fields else Record(value.name, fields, value.plain)
+            fields, made = self.move(value.fields), self.move(value.made)
+            out = value if fields is value.fields and made is value.made else \
+                Record(value.name, fields, value.plain, value.origin, made)
         elif isinstance(value, enum.Enum) or value is KEY_DEFAULT or value is ABSENT:
             if isinstance(value, enum.Enum):
                 self.leaves.add(kind)

@@ -109,7 +109,8 @@ class Assignment:
 
     `value` is what the consumer (megatron-core, Hydra, OmegaConf, argparse) will see, or `Unknown`.
     `text` is the value as written, for messages. `via` is the provenance chain, outermost first
-    (for example ("cfg.model", "_pretrain_common()")).
+    (for example ("via _pretrain_common() at r.py:12",)); a value copied from a workload record's field ends it
+    with the records that passed the field on (`from replace(...) at w.py:9`, python_values.Record.made).
     """
 
     key: str

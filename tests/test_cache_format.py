@@ -26,14 +26,19 @@ def test_values_come_back_equal_and_shared_objects_shared():
     assert back["t"][0] is back["t"][1] and type(back["t"]) is tuple and back["t"][2] is Source.YAML
 
 
-def test_a_record_comes_back_with_the_module_that_defines_its_class():
+def test_a_record_comes_back_with_the_module_that_defines_its_class_and_the_records_its_fields_came_from():
     from offlint.sources.python_values import Record
 
-    record = Record("WorkloadBaseConfig", {"num_gpus": 8, "peft": None}, True, "scripts/performance/utils/utils.py")
+    made = {"num_gpus": ("from replace(...) at w.py:9", "from WorkloadBaseConfig(...) at w.py:4")}
+    record = Record("WorkloadBaseConfig", {"num_gpus": 8, "peft": None}, True, "scripts/performance/utils/utils.py",
+                    made)
     back = CODEC.loads(CODEC.dumps([record]))[0]
-    assert (back.name, back.fields, back.plain, back.origin) == (record.name, record.fields, True, record.origin)
+    assert (back.name, back.fields, back.plain, back.origin, back.made) == (
+        record.name, record.fields, True, record.origin, made)
     with pytest.raises(CacheFormatError):  # a record of the form before its origin was kept
         CODEC.loads(json.dumps({"@": "Record", "v": ["W", {}, True]}))
+    with pytest.raises(CacheFormatError):  # nor before the steps of its fields were
+        CODEC.loads(json.dumps({"@": "Record", "v": ["W", {}, True, "w.py"]}))
 
 
 def test_each_dumps_shares_objects_within_its_own_value_only():

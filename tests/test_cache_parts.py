@@ -568,6 +568,25 @@ def test_relocate_moves_locations_and_texts_and_refuses_a_line_named_without_its
     assert relocate(codec, [unit], [finding], {"a.py": {3: 3, 10: 10}}) == ([unit], [finding])
 
 
+def test_relocate_moves_a_records_steps_and_keeps_the_module_of_its_class():
+    """A record kept in a unit (a workload, `cfg.mixed_precision = bf16_mixed()`) names the `replace` calls its
+    fields came from: they move with their lines, and the record stays what it was otherwise."""
+    from offlint.cache import FileOutcome
+    from offlint.cache_format import VALUE_CLASSES, Codec
+    from offlint.relocation import relocate
+    from offlint.sources.python_values import Record
+    from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind
+
+    codec = Codec(VALUE_CLASSES + (FileOutcome,))
+    record = Record("WorkloadBaseConfig", {"tp": 2}, True, "w.py", {"tp": ("from replace(...) at w.py:9",)})
+    unit = Unit("u", UnitKind.RECIPE, Location("a.py", 3, 1), layers=[Layer("recipe", [
+        Assignment("mixed_precision", record, Location("a.py", 4, 1), Source.PYTHON)])])
+    [moved], _ = relocate(codec, [unit], [], {"w.py": {9: 11}})
+    back = moved.layers[0].assignments[0].value
+    assert (back.fields, back.plain, back.origin, back.made) == (
+        {"tp": 2}, True, "w.py", {"tp": ("from replace(...) at w.py:11",)})
+
+
 SHARED = '''
 from recipes.common import _pretrain_common
 

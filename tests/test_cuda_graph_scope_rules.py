@@ -272,6 +272,105 @@ def test_full_iteration_is_reported_whoever_switched_the_implementation_off(tmp_
         assert [f.code for f in found] == expected, (version, [f.message for f in found])
 
 
+# Workload records as Bridge's performance configs keep them (the shape of nemotron_3_workload_base_configs.py at
+# Bridge 625992d99): a base that chose TE graphs, variants derived with `replace`, applied by one helper that writes
+# both the implementation and the scope from whichever record the recipe looked up.
+WORKLOADS = """
+from dataclasses import dataclass, replace
+
+
+@dataclass
+class WorkloadBaseConfig:
+    tensor_model_parallel_size: int = 1
+    cuda_graph_impl: str | None = None
+    cuda_graph_scope: list | None = None
+
+
+BASE = WorkloadBaseConfig(
+    cuda_graph_impl="transformer_engine",
+    cuda_graph_scope=["attn", "moe_router"],
+)
+GRAPHS_OFF = replace(BASE, cuda_graph_impl="none")
+GRAPHS_OFF_TP2 = replace(GRAPHS_OFF, tensor_model_parallel_size=2)
+BOTH_AT_ONCE = replace(BASE, cuda_graph_impl="none", cuda_graph_scope=["mlp"])
+NO_GRAPHS = WorkloadBaseConfig(cuda_graph_impl="none")
+SCOPE_OVER_NO_GRAPHS = replace(NO_GRAPHS, cuda_graph_scope=["attn"])
+"""
+
+WORKLOAD_RECIPES = """
+from megatron.bridge.training.config import ConfigContainer
+from configs import workloads
+from recipes.moe import moe_20b_pretrain_config
+
+
+def get_workload(name):
+    return getattr(workloads, name)
+
+
+def set_cuda_graph_overrides(recipe, cuda_graph_impl=None, cuda_graph_scope=None):
+    if isinstance(cuda_graph_scope, str):
+        cuda_graph_scope = [cuda_graph_scope]
+    if cuda_graph_impl is not None:
+        recipe.model.cuda_graph_impl = cuda_graph_impl
+    if cuda_graph_scope is not None:
+        recipe.model.cuda_graph_scope = cuda_graph_scope
+    return recipe
+
+
+def set_workload_base_configs(cfg, settings):
+    cfg.model.tensor_model_parallel_size = settings.tensor_model_parallel_size
+    set_cuda_graph_overrides(cfg, cuda_graph_impl=settings.cuda_graph_impl, cuda_graph_scope=settings.cuda_graph_scope)
+    return cfg
+
+
+def _config(name) -> ConfigContainer:
+    cfg = moe_20b_pretrain_config()
+    set_workload_base_configs(cfg, get_workload(name))
+    return cfg
+
+
+def graphs_off_config() -> ConfigContainer:
+    return _config("GRAPHS_OFF")
+
+
+def graphs_off_tp2_config() -> ConfigContainer:
+    return _config("GRAPHS_OFF_TP2")
+
+
+def both_at_once_config() -> ConfigContainer:
+    return _config("BOTH_AT_ONCE")
+
+
+def scope_over_no_graphs_config() -> ConfigContainer:
+    return _config("SCOPE_OVER_NO_GRAPHS")
+
+
+def scope_written_from_the_record_config() -> ConfigContainer:
+    cfg = moe_20b_pretrain_config()
+    settings = get_workload("GRAPHS_OFF")
+    cfg.model.cuda_graph_impl = settings.cuda_graph_impl
+    cfg.model.cuda_graph_scope = settings.cuda_graph_scope
+    return cfg
+"""
+
+
+@pytest.mark.parametrize("version", ["0.16.1", "0.20.0"])
+def test_a_derived_workload_switching_graphs_off_over_its_base_is_not_reported(tmp_path, monkeypatch, version):
+    """`GRAPHS_OFF = replace(BASE, cuda_graph_impl="none")` turns off the graphs its base chose, as a derived recipe
+    does, although one helper then writes both fields (Bridge 625992d99's nemotron_3_super B200 workload). A record
+    that sets both itself, or adds a scope over a base with graphs off, is reported, and the note names the record
+    each value came from."""
+    monkeypatch.chdir(tmp_path)
+    tree = _tree(tmp_path, {"recipes/moe.py": LIBRARY_RECIPE, "configs/__init__.py": "",
+                            "configs/workloads.py": WORKLOADS, "perf/workload_recipes.py": WORKLOAD_RECIPES})
+    found = {f.unit: f for f in _findings(tree, version)}
+    assert sorted(found) == ["both_at_once_config", "scope_over_no_graphs_config"], \
+        [(f.unit, f.message) for f in found.values()]
+    notes = {unit: " ".join(r.note for r in f.related) for unit, f in found.items()}
+    assert "from replace(...) at configs/workloads.py:18" in notes["both_at_once_config"], notes
+    assert "from WorkloadBaseConfig(...) at configs/workloads.py:19" in notes["scope_over_no_graphs_config"], notes
+
+
 # ---- what megatron-core itself does with these configurations --------------------------------------------
 
 PROBE = r"""

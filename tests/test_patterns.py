@@ -140,7 +140,12 @@ def test_17_workload_dataclass_constants_and_replace():
     workloads = "bridge/perf/workloads.py"
     v = value(workloads, "llama3_8b_h100_perf_config", "model.cpu_offloading_num_layers")
     assert (v.value, where(v), v.assignment.via) == (2, f"{workloads}:23",
-                                                     (f"via set_workload_base_configs() at {workloads}:30",))
+                                                     (f"via set_workload_base_configs() at {workloads}:30",
+                                                      f"from replace(...) at {workloads}:16"))
+    layout = value(workloads, "llama3_8b_h100_perf_config", "model.pipeline_model_parallel_size")
+    assert layout.assignment.via == (f"via set_workload_base_configs() at {workloads}:30",
+                                     f"from replace(...) at {workloads}:16",
+                                     f"from WorkloadBaseConfig(...) at {workloads}:15")
 
 
 def test_3_a_launch_by_a_legacy_alias_runs_the_real_recipe():

@@ -157,9 +157,9 @@ def runs(monkeypatch):
     counts: dict[str, int] = {}
     real = python_following.CallFollowing.run_function
 
-    def counted(self, fn, positional, keywords, depth):
+    def counted(self, fn, positional, keywords, depth, given=None):
         counts[fn.name] = counts.get(fn.name, 0) + 1
-        return real(self, fn, positional, keywords, depth)
+        return real(self, fn, positional, keywords, depth, given)
 
     monkeypatch.setattr(python_following.CallFollowing, "run_function", counted)
     return counts

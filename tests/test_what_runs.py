@@ -191,7 +191,8 @@ def test_a_caller_without_the_variable_is_reported_at_the_helper_naming_that_cal
     assert finding.severity == Severity.ERROR
     assert finding.location.path == "bridge/perf_recipes/deepseek/common.py" and finding.location.line == 2
     assert finding.unit == "deepseek_pretrain_64gpu_bf16_fsdp_config"
-    assert "launch environment of deepseek_pretrain_64gpu_bf16_fsdp_config" in finding.message
+    assert "launch environment of deepseek_pretrain_64gpu_bf16_fsdp_config, which runs this line via " \
+        "_apply_deepseek_fsdp_configs() in bridge/perf_recipes/deepseek/common.py, called at " in finding.message
 
 
 # ---- D9: paths only a user's flags choose; functions nothing reaches -----------------------------------------

@@ -25,7 +25,7 @@ from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
 from offlint.sources.python_values import (MAX_DEPTH, NO_PROPERTY, NOT_KEPT, OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE,
                                            ConfigObj, Frame, FunctionRef, ModuleRef, ObjectTuple, PartialDict, Record,
-                                           Registry, configs_in, new_assignment, with_via)
+                                           Registry, configs_in, new_assignment, record_steps, with_via)
 from offlint.types import AnyField, Assignment, Location, OneOf, Source, Unit, Unknown
 
 _PYTHON, _ENV = Source.PYTHON, Source.ENV  # (an enum member read from its class costs a descriptor call each time)
@@ -222,7 +222,8 @@ class CallFollowing:
         if short == "replace" and node.args:
             base = self._eval(node.args[0], frame)
             if isinstance(base, Record):
-                return base.replaced(python_mutations.spread_over(self._call_keywords(node, frame), base.fields))
+                return base.replaced(python_mutations.spread_over(self._call_keywords(node, frame), base.fields),
+                                     f"from replace(...) at {self.path}:{node.lineno}")
         if name and self._imports_training_entry_point(name):
             # the configuration ends here; it is not changed
             return Unknown(f"`{self._segment(node.func)}(...)` runs training")
@@ -441,8 +442,11 @@ class CallFollowing:
             if index < len(names) and not isinstance(arg, ast.Starred):
                 fields[names[index]] = self._eval(arg, frame)
         # (a field given positionally is not the spread's)
-        fields.update(python_mutations.spread_over(self._call_keywords(node, frame), names[len(node.args):]))
-        return Record(cls.name, fields, plain=not cls.bases and not cls.keywords, origin=reader.path)
+        given = python_mutations.spread_over(self._call_keywords(node, frame), names[len(node.args):])
+        fields.update(given)
+        step = (f"from {cls.name}(...) at {self.path}:{node.lineno}",)
+        made = {name: step for name in (*names[:len(node.args)], *given)}
+        return Record(cls.name, fields, plain=not cls.bases and not cls.keywords, origin=reader.path, made=made)
 
     def _record_property(self, record: Record, attr: str, frame: Frame):
         """What the @property `attr` of a record's class computes from the record (Bridge's performance scripts read
@@ -629,12 +633,14 @@ class CallFollowing:
         where = "" if reader is self else f" in {reader.path}"
         entry = (f"via {fn.name}() at {self.path}:{call.lineno}" if not where else
                  f"via {fn.name}(){where}, called at {self.path}:{call.lineno}")
-        key = _cache_key(reader.path, fn.name, positional, keywords)
+        given = _argument_steps(call, frame)
+        # (a call given a record's fields writes them with the records' steps: run for this call, not reused)
+        key = None if given else _cache_key(reader.path, fn.name, positional, keywords)
         self.via_stack.append(entry)
         recorded = False
         try:
             if key is None or self.project is None or self.project.string_probe is not None:
-                result = reader.run_function(fn, positional, keywords, frame.depth + 1)
+                result = reader.run_function(fn, positional, keywords, frame.depth + 1, given)
             else:
                 # Base builders and inherited recipes are called with the same (literal) arguments again and again:
                 # run once, each caller gets its own copy of the result, its provenance relative to the call.
@@ -678,10 +684,14 @@ class CallFollowing:
         if self.project is not None and depth > self.project.deepest:
             self.project.deepest = depth
 
-    def run_function(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int):
+    def run_function(self, fn: ast.FunctionDef, positional: list, keywords: dict, depth: int,
+                     given: dict | None = None):
+        """`given`: the record steps of arguments that are a record's field ({position or keyword: steps})."""
         self._note_depth(depth)
         sub = Frame(names=dict(self.constants), depth=depth)
         self._bind_params(fn, sub, positional, keywords)
+        if given:
+            _bind_steps(fn, sub, len(positional), given)
         self._run_block(fn.body, sub)
         result = sub.returned
         if result is None and sub.ended and sub.early:  # every path that did not raise returned early
@@ -888,6 +898,8 @@ def _freeze(value):
     if isinstance(value, Record):  # hashable, but a config object among its fields could be changed by the call
         for field_value in value.fields.values():
             _freeze(field_value)
+        # (equal records made by other `replace` calls pass other steps on to what the call writes)
+        return value, tuple(sorted(value.made.items()))
     hash(value)
     return value
 
@@ -897,6 +909,37 @@ def _any_field(why: Unknown, held: Assignment) -> AnyField:
     if isinstance(held.value, AnyField):
         return replace(held.value, reason=why.reason)
     return AnyField(why.reason, held.value, held.location, held.text)
+
+
+def _argument_steps(call: ast.Call, frame: Frame) -> dict:
+    """{position or keyword: record steps} for the arguments of `call` that are a record's field (record_steps)."""
+    given: dict = {}
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break  # (the positions after it are not known)
+        steps = record_steps(arg, frame)
+        if steps:
+            given[index] = steps
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            steps = record_steps(keyword.value, frame)
+            if steps:
+                given[keyword.arg] = steps
+    return given
+
+
+def _bind_steps(fn: ast.FunctionDef, frame: Frame, count: int, given: dict) -> None:
+    """Note in `frame` the record steps of the parameters bound to a record's field (_argument_steps)."""
+    ordered = [*fn.args.posonlyargs, *fn.args.args]
+    frame.origins = {}
+    for index, param in enumerate(ordered):
+        steps = given.get(index) if index < count else given.get(param.arg)
+        if steps and param.arg in frame.names:
+            frame.origins[param.arg] = (frame.names[param.arg], steps)
+    for param in fn.args.kwonlyargs:
+        steps = given.get(param.arg)
+        if steps and param.arg in frame.names:
+            frame.origins[param.arg] = (frame.names[param.arg], steps)
 
 
 def _cache_key(path: str, name: str, positional: list, keywords: dict):

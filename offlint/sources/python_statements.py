@@ -18,7 +18,8 @@ from offlint.sources.python_branches import BranchPoint, merge_into, narrowings,
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name, test_leaves
 from offlint.sources.python_values import (OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
-                                           FunctionRef, ModuleRef, ObjectTuple, Record, new_assignment)
+                                           FunctionRef, ModuleRef, ObjectTuple, Record, merge_origins,
+                                           new_assignment, record_steps)
 from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
 
 _UNDECIDED = object()
@@ -239,7 +240,8 @@ class Statements:
             for k, v in held:
                 names[k] = copies[id(v)]
             sub = Frame(names=names, depth=frame.depth, trying=frame.trying,
-                        returned_on_a_path=frame.returned_on_a_path)
+                        returned_on_a_path=frame.returned_on_a_path,
+                        origins=dict(frame.origins) if frame.origins else None)
             # (_narrow of no facts changes nothing and gives {})
             restore = self._narrow(narrow[index], sub, body) if index < len(narrow) and narrow[index] else {}
             self._run_block(body, sub)
@@ -269,6 +271,7 @@ class Statements:
         bound: set = set()
         for _, sub in results:
             bound.update(_rebound(before, sub.names))
+        origins = any(sub.origins for _, sub in results)
         merged_ids = {id(obj) for obj in objects}
         for name in bound:
             if id(frame.names.get(name)) in merged_ids:
@@ -298,6 +301,8 @@ class Statements:
                 defined = name in frame.names or all(name in sub.names for _, sub in results)
                 paths = paths_of([(v, None, "") for v in values], split) if defined else None
                 frame.names[name] = OneOf(reason, paths) if paths else Unknown(reason)
+        if origins:
+            merge_origins(frame, [sub for _, sub in results], bound)
         returns = [sub.returned for _, sub in results if sub.returned is not None]
         if returns and len(returns) == len(results) and all(isinstance(r, ConfigObj) for r in returns):
             frame.returned = returns[0]
@@ -420,7 +425,14 @@ class Statements:
     def _assign(self, target, value, value_node, frame: Frame) -> list[ConfigObj]:
         kind = type(target)
         if kind is _NAME:
+            steps = record_steps(value_node, frame)
             frame.names[target.id] = value
+            if steps:
+                if frame.origins is None:
+                    frame.origins = {}
+                frame.origins[target.id] = (value, steps)
+            elif frame.origins:
+                frame.origins.pop(target.id, None)
             return [value] if isinstance(value, ConfigObj) else []
         if kind is _ATTRIBUTE:
             held = self._chains.get(id(target))
@@ -469,7 +481,7 @@ class Statements:
             receiver = self._implicit_receiver(root, attrs, frame)
             if receiver is None:
                 return []
-        return self._store(receiver, attrs, value, value_node, target, root)
+        return self._store(receiver, attrs, value, value_node, target, record_steps(value_node, frame))
 
     def _implicit_receiver(self, root: str, attrs: list[str], frame: Frame) -> ConfigObj | None:
         """A name not bound to a config here (a parameter, or from a call offlint cannot follow)."""
@@ -490,7 +502,9 @@ class Statements:
         frame.names[root] = obj
         return obj
 
-    def _store(self, receiver: ConfigObj, attrs: list[str], value, value_node, target, root) -> list[ConfigObj]:
+    def _store(self, receiver: ConfigObj, attrs: list[str], value, value_node, target, steps) -> list[ConfigObj]:
+        """Write `value` to the key `attrs` names under `receiver`; `steps`: the records it came from
+        (record_steps), after the calls in its provenance."""
         loc = self._loc(target)
         text = self._segment(value_node)
         if receiver.kind == "container":
@@ -511,12 +525,12 @@ class Statements:
                     receiver.env_unknown = getattr(value, "reason", "") if isinstance(value, dict) else (
                         value.reason if isinstance(value, Unknown) else f"cfg.env_vars = {text}")
                 elif head == "mixed_precision":
-                    receiver.top["mixed_precision"] = self._assignment("mixed_precision", value, loc, text)
+                    receiver.top["mixed_precision"] = self._assignment("mixed_precision", value, loc, text, steps)
                 elif head == "peft":
                     # The PEFT config: the dataclass record offlint built (Bridge's LoRA(...)), else the text of
                     # what it is set to (a config offlint did not evaluate), or None.
                     held = value if value is None or isinstance(value, Record) else text
-                    receiver.top["peft"] = self._assignment("peft", held, loc, text)
+                    receiver.top["peft"] = self._assignment("peft", held, loc, text, steps)
                 return [receiver]
             if head in ("peft", "mixed_precision") and len(attrs) == 2:
                 # `cfg.peft.target_modules = [...]`, `cfg.mixed_precision.grad_reduce_in_fp32 = False`: the record
@@ -527,15 +541,15 @@ class Statements:
                 return [receiver]
             if head in SECTIONS_OF_CONTAINER and len(attrs) == 2:
                 child = receiver.child(head)
-                child.values[attrs[1]] = self._assignment(f"{head}.{attrs[1]}", value, loc, text)
+                child.values[attrs[1]] = self._assignment(f"{head}.{attrs[1]}", value, loc, text, steps)
                 return [receiver]
             if head == "env_vars" and len(attrs) == 2:
                 if receiver.env is None:
                     receiver.env = {}
-                receiver.env[attrs[1]] = self._assignment(f"env.{attrs[1]}", value, loc, text)
+                receiver.env[attrs[1]] = self._assignment(f"env.{attrs[1]}", value, loc, text, steps)
             return [receiver]
         if len(attrs) == 1:
-            receiver.values[attrs[0]] = self._assignment(f"{receiver.section}.{attrs[0]}", value, loc, text)
+            receiver.values[attrs[0]] = self._assignment(f"{receiver.section}.{attrs[0]}", value, loc, text, steps)
             return [receiver]
         return []
 
@@ -548,14 +562,14 @@ class Statements:
                                         tuple(self.via_stack))
         return out
 
-    def _assignment(self, key, value, loc, text) -> Assignment:
+    def _assignment(self, key, value, loc, text, steps: tuple = ()) -> Assignment:
         if isinstance(value, ConfigObj):
             value = Unknown(f"a config object, not a value (`{text}`)")
         if isinstance(value, dict):
             # a dict literal's entries are (value, where, text); a dict read back from a config holds plain values
             # (`cfg.dataset.dataset_kwargs = cfg.dataset.dataset_kwargs or {}`)
             value = {k: v[0] if _is_entry(v) else v for k, v in value.items()}
-        return new_assignment(key, value, loc, _PYTHON, text, tuple(self.via_stack))
+        return new_assignment(key, value, loc, _PYTHON, text, (*self.via_stack, *steps))
 
 
 def _is_entry(held) -> bool:

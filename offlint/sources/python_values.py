@@ -8,6 +8,7 @@ rest. They hold no logic beyond copying and equality, so the reader (python.py) 
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -74,16 +75,29 @@ class Record:
     Historical perf configs build them as module constants and derive variants with `replace(BASE, key=...)`;
     code that reads `settings.cpu_offloading_num_layers` gets the value, and `settings.sequence_parallel`, a
     @property of the class, what the property computes from the fields (python_expressions).
+
+    `made` says, for each field the tree's code gave, which records passed it on, outermost first: one step per
+    record (`from replace(...) at FILE:LINE`), the last the one that set it. A config write from the field carries
+    them after its calls (CallFollowing._assignment), so `replace(BASE, cuda_graph_impl="none")` is seen to
+    override a scope BASE chose, though one helper then writes both (conditions.overrides).
     """
 
-    def __init__(self, name: str, fields: dict, plain: bool = False, origin: str = ""):
+    def __init__(self, name: str, fields: dict, plain: bool = False, origin: str = "", made: dict | None = None):
         self.name = name
         self.fields = dict(fields)
         self.plain = plain  # its class subclasses nothing, so it is never a str, int, list, ... (isinstance)
         self.origin = origin  # the module that defines its class ("" for a namespace offlint builds)
+        self.made: dict[str, tuple[str, ...]] = made or {}
 
-    def replaced(self, changes: dict) -> "Record":
-        return Record(self.name, {**self.fields, **changes}, self.plain, self.origin)
+    def replaced(self, changes: dict, step: str = "") -> "Record":
+        """A copy with `changes`; `step` names the call that made it (`replace(...)`), else the changed fields'
+        origins are not known."""
+        if step:
+            made = {name: (step, *steps) for name, steps in self.made.items()}
+            made.update((name, (step,)) for name in changes)
+        else:
+            made = {name: steps for name, steps in self.made.items() if name not in changes}
+        return Record(self.name, {**self.fields, **changes}, self.plain, self.origin, made)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Record) and (self.name, self.fields) == (other.name, other.fields)
@@ -229,6 +243,9 @@ class Frame:
     # Bridge's `if marker == pid: return config` then `os.execvpe(...)`, `raise RuntimeError(...)` does.
     early: tuple = ()
     ended: bool = False
+    # Names bound to a record's field (`x = settings.cuda_graph_impl`, a parameter given one): name -> (the value
+    # bound, Record.made's steps for it); a step holds while the name still holds that very value (record_steps).
+    origins: dict | None = None
 
     def raises(self) -> None:
         """A raise on this path: it ends here, unless a `try` may catch it. Where another path returned already, the
@@ -239,6 +256,38 @@ class Frame:
             self.ended = True
         else:
             self.returned = RAISED
+
+
+def record_steps(node: ast.AST, frame: Frame) -> tuple[str, ...]:
+    """The records the value of `node` comes from (Record.made): for a record's field (`settings.cuda_graph_impl`)
+    or a name bound to one and not rebound since (Frame.origins); () for anything else."""
+    kind = type(node)
+    if kind is ast.Attribute:
+        held = node.value
+        if type(held) is ast.Name:
+            record = frame.names.get(held.id)
+            if type(record) is Record:
+                return record.made.get(node.attr, ())
+    elif kind is ast.Name and frame.origins:
+        bound = frame.origins.get(node.id)
+        if bound is not None and frame.names.get(node.id) is bound[0]:
+            return bound[1]
+    return ()
+
+
+def merge_origins(frame: Frame, subs: list[Frame], names) -> None:
+    """After an `if`: a name's record steps (Frame.origins) hold where every path left it bound to the same value
+    with the same steps, and the merged name is that value."""
+    for name in names:
+        held = [sub.origins.get(name) if sub.origins else None for sub in subs]
+        first = held[0]
+        if first is not None and frame.names.get(name) is first[0] and all(
+                h is not None and h[0] is first[0] and h[1] == first[1] for h in held):
+            if frame.origins is None:
+                frame.origins = {}
+            frame.origins[name] = first
+        elif frame.origins:
+            frame.origins.pop(name, None)
 
 
 NOT_KEPT = object()  # followed_call's `keep`: the result cannot be kept for reuse
