@@ -166,10 +166,12 @@ def test_an_evaluation_task_whose_script_is_missing_does_not_train(tmp_path):
 
 
 @pytest.mark.parametrize("script", ["evaluate_sat_glm.py", "hf2megablocks_qwen1.5.py", "convert_ckpt.py",
-                                    "tools/mcore2hf_llama.py", "run_eval.py"])
+                                    "tools/mcore2hf_llama.py", "run_eval.py", "tools/retro/preprocess_data.py"])
 def test_a_script_named_for_evaluation_or_conversion_whose_code_cannot_decide(tmp_path, script):
     """Pai-Megatron-Patch evaluates GLM-130B through SwissArmyTransformer and converts Qwen1.5 through a module it
     no longer has: their code leaves the answer open, and --micro-batch-size alone made them training launches.
+    A fork of Pai-Megatron-Patch (lkk12014402's) copied Megatron-LM's Retro example, whose launch runs
+    tools/retro/preprocess_data.py (it builds a database and a Faiss index), without the tools folder.
     The name decides before the flags; a training-only flag, or a name that starts with training, still trains."""
     folder = posixpath.dirname(script)
     tree = _tree(tmp_path, {"a.sh": LAUNCH.format(script=script), script: THIRD_PARTY,

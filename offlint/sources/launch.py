@@ -318,11 +318,12 @@ _GENERATION_FLAGS = frozenset({"--out-seq-length", "--temperature", "--top_p", "
 
 # Words of an entry script's name that say it evaluates, converts, serves or exports a model, where its code
 # cannot say (not in the tree, or it calls into code the tree does not have: Pai-Megatron-Patch's GLM-130B
-# evaluation through SwissArmyTransformer, its `hf2megablocks_qwen1.5.py` conversion). Such scripts take
+# evaluation through SwissArmyTransformer, its `hf2megablocks_qwen1.5.py` conversion, Megatron-LM's Retro
+# `tools/retro/preprocess_data.py` in a fork that copied the example without the tools). Such scripts take
 # --micro-batch-size too. A word counts between separators or the name's ends (`run_eval.py`, not `evaluator`).
 _NOT_TRAINING_WORDS = re.compile(
     r"(?:^|[_.-])(?:eval|evaluate|evaluation|convert|convertor|converter|conversion|inference|infer|generate|"
-    r"generation|export|quantize|quantization|serve|server)(?=[_.-]|$)"
+    r"generation|export|quantize|quantization|serve|server|preprocess|preprocessing)(?=[_.-]|$)"
     r"|^(?:hf|mg|mcore|megatron)2[a-z]|[a-z]2(?:hf|mg|mcore|megatron)(?=[_.-]|$)")
 _TRAINING_NAMES = ("pretrain_", "train", "finetune")
 
