@@ -16,7 +16,8 @@ from offlint import keys
 from offlint.named_precision import PRECISION_RECIPES, configured
 from offlint.sources import bridge_finalize, launch, mlm_flags
 from offlint.sources.python_values import Record
-from offlint.types import ABSENT, KEY_DEFAULT, AnyField, Assignment, ByVersion, Defaults, OneOf, Unit, Unknown, Value
+from offlint.types import (ABSENT, KEY_DEFAULT, AnyField, Assignment, ByVersion, Defaults, OneOf, Unit, UnitKind,
+                           Unknown, Value)
 from offlint.versions import Version
 
 # Megatron-LM's argparse defaults where they differ from the dataclass default (CLI-3; checked against the
@@ -93,8 +94,16 @@ class ResolvedUnit:
             if value is None:
                 value = defaults[key] = Value(key, "default", self._default(key))
             return value
-        reason = self.unit.unknown_sections.get(section, f"`{key}` is not set in {self.unit.name}")
+        reason = self.unit.unknown_sections.get(section) or self._not_set(key)
         return _value_of(key, "unknown", Unknown(reason), None)
+
+    def _not_set(self, key: str) -> str:
+        """Why a key the unit does not set is unknown. A launch's name, `pretrain_qwen.py at line 503`, names the
+        line of the script that launches it, not of pretrain_qwen.py: the launch is named by its own place."""
+        unit = self.unit
+        if unit.kind is UnitKind.COMMAND:
+            return f"`{key}` is not set by the launch at {unit.location.path}:{unit.location.line}"
+        return f"`{key}` is not set in {unit.name}"
 
     def builds(self, key: str) -> bool:
         """Whether the unit builds the section `key` lives in (constructed, received, or assigned to at all):

@@ -86,3 +86,14 @@ def _by_dest(dests: dict) -> dict:
     for flag, dest in dests.items():
         out.setdefault(dest, []).append(flag)
     return out
+
+
+def test_a_key_a_launch_does_not_set_is_said_to_be_unset_by_the_launch_at_its_own_line():
+    """A launch unit is named `pretrain_qwen.py at line 503`, the line of the shell script that runs it: "not set in
+    pretrain_qwen.py at line 503" read as a line of the Python file (a Pai-Megatron-Patch fork's OFL306)."""
+    launch = Unit("pretrain_qwen.py at line 503", UnitKind.COMMAND, Location("examples/run.sh", 503, 1))
+    recipe = Unit("llama3_8b_config", UnitKind.RECIPE, Location("recipes/llama.py", 3, 1))
+    assert resolve(launch, V).get("train.manual_gc").value.reason == \
+        "`train.manual_gc` is not set by the launch at examples/run.sh:503"
+    assert resolve(recipe, V).get("train.manual_gc").value.reason == \
+        "`train.manual_gc` is not set in llama3_8b_config"
