@@ -66,6 +66,14 @@ def test_strict_notes_each_unsized_model_once(tmp_path):
     assert not any("405B" in note or "vr200" in note for note in notes)
 
 
+def test_the_note_about_one_unit_says_it_loads_the_model(tmp_path):
+    one = RECIPES.replace('"someorg/Brand-New-70B"', '"meta-llama/Meta-Llama-3.1-405B"').replace(
+        '"meta-llama/Meta-Llama-3.1-405B"', '"someorg/Brand-New-70B"', 1)  # the second recipe loads a sized model
+    (tmp_path / "recipes.py").write_text(one)
+    (note,) = check([str(tmp_path)], CheckOptions(strict=True, root=tmp_path, cache=False)).notes
+    assert "for 1 unit that loads someorg/Brand-New-70B (first at" in note, note
+
+
 def test_notes_stay_out_of_the_default_output(tmp_path):
     assert _check(tmp_path, strict=False).notes == []
     (tmp_path / "recipes.py").write_text(RECIPES)

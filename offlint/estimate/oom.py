@@ -540,8 +540,9 @@ def unsized_notes(units) -> list[str]:
     for model_id, places in sorted(models.items()):
         first = _first(places)
         beside = posixpath.join(posixpath.dirname(first.path), model_id, "config.json")
-        notes.append(f"no memory estimate for {plural(len(places), 'unit')} that load {model_id} (first at {first.path}:"
-                     f"{first.line}): offlint does not know its sizes; put its config.json at {beside}, or add "
+        verb = "loads" if len(places) == 1 else "load"
+        notes.append(f"no memory estimate for {plural(len(places), 'unit')} that {verb} {model_id} (first at "
+                     f"{first.path}:{first.line}): offlint does not know its sizes; put its config.json at {beside}, or add "
                      f"it to offlint/data/hf_models.json with the public source of each size")
     return notes
 
