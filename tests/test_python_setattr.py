@@ -129,3 +129,20 @@ def test_strict_a_value_the_code_takes_from_a_flag_stays_unknown(tmp_path, monke
         cfg.optimizer.use_precision_aware_optimizer = True
     """)
     assert [f.code for f in found if f.possible] == ["OFL116"]
+
+
+def test_a_value_set_in_a_loop_depends_on_the_loop_as_its_header_says():
+    """'depending on `loop`' did not say which loop (a Bridge fork's apply_overrides, under --strict)."""
+    from offlint.sources.python import read_python
+
+    (unit,) = read_python("r.py", textwrap.dedent("""
+        def apply(cfg, names, todo):
+            for name in names:
+                cfg.model.num_layers = 4
+            while todo:
+                cfg.model.hidden_size = 8
+            return cfg
+    """))
+    reasons = {a.key: a.value.reason for layer in unit.layers for a in layer.assignments}
+    assert reasons == {"model.num_layers": "4 or unset depending on `for name in names` (r.py:3)",
+                       "model.hidden_size": "8 or unset depending on `while todo` (r.py:5)"}

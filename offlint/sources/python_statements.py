@@ -88,8 +88,8 @@ class Statements:
                 if split is None or split[0] is not stmt:  # the loop's split, built once per statement
                     where = f"{self.path}:{stmt.lineno}"  # file and line: a kept reading's texts move with it
                     split = self._static[id(stmt)] = (stmt, BranchPoint(
-                        self._loc(stmt), "loop", (f"the loop body at {where} runs",
-                                                  f"the loop body at {where} does not run")))
+                        self._loc(stmt), self._loop_header(stmt), (f"the loop body at {where} runs",
+                                                                   f"the loop body at {where} does not run")))
                 touched.extend(self._run_branches([stmt.body, []], frame, split[1]))
             elif kind is _BODY:
                 trying = isinstance(stmt, TRY)
@@ -99,6 +99,13 @@ class Statements:
                 finally:
                     frame.trying -= trying
         return touched
+
+    def _loop_header(self, stmt) -> str:
+        """A loop as its first line says it (`for name in names`, `while todo`): what a value set in its body
+        depends on, as an `if`'s test is."""
+        if isinstance(stmt, ast.While):
+            return f"while {self._segment(stmt.test)}"
+        return f"for {self._segment(stmt.target)} in {self._segment(stmt.iter)}"  # (or `async for`)
 
     def _run_if(self, node: ast.If, frame: Frame) -> list[ConfigObj]:
         decided = self._decide(node.test, frame)
