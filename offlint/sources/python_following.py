@@ -914,14 +914,17 @@ def _any_field(why: Unknown, held: Assignment) -> AnyField:
 def _argument_steps(call: ast.Call, frame: Frame) -> dict:
     """{position or keyword: record steps} for the arguments of `call` that are a record's field (record_steps)."""
     given: dict = {}
+    names = frame.origins  # (a record's field is read as `name.field`; a name holds one only where these say so)
     for index, arg in enumerate(call.args):
-        if isinstance(arg, ast.Starred):
+        kind = type(arg)
+        if kind is ast.Starred:
             break  # (the positions after it are not known)
-        steps = record_steps(arg, frame)
-        if steps:
-            given[index] = steps
+        if kind is ast.Attribute or names:
+            steps = record_steps(arg, frame)
+            if steps:
+                given[index] = steps
     for keyword in call.keywords:
-        if keyword.arg is not None:
+        if keyword.arg is not None and (type(keyword.value) is ast.Attribute or names):
             steps = record_steps(keyword.value, frame)
             if steps:
                 given[keyword.arg] = steps

@@ -276,9 +276,10 @@ class Statements:
         # are: comparing every name of every branch cost a tenth of reading a recipe module's many `if`s.
         before = frame.names
         bound: set = set()
+        origins = False
         for _, sub in results:
             bound.update(_rebound(before, sub.names))
-        origins = any(sub.origins for _, sub in results)
+            origins = origins or bool(sub.origins)
         merged_ids = {id(obj) for obj in objects}
         for name in bound:
             if id(frame.names.get(name)) in merged_ids:
@@ -432,7 +433,8 @@ class Statements:
     def _assign(self, target, value, value_node, frame: Frame) -> list[ConfigObj]:
         kind = type(target)
         if kind is _NAME:
-            steps = record_steps(value_node, frame)
+            # (a record's field is read as `name.field`; a name holds one only where frame.origins says so)
+            steps = record_steps(value_node, frame) if type(value_node) is _ATTRIBUTE or frame.origins else ()
             frame.names[target.id] = value
             if steps:
                 if frame.origins is None:
@@ -488,7 +490,8 @@ class Statements:
             receiver = self._implicit_receiver(root, attrs, frame)
             if receiver is None:
                 return []
-        return self._store(receiver, attrs, value, value_node, target, record_steps(value_node, frame))
+        steps = record_steps(value_node, frame) if type(value_node) is _ATTRIBUTE or frame.origins else ()
+        return self._store(receiver, attrs, value, value_node, target, steps)
 
     def _implicit_receiver(self, root: str, attrs: list[str], frame: Frame) -> ConfigObj | None:
         """A name not bound to a config here (a parameter, or from a call offlint cannot follow)."""
