@@ -261,10 +261,13 @@ def test_flag_types_defaults_and_the_recipes_own_values_are_read_from_the_tree(f
         unit.get("model.virtual_pipeline_model_parallel_size").assignment.source.value != "perf"
 
 
-def test_a_command_the_parser_refuses_builds_no_recipe(fixed):
+def test_a_command_the_parser_refuses_builds_no_recipe_and_launches_nothing(fixed):
+    """argparse exits before anything runs: no job, so no training environment for OFL301 to judge (a skill card
+    in two Bridge forks gave `setup_experiment.py --model qwen3-30b-a3b --moe_a2a_overlap` a possible OFL301)."""
     unit = launch(5)
     assert unit.unit.recipe == ""
     assert "refuses this command" in unit.get("model.num_layers").value.reason
+    assert not unit.unit.launches_training
 
 
 def test_without_the_scripts_the_built_in_model_applies(tmp_path, monkeypatch):

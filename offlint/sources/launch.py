@@ -564,6 +564,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
               else "set by the recipe this command runs")
     if perf_launch is not None and perf_launch.refused:
         reason = f"{script} refuses this command: {perf_launch.refused}"
+        unit.launches_training = False  # argparse exits before any job is submitted
     unit.unknown_sections = {s: reason for s in ("model", "optimizer", "ddp")}
     if not env_known:
         unit.unknown_sections["env"] = "the launch environment may come from the recipe's env_vars"
