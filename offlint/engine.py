@@ -409,6 +409,17 @@ def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[st
     return conditions, tuple(dict.fromkeys(flags)) if user_only and flags else ()
 
 
+def _with_unknowns(message: str, read: list[Value]) -> str:
+    """A possible finding's message with the unknown values it rests on, the keys of one reason named together
+    ("ddp.nccl_ub, model.cuda_graph_impl: set by the recipe this command runs", not the reason once per key)."""
+    keys_of: dict[str, list[str]] = {}
+    for v in read:
+        if v.is_unknown and isinstance(v.value, Unknown):
+            keys_of.setdefault(v.value.reason, []).append(v.key)
+    named = "; ".join(f"{', '.join(keys)}: {reason}" for reason, keys in keys_of.items())
+    return f"{message}\n(depends on unknown values: {named})" if named else message
+
+
 def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, possible: bool,
              condition: str = "") -> Finding:
     read = list(scope.read)
@@ -418,9 +429,7 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
     if conditions:
         message = f"{message}\n(on the path where {' and '.join(conditions)})"
     if possible:
-        unknowns = [v for v in read if v.is_unknown]
-        named = "; ".join(f"{v.key}: {v.value.reason}" for v in unknowns if isinstance(v.value, Unknown))
-        message = f"{message}\n(depends on unknown values: {named})" if named else message
+        message = _with_unknowns(message, read)
     # (the tree's Bridge code noted as keys is no setting: OFL217 listed "bridge_expert_tp_default = ConfigContainer(...)")
     settings = [v for v in read if v.assignment is not None and v.key not in NOT_CONFIG_FIELDS]
     related = tuple(_related(v) for v in settings if v.assignment.location != anchor)

@@ -147,6 +147,9 @@ def test_a_launch_the_launcher_leaves_without_the_allocator_option_is_judged(fin
         assert finding.possible and "PYTORCH_CUDA_ALLOC_CONF unset" in finding.message
         unknown = finding.message.split("depends on unknown values:", 1)[1]
         assert "ddp.nccl_ub" in unknown and "env." not in unknown
+        # the keys one reason leaves unknown are named together, the reason once
+        assert unknown.count("set by the recipe this command runs") == 1, unknown
+        assert "ddp.nccl_ub, ddp.use_megatron_fsdp, " in unknown, unknown
     assert not [f for f in findings if f.code == "OFL301" and f.unit in ("setup_experiment.py at line 3",
                                                                         "setup_experiment.py at line 5")]
 
