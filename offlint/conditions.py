@@ -857,7 +857,7 @@ def batch_division(scope: Scope) -> object:
     check = scope.key(EVAL_BATCH_CHECK)  # (the tree's ConfigContainer.validate, before the calculator is built)
     if isinstance(check, str) and check:  # (the reader does not follow `validation`: the clause says "where")
         where += (f"; Megatron Bridge's ConfigContainer.validate ({check}) makes the same division of the evaluation "
-                  f"batch sizes, which default to these, and stops it first where they are left so")
+                  f"batch sizes and, where those are left unset (they then default to these), stops the job first")
     if world and world % dense == 0 and not world % (etp * ep * pp):  # (OFL216 reports a layout that does not)
         dp = world // dense
         if not decrease and gbs % (mbs * dp):

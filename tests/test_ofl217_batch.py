@@ -92,8 +92,8 @@ def test_the_evaluation_batch_check_is_named_where_the_trees_bridge_makes_it(tre
     found = _refused(tree, _recipe("a_8gpu_h100_bf16_config", 36, 4))
     assert found["a_8gpu_h100_bf16_config"].endswith(
         "when training starts; Megatron Bridge's ConfigContainer.validate (megatron/bridge/training/config.py:5) makes "
-        "the same division of the evaluation batch sizes, which default to these, and stops it first where they are "
-        "left so")
+        "the same division of the evaluation batch sizes and, where those are left unset (they then default to "
+        "these), stops the job first")
 
 
 def test_no_evaluation_batch_clause_where_the_trees_bridge_lacks_the_check(tree):
