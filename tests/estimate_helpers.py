@@ -68,6 +68,13 @@ def write_qwen3_vl_step(root, condition: str = BRIDGE_PADDING) -> None:
 # test_estimate_vision_graphs.py), with its training settings.
 VLM_SIZES = {"model.num_layers": 4, "model.hidden_size": 128, "model.num_attention_heads": 4, "model.vocab_size": 1024,
              "model.seq_length": 256}
+# That tower, a Qwen3.5-VL MoE vision config's fields, and the settings that train the language model, the tower and
+# the projection (test_estimate_trained_vlm.py, test_vlm_step_padding.py).
+TOWER = {"model_type": "qwen3_5_moe", "depth": 3, "hidden_size": 64, "intermediate_size": 96, "num_heads": 4,
+         "in_channels": 3, "patch_size": 4, "temporal_patch_size": 2, "spatial_merge_size": 2,
+         "num_position_embeddings": 16, "out_hidden_size": 128, "deepstack_visual_indexes": []}
+TRAINS = {"model.freeze_language_model": False, "model.freeze_vision_model": False,
+          "model.freeze_vision_projection": False, "model.vision_config": TOWER}
 
 
 def vlm_dense():

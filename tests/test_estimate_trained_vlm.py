@@ -12,15 +12,10 @@ import pytest
 from offlint.estimate import activations, frozen_lm, memory, oom
 from offlint.estimate.inputs import FrozenLM, Inputs, Parallelism, TrainedVLM, read_inputs
 from offlint.types import Unknown
-from tests.estimate_helpers import VLM_SIZES, lookup, vlm_dense, vlm_train
+from tests.estimate_helpers import TOWER, TRAINS, VLM_SIZES, lookup, vlm_dense, vlm_train
 
-TOWER = {"model_type": "qwen3_5_moe", "depth": 3, "hidden_size": 64, "intermediate_size": 96, "num_heads": 4,
-         "in_channels": 3, "patch_size": 4, "temporal_patch_size": 2, "spatial_merge_size": 2,
-         "num_position_embeddings": 16, "out_hidden_size": 128, "deepstack_visual_indexes": []}
 SMALL = FrozenLM(3, 64, 96, 4, 3, 4, 2, 2, 16, 128, 0)
 SIZES = VLM_SIZES
-TRAINS = {"model.freeze_language_model": False, "model.freeze_vision_model": False,
-          "model.freeze_vision_projection": False, "model.vision_config": TOWER}
 DENSE = vlm_dense()
 TRAIN = vlm_train()
 

@@ -20,8 +20,7 @@ from offlint.sources import bridge_vlm_step
 from offlint.sources.bridge_vlm_step import KEY, _condition
 from offlint.types import Unknown
 from offlint.units import load_unit
-from tests.estimate_helpers import BRIDGE_PADDING, VLM_SIZES, lookup, write_qwen3_vl_step
-from tests.test_estimate_trained_vlm import TRAINS
+from tests.estimate_helpers import BRIDGE_PADDING, TRAINS, VLM_SIZES, lookup, write_qwen3_vl_step
 
 
 @pytest.mark.parametrize(("text", "groups"), [
