@@ -29,7 +29,7 @@ from offlint.named_precision import configured
 from offlint.sources.bridge_checks import EVAL_BATCH_CHECK, EXPERT_TP_DEFAULT, LOCAL_GRAPH_CHECK, NO_DEFAULT
 from offlint.sources.bridge_schedule import KEY as SCHEDULE_KEY
 from offlint.sources.mcore_source import CHECKS
-from offlint.types import Defaults, OneOf, Source, Unknown, Value
+from offlint.types import Assignment, Defaults, OneOf, Source, Unknown, Value
 from offlint.versions import Version, parse_version
 
 
@@ -419,10 +419,11 @@ def suggestion(scope: Scope, key: str) -> str:
 @_needs_scope
 def overrides(scope: Scope, key: str, other: str) -> object:
     """Whether `key` was set over `other` by an outer writer: from another file (a derived recipe elsewhere, a
-    YAML file, a command line) or by a function that calls the one that set `other` (its chain of calls is a
-    proper prefix; a Bridge mutator's or a performance flag's own "by ..." step aside). Such a writer switching
-    something off is overriding an earlier choice, not contradicting itself. False when either key is at its
-    default; unknown when either value is."""
+    YAML file, a command line), by a function that calls the one that set `other` (its chain of calls is a
+    proper prefix; a Bridge mutator's or a performance flag's own "by ..." step aside), or, where one writer
+    copies both from workload records, from a record derived from the one `other` came from. Such a writer
+    switching something off is overriding an earlier choice, not contradicting itself. False when either key is at
+    its default; unknown when either value is."""
     if scope.key(key) is UNKNOWN or scope.key(other) is UNKNOWN:
         return UNKNOWN
     outer, inner = scope.lookup(key).assignment, scope.lookup(other).assignment
@@ -430,8 +431,23 @@ def overrides(scope: Scope, key: str, other: str) -> object:
         return False
     if outer.location.path != inner.location.path:
         return True
-    outer_via, inner_via = ([step for step in a.via if not step.startswith("by ")] for a in (outer, inner))
-    return len(outer_via) < len(inner_via) and inner_via[:len(outer_via)] == outer_via
+    (outer_calls, outer_records), (inner_calls, inner_records) = _writer(outer), _writer(inner)
+    if outer_calls != inner_calls:
+        return _proper_prefix(outer_calls, inner_calls)
+    # One writer, copying both from workload records: `replace(BASE, cuda_graph_impl="none")` overrides what BASE
+    # set (the records that passed a field on, outermost first: python_values.Record.made)
+    return bool(outer_records) and _proper_prefix(outer_records, inner_records)
+
+
+def _writer(a: Assignment) -> tuple[list[str], list[str]]:
+    """An assignment's chain of calls (a Bridge mutator's or a performance flag's own "by ..." step aside) and the
+    workload records its value came from (its "from ..." steps)."""
+    calls = [step for step in a.via if not step.startswith(("by ", "from "))]
+    return calls, [step for step in a.via if step.startswith("from ")]
+
+
+def _proper_prefix(outer: list[str], inner: list[str]) -> bool:
+    return len(outer) < len(inner) and inner[:len(outer)] == outer
 
 
 def _graph_names(value) -> list[str]:

@@ -336,6 +336,16 @@ def scope_over_no_graphs_config() -> ConfigContainer:
     return _config("SCOPE_OVER_NO_GRAPHS")
 
 
+def graphs_off_with_the_base_scope(cfg, settings):
+    cfg.model.cuda_graph_impl = "none"
+    cfg.model.cuda_graph_scope = settings.cuda_graph_scope
+    return cfg
+
+
+def one_helper_sets_both_config() -> ConfigContainer:
+    return graphs_off_with_the_base_scope(moe_20b_pretrain_config(), get_workload("BASE"))
+
+
 def scope_written_from_the_record_config() -> ConfigContainer:
     cfg = moe_20b_pretrain_config()
     settings = get_workload("GRAPHS_OFF")
@@ -349,15 +359,16 @@ def scope_written_from_the_record_config() -> ConfigContainer:
 def test_a_derived_workload_switching_graphs_off_over_its_base_is_not_reported(tmp_path, monkeypatch, version):
     """`GRAPHS_OFF = replace(BASE, cuda_graph_impl="none")` turns off the graphs its base chose, as a derived recipe
     does, although one helper then writes both fields (Bridge 625992d99's nemotron_3_super B200 workload). A record
-    that sets both itself, or adds a scope over a base with graphs off, is reported, and the note names the record
-    each value came from."""
+    that sets both itself, or adds a scope over a base with graphs off, is reported, and so is a helper that turns
+    graphs off while it writes a record's scope itself (one writer); the note names the record each value came
+    from."""
     monkeypatch.chdir(tmp_path)
     tree = _tree(tmp_path, {"recipes/moe.py": LIBRARY_RECIPE, "configs/__init__.py": "",
                             "configs/workloads.py": WORKLOADS, "perf/workload_recipes.py": WORKLOAD_RECIPES,
                             "perf/overrides.py": OVERRIDES.replace("{CLEAR}", BEFORE_1FDE)})
     # (the helper's module has a recipe of its own, reported on its own: test_full_iteration_scope_with_impl_none)
     found = {f.unit: f for f in _findings(tree, version) if f.unit != "dense_405b_pretrain_config_gb200_nvfp4"}
-    assert sorted(found) == ["both_at_once_config", "scope_over_no_graphs_config"], \
+    assert sorted(found) == ["both_at_once_config", "one_helper_sets_both_config", "scope_over_no_graphs_config"], \
         [(f.unit, f.message) for f in found.values()]
     notes = {unit: " ".join(r.note for r in f.related) for unit, f in found.items()}
     assert "from replace(...) at configs/workloads.py:18" in notes["both_at_once_config"], notes
