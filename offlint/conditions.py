@@ -318,6 +318,32 @@ def allowed_offload_modules(scope: Scope) -> list[str]:
     return sorted(_offload_modules(scope.version))
 
 
+# The allocator options of other accelerators' PyTorch backends: a launch that sets one configures that backend's
+# caching allocator, not CUDA's (torch_npu reads PYTORCH_NPU_ALLOC_CONF, Ascend's environment variable reference;
+# torch_musa PYTORCH_MUSA_ALLOC_CONF, its MUSAAllocatorConfig). A device-visibility variable is no such sign: an
+# MT-MegatronLM script for CUDA exports MUSA_VISIBLE_DEVICES, copied from its MUSA twin, and its code runs on CUDA.
+OTHER_ACCELERATOR_VARIABLES = {"PYTORCH_NPU_ALLOC_CONF": "Ascend NPUs",
+                               "PYTORCH_MUSA_ALLOC_CONF": "Moore Threads GPUs (MUSA)"}
+
+
+@_needs_scope
+def other_accelerator(scope: Scope) -> object:
+    """Where the launch runs on an accelerator other than a CUDA GPU, why ("Ascend NPUs: the launch sets
+    PYTORCH_NPU_ALLOC_CONF"): its entry script's code imports that backend's package (Unit.accelerator), or its
+    environment sets that backend's allocator options (OTHER_ACCELERATOR_VARIABLES); "" where neither says so,
+    unknown where one of those variables is unknown."""
+    if scope.names.get("accelerator"):
+        return scope.names["accelerator"]
+    unknown = False
+    for name, device in OTHER_ACCELERATOR_VARIABLES.items():
+        value = scope.key(f"env.{name}")
+        if value is UNKNOWN:
+            unknown = True
+        elif value is not None:
+            return f"{device}: the launch sets {name}"
+    return UNKNOWN if unknown else ""
+
+
 @_needs_scope
 def distributed_optimizer(scope: Scope) -> object:
     """Whether the run uses the distributed optimizer. In Megatron Bridge either flag turns it on (BR-4 syncs
@@ -1597,6 +1623,7 @@ def low_precision_refusal(scope: Scope) -> str:
 
 FUNCTIONS: dict[str, Callable] = {
     "distributed_optimizer": distributed_optimizer,
+    "other_accelerator": other_accelerator,
     "ep_overlap_schedule_refusal": ep_overlap_schedule_refusal,
     "bridge_local_graph_refusal": bridge_local_graph_refusal,
     "ep_overlap_schedule_open": ep_overlap_schedule_open,

@@ -212,7 +212,7 @@ def _unit_names(unit: Unit) -> dict:
     return {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
             "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
             "launch_gpus": unit.launch_gpus,
-            "defaults": unit.defaults.value, "framework": unit.framework}
+            "defaults": unit.defaults.value, "framework": unit.framework, "accelerator": unit.accelerator}
 
 
 def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict,

@@ -95,6 +95,9 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                     trains = None
                 if trains is not None:
                     unit.launches_training = trains
+                if unit.launches_training:  # on which accelerator, where its code says
+                    unit.accelerator = entry_scripts.accelerator(unit.entry_script, read.file.path, tree_text,
+                                                                 entry_modules, _environment(unit))
                 driver = unit.launches_training and entry_scripts.ray_driver(unit.entry_script, read.file.path,
                                                                              tree_text, entry_modules)
                 if driver:
@@ -132,6 +135,22 @@ def _run_own_script(unit: Unit, script: Unit, parser: dict, path: str) -> None:
     if script_flags.bind(unit, script, parser, path):
         bridge_precision.inherit(unit, script)
         take_recipe_sections(unit, script)
+
+
+def _environment(unit: Unit):
+    """A launch's value of an environment variable, for its entry script's code (entry_scripts.accelerator): what
+    it exports, None where it leaves the variable unset, ENV_UNKNOWN where that is not known."""
+    values: dict[str, object] = {}
+    unset = None if unit.env_known and not unit.env_open else entry_scripts.ENV_UNKNOWN
+
+    def value(name: str) -> object:
+        if not values:  # (asked only of a script whose top level tests a variable: most are not)
+            values.update((a.key[4:], a.value) for a in unit.all_assignments() if a.key.startswith("env."))
+            values[""] = None
+        held = values.get(name, unset)
+        return entry_scripts.ENV_UNKNOWN if isinstance(held, Unknown) else held
+
+    return value
 
 
 def _take_entry_script_writes(unit: Unit, writes: tuple[entry_scripts.Write, ...]) -> None:

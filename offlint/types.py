@@ -260,6 +260,10 @@ class Unit:
     # the distributed optimizer's), or "megatron-core" (a plain megatron-core program: each consumer reads its
     # own config, get_megatron_optimizer only the OptimizerConfig).
     framework: str = "bridge"
+    # The accelerator other than a CUDA GPU a launch's entry script runs on, where its code imports that backend's
+    # PyTorch package (sources/entry_scripts.accelerator, applied when commands are linked): "" where it does not
+    # say. CUDA-only advice (OFL301) stands aside (conditions.other_accelerator).
+    accelerator: str = ""
     # Megatron Bridge's named precision recipes the unit gives `mixed_precision` (a name Bridge resolves only when
     # the run starts), as the tree's own get_mixed_precision_config builds them (sources/bridge_precision.py):
     # name -> its MixedPrecisionConfig record, or an Unknown. `precision_file` is that module of the tree; ""

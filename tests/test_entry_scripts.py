@@ -415,3 +415,100 @@ def test_an_entry_point_imported_on_each_branch_leaves_it_to_the_flags(tmp_path)
                             "tasks/race/finetune.py": RACE_FINETUNE, "tasks/finetune_utils.py": "",
                             "tasks/zeroshot_gpt/evaluate.py": ZEROSHOT_EVALUATE})
     assert _ofl301(tree) == ["finetune_race.sh"]
+
+
+# ---- other accelerators' PyTorch backends --------------------------------------------------------------------
+# OFL301 is advice for PyTorch's CUDA caching allocator: a launch that runs on another accelerator's PyTorch backend
+# is not given it. torch_npu (Ascend NPUs) reads its allocator options from PYTORCH_NPU_ALLOC_CONF and torch_musa
+# (Moore Threads GPUs) from PYTORCH_MUSA_ALLOC_CONF, neither from PYTORCH_CUDA_ALLOC_CONF: Ascend's MindSpeed-LLM got
+# OFL301 on 282 launch scripts, 213 of which export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True, and
+# MooreThreads' MT-MegatronLM on its 9 MUSA scripts. Where the launch says so (a variable only that backend reads) or
+# its entry script's code imports the backend package, the rule stands aside. Shapes of our own, written the way those
+# trees write them: a launch exporting the backend's variables, an entry script that imports its training loop from a
+# package of the tree whose module imports torch_npu.
+
+NPU_TRAINING = """\
+import torch
+import torch_npu
+from megatron.training import pretrain as megatron_pretrain
+
+
+def pretrain(*args, **kwargs):
+    return megatron_pretrain(*args, **kwargs)
+"""
+
+NPU_ENTRY = """\
+from functools import partial
+from npu_llm.training.training import pretrain
+
+
+def forward_step(data_iterator, model):
+    return model(data_iterator)
+
+
+if __name__ == "__main__":
+    pretrain(None, None, None, partial(forward_step), args_defaults={})
+"""
+
+
+@pytest.mark.parametrize("exports", ["export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True",
+                                     "export PYTORCH_MUSA_ALLOC_CONF=expandable_segments:True"])
+def test_a_launch_that_configures_another_backends_allocator_is_not_given_cuda_allocator_advice(tmp_path, exports):
+    launch = LAUNCH.format(script="pretrain_gpt.py").replace("export CUDA_DEVICE_MAX_CONNECTIONS=1",
+                                                              f"export CUDA_DEVICE_MAX_CONNECTIONS=1\n{exports}")
+    tree = _tree(tmp_path, {"run_npu.sh": launch, "run_cuda.sh": LAUNCH.format(script="pretrain_gpt.py"),
+                            "pretrain_gpt.py": TRAINER})
+    assert _ofl301(tree) == ["run_cuda.sh"]
+
+
+def test_an_entry_script_whose_training_loop_imports_torch_npu_runs_on_npus(tmp_path):
+    """MindSpeed-LLM's pretrain_gpt.py imports `pretrain` from mindspeed_llm/training/training.py, which imports
+    torch_npu at its top level; 69 of its launch scripts set no NPU variable themselves."""
+    files = {"examples/run.sh": LAUNCH.format(script="pretrain_gpt.py"), "pretrain_gpt.py": NPU_ENTRY,
+             "npu_llm/__init__.py": "", "npu_llm/training/__init__.py": "",
+             "npu_llm/training/training.py": NPU_TRAINING}
+    assert _ofl301(_tree(tmp_path, files)) == []
+
+
+@pytest.mark.parametrize("training", [
+    NPU_TRAINING.replace("import torch_npu\n", ""),  # no backend package
+    NPU_TRAINING.replace("import torch_npu\n", "if False:\n    import torch_npu\n"),  # not on every run
+    NPU_TRAINING.replace("import torch_npu\n", "") + "\n\ndef npu():\n    import torch_npu\n",  # only if called
+])
+def test_an_import_that_may_not_run_does_not_decide(tmp_path, training):
+    files = {"examples/run.sh": LAUNCH.format(script="pretrain_gpt.py"), "pretrain_gpt.py": NPU_ENTRY,
+             "npu_llm/__init__.py": "", "npu_llm/training/__init__.py": "",
+             "npu_llm/training/training.py": training}
+    assert _ofl301(_tree(tmp_path, files)) == ["run.sh"]
+
+
+@pytest.mark.parametrize("test, unset_is_cuda", [('os.getenv("ACCELERATOR_BACKEND", "musa") == "musa"', False),
+                                                 ('os.environ.get("ACCELERATOR_BACKEND") != "cuda"', False),
+                                                 ('os.getenv("ACCELERATOR_BACKEND") == "musa"', True)])
+def test_a_script_choosing_its_backend_by_a_variable_is_judged_by_the_launchs_variables(tmp_path, test,
+                                                                                       unset_is_cuda):
+    """MT-MegatronLM's entry scripts import their MUSA patches (whose package imports torch_musa) under `if
+    os.getenv("ACCELERATOR_BACKEND") == "musa"`: its *_cuda.sh scripts export ACCELERATOR_BACKEND=cuda (and are
+    advised, even the one that also exports MUSA_VISIBLE_DEVICES, copied from its MUSA twin), its *_musa.sh
+    scripts ACCELERATOR_BACKEND=musa (and are not). A launch that leaves the variable unset takes the default."""
+    entry = f"import os\nif {test}:\n    import musa_patch\n" + TRAINER
+    cuda = LAUNCH.format(script="pretrain_gpt.py").replace(
+        "export CUDA_DEVICE_MAX_CONNECTIONS=1", "export MUSA_VISIBLE_DEVICES=0\nexport ACCELERATOR_BACKEND=cuda")
+    musa = cuda.replace("ACCELERATOR_BACKEND=cuda", "ACCELERATOR_BACKEND=musa")
+    unset = cuda.replace("export ACCELERATOR_BACKEND=cuda\n", "")
+    tree = _tree(tmp_path, {"run_cuda.sh": cuda, "run_musa.sh": musa, "run_unset.sh": unset,
+                            "pretrain_gpt.py": entry, "musa_patch/__init__.py": "import torch\nimport torch_musa\n"})
+    assert _ofl301(tree) == (["run_cuda.sh", "run_unset.sh"] if unset_is_cuda else ["run_cuda.sh"])
+
+
+def test_the_accelerator_is_named_by_what_the_code_imports(tmp_path):
+    files = {"pretrain_gpt.py": NPU_ENTRY, "npu_llm/__init__.py": "", "npu_llm/training/__init__.py": "",
+             "npu_llm/training/training.py": NPU_TRAINING}
+    root = _tree(tmp_path, files)
+
+    def tree_text(path: str, near: str) -> str | None:
+        target = Path(root) / path
+        return target.read_text() if target.is_file() else None
+
+    assert entry_scripts.accelerator("pretrain_gpt.py", "run.sh", tree_text) == \
+        "Ascend NPUs: npu_llm/training/training.py:2 imports torch_npu"

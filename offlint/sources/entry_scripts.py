@@ -21,9 +21,11 @@ import ast
 import itertools
 import os
 import posixpath
+import re
 import sys
 from typing import Callable, NamedTuple
 
+from offlint.sources import python_inputs
 from offlint.sources.python_syntax import _call_name
 from offlint.sources.shell_paths import tree_copy
 
@@ -101,6 +103,45 @@ def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict 
     recipes use to set `expandable_segments:False` on purpose). What the launch does not set is then not known to be
     unset (launch.opened)."""
     return _per_script(_Reach.module_ray_init, script, launch_path, tree_text, parsed, "")
+
+
+# PyTorch backends of other accelerators, by the package a program imports to use one: each reads its own
+# allocator options (torch_npu PYTORCH_NPU_ALLOC_CONF, torch_musa PYTORCH_MUSA_ALLOC_CONF), not CUDA's.
+BACKEND_PACKAGES = {"torch_npu": "Ascend NPUs", "torch_musa": "Moore Threads GPUs (MUSA)",
+                    "habana_frameworks": "Intel Gaudi HPUs"}
+# A module-level import of one (at the line's start: not under an `if`, a `try` or a `def`)
+_BACKEND_IMPORT = re.compile(r"^(?:import|from)[ \t]+(" + "|".join(BACKEND_PACKAGES) + r")\b", re.MULTILINE)
+
+
+ENV_UNKNOWN = object()  # `accelerator`'s `env`: the launch's value of a variable is not known
+
+
+def accelerator(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None,
+                env: Callable[[str], object] | None = None) -> str:
+    """The accelerator other than a CUDA GPU that the entry `script` runs on, where its code says so: it, or a module
+    of the tree it imports at its top level, imports a backend package (BACKEND_PACKAGES) at its own top level,
+    as "Ascend NPUs: FILE:LINE imports torch_npu" (Ascend's MindSpeed-LLM: pretrain_gpt.py imports `pretrain`
+    from mindspeed_llm/training/training.py, which imports torch_npu). An import under a top-level `if` that
+    compares an environment variable with a literal counts on the branch the launch's value takes (`env(name)`:
+    its value, None where the launch leaves it unset, ENV_UNKNOWN): MT-MegatronLM's scripts import their MUSA
+    patches under `if os.getenv("ACCELERATOR_BACKEND") == "musa":`, which their launches set. "" otherwise: an
+    import deeper in the imports, or under another condition, does not decide, nor does a script outside the tree.
+    The modules a script imports are searched as text, not parsed."""
+    path = _find_script(script, launch_path, tree_text)
+    if path is None:
+        return ""
+    reach = _Reach(launch_path, tree_text, parsed)
+    module = reach._module(path)
+    if module is None:
+        return ""
+    # (one answer per script and values of the variables its top-level tests read: most launches run a few scripts)
+    read = tuple(env(name) if env is not None else ENV_UNKNOWN for name in module.environment_tests)
+    key = ("accelerator", path, read)
+    if parsed is None:
+        return reach.module_accelerator(path, env)
+    if key not in parsed:
+        parsed[key] = reach.module_accelerator(path, env)
+    return parsed[key]
 
 
 def _per_script(answer: Callable, script: str, launch_path: str, tree_text: TreeText, parsed: dict | None,
@@ -181,6 +222,69 @@ class _Reach:
             if isinstance(node, ast.Call) and _starts_ray(module, node.func):
                 return f"{module.path}:{node.lineno}"
         return ""
+
+    def module_accelerator(self, path: str, env: Callable[[str], object] | None) -> str:
+        module = self._module(path)
+        if module is None:
+            return ""
+        found = self._backend_in(module, module.top_level, [path])
+        for node in module.top_level:
+            taken = _environment_branch(node, env) if isinstance(node, ast.If) else None
+            if taken is not None and not found:
+                body = node.body if taken else node.orelse
+                found = self._backend_in(module, body, [])
+                if found:
+                    found += f", where `if {ast.unparse(node.test)}` ({path}:{node.lineno}) is " \
+                             f"{'true' if taken else 'false'} for this launch"
+        return found
+
+    def _backend_in(self, module: _Module, body: list[ast.stmt], texts: list[str]) -> str:
+        """Where `body` (statements of `module`), one of the files `texts` or a file its imports name imports a
+        backend package at its top level: "DEVICE: FILE:LINE imports PACKAGE"; ""."""
+        for node in body:
+            for name in _imported_names(node):
+                top = name.split(".")[0]
+                if top in BACKEND_PACKAGES:
+                    return f"{BACKEND_PACKAGES[top]}: {module.path}:{node.lineno} imports {name}"
+        for found_path in [*texts, *self._imported_files(module, body)]:
+            text = self.tree_text(found_path, self.launch_path) or ""
+            match = _BACKEND_IMPORT.search(text) if any(name in text for name in BACKEND_PACKAGES) else None
+            if match:
+                line = text.count("\n", 0, match.start()) + 1
+                return f"{BACKEND_PACKAGES[match[1]]}: {found_path}:{line} imports {match[1]}"
+        return ""
+
+    def _imported_files(self, module: _Module, body: list[ast.stmt]) -> list[str]:
+        """The tree's files the imports among `body` (statements of `module`) name (`from a.b import c`: a/b.py,
+        a/b/__init__.py or a/b/c.py), looked for from the module's folder and each folder above it, then on the
+        paths it adds to sys.path; each once."""
+        names: list[tuple[str, str]] = []  # (module as written, a name imported from it or "")
+        for node in body:
+            if isinstance(node, ast.ImportFrom):
+                source = "." * node.level + (node.module or "")
+                names.extend((source, alias.name) for alias in node.names)
+            elif isinstance(node, ast.Import):
+                names.extend((alias.name, "") for alias in node.names)
+        found: list[str] = []
+        for source, name in names:
+            if source.lstrip(".").split(".")[0] in BACKEND_PACKAGES:
+                continue  # (the module's own text says so)
+            for path in self._candidates(module.path, source, name):
+                if path not in found and self.tree_text(path, self.launch_path) is not None:
+                    found.append(path)
+                    break
+        return found
+
+    def _candidates(self, importer: str, source: str, name: str) -> list[str]:
+        parts = [part for part in source.lstrip(".").split(".") if part]
+        out = []
+        for base in self._bases(importer, source):
+            stem = posixpath.join(base, *parts) if parts else base
+            tails = [stem + ".py", posixpath.join(stem, "__init__.py")]
+            if name:
+                tails.append(posixpath.join(stem, name + ".py"))
+            out.extend(posixpath.normpath(path) for path in tails if _inside(path))
+        return out
 
     def _reached(self, path: str):
         """(module, node, certain) for every node of the module's top level and of the tree's functions its calls
@@ -343,24 +447,9 @@ class _Reach:
 
     def _resolve(self, importer: str, source: str, original: str) -> tuple[_Module, str | None] | None:
         """(module, name in it) for `from source import original` when the tree holds it, else None."""
-        level = len(source) - len(source.lstrip("."))
         dotted = source.lstrip(".")
-        if level:
-            base = posixpath.dirname(importer)
-            for _ in range(level - 1):
-                base = posixpath.dirname(base)
-            bases = [base]
-        else:  # the script's own folder comes first on sys.path, then the repository root (and folders between),
-            # then what the modules read added to it
-            bases, folder = [], posixpath.dirname(importer)
-            while True:
-                bases.append(folder)
-                if posixpath.dirname(folder) == folder:
-                    break
-                folder = posixpath.dirname(folder)
-            bases += [path for path in self.search_paths if path not in bases]
         parts = dotted.split(".") if dotted else []
-        for base in bases:
+        for base in self._bases(importer, source):
             stem = posixpath.join(base, *parts) if parts else base
             for path in (stem + ".py", posixpath.join(stem, "__init__.py")):
                 module = self._module(posixpath.normpath(path)) if _inside(path) else None
@@ -369,6 +458,68 @@ class _Reach:
                         self._module(posixpath.normpath(posixpath.join(stem, original + ".py")))
                     return (sub, None) if sub is not None else (module, original)
         return None
+
+    def _bases(self, importer: str, source: str) -> list[str]:
+        """The folders `from source import ...` in `importer` is looked for in: a relative import's package; else the
+        script's own folder first (it is first on sys.path), then the folders above it up to the repository root,
+        then what the modules read added to sys.path."""
+        level = len(source) - len(source.lstrip("."))
+        if level:
+            base = posixpath.dirname(importer)
+            for _ in range(level - 1):
+                base = posixpath.dirname(base)
+            return [base]
+        bases, folder = [], posixpath.dirname(importer)
+        while True:
+            bases.append(folder)
+            if posixpath.dirname(folder) == folder:
+                break
+            folder = posixpath.dirname(folder)
+        return bases + [path for path in self.search_paths if path not in bases]
+
+
+def _imported_names(node: ast.stmt) -> list[str]:
+    """The modules an import statement imports (`import a.b` -> a.b; `from a import b` -> a); [] for another."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        return [node.module]
+    return []
+
+
+def _tested_variable(test: ast.expr) -> str | None:
+    """The environment variable a test compares with a literal (`os.getenv("NAME") == "x"`), or None."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    read = test.comparators[0] if isinstance(test.left, ast.Constant) else test.left
+    return python_inputs.environment_variable(read)
+
+
+def _environment_branch(node: ast.If, env: Callable[[str], object] | None) -> bool | None:
+    """Whether the launch takes the body of `if os.getenv("NAME"[, "default"]) == "literal":` (or `!=`,
+    `os.environ.get`, `os.environ["NAME"]`), by the value `env` gives the variable; None where the test is another
+    or the value is not known."""
+    test = node.test
+    if env is None or not isinstance(test, ast.Compare) or len(test.ops) != 1 or \
+            not isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+        return None
+    read, literal = test.left, test.comparators[0]
+    if isinstance(read, ast.Constant):
+        read, literal = literal, read
+    name = python_inputs.environment_variable(read)
+    if name is None or not isinstance(literal, ast.Constant) or not isinstance(literal.value, str):
+        return None
+    value = env(name)
+    if value is ENV_UNKNOWN:
+        return None
+    if value is None:
+        if isinstance(read, ast.Subscript):
+            return None  # `os.environ["NAME"]` raises KeyError where it is unset
+        default = read.args[1] if len(read.args) > 1 else None
+        if default is not None and not (isinstance(default, ast.Constant) and isinstance(default.value, str)):
+            return None
+        value = default.value if default is not None else None
+    return (value == literal.value) == isinstance(test.ops[0], ast.Eq)
 
 
 def _dotted(node: ast.expr, module_imports: dict[str, str]) -> str | None:
@@ -413,6 +564,10 @@ class _Module:
             else:
                 self.top_level.append(node)
         self.search_paths = _sys_path_entries(path, self.top_level)
+        # the environment variables top-level `if`s compare with a literal (_environment_branch)
+        self.environment_tests = tuple(dict.fromkeys(
+            name for node in self.top_level if isinstance(node, ast.If)
+            for name in [_tested_variable(node.test)] if name))
         bindings: dict[str, dict[tuple[str, str], None]] = {}  # name -> every (module, name) it is imported as
         for node in ast.walk(tree):  # imports anywhere (a function's own lazy import too)
             if isinstance(node, ast.ImportFrom):
