@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from textwrap import dedent
 
+import pytest
+
 from offlint.sources.shell_parse import parse_shell
 from offlint.sources.shell_values import Command, ShellScript, Word
 
@@ -342,6 +344,19 @@ def test_a_script_read_from_a_here_document_is_run_where_it_is_expanded():
 def test_a_here_document_without_r_joins_continued_lines_and_strips_tabs_with_a_dash():
     text = "read -d '' INNER <<-'EOF'\n\tpython train.py \\\n\t  --lr 1\nEOF\nbash -c \"$INNER\"\n"
     assert values(find(text, "python")) == ["python", "train.py", "--lr", "1"]
+
+
+@pytest.mark.parametrize("use", ["echo $CMD", "printf '%s\\n' $CMD", "logger -t run $CMD", "$CMD"])
+def test_a_shell_c_command_in_a_variable_that_is_printed_or_run_unquoted_is_no_parse_error(use):
+    """MooreThreads' MT-MegatronLM: `cmd="bash -c '...; torchrun ...'"`, then `echo $cmd` and `eval $cmd`. Split
+    without eval, the words keep their quotes as characters (`'cd`): echo, printf and logger print them and run
+    nothing; run as a command, bash's `-c` payload is `'cd`, which that bash refuses when the job runs. Neither is a
+    syntax error of the script (12 of its scripts had gone unread, exit 2): a payload offlint cannot parse is not
+    read, as a sourced script it cannot parse is not, and the command `eval` runs is still read."""
+    result = parse_shell(f"CMD=\"bash -c 'cd /work; python train.py --lr 1'\"\n{use}\neval $CMD\n")
+    assert result.errors == []
+    (python,) = [c for c in result.commands if c.argv and c.argv[0].value == "python"]
+    assert values(python) == ["python", "train.py", "--lr", "1"]
 
 
 def test_eval_payload():

@@ -228,8 +228,9 @@ class Commands:
         finally:
             del self.st.control[len(self.st.control) - len(read):]
             self.st.assumed = inherited
-        # (eval's payload is its words joined and read again, quotes and all: builtin() read it, any `sh -c` in it too)
-        j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH and vals[0] != "eval" else None
+        # (eval's payload is its words joined and read again, quotes and all: builtin() read it, any `sh -c` in it too;
+        # a command that prints its words runs none of them)
+        j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH and vals[0] not in _NO_PAYLOAD else None
         if j is not None:
             environment = srun_environment(vals[:j], [f.text for f in fields[:j]])
             if environment:  # (`srun --environment=alps3 bash -c "..."`: the definition file may set variables)
@@ -599,8 +600,15 @@ class Commands:
         child = self.child_shell(penv, assumes)
         child.hidden = {k for k, v in self.st.env.items() if not v.exported}
         org.append(org[-1] if org else (f.line, f.col, f.cond))
+        commands, errors = len(self.st.out.commands), len(self.st.out.errors)
         type(self)(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
         child.finish()
+        if len(self.st.out.errors) > errors:
+            # A payload offlint cannot parse is not read, as a sourced script is not: the words of an unquoted
+            # `$CMD` holding `bash -c '...'` keep their quotes as characters, and that bash refuses its payload
+            # when the job runs; the script itself is valid (MT-MegatronLM's launch scripts had gone unread)
+            del self.st.out.errors[errors:]
+            del self.st.out.commands[commands:]
 
 
 def _field_spans(s: str, separators: str, blanks: bool) -> list[tuple[int, int]]:
@@ -648,6 +656,9 @@ def _opened_reason(opened: _Var) -> str:
     """What made an environment open (the OPENED pseudo-variable's text; paths that opened it differently)."""
     reason = opened.s if opened.arr is None and opened.s.isprintable() else ""
     return opened_because(reason or "a sourced file offlint cannot read")
+
+
+_NO_PAYLOAD = frozenset({"eval", "echo", "printf", "logger"})  # (eval reads its joined words itself; the others print)
 
 
 def _shell_c_payload(vals: list[str | None]) -> int | None:
