@@ -689,6 +689,23 @@ def test_a_base_prefix_in_arithmetic_keeps_its_value():
     assert [values(c) for c in result.commands] == [["echo", "many"], ["echo", "24", "255"]]
 
 
+def test_a_base_prefix_in_a_c_style_for_header_is_no_parse_error():
+    """AMD's Primus: `for (( n=10#$first; n<=10#$last; n++ ))` (zero-padded node numbers) is valid bash that
+    tree-sitter-bash refuses in a for header; the whole script had gone unread (exit 2 in a CI gate)."""
+    result = parse_shell('a=01\nb=04\nfor (( n=10#$a; n<=10#$b; n++ )); do echo "$n"; done\n'
+                         'torchrun pretrain_gpt.py --num-layers 4\n')
+    assert result.errors == []
+    assert _command_of(result, "torchrun") is not None
+
+
+def test_an_empty_command_substitution_on_a_line_of_its_own_is_no_parse_error():
+    """Ascend's MindSpeed-LLM: a conversion script ends with "`" on two lines (an empty command substitution, which
+    expands to nothing); bash accepts it, tree-sitter-bash refuses it and the script had gone unread."""
+    result = parse_shell("python convert.py \\\n    --save-dir ./out/\n`\n`\n")
+    assert result.errors == []
+    assert values(_command_of(result, "python")) == ["python", "convert.py", "--save-dir", "./out/"]
+
+
 def test_arithmetic_in_an_expansion_word_is_unknown_not_a_parse_error():
     """LLaVA-OneVision-2's launch scripts default a count to a sum: `${ITERS:-$(( (N + G - 1) / G ))}`, which bash
     reads and tree-sitter-bash does not (it reads `$((` as a command substitution of a subshell there). The

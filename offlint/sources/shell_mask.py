@@ -5,8 +5,9 @@ a `]` in an expansion's pattern (`${v%%]*}`, upstream issues 274 and 285), an op
 expansion's word (`${s:+$s;}`, `${L:-a|b}`, issue 267), arithmetic in a substring offset (`${A:$N+1}`) or in an
 expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts), an array subscript in a C-style
 `for ((...))` header (NeMo RL's tools), a base prefix in arithmetic (`$((10#$N))`), globs with quoted spaces
-or extglobs in `[[ ]]` (issues 321, 246), and the root directory as a test's operand (`[ -w / ]`, read as a
-division: radixark/miles' CI host setup). Each, seen on real scripts, would otherwise make the whole script
+or extglobs in `[[ ]]` (issues 321, 246), the root directory as a test's operand (`[ -w / ]`, read as a
+division: radixark/miles' CI host setup), and an empty command substitution on lines of its own ("`" twice: a
+MindSpeed-LLM conversion script). Each, seen on real scripts, would otherwise make the whole script
 unreadable.
 
 When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
@@ -26,6 +27,8 @@ _ROUNDS = 8  # parse, mask what the errors point into, parse again: a few rounds
 
 _BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
 _LONE_SLASH = re.compile(rb"(?<=[ \t])/(?=[ \t\n;&|)])")  # a word that is `/` alone
+# An empty command substitution standing as a word of its own ("`" on two lines, which expands to nothing)
+_EMPTY_BACKTICKS = re.compile(rb"(?<![^ \t\n;])`[ \t\n]*`(?=[ \t]*(?:[\n;&|#]|$))")
 _WORD_END = " \t\n;&|()<>"
 _PLAIN = re.compile(r"[^\\'$`\"}()#\[\]<\n]+")  # what _Spans._lex looks at: everything else it steps over
 
@@ -70,7 +73,11 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
         if spans is None:
             spans = _Spans(data)
             slashes = [m.start() for m in _LONE_SLASH.finditer(data) if not spans.in_arithmetic(m.start())]
-            if spans.early_ends or slashes:
+            empty = [m.span() for m in _EMPTY_BACKTICKS.finditer(data)]
+            for start, end in empty:  # blanked, as the nothing they expand to
+                masked.literal[start] = b" "
+                masked.literal[end - 1] = b" "
+            if spans.early_ends or slashes or empty:
                 for start in spans.early_ends:  # a document line starting with its delimiter: its first character
                     masked.literal[start] = b"x" if data[start:start + 1] != b"x" else b"y"
                 for start in slashes:  # `[ -w / ]`: the root directory, read as a division
@@ -99,8 +106,8 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             if kind != "expansion" and not _troublesome(data[start:end], kind):
                 continue  # bash checks a test's syntax itself: mask only the shapes tree-sitter-bash misreads
             touched.add(start)
-            if kind == "arith" and _blank_bases(data, start, end, masked):
-                continue
+            if kind in ("arith", "arith-command") and _blank_bases(data, start, end, masked):
+                continue  # (`for (( n=10#$a; ... ))` too: a neutral `((0 ))` is no for header)
             if start not in masked.literal:
                 literal = _literal_mask(data[start:end], kind)
                 if literal is not None:
