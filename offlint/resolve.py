@@ -83,7 +83,8 @@ class ResolvedUnit:
             flag = self._path_flag(key) if self.unit.path_flags else ""
             if flag:
                 return Value(key, "unknown", Unknown(f"`{flag}` sets it on some of the script's paths"))
-            if self.unit.opaque_words and self.unit.defaults == Defaults.MLM_CLI:
+            # (a word after the script is an argument: it may give any flag, not an environment variable)
+            if self.unit.opaque_words and self.unit.defaults == Defaults.MLM_CLI and section != "env":
                 return Value(key, "unknown", Unknown(f"not given, but the command's word "
                                                      f"{launch.unreadable(self.unit.opaque_words)} cannot be read "
                                                      f"and may give it"))

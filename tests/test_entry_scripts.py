@@ -417,6 +417,19 @@ def test_an_entry_point_imported_on_each_branch_leaves_it_to_the_flags(tmp_path)
     assert _ofl301(tree) == ["finetune_race.sh"]
 
 
+def test_an_unreadable_argument_word_leaves_the_launchs_environment_known(tmp_path):
+    """`torchrun pretrain_gpt.py $EXTRA_ARGS ...` with `$EXTRA_ARGS` unknown: the word may give any flag, so a key
+    the command does not set is unknown, but no argument sets an environment variable of the job (a LUMI
+    workdir's three sbatch launches got no OFL301, even under --strict)."""
+    launch = LAUNCH.format(script="pretrain_gpt.py").replace("--bf16", "--bf16 $EXTRA_ARGS")
+    tree = _tree(tmp_path, {"run.sh": launch, "pretrain_gpt.py": TRAINER})
+    result = check([str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"], cache=False,
+                                             strict=True))
+    (finding,) = result.findings  # possible: the word may give --use-nccl-ub, which rules the advice out
+    unknown = finding.message.split("depends on unknown values:", 1)[1]
+    assert finding.possible and "ddp.nccl_ub" in unknown and "env." not in unknown, finding.message
+
+
 # ---- other accelerators' PyTorch backends --------------------------------------------------------------------
 # OFL301 is advice for PyTorch's CUDA caching allocator: a launch that runs on another accelerator's PyTorch backend
 # is not given it. torch_npu (Ascend NPUs) reads its allocator options from PYTORCH_NPU_ALLOC_CONF and torch_musa
