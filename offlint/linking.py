@@ -98,6 +98,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 if unit.launches_training:  # on which accelerator, where its code says
                     unit.accelerator = entry_scripts.accelerator(unit.entry_script, read.file.path, tree_text,
                                                                  entry_modules, _environment(unit))
+                    _take_entry_script_environment(unit, entry_scripts.environment_writes(
+                        unit.entry_script, read.file.path, tree_text, entry_modules))
                 driver = unit.launches_training and entry_scripts.ray_driver(unit.entry_script, read.file.path,
                                                                              tree_text, entry_modules)
                 if driver:
@@ -151,6 +153,30 @@ def _environment(unit: Unit):
         return entry_scripts.ENV_UNKNOWN if isinstance(held, Unknown) else held
 
     return value
+
+
+def _take_entry_script_environment(unit: Unit, writes: tuple[entry_scripts.EnvironmentWrite, ...]) -> None:
+    """A launch whose entry script's code sets environment variables for its own process
+    (entry_scripts.environment_writes): the run has those values over what the launch exports; a `setdefault` only
+    where the launch leaves the variable unset. A value the code computes, or sets on some paths only, is unknown."""
+    if not writes:
+        return
+    exported = {a.key for a in unit.all_assignments() if a.key.startswith("env.")}
+    known = unit.env_known and not unit.env_open
+    assignments = []
+    for w in writes:
+        key, where = f"env.{w.name}", f"{w.path}:{w.line}"
+        if w.only_if_unset and key in exported:
+            continue
+        if w.value is entry_scripts.UNREAD or (w.only_if_unset and not known):
+            value: object = Unknown(f"set by the entry script's code at {where}" +
+                                    (", where the launch leaves it unset" if w.only_if_unset else ""))
+        else:
+            value = w.value
+        assignments.append(Assignment(key, value, Location(w.path, w.line, 1), Source.PYTHON,
+                                      f"{w.name}={w.value}" if w.value is not entry_scripts.UNREAD else w.name))
+    if assignments:
+        unit.layers.append(Layer("the entry script's code", assignments))
 
 
 def _take_entry_script_writes(unit: Unit, writes: tuple[entry_scripts.Write, ...]) -> None:

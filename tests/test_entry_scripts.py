@@ -430,6 +430,36 @@ def test_an_unreadable_argument_word_leaves_the_launchs_environment_known(tmp_pa
     assert finding.possible and "ddp.nccl_ub" in unknown and "env." not in unknown, finding.message
 
 
+@pytest.mark.parametrize("sets, expected", [
+    ('os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"', []),
+    ('os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")', []),
+    ('torch.cuda.memory._set_allocator_settings("expandable_segments:True")', []),
+    # other options the code chose: the info finding, where the code sets them
+    ('os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:128"', [("pretrain_gpt.py", 3)]),
+    ('os.environ["PYTORCH_CUDA_ALLOC_CONF"] = choose()', []),  # the code's value is not known: nothing claimed
+])
+def test_an_entry_script_that_sets_the_allocator_options_itself(tmp_path, sets, expected):
+    """The allocator reads its options when the run first allocates on the GPU: a script that sets them before
+    training runs with them, whatever its launch exports (a helper's repro; ChatLearn turns expandable segments on
+    in its code from a YAML switch). Without the line, the same launch is advised (the last assertion)."""
+    trainer = "import os\nimport torch\n" + sets + "\n" + TRAINER
+    tree = _tree(tmp_path, {"run.sh": LAUNCH.format(script="pretrain_gpt.py"), "pretrain_gpt.py": trainer})
+    result = check([str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"], cache=False,
+                                             strict=True))
+    found = [(Path(f.location.path).name, f.location.line) for f in result.findings]
+    assert found == expected, found
+    assert _ofl301(_tree(tmp_path, {"pretrain_gpt.py": "import os\nimport torch\n" + TRAINER})) == ["run.sh"]
+
+
+def test_a_setdefault_in_the_entry_script_yields_to_what_the_launch_exports(tmp_path):
+    trainer = 'import os\nos.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")\n' + TRAINER
+    launch = LAUNCH.format(script="pretrain_gpt.py").replace(
+        "export CUDA_DEVICE_MAX_CONNECTIONS=1", "export PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64")
+    tree = _tree(tmp_path, {"run.sh": launch, "pretrain_gpt.py": trainer})
+    result = check([str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"], cache=False))
+    assert [Path(f.location.path).name for f in result.findings] == ["run.sh"]  # (the launch's options: info)
+
+
 # ---- other accelerators' PyTorch backends --------------------------------------------------------------------
 # OFL301 is advice for PyTorch's CUDA caching allocator: a launch that runs on another accelerator's PyTorch backend
 # is not given it. torch_npu (Ascend NPUs) reads its allocator options from PYTORCH_NPU_ALLOC_CONF and torch_musa

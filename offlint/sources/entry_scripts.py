@@ -95,6 +95,29 @@ def namespace_writes(script: str, launch_path: str, tree_text: TreeText,
     return _per_script(_Reach.module_writes, script, launch_path, tree_text, parsed, ())
 
 
+class EnvironmentWrite(NamedTuple):
+    """An environment variable the entry script's code sets in its own process (`os.environ["NAME"] = "v"`), where
+    it first does, its value where offlint knows what the run has (`UNREAD` otherwise), and whether only where the
+    launch left it unset (`os.environ.setdefault`)."""
+
+    name: str
+    path: str
+    line: int
+    value: object
+    only_if_unset: bool
+
+
+def environment_writes(script: str, launch_path: str, tree_text: TreeText,
+                       parsed: dict | None = None) -> tuple[EnvironmentWrite, ...]:
+    """The environment variables the tree's code reached from the entry `script` sets for its own process (as
+    namespace_writes finds the arguments it sets; () where the script is not in the tree): `os.environ["NAME"] = v`,
+    `os.environ.setdefault("NAME", v)`, `os.putenv("NAME", v)`, and PyTorch's
+    `torch.cuda.memory._set_allocator_settings(v)`, which sets the CUDA caching allocator's options as
+    PYTORCH_CUDA_ALLOC_CONF does (read as that variable). PyTorch reads the allocator's options when it first
+    allocates on the GPU, so a script that sets them before training runs with them, whatever its launch exports."""
+    return _per_script(_Reach.module_run_facts, script, launch_path, tree_text, parsed, ("", ()))[1]
+
+
 def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> str:
     """Where the tree's code reached from the entry `script` starts Ray (`ray.init(...)`, "path:line"); "" where it
     does not, or the script is not in the tree. Such a script is a Ray driver: its training runs in Ray's worker
@@ -102,7 +125,7 @@ def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict 
     the runtime environment, then each policy's workers take the `env_vars` of the run's YAML, which its performance
     recipes use to set `expandable_segments:False` on purpose). What the launch does not set is then not known to be
     unset (launch.opened)."""
-    return _per_script(_Reach.module_ray_init, script, launch_path, tree_text, parsed, "")
+    return _per_script(_Reach.module_run_facts, script, launch_path, tree_text, parsed, ("", ()))[0]
 
 
 # PyTorch backends of other accelerators, by the package a program imports to use one: each reads its own
@@ -217,11 +240,20 @@ class _Reach:
         return tuple(Write(attribute, *next(iter(places)), next(iter(places.values())) if len(places) == 1 else UNREAD)
                      for attribute, places in sites.items())
 
-    def module_ray_init(self, path: str) -> str:
-        for module, node, _ in self._reached(path):
-            if isinstance(node, ast.Call) and _starts_ray(module, node.func):
-                return f"{module.path}:{node.lineno}"
-        return ""
+    def module_run_facts(self, path: str) -> tuple[str, tuple[EnvironmentWrite, ...]]:
+        """(ray_driver's answer, environment_writes' answer), from one walk of the code the script reaches."""
+        ray = ""
+        sites: dict[tuple[str, bool], dict[tuple[str, int], object]] = {}  # (name, setdefault) -> places -> value
+        for module, node, certain in self._reached(path):
+            if not ray and isinstance(node, ast.Call) and _starts_ray(module, node.func):
+                ray = f"{module.path}:{node.lineno}"
+            for name, value, only_if_unset in _environment_stores(node):
+                places = sites.setdefault((name, only_if_unset), {})
+                if places.get((module.path, node.lineno), UNREAD) is UNREAD:
+                    places[(module.path, node.lineno)] = value if certain else UNREAD
+        return ray, tuple(EnvironmentWrite(name, *next(iter(places)),
+                                           next(iter(places.values())) if len(places) == 1 else UNREAD, only_if_unset)
+                          for (name, only_if_unset), places in sites.items())
 
     def module_accelerator(self, path: str, env: Callable[[str], object] | None) -> str:
         module = self._module(path)
@@ -734,6 +766,32 @@ def _stored_attributes(node: ast.AST) -> list[str]:
     else:
         return []
     return [t.attr for t in targets if isinstance(t, ast.Attribute) and _holds_arguments(t.value)]
+
+
+_ENVIRONMENT_CALLS = frozenset({"setdefault", "putenv", "_set_allocator_settings"})  # (_environment_stores)
+
+
+def _environment_stores(node: ast.AST) -> list[tuple[str, object, bool]]:
+    """(variable, its literal value or UNREAD, only where unset) for what a statement or call sets in the process's
+    environment (see environment_writes)."""
+    def text(value: ast.expr | None) -> object:
+        return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else UNREAD
+
+    kind = type(node)
+    if kind is ast.Assign:
+        return [(target.slice.value, text(node.value), False) for target in node.targets
+                if type(target) is ast.Subscript and _call_name(target.value) in ("os.environ", "environ")
+                and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)]
+    if kind is not ast.Call or type(node.func) is not ast.Attribute or node.keywords or \
+            node.func.attr not in _ENVIRONMENT_CALLS:
+        return []
+    name, args = _call_name(node.func), node.args
+    if name.endswith("_set_allocator_settings") and len(args) == 1:  # torch.cuda.memory._set_allocator_settings
+        return [("PYTORCH_CUDA_ALLOC_CONF", text(args[0]), False)]
+    if name in ("os.environ.setdefault", "environ.setdefault", "os.putenv") and len(args) == 2 and \
+            isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+        return [(args[0].value, text(args[1]), name != "os.putenv")]
+    return []
 
 
 def _holds_arguments(node: ast.expr) -> bool:
