@@ -201,7 +201,8 @@ def test_a_yaml_file_of_mostly_other_keys_is_another_programs_configuration(tmp_
     OFL003 took `lora_rank` for a typo of q_lora_rank; NeMo 1's megatron_gpt_config.yaml shares 40 of its 116 keys
     with megatron-core's configs, and gave 54 such findings. A file gives a unit when at least as many of its keys are
     fields of a Bridge config (of any release offlint knows) or near-misses of them (typos, OFL003's to report) as
-    are neither, and at least as many of its top-level keys are ConfigContainer's sections as are not."""
+    are neither, and at least as many of its top-level keys are ConfigContainer's sections as are not (where exactly
+    as many, near-misses do not count)."""
     from offlint.api import CheckOptions, check
 
     def run(text: str):
@@ -227,6 +228,16 @@ def test_a_yaml_file_of_mostly_other_keys_is_another_programs_configuration(tmp_
     assert run(nemo).units == 0
     assert run(nemo.replace("name: megatron_gpt\ntrainer:\n  devices: 1\nexp_manager:\n  explicit_log_dir: null\n",
                             "train:\n  train_iters: 10\n")).units == 1  # with ConfigContainer's sections: Bridge's
+    # NeMo Framework Launcher's conversion and evaluation configs: `run` beside `model` (a tie at the top level), a
+    # model section of its own with a few fields and near-misses (`model_parallel_size`, which its own `run` reads):
+    # at a tie, near-misses are no evidence of Bridge's
+    launcher = ("run:\n  nodes: ${divide_ceil:${conversion.model.model_parallel_size}, 8}\nmodel:\n"
+                "  model_type: gpt\n  checkpoint_folder: /ckpt\n  hparams_file: /ckpt/hparams.yaml\n"
+                "  tensor_model_parallel_size: 2\n  pipeline_model_parallel_size: 1\n"
+                "  model_parallel_size: ${multiply:${.tensor_model_parallel_size}, ${.pipeline_model_parallel_size}}\n"
+                "  vocab_file: /ckpt/vocab.txt\n")
+    assert (run(launcher).findings, run(launcher).units) == ([], 0)
+    assert run("run:\n  name: x\nmodel:\n  num_layers: 8\n  hidden_size: 8\n  num_layerz: 2\n").units == 1
 
 
 def test_an_omegaconf_interpolation_in_yaml_is_unknown_and_a_value_of_the_wrong_type_fails_no_check(tmp_path,
