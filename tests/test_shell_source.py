@@ -70,6 +70,18 @@ def test_a_file_sourced_on_some_paths_only_leaves_the_other_paths_judged(tmp_pat
     assert codes == {"OFL112": "warning"}
 
 
+@pytest.mark.parametrize("guard", ['if [[ -f $ENVF ]]; then source $ENVF; fi', '[ -f "$ENVF" ] && . "$ENVF"'])
+def test_a_file_of_the_checkout_sourced_where_it_exists_leaves_the_environment_open(tmp_path, monkeypatch, guard):
+    """Megatron-LM-AutoTuner: `if [[ -f $SECRET_ENV_FILE ]]; then source $SECRET_ENV_FILE; fi` with
+    SECRET_ENV_FILE=".secrets/env.sh", a file of the checkout (gitignored) its README tells each user to create: the
+    script expects it, unlike a file a user may name (`$CONFIG`) or keep in their home (`~/.env`). Its guard had
+    made the script's own environment the one judged (a false OFL301)."""
+    codes = _codes(tmp_path, monkeypatch, {"scripts/train.sh": f'ENVF=".secrets/env.sh"\n{guard}\n{LAUNCH}'})
+    assert codes == {"OFL112": "warning"}
+    codes = _codes(tmp_path, monkeypatch, {"scripts/train.sh": f'ENVF=~/.env\n{guard}\n{LAUNCH}'})
+    assert codes == {"OFL112": "error", "OFL301": "warning"}
+
+
 def test_the_open_environment_reaches_a_bash_c_child():
     script = parse_shell('source /opt/env.sh\nsrun bash -c "python train.py"\n', "train.sh", read_file=lambda p: None)
     assert [c.argv[0].value for c in script.commands] == ["source", "srun", "python"]

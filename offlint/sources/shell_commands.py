@@ -505,7 +505,10 @@ class Commands:
             why = "is more than offlint reads"
         if why:
             shown = f"`source {target}`" if target else "`source` of a file named at run time"
-            self.st.env[OPENED] = _Var(s=f"{shown} (line {pos[0]}) {why}", exported=True, pos=pos)
+            # (a path inside the checkout the script spells out: a file the checkout expects, often gitignored)
+            expected = bool(target) and not target.startswith(("/", "~")) and why == "names a file the tree does not " \
+                "have" and not posixpath.normpath(target).startswith("..") and not self.why(target)
+            self.st.env[OPENED] = _Var(s=f"{shown} (line {pos[0]}) {why}", exported=True, pos=pos, expected=expected)
             return
         budget[0] -= len(text)
         env, commands, errors, funcs = dict(self.st.env), len(self.st.out.commands), len(self.st.out.errors), \

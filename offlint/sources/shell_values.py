@@ -187,6 +187,9 @@ class _Var:
     unset: bool = False
     defaults: tuple[str, ...] = ()  # variables whose default (`${X:-d}` with X not set here) this value took
     notes: tuple[str, ...] = ()  # the decisions taken from such defaults that this value rests on
+    # OPENED only: the file left unread is one the script names inside the checkout (`.secrets/env.sh`), which the
+    # checkout expects each user to have; sourced on some paths only, it still opens every path (join_paths)
+    expected: bool = False
 
     def scalar(self) -> tuple[str, tuple[Org, ...]]:
         """What `$X` gives: the value, or element 0 of an array."""
@@ -327,9 +330,10 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
         if name == OPENED:
             # A file offlint cannot read, sourced on some paths only (`if [ -n "$CONFIG" ]; then source "$CONFIG"`,
             # `[ -f ~/.env ] && source ~/.env`): what holds on the other paths (the script's own, without the file
-            # the user may give) stands; on every path, the environment is open.
-            if None not in vals:
-                out[name] = next(v for v in vals if v is not None)
+            # the user may give) stands; on every path, the environment is open. So it is where the file is one
+            # the checkout expects each user to have (`[[ -f .secrets/env.sh ]] && source .secrets/env.sh`).
+            if None not in vals or any(v is not None and v.expected for v in vals):
+                out[name] = next(v for v in vals if v is not None and (v.expected or None not in vals))
             continue
         setv = [v for v in vals if v is not None and not v.unset]
         exported = any(v is not None and v.exported for v in vals)
