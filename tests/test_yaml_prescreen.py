@@ -53,3 +53,36 @@ def test_what_may_give_a_unit():
     assert may_give_units("MODEL_ARGS:\n  --num-layers: 2\n")
     assert may_give_units("script: torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 2\n")
     assert not may_give_units(HELM) and not may_give_units("train:\n  train_iters: 10\nmodel_name: llama\n")
+
+
+MANIFEST_TEMPLATE = """\
+{{ $config := .Values.trainingConfig }}
+
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+spec:
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: {{ .Values.image.nodes }}
+      template:
+        {{- if $config.ib }}
+        metadata: {}
+        {{- end }}
+        spec:
+          containers:
+            - command: ["torchrun", "--nproc-per-node", "8", "pretrain_gpt.py"]
+"""
+
+
+def test_a_kubernetes_template_that_names_a_launch_is_left_alone_when_walked(tmp_path):
+    """NeMo Framework Launcher's k8s_templates: Helm charts of PyTorchJobs whose container command runs torchrun,
+    so the text pre-screen lets them through, and whose Go template actions (`{{ $config := ... }}`, `{{- if }}`)
+    are no YAML: 4 files made a whole check exit 2. A file that does not parse is left alone when walked if it is a
+    template (Go template actions) or a Kubernetes manifest; a broken override file is still an error (above)."""
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "training.yaml").write_text(MANIFEST_TEMPLATE)
+    done = _check(tmp_path, ".")
+    assert done.returncode == 0, done.stdout + done.stderr
+    named = _check(tmp_path, "k8s/training.yaml")
+    assert named.returncode == 2 and "k8s/training.yaml: invalid YAML" in named.stdout + named.stderr
+

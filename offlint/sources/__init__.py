@@ -110,7 +110,12 @@ def _yaml(path: str, text: str, explicit: bool, project=None) -> list[Unit]:
     # (`{{ if ... }}`) is not YAML at all (NeMo RL's infra/helm/helmfile.yaml failed a whole check).
     if not explicit and not yaml_file.may_give_units(text):
         return []
-    roots = yaml_file.compose(text)
+    try:
+        roots = yaml_file.compose(text)
+    except yaml_file.YamlError:
+        if not explicit and yaml_file.is_template(text):  # (a chart's template naming a launch: not a config)
+            return []
+        raise
     units: list[Unit] = []
     if yaml_file.is_override_file(roots):
         unit = yaml_file.override_unit(path, roots)

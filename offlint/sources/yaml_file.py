@@ -41,6 +41,20 @@ def may_give_units(text: str) -> bool:
     return _UNIT_HINT.search(text) is not None
 
 
+# A Go template's actions (Helm: `{{ $config := .Values.x }}`, `{{- if ... }}`, `{{ end }}`, `{{- define "n" -}}`)
+# and a Kubernetes manifest's header: a file with them that is no YAML is a chart's template, not a config
+_TEMPLATE_ACTION = re.compile(r"\{\{-?\s*(?:\$\w+\s*:?=|if\b|else\b|end\b|range\b|with\b|define\b|template\b|"
+                              r"include\b|block\b)")
+_MANIFEST = re.compile(r"^apiVersion:[^\n]*\n(?:[^\n]*\n)*?kind:", re.M)
+
+
+def is_template(text: str) -> bool:
+    """Whether a YAML file that does not parse is a template rendered into YAML elsewhere (a Helm chart's Go
+    template, a Kubernetes manifest with template values) rather than a broken config: a discovered one is left
+    alone (NeMo Framework Launcher's k8s_templates: PyTorchJobs running torchrun)."""
+    return _TEMPLATE_ACTION.search(text) is not None or _MANIFEST.search(text) is not None
+
+
 MAX_DEPTH = 100  # collections inside each other, aliases expanded (a real override file nests a few levels)
 MAX_ALIAS_NODES = 1_000_000  # nodes the aliases of one file stand for, all together
 _FAST_LOADER = getattr(yaml, "CSafeLoader", None)
