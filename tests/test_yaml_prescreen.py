@@ -32,13 +32,18 @@ def _check(root, *paths: str) -> subprocess.CompletedProcess:
                           cwd=root, capture_output=True, text=True)
 
 
-def test_a_template_that_gives_no_unit_is_left_alone_when_walked(tmp_path):
-    (tmp_path / "infra").mkdir()
-    (tmp_path / "infra" / "helmfile.yaml").write_text(HELM)
-    done = _check(tmp_path, ".")
+def _left_alone_when_walked(root, path: str, text: str) -> None:
+    """`path` (holding `text`) gives no error in a check of the tree, and is an invalid YAML error when named."""
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_text(text)
+    done = _check(root, ".")
     assert done.returncode == 0, done.stdout + done.stderr
-    named = _check(tmp_path, "infra/helmfile.yaml")
-    assert named.returncode == 2 and "infra/helmfile.yaml: invalid YAML" in named.stdout + named.stderr
+    named = _check(root, path)
+    assert named.returncode == 2 and f"{path}: invalid YAML" in named.stdout + named.stderr
+
+
+def test_a_template_that_gives_no_unit_is_left_alone_when_walked(tmp_path):
+    _left_alone_when_walked(tmp_path, "infra/helmfile.yaml", HELM)
 
 
 def test_a_broken_file_that_may_give_a_unit_is_still_an_error(tmp_path):
@@ -79,10 +84,5 @@ def test_a_kubernetes_template_that_names_a_launch_is_left_alone_when_walked(tmp
     so the text pre-screen lets them through, and whose Go template actions (`{{ $config := ... }}`, `{{- if }}`)
     are no YAML: 4 files made a whole check exit 2. A file that does not parse is left alone when walked if it is a
     template (Go template actions) or a Kubernetes manifest; a broken override file is still an error (above)."""
-    (tmp_path / "k8s").mkdir()
-    (tmp_path / "k8s" / "training.yaml").write_text(MANIFEST_TEMPLATE)
-    done = _check(tmp_path, ".")
-    assert done.returncode == 0, done.stdout + done.stderr
-    named = _check(tmp_path, "k8s/training.yaml")
-    assert named.returncode == 2 and "k8s/training.yaml: invalid YAML" in named.stdout + named.stderr
+    _left_alone_when_walked(tmp_path, "k8s/training.yaml", MANIFEST_TEMPLATE)
 
