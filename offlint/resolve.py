@@ -311,11 +311,17 @@ def _mlm_flag_dests(version: Version) -> dict[str, str]:
 
 
 def _by_field(flags: tuple[str, ...], version: Version) -> dict[str, str]:
-    """field name -> the first of `flags` that sets it, by the real parser's dests."""
+    """field name -> the first of `flags` that sets it, by the real parser's dests. A flag no Megatron-LM parser
+    has that is named for layers (`--num-layer-list`, `--noop-layers`: an extension of the tree's, such as Ascend's
+    MindSpeed-LLM, whose plugin patches validate_args and get_num_layers_to_build) lays the layers out its own way:
+    taken as setting the pipeline layout, which leaves the split unjudged (OFL218)."""
     dests = _mlm_flag_dests(version)
     out: dict[str, str] = {}
     for flag in flags:
-        out.setdefault(dests.get(flag), flag)
+        dest = dests.get(flag)
+        if dest is None and {"layer", "layers"} & set(flag.lstrip("-").split("-")):
+            dest = "pipeline_model_parallel_layout"
+        out.setdefault(dest, flag)
     return out
 
 

@@ -87,3 +87,20 @@ def test_a_megatron_lm_launch_is_refused_first_by_validate_args(tmp_path, monkey
         "parallel size\" when the job starts",
         "megatron-core's TransformerBlock asserts \"num_layers=30 should be divisible by "
         "config.pipeline_model_parallel_size=4\" when it builds the model"]
+
+
+def test_a_launch_flag_of_another_layer_split_leaves_the_split_unjudged(tmp_path, monkeypatch):
+    """Ascend's MindSpeed-LLM: `--num-layers 61 --pipeline-model-parallel-size 4 --num-layer-list 16,16,16,13`.
+    Its entry scripts import a plugin that patches Megatron-LM's validate_args and get_num_layers_to_build: the
+    uneven split is valid there (22 false OFL218). A flag no Megatron-LM parser has, named for layers, is the tree's
+    own way of laying them out, which offlint does not read; another flag of the tree's own changes nothing here."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "l.sh").write_text(
+        "torchrun pretrain_gpt.py --num-layers 61 --pipeline-model-parallel-size 4 --num-layer-list 16,16,16,13\n"
+        "torchrun pretrain_gpt.py --num-layers 61 --pipeline-model-parallel-size 4 --use-fused-swiglu\n")
+    monkeypatch.chdir(tmp_path)
+    result = check(["l.sh"], CheckOptions(root=tmp_path, cache=False, select=["OFL218"], mcore_version="0.19.2"))
+    assert [f.location.line for f in result.findings] == [2]
+    strict = check(["l.sh"], CheckOptions(root=tmp_path, cache=False, select=["OFL218"], mcore_version="0.19.2",
+                                          strict=True))
+    assert [(f.location.line, f.possible) for f in strict.findings] == [(2, False)]
