@@ -40,6 +40,22 @@ def test_a_name_offlint_cannot_read_makes_the_section_unknown(tmp_path, monkeypa
     """)
 
 
+def test_two_writes_by_names_offlint_cannot_read_keep_what_the_code_had_set(tmp_path, monkeypatch):
+    """A second write by an unread field name over the first one's: it ended the file's reading with an internal
+    error (NameError in the helper that keeps the value the code had set). The value before both is kept."""
+    assert not _messages(tmp_path, monkeypatch, """
+        name, value = load_override()
+        setattr(cfg.model, name, value)
+        other, again = load_override()
+        setattr(cfg.model, other, again)
+    """)
+    from offlint.sources.python import read_python
+
+    (unit,) = [u for u in read_python("recipe.py", (tmp_path / "recipe.py").read_text()) if u.name == "recipe"]
+    held = {a.key: a.value for a in unit.all_assignments()}["model.pipeline_model_parallel_size"]
+    assert held.before == 4, held
+
+
 def test_a_loop_over_overrides_leaves_only_the_path_where_it_does_not_run(tmp_path, monkeypatch):
     found = _messages(tmp_path, monkeypatch, """
         for key, value in yaml.safe_load(open("o.yaml")).items():

@@ -907,7 +907,7 @@ def _freeze(value):
 def _any_field(why: Unknown, held: Assignment) -> AnyField:
     """The value of a key a catch-all write may have replaced, with what it held before the first such write."""
     if isinstance(held.value, AnyField):
-        return replace(held.value, reason=why.reason)
+        return dataclasses.replace(held.value, reason=why.reason)
     return AnyField(why.reason, held.value, held.location, held.text)
 
 
