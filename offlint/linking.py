@@ -142,13 +142,13 @@ def _run_own_script(unit: Unit, script: Unit, parser: dict, path: str) -> None:
 def _environment(unit: Unit):
     """A launch's value of an environment variable, for its entry script's code (entry_scripts.accelerator): what
     it exports, None where it leaves the variable unset, ENV_UNKNOWN where that is not known."""
-    values: dict[str, object] = {}
+    values: dict[str, object] | None = None  # (made when first asked: only a script whose top level tests one)
     unset = None if unit.env_known and not unit.env_open else entry_scripts.ENV_UNKNOWN
 
     def value(name: str) -> object:
-        if not values:  # (asked only of a script whose top level tests a variable: most are not)
-            values.update((a.key[4:], a.value) for a in unit.all_assignments() if a.key.startswith("env."))
-            values[""] = None
+        nonlocal values
+        if values is None:
+            values = {a.key[4:]: a.value for a in unit.all_assignments() if a.key.startswith("env.")}
         held = values.get(name, unset)
         return entry_scripts.ENV_UNKNOWN if isinstance(held, Unknown) else held
 

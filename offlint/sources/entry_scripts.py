@@ -158,7 +158,9 @@ def accelerator(script: str, launch_path: str, tree_text: TreeText, parsed: dict
     if module is None:
         return ""
     # (one answer per script and values of the variables its top-level tests read: most launches run a few scripts)
-    read = tuple(env(name) if env is not None else ENV_UNKNOWN for name in module.environment_tests)
+    tested = dict.fromkeys(found[0] for node in module.top_level if isinstance(node, ast.If)
+                           for found in [_environment_test(node.test)] if found)
+    read = tuple(env(name) if env is not None else ENV_UNKNOWN for name in tested)
     key = ("accelerator", path, read)
     if parsed is None:
         return reach.module_accelerator(path, env)
@@ -260,15 +262,15 @@ class _Reach:
         if module is None:
             return ""
         found = self._backend_in(module, module.top_level, [path])
+        if found:
+            return found
         for node in module.top_level:
             taken = _environment_branch(node, env) if isinstance(node, ast.If) else None
-            if taken is not None and not found:
-                body = node.body if taken else node.orelse
-                found = self._backend_in(module, body, [])
-                if found:
-                    found += f", where `if {ast.unparse(node.test)}` ({path}:{node.lineno}) is " \
-                             f"{'true' if taken else 'false'} for this launch"
-        return found
+            found = self._backend_in(module, node.body if taken else node.orelse, []) if taken is not None else ""
+            if found:
+                return f"{found}, where `if {ast.unparse(node.test)}` ({path}:{node.lineno}) is " \
+                       f"{'true' if taken else 'false'} for this launch"
+        return ""
 
     def _backend_in(self, module: _Module, body: list[ast.stmt], texts: list[str]) -> str:
         """Where `body` (statements of `module`), one of the files `texts` or a file its imports name imports a
@@ -519,21 +521,10 @@ def _imported_names(node: ast.stmt) -> list[str]:
     return []
 
 
-def _tested_variable(test: ast.expr) -> str | None:
-    """The environment variable a test compares with a literal (`os.getenv("NAME") == "x"`), or None."""
-    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
-        return None
-    read = test.comparators[0] if isinstance(test.left, ast.Constant) else test.left
-    return python_inputs.environment_variable(read)
-
-
-def _environment_branch(node: ast.If, env: Callable[[str], object] | None) -> bool | None:
-    """Whether the launch takes the body of `if os.getenv("NAME"[, "default"]) == "literal":` (or `!=`,
-    `os.environ.get`, `os.environ["NAME"]`), by the value `env` gives the variable; None where the test is another
-    or the value is not known."""
-    test = node.test
-    if env is None or not isinstance(test, ast.Compare) or len(test.ops) != 1 or \
-            not isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+def _environment_test(test: ast.expr) -> tuple[str, ast.expr, str, bool] | None:
+    """(variable, its read, the literal, whether `==`) for a test comparing an environment variable with a string
+    literal (`os.getenv("NAME"[, "default"]) == "x"`, `!=`, `os.environ.get`, `os.environ["NAME"]`); None else."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
         return None
     read, literal = test.left, test.comparators[0]
     if isinstance(read, ast.Constant):
@@ -541,6 +532,16 @@ def _environment_branch(node: ast.If, env: Callable[[str], object] | None) -> bo
     name = python_inputs.environment_variable(read)
     if name is None or not isinstance(literal, ast.Constant) or not isinstance(literal.value, str):
         return None
+    return name, read, literal.value, isinstance(test.ops[0], ast.Eq)
+
+
+def _environment_branch(node: ast.If, env: Callable[[str], object] | None) -> bool | None:
+    """Whether the launch takes the body of an `if` on an environment variable (_environment_test), by the value
+    `env` gives the variable; None where the test is another or the value is not known."""
+    found = _environment_test(node.test) if env is not None else None
+    if found is None:
+        return None
+    name, read, literal, equal = found
     value = env(name)
     if value is ENV_UNKNOWN:
         return None
@@ -551,7 +552,7 @@ def _environment_branch(node: ast.If, env: Callable[[str], object] | None) -> bo
         if default is not None and not (isinstance(default, ast.Constant) and isinstance(default.value, str)):
             return None
         value = default.value if default is not None else None
-    return (value == literal.value) == isinstance(test.ops[0], ast.Eq)
+    return (value == literal) == equal
 
 
 def _dotted(node: ast.expr, module_imports: dict[str, str]) -> str | None:
@@ -596,10 +597,6 @@ class _Module:
             else:
                 self.top_level.append(node)
         self.search_paths = _sys_path_entries(path, self.top_level)
-        # the environment variables top-level `if`s compare with a literal (_environment_branch)
-        self.environment_tests = tuple(dict.fromkeys(
-            name for node in self.top_level if isinstance(node, ast.If)
-            for name in [_tested_variable(node.test)] if name))
         bindings: dict[str, dict[tuple[str, str], None]] = {}  # name -> every (module, name) it is imported as
         for node in ast.walk(tree):  # imports anywhere (a function's own lazy import too)
             if isinstance(node, ast.ImportFrom):

@@ -575,12 +575,7 @@ class Commands:
         child.sourcing = [*self.st.sourcing, path]
         child.positional = self.known_words(fields[i + 1:])
         org = [(f.line, f.col, f.cond)] * (len(text) + 1)
-        commands, errors = len(self.st.out.commands), len(self.st.out.errors)
-        type(self)(child, text, org, self.depth + 1, f"in {path}: ").run()
-        child.finish()
-        if len(self.st.out.errors) > errors:  # a script offlint cannot parse: its own reading reports it
-            del self.st.out.errors[errors:]
-            del self.st.out.commands[commands:]
+        self.read_child(child, text, org, f"in {path}: ")  # (a script it cannot parse: its own reading reports it)
 
     def child_shell(self, penv: dict[str, _Var], assumes: tuple[str, ...], script: str | None = None) -> _State:
         """The state a child shell starts with (`bash -c`, a called script `script`): this one's exported variables
@@ -603,13 +598,18 @@ class Commands:
         child = self.child_shell(penv, assumes)
         child.hidden = {k for k, v in self.st.env.items() if not v.exported}
         org.append(org[-1] if org else (f.line, f.col, f.cond))
+        # (a payload offlint cannot parse is not read: the words of an unquoted `$CMD` holding `bash -c '...'` keep
+        # their quotes as characters, and that bash refuses its payload when the job runs; the script itself is
+        # valid: MT-MegatronLM's launch scripts had gone unread)
+        self.read_child(child, f.value, org, "in shell -c payload: ")
+
+    def read_child(self, child: _State, text: str, org: list, where: str) -> None:
+        """Read `text` as the child shell `child` (a called script, a `bash -c` payload); where offlint cannot parse
+        it, nothing of it is kept, neither its errors nor its commands, as for a sourced file."""
         commands, errors = len(self.st.out.commands), len(self.st.out.errors)
-        type(self)(child, f.value, org, self.depth + 1, "in shell -c payload: ").run()
+        type(self)(child, text, org, self.depth + 1, where).run()
         child.finish()
         if len(self.st.out.errors) > errors:
-            # A payload offlint cannot parse is not read, as a sourced script is not: the words of an unquoted
-            # `$CMD` holding `bash -c '...'` keep their quotes as characters, and that bash refuses its payload
-            # when the job runs; the script itself is valid (MT-MegatronLM's launch scripts had gone unread)
             del self.st.out.errors[errors:]
             del self.st.out.commands[commands:]
 
