@@ -167,8 +167,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     if deferred:
         reads = _decode_linked(reads, deferred, findings, {unit.recipe for unit, key, _ in keys.values()
                                                              if key not in kept and unit.recipe}, aliases,
-                               {posixpath.basename(unit.entry_script) for unit, _, _ in keys.values()
-                                if unit.entry_script and unit.defaults == Defaults.MLM_CLI})
+                               _entry_script_names(unit for unit, _, _ in keys.values()))
         if cache is not None:
             for _, later in deferred:
                 if later.again:
@@ -230,16 +229,20 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
 def _recipes_run(found: list, by_path: dict[str, SourceFile], texts: pipeline.Texts) -> tuple[set[str], Aliases]:
     """The recipes the launch commands among `found` (every outcome pipeline.outcomes gives) run, and, for a name no
     file defines, the names imported `as` it, as _decode_linked looks them up: what workers that kept recipe units
-    send back (pipeline.outcomes' `wanted`). With the Aliases that took, over the files _check makes reads of
-    (scanned only if a name is not defined). A stored file whose summary says it has units linking needs is decoded
-    here, as the loop in _check would decode it next."""
+    send back (pipeline.outcomes' `wanted`). With them, every recipe of a held file named as a Megatron-LM style
+    launch's entry script, all of whose units _decode_linked takes (Megatron Bridge's MIMO training scripts: read
+    again in the parent, once the workers were done, when they were not sent). With the Aliases that took, over the
+    files _check makes reads of (scanned only if a name is not defined). A stored file whose summary says it has
+    units linking needs is decoded here, as the loop in _check would decode it next."""
     outcomes: list[FileOutcome] = []
     defined: set[str] = set()
     paths: list[str] = []
+    held: list[pipeline.Held] = []
     for hit in found:
         if isinstance(hit, pipeline.Held):
             defined |= hit.later.summary.recipes
             paths.append(hit.outcome.path)
+            held.append(hit)
             continue
         if isinstance(hit, Deferred):
             if hit.summary.error:
@@ -252,11 +255,21 @@ def _recipes_run(found: list, by_path: dict[str, SourceFile], texts: pipeline.Te
         if hit.error is None:
             outcomes.append(hit)
             paths.append(hit.path)
-    names = {unit.recipe for outcome in outcomes for unit in outcome.units
-             if unit.kind == UnitKind.COMMAND and unit.recipe}
+    commands = [unit for outcome in outcomes for unit in outcome.units if unit.kind == UnitKind.COMMAND]
+    names = {unit.recipe for unit in commands if unit.recipe}
     defined |= {unit.name for outcome in outcomes for unit in outcome.units if unit.kind == UnitKind.RECIPE}
     aliases = Aliases(FileRead(by_path[path], texts[path], [], []) for path in paths)
-    return _looked_up(names, defined, aliases), aliases
+    scripts = _entry_script_names(commands)
+    whole = {name for hit in held if posixpath.basename(hit.outcome.path) in scripts
+             for name in hit.later.summary.recipes}
+    return _looked_up(names, defined, aliases) | whole, aliases
+
+
+def _entry_script_names(commands) -> set[str]:
+    """The file names of the entry scripts Megatron-LM style launches among `commands` run: linking may read every
+    unit of such a file of the tree (a script that reads its own flags, script_flags), so _decode_linked takes all."""
+    return {posixpath.basename(unit.entry_script) for unit in commands
+            if unit.entry_script and unit.defaults == Defaults.MLM_CLI}
 
 
 def _looked_up(named: set[str], defined: set[str], aliases: Aliases) -> set[str]:

@@ -149,3 +149,57 @@ def test_a_worker_alone_at_the_barrier_gives_up_in_time(monkeypatch):
     monkeypatch.setattr(pipeline, "_BARRIER", threading.Barrier(2))
     monkeypatch.setattr(pipeline, "HELD_TIMEOUT", 0.05)
     assert pipeline._worker_held(frozenset({"x"})) is None
+
+
+SCRIPT = '''import argparse
+
+from megatron.bridge.training.pretrain import pretrain
+from recipes.common import _pretrain_common
+
+
+def own_config(pipeline_model_parallel_size: int = 1):
+    cfg = _pretrain_common()
+    cfg.model.pipeline_model_parallel_size = pipeline_model_parallel_size
+    cfg.model.cpu_offloading = True
+    cfg.model.cpu_offloading_num_layers = 2
+    return cfg
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pipeline-model-parallel-size", type=int, default=1)
+    args = parser.parse_args()
+    cfg = own_config(pipeline_model_parallel_size=args.pipeline_model_parallel_size)
+    pretrain(config=cfg, forward_step_func=None)
+
+
+if __name__ == "__main__":
+    main()
+'''
+SCRIPT_LAUNCH = '''#!/bin/bash
+torchrun --nproc_per_node=8 examples/train_own.py --pipeline-model-parallel-size 2
+'''
+
+
+def test_the_recipes_of_a_launched_entry_script_are_sent_not_read_again(tree, asked, monkeypatch):
+    """A Megatron-LM style launch of the tree's own script: linking reads every unit of the script's file
+    (script_flags), so the workers send them all, and the parent reads no file again (Megatron Bridge's MIMO
+    launches: three scripts read again in the parent, once every worker was done)."""
+    (tree / "examples").mkdir()
+    (tree / "examples" / "train_own.py").write_text(SCRIPT)
+    (tree / "launch" / "train_own.sh").write_text(SCRIPT_LAUNCH)
+    expected = _answer(tree, workers=1, cache=False)
+    again = []  # the files read in the parent (forked workers append to their own copies)
+    original = pipeline.read_one
+
+    def recording(file, *args):
+        again.append(file.path)
+        return original(file, *args)
+
+    monkeypatch.setattr(pipeline, "read_one", recording)
+    assert _answer(tree, workers=2, cache=False) == expected
+    linked = [finding for finding in expected[0] if finding[3] == ["launch/train_own.sh:2:51"]]
+    assert [finding[:2] for finding in linked] == [("examples/train_own.py:10:5", "OFL102")]  # the launch's PP 2
+    [(names, sent)] = asked
+    assert sent["examples/train_own.py"] == ["own_config", "main"]
+    assert again == []
