@@ -22,7 +22,7 @@ from offlint.relocation import Unmovable, relocate
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
 from offlint.source_files import FileRead
-from offlint.tree_keys import without_tree_fields
+from offlint.tree_keys import tree_section_findings, without_tree_fields
 from offlint.types import Defaults, FileError, Finding, Location, Severity, UnitKind
 from offlint.versions import DetectedVersion, detect_version
 from offlint.warm_start import WarmStart, remembered
@@ -197,6 +197,8 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                     own.update(id(f) for f in found)
     if cache is not None:
         cache.save_linked(prune=targets is None)
+    if "OFL003" in selected and "OFL003" in all_rules:  # keys of sections only the tree's own classes list
+        findings.extend(tree_section_findings(reads, job.python_paths, lambda path: texts[path], all_rules["OFL003"]))
     unit_count = sum(held.get(id(read), len(read.units)) for read in reads)
     if options.validate and "OFL900" in selected:
         resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]

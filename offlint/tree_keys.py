@@ -7,6 +7,11 @@ tree's provider may be the class the key was meant for, and offlint does not kno
 merged into. Which fields the tree defines is a fact of the whole tree, not of the file the key is in, so this is
 applied to a run's findings however they were made (cache or rules), and the tree is read only when an OFL003
 finding asks.
+
+The container's other sections (`train`, `checkpoint`, `dist`, ...) hold one class each, which no provider widens:
+where the tree defines ConfigContainer and every field of such a section's class (sources/tree_config_fields.py),
+a Hydra override of a key that section lacks is reported whatever it is close to (tree_section_findings):
+Hydra refuses `dist.tensor_model_parallel_size=2` at launch (a Bridge fork's launcher set TP and PP there).
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:
-    from offlint.types import Finding
+    from offlint.rules import Rule
+    from offlint.source_files import FileRead
+    from offlint.types import Assignment, Finding, Unit
 
 CODE = "OFL003"
 
@@ -44,3 +51,75 @@ def _tree_may_mean(key: str, tree: dict[str, frozenset[str]]) -> bool:
     known = difflib.get_close_matches(name, keys.known_fields(section), n=1, cutoff=0.8)
     best = difflib.SequenceMatcher(None, name, known[0]).ratio() if known else 0.8
     return bool(difflib.get_close_matches(name, own, n=1, cutoff=best))
+
+
+def tree_section_findings(reads: list[FileRead], python_paths: Iterable[str], text: Callable[[str], str | None],
+                          rule: Rule) -> list[Finding]:
+    """OFL003 for the Hydra overrides of the units in `reads` that set a field the tree's ConfigContainer section
+    lacks (a section tree_config_fields.container_sections can list every field of). The rule's checks give each
+    its severity: an override Hydra refuses at launch (an error), or one a `+`/`++` prefix adds, which Bridge then
+    skips with a log line (a warning). (A YAML override file's keys of these sections are not read: yaml_file keeps
+    the sections the rules model.) The tree is read only when some unit sets a key of a section OFL003's own checks
+    do not judge."""
+    from offlint.types import Source
+
+    asked = [(unit, a) for read in reads for unit in read.units for layer in unit.layers if not layer.inherited
+             for a in layer.assignments if a.source == Source.HYDRA and _other_section(a.key)]
+    if not asked:
+        return []
+    from offlint.sources.tree_config_fields import container_sections
+
+    sections = container_sections((path, text(path)) for path in python_paths)
+    out: list[Finding] = []
+    for unit, a in asked:
+        section, _, name = a.key.lstrip("+~").partition(".")
+        held = sections.get(section)
+        if held is None or name in held.fields or a.op == "delete":
+            continue
+        out.append(_section_finding(rule, unit, a, section, name, held, sections))
+    return out
+
+
+def _other_section(key: str) -> bool:
+    from offlint import keys
+
+    section, _, name = key.lstrip("+~").partition(".")
+    return bool(name) and "." not in name and section not in ("model", "optimizer", "ddp", "env", "env_vars") \
+        and section in keys.OTHER_BRIDGE_SECTIONS
+
+
+def _section_finding(rule: Rule, unit: Unit, a: Assignment, section: str, name: str, held, sections) -> Finding:
+    from offlint.types import Finding
+
+    key = f"{section}.{name}"
+    where = f"{section} ({held.cls}, {held.path}:{held.line})"
+    meant = _meant(section, name, held, sections)
+    hint = f"; did you mean {meant}?" if meant else ""
+    if a.op == "set":
+        check = rule.checks[0]
+        why = f"Hydra refuses the override at launch (\"Could not override '{key}'\")"
+    else:
+        check = rule.checks[2]
+        why = ("with a + or ++ prefix Hydra adds the key and Megatron Bridge then skips it with only a log line, so "
+               "this setting has no effect")
+    return Finding(code=rule.code, slug=rule.slug, severity=check.severity,
+                   message=f"{key} is not a field of {where}: {why}{hint}", location=a.location, unit=unit.name,
+                   fix=check.fix or rule.fix, url=rule.url, stage=check.stage, unit_path=unit.location.path,
+                   written=((a.key, a.location),))
+
+
+def _meant(section: str, name: str, held, sections) -> str:
+    """The key `section.name` was likely meant to be: a field of the section close to it, else the field of that
+    name in another section (`dist.tensor_model_parallel_size` -> `model.tensor_model_parallel_size`); "" if none."""
+    import difflib
+
+    from offlint import keys
+
+    close = difflib.get_close_matches(name, sorted(held.fields), n=1, cutoff=0.8)
+    if close:
+        return f"{section}.{close[0]}"
+    for other in ("model", "optimizer", "ddp"):
+        if name in keys.known_fields(other):
+            return f"{other}.{name}"
+    return next((f"{other}.{name}" for other, found in sections.items() if other != section and name in found.fields),
+                "")

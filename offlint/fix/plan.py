@@ -36,15 +36,34 @@ def plan(findings: list[Finding], rules: dict, unsafe: bool) -> tuple[list[Plann
     out: list[PlannedFix] = []
     hidden = 0
     for finding in findings:
-        options = autofixes(finding, rules)
-        allowed = [f for f in options if f.safe or unsafe]
+        options = _makeable(finding, rules)
+        allowed = [(f, changes) for f, changes in options if f.safe or unsafe]
         if options and not allowed:
             hidden += 1
-        candidates = [PlannedFix(finding, autofix, changes) for autofix in allowed
-                      for changes in [changes_for(finding, autofix)] if changes]
-        if candidates:
+        if allowed:
+            candidates = [PlannedFix(finding, autofix, changes) for autofix, changes in allowed]
             out.append(replace(candidates[0], fallbacks=tuple(candidates[1:])))
     return out, hidden
+
+
+def fixability(findings: list[Finding], rules: dict) -> tuple[int, int]:
+    """(findings with a safe fix, findings whose only fixes are unsafe): ruff's `[*] N fixable` counts. A fix counts
+    where it can be placed: OFL003's rename of a key no one known field is close to (a key set in the wrong section,
+    `dist.tensor_model_parallel_size`) is no hidden fix."""
+    safe = unsafe = 0
+    for finding in findings:
+        options = _makeable(finding, rules)
+        if any(f.safe for f, _ in options):
+            safe += 1
+        elif options:
+            unsafe += 1
+    return safe, unsafe
+
+
+def _makeable(finding: Finding, rules: dict) -> list[tuple[AutoFix, tuple[Change, ...]]]:
+    """The finding's fixes that its provenance gives a place to make, each with its edits."""
+    return [(autofix, changes) for autofix in autofixes(finding, rules)
+            for changes in [changes_for(finding, autofix)] if changes]
 
 
 def changes_for(finding: Finding, autofix: AutoFix) -> tuple[Change, ...]:

@@ -124,7 +124,7 @@ class FixRequest:
 
     @staticmethod
     def _counts(findings, rules) -> tuple[int, int]:
-        from offlint.fix.spec import fixability  # no editor, no libcst: imported with the rules already
+        from offlint.fix.plan import fixability  # no editor, no libcst: imported with the rules already
 
         return fixability(findings, rules) if findings else (0, 0)
 

@@ -112,15 +112,3 @@ def autofixes(finding, rules: dict) -> tuple[AutoFix, ...]:
         if check.autofix and check.fix and check.fix == finding.fix:
             return check.autofix
     return rule.autofix
-
-
-def fixability(findings: list, rules: dict) -> tuple[int, int]:
-    """(findings with a safe fix, findings whose only fixes are unsafe): ruff's `[*] N fixable` counts."""
-    safe = unsafe = 0
-    for finding in findings:
-        options = autofixes(finding, rules)
-        if any(f.safe for f in options):
-            safe += 1
-        elif options:
-            unsafe += 1
-    return safe, unsafe

@@ -11,7 +11,9 @@ dataclass fields), ClassVars aside. Read with `ast` from the files whose text ma
 from __future__ import annotations
 
 import ast
+import posixpath
 import re
+from typing import NamedTuple
 
 # What a base's name says of its section: Bridge aliases megatron-core's classes (`MCoreOptimizerConfig`).
 _SECTION_OF_BASE = (
@@ -139,3 +141,150 @@ def _fields(cls: _Class, classes: dict[str, list[_Class]], seen: set[str]) -> se
                 if parent.dataclass:
                     names |= _fields(parent, classes, seen)
     return names
+
+
+class Section(NamedTuple):
+    """A section of the tree's ConfigContainer whose class offlint can list every field of: the class, where it is
+    defined, and its fields (its own and those of every dataclass it derives from)."""
+
+    cls: str
+    path: str
+    line: int
+    fields: frozenset[str]
+
+
+# Sections of the container judged elsewhere: megatron-core's classes (keys.known_fields, OFL003's own checks), whose
+# model section a provider from outside the tree may widen, and the environment, a dict.
+_JUDGED_ELSEWHERE = frozenset({"model", "optimizer", "ddp", "env_vars"})
+_CONTAINER = re.compile(r"^class\s+ConfigContainer\b", re.MULTILINE)
+_FIELDLESS_BASES = frozenset({"object", "ABC", "Generic"})
+_MAX_HOPS = 8  # re-exports and bases followed for one class, at most
+
+
+def container_sections(texts) -> dict[str, Section]:
+    """{section: Section} for the sections of the tree's Megatron Bridge ConfigContainer (one @dataclass of that
+    name in the tree) that are annotated with one class (`dist: DistributedInitConfig`: not Optional, not a union, so
+    no recipe puts another class there) whose every field offlint can read: the class and each dataclass it derives
+    from are defined in the tree, found through the defining module's own classes and its imports (Bridge's
+    `DistributedInitConfig(MTrainDistributedInitConfig)` derives from Megatron-LM's `megatron/training/config.py`,
+    found in a checkout's `3rdparty/Megatron-LM`). A class with a base offlint cannot read is left out: its fields
+    are not all known. `texts`: (path, text) pairs of the tree's Python files."""
+    pairs = [(path, text) for path, text in texts if text]
+    defining = [(path, text) for path, text in pairs if "class ConfigContainer" in text and _CONTAINER.search(text)]
+    if len(defining) != 1:
+        return {}  # none, or several trees side by side: which one a launch runs is not known here
+    path, text = defining[0]
+    module = _parsed(text)
+    container = _class_named(module, "ConfigContainer") if module is not None else None
+    if container is None or not _is_dataclass(container):
+        return {}
+    resolver = _Resolver(pairs)
+    out: dict[str, Section] = {}
+    for statement in container.body:
+        if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+                and isinstance(statement.annotation, (ast.Name, ast.Attribute))):
+            continue
+        section = statement.target.id
+        if section.startswith("_") or section in _JUDGED_ELSEWHERE:
+            continue
+        found = resolver.complete(_base_name(statement.annotation), path, module)
+        if found is not None and found.fields:  # (a class of no fields holds no settings: a callable's holder)
+            out[section] = found
+    return out
+
+
+class _Resolver:
+    """Finds a class by the name a module uses for it, and reads its fields, through the tree's files."""
+
+    def __init__(self, pairs: list[tuple[str, str]]):
+        self._pairs = pairs
+        self._modules: dict[str, ast.Module | None] = {}
+
+    def complete(self, name: str, path: str, module: ast.Module, hops: int = 0) -> Section | None:
+        """The Section of class `name` as `module` (the file `path`) names it; None where a field may be missed."""
+        found = self._find(name, path, module, hops)
+        if found is None:
+            return None
+        where, defined_in, node = found
+        if not _is_dataclass(node):
+            return None
+        fields = set(_read_class(node).fields)
+        for base in node.bases:
+            base_name = _base_name(base)
+            if base_name in _FIELDLESS_BASES:
+                continue
+            if hops >= _MAX_HOPS:
+                return None
+            parent = self.complete(base_name, where, defined_in, hops + 1)
+            if parent is None:
+                return None
+            fields |= parent.fields
+        return Section(node.name, where, node.lineno, frozenset(fields))
+
+    def _find(self, name: str, path: str, module: ast.Module, hops: int):
+        """(path, module, class node) of the class `name` names in `module`: defined there, or imported by
+        `from M import C [as name]` from the one tree file that is module M."""
+        own = _class_named(module, name)
+        if own is not None:
+            return path, module, own
+        for statement in module.body:
+            if not isinstance(statement, ast.ImportFrom):
+                continue
+            for alias in statement.names:
+                if (alias.asname or alias.name) != name:
+                    continue
+                if hops >= _MAX_HOPS:
+                    return None
+                target = self._module_file(statement.module or "", statement.level, path)
+                if target is None:
+                    return None
+                other = self._module(target)
+                return self._find(alias.name, target, other, hops + 1) if other is not None else None
+        return None
+
+    def _module_file(self, dotted: str, level: int, importer: str) -> str | None:
+        """The one tree file that is module `dotted` (relative to `importer`'s package for `level` dots)."""
+        parts = dotted.split(".") if dotted else []
+        if level:
+            base = posixpath.dirname(posixpath.normpath(importer)).split("/")
+            base = base[: len(base) - (level - 1)] if level > 1 else base
+            rel = "/".join([*[p for p in base if p and p != "."], *parts])
+            wanted = {rel + ".py", rel + "/__init__.py"}
+            found = [p for p, _ in self._pairs if posixpath.normpath(p) in wanted]
+        else:
+            if not parts:
+                return None
+            rel = "/".join(parts)
+            found = [p for p, _ in self._pairs if _is_module_file(posixpath.normpath(p), rel)]
+        return found[0] if len(found) == 1 else None
+
+    def _module(self, path: str) -> ast.Module | None:
+        if path not in self._modules:
+            text = next((text for p, text in self._pairs if p == path), None)
+            self._modules[path] = _parsed(text) if text else None
+        return self._modules[path]
+
+
+def _is_module_file(path: str, rel: str) -> bool:
+    """Whether the file `path` is the module whose dotted name is `rel` with slashes, from some source root
+    (`src/megatron/bridge/x.py`, `3rdparty/Megatron-LM/megatron/training/config.py`)."""
+    for candidate in (rel + ".py", rel + "/__init__.py"):
+        if path == candidate or path.endswith("/" + candidate):
+            return True
+    return False
+
+
+def _parsed(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None  # reported where the file is read, not here
+
+
+def _class_named(module: ast.Module, name: str) -> ast.ClassDef | None:
+    found = [node for node in module.body if isinstance(node, ast.ClassDef) and node.name == name]
+    return found[0] if len(found) == 1 else None
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    return any(_base_name(d) == "dataclass" for d in node.decorator_list)
