@@ -198,7 +198,8 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     if cache is not None:
         cache.save_linked(prune=targets is None)
     if "OFL003" in selected and "OFL003" in all_rules:  # keys of sections only the tree's own classes list
-        findings.extend(tree_section_findings(reads, job.python_paths, lambda path: texts[path], all_rules["OFL003"]))
+        findings.extend(tree_section_findings([r for r in reads if targets is None or r.file.path in targets],
+                                              job.python_paths, lambda path: texts[path], all_rules["OFL003"]))
     unit_count = sum(held.get(id(read), len(read.units)) for read in reads)
     if options.validate and "OFL900" in selected:
         resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]

@@ -60,7 +60,8 @@ def tree_section_findings(reads: list[FileRead], python_paths: Iterable[str], te
     its severity: an override Hydra refuses at launch (an error), or one a `+`/`++` prefix adds, which Bridge then
     skips with a log line (a warning). (A YAML override file's keys of these sections are not read: yaml_file keeps
     the sections the rules model.) The tree is read only when some unit sets a key of a section OFL003's own checks
-    do not judge."""
+    do not judge: a pre-commit run passes the reads of its target files only (the launches its edit links to are
+    decoded too, and would otherwise make a recipe's edit read every file of the tree)."""
     from offlint.types import Source
 
     asked = [(unit, a) for read in reads for unit in read.units for layer in unit.layers if not layer.inherited

@@ -199,3 +199,35 @@ def test_no_rename_is_offered_for_a_key_of_the_wrong_section(tree):
     assert "hidden fix" not in summary()
     (tree / "launch.sh").write_text(LAUNCH.replace("model.num_layers=4", "model.cpu_ofloading=true"))
     assert "(1 hidden fix can be enabled with the `--unsafe-fixes` option)" in summary()
+
+
+RECIPE = '''
+from megatron.bridge.training.config import ConfigContainer
+
+
+def llama_config() -> ConfigContainer:
+    cfg = ConfigContainer()
+    cfg.model.num_layers = 4
+    return cfg
+'''
+
+
+def test_a_pre_commit_run_on_a_recipe_reads_no_container(tree, monkeypatch):
+    """A recipe's edit decodes the launches that run it (for linking): their overrides are not the edit's, and
+    reading the container's sections would read every Python file of the tree for them (Megatron Bridge: 1,713)."""
+    from offlint import api
+    from offlint.sources import tree_config_fields
+
+    write_tree(tree, {"recipes/llama.py": RECIPE})
+    monkeypatch.chdir(tree)
+    monkeypatch.setenv("OFFLINT_CACHE_DIR", str(tree / ".cache"))
+    options = {"mcore_version": "0.20.0", "root": tree}
+    api.check(["."], api.CheckOptions(**options))
+    asked = []
+    original = tree_config_fields.container_sections
+    monkeypatch.setattr(tree_config_fields, "container_sections", lambda texts: asked.append(1) or original(texts))
+    (tree / "recipes/llama.py").write_text(RECIPE.replace("= 4", "= 8"))
+    api.check(["recipes/llama.py"], api.CheckOptions(**options))
+    assert asked == []
+    found = api.check(["launch.sh"], api.CheckOptions(**options)).findings
+    assert asked == [1] and sum(f.code == "OFL003" for f in found) == 3

@@ -197,7 +197,8 @@ class _Resolver:
     """Finds a class by the name a module uses for it, and reads its fields, through the tree's files."""
 
     def __init__(self, pairs: list[tuple[str, str]]):
-        self._pairs = pairs
+        self._texts = {posixpath.normpath(path): text for path, text in pairs}
+        self._by_name: dict[str, list[str]] | None = None  # a file's name -> the tree's files of that name
         self._modules: dict[str, ast.Module | None] = {}
 
     def complete(self, name: str, path: str, module: ast.Module, hops: int = 0) -> Section | None:
@@ -249,29 +250,26 @@ class _Resolver:
             base = posixpath.dirname(posixpath.normpath(importer)).split("/")
             base = base[: len(base) - (level - 1)] if level > 1 else base
             rel = "/".join([*[p for p in base if p and p != "."], *parts])
-            wanted = {rel + ".py", rel + "/__init__.py"}
-            found = [p for p, _ in self._pairs if posixpath.normpath(p) in wanted]
-        else:
-            if not parts:
-                return None
+            found = [p for p in (rel + ".py", rel + "/__init__.py") if p in self._texts]
+        elif parts:
+            # from some source root: `src/megatron/bridge/x.py`, `3rdparty/Megatron-LM/megatron/training/config.py`
+            if self._by_name is None:
+                self._by_name = {}
+                for path in self._texts:
+                    self._by_name.setdefault(posixpath.basename(path), []).append(path)
             rel = "/".join(parts)
-            found = [p for p, _ in self._pairs if _is_module_file(posixpath.normpath(p), rel)]
+            found = [path for candidate in (rel + ".py", rel + "/__init__.py")
+                     for path in self._by_name.get(posixpath.basename(candidate), ())
+                     if path == candidate or path.endswith("/" + candidate)]
+        else:
+            return None
         return found[0] if len(found) == 1 else None
 
     def _module(self, path: str) -> ast.Module | None:
         if path not in self._modules:
-            text = next((text for p, text in self._pairs if p == path), None)
+            text = self._texts.get(path)
             self._modules[path] = _parsed(text) if text else None
         return self._modules[path]
-
-
-def _is_module_file(path: str, rel: str) -> bool:
-    """Whether the file `path` is the module whose dotted name is `rel` with slashes, from some source root
-    (`src/megatron/bridge/x.py`, `3rdparty/Megatron-LM/megatron/training/config.py`)."""
-    for candidate in (rel + ".py", rel + "/__init__.py"):
-        if path == candidate or path.endswith("/" + candidate):
-            return True
-    return False
 
 
 def _parsed(text: str) -> ast.Module | None:
