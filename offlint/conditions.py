@@ -933,14 +933,19 @@ def pipeline_split_refusal(scope: Scope) -> object:
     get_num_layers_to_build asserts that the layers, plus one each for an embedding or loss counted in the split,
     divide by PP (transformer_block.py in 0.16.1 and 0.19.2: in plain words in 0.16, naming the values from 0.17;
     TransformerConfig.__post_init__ raises first for the counted cases), and that each rank's layers divide by a
-    virtual pipeline size (a VPP offlint cannot read claims nothing). "" when a value it needs is unknown: no crash is claimed on a split offlint cannot read."""
+    virtual pipeline size (a VPP offlint cannot read claims nothing). "" when a value it needs is unknown: no crash is claimed on a split offlint cannot read.
+    Unknown where the sizes are known on each path of a branch (a OneOf: a launch that gives
+    `--pipeline-model-parallel-size 16` on one alternative of an `if` only): the engine judges each path."""
     pp, layers = scope.key("model.pipeline_model_parallel_size"), scope.key("model.num_layers")
     others = [scope.key(f"model.{name}") for name in (
         "pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
         "hybrid_layer_pattern", "hybrid_override_pattern")]
     counted = [scope.key(f"model.account_for_{part}_in_pipeline_split") for part in ("embedding", "loss")]
     if UNKNOWN in (pp, layers, *others, *counted) or any(v not in (None, "") for v in others):
-        return ""
+        unknown = [v for v in scope.read if v.state == "unknown"]
+        by_path = unknown and all(isinstance(v.value, OneOf) and v.key in (
+            "model.pipeline_model_parallel_size", "model.num_layers") for v in unknown)
+        return UNKNOWN if by_path and not any(v not in (None, "", UNKNOWN) for v in others) else ""
     if not isinstance(pp, int) or not isinstance(layers, int) or isinstance(pp, bool) or pp <= 1 or layers <= 0:
         return ""
     total = layers + sum(1 for v in counted if v)

@@ -133,14 +133,9 @@ def test_without_a_cache_the_workers_hold_them_too(tree, asked):
 def test_without_a_cache_when_the_workers_cannot_send_them_the_files_are_read_again(tree, monkeypatch):
     expected = _answer(tree, workers=1, cache=False)
     monkeypatch.setattr(pipeline, "_fetch_held", lambda pool, count, names: None)
-    again = []  # the files read in the parent (forked workers append to their own copies)
+    again = []  # (the fixture's, set up after the one-process answer above)
     original = pipeline.read_one
-
-    def recording(file, *args):
-        again.append(file.path)
-        return original(file, *args)
-
-    monkeypatch.setattr(pipeline, "read_one", recording)
+    monkeypatch.setattr(pipeline, "read_one", lambda file, *args: again.append(file.path) or original(file, *args))
     assert _answer(tree, workers=2, cache=False) == expected
     assert sorted(again) == ["recipes/family0/r1.py", "recipes/family1/r2.py"]
 
@@ -191,12 +186,7 @@ def test_the_recipes_of_a_launched_entry_script_are_sent_not_read_again(tree, as
     expected = _answer(tree, workers=1, cache=False)
     again = []  # the files read in the parent (forked workers append to their own copies)
     original = pipeline.read_one
-
-    def recording(file, *args):
-        again.append(file.path)
-        return original(file, *args)
-
-    monkeypatch.setattr(pipeline, "read_one", recording)
+    monkeypatch.setattr(pipeline, "read_one", lambda file, *args: again.append(file.path) or original(file, *args))
     assert _answer(tree, workers=2, cache=False) == expected
     linked = [finding for finding in expected[0] if finding[3] == ["launch/train_own.sh:2:51"]]
     assert [finding[:2] for finding in linked] == [("examples/train_own.py:10:5", "OFL102")]  # the launch's PP 2

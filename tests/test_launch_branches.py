@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from offlint.api import CheckOptions, check
 from offlint.sources.shell import read_shell
-from offlint.types import Unknown
+from offlint.types import KEY_DEFAULT, OneOf, Unknown
 
 ALTERNATIVES = """\
 #!/bin/bash
@@ -206,3 +206,60 @@ def test_a_quoted_override_whose_value_is_unknown_sets_its_key(tmp_path, monkeyp
     (tmp_path / "run.sh").write_text(known)
     result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
     assert [f.code for f in result.findings if f.code == "OFL107"] == ["OFL107"]  # a known empty list still is
+
+
+CPU_OFFLOAD_BY_CONFIG = """\
+#!/bin/bash
+OFF=$(yaml_get "$INFRA_CONFIG" optimizer_cpu_offload)
+ARGS=(--tensor-model-parallel-size 1)
+if [ "$OFF" = "true" ]; then
+    ARGS+=(--use-cpu-optimizer-offload)
+    ARGS+=(--use-precision-aware-optimizer)
+fi
+torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --train-iters 10 "${ARGS[@]}"
+"""
+
+
+def test_a_flag_one_alternative_appends_is_judged_on_the_path_that_gives_it(tmp_path):
+    """Pai-Megatron-Patch's cooldown launcher appends the optimizer's CPU offload flags only where a value it reads
+    from a YAML file at run time says so (every shipped file says no). OFL116 had said, as a certain error, that
+    the job is refused; it is refused on that path only, which the user's input chooses: a warning naming it."""
+    [(value, line)] = _values(CPU_OFFLOAD_BY_CONFIG, "optimizer.use_precision_aware_optimizer")
+    assert isinstance(value, OneOf) and line == 6
+    assert value.reason == ("given on some paths of the script only (--use-precision-aware-optimizer at line 6, "
+                            "inside if at line 4)")
+    assert [(held, steps[0][:2]) for held, steps, _, _ in value.paths] == [
+        (True, ("inside if at line 4", 0)), (KEY_DEFAULT, ("inside if at line 4", 1))]
+    assert _values(CPU_OFFLOAD_BY_CONFIG, "model.tensor_model_parallel_size") == [(1, 3)]  # on every path
+    (tmp_path / "run.sh").write_text(CPU_OFFLOAD_BY_CONFIG)
+    options = {"mcore_version": "0.20.0", "root": tmp_path, "cache": False, "select": ["OFL116"]}
+    [found] = check([str(tmp_path)], CheckOptions(**options)).findings
+    assert found.severity.value == "warning" and found.location.line == 6
+    assert found.message.endswith("\n(on the path where the script gives --use-precision-aware-optimizer (inside if "
+                                  "at line 4))\n(only with the user's choice of --use-precision-aware-optimizer)")
+    # run through `eval` of a string the array was expanded into: the same
+    evaluated = CPU_OFFLOAD_BY_CONFIG.replace('torchrun', 'cmd="torchrun').replace('"${ARGS[@]}"\n',
+                                                                                  '${ARGS[@]}"\neval $cmd\n')
+    (tmp_path / "run.sh").write_text(evaluated)
+    assert [f.message for f in check([str(tmp_path)], CheckOptions(**options)).findings] == [found.message]
+    # a branch the script's default decides: its flags are given, as before
+    decided = CPU_OFFLOAD_BY_CONFIG.replace('$(yaml_get "$INFRA_CONFIG" optimizer_cpu_offload)', '"${OFF:-true}"')
+    assert _values(decided, "optimizer.use_precision_aware_optimizer") == [(True, 6)]
+
+
+def test_flags_of_exclusive_alternatives_never_go_together():
+    """Each alternative of an `if`/`elif` is a branch of one split: flags one of them gives go together, those of two
+    never do (engine._consistent). A flag a nested branch appends stays as it was read before (no alternative)."""
+    script = ('MODE=$(cat mode)\nARGS=()\nif [ "$MODE" = a ]; then\n    ARGS+=(--use-precision-aware-optimizer '
+              '--optimizer-cpu-offload)\nelif [ "$MODE" = b ]; then\n    ARGS+=(--use-distributed-optimizer)\nfi\n'
+              'if [ "$MODE" = c ]; then\n    if [ -n "$X" ]; then\n        ARGS+=(--num-layers 24)\n    fi\nfi\n'
+              'torchrun pretrain_gpt.py --train-iters 10 "${ARGS[@]}"\n')
+    splits = {}
+    for key in ("optimizer.use_precision_aware_optimizer", "optimizer.optimizer_cpu_offload",
+                "optimizer.use_distributed_optimizer"):
+        [(value, _)] = _values(script, key)
+        splits[key] = value.paths[0][1][0][:2]
+    assert splits == {"optimizer.use_precision_aware_optimizer": ("inside if at line 3", 0),
+                      "optimizer.optimizer_cpu_offload": ("inside if at line 3", 0),
+                      "optimizer.use_distributed_optimizer": ("inside if at line 3", 1)}
+    assert _values(script, "model.num_layers") == [(24, 10)]

@@ -225,7 +225,8 @@ def test_a_job_script_written_by_cat_and_submitted_is_read(tmp_path, monkeypatch
 def test_a_job_script_built_line_by_line_keeps_the_lines_of_each_path(tmp_path, monkeypatch):
     """The lsaie-ss26-gipfelsturm launchers write their job with here-documents and `echo "    --flag" >> "$SCRIPT"`
     on the paths that want a flag, then `sbatch "$SCRIPT"`. A line written on every path is read; one written on some
-    is judged as the same flag appended to an array on those paths is."""
+    is judged as the same flag appended to an array on those paths is: on the path that gives it (the message names
+    the `if`, at its own line in each script), as the choice of whoever runs the script ($DEEP is theirs)."""
     head = ('SCRIPT="job.sbatch"\ncat > "$SCRIPT" << HEAD\n#!/bin/bash\nexport NVTE_CPU_OFFLOAD_V1=1\n'
             'ARGS=(\nHEAD\n')
     tail = (')\nsrun python pretrain_gpt.py --num-layers 28 --micro-batch-size 1 --train-iters 10 "\\${ARGS[@]}"\n'
@@ -237,7 +238,10 @@ def test_a_job_script_built_line_by_line_keeps_the_lines_of_each_path(tmp_path, 
     direct = ('export NVTE_CPU_OFFLOAD_V1=1\nARGS=()\nif [ "$DEEP" = 1 ]; then\n'
               '  ARGS+=(--pipeline-model-parallel-size 16)\nfi\n'
               'srun python pretrain_gpt.py --num-layers 28 --micro-batch-size 1 --train-iters 10 "${ARGS[@]}"\n')
-    assert _messages(tmp_path, monkeypatch, sometimes) == _messages(tmp_path, monkeypatch, direct) != []
+    written, appended = _messages(tmp_path, monkeypatch, sometimes), _messages(tmp_path, monkeypatch, direct)
+    assert [m.replace("at line 7", "at line 3") for m in written] == appended != []
+    assert appended[0].endswith("(on the path where the script gives --pipeline-model-parallel-size 16 (inside if at "
+                                "line 3))\n(only with the user's choice of --pipeline-model-parallel-size 16)")
 
 
 def _messages(tmp_path, monkeypatch, script: str) -> list[str]:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from offlint.sources import entry_scripts, hydra, mlm_flags, perf_env, perf_flags, perf_scripts
-from offlint.types import Assignment, Defaults, Layer, Location, Source, Unit, UnitKind, Unknown
+from offlint.types import KEY_DEFAULT, Assignment, Defaults, Layer, Location, OneOf, Source, Unit, UnitKind, Unknown
 
 # Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
 HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_script.py", "bootstrap.py")
@@ -35,6 +35,7 @@ class Arg:
     conditional: str = ""
     flags: tuple[str, ...] | None = ()  # an unresolvable word's possible flags; None: any (shell_values.Word)
     assumed: tuple[str, ...] = ()  # the environment variables whose defaults its value took (shell_values.Word)
+    alternative: tuple = ()  # the alternative of an undecided branch that appended it (shell_values.Word)
 
 
 @dataclass(frozen=True)
@@ -351,6 +352,7 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
     values, _problems = mlm_flags.read_flags([a.value for a in args], opaque)
     layer = Layer("command line")
     written: list[tuple[Assignment, str]] = []
+    alternatives: dict[int, tuple] = {}  # id of a flag's assignment -> the alternative of the branch giving it
     for flag in values:
         arg = args[flag.flag_index]
         value = flag.value
@@ -358,7 +360,10 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
             source_arg = args[min(flag.flag_index + 1, len(args) - 1)]
             value = _unknown(source_arg if source_arg.value is None else arg)
         written.append((Assignment(flag.key, value, arg.location, Source.MLM, flag.text), arg.conditional))
-    layer.assignments.extend(_by_path(written, context))
+        if arg.alternative:  # (the flag as the script gives it, for the path's description)
+            shown = arg.value if flag.text in ("", arg.value) else f"{arg.value} {flag.text}"
+            alternatives[id(written[-1][0])] = (*arg.alternative, shown)
+    layer.assignments.extend(_by_path(written, context, alternatives))
     _derive_virtual_pipeline(layer)
     _query_groups(layer, args, opaque, location)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
@@ -382,21 +387,28 @@ def _shown(arg: Arg) -> str:
     return f"{written}at line {arg.location.line} ({arg.unknown or 'not resolvable statically'})"
 
 
-def _by_path(written: list[tuple[Assignment, str]], context: str = "") -> list[Assignment]:
+def _by_path(written: list[tuple[Assignment, str]], context: str = "",
+             alternatives: dict[int, tuple] | None = None) -> list[Assignment]:
     """The command line's assignments, where the script's branches decide between a key's values: a key given more
     than once, one of them by a word only some paths append (`if ...; then ARGS+=(--num-layers 28); fi`, or each
     alternative of an `if`/`elif` or `case` appending its own, as Pai-Megatron-Patch's scripts choose a model's
     sizes), is no conflict on one command line (OFL004) and has no one value argparse keeps: it is one assignment,
     at its last occurrence, whose value is unknown unless every occurrence gives the same. `written`: (assignment,
     the branch mark of its word: Arg.conditional); a word whose mark is the command's own (`context`: the command
-    is inside that branch) is on the command's path."""
+    is inside that branch) is on the command's path. `alternatives` (Megatron-LM flags, whose default is Megatron-LM's
+    on the paths that do not give them; by id of the assignment): a key given once, by a word one alternative of an
+    undecided branch appended to an array (shell_values.Word.alternative), is one value of a OneOf
+    (_on_one_alternative)."""
     by_key: dict[str, list[tuple[Assignment, str]]] = {}
     for assignment, branch in written:
         by_key.setdefault(assignment.key, []).append((assignment, branch))
     out: list[Assignment] = []
     for assignment, _ in written:
         group = by_key[assignment.key]
-        if len(group) == 1 or not any(branch and branch != context for _, branch in group) or \
+        taken = (alternatives or {}).get(id(assignment)) if len(group) == 1 and group[0][1] != context else None
+        if taken and assignment.op == "set":
+            out.append(_on_one_alternative(assignment, taken))
+        elif len(group) == 1 or not any(branch and branch != context for _, branch in group) or \
                 any(a.op == "delete" for a, _ in group) or all(a.value == group[0][0].value for a, _ in group):
             out.append(assignment)
         elif assignment is group[-1][0]:
@@ -406,6 +418,24 @@ def _by_path(written: list[tuple[Assignment, str]], context: str = "") -> list[A
                                                           f"path"), assignment.location, assignment.source,
                                   assignment.text, assignment.via, assignment.op))
     return out
+
+
+def _on_one_alternative(assignment: Assignment, taken: tuple[str, int, int, str]) -> Assignment:
+    """A Megatron-LM flag that one alternative of an undecided branch appends (`if [ "$OFF" = true ]; then
+    ARGS+=(--use-cpu-optimizer-offload --use-precision-aware-optimizer); fi`, OFF read at run time from a file the
+    user picks: Pai-Megatron-Patch's cooldown launcher): its value on that path, Megatron-LM's default on the others,
+    so a rule is checked on each (engine._by_path) and one holding only where the flag is given is reported with
+    that condition, as what the user's choice of it does: a warning, not the certain error it had been. Flags of one
+    alternative go together, those of exclusive alternatives never do (the branch's mark and the alternative are
+    the split and its branch)."""
+    mark, index, count, shown = taken
+    paths = [(assignment.value, ((mark, index, f"the script gives {shown} ({mark})", (shown,)),), assignment.location,
+              assignment.text)]
+    paths += [(KEY_DEFAULT, ((mark, other, f"the script does not give {shown}"),), None, None)
+              for other in range(count) if other != index]
+    value = OneOf(f"given on some paths of the script only ({shown} at line {assignment.location.line}, {mark})",
+                  paths=tuple(paths))
+    return replace(assignment, value=value)
 
 
 def _derive_virtual_pipeline(layer: Layer) -> None:

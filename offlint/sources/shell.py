@@ -58,7 +58,7 @@ def path_condition(assumes: tuple[str, ...], shown: int = 3) -> str:
 
 def _convert(path: str, command: Command, line_offset: int):
     argv = [Arg(_value(w), Location(path, w.line + line_offset, w.col), w.text, w.unknown, w.conditional, w.flags,
-                w.assumed) for w in command.argv]
+                w.assumed, w.alternative) for w in command.argv]
     env = {name: EnvArg(name, s.value, Location(path, s.line + line_offset, s.col), s.unknown)
            for name, s in command.env.items()}
     return argv, env, Location(path, command.line + line_offset, command.col)

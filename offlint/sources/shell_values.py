@@ -43,6 +43,9 @@ class Word:
     # the variables whose default (`${X:-d}`, X not set in the script) its value took: the environment the script
     # runs in chooses it (`NNODES=${SLURM_NNODES:-1}`)
     assumed: tuple[str, ...] = ()
+    # a word one alternative of an undecided branch appended to an array (its mark's ALTERNATIVE): (the branch's
+    # mark, which alternative, how many there are); () otherwise
+    alternative: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -164,13 +167,14 @@ class _Field:
 
     def word(self, holes: _Holes) -> Word:
         why = holes.why(self.value)
+        mark, taken = branch_mark(self.cond), alternative(self.cond) or ()
         if not why:
-            return Word(self.value, self.line, self.col, self.text, "", self.cond)
+            return Word(self.value, self.line, self.col, self.text, "", mark, alternative=taken)
         flags = holes.flags_in(self.value)
         head, slash, name = self.value.rpartition("/")
         known_name = name if slash and name and not holes.why(name) else ""
-        return Word(None, self.line, self.col, self.text, why, self.cond,
-                    None if flags is None else tuple(sorted(flags)), known_name)
+        return Word(None, self.line, self.col, self.text, why, mark, None if flags is None else tuple(sorted(flags)),
+                    known_name, alternative=taken)
 
 
 @dataclass(frozen=True)
@@ -292,6 +296,25 @@ def _join(pieces: list[_P], at: Org) -> tuple[str, list[Org], str]:
     return "".join(txt), org, cond
 
 
+# In a conditional mark, the alternative of its branch that gave the value (`_merge`: an array element one
+# alternative appended, "inside if at line 4" + ALTERNATIVE + "0/2"), for the launch readers (launch._by_path)
+ALTERNATIVE = "\x1f"
+
+
+def branch_mark(cond: str) -> str:
+    """A conditional mark as shown, without the alternative it may carry."""
+    return cond.partition(ALTERNATIVE)[0]
+
+
+def alternative(cond: str) -> tuple[str, int, int] | None:
+    """(the branch's mark, which alternative, how many there are) a conditional mark carries; None if none."""
+    mark, found, rest = cond.partition(ALTERNATIVE)
+    if not found:
+        return None
+    index, _, count = rest.partition("/")
+    return mark, int(index), int(count)
+
+
 def _stamp(org, cond: str):
     """Mark characters that came from a conditional value, so words re-read from a payload keep the mark."""
     return [(ln, col, c or cond) for ln, col, c in org] if cond else org
@@ -351,19 +374,29 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
             continue
         b = base.arr if base is not None and base.arr is not None else ()
         if all(v.arr is not None and len(v.arr) >= len(b) and all(x is y for x, y in zip(v.arr, b)) for v in setv):
-            extra = {id(f): f if f.cond else replace(f, cond=label) for v in setv for f in v.arr[len(b) :]}
+            # each element one alternative appends is marked with it (ALTERNATIVE); one a nested branch appended
+            # keeps that branch's mark without its alternative: which paths give it is not known
+            extra = {id(f): replace(f, cond=f"{label}{ALTERNATIVE}{k}/{len(vals)}")
+                     if branch_mark(f.cond) in ("", label) else replace(f, cond=branch_mark(f.cond))
+                     for k, v in enumerate(vals) if v is not None and not v.unset and v.arr is not None
+                     for f in v.arr[len(b) :]}
             out[name] = replace(setv[-1], arr=b + tuple(extra.values()), exported=exported, cond=cond)
             continue
         lines = sorted({ln for v in setv for ln in v.lines})
-        around = _around(base, setv)
+        around = _around(base, [(k, v) for k, v in enumerate(vals) if v is not None and not v.unset])
         if around is not None:
             # `X="$X --more"` or `APP="nsys profile $APP"` on some paths (an option appended, a profiler or another
             # wrapper put in front of a command kept in a variable): like an array append, the added words stay,
             # before or after the value, marked conditional
+            # (each marked with the alternative that adds it, where one does: ALTERNATIVE)
             pres, sufs = around
-            s = "".join(t for t, _ in pres) + base.s + "".join(t for t, _ in sufs)
-            org = (*(o for _, os in pres for o in _stamp(os, label)), *base.org,
-                   *(o for _, os in sufs for o in _stamp(os, label)))
+            s = "".join(t for (t, _), _ in pres) + base.s + "".join(t for (t, _), _ in sufs)
+
+            def marked(k: int | None) -> str:
+                return label if k is None else f"{label}{ALTERNATIVE}{k}/{len(vals)}"
+
+            org = (*(o for (_, os), k in pres for o in _stamp(os, marked(k))), *base.org,
+                   *(o for (_, os), k in sufs for o in _stamp(os, marked(k))))
             out[name] = replace(base, s=s, org=org, exported=exported, lines=tuple(lines))
             continue
         where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
@@ -387,9 +420,9 @@ def _around(base: _Var | None, setv: list[_Var]) -> tuple[list, list] | None:
     if base is None or base.arr is not None or base.unset:
         return None
     n = len(base.s)
-    pres: dict[tuple, int] = {}
-    sufs: dict[tuple, int] = {}
-    for v in setv:
+    pres: dict[tuple, int | None] = {}  # what is added -> the alternative that adds it (None: more than one does)
+    sufs: dict[tuple, int | None] = {}
+    for k, v in setv:
         if v.arr is not None:
             return None
         i = v.s.find(base.s) if n else 0  # (an empty value: words after it, as `X="$X --more"` adds them)
@@ -398,10 +431,10 @@ def _around(base: _Var | None, setv: list[_Var]) -> tuple[list, list] | None:
         if i < 0 or (i and v.s[i - 1] not in _IFS) or (i + n < len(v.s) and v.s[i + n] not in _IFS):
             return None
         if i:
-            pres[(v.s[:i], v.org[:i])] = 0
+            pres[(v.s[:i], v.org[:i])] = k if (v.s[:i], v.org[:i]) not in pres else None
         if i + n < len(v.s):
-            sufs[(v.s[i + n:], v.org[i + n:])] = 0
-    return list(pres), list(sufs)
+            sufs[(v.s[i + n:], v.org[i + n:])] = k if (v.s[i + n:], v.org[i + n:]) not in sufs else None
+    return list(pres.items()), list(sufs.items())
 
 
 class _TooDeep(Exception):

@@ -13,7 +13,7 @@ from itertools import accumulate
 from operator import index
 
 from offlint.sources.shell_mask import Masked, parse_masked
-from offlint.sources.shell_values import _MAX_NESTING, _merge, Org, _P, Pos, _State, _TooDeep, _Var
+from offlint.sources.shell_values import _MAX_NESTING, _merge, Org, _P, Pos, _State, _TooDeep, _Var, branch_mark
 from offlint.sources.shell_conditions import Conditions, _descendants, _holds
 from offlint.sources.shell_words import WordExpansion
 from offlint.sources.shell_commands import Commands
@@ -92,7 +92,8 @@ class _Walker(Commands, WordExpansion, Conditions):
 
     def differs(self, org, cond: str = "") -> str:
         """Why a value that is partly conditional (beyond its own `cond`) is no single value."""
-        mark = next((o[2] for o in org if o[2] and o[2] != cond), "")
+        own = branch_mark(cond)
+        mark = next((shown for o in org if o[2] for shown in [branch_mark(o[2])] if shown != own), "")
         return f"assigned differently on some paths ({mark})" if mark else ""
 
     def run(self) -> None:
