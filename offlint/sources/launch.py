@@ -397,7 +397,7 @@ def _by_path(written: list[tuple[Assignment, str]], context: str = "",
     the branch mark of its word: Arg.conditional); a word whose mark is the command's own (`context`: the command
     is inside that branch) is on the command's path. `alternatives` (Megatron-LM flags, whose default is Megatron-LM's
     on the paths that do not give them; by id of the assignment): a key given once, by a word one alternative of an
-    undecided branch appended to an array (shell_values.Word.alternative), is one value of a OneOf
+    undecided branch appended to an array or a string (shell_values.Word.alternative), is one value of a OneOf
     (_on_one_alternative)."""
     by_key: dict[str, list[tuple[Assignment, str]]] = {}
     for assignment, branch in written:

@@ -43,8 +43,8 @@ class Word:
     # the variables whose default (`${X:-d}`, X not set in the script) its value took: the environment the script
     # runs in chooses it (`NNODES=${SLURM_NNODES:-1}`)
     assumed: tuple[str, ...] = ()
-    # a word one alternative of an undecided branch appended to an array (its mark's ALTERNATIVE): (the branch's
-    # mark, which alternative, how many there are); () otherwise
+    # a word one alternative of an undecided branch appended to an array or a string (its mark's ALTERNATIVE): (the
+    # branch's mark, which alternative, how many there are); () otherwise
     alternative: tuple = ()
 
 
@@ -296,8 +296,9 @@ def _join(pieces: list[_P], at: Org) -> tuple[str, list[Org], str]:
     return "".join(txt), org, cond
 
 
-# In a conditional mark, the alternative of its branch that gave the value (`_merge`: an array element one
-# alternative appended, "inside if at line 4" + ALTERNATIVE + "0/2"), for the launch readers (launch._by_path)
+# In a conditional mark, the alternative of its branch that gave the value (`_merge`: an array element, or words
+# added to a string, that one alternative appended: "inside if at line 4" + ALTERNATIVE + "0/2"), for the launch
+# readers (launch._by_path)
 ALTERNATIVE = "\x1f"
 
 
