@@ -917,11 +917,22 @@ def batch_division(scope: Scope) -> object:
     if gbs < mbs * dp:
         return (f"global batch size {gbs} with micro batch size {mbs} is less than one micro-batch for each of the "
                 f"{dp} data-parallel ranks of the fewest GPUs the layout runs on ({fewest}: TP{tp} x PP{pp} x CP{cp}"
-                + (f", EP{ep}" if ep > 1 else "") + f"), so no GPU count runs it: megatron-core asserts "
+                + (_expert_layout(ep, etp, sizes[4], scope.key(EXPERT_TP_DEFAULT) != NO_DEFAULT) if ep > 1 else "")
+                + f"), so no GPU count runs it: "
+                f"megatron-core asserts "
                 + (f"\"number of microbatches should be at least 1, got 0.\"" if decrease else
                    f"\"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel "
                    f"size ({dp})\"") + where)
     return ""
+
+
+def _expert_layout(ep: int, etp: int, given, bridge_default: bool) -> str:
+    """The experts' part of a layout as OFL217 names it; an expert TP the recipe leaves unset says whose it is (Bridge's
+    1 under expert parallelism, or TP's, as megatron-core takes it: _fewest_etp): "128: TP4 x PP1 x CP1, EP32" had
+    left the reader to guess the 4."""
+    if given:
+        return f", ETP{etp} x EP{ep}"
+    return f", ETP{etp} x EP{ep} (expert TP unset: {'Bridge' if bridge_default else 'TP'}'s {etp})"
 
 
 @_needs_scope

@@ -122,7 +122,7 @@ def test_an_unset_expert_tp_is_the_trees_bridge_default(tree):
     (tree / "megatron" / "bridge" / "models" / "__init__.py").write_text("")
     (tree / "megatron" / "bridge" / "models" / "transformer_config.py").write_text("def finalize(config):\n    pass\n")
     found = _refused(tree, recipe)
-    assert "(128: TP4 x PP1 x CP1, EP32)" in found["vl_moe_sft_config"]
+    assert "(128: TP4 x PP1 x CP1, ETP4 x EP32 (expert TP unset: TP's 4))" in found["vl_moe_sft_config"]
     (tree / "megatron" / "bridge" / "models" / "transformer_config.py").write_text(MOE_DEFAULT)
     assert _refused(tree, recipe) == {}
 
