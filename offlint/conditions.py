@@ -918,8 +918,7 @@ def batch_division(scope: Scope) -> object:
         return (f"global batch size {gbs} with micro batch size {mbs} is less than one micro-batch for each of the "
                 f"{dp} data-parallel ranks of the fewest GPUs the layout runs on ({fewest}: TP{tp} x PP{pp} x CP{cp}"
                 + (_expert_layout(ep, etp, sizes[4], scope.key(EXPERT_TP_DEFAULT) != NO_DEFAULT) if ep > 1 else "")
-                + f"), so no GPU count runs it: "
-                f"megatron-core asserts "
+                + "), so no GPU count runs it: megatron-core asserts "
                 + (f"\"number of microbatches should be at least 1, got 0.\"" if decrease else
                    f"\"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel "
                    f"size ({dp})\"") + where)

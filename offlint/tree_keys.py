@@ -65,7 +65,7 @@ def tree_section_findings(reads: list[FileRead], python_paths: Iterable[str], te
     from offlint.types import Source
 
     asked = [(unit, a) for read in reads for unit in read.units for layer in unit.layers if not layer.inherited
-             for a in layer.assignments if a.source == Source.HYDRA and _other_section(a.key)]
+             for a in layer.assignments if a.source == Source.HYDRA and a.op != "delete" and _other_section(a.key)]
     if not asked:
         return []
     from offlint.sources.tree_config_fields import container_sections
@@ -75,7 +75,7 @@ def tree_section_findings(reads: list[FileRead], python_paths: Iterable[str], te
     for unit, a in asked:
         section, _, name = a.key.lstrip("+~").partition(".")
         held = sections.get(section)
-        if held is None or name in held.fields or a.op == "delete":
+        if held is None or name in held.fields:
             continue
         out.append(_section_finding(rule, unit, a, section, name, held, sections))
     return out
@@ -85,8 +85,7 @@ def _other_section(key: str) -> bool:
     from offlint import keys
 
     section, _, name = key.lstrip("+~").partition(".")
-    return bool(name) and "." not in name and section not in ("model", "optimizer", "ddp", "env", "env_vars") \
-        and section in keys.OTHER_BRIDGE_SECTIONS
+    return bool(name) and "." not in name and section in keys.OTHER_BRIDGE_SECTIONS
 
 
 def _section_finding(rule: Rule, unit: Unit, a: Assignment, section: str, name: str, held, sections) -> Finding:

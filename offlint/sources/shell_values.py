@@ -307,6 +307,11 @@ def branch_mark(cond: str) -> str:
     return cond.partition(ALTERNATIVE)[0]
 
 
+def with_alternative(label: str, index: int, count: int) -> str:
+    """The mark `label` carrying alternative `index` of `count` (read back by `alternative`)."""
+    return f"{label}{ALTERNATIVE}{index}/{count}"
+
+
 def alternative(cond: str) -> tuple[str, int, int] | None:
     """(the branch's mark, which alternative, how many there are) a conditional mark carries; None if none."""
     mark, found, rest = cond.partition(ALTERNATIVE)
@@ -359,7 +364,8 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
             if None not in vals or any(v is not None and v.expected for v in vals):
                 out[name] = next(v for v in vals if v is not None and (v.expected or None not in vals))
             continue
-        setv = [v for v in vals if v is not None and not v.unset]
+        indexed = [(k, v) for k, v in enumerate(vals) if v is not None and not v.unset]  # (k: its alternative)
+        setv = [v for _, v in indexed]
         exported = any(v is not None and v.exported for v in vals)
         if not setv:
             out[name] = replace(next(v for v in vals if v is not None), exported=exported)
@@ -377,14 +383,13 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
         if all(v.arr is not None and len(v.arr) >= len(b) and all(x is y for x, y in zip(v.arr, b)) for v in setv):
             # each element one alternative appends is marked with it (ALTERNATIVE); one a nested branch appended
             # keeps that branch's mark without its alternative: which paths give it is not known
-            extra = {id(f): replace(f, cond=f"{label}{ALTERNATIVE}{k}/{len(vals)}")
+            extra = {id(f): replace(f, cond=with_alternative(label, k, len(vals)))
                      if branch_mark(f.cond) in ("", label) else replace(f, cond=branch_mark(f.cond))
-                     for k, v in enumerate(vals) if v is not None and not v.unset and v.arr is not None
-                     for f in v.arr[len(b) :]}
+                     for k, v in indexed for f in v.arr[len(b) :]}
             out[name] = replace(setv[-1], arr=b + tuple(extra.values()), exported=exported, cond=cond)
             continue
         lines = sorted({ln for v in setv for ln in v.lines})
-        around = _around(base, [(k, v) for k, v in enumerate(vals) if v is not None and not v.unset])
+        around = _around(base, indexed)
         if around is not None:
             # `X="$X --more"` or `APP="nsys profile $APP"` on some paths (an option appended, a profiler or another
             # wrapper put in front of a command kept in a variable): like an array append, the added words stay,
@@ -392,12 +397,9 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
             # (each marked with the alternative that adds it, where one does: ALTERNATIVE)
             pres, sufs = around
             s = "".join(t for (t, _), _ in pres) + base.s + "".join(t for (t, _), _ in sufs)
-
-            def marked(k: int | None) -> str:
-                return label if k is None else f"{label}{ALTERNATIVE}{k}/{len(vals)}"
-
-            org = (*(o for (_, os), k in pres for o in _stamp(os, marked(k))), *base.org,
-                   *(o for (_, os), k in sufs for o in _stamp(os, marked(k))))
+            marks = {k: label if k is None else with_alternative(label, k, len(vals)) for _, k in (*pres, *sufs)}
+            org = (*(o for (_, os), k in pres for o in _stamp(os, marks[k])), *base.org,
+                   *(o for (_, os), k in sufs for o in _stamp(os, marks[k])))
             out[name] = replace(base, s=s, org=org, exported=exported, lines=tuple(lines))
             continue
         where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
@@ -431,10 +433,9 @@ def _around(base: _Var | None, setv: list[_Var]) -> tuple[list, list] | None:
             i = v.s.find(base.s, i + 1)
         if i < 0 or (i and v.s[i - 1] not in _IFS) or (i + n < len(v.s) and v.s[i + n] not in _IFS):
             return None
-        if i:
-            pres[(v.s[:i], v.org[:i])] = k if (v.s[:i], v.org[:i]) not in pres else None
-        if i + n < len(v.s):
-            sufs[(v.s[i + n:], v.org[i + n:])] = k if (v.s[i + n:], v.org[i + n:]) not in sufs else None
+        for added, found in (((v.s[:i], v.org[:i]), pres), ((v.s[i + n:], v.org[i + n:]), sufs)):
+            if added[0]:
+                found[added] = k if added not in found else None
     return list(pres.items()), list(sufs.items())
 
 
