@@ -23,7 +23,7 @@ except ImportError:  # a declared dependency; without it json writes the same da
 
 from offlint.sources.python_values import PartialDict, Record
 from offlint.suppressions import Suppression
-from offlint.types import (ABSENT, KEY_DEFAULT, AnyField, Assignment, ByVersion, Defaults, FileError, Finding,
+from offlint.types import (ABSENT, BELOW, KEY_DEFAULT, AnyField, Assignment, ByVersion, Defaults, FileError, Finding,
                            Layer, Location, OneOf, Related, Severity, Source, Unit, UnitKind, Unknown, UserInput)
 from offlint.versions import DetectedVersion, Version
 
@@ -31,7 +31,7 @@ from offlint.versions import DetectedVersion, Version
 VALUE_CLASSES: tuple[type, ...] = (Location, Unknown, OneOf, UserInput, AnyField, Assignment, ByVersion, Layer, Unit,
                                    Related, Finding, FileError, Suppression, Version, DetectedVersion, Source, UnitKind,
                                    Defaults, Severity, Record, PartialDict)
-_SINGLETONS = {"KEY_DEFAULT": KEY_DEFAULT, "ABSENT": ABSENT}
+_SINGLETONS = {"KEY_DEFAULT": KEY_DEFAULT, "ABSENT": ABSENT, "BELOW": BELOW}
 _SIMPLE = {"str": str, "int": int, "bool": bool, "float": (int, float)}
 
 

@@ -516,6 +516,8 @@ def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: tup
                 assignment = for_version(written, version)
                 if assignment is None:
                     continue
+            elif type(written.value) is OneOf:
+                assignment = _as_written(written)
             value = assignment.value
             unknown = isinstance(value, Unknown)
             as_written = (version_key, assignment.key, type(value).__name__, "?" if unknown else repr(value),
@@ -535,6 +537,15 @@ def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: tup
                 if verdict is not None:
                     out[rule.code].append(_assignment_finding(rule, verdict, assignment, resolved))
     return out
+
+
+def _as_written(assignment: Assignment) -> Assignment:
+    """A launch's flag or override that one alternative of an undecided branch gives (launch._on_one_alternative) as
+    its word writes it: what a spelling rule judges, on whichever path it is given."""
+    for on_path, _steps, where, text in assignment.value.paths:
+        if where == assignment.location and text == assignment.text:
+            return replace(assignment, value=on_path)
+    return assignment
 
 
 def _firing_sources(rules: list[Rule], version) -> tuple[Source, ...]:

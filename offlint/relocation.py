@@ -10,7 +10,7 @@ import re
 
 from offlint.cache_format import Codec, instance_of
 from offlint.sources.python_values import PartialDict, Record
-from offlint.types import ABSENT, KEY_DEFAULT, Assignment, Location, Source, Unit
+from offlint.types import ABSENT, BELOW, KEY_DEFAULT, Assignment, Location, Source, Unit
 
 
 class Unmovable(Exception):
@@ -128,7 +128,7 @@ class _Mover:
             fields, made = self.move(value.fields), self.move(value.made)
             out = value if fields is value.fields and made is value.made else \
                 Record(value.name, fields, value.plain, value.origin, made)
-        elif isinstance(value, enum.Enum) or value is KEY_DEFAULT or value is ABSENT:
+        elif isinstance(value, enum.Enum) or value is KEY_DEFAULT or value is ABSENT or value is BELOW:
             if isinstance(value, enum.Enum):
                 self.leaves.add(kind)
             out = value

@@ -16,8 +16,8 @@ from offlint import keys
 from offlint.named_precision import PRECISION_RECIPES, configured
 from offlint.sources import bridge_finalize, launch, mlm_flags
 from offlint.sources.python_values import Record
-from offlint.types import (ABSENT, KEY_DEFAULT, AnyField, Assignment, ByVersion, Defaults, OneOf, Unit, UnitKind,
-                           Unknown, Value)
+from offlint.types import (ABSENT, BELOW, KEY_DEFAULT, AnyField, Assignment, ByVersion, Defaults, OneOf, Unit,
+                           UnitKind, Unknown, Value)
 from offlint.versions import Version
 
 # Megatron-LM's argparse defaults where they differ from the dataclass default (CLI-3; checked against the
@@ -59,6 +59,8 @@ class ResolvedUnit:
         for on_path, steps, where, text in value.value.paths:
             if on_path is KEY_DEFAULT:
                 pinned = Value(key, "default", self._default(key))
+            elif on_path is BELOW:  # (no layer below set it: the key as the unit leaves it unset)
+                pinned = self._unassigned(key)
             elif isinstance(on_path, Unknown):  # no assignment where the path leaves it unset (an unknown base)
                 pinned = Value(key, "unknown", on_path, written if text is not None else None)
             else:
@@ -75,6 +77,10 @@ class ResolvedUnit:
         if assignment is not None:
             value = assignment.value
             return _value_of(key, "unknown" if isinstance(value, Unknown) else "known", value, assignment)
+        return self._unassigned(key)
+
+    def _unassigned(self, key: str) -> Value:
+        """The value of a key no layer sets: its section's default where the unit builds it, else unknown."""
         section = _SECTIONS.get(key) or _section(key)
         if section in self.unit.default_sections:
             flag = self._unread_flag(key) if self.unit.unread_flags else ""
@@ -339,11 +345,37 @@ def resolve(unit: Unit, version: Version) -> ResolvedUnit:
                 assignment = for_version(assignment, version)
                 if assignment is None:
                     continue
+            elif type(assignment.value) is OneOf and assignment.key in values:
+                assignment = _over(assignment, values[assignment.key])
             values[assignment.key] = assignment
     program = values.get(bridge_finalize.KEY)
     if program is not None and type(program.value) is tuple:
         _finalize(resolved, program)
     return resolved
+
+
+def _over(assignment: Assignment, below: Assignment) -> Assignment:
+    """A launch's override given on some paths only (its OneOf holds BELOW on the others), over the layers' earlier
+    assignment `below`: on those other paths, `below`'s value where it set it (each of its own paths, after the
+    launch's, where it depends on a branch of the recipe's)."""
+    if not any(on_path is BELOW for on_path, *_ in assignment.value.paths):
+        return assignment
+    paths = []
+    for on_path, steps, where, text in assignment.value.paths:
+        if on_path is not BELOW:
+            paths.append((on_path, steps, where, text))
+        elif type(below.value) is OneOf:  # (a path's text None: it leaves the key unset, or set before the split)
+            paths.extend((held, steps + more, at or below.location,
+                          below.text if written is None and _set(held) else written)
+                         for held, more, at, written in below.value.paths)
+        else:
+            paths.append((below.value, steps, below.location, below.text))
+    return replace(assignment, value=replace(assignment.value, paths=tuple(paths)))
+
+
+def _set(held: object) -> bool:
+    """Whether a OneOf's path value is one its assignment set (not the key left unset or unreadable there)."""
+    return held is not KEY_DEFAULT and not isinstance(held, Unknown)
 
 
 def _finalize(resolved: ResolvedUnit, program: Assignment) -> None:

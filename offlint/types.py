@@ -45,6 +45,20 @@ class _KeyDefault:
 KEY_DEFAULT = _KeyDefault()
 
 
+class _Below:
+    """In a OneOf of a launch's override: on this path the launch leaves the key to the layers below it (the linked
+    recipe's value, else the key's own when unset); resolve.resolve puts that value in its place."""
+
+    def __repr__(self) -> str:
+        return "<below>"
+
+    def __reduce__(self):
+        return "BELOW"
+
+
+BELOW = _Below()
+
+
 @dataclass(frozen=True)
 class OneOf(Unknown):
     """A value that depends on which path of a branch ran: one value per path, each with the path's condition.

@@ -263,3 +263,53 @@ def test_flags_of_exclusive_alternatives_never_go_together():
                       "optimizer.optimizer_cpu_offload": ("inside if at line 3", 0),
                       "optimizer.use_distributed_optimizer": ("inside if at line 3", 1)}
     assert _values(script, "model.num_layers") == [(24, 10)]
+
+
+OFFLOAD_BY_MODE = """\
+#!/bin/bash
+MODE=$(cat mode.txt)
+OVERRIDES=(train.train_iters=10)
+if [ "$MODE" = "offload" ]; then
+    OVERRIDES+=(model.cpu_offloading=true model.cpu_offloading_num_layers=2)
+fi
+python scripts/training/run_recipe.py --recipe r_config "${OVERRIDES[@]}"
+"""
+
+PIPELINED_RECIPE = """\
+def r_config():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, pipeline_model_parallel_size=2),
+                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())
+    return cfg
+"""
+
+
+def test_a_hydra_override_one_alternative_appends_is_judged_on_the_path_that_gives_it(tmp_path, monkeypatch):
+    """A Hydra override that one alternative of an undecided branch appends was taken as given on every path: an
+    error where the job is refused on that path only, which the user's input chooses. It is a OneOf: its value on
+    that path, on the others what the layers below give (the linked recipe's value, or the key's own when the
+    recipe leaves it unset), so a rule holding on that path only is a warning naming it, as for Megatron-LM flags."""
+    [(value, line)] = _values(OFFLOAD_BY_MODE, "model.cpu_offloading")
+    assert isinstance(value, OneOf) and line == 5
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text(PIPELINED_RECIPE)
+    (tmp_path / "run.sh").write_text(OFFLOAD_BY_MODE)
+    monkeypatch.chdir(tmp_path)
+    options = CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False, select=["OFL102"])
+    [found] = [f for f in check(["."], options).findings if f.location.path.endswith("run.sh")]
+    assert found.severity.value == "warning" and found.location.line == 5
+    assert found.message.endswith("\n(on the path where the script gives model.cpu_offloading=true (inside if at "
+                                  "line 4))\n(only with the user's choice of model.cpu_offloading=true)")
+    # the recipe turning offloading on itself: refused on every path, whatever the branch adds
+    offloading = PIPELINED_RECIPE.replace("num_layers=8,", "num_layers=8, cpu_offloading=True,")
+    (tmp_path / "recipes.py").write_text(offloading)
+    found = [f for f in check(["."], options).findings if f.location.path.endswith("run.sh")]
+    assert [(f.severity.value, "on the path" in f.message) for f in found] == [("error", False)], found
+    # a branch the script decides: given, as before
+    (tmp_path / "recipes.py").write_text(PIPELINED_RECIPE)
+    (tmp_path / "run.sh").write_text(OFFLOAD_BY_MODE.replace("$(cat mode.txt)", "offload"))
+    [found] = [f for f in check(["."], options).findings if f.location.path.endswith("run.sh")]
+    assert found.severity.value == "error" and "on the path" not in found.message
+    # a spelling rule reads the override as written, on whichever path it is given
+    (tmp_path / "run.sh").write_text(OFFLOAD_BY_MODE.replace("model.cpu_offloading=true", "model.cpu_offloading=no"))
+    spelling = CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False, select=["OFL005"])
+    assert [(f.code, f.location.line) for f in check(["."], spelling).findings] == [("OFL005", 5)]

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass, replace
 
 from offlint.sources import entry_scripts, hydra, mlm_flags, perf_env, perf_flags, perf_scripts
-from offlint.types import KEY_DEFAULT, Assignment, Defaults, Layer, Location, OneOf, Source, Unit, UnitKind, Unknown
+from offlint.types import (BELOW, KEY_DEFAULT, Assignment, Defaults, Layer, Location, OneOf, Source, Unit, UnitKind,
+                           Unknown)
 
 # Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
 HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_script.py", "bootstrap.py")
@@ -363,7 +364,7 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
         if arg.alternative:  # (the flag as the script gives it, for the path's description)
             shown = arg.value if flag.text in ("", arg.value) else f"{arg.value} {flag.text}"
             alternatives[id(written[-1][0])] = (*arg.alternative, shown)
-    layer.assignments.extend(_by_path(written, context, alternatives))
+    layer.assignments.extend(_by_path(written, context, alternatives, KEY_DEFAULT))
     _derive_virtual_pipeline(layer)
     _query_groups(layer, args, opaque, location)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
@@ -388,17 +389,17 @@ def _shown(arg: Arg) -> str:
 
 
 def _by_path(written: list[tuple[Assignment, str]], context: str = "",
-             alternatives: dict[int, tuple] | None = None) -> list[Assignment]:
+             alternatives: dict[int, tuple] | None = None, otherwise: object = KEY_DEFAULT) -> list[Assignment]:
     """The command line's assignments, where the script's branches decide between a key's values: a key given more
     than once, one of them by a word only some paths append (`if ...; then ARGS+=(--num-layers 28); fi`, or each
     alternative of an `if`/`elif` or `case` appending its own, as Pai-Megatron-Patch's scripts choose a model's
     sizes), is no conflict on one command line (OFL004) and has no one value argparse keeps: it is one assignment,
     at its last occurrence, whose value is unknown unless every occurrence gives the same. `written`: (assignment,
     the branch mark of its word: Arg.conditional); a word whose mark is the command's own (`context`: the command
-    is inside that branch) is on the command's path. `alternatives` (Megatron-LM flags, whose default is Megatron-LM's
-    on the paths that do not give them; by id of the assignment): a key given once, by a word one alternative of an
-    undecided branch appended to an array or a string (shell_values.Word.alternative), is one value of a OneOf
-    (_on_one_alternative)."""
+    is inside that branch) is on the command's path. `alternatives` (by id of the assignment): a key given once, by a
+    word one alternative of an undecided branch appended to an array or a string (shell_values.Word.alternative), is
+    one value of a OneOf (_on_one_alternative) whose other paths hold `otherwise`: KEY_DEFAULT for Megatron-LM flags
+    (Megatron-LM's default where a path does not give them), BELOW for Hydra overrides (the recipe's value)."""
     by_key: dict[str, list[tuple[Assignment, str]]] = {}
     for assignment, branch in written:
         by_key.setdefault(assignment.key, []).append((assignment, branch))
@@ -407,7 +408,7 @@ def _by_path(written: list[tuple[Assignment, str]], context: str = "",
         group = by_key[assignment.key]
         taken = (alternatives or {}).get(id(assignment)) if len(group) == 1 and group[0][1] != context else None
         if taken and assignment.op == "set":
-            out.append(_on_one_alternative(assignment, taken))
+            out.append(_on_one_alternative(assignment, taken, otherwise))
         elif len(group) == 1 or not any(branch and branch != context for _, branch in group) or \
                 any(a.op == "delete" for a, _ in group) or all(a.value == group[0][0].value for a, _ in group):
             out.append(assignment)
@@ -420,18 +421,19 @@ def _by_path(written: list[tuple[Assignment, str]], context: str = "",
     return out
 
 
-def _on_one_alternative(assignment: Assignment, taken: tuple[str, int, int, str]) -> Assignment:
-    """A Megatron-LM flag that one alternative of an undecided branch appends (`if [ "$OFF" = true ]; then
+def _on_one_alternative(assignment: Assignment, taken: tuple[str, int, int, str], otherwise: object) -> Assignment:
+    """A flag or override that one alternative of an undecided branch appends (`if [ "$OFF" = true ]; then
     ARGS+=(--use-cpu-optimizer-offload --use-precision-aware-optimizer); fi`, OFF read at run time from a file the
-    user picks: Pai-Megatron-Patch's cooldown launcher): its value on that path, Megatron-LM's default on the others,
-    so a rule is checked on each (engine._by_path) and one holding only where the flag is given is reported with
-    that condition, as what the user's choice of it does: a warning, not the certain error it had been. Flags of one
-    alternative go together, those of exclusive alternatives never do (the branch's mark and the alternative are
-    the split and its branch)."""
+    user picks: Pai-Megatron-Patch's cooldown launcher): its value on that path, `otherwise` on the others
+    (Megatron-LM's default, or BELOW: what the recipe under a Hydra override gives), so a rule is checked on each
+    (engine._by_path) and one holding only where the flag is given is reported with that condition, as what the
+    user's choice of it does: a warning, not the certain error it had been. Flags of one alternative go together,
+    those of exclusive alternatives never do (the branch's mark and the alternative are the split and its
+    branch)."""
     mark, index, count, shown = taken
     paths = [(assignment.value, ((mark, index, f"the script gives {shown} ({mark})", (shown,)),), assignment.location,
               assignment.text)]
-    paths += [(KEY_DEFAULT, ((mark, other, f"the script does not give {shown}"),), None, None)
+    paths += [(otherwise, ((mark, other, f"the script does not give {shown}"),), None, None)
               for other in range(count) if other != index]
     value = OneOf(f"given on some paths of the script only ({shown} at line {assignment.location.line}, {mark})",
                   paths=tuple(paths))
@@ -538,6 +540,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     i = 0
     problems: list[tuple[Location, str]] = []  # Hydra refuses these at launch: reported as file errors
     written: list[tuple[Assignment, str]] = []  # (an override, the branch its word is appended on, if any)
+    alternatives: dict[int, tuple] = {}  # id of an override's assignment -> the alternative of the branch giving it
     if perf_launch is not None:  # the tree's scripts: their parser, selection and overrides (perf_scripts)
         perf, perf_used, recipe = perf_launch.layer, perf_launch.used, perf_launch.recipe
     else:
@@ -573,6 +576,8 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
                     parsed = env_string(override.key, override.value)
                     written.append((Assignment(override.key, parsed, arg.location, Source.HYDRA, override.text, (),
                                                override.op), arg.conditional))
+                    if arg.alternative:
+                        alternatives[id(written[-1][0])] = (*arg.alternative, value)
             except hydra.OverrideError as exc:
                 if hydra_syntax:
                     problems.append((arg.location, str(exc)))
@@ -581,7 +586,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
                     written.append((Assignment(_override_key(value), unread, arg.location, Source.HYDRA, arg.text),
                                     arg.conditional))
         i += 1
-    layer.assignments.extend(_by_path(written, context))
+    layer.assignments.extend(_by_path(written, context, alternatives, BELOW))
     # Bridge entry points run a recipe whose cfg.env_vars may set variables: known only once it is linked.
     env_known = env_known and not recipe and script not in HYDRA_ENTRY_POINTS
     # The perf scripts apply their own flags after the Hydra overrides (set_user_overrides runs last).
