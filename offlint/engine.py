@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 
 from offlint import gpus, keys
-from offlint.conditions import _COMPARE, UNKNOWN, Scope, evaluate, truth
+from offlint.conditions import COMPARE, UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
 from offlint.sources.bridge_checks import NOT_CONFIG_FIELDS
@@ -121,7 +121,7 @@ def _applying(rules: list[Rule], version) -> list[Rule]:
 # most units. Each guard: (the name or key, whether it is a dotted key, how it is tested: _TRUTHY, _NOT or a
 # comparison, the constant compared).
 _TRUTHY, _NOT = "truthy", "not"
-_COMPARISONS = _COMPARE  # the evaluator's own comparison of each operator
+_COMPARISONS = COMPARE  # the evaluator's own comparison of each operator
 
 
 @functools.lru_cache(maxsize=None)

@@ -276,7 +276,7 @@ class Unit:
     framework: str = "bridge"
     # The accelerator other than a CUDA GPU a launch's entry script runs on, where its code imports that backend's
     # PyTorch package (sources/entry_scripts.accelerator, applied when commands are linked): "" where it does not
-    # say. CUDA-only advice (OFL301) stands aside (conditions.other_accelerator).
+    # say. CUDA-only advice (OFL301) stands aside (conditions/settings.py other_accelerator).
     accelerator: str = ""
     # Megatron Bridge's named precision recipes the unit gives `mixed_precision` (a name Bridge resolves only when
     # the run starts), as the tree's own get_mixed_precision_config builds them (sources/bridge_precision.py):

@@ -1,5 +1,5 @@
 """The condition evaluator's three-valued answers through the per-arity call evaluators and the inline truth test
-of `and`/`or` (conditions._compile_call, _compile_bool_op): a helper gets its arguments, or UNKNOWN where one is
+of `and`/`or` (conditions/language.py _compile_call, _compile_bool_op): a helper gets its arguments, or UNKNOWN where one is
 unknown and it does not take unknowns; a name the scope gives is read from it (even a falsy one) before the keys;
 and the graph and recompute module checks read their names once per version (_names_known)."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from offlint import keys
-from offlint.conditions import FUNCTIONS, UNKNOWN, Scope, _names_known, evaluate
+from offlint.conditions import FUNCTIONS, UNKNOWN, Scope, evaluate
+from offlint.conditions.module_names import _names_known
 from offlint.types import Unknown, Value
 from offlint.versions import parse_version
 

@@ -1,10 +1,11 @@
-"""conditions.suggestion answers from a memo per key (keys.closest_field): the same answer as working it out, whatever
+"""settings.suggestion answers from a memo per key (keys.closest_field): the same answer as working it out, whatever
 was asked before, for the same field under each section."""
 
 from __future__ import annotations
 
-from offlint import conditions, keys
+from offlint import keys
 from offlint.conditions import Scope
+from offlint.conditions.settings import suggestion
 from offlint.types import Value
 from offlint.versions import parse_version
 
@@ -16,7 +17,7 @@ KEYS = ["model.cpu_ofloading", "optimizer.cpu_ofloading", "ddp.cpu_ofloading", "
 def test_memoised_suggestions_are_the_worked_out_ones():
     keys.closest_field.cache_clear()
     scope = Scope(lambda key: Value(key, "default"), parse_version("0.20.0"))
-    asked = [conditions.suggestion(scope, key) for key in KEYS + KEYS[::-1] + KEYS]
+    asked = [suggestion(scope, key) for key in KEYS + KEYS[::-1] + KEYS]
     worked_out = [keys.closest_field.__wrapped__(key) for key in KEYS + KEYS[::-1] + KEYS]
     assert asked == worked_out
     by_key = dict(zip(KEYS, asked))

@@ -1,6 +1,6 @@
 """A finding's message names what offlint knows: a part it cannot know is left out, never printed as "?".
 
-The rules' messages are templates evaluated in three-valued logic (conditions.py), where an unknown part renders as
+The rules' messages are templates evaluated in three-valued logic (offlint/conditions/language.py), where an unknown part renders as
 "?". Seen on real trees: a Bridge fork's PEFT recipe, whose provider comes from AutoBridge (its fine-grained
 sub-settings unknown), gave OFL202 "...have no effect:???? fine_grained_offloading_max_inflight_offloads=2";
 LLaVA-OneVision-2's launches gave OFL206 "? training" where fp16 and bf16 could not be told apart.

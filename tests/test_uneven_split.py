@@ -1,6 +1,7 @@
-"""OFL218's uneven split: first/last-stage layer counts megatron-core's TransformerConfig refuses (conditions.
-uneven_split_refusal). Each case is built with the installed megatron-core and checked by offlint as a Bridge recipe
-function of our own: offlint reports megatron-core's own message exactly where it raises."""
+"""OFL218's uneven split: first/last-stage layer counts megatron-core's TransformerConfig refuses
+(conditions/layout.py uneven_split_refusal). Each case is built with the installed megatron-core and checked by
+offlint as a Bridge recipe function of our own: offlint reports megatron-core's own message exactly where it
+raises."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ class Record:
     `made` says, for each field the tree's code gave, which records passed it on, outermost first: one step per
     record (`from replace(...) at FILE:LINE`), the last the one that set it. A config write from the field carries
     them after its calls (Statements._assignment), so `replace(BASE, cuda_graph_impl="none")` is seen to
-    override a scope BASE chose, though one helper then writes both (conditions.overrides).
+    override a scope BASE chose, though one helper then writes both (conditions/settings.py overrides).
     """
 
     def __init__(self, name: str, fields: dict, plain: bool = False, origin: str = "", made: dict | None = None):

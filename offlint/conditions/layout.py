@@ -1,0 +1,331 @@
+"""The parallel layout: the GPU count a recipe's name gives (OFL216), the batch it divides (OFL217), the pipeline split
+and layout megatron-core refuses (OFL218, OFL221)."""
+
+from __future__ import annotations
+
+from offlint import pipeline_layout
+from offlint.conditions.scope import UNKNOWN, Scope, needs_scope
+from offlint.conditions.values import fmt, is_whole
+from offlint.estimate.inputs import gpus_in_name
+from offlint.estimate.shapes import Parallelism
+from offlint.sources.bridge_checks import EVAL_BATCH_CHECK, EXPERT_TP_DEFAULT, NO_DEFAULT
+from offlint.types import Defaults, OneOf, Source
+from offlint.versions import parse_version
+
+
+@needs_scope
+def layout_division(scope: Scope) -> object:
+    """Why the unit's parallel layout cannot run on the GPU count its name gives (Bridge's `..._64gpu_...`), or a
+    launch on the one its launcher starts (torchrun's `--nproc-per-node` x `--nnodes`, a performance launch's `-ng`),
+    in megatron-core's words (Megatron-LM's, whose validate_args asserts first); "" when it can, or when neither says
+    (a launch's world size is its own, whatever its recipe's name: a model-verification card runs a 416-GPU recipe
+    on 352 GPUs at PP11). initialize_model_parallel raises when
+    TP x PP x CP does not divide the world size, then when ETP x EP x PP does not. An unset ETP is TP's value in
+    megatron-core (ModelParallelConfig.__post_init__) but 1 with EP > 1 in Megatron Bridge since 6f2f546ef
+    (July 2026, transformer_config._set_moe_expert_tensor_parallel_default): read from the tree's Bridge, and where
+    the tree has none the finding must hold for both. "" when a size it needs is unknown: no crash is claimed on a
+    layout offlint cannot read."""
+    if scope.names.get("unit_kind") == "recipe":
+        world = gpus_in_name(str(scope.names.get("unit_name", "")))
+        said = f"the recipe name says {world}"
+    else:  # a launch runs on its own world size, whatever recipe it names: the one its launcher states
+        world = int(scope.names.get("launch_gpus", 0))
+        said = f"the launch starts {world}"
+    if not world:
+        return ""
+    dense = [scope.key(f"model.{name}") for name in (
+        "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")]
+    if UNKNOWN in dense:
+        return ""  # no crash is claimed on a layout offlint cannot read (as no OOM without a number)
+    tp, pp, cp = (int(v) if v else 1 for v in dense)
+    if world % (tp * pp * cp):
+        if scope.names.get("defaults") == Defaults.MLM_CLI.value:  # its validate_args asserts first (0.14 on)
+            stop = (f"Megatron-LM's validate_args asserts \"world size ({world}) is not divisible by total_model_size "
+                    f"(total_model_size={tp * pp * cp})\"")
+        else:
+            stop = f"megatron-core raises \"world_size ({world}) is not divisible by {tp * pp * cp}\""
+        return f"TP{tp} x PP{pp} x CP{cp} needs a multiple of {tp * pp * cp} GPUs, and {said}: {stop}"
+    ep, etp = scope.key("model.expert_model_parallel_size"), scope.key("model.expert_tensor_parallel_size")
+    if UNKNOWN in (ep, etp):
+        return ""
+    ep = int(ep) if ep else 1
+    # TP's value or 1: a world size that 1 x EP x PP does not divide, TP x EP x PP does not divide either
+    etp = _fewest_etp(etp, ep, tp, scope)
+    if world % (etp * ep * pp):
+        return (f"the expert layout ETP{etp} x EP{ep} x PP{pp} needs a multiple of {etp * ep * pp} GPUs, and {said}: "
+                f"megatron-core raises \"world_size ({world}) is not divisible by "
+                f"expert_tensor_model_pipeline_parallel size ({etp * ep * pp})\"")
+    return ""
+
+
+def _fewest_etp(etp, ep: int, tp: int, scope: Scope) -> int:
+    """The expert TP that needs the fewest GPUs: the one set; else, with EP > 1, 1 where the tree's Bridge defaults it
+    so (since July 2026) or the tree has no Bridge of its own (it may), TP's where its Bridge does not
+    (bridge_checks.EXPERT_TP_DEFAULT: megatron-core takes TP's value); else TP's."""
+    if etp:
+        return int(etp)
+    return tp if ep <= 1 or scope.key(EXPERT_TP_DEFAULT) == NO_DEFAULT else 1
+
+
+@needs_scope
+def batch_division(scope: Scope) -> object:
+    """Why megatron-core's micro-batch calculator refuses the recipe's batch sizes, in its words; "" when it does
+    not, or offlint does not judge it. Bridge's initialize (and Megatron-LM's) builds a
+    ConstantNumMicroBatchesCalculator (num_microbatches_calculator.py) with DP = world / (TP x PP x CP): it asserts
+    "global batch size (G) is not divisible by micro batch size (M) times data parallel size (D)", or with
+    decrease_batch_size_if_needed rounds G down to a multiple of M x D and asserts "number of microbatches should
+    be at least 1". Judged where the world is known from the recipe: at the GPU count its name gives (as OFL216: a
+    launch's world size is its own), and where even the fewest GPUs its layout tiles (an unset ETP: 1, as Bridge
+    takes it with EP > 1, the fewer) leave more data-parallel ranks than the global batch has micro-batches: then
+    no scale runs it. Not with a batch-size ramp-up or schedule (another calculator); "" when a value it needs is
+    unknown or the global batch size is unset (megatron-core then takes M x D). Not for Bridge's performance
+    recipes (`perf_recipes/`): the performance launcher that runs them rescales the global batch size with the
+    data-parallel size of the launch (scripts/performance/utils/overrides.py, set_post_overrides)."""
+    if scope.names.get("unit_kind") != "recipe" or "/perf_recipes/" in "/" + str(scope.names.get("unit_path", "")):
+        return ""
+    names = ("global_batch_size", "micro_batch_size", "rampup_batch_size", "step_batch_size_schedule",
+             "decrease_batch_size_if_needed")
+    gbs, mbs, rampup, schedule, decrease = (scope.key(f"train.{name}") for name in names)
+    sizes = [scope.key(f"model.{name}") for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                                     "context_parallel_size", "expert_model_parallel_size",
+                                                     "expert_tensor_parallel_size")]
+    if UNKNOWN in (gbs, mbs, rampup, schedule, decrease, *sizes) or rampup or schedule:
+        return ""
+
+    def whole(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    if not (whole(gbs) and whole(mbs)) or not all(v is None or whole(v) for v in sizes):
+        return ""
+    tp, pp, cp, ep = (v or 1 for v in sizes[:4])
+    etp = _fewest_etp(sizes[4], ep, tp, scope)
+    dense = tp * pp * cp
+    world = gpus_in_name(str(scope.names.get("unit_name", "")))
+    where = " when training starts"
+    check = scope.key(EVAL_BATCH_CHECK)  # (the tree's ConfigContainer.validate, before the calculator is built)
+    if isinstance(check, str) and check:  # (the reader does not follow `validation`: the clause says "where")
+        where += (f"; Megatron Bridge's ConfigContainer.validate ({check}) makes the same division of the evaluation "
+                  f"batch sizes and, where those are left unset (they then default to these), stops the job first")
+    if world and world % dense == 0 and not world % (etp * ep * pp):  # (OFL216 reports a layout that does not)
+        dp = world // dense
+        if not decrease and gbs % (mbs * dp):
+            return (f"global batch size {gbs} with micro batch size {mbs} on the {world} GPUs the recipe name gives "
+                    f"(TP{tp} x PP{pp} x CP{cp}: DP{dp}): megatron-core asserts \"global batch size ({gbs}) is not "
+                    f"divisible by micro batch size ({mbs}) times data parallel size ({dp})\"" + where)
+        if gbs < mbs * dp:
+            return (f"global batch size {gbs} with micro batch size {mbs} on the {world} GPUs the recipe name gives "
+                    f"(TP{tp} x PP{pp} x CP{cp}: DP{dp}) is less than one micro-batch per data-parallel rank: "
+                    f"decrease_batch_size_if_needed rounds it to 0, and megatron-core asserts \"number of "
+                    f"microbatches should be at least 1, got 0.\"" + where)
+        return ""
+    fewest = Parallelism(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp).min_world_size()
+    dp = fewest // dense
+    if gbs < mbs * dp:
+        return (f"global batch size {gbs} with micro batch size {mbs} is less than one micro-batch for each of the "
+                f"{dp} data-parallel ranks of the fewest GPUs the layout runs on ({fewest}: TP{tp} x PP{pp} x CP{cp}"
+                + (_expert_layout(ep, etp, sizes[4], scope.key(EXPERT_TP_DEFAULT) != NO_DEFAULT) if ep > 1 else "")
+                + "), so no GPU count runs it: megatron-core asserts "
+                + (f"\"number of microbatches should be at least 1, got 0.\"" if decrease else
+                   f"\"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel "
+                   f"size ({dp})\"") + where)
+    return ""
+
+
+def _expert_layout(ep: int, etp: int, given, bridge_default: bool) -> str:
+    """The experts' part of a layout as OFL217 names it; an expert TP the recipe leaves unset says whose it is (Bridge's
+    1 under expert parallelism, or TP's, as megatron-core takes it: _fewest_etp): "128: TP4 x PP1 x CP1, EP32" had
+    left the reader to guess the 4."""
+    if given:
+        return f", ETP{etp} x EP{ep}"
+    return f", ETP{etp} x EP{ep} (expert TP unset: {'Bridge' if bridge_default else 'TP'}'s {etp})"
+
+
+@needs_scope
+def pipeline_split_refusal(scope: Scope) -> object:
+    """Why megatron-core refuses to split the decoder's layers over the pipeline stages, in its words; "" when it
+    does not, or when offlint does not judge the split. Only the even split is judged: no custom
+    `pipeline_model_parallel_layout` and no first/last-stage layer counts (their own checks are not read here),
+    and not a hybrid model (its stages come from its layer pattern). Then TransformerBlock's
+    get_num_layers_to_build asserts that the layers, plus one each for an embedding or loss counted in the split,
+    divide by PP (transformer_block.py in 0.16.1 and 0.19.2: in plain words in 0.16, naming the values from 0.17;
+    TransformerConfig.__post_init__ raises first for the counted cases), and that each rank's layers divide by a
+    virtual pipeline size (a VPP offlint cannot read claims nothing). "" when a value it needs is unknown: no crash is claimed on a split offlint cannot read.
+    Unknown where the sizes are known on each path of a branch (a OneOf: a launch that gives
+    `--pipeline-model-parallel-size 16` on one alternative of an `if` only): the engine judges each path."""
+    pp, layers = scope.key("model.pipeline_model_parallel_size"), scope.key("model.num_layers")
+    others = [scope.key(f"model.{name}") for name in (
+        "pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+        "hybrid_layer_pattern", "hybrid_override_pattern")]
+    counted = [scope.key(f"model.account_for_{part}_in_pipeline_split") for part in ("embedding", "loss")]
+    if UNKNOWN in (pp, layers, *others, *counted) or any(v not in (None, "") for v in others):
+        unknown = [v for v in scope.read if v.state == "unknown"]
+        by_path = unknown and all(isinstance(v.value, OneOf) and v.key in (
+            "model.pipeline_model_parallel_size", "model.num_layers") for v in unknown)
+        return UNKNOWN if by_path and not any(v not in (None, "", UNKNOWN) for v in others) else ""
+    if not isinstance(pp, int) or not isinstance(layers, int) or isinstance(pp, bool) or pp <= 1 or layers <= 0:
+        return ""
+    total = layers + sum(1 for v in counted if v)
+    extra = f" plus {total - layers} for the embedding/loss counted in the split" if total != layers else ""
+    if total % pp == 0:
+        vpp, per = scope.key("model.virtual_pipeline_model_parallel_size"), total // pp
+        if not is_whole(vpp) or vpp <= 1 or per % vpp == 0:
+            return ""
+        return (f"{layers} layers{extra} over PP{pp} are {per} per rank, which do not split into VPP{vpp} virtual "
+                f"stages: megatron-core's TransformerBlock asserts \"num_layers_per_pipeline_rank {per} should be "
+                f"divisible by vp_size {vpp}\" when it builds the model")
+    first_check = _mlm_pipeline_check(scope)
+    if first_check:
+        return f"{layers} layers{extra} do not divide over PP{pp}: {first_check}"
+    # (0.16 writes a plain text; from 0.17 an f-string with `=` names the values)
+    said = "num_layers should be divisible by pipeline_model_parallel_size" if scope.version < parse_version(
+        "0.17") else f"num_layers={total} should be divisible by config.pipeline_model_parallel_size={pp}"
+    return (f"{layers} layers{extra} do not divide over PP{pp}: megatron-core's TransformerBlock asserts "
+            f"\"{said}\" when it builds the model")
+
+
+def _mlm_pipeline_check(scope: Scope) -> str:
+    """For a Megatron-LM launch, the check that refuses layers not dividing over PP before the model is built:
+    validate_args asserts it when the job starts (megatron/training/arguments.py, the same from 0.16.1 to
+    d98e8a6), unless the virtual stages come from `--num-virtual-stages-per-pipeline-rank` (then only
+    TransformerBlock's check is left); "" for another unit."""
+    if scope.names.get("defaults") != Defaults.MLM_CLI.value or scope.version < parse_version("0.16"):
+        return ""
+    vpp = scope.lookup("model.virtual_pipeline_model_parallel_size").assignment
+    if vpp is not None and not vpp.text.startswith("--num-layers-per-virtual-pipeline-stage"):
+        return ""
+    text = "number of layers of the model must be divisible pipeline model parallel size" if vpp is not None \
+        else "Number of layers should be divisible by the pipeline-model-parallel size"
+    return f"Megatron-LM's validate_args asserts \"{text}\" when the job starts"
+
+
+@needs_scope
+def uneven_split_refusal(scope: Scope) -> object:
+    """Why megatron-core refuses the unit's first/last-stage layer counts (`num_layers_in_first_pipeline_stage`,
+    `num_layers_in_last_pipeline_stage`), in its words; "" when it accepts them. TransformerConfig.__post_init__
+    (the same code in 0.16.1 and 0.20.0, "Uneven PP") refuses them beside an embedding or loss counted in the split,
+    then takes each set count (positive, divisible by a set VPP) and its stage off the layers and PP, and asserts
+    that middle layers and middle stages come together, divide, and divide by VPP per rank. Not judged with a
+    custom layout (OFL221's) or for hybrid models (their layer pattern decides), and "" when a value it needs is
+    unknown. A Bridge launch or override file is judged unless its command line changes PP or VP without setting
+    every count it keeps: Bridge's runner then drops counts that no longer fit (`sync_model_pipeline_layout`,
+    scripts/training/recipe_runner.py)."""
+    names = ("pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size", "num_layers",
+             "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+             "pipeline_model_parallel_layout", "hybrid_layer_pattern", "hybrid_override_pattern",
+             "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+    pp, vpp, layers, first, last, layout, hybrid, override, embedding, loss = (
+        scope.key(f"model.{name}") for name in names)
+    if UNKNOWN in (pp, vpp, layers, first, last, layout, hybrid, override, embedding, loss):
+        return ""
+    if (first is None and last is None) or layout not in (None, "") or hybrid not in (None, "") or \
+            override not in (None, ""):
+        return ""
+
+    if not is_whole(pp) or not is_whole(layers) or not all(v is None or is_whole(v) for v in (vpp, first, last)):
+        return ""
+    if scope.names.get("unit_kind") in ("yaml", "command") and scope.names.get("defaults") != "mlm-cli":
+        counts = [f"model.num_layers_in_{part}_pipeline_stage" for part, v in (("first", first), ("last", last))
+                  if v is not None]
+        if any(_by_command_line(scope, key) for key in _TOPOLOGY) and \
+                not all(_by_command_line(scope, key) for key in counts):
+            return ""
+    where = " when it builds the config"
+    if embedding or loss:
+        return ("num_layers_in_first/last_pipeline_stage with an embedding or loss counted in the split: "
+                "megatron-core's TransformerConfig raises \"num_layers_in_first_pipeline_stage and "
+                "num_layers_in_last_pipeline_stage cannot beset at the same time with "
+                "account_for_embedding_in_pipeline_splitand account_for_loss_in_pipeline_split\"" + where)
+    middle_layers, middle_stages = layers, pp
+    for part, count in (("first", first), ("last", last)):
+        if count is None:
+            continue
+        if count <= 0:
+            return (f"num_layers_in_{part}_pipeline_stage={count}: megatron-core's TransformerConfig raises "
+                    f"\"num_layers_in_{part}_pipeline_stage must be larger than 0\"" + where)
+        if vpp is not None and count % vpp:
+            return (f"num_layers_in_{part}_pipeline_stage={count} with VPP{vpp}: megatron-core's TransformerConfig "
+                    f"raises \"number of layers at {part} stage: {count}must be divisible by virtual pipelineparallel "
+                    f"degree {vpp}\"" + where)
+        middle_layers, middle_stages = middle_layers - count, middle_stages - 1
+    counts = ", ".join(f"num_layers_in_{part}_pipeline_stage={v}" for part, v in (("first", first), ("last", last))
+                       if v is not None)
+    if bool(middle_layers) != bool(middle_stages):
+        return (f"{counts} with PP{pp} and {layers} layers leave {middle_layers} layers for {middle_stages} middle "
+                f"stages: megatron-core's TransformerConfig raises \"Mismatch: {middle_layers} middle layers "
+                f"remaining but {middle_stages} middle PP stages available.\"" + where)
+    if middle_stages and middle_layers % middle_stages:
+        return (f"{counts} with PP{pp} and {layers} layers leave {middle_layers} layers for {middle_stages} middle "
+                f"stages: megatron-core's TransformerConfig raises \"number of layers at middle stage: "
+                f"{middle_layers} must be divisible bythe middle pipeline model parallel size {middle_stages}\""
+                + where)
+    if middle_stages and vpp is not None and (middle_layers // middle_stages) % vpp:
+        per_rank = middle_layers // middle_stages
+        return (f"{counts} with PP{pp}, VPP{vpp} and {layers} layers leave {per_rank} layers per middle rank: "
+                f"megatron-core's TransformerConfig raises \"number of layers on each middle pipeline rank:{per_rank} "
+                f"must be divisible by virtualpipeline parallel degree {vpp}\"" + where)
+    return ""
+
+
+# What Bridge's training runner rebuilds a recipe's pipeline split after (recipe_runner.sync_model_pipeline_layout)
+_TOPOLOGY = ("model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size")
+
+
+def _by_command_line(scope: Scope, key: str) -> bool:
+    """Whether `key`'s effective value is written by a Hydra override on the unit's command line."""
+    scope.key(key)
+    written = scope.lookup(key).assignment
+    return written is not None and written.source is Source.HYDRA
+
+
+@needs_scope
+def pipeline_layout_refusal(scope: Scope) -> object:
+    """Why megatron-core refuses the unit's custom pipeline layout (`pipeline_model_parallel_layout`), in its words;
+    "" when it accepts it. TransformerConfig.__post_init__ raises when the layout comes with first/last-stage counts
+    or a split that counts the embedding or loss, then parses it (PipelineParallelLayerLayout) and checks it against
+    PP, VPP, num_layers and mtp_num_layers (validate_layer_layout; offlint/pipeline_layout.py mirrors both). Not
+    judged for hybrid models (their layer pattern decides), and "" when a value it needs is unknown or the layout
+    is not one offlint reads: no crash is claimed on a layout offlint cannot read. Judged where the layout reaches
+    megatron-core as written: Megatron-LM's flags, plain megatron-core programs and Megatron Bridge's recipe
+    functions; in a Bridge launch or override file only a layout it writes itself: Bridge's training runner
+    builds a recipe-owned layout again after PP/VP overrides on the command line, but keeps one the command line
+    sets (`sync_model_pipeline_layout`, scripts/training/recipe_runner.py), as its performance overrides do for
+    DeepSeek-V3 and Kimi K2; a YAML file's layout stands unless the command line changes PP or VP."""
+    if scope.names.get("defaults") != "mlm-cli" and scope.names.get("framework") != "megatron-core" and \
+            scope.names.get("unit_kind") != "recipe":
+        if scope.names.get("unit_kind") not in ("yaml", "command"):
+            return ""
+        scope.key("model.pipeline_model_parallel_layout")
+        written = scope.lookup("model.pipeline_model_parallel_layout").assignment
+        if written is None or written.source not in (Source.HYDRA, Source.YAML):
+            return ""  # the recipe's layout (or a performance script's): the runner may build it again
+        if written.source is Source.YAML and any(_by_command_line(scope, key) for key in _TOPOLOGY):
+            return ""  # a YAML file's layout with PP/VP from the command line: rebuilt from a recipe's builder
+
+    layout = scope.key("model.pipeline_model_parallel_layout")
+    if layout is UNKNOWN or layout in (None, ""):
+        return ""
+    pp, vpp, layers, mtp = (scope.key(f"model.{name}") for name in (
+        "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size", "num_layers", "mtp_num_layers"))
+    hybrid = [scope.key(f"model.{name}") for name in ("hybrid_layer_pattern", "hybrid_override_pattern")]
+    others = [scope.key(f"model.{name}") for name in ("num_layers_in_first_pipeline_stage",
+                                                      "num_layers_in_last_pipeline_stage",
+                                                      "account_for_embedding_in_pipeline_split",
+                                                      "account_for_loss_in_pipeline_split")]
+    if not is_whole(pp) or pp < 1 or vpp is UNKNOWN or not (vpp is None or is_whole(vpp)):
+        return ""
+    if any(v is not UNKNOWN and v for v in others):
+        return ("pipeline_model_parallel_layout is set with first/last-stage layer counts or an embedding/loss "
+                "counted in the split: megatron-core's TransformerConfig raises \"ValueError: "
+                "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments.\"")
+    # The counts need the sizes, and no hybrid layer pattern; the stages against PP and VPP, the embedding and the
+    # loss are refused whatever they are (or the other pipeline arguments, if set, raise first).
+    counts = is_whole(layers) and (mtp is None or is_whole(mtp)) and all(v in (None, "") for v in hybrid) and \
+        UNKNOWN not in others
+    stages = pipeline_layout.stages_of(layout)
+    why, counted = pipeline_layout.refusal(stages, pp, vpp, layers, mtp, counts) if stages is not None else ("", "")
+    if not why:
+        return ""
+    sizes = [f"PP{pp}"] + [f"VPP{vpp}"] * (vpp is not None) + [f"num_layers={layers}"] * is_whole(layers) + \
+        [f"mtp_num_layers={mtp}"] * (mtp is not UNKNOWN)
+    return (f"pipeline_model_parallel_layout {fmt(layout)} with {', '.join(sizes)}" + (f" ({counted})" if counted
+            else "") + f": megatron-core's TransformerConfig asserts \"{why}\" when it builds the config")

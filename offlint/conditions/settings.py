@@ -1,0 +1,147 @@
+"""Helper functions about how a unit sets its keys: known fields and did-you-mean suggestions (OFL003), defaults and
+written values, which of two writes wins, the megatron-core version and the checks the tree's checkout makes."""
+
+from __future__ import annotations
+
+from offlint import keys
+from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
+from offlint.sources.mcore_source import CHECKS
+from offlint.types import Assignment, OneOf
+from offlint.versions import parse_version
+
+
+@needs_scope
+def version_at_least(scope: Scope, text: str) -> bool:
+    return scope.version >= parse_version(text)
+
+
+@needs_scope
+def checkout_checks(scope: Scope, name: str) -> bool:
+    """Whether the checkout's own megatron-core makes the check `name` (sources/mcore_source.CHECK_TEXTS): checks
+    added between releases, which no version number tells apart. False where no checkout source was read."""
+    return name in (scope.version.names_from_source(CHECKS) or ())
+
+
+# The allocator options of other accelerators' PyTorch backends: a launch that sets one configures that backend's
+# caching allocator, not CUDA's (torch_npu reads PYTORCH_NPU_ALLOC_CONF, Ascend's environment variable reference;
+# torch_musa PYTORCH_MUSA_ALLOC_CONF, its MUSAAllocatorConfig). A device-visibility variable is no such sign: an
+# MT-MegatronLM script for CUDA exports MUSA_VISIBLE_DEVICES, copied from its MUSA twin, and its code runs on CUDA.
+OTHER_ACCELERATOR_VARIABLES = {"PYTORCH_NPU_ALLOC_CONF": "Ascend NPUs",
+                               "PYTORCH_MUSA_ALLOC_CONF": "Moore Threads GPUs (MUSA)"}
+
+
+@needs_scope
+def other_accelerator(scope: Scope) -> object:
+    """Where the launch runs on an accelerator other than a CUDA GPU, why ("Ascend NPUs: the launch sets
+    PYTORCH_NPU_ALLOC_CONF"): its entry script's code imports that backend's package (Unit.accelerator), or its
+    environment sets that backend's allocator options (OTHER_ACCELERATOR_VARIABLES); "" where neither says so,
+    unknown where one of those variables is unknown."""
+    if scope.names.get("accelerator"):
+        return scope.names["accelerator"]
+    unknown = False
+    for name, device in OTHER_ACCELERATOR_VARIABLES.items():
+        value = scope.key(f"env.{name}")
+        if value is UNKNOWN:
+            unknown = True
+        elif value is not None:
+            return f"{device}: the launch sets {name}"
+    return UNKNOWN if unknown else ""
+
+
+@needs_scope
+def distributed_optimizer(scope: Scope) -> object:
+    """Whether the run uses the distributed optimizer. In Megatron Bridge either flag turns it on (BR-4 syncs
+    optimizer.use_distributed_optimizer and ddp.use_distributed_optimizer); in a plain megatron-core program
+    get_megatron_optimizer decides from the OptimizerConfig alone (the DDP config's flag only lays out buffers)."""
+    optimizer = truth(scope.key("optimizer.use_distributed_optimizer"))
+    if scope.names.get("framework") == "megatron-core" or optimizer is True:
+        return optimizer
+    ddp = truth(scope.key("ddp.use_distributed_optimizer"))
+    return True if ddp is True else UNKNOWN if UNKNOWN in (optimizer, ddp) else False
+
+
+@needs_scope
+def is_known_key(scope: Scope, key: str) -> bool:
+    """Whether `key` may be a field of its section (OFL003). A section built from its own `_target_` (a config
+    Megatron Bridge wrote out, `run_config.yaml`) takes its keys as that class's constructor arguments: offlint
+    cannot list every class's fields (a Bridge provider from outside the tree, a newer megatron-core), and a key
+    the class lacks fails loudly when the file is loaded, so its keys are not judged."""
+    section, _, field_name = key.partition(".")
+    if section not in ("model", "optimizer", "ddp") or not field_name or "." in field_name:
+        return True
+    if field_name in keys.known_fields(section):
+        return True
+    target = scope.key(f"{section}._target_")
+    return isinstance(target, str) and target != ""
+
+
+@needs_scope
+def suggestion(scope: Scope, key: str) -> str:
+    """The closest known key for a typo, or '' when nothing is close."""
+    return keys.closest_field(key)
+
+
+@needs_scope
+def overrides(scope: Scope, key: str, other: str) -> object:
+    """Whether `key` was set over `other` by an outer writer: from another file (a derived recipe elsewhere, a
+    YAML file, a command line), by a function that calls the one that set `other` (its chain of calls is a
+    proper prefix; a Bridge mutator's or a performance flag's own "by ..." step aside), or, where one writer
+    copies both from workload records, from a record derived from the one `other` came from. Such a writer
+    switching something off is overriding an earlier choice, not contradicting itself. False when either key is at
+    its default; unknown when either value is."""
+    if scope.key(key) is UNKNOWN or scope.key(other) is UNKNOWN:
+        return UNKNOWN
+    outer, inner = scope.lookup(key).assignment, scope.lookup(other).assignment
+    if outer is None or inner is None:
+        return False
+    if outer.location.path != inner.location.path:
+        return True
+    (outer_calls, outer_records), (inner_calls, inner_records) = _writer(outer), _writer(inner)
+    if outer_calls != inner_calls:
+        return _proper_prefix(outer_calls, inner_calls)
+    # One writer, copying both from workload records: `replace(BASE, cuda_graph_impl="none")` overrides what BASE
+    # set (the records that passed a field on, outermost first: python_values.Record.made)
+    return bool(outer_records) and _proper_prefix(outer_records, inner_records)
+
+
+def _writer(a: Assignment) -> tuple[list[str], list[str]]:
+    """An assignment's chain of calls (a Bridge mutator's or a performance flag's own "by ..." step aside) and the
+    workload records its value came from (its "from ..." steps)."""
+    calls = [step for step in a.via if not step.startswith(("by ", "from "))]
+    return calls, [step for step in a.via if step.startswith("from ")]
+
+
+def _proper_prefix(outer: list[str], inner: list[str]) -> bool:
+    return len(outer) < len(inner) and inner[:len(outer)] == outer
+
+
+@needs_scope
+def written_known(scope: Scope, key: str) -> object:
+    """Whether the unit writes `key` with a value offlint reads: False when nothing writes it or what writes it
+    cannot be read (copied from an object offlint does not evaluate, say), so a rule about a chosen setting
+    does not guess at one, even under --strict; unknown when the value depends on a branch (judged per path)."""
+    value = scope.key(key)
+    found = scope.lookup(key)
+    if found.assignment is None:
+        return False
+    if value is UNKNOWN:
+        return UNKNOWN if isinstance(found.value, OneOf) else False
+    return True
+
+
+@needs_scope
+def is_default(scope: Scope, key: str) -> object:
+    """Whether the unit leaves `key` unset, so the default applies (an explicit write of the default value is a
+    choice, not this); unknown when the value is."""
+    if scope.key(key) is UNKNOWN:
+        return UNKNOWN
+    return scope.lookup(key).state == "default"
+
+
+@needs_scope
+def is_written(scope: Scope, key: str) -> bool:
+    """Whether some code, flag or file of the unit writes `key` (even with a value offlint cannot read). A key
+    no one writes holds its default, or an unknown inherited from code offlint did not follow: a rule about a
+    setting someone chose (OFL213) is not about that unit."""
+    scope.key(key)
+    return scope.lookup(key).assignment is not None
