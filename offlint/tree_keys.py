@@ -55,17 +55,18 @@ def _tree_may_mean(key: str, tree: dict[str, frozenset[str]]) -> bool:
 
 def tree_section_findings(reads: list[FileRead], python_paths: Iterable[str], text: Callable[[str], str | None],
                           rule: Rule) -> list[Finding]:
-    """OFL003 for the Hydra overrides of the units in `reads` that set a field the tree's ConfigContainer section
-    lacks (a section tree_config_fields.container_sections can list every field of). The rule's checks give each
-    its severity: an override Hydra refuses at launch (an error), or one a `+`/`++` prefix adds, which Bridge then
-    skips with a log line (a warning). (A YAML override file's keys of these sections are not read: yaml_file keeps
-    the sections the rules model.) The tree is read only when some unit sets a key of a section OFL003's own checks
-    do not judge: a pre-commit run passes the reads of its target files only (the launches its edit links to are
-    decoded too, and would otherwise make a recipe's edit read every file of the tree)."""
+    """OFL003 for the Hydra overrides and YAML override files' keys of the units in `reads` that set a field the
+    tree's ConfigContainer section lacks (a section tree_config_fields.container_sections can list every field of).
+    The rule's checks give each its severity: an override Hydra refuses at launch (an error), or one a `+`/`++`
+    prefix adds, or a YAML file's key, which Bridge then skips with a log line (a warning). The tree is read only
+    when some unit sets a key of a section OFL003's own checks do not judge: a pre-commit run passes the reads of
+    its target files only (the launches its edit links to are decoded too, and would otherwise make a recipe's edit
+    read every file of the tree)."""
     from offlint.types import Source
 
     asked = [(unit, a) for read in reads for unit in read.units for layer in unit.layers if not layer.inherited
-             for a in layer.assignments if a.source == Source.HYDRA and a.op != "delete" and _other_section(a.key)]
+             for a in layer.assignments if a.source in (Source.HYDRA, Source.YAML) and a.op != "delete"
+             and _other_section(a.key)]
     if not asked:
         return []
     from offlint.sources.tree_config_fields import container_sections
@@ -89,13 +90,16 @@ def _other_section(key: str) -> bool:
 
 
 def _section_finding(rule: Rule, unit: Unit, a: Assignment, section: str, name: str, held, sections) -> Finding:
-    from offlint.types import Finding
+    from offlint.types import Finding, Source
 
     key = f"{section}.{name}"
     where = f"{section} ({held.cls}, {held.path}:{held.line})"
     meant = _meant(section, name, held, sections)
     hint = f"; did you mean {meant}?" if meant else ""
-    if a.op == "set":
+    if a.source == Source.YAML:
+        check = rule.checks[1]
+        why = "Megatron Bridge skips unknown YAML keys with only a log line, so this setting has no effect"
+    elif a.op == "set":
         check = rule.checks[0]
         why = f"Hydra refuses the override at launch (\"Could not override '{key}'\")"
     else:

@@ -231,3 +231,36 @@ def test_a_pre_commit_run_on_a_recipe_reads_no_container(tree, monkeypatch):
     assert asked == []
     found = api.check(["launch.sh"], api.CheckOptions(**options)).findings
     assert asked == [1] and sum(f.code == "OFL003" for f in found) == 3
+
+
+OVERRIDES_YAML = """\
+model:
+  num_layers: 4
+train:
+  train_iters: 10
+  trian_iters: 5
+  micro_batch_size: 2
+dist:
+  tensor_model_parallel_size: 2
+  lazy_init: true
+scheduler:
+  anything: 1
+"""
+
+
+def test_a_yaml_override_files_key_its_section_lacks_is_reported(tree):
+    """An override file's keys of these sections were not read at all (yaml_file kept the modelled sections only).
+    Bridge merges the file into the recipe's config unchecked and apply_overrides skips a key the dataclass lacks
+    with a log line: a warning that the setting has no effect, as OFL003 says of the modelled sections' keys."""
+    (tree / "conf").mkdir()
+    (tree / "conf/override.yaml").write_text(OVERRIDES_YAML)
+    found = [f for f in _unknown(check_json(tree, "--no-cache")) if f[0] == "conf/override.yaml"]
+    assert found == [
+        ("conf/override.yaml", 5, "warning", "train.trian_iters is not a field of train (TrainingConfig, "
+         "src/megatron/bridge/training/config.py:25): Megatron Bridge skips unknown YAML keys with only a log line, "
+         "so this setting has no effect; did you mean train.train_iters?"),
+        ("conf/override.yaml", 8, "warning", "dist.tensor_model_parallel_size is not a field of dist "
+         "(DistributedInitConfig, src/megatron/bridge/training/config.py:14): Megatron Bridge skips unknown YAML "
+         "keys with only a log line, so this setting has no effect; did you mean model.tensor_model_parallel_size?"),
+    ]
+    assert _unknown(check_json(tree)) == _unknown(check_json(tree, "--no-cache"))  # the same from the cache

@@ -28,6 +28,10 @@ from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind, U
 
 OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "comm_overlap", "env_vars")
 TOP_LEVEL_KEYS = ("mixed_precision",)
+# ConfigContainer's other sections (train:, dataset:, dist:, ...): their keys are read too, one level deep (a field
+# and its value), since Bridge applies them as it does the modelled ones (the memory model reads
+# train.micro_batch_size, OFL003 judges their names against the tree's classes: tree_keys)
+_OTHER_SECTIONS = frozenset(keys.OTHER_BRIDGE_SECTIONS) - {*OVERRIDE_SECTIONS, *TOP_LEVEL_KEYS}
 _COMMAND_HINT = re.compile(r"run_recipe\.py|train\.sh|pretrain_\w+\.py|torchrun|setup_experiment\.py|"
                            r"run_script\.py|torch\.distributed\.run")
 # What a YAML file that gives a unit holds somewhere in its text: a section key of an override file (override_unit),
@@ -225,6 +229,8 @@ def is_bridges(roots, unit: Unit) -> bool:
     known = other = typos = 0
     for assignment in unit.all_assignments():
         section, _, name = assignment.key.partition(".")
+        if section in _OTHER_SECTIONS:  # (their names are no evidence either way: the top level's count was)
+            continue
         if not name or section not in _FIELD_SECTIONS:
             return True
         if name in keys.known_fields(section):
@@ -256,7 +262,8 @@ def _walk(node: yaml.MappingNode, prefix: str, path: str, layer: Layer) -> None:
         if not isinstance(key_node, yaml.ScalarNode):
             continue
         key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-        if isinstance(value_node, yaml.MappingNode) and (not prefix and key_node.value in OVERRIDE_SECTIONS):
+        if isinstance(value_node, yaml.MappingNode) and not prefix and (key_node.value in OVERRIDE_SECTIONS
+                                                                          or key_node.value in _OTHER_SECTIONS):
             _walk(value_node, key, path, layer)
             continue
         if not prefix and key_node.value not in TOP_LEVEL_KEYS:
