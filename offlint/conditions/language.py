@@ -64,19 +64,10 @@ def _compile(node: ast.AST) -> Compiled:
         if dotted is None:
             raise ConditionError("attribute access is only allowed on keys")
         return lambda scope: scope.key(dotted)
-    if isinstance(node, ast.BoolOp):
-        return _compile_bool_op(node)
-    if isinstance(node, ast.UnaryOp):
-        return _compile_unary(node)
-    if isinstance(node, ast.Compare):
-        return _compile_compare(node)
-    if isinstance(node, ast.BinOp):
-        return _compile_binary(node)
-    if isinstance(node, ast.IfExp):
-        return _compile_if(node)
-    if isinstance(node, ast.Call):
-        return _compile_call(node)
-    raise ConditionError(f"unsupported expression: {type(node).__name__}")
+    compiler = _COMPILERS.get(type(node))
+    if compiler is None:
+        raise ConditionError(f"unsupported expression: {type(node).__name__}")
+    return compiler(node)
 
 
 def _compile_collection(node: ast.List | ast.Tuple | ast.Set) -> Compiled:
@@ -231,3 +222,10 @@ def _dotted(node: ast.AST) -> str | None:
         return None
     parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+# The other expressions' compilers, by node type (_compile looks this up when it runs, once the module is loaded)
+_COMPILERS: dict[type, Callable[..., Compiled]] = {
+    ast.BoolOp: _compile_bool_op, ast.UnaryOp: _compile_unary, ast.Compare: _compile_compare,
+    ast.BinOp: _compile_binary, ast.IfExp: _compile_if, ast.Call: _compile_call,
+}
