@@ -90,3 +90,35 @@ def test_a_script_whose_directory_is_unknown_is_taken_by_its_name():
     # a name that is itself unknown, or no Python file, is still no launch
     assert read_shell("run.sh", f"python3 $DIR/$SCRIPT {flags}\n") == []
     assert read_shell("run.sh", f"python3 $DIR/train.sh {flags}\n") == []
+
+
+@pytest.mark.parametrize("given, expected", [("4", True), ("0", False), ("$N", None)])
+def test_the_offloaded_layer_count_turns_offloading_on_or_leaves_it_unknown(given, expected):
+    """Megatron-LM's validate_args turns cpu_offloading on when --cpu-offloading-num-layers is above 0 (CLI-6). A
+    count the script takes from its user (`--num-layer` through getopt, a forked launcher) left cpu_offloading at its
+    default, off: OFL202 then said, as possible, that the unknown count had no effect ("these layer-offload settings
+    have no effect: ?"). Its switch is as unknown as the count."""
+    script = (f"N=$1\ntorchrun pretrain_gpt.py --num-layers 8 --train-iters 10 --cpu-offloading-num-layers {given}\n")
+    [unit] = read_shell("run.sh", script)
+    value = resolve(unit, parse_version("0.20.0")).get("model.cpu_offloading")
+    if expected is None:
+        assert value.state == "unknown" and "--cpu-offloading-num-layers" in value.value.reason, value
+    else:
+        assert value.value is expected
+
+
+def test_an_unknown_offloaded_layer_count_is_no_inert_setting(tmp_path):
+    """The count is what turns offloading on from the command line, so it is never left over with the switch off
+    (OFL202's explanation says as much): a launch whose user gives the count (through getopt) had a possible OFL202
+    under --strict. What does hold where the branch gives the count (offloading with recompute) stays possible."""
+    (tmp_path / "run.sh").write_text(
+        'N=4; OFF=false\nparams=$(getopt -o "" --long "num-layer:,offload-act" -- "$@"); eval set -- "$params"\n'
+        'while true; do case "$1" in\n  --num-layer) N="$2"; shift 2 ;; --offload-act) OFF=true; shift ;;\n'
+        '  --) shift; break ;;\nesac; done\n'
+        'A=(); if [ "$OFF" = true ]; then A+=(--cpu-offloading-num-layers $N); fi\n'
+        'torchrun pretrain_gpt.py --num-layers 8 --train-iters 10 --recompute-granularity selective ${A[@]}\n')
+    from offlint.api import CheckOptions, check
+
+    found = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False, strict=True,
+                                                select=["OFL202", "OFL103"])).findings
+    assert [(f.code, f.possible) for f in found] == [("OFL103", True)], found

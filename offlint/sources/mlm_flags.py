@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from offlint.keys import KEYS, Key
+from offlint.types import Unknown
 
 # flag -> canonical key, from the registry
 FLAG_KEYS = {k.flag: k for k in KEYS.values() if k.flag}
@@ -89,6 +90,10 @@ def is_mlm_flag(token: str) -> bool:
     return name in FLAG_KEYS or name in SWITCHES
 
 
+_OFFLOADED_COUNT_UNKNOWN = ("on where --cpu-offloading-num-layers is above 0 (Megatron-LM's validate_args), and the "
+                            "count the command gives is not known")
+
+
 def read_flags(tokens: list[str | None], opaque: list[int] | None = None) -> tuple[list[FlagValue], list[str]]:
     """Read flags from argument tokens (None = unresolvable word). Returns values and problems. `opaque` gets the
     index of each unresolvable word that is no flag's value: it may hold any flags (`${EXTRA_ARGS}`)."""
@@ -130,6 +135,8 @@ def read_flags(tokens: list[str | None], opaque: list[int] | None = None) -> tup
         i += 1 if eq else 2
         if raw is None:  # an unresolvable value, or none: the last word (after a variable that expanded to nothing)
             out.append(FlagValue(info.name, None, at, ""))
+            if name == "--cpu-offloading-num-layers":  # (validate_args turns the switch on for a count above 0)
+                out.append(FlagValue("model.cpu_offloading", Unknown(_OFFLOADED_COUNT_UNKNOWN), at, name))
             continue
         try:
             value = _convert(raw, info.type)
