@@ -615,14 +615,19 @@ def _assignment_finding(rule: Rule, verdict: tuple[Check, str], assignment: Assi
 
 
 def _unknown_flags(rule: Rule, unit: Unit) -> list[Finding]:
-    """OFL007: a Megatron-LM launch flag its entry script's parser does not have (Unit.unknown_flags)."""
+    """OFL007: a Megatron-LM launch flag its entry script's parser does not have (Unit.unknown_flags). One that only
+    an alternative of an undecided branch gives stops the job on that path only, which the user's input chooses:
+    a warning naming it (as engine's path-conditioned findings are)."""
     script = posixpath.basename(unit.entry_script)
-    return [Finding(code=rule.code, slug=rule.slug, severity=rule.severity, location=where, unit=unit.name,
+    chosen = "\n(on the path where {})\n(only with the user's choice of {})"
+    return [Finding(code=rule.code, slug=rule.slug, location=where, unit=unit.name,
+                    severity=min(rule.severity, Severity.WARNING, key=_rank) if path else rule.severity,
                     unit_path=unit.location.path, fix=rule.fix, url=rule.url,
                     message=f"{flag} is not an option of {script}'s argument parser in this checkout"
                             + (f" (did you mean {closest}?)" if closest else "") + ": argparse stops the job with "
-                            f"\"unrecognized arguments: {flag}\" when it starts")
-            for flag, where, closest in unit.unknown_flags]
+                            f"\"unrecognized arguments: {flag}\" when it starts"
+                            + (chosen.format(path, flag) if path else ""))
+            for flag, where, closest, path in unit.unknown_flags]
 
 
 # (a constant: an Enum member's lookup costs a third of a microsecond, and OFL004 looks at every assignment of every

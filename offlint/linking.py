@@ -86,7 +86,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if unit.entry_script:  # an entry script in the tree shows whether it trains, and whether in Ray's workers
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
                 if trains == entry_scripts.ARGUMENTS_CHOOSE:
-                    trains = any(flag in TRAINING_ONLY_FLAGS for flag, _ in unit.launch_flags)
+                    trains = any(flag in TRAINING_ONLY_FLAGS for flag, *_ in unit.launch_flags)
                 if trains is False and unit.launches_training and unit.defaults != Defaults.MLM_CLI:
                     # a script taking `key=value` overrides, taken to train: its code is read for Ray, not for this.
                     # Methods are judged by their names, and a framework's launcher dispatches through its own
@@ -213,12 +213,13 @@ def _take_launch_environment(target: Unit, launches: list[Unit]) -> bool:
 def _unknown_flags(unit: Unit, script: str | None, near: str, tree_text,
                    memo: dict) -> tuple[tuple[str, object, str], ...]:
     """The command's flags its entry script's (`script`, the tree's file) Megatron-LM parser does not have, each
-    with the option it is closest to (difflib, as OFL003's suggestions); () where offlint cannot read that parser."""
+    with the option it is closest to (difflib, as OFL003's suggestions) and the path it is given on; () where
+    offlint cannot read that parser."""
     options = mlm_arguments.entry_options(script, lambda path: tree_text(path, near), memo) if script else None
     if options is None:
         return ()
-    return tuple((flag, where, next(iter(difflib.get_close_matches(flag, options, n=1, cutoff=0.8)), ""))
-                 for flag, where in unit.launch_flags if flag not in options)
+    return tuple((flag, where, next(iter(difflib.get_close_matches(flag, options, n=1, cutoff=0.8)), ""), path)
+                 for flag, where, path in unit.launch_flags if flag not in options)
 
 
 class Aliases:

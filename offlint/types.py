@@ -241,8 +241,9 @@ class Unit:
     # The flags such words may give where offlint knows which (a variable the script's branches set to different
     # texts, `--use-distributed-optimizer` on one path): the keys they set are unknown rather than defaults.
     path_flags: tuple[str, ...] = ()
-    # A Megatron-LM style command's option words as written (`--lr`, `--bf16`; `--x=1` as `--x`), each where it is.
-    launch_flags: tuple[tuple[str, Location], ...] = ()
+    # A Megatron-LM style command's option words as written (`--lr`, `--bf16`; `--x=1` as `--x`), each where it is
+    # and the path it is given on ("" for every path: launch._given_on).
+    launch_flags: tuple[tuple[str, Location, str], ...] = ()
     # A Megatron-LM style command's words after its script: (value or None, where, the flags an unreadable word may
     # give or None for any). Where the script is the tree's own and parses them itself, they are its flags
     # (sources/script_flags.py, applied when commands are linked).
@@ -251,8 +252,9 @@ class Unit:
     # from two of them (a model's defaults array, the run's overrides) is layered on purpose, not a slip (OFL004).
     assignment_spans: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = ()
     # Those its entry script's parser in the linked tree does not have (sources/mlm_arguments.py, applied when
-    # commands are linked): (flag, where, the option it is closest to or ""). Rule OFL007.
-    unknown_flags: tuple[tuple[str, Location, str], ...] = ()
+    # commands are linked): (flag, where, the option it is closest to or "", the path it is given on or ""). Rule
+    # OFL007.
+    unknown_flags: tuple[tuple[str, Location, str, str], ...] = ()
     # The GPU a model card's hardware section names for a launch command in it (`GB200: {command: ...}`): where
     # the command's name names none, the unit is sized against it (gpus.unit_gpu).
     card_gpu: str = ""

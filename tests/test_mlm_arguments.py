@@ -183,6 +183,23 @@ def test_an_unknown_flag_of_a_launch_is_reported_where_it_is(tmp_path, monkeypat
         (2, 48, "--hidden-dropout is not an option of pretrain_gpt.py's argument parser in this checkout")]
 
 
+def test_a_flag_one_alternative_of_an_undecided_branch_gives_is_reported_on_that_path(tmp_path, monkeypatch):
+    """A flag only the user's choice of an option appends (a Megatron-LM fork's DeepSeek-V3 launcher adds
+    `--optimizer-offload` under its `--offload-optim`, parsed with getopt) stops the job on that path only: a
+    warning naming it, as for the other rules on such paths (clarifications: a path only user input reaches is at
+    most a warning that names the flags); on every path, an error as before."""
+    _tree(tmp_path, {"run.sh": 'OPT=false\nwhile true; do case "$1" in\n  --offload-optim) OPT=true; shift ;;\n'
+                               '  *) break ;;\nesac; done\nARGS=()\nif [ "$OPT" = true ]; then\n'
+                               '    ARGS+=(--optimizer-offload)\nfi\n'
+                               'torchrun pretrain_gpt.py --num-layers 8 --recompute-granularty full "${ARGS[@]}"\n'})
+    monkeypatch.chdir(tmp_path)
+    found = check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False)).findings
+    assert [(f.location.line, f.severity.value, f.message.split(":")[0].split(" is not")[0]) for f in found] == [
+        (8, "warning", "--optimizer-offload"), (10, "error", "--recompute-granularty")]
+    assert found[0].message.endswith("\n(on the path where the script gives --optimizer-offload (inside if at line "
+                                     "7))\n(only with the user's choice of --optimizer-offload)")
+
+
 def test_no_finding_without_the_entry_script_or_its_parser_in_the_tree(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "run.sh").write_text("torchrun pretrain_gpt.py --recompute-granularty full\n")

@@ -24,7 +24,16 @@ HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_s
 _CONFIG_FILE_FLAGS = ("--config-file", "--config_file")
 # (ft_launcher: nvidia-resiliency-ext's fault-tolerant torchrun, with torchrun's options and its own --ft-*)
 LAUNCHERS = ("torchrun", "ft_launcher", "uv", "uvx", "srun", "mpirun", "deepspeed", "accelerate", "env", "exec",
-             "nohup", "time", "numactl", "nsys", "timeout", "stdbuf", "taskset", "ray")
+             "nohup", "time", "numactl", "nsys", "timeout", "stdbuf", "taskset", "ray", "sudo", "singularity",
+             "apptainer")
+# Commands that print or inspect their words rather than run them: a launcher named after one is no launch. Any
+# other first word before a launcher (`numarun torchrun ...`, a cluster's own wrapper; `$WRAPPER python ...`) is
+# taken to run the rest (_script_index).
+_NOT_RUNNERS = frozenset(("echo", "printf", "print", "which", "type", "hash", "help", "man", "whatis", "whereis",
+                          "command", "cat", "grep", "egrep", "fgrep", "rg", "pgrep", "pkill", "killall", "kill", "ps",
+                          "ls", "rm", "cp", "mv", "ln", "tee", "logger", "sed", "awk", "head", "tail", "wc", "sort",
+                          "find", "git", "scp", "rsync", "test", "[", "[[", "alias", "declare", "local", "export",
+                          "readonly", "unset", "set", "source", ".", "read", "let", "eval"))
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     values = [a.value for a in argv]
     if not runs_script(values, needs_arguments):
         return None
-    script_index = _script_index(values)
+    script_index = _script_index(values, wrapped=not needs_arguments)
     environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
     ray, ray_env = ray_job(argv[:script_index])
     env_open = env_open or (opened_because(environment or ray) if environment or ray else "")
@@ -268,15 +277,16 @@ def runs_script(values: list[str | None], needs_arguments: bool = False) -> bool
     index = _entry_module(values)
     if index is not None:
         values = [*values[:index], _module_path(values[index + 1] or ""), *values[index + 2:]]
-    script_index = _script_index(values)
+    script_index = _script_index(values, wrapped=not needs_arguments)
     return script_index is not None and not (needs_arguments and script_index == len(values) - 1)
 
 
-def _script_index(values: list[str | None]) -> int | None:
-    """The index of the training script, when the command runs one (not `echo ... run_recipe.py`)."""
-    first = posixpath.basename(values[0] or "") if values else ""
-    if not (first.startswith("python") or first in LAUNCHERS or first.endswith((".py", ".sh"))
-            or first in HYDRA_ENTRY_POINTS):
+def _script_index(values: list[str | None], wrapped: bool = True) -> int | None:
+    """The index of the training script, when the command runs one (not `echo ... run_recipe.py`): its first word
+    starts a launch, or (`wrapped`: not in a YAML string, which may be prose) a word that runs its arguments
+    (_NOT_RUNNERS) comes before one."""
+    if not values or not (_starts_launch(values[0]) or wrapped and len(values) > 1 and _starts_launch(values[1]) and (
+            values[0] is None or posixpath.basename(values[0]) not in _NOT_RUNNERS)):
         return None
     for i, value in enumerate(values):
         if value is None or "=" in value:  # (`data.custom_cls.path=recipe/rl_dataset.py`: an override, no script)
@@ -285,6 +295,13 @@ def _script_index(values: list[str | None]) -> int | None:
         if base.endswith(".py") or base in HYDRA_ENTRY_POINTS:
             return i
     return None
+
+
+def _starts_launch(value: str | None) -> bool:
+    """Whether a command whose first word this is can be a launch: python, a launcher, a script, an entry point."""
+    first = posixpath.basename(value or "")
+    return first.startswith("python") or first in LAUNCHERS or first.endswith((".py", ".sh")) \
+        or first in HYDRA_ENTRY_POINTS
 
 
 def _unknown(arg: Arg) -> Unknown:
@@ -373,8 +390,14 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
                 unread_flags=mlm_flags.unread_flags([a.value for a in args]),
                 opaque_words=tuple(dict.fromkeys(_shown(args[i]) for i in opaque if args[i].flags is None)),
                 path_flags=tuple(dict.fromkeys(flag for i in opaque for flag in args[i].flags or ())),
-                launch_flags=tuple((a.value.split("=", 1)[0], a.location) for a in args
+                launch_flags=tuple((a.value.split("=", 1)[0], a.location, _given_on(a)) for a in args
                                    if a.value and a.value.startswith("--") and len(a.value) > 2))
+
+
+def _given_on(arg: Arg) -> str:
+    """The path a word is given on, where one alternative of an undecided branch appends it (as a OneOf's path
+    names it: _on_one_alternative); "" where it is given on every path the command runs on."""
+    return f"the script gives {arg.value} ({arg.alternative[0]})" if arg.alternative else ""
 
 
 def unreadable(words: tuple[str, ...]) -> str:

@@ -216,10 +216,10 @@ class Commands:
         words = [replace(f.word(self.st.holes), assumed=took + inherited) if took or inherited
                  else f.word(self.st.holes) for f, took in zip(fields, assumed)]
         opened = self.st.env.get(OPENED)
+        vals = [w.value for w in words]  # None for a word with a hole
         self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes, self.st.ctx,
                                             _opened_reason(opened) if opened is not None else "",
-                                            tuple(self.st.loop_passes)))
-        vals = [w.value for w in words]  # None for a word with a hole
+                                            tuple(self.st.loop_passes), vals[0] in self.st.funcs))
         self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
         if vals[0] == "eval":  # (`eval $cmd`: its code's words took the defaults $cmd's value took)
             self.st.assumed = tuple(dict.fromkeys([*inherited, *(name for took in assumed for name in took)]))

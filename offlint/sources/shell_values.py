@@ -76,6 +76,7 @@ class Command:
     # that offlint could not read ("`source /opt/env.sh` at line 3 is outside the tree")
     env_open: str = ""
     passes: tuple[LoopPass, ...] = ()  # the passes of unrolled `for` loops it runs in, outermost first
+    calls_function: bool = False  # its first word names a function of the script (whose body is read instead)
 
 
 @dataclass

@@ -1,0 +1,49 @@
+"""A launch run through a command that runs its arguments: a container runner (`singularity exec --nv IMAGE python
+train.py ...`, `apptainer exec`) or a wrapper of the cluster's own (a Megatron-LM fork's DeepSeek-V3 launcher runs
+`numarun torchrun ... pretrain_gpt.py`). offlint took a command for a launch only when its first word was a known
+launcher, python or a script: these gave no unit, and the fork's 4-layers-over-PP3 split passed unseen. A first
+word the script defines as a function is that function's business (its body is read instead), and a command that
+prints or inspects its words (`echo torchrun ...`, `which python`) runs none of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from offlint.sources.shell import read_shell
+
+FLAGS = "pretrain_gpt.py --num-layers 4 --hidden-size 64 --num-attention-heads 4 --pipeline-model-parallel-size 3 " \
+        "--train-iters 10"
+
+
+def _launches(script: str) -> list[tuple[str, int]]:
+    return [(unit.entry_script, unit.location.line) for unit in read_shell("run.sh", script)]
+
+
+@pytest.mark.parametrize("prefix", ["numarun torchrun --nproc_per_node 4", "numarun python",
+                                    "singularity exec --nv image.sif torchrun --nproc_per_node 4",
+                                    "apptainer exec --nv -B .:/workspace image.sif python3",
+                                    "sudo -E torchrun --nproc_per_node 4"])
+def test_a_launch_behind_a_command_that_runs_it_is_read(prefix):
+    assert _launches(f"#!/bin/bash\n{prefix} {FLAGS}\n") == [("pretrain_gpt.py", 2)]
+
+
+@pytest.mark.parametrize("prefix", ["echo torchrun --nproc_per_node 4", "printf '%s ' torchrun", "which python",
+                                    "echo python", "grep -n torchrun"])
+def test_a_command_that_prints_its_words_runs_none_of_them(prefix):
+    assert _launches(f"#!/bin/bash\n{prefix} {FLAGS}\n") == []
+
+
+def test_a_function_of_the_script_is_read_through_its_body():
+    shows = f'#!/bin/bash\nshow() {{ echo "+ $*"; }}\nshow torchrun --nproc_per_node 4 {FLAGS}\n'
+    assert _launches(shows) == []
+    runs = shows.replace('echo "+ $*";', 'echo "+ $*"; "$@";')
+    assert _launches(runs) == [("pretrain_gpt.py", 2)]  # (the body's `"$@"`, as before)
+
+
+def test_the_wrapped_launch_is_judged(tmp_path):
+    from offlint.api import CheckOptions, check
+
+    (tmp_path / "run.sh").write_text(f"#!/bin/bash\nnumarun torchrun --nproc_per_node 3 {FLAGS}\n")
+    found = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False,
+                                                select=["OFL218"])).findings
+    assert [(f.code, f.location.line) for f in found] == [("OFL218", 2)]
