@@ -150,3 +150,17 @@ def test_absent_is_one_object_after_pickling():
     assert pickle.loads(pickle.dumps(ABSENT)) is ABSENT and pickle.loads(pickle.dumps(KEY_DEFAULT)) is KEY_DEFAULT
     value = pickle.loads(pickle.dumps(ByVersion((((">=0.18", ["attn"]), ("<0.18", ABSENT))))))
     assert value.choices[1][1] is ABSENT
+
+
+def test_a_launch_override_given_on_some_paths_keeps_its_below_through_pickle_and_the_cache():
+    """A Hydra override one alternative of an undecided branch gives holds BELOW on the other paths (the recipe's
+    value, put in its place when the unit is resolved): the same object after a worker pickles the unit and after
+    the cache stores it, or `is BELOW` would miss it and the path would read as a value of its own."""
+    import pickle
+
+    from offlint.types import BELOW, OneOf
+
+    value = OneOf("given on some paths", paths=((True, (("inside if at line 4", 0, "x"),), None, "a=true"),
+                                                (BELOW, (("inside if at line 4", 1, "y"),), None, None)))
+    assert pickle.loads(pickle.dumps(value)).paths[1][0] is BELOW
+    assert CODEC.loads(CODEC.dumps(value)).paths[1][0] is BELOW
