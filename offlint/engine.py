@@ -209,7 +209,8 @@ def _guarded_out(guards: tuple, resolved: ResolvedUnit, names: dict) -> bool:
 def _unit_names(unit: Unit) -> dict:
     """The names a unit's rule conditions read besides its keys; made once per unit, for every rule."""
     gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
-    return {"launches_training": unit.launches_training, "unit_kind": unit.kind.value, "unit_name": unit.name,
+    return {"launches_training": unit.launches_training, "evaluates_only": unit.evaluates_only,
+            "unit_kind": unit.kind.value, "unit_name": unit.name,
             "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
             "launch_gpus": unit.launch_gpus,
             "defaults": unit.defaults.value, "framework": unit.framework, "accelerator": unit.accelerator}

@@ -127,6 +127,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
+            unit.evaluates_only = unit.launches_training and _evaluates_only(unit)
     return [target for target in yaml_layers.values()
             if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)]
 
@@ -137,6 +138,19 @@ def _run_own_script(unit: Unit, script: Unit, parser: dict, path: str) -> None:
     if script_flags.bind(unit, script, parser, path):
         bridge_precision.inherit(unit, script)
         take_recipe_sections(unit, script)
+
+
+def _evaluates_only(unit: Unit) -> bool:
+    """Whether a launch bypasses the training loop on every path: Megatron-LM's `--skip-train` (not with
+    `--perform-rl-step`, whose RL loop still runs), or Megatron Bridge's `validation.skip_train` True where the
+    deprecated `train.skip_train` is unset, or that one True (ConfigContainer.validate copies a TrainingConfig field
+    that is not None onto ValidationConfig's); the last assignment of each over the recipe, YAML and command line."""
+    if unit.defaults == Defaults.MLM_CLI:
+        given = {flag for flag, _, path in unit.launch_flags if not path}
+        return "--skip-train" in given and "--perform-rl-step" not in given
+    last = {a.key: a.value for a in unit.all_assignments() if a.key in ("train.skip_train", "validation.skip_train")}
+    train = last.get("train.skip_train")
+    return train is True or train is None and last.get("validation.skip_train") is True
 
 
 def _environment(unit: Unit):

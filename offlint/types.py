@@ -211,6 +211,9 @@ class Unit:
     # (AnyField: a user's overrides): --strict reads their defaults (resolve.ResolvedUnit.before_catch_all).
     overridden_sections: frozenset[str] = frozenset()
     launches_training: bool = False  # OFL301 applies to units that start training
+    # A launch whose every path bypasses the training loop (`--skip-train`, validation.skip_train=true): it
+    # evaluates only (linking._evaluates_only), and training's advice (OFL301) is not for it.
+    evaluates_only: bool = False
     env_known: bool = False  # the unit defines its launch environment (exports, cfg.env_vars literal)
     # Why a launch command's environment may hold variables offlint cannot see ("" when none): a file its script
     # sourced that offlint could not read (shell_values.Command.env_open). It stays unknown once linked too.
