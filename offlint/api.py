@@ -103,7 +103,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         if (file.kind == "python" or file.path in needed) and texts[file.path] is None and \
                 (targets is None or file.path in targets):
             errors.append(FileError(file.path, texts.problems[file.path]))
-    rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c in ("OFL004", "OFL007")]
+    rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c in ("OFL004", "OFL007", "OFL008")]
     if not options.validate:
         selected.discard("OFL900")
     job = Job(files, texts, _python_paths(tree_files), rules, version.version, options.strict)

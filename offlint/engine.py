@@ -52,6 +52,8 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
             findings.extend(_duplicates(rule, resolved.unit))
         elif rule.code == "OFL007":
             findings.extend(_unknown_flags(rule, resolved.unit))
+        elif rule.code == "OFL008":
+            findings.extend(_unbraced(rule, resolved.unit))
     if resolved.unit.loop_passes:  # (a launch in an unrolled `for` loop: api._dedupe merges its passes' findings)
         findings = [replace(finding, passes=resolved.unit.loop_passes) for finding in findings]
     return findings
@@ -629,6 +631,20 @@ def _unknown_flags(rule: Rule, unit: Unit) -> list[Finding]:
                             f"\"unrecognized arguments: {flag}\" when it starts"
                             + (chosen.format(path, flag) if path else ""))
             for flag, where, closest, path in unit.unknown_flags]
+
+
+def _unbraced(rule: Rule, unit: Unit) -> list[Finding]:
+    """OFL008: a launch word expanding an array without braces (Unit.unbraced)."""
+    out = []
+    for written, where, value in unit.unbraced:
+        name = written[1:written.index("[")]
+        gets = f"the word `{value}`" if value else "a word ending in the literal subscript"
+        out.append(Finding(code=rule.code, slug=rule.slug, severity=rule.severity, location=where, unit=unit.name,
+                           unit_path=unit.location.path, fix=rule.fix, url=rule.url,
+                           message=f"`{written}` is the first element of {name} followed by a literal "
+                                   f"`{written[written.index('['):]}` to bash, not the array (`${{{name}[@]}}` is): "
+                                   f"the launch gets {gets} and none of the array's other elements"))
+    return out
 
 
 # (a constant: an Enum member's lookup costs a third of a microsecond, and OFL004 looks at every assignment of every

@@ -258,6 +258,9 @@ class Unit:
     # commands are linked): (flag, where, the option it is closest to or "", the path it is given on or ""). Rule
     # OFL007.
     unknown_flags: tuple[tuple[str, Location, str, str], ...] = ()
+    # A bash launch's words that expand an array without braces, `$ARGS[@]` (shell.read_shell): (the expansion as
+    # written, where, the word the command gets, "" where offlint cannot read it). Rule OFL008.
+    unbraced: tuple[tuple[str, Location, str], ...] = ()
     # The GPU a model card's hardware section names for a launch command in it (`GB200: {command: ...}`): where
     # the command's name names none, the unit is sized against it (gpus.unit_gpu).
     card_gpu: str = ""

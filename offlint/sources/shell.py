@@ -10,6 +10,7 @@ from offlint import loop_passes
 from offlint.sources.launch import Arg, EnvArg, command_unit, runs_script
 from offlint.sources.shell_parse import parse_shell
 from offlint.sources.shell_values import Command
+from offlint.sources.shell_words import unbraced_subscripts
 from offlint.types import Location, Unit
 
 
@@ -30,6 +31,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
         raise ShellError(f"cannot parse shell script: {script.errors[0]}{more}; `bash -n {path}` tells whether bash "
                          f"accepts it (a template bash rejects too, such as `<PATH>` placeholders, can be left out "
                          f"with --extend-exclude or [tool.offlint] extend-exclude)")
+    # (zsh's `$ARGS[@]` is the whole array)
+    zsh = path.endswith(".zsh") or text.startswith("#!") and "zsh" in text.split("\n", 1)[0]
     units = []
     spans = tuple(((start[0] + line_offset, start[1]), (end[0] + line_offset, end[1]))
                   for start, end in script.assignments)
@@ -44,6 +47,9 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
             unit.loop_passes = command.passes
             unit.name = loop_passes.named(unit.name, command.passes)
             unit.assignment_spans = spans
+            if not zsh:
+                unit.unbraced = tuple((written, Location(path, w.line + line_offset, w.col), w.value or "")
+                                      for w in command.argv for written in unbraced_subscripts(w.text))
             units.append(unit)
     return units
 

@@ -7,6 +7,7 @@ A word expands to pieces (`_P`, shell_values) that carry each character's origin
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import replace
 
 from offlint.sources import shell_paths
@@ -417,3 +418,33 @@ def _special_reason(name: str) -> str:
     if name in ("?", "$", "!", "-", "_"):
         return f"special parameter ${name}"
     return ""
+
+
+
+def unbraced_subscripts(text: str) -> list[str]:
+    """The array subscripts a word's text writes without braces, `$NAME[@]`, `$NAME[*]` or `$NAME[0]`, outside
+    single quotes and not escaped: to bash the value of NAME (its first element) and the literal subscript."""
+    found: list[str] = []
+    i, single, double = 0, False, False
+    while i < len(text):
+        char = text[i]
+        if single:
+            single = char != "'"
+        elif char == "\\":
+            i += 2
+            continue
+        elif char == "'" and not double:
+            single = True
+        elif char == '"':
+            double = not double
+        elif char == "$":
+            match = _UNBRACED.match(text, i)
+            if match:
+                found.append(match.group(0))
+                i = match.end()
+                continue
+        i += 1
+    return found
+
+
+_UNBRACED = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*\[(?:@|\*|[0-9]+)\]")
