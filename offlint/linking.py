@@ -225,7 +225,7 @@ def _take_launch_environment(target: Unit, launches: list[Unit]) -> bool:
 
 
 def _unknown_flags(unit: Unit, script: str | None, near: str, tree_text,
-                   memo: dict) -> tuple[tuple[str, object, str], ...]:
+                   memo: dict) -> tuple[tuple[str, object, str, str], ...]:
     """The command's flags its entry script's (`script`, the tree's file) Megatron-LM parser does not have, each
     with the option it is closest to (difflib, as OFL003's suggestions) and the path it is given on; () where
     offlint cannot read that parser."""
