@@ -18,6 +18,7 @@ from offlint import gpus, keys
 from offlint.conditions import COMPARE, UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
+from offlint.sources import mlm_flags
 from offlint.sources.bridge_checks import NOT_CONFIG_FIELDS
 from offlint.types import (Assignment, ByVersion, Finding, Location, OneOf, Related, Severity, Source, Unit, UnitKind,
                            Unknown, Value)
@@ -212,10 +213,28 @@ def _unit_names(unit: Unit) -> dict:
     """The names a unit's rule conditions read besides its keys; made once per unit, for every rule."""
     gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
     return {"launches_training": unit.launches_training, "evaluates_only": unit.evaluates_only,
-            "unit_kind": unit.kind.value, "unit_name": unit.name,
+            "meant_by_typo": _meant_by_typo(unit), "unit_kind": unit.kind.value, "unit_name": unit.name,
             "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
             "launch_gpus": unit.launch_gpus,
             "defaults": unit.defaults.value, "framework": unit.framework, "accelerator": unit.accelerator}
+
+
+def _meant_by_typo(unit: Unit) -> frozenset[str]:
+    """The keys a unit's own misspelt keys and flags were likely meant to be (OFL003's and OFL007's suggestions):
+    a setting such a switch governs is not inert but waiting for the typo's fix (OFL202 would remove it)."""
+    meant = {mlm_flags.FLAG_KEYS[closest].name for _, _, closest, _ in unit.unknown_flags
+             if closest in mlm_flags.FLAG_KEYS}
+    for layer in unit.layers:
+        if not layer.inherited:
+            for a in layer.assignments:
+                section, _, name = a.key.lstrip("+~").partition(".")
+                if section in _FIELD_SECTIONS and name and name not in keys.known_fields(section):
+                    meant.add(keys.closest_field(a.key.lstrip("+~")))
+    meant.discard("")
+    return frozenset(meant)
+
+
+_FIELD_SECTIONS = ("model", "optimizer", "ddp")  # (the sections whose fields offlint knows: OFL003's)
 
 
 def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict,

@@ -1,0 +1,55 @@
+"""OFL202 (a sub-setting with its master switch off has no effect) where the switch is off only because its key or
+flag is misspelt beside it: `model.cpu_ofloading=true model.cpu_offloading_num_layers=4` (OFL003: did you mean
+model.cpu_offloading?), a Megatron-LM fork's `--optimizer-offload --optimizer-offload-fraction 0.5` (OFL007: did
+you mean --optimizer-cpu-offload?). The settings wait for the typo's fix; OFL202's safe fix removed them, so that
+`--fix` threw away what the user meant and left the typo. The typo is the finding."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.test_mlm_arguments import ARGUMENTS, _tree
+
+RECIPE = """\
+def r_config():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+    return cfg
+"""
+
+
+def _fix(root, path: str) -> tuple[list[str], str]:
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", path, "--no-cache", "--mcore-version", "0.20.0",
+                           "--fix", "--output-format", "concise"], cwd=root, capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr
+    codes = [line.split(" ")[1] for line in done.stdout.splitlines() if ": OFL" in line]
+    return codes, (root / path).read_text()
+
+
+def test_a_misspelt_switch_key_keeps_its_settings(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text(RECIPE)
+    launch = ("torchrun --nproc_per_node 8 scripts/training/run_recipe.py --recipe r_config "
+              "model.cpu_ofloading=true model.cpu_offloading_num_layers=4\n")
+    (tmp_path / "run.sh").write_text(launch)
+    codes, text = _fix(tmp_path, "run.sh")
+    assert "OFL003" in codes and "OFL202" not in codes
+    assert "model.cpu_offloading_num_layers=4" in text
+    # spelt right and left off: inert, and removed as before
+    (tmp_path / "run.sh").write_text(launch.replace("cpu_ofloading=true", "cpu_offloading=false"))
+    codes, text = _fix(tmp_path, "run.sh")
+    assert "model.cpu_offloading_num_layers" not in text
+
+
+def test_a_misspelt_switch_flag_keeps_its_settings(tmp_path):
+    launch = ("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --optimizer-offload "
+              "--optimizer-offload-fraction 0.5\n")
+    optimizer = ('    group.add_argument("--use-flash", action=argparse.BooleanOptionalAction)\n'
+                 '    group.add_argument("--optimizer-cpu-offload", action="store_true")\n'
+                 '    group.add_argument("--optimizer-offload-fraction", type=float, default=1.0)\n')
+    arguments = ARGUMENTS.replace('    group.add_argument("--use-flash", action=argparse.BooleanOptionalAction)\n',
+                                  optimizer)
+    _tree(tmp_path, {"run.sh": launch, "megatron/training/arguments.py": arguments})
+    codes, text = _fix(tmp_path, "run.sh")
+    assert "OFL007" in codes and "OFL202" not in codes and "--optimizer-offload-fraction 0.5" in text
