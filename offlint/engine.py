@@ -220,13 +220,17 @@ def _unit_names(unit: Unit) -> dict:
 
 
 def _meant_by_typo(unit: Unit) -> frozenset[str]:
-    """The keys a unit's own misspelt keys and flags were likely meant to be (OFL003's and OFL007's suggestions):
-    a setting such a switch governs is not inert but waiting for the typo's fix (OFL202 would remove it)."""
+    """The keys a unit's own misspelt keys and flags were likely meant to be, where OFL003 and OFL007 report the
+    typo with that suggestion (Hydra and YAML keys, Megatron-LM flags): a setting such a switch governs is not inert
+    but waiting for the typo's fix (OFL202 would remove it). A Python recipe's misspelt attribute is reported by
+    nothing else, so OFL202 stays its one sign."""
     meant = {mlm_flags.FLAG_KEYS[closest].name for _, _, closest, _ in unit.unknown_flags
              if closest in mlm_flags.FLAG_KEYS}
     for layer in unit.layers:
         if not layer.inherited:
             for a in layer.assignments:
+                if a.source not in _SPELLED_SOURCES:
+                    continue
                 section, _, name = a.key.lstrip("+~").partition(".")
                 if section in _FIELD_SECTIONS and name and name not in keys.known_fields(section):
                     meant.add(keys.closest_field(a.key.lstrip("+~")))
@@ -235,6 +239,7 @@ def _meant_by_typo(unit: Unit) -> frozenset[str]:
 
 
 _FIELD_SECTIONS = ("model", "optimizer", "ddp")  # (the sections whose fields offlint knows: OFL003's)
+_SPELLED_SOURCES = (Source.HYDRA, Source.YAML)
 
 
 def _unit_rule(rule: Rule, resolved: ResolvedUnit, strict: bool, names: dict,

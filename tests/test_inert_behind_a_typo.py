@@ -53,3 +53,15 @@ def test_a_misspelt_switch_flag_keeps_its_settings(tmp_path):
     _tree(tmp_path, {"run.sh": launch, "megatron/training/arguments.py": arguments})
     codes, text = _fix(tmp_path, "run.sh")
     assert "OFL007" in codes and "OFL202" not in codes and "--optimizer-offload-fraction 0.5" in text
+
+
+def test_a_recipes_misspelt_attribute_still_gets_it(tmp_path):
+    """Python sets a misspelt attribute without a word and OFL003 judges command lines and YAML files only: there
+    OFL202 stays the one sign of the typo."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text(RECIPE.replace(
+        "    return cfg", "    cfg.model.cpu_ofloading = True\n    cfg.model.cpu_offloading_num_layers = 4\n    return cfg"))
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--no-cache", "--mcore-version", "0.20.0",
+                           "--select", "OFL202", "--output-format", "concise"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert "OFL202" in done.stdout, done.stdout + done.stderr
