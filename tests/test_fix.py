@@ -41,7 +41,10 @@ def test_the_rules_the_issue_names_have_fixes():
     safety = {rule.code: {f.applicability for f in (*rule.autofix, *(f for c in rule.checks for f in c.autofix))}
               for rule in FIXABLE}
     assert safety["OFL102"] == {"unsafe"} and safety["OFL103"] == {"unsafe"} and safety["OFL201"] == {"unsafe"}
-    assert safety["OFL302"] == {"safe"} and safety["OFL202"] == {"safe", "unsafe"}
+    assert safety["OFL202"] == {"safe", "unsafe"}
+    # overlapping the optimizer's copies builds it otherwise (memory, speed), and a False may have been chosen: a
+    # verified model card of Bridge's writes `overlap_cpu_optimizer_d2h_h2d=false`, which the safe fix had flipped
+    assert safety["OFL302"] == {"unsafe"}
     # expandable segments added where the variable is unset; appended to allocator options a launch chose, only
     # with --unsafe-fixes (they may have been chosen against it: LLaVA-OneVision-2's GB200 launcher)
     assert safety["OFL301"] == {"safe", "unsafe"}
@@ -103,7 +106,7 @@ def test_python_edits_keep_comments_quotes_and_trailing_commas(tmp_path, monkeyp
         "    cfg.env_vars = {'CUDA_DEVICE_MAX_CONNECTIONS': '1',}  # keep\n"
         "    return cfg\n")
     (tmp_path / "recipe.py").write_text(source)
-    outcome = fix_run.fix(["recipe.py"], _options(tmp_path), unsafe=False, diff=False)
+    outcome = fix_run.fix(["recipe.py"], _options(tmp_path), unsafe=True, diff=False)
     assert sorted(p.finding.code for p in outcome.fixed) == ["OFL301", "OFL302"]
     assert (tmp_path / "recipe.py").read_text() == source.replace(
         "        optimizer_offload_fraction=1.0,\n",
@@ -152,7 +155,7 @@ def test_the_fix_edits_the_file_the_value_comes_from_and_names_both(tmp_path, mo
     assert "- common.py:\n    1 × OFL201 (optimizer-offload-zero-fraction), for recipe in recipe.py" in shown, shown
     # a setting the unit leaves at its default goes into the unit's own file, next to its assignment to the
     # section, not into the base builder other recipes share
-    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=False, diff=False)
+    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=True, diff=False)
     assert [p.paths for p in outcome.fixed] == [("recipe.py",)]
     assert (tmp_path / "recipe.py").read_text() == recipe.replace(
         "    cfg.optimizer.optimizer_cpu_offload = True\n",
@@ -373,7 +376,7 @@ def test_an_inserted_override_goes_next_to_its_sibling_in_a_card(tmp_path, monke
     (tmp_path / "recipe.py").write_text(
         "def r():\n    return ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
         "                           ddp=DistributedDataParallelConfig())\n")
-    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=False, diff=False)
+    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=True, diff=False)
     assert [p.finding.code for p in outcome.fixed] == ["OFL302"]
     assert (tmp_path / "card.yaml").read_text() == card.replace(
         "optimizer_offload_fraction=1.0\n",
