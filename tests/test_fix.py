@@ -473,3 +473,21 @@ def test_allocator_options_a_launch_chose_get_expandable_segments_only_with_unsa
     outcome = fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=True, diff=False)
     assert [p.finding.code for p in outcome.fixed] == ["OFL301"]
     assert "max_split_size_mb:256,expandable_segments:True" in (tmp_path / "train.sh").read_text()
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "/usr/local/bin/mpirun"])
+def test_no_environment_prefix_on_an_mpi_launch(tmp_path, monkeypatch, launcher):
+    """An MPI launcher passes variables to the ranks it starts on other nodes only when told (Open MPI's `-x NAME`):
+    `PYTORCH_CUDA_ALLOC_CONF=... mpirun ...` reaches none of them, yet the finding disappeared (Pai-Megatron-Patch's
+    `mpi_run_pretrain_llama3.sh` lists its variables with `-x`). No fix is made there; a launch exporting it is
+    edited at its export as before."""
+    monkeypatch.chdir(tmp_path)
+    script = (f"#!/bin/bash\nMPI_ARGS=(-np 16 -x PATH -x MASTER_ADDR)\n"
+              f"{launcher} \"${{MPI_ARGS[@]}}\" python pretrain_gpt.py --num-layers 8 --train-iters 10\n")
+    (tmp_path / "train.sh").write_text(script)
+    outcome = fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=True, diff=False)
+    assert outcome.fixed == [] and (tmp_path / "train.sh").read_text() == script
+    plain = script.replace(f"{launcher} \"${{MPI_ARGS[@]}}\" python", "torchrun --nproc-per-node 8")
+    (tmp_path / "train.sh").write_text(plain)
+    outcome = fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=False, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL301"]

@@ -11,6 +11,7 @@ parse error is refused.
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from offlint.fix.edits import Change, FixError, field_name, plain_text, transformed, with_option
@@ -285,7 +286,13 @@ def _env(text: str, start: int, change: Change) -> str:
         if new == raw:
             return text
         return text[:start] + f"{change.name}={inner_quote}{new}{inner_quote}" + text[end:]
+    if posixpath.basename(_unquote(word)[0]) in _MPI_LAUNCHERS:
+        raise FixError(f"{word} passes variables to ranks on other nodes only when told (-x {change.name}): a prefix "
+                       f"reaches none of them")
     return text[:start] + f"{change.name}={change.option} " + text[start:]
+
+
+_MPI_LAUNCHERS = ("mpirun", "mpiexec")
 
 
 _VARIABLE = re.compile(r"^\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))$")
