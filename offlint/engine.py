@@ -463,7 +463,12 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
     return Finding(code=rule.code, slug=rule.slug, severity=check.severity, message=message, location=anchor,
                    unit=resolved.unit.name, related=tuple(dict.fromkeys(related)), fix=check.fix or rule.fix,
                    possible=possible, url=rule.url, stage=check.stage, unit_path=resolved.unit.location.path,
-                   written=tuple(dict.fromkeys((v.key, v.assignment.location) for v in settings)))
+                   written=tuple(dict.fromkeys((v.key, v.assignment.location) for v in settings)),
+                   on_command_line=tuple(dict.fromkeys(v.key for v in settings
+                                                       if v.assignment.source in _COMMAND_LINE_SOURCES)))
+
+
+_COMMAND_LINE_SOURCES = (Source.HYDRA, Source.MLM)
 
 
 def _anchor(rule: Rule, read: list[Value], resolved: ResolvedUnit, message: str = "") -> Location:

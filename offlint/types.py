@@ -347,6 +347,9 @@ class Finding:
     # The keys the finding read that its unit writes, each with where it is written (its own assignment first
     # for an assignment-scope rule): the places `check --fix` edits (offlint/fix/plan.py).
     written: tuple[tuple[str, Location], ...] = ()
+    # Those of `written`'s keys set on a command line (a Hydra override, a Megatron-LM flag): the last layer, which
+    # nothing after it changes (a recipe's or YAML file's value may be a launch's preset: fix/plan.is_safe).
+    on_command_line: tuple[str, ...] = ()
     unit_path: str = ""  # the file that defines `unit`: a finding elsewhere (a shared helper) names its unit
     # The other units that share this finding at this place (a base builder's line, for example), sorted.
     shared_with: tuple[str, ...] = ()

@@ -126,7 +126,10 @@ def test_a_removed_statement_keeps_its_comment_and_an_emptied_block_gets_pass(tm
               "    cfg.model.cpu_offloading_weights = False\n"
               "    return cfg\n")
     (tmp_path / "recipe.py").write_text(source)
+    # (a recipe's inert setting may be a launch's preset: its removal is an unsafe fix, plan.is_safe)
     outcome = fix_run.fix(["recipe.py"], _options(tmp_path), unsafe=False, diff=False)
+    assert outcome.fixed == [] and (tmp_path / "recipe.py").read_text() == source
+    outcome = fix_run.fix(["recipe.py"], _options(tmp_path), unsafe=True, diff=False)
     assert [p.finding.code for p in outcome.fixed] == ["OFL202"]
     assert (tmp_path / "recipe.py").read_text() == source.replace(
         "        cfg.model.cpu_offloading_num_layers = 4\n", "        pass\n")
@@ -216,8 +219,9 @@ def test_check_reports_what_fix_would_fix_in_ruffs_words(tmp_path):
     _tree(tmp_path)
     result = run_cli("check", "--no-cache", ".", cwd=tmp_path)
     assert result.returncode == 1
-    # OFL003's rename (a guess) is unsafe: shown as hidden
-    assert "[*] 4 fixable with the `--fix` option (1 hidden fix can be enabled with the `--unsafe-fixes` option)." \
+    # OFL003's rename (a guess) is unsafe: shown as hidden; so is the removal of recipe.py's inert fraction (a
+    # recipe's value may be a launch's preset), while the command line's inert layer count is safe to remove
+    assert "[*] 3 fixable with the `--fix` option (2 hidden fixes can be enabled with the `--unsafe-fixes` option)." \
         in result.stderr, result.stderr
     (tmp_path / "o.yaml").write_text("model:\n  cpu_offloading: true\n  pipeline_model_parallel_size: 4\n")
     result = run_cli("check", "--no-cache", "o.yaml", cwd=tmp_path)
@@ -232,7 +236,8 @@ def test_check_without_fix_does_not_import_libcst(tmp_path):
              "print('LIBCST' if any(m == 'libcst' or m.startswith('libcst.') for m in sys.modules) else 'NONE')\n")
     plain = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert plain.stdout.strip().splitlines()[-1] == "NONE", plain.stdout + plain.stderr
-    with_fix = subprocess.run([sys.executable, "-c", probe.replace("'--no-cache'", "'--no-cache', '--diff'")],
+    with_fix = subprocess.run([sys.executable, "-c", probe.replace("'--no-cache'",
+                                                                   "'--no-cache', '--diff', '--unsafe-fixes'")],
                               cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert with_fix.stdout.strip().splitlines()[-1] == "LIBCST", with_fix.stdout + with_fix.stderr
 
@@ -393,7 +398,7 @@ def test_a_python_file_libcst_cannot_parse_is_one_problem_and_untouched(tmp_path
         raise libcst.ParserSyntaxError("unsupported syntax", lines=[source], raw_line=1, raw_column=0)
 
     monkeypatch.setattr(libcst, "parse_module", refuse)
-    outcome = fix_run.fix(["."], _options(tmp_path), unsafe=False, diff=False)
+    outcome = fix_run.fix(["."], _options(tmp_path), unsafe=True, diff=False)
     assert (tmp_path / "recipe.py").read_text() == text
     assert list(outcome.problems) == ["recipe.py"]
     assert outcome.problems["recipe.py"].startswith("libcst cannot parse it (") and \
@@ -422,8 +427,9 @@ def test_a_fix_that_cannot_be_made_gives_way_to_the_rules_next_one(tmp_path, mon
 
 
 def test_a_finding_the_fixes_make_appear_is_named(tmp_path):
-    # the base builder's fraction is inert in its own unit (OFL202, removed as safe), but another recipe turns
-    # optimizer offloading on over it: without the fraction that recipe offloads nothing (OFL201 appears)
+    # the base builder's fraction is inert in its own unit (OFL202), but another recipe turns optimizer offloading on
+    # over it: without the fraction that recipe offloads nothing (OFL201 appears). The removal of a recipe's setting
+    # is an unsafe fix for that reason (plan.is_safe): `--fix` alone leaves it, `--unsafe-fixes` makes it and says so
     (tmp_path / "common.py").write_text(
         "def base_config():\n"
         "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
@@ -434,9 +440,24 @@ def test_a_finding_the_fixes_make_appear_is_named(tmp_path):
         "from common import base_config\n\n\ndef offload_config():\n    cfg = base_config()\n"
         "    cfg.optimizer.optimizer_cpu_offload = True\n    return cfg\n")
     result = run_cli("check", "--fix", "--no-cache", "--select", "OFL201,OFL202", ".", cwd=tmp_path)
-    assert "cfg.optimizer.optimizer_offload_fraction" not in (tmp_path / "common.py").read_text()
-    assert "OFL201" in result.stdout
-    assert "offlint: warning: the fixes made 1 finding appear that no fix removes (OFL201 at " in result.stderr, \
+    assert "cfg.optimizer.optimizer_offload_fraction = 0.5" in (tmp_path / "common.py").read_text()
+    assert "OFL201" not in result.stdout and "fixes made" not in result.stderr
+    # with --unsafe-fixes the removal is made: the layer count a recipe relies on goes, and OFL210 (offloading on
+    # with no layer to offload), which no fix removes, appears
+    (tmp_path / "common.py").write_text(
+        "def base_config():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
+        "                          ddp=DistributedDataParallelConfig())\n"
+        "    cfg.model.cpu_offloading_num_layers = 2\n"
+        "    return cfg\n")
+    (tmp_path / "recipe.py").write_text(
+        "from common import base_config\n\n\ndef offload_config():\n    cfg = base_config()\n"
+        "    cfg.model.cpu_offloading = True\n    return cfg\n")
+    result = run_cli("check", "--fix", "--unsafe-fixes", "--no-cache", "--select", "OFL202,OFL210", ".",
+                     cwd=tmp_path)
+    assert "cfg.model.cpu_offloading_num_layers" not in (tmp_path / "common.py").read_text()
+    assert "OFL210" in result.stdout
+    assert "offlint: warning: the fixes made 1 finding appear that no fix removes (OFL210 at " in result.stderr, \
         result.stderr
 
 

@@ -16,10 +16,11 @@ BAD = """\
 def recipe():
     cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
                           ddp=DistributedDataParallelConfig())
-    cfg.optimizer.optimizer_offload_fraction = 0.5  # left over
+    cfg.env_vars = {'CUDA_DEVICE_MAX_CONNECTIONS': '1',}  # the launch environment
     return cfg
 """
-FIXED = BAD.replace("    cfg.optimizer.optimizer_offload_fraction = 0.5  # left over\n", "")
+FIXED = BAD.replace("{'CUDA_DEVICE_MAX_CONNECTIONS': '1',}",
+                    "{'CUDA_DEVICE_MAX_CONNECTIONS': '1', 'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True',}")
 
 
 def _git(cwd: Path, *args: str) -> None:

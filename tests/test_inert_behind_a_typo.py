@@ -65,3 +65,26 @@ def test_a_recipes_misspelt_attribute_still_gets_it(tmp_path):
                            "--select", "OFL202", "--output-format", "concise"], cwd=tmp_path, capture_output=True,
                           text=True)
     assert "OFL202" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_recipes_inert_setting_is_removed_only_with_unsafe_fixes(tmp_path):
+    """A recipe's (or a YAML file's) setting under a switch it leaves off may be a preset for runs that turn the
+    switch on from the command line: Megatron Bridge's DeepSeek-V4 performance recipe sets
+    `optimizer_offload_fraction = 1.0` with offloading off, and its own test asserts the 1.0. Removing it changes
+    those runs, so the removal is an unsafe fix there; on a command line, the last layer, it stays safe."""
+    (tmp_path / "pyproject.toml").write_text("")
+    recipe = RECIPE.replace("    return cfg", "    cfg.optimizer.optimizer_offload_fraction = 1.0\n    return cfg")
+    (tmp_path / "recipes.py").write_text(recipe)
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", "recipes.py", "--no-cache", "--mcore-version",
+                           "0.20.0", "--fix", "--select", "OFL202"], cwd=tmp_path, capture_output=True, text=True)
+    assert (tmp_path / "recipes.py").read_text() == recipe, done.stdout + done.stderr
+    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option" in done.stderr, done.stderr
+    subprocess.run([sys.executable, "-m", "offlint", "check", "recipes.py", "--no-cache", "--mcore-version", "0.20.0",
+                    "--fix", "--unsafe-fixes", "--select", "OFL202"], cwd=tmp_path, capture_output=True, text=True)
+    assert "optimizer_offload_fraction" not in (tmp_path / "recipes.py").read_text()
+    (tmp_path / "recipes.py").write_text(RECIPE)
+    launch = ("torchrun --nproc_per_node 8 scripts/training/run_recipe.py --recipe r_config "
+              "optimizer.optimizer_offload_fraction=0.5\n")
+    (tmp_path / "run.sh").write_text(launch)
+    codes, text = _fix(tmp_path, "run.sh")
+    assert "optimizer_offload_fraction" not in text and "OFL202" not in codes

@@ -37,7 +37,7 @@ def plan(findings: list[Finding], rules: dict, unsafe: bool) -> tuple[list[Plann
     hidden = 0
     for finding in findings:
         options = _makeable(finding, rules)
-        allowed = [(f, changes) for f, changes in options if f.safe or unsafe]
+        allowed = [(f, changes) for f, changes in options if unsafe or is_safe(f, finding)]
         if options and not allowed:
             hidden += 1
         if allowed:
@@ -53,11 +53,24 @@ def fixability(findings: list[Finding], rules: dict) -> tuple[int, int]:
     safe = unsafe = 0
     for finding in findings:
         options = _makeable(finding, rules)
-        if any(f.safe for f, _ in options):
+        if any(is_safe(f, finding) for f, _ in options):
             safe += 1
         elif options:
             unsafe += 1
     return safe, unsafe
+
+
+def is_safe(autofix: AutoFix, finding: Finding) -> bool:
+    """Whether `--fix` makes this fix without `--unsafe-fixes`: a rule's safe fix, except the removal of a setting
+    written anywhere but on a command line. OFL202 removes a sub-setting its switch makes inert; in a recipe or a YAML
+    file a launch may turn the switch on (Megatron Bridge's DeepSeek-V4 performance recipe sets
+    `optimizer_offload_fraction = 1.0` for such runs, and its test asserts it), so there it is unsafe. The command
+    line is the last layer: a setting inert there stays inert."""
+    if not autofix.safe:
+        return False
+    if autofix.action == "remove":
+        return all(key in finding.on_command_line for key, _ in finding.written if key in autofix.keys)
+    return True
 
 
 def _makeable(finding: Finding, rules: dict) -> list[tuple[AutoFix, tuple[Change, ...]]]:
