@@ -28,6 +28,10 @@ from offlint.versions import DetectedVersion, detect_version
 from offlint.warm_start import WarmStart, remembered
 
 
+# The builtin rules engine.check_unit computes per unit (the others are computed here, from what the readers keep)
+_UNIT_BUILTINS = ("OFL004", "OFL007", "OFL008")
+
+
 @dataclass
 class CheckOptions:
     select: list[str] = field(default_factory=list)
@@ -103,7 +107,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         if (file.kind == "python" or file.path in needed) and texts[file.path] is None and \
                 (targets is None or file.path in targets):
             errors.append(FileError(file.path, texts.problems[file.path]))
-    rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c in ("OFL004", "OFL007", "OFL008")]
+    rules = [all_rules[c] for c in sorted(selected) if all_rules[c].scope != "builtin" or c in _UNIT_BUILTINS]
     if not options.validate:
         selected.discard("OFL900")
     job = Job(files, texts, _python_paths(tree_files), rules, version.version, options.strict)

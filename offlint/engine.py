@@ -231,14 +231,13 @@ def _meant_by_typo(unit: Unit) -> frozenset[str]:
             for a in layer.assignments:
                 if a.source not in _SPELLED_SOURCES:
                     continue
-                section, _, name = a.key.lstrip("+~").partition(".")
-                if section in _FIELD_SECTIONS and name and name not in keys.known_fields(section):
-                    meant.add(keys.closest_field(a.key.lstrip("+~")))
+                key = a.key.lstrip("+~")
+                if keys.unknown_field(key):
+                    meant.add(keys.closest_field(key))
     meant.discard("")
     return frozenset(meant)
 
 
-_FIELD_SECTIONS = ("model", "optimizer", "ddp")  # (the sections whose fields offlint knows: OFL003's)
 _SPELLED_SOURCES = (Source.HYDRA, Source.YAML)
 
 

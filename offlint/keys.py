@@ -273,6 +273,14 @@ def known_fields(section: str) -> frozenset[str]:
     return frozenset(names)
 
 
+def unknown_field(key: str) -> bool:
+    """Whether `key` names a field of model, optimizer or ddp (one level down) that no section of any known
+    megatron-core release or Bridge provider has: what OFL003 judges (conditions/settings.is_known_key)."""
+    section, _, field_name = key.partition(".")
+    return section in ("model", "optimizer", "ddp") and bool(field_name) and "." not in field_name \
+        and field_name not in known_fields(section)
+
+
 # Fields Megatron Bridge adds on top of megatron-core's dataclasses (GPTModelProvider, ConfigContainer's
 # OptimizerConfig and DDP config). Not exhaustive: unknown-key detection only reports near-misses of known keys.
 # Where a unit does not say: Bridge's GPTModelProvider (share_embeddings_and_output_weights=True) and Megatron-LM

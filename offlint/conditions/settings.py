@@ -66,12 +66,9 @@ def is_known_key(scope: Scope, key: str) -> bool:
     Megatron Bridge wrote out, `run_config.yaml`) takes its keys as that class's constructor arguments: offlint
     cannot list every class's fields (a Bridge provider from outside the tree, a newer megatron-core), and a key
     the class lacks fails loudly when the file is loaded, so its keys are not judged."""
-    section, _, field_name = key.partition(".")
-    if section not in ("model", "optimizer", "ddp") or not field_name or "." in field_name:
+    if not keys.unknown_field(key):
         return True
-    if field_name in keys.known_fields(section):
-        return True
-    target = scope.key(f"{section}._target_")
+    target = scope.key(f"{key.partition('.')[0]}._target_")
     return isinstance(target, str) and target != ""
 
 

@@ -285,8 +285,8 @@ def _script_index(values: list[str | None], wrapped: bool = True) -> int | None:
     """The index of the training script, when the command runs one (not `echo ... run_recipe.py`): its first word
     starts a launch, or (`wrapped`: not in a YAML string, which may be prose) a word that runs its arguments
     (_NOT_RUNNERS) comes before one."""
-    if not values or not (_starts_launch(values[0]) or wrapped and len(values) > 1 and _starts_launch(values[1]) and (
-            values[0] is None or posixpath.basename(values[0]) not in _NOT_RUNNERS)):
+    if not values or not (_starts_launch(values[0]) or wrapped and len(values) > 1 and _starts_launch(values[1])
+                          and _may_run_its_arguments(values[0])):
         return None
     for i, value in enumerate(values):
         if value is None or "=" in value:  # (`data.custom_cls.path=recipe/rl_dataset.py`: an override, no script)
@@ -302,6 +302,11 @@ def _starts_launch(value: str | None) -> bool:
     first = posixpath.basename(value or "")
     return first.startswith("python") or first in LAUNCHERS or first.endswith((".py", ".sh")) \
         or first in HYDRA_ENTRY_POINTS
+
+
+def _may_run_its_arguments(value: str | None) -> bool:
+    """Whether a first word may be a wrapper that runs the rest (`numarun`, `$WRAPPER`): not one of _NOT_RUNNERS."""
+    return value is None or posixpath.basename(value) not in _NOT_RUNNERS
 
 
 def _unknown(arg: Arg) -> Unknown:
