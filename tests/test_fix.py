@@ -496,6 +496,45 @@ def test_allocator_options_a_launch_chose_get_expandable_segments_only_with_unsa
     assert "max_split_size_mb:256,expandable_segments:True" in (tmp_path / "train.sh").read_text()
 
 
+def test_an_environment_prefix_keeps_a_value_the_caller_exported(tmp_path, monkeypatch):
+    """The script does not set PYTORCH_CUDA_ALLOC_CONF, but whoever runs it may have (sbatch passes the submitting
+    shell's exports on): the prefix `VAR=${VAR:-option}` gives expandable segments where it is unset and keeps a
+    value chosen outside. The fixed line is run by bash with a stand-in torchrun that prints what it got."""
+    monkeypatch.chdir(tmp_path)
+    script = "#!/bin/bash\ntorchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --train-iters 10\n"
+    (tmp_path / "train.sh").write_text(script)
+    outcome = fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=False, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL301"]
+    fixed = (tmp_path / "train.sh").read_text()
+    assert fixed == script.replace("torchrun", "PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} "
+                                   "torchrun", 1)
+    stand_in = 'torchrun() { printf "%s" "${PYTORCH_CUDA_ALLOC_CONF-unset}"; }\n'
+    (tmp_path / "run.sh").write_text(stand_in + fixed.split("\n", 1)[1])
+    environment = {k: v for k, v in os.environ.items() if k != "PYTORCH_CUDA_ALLOC_CONF"}
+    unset = subprocess.run(["bash", "run.sh"], capture_output=True, text=True, env=environment, check=True)
+    chosen = subprocess.run(["bash", "run.sh"], capture_output=True, text=True, check=True,
+                            env={**environment, "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:256"})
+    assert (unset.stdout, chosen.stdout) == ("expandable_segments:True", "max_split_size_mb:256")
+    assert fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=True, diff=False).fixed == []
+
+
+def test_a_cards_command_gets_the_plain_prefix(tmp_path, monkeypatch):
+    """A command held in a YAML card: its reader (OmegaConf) would take `${...}` for an interpolation, so the
+    prefix there is the plain `VAR=option`."""
+    monkeypatch.chdir(tmp_path)
+    card = ("model: Qwen/Qwen2-1.5B\nitems:\n  finetune_0:\n    H100:\n      description: sft\n      command: >\n"
+            "        torchrun --nproc-per-node 8 scripts/training/run_recipe.py --recipe r\n"
+            "        logger.log_interval=1\n")
+    (tmp_path / "card.yaml").write_text(card)
+    (tmp_path / "recipe.py").write_text(
+        "def r():\n    return ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
+        "                           ddp=DistributedDataParallelConfig())\n")
+    outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL301"]), unsafe=False, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL301"]
+    assert (tmp_path / "card.yaml").read_text() == card.replace(
+        "        torchrun", "        PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True torchrun")
+
+
 @pytest.mark.parametrize("launcher", ["mpirun", "/usr/local/bin/mpirun"])
 def test_no_environment_prefix_on_an_mpi_launch(tmp_path, monkeypatch, launcher):
     """An MPI launcher passes variables to the ranks it starts on other nodes only when told (Open MPI's `-x NAME`):

@@ -29,7 +29,7 @@ def edit_script(text: str, changes: list[Change]) -> str:
         start = _offset(text, change.line, change.col)
         if _bash_word_end(text, start) != word_end(text, start):
             raise FixError(f"tree-sitter-bash reads the word at line {change.line}, column {change.col} differently")
-        text = _one(text, change)
+        text = _one(text, change, in_script=True)
     if _errors(text) > before:
         raise FixError("the edited script would not parse as bash")
     return text
@@ -126,10 +126,10 @@ def word_end(text: str, start: int) -> int:
     return i
 
 
-def _one(text: str, change: Change) -> str:
+def _one(text: str, change: Change, in_script: bool = False) -> str:
     start = _offset(text, change.line, change.col)
     if change.op == "env":
-        return _env(text, start, change)
+        return _env(text, start, change, in_script)
     end = word_end(text, start)
     word = text[start:end]
     if word.lstrip("'\"").startswith("-"):
@@ -267,9 +267,12 @@ def _flag_end(text: str, end: int, inline: str) -> int:
     return word_end(text, i)
 
 
-def _env(text: str, start: int, change: Change) -> str:
+def _env(text: str, start: int, change: Change, in_script: bool = False) -> str:
     """`VAR=value` or `export VAR=value` at the site gets the option appended; anything else (the command the
-    environment is missing from) gets a `VAR=option ` prefix."""
+    environment is missing from) gets a `VAR=option ` prefix. In a shell script an appended option's prefix is
+    `VAR=${VAR:-option} `: the script does not set VAR, but whoever runs it may have (an `sbatch` passes the
+    submitting shell's exports on), and a value chosen there is kept, as the rule's own example does. A card's
+    command keeps the plain prefix: a YAML file's reader (OmegaConf) takes `${...}` for an interpolation."""
     end = word_end(text, start)
     word = text[start:end]
     if word == "export":
@@ -289,7 +292,8 @@ def _env(text: str, start: int, change: Change) -> str:
     if posixpath.basename(_unquote(word)[0]) in _MPI_LAUNCHERS:
         raise FixError(f"{word} passes variables to ranks on other nodes only when told (-x {change.name}): a prefix "
                        f"reaches none of them")
-    return text[:start] + f"{change.name}={change.option} " + text[start:]
+    value = f"${{{change.name}:-{change.option}}}" if in_script and change.append else change.option
+    return text[:start] + f"{change.name}={value} " + text[start:]
 
 
 _MPI_LAUNCHERS = ("mpirun", "mpiexec")
