@@ -555,3 +555,50 @@ def test_the_accelerator_is_named_by_what_the_code_imports(tmp_path):
 
     assert entry_scripts.accelerator("pretrain_gpt.py", "run.sh", tree_text) == \
         "Ascend NPUs: npu_llm/training/training.py:2 imports torch_npu"
+
+
+DEEPSPEED_CONVERTER = """\
+import deepspeed
+from megatron.checkpointing import save_checkpoint
+from megatron.initialize import initialize_megatron
+
+
+def convert():
+    engine, _, _, _ = deepspeed.initialize(model=build(), optimizer=None, config={})
+    save_checkpoint(0, [engine], None, None)
+
+
+initialize_megatron()
+convert()
+"""
+
+DEEPSPEED_PIPELINE_TRAINER = """\
+import deepspeed
+
+
+def main():
+    engine, _, _, _ = deepspeed.initialize(model=build(), model_parameters=params(), config={})
+    for _ in range(10):
+        engine.train_batch(data_iter)
+
+
+main()
+"""
+
+
+def test_a_checkpoint_converter_through_deepspeed_is_no_training_launch(tmp_path):
+    """`deepspeed.initialize` builds an engine and trains nothing (a Megatron-DeepSpeed fork's weight converter,
+    called with training flags, had got OFL301); DeepSpeed's pipeline engine trains in `train_batch`."""
+    with_training_flags = LAUNCH.replace("--bf16", "--bf16 --train-iters 1 --lr 1e-5")
+    tree = _tree(tmp_path, {"convert.sh": with_training_flags.format(script="tools/convert.py"),
+                            "tools/convert.py": DEEPSPEED_CONVERTER,
+                            "train.sh": LAUNCH.format(script="train_pipe.py"),
+                            "train_pipe.py": DEEPSPEED_PIPELINE_TRAINER})
+    assert _ofl301(tree) == ["train.sh"]
+
+    def tree_text(path, near):
+        target = tree / path
+        return target.read_text() if target.is_file() else None
+
+    assert entry_scripts.trains("train_pipe.py", "train.sh", tree_text) is True
+    assert entry_scripts.trains("tools/convert.py", "convert.sh", tree_text) is False

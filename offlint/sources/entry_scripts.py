@@ -30,13 +30,17 @@ from offlint.sources.python_syntax import _call_name
 from offlint.sources.shell_paths import tree_copy
 
 # Names whose call starts or runs training (a function or a method).
-TRAINING_CALLS = frozenset({"pretrain", "finetune", "distill", "train", "fit", "train_step", "backward"})
+# (`train_batch`: DeepSpeed's pipeline engine runs a whole training step in it, forward, backward and the optimizer's.)
+TRAINING_CALLS = frozenset({"pretrain", "finetune", "distill", "train", "fit", "train_step", "train_batch", "backward"})
 _TRAINING_PREFIXES = ("pretrain_", "finetune_", "distill_")  # megatron's variants of them
 # Packages not in the tree whose functions do not start training: the standard library, and the array, model
 # and quantization libraries an inference or conversion script calls (their training loops go through a method
-# named in TRAINING_CALLS, which is found by name).
+# named in TRAINING_CALLS, which is found by name). DeepSpeed's `deepspeed.initialize` builds an engine and trains
+# nothing: the engine trains in `backward`, `step` after it, or `train_batch` (a Megatron-DeepSpeed fork's weight
+# converter calls `deepspeed.initialize(..., optimizer=None)` and saves a checkpoint: 7 OFL301 findings called it
+# a training launch).
 _NOT_TRAINING = frozenset(sys.stdlib_module_names) | {
-    "megatron", "torch", "numpy", "transformers", "modelopt", "datasets", "tqdm", "yaml", "safetensors", "flask",
+    "megatron", "torch", "numpy", "transformers", "deepspeed", "modelopt", "datasets", "tqdm", "yaml", "safetensors", "flask",
     "flask_restful", "requests", "PIL", "einops", "omegaconf", "hydra", "tokenizers", "sentencepiece",
     "tiktoken", "transformer_engine", "apex", "accelerate", "wandb", "huggingface_hub",
     "lm_eval", "clip"}  # (lm-evaluation-harness scores a model; OpenAI's CLIP package loads one)
