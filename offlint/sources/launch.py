@@ -77,7 +77,8 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     script_index = _script_index(values, wrapped=not needs_arguments)
     environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
     ray, ray_env = ray_job(argv[:script_index])
-    env_open = env_open or (opened_because(environment or ray) if environment or ray else "")
+    ranks, env = deepspeed_ranks_environment(argv[:script_index], env)
+    env_open = env_open or (opened_because(environment or ray or ranks) if environment or ray or ranks else "")
     env = {**env, **ray_env}
     script = posixpath.basename(values[script_index] or "")
     rest = argv[script_index + 1:]
@@ -196,6 +197,77 @@ def ray_job(words: list[Arg]) -> tuple[str, dict[str, EnvArg]]:
         elif word.value and word.value.startswith(_RUNTIME_ENV_JSON + "="):
             env.update(_runtime_env_vars(word.value.partition("=")[2], word.location))
     return "`ray` runs it in the environment its Ray cluster was started with, plus its runtime environment's", env
+
+
+# deepspeed's runner: its options that take a value (the others are switches), and the prefixes of the names of the
+# launching shell's variables its multi-node runners pass on (runner.py's EXPORT_ENVS; NCCL is the CUDA accelerator's)
+_DEEPSPEED_VALUED = frozenset({"-H", "--hostfile", "-i", "--include", "-e", "--exclude", "--num_nodes", "--num_gpus",
+                               "--num_accelerators", "--min_elastic_nodes", "--max_elastic_nodes", "--master_port",
+                               "--master_addr", "--node_rank", "--launcher", "--launcher_args",
+                               "--enable_each_rank_log", "--autotuning", "--comment", "--account", "--bind_core_list",
+                               "--ssh_port"})
+_DEEPSPEED_EXPORTED = ("NCCL", "PYTHON", "MV2", "UCX", "MLFLOW")
+
+
+def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg]) -> tuple[str, dict[str, EnvArg]]:
+    """A `deepspeed` launch that may run on more than one node: (why its ranks' environment is not the script's, the
+    script's variables as the ranks see them); ("", env) for any other command. DeepSpeed's runner starts a
+    multi-node job's ranks over ssh (pdsh, or an MPI launcher), on every node, the first included: they get that
+    node's login environment, the launching shell's variables whose names start with NCCL, PYTHON, MV2, UCX or
+    MLFLOW, and the lines of `.deepspeed_env` in the home and working directories, not the other variables the script
+    exports. A multi-node Megatron-DeepSpeed fork sets PYTORCH_CUDA_ALLOC_CONF in its committed `.deepspeed_env`:
+    OFL301 had called 63 of its launches' allocator option unset. A run is multi-node with `--force_multi`,
+    `--num_nodes` 2 or more, or an `--include` of two hosts (`a@b`) from a `--hostfile`; local (the launching shell's
+    environment) with `--no_ssh`, one node or host, or no hostfile (its default, /job/hostfile, is taken as absent);
+    otherwise (a hostfile whose hosts are not known) it may be either, and its variables are not known either way."""
+    at = next((i for i, word in enumerate(words) if posixpath.basename(word.value or "") == "deepspeed"), None)
+    if at is None:
+        return "", env
+    given: dict[str, str | None] = {}
+    i = at + 1
+    while i < len(words):
+        word = words[i].value
+        name, eq, inline = (word or "").partition("=")
+        if name in _DEEPSPEED_VALUED:
+            value = inline if eq else words[i + 1].value if i + 1 < len(words) else None
+            given[name] = value
+            i += 1 if eq else 2
+            continue
+        if word is not None and word.startswith("-"):
+            given[word] = ""
+        i += 1
+    multi = _deepspeed_multi_node(given)
+    if multi is False:
+        return "", env
+    reason = ("deepspeed's multi-node runner starts the ranks over ssh with each node's login environment, the "
+              "variables named NCCL*, PYTHON*, MV2*, UCX* or MLFLOW* and the lines of .deepspeed_env, not the other "
+              "variables the script exports")
+    if multi is None:
+        reason += " (where its hostfile lists more than one node)"
+    return reason, {name: arg if name.startswith(_DEEPSPEED_EXPORTED) else EnvArg(name, None, arg.location, reason)
+                    for name, arg in env.items()}
+
+
+def _deepspeed_multi_node(given: dict[str, str | None]) -> bool | None:
+    """Whether deepspeed runs multi-node with these options (the option -> its value, None where not known; "" for a
+    switch): True, False, or None where its hostfile decides."""
+    if "--no_ssh" in given:
+        return False
+    if "--force_multi" in given:
+        return True
+    if "--hostfile" not in given and "-H" not in given:
+        return False  # (its default, /job/hostfile, taken as absent: more than one node is then refused)
+    nodes = given.get("--num_nodes", "")
+    if nodes is None:
+        return None
+    if nodes.strip().isdigit() and int(nodes) > 0:  # (-1, its default: every host of the hostfile)
+        return int(nodes) > 1
+    include = given["--include"] if "--include" in given else given.get("-i", "")
+    if include is None:
+        return None
+    if include:
+        return "@" in include
+    return None
 
 
 def _runtime_env_vars(text: str | None, location: Location) -> dict[str, EnvArg]:
