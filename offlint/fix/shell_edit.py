@@ -281,6 +281,10 @@ def _env(text: str, start: int, change: Change, in_script: bool = False) -> str:
             i += 1
         start, end = i, word_end(text, i)
         word = text[start:end]
+    before = _word_before(text, start)
+    if word.startswith("-") or before.startswith("-") and before != "-x":
+        # (`srun --export=ALL,NAME=...`, `singularity --env NAME=...`, whose commas part variables, `-genv NAME v`)
+        raise FixError(f"{change.name} is set in an option of the launcher ({(before + ' ' + word).strip()})")
     if word.startswith(change.name + "="):
         raw, inner_quote = _unquote(word[len(change.name) + 1:])
         if "$" in raw:
@@ -297,6 +301,17 @@ def _env(text: str, start: int, change: Change, in_script: bool = False) -> str:
 
 
 _MPI_LAUNCHERS = ("mpirun", "mpiexec")
+
+
+def _word_before(text: str, start: int) -> str:
+    """The shell word that ends before `start`, across blanks and line continuations ("" at a command's start)."""
+    i = start
+    while i > 0 and (text[i - 1] in " \t" or text[i - 1] == "\n" and i > 1 and text[i - 2] == "\\"):
+        i -= 2 if text[i - 1] == "\n" else 1
+    end = i
+    while i > 0 and text[i - 1] not in _BREAK:
+        i -= 1
+    return text[i:end]
 
 
 _VARIABLE = re.compile(r"^\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))$")

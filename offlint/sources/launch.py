@@ -77,7 +77,10 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     script_index = _script_index(values, wrapped=not needs_arguments)
     environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
     ray, ray_env = ray_job(argv[:script_index])
+    given, withheld = launcher_environment(argv[:script_index])
+    env = {**env, **given}
     ranks, env = deepspeed_ranks_environment(argv[:script_index], env)
+    ranks = ranks or withheld
     env_open = env_open or (opened_because(environment or ray or ranks) if environment or ray or ranks else "")
     env = {**env, **ray_env}
     script = posixpath.basename(values[script_index] or "")
@@ -197,6 +200,129 @@ def ray_job(words: list[Arg]) -> tuple[str, dict[str, EnvArg]]:
         elif word.value and word.value.startswith(_RUNTIME_ENV_JSON + "="):
             env.update(_runtime_env_vars(word.value.partition("=")[2], word.location))
     return "`ray` runs it in the environment its Ray cluster was started with, plus its runtime environment's", env
+
+
+_VARIABLE_SETTING = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+
+
+def launcher_environment(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
+    """The variables the launchers before the script set for it, and why other variables of the script may not
+    reach it ("" where they do): `env NAME=VALUE ...` (`-i` starts with those alone), Open MPI's `mpirun -x
+    NAME=VALUE` and Intel MPI's `-genv NAME VALUE`, `srun --export=ALL,NAME=VALUE` (without ALL the tasks get only
+    the variables listed), and Singularity's or Apptainer's `--env NAME=VALUE` (`--cleanenv` passes none of the
+    host's; `--env-file` may set any). Each form was in real launches of PYTORCH_CUDA_ALLOC_CONF, and OFL301 had
+    called the variable unset. A word offlint cannot read where a setting may be leaves every variable open."""
+    given: dict[str, EnvArg] = {}
+    withheld = ""
+    for at, word in enumerate(words):
+        launcher = posixpath.basename(word.value or "")
+        rest = words[at + 1:]
+        if launcher == "env":
+            found, why = _env_command(rest)
+        elif launcher in ("mpirun", "mpiexec"):
+            found, why = _mpi_settings(rest)
+        elif launcher == "srun":
+            found, why = _srun_export(rest)
+        elif launcher in ("singularity", "apptainer"):
+            found, why = _container_env(rest, launcher)
+        else:
+            continue
+        given.update(found)
+        withheld = withheld or why
+    return given, withheld
+
+
+def _setting(text: str | None, arg: Arg) -> tuple[str, EnvArg] | None:
+    """`NAME=VALUE` as an EnvArg (`text` None: the word as written, whose value offlint cannot read, as
+    `PYTHONPATH=${ROOT}/src`); None for another word."""
+    if text is None:
+        written = _VARIABLE_SETTING.match(arg.text.lstrip("\"'"))
+        return (written.group(1), EnvArg(written.group(1), None, arg.location, arg.unknown)) if written else None
+    match = _VARIABLE_SETTING.match(text)
+    return (match.group(1), EnvArg(match.group(1), match.group(2), arg.location)) if match else None
+
+
+def _env_command(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
+    given: dict[str, EnvArg] = {}
+    i = 0
+    while i < len(words):
+        value = words[i].value
+        if value is None:
+            found = _setting(None, words[i])
+            if found is None:
+                return given, f"`env` is given `{words[i].text}`, which offlint cannot read"
+            given[found[0]] = found[1]
+            i += 1
+            continue
+        if value in ("-i", "--ignore-environment", "-"):
+            return given, "`env -i` starts it with only the variables it names"
+        if value in ("-S", "--split-string") or value.startswith(("-S", "--split-string=")):
+            return given, "`env -S` splits a string offlint does not read into its words"
+        if value.startswith("-"):  # (`-u NAME` unsets one: not modelled, as a script's `unset` is not)
+            i += 2 if value in ("-C", "--chdir", "-u", "--unset") else 1
+            continue
+        found = _setting(value, words[i])
+        if found is None:
+            break  # the command
+        given[found[0]] = found[1]
+        i += 1
+    return given, ""
+
+
+def _mpi_settings(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
+    given: dict[str, EnvArg] = {}
+    for i, word in enumerate(words[:-1]):
+        following = words[i + 1]
+        if word.value == "-x":
+            found = _setting(following.value, following)
+            if found is not None:
+                given[found[0]] = found[1]
+            elif following.value is None:
+                return given, f"`-x {following.text}` may pass any variable"
+        elif word.value in ("-genv", "-env") and following.value is not None and i + 2 < len(words):
+            value = words[i + 2]
+            given[following.value] = EnvArg(following.value, value.value, following.location, value.unknown)
+    return given, ""
+
+
+def _srun_export(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
+    for i, word in enumerate(words):
+        value = word.value or ""
+        if value == "--export" and i + 1 < len(words):
+            listed, arg = words[i + 1].value, words[i + 1]
+        elif value.startswith("--export="):
+            listed, arg = value.partition("=")[2], word
+        else:
+            continue
+        if listed is None:
+            return {}, f"`srun --export {arg.text}` lists the variables the tasks get"
+        items = listed.split(",")
+        given = dict(found for item in items for found in [_setting(item, arg)] if found)
+        return given, "" if "ALL" in items else f"`srun --export={listed}` passes the tasks only those variables"
+    return {}, ""
+
+
+def _container_env(words: list[Arg], launcher: str) -> tuple[dict[str, EnvArg], str]:
+    given: dict[str, EnvArg] = {}
+    withheld = ""
+    for i, word in enumerate(words):
+        value = word.value
+        if value in ("--env", "--env-file") and i + 1 < len(words):
+            text, arg = words[i + 1].value, words[i + 1]
+        elif value is not None and value.startswith(("--env=", "--env-file=")):
+            text, arg = value.partition("=")[2], word
+        elif value in ("-e", "--cleanenv", "-c", "--contain", "-C", "--containall"):
+            if value in ("-e", "--cleanenv", "-C", "--containall"):
+                withheld = withheld or f"`{launcher} {value}` passes none of the host's variables"
+            continue
+        else:
+            continue
+        if (value or "").startswith("--env-file") or text is None:
+            withheld = withheld or f"`{launcher} {word.text} {arg.text if arg is not word else ''}`".rstrip() + \
+                " may set any variable"
+            continue
+        given.update(found for item in text.split(",") for found in [_setting(item, arg)] if found)
+    return given, withheld
 
 
 # deepspeed's runner: its options that take a value (the others are switches), and the prefixes of the names of the

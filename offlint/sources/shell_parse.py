@@ -37,10 +37,11 @@ Where each part lives (one room each; `_Walker` is assembled from the mixins):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from offlint.sources.shell_walker import _Walker
-from offlint.sources.shell_values import _Holes, _MAX_NESTING, Org, ShellScript, _State, _TooDeep
+from offlint.sources.shell_values import _Holes, _MAX_NESTING, Org, ShellScript, _State, _TooDeep, _Var
 
 
 def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = ("", 0),
@@ -59,6 +60,8 @@ def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = (
         org = _origins(text)
         st = _State(out, _Holes(), script, read_file)
         st.where = where
+        if script is not None:
+            st.env.update(_sbatch_exports(text))
         _Walker(st, text, org, 0, "").run()
         st.finish()
     except _TooDeep as exc:
@@ -69,6 +72,33 @@ def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = (
     except Exception as exc:  # the linter must survive any script; report instead of crashing
         out.errors.append(f"line 1: could not read the script ({type(exc).__name__}: {exc})")
     return out
+
+
+_SBATCH_EXPORT = re.compile(r"#SBATCH[ \t]+--export[= ](\S+)")
+_SETTING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=([^,]*)")
+
+
+def _sbatch_exports(text: str) -> dict[str, _Var]:
+    """The variables a batch script's `#SBATCH --export=ALL,NAME=VALUE` directive gives the job (sbatch reads its
+    directives up to the script's first command): exported when the script starts. Seen launching with
+    PYTORCH_CUDA_ALLOC_CONF so, where OFL301 had called it unset."""
+    found: dict[str, _Var] = {}
+    for number, line in enumerate(text.split("\n"), 1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        directive = _SBATCH_EXPORT.match(stripped)
+        if directive is None:
+            continue
+        indent = len(line) - len(line.lstrip())
+        for item in _SETTING.finditer(directive.group(1)):
+            if item.start() and directive.group(1)[item.start() - 1] != ",":
+                continue
+            col = indent + directive.start(1) + item.start() + 1
+            value = item.group(2)
+            found[item.group(1)] = _Var(s=value, org=((number, col, ""),) * len(value), lines=(number,),
+                                        pos=(number, col), exported=True)
+    return found
 
 
 _ROWS: list[tuple[Org, ...]] = []  # _ROWS[ln - 1]: (ln, 1, ""), (ln, 2, ""), ... as long as a line has needed

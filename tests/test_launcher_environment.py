@@ -1,0 +1,131 @@
+"""The environment a launcher gives the processes it starts: the variables its own options set
+(launch.launcher_environment), a batch script's `#SBATCH --export` (shell_parse), and a `deepspeed` launch's ranks
+(launch.deepspeed_ranks_environment).
+
+Each form below set PYTORCH_CUDA_ALLOC_CONF in real launches (Megatron-LM users' `mpirun -x`, `srun
+--export=ALL,...`, `apptainer exec --env`, `env NAME=VALUE`, `#SBATCH --export`), and OFL301 had called it unset.
+
+DeepSpeed's runner starts a multi-node job's ranks over ssh: they get each node's login environment, the launching
+shell's NCCL*, PYTHON*, MV2*, UCX* and MLFLOW* variables and the lines of `.deepspeed_env`, not the rest of what the
+script exports. A Megatron-DeepSpeed fork sets PYTORCH_CUDA_ALLOC_CONF in its committed `.deepspeed_env`, and OFL301
+had said 63 multi-node launches ran without it. A local run (no hostfile, one node, `--no_ssh`) inherits the
+script's environment, as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offlint.api import CheckOptions, check
+
+FLAGS = "pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 4 --train-iters 10 --deepspeed"
+
+
+def _check(tmp_path: Path, script: str, strict: bool = False):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'lm'\n")
+    (tmp_path / ".deepspeed_env").write_text("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n")
+    (tmp_path / "launch.sh").write_text(f"#!/bin/bash\n{script}\n")
+    result = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, select=["OFL301"],
+                                                 cache=False, strict=strict))
+    assert not result.errors, result.errors
+    return result.findings
+
+
+@pytest.mark.parametrize("launcher", [
+    "deepspeed --hostfile hosts --num_nodes 2 --num_gpus 8",
+    "deepspeed --hostfile=hosts --num_nodes=2",
+    "deepspeed -H hosts --include 'node1@node2:0,1'",
+    "deepspeed --force_multi --num_gpus 8",
+    "deepspeed --hostfile hosts --num_gpus 8",  # the hostfile's hosts decide: not known
+    "deepspeed --hostfile hosts --num_nodes $NODES",
+])
+def test_a_launch_that_may_run_on_several_nodes_does_not_know_its_ranks_allocator_options(tmp_path, launcher):
+    assert _check(tmp_path, f"{launcher} {FLAGS}") == []
+    assert _check(tmp_path, f"{launcher} {FLAGS}", strict=True) == []  # (as for any launch whose environment is open)
+
+
+@pytest.mark.parametrize("launcher", [
+    "deepspeed --num_gpus 8",
+    "deepspeed --hostfile hosts --num_nodes 1 --num_gpus 8",
+    "deepspeed -H hosts --include node1:0,1,2,3",
+    "deepspeed --no_ssh --hostfile hosts --num_nodes 2 --node_rank 0",
+    "deepspeed --num_nodes $NODES --num_gpus 8",  # no hostfile: more than one node is refused
+])
+def test_a_local_launch_runs_with_the_scripts_environment(tmp_path, launcher):
+    found = _check(tmp_path, f"{launcher} {FLAGS}")
+    assert [(f.code, f.possible) for f in found] == [("OFL301", False)]
+
+
+def test_the_script_exports_reach_the_ranks_only_where_deepspeed_passes_them(tmp_path):
+    """On several nodes, the allocator options the script exports are not passed (their name has none of the
+    prefixes), so OFL301's info about the options it chose is not given either; locally it still is."""
+    export = "export PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256\n"
+    assert _check(tmp_path, f"{export}deepspeed --hostfile hosts --num_nodes 2 {FLAGS}") == []
+    local = _check(tmp_path, f"{export}deepspeed --num_gpus 8 {FLAGS}")
+    assert [(f.code, f.severity) for f in local] == [("OFL301", "info")]
+
+
+@pytest.mark.parametrize("launch", [
+    f"env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True torchrun --nproc-per-node 8 {FLAGS}",
+    f"env -C /work NCCL_DEBUG=INFO PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python {FLAGS}",
+    f"mpirun -np 16 -x PATH -x PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -x PYTHONPATH=$ROOT python {FLAGS}",
+    f"MPI=(-np 16 -x 'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True')\nmpirun \"${{MPI[@]}}\" python {FLAGS}",
+    f"mpirun -np 16 -genv PYTORCH_CUDA_ALLOC_CONF expandable_segments:True python {FLAGS}",
+    f"srun --export=ALL,PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,NCCL_DEBUG=INFO python {FLAGS}",
+    f"apptainer exec --nv --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True img.sif torchrun {FLAGS}",
+    f"singularity exec --env=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True img.sif torchrun {FLAGS}",
+    f"#SBATCH --nodes=2\n#SBATCH --export=ALL,PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n\nsrun python {FLAGS}",
+])
+def test_a_variable_a_launcher_sets_reaches_the_launch(tmp_path, launch):
+    assert _check(tmp_path, launch) == []
+
+
+@pytest.mark.parametrize("launch", [
+    f"srun --export=NONE python {FLAGS}",  # the tasks get only the variables listed (and Slurm's)
+    f"export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nsrun --export=NCCL_DEBUG=INFO python {FLAGS}",
+    f"apptainer exec --env-file job.env img.sif torchrun {FLAGS}",
+    f"singularity exec --cleanenv img.sif torchrun {FLAGS}",
+    f"env -i PATH=/usr/bin torchrun {FLAGS}",
+    f"mpirun -np 16 -x $EXTRA python {FLAGS}",
+])
+def test_a_launcher_that_may_withhold_or_set_any_variable_leaves_them_open(tmp_path, launch):
+    assert _check(tmp_path, launch) == []
+
+
+@pytest.mark.parametrize("launch", [
+    f"env NCCL_DEBUG=INFO torchrun --nproc-per-node 8 {FLAGS}",
+    f"mpirun -np 16 -x PATH python {FLAGS}",
+    f"srun --export=ALL,NCCL_DEBUG=INFO python {FLAGS}",
+    f"echo hi\n#SBATCH --export=ALL,PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\ntorchrun {FLAGS}",  # (ignored)
+])
+def test_a_launcher_that_sets_other_variables_leaves_the_finding(tmp_path, launch):
+    assert [f.code for f in _check(tmp_path, launch)] == ["OFL301"]
+
+
+@pytest.mark.parametrize("launch, fixed", [
+    (f"mpirun -np 16 -x PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:21 python {FLAGS}",
+     "-x PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:21,expandable_segments:True "),
+    (f"env PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:21 torchrun {FLAGS}",
+     "env PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:21,expandable_segments:True "),
+    # commas part the variables of these options, and `-genv` gives the value as a word of its own: not edited
+    (f"srun --export=ALL,PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:21 python {FLAGS}", None),
+    (f"apptainer exec --env PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:21 img.sif torchrun {FLAGS}", None),
+    (f"mpirun -np 16 -genv PYTORCH_CUDA_ALLOC_CONF max_split_size_mb:21 python {FLAGS}", None),
+    (f"#SBATCH --export=ALL,PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:21\nsrun python {FLAGS}", None),
+])
+def test_the_options_a_launcher_sets_are_edited_only_where_a_value_is_one_word(tmp_path, launch, fixed, monkeypatch):
+    from offlint.fix import run as fix_run
+
+    found = _check(tmp_path, launch)
+    assert [(f.code, f.severity) for f in found] == [("OFL301", "info")]
+    monkeypatch.chdir(tmp_path)
+    before = (tmp_path / "launch.sh").read_text()
+    options = CheckOptions(mcore_version="0.20.0", root=tmp_path, select=["OFL301"], cache=False)
+    outcome = fix_run.fix(["launch.sh"], options, unsafe=True, diff=False)
+    after = (tmp_path / "launch.sh").read_text()
+    if fixed is None:
+        assert outcome.fixed == [] and after == before
+    else:
+        assert [p.finding.code for p in outcome.fixed] == ["OFL301"] and fixed in after
