@@ -129,3 +129,66 @@ def test_the_options_a_launcher_sets_are_edited_only_where_a_value_is_one_word(t
         assert outcome.fixed == [] and after == before
     else:
         assert [p.finding.code for p in outcome.fixed] == ["OFL301"] and fixed in after
+
+
+KUBERNETES = """\
+spec:
+  containers:
+    - name: trainer
+      env:
+        - name: NCCL_DEBUG
+          value: INFO
+        - name: PYTORCH_CUDA_ALLOC_CONF
+          value: {value}
+      command: ["bash", "-c", "torchrun --nproc-per-node 8 {flags}"]
+"""
+SKYPILOT = "envs:\n  PYTORCH_CUDA_ALLOC_CONF: {value}\nrun: |\n  torchrun --nproc-per-node 8 {flags}\n"
+COMPOSE = ("services:\n  train:\n    environment:\n      - PYTORCH_CUDA_ALLOC_CONF={value}\n"
+           "    command: torchrun --nproc-per-node 8 {flags}\n")
+ACTIONS = ("env:\n  PYTORCH_CUDA_ALLOC_CONF: {value}\njobs:\n  train:\n    steps:\n"
+           "      - run: torchrun --nproc-per-node 8 {flags}\n")
+
+
+def _yaml_findings(tmp_path: Path, text: str):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'lm'\n")
+    (tmp_path / "job.yaml").write_text(text)
+    result = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, select=["OFL301"],
+                                                 cache=False))
+    assert not result.errors, result.errors
+    return result.findings
+
+
+@pytest.mark.parametrize("form", [KUBERNETES, SKYPILOT, COMPOSE, ACTIONS])
+def test_the_environment_a_yaml_file_gives_its_command(tmp_path, form):
+    """A Kubernetes container's `env`, SkyPilot's `envs`, Compose's `environment`, a workflow's `env`."""
+    assert _yaml_findings(tmp_path, form.format(value="expandable_segments:True", flags=FLAGS)) == []
+    other = _yaml_findings(tmp_path, form.format(value="max_split_size_mb:21", flags=FLAGS))
+    assert [(f.code, f.severity) for f in other] == [("OFL301", "info")]
+    assert "max_split_size_mb:21" in other[0].message
+
+
+def test_an_environment_entry_of_a_yaml_file_is_not_edited_as_a_command(tmp_path, monkeypatch):
+    """The allocator options a container's entry sets are named by `name:` and given by `value:`: no prefix goes in
+    front of the name (it had become `- name: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+    PYTORCH_CUDA_ALLOC_CONF`)."""
+    from offlint.fix import run as fix_run
+
+    text = KUBERNETES.format(value="max_split_size_mb:21", flags=FLAGS)
+    assert len(_yaml_findings(tmp_path, text)) == 1
+    monkeypatch.chdir(tmp_path)
+    options = CheckOptions(mcore_version="0.20.0", root=tmp_path, select=["OFL301"], cache=False)
+    assert fix_run.fix(["job.yaml"], options, unsafe=True, diff=False).fixed == []
+    assert (tmp_path / "job.yaml").read_text() == text
+
+
+@pytest.mark.parametrize("entry", ["envFrom:\n        - configMapRef: {name: job-env}",
+                                   "env:\n        - name: PYTORCH_CUDA_ALLOC_CONF\n          valueFrom: {secretKeyRef: {name: s, key: k}}"])
+def test_an_environment_from_elsewhere_leaves_it_open(tmp_path, entry):
+    text = (f"spec:\n  containers:\n    - name: trainer\n      {entry}\n"
+            f"      command: [\"bash\", \"-c\", \"torchrun --nproc-per-node 8 {FLAGS}\"]\n")
+    assert _yaml_findings(tmp_path, text) == []
+
+
+def test_a_command_without_an_environment_entry_is_judged_as_before(tmp_path):
+    text = f"spec:\n  containers:\n    - name: trainer\n      command: [\"bash\", \"-c\", \"torchrun {FLAGS}\"]\n"
+    assert [f.code for f in _yaml_findings(tmp_path, text)] == ["OFL301"]

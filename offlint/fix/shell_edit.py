@@ -281,6 +281,10 @@ def _env(text: str, start: int, change: Change, in_script: bool = False) -> str:
             i += 1
         start, end = i, word_end(text, i)
         word = text[start:end]
+    bare = word.lstrip("\"'")
+    if bare in (change.name, change.name + ":") or bare.startswith(change.name + "=") and bare != word:
+        # (a YAML file's environment entry: `- name: NAME` with its `value:`, `NAME: value`, `- "NAME=value"`)
+        raise FixError(f"{change.name} is set by an entry of the file's environment, not by a command")
     before = _word_before(text, start)
     if word.startswith("-") or before.startswith("-") and before != "-x":
         # (`srun --export=ALL,NAME=...`, `singularity --env NAME=...`, whose commas part variables, `-genv NAME v`)

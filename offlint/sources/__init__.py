@@ -124,13 +124,14 @@ def _yaml(path: str, text: str, explicit: bool, project=None) -> list[Unit]:
     elif mlm_test_cases.is_test_case(roots):
         units.append(mlm_test_cases.test_case_unit(path, roots, project))
     lines = text.splitlines()
-    for shell_text, first_line, gpu in yaml_file.command_strings(roots, lines):
+    for shell_text, first_line, gpu, environment in yaml_file.command_strings(roots, lines):
         from offlint.sources.shell import read_shell
 
         found = read_shell(path, shell_text, line_offset=first_line - 1, env_known=True, needs_arguments=True,
                            complete=False, project=project)
         for unit in found:
             unit.card_gpu = gpu
+            yaml_file.give_environment(unit, path, environment)
         units.extend(found)
         if len(units) > MAX_UNITS:  # each string is a parse of its own: stop at the bound
             raise _too_many()

@@ -16,6 +16,7 @@ when libyaml rejects a file.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import yaml
 
@@ -23,7 +24,7 @@ from offlint import keys
 from offlint.gpus import NAMED_GPUS
 
 from offlint.sources.hydra import canonical_key
-from offlint.sources.launch import env_string
+from offlint.sources.launch import env_string, opened, opened_because
 from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind, Unknown
 
 OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "comm_overlap", "env_vars")
@@ -288,26 +289,103 @@ def _flow_text(node) -> str:
     return "{...}"
 
 
+class YamlEnvironment(NamedTuple):
+    """The variables a YAML file's structure gives the commands beneath an entry (YAML_ENV_KEYS): name -> (value,
+    or Unknown; where it is written), and why others may be set too ("" where none may)."""
+
+    variables: tuple[tuple[str, object, int, int], ...] = ()
+    open: str = ""
+
+
+# Keys whose mapping or list gives the variables of the commands beneath the mapping holding them: a Kubernetes
+# container's `env` (a list of {name, value}), SkyPilot's `envs`, Docker Compose's `environment` (a mapping, or
+# NAME=VALUE strings), GitHub Actions' `env`, Ray's and NeMo-Run's `env_vars`. Each was seen setting
+# PYTORCH_CUDA_ALLOC_CONF beside a `torchrun` command that OFL301 said ran without it.
+YAML_ENV_KEYS = frozenset({"env", "envs", "environment", "env_vars"})
+# Keys that may set any variable from elsewhere: a file, a Kubernetes config map or secret.
+_ENV_ELSEWHERE = frozenset({"envFrom", "env_file", "env_files"})
+
+
 def command_strings(roots, source_lines: list[str]):
-    """Yield (shell_text, first_line, gpu) for every string scalar that holds a launch command; `gpu` is the
-    GPU the nearest enclosing key names (a model card's `GB200:` section), else "".
+    """Yield (shell_text, first_line, gpu, environment) for every string scalar that holds a launch command; `gpu`
+    is the GPU the nearest enclosing key names (a model card's `GB200:` section), else ""; `environment` the
+    YamlEnvironment its enclosing entries give it (the nearest wins).
 
     The shell text keeps the scalar's original lines and columns; a folded or plain scalar's line breaks
     become backslash continuations so the whole scalar reads as one command, as YAML folds it.
     """
-    stack = [(root, "") for root in roots]
+    stack = [(root, "", YamlEnvironment()) for root in roots]
     seen: set[int] = set()  # an aliased node is one string at one place: read once
     while stack:
-        node, gpu = stack.pop()
+        node, gpu, environment = stack.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            stack.extend((v, _gpu_key(k) or gpu) for k, v in reversed(node.value))
+            environment = _environment_of(node, environment)
+            stack.extend((v, _gpu_key(k) or gpu, environment) for k, v in reversed(node.value))
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend((v, gpu) for v in reversed(node.value))
+            stack.extend((v, gpu, environment) for v in reversed(node.value))
         elif isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and _COMMAND_HINT.search(node.value):
-            yield (*_shell_text(node, source_lines), gpu)
+            yield (*_shell_text(node, source_lines), gpu, environment)
+
+
+def _environment_of(mapping: yaml.MappingNode, outer: YamlEnvironment) -> YamlEnvironment:
+    """`outer` with the variables this mapping's environment entries set (YAML_ENV_KEYS), which win."""
+    variables: dict[str, tuple[str, object, int, int]] = {}
+    why = ""
+    for key, value in mapping.value:
+        name = key.value if isinstance(key, yaml.ScalarNode) else None
+        if name in _ENV_ELSEWHERE:
+            why = why or f"`{name}` at line {key.start_mark.line + 1} may set any variable"
+        if name not in YAML_ENV_KEYS:
+            continue
+        if isinstance(value, yaml.MappingNode):  # NAME: value
+            for var, given in value.value:
+                if isinstance(var, yaml.ScalarNode):
+                    variables[str(var.value)] = (str(var.value), _env_value(given), *_mark(var))
+        elif isinstance(value, yaml.SequenceNode):
+            for item in value.value:
+                if isinstance(item, yaml.ScalarNode) and "=" in str(item.value):  # NAME=VALUE
+                    var, _, given = str(item.value).partition("=")
+                    variables[var] = (var, given, *_mark(item))
+                elif isinstance(item, yaml.MappingNode):  # {name: NAME, value: VALUE} or valueFrom
+                    fields = {k.value: v for k, v in item.value if isinstance(k, yaml.ScalarNode)}
+                    var = fields.get("name")
+                    if isinstance(var, yaml.ScalarNode):
+                        given = _env_value(fields["value"]) if "value" in fields else Unknown(
+                            f"{var.value} comes from its `valueFrom` (line {var.start_mark.line + 1})")
+                        variables[str(var.value)] = (str(var.value), given, *_mark(var))
+                elif not isinstance(item, yaml.ScalarNode):
+                    why = why or f"`{name}` at line {key.start_mark.line + 1} lists what offlint cannot read"
+        elif not isinstance(value, yaml.ScalarNode) or value.value not in ("", None, "null", "~"):
+            why = why or f"`{name}` at line {key.start_mark.line + 1} is not a mapping or a list offlint reads"
+    if not variables and not why:
+        return outer
+    merged = {entry[0]: entry for entry in outer.variables}
+    merged.update(variables)
+    return YamlEnvironment(tuple(merged.values()), why or outer.open)
+
+
+def _env_value(node) -> object:
+    if isinstance(node, yaml.ScalarNode):
+        return "" if node.tag.endswith(":null") else str(node.value)
+    return Unknown(f"an environment value at line {node.start_mark.line + 1} that is not text")
+
+
+def _mark(node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def give_environment(unit: Unit, path: str, environment: YamlEnvironment) -> None:
+    """A command's unit gets the variables its YAML entries set, below what the command itself sets."""
+    if environment.variables:
+        unit.layers.insert(0, Layer("YAML environment", [
+            Assignment(f"env.{name}", value, Location(path, line, col), Source.ENV,
+                       value if isinstance(value, str) else "")
+            for name, value, line, col in environment.variables]))
+    if environment.open:
+        opened(unit, opened_because(environment.open))
 
 
 def _gpu_key(key) -> str:
