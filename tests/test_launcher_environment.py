@@ -77,6 +77,7 @@ def test_the_script_exports_reach_the_ranks_only_where_deepspeed_passes_them(tmp
     f"apptainer exec --nv --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True img.sif torchrun {FLAGS}",
     f"singularity exec --env=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True img.sif torchrun {FLAGS}",
     f"#SBATCH --nodes=2\n#SBATCH --export=ALL,PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n\nsrun python {FLAGS}",
+    f"sudo -u trainer PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python {FLAGS}",
 ])
 def test_a_variable_a_launcher_sets_reaches_the_launch(tmp_path, launch):
     assert _check(tmp_path, launch) == []
@@ -89,6 +90,7 @@ def test_a_variable_a_launcher_sets_reaches_the_launch(tmp_path, launch):
     f"singularity exec --cleanenv img.sif torchrun {FLAGS}",
     f"env -i PATH=/usr/bin torchrun {FLAGS}",
     f"mpirun -np 16 -x $EXTRA python {FLAGS}",
+    f"uv run --env-file .env torchrun {FLAGS}",
 ])
 def test_a_launcher_that_may_withhold_or_set_any_variable_leaves_them_open(tmp_path, launch):
     assert _check(tmp_path, launch) == []

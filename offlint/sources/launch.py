@@ -209,8 +209,8 @@ def launcher_environment(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
     """The variables the launchers before the script set for it, and why other variables of the script may not
     reach it ("" where they do): `env NAME=VALUE ...` (`-i` starts with those alone), Open MPI's `mpirun -x
     NAME=VALUE` and Intel MPI's `-genv NAME VALUE`, `srun --export=ALL,NAME=VALUE` (without ALL the tasks get only
-    the variables listed), and Singularity's or Apptainer's `--env NAME=VALUE` (`--cleanenv` passes none of the
-    host's; `--env-file` may set any). Each form was in real launches of PYTORCH_CUDA_ALLOC_CONF, and OFL301 had
+    the variables listed), Singularity's or Apptainer's `--env NAME=VALUE` (`--cleanenv` passes none of the
+    host's; `--env-file` may set any), `sudo NAME=VALUE`, and `uv run --env-file` (may set any). Each form was in real launches of PYTORCH_CUDA_ALLOC_CONF, and OFL301 had
     called the variable unset. A word offlint cannot read where a setting may be leaves every variable open."""
     given: dict[str, EnvArg] = {}
     withheld = ""
@@ -225,6 +225,11 @@ def launcher_environment(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
             found, why = _srun_export(rest)
         elif launcher in ("singularity", "apptainer"):
             found, why = _container_env(rest, launcher)
+        elif launcher in ("uv", "uvx"):
+            found, why = {}, next((f"`{launcher} {w.text}` may set any variable" for w in rest
+                                   if (w.value or "") == "--env-file" or (w.value or "").startswith("--env-file=")), "")
+        elif launcher == "sudo":
+            found, why = _sudo_settings(rest), ""
         else:
             continue
         given.update(found)
@@ -267,6 +272,26 @@ def _env_command(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
         given[found[0]] = found[1]
         i += 1
     return given, ""
+
+
+_SUDO_VALUED = frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group"})
+
+
+def _sudo_settings(words: list[Arg]) -> dict[str, EnvArg]:
+    """`sudo [options] NAME=VALUE ... command`: the variables it sets for the command."""
+    given: dict[str, EnvArg] = {}
+    i = 0
+    while i < len(words):
+        value = words[i].value or ""
+        if value.startswith("-"):
+            i += 2 if value in _SUDO_VALUED else 1
+            continue
+        found = _setting(words[i].value, words[i])
+        if found is None:
+            break
+        given[found[0]] = found[1]
+        i += 1
+    return given
 
 
 def _mpi_settings(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
