@@ -371,16 +371,22 @@ def test_a_token_whose_value_is_a_shell_variable_gets_the_variables_default_fixe
     assert (tmp_path / "launch.sh").read_text() == twice
 
 
-def test_an_inserted_override_goes_next_to_its_sibling_in_a_card(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def _card_with_recipe(root: Path, command: str) -> str:
+    """A model card whose H100 item runs `command` (its lines, then `logger.log_interval=1`), and the recipe `r`."""
     card = ("model: Qwen/Qwen2-1.5B\nitems:\n  finetune_0:\n    H100:\n      description: sft\n      command: >\n"
-            "        ./scripts/training/train.sh --recipe r --mode finetune\n"
-            "        optimizer.optimizer_cpu_offload=true optimizer.optimizer_offload_fraction=1.0\n"
-            "        logger.log_interval=1\n")
-    (tmp_path / "card.yaml").write_text(card)
-    (tmp_path / "recipe.py").write_text(
+            + command + "        logger.log_interval=1\n")
+    (root / "card.yaml").write_text(card)
+    (root / "recipe.py").write_text(
         "def r():\n    return ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
         "                           ddp=DistributedDataParallelConfig())\n")
+    return card
+
+
+def test_an_inserted_override_goes_next_to_its_sibling_in_a_card(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    card = _card_with_recipe(tmp_path, "        ./scripts/training/train.sh --recipe r --mode finetune\n"
+                                       "        optimizer.optimizer_cpu_offload=true"
+                                       " optimizer.optimizer_offload_fraction=1.0\n")
     outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL302"]), unsafe=True, diff=False)
     assert [p.finding.code for p in outcome.fixed] == ["OFL302"]
     assert (tmp_path / "card.yaml").read_text() == card.replace(
@@ -506,8 +512,8 @@ def test_an_environment_prefix_keeps_a_value_the_caller_exported(tmp_path, monke
     outcome = fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=False, diff=False)
     assert [p.finding.code for p in outcome.fixed] == ["OFL301"]
     fixed = (tmp_path / "train.sh").read_text()
-    assert fixed == script.replace("torchrun", "PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} "
-                                   "torchrun", 1)
+    prefix = "PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} "
+    assert fixed == script.replace("torchrun", prefix + "torchrun", 1)
     stand_in = 'torchrun() { printf "%s" "${PYTORCH_CUDA_ALLOC_CONF-unset}"; }\n'
     (tmp_path / "run.sh").write_text(stand_in + fixed.split("\n", 1)[1])
     environment = {k: v for k, v in os.environ.items() if k != "PYTORCH_CUDA_ALLOC_CONF"}
@@ -522,13 +528,8 @@ def test_a_cards_command_gets_the_plain_prefix(tmp_path, monkeypatch):
     """A command held in a YAML card: its reader (OmegaConf) would take `${...}` for an interpolation, so the
     prefix there is the plain `VAR=option`."""
     monkeypatch.chdir(tmp_path)
-    card = ("model: Qwen/Qwen2-1.5B\nitems:\n  finetune_0:\n    H100:\n      description: sft\n      command: >\n"
-            "        torchrun --nproc-per-node 8 scripts/training/run_recipe.py --recipe r\n"
-            "        logger.log_interval=1\n")
-    (tmp_path / "card.yaml").write_text(card)
-    (tmp_path / "recipe.py").write_text(
-        "def r():\n    return ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),\n"
-        "                           ddp=DistributedDataParallelConfig())\n")
+    card = _card_with_recipe(tmp_path,
+                             "        torchrun --nproc-per-node 8 scripts/training/run_recipe.py --recipe r\n")
     outcome = fix_run.fix(["."], _options(tmp_path, select=["OFL301"]), unsafe=False, diff=False)
     assert [p.finding.code for p in outcome.fixed] == ["OFL301"]
     assert (tmp_path / "card.yaml").read_text() == card.replace(

@@ -184,7 +184,8 @@ def test_an_environment_entry_of_a_yaml_file_is_not_edited_as_a_command(tmp_path
 
 
 @pytest.mark.parametrize("entry", ["envFrom:\n        - configMapRef: {name: job-env}",
-                                   "env:\n        - name: PYTORCH_CUDA_ALLOC_CONF\n          valueFrom: {secretKeyRef: {name: s, key: k}}"])
+                                   "env:\n        - name: PYTORCH_CUDA_ALLOC_CONF\n"
+                                   "          valueFrom: {secretKeyRef: {name: s, key: k}}"])
 def test_an_environment_from_elsewhere_leaves_it_open(tmp_path, entry):
     text = (f"spec:\n  containers:\n    - name: trainer\n      {entry}\n"
             f"      command: [\"bash\", \"-c\", \"torchrun --nproc-per-node 8 {FLAGS}\"]\n")

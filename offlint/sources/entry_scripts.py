@@ -40,7 +40,8 @@ _TRAINING_PREFIXES = ("pretrain_", "finetune_", "distill_")  # megatron's varian
 # converter calls `deepspeed.initialize(..., optimizer=None)` and saves a checkpoint: 7 OFL301 findings called it
 # a training launch).
 _NOT_TRAINING = frozenset(sys.stdlib_module_names) | {
-    "megatron", "torch", "numpy", "transformers", "deepspeed", "modelopt", "datasets", "tqdm", "yaml", "safetensors", "flask",
+    "megatron", "torch", "numpy", "transformers", "deepspeed", "modelopt", "datasets", "tqdm", "yaml", "safetensors",
+    "flask",
     "flask_restful", "requests", "PIL", "einops", "omegaconf", "hydra", "tokenizers", "sentencepiece",
     "tiktoken", "transformer_engine", "apex", "accelerate", "wandb", "huggingface_hub",
     "lm_eval", "clip"}  # (lm-evaluation-harness scores a model; OpenAI's CLIP package loads one)

@@ -210,8 +210,9 @@ def launcher_environment(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
     reach it ("" where they do): `env NAME=VALUE ...` (`-i` starts with those alone), Open MPI's `mpirun -x
     NAME=VALUE` and Intel MPI's `-genv NAME VALUE`, `srun --export=ALL,NAME=VALUE` (without ALL the tasks get only
     the variables listed), Singularity's or Apptainer's `--env NAME=VALUE` (`--cleanenv` passes none of the
-    host's; `--env-file` may set any), `sudo NAME=VALUE`, and `uv run --env-file` (may set any). Each form was in real launches of PYTORCH_CUDA_ALLOC_CONF, and OFL301 had
-    called the variable unset. A word offlint cannot read where a setting may be leaves every variable open."""
+    host's; `--env-file` may set any), `sudo NAME=VALUE`, and `uv run --env-file` (may set any). Each form was in
+    real launches of PYTORCH_CUDA_ALLOC_CONF, and OFL301 had called the variable unset. A word offlint cannot read
+    where a setting may be leaves every variable open."""
     given: dict[str, EnvArg] = {}
     withheld = ""
     for at, word in enumerate(words):
