@@ -150,7 +150,9 @@ def test_sampling_flags_mark_a_generation_command_whose_script_is_missing(tmp_pa
     flags (--out-seq-length, --temperature, --top_p) say it generates text."""
     launch = LAUNCH.format(script="examples/gone/generate_samples.py").replace(
         "--bf16", "--bf16 --out-seq-length 20 --temperature 1.0 --top_p 0.9")
-    trains_anyway = launch.replace("--bf16 ", "--bf16 --train-iters 10 ")
+    # a training-only flag outweighs the sampling flags (for a script whose name does not say it generates, which
+    # decides first: test_a_script_named_for_evaluation_or_conversion_whose_code_cannot_decide)
+    trains_anyway = launch.replace("--bf16 ", "--bf16 --train-iters 10 ").replace("generate_samples.py", "run.py")
     tree = _tree(tmp_path, {"generate.sh": launch, "tune.sh": trains_anyway})
     assert _ofl301(tree) == ["tune.sh"]
 
@@ -172,13 +174,20 @@ def test_a_script_named_for_evaluation_or_conversion_whose_code_cannot_decide(tm
     no longer has: their code leaves the answer open, and --micro-batch-size alone made them training launches.
     A fork of Pai-Megatron-Patch (lkk12014402's) copied Megatron-LM's Retro example, whose launch runs
     tools/retro/preprocess_data.py (it builds a database and a Faiss index), without the tools folder.
-    The name decides before the flags; a training-only flag, or a name that starts with training, still trains."""
+    The name decides before the flags, a training-only flag included: a tool built on Megatron's argument parser
+    takes every training flag, and aws-samples' Megatron-DeepSpeed job passes its common arguments (--train-iters,
+    --lr) to its `hf2megads_weight_converter.py` step too, which never trains (until session 38 a training-only
+    flag decided first, and that launch got OFL301). A name that starts with training still trains, and a script
+    with no such word still trains on a training-only flag."""
     folder = posixpath.dirname(script)
+    with_training_flag = LAUNCH.replace("--bf16", "--bf16 --train-iters 10")
     tree = _tree(tmp_path, {"a.sh": LAUNCH.format(script=script), script: THIRD_PARTY,
-                            "b.sh": LAUNCH.format(script=script).replace("--bf16", "--bf16 --train-iters 10"),
+                            "b.sh": with_training_flag.format(script=script),
                             "c.sh": LAUNCH.format(script=posixpath.join(folder, "train_and_evaluate.py")),
-                            posixpath.join(folder, "train_and_evaluate.py"): THIRD_PARTY})
-    assert _ofl301(tree) == ["b.sh", "c.sh"]
+                            posixpath.join(folder, "train_and_evaluate.py"): THIRD_PARTY,
+                            "d.sh": with_training_flag.format(script=posixpath.join(folder, "go.py")),
+                            posixpath.join(folder, "go.py"): THIRD_PARTY})
+    assert _ofl301(tree) == ["c.sh", "d.sh"]
 
 
 @pytest.mark.parametrize("script, expected", [("tools/run_server.py", False), ("my_model.py", True),

@@ -578,16 +578,20 @@ _TRAINING_NAMES = ("pretrain_", "train", "finetune")
 
 def trains_by_flags(script: str, args: list[Arg]) -> bool:
     """Whether a Megatron-LM style launch trains, judged by its script's name and its flags (where its code
-    does not decide: linking asks entry_scripts). A training-only flag always means training."""
+    does not decide: linking asks entry_scripts). A name that says conversion, evaluation and the like (and not
+    training) decides before the flags: a tool built on Megatron's argument parser takes every
+    training flag, and a launcher passing one array of common arguments to its conversion and its training
+    steps gives the conversion --train-iters and --lr too (aws-samples' Megatron-DeepSpeed fine-tuning job runs
+    `hf2megads_weight_converter.py`, which never trains, so). Then a training-only flag means training."""
     flags = {(a.value or "").split("=", 1)[0] for a in args}
+    if not script.startswith(_TRAINING_NAMES) and _NOT_TRAINING_WORDS.search(script.lower()):
+        return False
     if flags & TRAINING_ONLY_FLAGS:
         return True
     if flags & _GENERATION_FLAGS:
         return False
     if script.startswith(_TRAINING_NAMES):
         return True
-    if _NOT_TRAINING_WORDS.search(script.lower()):
-        return False
     return bool(flags & _TRAINING_FLAGS)
 
 
