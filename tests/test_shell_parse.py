@@ -706,6 +706,35 @@ def test_an_empty_command_substitution_on_a_line_of_its_own_is_no_parse_error():
     assert values(_command_of(result, "python")) == ["python", "convert.py", "--save-dir", "./out/"]
 
 
+def test_a_here_document_line_of_blanks_inside_a_compound_is_no_parse_error():
+    """aws-samples' ec2md.sh prints its help from a here-document inside a function: after a line with an
+    expansion, a line of blanks alone made tree-sitter-bash (0.25) end the document there, and the whole script
+    went unread (exit 2 in a CI gate). The document's text is still read as written."""
+    result = parse_shell("show() {\ncat << EOF\nusage\nversion ${VERSION}\n  \t\nEOF\n}\nshow\n"
+                         "if true; then\ncat << EOF\n$(date)\n \nEOF\nfi\n"
+                         "torchrun pretrain_gpt.py --num-layers 4\n")
+    assert result.errors == []
+    assert values(_command_of(result, "torchrun")) == ["torchrun", "pretrain_gpt.py", "--num-layers", "4"]
+
+
+def test_a_command_that_only_assigns_may_redirect():
+    """`X=1 2>&1` and `out=$(Y=$(cmd) 2>&1)` (aws-samples' HyperPod cluster scripts): bash assigns and opens the
+    files; tree-sitter-bash reads a command missing its name, and the scripts went unread."""
+    result = parse_shell("X=1 2>&1\nout=$(Y=$(date) 2>/dev/null)\nZ=$X >> log.txt\necho $X $Z\n")
+    assert result.errors == []
+    assert values(_command_of(result, "echo")) == ["echo", "1", "1"]
+
+
+def test_a_command_that_only_assigns_and_redirects_ends_at_its_line():
+    """Followed by a line, such a command is no error to tree-sitter-bash: it reads the next line's command as the
+    one the assignments and redirections belong to, so the variable was that command's alone and unset after."""
+    result = parse_shell("NPROC=8 2>/dev/null\ntorchrun --nproc-per-node $NPROC pretrain_gpt.py\necho $NPROC\n")
+    assert result.errors == []
+    launch = _command_of(result, "torchrun")
+    assert values(launch) == ["torchrun", "--nproc-per-node", "8", "pretrain_gpt.py"] and "NPROC" not in launch.env
+    assert values(_command_of(result, "echo")) == ["echo", "8"]
+
+
 def test_arithmetic_in_an_expansion_word_is_unknown_not_a_parse_error():
     """LLaVA-OneVision-2's launch scripts default a count to a sum: `${ITERS:-$(( (N + G - 1) / G ))}`, which bash
     reads and tree-sitter-bash does not (it reads `$((` as a command substitution of a subshell there). The

@@ -66,7 +66,15 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
     tree = parse(data)
     masked = Masked()
     if not tree.root_node.has_error:
-        return tree, masked
+        # (a command that only assigns and redirects takes the next line's command as its own: no error is seen)
+        redirects = _assignment_redirects(tree.root_node, data) if _ASSIGNMENT_REDIRECT.search(data) else []
+        for start, end in redirects:
+            masked.literal[start] = b" " * (end - start)
+        current = parse(_apply(data, masked)) if redirects else tree
+        if redirects and not current.root_node.has_error:
+            masked.freeze()
+            return current, masked
+        return tree, Masked()
     spans = None
     current = tree
     for _ in range(_ROUNDS):
@@ -77,7 +85,12 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             for start, end in empty:  # blanked, as the nothing they expand to
                 masked.literal[start] = b" "
                 masked.literal[end - 1] = b" "
-            if spans.early_ends or slashes or empty:
+            for start, n in spans.blank_lines:  # a document's line of blanks after an expansion, in a compound
+                masked.literal[start] = b"_" * n
+            redirects = _assignment_redirects(tree.root_node, data)
+            for start, end in redirects:  # `X=1 2>&1`: the redirection of a command that only assigns
+                masked.literal[start] = b" " * (end - start)
+            if spans.early_ends or slashes or empty or spans.blank_lines or redirects:
                 for start in spans.early_ends:  # a document line starting with its delimiter: its first character
                     masked.literal[start] = b"x" if data[start:start + 1] != b"x" else b"y"
                 for start in slashes:  # `[ -w / ]`: the root directory, read as a division
@@ -124,6 +137,40 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             masked.freeze()
             return current, masked
     return tree, Masked()
+
+
+# A line that may start a command that only assigns and redirects (`GPUS=$(nvidia-smi -L | wc -l) 2>/dev/null`)
+_ASSIGNMENT_REDIRECT = re.compile(rb"(?m)^[ \t]*(?:[A-Za-z_]\w*=(?:\$\([^\n()]*\)|\"[^\"\n]*\"|'[^'\n]*'|[^\s;&|<>()]*)"
+                                  rb"[ \t]+)+[0-9]*&?[<>]")
+
+
+def _assignment_redirects(root, data: bytes) -> list[tuple[int, int]]:
+    """The byte ranges of the redirections of commands that only assign (`X=1 2>&1`, `out=$(Y=$(cmd) 2>&1)`).
+    tree-sitter-bash (0.25) reads such a command as one missing its name (an error) or, where a line follows, as
+    the assignments and redirections of the next line's command (no error: that command is then run with the
+    variables as its own); bash runs the assignments, opens the files, and ends the command at the line's end."""
+    out: list[tuple[int, int]] = []
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if node.type == "command":
+            kids = node.named_children
+            name = node.child_by_field_name("name")
+            redirects = [c for c in kids if c.type == "file_redirect"]
+            head = [c for c in kids if c.type in ("variable_assignment", "file_redirect")]
+            if name is not None and redirects and head and head[0].type == "variable_assignment" \
+                    and kids[:len(head)] == head and _name_elsewhere(name, redirects[-1], data):
+                out.extend((c.start_byte, c.end_byte) for c in redirects)
+        pending.extend(node.children)
+    return out
+
+
+def _name_elsewhere(name, redirect, data: bytes) -> bool:
+    """Whether a command's name is missing, or on a line after its last redirection (not continued)."""
+    if name.is_missing or (name.child_count and name.children[0].is_missing):
+        return True
+    gap = data[redirect.end_byte:name.start_byte]
+    return b"\n" in gap.replace(b"\\\n", b"")
 
 
 def _error_points(root) -> tuple[list[int], list[tuple[int, int]]]:
@@ -259,6 +306,9 @@ class _Spans:
         # TRAINING` document): bash reads on, tree-sitter-bash ends the document there; the offsets of their
         # first characters
         self.early_ends: list[int] = []
+        # here-document lines of blanks alone (offset, length): after a line with an expansion, inside an `if` or a
+        # function, tree-sitter-bash (0.25) ends the document early there and the rest of the script is an error
+        self.blank_lines: list[tuple[int, int]] = []
         s = data.decode("latin-1")  # byte offsets; UTF-8 continuation bytes never look like syntax
         self._lex(s)
         self.starts = [item[0] for item in self.items]
@@ -411,7 +461,7 @@ class _Spans:
                 i = self._heredoc_start(s, i + 2, heredocs)
                 continue
             if c == "\n" and heredocs:
-                i = self._skip_heredocs(s, i + 1, heredocs, self.early_ends)
+                i = self._skip_heredocs(s, i + 1, heredocs, self.early_ends, self.blank_lines)
                 heredocs.clear()
                 continue
             i += 1
@@ -451,7 +501,7 @@ class _Spans:
         return i
 
     @staticmethod
-    def _skip_heredocs(s: str, i: int, heredocs: list, early_ends: list[int]) -> int:
+    def _skip_heredocs(s: str, i: int, heredocs: list, early_ends: list[int], blank_lines: list) -> int:
         for delimiter, strip in heredocs:
             while i < len(s):
                 j = s.find("\n", i)
@@ -463,5 +513,7 @@ class _Spans:
                     break
                 if body.startswith(delimiter):
                     early_ends.append(i + len(line) - len(body))
+                elif line and not line.strip(" \t"):
+                    blank_lines.append((i, len(line)))
                 i = j + 1
         return i
