@@ -249,30 +249,16 @@ def _setting(text: str | None, arg: Arg) -> tuple[str, EnvArg] | None:
 
 
 def _env_command(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
-    given: dict[str, EnvArg] = {}
-    i = 0
-    while i < len(words):
-        value = words[i].value
-        if value is None:
-            found = _setting(None, words[i])
-            if found is None:
-                return given, f"`env` is given `{words[i].text}`, which offlint cannot read"
-            given[found[0]] = found[1]
-            i += 1
-            continue
+    def special(value: str) -> str:
         if value in ("-i", "--ignore-environment", "-"):
-            return given, "`env -i` starts it with only the variables it names"
+            return "`env -i` starts it with only the variables it names"
         if value in ("-S", "--split-string") or value.startswith(("-S", "--split-string=")):
-            return given, "`env -S` splits a string offlint does not read into its words"
-        if value.startswith("-"):  # (`-u NAME` unsets one: not modelled, as a script's `unset` is not)
-            i += 2 if value in ("-C", "--chdir", "-u", "--unset") else 1
-            continue
-        found = _setting(value, words[i])
-        if found is None:
-            break  # the command
-        given[found[0]] = found[1]
-        i += 1
-    return given, ""
+            return "`env -S` splits a string offlint does not read into its words"
+        return ""
+
+    # (`-u NAME` unsets one: not modelled, as a script's `unset` is not)
+    return _leading_settings(words, frozenset({"-C", "--chdir", "-u", "--unset"}), special,
+                             lambda arg: f"`env` is given `{arg.text}`, which offlint cannot read")
 
 
 _SUDO_VALUED = frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group"})
@@ -280,19 +266,30 @@ _SUDO_VALUED = frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", 
 
 def _sudo_settings(words: list[Arg]) -> dict[str, EnvArg]:
     """`sudo [options] NAME=VALUE ... command`: the variables it sets for the command."""
+    return _leading_settings(words, _SUDO_VALUED)[0]
+
+
+def _leading_settings(words: list[Arg], valued: frozenset[str], special=lambda value: "",
+                      unreadable=lambda arg: "") -> tuple[dict[str, EnvArg], str]:
+    """The `NAME=VALUE` words a runner takes before its command (`env`, `sudo`), past its options (`valued`: those
+    taking the next word); and why other variables are open: `special(option)`, or `unreadable(word)` for a word
+    offlint cannot read that is no setting ("" where the runner's command starts there)."""
     given: dict[str, EnvArg] = {}
     i = 0
     while i < len(words):
-        value = words[i].value or ""
-        if value.startswith("-"):
-            i += 2 if value in _SUDO_VALUED else 1
+        value = words[i].value
+        if value is not None and value.startswith("-"):
+            why = special(value)
+            if why:
+                return given, why
+            i += 2 if value in valued else 1
             continue
-        found = _setting(words[i].value, words[i])
+        found = _setting(value, words[i])
         if found is None:
-            break
+            return given, unreadable(words[i]) if value is None else ""  # (the command)
         given[found[0]] = found[1]
         i += 1
-    return given
+    return given, ""
 
 
 def _mpi_settings(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
