@@ -76,10 +76,19 @@ def tree_section_findings(reads: list[FileRead], python_paths: Iterable[str], te
     for unit, a in asked:
         section, _, name = a.key.lstrip("+~").partition(".")
         held = sections.get(section)
-        if held is None or name in held.fields:
+        if held is None or name in held.fields or _built_from_target(unit, section):
             continue
         out.append(_section_finding(rule, unit, a, section, name, held, sections))
     return out
+
+
+def _built_from_target(unit: Unit, section: str) -> bool:
+    """Whether the unit's YAML or Hydra layers give `section` a `_target_`: Megatron Bridge's _apply_overrides then
+    instantiates the section's mapping, whose other keys are the target class's constructor arguments (a class
+    offlint may not read) and whose `_target_`, `_recursive_`, ... are Hydra's, not fields; OFL003 leaves such a
+    section's keys unjudged, as conditions.settings.is_known_key does model's, optimizer's and ddp's."""
+    return any(a.key.lstrip("+~") == f"{section}._target_" for layer in unit.layers for a in layer.assignments
+               if a.op != "delete")
 
 
 def _other_section(key: str) -> bool:

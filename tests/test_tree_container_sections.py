@@ -264,3 +264,34 @@ def test_a_yaml_override_files_key_its_section_lacks_is_reported(tree):
          "keys with only a log line, so this setting has no effect; did you mean model.tensor_model_parallel_size?"),
     ]
     assert _unknown(check_json(tree)) == _unknown(check_json(tree, "--no-cache"))  # the same from the cache
+
+
+TARGET_YAML = """model:
+  tensor_model_parallel_size: 2
+dist:
+  _target_: megatron.bridge.training.config.DistributedInitConfig
+  lazy_init: true
+train:
+  _target_: my_project.config.LongTrainingConfig
+  train_iters: 10
+  warmup_days: 3
+scheduler:
+  _target_: megatron.bridge.training.config.SchedulerConfig
+  _recursive_: false
+  anything: 1
+logger:
+  log_intervall: 5
+"""
+
+
+def test_a_yaml_section_built_from_its_target_is_not_judged(tree):
+    """Megatron Bridge's _apply_overrides instantiates a section's mapping that has a `_target_` (a Bridge fork's
+    distillation example: `profiling: {_target_: ...ProfilingConfig, use_nsys_profiler: false, ...}`, for a section
+    whose recipe value is None): `_target_` and Hydra's other reserved keys are no fields, and the other keys are
+    the target's constructor arguments, which may be a class offlint does not read, as OFL003 already takes them
+    for model, optimizer and ddp (conditions.settings.is_known_key). A section without one is judged as before."""
+    (tree / "conf").mkdir()
+    (tree / "conf/override.yaml").write_text(TARGET_YAML)
+    found = [f for f in _unknown(check_json(tree, "--no-cache")) if f[0] == "conf/override.yaml"]
+    assert [(path, line, message.partition(" is not")[0]) for path, line, _, message in found] == [
+        ("conf/override.yaml", 15, "logger.log_intervall")]
