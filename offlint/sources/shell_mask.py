@@ -66,12 +66,11 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
     tree = parse(data)
     masked = Masked()
     if not tree.root_node.has_error:
-        # (a command that only assigns and redirects takes the next line's command as its own: no error is seen)
-        redirects = _assignment_redirects(tree.root_node, data) if _ASSIGNMENT_REDIRECT.search(data) else []
-        for start, end in redirects:
-            masked.literal[start] = b" " * (end - start)
-        current = parse(_apply(data, masked)) if redirects else tree
-        if redirects and not current.root_node.has_error:
+        # (a command that only assigns, and redirects, takes the next line's command as its own: no error is seen)
+        if not _assignment_ends(tree.root_node, data, masked):
+            return tree, masked
+        current = parse(_apply(data, masked))
+        if not current.root_node.has_error:
             masked.freeze()
             return current, masked
         return tree, Masked()
@@ -87,10 +86,9 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
                 masked.literal[end - 1] = b" "
             for start, n in spans.blank_lines:  # a document's line of blanks after an expansion, in a compound
                 masked.literal[start] = b"_" * n
-            redirects = _assignment_redirects(tree.root_node, data)
-            for start, end in redirects:  # `X=1 2>&1`: the redirection of a command that only assigns
-                masked.literal[start] = b" " * (end - start)
-            if spans.early_ends or slashes or empty or spans.blank_lines or redirects:
+            ends = _assignment_ends(tree.root_node, data, masked, screen=False)  # `X=1 2>&1`, `A=1 B=2`
+            patterns = _case_patterns(tree.root_node, data, masked)
+            if spans.early_ends or slashes or empty or spans.blank_lines or ends or patterns:
                 for start in spans.early_ends:  # a document line starting with its delimiter: its first character
                     masked.literal[start] = b"x" if data[start:start + 1] != b"x" else b"y"
                 for start in slashes:  # `[ -w / ]`: the root directory, read as a division
@@ -139,17 +137,102 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
     return tree, Masked()
 
 
+_ASSIGNMENT = rb"[A-Za-z_]\w*=(?:\$\([^\n()]*\)|\"[^\"\n]*\"|'[^'\n]*'|[^\s;&|<>()]*)"
 # A line that may start a command that only assigns and redirects (`GPUS=$(nvidia-smi -L | wc -l) 2>/dev/null`)
-_ASSIGNMENT_REDIRECT = re.compile(rb"(?m)^[ \t]*(?:[A-Za-z_]\w*=(?:\$\([^\n()]*\)|\"[^\"\n]*\"|'[^'\n]*'|[^\s;&|<>()]*)"
-                                  rb"[ \t]+)+[0-9]*&?[<>]")
+_ASSIGNMENT_REDIRECT = re.compile(rb"(?m)^[ \t]*(?:" + _ASSIGNMENT + rb"[ \t]+)+[0-9]*&?[<>]")
+# A line of two assignments or more and nothing else (a comment aside): the command it is may be glued to the next
+_ASSIGNMENTS_LINE = re.compile(rb"(?m)^[ \t]*(?:" + _ASSIGNMENT + rb"[ \t]+)+" + _ASSIGNMENT
+                               + rb"(?=[ \t]*(?:#[^\n]*)?\n)")
 
 
-def _assignment_redirects(root, data: bytes) -> list[tuple[int, int]]:
-    """The byte ranges of the redirections of commands that only assign (`X=1 2>&1`, `out=$(Y=$(cmd) 2>&1)`).
-    tree-sitter-bash (0.25) reads such a command as one missing its name (an error) or, where a line follows, as
-    the assignments and redirections of the next line's command (no error: that command is then run with the
-    variables as its own); bash runs the assignments, opens the files, and ends the command at the line's end."""
-    out: list[tuple[int, int]] = []
+def _assignment_ends(root, data: bytes, masked: Masked, screen: bool = True) -> bool:
+    """Mask where a command that only assigns ends, for tree-sitter-bash (0.25), which reads such a command as the
+    assignments (and redirections) of the command on the next line (no error: that command then runs with the
+    variables as its own) or, a redirection in a substitution, as one missing its name (an error): its
+    redirections are blanked, and a `;` is written where it ends when a line follows (`A=1 B=2<newline>while ...`:
+    the `while` had been read as a command's name, its `do` and `done` as commands of their own, and the script
+    refused). bash runs the assignments, opens the files, and ends the command at the line's end. With `screen`,
+    looked for only where a line may start such a command (regexes; linear). False: nothing masked."""
+    found = False
+    if not screen or _ASSIGNMENT_REDIRECT.search(data):
+        for redirects in _assignment_redirects(root, data):  # `X=1 2>&1`: the redirections of one that only assigns
+            for start, end in redirects:
+                masked.literal[start] = b" " * (end - start)
+            _end_command(data, redirects[-1][1], masked)
+            found = True
+    for m in _ASSIGNMENTS_LINE.finditer(data):
+        end = m.end()
+        node = root.descendant_for_byte_range(end - 1, end)
+        while node is not None and node.type not in ("command", "variable_assignments", "program"):
+            node = node.parent
+        name = node.child_by_field_name("name") if node is not None and node.type == "command" else None
+        if name is not None and not name.is_missing and name.start_byte > end \
+                and b"\n" in data[end:name.start_byte].replace(b"\\\n", b""):
+            found = _end_command(data, end, masked) or found
+    return found
+
+
+def _case_patterns(root, data: bytes, masked: Masked) -> bool:
+    """Mask each `case` pattern tree-sitter-bash (0.25) refuses, a glob that starts unquoted and has two quoted
+    parts (`*"a"*"b"*)`, `*"a"?"b"*)`), as a neutral word of the same length: the walker leaves that pattern
+    undecided (Masked.spans). False: none found."""
+    found = False
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if not node.has_error:
+            continue
+        if node.type == "ERROR" and node.parent is not None and node.parent.type == "case_statement" \
+                and node.child_count and node.children[0].type == "extglob_pattern":
+            end = _pattern_end(data, node.start_byte)
+            if end is not None:
+                masked.spans[node.start_byte] = (end, "case-pattern")
+                found = True
+                continue
+        pending.extend(node.children)
+    return found
+
+
+def _pattern_end(data: bytes, start: int) -> int | None:
+    """Where the case pattern starting at `start` ends: its `)` outside quotes and extglob parentheses (None when
+    the line ends first)."""
+    depth, quote, i = 0, 0, start
+    while i < len(data):
+        c = data[i]
+        if quote:
+            if c == quote:
+                quote = 0
+            elif c == 0x5C and quote == 0x22:  # a backslash in double quotes escapes the next character
+                i += 1
+        elif c in (0x22, 0x27):
+            quote = c
+        elif c == 0x5C:
+            i += 1
+        elif c == 0x28:
+            depth += 1
+        elif c == 0x29:
+            if not depth:
+                return i
+            depth -= 1
+        elif c == 0x0A:
+            return None
+        i += 1
+    return None
+
+
+def _end_command(data: bytes, end: int, masked: Masked) -> bool:
+    """Write `;` at `end`, a blank or the line's end after a command that only assigns (`A=1 B=2;`, the same
+    command to bash)."""
+    if data[end:end + 1] not in (b" ", b"\t", b"\n"):
+        return False  # (`out=$(Y=$(cmd) 2>&1)`: the substitution's `)` ends it)
+    masked.literal[end] = b";"
+    return True
+
+
+def _assignment_redirects(root, data: bytes) -> list[list[tuple[int, int]]]:
+    """The byte ranges of the redirections of each command that only assigns (`X=1 2>&1`,
+    `out=$(Y=$(cmd) 2>&1)`): a command whose name tree-sitter-bash took from a later line, or found missing."""
+    out: list[list[tuple[int, int]]] = []
     pending = [root]
     while pending:
         node = pending.pop()
@@ -160,7 +243,7 @@ def _assignment_redirects(root, data: bytes) -> list[tuple[int, int]]:
             head = [c for c in kids if c.type in ("variable_assignment", "file_redirect")]
             if name is not None and redirects and head and head[0].type == "variable_assignment" \
                     and kids[:len(head)] == head and _name_elsewhere(name, redirects[-1], data):
-                out.extend((c.start_byte, c.end_byte) for c in redirects)
+                out.append([(c.start_byte, c.end_byte) for c in redirects])
         pending.extend(node.children)
     return out
 
@@ -225,6 +308,8 @@ def _neutral(kind: str, n: int) -> bytes | None:
         return b"((0" + b" " * (n - 5) + b"))" if n >= 5 else None
     if kind == "test":
         return b"[[ x" + b" " * (n - 7) + b" ]]" if n >= 7 else None
+    if kind == "case-pattern":
+        return b"_" * n
     return None
 
 
