@@ -5,6 +5,8 @@ which; one of every pass is reported once, as a launch outside a loop would be."
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from textwrap import dedent
 
 import pytest
@@ -13,6 +15,7 @@ from offlint import loop_passes
 from offlint.api import CheckOptions, check
 from offlint.sources.shell_parse import parse_shell
 from offlint.sources.shell_walker import MAX_PASSES
+from offlint.sources.shell_words import TooManyWords, brace_expand
 
 LAUNCH = ("torchrun --nproc_per_node=8 /opt/Megatron-LM/pretrain_gpt.py --num-layers 4 --hidden-size 256 "
           "--num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 "
@@ -139,3 +142,46 @@ def test_a_loop_whose_passes_would_read_too_much_again_is_read_once():
     assert len(_values(called, "echo")) == UNROLL_BUDGET // 31 + 1  # (the first pass undone: the body read once)
     small = "".join(f"  echo {k}\n" for k in range(UNROLL_BUDGET // 31 - 2))
     assert len(_values(f"for tp in {words}; do\n{small}  python t.py $tp\ndone\n")) == 32
+
+
+def test_a_loop_over_a_brace_sequence_is_unrolled():
+    """`for bs in {1..3}` (a helper's third-party sweep): bash expands the braces before the loop runs; offlint had
+    kept `{1..3}` as one word, and a Hydra override built from it (`train.micro_batch_size={1..3}`) made the whole
+    script an error (Hydra cannot parse it)."""
+    assert _values("for bs in {1..3} x{a,b}; do\n python train.py train.micro_batch_size=$bs\ndone\n") == [
+        ["train.py", f"train.micro_batch_size={v}"] for v in ("1", "2", "3", "xa", "xb")]
+
+
+def test_brace_expansion_in_arguments_and_not_in_assignments():
+    """An argument's braces make several words, around its other text; an assignment's value is not expanded (bash
+    expands braces in words, not in `NAME=value`); quoted braces are text; past BRACE_WORDS_MAX the word is
+    unknown."""
+    script = 'A={1..3}\npython train.py key={1,2} $A "{1,2}" {a} {} -{00..2} {1..100000}\n'
+    assert _values(script) == [["train.py", "key=1", "key=2", "{1..3}", "{1,2}", "{a}", "{}", "-00", "-01", "-02",
+                                None]]
+
+
+BRACE_WORDS = ["x{a,b}y", "{1..5..2}", "{05..10..3}", "{-05..3..4}", "{3..1}", "{a..e..2}", "{e..a}", "{X..Z}",
+               "{a}", "{}", "{x,{y,z}}", "a{1..3}{x,y}", "{1,}", "x{,a}", "{,}", "{a..3}", "{1..2..0}", "{a,b",
+               "{1..3}{", "a{b}{1,2}", "{a,b}}", "}{a,b}", "{{a,b},c}d", "pre{1..2}mid{x,y}post", "{1..10..-3}",
+               "{{a,b}", "{a,{b}", "{a{b,c}", "a{,{b,c}}", "{a}{b,c}"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_brace_expansion_makes_the_words_bash_makes():
+    """shell_words.brace_expand against bash itself, word by word (a loop over the word prints each word bash made,
+    and nothing where it made none)."""
+    for text in BRACE_WORDS:
+        printed = subprocess.run(["bash", "-c", f"for w in {text}; do printf '%s\\n' \"$w\"; done"],
+                                 capture_output=True, text=True, check=True)
+        expected = printed.stdout.splitlines()
+        words = brace_expand(text)
+        assert (words if words is not None else [text]) == expected, text
+
+
+def test_a_brace_expansion_too_large_or_too_deep_is_refused_and_a_long_word_read_in_one_pass():
+    for text in ("{1..100000}", "{a,b}" * 20, "{a," * 100 + "b" + "}" * 100):
+        with pytest.raises(TooManyWords):
+            brace_expand(text)
+    assert brace_expand("{a}" * 2000) is None
+    assert brace_expand("{" * 3000 + "a,b" + "}" * 3000) == ["{" * 2999 + w + "}" * 2999 for w in "ab"]

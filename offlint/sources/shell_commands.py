@@ -13,8 +13,11 @@ from offlint.sources.launch import HYDRA_ENTRY_POINTS, opened_because, srun_envi
 from offlint.sources.shell_paths import tree_copy
 from offlint.sources.shell_values import (_BLANK, OPENED, WRITTEN, Command, EnvSetting, _Field, _join, _MAX_NESTING,
                                           Org, Pos, _split, _State, _Unknown, _Var)
+from offlint.sources.shell_words import BRACE_TEXT_MAX, BRACE_WORDS_MAX, TooManyWords, brace_expand
 
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
+_BRACE_TOKENS = frozenset(("brace_expression", "concatenation", "word"))  # what may hold a brace expansion
+_BRACE_PARTS = frozenset(("brace_expression", "word", "number"))  # plain text (no quotes or expansions)
 _MAX_DEPTH = 6
 
 
@@ -129,6 +132,10 @@ class Commands:
         line, col, _ = self.org[a]
         b = self.ci(n.end_byte)
         text = self.text[a:b]
+        if "{" in text and n.type in _BRACE_TOKENS and len(text) <= BRACE_TEXT_MAX:
+            braced = self.braced(n, text, a, line, col)
+            if braced is not None:
+                return braced
         if self.fast_tokens and self.st.nesting < _MAX_NESTING and "\\" not in text:
             # Nine tokens in ten are literal text: a word, a number, '...', or "..." without expansions. Their one
             # field is made here as exp() and _split() would make it (one unquoted piece without blanks, or an empty
@@ -149,6 +156,24 @@ class Commands:
                 org = tuple(self.org[a + 1 : stop])
                 return [_Field(text[1 : stop - a], org, line, col, text, self.st.ctx or (org[0][2] if org else ""))]
         return _split(self.exp(n, False), line, col, text, self.st.ctx)
+
+    def braced(self, n, text: str, a: int, line: int, col: int) -> list[_Field] | None:
+        """The words of an unquoted word of plain text that brace expansion makes several of (`{1..4}`, `x{a,b}`),
+        or one unknown word past what offlint expands; None where the word has no brace expansion or holds quotes,
+        escapes or expansions (bash expands braces first, around them: not read here)."""
+        parts = n.named_children if n.type == "concatenation" else (n,)
+        if any(p.type not in _BRACE_PARTS for p in parts) or any(c in text for c in "\\'\"$`"):
+            return None
+        at = self.org[a]
+        try:
+            words = brace_expand(text)
+        except TooManyWords:
+            return _split([self.hole(f"brace expansion of more than {BRACE_WORDS_MAX} words", at)], line, col,
+                          text, self.st.ctx)
+        if words is None:
+            return None
+        ctx = self.st.ctx or at[2]
+        return [_Field(w, (at,) * len(w), line, col, text, ctx) for w in words]
 
     def setting(self, name: str, v: _Var) -> EnvSetting:
         """What a command sees of variable `v` in its environment. Made once per variable value (every command gets

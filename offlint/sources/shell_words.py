@@ -448,3 +448,86 @@ def unbraced_subscripts(text: str) -> list[str]:
 
 
 _UNBRACED = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*\[(?:@|\*|[0-9]+)\]")
+
+
+BRACE_WORDS_MAX = 256  # words one brace expansion may make; past it (`{1..100000}`) the word is unknown
+BRACE_TEXT_MAX = 4096  # a longer word is left as written (each `{` that opens no expansion is scanned to its end)
+_BRACE_LEVELS = 64  # groups nested, or following one another, past which the word is unknown
+
+
+class TooManyWords(ValueError):
+    """A brace expansion of more than BRACE_WORDS_MAX words."""
+
+
+def brace_expand(text: str) -> list[str] | None:
+    """The words bash's brace expansion makes of plain unquoted `text` (`x{a,b}y` -> xay, xby; `{1..5..2}`,
+    `{05..10}`, `{a..c}`; nested and several groups), in bash's order, empty words dropped as bash drops them;
+    None where `text` has no brace expansion (`{}`, `{a}`, an unclosed `{`). Raises TooManyWords past
+    BRACE_WORDS_MAX. Launch scripts sweep settings so (`for bs in {1..4}`), and a Hydra override written
+    `key={1,2}` reaches the program as two."""
+    words = _braces(text)
+    return None if words == [text] else words
+
+
+def _braces(text: str, level: int = 0) -> list[str]:
+    if level > _BRACE_LEVELS:
+        raise TooManyWords(text)
+    if "{" not in text:
+        return [text]
+    for i, j, commas in _brace_groups(text):  # the first group that is a brace expression, as bash takes it
+        if commas:
+            cuts = [i, *commas, j]
+            alternatives = [w for k in range(len(cuts) - 1)
+                            for w in _braces(text[cuts[k] + 1 : cuts[k + 1]], level + 1)]
+        else:
+            alternatives = _sequence(text[i + 1 : j])
+            if alternatives is None:
+                continue  # (`{a}`, `{}`: text)
+        rest = _braces(text[j + 1 :], level + 1)
+        if len(alternatives) * len(rest) > BRACE_WORDS_MAX:
+            raise TooManyWords(text)
+        head = text[:i]
+        return [w for a in alternatives for r in rest for w in [head + a + r] if w]  # (bash drops empty words)
+    return [text]
+
+
+def _brace_groups(text: str) -> list[tuple[int, int, list[int]]]:
+    """Each matched `{...}` of `text` (its offsets and those of its own top-level commas), by where it opens; an
+    unmatched brace is text. One pass: a word of nested groups none of which expands is not scanned again and
+    again."""
+    stack: list[tuple[int, list[int]]] = []
+    out = []
+    for k, c in enumerate(text):
+        if c == "{":
+            stack.append((k, []))
+        elif c == "}" and stack:
+            i, commas = stack.pop()
+            out.append((i, k, commas))
+        elif c == "," and stack:
+            stack[-1][1].append(k)
+    out.sort()
+    return out
+
+
+_SEQUENCE = re.compile(r"(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?")
+
+
+def _sequence(body: str) -> list[str] | None:
+    """`{x..y[..step]}`'s words (integers, zero-padded as bash pads them, or letters); None when `body` is none."""
+    m = _SEQUENCE.fullmatch(body)
+    if m is None:
+        return None
+    first, last = m.group(1), m.group(2)
+    numeric = first[-1].isdigit()
+    if last[-1].isdigit() is not numeric:
+        return None  # (`{a..3}` is no sequence)
+    step = abs(int(m.group(3) or 1)) or 1
+    a, b = (int(first), int(last)) if numeric else (ord(first), ord(last))
+    if abs(b - a) // step + 1 > BRACE_WORDS_MAX:
+        raise TooManyWords(body)
+    values = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
+    if not numeric:
+        return [chr(v) for v in values]
+    padded = any(len(s.lstrip("-")) > 1 and s.lstrip("-").startswith("0") for s in (first, last))
+    width = max(len(first), len(last)) if padded else 0
+    return [f"{v:0{width}d}" for v in values]
