@@ -284,8 +284,9 @@ class Unit:
     framework: str = "bridge"
     # The accelerator other than a CUDA GPU a launch's entry script runs on, where its code imports that backend's
     # PyTorch package (sources/entry_scripts.accelerator, applied when commands are linked): "" where it does not
-    # say. CUDA-only advice (OFL301) stands aside (conditions/settings.py other_accelerator).
-    accelerator: str = ""
+    # say, an Unknown where it imports it only where installed (a `try`). CUDA-only advice (OFL301) stands aside
+    # (conditions/settings.py other_accelerator).
+    accelerator: str | Unknown = ""
     # Megatron Bridge's named precision recipes the unit gives `mixed_precision` (a name Bridge resolves only when
     # the run starts), as the tree's own get_mixed_precision_config builds them (sources/bridge_precision.py):
     # name -> its MixedPrecisionConfig record, or an Unknown. `precision_file` is that module of the tree; ""

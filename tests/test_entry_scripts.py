@@ -553,6 +553,36 @@ def test_a_script_choosing_its_backend_by_a_variable_is_judged_by_the_launchs_va
     assert _ofl301(tree) == (["run_cuda.sh", "run_unset.sh"] if unset_is_cuda else ["run_cuda.sh"])
 
 
+TRY_HABANA = "try:\n    import habana_frameworks.torch\nexcept:\n    pass\n"
+
+
+def _ofl301_strict(tree: Path) -> list[tuple[str, bool]]:
+    result = check([str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"], cache=False,
+                                             strict=True))
+    assert not result.errors, result.errors
+    return sorted((Path(f.location.path).name, f.possible) for f in result.findings)
+
+
+@pytest.mark.parametrize("where", ["entry", "imported"])
+def test_a_backend_imported_in_a_try_block_leaves_the_accelerator_unknown(tmp_path, where):
+    """HabanaAI's Megatron-LM (Intel Gaudi) starts pretrain_gpt.py with `try: import habana_frameworks.torch /
+    except: pass`, and megatron/core/utils.py the same: the program runs on HPUs where the package is installed, on
+    CUDA GPUs elsewhere. Its example launches got OFL301 (16, a helper's triage). Which device the launch runs on
+    is unknown: no finding by default, a possible one with --strict; an import that always runs still decides."""
+    entry = TRY_HABANA + TRAINER if where == "entry" else "from gaudi_utils.helpers import setup\n" + TRAINER
+    files = {"run.sh": LAUNCH.format(script="pretrain_gpt.py"), "pretrain_gpt.py": entry,
+             "gaudi_utils/__init__.py": "", "gaudi_utils/helpers.py": "import os\n" + TRY_HABANA}
+    tree = _tree(tmp_path, files)
+    assert _ofl301(tree) == []
+    assert _ofl301_strict(tree) == [("run.sh", True)]
+    (tmp_path / "gaudi_utils/helpers.py").write_text("import os\n" + TRY_HABANA.replace("import habana", "import os"))
+    if where == "imported":  # (the try block imports something else: a CUDA launch again)
+        assert _ofl301(tree) == ["run.sh"]
+    (tmp_path / "gaudi_utils/helpers.py").write_text("import habana_frameworks.torch\n")
+    (tmp_path / "pretrain_gpt.py").write_text(TRY_HABANA + "from gaudi_utils.helpers import setup\n" + TRAINER)
+    assert _ofl301_strict(tree) == []
+
+
 def test_the_accelerator_is_named_by_what_the_code_imports(tmp_path):
     files = {"pretrain_gpt.py": NPU_ENTRY, "npu_llm/__init__.py": "", "npu_llm/training/__init__.py": "",
              "npu_llm/training/training.py": NPU_TRAINING}

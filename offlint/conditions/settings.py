@@ -6,7 +6,7 @@ from __future__ import annotations
 from offlint import keys
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
 from offlint.sources.mcore_source import CHECKS
-from offlint.types import Assignment, OneOf
+from offlint.types import Assignment, OneOf, Unknown
 from offlint.versions import parse_version
 
 
@@ -35,9 +35,12 @@ def other_accelerator(scope: Scope) -> object:
     """Where the launch runs on an accelerator other than a CUDA GPU, why ("Ascend NPUs: the launch sets
     PYTORCH_NPU_ALLOC_CONF"): its entry script's code imports that backend's package (Unit.accelerator), or its
     environment sets that backend's allocator options (OTHER_ACCELERATOR_VARIABLES); "" where neither says so,
-    unknown where one of those variables is unknown."""
-    if scope.names.get("accelerator"):
-        return scope.names["accelerator"]
+    unknown where one of those variables is unknown or the code imports the package only where it is installed."""
+    accelerator = scope.names.get("accelerator")
+    if isinstance(accelerator, Unknown):
+        return UNKNOWN
+    if accelerator:
+        return accelerator
     unknown = False
     for name, device in OTHER_ACCELERATOR_VARIABLES.items():
         value = scope.key(f"env.{name}")

@@ -28,6 +28,7 @@ from typing import Callable, NamedTuple
 from offlint.sources import python_inputs
 from offlint.sources.python_syntax import _call_name
 from offlint.sources.shell_paths import tree_copy
+from offlint.types import Unknown
 
 # Names whose call starts or runs training (a function or a method).
 # (`train_batch`: DeepSpeed's pipeline engine runs a whole training step in it, forward, backward and the optimizer's.)
@@ -139,22 +140,28 @@ BACKEND_PACKAGES = {"torch_npu": "Ascend NPUs", "torch_musa": "Moore Threads GPU
                     "habana_frameworks": "Intel Gaudi HPUs"}
 # A module-level import of one (at the line's start: not under an `if`, a `try` or a `def`)
 _BACKEND_IMPORT = re.compile(r"^(?:import|from)[ \t]+(" + "|".join(BACKEND_PACKAGES) + r")\b", re.MULTILINE)
+# One as the first statement of a module-level `try` (HabanaAI's Megatron-LM: `try:\n    import habana_frameworks
+# .torch.core as htcore\nexcept:\n    pass`): the program runs on that accelerator where the package is installed
+_BACKEND_TRY_IMPORT = re.compile(r"^try[ \t]*:[ \t]*(?:#[^\n]*)?\n(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]+(?:import|from)[ \t]+("
+                                 + "|".join(BACKEND_PACKAGES) + r")\b", re.MULTILINE)
 
 
 ENV_UNKNOWN = object()  # `accelerator`'s `env`: the launch's value of a variable is not known
 
 
 def accelerator(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None,
-                env: Callable[[str], object] | None = None) -> str:
+                env: Callable[[str], object] | None = None) -> str | Unknown:
     """The accelerator other than a CUDA GPU that the entry `script` runs on, where its code says so: it, or a module
     of the tree it imports at its top level, imports a backend package (BACKEND_PACKAGES) at its own top level,
     as "Ascend NPUs: FILE:LINE imports torch_npu" (Ascend's MindSpeed-LLM: pretrain_gpt.py imports `pretrain`
     from mindspeed_llm/training/training.py, which imports torch_npu). An import under a top-level `if` that
     compares an environment variable with a literal counts on the branch the launch's value takes (`env(name)`:
     its value, None where the launch leaves it unset, ENV_UNKNOWN): MT-MegatronLM's scripts import their MUSA
-    patches under `if os.getenv("ACCELERATOR_BACKEND") == "musa":`, which their launches set. "" otherwise: an
-    import deeper in the imports, or under another condition, does not decide, nor does a script outside the tree.
-    The modules a script imports are searched as text, not parsed."""
+    patches under `if os.getenv("ACCELERATOR_BACKEND") == "musa":`, which their launches set. An Unknown where
+    the only such import is the first statement of a top-level `try` (it runs on that accelerator where the package
+    is installed: HabanaAI's Megatron-LM, whose upstream example launches got OFL301). "" otherwise: an import
+    deeper in the imports, or under another condition, does not decide, nor does a script outside the tree. The
+    modules a script imports are searched as text, not parsed."""
     path = _find_script(script, launch_path, tree_text)
     if path is None:
         return ""
@@ -262,35 +269,51 @@ class _Reach:
                                            next(iter(places.values())) if len(places) == 1 else UNREAD, only_if_unset)
                           for (name, only_if_unset), places in sites.items())
 
-    def module_accelerator(self, path: str, env: Callable[[str], object] | None) -> str:
+    def module_accelerator(self, path: str, env: Callable[[str], object] | None) -> str | Unknown:
         module = self._module(path)
         if module is None:
             return ""
-        found = self._backend_in(module, module.top_level, [path])
+        maybe: list[str] = []
+        found = self._backend_in(module, module.top_level, [path], maybe)
         if found:
             return found
         for node in module.top_level:
             taken = _environment_branch(node, env) if isinstance(node, ast.If) else None
-            found = self._backend_in(module, node.body if taken else node.orelse, []) if taken is not None else ""
+            found = self._backend_in(module, node.body if taken else node.orelse, [], []) if taken is not None else ""
             if found:
                 return f"{found}, where `if {ast.unparse(node.test)}` ({path}:{node.lineno}) is " \
                        f"{'true' if taken else 'false'} for this launch"
+        if maybe:
+            return Unknown(f"{maybe[0]} in a `try` block: the launch runs there where that package is installed")
         return ""
 
-    def _backend_in(self, module: _Module, body: list[ast.stmt], texts: list[str]) -> str:
+    def _backend_in(self, module: _Module, body: list[ast.stmt], texts: list[str], maybe: list[str]) -> str:
         """Where `body` (statements of `module`), one of the files `texts` or a file its imports name imports a
-        backend package at its top level: "DEVICE: FILE:LINE imports PACKAGE"; ""."""
+        backend package at its top level: "DEVICE: FILE:LINE imports PACKAGE"; "". One imported as the first
+        statement of a top-level `try` is added to `maybe` instead."""
         for node in body:
             for name in _imported_names(node):
                 top = name.split(".")[0]
                 if top in BACKEND_PACKAGES:
                     return f"{BACKEND_PACKAGES[top]}: {module.path}:{node.lineno} imports {name}"
+            if isinstance(node, ast.Try) and node.body and not maybe:
+                first = node.body[0]
+                top = next((name.split(".")[0] for name in _imported_names(first)
+                            if name.split(".")[0] in BACKEND_PACKAGES), None)
+                if top is not None:
+                    maybe.append(f"{BACKEND_PACKAGES[top]}: {module.path}:{first.lineno} imports {top}")
         for found_path in [*texts, *self._imported_files(module, body)]:
             text = self.tree_text(found_path, self.launch_path) or ""
-            match = _BACKEND_IMPORT.search(text) if any(name in text for name in BACKEND_PACKAGES) else None
+            if not any(name in text for name in BACKEND_PACKAGES):
+                continue
+            match = _BACKEND_IMPORT.search(text)
             if match:
                 line = text.count("\n", 0, match.start()) + 1
                 return f"{BACKEND_PACKAGES[match[1]]}: {found_path}:{line} imports {match[1]}"
+            match = _BACKEND_TRY_IMPORT.search(text) if not maybe else None
+            if match:
+                line = text.count("\n", 0, match.start(1)) + 1
+                maybe.append(f"{BACKEND_PACKAGES[match[1]]}: {found_path}:{line} imports {match[1]}")
         return ""
 
     def _imported_files(self, module: _Module, body: list[ast.stmt]) -> list[str]:
