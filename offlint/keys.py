@@ -264,6 +264,13 @@ def version_data(version: Version) -> dict | None:
 
 
 @lru_cache(maxsize=None)
+def mlm_option_strings(version: Version) -> frozenset[str]:
+    """The option strings of the Megatron-LM parser of the release `version_data` gives (`--no-x` flags too)."""
+    return frozenset(option for flag in (version_data(version) or {}).get("mlm_flags") or ()
+                     for option in flag.get("option_strings") or ())
+
+
+@lru_cache(maxsize=None)
 def known_fields(section: str) -> frozenset[str]:
     """Every field name of a section across all known megatron-core versions, plus the registry's."""
     names = {k.split(".", 1)[1] for k in KEYS if k.startswith(section + ".")}

@@ -108,6 +108,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 script = entry_scripts.script_path(unit.entry_script, read.file.path, tree_text)
                 if unit.launch_flags:  # and which flags its parser has
                     unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
+                    unit.checkout_flags = _checkout_flags(unit, script, read.file.path, tree_text, entry_modules)
                 if unit.defaults == Defaults.MLM_CLI and script:  # a script of the tree's that reads its own flags
                     own = script_flags.script_unit(recipes_in.get(script, []))
                     if own is not None:
@@ -234,6 +235,13 @@ def _unknown_flags(unit: Unit, script: str | None, near: str, tree_text,
         return ()
     return tuple((flag, where, next(iter(difflib.get_close_matches(flag, options, n=1, cutoff=0.8)), ""), path)
                  for flag, where, path in unit.launch_flags if flag not in options)
+
+
+def _checkout_flags(unit: Unit, script: str | None, near: str, tree_text, memo: dict) -> tuple[str, ...]:
+    """The command's flags the base parser of the checkout holding its entry script defines (a fork's own flags
+    among them; an example's extra_args_provider's not)."""
+    options = mlm_arguments.base_options(script, lambda path: tree_text(path, near), memo) if script else None
+    return tuple(dict.fromkeys(flag for flag, *_ in unit.launch_flags if flag in options)) if options else ()
 
 
 class Aliases:

@@ -258,6 +258,9 @@ class Unit:
     # commands are linked): (flag, where, the option it is closest to or "", the path it is given on or ""). Rule
     # OFL007.
     unknown_flags: tuple[tuple[str, Location, str, str], ...] = ()
+    # Those the base parser of the checkout holding its entry script defines (megatron/training/arguments.py, no
+    # extra_args_provider's; applied when commands are linked): a fork's own options among them (conditions/layout).
+    checkout_flags: tuple[str, ...] = ()
     # A bash launch's words that expand an array without braces, `$ARGS[@]` (shell.read_shell): (the expansion as
     # written, where, the word the command gets, "" where offlint cannot read it). Rule OFL008.
     unbraced: tuple[tuple[str, Location, str], ...] = ()

@@ -9,7 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from offlint.reading import ReadError, read_text
-from offlint.sources.mcore_source import CHECKS, GRAPH_NAMES, allowed_names, checks_made, graph_names
+from offlint.sources.mcore_source import (CHECKS, GRAPH_NAMES, LACKED, REFUSAL_TEXTS, allowed_names, checks_made,
+                                         graph_names, refusals_lacked)
 
 NEWEST_KNOWN = "0.20.0"
 OLDEST_KNOWN = "0.16.1"  # the releases offlint's rules and field data were written against: 0.16 to 0.20
@@ -274,6 +275,10 @@ def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersi
     checks = checks_made(source)
     if checks:
         names[CHECKS] = checks
+    megatron = config.parent.parent.parent  # (the checkout's megatron/: core/transformer/transformer_config.py)
+    lacked = refusals_lacked({path: _read_or_none(megatron / path) for path in {p for p, _ in REFUSAL_TEXTS.values()}})
+    if lacked:
+        names[LACKED] = lacked
     graphs = graph_names(_read_or_none(config.parent / "enums.py"),
                          _read_or_none(config.parent / "cuda_graph_config.py"))
     if graphs is not None:

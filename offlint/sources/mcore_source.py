@@ -122,3 +122,45 @@ CHECK_TEXTS = {
 def checks_made(text: str | None) -> frozenset[str]:
     """The CHECK_TEXTS checks the checkout's transformer_config.py makes (the text is searched, not parsed)."""
     return frozenset(name for name, words in CHECK_TEXTS.items() if text and words in text)
+
+
+# Refusals offlint's layout rules quote (conditions/layout.py), by the words the Megatron-LM checkout's file holds when
+# it makes them: name -> (the file, under the checkout's `megatron/`; words that all stand on one line of code).
+# Where a checkout is read and no line of its file holds them (commented out, or a fork that checks otherwise), the
+# rule does not claim that refusal: OpenSQZ/MegatronApp comments out validate_args' world-size assert (its
+# forward-backward disaggregation runs on other world sizes), mTuner checks the layers' split only under virtual
+# pipelining and its TransformerBlock floor-divides them.
+LACKED = "lacked_checks"
+REFUSAL_TEXTS = {
+    "mlm-world-size": ("training/arguments.py", ("is not divisible by total_model_size",)),
+    "mlm-layers-split": ("training/arguments.py",
+                         ("Number of layers should be divisible by the pipeline-model-parallel size",)),
+    "mlm-layers-split-vpp": ("training/arguments.py",
+                             ("number of layers of the model must be divisible pipeline model parallel size",)),
+    "block-layers-split": ("core/transformer/transformer_block.py",
+                           ("should be divisible by", "pipeline_model_parallel_size")),
+}
+
+
+def refusals_lacked(read: dict[str, str | None]) -> frozenset[str]:
+    """The REFUSAL_TEXTS refusals the checkout's files do not make; `read`: file (under `megatron/`) -> its text,
+    None where it is absent (a refusal of an absent file is not judged). The text is searched, not parsed."""
+    lacked = set()
+    for name, (path, words) in REFUSAL_TEXTS.items():
+        text = read.get(path)
+        if text is not None and not _on_a_code_line(text, words):
+            lacked.add(name)
+    return frozenset(lacked)
+
+
+def _on_a_code_line(text: str, words: tuple[str, ...]) -> bool:
+    """Whether one line of `text` that is not a comment holds all of `words`."""
+    at = text.find(words[0])
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        line = text[start:end if end >= 0 else len(text)]
+        if not line.lstrip().startswith("#") and all(word in line for word in words[1:]):
+            return True
+        at = text.find(words[0], at + 1)
+    return False

@@ -71,6 +71,21 @@ def entry_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str]
         return None
 
 
+def base_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str] | None:
+    """The option strings the base parser of the checkout holding `entry` defines (its megatron/training/
+    arguments.py, no entry script's extra_args_provider), or None when offlint cannot tell."""
+    root = _checkout_root(entry, read_text)
+    if root is None:
+        return None
+    reader = memo.get(("mlm-arguments", root))
+    if reader is None:
+        reader = memo[("mlm-arguments", root)] = _Reader(root, read_text)
+    try:
+        return reader.base_options()
+    except (_Unreadable, RecursionError):
+        return None
+
+
 def _checkout_root(entry: str, read_text: ReadText) -> str | None:
     """The folder holding megatron/training/arguments.py, the entry script's own or one above it."""
     folder = posixpath.dirname(posixpath.normpath(entry))

@@ -1,0 +1,146 @@
+"""OFL216 and OFL218 quote the check that refuses a layout (Megatron-LM's validate_args, megatron-core's
+TransformerBlock): in a Megatron-LM checkout the check is read from the checkout's own files
+(mcore_source.REFUSAL_TEXTS), and where the checkout does not make it the finding is not claimed. A helper's
+third-party sweep: OpenSQZ/MegatronApp comments out validate_args' world-size assert, and its launches pass
+`--forward-backward-disaggregating`, an option of its own parser that takes a rank out of the layout (OFL216 on 6
+processes for TP2 x PP2, false); mTuner checks the layers' split only under virtual pipelining and its
+TransformerBlock floor-divides them (OFL218 quoting an assert it does not make). An example passing upstream's
+options only still meets megatron-core's initialize_model_parallel, which refuses the world size. Fixtures of our
+own, in the shape of a Megatron-LM checkout."""
+
+from __future__ import annotations
+
+import pytest
+
+from offlint.sources.mcore_source import refusals_lacked
+from tests.check_helpers import check_json
+
+PACKAGE_INFO = "MAJOR = 0\nMINOR = 20\nPATCH = 0\n"  # (check_json checks with 0.20.0: the checkout is read)
+ARGUMENTS = '''
+import argparse
+
+
+def add_megatron_arguments(parser):
+    parser.add_argument("--tensor-model-parallel-size", type=int, default=1)
+    parser.add_argument("--pipeline-model-parallel-size", type=int, default=1)
+    parser.add_argument("--num-layers", type=int)
+    parser.add_argument("--hidden-size", type=int)
+    parser.add_argument("--num-attention-heads", type=int)
+    parser.add_argument("--micro-batch-size", type=int)
+    parser.add_argument("--global-batch-size", type=int)
+    parser.add_argument("--seq-length", type=int)
+    parser.add_argument("--max-position-embeddings", type=int)
+    parser.add_argument("--train-iters", type=int)
+    parser.add_argument("--split-ranks-otherwise", action="store_true")
+    return parser
+
+
+def parse_args(extra_args_provider=None, ignore_unknown_args=False):
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    parser = add_megatron_arguments(parser)
+    return parser.parse_args()
+
+
+def validate_args(args, defaults={}):
+    total_model_size = args.tensor_model_parallel_size * args.pipeline_model_parallel_size
+    assert args.world_size % total_model_size == 0, (
+        f"world size ({args.world_size}) is not divisible by total_model_size ({total_model_size=})"
+    )
+    if args.num_layers_per_virtual_pipeline_stage is None:
+        assert args.num_layers % args.pipeline_model_parallel_size == 0, \\
+            'Number of layers should be divisible by the pipeline-model-parallel size'
+'''
+BLOCK = '''
+def get_num_layers_to_build(config):
+    assert (
+        config.num_layers % config.pipeline_model_parallel_size == 0
+    ), f"{num_layers=} should be divisible by {config.pipeline_model_parallel_size=}"
+    return config.num_layers // config.pipeline_model_parallel_size
+'''
+TRAINER = '''
+from megatron.training import pretrain
+
+
+def forward_step(data_iterator, model):
+    return model(data_iterator)
+
+
+if __name__ == "__main__":
+    pretrain(None, None, None, forward_step)
+'''
+FLAGS = ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 5 --hidden-size 256 "
+         "--num-attention-heads 8 --micro-batch-size 1 --global-batch-size 8 --seq-length 128 "
+         "--max-position-embeddings 128 --train-iters 10")
+
+
+def _checkout(tmp_path, arguments: str = ARGUMENTS, block: str = BLOCK):
+    (tmp_path / ".git").mkdir()
+    core = tmp_path / "megatron" / "core"
+    (core / "transformer").mkdir(parents=True)
+    (core / "package_info.py").write_text(PACKAGE_INFO)
+    (core / "transformer" / "transformer_config.py").write_text("class TransformerConfig:\n    pass\n")
+    (core / "transformer" / "transformer_block.py").write_text(block)
+    (tmp_path / "megatron" / "training").mkdir()
+    (tmp_path / "megatron" / "training" / "__init__.py").write_text("")
+    (tmp_path / "megatron" / "training" / "arguments.py").write_text(arguments)
+    (tmp_path / "pretrain_gpt.py").write_text(TRAINER)
+    return tmp_path
+
+
+def _layout(root, launch: str) -> list[tuple[str, str]]:
+    (root / "train.sh").write_text(f"torchrun --nproc_per_node 6 pretrain_gpt.py {FLAGS} {launch}\n")
+    return [(f["code"], f["message"].partition(": ")[2]) for f in check_json(root, "--no-cache")
+            if f["code"] in ("OFL216", "OFL218")]
+
+
+def test_the_checkouts_own_checks_are_quoted(tmp_path):
+    assert _layout(_checkout(tmp_path), "") == [
+        ("OFL216", 'Megatron-LM\'s validate_args asserts "world size (6) is not divisible by total_model_size '
+                   '(total_model_size=4)"'),
+        ("OFL218", 'Megatron-LM\'s validate_args asserts "Number of layers should be divisible by the '
+                   'pipeline-model-parallel size" when the job starts')]
+
+
+COMMENTED = ARGUMENTS.replace("    assert args.world_size % total_model_size == 0, (\n"
+                              '        f"world size ({args.world_size}) is not divisible by total_model_size '
+                              '({total_model_size=})"\n    )\n',
+                              "    # assert args.world_size % total_model_size == 0, (\n"
+                              '    #     f"world size ({args.world_size}) is not divisible by total_model_size '
+                              '({total_model_size=})"\n    # )\n')
+
+
+def test_a_fork_without_the_world_size_assert_and_an_option_of_its_own_is_not_judged(tmp_path):
+    assert COMMENTED != ARGUMENTS
+    root = _checkout(tmp_path, arguments=COMMENTED)
+    assert [code for code, _ in _layout(root, "--split-ranks-otherwise")] == ["OFL218"]
+
+
+def test_a_fork_without_the_world_size_assert_still_meets_megatron_cores_refusal(tmp_path):
+    root = _checkout(tmp_path, arguments=COMMENTED)
+    assert _layout(root, "")[0] == ("OFL216", 'megatron-core raises "world_size (6) is not divisible by 4"')
+
+
+VPP_ONLY = ARGUMENTS.replace("    if args.num_layers_per_virtual_pipeline_stage is None:\n",
+                             "    if args.num_layers_per_virtual_pipeline_stage is not None:\n").replace(
+    "Number of layers should be divisible by the pipeline-model-parallel size",
+    "number of layers should be divisible by the pipeline parallel size")
+
+
+@pytest.mark.parametrize("block, expected", [
+    (BLOCK, [("OFL218", 'megatron-core\'s TransformerBlock asserts "num_layers=5 should be divisible by '
+                        'config.pipeline_model_parallel_size=2" when it builds the model')]),
+    ("def get_num_layers_to_build(config):\n    return config.num_layers // config.pipeline_model_parallel_size\n",
+     []),
+])
+def test_a_fork_checking_the_split_otherwise_is_judged_by_its_transformer_block(tmp_path, block, expected):
+    root = _checkout(tmp_path, arguments=VPP_ONLY, block=block)
+    assert [f for f in _layout(root, "") if f[0] == "OFL218"] == expected
+
+
+def test_only_a_line_of_code_makes_a_check():
+    words = "Number of layers should be divisible by the pipeline-model-parallel size"
+    files = {"training/arguments.py": f"x = 1\n# '{words}'\n", "core/transformer/transformer_block.py": None}
+    assert "mlm-layers-split" in refusals_lacked(files)
+    files["training/arguments.py"] = f"    assert n % pp == 0, '{words}'\n"
+    assert "mlm-layers-split" not in refusals_lacked(files)
+    assert "block-layers-split" not in refusals_lacked(files)  # (an absent file is not judged)
