@@ -449,14 +449,17 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     file defines when there is one, else the first by name), with the others named in `shared_with`."""
     groups: dict[tuple, list[Finding]] = {}
     for finding in findings:
-        key = (finding.code, finding.location, finding.message, finding.possible)
+        # (a launch a called script writes, found at the call as that script finds it at the command: one finding,
+        # at the command, shared with the caller's unit)
+        key = (finding.code, finding.command_at or finding.location, finding.message, finding.possible)
         groups.setdefault(key, []).append(finding)
     out = []
     for group in groups.values():
         # (the passes of a launch in a `for` loop are one unit here: its findings name the launch, not a pass)
         group = [replace(f, unit=loop_passes.base_name(f.unit, f.passes)) if f.passes else f for f in group]
         names = sorted({f.unit for f in group})
-        first = group[0] if len(names) == 1 else min(group, key=lambda f: (f.unit_path != f.location.path, f.unit))
+        first = group[0] if len(names) == 1 else min(group, key=lambda f: (f.command_at is not None,
+                                                                           f.unit_path != f.location.path, f.unit))
         others = tuple(name for name in names if name != first.unit)
         taken = loop_passes.taken([f.passes for f in group])
         out.append(replace(first, shared_with=others, passes=(),

@@ -57,6 +57,9 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
             findings.extend(_unbraced(rule, resolved.unit))
     if resolved.unit.loop_passes:  # (a launch in an unrolled `for` loop: api._dedupe merges its passes' findings)
         findings = [replace(finding, passes=resolved.unit.loop_passes) for finding in findings]
+    at = resolved.unit.written_at
+    if at is not None:  # (a launch a called script writes: api._dedupe merges it with that script's own finding)
+        findings = [replace(f, command_at=at) if f.location == resolved.unit.location else f for f in findings]
     return findings
 
 

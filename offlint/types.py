@@ -278,6 +278,9 @@ class Unit:
     path_condition: str = ""
     # The passes of unrolled `for` loops the launch runs in (shell_values.Command.passes): its findings carry them
     loop_passes: tuple[LoopPass, ...] = ()
+    # Where its command is written when the launch script calls the script holding it (`bash worker.sh`): the
+    # unit is located at the call (shell_values.Command.written_at); None otherwise
+    written_at: Location | None = None
     # Not something that runs on its own (a private function, a helper changing a config it is given): why.
     # Unit rules are not evaluated on it; the units that call it follow it and report what it sets.
     checked_through_callers: str = ""
@@ -360,6 +363,9 @@ class Finding:
     # The passes of unrolled shell `for` loops its unit's command runs in (Unit.loop_passes), until api._dedupe
     # merges the findings of all passes and says which words, where not all, they hold for
     passes: tuple[LoopPass, ...] = ()
+    # Where the launch command is written, for a finding at the call of the script holding it (Unit.written_at):
+    # api._dedupe reports it with that script's own finding there, when they say the same
+    command_at: Location | None = None
 
     @property
     def units(self) -> int:

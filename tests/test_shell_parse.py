@@ -9,6 +9,7 @@ import pytest
 
 from offlint.sources.shell_parse import parse_shell
 from offlint.sources.shell_values import Command, ShellScript, Word
+from tests.check_helpers import check_json
 
 
 def cmds(text: str) -> list[Command]:
@@ -1056,3 +1057,29 @@ def test_a_called_script_locates_itself_by_its_own_bash_source():
     script = parse_shell(caller, "tests/functional/a.sh", read_file=files.get)
     (run,) = [values(c) for c in script.commands if c.argv[0].value == "uv"]
     assert run == ["uv", "run", os.path.join(os.getcwd(), "examples/run.py"), "a=1", "b=2"]
+
+
+WORKER = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 "
+          "--micro-batch-size 1 --global-batch-size 8 --seq-length 128 --max-position-embeddings 128 "
+          "--train-iters 10\n")
+
+
+@pytest.mark.parametrize("wrapper, expected", [
+    # the wrapper adds nothing: the worker's own finding, which the wrapper's launch shares
+    ("set -e\nbash worker.sh\n", [("OFL301", "worker.sh", 2, ["pretrain_gpt.py at line 3"])]),
+    # the wrapper sets what the worker lacks: the worker's own run still lacks it
+    ("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nbash worker.sh\n", [("OFL301", "worker.sh", 2, [])]),
+])
+def test_a_launch_a_called_script_writes_is_reported_once(tmp_path, wrapper, expected):
+    """A wrapper that only runs `bash worker.sh` (a helper's third-party sweep) got an OFL301 of its own at the call,
+    beside the worker's at its torchrun: one launch, reported twice. A finding of the launch read through the call
+    that says what the worker's own says is that finding, shared with the wrapper's unit."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "worker.sh").write_text("#!/bin/bash\n" + WORKER)
+    (tmp_path / "wrapper.sh").write_text("#!/bin/bash\n" + wrapper)
+    found = [(f["code"], f["filename"], f["location"]["row"], f["shared_with"])
+             for f in check_json(tmp_path, "--no-cache")]
+    assert found == expected
+    # a pre-commit run of the wrapper alone still reports the launch, at the call
+    alone = check_json(tmp_path, "--no-cache", paths=("wrapper.sh",))
+    assert [(f["filename"], f["location"]["row"]) for f in alone] == ([("wrapper.sh", 3)] if "set -e" in wrapper else [])

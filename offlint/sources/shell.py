@@ -45,6 +45,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
         if unit is not None:
             unit.path_condition = path_condition(command.assumes)
             unit.loop_passes = command.passes
+            if command.written_at is not None:
+                unit.written_at = Location(*command.written_at)
             unit.name = loop_passes.named(unit.name, command.passes)
             unit.assignment_spans = spans
             if not zsh:

@@ -244,7 +244,8 @@ class Commands:
         vals = [w.value for w in words]  # None for a word with a hole
         self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes, self.st.ctx,
                                             _opened_reason(opened) if opened is not None else "",
-                                            tuple(self.st.loop_passes), vals[0] in self.st.funcs))
+                                            tuple(self.st.loop_passes), vals[0] in self.st.funcs,
+                                            self.written_at(n) if self.st.called_text is not None else None))
         self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
         if vals[0] == "eval":  # (`eval $cmd`: its code's words took the defaults $cmd's value took)
             self.st.assumed = tuple(dict.fromkeys([*inherited, *(name for took in assumed for name in took)]))
@@ -599,8 +600,17 @@ class Commands:
         child = self.child_shell(penv, assumes, path)
         child.sourcing = [*self.st.sourcing, path]
         child.positional = self.known_words(fields[i + 1:])
+        child.called_text = text
         org = [(f.line, f.col, f.cond)] * (len(text) + 1)
         self.read_child(child, text, org, f"in {path}: ")  # (a script it cannot parse: its own reading reports it)
+
+    def written_at(self, n) -> tuple[str, int, int] | None:
+        """Where command `n` is written in the called script this shell reads (not in a `bash -c` payload of it)."""
+        if self.text is not self.st.called_text or self.st.script is None:
+            return None
+        a = self.ci(n.start_byte)
+        start = self.text.rfind("\n", 0, a) + 1
+        return self.st.script.s, self.text.count("\n", 0, a) + 1, a - start + 1
 
     def child_shell(self, penv: dict[str, _Var], assumes: tuple[str, ...], script: str | None = None) -> _State:
         """The state a child shell starts with (`bash -c`, a called script `script`): this one's exported variables

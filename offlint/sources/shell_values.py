@@ -77,6 +77,9 @@ class Command:
     env_open: str = ""
     passes: tuple[LoopPass, ...] = ()  # the passes of unrolled `for` loops it runs in, outermost first
     calls_function: bool = False  # its first word names a function of the script (whose body is read instead)
+    # Where it is written when it is a command of a script the script calls (`bash worker.sh`): (that script's path,
+    # line, column); it is located at the call. None for the script's own commands.
+    written_at: tuple[str, int, int] | None = None
 
 
 @dataclass
@@ -488,6 +491,7 @@ class _State:
         self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with
         self.order: dict[str, int] = {}  # notes in the order the decisions were read (the script's order)
         self.settings: dict[tuple[str, int], tuple] = {}  # (name, id(var)) -> (var, its EnvSetting): made once
+        self.called_text: str | None = None  # a called script's text, read as this shell (Command.written_at)
 
     def finish(self) -> None:
         """Functions never called still hold commands worth linting: read them with their definition's view."""
