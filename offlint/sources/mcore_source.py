@@ -132,7 +132,8 @@ def checks_made(text: str | None) -> frozenset[str]:
 # pipelining and its TransformerBlock floor-divides them.
 LACKED = "lacked_checks"
 REFUSAL_TEXTS = {
-    "mlm-world-size": ("training/arguments.py", ("is not divisible by total_model_size",)),
+    # (any assert on the world size: before 0.14 it divides by TP, then by TP x PP, in other words)
+    "mlm-world-size": ("training/arguments.py", ("assert args.world_size %",)),
     "mlm-layers-split": ("training/arguments.py",
                          ("Number of layers should be divisible by the pipeline-model-parallel size",)),
     "mlm-layers-split-vpp": ("training/arguments.py",
