@@ -281,6 +281,9 @@ class Unit:
     # Where its command is written when the launch script calls the script holding it (`bash worker.sh`): the
     # unit is located at the call (shell_values.Command.written_at); None otherwise
     written_at: Location | None = None
+    # The PyTorch container image the launch runs in, as written (`srun --container-image IMAGE`, `docker run ...
+    # IMAGE`; sources/launch.container_image): "" where none is named
+    container_image: str = ""
     # Not something that runs on its own (a private function, a helper changing a config it is given): why.
     # Unit rules are not evaluated on it; the units that call it follow it and report what it sets.
     checked_through_callers: str = ""

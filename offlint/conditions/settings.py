@@ -3,8 +3,11 @@ written values, which of two writes wins, the megatron-core version and the chec
 
 from __future__ import annotations
 
+import re
+
 from offlint import keys
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
+from offlint.sources.launch import image_torch
 from offlint.sources.mcore_source import CHECKS
 from offlint.types import Assignment, OneOf, Unknown
 from offlint.versions import parse_version
@@ -28,6 +31,26 @@ def checkout_checks(scope: Scope, name: str) -> bool:
 # MT-MegatronLM script for CUDA exports MUSA_VISIBLE_DEVICES, copied from its MUSA twin, and its code runs on CUDA.
 OTHER_ACCELERATOR_VARIABLES = {"PYTORCH_NPU_ALLOC_CONF": "Ascend NPUs",
                                "PYTORCH_MUSA_ALLOC_CONF": "Moore Threads GPUs (MUSA)"}
+
+
+@needs_scope
+def allocator_without_expandable_segments(scope: Scope) -> object:
+    """Why the launch's PyTorch has no `expandable_segments` allocator option: its container image's tag says a
+    release before 2.1 (NGC's up to 22.12 ship 1.x), whose CUDA caching allocator stops the job at its first
+    allocation on any option but `max_split_size_mb` ("Unrecognized CachingAllocator option"). Megatron-DeepSpeed
+    forks' functional tests run in NGC 21.12 (a helper's third-party sweep): OFL301's safe fix would have broken
+    them. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch 2.0 or a 2.1 preview); "" where no
+    image is named or its PyTorch has the option."""
+    image = scope.names.get("container_image") or ""
+    if not image:
+        return ""
+    torch = image_torch(image)
+    if torch is None:
+        return UNKNOWN if _NGC_2023.search(image) else ""
+    return f"its container image {image} ships PyTorch {torch[0]}.{torch[1]} or older" if torch < (2, 1) else ""
+
+
+_NGC_2023 = re.compile(r"pytorch:23\.0\d")
 
 
 @needs_scope

@@ -61,7 +61,8 @@ class CommandProblem(ValueError):
 
 
 def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool,
-                 needs_arguments: bool = False, project=None, inside: str = "", env_open: str = "") -> Unit | None:
+                 needs_arguments: bool = False, project=None, inside: str = "", env_open: str = "",
+                 image: str = "") -> Unit | None:
     """Return the unit for a training launch command, or None when the command is not one.
 
     `needs_arguments`: only a script run with arguments counts (YAML strings also hold prose and file lists).
@@ -69,6 +70,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     flags a meaning and names the recipe a launch builds (perf_scripts). `inside`: the undecided branch the
     command itself is in (shell_values.Command.inside; its own words carry that mark). `env_open`: why its
     environment may hold more than its script shows (Command.env_open): the variables it does not set are unknown.
+    `image`: the PyTorch container image an enclosing command runs it in (Command.image), else its own launcher's.
     """
     argv = _module_as_script(argv)
     values = [a.value for a in argv]
@@ -92,7 +94,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             unit.entry_script = values[script_index] or ""
             unit.script_args = tuple((a.value, a.location, a.flags) for a in rest)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
-            return opened(unit, env_open)
+            return _in_image(opened(unit, env_open), image or container_image(values[:script_index]))
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside,
@@ -105,7 +107,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             # a script of the tree's own taking `key=value` arguments (NeMo RL's `run_grpo.py --config ... k=v`):
             # whether it trains in Ray's workers is read from its code when linking (entry_scripts.ray_driver)
             unit.entry_script = values[script_index] or ""
-        return opened(unit, env_open)
+        return _in_image(opened(unit, env_open), image or container_image(values[:script_index]))
     if script.endswith(".py") and any(a.value in _CONFIG_FILE_FLAGS or (a.value or "").startswith("--config-file=")
                                       for a in rest):
         # A project's own Bridge entry script given a YAML override (geodesic-megatron's `pipeline_training_run.py
@@ -114,8 +116,13 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         unit = _hydra_unit(name, script, rest, env, location, env_known=False, context=inside)
         unit.launches_training = False
         unit.entry_script = values[script_index] or ""
-        return opened(unit, env_open)
+        return _in_image(opened(unit, env_open), image or container_image(values[:script_index]))
     return None
+
+
+def _in_image(unit: Unit, image: str) -> Unit:
+    unit.container_image = image
+    return unit
 
 
 # torchrun's (and torch.distributed.launch's, ft_launcher's) options for the processes it starts
@@ -181,6 +188,40 @@ def srun_environment(values: list[str | None], texts: list[str]) -> str:
             return (f"`srun {shown}` runs it in a container environment whose definition file (outside the tree) "
                     f"may set variables")
     return ""
+
+
+# A PyTorch container image named among a launch's launcher words (`srun --container-image IMAGE`, `docker run ...
+# IMAGE`, `singularity exec docker://IMAGE`): NGC's (`nvcr.io/nvidia/pytorch:21.12-py3`, enroot's `nvcr.io#nvidia/...`)
+# or Docker Hub's (`pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime`)
+_TORCH_IMAGE = re.compile(r"(?:^|[/#=:])(pytorch/pytorch|[\w.-]*pytorch):([\w.+-]+)$")
+_CONTAINER_LAUNCHERS = frozenset({"srun", "salloc", "docker", "podman", "singularity", "apptainer", "enroot"})
+
+
+def container_image(values: list[str | None]) -> str:
+    """The PyTorch image `values` (a command's words before its script) run it in, as written ("" for none: the
+    machine's own PyTorch, or an image offlint cannot read)."""
+    if not any(value is not None and posixpath.basename(value) in _CONTAINER_LAUNCHERS for value in values):
+        return ""
+    return next((value.rpartition("=")[2] if value.startswith("--") else value for value in values
+                 if value is not None and _TORCH_IMAGE.search(value)), "")
+
+
+def image_torch(image: str) -> tuple[int, int] | None:
+    """The (major, minor) PyTorch version an image's tag says at most: NGC's YY.MM releases up to 22.12 ship PyTorch
+    1.x (1.14 at most), Docker Hub's tags name it; None where the tag does not say (NGC's 2023 tags shipped 2.0 and
+    2.1 previews)."""
+    match = _TORCH_IMAGE.search(image)
+    if match is None:
+        return None
+    tag = match.group(2)
+    if match.group(1) == "pytorch/pytorch":
+        named = re.match(r"(\d+)\.(\d+)(?:\D|$)", tag)
+        return (int(named.group(1)), int(named.group(2))) if named is not None else None
+    ngc = re.match(r"(\d{2})\.(\d{2})(?:\D|$)", tag)
+    if ngc is None or match.group(1) != "pytorch" or not ("nvcr.io" in image or "nvidia" in image):
+        return None  # (another registry's image: its tag may count anything)
+    release = (int(ngc.group(1)), int(ngc.group(2)))
+    return (1, 14) if release < (23, 1) else (2, 1) if release >= (23, 10) else None
 
 
 _RUNTIME_ENV_JSON = "--runtime-env-json"

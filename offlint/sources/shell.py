@@ -41,7 +41,7 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
             continue  # (command_unit would give None; a function's body gives the commands it runs)
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
                             needs_arguments=needs_arguments, project=project, inside=command.inside,
-                            env_open=command.env_open)
+                            env_open=command.env_open, image=command.image)
         if unit is not None:
             unit.path_condition = path_condition(command.assumes)
             unit.loop_passes = command.passes

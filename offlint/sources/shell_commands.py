@@ -9,9 +9,9 @@ import os
 import posixpath
 from dataclasses import replace
 
-from offlint.sources.launch import HYDRA_ENTRY_POINTS, opened_because, srun_environment
+from offlint.sources.launch import HYDRA_ENTRY_POINTS, container_image, opened_because, srun_environment
 from offlint.sources.shell_paths import tree_copy
-from offlint.sources.shell_values import (_BLANK, OPENED, WRITTEN, Command, EnvSetting, _Field, _join, _MAX_NESTING,
+from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field, _join, _MAX_NESTING,
                                           Org, Pos, _split, _State, _Unknown, _Var)
 from offlint.sources.shell_words import BRACE_TEXT_MAX, BRACE_WORDS_MAX, TooManyWords, brace_expand
 
@@ -231,7 +231,8 @@ class Commands:
             self.st.noted = {**noted, **self.st.noted}
         if not fields:
             return
-        exported = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None and k != OPENED}
+        exported = {k: v for k, v in self.st.env.items()
+                    if v.exported and v.arr is None and k != OPENED and k != IMAGE}
         env = {k: self.setting(k, v) for k, v in exported.items()}
         env.update({k: self.setting(k, v) for k, v in penv.items()})
         # the decisions from defaults on this command's path, its words' and its environment's
@@ -245,7 +246,8 @@ class Commands:
         self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes, self.st.ctx,
                                             _opened_reason(opened) if opened is not None else "",
                                             tuple(self.st.loop_passes), vals[0] in self.st.funcs,
-                                            self.written_at(n) if self.st.called_text is not None else None))
+                                            self.written_at(n) if self.st.called_text is not None else None,
+                                            _image(self.st.env.get(IMAGE))))
         self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
         if vals[0] == "eval":  # (`eval $cmd`: its code's words took the defaults $cmd's value took)
             self.st.assumed = tuple(dict.fromkeys([*inherited, *(name for took in assumed for name in took)]))
@@ -257,6 +259,9 @@ class Commands:
         # (eval's payload is its words joined and read again, quotes and all: builtin() read it, any `sh -c` in it too;
         # a command that prints its words runs none of them)
         j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH and vals[0] not in _NO_PAYLOAD else None
+        image = container_image(vals[:j] if j is not None else vals)
+        if image:  # (`srun --container-image IMAGE bash -c "..."`: the payload's or called script's launches run in it)
+            penv = {**penv, IMAGE: _Var(s=image, exported=True, pos=(fields[0].line, fields[0].col))}
         if j is not None:
             environment = srun_environment(vals[:j], [f.text for f in fields[:j]])
             if environment:  # (`srun --environment=alps3 bash -c "..."`: the definition file may set variables)
@@ -716,3 +721,8 @@ def _shell_c_payload(vals: list[str | None]) -> int | None:
                 break
         return j if has_c and j < len(vals) else None
     return None
+
+
+def _image(held: _Var | None) -> str:
+    """The image an IMAGE pseudo-variable names ("" for none, or one that differs between paths)."""
+    return held.s if held is not None and held.s and held.s.isprintable() else ""

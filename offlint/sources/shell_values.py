@@ -80,6 +80,8 @@ class Command:
     # Where it is written when it is a command of a script the script calls (`bash worker.sh`): (that script's path,
     # line, column); it is located at the call. None for the script's own commands.
     written_at: tuple[str, int, int] | None = None
+    # The PyTorch container image an enclosing command runs it in ("" for none: its own launcher words may name one)
+    image: str = ""
 
 
 @dataclass
@@ -344,6 +346,10 @@ OPENED = "\x00sourced"
 # WRITTEN + the file's name, for the `sbatch job.sbatch` that runs it: merged over branches as variables are, not
 # exported (shell_commands.heredoc_script, submitted_script)
 WRITTEN = "\x00written:"
+# The pseudo-variable holding the PyTorch container image a command runs its payload or called script in (`srun
+# --container-image IMAGE bash -c "..."`): exported to the children, left out of a command's environment
+# (Command.image)
+IMAGE = "\x00image"
 SOURCE_BUDGET = 2_000_000  # characters of sourced files one script reads, in all (_State.source_budget)
 # statements one script may read again in the passes of its `for` loops after their first (_State.unroll_budget): a
 # 2 MB script of 100,000 lines in a 32-word loop would otherwise be read 32 times over (walker.unroll). Megatron

@@ -1,0 +1,73 @@
+"""OFL301 stands aside where the launch's container image ships a PyTorch without the `expandable_segments` allocator
+option: PyTorch before 2.1 stops the job at its first CUDA allocation on any option but `max_split_size_mb`
+("Unrecognized CachingAllocator option"). A helper's third-party sweep: four Megatron-DeepSpeed forks' functional
+tests run `srun --container-image .../pytorch:21.12-py3-devel ... bash -c "..."` (NGC 21.12, PyTorch 1.11), and
+OFL301's safe fix would have broken them. Fixtures of our own, in those shapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from offlint.sources.launch import container_image, image_torch
+from tests.check_helpers import check_json
+
+LAUNCH = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 "
+          "--micro-batch-size 1 --global-batch-size 8 --seq-length 128 --max-position-embeddings 128 --train-iters 10")
+
+
+@pytest.mark.parametrize("image, torch", [
+    ("nvcr.io/nvidia/pytorch:21.12-py3", (1, 14)),
+    ("gitlab-master.nvidia.com/dl/dgx/pytorch:22.12-py3-devel", (1, 14)),
+    ("nvcr.io#nvidia/pytorch:23.05-py3", None),  # (2023's releases shipped 2.0 and 2.1 previews)
+    ("docker://nvcr.io/nvidia/pytorch:24.01-py3", (2, 1)),
+    ("pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime", (1, 13)),
+    ("pytorch/pytorch:2.4.0-cuda12.1-cudnn9-devel", (2, 4)),
+    ("pytorch/pytorch:latest", None),
+    ("someone/my-pytorch:22.04", None),  # another registry's tag may count anything
+    ("rocm/pytorch:rocm6.0_ubuntu22.04_py3.10_pytorch_2.1.1", None),
+])
+def test_the_pytorch_an_image_tag_says(image, torch):
+    assert image_torch(image) == torch
+
+
+def test_the_image_is_read_from_container_launchers_only():
+    assert container_image(["srun", "-N", "1", "--container-image=nvcr.io/nvidia/pytorch:21.12-py3"]) == \
+        "nvcr.io/nvidia/pytorch:21.12-py3"
+    assert container_image(["docker", "run", "--gpus", "all", "pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime"]) == \
+        "pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime"
+    assert container_image(["echo", "nvcr.io/nvidia/pytorch:21.12-py3"]) == ""
+
+
+def _ofl301(tmp_path, script: str, *args: str) -> list[tuple[str, int, bool]]:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.sh").write_text("#!/bin/bash\n" + script)
+    return sorted((f["filename"], f["location"]["row"], f["possible"]) for f in check_json(tmp_path, "--no-cache", *args)
+                  if f["code"] == "OFL301")
+
+
+@pytest.mark.parametrize("script", [
+    f"srun --container-image nvcr.io/nvidia/pytorch:21.12-py3 {LAUNCH}\n",
+    f"srun --container-image=gitlab-master.nvidia.com/dl/dgx/pytorch:21.12-py3-devel --container-mounts /a:/b "
+    f"bash -c \"cd /workspace; {LAUNCH}\"\n",
+    f"docker run --gpus all pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime {LAUNCH}\n",
+    f"IMAGE=nvcr.io/nvidia/pytorch:22.03-py3\nsrun --container-image $IMAGE bash -c '{LAUNCH}'\n",
+])
+def test_no_advice_where_the_image_ships_a_pytorch_without_the_option(tmp_path, script):
+    assert _ofl301(tmp_path, script) == []
+    assert _ofl301(tmp_path, script, "--strict") == []
+
+
+def test_a_newer_image_or_none_is_advised_and_a_2023_one_is_possible(tmp_path):
+    assert _ofl301(tmp_path, f"srun --container-image nvcr.io/nvidia/pytorch:24.01-py3 {LAUNCH}\n") == [
+        ("train.sh", 2, False)]
+    assert _ofl301(tmp_path, f"srun --container-image nvcr.io/nvidia/pytorch:23.05-py3 {LAUNCH}\n") == []
+    assert _ofl301(tmp_path, f"srun --container-image nvcr.io/nvidia/pytorch:23.05-py3 {LAUNCH}\n", "--strict") == [
+        ("train.sh", 2, True)]
+
+
+def test_a_called_script_runs_in_its_callers_image(tmp_path):
+    """The forks' sbatch scripts run their test scripts through the container: the launch read through the call
+    gets no advice; the test script run on its own (no image named) still does."""
+    (tmp_path / "worker.sh").write_text("#!/bin/bash\n" + LAUNCH + "\n")
+    script = "srun --container-image nvcr.io/nvidia/pytorch:21.12-py3 bash worker.sh\n"
+    assert _ofl301(tmp_path, script) == [("worker.sh", 2, False)]
