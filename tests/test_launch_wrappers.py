@@ -47,3 +47,15 @@ def test_the_wrapped_launch_is_judged(tmp_path):
     found = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False,
                                                 select=["OFL218"])).findings
     assert [(f.code, f.location.line) for f in found] == [("OFL218", 2)]
+
+
+@pytest.mark.parametrize("command", ["llio_transfer ${HOME}/pretrain_gpt.py", "touch pretrain_gpt.py",
+                                     "md5sum pretrain_gpt.py", "dos2unix pretrain_gpt.py",
+                                     "python -m py_compile pretrain_gpt.py", "python3 -m pylint pretrain_gpt.py"])
+def test_a_command_that_handles_the_script_file_runs_no_launch(command):
+    """Fugaku-LLM's DeepSpeedFugaku stages its entry script into the node-local cache (`llio_transfer
+    .../pretrain_gpt.py`) before the real launch (a helper's third-party sweep: OFL301 on it). A command given one
+    script file alone handles the file; a wrapper runs a launch (`numarun python X.py ...`, above); a module that
+    checks files runs none of them."""
+    assert _launches(f"#!/bin/bash\n{command}\n") == []
+    assert _launches(f"#!/bin/bash\n$WRAPPER {FLAGS}\n") == [("pretrain_gpt.py", 2)]  # (an unknown word: may run it)

@@ -550,6 +550,11 @@ def _script_index(values: list[str | None], wrapped: bool = True) -> int | None:
     if not values or not (_starts_launch(values[0]) or wrapped and len(values) > 1 and _starts_launch(values[1])
                           and _may_run_its_arguments(values[0])):
         return None
+    if len(values) == 2 and values[0] is not None and not _starts_launch(values[0]) \
+            and posixpath.basename(values[1] or "").endswith(".py"):
+        return None  # (`touch X.py`, `md5sum X.py`, a stage-in tool: one file alone is handled, a wrapper runs a launch)
+    if _checks_its_argument(values):
+        return None
     for i, value in enumerate(values):
         if value is None or "=" in value:  # (`data.custom_cls.path=recipe/rl_dataset.py`: an override, no script)
             continue
@@ -557,6 +562,19 @@ def _script_index(values: list[str | None], wrapped: bool = True) -> int | None:
         if base.endswith(".py") or base in HYDRA_ENTRY_POINTS:
             return i
     return None
+
+
+# Python modules that read the files they are given and run none of them (`python -m py_compile pretrain_gpt.py`)
+_FILE_TOOLS = frozenset({"py_compile", "compileall", "pylint", "flake8", "black", "isort", "mypy", "ruff", "pyflakes",
+                         "yapf", "autopep8", "pycodestyle", "pydoc", "tabnanny", "dis", "tokenize", "pytest", "pip"})
+
+
+def _checks_its_argument(values: list[str | None]) -> bool:
+    """Whether a python command runs a module of _FILE_TOOLS (`python -m py_compile X.py`): no launch of X."""
+    if not posixpath.basename(values[0] or "").startswith("python"):
+        return False
+    at = next((i for i, value in enumerate(values[1:3], 1) if value == "-m"), None)
+    return at is not None and at + 1 < len(values) and (values[at + 1] or "").split(".")[0] in _FILE_TOOLS
 
 
 def _starts_launch(value: str | None) -> bool:
