@@ -199,8 +199,14 @@ _CONTAINER_LAUNCHERS = frozenset({"srun", "salloc", "docker", "podman", "singula
 
 def container_image(values: list[str | None]) -> str:
     """The PyTorch image `values` (a command's words before its script) run it in, as written ("" for none: the
-    machine's own PyTorch, or an image offlint cannot read)."""
-    if not any(value is not None and posixpath.basename(value) in _CONTAINER_LAUNCHERS for value in values):
+    machine's own PyTorch, or an image offlint cannot read). The container launcher is one of the first three words
+    (`srun ...`, `sudo docker run ...`, `timeout 1h singularity exec ...`): looked for there alone, as this is asked
+    of every command of a script."""
+    for value in values[:3]:  # (a loop, not any(): no generator's calls for each command)
+        if value is not None and (value in _CONTAINER_LAUNCHERS or "/" in value
+                                  and value.rpartition("/")[2] in _CONTAINER_LAUNCHERS):
+            break
+    else:
         return ""
     return next((value.rpartition("=")[2] if value.startswith("--") else value for value in values
                  if value is not None and _TORCH_IMAGE.search(value)), "")
@@ -553,7 +559,7 @@ def _script_index(values: list[str | None], wrapped: bool = True) -> int | None:
     if len(values) == 2 and values[0] is not None and not _starts_launch(values[0]) \
             and posixpath.basename(values[1] or "").endswith(".py"):
         return None  # (`touch X.py`, `md5sum X.py`, a stage-in tool: one file alone is handled, a wrapper runs a launch)
-    if _checks_its_argument(values):
+    if "-m" in values[1:3] and _checks_its_argument(values):
         return None
     for i, value in enumerate(values):
         if value is None or "=" in value:  # (`data.custom_cls.path=recipe/rl_dataset.py`: an override, no script)

@@ -132,7 +132,7 @@ class Commands:
         line, col, _ = self.org[a]
         b = self.ci(n.end_byte)
         text = self.text[a:b]
-        if "{" in text and n.type in _BRACE_TOKENS and len(text) <= BRACE_TEXT_MAX:
+        if "{" in text and "$" not in text and len(text) <= BRACE_TEXT_MAX and n.type in _BRACE_TOKENS:
             braced = self.braced(n, text, a, line, col)
             if braced is not None:
                 return braced
@@ -247,7 +247,7 @@ class Commands:
                                             _opened_reason(opened) if opened is not None else "",
                                             tuple(self.st.loop_passes), vals[0] in self.st.funcs,
                                             self.written_at(n) if self.st.called_text is not None else None,
-                                            _image(self.st.env.get(IMAGE))))
+                                            _image(self.st.env[IMAGE]) if IMAGE in self.st.env else ""))
         self.st.control.extend(read)  # an eval or a function call runs on the path its words came from
         if vals[0] == "eval":  # (`eval $cmd`: its code's words took the defaults $cmd's value took)
             self.st.assumed = tuple(dict.fromkeys([*inherited, *(name for took in assumed for name in took)]))
