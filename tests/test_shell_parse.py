@@ -1083,3 +1083,16 @@ def test_a_launch_a_called_script_writes_is_reported_once(tmp_path, wrapper, exp
     # a pre-commit run of the wrapper alone still reports the launch, at the call
     alone = check_json(tmp_path, "--no-cache", paths=("wrapper.sh",))
     assert [(f["filename"], f["location"]["row"]) for f in alone] == ([("wrapper.sh", 3)] if "set -e" in wrapper else [])
+
+
+def test_a_template_placeholder_at_a_lines_start_is_a_command_that_opens_the_environment():
+    """kpoeppel/megatron-train's Slurm templates start lines with `{{ sbatch_cmds }}` (a helper's sweep): bash
+    reserves `{` alone, so `{{` is a command name and `bash -n` accepts the file; tree-sitter-bash (0.25) opened a
+    group there and the valid file was an error (exit 2). What a placeholder renders to may set any variable: the
+    environment after it is open."""
+    result = parse_shell("#!/bin/bash\n{{ sbatch_cmds }}\n  {{env_exports}}\nsrun torchrun pretrain_gpt.py --lr 1\n")
+    assert result.errors == []
+    launch = _command_of(result, "srun")
+    assert values(launch) == ["srun", "torchrun", "pretrain_gpt.py", "--lr", "1"]
+    assert "template placeholder" in launch.env_open
+    assert parse_shell("{ echo a; }\n{\necho b\n}\n").errors == []  # (a group, as before)

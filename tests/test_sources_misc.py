@@ -102,6 +102,21 @@ def test_yaml_reading_is_yaml_1_1_with_positions_and_duplicates():
         ("model.recompute_granularity", None, 4, 3), ("env.NVTE_CPU_OFFLOAD_V1", "1", 6, 3)]
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_an_anchor_defined_again_names_the_node_after_it(monkeypatch, fast):
+    """A helper's third-party sweep: a GitLab CI file defines `script: &launcher` in two jobs. YAML gives an alias
+    the closest anchor of its name before it; PyYAML and libyaml refuse the second definition, and the valid file
+    was an error (exit 2). With libyaml or without it; an undefined alias is still an error."""
+    from offlint.sources import yaml_file
+
+    if not fast:
+        monkeypatch.setattr(yaml_file, "_FAST_LOADER", None)
+    (root,) = yaml_file.compose("a: &x 1\nb: *x\nc: &x [2]\nd: *x\n")
+    assert yaml_file.construct(root) == {"a": 1, "b": 1, "c": [2], "d": [2]}
+    with pytest.raises(yaml_file.YamlError, match="undefined alias"):
+        yaml_file.compose("a: *nope\n")
+
+
 def test_card_command_positions():
     text = "items:\n  a:\n    command: >\n      ./scripts/training/train.sh --recipe r\n" \
            "      model.cpu_offloading=true model.pipeline_model_parallel_size=2\n"

@@ -308,6 +308,13 @@ class Commands:
     def builtin(self, fields: list[_Field], vals: list[str | None]) -> None:
         """Builtins that change variables (read, mapfile, printf -v, getopts), eval, and function calls."""
         name, args, pos = vals[0], vals[1:], (fields[0].line, fields[0].col)
+        if name is not None and name.startswith("{{"):
+            # a template's placeholder (`{{ env_exports }}`, Jinja): the file is rendered before it runs, and what
+            # the placeholder becomes may set any variable (bash itself would run a command named `{{`)
+            shown = " ".join(f.text for f in fields[:3]) + (" ..." if len(fields) > 3 else "")
+            self.st.env[OPENED] = _Var(s=f"`{shown}` (line {pos[0]}) is a template placeholder, rendered before the "
+                                         f"script runs", exported=True, pos=pos)
+            return
         if name in ("read", "mapfile", "readarray"):
             takes = "adinNptu" if name == "read" else "dnOsuCc"
             names, i = [], 0

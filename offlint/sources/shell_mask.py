@@ -6,9 +6,9 @@ expansion's word (`${s:+$s;}`, `${L:-a|b}`, issue 267), arithmetic in a substrin
 expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts), an array subscript in a C-style
 `for ((...))` header (NeMo RL's tools), a base prefix in arithmetic (`$((10#$N))`), globs with quoted spaces
 or extglobs in `[[ ]]` (issues 321, 246), the root directory as a test's operand (`[ -w / ]`, read as a
-division: radixark/miles' CI host setup), and an empty command substitution on lines of its own ("`" twice: a
-MindSpeed-LLM conversion script). Each, seen on real scripts, would otherwise make the whole script
-unreadable.
+division: radixark/miles' CI host setup), an empty command substitution on lines of its own ("`" twice: a
+MindSpeed-LLM conversion script), and a word at a line's start that begins with `{` (a Slurm template's
+`{{ sbatch_cmds }}`). Each, seen on real scripts, would otherwise make the whole script unreadable.
 
 When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
 `[[ ... ]]`, found by a small lexer) is replaced by a neutral one of exactly the same byte length (`${___}`,
@@ -29,6 +29,9 @@ _BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
 _LONE_SLASH = re.compile(rb"(?<=[ \t])/(?=[ \t\n;&|)])")  # a word that is `/` alone
 # An empty command substitution standing as a word of its own ("`" on two lines, which expands to nothing)
 _EMPTY_BACKTICKS = re.compile(rb"(?<![^ \t\n;])`[ \t\n]*`(?=[ \t]*(?:[\n;&|#]|$))")
+# A word at a line's start beginning with `{` and more than it (a template's `{{ sbatch_cmds }}`, `{x`): a command
+# name to bash, which reserves `{` alone; tree-sitter-bash (0.25) opens a group there and refuses the script
+_BRACE_WORD = re.compile(rb"(?m)^[ \t]*(\{(?=\S)\{*)")
 _WORD_END = " \t\n;&|()<>"
 _PLAIN = re.compile(r"[^\\'$`\"}()#\[\]<\n]+")  # what _Spans._lex looks at: everything else it steps over
 
@@ -84,11 +87,14 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             for start, end in empty:  # blanked, as the nothing they expand to
                 masked.literal[start] = b" "
                 masked.literal[end - 1] = b" "
+            braces = [m.span(1) for m in _BRACE_WORD.finditer(data)]
+            for start, end in braces:  # `{{ cmds }}`: a command word, not a group (bash reserves `{` alone)
+                masked.literal[start] = b"_" * (end - start)
             for start, n in spans.blank_lines:  # a document's line of blanks after an expansion, in a compound
                 masked.literal[start] = b"_" * n
             ends = _assignment_ends(tree.root_node, data, masked, screen=False)  # `X=1 2>&1`, `A=1 B=2`
             patterns = _case_patterns(tree.root_node, data, masked)
-            if spans.early_ends or slashes or empty or spans.blank_lines or ends or patterns:
+            if spans.early_ends or slashes or empty or spans.blank_lines or ends or patterns or braces:
                 for start in spans.early_ends:  # a document line starting with its delimiter: its first character
                     masked.literal[start] = b"x" if data[start:start + 1] != b"x" else b"y"
                 for start in slashes:  # `[ -w / ]`: the root directory, read as a division

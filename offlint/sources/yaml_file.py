@@ -69,15 +69,26 @@ class YamlError(ValueError):
     pass
 
 
+class _RedefiningLoader(yaml.SafeLoader):
+    """The safe loader, an anchor defined again allowed: YAML gives an alias the closest anchor of its name before
+    it, and GitLab CI files redefine one (`script: &launcher` in two jobs); PyYAML and libyaml refuse the second
+    ("found duplicate anchor"), which made a valid file an error (exit 2)."""
+
+    def compose_node(self, parent, index):
+        if not self.check_event(yaml.AliasEvent):
+            self.anchors.pop(self.peek_event().anchor, None)
+        return super().compose_node(parent, index)
+
+
 def compose(text: str):
     """All documents' root nodes (line marks kept); raises YamlError with a one-line message."""
     try:
-        roots = _bounded_compose(text, _FAST_LOADER or yaml.SafeLoader)
+        roots = _bounded_compose(text, _FAST_LOADER or _RedefiningLoader)
     except yaml.YAMLError as exc:
         if _FAST_LOADER is None:
             raise _invalid(exc) from None
         try:  # libyaml's messages are terse ("found undefined alias"): PyYAML's name what it expected
-            roots = _bounded_compose(text, yaml.SafeLoader)
+            roots = _bounded_compose(text, _RedefiningLoader)
         except yaml.YAMLError as exc:
             raise _invalid(exc) from None
     _plain_data_only(roots)
