@@ -55,12 +55,9 @@ class _Unreadable(Exception):
 def entry_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str] | None:
     """The option strings the entry script `entry` (a path in the tree) accepts, or None when offlint cannot tell.
     `read_text(path)`: a file's text (None when absent); `memo`: kept across the calls of one run."""
-    root = _checkout_root(entry, read_text)
-    if root is None:
-        return None
-    reader = memo.get(("mlm-arguments", root))
+    reader = _reader(entry, read_text, memo)
     if reader is None:
-        reader = memo[("mlm-arguments", root)] = _Reader(root, read_text)
+        return None
     try:
         base = reader.base_options()
         providers = reader.providers(entry)
@@ -74,16 +71,24 @@ def entry_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str]
 def base_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str] | None:
     """The option strings the base parser of the checkout holding `entry` defines (its megatron/training/
     arguments.py, no entry script's extra_args_provider), or None when offlint cannot tell."""
+    reader = _reader(entry, read_text, memo)
+    if reader is None:
+        return None
+    try:
+        return reader.base_options()
+    except (_Unreadable, RecursionError):
+        return None
+
+
+def _reader(entry: str, read_text: ReadText, memo: dict) -> _Reader | None:
+    """The reader of the checkout holding `entry`, one per checkout and run (None where there is none)."""
     root = _checkout_root(entry, read_text)
     if root is None:
         return None
     reader = memo.get(("mlm-arguments", root))
     if reader is None:
         reader = memo[("mlm-arguments", root)] = _Reader(root, read_text)
-    try:
-        return reader.base_options()
-    except (_Unreadable, RecursionError):
-        return None
+    return reader
 
 
 def _checkout_root(entry: str, read_text: ReadText) -> str | None:
