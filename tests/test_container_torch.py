@@ -41,8 +41,8 @@ def test_the_image_is_read_from_container_launchers_only():
 def _ofl301(tmp_path, script: str, *args: str) -> list[tuple[str, int, bool]]:
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "train.sh").write_text("#!/bin/bash\n" + script)
-    return sorted((f["filename"], f["location"]["row"], f["possible"]) for f in check_json(tmp_path, "--no-cache", *args)
-                  if f["code"] == "OFL301")
+    found = check_json(tmp_path, "--no-cache", *args)
+    return sorted((f["filename"], f["location"]["row"], f["possible"]) for f in found if f["code"] == "OFL301")
 
 
 @pytest.mark.parametrize("script", [

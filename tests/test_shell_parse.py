@@ -1082,7 +1082,8 @@ def test_a_launch_a_called_script_writes_is_reported_once(tmp_path, wrapper, exp
     assert found == expected
     # a pre-commit run of the wrapper alone still reports the launch, at the call
     alone = check_json(tmp_path, "--no-cache", paths=("wrapper.sh",))
-    assert [(f["filename"], f["location"]["row"]) for f in alone] == ([("wrapper.sh", 3)] if "set -e" in wrapper else [])
+    expected_alone = [("wrapper.sh", 3)] if "set -e" in wrapper else []
+    assert [(f["filename"], f["location"]["row"]) for f in alone] == expected_alone
 
 
 def test_a_template_placeholder_at_a_lines_start_is_a_command_that_opens_the_environment():

@@ -558,7 +558,7 @@ def _script_index(values: list[str | None], wrapped: bool = True) -> int | None:
         return None
     if len(values) == 2 and values[0] is not None and not _starts_launch(values[0]) \
             and posixpath.basename(values[1] or "").endswith(".py"):
-        return None  # (`touch X.py`, `md5sum X.py`, a stage-in tool: one file alone is handled, a wrapper runs a launch)
+        return None  # (`touch X.py`, `md5sum X.py`, a stage-in tool handle one file; a wrapper runs a launch)
     if "-m" in values[1:3] and _checks_its_argument(values):
         return None
     for i, value in enumerate(values):

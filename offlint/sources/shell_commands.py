@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from offlint.sources.launch import HYDRA_ENTRY_POINTS, container_image, opened_because, srun_environment
 from offlint.sources.shell_paths import tree_copy
-from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field, _join, _MAX_NESTING,
-                                          Org, Pos, _split, _State, _Unknown, _Var)
+from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field, _join,
+                                          _MAX_NESTING, Org, Pos, _split, _State, _Unknown, _Var)
 from offlint.sources.shell_words import BRACE_TEXT_MAX, BRACE_WORDS_MAX, TooManyWords, brace_expand
 
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
