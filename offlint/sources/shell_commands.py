@@ -165,6 +165,12 @@ class Commands:
         if any(p.type not in _BRACE_PARTS for p in parts) or any(c in text for c in "\\'\"$`"):
             return None
         at = self.org[a]
+        budget = self.st.brace_budget
+        if budget[0] <= 0:  # (spent: a word that may expand is unknown, without expanding it)
+            if "," not in text and ".." not in text:
+                return None
+            return _split([self.hole("brace expansion past the words offlint makes in one script", at)], line, col,
+                          text, self.st.ctx)
         try:
             words = brace_expand(text)
         except TooManyWords:
@@ -172,6 +178,7 @@ class Commands:
                           text, self.st.ctx)
         if words is None:
             return None
+        budget[0] -= max(len(words), 1)
         ctx = self.st.ctx or at[2]
         return [_Field(w, (at,) * len(w), line, col, text, ctx) for w in words]
 
@@ -628,8 +635,8 @@ class Commands:
         """The state a child shell starts with (`bash -c`, a called script `script`): this one's exported variables
         and `penv`, on this command's path, sharing its output and its budget of sourced text."""
         child = _State(self.st.out, self.st.holes, script, read_file=self.st.read_file)
-        child.sourcing, child.source_budget, child.unroll_budget = \
-            self.st.sourcing, self.st.source_budget, self.st.unroll_budget
+        child.sourcing, child.source_budget, child.unroll_budget, child.brace_budget = \
+            self.st.sourcing, self.st.source_budget, self.st.unroll_budget, self.st.brace_budget
         # (a called script keeps the `${BASH_SOURCE[0]}` its state was made with: its own path, not the caller's)
         child.env = {**{k: v for k, v in self.st.env.items() if v.exported and v.arr is None}, **penv, **child.env}
         child.ctx = self.st.ctx

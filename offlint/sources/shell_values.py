@@ -356,6 +356,9 @@ SOURCE_BUDGET = 2_000_000  # characters of sourced files one script reads, in al
 # Bridge's largest sweep (a MIMO parallelism test, 16 configurations) reads 1,320 again; at most 5,000 more
 # commands keep a file that had fewer than 5,000 launches under sources.MAX_UNITS
 UNROLL_BUDGET = 5_000
+# words brace expansion may make in one script, in all (_State.brace_budget): a launch's sweep makes a few; a 2 MB
+# script of words of 16 nested groups would make half a million, a third more time than reading it
+BRACE_BUDGET = 10_000
 
 
 def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
@@ -493,6 +496,7 @@ class _State:
         self.passes = 1  # how many times the `for` loops being unrolled read their bodies, together (walker.unroll)
         self.loop_passes: list[LoopPass] = []  # the passes of the loops being unrolled, outermost first
         self.unroll_budget = [UNROLL_BUDGET]  # shared with its `bash -c` children, as source_budget
+        self.brace_budget = [BRACE_BUDGET]  # words brace expansion may still make in this script (shared the same way)
         self.walked = 0  # statements read so far (what a pass of a loop costs: walker.unroll)
         self.where: tuple[str, int] = ("", 0)  # the file and line offset decisions are shown with
         self.order: dict[str, int] = {}  # notes in the order the decisions were read (the script's order)

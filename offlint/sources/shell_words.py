@@ -452,7 +452,9 @@ _UNBRACED = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*\[(?:@|\*|[0-9]+)\]")
 
 BRACE_WORDS_MAX = 256  # words one brace expansion may make; past it (`{1..100000}`) the word is unknown
 BRACE_TEXT_MAX = 4096  # a longer word is left as written (each `{` that opens no expansion is scanned to its end)
+_BRACE_GROUPS = 16  # braces in one word past which it is unknown (a launch's sweep has a few; each is scanned again)
 _BRACE_LEVELS = 64  # groups nested, or following one another, past which the word is unknown
+_BRACE_MARKS = re.compile(r"[{},]")
 
 
 class TooManyWords(ValueError):
@@ -465,6 +467,10 @@ def brace_expand(text: str) -> list[str] | None:
     None where `text` has no brace expansion (`{}`, `{a}`, an unclosed `{`). Raises TooManyWords past
     BRACE_WORDS_MAX. Launch scripts sweep settings so (`for bs in {1..4}`), and a Hydra override written
     `key={1,2}` reaches the program as two."""
+    if text.count("{") > _BRACE_GROUPS or text.count(",") > BRACE_WORDS_MAX:
+        if "," in text or ".." in text:
+            raise TooManyWords(text)
+        return None
     words = _braces(text)
     return None if words == [text] else words
 
@@ -497,7 +503,8 @@ def _brace_groups(text: str) -> list[tuple[int, int, list[int]]]:
     again."""
     stack: list[tuple[int, list[int]]] = []
     out = []
-    for k, c in enumerate(text):
+    for mark in _BRACE_MARKS.finditer(text):  # (the braces and commas alone, not every character)
+        k, c = mark.start(), mark.group()
         if c == "{":
             stack.append((k, []))
         elif c == "}" and stack:
