@@ -199,11 +199,14 @@ def _case_patterns(root, data: bytes, masked: Masked) -> bool:
     return found
 
 
+_PATTERN_MAX = 4096
+
+
 def _pattern_end(data: bytes, start: int) -> int | None:
     """Where the case pattern starting at `start` ends: its `)` outside quotes and extglob parentheses (None when
-    the line ends first)."""
+    the line ends first, or past _PATTERN_MAX bytes: a pattern is a few words)."""
     depth, quote, i = 0, 0, start
-    while i < len(data):
+    while i < min(len(data), start + _PATTERN_MAX):
         c = data[i]
         if quote:
             if c == quote:
