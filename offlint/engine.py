@@ -109,7 +109,7 @@ def prepare(rules: list[Rule], version) -> None:
     _plan(rules, version)
     keys.version_data(version)
     resolving._mlm_flag_defaults(version)
-    resolving._mlm_flag_dests(version)
+    keys.mlm_flag_dests(version)
     cwd = str(Path.cwd())
     devices.configured_device(cwd)
     te_support._configured_gpu(cwd)

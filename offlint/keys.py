@@ -264,10 +264,10 @@ def version_data(version: Version) -> dict | None:
 
 
 @lru_cache(maxsize=None)
-def mlm_option_strings(version: Version) -> frozenset[str]:
-    """The option strings of the Megatron-LM parser of the release `version_data` gives (`--no-x` flags too)."""
-    return frozenset(option for flag in (version_data(version) or {}).get("mlm_flags") or ()
-                     for option in flag.get("option_strings") or ())
+def mlm_flag_dests(version: Version) -> dict[str, str]:
+    """flag -> dest of the real Megatron-LM parser of the release `version_data` gives (`--no-x` flags included)."""
+    return {option: flag.get("dest") for flag in (version_data(version) or {}).get("mlm_flags") or ()
+            for option in flag.get("option_strings") or ()}
 
 
 @lru_cache(maxsize=None)

@@ -309,19 +309,12 @@ def _mlm_flag_defaults(version: Version) -> dict[str, object]:
     return out
 
 
-@lru_cache(maxsize=None)
-def _mlm_flag_dests(version: Version) -> dict[str, str]:
-    """flag -> dest of the real Megatron-LM parser (`--no-x` flags included)."""
-    return {option: flag.get("dest") for flag in (keys.version_data(version) or {}).get("mlm_flags") or ()
-            for option in flag.get("option_strings") or ()}
-
-
 def _by_field(flags: tuple[str, ...], version: Version) -> dict[str, str]:
     """field name -> the first of `flags` that sets it, by the real parser's dests. A flag no Megatron-LM parser
     has that is named for layers (`--num-layer-list`, `--noop-layers`: an extension of the tree's, such as Ascend's
     MindSpeed-LLM, whose plugin patches validate_args and get_num_layers_to_build) lays the layers out its own way:
     taken as setting the pipeline layout, which leaves the split unjudged (OFL218)."""
-    dests = _mlm_flag_dests(version)
+    dests = keys.mlm_flag_dests(version)
     out: dict[str, str] = {}
     for flag in flags:
         dest = dests.get(flag)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from offlint.sources.launch import container_image, image_torch
+from offlint.types import Unknown
 from tests.check_helpers import check_json
 
 LAUNCH = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 "
@@ -18,7 +19,7 @@ LAUNCH = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-s
 @pytest.mark.parametrize("image, torch", [
     ("nvcr.io/nvidia/pytorch:21.12-py3", (1, 14)),
     ("gitlab-master.nvidia.com/dl/dgx/pytorch:22.12-py3-devel", (1, 14)),
-    ("nvcr.io#nvidia/pytorch:23.05-py3", None),  # (2023's releases shipped 2.0 and 2.1 previews)
+    ("nvcr.io#nvidia/pytorch:23.05-py3", Unknown),  # (2023's releases shipped 2.0 and 2.1 previews)
     ("docker://nvcr.io/nvidia/pytorch:24.01-py3", (2, 1)),
     ("pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime", (1, 13)),
     ("pytorch/pytorch:2.4.0-cuda12.1-cudnn9-devel", (2, 4)),
@@ -27,7 +28,8 @@ LAUNCH = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-s
     ("rocm/pytorch:rocm6.0_ubuntu22.04_py3.10_pytorch_2.1.1", None),
 ])
 def test_the_pytorch_an_image_tag_says(image, torch):
-    assert image_torch(image) == torch
+    said = image_torch(image)
+    assert isinstance(said, Unknown) if torch is Unknown else said == torch
 
 
 def test_the_image_is_read_from_container_launchers_only():

@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from offlint.resolve import ResolvedUnit, _mlm_flag_dests, _value_of, for_version, resolve
+from offlint.keys import mlm_flag_dests
+from offlint.resolve import ResolvedUnit, _value_of, for_version, resolve
 from offlint.types import (ABSENT, Assignment, ByVersion, Defaults, Layer, Location, OneOf, Source, Unit, UnitKind,
                            Unknown, Value)
 from offlint.versions import parse_version
@@ -64,7 +65,7 @@ def test_a_layer_acts_in_order_deletes_and_versioned_values_among_plain_ones():
 
 
 def test_an_unread_flag_is_the_first_of_the_unit_s_that_sets_the_field():
-    dests = _mlm_flag_dests(V)
+    dests = mlm_flag_dests(V)
     twins = next(flags for flags in _by_dest(dests).values() if len(flags) > 1)  # two spellings of one dest
     flags = ("--not-a-flag-of-megatron-lm", twins[1], "--recompute-granularity", twins[0])
     unit = Unit("train.sh at line 3", UnitKind.COMMAND, Location("train.sh", 3, 1), defaults=Defaults.MLM_CLI,

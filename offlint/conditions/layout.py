@@ -44,7 +44,7 @@ def layout_division(scope: Scope) -> object:
         # The checkout's validate_args does not check the world size: with options of the fork's own parser that no
         # release has, the ranks may be laid out otherwise (OpenSQZ/MegatronApp's --forward-backward-disaggregating
         # takes a rank out of the layout); without, megatron-core's initialize_model_parallel still refuses it
-        release = keys.mlm_option_strings(scope.version)
+        release = keys.mlm_flag_dests(scope.version)
         if any(flag not in release for flag in scope.names.get("checkout_flags", ())):
             return ""
         mlm = False

@@ -3,8 +3,6 @@ written values, which of two writes wins, the megatron-core version and the chec
 
 from __future__ import annotations
 
-import re
-
 from offlint import keys
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
 from offlint.sources.launch import image_torch
@@ -45,12 +43,11 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     if not image:
         return ""
     torch = image_torch(image)
-    if torch is None:
-        return UNKNOWN if _NGC_2023.search(image) else ""
-    return f"its container image {image} ships PyTorch {torch[0]}.{torch[1]} or older" if torch < (2, 1) else ""
-
-
-_NGC_2023 = re.compile(r"pytorch:23\.0\d")
+    if isinstance(torch, Unknown):
+        return UNKNOWN
+    if torch is None or torch >= (2, 1):
+        return ""
+    return f"its container image {image} ships PyTorch {torch[0]}.{torch[1]} or older"
 
 
 @needs_scope

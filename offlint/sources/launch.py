@@ -78,6 +78,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         return None
     script_index = _script_index(values, wrapped=not needs_arguments)
     environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
+    image = image or container_image(values[:script_index])
     ray, ray_env = ray_job(argv[:script_index])
     given, withheld = launcher_environment(argv[:script_index])
     env = {**env, **given}
@@ -94,7 +95,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             unit.entry_script = values[script_index] or ""
             unit.script_args = tuple((a.value, a.location, a.flags) for a in rest)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
-            return _in_image(opened(unit, env_open), image or container_image(values[:script_index]))
+            return _in_image(opened(unit, env_open), image)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside,
@@ -107,7 +108,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             # a script of the tree's own taking `key=value` arguments (NeMo RL's `run_grpo.py --config ... k=v`):
             # whether it trains in Ray's workers is read from its code when linking (entry_scripts.ray_driver)
             unit.entry_script = values[script_index] or ""
-        return _in_image(opened(unit, env_open), image or container_image(values[:script_index]))
+        return _in_image(opened(unit, env_open), image)
     if script.endswith(".py") and any(a.value in _CONFIG_FILE_FLAGS or (a.value or "").startswith("--config-file=")
                                       for a in rest):
         # A project's own Bridge entry script given a YAML override (geodesic-megatron's `pipeline_training_run.py
@@ -116,7 +117,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         unit = _hydra_unit(name, script, rest, env, location, env_known=False, context=inside)
         unit.launches_training = False
         unit.entry_script = values[script_index] or ""
-        return _in_image(opened(unit, env_open), image or container_image(values[:script_index]))
+        return _in_image(opened(unit, env_open), image)
     return None
 
 
@@ -212,10 +213,10 @@ def container_image(values: list[str | None]) -> str:
                  if value is not None and _TORCH_IMAGE.search(value)), "")
 
 
-def image_torch(image: str) -> tuple[int, int] | None:
+def image_torch(image: str) -> tuple[int, int] | Unknown | None:
     """The (major, minor) PyTorch version an image's tag says at most: NGC's YY.MM releases up to 22.12 ship PyTorch
-    1.x (1.14 at most), Docker Hub's tags name it; None where the tag does not say (NGC's 2023 tags shipped 2.0 and
-    2.1 previews)."""
+    1.x (1.14 at most), Docker Hub's tags name it; an Unknown for NGC's 2023 tags before 23.10 (2.0 or a 2.1
+    preview); None where the tag does not say (another registry's)."""
     match = _TORCH_IMAGE.search(image)
     if match is None:
         return None
@@ -227,7 +228,9 @@ def image_torch(image: str) -> tuple[int, int] | None:
     if ngc is None or match.group(1) != "pytorch" or not ("nvcr.io" in image or "nvidia" in image):
         return None  # (another registry's image: its tag may count anything)
     release = (int(ngc.group(1)), int(ngc.group(2)))
-    return (1, 14) if release < (23, 1) else (2, 1) if release >= (23, 10) else None
+    if (23, 1) <= release < (23, 10):
+        return Unknown(f"NGC {tag} shipped PyTorch 2.0 or a 2.1 preview")
+    return (1, 14) if release < (23, 1) else (2, 1)
 
 
 _RUNTIME_ENV_JSON = "--runtime-env-json"
