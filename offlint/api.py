@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from offlint import changed, loop_passes, pipeline, scope
-from offlint.cache import Cache, Deferred, FileOutcome, digest, fingerprint, merge_moves
+from offlint.cache import Cache, Deferred, FileOutcome, digest, fingerprint
+from offlint.call_records import merge_moves
 from offlint.discover import Exclusion, SourceFile, discover
 from offlint.pipeline import Job
 from offlint.linking import Aliases, link_commands

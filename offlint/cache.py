@@ -17,51 +17,35 @@ of each launch command linked to the tree's recipes (`linked_findings`), keyed b
 of the files defining the recipes it may link to: a pre-commit run whose those files are as stored takes them
 instead of decoding those recipes and checking the command again.
 
-What it trusts (offlint runs as a CI gate on pull requests, so the checked tree is hostile):
-- Nothing inside the checked tree. The cache lives in the user's cache directory (`OFFLINT_CACHE_DIR`, else
-  `$XDG_CACHE_HOME/offlint`, else `~/.cache/offlint`), one folder per project root; a cache directory that
-  lies inside the checked project is not used at all, and an old in-tree `.offlint_cache/` is never read.
-- Only files this user wrote: the folder and its files must belong to the current user, be writable by nobody
-  else, and be regular files (symbolic links are not followed).
-- Only data: entries are JSON (cache_format.py), so a planted or damaged file can at worst be ignored. Any
-  problem reading it means "no cache", never an error and never a different answer.
+Where it lives and which of its files it trusts (the checked tree is hostile: nothing inside it, only files this
+user wrote and nobody else can write) is cache_files.py's. Entries are only data: JSON (cache_format.py), so a
+planted or damaged file can at worst be ignored. Any problem reading it means "no cache", never an error and never
+a different answer.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import stat
-import tempfile
 from dataclasses import dataclass, field, replace
-from itertools import chain
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: appended blocks are written without a lock
-    fcntl = None
-
-from offlint.cache_format import VALUE_CLASSES, CacheFormatError, Codec, orjson, plain_json, record_json
-from offlint.part_digests import line_moves, same_meaning
+from offlint import cache_files
+from offlint.cache_format import (STR_ONLY, VALUE_CLASSES, CacheFormatError, Codec, orjson, plain_json, str_list,
+                                  str_map, str_maps)
+from offlint.call_records import RecordCheck, Records, file_state, merge_moves
+from offlint.part_digests import same_meaning
 from offlint.relocation import Unmovable, relocate
 from offlint.sources.module_index import LOOKUP
 from offlint.suppressions import Suppression
 from offlint.types import Finding, Unit, UnitKind
 
-ENV_DIR = "OFFLINT_CACHE_DIR"
-_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
-        "# This file is a cache directory tag created by offlint.\n"
-        "# For information about cache directory tags, see https://bford.info/cachedir/\n")
 # 13: lookups of the set of files among the dependencies (module_index); 12: payloads without call records
 # (Cache.encode); 11: tuples of plain values shared within an entry (cache_format); 10: blocks appended
-# (Cache._append), call records read on first use (_Records); 9: records of followed calls (FileOutcome.calls);
-# 8: a summary of each outcome in the index (Summary)
+# (Cache._append), call records read on first use (call_records.Records); 9: records of followed calls
+# (FileOutcome.calls); 8: a summary of each outcome in the index (Summary)
 FORMAT = 13
-ABSENT_FILE = "absent"
-MAX_CACHE_BYTES = 512 * 1024 * 1024  # a cache file bigger than this is not one offlint wrote for a real tree
 MAX_BLOCKS = 64  # blocks appended to an entries file before it is written whole again
 
 
@@ -120,7 +104,7 @@ class Summary:
 
     @classmethod
     def decoded(cls, data: object) -> "Summary | None":
-        if not (isinstance(data, list) and len(data) == 6 and _str_list(data[0]) and _str_list(data[2])
+        if not (isinstance(data, list) and len(data) == 6 and str_list(data[0]) and str_list(data[2])
                 and all(type(flag) is bool for flag in (data[1], data[3], data[4], data[5]))):
             return None
         return cls(frozenset(data[0]), data[1], frozenset(data[2]), data[3], data[4], data[5])
@@ -156,12 +140,6 @@ def digest(text: str) -> str:
 def digest_bytes(data: bytes) -> str:
     """`digest` of the text whose UTF-8 is `data`."""
     return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def file_state(digests, path: str) -> str:
-    """What a dependency is now: its digest, or ABSENT_FILE when it does not exist or cannot be read (a reading
-    that looked for a file and did not find it changes when the file appears)."""
-    return digests.get(path) or ABSENT_FILE
 
 
 def fingerprint(*parts: object) -> str:
@@ -202,30 +180,6 @@ def _code_files(folder: str, parts: list[str], found: list) -> None:
             _code_files(entry.path, [*parts, name], found)
 
 
-def cache_home() -> Path:
-    """Where offlint keeps its caches: OFFLINT_CACHE_DIR, else $XDG_CACHE_HOME/offlint, else ~/.cache/offlint."""
-    explicit = os.environ.get(ENV_DIR)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "offlint"
-
-
-def project_cache_dir(root: Path) -> Path | None:
-    """The cache folder of the project at `root`, or None when the cache must not be used for it (the cache
-    home lies inside the project, so the checked tree could have supplied it)."""
-    try:
-        home = cache_home().resolve()
-        project = root.resolve()
-    except (OSError, RuntimeError):
-        return None
-    if home == project or project in home.parents:
-        return None
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in project.name)[:40] or "root"
-    return home / f"{name}-{hashlib.blake2b(str(project).encode(), digest_size=8).hexdigest()}"
-
-
 @dataclass
 class _Entry:
     """A stored outcome: its key fields in the clear, the outcome itself encoded until someone needs it. An entry
@@ -253,7 +207,7 @@ class _Entry:
 class Cache:
     def __init__(self, root: Path, key: str, result_classes: tuple[type, ...] = ()):
         """`result_classes`: the classes of a whole run's result beyond the values of a file's outcome."""
-        self.directory = project_cache_dir(root)
+        self.directory = cache_files.project_cache_dir(root)
         self.key = key
         self.codec = Codec(VALUE_CLASSES + (FileOutcome,) + result_classes)
         self._entries: dict[str, _Entry] | None = None  # read on first use: a warm run needs only `last`
@@ -265,7 +219,7 @@ class Cache:
         self.changed = False  # the entries need writing
         self._write_last = False  # the whole-run result needs writing
         self.trusted = False
-        self.calls = _Records()  # every call record of the entries by ID (RecordCheck), nested ones too
+        self.calls = Records()  # every call record of the entries by ID (RecordCheck), nested ones too
         self._payloads = None  # the open entries file, for payloads read on first use
         self._payload_start = 0
         # The entries file as read, for appending to it (`_append`): its identity (device, inode), where what was
@@ -299,7 +253,7 @@ class Cache:
 
     def load(self) -> "Cache":
         self._entries, self._last, self._last_read = None, None, False
-        self.trusted = self.directory is not None and _owned_private_dir(self.directory)
+        self.trusted = self.directory is not None and cache_files.owned_private_dir(self.directory)
         return self
 
     @property
@@ -307,7 +261,7 @@ class Cache:
         """The previous run's (key, the files beyond those it depended on, its encoded result), or None."""
         if not self._last_read:
             self._last_read = True
-            data = _read_owned(self.last_file) if self.trusted else None
+            data = cache_files.read_owned(self.last_file) if self.trusted else None
             self._last = self._parse_last(data) if data is not None else None
         return self._last
 
@@ -320,11 +274,11 @@ class Cache:
     def entries(self) -> dict[str, _Entry]:
         if self._entries is None:
             self._entries = {}
-            handle = _open_owned(self.entries_file) if self.trusted else None
+            handle = cache_files.open_owned(self.entries_file) if self.trusted else None
             if handle is not None:
                 self._payloads = handle
-                with _locked(handle, fcntl.LOCK_SH if fcntl is not None else 0):  # no block half appended
-                    self._entries = self._parse_index(handle.readline(MAX_CACHE_BYTES))
+                with cache_files.locked(handle, exclusive=False):  # no block half appended
+                    self._entries = self._parse_index(handle.readline(cache_files.MAX_CACHE_BYTES))
                     self._payload_start = handle.tell()
                     if self._identity is not None:
                         self._read_blocks(handle, self._entries)
@@ -334,7 +288,7 @@ class Cache:
         """The first line of the entries file: {"format", "key", "size", "calls": {ID: [offset, length, [ID of a
         call it nests, ...]]}, "entries": {path: [digest, deps, parts, offset, length, summary, [ID of a call record,
         ...], {file its records' runs used beyond deps: digest}]}}; "size" bytes follow it, the call records (each
-        once, however many files made the call; read on first use, `_Records`) and the payloads, at their offsets
+        once, however many files made the call; read on first use, `Records`) and the payloads, at their offsets
         from the line's end; then the blocks appended (`_read_blocks`)."""
         try:
             header = _index_json(line)
@@ -345,13 +299,13 @@ class Cache:
             return {}
         entries: dict[str, _Entry] = {}
         calls = header.get("calls")
-        self.calls = calls = _Records(self._read_span)
+        self.calls = calls = Records(self._read_span)
         for rid, span in (header["calls"].items() if isinstance(header.get("calls"), dict) else ()):
             if isinstance(span, list) and len(span) == 3 and type(span[0]) is int and type(span[1]) is int \
-                    and span[0] >= 0 and span[1] >= 0 and _str_list(span[2]):
+                    and span[0] >= 0 and span[1] >= 0 and str_list(span[2]):
                 calls.spans[rid] = (span[0], span[1], span[2])
         for path, meta in header["entries"].items():
-            entry = _row(meta, calls, 0, MAX_CACHE_BYTES)
+            entry = _row(meta, calls, 0, cache_files.MAX_CACHE_BYTES)
             if entry is not None:  # a damaged entry costs that file a re-read, nothing more
                 entries[path] = entry
         size = header.get("size")
@@ -372,14 +326,14 @@ class Cache:
         position = self._read_end
         while position < end:
             handle.seek(position)
-            line = handle.readline(MAX_CACHE_BYTES)
+            line = handle.readline(cache_files.MAX_CACHE_BYTES)
             try:
                 block = _index_json(line) if line.endswith(b"\n") else None
             except ValueError:
                 block = None
             if not (isinstance(block, dict) and type(block.get("size")) is int and block["size"] >= 0
                     and isinstance(block.get("entries"), dict) and isinstance(block.get("calls"), dict)
-                    and _str_list(block.get("drop"))):
+                    and str_list(block.get("drop"))):
                 break
             start = position + len(line)
             if start + block["size"] > end:
@@ -423,7 +377,7 @@ class Cache:
         except ValueError:
             return None
         if not (isinstance(meta, dict) and meta.get("format") == FORMAT and meta.get("key") == self.key
-                and isinstance(meta.get("run"), str) and _str_map(meta.get("deps"))):
+                and isinstance(meta.get("run"), str) and str_map(meta.get("deps"))):
             return None
         return meta["run"], meta["deps"], payload
 
@@ -583,13 +537,13 @@ class Cache:
         """The findings a launch command gave when linked to the tree as `key` says (`remember_linked`)."""
         if self._linked is None:
             self._linked = {}
-            data = _read_owned(self.linked_file) if self.trusted else None
+            data = cache_files.read_owned(self.linked_file) if self.trusted else None
             try:
                 header = json.loads(data) if data is not None else None
             except ValueError:
                 header = None
             if isinstance(header, dict) and header.get("format") == FORMAT and header.get("key") == self.key \
-                    and _str_map(header.get("commands")):
+                    and str_map(header.get("commands")):
                 self._linked = header["commands"]
         payload = self._linked.get(key)
         if payload is None:
@@ -619,11 +573,10 @@ class Cache:
             return
         kept = {k: v for k, v in self._linked.items() if k in self._linked_used} if prune else self._linked
         try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if not _owned_private_dir(self.directory):
+            if not cache_files.make_private_dir(self.directory):
                 return
-            _write_atomically(self.directory, self.linked_file,
-                              [plain_json({"format": FORMAT, "key": self.key, "commands": kept})])
+            cache_files.write_atomically(self.directory, self.linked_file,
+                                         [plain_json({"format": FORMAT, "key": self.key, "commands": kept})])
             self._write_linked = False
         except OSError:
             pass
@@ -684,12 +637,8 @@ class Cache:
         if self.directory is None:
             return
         try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if not _owned_private_dir(self.directory):
+            if not cache_files.make_private_dir(self.directory):
                 return
-            tag = self.directory.parent / "CACHEDIR.TAG"
-            if not tag.exists():
-                _write_atomically(tag.parent, tag, _TAG)
             for old in self.directory.iterdir():
                 if old.name.startswith(("check-", "last-", "linked-")) and \
                     old not in (self.entries_file, self.last_file, self.linked_file):
@@ -701,7 +650,7 @@ class Cache:
             elif self._last is not None:
                 run_key, deps, payload = self._last
                 meta = plain_json({"format": FORMAT, "key": self.key, "run": run_key, "deps": deps})
-                _write_atomically(self.directory, self.last_file, [meta, b"\t", payload.encode("ascii")])
+                cache_files.write_atomically(self.directory, self.last_file, [meta, b"\t", payload.encode("ascii")])
             else:
                 self.last_file.unlink(missing_ok=True)
             self.changed = self._write_last = False
@@ -718,7 +667,7 @@ class Cache:
         if self._payloads is not None:  # payloads and call records not read yet are copied from it
             try:
                 self._payloads.seek(self._payload_start)
-                stored = memoryview(self._payloads.read(MAX_CACHE_BYTES))
+                stored = memoryview(self._payloads.read(cache_files.MAX_CACHE_BYTES))
             except (OSError, ValueError):
                 stored = None
         index: dict[str, list] = {}
@@ -748,7 +697,7 @@ class Cache:
                 if rid in calls:
                     continue
                 record = self.calls.values.get(rid) or entry.calls.get(rid)
-                if isinstance(record, list) and len(record) == 11 and _str_list(record[10]):
+                if isinstance(record, list) and len(record) == 11 and str_list(record[10]):
                     data, nested = plain_json(record), record[10]
                 else:
                     found = self.calls.spans.get(rid)
@@ -760,7 +709,7 @@ class Cache:
                 offset += len(data)
                 todo.extend(nested)
         header = plain_json({"format": FORMAT, "key": self.key, "size": offset, "calls": calls, "entries": index})
-        _write_atomically(self.directory, self.entries_file, [header, b"\n", *chunks])
+        cache_files.write_atomically(self.directory, self.entries_file, [header, b"\n", *chunks])
         self._identity = None  # the file read is no longer the one on disk: a later save writes it whole too
         self._dirty, self._dropped = set(), set()
 
@@ -799,24 +748,18 @@ class Cache:
                 if rid not in calls and rid not in self._disk_calls and isinstance(record, list) \
                         and len(record) == 11:
                     calls[rid] = record
-                    todo.extend(record[10] if _str_list(record[10]) else ())
+                    todo.extend(record[10] if str_list(record[10]) else ())
         header = plain_json({"size": size, "calls": calls, "entries": rows,
                              "drop": sorted(self._dropped - set(rows))}) + b"\n"
         used = sum(entry.span[1] if entry.on_disk else len(entry.payload or b"") for entry in self._entries.values())
         if self._read_end + len(header) + size - self._payload_start > 2 * used + (1 << 20):
             return False  # as many bytes no longer used as used: written whole
-        try:
-            descriptor = os.open(self.entries_file, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
-                                 | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
+        out = cache_files.open_owned_for_append(self.entries_file, self._identity)
+        if out is None:
             return False
-        with os.fdopen(descriptor, "wb", buffering=0) as out:
-            info = os.fstat(descriptor)
-            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022 \
-                    or (info.st_dev, info.st_ino) != self._identity:
-                return False
-            with _locked(out, fcntl.LOCK_EX if fcntl is not None else 0):
-                if os.fstat(descriptor).st_size != self._read_end:
+        with out:
+            with cache_files.locked(out, exclusive=True):
+                if os.fstat(out.fileno()).st_size != self._read_end:
                     return False  # another run appended, or left a block half written: written whole
                 data = b"".join([header, *chunks])
                 written = out.write(data)
@@ -834,7 +777,7 @@ class Cache:
         return True
 
 
-def _row(meta: object, calls: "_Records", base: int, limit: int) -> _Entry | None:
+def _row(meta: object, calls: "Records", base: int, limit: int) -> _Entry | None:
     """An entry of the index or of a block ([digest, deps, parts, offset, length, summary, [record ID, ...], {file
     its records used: digest}]; its payload at `base` + offset from the payloads' start, ending before `limit`), or
     None when damaged."""
@@ -843,80 +786,16 @@ def _row(meta: object, calls: "_Records", base: int, limit: int) -> _Entry | Non
     digest_, deps, parts, offset, length, summary, rids, call_deps = meta
     # (each test's common case first, without a call: an index has thousands of rows)
     if not ((type(digest_) is str or isinstance(digest_, str))
-            and (type(deps) is dict and _STR.issuperset(map(type, deps)) and _STR.issuperset(map(type, deps.values()))
-                 or _str_map(deps))
-            and isinstance(parts, dict) and _str_maps(parts.values())
+            and (type(deps) is dict and STR_ONLY.issuperset(map(type, deps))
+                 and STR_ONLY.issuperset(map(type, deps.values())) or str_map(deps))
+            and isinstance(parts, dict) and str_maps(parts.values())
             and type(offset) is int and type(length) is int and 0 <= base + offset and 0 <= length
             and base + offset + length <= limit
-            and (type(rids) is list and not rids or _str_list(rids) and calls.holds_all(rids))
-            and (type(call_deps) is dict and not call_deps or _str_map(call_deps))):
+            and (type(rids) is list and not rids or str_list(rids) and calls.holds_all(rids))
+            and (type(call_deps) is dict and not call_deps or str_map(call_deps))):
         return None
     return _Entry(digest_, deps, parts, None, (base + offset, length), None, dict.fromkeys(rids), call_deps,
                   raw_summary=summary)
-
-
-class _Records:
-    """Call records by ID (RecordCheck's table): those of the entries file read and decoded on first use (`spans`:
-    where each lies, and the IDs of the calls it nests), those of this run or of blocks as given (`values`). A
-    record that is not there or does not decode is None: the entries that recorded it are read again."""
-
-    def __init__(self, read=None):
-        self.values: dict[str, list] = {}
-        self.spans: dict[str, tuple[int, int, list[str]]] = {}
-        self._read = read  # (offset, length) -> the bytes there, or None
-
-    def get(self, rid: str, default=None):
-        found = self.values.get(rid)
-        if found is None:
-            span = self.spans.get(rid)
-            if span is None or self._read is None:
-                return default
-            data = self._read(span[0], span[1])
-            try:
-                found = json.loads(data) if data is not None else None
-            except ValueError:
-                found = None
-            if not (isinstance(found, list) and len(found) == 11 and found[10] == span[2]):
-                del self.spans[rid]  # damaged: as if not there
-                return default
-            self.values[rid] = found
-        return found
-
-    def __contains__(self, rid: object) -> bool:
-        return rid in self.values or rid in self.spans
-
-    def holds_all(self, rids: list[str]) -> bool:
-        """Whether every one of `rids` (texts) is in the table (`in`, with one look at the spans for all)."""
-        return not rids or all(rid in self.values for rid in set(rids).difference(self.spans))
-
-    def __getitem__(self, rid: str) -> list:
-        found = self.get(rid)
-        if found is None:
-            raise KeyError(rid)
-        return found
-
-    def update(self, more) -> None:
-        self.values.update(more)
-
-
-@contextlib.contextmanager
-def _locked(handle, operation: int):
-    """flock `operation` on an open file for the block (nothing where locks are not available)."""
-    locked = False
-    if operation:
-        try:
-            fcntl.flock(handle.fileno(), operation)
-            locked = True
-        except OSError:
-            pass
-    try:
-        yield
-    finally:
-        if locked:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            except OSError:
-                pass
 
 
 def only_units(outcome: FileOutcome | None, names: set[str] | None) -> FileOutcome | None:
@@ -927,14 +806,14 @@ def only_units(outcome: FileOutcome | None, names: set[str] | None) -> FileOutco
     return outcome
 
 
-def _all_deps(entry: _Entry, table: _Records) -> dict[str, str]:
+def _all_deps(entry: _Entry, table: Records) -> dict[str, str]:
     """An entry's dependencies: the files its reading used, and those its call records' runs used (nested calls'
     included; `table`: every record by ID)."""
     extra = _call_deps(entry, table)
     return {**entry.deps, **extra} if extra else entry.deps
 
 
-def _call_deps(entry: _Entry, table: _Records) -> dict[str, str]:
+def _call_deps(entry: _Entry, table: Records) -> dict[str, str]:
     """The files an entry's call records' runs used (nested calls' included) beyond its own deps, with their digests
     then (the first record's, in the order of a walk from its records); kept with the entry (`call_deps`)."""
     if entry.call_deps is None:
@@ -946,245 +825,19 @@ def _call_deps(entry: _Entry, table: _Records) -> dict[str, str]:
             if rid in seen or not (isinstance(record, list) and len(record) == 11):
                 continue
             seen.add(rid)
-            for path, recorded in (record[6].items() if _str_map(record[6]) else ()):
+            for path, recorded in (record[6].items() if str_map(record[6]) else ()):
                 if path not in entry.deps:
                     extra.setdefault(path, recorded)
-            todo.extend(record[10] if _str_list(record[10]) else ())
+            todo.extend(record[10] if str_list(record[10]) else ())
         entry.call_deps = extra
     return entry.call_deps
-
-
-class RecordCheck:
-    """Whether followed calls recorded in stored outcomes (FileOutcome.calls) still give the same in the tree now,
-    each record judged once per run (`held`).
-
-    A record is [path, function, arguments, depth, reach, refused, {file: digest}, {file: {part: digest}}, digest of
-    the result, its lines [[file, [line, ...]], ...], [ID of a call its run made and recorded, ...]]: the files and
-    parts are what the run itself used (the function's own part and its module's included), the nested calls
-    stand for what theirs used. It holds when what the run itself used means the same (its lines perhaps moved)
-    and every nested call holds: then the run would go as it went, its result's lines moved with theirs. Else the
-    call is run again (`verify(path, function, arguments, depth)`: (ID, {ID: record}) of its record now, or None),
-    and must have used the same files, gone as deep, refused as many calls and given the same result but for the
-    lines of those files: each line of the old result at a place of the new one moves to that line, in order."""
-
-    def __init__(self, digests, definitions, verify, now: bool = True):
-        """`now`: also give each record as it is now (a file read again stores its units' records so)."""
-        self.digests, self.definitions, self.verify, self.now = digests, definitions, verify, now
-        self.held: dict[int, tuple] = {}  # id of a stored record -> (the record, the answer of `held`)
-        self._moves: dict[tuple, dict[int, int] | None] = {}  # (file, parts recorded) -> line_moves
-
-    def holds(self, rid: str, table: dict) -> tuple | None:
-        """(line moves of the files the record's result names: {file: {old line: new line}}, its ID now, {ID:
-        record} of it and its nested records now; both None unless `now`) or None when it may not hold."""
-        record = table.get(rid)
-        if not isinstance(record, list):
-            return None
-        known = self.held.get(id(record))
-        if known is not None and known[0] is record:
-            return known[1]
-        self.held[id(record)] = (record, None)  # a record nested in itself (damaged) holds nothing
-        answer = self._holds(record, table)
-        self.held[id(record)] = (record, answer)
-        return answer
-
-    def _holds(self, record: list, table: dict) -> tuple | None:
-        if not (len(record) == 11 and _str_map(record[6]) and isinstance(record[7], dict)
-                and all(_str_map(parts) for parts in record[7].values()) and _str_list(record[10])):
-            return None
-        path, function, args, depth, reach, refused, files, parts, result, lines, nested = record
-        if not isinstance(lines, list):
-            return None
-        moves: dict[str, dict[int, int]] = {}
-        now_table: dict[str, list] = {}
-        now_nested: list[str] = []
-        again = False
-        for rid in nested:
-            found = self.holds(rid, table)
-            if found is None or not merge_moves(moves, found[0]):
-                again = True
-                break
-            if self.now:
-                now_nested.append(found[1])
-                now_table.update(found[2])
-        now_files: dict[str, str] = {}
-        now_parts: dict[str, dict[str, str]] = {}
-        if not again:
-            for file, recorded in files.items():
-                state = now_files[file] = file_state(self.digests, file)
-                used = parts.get(file)
-                if state == recorded:
-                    if used is not None:
-                        now_parts[file] = used
-                    continue
-                now = self.definitions(file) if used and self.definitions is not None else None
-                if now is None or not same_meaning(used, now):
-                    again = True
-                    break
-                now_parts[file] = {name: now[name] for name in used}
-                found = self.line_moves(file, used, now)  # every line of its parts, moved or not: the file changed
-                if found is None or not merge_moves(moves, {file: found}):
-                    again = True
-                    break
-        if not again and not self.now:
-            try:
-                if all(run[0] not in moves or set(run[1]) <= moves[run[0]].keys() for run in lines):
-                    return moves, None, None
-            except (TypeError, IndexError, KeyError):
-                return None  # not what offlint writes
-            again = True  # a line of the result its parts' moves do not give
-        old_lines = _flat_lines(lines)
-        if old_lines is None:
-            return None
-        if not again:
-            runs: list[list] = []
-            for file, line in old_lines:
-                mapping = moves.get(file)
-                if mapping is not None:
-                    line = mapping.get(line)
-                    if line is None:
-                        again = True  # a line of the result its parts' moves do not give
-                        break
-                if runs and runs[-1][0] == file:
-                    runs[-1][1].append(line)
-                else:
-                    runs.append([file, [line]])
-        if not again:
-            now = [path, function, args, depth, reach, refused, now_files, now_parts, result, runs, now_nested]
-            rid = record_id(now)
-            now_table[rid] = now
-            return moves, rid, now_table
-        found = self.verify(path, function, args, depth) if self.verify is not None else None
-        if found is None:
-            return None
-        rid, now_table = found
-        new = now_table.get(rid)
-        if not (isinstance(new, list) and len(new) == 11) or new[4:6] != [reach, refused] or new[8] != result \
-                or new[6].keys() != files.keys() or new[7].keys() != parts.keys() \
-                or any(new[7][file].keys() != names.keys() for file, names in parts.items()) \
-                or _files_of(new, now_table) != _files_of(record, table):
-            return None
-        new_lines = _flat_lines(new[9])
-        if new_lines is None or len(old_lines) != len(new_lines):
-            return None
-        moves = {}
-        for (file, old), (file_now, line) in zip(old_lines, new_lines):
-            if file != file_now or moves.setdefault(file, {}).setdefault(old, line) != line:
-                return None
-        recorded = _states_of(record, table, {})
-        for file, lines_of in list(moves.items()):
-            pairs = sorted(lines_of.items())
-            if any(a[1] >= b[1] for a, b in zip(pairs, pairs[1:])):
-                return None  # the result's lines not in their order: not moved, changed
-            if file_state(self.digests, file) == recorded.get(file):  # unchanged: every line stays, not only these
-                if any(old != line for old, line in pairs):
-                    return None
-                del moves[file]
-        return moves, rid, now_table
-
-    def line_moves(self, file: str, recorded: dict[str, str], now: dict[str, str]) -> dict[int, int] | None:
-        """part_digests.line_moves, once per file and parts (the same are asked for by many records and entries)."""
-        key = (file, tuple(sorted(recorded.items())))
-        if key not in self._moves:
-            self._moves[key] = line_moves(recorded, now)
-        return self._moves[key]
-
-
-def record_id(record: list) -> str:
-    """The digest of the record's JSON text with sorted keys (cache_format.record_json: the text json.dumps writes)."""
-    return hashlib.blake2b(record_json(record), digest_size=16).hexdigest()
-
-
-def _states_of(record: list, table: dict, states: dict[str, str], depth: int = 0) -> dict[str, str]:
-    """The files a record's run used (nested calls' runs included) with their digests then."""
-    if isinstance(record, list) and len(record) == 11 and _str_map(record[6]) and depth < 64:
-        states.update(record[6])
-        for rid in record[10] if _str_list(record[10]) else ():
-            _states_of(table.get(rid), table, states, depth + 1)
-    return states
-
-
-def _files_of(record: list, table: dict, seen: set | None = None) -> set[str] | None:
-    """The files a record's run used, its nested calls' runs included (None: a nested record is missing)."""
-    seen = set() if seen is None else seen
-    files = set(record[6]) if isinstance(record, list) and len(record) == 11 and isinstance(record[6], dict) \
-        else None
-    if files is None:
-        return None
-    for rid in record[10] if isinstance(record[10], list) else ():
-        if rid in seen:
-            continue
-        seen.add(rid)
-        more = _files_of(table.get(rid), table, seen)
-        if more is None:
-            return None
-        files |= more
-    return files
-
-
-def _flat_lines(lines: object) -> list[tuple[str, int]] | None:
-    """A record's lines ([[file, [line, ...]], ...]) as (file, line) pairs in order; None when damaged."""
-    if not isinstance(lines, list):
-        return None
-    out = []
-    for run in lines:
-        if not (isinstance(run, list) and len(run) == 2 and isinstance(run[0], str) and isinstance(run[1], list)
-                and all(type(n) is int for n in run[1])):
-            return None
-        out.extend((run[0], line) for line in run[1])
-    return out
-
-
-def merge_moves(moves: dict[str, dict[int, int]], more: dict[str, dict[int, int]]) -> bool:
-    """Add `more` line moves (each file's one-to-one) to `moves`; False when they disagree (a line moved to two
-    places, two lines to one). The dicts of `more` are not changed, and may be those of `moves` after."""
-    for file, lines in more.items():
-        if not lines:
-            continue
-        into = moves.get(file)
-        if into is None:
-            moves[file] = lines  # shared until something is added to it
-            continue
-        if into is lines or into == lines:
-            continue
-        # (by whole dicts, not line by line: the moves of a recipe file's parts, thousands of lines, are merged
-        # once per call record that ran a function of it)
-        merged = {**into, **lines}
-        if merged != {**lines, **into}:
-            return False  # a line both move, to two places
-        if len(set(merged.values())) != len(merged):
-            return False  # two lines moved to one
-        moves[file] = merged
-    return True
-
-
-_STR = frozenset((str,))
-
-
-def _str_map(value: object) -> bool:
-    if not isinstance(value, dict):
-        return False
-    if _STR.issuperset(map(type, value)) and _STR.issuperset(map(type, value.values())):
-        return True  # (the common case, looked at without a Python-level loop: a cache index has thousands)
-    return all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-
-
-_DICT = frozenset((dict,))
-
-
-def _str_maps(values) -> bool:
-    """Whether each of `values` (a dict's values view) is a `_str_map`: in the common case (dicts of str keys and
-    values, as JSON gives them: an index's parts, 7,429 in Bridge's) without a Python-level loop."""
-    if _DICT.issuperset(map(type, values)) and _STR.issuperset(map(type, chain.from_iterable(values))) \
-            and _STR.issuperset(map(type, chain.from_iterable(map(dict.values, values)))):
-        return True
-    return all(_str_map(v) for v in values)
 
 
 def _index_json(line: bytes) -> object:
     """An index or block line's JSON (ValueError when it is not JSON): orjson's reading where it reads it (2.1 MB for
     Megatron Bridge: 1.4-1.7x faster than json's), json's where it refuses it (NaN, a lone surrogate). orjson reads
     an int past 64 bits as a float, json as an int: either is refused where an index holds ints (offsets, lengths,
-    sizes: ints, and below MAX_CACHE_BYTES), and compares unequal to FORMAT."""
+    sizes: ints, and below cache_files.MAX_CACHE_BYTES), and compares unequal to FORMAT."""
     if orjson is not None:
         try:
             return orjson.loads(line)
@@ -1192,58 +845,3 @@ def _index_json(line: bytes) -> object:
             pass
     return json.loads(line)
 
-
-def _str_list(value: object) -> bool:
-    return isinstance(value, list) and (_STR.issuperset(map(type, value)) or all(isinstance(v, str) for v in value))
-
-
-def _owned_private_dir(path: Path) -> bool:
-    """A real directory (not a link) of the current user that nobody else can write to."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
-
-
-def _open_owned(path: Path | None):
-    """A regular file of the current user that nobody else can write to, opened for reading; None for anything
-    else. Opened without following links and without blocking (a FIFO planted here must not hang the check)."""
-    if path is None:
-        return None
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    handle = os.fdopen(descriptor, "rb")
-    info = os.fstat(handle.fileno())
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022 \
-            or info.st_size > MAX_CACHE_BYTES:
-        handle.close()
-        return None
-    return handle
-
-
-def _read_owned(path: Path | None) -> bytes | None:
-    """The bytes of a file `_open_owned` accepts (at most MAX_CACHE_BYTES); None for anything else."""
-    handle = _open_owned(path)
-    if handle is None:
-        return None
-    with handle:
-        data = handle.read(MAX_CACHE_BYTES + 1)
-    return data if len(data) <= MAX_CACHE_BYTES else None
-
-
-def _write_atomically(directory: Path, target: Path, data: str | list) -> None:
-    """`data`: text, or the bytes-like chunks of the file."""
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            if isinstance(data, str):
-                out.write(data.encode("ascii", "backslashreplace"))
-            else:
-                out.writelines(data)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import json
 import operator
+from itertools import chain
 from typing import Iterable
 
 try:
@@ -57,7 +58,7 @@ def _orjson_ascii(value: object) -> bytes | None:
 
 def record_json(record: list) -> bytes:
     """`json.dumps(record, separators=(",", ":"), sort_keys=True)` as ASCII bytes (what a call record's ID is the
-    digest of, cache.record_id), written by orjson where its text is that one: the record has the shape
+    digest of, call_records.record_id), written by orjson where its text is that one: the record has the shape
     pipeline.stored_record makes (texts, ints, texts by text, lists of ints: no float, whose text orjson writes
     otherwise, and no None, under which a NaN would hide), and the text is ASCII without DEL (json escapes both).
     Bridge 067f987's cold run makes 975 of them: 0.07 s of json."""
@@ -533,3 +534,31 @@ def _pair(item: object) -> tuple[object, object]:
 def _hashable(value: object) -> object:
     hash(value)  # a list where a key belongs raises TypeError, reported as a damaged entry
     return value
+
+
+# Shapes of the plain JSON an index line or a call record holds, checked before it is used
+STR_ONLY = frozenset((str,))  # (a set of types: `STR_ONLY.issuperset(map(type, xs))` is all-str without a loop)
+_DICT = frozenset((dict,))
+
+
+def str_map(value: object) -> bool:
+    """A dict of str keys and str values."""
+    if not isinstance(value, dict):
+        return False
+    if STR_ONLY.issuperset(map(type, value)) and STR_ONLY.issuperset(map(type, value.values())):
+        return True  # (the common case, looked at without a Python-level loop: a cache index has thousands)
+    return all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def str_maps(values) -> bool:
+    """Whether each of `values` (a dict's values view) is a `str_map`: in the common case (dicts of str keys and
+    values, as JSON gives them: an index's parts, 7,429 in Bridge's) without a Python-level loop."""
+    if _DICT.issuperset(map(type, values)) and STR_ONLY.issuperset(map(type, chain.from_iterable(values))) \
+            and STR_ONLY.issuperset(map(type, chain.from_iterable(map(dict.values, values)))):
+        return True
+    return all(str_map(v) for v in values)
+
+
+def str_list(value: object) -> bool:
+    """A list of str."""
+    return isinstance(value, list) and (STR_ONLY.issuperset(map(type, value)) or all(isinstance(v, str) for v in value))

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import Callable, NamedTuple
 
-from offlint.cache import (Cache, Deferred, FileOutcome, RecordCheck, Summary, digest, file_state, merge_moves,
-                           only_units, record_id)
+from offlint.cache import Cache, Deferred, FileOutcome, Summary, digest, only_units
+from offlint.call_records import RecordCheck, file_state, merge_moves, record_id
 from offlint.discover import SourceFile
 from offlint.part_digests import definition_digests, line_moves, means_the_same
 from offlint.reading import OnFirstUse
@@ -250,8 +250,8 @@ def _held_units(outcome: FileOutcome, defined: frozenset[str], names: set[str] |
 
 
 class Verifier:
-    """Runs again, in the tree now, the followed calls that stored outcomes recorded (cache.RecordCheck): once per
-    call, in a project of its own (a worker forked later inherits what it ran)."""
+    """Runs again, in the tree now, the followed calls that stored outcomes recorded (call_records.RecordCheck):
+    once per call, in a project of its own (a worker forked later inherits what it ran)."""
 
     def __init__(self, job: Job, digests, parsed: dict[str, ast.Module] | None = None):
         self.job, self.digests = job, digests
@@ -342,7 +342,7 @@ def _reusable_units(cache: Cache, path: str, digests, definitions, verify=None) 
     """The units of a file's previous reading that are still valid: every part and file their reading used is
     unchanged (the file's own function and module-level statements included), or means the same, its lines
     perhaps moved (their locations are moved with them), and each followed call it recorded gives the same
-    (cache.RecordCheck). {unit name: (unit or None, its findings, what it used)}; what it used holds the
+    (call_records.RecordCheck). {unit name: (unit or None, its findings, what it used)}; what it used holds the
     records' marks (python_records.MARK), and `records` of the result maps them to their stored form now."""
     previous = cache.previous(path)
     if previous is None or previous.error is not None or not previous.unit_used:

@@ -1,8 +1,8 @@
 """What every `offlint check` would otherwise rebuild from offlint's own files and the tree's .gitignore files: the
 rule catalog (rules/*.yaml read and validated, about 30 ms, plus the yaml import) and each .gitignore's joined regex
 (gitignore.py; importing pathspec alone took 35 ms, most of it asyncio, which pathspec's deprecation decorator
-imports). Kept as JSON in the project's cache folder (cache.project_cache_dir), under the cache's own trust rules: a
-regular file of this user that nobody else can write, data only, keyed by offlint's code and rules
+imports). Kept as JSON in the project's cache folder (cache_files.project_cache_dir), under the cache's own trust
+rules: a regular file of this user that nobody else can write, data only, keyed by offlint's code and rules
 (cache.fingerprint: their names, sizes and mtimes) and the Python version; a .gitignore's regex is keyed by its
 lines and pathspec's installed files too. And a walk's listing (discover._kept_walk: 45 ms on Megatron Bridge, most of
 it its .gitignore's regex on 2,800 paths), taken again while no folder it listed and no file it opened has changed.
@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from offlint import discover, gitignore
-from offlint.cache import _owned_private_dir, _read_owned, _write_atomically, fingerprint, project_cache_dir
+from offlint.cache import fingerprint
+from offlint.cache_files import owned_private_dir, project_cache_dir, read_owned, write_atomically
 from offlint.cache_format import CacheFormatError
 
 _PREFIX = "warm-"
@@ -43,7 +44,7 @@ class WarmStart:
     @classmethod
     def load(cls, root: Path) -> WarmStart:
         warm = cls(project_cache_dir(root))
-        data = _read_owned(warm.file) if warm.directory is not None and _owned_private_dir(warm.directory) else None
+        data = read_owned(warm.file) if warm.directory is not None and owned_private_dir(warm.directory) else None
         try:
             stored = json.loads(data) if data else None
         except ValueError:
@@ -99,13 +100,13 @@ class WarmStart:
         (the cache makes it); other keys' files are removed."""
         stored = {"key": self.key, "rules": self._rules, "gitignores": self._gitignores.used(),
                   "listings": self._listings.used()}
-        if stored == self._loaded or self.directory is None or not _owned_private_dir(self.directory):
+        if stored == self._loaded or self.directory is None or not owned_private_dir(self.directory):
             return
         try:
             for old in self.directory.iterdir():
                 if old.name.startswith(_PREFIX) and old != self.file:
                     old.unlink(missing_ok=True)
-            _write_atomically(self.directory, self.file, json.dumps(stored, ensure_ascii=True))
+            write_atomically(self.directory, self.file, json.dumps(stored, ensure_ascii=True))
             self._loaded = stored
         except OSError:
             pass  # not kept: the next run computes them again

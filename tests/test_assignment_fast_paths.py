@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offlint import cache, cache_format
+from offlint import cache, cache_format, call_records
 from offlint.cache_format import VALUE_CLASSES, Codec
 from offlint.sources import python_records
 from offlint.types import ABSENT, KEY_DEFAULT, Assignment, Location, Severity, Source, Unknown
@@ -107,7 +107,8 @@ def test_assignments_that_differ_in_any_field_differ_in_digest_or_lines():
         seen[key] = repr(fields)
 
 
-# A call record's ID (cache.record_id): the digest of json's sorted text, whoever writes it (cache_format.record_json).
+# A call record's ID (call_records.record_id): the digest of json's sorted text, whoever writes it
+# (cache_format.record_json).
 _ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=12)  # (orjson writes these: most records)
 _TEXT = _ASCII | _ASCII | st.sampled_from(["a.py", "\x7f", "\x00\x1f\"\\", "caf\u00e9", "\ud800", "/x/",
                                            "\U000f0001"]) \
@@ -129,7 +130,7 @@ def _json_id(record) -> str:
 @given(_RECORDS)
 def test_a_records_id_is_the_digest_of_jsons_sorted_text(record):
     assert cache_format.record_json(record) == json.dumps(record, separators=(",", ":"), sort_keys=True).encode("ascii")
-    assert cache.record_id(record) == _json_id(record)
+    assert call_records.record_id(record) == _json_id(record)
 
 
 @pytest.mark.parametrize("odd", _ODD, ids=repr)
@@ -140,15 +141,15 @@ def test_a_record_of_another_shape_gets_jsons_id_too(odd):
              lambda r: r[7]["c.py"].__setitem__("f", odd), lambda r: r[7].__setitem__("c.py", odd),
              lambda r: r[9][0][1].append(odd), lambda r: r[9][1].__setitem__(0, odd),
              lambda r: r[9].append(odd), lambda r: r[10].append(odd), lambda r: r.append(odd)]
-    assert cache.record_id(_BASE) == _json_id(_BASE)
+    assert call_records.record_id(_BASE) == _json_id(_BASE)
     for spot in spots:
         changed = json.loads(json.dumps(_BASE))
         spot(changed)
-        assert cache.record_id(changed) == _json_id(changed)
+        assert call_records.record_id(changed) == _json_id(changed)
     nan, none = json.loads(json.dumps(_BASE)), json.loads(json.dumps(_BASE))
     nan[9][0][1].append(float("nan"))
     none[9][0][1].append(None)
-    assert cache.record_id(nan) != cache.record_id(none)
+    assert call_records.record_id(nan) != call_records.record_id(none)
 
 
 @pytest.mark.parametrize("text", ["\x7f", "a\x7fb", "caf\u00e9", "\ud800", "\x00\x1f", "\U000f0001", '"\\/', "\u2028"],
@@ -164,4 +165,4 @@ def test_a_records_texts_are_written_as_json_writes_them(text):
         spot(changed)
         assert cache_format.record_json(changed) == \
             json.dumps(changed, separators=(",", ":"), sort_keys=True).encode("ascii")
-        assert cache.record_id(changed) == _json_id(changed)
+        assert call_records.record_id(changed) == _json_id(changed)

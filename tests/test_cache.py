@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from offlint.api import CheckOptions, CheckResult, check
-from offlint.cache import FORMAT, Cache, cache_home, digest, project_cache_dir
+from offlint.cache import FORMAT, Cache, digest
+from offlint.cache_files import cache_home, project_cache_dir
 from offlint.sources.module_index import ModuleIndex, lookup_state, module_lookup
 from tests.cache_helpers import digests_now
 

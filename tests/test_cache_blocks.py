@@ -10,7 +10,8 @@ import pytest
 
 from offlint import cache as cache_module
 from offlint.api import CheckOptions, CheckResult, check
-from offlint.cache import Cache, digest, project_cache_dir
+from offlint.cache import Cache, digest
+from offlint.cache_files import project_cache_dir
 from tests.cache_helpers import digests_now
 
 BASE = '''

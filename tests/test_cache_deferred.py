@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from offlint.api import CheckOptions, check
-from offlint.cache import Cache, project_cache_dir
+from offlint.cache import Cache
+from offlint.cache_files import project_cache_dir
 from tests.test_cache_parts import _reads
 
 COMMON = '''from megatron.bridge.training.config import ConfigContainer, OptimizerConfig

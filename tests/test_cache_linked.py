@@ -9,7 +9,7 @@ import json
 import pytest
 
 from offlint import api
-from offlint.cache import project_cache_dir
+from offlint.cache_files import project_cache_dir
 from tests.test_cache_deferred import COMMON, EDITS, LAUNCH, _answer, _decoded, tree  # noqa: F401 (fixture)
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from offlint import pipeline
 from offlint.api import CheckOptions, check
-from offlint.cache import project_cache_dir
+from offlint.cache_files import project_cache_dir
 from offlint.part_digests import MODULE, _dirty, definition_digests, line_moves, meaning
 
 COMMON = '''

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from offlint import cache as cache_module
-from offlint import changed, scope
+from offlint import cache_files, changed, scope
 from offlint.cache import Cache, FileOutcome
 from offlint.cache_format import VALUE_CLASSES, Codec
 from offlint.relocation import Unmovable, relocate
@@ -110,8 +110,8 @@ def test_the_whole_run_answer_is_read_when_asked_for_and_written_only_when_new(t
     cache.save(None)
     stored = cache.last_file.read_bytes()
     reads = []
-    read_owned = cache_module._read_owned
-    monkeypatch.setattr(cache_module, "_read_owned", lambda path: reads.append(path) or read_owned(path))
+    read_owned = cache_files.read_owned
+    monkeypatch.setattr(cache_files, "read_owned", lambda path: reads.append(path) or read_owned(path))
     again = Cache(root, "k").load()
     assert reads == []  # not read by load
     entry = FileOutcome("a.py", "d")
@@ -147,7 +147,7 @@ def _merge_by_lines(moves: dict, more: dict) -> bool:
 def test_merge_moves_by_whole_dicts_answers_what_merging_line_by_line_does():
     import random
 
-    from offlint.cache import merge_moves
+    from offlint.call_records import merge_moves
 
     generator = random.Random(7)
 
@@ -168,7 +168,7 @@ def test_merge_moves_by_whole_dicts_answers_what_merging_line_by_line_does():
 
 def test_a_run_that_asks_for_no_gitignore_keeps_the_kept_ones_and_does_not_rewrite_the_file(tmp_path, monkeypatch):
     from offlint.api import CheckOptions, check
-    from offlint.cache import project_cache_dir
+    from offlint.cache_files import project_cache_dir
 
     monkeypatch.setenv("OFFLINT_CACHE_DIR", str(tmp_path / "home"))
     root = tmp_path / "tree"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pathspec
 
 from offlint.api import CheckOptions, check
-from offlint.cache import project_cache_dir
+from offlint.cache_files import project_cache_dir
 from offlint import gitignore, rules
 from offlint.gitignore import GitIgnore
 from offlint.rules import _parse_rules, load_rules, rules_codec
