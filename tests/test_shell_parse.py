@@ -405,6 +405,39 @@ def test_exports_in_effect_for_later_commands():
     assert "not set" in env["UNSET_HERE"].unknown
 
 
+def test_a_declaration_s_quoted_word_is_an_assignment_as_bash_reads_it():
+    """`export 'X=v'` and `export "X=$Y"` assign as `export X=v` does (bash removes the quotes, then splits the word
+    at its first `=`; the value is not split further). A third-party launch set its allocator options so, and offlint
+    reported PYTORCH_CUDA_ALLOC_CONF unset (and, with expandable_segments:True written that way, advice to add it)."""
+    text = """\
+    Y="b  c"
+    export 'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True' "NCCL_DEBUG=$Y" 'RAW=$Y'
+    declare -x "A=1=2"
+    export "not a name=1" '=x' "$UNSET_NAME=3" B
+    f() { local 'L=in'; python inner.py; }
+    f
+    python x.py
+    """
+    _call, inner, outer = cmds(text)
+    got = {k: v.value for k, v in outer.env.items()}
+    assert got == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "NCCL_DEBUG": "b  c", "RAW": "$Y",
+                   "A": "1=2", "B": None}
+    assert (outer.env["NCCL_DEBUG"].line, outer.env["NCCL_DEBUG"].col) == (2, 59)
+    assert "L" not in outer.env and "L" not in inner.env  # local and not exported
+
+
+def test_a_quoted_export_of_expandable_segments_gives_no_allocator_advice(tmp_path):
+    (tmp_path / "pretrain_gpt.py").write_text("from megatron.training import pretrain\n\npretrain(None, None, None)\n")
+    launch = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --hidden-size 1024 --num-attention-heads 16"
+              " --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 8"
+              " --bf16 --train-iters 100\n")
+    (tmp_path / "set.sh").write_text("export 'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True'\n" + launch)
+    (tmp_path / "other.sh").write_text('export "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:32"\n' + launch)
+    found = [(f["filename"], f["code"], f["message"].split(",")[0]) for f in check_json(tmp_path, "--no-cache")]
+    assert found == [("other.sh", "OFL301",
+                      "this training launch runs with PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:32'")]
+
+
 def test_prefix_assignments_apply_to_that_command_only():
     text = """\
     X=1 Y="a b" python first.py $X

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import replace
 
 from offlint.sources.launch import HYDRA_ENTRY_POINTS, container_image, opened_because, srun_environment
@@ -19,6 +20,7 @@ _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
 _BRACE_TOKENS = frozenset(("brace_expression", "concatenation", "word"))  # what may hold a brace expansion
 _BRACE_PARTS = frozenset(("brace_expression", "word", "number"))  # plain text (no quotes or expansions)
 _MAX_DEPTH = 6
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a variable's name (ASCII, as bash's)
 
 
 class Commands:
@@ -102,9 +104,12 @@ class Commands:
                 if "f" in flags or "p" in flags:
                     return
                 continue
+            export = kw == "export" and "n" not in flags or "x" in flags
+            if c.type in ("string", "raw_string", "concatenation", "word"):
+                self.assign_word(c, kw, export)  # `export 'X=v'`
+                continue
             if c.type not in ("variable_name", "variable_assignment"):
                 continue
-            export = kw == "export" and "n" not in flags or "x" in flags
             name_n = c.child_by_field_name("name") if c.type == "variable_assignment" else c
             name = self.raw(name_n.child_by_field_name("name") or name_n) if name_n is not None else ""
             if not name:
@@ -123,6 +128,30 @@ class Commands:
                 self.st.env[name] = _Var(s=why, org=((*p, ""),), unset=True, exported=True, pos=p, lines=(p[0],))
             elif "a" in flags or "A" in flags:
                 self.st.env[name] = _Var(arr=(), pos=p, lines=(p[0],))
+
+    def assign_word(self, n, kw: str, export: bool) -> None:
+        """A declaration's argument written as a quoted word (`export 'X=v'`, `export "X=$Y"`, `declare "A"=1`):
+        bash assigns it as written unquoted, NAME=VALUE, the value not split. A word whose expansion gives no NAME=
+        (an unknown name, no `=`) is left alone, as before."""
+        seen, noted = self.st.seen, self.st.noted
+        self.st.seen, self.st.noted = {}, {}
+        try:
+            text, org, cond = self.scalar(n)
+            name, eq, value = text.partition("=")
+            if not eq or not _SHELL_NAME.fullmatch(name):
+                return
+            pos = self.pos(n.start_byte)
+            if not self.st.sourcing:
+                self.st.out.assignments.append((pos, self.pos(max(n.end_byte - 1, n.start_byte))))
+            if kw == "local" and self.st.locals and name not in self.st.locals[-1]:
+                self.st.locals[-1][name] = self.st.env.get(name)
+            old = self.st.env.get(name)
+            notes = tuple(dict.fromkeys([*self.st.control, *self.st.noted]))
+            self.st.env[name] = _Var(s=value, org=tuple(org[len(name) + 1:]), cond=cond, lines=(pos[0],), pos=pos,
+                                     exported=export or bool(old and old.exported),
+                                     defaults=tuple(self.st.seen), notes=notes)
+        finally:
+            self.st.seen, self.st.noted = {**seen, **self.st.seen}, {**noted, **self.st.noted}
 
     fast_tokens = True  # (tests turn the shortcuts of token() off to compare)
 
