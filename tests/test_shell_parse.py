@@ -1130,3 +1130,27 @@ def test_a_template_placeholder_at_a_lines_start_is_a_command_that_opens_the_env
     assert values(launch) == ["srun", "torchrun", "pretrain_gpt.py", "--lr", "1"]
     assert "template placeholder" in launch.env_open
     assert parse_shell("{ echo a; }\n{\necho b\n}\n").errors == []  # (a group, as before)
+
+
+def test_four_shapes_tree_sitter_bash_refuses_are_read_as_bash_reads_them():
+    """A helper's sweep (session 40) found four valid scripts refused (exit 2; `bash -n` accepts each): a line
+    continuation ending the file, an assignment of nothing closing a backtick substitution inside a string, a
+    single-bracket test comparing with an escaped `<`, and a template's `<placeholder>` as an assignment's value."""
+    final = parse_shell("ps -ef | xargs -I {} kill -9 {}\npython run.py \\\n    --tp 2 \\\n")
+    assert final.errors == []
+    assert values(_command_of(final, "python")) == ["python", "run.py", "--tp", "2"]
+    backtick = parse_shell('echo "to move it, run `export DATA_DIR=` first"\nX=`date`\npython a.py "$X"\n')
+    assert backtick.errors == []
+    assert values(_command_of(backtick, "echo")) == ["echo", None]  # (a substitution's output is not known)
+    assert _command_of(backtick, "python").argv[2].value is None
+    assert [c.argv[0].value for c in backtick.commands] == ["echo", "date", "python"]  # (`date` substituted in X)
+    test = parse_shell('v=2.8.1\nif [ "${v}" \\< "3.0.0" ]\nthen\n  python old.py\nelse\n  python new.py\nfi\n')
+    assert test.errors == []
+    assert {c.argv[1].value: c.argv[0].conditional for c in test.commands} == {
+        "old.py": "inside if at line 2", "new.py": "inside if at line 2"}  # undecided: both paths
+    template = parse_shell("TOKENIZER=<path to tokenizer>/vocab.json\npython train.py --tokenizer $TOKENIZER\n")
+    assert template.errors == []
+    word = _command_of(template, "python").argv[3]
+    assert word.value is None and "<path to tokenizer>" in word.unknown
+    # what bash refuses stays refused
+    assert parse_shell("TOKENIZER=<PATH>\nif [ a \\< b ]; then\n").errors

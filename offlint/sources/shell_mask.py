@@ -7,8 +7,10 @@ expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts
 `for ((...))` header (NeMo RL's tools), a base prefix in arithmetic (`$((10#$N))`), globs with quoted spaces
 or extglobs in `[[ ]]` (issues 321, 246), the root directory as a test's operand (`[ -w / ]`, read as a
 division: radixark/miles' CI host setup), an empty command substitution on lines of its own ("`" twice: a
-MindSpeed-LLM conversion script), and a word at a line's start that begins with `{` (a Slurm template's
-`{{ sbatch_cmds }}`). Each, seen on real scripts, would otherwise make the whole script unreadable.
+MindSpeed-LLM conversion script), a word at a line's start that begins with `{` (a Slurm template's
+`{{ sbatch_cmds }}`), a line continuation ending the file, `NAME=` closing a backtick substitution, an escaped
+less-than in a single-bracket test and a template's `<placeholder>` as an assignment's value (`_odd_shapes`). Each,
+seen on real scripts, would otherwise make the whole script unreadable.
 
 When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
 `[[ ... ]]`, found by a small lexer) is replaced by a neutral one of exactly the same byte length (`${___}`,
@@ -32,6 +34,13 @@ _EMPTY_BACKTICKS = re.compile(rb"(?<![^ \t\n;])`[ \t\n]*`(?=[ \t]*(?:[\n;&|#]|$)
 # A word at a line's start beginning with `{` and more than it (a template's `{{ sbatch_cmds }}`, `{x`): a command
 # name to bash, which reserves `{` alone; tree-sitter-bash (0.25) opens a group there and refuses the script
 _BRACE_WORD = re.compile(rb"(?m)^[ \t]*(\{(?=\S)\{*)")
+# `[ "$v" \< "3.0.0" ]`: a single-bracket test comparing strings with an escaped `<` or `>`
+_ESCAPED_COMPARISON = re.compile(rb"(?<![\[\w])\[[ \t][^\]\n]*?\\[<>][^\]\n]*?[ \t]\](?!\])")
+# A template's placeholder as an assignment's value (`TOKENIZER=<path to tokenizer>/vocab.json`): bash reads a
+# redirection there (`bash -n` accepts it, the run fails); its value is unknown
+# (only where bash reads it: `<` and `>` then redirect from and to words; `X=<Specify path>` alone bash refuses)
+_PLACEHOLDER_VALUE = re.compile(rb"(?m)(?:^|(?<=[ \t;]))[A-Za-z_]\w*=(<[\w.,/-][\w .,/-]*>)(?=[\w./-])")
+_NAME_EQUALS_END = re.compile(rb"(?:^|[ \t;])[A-Za-z_]\w*=\Z")
 _WORD_END = " \t\n;&|()<>"
 _PLAIN = re.compile(r"[^\\'$`\"}()#\[\]<\n]+")  # what _Spans._lex looks at: everything else it steps over
 
@@ -92,9 +101,10 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
                 masked.literal[start] = b"_" * (end - start)
             for start, n in spans.blank_lines:  # a document's line of blanks after an expansion, in a compound
                 masked.literal[start] = b"_" * n
+            odd = _odd_shapes(data, masked)
             ends = _assignment_ends(tree.root_node, data, masked, screen=False)  # `X=1 2>&1`, `A=1 B=2`
             patterns = _case_patterns(tree.root_node, data, masked)
-            if spans.early_ends or slashes or empty or spans.blank_lines or ends or patterns or braces:
+            if spans.early_ends or slashes or empty or spans.blank_lines or ends or patterns or braces or odd:
                 for start in spans.early_ends:  # a document line starting with its delimiter: its first character
                     masked.literal[start] = b"x" if data[start:start + 1] != b"x" else b"y"
                 for start in slashes:  # `[ -w / ]`: the root directory, read as a division
@@ -149,6 +159,46 @@ _ASSIGNMENT_REDIRECT = re.compile(rb"(?m)^[ \t]*(?:" + _ASSIGNMENT + rb"[ \t]+)+
 # A line of two assignments or more and nothing else (a comment aside): the command it is may be glued to the next
 _ASSIGNMENTS_LINE = re.compile(rb"(?m)^[ \t]*(?:" + _ASSIGNMENT + rb"[ \t]+)+" + _ASSIGNMENT
                                + rb"(?=[ \t]*(?:#[^\n]*)?\n)")
+
+
+def _odd_shapes(data: bytes, masked: Masked) -> bool:
+    """Mask the shapes found by their text alone, for the first masked parse: a final line continuation (blanked),
+    an assignment of nothing just before a closing backtick (export D= in backticks inside a string: its `=`
+    blanked, the substitution expanding to nothing either way), a single-bracket test with an escaped `<` or `>`
+    (a test offlint leaves undecided) and a template's `<placeholder>` as an assignment's value (unknown). Whether
+    any was found."""
+    found = False
+    body = data.rstrip(b" \t\n")
+    if body.endswith(b"\\") and not body.endswith(b"\\\\") and data[len(body):len(body) + 1] == b"\n":
+        masked.literal[len(body) - 1] = b" "  # (a line continuation that ends the file: bash ends the command)
+        found = True
+    for start in _empty_values_before_backticks(data):
+        masked.literal[start] = b" "
+        found = True
+    for m in _ESCAPED_COMPARISON.finditer(data):
+        if _neutral("test", m.end() - m.start()):
+            masked.spans[m.start()] = (m.end(), "test")
+            found = True
+    for m in _PLACEHOLDER_VALUE.finditer(data):
+        if _neutral("expansion", m.end(1) - m.start(1)):
+            masked.spans[m.start(1)] = (m.end(1), "expansion")
+            found = True
+    return found
+
+
+def _empty_values_before_backticks(data: bytes) -> list[int]:
+    """The offsets of the `=` of `NAME=` ending a backtick substitution (tree-sitter-bash 0.25 refuses D= there),
+    backticks paired in order on lines that hold no single quote or escaped backtick (where pairing is plain)."""
+    found = []
+    start = 0
+    for line in data.split(b"\n"):
+        if line.count(b"`") >= 2 and b"'" not in line and b"\\`" not in line:
+            ticks = [i for i, c in enumerate(line) if c == 0x60]
+            for opening, closing in zip(ticks[::2], ticks[1::2]):
+                if _NAME_EQUALS_END.search(line[opening + 1:closing]):
+                    found.append(start + closing - 1)
+        start += len(line) + 1
+    return found
 
 
 def _assignment_ends(root, data: bytes, masked: Masked, screen: bool = True) -> bool:
