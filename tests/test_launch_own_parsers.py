@@ -39,3 +39,24 @@ def test_a_script_of_the_tree_with_its_own_parser_is_no_parse_error(tmp_path, mo
 def test_one_that_hydra_parses_is(tmp_path, monkeypatch, files):
     errors = _errors(tmp_path, monkeypatch, files)
     assert len(errors) == 1 and "Hydra cannot parse" in errors[0]
+
+
+HYDRA_APP = ('import hydra\n\n\n@hydra.main(config_path="conf", config_name="main", version_base=None)\n'
+             'def main(cfg):\n    print(cfg.model.lora_rank)\n\n\nif __name__ == "__main__":\n    main()\n')
+BRIDGE_SCRIPT = ("from megatron.bridge.training.utils.omegaconf_utils import parse_hydra_overrides\n\n"
+                 "def main(cfg, overrides):\n    return parse_hydra_overrides(cfg, overrides)\n")
+APP_LAUNCH = "python {script} model.lora_rank=32 optimizer.optimizer_offload_fracton=0.5 data.train_batch_size=8\n"
+
+
+@pytest.mark.parametrize("script, reported", [(HYDRA_APP, []), (BRIDGE_SCRIPT, ["OFL003", "OFL003"])])
+def test_a_hydra_application_s_overrides_are_its_own_config_s_keys(tmp_path, monkeypatch, script, reported):
+    """rllm's cookbooks (a helper's sweep, session 40) pass `model.lora_rank=32` to `@hydra.main(config_path=...,
+    config_name=...)` applications: the keys are that app's own config's, which Hydra checks; offlint had read them
+    as Megatron Bridge overrides and reported 21 'misspelt' fields (OFL003: did you mean model.q_lora_rank?). A
+    script that applies the overrides to a Bridge config is still checked."""
+    write_tree(tmp_path, {"train.py": script, "go.sh": APP_LAUNCH.format(script="train.py"),
+                          "conf/main.yaml": "model:\n  lora_rank: 4\n"})
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert result.errors == []
+    assert [f.code for f in result.findings if f.location.path == "go.sh"] == reported

@@ -99,7 +99,8 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside,
-                           _parses_with_hydra(project, location.path, values[script_index] or "", script))
+                           _parses_with_hydra(project, location.path, values[script_index] or "", script),
+                           _own_hydra_config(project, location.path, values[script_index] or "", script))
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         elif not unit.launch_gpus:  # (a performance launch's is its -ng)
@@ -846,6 +847,23 @@ def _parses_with_hydra(project, launch_path: str, script_word: str, script: str)
     return path is None or bool(_HYDRA_PARSING.search(project.text(path) or ""))
 
 
+# A Hydra application's entry point naming its own config (`@hydra.main(config_path="conf", config_name="main")`)
+_HYDRA_APP = re.compile(r"@hydra\.main\s*\([^)]*\bconfig_name\s*=")
+
+
+def _own_hydra_config(project, launch_path: str, script_word: str, script: str) -> str:
+    """Where the launched script of the tree is a Hydra application with a config of its own (`@hydra.main(...,
+    config_name=...)`), the file and line of that decorator; "" otherwise. Its `key=value` arguments override that
+    config, not a Megatron Bridge ConfigContainer: rllm's cookbooks pass `model.lora_rank=32` to such apps, which
+    OFL003 called a misspelt Bridge field."""
+    if script in HYDRA_ENTRY_POINTS or script in perf_flags.PERF_SCRIPTS or project is None:
+        return ""
+    path = entry_scripts.script_path(script_word, launch_path, lambda candidate, near: project.text(candidate))
+    text = project.text(path) if path is not None else None
+    found = _HYDRA_APP.search(text) if text and "hydra" in text else None
+    return f"{path}:{text.count(chr(10), 0, found.start()) + 1}" if found else ""
+
+
 def _override_key(text: str) -> str:
     """The key a `key=value` override sets as the command sees it: `"model.offload_modules=${X}"` quotes it (the quote
     is no part of it), `+key` / `~key` add or delete it."""
@@ -853,7 +871,10 @@ def _override_key(text: str) -> str:
 
 
 def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg], location: Location,
-                env_known: bool, perf_launch=None, context: str = "", hydra_syntax: bool = True) -> Unit:
+                env_known: bool, perf_launch=None, context: str = "", hydra_syntax: bool = True,
+                own_config: str = "") -> Unit:
+    """A launch taking `key=value` overrides. `own_config`: where the script declares a Hydra config of its own
+    (_own_hydra_config): its overrides are that config's keys, not read as Megatron Bridge's."""
     layer = Layer("command line")
     recipe = ""
     config_files: list[tuple[str, Location]] = []
@@ -907,7 +928,8 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
                     written.append((Assignment(_override_key(value), unread, arg.location, Source.HYDRA, arg.text),
                                     arg.conditional))
         i += 1
-    layer.assignments.extend(_by_path(written, context, alternatives, BELOW))
+    if not own_config:
+        layer.assignments.extend(_by_path(written, context, alternatives, BELOW))
     # Bridge entry points run a recipe whose cfg.env_vars may set variables: known only once it is linked.
     env_known = env_known and not recipe and script not in HYDRA_ENTRY_POINTS
     # The perf scripts apply their own flags after the Hydra overrides (set_user_overrides runs last).
@@ -917,6 +939,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     unit = Unit(name=name + shown, kind=UnitKind.COMMAND, location=location,
                 layers=layers, launches_training=True, env_known=env_known)
     reason = (f"set by recipe `{recipe}`, which is not in the linted files" if recipe
+              else f"the script's own Hydra config ({own_config}), not Megatron Bridge's" if own_config
               else "set by the recipe this command runs")
     if perf_launch is not None and perf_launch.refused:
         reason = f"{script} refuses this command: {perf_launch.refused}"
