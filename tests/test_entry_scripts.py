@@ -583,6 +583,22 @@ def test_a_backend_imported_in_a_try_block_leaves_the_accelerator_unknown(tmp_pa
     assert _ofl301_strict(tree) == []
 
 
+def test_a_launch_exporting_another_accelerator_s_runtime_variables_may_run_there(tmp_path):
+    """MindSpeed's system tests (Ascend's Megatron adaptor, a helper's sweep) export HCCL_DETERMINISTIC or
+    ASCEND_LAUNCH_BLOCKING and run a pretrain_gpt.py outside the tree on NPUs: OFL301's CUDA advice was a default
+    finding there. Such a variable makes the device unknown (a possible finding with --strict), not decided: a script
+    copied from its twin for another device may keep the export. A launch exporting none is advised as before."""
+    outside = LAUNCH.format(script="/opt/Megatron-LM/pretrain_gpt.py")
+    files = {"hccl.sh": outside.replace("export CUDA_DEVICE_MAX_CONNECTIONS=1", "export HCCL_DETERMINISTIC=TRUE"),
+             "ascend.sh": "ASCEND_LAUNCH_BLOCKING=1 " + outside.split("\n", 2)[2],
+             "branch.sh": outside.replace("export CUDA_DEVICE_MAX_CONNECTIONS=1",
+                                          'if [ "$DEVICE" = npu ]; then export HCCL_CONNECT_TIMEOUT=1200; fi'),
+             "cuda.sh": outside}
+    tree = _tree(tmp_path, files)
+    assert _ofl301(tree) == ["cuda.sh"]
+    assert _ofl301_strict(tree) == [("ascend.sh", True), ("branch.sh", True), ("cuda.sh", False), ("hccl.sh", True)]
+
+
 def test_the_accelerator_is_named_by_what_the_code_imports(tmp_path):
     files = {"pretrain_gpt.py": NPU_ENTRY, "npu_llm/__init__.py": "", "npu_llm/training/__init__.py": "",
              "npu_llm/training/training.py": NPU_TRAINING}
