@@ -21,8 +21,8 @@ from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
 from offlint.sources import mlm_flags
 from offlint.sources.bridge_checks import NOT_CONFIG_FIELDS
-from offlint.types import (Assignment, ByVersion, Finding, Location, OneOf, Related, Severity, Source, Unit, UnitKind,
-                           Unknown, Value)
+from offlint.types import (Assignment, ByVersion, Defaults, Finding, Location, OneOf, Related, Severity, Source, Unit,
+                           UnitKind, Unknown, Value)
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -217,6 +217,7 @@ def _unit_names(unit: Unit) -> dict:
     """The names a unit's rule conditions read besides its keys; made once per unit, for every rule."""
     gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
     return {"launches_training": unit.launches_training, "evaluates_only": unit.evaluates_only,
+            "builds_no_optimizer": _builds_no_optimizer(unit),
             "meant_by_typo": _meant_by_typo(unit), "unit_kind": unit.kind.value, "unit_name": unit.name,
             "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
             "launch_gpus": unit.launch_gpus, "checkout_flags": unit.checkout_flags,
@@ -225,6 +226,16 @@ def _unit_names(unit: Unit) -> dict:
             "accelerator_variables": accelerator_variables(a.key[4:] for layer in unit.layers for a in layer.assignments
                                                            if a.key.startswith("env."))
             if unit.launches_training else ()}
+
+
+def _builds_no_optimizer(unit: Unit) -> bool:
+    """A Megatron-LM style launch that builds no optimizer: its entry script's code reaches no call that does
+    (Unit.builds_optimizer), or, where its code does not say, its script's name and flags say it does not train
+    (launch.trains_by_flags). Megatron-LM builds OptimizerConfig and the optimizer only in training's setup, so the
+    rules about the optimizer's build and steps do not apply (a converter given a training job's flags)."""
+    if unit.kind != UnitKind.COMMAND or unit.defaults != Defaults.MLM_CLI:
+        return False
+    return unit.builds_optimizer is False or unit.builds_optimizer is None and not unit.launches_training
 
 
 def _meant_by_typo(unit: Unit) -> frozenset[str]:

@@ -211,6 +211,10 @@ class Unit:
     # (AnyField: a user's overrides): --strict reads their defaults (resolve.ResolvedUnit.before_catch_all).
     overridden_sections: frozenset[str] = frozenset()
     launches_training: bool = False  # OFL301 applies to units that start training
+    # A Megatron-LM style launch whose entry script's code builds no optimizer (False: a checkpoint converter passed
+    # a training job's flags), True where it does, None where its code does not say (sources/entry_scripts.py
+    # builds_optimizer, applied when commands are linked); the optimizer's rules stand aside where it builds none.
+    builds_optimizer: bool | None = None
     # A launch whose every path bypasses the training loop (`--skip-train`, validation.skip_train=true): it
     # evaluates only (linking._evaluates_only), and training's advice (OFL301) is not for it.
     evaluates_only: bool = False

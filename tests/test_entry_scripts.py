@@ -599,6 +599,42 @@ def test_a_launch_exporting_another_accelerator_s_runtime_variables_may_run_ther
     assert _ofl301_strict(tree) == [("ascend.sh", True), ("branch.sh", True), ("cuda.sh", False), ("hccl.sh", True)]
 
 
+CONVERTER_BUILDING = """\
+from megatron.training import get_args
+from megatron.training.initialize import initialize_megatron
+from megatron.training.training import {build}
+
+
+def provider(pre_process=True, post_process=True):
+    raise NotImplementedError
+
+
+if __name__ == "__main__":
+    initialize_megatron(args_defaults={{"no_load_optim": True}})
+    model = {call}
+"""
+
+
+@pytest.mark.parametrize("build, call, reported", [
+    ("get_model", "get_model(provider, wrap_with_ddp=False)", []),
+    ("setup_model_and_optimizer", "setup_model_and_optimizer(provider, None)", ["OFL116", "OFL206", "OFL302"]),
+])
+def test_the_optimizer_s_rules_stand_aside_where_the_entry_script_builds_no_optimizer(tmp_path, build, call,
+                                                                                    reported):
+    """A checkpoint converter launched with a training job's flags (AIMO3's convert_gpt_oss.sh, LoongForge's round
+    trip test; a helper's sweep) got OFL302 and OFL306: what the optimizer's build and steps would do, for a run
+    that builds no optimizer (Megatron-LM builds OptimizerConfig and the optimizer only in training's setup). A
+    script that does build one (to load its state) is checked as before. OFL115, which validate_args asserts, stays."""
+    flags = "--optimizer-cpu-offload --use-precision-aware-optimizer"  # (and no distributed optimizer)
+    launch = LAUNCH.format(script="tools/convert.py").replace("--bf16", "--bf16 " + flags)
+    tree = _tree(tmp_path, {"convert.sh": launch, "tools/convert.py": CONVERTER_BUILDING.format(build=build, call=call),
+                            "bad.sh": launch.replace(" --use-precision-aware-optimizer", "")})
+    result = check([str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, cache=False))
+    assert not result.errors, result.errors
+    assert sorted(f.code for f in result.findings if f.location.path.endswith("convert.sh")) == reported
+    assert "OFL115" in {f.code for f in result.findings if f.location.path.endswith("bad.sh")}
+
+
 def test_the_accelerator_is_named_by_what_the_code_imports(tmp_path):
     files = {"pretrain_gpt.py": NPU_ENTRY, "npu_llm/__init__.py": "", "npu_llm/training/__init__.py": "",
              "npu_llm/training/training.py": NPU_TRAINING}

@@ -48,6 +48,9 @@ _NOT_TRAINING = frozenset(sys.stdlib_module_names) | {
     "lm_eval", "clip"}  # (lm-evaluation-harness scores a model; OpenAI's CLIP package loads one)
 # Megatron's calls that validate the parsed arguments (training runs them too)
 _CHECKING_CALLS = TRAINING_CALLS | {"initialize_megatron", "validate_args"}
+# Names whose call builds the optimizer: training does, and Megatron-LM's setup and megatron-core's builder (a
+# checkpoint converter may call them to load an optimizer's state)
+OPTIMIZER_CALLS = TRAINING_CALLS | {"setup_model_and_optimizer", "get_megatron_optimizer"}
 _MAX_FUNCTIONS = 400  # past this many functions followed the answer stays open
 
 TreeText = Callable[[str, str], "str | None"]
@@ -83,6 +86,14 @@ class Write(NamedTuple):
 
 
 UNREAD = object()  # Write.value: what the run's code sets is not known
+
+
+def builds_optimizer(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> bool | None:
+    """As `trains`, for the calls that build the optimizer (OPTIMIZER_CALLS): False where the entry script's code
+    reaches none (a checkpoint converter passed a training job's flags, optimizer offloading among them: what the
+    optimizer's build and steps would do does not happen), None where it does not decide."""
+    answer = _per_script(_Reach.module_builds_optimizer, script, launch_path, tree_text, parsed, None)
+    return None if answer == ARGUMENTS_CHOOSE else answer
 
 
 def namespace_writes(script: str, launch_path: str, tree_text: TreeText,
@@ -235,6 +246,7 @@ class _Reach:
         self.search_paths: list[str] = []  # folders the modules read so far add to sys.path (_Module.search_paths)
         self.chosen = False  # a name imported on several branches, one of which trains, left the answer open
         self.checking: dict[tuple[_Module, str], bool] = {}  # a function of the tree -> _checks_arguments
+        self.calls = TRAINING_CALLS  # the names looked for (module_builds_optimizer: OPTIMIZER_CALLS)
 
     def module_trains(self, path: str) -> bool | str | None:
         module = self._module(path)
@@ -242,6 +254,10 @@ class _Reach:
             return None
         answer = self._calls_train(module, module.top_level, ())
         return ARGUMENTS_CHOOSE if answer is None and self.chosen else answer
+
+    def module_builds_optimizer(self, path: str) -> bool | str | None:
+        self.calls = OPTIMIZER_CALLS
+        return self.module_trains(path)
 
     def module_writes(self, path: str) -> tuple[Write, ...]:
         sites: dict[str, dict[tuple[str, int], object]] = {}  # attribute -> its places -> the value known there
@@ -441,9 +457,9 @@ class _Reach:
         for call in _calls(body):
             func = call.func
             if isinstance(func, ast.Name):
-                answer = True if func.id in TRAINING_CALLS else self._function_trains(module, func.id, stack)
+                answer = True if func.id in self.calls else self._function_trains(module, func.id, stack)
             elif isinstance(func, ast.Attribute):
-                if func.attr in TRAINING_CALLS:
+                if func.attr in self.calls:
                     return True
                 # `module.function(...)` of an imported module is followed; a method only by its name
                 dotted = _dotted(func.value, module.module_imports)
@@ -472,7 +488,7 @@ class _Reach:
 
     def _imported_trains(self, module: _Module, source: str, original: str, stack: tuple,
                          hops: int = 0) -> bool | None:
-        if original in TRAINING_CALLS:
+        if original in self.calls:
             return True
         if source.split(".")[0] == "megatron":
             # megatron's packages train only through TRAINING_CALLS and their variants (Bridge's
