@@ -16,7 +16,6 @@ from dataclasses import replace
 
 from offlint import gpus, keys
 from offlint.conditions import COMPARE, UNKNOWN, Scope, evaluate, truth
-from offlint.conditions.settings import accelerator_variables
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
 from offlint.sources import mlm_flags
@@ -222,10 +221,7 @@ def _unit_names(unit: Unit) -> dict:
             "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
             "launch_gpus": unit.launch_gpus, "checkout_flags": unit.checkout_flags,
             "container_image": unit.container_image,
-            "defaults": unit.defaults.value, "framework": unit.framework, "accelerator": unit.accelerator,
-            "accelerator_variables": accelerator_variables(a.key[4:] for layer in unit.layers for a in layer.assignments
-                                                           if a.key.startswith("env."))
-            if unit.launches_training else ()}
+            "defaults": unit.defaults.value, "framework": unit.framework, "accelerator": unit.accelerator}
 
 
 def _builds_no_optimizer(unit: Unit) -> bool:

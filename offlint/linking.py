@@ -95,9 +95,11 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                     trains = None
                 if trains is not None:
                     unit.launches_training = trains
-                if unit.launches_training:  # on which accelerator, where its code says
+                if unit.launches_training:  # on which accelerator, where its code (or its environment) says
                     unit.accelerator = entry_scripts.accelerator(unit.entry_script, read.file.path, tree_text,
-                                                                 entry_modules, _environment(unit))
+                                                                 entry_modules, _environment(unit)) or \
+                        entry_scripts.runtime_variables_accelerator(a.key[4:] for layer in unit.layers
+                                                                    for a in layer.assignments if a.key[:4] == "env.")
                     _take_entry_script_environment(unit, entry_scripts.environment_writes(
                         unit.entry_script, read.file.path, tree_text, entry_modules))
                 driver = unit.launches_training and entry_scripts.ray_driver(unit.entry_script, read.file.path,

@@ -593,9 +593,12 @@ def test_a_launch_exporting_another_accelerator_s_runtime_variables_may_run_ther
              "ascend.sh": "ASCEND_LAUNCH_BLOCKING=1 " + outside.split("\n", 2)[2],
              "branch.sh": outside.replace("export CUDA_DEVICE_MAX_CONNECTIONS=1",
                                           'if [ "$DEVICE" = npu ]; then export HCCL_CONNECT_TIMEOUT=1200; fi'),
-             "cuda.sh": outside}
+             "cuda.sh": outside,
+             "npu.sh": outside.replace("export CUDA_DEVICE_MAX_CONNECTIONS=1",
+                                       "export HCCL_DETERMINISTIC=TRUE PYTORCH_NPU_ALLOC_CONF=expandable_segments:True")}
     tree = _tree(tmp_path, files)
     assert _ofl301(tree) == ["cuda.sh"]
+    # (NPU allocator options still decide: no finding at all)
     assert _ofl301_strict(tree) == [("ascend.sh", True), ("branch.sh", True), ("cuda.sh", False), ("hccl.sh", True)]
 
 

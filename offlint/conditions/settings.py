@@ -29,18 +29,6 @@ def checkout_checks(scope: Scope, name: str) -> bool:
 # MT-MegatronLM script for CUDA exports MUSA_VISIBLE_DEVICES, copied from its MUSA twin, and its code runs on CUDA.
 OTHER_ACCELERATOR_VARIABLES = {"PYTORCH_NPU_ALLOC_CONF": "Ascend NPUs",
                                "PYTORCH_MUSA_ALLOC_CONF": "Moore Threads GPUs (MUSA)"}
-# Variables only another accelerator's runtime reads (Huawei's and Habana's collective libraries are both HCCL; the
-# CANN runtime's ASCEND_*; Gaudi's PT_HPU_* and HABANA_*): a launch exporting one may run there, so CUDA-only advice
-# is only possible (MindSpeed's system tests export HCCL_DETERMINISTIC and ASCEND_LAUNCH_BLOCKING for NPU runs of a
-# pretrain_gpt.py outside the tree). Not a decision, as the variables above are: a script copied from its twin for
-# another device keeps such exports (MUSA_VISIBLE_DEVICES in a CUDA script of MT-MegatronLM).
-ACCELERATOR_VARIABLE_PREFIXES = {"HCCL_": "Ascend NPUs or Intel Gaudi HPUs", "ASCEND_": "Ascend NPUs",
-                                 "PT_HPU_": "Intel Gaudi HPUs", "HABANA_": "Intel Gaudi HPUs"}
-
-
-def accelerator_variables(names) -> tuple[str, ...]:
-    """Those of the environment variable `names` a launch sets that ACCELERATOR_VARIABLE_PREFIXES name."""
-    return tuple(name for name in names if name.startswith(tuple(ACCELERATOR_VARIABLE_PREFIXES)))
 
 
 @needs_scope
@@ -68,22 +56,18 @@ def other_accelerator(scope: Scope) -> object:
     PYTORCH_NPU_ALLOC_CONF"): its entry script's code imports that backend's package (Unit.accelerator), or its
     environment sets that backend's allocator options (OTHER_ACCELERATOR_VARIABLES); "" where neither says so,
     unknown where one of those variables is unknown, the code imports the package only where it is installed, or
-    the launch sets a variable only another accelerator's runtime reads (ACCELERATOR_VARIABLE_PREFIXES)."""
+    the launch sets a variable only another accelerator's runtime reads
+    (entry_scripts.runtime_variables_accelerator)."""
     accelerator = scope.names.get("accelerator")
-    if isinstance(accelerator, Unknown):
-        return UNKNOWN
-    if accelerator:
+    if accelerator and not isinstance(accelerator, Unknown):
         return accelerator
-    unknown = False
+    unknown = isinstance(accelerator, Unknown)  # (an allocator variable below still decides)
     for name, device in OTHER_ACCELERATOR_VARIABLES.items():
         value = scope.key(f"env.{name}")
         if value is UNKNOWN:
             unknown = True
         elif value is not None:
             return f"{device}: the launch sets {name}"
-    for name in scope.names.get("accelerator_variables", ()):
-        if scope.key(f"env.{name}") is not None:  # (set, or set on some paths: unknown)
-            unknown = True
     return UNKNOWN if unknown else ""
 
 

@@ -157,6 +157,25 @@ _BACKEND_TRY_IMPORT = re.compile(r"^try[ \t]*:[ \t]*(?:#[^\n]*)?\n(?:[ \t]*(?:#[
                                  + "|".join(BACKEND_PACKAGES) + r")\b", re.MULTILINE)
 
 
+# Variables only another accelerator's runtime reads (Huawei's and Habana's collective libraries are both HCCL; the
+# CANN runtime's ASCEND_*; Gaudi's PT_HPU_* and HABANA_*): a launch exporting one may run there (MindSpeed's system
+# tests export HCCL_DETERMINISTIC or ASCEND_LAUNCH_BLOCKING for NPU runs of a pretrain_gpt.py outside the tree).
+# Not a decision, as a backend's import or allocator options are: a script copied from its twin for another device
+# keeps such exports (MUSA_VISIBLE_DEVICES in a CUDA script of MT-MegatronLM).
+RUNTIME_VARIABLE_PREFIXES = {"HCCL_": "Ascend NPUs or Intel Gaudi HPUs", "ASCEND_": "Ascend NPUs",
+                             "PT_HPU_": "Intel Gaudi HPUs", "HABANA_": "Intel Gaudi HPUs"}
+
+
+def runtime_variables_accelerator(names) -> Unknown | str:
+    """An Unknown naming the accelerator a launch setting the environment variable `names` may run on, where one is
+    only another accelerator's runtime's (RUNTIME_VARIABLE_PREFIXES); "" where none is."""
+    for name in names:
+        for prefix, device in RUNTIME_VARIABLE_PREFIXES.items():
+            if name.startswith(prefix):
+                return Unknown(f"the launch may run on {device}: it sets {name}")
+    return ""
+
+
 ENV_UNKNOWN = object()  # `accelerator`'s `env`: the launch's value of a variable is not known
 
 
