@@ -169,8 +169,8 @@ def _odd_shapes(data: bytes, masked: Masked) -> bool:
     any was found."""
     found = False
     body = data.rstrip(b" \t\n")
-    if body.endswith(b"\\") and not body.endswith(b"\\\\") and data[len(body):len(body) + 1] == b"\n":
-        masked.literal[len(body) - 1] = b" "  # (a line continuation that ends the file: bash ends the command)
+    if body.endswith(b"\\") and not body.endswith(b"\\\\"):
+        masked.literal[len(body) - 1] = b" "  # (a continuation ending the file, a newline after it or not: dropped)
         found = True
     for start in _empty_values_before_backticks(data):
         masked.literal[start] = b" "
