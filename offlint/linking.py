@@ -117,9 +117,9 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                         if script not in parsers:
                             parsers[script] = script_flags.options(tree_text(script, read.file.path))
                         _run_own_script(unit, own, parsers[script], script)
-                if unit.defaults == Defaults.MLM_CLI:  # whether its code builds an optimizer at all
-                    unit.builds_optimizer = entry_scripts.builds_optimizer(unit.entry_script, read.file.path,
-                                                                           tree_text, entry_modules)
+                if unit.defaults == Defaults.MLM_CLI:  # whether its code builds an optimizer at all (training does)
+                    unit.builds_optimizer = True if trains is True else entry_scripts.builds_optimizer(
+                        unit.entry_script, read.file.path, tree_text, entry_modules)
                 if unit.defaults == Defaults.MLM_CLI:  # and which arguments its code sets itself
                     _take_entry_script_writes(unit, entry_scripts.namespace_writes(
                         unit.entry_script, read.file.path, tree_text, entry_modules))

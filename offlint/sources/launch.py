@@ -99,8 +99,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside,
-                           _parses_with_hydra(project, location.path, values[script_index] or "", script),
-                           _own_hydra_config(project, location.path, values[script_index] or "", script))
+                           *_hydra_reading(project, location.path, values[script_index] or "", script))
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         elif not unit.launch_gpus:  # (a performance launch's is its -ng)
@@ -836,32 +835,29 @@ def _perf_launch(project, location: Location, script_word: str | None, script: s
 _HYDRA_PARSING = re.compile(r"\bhydra\b|from_dotlist|parse_hydra_overrides")
 
 
-def _parses_with_hydra(project, launch_path: str, script_word: str, script: str) -> bool:
-    """Whether the launched script reads its `key=value` arguments with Hydra's grammar, so that one Hydra refuses
-    stops the launch: Bridge's entry points, and a script of the tree whose code shows it (_HYDRA_PARSING); a
-    script offlint cannot read is taken to. A script of the tree that does not (a NeMo-Run `run.cli.main`
-    command line, which splits at the first `=`) had made its launcher 'cannot parse', exit 2."""
-    if script in HYDRA_ENTRY_POINTS or script in perf_flags.PERF_SCRIPTS or project is None:
-        return True
-    path = entry_scripts.script_path(script_word, launch_path, lambda candidate, near: project.text(candidate))
-    return path is None or bool(_HYDRA_PARSING.search(project.text(path) or ""))
-
-
 # A Hydra application's entry point naming its own config (`@hydra.main(config_path="conf", config_name="main")`)
 _HYDRA_APP = re.compile(r"@hydra\.main\s*\([^)]*\bconfig_name\s*=")
 
 
-def _own_hydra_config(project, launch_path: str, script_word: str, script: str) -> str:
-    """Where the launched script of the tree is a Hydra application with a config of its own (`@hydra.main(...,
-    config_name=...)`), the file and line of that decorator; "" otherwise. Its `key=value` arguments override that
-    config, not a Megatron Bridge ConfigContainer: rllm's cookbooks pass `model.lora_rank=32` to such apps, which
-    OFL003 called a misspelt Bridge field."""
+def _hydra_reading(project, launch_path: str, script_word: str, script: str) -> tuple[bool, str]:
+    """How the launched script reads its `key=value` arguments, from its code where it is a script of the tree:
+
+    - whether with Hydra's grammar, so that one Hydra refuses stops the launch: Bridge's entry points, and a script
+      of the tree whose code shows it (_HYDRA_PARSING); a script offlint cannot read is taken to. A script of the
+      tree that does not (a NeMo-Run `run.cli.main` command line, which splits at the first `=`) had made its
+      launcher 'cannot parse', exit 2;
+    - where it is a Hydra application with a config of its own (`@hydra.main(..., config_name=...)`), the file and
+      line of that decorator ("" otherwise): its arguments override that config, not a Megatron Bridge
+      ConfigContainer (rllm's cookbooks pass `model.lora_rank=32` to such apps, which OFL003 called a misspelt
+      Bridge field)."""
     if script in HYDRA_ENTRY_POINTS or script in perf_flags.PERF_SCRIPTS or project is None:
-        return ""
+        return True, ""
     path = entry_scripts.script_path(script_word, launch_path, lambda candidate, near: project.text(candidate))
-    text = project.text(path) if path is not None else None
-    found = _HYDRA_APP.search(text) if text and "hydra" in text else None
-    return f"{path}:{text.count(chr(10), 0, found.start()) + 1}" if found else ""
+    if path is None:
+        return True, ""
+    text = project.text(path) or ""
+    found = _HYDRA_APP.search(text) if "hydra" in text else None
+    return bool(_HYDRA_PARSING.search(text)), f"{path}:{text.count(chr(10), 0, found.start()) + 1}" if found else ""
 
 
 def _override_key(text: str) -> str:
@@ -874,7 +870,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
                 env_known: bool, perf_launch=None, context: str = "", hydra_syntax: bool = True,
                 own_config: str = "") -> Unit:
     """A launch taking `key=value` overrides. `own_config`: where the script declares a Hydra config of its own
-    (_own_hydra_config): its overrides are that config's keys, not read as Megatron Bridge's."""
+    (_hydra_reading): its overrides are that config's keys, not read as Megatron Bridge's."""
     layer = Layer("command line")
     recipe = ""
     config_files: list[tuple[str, Location]] = []

@@ -37,16 +37,19 @@ class Commands:
         self.tok = self.ci(val.start_byte)
         return _join(self.exp(val, False), self.o(val.start_byte))
 
-    def assign(self, n, export: bool = False) -> None:
-        """An assignment; the new value remembers the defaults it took and the decisions it rests on."""
+    def assign(self, n, export: bool = False, declared: str = "") -> None:
+        """An assignment, or (`declared`: the declaration's keyword) a declaration's argument written as a quoted
+        word (_assign_word); the new value remembers the defaults it took and the decisions it rests on."""
         seen, noted = self.st.seen, self.st.noted
         self.st.seen, self.st.noted = {}, {}
-        if not self.st.sourcing:  # (a sourced file's lines are another file's)
-            self.st.out.assignments.append((self.pos(n.start_byte), self.pos(max(n.end_byte - 1, n.start_byte))))
         try:
-            self._assign(n, export)
-            name_n = n.child_by_field_name("name")
-            name = self.raw(name_n.child_by_field_name("name") or name_n) if name_n is not None else ""
+            if declared:
+                name = self._assign_word(n, declared, export)
+            else:
+                self._assigned_at(n)
+                self._assign(n, export)
+                name_n = n.child_by_field_name("name")
+                name = self.raw(name_n.child_by_field_name("name") or name_n) if name_n is not None else ""
             var = self.st.env.get(name)
             notes = tuple(dict.fromkeys([*self.st.control, *self.st.noted]))
             if var is not None and (self.st.seen or notes):
@@ -54,6 +57,30 @@ class Commands:
                                             notes=tuple(dict.fromkeys([*notes, *var.notes])))
         finally:
             self.st.seen, self.st.noted = {**seen, **self.st.seen}, {**noted, **self.st.noted}
+
+    def _assigned_at(self, n) -> None:
+        if not self.st.sourcing:  # (a sourced file's lines are another file's)
+            self.st.out.assignments.append((self.pos(n.start_byte), self.pos(max(n.end_byte - 1, n.start_byte))))
+
+    def _assign_word(self, n, declared: str, export: bool) -> str:
+        """`export 'X=v'`, `export "X=$Y"`, `declare "A"=1`: bash assigns the word as written unquoted, NAME=VALUE,
+        the value not split. The name assigned; "" for a word whose expansion gives no NAME= (an unknown name, no
+        `=`), left alone as before."""
+        text, org, cond = self.scalar(n)
+        name, eq, value = text.partition("=")
+        if not eq or not _SHELL_NAME.fullmatch(name):
+            return ""
+        self._assigned_at(n)
+        self._scope_local(declared, name)
+        pos, old = self.pos(n.start_byte), self.st.env.get(name)
+        self.st.env[name] = _Var(s=value, org=tuple(org[len(name) + 1:]), cond=cond, lines=(pos[0],), pos=pos,
+                                 exported=export or bool(old and old.exported))
+        return name
+
+    def _scope_local(self, declared: str, name: str) -> None:
+        """`local NAME`: the function's frame keeps the value the name had, for its return."""
+        if declared == "local" and self.st.locals and name not in self.st.locals[-1]:
+            self.st.locals[-1][name] = self.st.env.get(name)
 
     def _assign(self, n, export: bool) -> None:
         name_n, val = n.child_by_field_name("name"), n.child_by_field_name("value")
@@ -106,7 +133,7 @@ class Commands:
                 continue
             export = kw == "export" and "n" not in flags or "x" in flags
             if c.type in ("string", "raw_string", "concatenation", "word"):
-                self.assign_word(c, kw, export)  # `export 'X=v'`
+                self.assign(c, export, declared=kw)  # `export 'X=v'`
                 continue
             if c.type not in ("variable_name", "variable_assignment"):
                 continue
@@ -114,8 +141,7 @@ class Commands:
             name = self.raw(name_n.child_by_field_name("name") or name_n) if name_n is not None else ""
             if not name:
                 continue
-            if kw == "local" and self.st.locals and name not in self.st.locals[-1]:
-                self.st.locals[-1][name] = self.st.env.get(name)
+            self._scope_local(kw, name)
             old, p = self.st.env.get(name), self.pos(c.start_byte)
             if c.type == "variable_assignment":
                 self.assign(c, export)
@@ -128,30 +154,6 @@ class Commands:
                 self.st.env[name] = _Var(s=why, org=((*p, ""),), unset=True, exported=True, pos=p, lines=(p[0],))
             elif "a" in flags or "A" in flags:
                 self.st.env[name] = _Var(arr=(), pos=p, lines=(p[0],))
-
-    def assign_word(self, n, kw: str, export: bool) -> None:
-        """A declaration's argument written as a quoted word (`export 'X=v'`, `export "X=$Y"`, `declare "A"=1`):
-        bash assigns it as written unquoted, NAME=VALUE, the value not split. A word whose expansion gives no NAME=
-        (an unknown name, no `=`) is left alone, as before."""
-        seen, noted = self.st.seen, self.st.noted
-        self.st.seen, self.st.noted = {}, {}
-        try:
-            text, org, cond = self.scalar(n)
-            name, eq, value = text.partition("=")
-            if not eq or not _SHELL_NAME.fullmatch(name):
-                return
-            pos = self.pos(n.start_byte)
-            if not self.st.sourcing:
-                self.st.out.assignments.append((pos, self.pos(max(n.end_byte - 1, n.start_byte))))
-            if kw == "local" and self.st.locals and name not in self.st.locals[-1]:
-                self.st.locals[-1][name] = self.st.env.get(name)
-            old = self.st.env.get(name)
-            notes = tuple(dict.fromkeys([*self.st.control, *self.st.noted]))
-            self.st.env[name] = _Var(s=value, org=tuple(org[len(name) + 1:]), cond=cond, lines=(pos[0],), pos=pos,
-                                     exported=export or bool(old and old.exported),
-                                     defaults=tuple(self.st.seen), notes=notes)
-        finally:
-            self.st.seen, self.st.noted = {**seen, **self.st.seen}, {**noted, **self.st.noted}
 
     fast_tokens = True  # (tests turn the shortcuts of token() off to compare)
 
