@@ -20,8 +20,8 @@ from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
 from offlint.sources import mlm_flags
 from offlint.sources.bridge_checks import NOT_CONFIG_FIELDS
-from offlint.types import (Assignment, ByVersion, Defaults, Finding, Location, OneOf, Related, Severity, Source, Unit,
-                           UnitKind, Unknown, Value)
+from offlint.types import (UNREAD_SPLIT, Assignment, ByVersion, Defaults, Finding, Location, OneOf, Related, Severity,
+                           Source, Unit, UnitKind, Unknown, Value)
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -409,14 +409,16 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict,
     fired = [(scope, taken) for verdict, scope, taken in results if verdict is True]
     if fired and len(fired) == len(results):
         return True, fired[0][0], "", [], ()
-    if fired and all(len(conditions) >= _JOINT_SPLITS and not flags for _, (conditions, flags) in fired):
+    if fired and all(unread or len(conditions) >= _JOINT_SPLITS and not flags
+                     for _, (conditions, flags, unread) in fired):
         # Only where two or more undecided branches go one way together (`if settings.a is not None:` ... `if
-        # settings.b is not None:` on one object offlint cannot read): whether they ever do is as unknown as the
-        # values they test, so the finding is possible (--strict), not certain. One branch of the code (a recipe's
-        # option) is a path someone wrote to be taken: that stays a finding (Bridge PR 1891's false OFL103).
+        # settings.b is not None:` on one object offlint cannot read), or on a branch whose condition offlint does
+        # not read (UNREAD_SPLIT): whether a run takes it is as unknown as the values it tests, so the finding is
+        # possible (--strict), not certain. One branch of the code (a recipe's option) is a path someone wrote to be
+        # taken: that stays a finding (Bridge PR 1891's false OFL103).
         return UNKNOWN, first, "", [scope for scope, _ in fired], ()
     if fired:
-        scope, (conditions, _) = fired[0]
+        scope, (conditions, _, _) = fired[0]
         more = len(fired) - 1
         others = f", and on {more} other path{'s' if more > 1 else ''}" if more else ""
         flags = [taken[1] for _, taken in fired]
@@ -429,14 +431,16 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict,
 _JOINT_SPLITS = 2  # undecided branches a path needs before its finding is only possible
 
 
-def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[str, ...]] | None:
-    """The conditions of a combination of paths, in order and once each, and the command-line flags that choose
-    it when every one of its splits is decided by user flags alone (else ()); None when two of its paths took
-    different branches of the same split (that combination cannot happen)."""
+def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[str, ...], bool] | None:
+    """The conditions of a combination of paths, in order and once each, the command-line flags that choose it
+    when every one of its splits is decided by user flags alone (else ()), and whether one of its splits is one
+    whose condition offlint does not read (UNREAD_SPLIT); None when two of its paths took different branches of
+    the same split (that combination cannot happen)."""
     branch_of: dict[str, int] = {}
     conditions: list[str] = []
     flags: list[str] = []
     user_only = True
+    unread = False
     for steps in per_value:
         for step in steps:
             split_id, index, condition = step[:3]
@@ -447,7 +451,8 @@ def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[st
             chosen = step[3] if len(step) > 3 else ()
             user_only = user_only and bool(chosen)
             flags.extend(chosen)
-    return conditions, tuple(dict.fromkeys(flags)) if user_only and flags else ()
+            unread = unread or split_id.startswith(UNREAD_SPLIT)
+    return conditions, tuple(dict.fromkeys(flags)) if user_only and flags else (), unread
 
 
 def _with_unknowns(message: str, read: list[Value]) -> str:

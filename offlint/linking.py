@@ -22,7 +22,8 @@ from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
 from offlint.sources.launch import TRAINING_ONLY_FLAGS, opened, opened_because, take_recipe_sections
-from offlint.types import Assignment, Defaults, FileError, Layer, Location, Source, Unit, UnitKind, Unknown
+from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,
+                           UnitKind, Unknown)
 
 
 # `X as Y`; Y is matched in a lookahead so that `a as b as c` gives both pairs, as a search for each Y did.
@@ -203,14 +204,31 @@ def _take_entry_script_writes(unit: Unit, writes: tuple[entry_scripts.Write, ...
     """A Megatron-LM style launch whose entry script's code sets parsed arguments itself
     (entry_scripts.namespace_writes): the run has that code's values, whatever the command line or argparse's
     default says. A literal every run sets is that value (THUDM/slime's `args.use_distributed_optimizer = True`);
-    any other is unknown (it may depend on other arguments, or keep the command line's)."""
-    assignments = [Assignment(key, Unknown(f"set by the entry script's code at {w.path}:{w.line}")
+    literals some runs set are one of those or the command line's value (_some_runs_set); any other is unknown (it
+    may depend on other arguments, or keep the command line's)."""
+    assignments = [Assignment(key, _some_runs_set(w) if w.choices else Unknown(
+                                  f"set by the entry script's code at {w.path}:{w.line}")
                               if w.value is entry_scripts.UNREAD else w.value, Location(w.path, w.line, 1),
                               Source.PYTHON, f"args.{w.attribute}" if w.value is entry_scripts.UNREAD
                               else f"args.{w.attribute} = {w.value!r}")
                    for w in writes for key in mlm_flags.keys_of("--" + w.attribute.replace("_", "-"))]
     if assignments:
         unit.layers.append(Layer("the entry script's code", assignments))
+
+
+def _some_runs_set(write: entry_scripts.Write) -> OneOf:
+    """The value of an argument the entry script's code sets to a literal on some runs (`if args.x: args.x =
+    False`): one path per place with its literal, and one with the command line's value (BELOW: the layers under
+    the code's). Which runs take which is not read (UNREAD_SPLIT): a rule holding on some of them only is possible;
+    one holding on none is no finding (a write of False cannot turn a switch on), one holding on all is."""
+    split = f"{UNREAD_SPLIT}args.{write.attribute}"
+    sets = [f"args.{write.attribute} = {held!r} ({path}:{line})" for path, line, held in write.choices]
+    paths = [(BELOW, ((split, 0, f"the entry script's code runs none of {', '.join(sets)}"),), None, None)]
+    paths += [(held, ((split, index, f"the entry script's code sets {shown}"),), Location(path, line, 1),
+               f"args.{write.attribute} = {held!r}")
+              for index, ((path, line, held), shown) in enumerate(zip(write.choices, sets), start=1)]
+    return OneOf(f"set by the entry script's code at {write.path}:{write.line} on some runs: "
+                 f"{' or '.join(sets)}, else the command line's", paths=tuple(paths))
 
 
 def _take_launch_environment(target: Unit, launches: list[Unit]) -> bool:

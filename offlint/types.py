@@ -77,6 +77,12 @@ class OneOf(Unknown):
     paths: tuple[tuple[object, tuple[tuple, ...], Location | None, str | None], ...] = ()
 
 
+# A OneOf split whose id starts so is one whose conditions offlint does not read (the entry script's code that sets
+# a parsed argument on some of its runs): a rule that holds on some of its branches only is possible (--strict),
+# where one holding on a branch of a recipe's own `if` is reported with that branch's condition (engine._by_path).
+UNREAD_SPLIT = "unread split: "
+
+
 @dataclass(frozen=True)
 class UserInput(Unknown):
     """A value a user gives on the command line (an argparse namespace, or one of its attributes): unknown to a

@@ -97,6 +97,34 @@ def test_what_the_entry_scripts_code_sets_is_not_the_command_lines(tmp_path):
             strict["OFL116"]["message"]
 
 
+def test_a_literal_some_runs_set_is_one_of_it_and_the_command_lines(tmp_path):
+    """LoongForge's validator turns fine-grained offloading off for a model that cannot use it: `if args.x:
+    args.x = False`. The run has the command line's value or False, never on where the command line leaves it off:
+    no finding, not even a possible one (it had been: "set by the entry script's code"). Where the command line
+    turns it on, it stays on for the runs the code does not switch off, which are not read: possible only."""
+    switch_off = ("    if args.fine_grained_activation_offloading:\n"
+                  "        args.fine_grained_activation_offloading = False\n")
+    _tree(tmp_path, ARGUMENTS.replace("    return args\n", switch_off + "    return args\n"))
+    fine_grained = ["OFL107", "OFL112"]  # (no offload_modules; NVTE_CPU_OFFLOAD_V1 unset)
+    assert not set(fine_grained) & set(_codes(check_json(tmp_path, "--strict")))
+    launch_sh = tmp_path / "launch.sh"
+    launch_sh.write_text(launch_sh.read_text().replace("--bf16", "--bf16 --fine-grained-activation-offloading"))
+    assert not set(fine_grained) & set(_codes(check_json(tmp_path)))
+    strict = [f for f in check_json(tmp_path, "--strict") if f["code"] in fine_grained]
+    assert sorted(f["code"] for f in strict) == fine_grained and all(f["possible"] for f in strict)
+    assert "set by the entry script's code at rl/arguments.py:7 on some runs: args.fine_grained_activation_" \
+           "offloading = False (rl/arguments.py:7), else the command line's" in strict[0]["message"]
+
+
+def test_a_rule_holding_on_every_run_the_code_may_choose_is_certain(tmp_path):
+    """The code turns the distributed optimizer off on some runs and the command line leaves it off: every run is
+    without it, and megatron-core refuses optimizer offload (and the precision-aware optimizer) on every one."""
+    some_runs = "    if args.seq_length > 4096:\n        args.use_distributed_optimizer = False\n"
+    _tree(tmp_path, ARGUMENTS.replace("    args.use_distributed_optimizer = True\n", some_runs))
+    findings = [f for f in check_json(tmp_path) if f["code"] in ("OFL116", "OFL206")]
+    assert sorted(f["code"] for f in findings) == ["OFL116", "OFL206"] and not any(f["possible"] for f in findings)
+
+
 def test_an_entry_script_in_another_checkout_is_read_from_the_trees_copy(tmp_path):
     """slime's kimi-k2 launcher runs `python3 /personal/slime/slime/train.py`: its author's checkout. (Started
     by torchrun here: a launch offlint read before Ray's were.)"""
@@ -163,7 +191,7 @@ def test_namespace_writes_follows_the_trees_calls_not_megatrons(tmp_path):
     }
     tree_text = _tree_text(tmp_path, files)
     writes = entry_scripts.namespace_writes("train.py", "launch.sh", tree_text)
-    assert [(attribute, path, line) for attribute, path, line, _ in writes] == [
+    assert [(attribute, path, line) for attribute, path, line, *_ in writes] == [
         ("seq_length", "train.py", 12), ("micro_batch_size", "rl/more.py", 2), ("bf16", "rl/setup.py", 2),
         ("fp16", "rl/setup.py", 2)]
     # (setattr, a tuple's parts and `+=` are not read as literals)
@@ -215,6 +243,12 @@ def test_a_literal_is_known_where_every_run_sets_it_in_one_place(tmp_path):
     assert values == {"use_distributed_optimizer": True, "lr": -1.5, "twice": unread, "computed": unread,
                       "recompute_method": "uniform", "conditional": unread, "in_branchy_function": 8,
                       "in_loop": unread, "after_exit": unread}
+    # where each place sets a literal, a run has one of them (or the command line's value): each with its place
+    choices = {w.attribute: set(w.choices) for w in entry_scripts.namespace_writes("train.py", "launch.sh", tree_text)}
+    assert choices == {"use_distributed_optimizer": set(), "lr": set(), "computed": set(), "recompute_method": set(),
+                       "in_branchy_function": set(), "twice": {("rl/setup.py", 4, 1), ("rl/setup.py", 9, 2)},
+                       "conditional": {("rl/setup.py", 14, 4)}, "in_loop": {("train.py", 9, 1)},
+                       "after_exit": {("train.py", 12, True)}}
 
 
 def test_a_value_set_after_megatron_validated_the_arguments_is_not_known(tmp_path):

@@ -77,12 +77,15 @@ def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | No
 
 class Write(NamedTuple):
     """An attribute the entry script's code sets on the parsed arguments, where it first does, and its value where
-    offlint knows what the run has (`UNREAD` otherwise)."""
+    offlint knows what the run has (`UNREAD` otherwise). `choices`, where the value is UNREAD but each place sets a
+    literal: (path, line, literal) for each; a run has one of them, or the command line's value where it reaches
+    none (LoongForge's validator turns fine-grained offloading off with `if args.x: args.x = False`)."""
 
     attribute: str
     path: str
     line: int
     value: object
+    choices: tuple[tuple[str, int, object], ...] = ()
 
 
 UNREAD = object()  # Write.value: what the run's code sets is not known
@@ -279,15 +282,21 @@ class _Reach:
         return self.module_trains(path)
 
     def module_writes(self, path: str) -> tuple[Write, ...]:
-        sites: dict[str, dict[tuple[str, int], object]] = {}  # attribute -> its places -> the value known there
+        # attribute -> its places -> (the literal set there or UNREAD, whether every run sets it there)
+        sites: dict[str, dict[tuple[str, int], tuple[object, bool]]] = {}
         for module, node, certain in self._reached(path):
             for attribute in _stored_attributes(node):
                 places = sites.setdefault(attribute, {})
-                value = _literal(node) if certain else UNREAD
-                if places.get((module.path, node.lineno), UNREAD) is UNREAD:  # (a body walked as certain, then not)
-                    places[(module.path, node.lineno)] = value
-        return tuple(Write(attribute, *next(iter(places)), next(iter(places.values())) if len(places) == 1 else UNREAD)
-                     for attribute, places in sites.items())
+                _, before = places.get((module.path, node.lineno), (UNREAD, False))
+                places[(module.path, node.lineno)] = (_literal(node), certain or before)  # (walked as certain, then not)
+        writes = []
+        for attribute, places in sites.items():
+            first, (literal, certain) = next(iter(places.items()))
+            known = literal if len(places) == 1 and certain else UNREAD
+            choices = () if known is not UNREAD or any(held is UNREAD for held, _ in places.values()) else \
+                tuple((*where, held) for where, (held, _) in places.items())
+            writes.append(Write(attribute, *first, known, choices))
+        return tuple(writes)
 
     def module_run_facts(self, path: str) -> tuple[str, tuple[EnvironmentWrite, ...]]:
         """(ray_driver's answer, environment_writes' answer), from one walk of the code the script reaches."""
