@@ -455,14 +455,16 @@ def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[st
     return conditions, tuple(dict.fromkeys(flags)) if user_only and flags else (), unread
 
 
-def _with_unknowns(message: str, read: list[Value]) -> str:
+def _with_unknowns(message: str, read: list[Value], because: list[str]) -> str:
     """A possible finding's message with the unknown values it rests on, the keys of one reason named together
-    ("ddp.nccl_ub, model.cuda_graph_impl: set by the recipe this command runs", not the reason once per key)."""
+    ("ddp.nccl_ub, model.cuda_graph_impl: set by the recipe this command runs", not the reason once per key), then
+    what else its condition's helpers found unknown (Scope.unknown_because)."""
     keys_of: dict[str, list[str]] = {}
     for v in read:
         if v.is_unknown and isinstance(v.value, Unknown):
             keys_of.setdefault(v.value.reason, []).append(v.key)
-    named = "; ".join(f"{', '.join(keys)}: {reason}" for reason, keys in keys_of.items())
+    named = "; ".join([f"{', '.join(keys)}: {reason}" for reason, keys in keys_of.items()]
+                      + list(dict.fromkeys(because)))
     return f"{message}\n(depends on unknown values: {named})" if named else message
 
 
@@ -475,7 +477,7 @@ def _finding(rule: Rule, check: Check, resolved: ResolvedUnit, scope: Scope, pos
     if conditions:
         message = f"{message}\n(on the path where {' and '.join(conditions)})"
     if possible:
-        message = _with_unknowns(message, read)
+        message = _with_unknowns(message, read, scope.unknown_because)
     # (the tree's Bridge code noted as keys is no setting: OFL217 listed "bridge_expert_tp_default = ConfigContainer(...)")
     settings = [v for v in read if v.assignment is not None and v.key not in NOT_CONFIG_FIELDS]
     related = tuple(_related(v) for v in settings if v.assignment.location != anchor)

@@ -65,6 +65,10 @@ def test_a_newer_image_or_none_is_advised_and_a_2023_one_is_possible(tmp_path):
     assert _ofl301(tmp_path, f"srun --container-image nvcr.io/nvidia/pytorch:23.05-py3 {LAUNCH}\n") == []
     assert _ofl301(tmp_path, f"srun --container-image nvcr.io/nvidia/pytorch:23.05-py3 {LAUNCH}\n", "--strict") == [
         ("train.sh", 2, True)]
+    # (the possible finding says what it rests on)
+    (finding,) = [f for f in check_json(tmp_path, "--no-cache", "--strict") if f["code"] == "OFL301"]
+    assert finding["message"].endswith("(depends on unknown values: its container image's PyTorch: NGC 23.05-py3 "
+                                       "shipped PyTorch 2.0 or a 2.1 preview)")
 
 
 def test_a_called_script_runs_in_its_callers_image(tmp_path):

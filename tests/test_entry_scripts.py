@@ -600,6 +600,12 @@ def test_a_launch_exporting_another_accelerator_s_runtime_variables_may_run_ther
     assert _ofl301(tree) == ["cuda.sh"]
     # (NPU allocator options still decide: no finding at all)
     assert _ofl301_strict(tree) == [("ascend.sh", True), ("branch.sh", True), ("cuda.sh", False), ("hccl.sh", True)]
+    # (a possible finding names what it rests on)
+    result = check([str(tree / "hccl.sh")], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"],
+                                                         cache=False, strict=True))
+    (hccl,) = result.findings
+    assert "the accelerator: the launch may run on Ascend NPUs or Intel Gaudi HPUs: it sets HCCL_DETERMINISTIC" in \
+        hccl.message.rsplit("(depends on unknown values: ", 1)[1]
 
 
 CONVERTER_BUILDING = """\

@@ -32,6 +32,9 @@ class Scope:
     version: Version
     names: dict[str, object] = field(default_factory=dict)
     read: list[Value] = field(default_factory=list)
+    # why a helper's answer was unknown where no key it read says so (the unit's accelerator: other_accelerator),
+    # named with the unknown keys in a possible finding's message
+    unknown_because: list[str] = field(default_factory=list)
     _read_keys: set[str] = field(default_factory=set, repr=False)
 
     def key(self, name: str) -> object:

@@ -44,6 +44,7 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
         return ""
     torch = image_torch(image)
     if isinstance(torch, Unknown):
+        scope.unknown_because.append(f"its container image's PyTorch: {torch.reason}")
         return UNKNOWN
     if torch is None or torch >= (2, 1):
         return ""
@@ -68,6 +69,8 @@ def other_accelerator(scope: Scope) -> object:
             unknown = True
         elif value is not None:
             return f"{device}: the launch sets {name}"
+    if isinstance(accelerator, Unknown):
+        scope.unknown_because.append(f"the accelerator: {accelerator.reason}")
     return UNKNOWN if unknown else ""
 
 
