@@ -276,7 +276,7 @@ def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersi
     if checks:
         names[CHECKS] = checks
     megatron = config.parent.parent.parent  # (the checkout's megatron/: core/transformer/transformer_config.py)
-    lacked = refusals_lacked({path: _read_or_none(megatron / path) for path in {p for p, _ in REFUSAL_TEXTS.values()}})
+    lacked = refusals_lacked({path: _read_or_none(megatron / path) for path in {p for paths, _ in REFUSAL_TEXTS.values() for p in paths}})
     if lacked:
         names[LACKED] = lacked
     graphs = graph_names(_read_or_none(config.parent / "enums.py"),

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from offlint.api import CheckOptions, check
+from offlint.sources.mcore_source import refusals_lacked
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -100,6 +101,52 @@ def _findings(tree: Path, version: str, codes=("OFL214", "OFL215")) -> list:
         os.chdir(here)
     assert not result.errors, result.errors
     return [f for f in result.findings if not f.possible]
+
+
+# A Megatron-LM checkout's megatron-core, in two shapes: 0.16.0rc0's, where the scope is a string whose documented
+# default "full" means whole layers, and 0.16.1's, which warns that "full" is the deprecated spelling of [].
+RC0_CONFIG = """
+class TransformerConfig:
+    cuda_graph_scope: str = "full"
+    \"\"\"'Full' scope captures a whole Transformer layer.\"\"\"
+"""
+DEPRECATING_CONFIG = """
+import warnings
+
+
+class TransformerConfig:
+    def __post_init__(self):
+        if "full" in self.cuda_graph_scope:
+            warnings.warn(
+                "full scope is deprecated. "
+                "Use empty cuda_graph_scope to capture the whole layer."
+            )
+            self.cuda_graph_scope = []
+"""
+SERVER_LAUNCH = ("torchrun --nproc-per-node 1 tools/run_text_generation_server.py --num-layers 4 --hidden-size 256 "
+                 "--num-attention-heads 4 --cuda-graph-impl local --cuda-graph-scope full\n")
+
+
+@pytest.mark.parametrize("config, reported", [(RC0_CONFIG, []), (DEPRECATING_CONFIG, ["OFL215"])])
+def test_full_is_a_deprecated_spelling_only_where_the_checkout_says_so(tmp_path, config, reported):
+    """A helper's sweep: a Megatron-LM copy at 0.16.0rc0 runs an inference test with `--cuda-graph-scope full` for
+    whole-layer graphs, its documented meaning there; OFL215 called it deprecated and said to write [], which that
+    parser's choices (full, attn, full_iteration) refuse. The checkout's own megatron-core is the one its jobs run."""
+    info = "MAJOR = 0\nMINOR = 16\nPATCH = 0\nPRE_RELEASE = 'rc0'\n"
+    tree = _tree(tmp_path, {".git/HEAD": "", "megatron/core/package_info.py": info,
+                            "megatron/core/transformer/transformer_config.py": config,
+                            "examples/serve.sh": SERVER_LAUNCH})
+    assert [f.code for f in _findings(tree, None)] == reported
+
+
+def test_a_check_may_live_in_either_of_its_files():
+    words = "full scope is deprecated"
+    files = {"core/transformer/transformer_config.py": "class TransformerConfig:\n    pass\n",
+             "core/transformer/cuda_graph_config.py": f"    warnings.warn('{words}. Use empty cuda_graph_modules')\n"}
+    assert "full-graph-scope-deprecated" not in refusals_lacked(files)  # (0.18's normalize_cuda_graph_modules)
+    files["core/transformer/cuda_graph_config.py"] = None
+    assert "full-graph-scope-deprecated" in refusals_lacked(files)
+    assert "full-graph-scope-deprecated" not in refusals_lacked({})  # (no checkout file read: not judged)
 
 
 @pytest.mark.parametrize("version", ["0.16.1", "0.18.0", "0.20.0"])

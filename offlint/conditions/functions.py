@@ -17,9 +17,9 @@ from offlint.conditions.module_names import (allowed_offload_modules, graph_modu
                                              graph_modules_written, graph_scope_names, invalid_offload_modules,
                                              recompute_module_refusal)
 from offlint.conditions.precision import low_precision_refusal, low_precision_refused
-from offlint.conditions.settings import (allocator_without_expandable_segments, checkout_checks, distributed_optimizer,
-                                         is_default, is_known_key, is_written, other_accelerator, overrides,
-                                         suggestion, version_at_least, written_known)
+from offlint.conditions.settings import (allocator_without_expandable_segments, checkout_checks, checkout_lacks,
+                                         distributed_optimizer, is_default, is_known_key, is_written, other_accelerator,
+                                         overrides, suggestion, version_at_least, written_known)
 from offlint.conditions.values import (as_list, contains, fmt, is_fp32, is_list, is_number, is_str, known, listing,
                                        lower, overlap, startswith)
 
@@ -37,6 +37,7 @@ FUNCTIONS: dict[str, Callable] = {
     "ep_overlap_open": ep_overlap_open,
     "version_at_least": version_at_least,
     "checkout_checks": checkout_checks,
+    "checkout_lacks": checkout_lacks,
     "allowed_offload_modules": allowed_offload_modules,
     "invalid_offload_modules": invalid_offload_modules,
     "as_list": as_list,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from offlint import keys, pipeline_layout
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope
+from offlint.conditions.settings import checkout_lacks
 from offlint.conditions.values import fmt, is_whole
 from offlint.estimate.inputs import gpus_in_name
 from offlint.estimate.shapes import Parallelism
-from offlint.sources.mcore_source import LACKED
 from offlint.sources.bridge_checks import EVAL_BATCH_CHECK, EXPERT_TP_DEFAULT, NO_DEFAULT
 from offlint.types import Defaults, OneOf, Source
 from offlint.versions import parse_version
@@ -40,7 +40,7 @@ def layout_division(scope: Scope) -> object:
         return ""  # no crash is claimed on a layout offlint cannot read (as no OOM without a number)
     tp, pp, cp = (int(v) if v else 1 for v in dense)
     mlm = scope.names.get("defaults") == Defaults.MLM_CLI.value
-    if mlm and _lacked(scope, "mlm-world-size"):
+    if mlm and checkout_lacks(scope, "mlm-world-size"):
         # The checkout's validate_args does not check the world size: with options of the fork's own parser that no
         # release has, the ranks may be laid out otherwise (OpenSQZ/MegatronApp's --forward-backward-disaggregating
         # takes a rank out of the layout); without, megatron-core's initialize_model_parallel still refuses it
@@ -186,7 +186,7 @@ def pipeline_split_refusal(scope: Scope) -> object:
     first_check = _mlm_pipeline_check(scope)
     if first_check:
         return f"{layers} layers{extra} do not divide over PP{pp}: {first_check}"
-    if _lacked(scope, "block-layers-split"):
+    if checkout_lacks(scope, "block-layers-split"):
         return ""  # (the checkout's TransformerBlock does not check it: mTuner's floor-divides the layers)
     # (0.16 writes a plain text; from 0.17 an f-string with `=` names the values)
     said = "num_layers should be divisible by pipeline_model_parallel_size" if scope.version < parse_version(
@@ -207,15 +207,9 @@ def _mlm_pipeline_check(scope: Scope) -> str:
         return ""
     text = "number of layers of the model must be divisible pipeline model parallel size" if vpp is not None \
         else "Number of layers should be divisible by the pipeline-model-parallel size"
-    if _lacked(scope, "mlm-layers-split-vpp" if vpp is not None else "mlm-layers-split"):
+    if checkout_lacks(scope, "mlm-layers-split-vpp" if vpp is not None else "mlm-layers-split"):
         return ""
     return f"Megatron-LM's validate_args asserts \"{text}\" when the job starts"
-
-
-def _lacked(scope: Scope, refusal: str) -> bool:
-    """Whether the Megatron-LM checkout offlint read does not make `refusal` (mcore_source.REFUSAL_TEXTS): a fork
-    that removed or changed the check. False where no checkout was read (a release's checks apply)."""
-    return refusal in (scope.version.names_from_source(LACKED) or ())
 
 
 @needs_scope

@@ -6,7 +6,7 @@ from __future__ import annotations
 from offlint import keys
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
 from offlint.sources.launch import image_torch
-from offlint.sources.mcore_source import CHECKS
+from offlint.sources.mcore_source import CHECKS, LACKED
 from offlint.types import Assignment, OneOf, Unknown
 from offlint.versions import parse_version
 
@@ -21,6 +21,14 @@ def checkout_checks(scope: Scope, name: str) -> bool:
     """Whether the checkout's own megatron-core makes the check `name` (sources/mcore_source.CHECK_TEXTS): checks
     added between releases, which no version number tells apart. False where no checkout source was read."""
     return name in (scope.version.names_from_source(CHECKS) or ())
+
+
+@needs_scope
+def checkout_lacks(scope: Scope, name: str) -> bool:
+    """Whether the Megatron-LM checkout offlint read does not make the check `name` (mcore_source.REFUSAL_TEXTS): a
+    fork that removed or changed it, or a commit from before it. False where no checkout was read (a release's
+    checks apply)."""
+    return name in (scope.version.names_from_source(LACKED) or ())
 
 
 # The allocator options of other accelerators' PyTorch backends: a launch that sets one configures that backend's

@@ -124,32 +124,38 @@ def checks_made(text: str | None) -> frozenset[str]:
     return frozenset(name for name, words in CHECK_TEXTS.items() if text and words in text)
 
 
-# Refusals offlint's layout rules quote (conditions/layout.py), by the words the Megatron-LM checkout's file holds when
-# it makes them: name -> (the file, under the checkout's `megatron/`; words that all stand on one line of code).
-# Where a checkout is read and no line of its file holds them (commented out, or a fork that checks otherwise), the
-# rule does not claim that refusal: OpenSQZ/MegatronApp comments out validate_args' world-size assert (its
-# forward-backward disaggregation runs on other world sizes), mTuner checks the layers' split only under virtual
-# pipelining and its TransformerBlock floor-divides them.
+# Refusals (and warnings) offlint's rules quote, by the words the Megatron-LM checkout's files hold when it makes
+# them: name -> (the files, under the checkout's `megatron/`, any of which may hold them; words that all stand on one
+# line of code). Where a checkout is read and no line of those files holds them (commented out, a fork that checks
+# otherwise, or a commit from before the check), the rule does not claim it: OpenSQZ/MegatronApp comments out
+# validate_args' world-size assert (its forward-backward disaggregation runs on other world sizes), mTuner checks the
+# layers' split only under virtual pipelining and its TransformerBlock floor-divides them, and a checkout of
+# 0.16.0rc0 documents "full" as the CUDA-graph scope of whole layers, which 0.16.1 made a deprecated spelling of []
+# (OFL215 had told its inference test to write [], which its parser's choices refuse).
 LACKED = "lacked_checks"
 REFUSAL_TEXTS = {
     # (any assert on the world size: before 0.14 it divides by TP, then by TP x PP, in other words)
-    "mlm-world-size": ("training/arguments.py", ("assert args.world_size %",)),
-    "mlm-layers-split": ("training/arguments.py",
+    "mlm-world-size": (("training/arguments.py",), ("assert args.world_size %",)),
+    "mlm-layers-split": (("training/arguments.py",),
                          ("Number of layers should be divisible by the pipeline-model-parallel size",)),
-    "mlm-layers-split-vpp": ("training/arguments.py",
+    "mlm-layers-split-vpp": (("training/arguments.py",),
                              ("number of layers of the model must be divisible pipeline model parallel size",)),
-    "block-layers-split": ("core/transformer/transformer_block.py",
+    "block-layers-split": (("core/transformer/transformer_block.py",),
                            ("should be divisible by", "pipeline_model_parallel_size")),
+    # (TransformerConfig's __post_init__, or from 0.18 cuda_graph_config.py's normalize_cuda_graph_modules)
+    "full-graph-scope-deprecated": (("core/transformer/transformer_config.py", "core/transformer/cuda_graph_config.py"),
+                                    ("full scope is deprecated",)),
 }
 
 
 def refusals_lacked(read: dict[str, str | None]) -> frozenset[str]:
     """The REFUSAL_TEXTS refusals the checkout's files do not make; `read`: file (under `megatron/`) -> its text,
-    None where it is absent (a refusal of an absent file is not judged). The text is searched, not parsed."""
+    None where it is absent (a refusal none of whose files is present is not judged). The text is searched, not
+    parsed."""
     lacked = set()
-    for name, (path, words) in REFUSAL_TEXTS.items():
-        text = read.get(path)
-        if text is not None and not _on_a_code_line(text, words):
+    for name, (paths, words) in REFUSAL_TEXTS.items():
+        texts = [text for text in (read.get(path) for path in paths) if text is not None]
+        if texts and not any(_on_a_code_line(text, words) for text in texts):
             lacked.add(name)
     return frozenset(lacked)
 
