@@ -131,6 +131,46 @@ def test_a_script_that_calls_pretrain_is_one(tmp_path):
     assert _ofl301(tree) == ["train.sh"]
 
 
+CONVERTER_FROM_CHECKOUT = """\
+import torch
+from megatron.training import get_args
+from megatron.training.initialize import initialize_megatron
+from {module} import {name}
+
+
+def main():
+    initialize_megatron()
+    model = {name}()
+    torch.save(model.state_dict(), get_args().save)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("module, name, trains", [
+    ("pretrain_gpt", "model_provider", False), ("gpt_builders", "gpt_builder", False),
+    ("pretrain_gpt", "pretrain", True),  # (a training call by its name, wherever it comes from)
+    ("my_training_lib", "model_provider", None),  # (a package offlint knows nothing of: the flags decide, and
+    # --train-iters is a training flag)
+])
+def test_a_converter_using_megatron_lm_s_own_modules_does_not_train(tmp_path, module, name, trains):
+    """A helper's sweep (a MoE model zoo's DeepSeek checkpoint converters): a script run from a Megatron-LM checkout
+    imports `model_provider` from its pretrain_gpt.py, which trains only when run as `__main__`; the converter
+    builds the model and saves it. OFL301 had called it a training launch (its flags say so)."""
+    launch = LAUNCH.format(script="hf_to_mcore.py").replace("--bf16", "--bf16 --train-iters 1")
+    tree = _tree(tmp_path, {"convert.sh": launch,
+                            "hf_to_mcore.py": CONVERTER_FROM_CHECKOUT.format(module=module, name=name)})
+    assert entry_scripts.trains("hf_to_mcore.py", "convert.sh", lambda path, near: _text(tree, path)) is trains
+    assert _ofl301(tree) == ([] if trains is False else ["convert.sh"])
+
+
+def _text(tree: Path, path: str) -> str | None:
+    file = tree / path
+    return file.read_text() if file.is_file() else None
+
+
 def test_training_reached_through_a_module_of_the_tree(tmp_path):
     """The entry script's name says nothing; the function it calls, in another module, calls pretrain."""
     tree = _tree(tmp_path, {"run.sh": LAUNCH.format(script="go.py"), "go.py": DELEGATING,

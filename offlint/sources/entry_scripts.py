@@ -45,7 +45,11 @@ _NOT_TRAINING = frozenset(sys.stdlib_module_names) | {
     "flask",
     "flask_restful", "requests", "PIL", "einops", "omegaconf", "hydra", "tokenizers", "sentencepiece",
     "tiktoken", "transformer_engine", "apex", "accelerate", "wandb", "huggingface_hub",
-    "lm_eval", "clip"}  # (lm-evaluation-harness scores a model; OpenAI's CLIP package loads one)
+    "lm_eval", "clip",  # (lm-evaluation-harness scores a model; OpenAI's CLIP package loads one)
+    # Megatron-LM's own top-level modules, imported by scripts run from its checkout for their model providers and
+    # step functions (a converter's `from pretrain_gpt import model_provider`): an entry script `pretrain_*.py`
+    # trains only as `__main__` (see _imported_trains), the builders not at all
+    "gpt_builders", "mamba_builders", "hybrid_builders", "model_provider"}
 # Megatron's calls that validate the parsed arguments (training runs them too)
 _CHECKING_CALLS = TRAINING_CALLS | {"initialize_megatron", "validate_args"}
 # Names whose call builds the optimizer: training does, and Megatron-LM's setup and megatron-core's builder (a
@@ -529,7 +533,8 @@ class _Reach:
             # megatron_patch.data.evaluate_dataset, long gone): the import fails, the call never runs
             return False
         if target is None:  # not in the tree: a class is built (its methods are judged by name when called)
-            known = not source.startswith(".") and source.split(".")[0] in _NOT_TRAINING
+            top = source.split(".")[0]
+            known = not source.startswith(".") and (top in _NOT_TRAINING or top.startswith("pretrain_"))
             return False if known or original[:1].isupper() else None
         target_module, target_name = target
         if target_name is None:
