@@ -149,6 +149,32 @@ def test_a_check_may_live_in_either_of_its_files():
     assert "full-graph-scope-deprecated" not in refusals_lacked({})  # (no checkout file read: not judged)
 
 
+UNKNOWN_RECOMPUTE = """
+from megatron.bridge.training.config import ConfigContainer, DistributedDataParallelConfig, OptimizerConfig
+from megatron.bridge.models import GPTModelProvider
+from site_tuning import granularity
+
+
+def llama_pretrain_config() -> ConfigContainer:
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), optimizer=OptimizerConfig(),
+                          ddp=DistributedDataParallelConfig())
+    cfg.model.recompute_granularity = granularity()  # (a package outside the tree: unknown){GRAPHS}
+    return cfg
+"""
+
+
+@pytest.mark.parametrize("version", ["0.16.1", "0.20.0"])
+@pytest.mark.parametrize("graphs, possible", [("", False), ('\n    cfg.model.cuda_graph_impl = "local"', True)])
+def test_an_unknown_recompute_granularity_without_graphs_is_no_question(tmp_path, monkeypatch, version, graphs,
+                                                                        possible):
+    """OFL225: full recompute is refused only beside per-layer graphs; with graphs off no granularity is, so an
+    unknown one is no possible finding (LoongForge's round-trip test had one under --strict)."""
+    monkeypatch.chdir(tmp_path)
+    tree = _tree(tmp_path, {"recipes/llama.py": UNKNOWN_RECOMPUTE.replace("{GRAPHS}", graphs)})
+    result = check(["."], CheckOptions(select=["OFL225"], mcore_version=version, root=tree, strict=True))
+    assert [f.possible for f in result.findings] == ([True] if possible else [])
+
+
 @pytest.mark.parametrize("version", ["0.16.1", "0.18.0", "0.20.0"])
 def test_local_full_modules_meant_as_full_iteration(tmp_path, monkeypatch, version):
     """8fdb46cb7's shape: reported at the parent (on 0.18+, where the field exists), gone at the fix."""

@@ -26,10 +26,10 @@ def graph_full_recompute_refusal(scope: Scope) -> object:
     if granularity is not UNKNOWN and granularity != "full":
         return ""  # (selective has checks of its own, OFL226; another string is refused first, as RC-1: OFL001's)
     impl = _graph_impl(scope)
+    if impl == "none":  # (no graphs, whatever the granularity; from 0.18 a full_iteration module name makes the
+        return ""       # full-iteration implementation, which allows it)
     if UNKNOWN in (impl, granularity):
         return UNKNOWN
-    if impl == "none" and scope.version < parse_version("0.18"):
-        return ""
     names = graph_modules(scope.key("model.cuda_graph_scope"), scope.key("model.cuda_graph_modules")
                           if scope.version >= parse_version("0.18") else None)
     if names is UNKNOWN:
@@ -39,9 +39,7 @@ def graph_full_recompute_refusal(scope: Scope) -> object:
             return ""
         where = f"cuda_graph_scope={names!r}" if names else "no full_iteration cuda_graph_scope"
     else:
-        if impl == "full_iteration" or (impl in ("none", "local") and "full_iteration" in names):
-            return ""
-        if impl == "none":
+        if impl == "full_iteration" or (impl == "local" and "full_iteration" in names):
             return ""
         if "full_iteration" in names:
             return UNKNOWN  # (Transformer Engine graphs named full_iteration: refused, in other words, first)
