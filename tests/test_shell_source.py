@@ -268,3 +268,23 @@ def test_an_echo_whose_first_word_is_empty_is_written_too(tmp_path, monkeypatch)
     first one, and the script was 'not checked'."""
     script = 'SCRIPT=job.sh\necho "" --x >> "$SCRIPT"\nsbatch "$SCRIPT"\n'
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": script}) == {}
+
+
+@pytest.mark.parametrize("export", ['export "${KEY}"="${VALUE}"', "export $KEY=$VALUE",
+                                    'declare -x "GPU_${KEY}=$VALUE"'])
+def test_an_export_of_a_name_read_at_run_time_leaves_the_environment_open(export):
+    """A MoE model zoo's benchmarking script exports each `ENV_VARS` entry of its model's YAML (read with yq) in a
+    `while read` loop: `export "${KEY}"="${VALUE}"`. Any variable may be set so, on every path (the loop runs
+    whenever the config has entries): no finding may say one is unset (a helper's sweep: OFL119 on
+    NCCL_GRAPH_REGISTER, which the YAML sets to 0)."""
+    script = parse_shell("export A=1\nwhile IFS='=' read -r KEY VALUE; do\n    if [[ -n ${KEY} ]]; then\n"
+                         f"        {export}\n    fi\ndone < <(yq '.ENV_VARS' env.yaml)\npython train.py\n",
+                         "train.sh", read_file=lambda p: None)
+    (train,) = [c for c in script.commands if c.argv[0].value == "python"]
+    assert "sets a variable whose name it reads at run time" in train.env_open and train.env["A"].value == "1"
+
+
+@pytest.mark.parametrize("export", ['export "A=1"', 'KEY=A; export "${KEY}"=1', 'echo "${KEY}"=1'])
+def test_an_export_of_a_known_name_is_an_assignment(export):
+    script = parse_shell(f"{export}\npython train.py\n", "train.sh", read_file=lambda p: None)
+    assert script.commands[-1].env_open == ""

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from offlint.sources.launch import HYDRA_ENTRY_POINTS, container_image, opened_because, srun_environment
 from offlint.sources.shell_paths import tree_copy
-from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field, _join,
-                                          _MAX_NESTING, Org, Pos, _split, _State, _Unknown, _Var)
+from offlint.sources.shell_values import (_BLANK, _HOLE0, _HOLES, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field,
+                                          _join, _MAX_NESTING, Org, Pos, _split, _State, _Unknown, _Var)
 from offlint.sources.shell_words import BRACE_TEXT_MAX, BRACE_WORDS_MAX, TooManyWords, brace_expand
 
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
@@ -69,6 +69,12 @@ class Commands:
         text, org, cond = self.scalar(n)
         name, eq, value = text.partition("=")
         if not eq or not _SHELL_NAME.fullmatch(name):
+            if eq and export and _computed_name(name):
+                # `export "${KEY}"="${VALUE}"` in a loop over a config's variables: any variable may be set, the
+                # launch's among them
+                pos = self.pos(n.start_byte)
+                self.st.env[OPENED] = _Var(s=f"`export {self.raw(n)}` (line {pos[0]}) sets a variable whose name it "
+                                             f"reads at run time", exported=True, pos=pos, every_path=True)
             return ""
         self._assigned_at(n)
         self._scope_local(declared, name)
@@ -584,7 +590,7 @@ class Commands:
             # (a path inside the checkout the script spells out: a file the checkout expects, often gitignored)
             expected = bool(target) and not target.startswith(("/", "~")) and why == "names a file the tree does not " \
                 "have" and not posixpath.normpath(target).startswith("..") and not self.why(target)
-            self.st.env[OPENED] = _Var(s=f"{shown} (line {pos[0]}) {why}", exported=True, pos=pos, expected=expected)
+            self.st.env[OPENED] = _Var(s=f"{shown} (line {pos[0]}) {why}", exported=True, pos=pos, every_path=expected)
             return
         budget[0] -= len(text)
         env, commands, errors, funcs = dict(self.st.env), len(self.st.out.commands), len(self.st.out.errors), \
@@ -734,6 +740,13 @@ def _joined(fields: list[_Field]) -> tuple[str, list]:
         text += f.value
         org.extend(f.org if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value))
     return text, org
+
+
+def _computed_name(text: str) -> bool:
+    """Whether `text` is a variable's name with parts unknown until run time (`${KEY}`, `GPU_${I}`): holes and
+    name characters only, a hole among them."""
+    holes = [c for c in text if 0 <= ord(c) - _HOLE0 < _HOLES]
+    return bool(holes) and _SHELL_NAME.fullmatch("A" + "".join(c for c in text if c not in holes) + "A") is not None
 
 
 def _unquoted(text: str) -> str:

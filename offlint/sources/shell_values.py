@@ -197,9 +197,11 @@ class _Var:
     unset: bool = False
     defaults: tuple[str, ...] = ()  # variables whose default (`${X:-d}` with X not set here) this value took
     notes: tuple[str, ...] = ()  # the decisions taken from such defaults that this value rests on
-    # OPENED only: the file left unread is one the script names inside the checkout (`.secrets/env.sh`), which the
-    # checkout expects each user to have; sourced on some paths only, it still opens every path (join_paths)
-    expected: bool = False
+    # OPENED only: what opened the environment opens every path, even where it happened on some paths only
+    # (_merge): a file the script names inside the checkout (`.secrets/env.sh`), which the checkout expects each user
+    # to have, or an export of a variable whose name the script reads at run time, in a loop over a config's
+    # variables that runs whenever the config has any
+    every_path: bool = False
 
     def scalar(self) -> tuple[str, tuple[Org, ...]]:
         """What `$X` gives: the value, or element 0 of an array."""
@@ -374,8 +376,8 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
             # `[ -f ~/.env ] && source ~/.env`): what holds on the other paths (the script's own, without the file
             # the user may give) stands; on every path, the environment is open. So it is where the file is one
             # the checkout expects each user to have (`[[ -f .secrets/env.sh ]] && source .secrets/env.sh`).
-            if None not in vals or any(v is not None and v.expected for v in vals):
-                out[name] = next(v for v in vals if v is not None and (v.expected or None not in vals))
+            if None not in vals or any(v is not None and v.every_path for v in vals):
+                out[name] = next(v for v in vals if v is not None and (v.every_path or None not in vals))
             continue
         indexed = [(k, v) for k, v in enumerate(vals) if v is not None and not v.unset]  # (k: its alternative)
         setv = [v for _, v in indexed]
