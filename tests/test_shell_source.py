@@ -207,6 +207,18 @@ def test_a_quoted_here_document_is_the_job_script_as_written_and_a_script_file_t
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": to_file}) == {}
 
 
+@pytest.mark.parametrize("options, read", [('SBATCH_ARG=""', True), ('SBATCH_ARG=" --segment=8"', True),
+                                           ('SBATCH_ARG="job.sh"', False), ("SBATCH_ARG=$1", False), ("", False)])
+def test_a_here_document_submitted_with_a_variable_of_options_is_read(tmp_path, monkeypatch, options, read):
+    """A MoE model zoo submits every benchmark with `sbatch ${SBATCH_ARG} <<EOF`, SBATCH_ARG empty or a
+    `--segment=N` option: the document is the job's script (its launch had been unread). A variable holding a
+    script's name, or one the script does not set (its caller's, or an argument), may give sbatch a file: the
+    document is then its standard input, and not read."""
+    doc = options + "\n" + SBATCH_DOC.format(start="${SBATCH_ARG} <<EOF", end="EOF")
+    codes = _codes(tmp_path, monkeypatch, {"scripts/train.sh": doc})
+    assert codes == ({"OFL218": "error", "OFL301": "warning"} if read else {})
+
+
 def test_a_job_script_written_by_cat_and_submitted_is_read(tmp_path, monkeypatch):
     """haeggee/Megatron-LM's submit.sh writes its job with `cat > $ROOT_PATH/submission.sbatch <<- EOM ... EOM` and
     submits it with `sbatch $ROOT_PATH/submission.sbatch`: the launch in it had been unread (0 units)."""

@@ -474,11 +474,26 @@ class Commands:
                     self.write_file(name, document.value, document.org, append=arrow == ">>")
             return
         if posixpath.basename(words[0]) not in ("sbatch", "bash", "sh") \
-                or any(not word.startswith("-") for word in words[1:]):
+                or any(not word.startswith("-") for word in self._option_words(words[1:])):
             return  # (another command, or one given a script file: the document is its standard input)
         document = self._document(redirect)
         if document is not None:
             self.payload(document, {})
+
+    def _option_words(self, words: list[str]) -> list[str]:
+        """The words a submitting command's own words `words` (as written) give, where a word is a variable holding
+        its options (`sbatch ${SBATCH_ARG} <<EOF`, SBATCH_ARG empty or " --segment=8": a MoE model zoo submits every
+        benchmark so): the variable's words; an expansion whose words are not known (a variable the script does
+        not set may come from its caller) stands as itself, no option."""
+        out: list[str] = []
+        for word in words:
+            found = _PLAIN_EXPANSION.fullmatch(word)
+            var = self.st.env.get(found[1]) if found else None
+            if var is None or var.unset or var.arr is not None or not _known(var.s):
+                out.append(word)
+            else:
+                out.extend(var.s.split())
+        return out
 
     def write_file(self, name: str, text: str, org, append: bool) -> None:
         """Note what the script writes to file `name` (WRITTEN): a here-document `cat` writes, a line `echo` appends
@@ -740,6 +755,15 @@ def _joined(fields: list[_Field]) -> tuple[str, list]:
         text += f.value
         org.extend(f.org if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value))
     return text, org
+
+
+# `$X` or `${X}` unquoted: the words of X's value
+_PLAIN_EXPANSION = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+def _known(text: str) -> bool:
+    """Whether `text` has no part unknown until run time (no hole)."""
+    return not any(0 <= ord(c) - _HOLE0 < _HOLES for c in text)
 
 
 def _computed_name(text: str) -> bool:
