@@ -300,3 +300,17 @@ def test_an_export_of_a_name_read_at_run_time_leaves_the_environment_open(export
 def test_an_export_of_a_known_name_is_an_assignment(export):
     script = parse_shell(f"{export}\npython train.py\n", "train.sh", read_file=lambda p: None)
     assert script.commands[-1].env_open == ""
+
+
+def test_a_called_script_taking_its_launch_from_a_sourced_file_is_read():
+    """A MoE model zoo's best-practice scripts run `OPTIMIZER_OFFLOAD=1 ... bash sbatch_benchmarking.sh`, which
+    takes its `pretrain_gpt.py` path from a sourced common.conf: with no `.py` in its own text, the called script had
+    been skipped as one that cannot launch, and the caller's settings never reached its launch."""
+    files = {"launch.sh": ('source conf/common.conf\nPARAMS="--num-layers 8"\n'
+                           'if [[ ${OPT:-0} == 1 ]]; then PARAMS="$PARAMS --optimizer-cpu-offload"; fi\n'
+                           "torchrun --nproc-per-node 8 ${TRAINING_SCRIPT_PATH} ${PARAMS}\n"),
+             "conf/common.conf": 'export TRAINING_SCRIPT_PATH="${MEGATRON_PATH:-/opt/megatron}/pretrain_gpt.py"\n'}
+    script = parse_shell("OPT=1 bash launch.sh\n", "bp/run.sh", read_file=files.get)
+    assert [[w.value for w in c.argv] for c in script.commands][2:] == [
+        ["torchrun", "--nproc-per-node", "8", "/opt/megatron/pretrain_gpt.py", "--num-layers", "8",
+         "--optimizer-cpu-offload"]]

@@ -740,8 +740,12 @@ def _field_spans(s: str, separators: str, blanks: bool) -> list[tuple[int, int]]
 
 def _may_launch(text: str) -> bool:
     """Whether a script can hold a launch itself (a Python script or an entry point), a cheap test before reading
-    a called script: Bridge's CI script, called with arguments, holds 660 other commands."""
-    return ".py" in text or any(name in text for name in HYDRA_ENTRY_POINTS)
+    a called script: Bridge's CI script, called with arguments, holds 660 other commands. One that sources a file
+    may (a MoE model zoo's benchmarking script takes its `pretrain_gpt.py` path from its sourced common.conf)."""
+    return ".py" in text or any(name in text for name in HYDRA_ENTRY_POINTS) or _SOURCES.search(text) is not None
+
+
+_SOURCES = re.compile(r"(?m)^[ \t]*(?:source|\.)[ \t]")  # a line sourcing a file
 
 
 def _joined(fields: list[_Field]) -> tuple[str, list]:
