@@ -72,3 +72,29 @@ def test_narrowings_reads_conjuncts_of_the_forms_it_knows():
     assert facts('getattr(o, "optimizer") is None') == [("o.optimizer", None)]
     assert facts('getattr(o, name) == "adam"') == [] and facts('getattr(o, "not a name") == 1') == []
     assert facts('o.get("optimizer") == "adam"') == []
+
+
+def test_hasattr_of_a_field_of_the_sections_class_is_true_whatever_built_it(tmp_path):
+    """A benchmark guards its writes with `if hasattr(m, "cuda_graph_impl"):` on a provider built by code offlint
+    cannot see (a helper's sweep): every model provider is a TransformerConfig, so the branch is taken, and full
+    recompute beside the local graphs it turns on is refused (OFL225), on every path, not only "where hasattr(...)
+    is true"."""
+    (tmp_path / "recipe.py").write_text(textwrap.dedent('''
+        from megatron.bridge.training.config import ConfigContainer, DistributedDataParallelConfig, OptimizerConfig
+        from site_models import make_provider
+
+
+        def build_config():
+            cfg = ConfigContainer(model=make_provider(), optimizer=OptimizerConfig(),
+                                  ddp=DistributedDataParallelConfig())
+            m = cfg.model
+            if hasattr(m, "cuda_graph_impl"):
+                m.cuda_graph_impl = "local"
+                m.cuda_graph_scope = ["attn"]
+            m.recompute_granularity = "full"
+            return cfg
+    '''))
+    result = check([str(tmp_path)], CheckOptions(strict=True, root=tmp_path, cache=False, select=["OFL225"],
+                                                 mcore_version="0.16.1"))
+    assert [(f.code, f.possible) for f in result.findings] == [("OFL225", False)]
+    assert "on the path where" not in result.findings[0].message  # (the branch is no condition: it is taken)
