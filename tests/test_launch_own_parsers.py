@@ -60,3 +60,21 @@ def test_a_hydra_application_s_overrides_are_its_own_config_s_keys(tmp_path, mon
     result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
     assert result.errors == []
     assert [f.code for f in result.findings if f.location.path == "go.sh"] == reported
+
+
+@pytest.mark.parametrize("options, reported", [
+    ("--config-path=/opt/NeMo/conf --config-name=megatron_gpt_config.yaml", []), ("-cn megatron_gpt_config", []),
+    ("", ["OFL003"]),  # (no sign of a config of its own: read as Bridge's overrides, as before)
+])
+def test_hydra_s_config_options_name_the_application_s_own_config(tmp_path, monkeypatch, options, reported):
+    """NeMo 1's `megatron_gpt_pretraining.py --config-name=megatron_gpt_config.yaml model.max_position_embeddings=
+    2048`, its script outside the tree (a helper's sweep: a cluster's workflow repository): Hydra's options naming
+    the config the application composes say its overrides are that config's keys; OFL003 had called
+    max_position_embeddings a misspelt Bridge field and its fix would have renamed it."""
+    launch = (f"python /opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py {options} "
+              "trainer.devices=8 model.encoder_seq_length=2048 model.max_position_embeddings=2048\n")
+    write_tree(tmp_path, {"go.sh": launch})
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert result.errors == []
+    assert [f.code for f in result.findings] == reported

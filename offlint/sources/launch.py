@@ -97,9 +97,10 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             unit.launch_gpus = launcher_world_size(argv[:script_index])
             return _in_image(opened(unit, env_open), image)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
+        hydra_syntax, own_config = _hydra_reading(project, location.path, values[script_index] or "", script)
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside,
-                           *_hydra_reading(project, location.path, values[script_index] or "", script))
+                           hydra_syntax, own_config or _config_flag(rest))
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         elif not unit.launch_gpus:  # (a performance launch's is its -ng)
@@ -858,6 +859,21 @@ def _hydra_reading(project, launch_path: str, script_word: str, script: str) -> 
     text = project.text(path) or ""
     found = _HYDRA_APP.search(text) if "hydra" in text else None
     return bool(_HYDRA_PARSING.search(text)), f"{path}:{text.count(chr(10), 0, found.start()) + 1}" if found else ""
+
+
+# Hydra's own options choosing the config an application composes (`--config-name`, `--config-path`, `--config-dir`)
+_HYDRA_CONFIG_FLAGS = ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd")
+
+
+def _config_flag(args: list[Arg]) -> str:
+    """Where the command gives one of Hydra's options naming the config the script composes ("`--config-name=x.yaml`
+    (line 6)"), "" where it gives none: the script is a Hydra application with a config of its own, whatever
+    offlint can read of its code. NeMo 1's `megatron_gpt_pretraining.py --config-name=megatron_gpt_config.yaml
+    model.max_position_embeddings=2048` sets its megatron_gpt_config.yaml's keys, which OFL003 had read as a
+    misspelt Bridge field (a helper's sweep; Bridge's own scripts take no such option)."""
+    given = {(arg.value or "").split("=", 1)[0]: arg for arg in args}
+    arg = next((given[flag] for flag in _HYDRA_CONFIG_FLAGS if flag in given), None)  # (the config's name first)
+    return f"`{arg.text}` (line {arg.location.line})" if arg is not None else ""
 
 
 def _override_key(text: str) -> str:
