@@ -1,6 +1,6 @@
 """Which files to lint: walk directories respecting .gitignore, and tell each file's kind.
 
-Kinds: "python" (.py), "yaml" (.yaml/.yml), "shell" (.sh/.bash/.sbatch/.slurm, or no extension with a
+Kinds: "python" (.py), "yaml" (.yaml/.yml), "shell" (.sh/.bash/.sbatch/.slurm/.slrm, or no extension with a
 shell shebang). A file named explicitly that is none of these is an error (fail closed); inside a walked
 directory it is skipped. Only regular files are linted: a walk never follows a symbolic link and never opens a
 FIFO, socket or device (one named explicitly is an error); what it cannot read is reported, never skipped.
@@ -26,7 +26,7 @@ SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".offlint_cache", ".offlint",
              ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".eggs"}
 DEFAULT_EXCLUDE = (*sorted(SKIP_DIRS), "*.egg-info")
 EXTENSIONS = {".py": "python", ".yaml": "yaml", ".yml": "yaml", ".sh": "shell", ".bash": "shell",
-              ".sbatch": "shell", ".slurm": "shell"}
+              ".sbatch": "shell", ".slurm": "shell", ".slrm": "shell"}  # (.slrm: the Kempner Institute's Slurm jobs)
 SHELLS = (b"sh", b"bash", b"zsh", b"dash", b"ksh")
 
 

@@ -89,3 +89,12 @@ def test_a_walk_tells_kinds_by_os_path_splitext_s_extension(tmp_path):
         extension = os.path.splitext(name)[1]
         expected = discover.EXTENSIONS.get(extension.lower()) or (None if extension else "shell")
         assert found.get(name) == expected, name
+
+
+def test_slurm_jobs_are_shell_scripts_by_any_of_their_usual_extensions(tmp_path):
+    """The Kempner Institute's NeMo workflows name all their Slurm jobs `*.slrm` (a helper's sweep: 20 launch
+    scripts, none read)."""
+    for name in ("a.sbatch", "b.slurm", "c.slrm"):
+        (tmp_path / name).write_text("#!/bin/bash\n#SBATCH --nodes=1\nsrun python train.py\n")
+    assert {below: kind for below, kind, _ in _walk(tmp_path)} == {"a.sbatch": "shell", "b.slurm": "shell",
+                                                                   "c.slrm": "shell"}
