@@ -1155,3 +1155,14 @@ def test_four_shapes_tree_sitter_bash_refuses_are_read_as_bash_reads_them():
     assert word.value is None and "<path to tokenizer>" in word.unknown
     # what bash refuses stays refused
     assert parse_shell("TOKENIZER=<PATH>\nif [ a \\< b ]; then\n").errors
+
+
+def test_a_double_quoted_string_of_blanks_keeps_them():
+    """tree-sitter-bash gives `" "` no string content (its closing token holds the blank): the blank is the string's
+    text. A fork's launch builds `CMD="torchrun ... pretrain_gpt.py "${MODEL[@]}" "${TRAIN[@]}""` and runs
+    `bash -c "$CMD"`; offlint had joined the arrays' words (`--bf16--micro-batch-size`, OFL007 x3 in a helper's
+    sweep)."""
+    text = 'A=(--bf16); B=(--micro-batch-size 1)\nCMD="python t.py "${A[@]}" "${B[@]}""\nbash -c "$CMD"\n' \
+           'python u.py " " "a  " "  " "" "x"\n'
+    assert [[w.value for w in c.argv] for c in cmds(text) if c.argv[0].value == "python"] == [
+        ["python", "t.py", "--bf16", "--micro-batch-size", "1"], ["python", "u.py", " ", "a  ", "  ", "", "x"]]

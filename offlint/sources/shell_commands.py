@@ -189,7 +189,7 @@ class Commands:
                     kids = n.children
                     if not all(not c.is_named or c.type == "string_content" for c in kids):
                         return _split(self.exp(n, False), line, col, text, self.st.ctx)
-                    stop = self.ci(kids[-1].start_byte) if len(kids) > 1 and kids[-1].type == '"' else b
+                    stop = b - 1 if len(kids) > 1 and kids[-1].type == '"' and text[-1] == '"' else b  # (string())
                 org = tuple(self.org[a + 1 : stop])
                 return [_Field(text[1 : stop - a], org, line, col, text, self.st.ctx or (org[0][2] if org else ""))]
         return _split(self.exp(n, False), line, col, text, self.st.ctx)

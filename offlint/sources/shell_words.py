@@ -149,7 +149,9 @@ class WordExpansion:
     def string(self, n, a: int, b: int) -> list[_P]:
         """A double-quoted string; `"${A[@]}"` alone yields no field for an empty array, as in bash."""
         kids = n.children
-        stop = self.ci(kids[-1].start_byte) if len(kids) > 1 and kids[-1].type == '"' else b
+        # (the closing quote ends the string; tree-sitter-bash's closing token also holds the blanks before it where
+        # nothing else does, `" "` between two expansions: they are the string's text)
+        stop = b - 1 if len(kids) > 1 and kids[-1].type == '"' and self.text[b - 1:b] == '"' else b
         out, only_at, i = [], True, a + 1
         for c in kids:
             if not c.is_named or c.type == "string_content":  # (before start(): the quotes and text are most kids)
