@@ -31,7 +31,9 @@ MLM = "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --train-iters 
 
 
 @pytest.mark.parametrize("launch", [f"{BRIDGE} validation.skip_train=true", f"{BRIDGE} train.skip_train=true",
-                                    f"{MLM} --skip-train"])
+                                    f"{MLM} --skip-train",
+                                    # (a fork's conversion job: setup saves the loaded checkpoint and exits)
+                                    f"{MLM} --load /ckpt --ckpt-convert-format torch --ckpt-convert-save /out"])
 def test_an_evaluation_only_launch_gets_no_training_advice(tmp_path, launch):
     assert _ofl301(tmp_path, f"{launch}\n{BRIDGE}\n{MLM}\n") == [3, 4]
 
