@@ -141,6 +141,36 @@ def test_the_option_strings_are_derived_as_argparse_builds_them(tmp_path):
         "--kitchen-recipe-number", "--export-te-mcore-model"}  # (hidden_dropout excluded, pipeline_dtype init=False)
 
 
+FORK_PARSE_ARGS = '''
+
+def add_loader_arguments(parser):
+    group = parser.add_argument_group(title="the fork's data loader")
+    group.add_argument("--loader-server-ip", type=str)
+    return parser
+
+
+def parse_args(extra_args_provider=None, ignore_unknown_args=False):
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    parser = add_megatron_arguments(parser)
+    parser = add_loader_arguments(parser)
+    if extra_args_provider is not None:
+        parser = extra_args_provider(parser)
+    return parser.parse_args()
+'''
+
+
+def test_a_fork_s_own_group_added_in_parse_args_is_part_of_the_base(tmp_path):
+    """pigeon23's Megatron-mixtera adds its `--mixtera-*` group in parse_args, beside add_megatron_arguments: its
+    launches' flags had been OFL007 "unrecognized arguments" (4, a helper's sweep). Where parse_args hands the
+    parser to code offlint cannot read, add_megatron_arguments' set stands as before."""
+    _tree(tmp_path, {"megatron/training/arguments.py": ARGUMENTS + FORK_PARSE_ARGS})
+    assert "--loader-server-ip" in _options(tmp_path) and "--num-layers" in _options(tmp_path)
+    unreadable = FORK_PARSE_ARGS.replace("    parser = add_loader_arguments(parser)\n",
+                                         "    parser = add_loader_arguments(parser)\n    plugin.extend(parser)\n")
+    _tree(tmp_path, {"megatron/training/arguments.py": ARGUMENTS + unreadable})
+    assert "--loader-server-ip" not in _options(tmp_path) and "--num-layers" in _options(tmp_path)
+
+
 def test_a_provider_beside_the_entry_script_is_read(tmp_path):
     _tree(tmp_path)
     assert "--vision-model-type" in _options(tmp_path, "examples/multimodal/train.py")

@@ -5,7 +5,8 @@ strictly (`parse_known_args` only with `ignore_unknown_args`), so such a flag st
 arguments", exit 2.
 
 What is read (never imported or run), in megatron/training/arguments.py and what it calls:
-- the base set: `add_megatron_arguments(parser)` (before December 2025 the `_add_*_args` calls in `parse_args`);
+- the base set: `add_megatron_arguments(parser)` (before December 2025 the `_add_*_args` calls in `parse_args`),
+  and what `parse_args` adds beside it (a fork's own argument group);
 - literal `X.add_argument("--a", "--b", ...)` calls in those functions and in the tree's functions they call;
   `action=argparse.BooleanOptionalAction` also makes `--no-<a>`;
 - groups built from a config dataclass (`ArgumentGroupFactory(Cls, exclude=[...])`, Megatron-LM 72230d25ca on):
@@ -165,14 +166,21 @@ class _Reader:
         """The options every entry script's parser has (read once per checkout: its failure too)."""
         if self.base is None:
             path = posixpath.join(self.root, ARGUMENTS) if self.root else ARGUMENTS
-            found = next((f for f in (self.definition(path, name, ast.FunctionDef) for name in _BASE_FUNCTIONS)
-                          if f is not None), None)
+            found = [f for f in (self.definition(path, name, ast.FunctionDef) for name in _BASE_FUNCTIONS)
+                     if f is not None]
             try:
-                if found is None:
+                if not found:
                     raise _Unreadable(f"{path} defines neither of {_BASE_FUNCTIONS}")
-                self.base = self.function_options(*found) | {"-h", "--help"}
+                base = self.function_options(*found[0]) | {"-h", "--help"}
             except _Unreadable as exc:
                 self.base = exc
+            else:
+                for more in found[1:]:  # parse_args beside add_megatron_arguments: a fork's own groups added there
+                    try:  # (pigeon23's Megatron-mixtera: `parser = add_mixtera_arguments(parser)`, --mixtera-*)
+                        base |= self.function_options(*more)
+                    except _Unreadable:
+                        pass  # (it hands the parser to code offlint cannot read: the base set stands)
+                self.base = base
         if isinstance(self.base, _Unreadable):
             raise self.base
         return self.base
@@ -407,11 +415,12 @@ def _exclude(fn: ast.FunctionDef, node: ast.expr | None) -> set[str]:
 
 def _parser_names(fn: ast.FunctionDef) -> set[str]:
     """The names that hold the parser or a group of it in `fn`: its first parameter, and what
-    `add_argument_group(...)` / `add_mutually_exclusive_group(...)` give."""
+    `add_argument_group(...)` / `add_mutually_exclusive_group(...)` give, or `ArgumentParser(...)` (parse_args' own
+    parser, which a fork may hand to more functions)."""
     names = {fn.args.args[0].arg} if fn.args.args else set()
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _called_name(node.value.func) in (
-                "add_argument_group", "add_mutually_exclusive_group"):
+                "add_argument_group", "add_mutually_exclusive_group", "ArgumentParser"):
             names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     return names
 
