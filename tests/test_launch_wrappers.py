@@ -22,7 +22,9 @@ def _launches(script: str) -> list[tuple[str, int]]:
 @pytest.mark.parametrize("prefix", ["numarun torchrun --nproc_per_node 4", "numarun python",
                                     "singularity exec --nv image.sif torchrun --nproc_per_node 4",
                                     "apptainer exec --nv -B .:/workspace image.sif python3",
-                                    "sudo -E torchrun --nproc_per_node 4"])
+                                    "sudo -E torchrun --nproc_per_node 4",
+                                    # (GCP's GPU recipes: `nice -10 python ...`; `nice python` was read already)
+                                    "nice -10 python", "nice -n 10 torchrun --nproc_per_node 4"])
 def test_a_launch_behind_a_command_that_runs_it_is_read(prefix):
     assert _launches(f"#!/bin/bash\n{prefix} {FLAGS}\n") == [("pretrain_gpt.py", 2)]
 

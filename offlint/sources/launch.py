@@ -25,7 +25,7 @@ _CONFIG_FILE_FLAGS = ("--config-file", "--config_file")
 # (ft_launcher: nvidia-resiliency-ext's fault-tolerant torchrun, with torchrun's options and its own --ft-*)
 LAUNCHERS = ("torchrun", "ft_launcher", "uv", "uvx", "srun", "mpirun", "deepspeed", "accelerate", "env", "exec",
              "nohup", "time", "numactl", "nsys", "timeout", "stdbuf", "taskset", "ray", "sudo", "singularity",
-             "apptainer")
+             "apptainer", "nice")  # (`nice -10 python ...`: an option of its own before the command)
 # Commands that print or inspect their words rather than run them: a launcher named after one is no launch. Any
 # other first word before a launcher (`numarun torchrun ...`, a cluster's own wrapper; `$WRAPPER python ...`) is
 # taken to run the rest (_script_index).
