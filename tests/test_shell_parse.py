@@ -333,9 +333,12 @@ def test_a_script_read_from_a_here_document_is_run_where_it_is_expanded():
     assert values(python) == ["python", "scripts/training/run_recipe.py", "--recipe", "r_config",
                               "model.cpu_offloading=true"]
     assert python.line == 3  # inside the here-document
-    # an unquoted delimiter expands the document: offlint does not, so the variable stays unknown
-    expanded = HEREDOC_LAUNCH.replace("<<'EOF'", "<<EOF")
-    assert not [c for c in cmds(expanded) if c.argv and c.argv[0].value == "python"]
+    # an unquoted delimiter expands the document where it is read, as bash does (GCP's GPU recipes keep their
+    # worker's command so, `\$RANK` escaped for the worker): a value set before the read is in it
+    expanded = "R=r_config\n" + HEREDOC_LAUNCH.replace("<<'EOF'", "<<EOF").replace("--recipe r_config", "--recipe $R")
+    assert values(find(expanded, "python"))[:4] == ["python", "scripts/training/run_recipe.py", "--recipe", "r_config"]
+    escaped = expanded.replace("--recipe $R", "--recipe \\$R")  # (left for the inner shell, which has no R)
+    assert values(find(escaped, "python"))[:4] == ["python", "scripts/training/run_recipe.py", "--recipe", None]
     # so does a read of one line (no -d ''), or into several names
     for other in ("read -r INNER <<'EOF' || true", "read -r -d '' INNER REST <<'EOF' || true"):
         text = HEREDOC_LAUNCH.replace("read -r -d '' INNER <<'EOF' || true", other)

@@ -408,8 +408,9 @@ class Commands:
     def read_heredoc(self, command, redirect) -> None:
         """`read -r -d '' NAME <<'EOF' ... EOF`: NAME holds the here-document, less the whitespace around it (Megatron
         Bridge's Slurm launchers keep the script each task runs so, then `srun ... bash -c "...; ${NAME}"`; `read`
-        had left NAME unknown, and the launch in it unread). Only a whole document read into one name, and only a
-        literal one (a quoted delimiter, or no `$` nor backquote in it): an expanded one stays unknown."""
+        had left NAME unknown, and the launch in it unread). Only a whole document read into one name; one whose
+        delimiter is not quoted is expanded first, as this shell expands it (GCP's GPU recipes keep their worker's
+        command so, `\$RANK` left for the worker: it had stayed unknown)."""
         words = [self.raw(c) for c in command.named_children]
         if not words or words[0] != "read":
             return
@@ -432,8 +433,12 @@ class Commands:
         a, b = self.ci(body.start_byte), self.ci(body.end_byte)
         text, org = self.text[a:b], list(self.org[a:b])
         if not quoted and ("$" in text or "`" in text):
-            return
-        text, org = self._tabs_stripped(redirect, text, org)
+            document = self._document(redirect)
+            if document is None:
+                return
+            text, org = document.value, list(document.org)
+        else:
+            text, org = self._tabs_stripped(redirect, text, org)
         if not raw:  # a backslash and a newline join the lines; another backslash quotes the next character
             out, kept, k = [], [], 0
             while k < len(text):
