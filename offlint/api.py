@@ -30,7 +30,7 @@ from offlint.warm_start import WarmStart, remembered
 
 
 # The builtin rules engine.check_unit computes per unit (the others are computed here, from what the readers keep)
-_UNIT_BUILTINS = ("OFL004", "OFL007", "OFL008")
+_UNIT_BUILTINS = ("OFL004", "OFL007", "OFL008", "OFL009")
 
 
 @dataclass

@@ -55,6 +55,8 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
             findings.extend(_unknown_flags(rule, resolved.unit))
         elif rule.code == "OFL008":
             findings.extend(_unbraced(rule, resolved.unit))
+        elif rule.code == "OFL009":
+            findings.extend(_crlf(rule, resolved.unit))
     if resolved.unit.loop_passes:  # (a launch in an unrolled `for` loop: api._dedupe merges its passes' findings)
         findings = [replace(finding, passes=resolved.unit.loop_passes) for finding in findings]
     at = resolved.unit.written_at
@@ -695,6 +697,18 @@ def _unbraced(rule: Rule, unit: Unit) -> list[Finding]:
                                    f"`{written[written.index('['):]}` to bash, not the array (`${{{name}[@]}}` is): "
                                    f"the launch gets {gets} and none of the array's other elements"))
     return out
+
+
+def _crlf(rule: Rule, unit: Unit) -> list[Finding]:
+    """OFL009: a launch in a script file with CRLF line endings (Unit.crlf_line)."""
+    if not unit.crlf_line:
+        return []
+    return [Finding(code=rule.code, slug=rule.slug, severity=rule.severity, location=unit.location, unit=unit.name,
+                    unit_path=unit.location.path, fix=rule.fix, url=rule.url,
+                    message=f"this script has CRLF line endings (line {unit.crlf_line} is the first to end in "
+                            f"a carriage return): bash keeps each `\\r`, so a `\\` ending a line does not continue "
+                            f"the command (the words on the lines after it are not this launch's) and each line's "
+                            f"last word ends in `\\r`")]
 
 
 # (a constant: an Enum member's lookup costs a third of a microsecond, and OFL004 looks at every assignment of every

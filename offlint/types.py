@@ -274,6 +274,9 @@ class Unit:
     # A bash launch's words that expand an array without braces, `$ARGS[@]` (shell.read_shell): (the expansion as
     # written, where, the word the command gets, "" where offlint cannot read it). Rule OFL008.
     unbraced: tuple[tuple[str, Location, str], ...] = ()
+    # The first line of a launch's script file that ends in a carriage return (CRLF line endings; 0: none). bash keeps
+    # the `\r`, so a `\` ending such a line does not continue the command (shell.read_shell). Rule OFL009.
+    crlf_line: int = 0
     # The GPU a model card's hardware section names for a launch command in it (`GB200: {command: ...}`): where
     # the command's name names none, the unit is sized against it (gpus.unit_gpu).
     card_gpu: str = ""

@@ -33,6 +33,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
                          f"with --extend-exclude or [tool.offlint] extend-exclude)")
     # (zsh's `$ARGS[@]` is the whole array)
     zsh = path.endswith(".zsh") or text.startswith("#!") and "zsh" in text.split("\n", 1)[0]
+    crlf = text.find("\r\n") if complete else -1  # (a script file's line endings; a YAML string has none of its own)
+    crlf_line = text.count("\n", 0, crlf) + 1 + line_offset if crlf >= 0 else 0
     units = []
     spans = tuple(((start[0] + line_offset, start[1]), (end[0] + line_offset, end[1]))
                   for start, end in script.assignments)
@@ -49,6 +51,7 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
                 unit.written_at = Location(*command.written_at)
             unit.name = loop_passes.named(unit.name, command.passes)
             unit.assignment_spans = spans
+            unit.crlf_line = crlf_line
             if not zsh:
                 unit.unbraced = tuple((written, Location(path, w.line + line_offset, w.col), w.value or "")
                                       for w in command.argv for written in unbraced_subscripts(w.text))
