@@ -314,3 +314,24 @@ def test_a_called_script_taking_its_launch_from_a_sourced_file_is_read():
     assert [[w.value for w in c.argv] for c in script.commands][2:] == [
         ["torchrun", "--nproc-per-node", "8", "/opt/megatron/pretrain_gpt.py", "--num-layers", "8",
          "--optimizer-cpu-offload"]]
+
+
+def test_a_worker_command_kept_in_a_cat_here_document_and_run_by_each_rank_is_read():
+    """GCP's GPU recipes: `W=$(cat <<- EOM ... EOM)`, `echo "$W" > worker_command.sh`, then `torchrun ... --no-python
+    bash worker_command.sh` (a helper's sweep: 85 launchers, none read). The substitution is the document as cat
+    prints it, expanded here; each rank's shell runs the file the script wrote."""
+    text = ('LR=3\nW=$(cat <<EOM\npython train.py --lr $LR \\\\$RANK\nEOM\n)\necho "$W" > worker.sh\n'
+            "torchrun --nproc-per-node=8 --no-python bash worker.sh\n")
+    script = parse_shell(text, "launch.sh", read_file=lambda path: None)
+    assert [[w.value for w in c.argv] for c in script.commands if c.argv[0].value == "python"] == [
+        ["python", "train.py", "--lr", "3", None]]  # ($RANK is the rank's, unknown here)
+    for runs_python in ("torchrun --nproc-per-node=8 bash worker.sh", "echo bash worker.sh"):
+        other = parse_shell(text.replace("torchrun --nproc-per-node=8 --no-python bash worker.sh", runs_python),
+                            "launch.sh", read_file=lambda path: None)
+        assert not [c for c in other.commands if c.argv[0].value == "python"], runs_python
+
+
+def test_srun_running_a_script_of_the_tree_reads_it():
+    files = {"job.sh": "python train.py --lr 1\n"}
+    script = parse_shell("srun -N 2 --ntasks-per-node=8 bash job.sh\n", "launch.sh", read_file=files.get)
+    assert [[w.value for w in c.argv] for c in script.commands][1:] == [["python", "train.py", "--lr", "1"]]

@@ -13,7 +13,7 @@ from dataclasses import replace
 from offlint.sources.launch import HYDRA_ENTRY_POINTS, container_image, opened_because, srun_environment
 from offlint.sources.shell_paths import tree_copy
 from offlint.sources.shell_values import (_BLANK, _HOLE0, _HOLES, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field,
-                                          _join, _MAX_NESTING, Org, Pos, _split, _State, _Unknown, _Var)
+                                          _join, _MAX_NESTING, _P, Org, Pos, _split, _State, _Unknown, _Var)
 from offlint.sources.shell_words import BRACE_TEXT_MAX, BRACE_WORDS_MAX, TooManyWords, brace_expand
 
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
@@ -318,6 +318,10 @@ class Commands:
         self.submitted_script(fields, vals)
         if j is None:
             self.called_script(fields, vals, penv, assumes)
+            k = _launched_shell(vals)
+            if k:  # (`srun ... bash job.sh`, `torchrun --no-python bash worker.sh`: each rank runs the script)
+                self.submitted_script(fields[k:], vals[k:])
+                self.called_script(fields[k:], vals[k:], penv, assumes)
 
     def read_herestring(self, n, vals: list[str | None], penv: dict[str, _Var]) -> None:
         """`IFS=',' read -r EP TP PP CP <<< "$config"`: the names take the fields of a here-string offlint can read
@@ -574,6 +578,24 @@ class Commands:
         line, col = self.pos(body.start_byte)
         return _Field(text, tuple(org), line, col, self.raw(body), self.st.ctx)
 
+    def cat_document(self, n, q: bool) -> list[_P] | None:
+        """`$(cat <<EOM ... EOM)`: the here-document as cat prints it, less the trailing newlines the substitution
+        drops (GCP's GPU recipes keep their worker's command so, then write it to the file torchrun runs); None where
+        the substitution is anything else."""
+        stmts = [c for c in n.named_children if c.type != "comment"]
+        if len(stmts) != 1 or stmts[0].type != "redirected_statement":
+            return None
+        body = stmts[0].child_by_field_name("body")
+        redirects = [c for c in stmts[0].children if c.type.endswith("redirect")]
+        if body is None or body.type != "command" or self.raw(body) != "cat" or len(redirects) != 1 \
+                or redirects[0].type != "heredoc_redirect":
+            return None
+        document = self._document(redirects[0])
+        if document is None:
+            return None
+        text = document.value.rstrip("\n")
+        return [_P(text, list(document.org[:len(text)]), split=not q, quoted=q)]
+
     def _heredoc_parts(self, redirect) -> tuple[object, bool] | None:
         """(a here-document's body node, whether its delimiter is quoted: then nothing in it is expanded); None where
         tree-sitter gave either no body or no delimiter."""
@@ -793,6 +815,24 @@ def _opened_reason(opened: _Var) -> str:
 
 
 _NO_PAYLOAD = frozenset({"eval", "echo", "printf", "logger"})  # (eval reads its joined words itself; the others print)
+
+
+# Launchers that start their program on each rank: `srun ... bash FILE`; torchrun's kind only with --no-python
+# (else it runs `python bash ...`)
+_RANK_LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec"})
+_PYTHON_LAUNCHERS = frozenset({"torchrun", "ft_launcher"})
+
+
+def _launched_shell(vals: list[str | None]) -> int | None:
+    """Index of the shell in a launcher's command that runs a script file on each rank (`srun -N 2 bash job.sh`,
+    `torchrun --nproc-per-node=8 --no-python bash worker.sh`: GCP's GPU recipes start their worker so); None where
+    there is none."""
+    first = posixpath.basename(vals[0] or "")
+    if first not in _RANK_LAUNCHERS and not (first in _PYTHON_LAUNCHERS and any(
+            v in ("--no-python", "--no_python") for v in vals)):
+        return None
+    return next((i for i, v in enumerate(vals) if i and v is not None and posixpath.basename(v) in ("bash", "sh")),
+                None)
 
 
 def _shell_c_payload(vals: list[str | None]) -> int | None:

@@ -95,7 +95,7 @@ class WordExpansion:
         if t == "expansion":
             return self.expansion(n, q, at)
         if t in ("command_substitution", "process_substitution"):
-            known = self.path_idiom(n, q, at) if t == "command_substitution" else None
+            known = self.path_idiom(n, q, at) or self.cat_document(n, q) if t == "command_substitution" else None
             if known is not None:
                 return known
             self.subshell(n.named_children)
