@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from offlint.sources.launch import HYDRA_ENTRY_POINTS, container_image, opened_because, srun_environment
 from offlint.sources.shell_paths import tree_copy
-from offlint.sources.shell_values import (_BLANK, _HOLE0, _HOLES, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field,
-                                          _join, _MAX_NESTING, _P, Org, Pos, _split, _State, _Unknown, _Var)
+from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field, _join,
+                                          _MAX_NESTING, _P, Org, Pos, _split, _State, _Unknown, _Var)
 from offlint.sources.shell_words import BRACE_TEXT_MAX, BRACE_WORDS_MAX, TooManyWords, brace_expand
 
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
@@ -69,7 +69,7 @@ class Commands:
         text, org, cond = self.scalar(n)
         name, eq, value = text.partition("=")
         if not eq or not _SHELL_NAME.fullmatch(name):
-            if eq and export and _computed_name(name):
+            if eq and export and self._computed_name(name):
                 # `export "${KEY}"="${VALUE}"` in a loop over a config's variables: any variable may be set, the
                 # launch's among them
                 pos = self.pos(n.start_byte)
@@ -82,6 +82,12 @@ class Commands:
         self.st.env[name] = _Var(s=value, org=tuple(org[len(name) + 1:]), cond=cond, lines=(pos[0],), pos=pos,
                                  exported=export or bool(old and old.exported))
         return name
+
+    def _computed_name(self, text: str) -> bool:
+        """Whether `text` is a variable's name with parts unknown until run time (`${KEY}`, `GPU_${I}`): holes and
+        name characters only, a hole among them."""
+        known = "".join(c for c in text if not self.why(c))
+        return len(known) < len(text) and _SHELL_NAME.fullmatch(f"A{known}A") is not None
 
     def _scope_local(self, declared: str, name: str) -> None:
         """`local NAME`: the function's frame keeps the value the name had, for its return."""
@@ -497,8 +503,8 @@ class Commands:
         out: list[str] = []
         for word in words:
             found = _PLAIN_EXPANSION.fullmatch(word)
-            var = self.st.env.get(found[1]) if found else None
-            if var is None or var.unset or var.arr is not None or not _known(var.s):
+            var = self.st.env.get(found[1] or found[2]) if found else None
+            if var is None or var.unset or var.arr is not None or self.why(var.s):
                 out.append(word)
             else:
                 out.extend(var.s.split())
@@ -789,19 +795,7 @@ def _joined(fields: list[_Field]) -> tuple[str, list]:
 
 
 # `$X` or `${X}` unquoted: the words of X's value
-_PLAIN_EXPANSION = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
-
-
-def _known(text: str) -> bool:
-    """Whether `text` has no part unknown until run time (no hole)."""
-    return not any(0 <= ord(c) - _HOLE0 < _HOLES for c in text)
-
-
-def _computed_name(text: str) -> bool:
-    """Whether `text` is a variable's name with parts unknown until run time (`${KEY}`, `GPU_${I}`): holes and
-    name characters only, a hole among them."""
-    holes = [c for c in text if 0 <= ord(c) - _HOLE0 < _HOLES]
-    return bool(holes) and _SHELL_NAME.fullmatch("A" + "".join(c for c in text if c not in holes) + "A") is not None
+_PLAIN_EXPANSION = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 def _unquoted(text: str) -> str:
