@@ -996,6 +996,27 @@ def test_a_here_document_line_starting_with_its_delimiter_does_not_end_it():
     assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--num-layers", "4"]
 
 
+def test_a_document_ending_early_is_unmasked_before_what_its_misreading_suggests():
+    """A document whose first line starts with its delimiter, then a second document of array lines: the misread
+    tree takes the second document's lines for commands, and what it suggests masking there (an assignment's end)
+    spoils the parse that unmasking the early end alone makes clean (two more lsaie-ss26-gipfelsturm launchers
+    were "cannot parse": MariSchn's, wangyuyan03's)."""
+    result = parse_shell(dedent("""\
+        cat >> "$SCRIPT" << 'TOKENIZER'
+        TOKENIZER_ARGS=(
+            --vocab-file $WORKDIR/vocab.json
+        DATA_ARGS=(
+        TOKENIZER
+        cat >> "$SCRIPT" << WORKERS
+            --num-workers ${WORKERS_PER_RANK}
+        )
+        WORKERS
+        torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4
+        """), "t.sh")
+    assert not result.errors
+    assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--num-layers", "4"]
+
+
 def test_the_root_directory_as_a_tests_operand_is_read():
     """tree-sitter-bash 0.25 reads a lone `/` in `[ ]` or `[[ ]]` as a division and refuses the script, which bash
     runs (radixark/miles' CI host setup: `if [[ "$(id -u)" -ne 0 ]] && ! [ -w / ]; then`): the whole run had

@@ -91,6 +91,16 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
     for _ in range(_ROUNDS):
         if spans is None:
             spans = _Spans(data)
+            if spans.early_ends:
+                # A document that tree-sitter-bash ends early is first read to its end alone: the rest of the
+                # misread tree (the document's lines taken for commands) suggests masks that would spoil it
+                for start in spans.early_ends:  # a document line starting with its delimiter: its first character
+                    masked.literal[start] = b"x" if data[start:start + 1] != b"x" else b"y"
+                current = parse(_apply(data, masked))
+                if not current.root_node.has_error:
+                    masked.freeze()
+                    return current, masked
+            basis = current  # (the tree whose constructs the masks below are taken from)
             slashes = [m.start() for m in _LONE_SLASH.finditer(data) if not spans.in_arithmetic(m.start())]
             empty = [m.span() for m in _EMPTY_BACKTICKS.finditer(data)]
             for start, end in empty:  # blanked, as the nothing they expand to
@@ -102,11 +112,9 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             for start, n in spans.blank_lines:  # a document's line of blanks after an expansion, in a compound
                 masked.literal[start] = b"_" * n
             odd = _odd_shapes(data, masked)
-            ends = _assignment_ends(tree.root_node, data, masked, screen=False)  # `X=1 2>&1`, `A=1 B=2`
-            patterns = _case_patterns(tree.root_node, data, masked)
-            if spans.early_ends or slashes or empty or spans.blank_lines or ends or patterns or braces or odd:
-                for start in spans.early_ends:  # a document line starting with its delimiter: its first character
-                    masked.literal[start] = b"x" if data[start:start + 1] != b"x" else b"y"
+            ends = _assignment_ends(basis.root_node, data, masked, screen=False)  # `X=1 2>&1`, `A=1 B=2`
+            patterns = _case_patterns(basis.root_node, data, masked)
+            if slashes or empty or spans.blank_lines or ends or patterns or braces or odd:
                 for start in slashes:  # `[ -w / ]`: the root directory, read as a division
                     masked.literal[start] = b"."
                 current = parse(_apply(data, masked))
