@@ -101,6 +101,25 @@ def test_f6_a_non_adam_optimizer_name_becomes_sgd(tmp_path, monkeypatch):
                           "cfg.optimizer.optimizer = 'lion'", "OFL204")
 
 
+def test_f6_needs_the_config_built_precision_aware_asserts_adam_first(tmp_path, monkeypatch):
+    """With the precision-aware optimizer on (which the Megatron-LM command line requires for offload), the config
+    itself refuses any optimizer but adam (OC-2): no hybrid device optimizer is built, nothing trains with SGD.
+    OFL116 says so; OFL204 must not add that the job trains (three Pai-Megatron-Patch launches with `--optimizer
+    dist_muon` had both)."""
+    monkeypatch.setattr(mcore_optimizer, "HybridDeviceOptimizer", lambda *a, **k: pytest.fail("HDO was built"))
+    with pytest.raises(AssertionError, match="only supported with adam"):
+        mcore_optimizer.OptimizerConfig(lr=1e-3, optimizer="lion", optimizer_cpu_offload=True,
+                                        optimizer_offload_fraction=1.0, use_precision_aware_optimizer=True,
+                                        use_distributed_optimizer=True)
+    body = ("cfg.optimizer.optimizer_cpu_offload = True\n"
+            "cfg.optimizer.optimizer_offload_fraction = 1.0\n"
+            "cfg.optimizer.use_distributed_optimizer = True\n"
+            "cfg.optimizer.use_precision_aware_optimizer = True\n"
+            "cfg.optimizer.optimizer = 'lion'")
+    assert lint(tmp_path, body, "OFL116")
+    assert not lint(tmp_path, body, "OFL204")
+
+
 def test_f4_use_torch_optimizer_for_cpu_offload_changes_nothing(tmp_path, monkeypatch):
     plain = built_with(monkeypatch, optimizer_cpu_offload=True, optimizer_offload_fraction=1.0)
     flagged = built_with(monkeypatch, optimizer_cpu_offload=True, optimizer_offload_fraction=1.0,
