@@ -25,7 +25,7 @@ from offlint.rules import Rule, load_rules, select_rules
 from offlint.source_files import FileRead
 from offlint.tree_keys import tree_section_findings, without_tree_fields
 from offlint.types import Defaults, FileError, Finding, Location, Severity, UnitKind
-from offlint.versions import DetectedVersion, detect_version
+from offlint.versions import DetectedVersion, Version, detect_version, nested_checkout_version
 from offlint.warm_start import WarmStart, remembered
 
 
@@ -178,6 +178,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                 if later.again:
                     cache.read_again(later.path)
     relaunched = {id(unit) for unit in link_commands(reads, errors, aliases)}
+    checkouts: dict[str, Version] = {}  # a nested Megatron-LM checkout's folder -> the megatron-core it is
     if relaunched:  # YAML files checked as their launches run them: their stored findings give way
         names = {(read.file.path, unit.name) for read in reads for unit in read.units if id(unit) in relaunched}
         findings = [f for f in findings if (f.location.path, f.unit) not in names]
@@ -191,7 +192,8 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                     from offlint.engine import check_unit, internal_error
 
                     try:
-                        found = check_unit(resolve(unit, version.version), rules, options.strict)
+                        found = check_unit(resolve(unit, _launch_version(unit, version, root, options, checkouts)),
+                                           rules, options.strict)
                     except Exception as exc:  # noqa: BLE001 - an offlint bug must not stop the other files
                         errors.append(FileError(read.file.path, internal_error(unit, exc)))
                         continue
@@ -232,6 +234,20 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         cache.remember_result(run_key, replace(result, sources={p: t for p, t in result.sources.items()
                                                                 if p in shown}), covered=key_paths)
     return result
+
+
+def _launch_version(unit, run: DetectedVersion, root: Path, options: CheckOptions,
+                    checkouts: dict[str, Version]) -> Version:
+    """The megatron-core a launch command is judged with: that of the Megatron-LM checkout its entry script lies in,
+    where the tree holds one of its own besides the root's (Unit.checkout); else the run's. MLPerf's training
+    results bundle submitters' 0.9 and 0.12 copies side by side: a 0.9 launch had been told of a check only 0.12
+    makes (OFL218)."""
+    if not unit.checkout:
+        return run.version
+    if unit.checkout not in checkouts:
+        checkouts[unit.checkout] = nested_checkout_version(unit.checkout, root, options.mcore_version,
+                                                           options.configured_version) or run.version
+    return checkouts[unit.checkout]
 
 
 def _recipes_run(found: list, by_path: dict[str, SourceFile], texts: pipeline.Texts) -> tuple[set[str], Aliases]:

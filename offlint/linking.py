@@ -109,6 +109,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                     opened(unit, opened_because(f"{posixpath.basename(unit.entry_script)} trains in Ray's workers, "
                                                 f"whose environment its code builds (`ray.init` at {driver})"))
                 script = entry_scripts.script_path(unit.entry_script, read.file.path, tree_text)
+                unit.checkout = _checkout(script, read.file.path, tree_text)
                 if unit.launch_flags:  # and which flags its parser has
                     unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
                     unit.checkout_flags = _checkout_flags(unit, script, read.file.path, tree_text, entry_modules)
@@ -130,6 +131,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 script = mlm_ci_recipes.entry_script(read.file.path, tree_text, entry_modules)
                 if script:
                     unit.entry_script = script
+                    unit.checkout = _checkout(script, read.file.path, tree_text)
                     unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
@@ -260,6 +262,13 @@ def _unknown_flags(unit: Unit, script: str | None, near: str, tree_text,
         return ()
     return tuple((flag, where, next(iter(difflib.get_close_matches(flag, options, n=1, cutoff=0.8)), ""), path)
                  for flag, where, path in unit.launch_flags if flag not in options)
+
+
+def _checkout(script: str | None, near: str, tree_text) -> str:
+    """The Megatron-LM checkout holding the entry `script` (the tree's file), where it is not the working directory's
+    own: "" where there is none (Unit.checkout)."""
+    folder = mlm_arguments.checkout_root(script, lambda path: tree_text(path, near)) if script else None
+    return folder if folder and folder != "." else ""
 
 
 def _checkout_flags(unit: Unit, script: str | None, near: str, tree_text, memo: dict) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -253,6 +254,22 @@ def _fork_not_checked_out(pin: _Pin, cli: str | None, configured: str | None) ->
             f"{pin.path}` reads them)")
     return replace(detected, version=replace(detected.version, lists_unknown=why),
                    note="; ".join(part for part in (detected.note, note) if part))
+
+
+def nested_checkout_version(folder: str, root: Path | None, cli: str | None, configured: str | None) -> Version | None:
+    """The megatron-core a launch runs whose entry script lies in a Megatron-LM checkout nested in the tree (a
+    vendored copy: MLPerf's training results bundle submitters' 0.9 and 0.12 checkouts side by side), judged as
+    detect_version judges a tree's root; None where `folder` is the root's own checkout or its pin, or holds no
+    megatron/core/package_info.py (the run's version stands)."""
+    here = Path(os.path.realpath(folder))
+    if root is not None and here in {Path(os.path.realpath(top)) for top in (root, root / "3rdparty" / "Megatron-LM")}:
+        return None
+    if not (here / "megatron" / "core" / "package_info.py").is_file():
+        return None
+    try:
+        return detect_version(cli, configured, here).version
+    except VersionError:
+        return None
 
 
 def _checkout_version(root: Path) -> tuple[Version, Path, Path] | None:

@@ -73,8 +73,9 @@ FLAGS = ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-
          "--max-position-embeddings 128 --train-iters 10")
 
 
-def _checkout(tmp_path, arguments: str = ARGUMENTS, block: str = BLOCK):
-    (tmp_path / ".git").mkdir()
+def _checkout(tmp_path, arguments: str = ARGUMENTS, block: str = BLOCK, folder: str = ""):
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    tmp_path = tmp_path / folder if folder else tmp_path
     core = tmp_path / "megatron" / "core"
     (core / "transformer").mkdir(parents=True)
     (core / "package_info.py").write_text(PACKAGE_INFO)
@@ -135,6 +136,25 @@ VPP_ONLY = ARGUMENTS.replace("    if args.num_layers_per_virtual_pipeline_stage 
 def test_a_fork_checking_the_split_otherwise_is_judged_by_its_transformer_block(tmp_path, block, expected):
     root = _checkout(tmp_path, arguments=VPP_ONLY, block=block)
     assert [f for f in _layout(root, "") if f[0] == "OFL218"] == expected
+
+
+FLOOR_DIVIDES = "def get_num_layers_to_build(config):\n    return config.num_layers // config.pipeline_model_parallel_size\n"
+
+
+@pytest.mark.parametrize("launch", ["vendor/Megatron-LM/examples/train.sh", "train.sh"])
+def test_a_vendored_checkout_is_judged_by_its_own_checks(tmp_path, launch):
+    """A tree holding copies of Megatron-LM side by side (MLPerf's training results: submitters' 0.9 and 0.12
+    checkouts): a launch is judged by the checkout its entry script lies in, as if that were the tree, whether the
+    launch lies inside it or runs its script from outside. The old copy checks the layers' split only under virtual
+    pipelining and floor-divides them; the newer one asserts it."""
+    _checkout(tmp_path, arguments=VPP_ONLY, block=FLOOR_DIVIDES, folder="vendor/Megatron-LM")
+    _checkout(tmp_path, folder="submitter/Megatron-LM")
+    script = "pretrain_gpt.py" if launch.startswith("vendor/") else "vendor/Megatron-LM/pretrain_gpt.py"
+    (tmp_path / launch).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / launch).write_text(f"torchrun --nproc_per_node 4 {script} {FLAGS}\n")
+    (tmp_path / "submitter" / "train.sh").write_text(f"torchrun --nproc_per_node 4 Megatron-LM/pretrain_gpt.py {FLAGS}\n")
+    found = [(f["code"], f["filename"]) for f in check_json(tmp_path, "--no-cache") if f["code"] == "OFL218"]
+    assert found == [("OFL218", "submitter/train.sh")]
 
 
 def test_only_a_line_of_code_makes_a_check():

@@ -83,7 +83,7 @@ def base_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str] 
 
 def _reader(entry: str, read_text: ReadText, memo: dict) -> _Reader | None:
     """The reader of the checkout holding `entry`, one per checkout and run (None where there is none)."""
-    root = _checkout_root(entry, read_text)
+    root = checkout_root(entry, read_text)
     if root is None:
         return None
     reader = memo.get(("mlm-arguments", root))
@@ -92,8 +92,9 @@ def _reader(entry: str, read_text: ReadText, memo: dict) -> _Reader | None:
     return reader
 
 
-def _checkout_root(entry: str, read_text: ReadText) -> str | None:
-    """The folder holding megatron/training/arguments.py, the entry script's own or one above it."""
+def checkout_root(entry: str, read_text: ReadText) -> str | None:
+    """The folder holding megatron/training/arguments.py, the entry script's own or one above it: the Megatron-LM
+    checkout whose code the script runs ("" for the working directory)."""
     folder = posixpath.dirname(posixpath.normpath(entry))
     while True:
         candidate = posixpath.join(folder, ARGUMENTS) if folder else ARGUMENTS
