@@ -153,7 +153,7 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
         # (a Bridge fork's DeepSeek-V4 recipes name 'mhc', which only the megatron-core they pin allows:
         # LLaVA-OneVision-2 and kaiko-ai's Bridge had false OFL222 errors from the guess)
         detected = replace(detected, version=replace(detected.version, guessed=f"{pin.path} is not checked out"),
-                           note=f"{pin.path} (the tree's megatron-core) is not checked out: checking with "
+                           note=f"{pin.unread} not checked out: checking with "
                                 f"the rules of {detected.version} ({detected.origin}), which may not be the "
                                 f"version the tree runs, and calling no module name invalid that a newer release "
                                 f"allows; `git submodule update --init {pin.path}` or --mcore-version names it")
@@ -206,6 +206,14 @@ class _Pin:
     path: str
     url: str
     branch: str
+    others: int = 0  # how many more Megatron-LM submodules it pins, none checked out
+
+    @property
+    def unread(self) -> str:
+        """What a note says is not checked out."""
+        if self.others:
+            return f"{self.path} and {self.others} more Megatron-LM submodules (the tree's megatron-core) are"
+        return f"{self.path} (the tree's megatron-core) is"
 
     @property
     def fork(self) -> bool:
@@ -224,14 +232,16 @@ def _pin_not_checked_out(root: Path) -> _Pin | None:
         modules = read_text(root / ".gitmodules")
     except ReadError:
         return None
+    pins = []
     for section in _SECTION.split(modules)[1:]:
         settings = dict(_SETTING.findall(section))
         path = settings.get("path", "")
-        if re.fullmatch(r"\S*Megatron-LM", path):
+        # (a folder naming its date is one too: Pai-Megatron-Patch pins seven, `backends/megatron/Megatron-LM-250624`)
+        if re.fullmatch(r"(?:\S*/)?[^/\s]*Megatron-LM[^/\s]*", path):
             if (root / path / "megatron" / "core" / "package_info.py").is_file():
                 return None
-            return _Pin(path, settings.get("url", ""), settings.get("branch", ""))
-    return None
+            pins.append(_Pin(path, settings.get("url", ""), settings.get("branch", "")))
+    return replace(pins[0], others=len(pins) - 1) if pins else None
 
 
 def _fork_not_checked_out(pin: _Pin, cli: str | None, configured: str | None) -> DetectedVersion:

@@ -143,3 +143,26 @@ def test_a_guessed_version_claims_no_assert_the_newest_release_does_not_make(tmp
     (tmp_path / ".gitmodules").write_text(_gitmodules("https://github.com/NVIDIA/Megatron-LM.git"))
     (tmp_path / "3rdparty" / "Megatron-LM").mkdir(parents=True)
     assert refused() == []
+
+
+def test_a_pin_whose_folder_names_its_date_is_a_pin(tmp_path):
+    """Pai-Megatron-Patch's layout names each Megatron-LM submodule by its date (`backends/megatron/Megatron-LM-
+    260226`, `PAI-Megatron-LM-240718`); a fork of it pinned so (genggui001's) had been no pin at all, its module
+    names judged by a release's lists."""
+    modules = ('[submodule "backends/megatron/Megatron-LM-260226"]\n'
+               "\tpath = backends/megatron/Megatron-LM-260226\n"
+               "\turl = https://github.com/someone/Megatron-LM.git\n\tbranch = 260226\n")
+    write_tree(tmp_path, {".gitmodules": modules, "recipes/offload.py": RECIPE})
+    (tmp_path / "backends" / "megatron" / "Megatron-LM-260226").mkdir(parents=True)
+    assert "OFL107" not in [f["code"] for f in check_json(tmp_path)]
+    assert detect_version(None, None, tmp_path).version.lists_unknown.startswith(
+        "backends/megatron/Megatron-LM-260226 pins a fork")
+
+
+def test_a_tree_pinning_several_releases_says_how_many_are_not_checked_out(tmp_path):
+    modules = "".join(f'[submodule "backends/megatron/Megatron-LM-{date}"]\n\tpath = backends/megatron/Megatron-LM-'
+                      f"{date}\n\turl = https://github.com/NVIDIA/Megatron-LM.git\n" for date in ("240126", "250624"))
+    (tmp_path / ".gitmodules").write_text(modules)
+    note = detect_version(None, None, tmp_path).note
+    assert note.startswith("backends/megatron/Megatron-LM-240126 and 1 more Megatron-LM submodules (the tree's "
+                           "megatron-core) are not checked out")
