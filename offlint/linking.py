@@ -129,9 +129,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 # a functional test case: the CI recipe listing it names its script (whether it trains stays with
                 # the case's MODE and flags)
                 script = mlm_ci_recipes.entry_script(read.file.path, tree_text, entry_modules)
+                # (the checkout whose harness runs the case: its script's, else the one holding the case)
+                unit.checkout = _checkout(script or read.file.path, read.file.path, tree_text)
                 if script:
                     unit.entry_script = script
-                    unit.checkout = _checkout(script, read.file.path, tree_text)
                     unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path

@@ -157,6 +157,31 @@ def test_a_vendored_checkout_is_judged_by_its_own_checks(tmp_path, launch):
     assert found == [("OFL218", "submitter/train.sh")]
 
 
+CASE = """\
+MODEL_ARGS:
+  --num-layers: 5
+  --hidden-size: 256
+  --num-attention-heads: 8
+  --pipeline-model-parallel-size: 2
+  --micro-batch-size: 1
+  --train-iters: 10
+TEST_TYPE: regular
+"""
+
+
+def test_a_vendored_checkouts_functional_test_case_is_judged_by_that_checkout(tmp_path):
+    """A functional test case runs in the checkout holding it (MLPerf's vendored copies carry Megatron-LM's
+    tests/functional_tests as they are)."""
+    _checkout(tmp_path, arguments=VPP_ONLY, block=FLOOR_DIVIDES, folder="vendor/Megatron-LM")
+    _checkout(tmp_path, folder="submitter/Megatron-LM")
+    for copy in ("vendor", "submitter"):
+        case = tmp_path / copy / "Megatron-LM" / "tests" / "functional_tests" / "test_cases" / "gpt" / "case_a"
+        case.mkdir(parents=True)
+        (case / "model_config.yaml").write_text(CASE)
+    found = [f["filename"] for f in check_json(tmp_path, "--no-cache") if f["code"] == "OFL218"]
+    assert found == ["submitter/Megatron-LM/tests/functional_tests/test_cases/gpt/case_a/model_config.yaml"]
+
+
 def test_only_a_line_of_code_makes_a_check():
     words = "Number of layers should be divisible by the pipeline-model-parallel size"
     files = {"training/arguments.py": f"x = 1\n# '{words}'\n", "core/transformer/transformer_block.py": None}
