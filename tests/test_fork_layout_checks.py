@@ -138,7 +138,8 @@ def test_a_fork_checking_the_split_otherwise_is_judged_by_its_transformer_block(
     assert [f for f in _layout(root, "") if f[0] == "OFL218"] == expected
 
 
-FLOOR_DIVIDES = "def get_num_layers_to_build(config):\n    return config.num_layers // config.pipeline_model_parallel_size\n"
+FLOOR_DIVIDES = ("def get_num_layers_to_build(config):\n"
+                 "    return config.num_layers // config.pipeline_model_parallel_size\n")
 
 
 @pytest.mark.parametrize("launch", ["vendor/Megatron-LM/examples/train.sh", "train.sh"])
@@ -152,7 +153,8 @@ def test_a_vendored_checkout_is_judged_by_its_own_checks(tmp_path, launch):
     script = "pretrain_gpt.py" if launch.startswith("vendor/") else "vendor/Megatron-LM/pretrain_gpt.py"
     (tmp_path / launch).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / launch).write_text(f"torchrun --nproc_per_node 4 {script} {FLAGS}\n")
-    (tmp_path / "submitter" / "train.sh").write_text(f"torchrun --nproc_per_node 4 Megatron-LM/pretrain_gpt.py {FLAGS}\n")
+    (tmp_path / "submitter" / "train.sh").write_text(
+        f"torchrun --nproc_per_node 4 Megatron-LM/pretrain_gpt.py {FLAGS}\n")
     found = [(f["code"], f["filename"]) for f in check_json(tmp_path, "--no-cache") if f["code"] == "OFL218"]
     assert found == [("OFL218", "submitter/train.sh")]
 
