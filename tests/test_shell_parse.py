@@ -1017,6 +1017,54 @@ def test_a_document_ending_early_is_unmasked_before_what_its_misreading_suggests
     assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--num-layers", "4"]
 
 
+def test_a_here_document_whose_line_goes_on_after_a_semicolon_is_read():
+    """tree-sitter-bash 0.25 refuses a here-document whose operator's line goes on after `;` or `&`
+    (`if python3 - <<'PY'; then`, `cat <<EOF; echo`), which bash runs: a cloud vendor's test script had made the whole
+    run exit 2. The document itself is not read there (its command reads it from a file of no name); the rest is."""
+    result = parse_shell(dedent("""\
+        if python3 - cfg.yaml <<'PY'; then
+        import sys
+        PY
+            echo updated
+        fi
+        cat <<EOF; echo after
+        hello
+        EOF
+        torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4
+        """), "t.sh")
+    assert not result.errors
+    assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--num-layers", "4"]
+    assert values(_command_of(result, "echo")) in (["echo", "updated"], ["echo", "after"])
+
+
+def test_arithmetic_gluing_a_literal_to_an_expansion_is_read():
+    """`$((0x${HASH:0:4} % 50001))` (a port from a hash): tree-sitter-bash 0.25 refuses the literal glued to the
+    expansion, bash computes it. Its value is unknown here; the script is read."""
+    result = parse_shell(dedent("""\
+        HASH=$(echo -n run | md5sum | cut -c1-8)
+        PORT=$((10000 + (0x${HASH:0:4} % 50001)))
+        torchrun --master_port $PORT pretrain_gpt.py --num-layers 4
+        """), "t.sh")
+    assert not result.errors
+    torchrun = _command_of(result, "torchrun")
+    assert torchrun.argv[2].value is None and torchrun.argv[-1].value == "4"
+
+
+def test_a_double_bracketed_placeholder_is_a_command_word():
+    """A job template's `[[EXTRA_SBATCH_ARGS]]` line (a launcher substitutes it before sbatch): bash reads a word,
+    not the `[[` keyword, which needs a blank after it; tree-sitter-bash 0.25 opened a test and refused the file."""
+    result = parse_shell(dedent("""\
+        #!/bin/bash
+        #SBATCH --nodes=[[NODES]]
+        [[EXTRA_SBATCH_ARGS]]
+        export OUT_DIR="[[OUT_DIR]]"
+        if [[ -n "$OUT_DIR" ]]; then echo set; fi
+        torchrun pretrain_gpt.py --num-layers 4
+        """), "t.sh")
+    assert not result.errors
+    assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--num-layers", "4"]
+
+
 def test_the_root_directory_as_a_tests_operand_is_read():
     """tree-sitter-bash 0.25 reads a lone `/` in `[ ]` or `[[ ]]` as a division and refuses the script, which bash
     runs (radixark/miles' CI host setup: `if [[ "$(id -u)" -ne 0 ]] && ! [ -w / ]; then`): the whole run had

@@ -42,6 +42,10 @@ _ESCAPED_COMPARISON = re.compile(rb"(?<![\[\w])\[[ \t][^\]\n]*?\\[<>][^\]\n]*?[ 
 _PLACEHOLDER_VALUE = re.compile(rb"(?m)(?:^|(?<=[ \t;]))[A-Za-z_]\w*=(<[\w.,/-][\w .,/-]*>)(?=[\w./-])")
 _NAME_EQUALS_END = re.compile(rb"(?:^|[ \t;])[A-Za-z_]\w*=\Z")
 _WORD_END = " \t\n;&|()<>"
+_SEPARATOR = re.compile(r"(?<![|&<>])&(?![&>])|;")  # what ends a command on a here-document's line: `;`, a lone `&`
+# A job template's `[[PLACEHOLDER]]` as a line's first word: a word to bash (`[[` opens a test only before a
+# blank), a test to tree-sitter-bash (0.25), which refuses the script
+_BRACKET_WORD = re.compile(rb"(?m)^[ \t]*(\[\[)(?=[^\s\[])")
 _PLAIN = re.compile(r"[^\\'$`\"}()#\[\]<\n]+")  # what _Spans._lex looks at: everything else it steps over
 
 
@@ -106,15 +110,19 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             for start, end in empty:  # blanked, as the nothing they expand to
                 masked.literal[start] = b" "
                 masked.literal[end - 1] = b" "
-            braces = [m.span(1) for m in _BRACE_WORD.finditer(data)]
-            for start, end in braces:  # `{{ cmds }}`: a command word, not a group (bash reserves `{` alone)
+            braces = [m.span(1) for m in _BRACE_WORD.finditer(data)] + [m.span(1) for m in _BRACKET_WORD.finditer(data)]
+            for start, end in braces:  # `{{ cmds }}`, `[[NAME]]`: a command word, not a group or a test
                 masked.literal[start] = b"_" * (end - start)
+            for operator, start, end in spans.separated:  # `cat <<EOF; echo`: its document unread, the rest read
+                masked.literal[operator] = b"< "  # (a redirect from a file; each line of the document a comment)
+                for line in re.finditer(rb"(?m)^.", data[start:end]):
+                    masked.literal[start + line.start()] = b"#"
             for start, n in spans.blank_lines:  # a document's line of blanks after an expansion, in a compound
                 masked.literal[start] = b"_" * n
             odd = _odd_shapes(data, masked)
             ends = _assignment_ends(basis.root_node, data, masked, screen=False)  # `X=1 2>&1`, `A=1 B=2`
             patterns = _case_patterns(basis.root_node, data, masked)
-            if slashes or empty or spans.blank_lines or ends or patterns or braces or odd:
+            if slashes or empty or spans.blank_lines or ends or patterns or braces or odd or spans.separated:
                 for start in slashes:  # `[ -w / ]`: the root directory, read as a division
                     masked.literal[start] = b"."
                 current = parse(_apply(data, masked))
@@ -350,6 +358,7 @@ def _inside(regions: list[tuple[int, int]], start: int, end: int) -> bool:
 
 
 _EXTGLOB = re.compile(rb"[@!+*?]\(")
+_GLUED = re.compile(rb"\w\$|\}\w")  # a literal glued to an expansion in arithmetic (`0x${HASH:0:4}`, `${X}0`)
 
 
 def _troublesome(text: bytes, kind: str) -> bool:
@@ -359,7 +368,8 @@ def _troublesome(text: bytes, kind: str) -> bool:
         rest = text[head.end():-1] if head else b""
         return any(c in _SPECIAL for c in rest) or (rest[:1] == b":" and rest[1:2] not in b"-=+?" and b"$" in rest)
     if kind in ("arith", "arith-command"):
-        return _BASE.search(text.decode("latin-1")) is not None or (kind == "arith-command" and b"[" in text)
+        return _BASE.search(text.decode("latin-1")) is not None or (kind == "arith-command" and b"[" in text) \
+            or _GLUED.search(text) is not None
     if kind == "test":
         return _EXTGLOB.search(text) is not None or _literal_mask(text, kind) is not None
     return False
@@ -461,6 +471,9 @@ class _Spans:
         # here-document lines of blanks alone (offset, length): after a line with an expansion, inside an `if` or a
         # function, tree-sitter-bash (0.25) ends the document early there and the rest of the script is an error
         self.blank_lines: list[tuple[int, int]] = []
+        # here-documents whose operator's line goes on after `;` or `&` (`if cmd <<'PY'; then`, `cat <<EOF; echo`),
+        # which tree-sitter-bash (0.25) refuses: (offset of the `<<`, of the body, of the end of its delimiter line)
+        self.separated: list[tuple[int, int, int]] = []
         s = data.decode("latin-1")  # byte offsets; UTF-8 continuation bytes never look like syntax
         self._lex(s)
         self.starts = [item[0] for item in self.items]
@@ -506,7 +519,7 @@ class _Spans:
     def _lex(self, s: str) -> None:  # noqa: C901 - one state machine reads best in one place
         n = len(s)
         stack: list[list] = [["top", 0, 0, -1]]  # [context, start, paren depth, item index or -1]
-        heredocs: list[tuple[str, bool]] = []
+        heredocs: list[tuple[str, bool, int, bool]] = []  # (delimiter, `<<-`, offset of `<<`, separated)
         i = 0
         while i < n:
             plain = _PLAIN.match(s, i)  # a run of characters that mean nothing in any context: skipped at once
@@ -610,10 +623,10 @@ class _Spans:
                 i += 3
                 continue
             if c == "<" and s.startswith("<<", i):
-                i = self._heredoc_start(s, i + 2, heredocs)
+                i = self._heredoc_start(s, i, heredocs)
                 continue
             if c == "\n" and heredocs:
-                i = self._skip_heredocs(s, i + 1, heredocs, self.early_ends, self.blank_lines)
+                i = self._skip_heredocs(s, i + 1, heredocs, self.early_ends, self.blank_lines, self.separated)
                 heredocs.clear()
                 continue
             i += 1
@@ -631,6 +644,8 @@ class _Spans:
 
     @staticmethod
     def _heredoc_start(s: str, i: int, heredocs: list) -> int:
+        operator = i
+        i += 2
         strip = s.startswith("-", i)
         i += strip
         while i < len(s) and s[i] in " \t":
@@ -649,12 +664,16 @@ class _Spans:
                 word.append(s[i])
                 i += 1
         if word:
-            heredocs.append(("".join(word), strip))
+            end = s.find("\n", i)
+            rest = s[i:len(s) if end < 0 else end]
+            heredocs.append(("".join(word), strip, operator, _SEPARATOR.search(rest) is not None))
         return i
 
     @staticmethod
-    def _skip_heredocs(s: str, i: int, heredocs: list, early_ends: list[int], blank_lines: list) -> int:
-        for delimiter, strip in heredocs:
+    def _skip_heredocs(s: str, i: int, heredocs: list, early_ends: list[int], blank_lines: list,
+                       separated: list) -> int:
+        for delimiter, strip, operator, after in heredocs:
+            start = i
             while i < len(s):
                 j = s.find("\n", i)
                 j = len(s) if j < 0 else j
@@ -668,4 +687,6 @@ class _Spans:
                 elif line and not line.strip(" \t"):
                     blank_lines.append((i, len(line)))
                 i = j + 1
+            if after:
+                separated.append((operator, start, min(i, len(s))))
         return i
