@@ -555,6 +555,46 @@ def test_a_dataset_provider_builds_the_dataset_section_not_the_model(tree):
         assert unit.get("dataset.seq_length").value == 4096, recipe
 
 
+OWN_SETTINGS = '''\
+from dataclasses import dataclass
+
+
+@dataclass
+class PipelineDefaults:
+    model_type: str = "flux"
+
+
+@dataclass
+class ModelConfig(PipelineDefaults):
+    cpu_offloading: bool = False
+
+
+@dataclass
+class ExternalModelConfig(SomeoneElsesBase):
+    cpu_offloading: bool = False
+'''
+
+
+def test_a_class_of_the_trees_own_named_like_a_model_config_is_no_megatron_config(tree):
+    """Model-Optimizer's diffusers example builds `ModelConfig(model_type=..., cpu_offloading=True)`, a dataclass
+    of its own with no Megatron base: read as a model config it drew OFL101 and OFL210 (a helper's sweep). A class
+    with a base from outside the tree may still be Megatron's, and stays one."""
+    from offlint.engine import check_unit
+    from offlint.rules import load_rules
+    from offlint.units import UnitSelectionError
+
+    (tree / "settings.py").write_text(OWN_SETTINGS)
+    (tree / "quantize.py").write_text(
+        "from settings import ExternalModelConfig, ModelConfig\n\n"
+        "def demo():\n    return ModelConfig(model_type='sdxl', cpu_offloading=True)\n\n"
+        "def external():\n    return ExternalModelConfig(cpu_offloading=True)\n")
+    with pytest.raises(UnitSelectionError, match=r"no unit named 'demo' \(found: external\)"):
+        resolved("demo", "quantize.py")  # (it builds a record of its own: no recipe)
+    external = resolved("external", "quantize.py")
+    assert external.get("model.cpu_offloading").value is True
+    assert "OFL210" in [f.code for f in check_unit(external, list(load_rules().values()), False)]
+
+
 def test_the_distributed_optimizer_is_read_as_megatron_core_or_bridge_decides_it(tree):
     """megatron-core's get_megatron_optimizer reads only the OptimizerConfig; Bridge syncs it with the DDP
     config's flag (BR-4). The same two configs are an error in a plain megatron-core program only."""

@@ -203,7 +203,10 @@ class CallFollowing:
         section = _section_of_class(short)
         if section == "model" and short not in MODEL_CLASSES:  # a `...Provider` may be a dataset's: its bases say
             found = self._find_dataclass(name) if name else None
-            section = "dataset" if found is not None and _config_kind(found) == "dataset" else section
+            kind = _config_kind(found) if found is not None else None
+            # (a class of the tree's own that no config class is a base of is no Megatron config, whatever its
+            # name: Model-Optimizer's diffusers `ModelConfig(cpu_offloading=...)` is a record)
+            section = "dataset" if kind == "dataset" else None if kind == "" and _own_class(found) else section
         if section:
             return self._config_section(node, frame, name, short, section)
         if short in bridge_mutators.MUTATORS:
@@ -850,6 +853,25 @@ def _config_kind(found) -> str:
         if found is None:
             return ""
     return ""
+
+
+def _own_class(found) -> bool:
+    """Whether a @dataclass of the tree ((reader, ClassDef)) has no base but the ones the tree defines (and `object`),
+    each of them so: none of them can be a config class of Megatron Bridge or megatron-core."""
+    seen = 0
+    pending = [found]
+    while pending and seen < 16:
+        reader, cls = pending.pop()
+        seen += 1
+        for base in cls.bases:
+            name = _call_name(base)
+            if not name or name == "object":
+                continue
+            inner = reader._find_dataclass(name)
+            if inner is None:
+                return False  # a base from elsewhere may be Megatron's
+            pending.append(inner)
+    return not pending
 
 
 @lru_cache(maxsize=None)  # a function of the name alone; asked for every call the reader evaluates
