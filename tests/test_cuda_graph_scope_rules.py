@@ -544,3 +544,14 @@ def test_megatron_core_does_what_the_rules_say(name, env, tmp_path, monkeypatch)
     if new:
         expected.update({"5": "OFL214", "6": "OFL215"})
     assert by_unit == expected, [(f.unit, f.message) for f in found]
+
+
+def test_a_possible_no_effect_scope_does_not_claim_the_implementation(tmp_path):
+    """Where the recipe (outside the tree) decides cuda_graph_impl, the possible OFL214 says it is unknown, not
+    'none' (NVIDIA's dgxc-benchmarking adds `--cuda_graph_scope=mamba` on top of Bridge's recipe: the message had
+    said "cuda_graph_impl is 'none'" beside "depends on unknown values: model.cuda_graph_impl")."""
+    (tmp_path / "override.yaml").write_text("model:\n  cuda_graph_scope: [mamba]\n")
+    found = check([str(tmp_path / "override.yaml")],
+                  CheckOptions(root=tmp_path, cache=False, strict=True, mcore_version="0.20.0", select=["OFL214"]))
+    assert [f.message.split(",")[0] for f in found.findings] == ["cuda_graph_impl is ?"]
+    assert found.findings[0].possible
