@@ -572,6 +572,15 @@ class ModelConfig(PipelineDefaults):
 @dataclass
 class ExternalModelConfig(SomeoneElsesBase):
     cpu_offloading: bool = False
+
+
+class ProviderMixin(Generic[T]):
+    pass
+
+
+@dataclass
+class GenericBaseModelProvider(ProviderMixin[T]):
+    cpu_offloading: bool = False
 '''
 
 
@@ -585,13 +594,16 @@ def test_a_class_of_the_trees_own_named_like_a_model_config_is_no_megatron_confi
 
     (tree / "settings.py").write_text(OWN_SETTINGS)
     (tree / "quantize.py").write_text(
-        "from settings import ExternalModelConfig, ModelConfig\n\n"
+        "from settings import ExternalModelConfig, GenericBaseModelProvider, ModelConfig\n\n"
         "def demo():\n    return ModelConfig(model_type='sdxl', cpu_offloading=True)\n\n"
-        "def external():\n    return ExternalModelConfig(cpu_offloading=True)\n")
-    with pytest.raises(UnitSelectionError, match=r"no unit named 'demo' \(found: external\)"):
+        "def external():\n    return ExternalModelConfig(cpu_offloading=True)\n\n"
+        "def generic():\n    return GenericBaseModelProvider(cpu_offloading=True)\n")
+    with pytest.raises(UnitSelectionError, match=r"no unit named 'demo' \(found: external, generic\)"):
         resolved("demo", "quantize.py")  # (it builds a record of its own: no recipe)
     external = resolved("external", "quantize.py")
     assert external.get("model.cpu_offloading").value is True
+    # (a generic base that is no dataclass of the tree: Bridge's MegatronMIMOProvider(ModelProviderMixin[MimoModel]))
+    assert resolved("generic", "quantize.py").get("model.cpu_offloading").value is True
     assert "OFL210" in [f.code for f in check_unit(external, list(load_rules().values()), False)]
 
 

@@ -864,12 +864,12 @@ def _own_class(found) -> bool:
         reader, cls = pending.pop()
         seen += 1
         for base in cls.bases:
-            name = _call_name(base)
-            if not name or name == "object":
+            name = _call_name(base.value if isinstance(base, ast.Subscript) else base)  # (`Mixin[Model]`: Mixin)
+            if name == "object":
                 continue
-            inner = reader._find_dataclass(name)
+            inner = reader._find_dataclass(name) if name else None
             if inner is None:
-                return False  # a base from elsewhere may be Megatron's
+                return False  # a base from elsewhere (or not a dataclass of the tree) may be Megatron's
             pending.append(inner)
     return not pending
 
