@@ -21,7 +21,8 @@ from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
-from offlint.sources.launch import TRAINING_ONLY_FLAGS, opened, opened_because, take_recipe_sections
+from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, opened, opened_because,
+                                    take_recipe_sections)
 from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,
                            UnitKind, Unknown)
 
@@ -99,6 +100,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 if unit.launches_training:  # on which accelerator, where its code (or its environment) says
                     unit.accelerator = entry_scripts.accelerator(unit.entry_script, read.file.path, tree_text,
                                                                  entry_modules, _environment(unit)) or \
+                        flags_accelerator(unit.script_args) or \
                         entry_scripts.runtime_variables_accelerator(a.key[4:] for layer in unit.layers
                                                                     for a in layer.assignments if a.key[:4] == "env.")
                     _take_entry_script_environment(unit, entry_scripts.environment_writes(

@@ -26,6 +26,10 @@ LAUNCH = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-s
     ("pytorch/pytorch:latest", None),
     ("someone/my-pytorch:22.04", None),  # another registry's tag may count anything
     ("rocm/pytorch:rocm6.0_ubuntu22.04_py3.10_pytorch_2.1.1", None),
+    # a Singularity image file whose name gives its PyTorch (LUMI's naming)
+    ("/appl/images/pytorch-lumi_sles-rocm-5.5.1-python-3.10-pytorch-v2.0.1-apex.sif", (2, 0)),
+    ("lumi-pytorch-rocm-6.2.4-python-3.12-pytorch-v2.7.1.sif", (2, 7)),
+    ("my-pytorch-v2.0.1-notes.txt", None),
 ])
 def test_the_pytorch_an_image_tag_says(image, torch):
     said = image_torch(image)
@@ -53,6 +57,8 @@ def _ofl301(tmp_path, script: str, *args: str) -> list[tuple[str, int, bool]]:
     f"bash -c \"cd /workspace; {LAUNCH}\"\n",
     f"docker run --gpus all pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime {LAUNCH}\n",
     f"IMAGE=nvcr.io/nvidia/pytorch:22.03-py3\nsrun --container-image $IMAGE bash -c '{LAUNCH}'\n",
+    f"SIF=pytorch-lumi_sles-rocm-5.5.1-python-3.10-pytorch-v2.0.1-apex.sif\n"
+    f"singularity exec -B /scratch $SIF {LAUNCH}\n",
 ])
 def test_no_advice_where_the_image_ships_a_pytorch_without_the_option(tmp_path, script):
     assert _ofl301(tmp_path, script) == []
@@ -77,3 +83,12 @@ def test_a_called_script_runs_in_its_callers_image(tmp_path):
     (tmp_path / "worker.sh").write_text("#!/bin/bash\n" + LAUNCH + "\n")
     script = "srun --container-image nvcr.io/nvidia/pytorch:21.12-py3 bash worker.sh\n"
     assert _ofl301(tmp_path, script) == [("worker.sh", 2, False)]
+
+
+@pytest.mark.parametrize("flags", ["--use_hpu --distributed-backend=hccl", "--distributed-backend hccl"])
+def test_no_advice_where_the_launchs_own_flags_choose_another_accelerator(tmp_path, flags):
+    """Habana's Megatron-DeepSpeed takes `--use_hpu`, and HCCL is a backend only Gaudi's and Ascend's PyTorch builds
+    have: MLPerf v3.1's Gaudi Llama launches (their code outside the tree) had been given OFL301."""
+    launch = "deepspeed --num_gpus 8 pretrain_llama.py --deepspeed " + LAUNCH.partition("pretrain_gpt.py ")[2]
+    assert _ofl301(tmp_path, f"{launch} {flags}\n") == []
+    assert _ofl301(tmp_path, f"{launch}\n") != []

@@ -196,6 +196,8 @@ def srun_environment(values: list[str | None], texts: list[str]) -> str:
 # IMAGE`, `singularity exec docker://IMAGE`): NGC's (`nvcr.io/nvidia/pytorch:21.12-py3`, enroot's `nvcr.io#nvidia/...`)
 # or Docker Hub's (`pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime`)
 _TORCH_IMAGE = re.compile(r"(?:^|[/#=:])(pytorch/pytorch|[\w.-]*pytorch):([\w.+-]+)$")
+# A Singularity image file whose name gives its PyTorch (LUMI's `...-python-3.10-pytorch-v2.0.1-apex-....sif`)
+_SIF_TORCH = re.compile(r"pytorch-v(\d+)\.(\d+)[^/]*\.sif$")
 _CONTAINER_LAUNCHERS = frozenset({"srun", "salloc", "docker", "podman", "singularity", "apptainer", "enroot"})
 
 
@@ -211,7 +213,7 @@ def container_image(values: list[str | None]) -> str:
     else:
         return ""
     return next((value.rpartition("=")[2] if value.startswith("--") else value for value in values
-                 if value is not None and _TORCH_IMAGE.search(value)), "")
+                 if value is not None and (_TORCH_IMAGE.search(value) or _SIF_TORCH.search(value))), "")
 
 
 def image_torch(image: str) -> tuple[int, int] | Unknown | None:
@@ -220,7 +222,8 @@ def image_torch(image: str) -> tuple[int, int] | Unknown | None:
     preview); None where the tag does not say (another registry's)."""
     match = _TORCH_IMAGE.search(image)
     if match is None:
-        return None
+        named = _SIF_TORCH.search(image)
+        return (int(named.group(1)), int(named.group(2))) if named is not None else None
     tag = match.group(2)
     if match.group(1) == "pytorch/pytorch":
         named = re.match(r"(\d+)\.(\d+)(?:\D|$)", tag)
@@ -232,6 +235,23 @@ def image_torch(image: str) -> tuple[int, int] | Unknown | None:
     if (23, 1) <= release < (23, 10):
         return Unknown(f"NGC {tag} shipped PyTorch 2.0 or a 2.1 preview")
     return (1, 14) if release < (23, 1) else (2, 1)
+
+
+def flags_accelerator(words) -> str:
+    """The accelerator other than a CUDA GPU a Megatron-LM style command's own flags choose (`words`: its words
+    after the script, Unit.script_args), as "Intel Gaudi HPUs: the launch passes --use_hpu"; "" where none does.
+    Habana's Megatron-DeepSpeed takes `--use_hpu`; HCCL, Habana's and Ascend's collective library, is a
+    `--distributed-backend` only their PyTorch builds have (MLPerf v3.1's Gaudi Llama launches, code outside the tree,
+    had been given OFL301)."""
+    values = [value for value, *_ in words]
+    for i, value in enumerate(values):
+        if value in ("--use_hpu", "--use-hpu"):
+            return f"Intel Gaudi HPUs: the launch passes {value}"
+        backend = value.partition("=")[2] if value and value.startswith("--distributed-backend=") else \
+            values[i + 1] if value == "--distributed-backend" and i + 1 < len(values) else None
+        if backend == "hccl":
+            return "Intel Gaudi HPUs or Ascend NPUs: the launch passes --distributed-backend hccl"
+    return ""
 
 
 _RUNTIME_ENV_JSON = "--runtime-env-json"
