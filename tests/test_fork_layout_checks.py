@@ -184,6 +184,19 @@ def test_a_vendored_checkouts_functional_test_case_is_judged_by_that_checkout(tm
     assert found == ["submitter/Megatron-LM/tests/functional_tests/test_cases/gpt/case_a/model_config.yaml"]
 
 
+def test_a_megatron_deepspeed_launch_splits_the_layers_its_own_way(tmp_path):
+    """`--deepspeed`: Megatron-DeepSpeed builds a DeepSpeed PipelineModule, which partitions the layers over the
+    stages unevenly where they do not divide, and its validate_args does not check the split (LUMI's scaling runs:
+    70 layers over PP8, the fork outside the tree). A checkout in the tree that asserts it is still judged."""
+    (tmp_path / ".git").mkdir()
+    script = "python Megatron-DeepSpeed/pretrain_gpt.py " + FLAGS.replace("--num-layers 5", "--num-layers 70").replace(
+        "--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 8")
+    (tmp_path / "ds.sh").write_text(f"deepspeed --num_gpus 8 {script} --deepspeed --deepspeed_config ds.json\n")
+    (tmp_path / "plain.sh").write_text(f"torchrun --nproc_per_node 8 {script}\n")
+    found = [f["filename"] for f in check_json(tmp_path, "--no-cache") if f["code"] == "OFL218"]
+    assert found == ["plain.sh"]
+
+
 def test_only_a_line_of_code_makes_a_check():
     words = "Number of layers should be divisible by the pipeline-model-parallel size"
     files = {"training/arguments.py": f"x = 1\n# '{words}'\n", "core/transformer/transformer_block.py": None}
