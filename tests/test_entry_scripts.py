@@ -131,6 +131,35 @@ def test_a_script_that_calls_pretrain_is_one(tmp_path):
     assert _ofl301(tree) == ["train.sh"]
 
 
+MXNET_TRAINER = """\
+import argparse
+import mxnet as mx
+from common import fit
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--num-layers", type=int)
+    args = parser.parse_args()
+    fit.fit(args, mx.gpu())
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("helper, found", [("import mxnet as mx\n\ndef fit(args, ctx):\n    pass\n", []),
+                                           ("import torch\n\ndef fit(args, ctx):\n    pass\n", ["train.sh"])])
+def test_a_script_training_with_another_framework_is_no_pytorch_launch(tmp_path, helper, found):
+    """MLPerf v3.1's MXNet ResNet takes `--num-layers 50 --lr ... --optimizer ...`, flags a Megatron-LM launch has
+    too: PyTorch's allocator option means nothing there. A script of the tree that imports another framework and no
+    torch (nor do the tree's files it imports) does not train a PyTorch job."""
+    tree = _tree(tmp_path, {"train.sh": LAUNCH.format(script="train_imagenet.py"), "train_imagenet.py": MXNET_TRAINER,
+                            "common/__init__.py": "", "common/fit.py": helper})
+    assert _ofl301(tree) == found
+
+
 CONVERTER_FROM_CHECKOUT = """\
 import torch
 from megatron.training import get_args

@@ -154,6 +154,9 @@ def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict 
 
 # PyTorch backends of other accelerators, by the package a program imports to use one: each reads its own
 # allocator options (torch_npu PYTORCH_NPU_ALLOC_CONF, torch_musa PYTORCH_MUSA_ALLOC_CONF), not CUDA's.
+# Deep-learning frameworks other than PyTorch: a script training with one is no Megatron (or PyTorch) job
+OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow"})
+_TORCH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
 BACKEND_PACKAGES = {"torch_npu": "Ascend NPUs", "torch_musa": "Moore Threads GPUs (MUSA)",
                     "habana_frameworks": "Intel Gaudi HPUs"}
 # A module-level import of one (at the line's start: not under an `if`, a `try` or a `def`)
@@ -278,8 +281,20 @@ class _Reach:
         module = self._module(path)
         if module is None:
             return None
+        if self._other_framework(module):
+            return False
         answer = self._calls_train(module, module.top_level, ())
         return ARGUMENTS_CHOOSE if answer is None and self.chosen else answer
+
+    def _other_framework(self, module: _Module) -> bool:
+        """Whether the script trains with another framework than PyTorch: its top level imports one (OTHER_FRAMEWORKS)
+        and neither it nor a file of the tree its imports name imports torch (MLPerf v3.1's MXNet ResNet takes
+        `--num-layers 50 --lr ... --optimizer ...`, flags a Megatron-LM launch has too)."""
+        names = {name.split(".")[0] for node in module.top_level for name in _imported_names(node)}
+        if "torch" in names or not names & OTHER_FRAMEWORKS:
+            return False
+        return not any(_TORCH_IMPORT.search(self.tree_text(path, self.launch_path) or "")
+                       for path in self._imported_files(module, module.top_level, every=True))
 
     def module_builds_optimizer(self, path: str) -> bool | str | None:
         self.calls = OPTIMIZER_CALLS
@@ -364,10 +379,10 @@ class _Reach:
                 maybe.append(f"{BACKEND_PACKAGES[match[1]]}: {found_path}:{line} imports {match[1]}")
         return ""
 
-    def _imported_files(self, module: _Module, body: list[ast.stmt]) -> list[str]:
+    def _imported_files(self, module: _Module, body: list[ast.stmt], every: bool = False) -> list[str]:
         """The tree's files the imports among `body` (statements of `module`) name (`from a.b import c`: a/b.py,
         a/b/__init__.py or a/b/c.py), looked for from the module's folder and each folder above it, then on the
-        paths it adds to sys.path; each once."""
+        paths it adds to sys.path; each once. `every`: each of those files that exists, not the first."""
         names: list[tuple[str, str]] = []  # (module as written, a name imported from it or "")
         for node in body:
             if isinstance(node, ast.ImportFrom):
@@ -382,7 +397,8 @@ class _Reach:
             for path in self._candidates(module.path, source, name):
                 if path not in found and self.tree_text(path, self.launch_path) is not None:
                     found.append(path)
-                    break
+                    if not every:
+                        break
         return found
 
     def _candidates(self, importer: str, source: str, name: str) -> list[str]:
