@@ -22,7 +22,7 @@ from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
 from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, opened, opened_because,
-                                    take_recipe_sections)
+                                    requirements_torch, take_recipe_sections)
 from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,
                            UnitKind, Unknown)
 
@@ -105,6 +105,9 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                                                                     for a in layer.assignments if a.key[:4] == "env.")
                     _take_entry_script_environment(unit, entry_scripts.environment_writes(
                         unit.entry_script, read.file.path, tree_text, entry_modules))
+                    if not unit.container_image:  # (an image's own PyTorch decides where one is named)
+                        unit.pinned_torch = requirements_torch(read.file.path,
+                                                               lambda path, near=read.file.path: tree_text(path, near))
                 driver = unit.launches_training and entry_scripts.ray_driver(unit.entry_script, read.file.path,
                                                                              tree_text, entry_modules)
                 if driver:

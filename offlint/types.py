@@ -300,6 +300,9 @@ class Unit:
     # The PyTorch container image the launch runs in, as written (`srun --container-image IMAGE`, `docker run ...
     # IMAGE`; sources/launch.container_image): "" where none is named
     container_image: str = ""
+    # Where the tree pins a PyTorch before 2.1 for the launch's environment, where it names no image: the pin, as
+    # "requirements.txt pins torch==2.0.0" (applied when commands are linked; sources/launch.requirements_torch)
+    pinned_torch: str = ""
     # Not something that runs on its own (a private function, a helper changing a config it is given): why.
     # Unit rules are not evaluated on it; the units that call it follow it and report what it sets.
     checked_through_callers: str = ""

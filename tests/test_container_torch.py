@@ -92,3 +92,22 @@ def test_no_advice_where_the_launchs_own_flags_choose_another_accelerator(tmp_pa
     launch = "deepspeed --num_gpus 8 pretrain_llama.py --deepspeed " + LAUNCH.partition("pretrain_gpt.py ")[2]
     assert _ofl301(tmp_path, f"{launch} {flags}\n") == []
     assert _ofl301(tmp_path, f"{launch}\n") != []
+
+
+@pytest.mark.parametrize("pin, default, possible", [
+    ("--find-links https://download.pytorch.org/whl/torch_stable.html\ntorch==2.0.0+cu118\n", [], True),
+    ("torch<2.1\n", [], True),
+    ("torch==2.4.0\n", [("train.sh", 2, False)], False),
+    ("torchvision==0.15.1\n", [("train.sh", 2, False)], False),  # (no torch pin: nothing said)
+])
+def test_a_pytorch_the_trees_requirements_pin_before_the_option_leaves_the_advice_open(tmp_path, pin, default,
+                                                                                        possible):
+    """Megatron-DeepSpeed forks of 2023 pin torch 2.0 in requirements.txt for the environment their launches activate
+    (ABCI's: torch==2.0.0+cu118): its allocator stops the job at its first allocation on `expandable_segments`.
+    Not known for sure (the environment is built elsewhere): possible with --strict, naming the pin."""
+    (tmp_path / "requirements.txt").write_text(pin)
+    assert _ofl301(tmp_path, f"{LAUNCH}\n") == default
+    strict = check_json(tmp_path, "--no-cache", "--strict")
+    said = [f["message"] for f in strict if f["code"] == "OFL301" and f["possible"]]
+    assert bool(said) == possible
+    assert not said or "requirements.txt pins torch" in said[0]

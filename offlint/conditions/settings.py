@@ -45,10 +45,15 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     release before 2.1 (NGC's up to 22.12 ship 1.x), whose CUDA caching allocator stops the job at its first
     allocation on any option but `max_split_size_mb` ("Unrecognized CachingAllocator option"). Megatron-DeepSpeed
     forks' functional tests run in NGC 21.12 (a helper's third-party sweep): OFL301's safe fix would have broken
-    them. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch 2.0 or a 2.1 preview); "" where no
-    image is named or its PyTorch has the option."""
+    them. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch 2.0 or a 2.1 preview), or where no
+    image is named and the tree's requirements.txt pins a PyTorch before 2.1 (Unit.pinned_torch); "" where no image
+    is named or its PyTorch has the option."""
     image = scope.names.get("container_image") or ""
     if not image:
+        pinned = scope.names.get("pinned_torch") or ""
+        if pinned:  # (the environment the launch activates is built from it, most likely: not known for sure)
+            scope.unknown_because.append(f"its PyTorch: {pinned}, before the option (2.1)")
+            return UNKNOWN
         return ""
     torch = image_torch(image)
     if isinstance(torch, Unknown):

@@ -254,6 +254,32 @@ def flags_accelerator(words) -> str:
     return ""
 
 
+# A requirements line pinning PyTorch at a version or below one (`torch==2.0.0+cu118`, `torch<2.1`, `torch~=1.13.1`)
+_TORCH_REQUIREMENT = re.compile(r"^[ \t]*torch[ \t]*(==|~=|<=|<)[ \t]*(\d+)\.(\d+)", re.MULTILINE)
+
+
+def requirements_torch(launch_path: str, read_text) -> str:
+    """Where the requirements.txt nearest the launch (its folder's, or a folder's above it in the project) pins a
+    PyTorch before 2.1, which has no `expandable_segments` allocator option: "FILE pins torch==2.0"; "" where none
+    does. (Megatron-DeepSpeed forks of 2023 pin torch 2.0 for the environment their launches activate: ABCI's
+    pins torch==2.0.0+cu118, and OFL301's fix would stop its jobs at their first allocation.)"""
+    folder = posixpath.dirname(launch_path)
+    while True:
+        path = posixpath.join(folder, "requirements.txt") if folder else "requirements.txt"
+        text = read_text(path)
+        if text is not None and re.search(r"^[ \t]*torch\b", text, re.MULTILINE):
+            match = _TORCH_REQUIREMENT.search(text)
+            if match is None:
+                return ""
+            version = (int(match.group(2)), int(match.group(3)))
+            if version < (2, 1) or match.group(1) == "<" and version <= (2, 1):
+                return f"{path} pins torch{match.group(1)}{version[0]}.{version[1]}"
+            return ""
+        if not folder or folder in (".", "/"):
+            return ""
+        folder = posixpath.dirname(folder)
+
+
 _RUNTIME_ENV_JSON = "--runtime-env-json"
 
 
