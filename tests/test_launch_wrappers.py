@@ -61,3 +61,24 @@ def test_a_command_that_handles_the_script_file_runs_no_launch(command):
     checks files runs none of them."""
     assert _launches(f"#!/bin/bash\n{command}\n") == []
     assert _launches(f"#!/bin/bash\n$WRAPPER {FLAGS}\n") == [("pretrain_gpt.py", 2)]  # (an unknown word: may run it)
+
+
+@pytest.mark.parametrize("wrapper, reported", [
+    ('#!/bin/bash\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\npython -u "$@"\n', []),
+    ('#!/bin/bash\nsource venv/bin/activate\nexport RANK=$SLURM_PROCID\npython -u "$@"\n', []),
+    ('#!/bin/bash\nexport NCCL_DEBUG=INFO\nexec "$@"\n', [("run.sh", 2)]),
+])
+def test_a_script_of_the_tree_each_rank_runs_gives_the_launch_its_environment(tmp_path, wrapper, reported):
+    """`srun launch.sh pretrain_gpt.py ...` (LUMI's scaling runs): each rank runs launch.sh, which sets up the
+    environment and runs its arguments. Its exports and the files it sources are the launch's: read as the wrapper
+    of a cluster's own (numarun, above), its `source venv/bin/activate` had been unseen, and an allocator option it
+    exports too."""
+    from offlint.api import CheckOptions, check
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "launch.sh").write_text(wrapper)
+    flags = FLAGS.replace("--pipeline-model-parallel-size 3 ", "")
+    (tmp_path / "run.sh").write_text(f"#!/bin/bash\nsrun launch.sh {flags}\n")
+    found = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False,
+                                                select=["OFL301"])).findings
+    assert [(f.location.path.rpartition("/")[2], f.location.line) for f in found] == reported

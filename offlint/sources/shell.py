@@ -39,7 +39,8 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
     spans = tuple(((start[0] + line_offset, start[1]), (end[0] + line_offset, end[1]))
                   for start, end in script.assignments)
     for command in script.commands:
-        if command.calls_function or not runs_script([_value(w) for w in command.argv], needs_arguments):
+        if command.calls_function or command.runs_called_script or \
+                not runs_script([_value(w) for w in command.argv], needs_arguments):
             continue  # (command_unit would give None; a function's body gives the commands it runs)
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
                             needs_arguments=needs_arguments, project=project, inside=command.inside,

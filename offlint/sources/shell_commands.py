@@ -327,7 +327,11 @@ class Commands:
             k = _launched_shell(vals)
             if k:  # (`srun ... bash job.sh`, `torchrun --no-python bash worker.sh`: each rank runs the script)
                 self.submitted_script(fields[k:], vals[k:])
-                self.called_script(fields[k:], vals[k:], penv, assumes)
+                outer, before = self.st.out.commands[-1], len(self.st.out.commands)
+                self.called_script(fields[k:], vals[k:], penv, assumes, ranks=True)
+                # (`srun launch.sh pretrain_gpt.py ...`: the script's `python "$@"` runs it, in the environment
+                # the script makes; this command is not read as a launch of its own)
+                outer.runs_called_script = len(self.st.out.commands) > before
 
     def read_herestring(self, n, vals: list[str | None], penv: dict[str, _Var]) -> None:
         """`IFS=',' read -r EP TP PP CP <<< "$config"`: the names take the fields of a here-string offlint can read
@@ -684,11 +688,13 @@ class Commands:
         return None if any(self.why(f.value) for f in fields) else tuple(fields)
 
     def called_script(self, fields: list[_Field], vals: list[str | None], penv: dict[str, _Var],
-                      assumes: tuple[str, ...]) -> None:
+                      assumes: tuple[str, ...], ranks: bool = False) -> None:
         """`bash FILE ARGS`, `sh FILE ARGS` or `FILE ARGS`, FILE a script of the tree: read as a child shell (the
         exported environment) whose positional parameters are ARGS, its commands located at this command. A
         benchmark script calling a wrapper with the flags the wrapper's `while [[ $# -gt 0 ]]; case "$1" in ...`
-        loop reads (BochunZhang's Megatron-Bridge-Scale-Down) had left every value of the wrapper's launch unknown."""
+        loop reads (BochunZhang's Megatron-Bridge-Scale-Down) had left every value of the wrapper's launch unknown.
+        `ranks`: a launcher runs it on each rank; a script running its arguments (`python -u "$@"`) is read when they
+        name a Python script (lumi-llm-scaling's `srun launch.sh pretrain_gpt.py ...`, launch.sh sourcing a venv)."""
         i = 1 if vals[0] is not None and posixpath.basename(vals[0]) in ("bash", "sh") else 0
         while i and i < len(vals) and vals[i] is not None and vals[i].startswith("-"):
             i += 1  # (`bash -x FILE`)
@@ -697,7 +703,10 @@ class Commands:
             return
         path, text = self.sourced(vals[i])
         budget = self.st.source_budget
-        if text is None or path in self.st.sourcing or len(text) > budget[0] or not _may_launch(text):
+        runs_arguments = ranks and _RUNS_ARGUMENTS.search(text or "") is not None and any(
+            v is not None and v.endswith(".py") for v in vals[i + 1:])
+        if text is None or path in self.st.sourcing or len(text) > budget[0] or not (_may_launch(text)
+                                                                                   or runs_arguments):
             return
         budget[0] -= len(text)
         f = fields[i]
@@ -779,6 +788,7 @@ def _may_launch(text: str) -> bool:
 
 
 _SOURCES = re.compile(r"(?m)^[ \t]*(?:source|\.)[ \t]")  # a line sourcing a file
+_RUNS_ARGUMENTS = re.compile(r"\$\{?[@*]")  # `"$@"`, `${@}`, `$*`: a script that may run its arguments
 
 
 def _joined(fields: list[_Field]) -> tuple[str, list]:
@@ -818,15 +828,19 @@ _PYTHON_LAUNCHERS = frozenset({"torchrun", "ft_launcher"})
 
 
 def _launched_shell(vals: list[str | None]) -> int | None:
-    """Index of the shell in a launcher's command that runs a script file on each rank (`srun -N 2 bash job.sh`,
-    `torchrun --nproc-per-node=8 --no-python bash worker.sh`: GCP's GPU recipes start their worker so); None where
-    there is none."""
+    """Index of the shell, or of the script, in a launcher's command that runs a script file on each rank (`srun -N 2
+    bash job.sh`, `srun launch.sh pretrain_gpt.py ...`, `torchrun --nproc-per-node=8 --no-python bash worker.sh`:
+    GCP's GPU recipes start their worker so); None where there is none."""
     first = posixpath.basename(vals[0] or "")
     if first not in _RANK_LAUNCHERS and not (first in _PYTHON_LAUNCHERS and any(
             v in ("--no-python", "--no_python") for v in vals)):
         return None
-    return next((i for i, v in enumerate(vals) if i and v is not None and posixpath.basename(v) in ("bash", "sh")),
-                None)
+    for i, v in enumerate(vals):
+        if i and v is not None and posixpath.basename(v) in ("bash", "sh"):
+            return i
+        if i and v is not None and v.endswith(".sh") and not any(w is not None and w.endswith(".py") for w in vals[:i]):
+            return i  # (a script run itself, before any Python script the command names)
+    return None
 
 
 def _shell_c_payload(vals: list[str | None]) -> int | None:

@@ -82,6 +82,9 @@ class Command:
     written_at: tuple[str, int, int] | None = None
     # The PyTorch container image an enclosing command runs it in ("" for none: its own launcher words may name one)
     image: str = ""
+    # A launcher running a script of the tree on each rank (`srun launch.sh ARGS`) whose commands were read, with
+    # ARGS as its positional parameters: they are the launch, not this command
+    runs_called_script: bool = False
 
 
 @dataclass
