@@ -82,3 +82,16 @@ def test_a_script_of_the_tree_each_rank_runs_gives_the_launch_its_environment(tm
     found = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False,
                                                 select=["OFL301"])).findings
     assert [(f.location.path.rpartition("/")[2], f.location.line) for f in found] == reported
+
+
+def test_a_script_each_rank_runs_that_launches_nothing_leaves_the_launch_as_written(tmp_path):
+    """A script that only prints or checks what it is given (no launch offlint can read in it): the launch stays the
+    command as the caller writes it."""
+    from offlint.api import CheckOptions, check
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "launch.sh").write_text('#!/bin/bash\necho "starting $@"\nhostname\n')
+    (tmp_path / "run.sh").write_text(f"#!/bin/bash\nsrun launch.sh {FLAGS}\n")
+    found = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False,
+                                                select=["OFL301"])).findings
+    assert [(f.location.path.rpartition("/")[2], f.location.line) for f in found] == [("run.sh", 2)]

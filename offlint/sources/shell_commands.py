@@ -10,7 +10,8 @@ import posixpath
 import re
 from dataclasses import replace
 
-from offlint.sources.launch import HYDRA_ENTRY_POINTS, container_image, opened_because, srun_environment
+from offlint.sources.launch import (HYDRA_ENTRY_POINTS, container_image, opened_because, runs_script,
+                                    srun_environment)
 from offlint.sources.shell_paths import tree_copy
 from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field, _join,
                                           _MAX_NESTING, _P, Org, Pos, _split, _State, _Unknown, _Var)
@@ -331,7 +332,8 @@ class Commands:
                 self.called_script(fields[k:], vals[k:], penv, assumes, ranks=True)
                 # (`srun launch.sh pretrain_gpt.py ...`: the script's `python "$@"` runs it, in the environment
                 # the script makes; this command is not read as a launch of its own)
-                outer.runs_called_script = len(self.st.out.commands) > before
+                outer.runs_called_script = any(runs_script([w.value for w in command.argv])
+                                               for command in self.st.out.commands[before:])
 
     def read_herestring(self, n, vals: list[str | None], penv: dict[str, _Var]) -> None:
         """`IFS=',' read -r EP TP PP CP <<< "$config"`: the names take the fields of a here-string offlint can read
