@@ -111,3 +111,20 @@ def test_a_pytorch_the_trees_requirements_pin_before_the_option_leaves_the_advic
     said = [f["message"] for f in strict if f["code"] == "OFL301" and f["possible"]]
     assert bool(said) == possible
     assert not said or "requirements.txt pins torch" in said[0]
+
+
+def test_a_rocm_launchs_own_allocator_options_are_named_and_kept(tmp_path):
+    """PyTorch's ROCm builds read PYTORCH_HIP_ALLOC_CONF where PYTORCH_CUDA_ALLOC_CONF is unset (LUMI's launch.sh
+    exports `max_split_size_mb:512` there): the finding names those options, is info (they may have been chosen
+    against expandable segments) and offers no fix that sets PYTORCH_CUDA_ALLOC_CONF, which would replace them."""
+    import subprocess
+    import sys
+
+    _ofl301(tmp_path, f"export PYTORCH_HIP_ALLOC_CONF=max_split_size_mb:512\n{LAUNCH}\n")
+    found = [f for f in check_json(tmp_path, "--no-cache") if f["code"] == "OFL301"]
+    assert [f["severity"] for f in found] == ["info"]
+    assert found[0]["message"].startswith("this training launch runs with PYTORCH_HIP_ALLOC_CONF='max_split_size_mb:")
+    shown = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--no-cache", "--mcore-version", "0.20.0",
+                            "--unsafe-fixes"], cwd=tmp_path, capture_output=True, text=True)
+    assert "OFL301" in shown.stdout and "fixable" not in shown.stdout + shown.stderr
+    assert _ofl301(tmp_path, f"export PYTORCH_HIP_ALLOC_CONF=expandable_segments:True\n{LAUNCH}\n") == []
