@@ -591,6 +591,24 @@ def test_an_entry_script_whose_training_loop_imports_torch_npu_runs_on_npus(tmp_
     assert _ofl301(_tree(tmp_path, files)) == []
 
 
+@pytest.mark.parametrize("entry, package_init", [
+    ("from npu_llm import megatron_adaptor\n", "from npu_llm.tasks import megatron_adaptor\n"),  # two imports deep
+    ("from npu_llm.tasks import megatron_adaptor\n", ""),  # `from package import submodule`: the submodule's file
+])
+def test_a_backend_imported_by_a_module_the_package_imports_decides(tmp_path, entry, package_init):
+    """MindSpeed-LLM forks' posttrain_gpt.py: `from mindspeed_llm import megatron_adaptor`; the package's __init__
+    imports mindspeed_llm.tasks.megatron_adaptor, whose top level imports torch_npu (84 NPU launches of two forks
+    had been given the CUDA allocator's advice)."""
+    files = {"examples/tune.sh": LAUNCH.format(script="posttrain_gpt.py"),
+             "posttrain_gpt.py": entry + NPU_ENTRY.replace("from npu_llm.training.training import pretrain",
+                                                           "from megatron.training import pretrain"),
+             "npu_llm/__init__.py": package_init, "npu_llm/tasks/__init__.py": "",
+             "npu_llm/tasks/megatron_adaptor.py": "import torch\nfrom torch_npu.contrib import transfer_to_npu\n"}
+    assert _ofl301(_tree(tmp_path, files)) == []
+    files["npu_llm/tasks/megatron_adaptor.py"] = "import torch\n"
+    assert _ofl301(_tree(tmp_path, files)) == ["tune.sh"]
+
+
 @pytest.mark.parametrize("training", [
     NPU_TRAINING.replace("import torch_npu\n", ""),  # no backend package
     NPU_TRAINING.replace("import torch_npu\n", "if False:\n    import torch_npu\n"),  # not on every run

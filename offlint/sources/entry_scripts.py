@@ -154,6 +154,8 @@ def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict 
 
 # PyTorch backends of other accelerators, by the package a program imports to use one: each reads its own
 # allocator options (torch_npu PYTORCH_NPU_ALLOC_CONF, torch_musa PYTORCH_MUSA_ALLOC_CONF), not CUDA's.
+_IMPORT_DEPTH = 3  # how many imports deep a backend package's import is looked for (_Reach._imports_reached)
+_IMPORTED_FILES = 64  # and in how many of the tree's files at most
 # Deep-learning frameworks other than PyTorch: a script training with one is no Megatron (or PyTorch) job
 OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow"})
 _TORCH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
@@ -192,16 +194,16 @@ ENV_UNKNOWN = object()  # `accelerator`'s `env`: the launch's value of a variabl
 def accelerator(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None,
                 env: Callable[[str], object] | None = None) -> str | Unknown:
     """The accelerator other than a CUDA GPU that the entry `script` runs on, where its code says so: it, or a module
-    of the tree it imports at its top level, imports a backend package (BACKEND_PACKAGES) at its own top level,
-    as "Ascend NPUs: FILE:LINE imports torch_npu" (Ascend's MindSpeed-LLM: pretrain_gpt.py imports `pretrain`
-    from mindspeed_llm/training/training.py, which imports torch_npu). An import under a top-level `if` that
+    of the tree its top-level imports reach (three imports deep), imports a backend package (BACKEND_PACKAGES) at its
+    own top level, as "Ascend NPUs: FILE:LINE imports torch_npu" (Ascend's MindSpeed-LLM: pretrain_gpt.py imports
+    `pretrain` from mindspeed_llm/training/training.py, which imports torch_npu). An import under a top-level `if` that
     compares an environment variable with a literal counts on the branch the launch's value takes (`env(name)`:
     its value, None where the launch leaves it unset, ENV_UNKNOWN): MT-MegatronLM's scripts import their MUSA
     patches under `if os.getenv("ACCELERATOR_BACKEND") == "musa":`, which their launches set. An Unknown where
     the only such import is the first statement of a top-level `try` (it runs on that accelerator where the package
-    is installed: HabanaAI's Megatron-LM, whose upstream example launches got OFL301). "" otherwise: an import
-    deeper in the imports, or under another condition, does not decide, nor does a script outside the tree. The
-    modules a script imports are searched as text, not parsed."""
+    is installed: HabanaAI's Megatron-LM, whose upstream example launches got OFL301). "" otherwise: an import under
+    another condition does not decide, nor does a script outside the tree. The modules a script imports are
+    searched as text."""
     path = _find_script(script, launch_path, tree_text)
     if path is None:
         return ""
@@ -365,7 +367,7 @@ class _Reach:
                             if name.split(".")[0] in BACKEND_PACKAGES), None)
                 if top is not None:
                     maybe.append(f"{BACKEND_PACKAGES[top]}: {module.path}:{first.lineno} imports {top}")
-        for found_path in [*texts, *self._imported_files(module, body)]:
+        for found_path in [*texts, *self._imports_reached(module, body)]:
             text = self.tree_text(found_path, self.launch_path) or ""
             if not any(name in text for name in BACKEND_PACKAGES):
                 continue
@@ -378,6 +380,24 @@ class _Reach:
                 line = text.count("\n", 0, match.start(1)) + 1
                 maybe.append(f"{BACKEND_PACKAGES[match[1]]}: {found_path}:{line} imports {match[1]}")
         return ""
+
+    def _imports_reached(self, module: _Module, body: list[ast.stmt]) -> list[str]:
+        """The tree's files that the imports among `body` name and, in turn, the module-level imports of those files
+        (_IMPORT_DEPTH deep, _IMPORTED_FILES files at most): each runs when the script starts. MindSpeed-LLM's
+        posttrain_gpt.py imports `mindspeed_llm`, whose `__init__` imports `mindspeed_llm.tasks.megatron_adaptor`,
+        which imports torch_npu (two of its forks' NPU launches had been given the CUDA allocator's advice)."""
+        found = self._imported_files(module, body, every=True)
+        level = list(found)
+        for _ in range(_IMPORT_DEPTH - 1):
+            deeper = []
+            for path in level:
+                inner = self._module(path) if len(found) + len(deeper) < _IMPORTED_FILES else None
+                if inner is not None:
+                    deeper.extend(p for p in self._imported_files(inner, inner.top_level, every=True)
+                                  if p not in found and p not in deeper)
+            found.extend(deeper[:max(0, _IMPORTED_FILES - len(found))])
+            level = deeper
+        return found
 
     def _imported_files(self, module: _Module, body: list[ast.stmt], every: bool = False) -> list[str]:
         """The tree's files the imports among `body` (statements of `module`) name (`from a.b import c`: a/b.py,
