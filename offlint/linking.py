@@ -115,8 +115,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                                                 f"whose environment its code builds (`ray.init` at {driver})"))
                 script = entry_scripts.script_path(unit.entry_script, read.file.path, tree_text)
                 unit.checkout = _checkout(script, read.file.path, tree_text)
-                if unit.launch_flags:  # and which flags its parser has
-                    unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
+                if unit.launch_flags:  # and which flags its parser has (none known where a module its code
+                    # imports replaces that parser)
+                    if not entry_scripts.patches_parser(unit.entry_script, read.file.path, tree_text, entry_modules):
+                        unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
                     unit.checkout_flags = _checkout_flags(unit, script, read.file.path, tree_text, entry_modules)
                 if unit.defaults == Defaults.MLM_CLI and script:  # a script of the tree's that reads its own flags
                     own = script_flags.script_unit(recipes_in.get(script, []))

@@ -213,6 +213,32 @@ def test_an_unknown_flag_of_a_launch_is_reported_where_it_is(tmp_path, monkeypat
         (2, 48, "--hidden-dropout is not an option of pretrain_gpt.py's argument parser in this checkout")]
 
 
+ADAPTOR = {  # MindSpeed-LLM's shape: the package registers a patch of parse_args, applied at import
+    "npu_llm/__init__.py": "from npu_llm.tasks import megatron_adaptor\n",
+    "npu_llm/tasks/__init__.py": "",
+    "npu_llm/tasks/megatron_adaptor.py": "from npu_llm.training.arguments import parse_args_decorator\n"
+                                         "PATCHES = {'megatron.training.arguments.parse_args': parse_args_decorator}\n",
+    "npu_llm/training/arguments.py": "def parse_args_decorator(fn):\n    return fn\n",
+}
+
+
+@pytest.mark.parametrize("adaptor", [ADAPTOR, {
+    "npu_llm/__init__.py": "from megatron.training import arguments as _arguments\n\n\ndef _parse_args(*a, **k):\n"
+                           "    return None\n\n\n_arguments.parse_args = _parse_args\n"}])
+def test_no_finding_where_a_module_the_entry_imports_replaces_the_parser(tmp_path, monkeypatch, adaptor):
+    """MindSpeed-LLM forks' inference.py imports `mindspeed_llm`, whose megatron_adaptor replaces
+    megatron.training.arguments.parse_args with a decorator adding some 300 options: 2,961 OFL007 on them."""
+    entry = "import npu_llm  # noqa: F401\n" + PRETRAIN
+    _tree(tmp_path, {"inference.py": entry, **adaptor,
+                     "run.sh": "torchrun inference.py --num-layers 8 --tokenizer-name-or-path /tok\n"})
+    monkeypatch.chdir(tmp_path)
+    result = check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False))
+    assert not result.errors and result.findings == []
+    (tmp_path / "npu_llm" / "__init__.py").write_text("")  # (the package alone patches nothing)
+    result = check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False))
+    assert [f.message.split(" is ")[0] for f in result.findings] == ["--tokenizer-name-or-path"]
+
+
 def test_a_flag_one_alternative_of_an_undecided_branch_gives_is_reported_on_that_path(tmp_path, monkeypatch):
     """A flag only the user's choice of an option appends (a Megatron-LM fork's DeepSeek-V3 launcher adds
     `--optimizer-offload` under its `--offload-optim`, parsed with getopt) stops the job on that path only: a

@@ -155,6 +155,10 @@ def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict 
 # PyTorch backends of other accelerators, by the package a program imports to use one: each reads its own
 # allocator options (torch_npu PYTORCH_NPU_ALLOC_CONF, torch_musa PYTORCH_MUSA_ALLOC_CONF), not CUDA's.
 _IMPORT_DEPTH = 3  # how many imports deep a backend package's import is looked for (_Reach._imports_reached)
+# Megatron-LM's parse_args replaced: named to a patch registry (`"megatron.training.arguments.parse_args"`), assigned,
+# or set with setattr
+_PARSER_PATCH = re.compile(r"[\"']megatron(?:\.training)?\.arguments\.parse_args[\"']"
+                           r"|\.parse_args[ \t]*=(?!=)|setattr\([^)\n]*[\"']parse_args[\"']")
 _IMPORTED_FILES = 64  # and in how many of the tree's files at most
 # Deep-learning frameworks other than PyTorch: a script training with one is no Megatron (or PyTorch) job
 OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow"})
@@ -238,6 +242,15 @@ def _per_script(answer: Callable, script: str, launch_path: str, tree_text: Tree
     return parsed[key]
 
 
+def patches_parser(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> bool:
+    """Whether a module of the tree that the entry `script`'s top-level imports reach replaces Megatron-LM's
+    parse_args (MindSpeed-LLM's megatron_adaptor registers a decorator for "megatron.training.arguments.parse_args"
+    that adds some 300 options; a plain `megatron.training.arguments.parse_args = ...` does the same): the options the
+    script's parser has are then not the checkout's and its own provider's alone (two MindSpeed-LLM forks' inference
+    and evaluation launches had 2,961 OFL007 findings on options the patch adds)."""
+    return bool(_per_script(_Reach.module_patches_parser, script, launch_path, tree_text, parsed, False))
+
+
 def script_path(script: str, launch_path: str, tree_text: TreeText) -> str | None:
     """The tree's file of the entry `script` as a launch in `launch_path` writes it (see `trains`); None if none."""
     return _find_script(script, launch_path, tree_text)
@@ -297,6 +310,13 @@ class _Reach:
             return False
         return not any(_TORCH_IMPORT.search(self.tree_text(path, self.launch_path) or "")
                        for path in self._imported_files(module, module.top_level, every=True))
+
+    def module_patches_parser(self, path: str) -> bool:
+        module = self._module(path)
+        if module is None:
+            return False
+        return any(_PARSER_PATCH.search(self.tree_text(found, self.launch_path) or "")
+                   for found in [path, *self._imports_reached(module, module.top_level)])
 
     def module_builds_optimizer(self, path: str) -> bool | str | None:
         self.calls = OPTIMIZER_CALLS
