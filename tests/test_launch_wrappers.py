@@ -95,3 +95,23 @@ def test_a_script_each_rank_runs_that_launches_nothing_leaves_the_launch_as_writ
     found = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False,
                                                 select=["OFL301"])).findings
     assert [(f.location.path.rpartition("/")[2], f.location.line) for f in found] == [("run.sh", 2)]
+
+
+@pytest.mark.parametrize("export, message", [
+    ("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", None),
+    ("export PYTORCH_HIP_ALLOC_CONF='max_split_size_mb:512'", "PYTORCH_HIP_ALLOC_CONF='max_split_size_mb:512'"),
+    ("", "PYTORCH_CUDA_ALLOC_CONF unset")])
+def test_a_wrapper_whose_launch_offlint_cannot_read_still_gives_it_its_exports(tmp_path, export, message):
+    """LumiOpen's Megatron-LM runs `srun singularity exec IMG ./launch.sh $CMD`, $CMD holding flags offlint cannot
+    read: the wrapper's `python "$@"` gives no launch of its own, so the launch is the command as written, in the
+    environment the wrapper exports (its ROCm allocator options: 45 findings had said "unset")."""
+    from offlint.api import CheckOptions, check
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "launch.sh").write_text(f'#!/bin/bash\n{export}\npython -u "$@"\n')
+    (tmp_path / "run.sh").write_text('#!/bin/bash\nCMD="pretrain_gpt.py $GPT_ARGS --num-layers 4"\n'
+                                     "srun singularity exec image.sif ./launch.sh $CMD\n")
+    found = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False, strict=True,
+                                                select=["OFL301"])).findings
+    assert [f.message.split("runs with ")[1].split(", without")[0].split(" (PyTorch")[0] for f in found] == \
+        ([message] if message else [])

@@ -329,11 +329,18 @@ class Commands:
             if k:  # (`srun ... bash job.sh`, `torchrun --no-python bash worker.sh`: each rank runs the script)
                 self.submitted_script(fields[k:], vals[k:])
                 outer, before = self.st.out.commands[-1], len(self.st.out.commands)
-                self.called_script(fields[k:], vals[k:], penv, assumes, ranks=True)
+                ended = self.called_script(fields[k:], vals[k:], penv, assumes, ranks=True)
                 # (`srun launch.sh pretrain_gpt.py ...`: the script's `python "$@"` runs it, in the environment
                 # the script makes; this command is not read as a launch of its own)
                 outer.runs_called_script = any(runs_script([w.value for w in command.argv])
                                                for command in self.st.out.commands[before:])
+                if ended is not None and not outer.runs_called_script:
+                    # its launch, with arguments offlint cannot read (`./launch.sh $CMD`), is this command's: it runs
+                    # in what the script exported (LumiOpen's launch.sh sets PyTorch's ROCm allocator options)
+                    outer.env.update({name: self.setting(name, var) for name, var in ended.items()
+                                      if var.exported and var.arr is None and name not in (OPENED, IMAGE)})
+                    if OPENED in ended and not outer.env_open:
+                        outer.env_open = _opened_reason(ended[OPENED])
 
     def read_herestring(self, n, vals: list[str | None], penv: dict[str, _Var]) -> None:
         """`IFS=',' read -r EP TP PP CP <<< "$config"`: the names take the fields of a here-string offlint can read
@@ -690,26 +697,27 @@ class Commands:
         return None if any(self.why(f.value) for f in fields) else tuple(fields)
 
     def called_script(self, fields: list[_Field], vals: list[str | None], penv: dict[str, _Var],
-                      assumes: tuple[str, ...], ranks: bool = False) -> None:
+                      assumes: tuple[str, ...], ranks: bool = False) -> dict[str, _Var] | None:
         """`bash FILE ARGS`, `sh FILE ARGS` or `FILE ARGS`, FILE a script of the tree: read as a child shell (the
         exported environment) whose positional parameters are ARGS, its commands located at this command. A
         benchmark script calling a wrapper with the flags the wrapper's `while [[ $# -gt 0 ]]; case "$1" in ...`
         loop reads (BochunZhang's Megatron-Bridge-Scale-Down) had left every value of the wrapper's launch unknown.
         `ranks`: a launcher runs it on each rank; a script running its arguments (`python -u "$@"`) is read when they
-        name a Python script (lumi-llm-scaling's `srun launch.sh pretrain_gpt.py ...`, launch.sh sourcing a venv)."""
+        name a Python script (lumi-llm-scaling's `srun launch.sh pretrain_gpt.py ...`, launch.sh sourcing a venv).
+        Returns the script's environment at its end, where it was read; else None."""
         i = 1 if vals[0] is not None and posixpath.basename(vals[0]) in ("bash", "sh") else 0
         while i and i < len(vals) and vals[i] is not None and vals[i].startswith("-"):
             i += 1  # (`bash -x FILE`)
         if i >= len(vals) or vals[i] is None or not vals[i].endswith(".sh") or self.depth >= _MAX_DEPTH \
                 or posixpath.basename(vals[i]) in HYDRA_ENTRY_POINTS:  # (Bridge's train.sh: a launch of its own)
-            return
+            return None
         path, text = self.sourced(vals[i])
         budget = self.st.source_budget
         runs_arguments = ranks and _RUNS_ARGUMENTS.search(text or "") is not None and any(
             v is not None and v.endswith(".py") for v in vals[i + 1:])
         if text is None or path in self.st.sourcing or len(text) > budget[0] or not (_may_launch(text)
                                                                                    or runs_arguments):
-            return
+            return None
         budget[0] -= len(text)
         f = fields[i]
         child = self.child_shell(penv, assumes, path)
@@ -718,6 +726,7 @@ class Commands:
         child.called_text = text
         org = [(f.line, f.col, f.cond)] * (len(text) + 1)
         self.read_child(child, text, org, f"in {path}: ")  # (a script it cannot parse: its own reading reports it)
+        return child.env
 
     def written_at(self, n) -> tuple[str, int, int] | None:
         """Where command `n` is written in the called script this shell reads (not in a `bash -c` payload of it)."""
