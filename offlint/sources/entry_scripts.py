@@ -152,17 +152,19 @@ def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict 
     return _per_script(_Reach.module_run_facts, script, launch_path, tree_text, parsed, ("", ()))[0]
 
 
-# PyTorch backends of other accelerators, by the package a program imports to use one: each reads its own
-# allocator options (torch_npu PYTORCH_NPU_ALLOC_CONF, torch_musa PYTORCH_MUSA_ALLOC_CONF), not CUDA's.
-_IMPORT_DEPTH = 3  # how many imports deep a backend package's import is looked for (_Reach._imports_reached)
+# How many module-level imports deep, and in how many of the tree's files at most, what a script's start runs is
+# looked for (_Reach._imports_reached: a backend package's import, a patch of Megatron-LM's parser)
+_IMPORT_DEPTH = 3
+_IMPORTED_FILES = 64
 # Megatron-LM's parse_args replaced: named to a patch registry (`"megatron.training.arguments.parse_args"`), assigned,
 # or set with setattr
 _PARSER_PATCH = re.compile(r"[\"']megatron(?:\.training)?\.arguments\.parse_args[\"']"
                            r"|\.parse_args[ \t]*=(?!=)|setattr\([^)\n]*[\"']parse_args[\"']")
-_IMPORTED_FILES = 64  # and in how many of the tree's files at most
 # Deep-learning frameworks other than PyTorch: a script training with one is no Megatron (or PyTorch) job
 OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow"})
 _TORCH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
+# PyTorch backends of other accelerators, by the package a program imports to use one: each reads its own
+# allocator options (torch_npu PYTORCH_NPU_ALLOC_CONF, torch_musa PYTORCH_MUSA_ALLOC_CONF), not CUDA's.
 BACKEND_PACKAGES = {"torch_npu": "Ascend NPUs", "torch_musa": "Moore Threads GPUs (MUSA)",
                     "habana_frameworks": "Intel Gaudi HPUs"}
 # A module-level import of one (at the line's start: not under an `if`, a `try` or a `def`)
@@ -407,16 +409,18 @@ class _Reach:
         posttrain_gpt.py imports `mindspeed_llm`, whose `__init__` imports `mindspeed_llm.tasks.megatron_adaptor`,
         which imports torch_npu (two of its forks' NPU launches had been given the CUDA allocator's advice)."""
         found = self._imported_files(module, body, every=True)
-        level = list(found)
+        level = found
         for _ in range(_IMPORT_DEPTH - 1):
-            deeper = []
+            deeper: list[str] = []
             for path in level:
-                inner = self._module(path) if len(found) + len(deeper) < _IMPORTED_FILES else None
+                if len(found) + len(deeper) >= _IMPORTED_FILES:
+                    break
+                inner = self._module(path)
                 if inner is not None:
                     deeper.extend(p for p in self._imported_files(inner, inner.top_level, every=True)
                                   if p not in found and p not in deeper)
-            found.extend(deeper[:max(0, _IMPORTED_FILES - len(found))])
-            level = deeper
+            level = deeper[:max(0, _IMPORTED_FILES - len(found))]
+            found = found + level
         return found
 
     def _imported_files(self, module: _Module, body: list[ast.stmt], every: bool = False) -> list[str]:

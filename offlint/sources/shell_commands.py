@@ -282,8 +282,7 @@ class Commands:
             self.st.noted = {**noted, **self.st.noted}
         if not fields:
             return
-        exported = {k: v for k, v in self.st.env.items()
-                    if v.exported and v.arr is None and k != OPENED and k != IMAGE}
+        exported = _exported(self.st.env)
         env = {k: self.setting(k, v) for k, v in exported.items()}
         env.update({k: self.setting(k, v) for k, v in penv.items()})
         # the decisions from defaults on this command's path, its words' and its environment's
@@ -337,8 +336,7 @@ class Commands:
                 if ended is not None and not outer.runs_called_script:
                     # its launch, with arguments offlint cannot read (`./launch.sh $CMD`), is this command's: it runs
                     # in what the script exported (LumiOpen's launch.sh sets PyTorch's ROCm allocator options)
-                    outer.env.update({name: self.setting(name, var) for name, var in ended.items()
-                                      if var.exported and var.arr is None and name not in (OPENED, IMAGE)})
+                    outer.env.update({name: self.setting(name, var) for name, var in _exported(ended).items()})
                     if OPENED in ended and not outer.env_open:
                         outer.env_open = _opened_reason(ended[OPENED])
 
@@ -821,6 +819,11 @@ _PLAIN_EXPANSION = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Z
 
 def _unquoted(text: str) -> str:
     return text.replace('"', "").replace("'", "")
+
+
+def _exported(env: dict[str, _Var]) -> dict[str, _Var]:
+    """The variables of `env` a command it runs gets: exported scalars (not the OPENED and IMAGE marks)."""
+    return {k: v for k, v in env.items() if v.exported and v.arr is None and k != OPENED and k != IMAGE}
 
 
 def _opened_reason(opened: _Var) -> str:

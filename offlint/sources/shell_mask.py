@@ -31,9 +31,10 @@ _BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
 _LONE_SLASH = re.compile(rb"(?<=[ \t])/(?=[ \t\n;&|)])")  # a word that is `/` alone
 # An empty command substitution standing as a word of its own ("`" on two lines, which expands to nothing)
 _EMPTY_BACKTICKS = re.compile(rb"(?<![^ \t\n;])`[ \t\n]*`(?=[ \t]*(?:[\n;&|#]|$))")
-# A word at a line's start beginning with `{` and more than it (a template's `{{ sbatch_cmds }}`, `{x`): a command
-# name to bash, which reserves `{` alone; tree-sitter-bash (0.25) opens a group there and refuses the script
-_BRACE_WORD = re.compile(rb"(?m)^[ \t]*(\{(?=\S)\{*)")
+# A word at a line's start beginning with `{` and more than it (a template's `{{ sbatch_cmds }}`, `{x`), or with `[[`
+# and no blank after it (a job template's `[[EXTRA_SBATCH_ARGS]]`): a command name to bash, which reserves `{` alone
+# and opens a test at `[[` only before a blank; tree-sitter-bash (0.25) opens a group or a test and refuses the script
+_BRACE_WORD = re.compile(rb"(?m)^[ \t]*(\{(?=\S)\{*|\[\[(?=[^\s\[]))")
 # `[ "$v" \< "3.0.0" ]`: a single-bracket test comparing strings with an escaped `<` or `>`
 _ESCAPED_COMPARISON = re.compile(rb"(?<![\[\w])\[[ \t][^\]\n]*?\\[<>][^\]\n]*?[ \t]\](?!\])")
 # A template's placeholder as an assignment's value (`TOKENIZER=<path to tokenizer>/vocab.json`): bash reads a
@@ -43,9 +44,6 @@ _PLACEHOLDER_VALUE = re.compile(rb"(?m)(?:^|(?<=[ \t;]))[A-Za-z_]\w*=(<[\w.,/-][
 _NAME_EQUALS_END = re.compile(rb"(?:^|[ \t;])[A-Za-z_]\w*=\Z")
 _WORD_END = " \t\n;&|()<>"
 _SEPARATOR = re.compile(r"(?<![|&<>])&(?![&>])|;")  # what ends a command on a here-document's line: `;`, a lone `&`
-# A job template's `[[PLACEHOLDER]]` as a line's first word: a word to bash (`[[` opens a test only before a
-# blank), a test to tree-sitter-bash (0.25), which refuses the script
-_BRACKET_WORD = re.compile(rb"(?m)^[ \t]*(\[\[)(?=[^\s\[])")
 _PLAIN = re.compile(r"[^\\'$`\"}()#\[\]<\n]+")  # what _Spans._lex looks at: everything else it steps over
 
 
@@ -110,7 +108,7 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             for start, end in empty:  # blanked, as the nothing they expand to
                 masked.literal[start] = b" "
                 masked.literal[end - 1] = b" "
-            braces = [m.span(1) for m in _BRACE_WORD.finditer(data)] + [m.span(1) for m in _BRACKET_WORD.finditer(data)]
+            braces = [m.span(1) for m in _BRACE_WORD.finditer(data)]
             for start, end in braces:  # `{{ cmds }}`, `[[NAME]]`: a command word, not a group or a test
                 masked.literal[start] = b"_" * (end - start)
             for operator, start, end in spans.separated:  # `cat <<EOF; echo`: its document unread, the rest read
