@@ -743,6 +743,20 @@ def test_an_empty_command_substitution_on_a_line_of_its_own_is_no_parse_error():
     assert values(_command_of(result, "python")) == ["python", "convert.py", "--save-dir", "./out/"]
 
 
+def test_an_empty_command_substitution_glued_to_a_word_is_no_parse_error():
+    """A vLLM copy's eval scripts print a blank line with echo`` (empty backticks glued to the command name);
+    `x=$()` and `$( )` are empty too. Each expands to nothing, bash accepts them and tree-sitter-bash (0.25) refused
+    the script (exit 2, the whole function around it unread). The words are read as bash reads them; one glued on
+    both sides (a$()b) or inside double quotes is left as it was."""
+    result = parse_shell("usage() {\n    echo``\n    echo \"usage\"\n}\nEXTRA=$()\nPAD=x$( )\n"
+                         "torchrun pretrain_gpt.py --num-layers 4 $EXTRA $() --lr 1e-4${PAD}\n")
+    assert result.errors == []
+    assert values(_command_of(result, "torchrun")) == ["torchrun", "pretrain_gpt.py", "--num-layers", "4", "--lr",
+                                                        "1e-4x"]
+    result = parse_shell("X=a$()b\ntorchrun pretrain_gpt.py --num-layers 4\n")
+    assert result.errors, "glued on both sides: blanking would split the word, so it is not masked"
+
+
 def test_a_here_document_line_of_blanks_inside_a_compound_is_no_parse_error():
     """aws-samples' ec2md.sh prints its help from a here-document inside a function: after a line with an
     expansion, a line of blanks alone made tree-sitter-bash (0.25) end the document there, and the whole script

@@ -29,8 +29,8 @@ _ROUNDS = 8  # parse, mask what the errors point into, parse again: a few rounds
 
 _BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
 _LONE_SLASH = re.compile(rb"(?<=[ \t])/(?=[ \t\n;&|)])")  # a word that is `/` alone
-# An empty command substitution standing as a word of its own ("`" on two lines, which expands to nothing)
-_EMPTY_BACKTICKS = re.compile(rb"(?<![^ \t\n;])`[ \t\n]*`(?=[ \t]*(?:[\n;&|#]|$))")
+_EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)|`[ \t\n]*`")  # `$()`, `$( )`, "``", "`" on two lines
+_BREAK = b" \t\n;&|()<>"  # what ends a word before or after an empty substitution
 # A word at a line's start beginning with `{` and more than it (a template's `{{ sbatch_cmds }}`, `{x`), or with `[[`
 # and no blank after it (a job template's `[[EXTRA_SBATCH_ARGS]]`): a command name to bash, which reserves `{` alone
 # and opens a test at `[[` only before a blank; tree-sitter-bash (0.25) opens a group or a test and refuses the script
@@ -104,10 +104,9 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
                     return current, masked
             basis = current  # (the tree whose constructs the masks below are taken from)
             slashes = [m.start() for m in _LONE_SLASH.finditer(data) if not spans.in_arithmetic(m.start())]
-            empty = [m.span() for m in _EMPTY_BACKTICKS.finditer(data)]
-            for start, end in empty:  # blanked, as the nothing they expand to
-                masked.literal[start] = b" "
-                masked.literal[end - 1] = b" "
+            empty = [(start, end) for start, end in spans.empty if _blankable(data, start, end)]
+            for start, end in empty:  # blanked, as the nothing they expand to (a line break inside kept)
+                masked.literal[start] = re.sub(rb"[^\n]", b" ", data[start:end])
             braces = [m.span(1) for m in _BRACE_WORD.finditer(data)]
             for start, end in braces:  # `{{ cmds }}`, `[[NAME]]`: a command word, not a group or a test
                 masked.literal[start] = b"_" * (end - start)
@@ -198,6 +197,18 @@ def _odd_shapes(data: bytes, masked: Masked) -> bool:
             masked.spans[m.start(1)] = (m.end(1), "expansion")
             found = True
     return found
+
+
+def _blankable(data: bytes, start: int, end: int) -> bool:
+    """Whether blanking the empty command substitution at [start, end) leaves the words bash reads: it is glued to
+    a word on one side at most (`echo``, `X=$()`; `a$()b` is one word, blanked it would be two) and, where it
+    spans lines, stands alone at its command's end (blanked, its line break would end the command early)."""
+    glued_before = start > 0 and data[start - 1:start] not in _BREAK
+    after = data[end:end + 1]
+    glued_after = after != b"" and after not in _BREAK
+    if b"\n" in data[start:end]:
+        return not glued_before and re.match(rb"[ \t]*(?:[\n;&|#]|\Z)", data[end:]) is not None
+    return not (glued_before and glued_after)
 
 
 def _empty_values_before_backticks(data: bytes) -> list[int]:
@@ -472,6 +483,9 @@ class _Spans:
         # here-documents whose operator's line goes on after `;` or `&` (`if cmd <<'PY'; then`, `cat <<EOF; echo`),
         # which tree-sitter-bash (0.25) refuses: (offset of the `<<`, of the body, of the end of its delimiter line)
         self.separated: list[tuple[int, int, int]] = []
+        # empty command substitutions outside double quotes, `$()`, `$( )`, "``" (start, end): they expand to
+        # nothing; tree-sitter-bash (0.25) refuses one glued to a word (`echo``, `X=$()`) or spanning lines
+        self.empty: list[tuple[int, int]] = []
         s = data.decode("latin-1")  # byte offsets; UTF-8 continuation bytes never look like syntax
         self._lex(s)
         self.starts = [item[0] for item in self.items]
@@ -543,6 +557,7 @@ class _Spans:
                     i += 3
                     continue
                 if nxt == "(":
+                    self._note_empty(s, i, ctx)
                     stack.append(["sub", i, 0, -1])
                     i += 2
                     continue
@@ -557,6 +572,7 @@ class _Spans:
                 if ctx == "bq":
                     stack.pop()
                 else:
+                    self._note_empty(s, i, ctx)
                     stack.append(["bq", i, 0, -1])
                 i += 1
                 continue
@@ -628,6 +644,11 @@ class _Spans:
                 heredocs.clear()
                 continue
             i += 1
+
+    def _note_empty(self, s: str, i: int, ctx: str) -> None:
+        found = _EMPTY_SUBSTITUTION.match(s, i) if ctx != "dq" else None
+        if found is not None:
+            self.empty.append(found.span())
 
     @staticmethod
     def _ansi_c_end(s: str, i: int) -> int:
