@@ -22,7 +22,7 @@ from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
 from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, opened, opened_because,
-                                    requirements_torch, take_recipe_sections)
+                                    requirements_torch, take_recipe_sections, takes_no_iteration)
 from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,
                            UnitKind, Unknown)
 
@@ -158,15 +158,17 @@ def _run_own_script(unit: Unit, script: Unit, parser: dict, path: str) -> None:
 
 
 def _evaluates_only(unit: Unit) -> bool:
-    """Whether a launch bypasses the training loop on every path: Megatron-LM's `--skip-train` (not with
-    `--perform-rl-step`, whose RL loop still runs) or `--ckpt-convert-format` (setup_model_and_optimizer saves the
-    loaded checkpoint in that format and exits: a fork's conversion job runs pretrain_gpt.py so), or Megatron
+    """Whether a launch bypasses the training loop on every path: Megatron-LM's `--skip-train` or `--train-iters 0`
+    (launch.takes_no_iteration; neither with `--perform-rl-step`, whose RL loop still runs) or
+    `--ckpt-convert-format` (setup_model_and_optimizer saves the loaded checkpoint in that format and exits: a
+    fork's conversion job runs pretrain_gpt.py so), or Megatron
     Bridge's `validation.skip_train` True where the deprecated `train.skip_train` is unset, or that one True
     (ConfigContainer.validate copies a TrainingConfig field that is not None onto ValidationConfig's); the last
     assignment of each over the recipe, YAML and command line."""
     if unit.defaults == Defaults.MLM_CLI:
         given = {flag for flag, _, path in unit.launch_flags if not path}
-        return "--skip-train" in given and "--perform-rl-step" not in given or "--ckpt-convert-format" in given
+        return "--perform-rl-step" not in given and ("--skip-train" in given or takes_no_iteration(unit.script_args)) \
+            or "--ckpt-convert-format" in given
     last = {a.key: a.value for a in unit.all_assignments() if a.key in ("train.skip_train", "validation.skip_train")}
     train = last.get("train.skip_train")
     return train is True or train is None and last.get("validation.skip_train") is True

@@ -221,8 +221,9 @@ class Unit:
     # a training job's flags), True where it does, None where its code does not say (sources/entry_scripts.py
     # builds_optimizer, applied when commands are linked); the optimizer's rules stand aside where it builds none.
     builds_optimizer: bool | None = None
-    # A launch whose every path bypasses the training loop (`--skip-train`, validation.skip_train=true): it
-    # evaluates only (linking._evaluates_only), and training's advice (OFL301) is not for it.
+    # A launch whose every path bypasses the training loop (`--skip-train`, `--train-iters 0`,
+    # validation.skip_train=true): it evaluates only (linking._evaluates_only), and training's advice (OFL301) is not
+    # for it.
     evaluates_only: bool = False
     env_known: bool = False  # the unit defines its launch environment (exports, cfg.env_vars literal)
     # Why a launch command's environment may hold variables offlint cannot see ("" when none): a file its script

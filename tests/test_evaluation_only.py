@@ -1,8 +1,10 @@
 """A launch that only evaluates: Megatron-LM's `--skip-train` (pretrain's loop is bypassed, and setup builds no
 optimizer), Megatron Bridge's `validation.skip_train=true` (pretrain.py runs train() only without it) or the
 deprecated `train.skip_train=true` (ConfigContainer.validate copies a TrainingConfig field that is set onto
-ValidationConfig's). OFL301's advice is about training's fragmentation: it said "this training launch runs with
-PYTORCH_CUDA_ALLOC_CONF unset" of a fork's evaluation-only launch."""
+ValidationConfig's), or a Megatron-LM launch whose own flags give it no iteration (`--train-iters 0`: pretrain trains
+only `if args.do_train and args.train_iters > 0`; a Megatron-DeepSpeed fork's loss evaluations pass it). OFL301's
+advice is about training's fragmentation: it said "this training launch runs with PYTORCH_CUDA_ALLOC_CONF unset" of a
+fork's evaluation-only launch."""
 
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ MLM = "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --train-iters 
 
 @pytest.mark.parametrize("launch", [f"{BRIDGE} validation.skip_train=true", f"{BRIDGE} train.skip_train=true",
                                     f"{MLM} --skip-train",
+                                    f"{MLM} --eval-iters 4 --train-iters 0",
+                                    f"{MLM} --train-iters=0 --train-samples 0",
                                     # (a fork's conversion job: setup saves the loaded checkpoint and exits)
                                     f"{MLM} --load /ckpt --ckpt-convert-format torch --ckpt-convert-save /out"])
 def test_an_evaluation_only_launch_gets_no_training_advice(tmp_path, launch):
@@ -45,3 +49,11 @@ def test_training_still_gets_it(tmp_path):
                              f"{BRIDGE} validation.skip_train=true train.skip_train=false\n") == [2, 3, 4]
     some_paths = 'A=()\nif [ "$(cat mode)" = eval ]; then A+=(--skip-train); fi\n' + MLM + ' "${A[@]}"\n'
     assert _ofl301(tmp_path, some_paths) == [4]
+
+
+def test_iterations_that_may_be_given_still_train(tmp_path):
+    """`--train-iters 0` with samples to train on (update_train_iters counts the iterations from them), given again
+    (argparse keeps the last), or with samples offlint cannot read, still trains."""
+    assert _ofl301(tmp_path, f"{MLM} --train-iters 0 --train-samples 1000\n"
+                             f"{MLM} --train-iters 0 --eval-iters 1 --train-iters 5\n"
+                             f"{MLM} --train-iters 0 --train-samples $SAMPLES\n") == [2, 3, 4]

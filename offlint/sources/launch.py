@@ -254,6 +254,33 @@ def flags_accelerator(words) -> str:
     return ""
 
 
+def takes_no_iteration(words) -> bool:
+    """Whether a Megatron-LM style command's own flags (`words`: its words after the script, Unit.script_args) leave
+    it no training iteration: `--train-iters 0` last, and `--train-samples` not given or 0. pretrain trains only
+    `if args.do_train and args.train_iters > 0`, and update_train_iters counts iterations from samples only where
+    train_iters is 0 (with neither, the learning-rate scheduler raises 'either train-iters or train-samples should
+    be provided.'): a Megatron-DeepSpeed fork's loss evaluations pass `--train-iters 0 --eval-iters 4`. A word
+    offlint cannot read that may give either flag leaves it open (False)."""
+    return _last_number(words, "--train-iters") == 0 and _last_number(words, "--train-samples") in (None, 0)
+
+
+def _last_number(words, flag: str) -> int | None | Unknown:
+    """The integer the last `flag` among `words` gives (None where none does; Unknown where its value is no integer
+    or a word that may give the flag is unreadable)."""
+    value: int | None | Unknown = None
+    for i, (word, _, flags) in enumerate(words):
+        if word is None:
+            if flags is None or flag in flags:
+                value = Unknown(f"a word of the launch offlint cannot read may give {flag}")
+            continue
+        name, equals, inline = word.partition("=")
+        if name != flag:
+            continue
+        text = inline if equals else words[i + 1][0] if i + 1 < len(words) else None
+        value = int(text) if text is not None and text.isdigit() else Unknown(f"{flag} {text}")
+    return value
+
+
 # A requirements line pinning PyTorch at a version or below one (`torch==2.0.0+cu118`, `torch<2.1`, `torch~=1.13.1`)
 _TORCH_REQUIREMENT = re.compile(r"^[ \t]*torch[ \t]*(==|~=|<=|<)[ \t]*(\d+)\.(\d+)", re.MULTILINE)
 
