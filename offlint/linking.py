@@ -276,8 +276,10 @@ def _unknown_flags(unit: Unit, script: str | None, near: str, tree_text,
 
 def _checkout(script: str | None, near: str, tree_text) -> str:
     """The Megatron-LM checkout holding the entry `script` (the tree's file), where it is not the working directory's
-    own: "" where there is none (Unit.checkout)."""
-    folder = mlm_arguments.checkout_root(script, lambda path: tree_text(path, near)) if script else None
+    own: "" where there is none (Unit.checkout). An old one (megatron/arguments.py) too: a Pai-Megatron-Patch fork
+    vendors Megatron-LM of 2024-01, whose validate_args runs a layout larger than the world smaller."""
+    layouts = (mlm_arguments.ARGUMENTS, mlm_arguments.OLD_ARGUMENTS)
+    folder = mlm_arguments.checkout_root(script, lambda path: tree_text(path, near), layouts) if script else None
     return folder if folder and folder != "." else ""
 
 

@@ -272,8 +272,9 @@ class Unit:
     # Those the base parser of the checkout holding its entry script defines (megatron/training/arguments.py, no
     # extra_args_provider's; applied when commands are linked): a fork's own options among them (conditions/layout).
     checkout_flags: tuple[str, ...] = ()
-    # That checkout (the folder holding megatron/training/arguments.py; applied when commands are linked), where it is
-    # not the working directory: a vendored copy of Megatron-LM is judged as its own megatron-core (api._launch_version)
+    # That checkout (the folder holding megatron/training/arguments.py, or an old one's megatron/arguments.py; applied
+    # when commands are linked), where it is not the working directory: a vendored copy of Megatron-LM is judged as its
+    # own megatron-core (api._launch_version)
     checkout: str = ""
     # A bash launch's words that expand an array without braces, `$ARGS[@]` (shell.read_shell): (the expansion as
     # written, where, the word the command gets, "" where offlint cannot read it). Rule OFL008.

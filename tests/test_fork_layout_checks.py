@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from offlint.api import CheckOptions, check
 from offlint.sources.mcore_source import refusals_lacked
 from tests.check_helpers import check_json
 
@@ -204,3 +205,48 @@ def test_only_a_line_of_code_makes_a_check():
     files["training/arguments.py"] = f"    assert n % pp == 0, '{words}'\n"
     assert "mlm-layers-split" not in refusals_lacked(files)
     assert "block-layers-split" not in refusals_lacked(files)  # (an absent file is not judged)
+
+
+# Megatron-LM before 8af3dae (2024-08): megatron/arguments.py, whose validate_args runs a layout larger than the world
+# smaller (TP clamped to the world size, PP to what TP leaves of it) and asserts the world size over what is left
+OLD_ARGUMENTS = '''
+def validate_args(args, defaults={}):
+    args.tensor_model_parallel_size = min(
+        args.tensor_model_parallel_size, args.world_size)
+    args.pipeline_model_parallel_size = min(
+        args.pipeline_model_parallel_size,
+        (args.world_size // args.tensor_model_parallel_size))
+    model_parallel_size = args.pipeline_model_parallel_size * args.tensor_model_parallel_size
+    assert args.world_size % (model_parallel_size * args.context_parallel_size) == 0, 'world size is not divisible'
+    if args.num_layers_per_virtual_pipeline_stage is None:
+        assert args.num_layers % args.pipeline_model_parallel_size == 0, \\
+            'number of layers should be divisible by the pipeline parallel size'
+'''
+
+
+def _old_checkout(tmp_path, folder: str):
+    root = _checkout(tmp_path, folder=folder)
+    (root / "megatron" / "training" / "arguments.py").unlink()
+    (root / "megatron" / "training" / "__init__.py").unlink()
+    (root / "megatron" / "training").rmdir()
+    (root / "megatron" / "arguments.py").write_text(OLD_ARGUMENTS)
+    (root / "megatron" / "core" / "package_info.py").write_text("MAJOR = 0\nMINOR = 4\nPATCH = 0\n")
+    return root
+
+
+@pytest.mark.parametrize("folder", ["Megatron-LM-240126", "third_party/Megatron-LM"])
+def test_an_old_vendored_checkout_runs_a_layout_larger_than_the_world_smaller(tmp_path, folder):
+    """A Pai-Megatron-Patch fork vendors Megatron-LM of 2024-01 (megatron/arguments.py, megatron-core 0.4) and its
+    upstream examples run TP8 x PP16 on one node of 8 GPUs: that checkout clamps PP to 1 and runs; OFL216 and OFL218
+    had quoted 0.16's asserts. A layout the world holds is still judged (6 GPUs for TP2 x PP2)."""
+    root = _old_checkout(tmp_path, folder)
+    (root / "examples").mkdir()
+    (root / "examples" / "big.sh").write_text(
+        "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py " + FLAGS.replace(
+            "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 5",
+            "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --num-layers 24") + "\n")
+    (root / "examples" / "small.sh").write_text(f"torchrun --nproc_per_node 6 pretrain_gpt.py {FLAGS}\n")
+    # (no --mcore-version: a version named for the run is every checkout's, and their own files are not read)
+    options = CheckOptions(root=tmp_path, cache=False, select=["OFL216", "OFL218"])
+    found = sorted((f.code, f.location.path.rsplit("/", 1)[-1]) for f in check([str(tmp_path)], options).findings)
+    assert found == [("OFL216", "small.sh"), ("OFL218", "small.sh")]

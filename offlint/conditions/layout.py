@@ -10,6 +10,7 @@ from offlint.conditions.values import fmt, is_whole
 from offlint.estimate.inputs import gpus_in_name
 from offlint.estimate.shapes import Parallelism
 from offlint.sources.bridge_checks import EVAL_BATCH_CHECK, EXPERT_TP_DEFAULT, NO_DEFAULT
+from offlint.sources.mcore_source import OVERSIZED
 from offlint.types import Defaults, OneOf, Source
 from offlint.versions import parse_version
 
@@ -40,6 +41,8 @@ def layout_division(scope: Scope) -> object:
         return ""  # no crash is claimed on a layout offlint cannot read (as no OOM without a number)
     tp, pp, cp = (int(v) if v else 1 for v in dense)
     mlm = scope.names.get("defaults") == Defaults.MLM_CLI.value
+    if mlm and _run_smaller(scope, tp, pp, world):
+        return ""
     if mlm and checkout_lacks(scope, "mlm-world-size"):
         # The checkout's validate_args does not check the world size: with options of the fork's own parser that no
         # release has, the ranks may be laid out otherwise (OpenSQZ/MegatronApp's --forward-backward-disaggregating
@@ -174,6 +177,10 @@ def pipeline_split_refusal(scope: Scope) -> object:
         return UNKNOWN if by_path and not any(v not in (None, "", UNKNOWN) for v in others) else ""
     if not isinstance(pp, int) or not isinstance(layers, int) or isinstance(pp, bool) or pp <= 1 or layers <= 0:
         return ""
+    if scope.names.get("defaults") == Defaults.MLM_CLI.value and checkout_lacks(scope, OVERSIZED):
+        tp, world = scope.key("model.tensor_model_parallel_size"), int(scope.names.get("launch_gpus", 0))
+        if not world or not is_whole(tp) or _run_smaller(scope, tp, pp, world):
+            return ""  # (where the world size is unknown, so is the PP the checkout runs)
     if scope.names.get("deepspeed_pipeline") and (not scope.version.source_names
                                                   or checkout_lacks(scope, "mlm-layers-split")):
         # Megatron-DeepSpeed (`--deepspeed`) builds a DeepSpeed PipelineModule, which partitions the layers over the
@@ -200,6 +207,17 @@ def pipeline_split_refusal(scope: Scope) -> object:
         "0.17") else f"num_layers={total} should be divisible by config.pipeline_model_parallel_size={pp}"
     return (f"{layers} layers{extra} do not divide over PP{pp}: megatron-core's TransformerBlock asserts "
             f"\"{said}\" when it builds the model")
+
+
+def _run_smaller(scope: Scope, tp: int, pp: int, world: int) -> bool:
+    """Whether the checkout runs a layout larger than the world smaller (mcore_source.OVERSIZED: before 2024-08,
+    validate_args clamped TP to the world size and PP to what TP leaves of it): the layout written is not refused,
+    and the one run is not the one written (a Pai-Megatron-Patch fork's vendored upstream examples, TP8 x PP16 on 8
+    GPUs, run at PP1)."""
+    if not checkout_lacks(scope, OVERSIZED):
+        return False
+    clamped = min(tp, world)
+    return (clamped, min(pp, world // clamped)) != (tp, pp)
 
 
 def _mlm_pipeline_check(scope: Scope) -> str:

@@ -135,10 +135,11 @@ def checks_made(text: str | None) -> frozenset[str]:
 LACKED = "lacked_checks"
 REFUSAL_TEXTS = {
     # (any assert on the world size: before 0.14 it divides by TP, then by TP x PP, in other words)
-    "mlm-world-size": (("training/arguments.py",), ("assert args.world_size %",)),
-    "mlm-layers-split": (("training/arguments.py",),
+    # (megatron/arguments.py: a checkout from before megatron/training/, 2024)
+    "mlm-world-size": (("training/arguments.py", "arguments.py"), ("assert args.world_size %",)),
+    "mlm-layers-split": (("training/arguments.py", "arguments.py"),
                          ("Number of layers should be divisible by the pipeline-model-parallel size",)),
-    "mlm-layers-split-vpp": (("training/arguments.py",),
+    "mlm-layers-split-vpp": (("training/arguments.py", "arguments.py"),
                              ("number of layers of the model must be divisible pipeline model parallel size",)),
     "block-layers-split": (("core/transformer/transformer_block.py",),
                            ("should be divisible by", "pipeline_model_parallel_size")),
@@ -148,15 +149,25 @@ REFUSAL_TEXTS = {
 }
 
 
+# A layout larger than the world size is refused (the world-size assert) from Megatron-LM 8af3dae (2024-08) on; before,
+# validate_args clamped TP to the world size and PP to what TP leaves of it, and ran the layout smaller: a checkout
+# whose arguments hold that clamp lacks the refusal OVERSIZED names
+OVERSIZED = "mlm-oversized-layout"
+_CLAMP = (("training/arguments.py", "arguments.py"), ("args.pipeline_model_parallel_size = min(",))
+
+
 def refusals_lacked(read: dict[str, str | None]) -> frozenset[str]:
-    """The REFUSAL_TEXTS refusals the checkout's files do not make; `read`: file (under `megatron/`) -> its text,
-    None where it is absent (a refusal none of whose files is present is not judged). The text is searched, not
-    parsed."""
+    """The REFUSAL_TEXTS refusals the checkout's files do not make, and OVERSIZED where they clamp the layout; `read`:
+    file (under `megatron/`) -> its text, None where it is absent (a refusal none of whose files is present is not
+    judged). The text is searched, not parsed."""
     lacked = set()
     for name, (paths, words) in REFUSAL_TEXTS.items():
         texts = [text for text in (read.get(path) for path in paths) if text is not None]
         if texts and not any(_on_a_code_line(text, words) for text in texts):
             lacked.add(name)
+    paths, words = _CLAMP
+    if any(_on_a_code_line(text, words) for text in (read.get(path) for path in paths) if text is not None):
+        lacked.add(OVERSIZED)
     return frozenset(lacked)
 
 

@@ -35,6 +35,7 @@ from typing import Callable
 from offlint.sources.python_syntax import top_level_statements
 
 ARGUMENTS = "megatron/training/arguments.py"
+OLD_ARGUMENTS = "megatron/arguments.py"  # (a checkout from before megatron/training/, 2024: its parser is not read)
 _BASE_FUNCTIONS = ("add_megatron_arguments", "parse_args")
 # Megatron-LM's functions that parse the command line with an entry script's extra_args_provider
 _PARSING_CALLS = frozenset({"parse_and_validate_args", "parse_args", "initialize_megatron", "pretrain"})
@@ -92,13 +93,12 @@ def _reader(entry: str, read_text: ReadText, memo: dict) -> _Reader | None:
     return reader
 
 
-def checkout_root(entry: str, read_text: ReadText) -> str | None:
-    """The folder holding megatron/training/arguments.py, the entry script's own or one above it: the Megatron-LM
-    checkout whose code the script runs ("" for the working directory)."""
+def checkout_root(entry: str, read_text: ReadText, layouts: tuple[str, ...] = (ARGUMENTS,)) -> str | None:
+    """The folder holding megatron/training/arguments.py (or another of `layouts`), the entry script's own or one
+    above it: the Megatron-LM checkout whose code the script runs ("" for the working directory)."""
     folder = posixpath.dirname(posixpath.normpath(entry))
     while True:
-        candidate = posixpath.join(folder, ARGUMENTS) if folder else ARGUMENTS
-        if read_text(candidate) is not None:
+        if any(read_text(posixpath.join(folder, layout) if folder else layout) is not None for layout in layouts):
             return folder
         if not folder or folder in (".", "/"):
             return None
