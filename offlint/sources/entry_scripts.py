@@ -407,7 +407,8 @@ class _Reach:
         """The tree's files that the imports among `body` name and, in turn, the module-level imports of those files
         (_IMPORT_DEPTH deep, _IMPORTED_FILES files at most): each runs when the script starts. MindSpeed-LLM's
         posttrain_gpt.py imports `mindspeed_llm`, whose `__init__` imports `mindspeed_llm.tasks.megatron_adaptor`,
-        which imports torch_npu (two of its forks' NPU launches had been given the CUDA allocator's advice)."""
+        which imports torch_npu (two of its forks' NPU launches had been given the CUDA allocator's advice). A module
+        reached so is parsed for its top level; its whole tree is walked only if a call is followed into it."""
         found = self._imported_files(module, body, every=True)
         level = found
         for _ in range(_IMPORT_DEPTH - 1):
@@ -723,8 +724,6 @@ class _Module:
         self.path = path
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: set[str] = set()
-        self.imports: dict[str, tuple[str, str]] = {}  # local name -> (module as written, name there)
-        self.module_imports: dict[str, str] = {}  # `import a.b as m`: m -> "a.b"
         self.top_level: list[ast.stmt] = []
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -734,25 +733,47 @@ class _Module:
             else:
                 self.top_level.append(node)
         self.search_paths = _sys_path_entries(path, self.top_level)
-        bindings: dict[str, dict[tuple[str, str], None]] = {}  # name -> every (module, name) it is imported as
-        for node in ast.walk(tree):  # imports anywhere (a function's own lazy import too)
-            if isinstance(node, ast.ImportFrom):
-                source = "." * node.level + (node.module or "")
-                for alias in node.names:
-                    name = alias.asname or alias.name
-                    self.imports[name] = (source, alias.name)
-                    bindings.setdefault(name, {})[(source, alias.name)] = None
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname:
-                        self.module_imports[alias.asname] = alias.name
-                    else:
-                        top = alias.name.split(".")[0]
-                        self.module_imports.setdefault(top, top)
-        # a name imported from more than one place, each (branches choosing what `main` is: tasks/main.py's
-        # `if args.task == 'RACE': from race.finetune import main` / `elif ...: from orqa.evaluate import main`)
-        self.several_imports: dict[str, list[tuple[str, str]]] = {
-            name: list(found) for name, found in bindings.items() if len(found) > 1}
+        self._tree: ast.Module | None = tree  # (walked for its imports on first use: a module only an import
+        self._imports: tuple | None = None   # reaches, looked at for its top level alone, is never walked)
+
+    @property
+    def imports(self) -> dict[str, tuple[str, str]]:
+        """Local name -> (module as written, name there), for imports anywhere (a function's own lazy import too)."""
+        return self._walked()[0]
+
+    @property
+    def module_imports(self) -> dict[str, str]:
+        """`import a.b as m`: m -> "a.b"; `import a.b`: a -> "a"."""
+        return self._walked()[1]
+
+    @property
+    def several_imports(self) -> dict[str, list[tuple[str, str]]]:
+        """A name imported from more than one place, each (branches choosing what `main` is: tasks/main.py's
+        `if args.task == 'RACE': from race.finetune import main` / `elif ...: from orqa.evaluate import main`)."""
+        return self._walked()[2]
+
+    def _walked(self) -> tuple:
+        if self._imports is None:
+            imports: dict[str, tuple[str, str]] = {}
+            module_imports: dict[str, str] = {}
+            bindings: dict[str, dict[tuple[str, str], None]] = {}  # name -> every (module, name) imported as it
+            for node in ast.walk(self._tree):
+                if isinstance(node, ast.ImportFrom):
+                    source = "." * node.level + (node.module or "")
+                    for alias in node.names:
+                        name = alias.asname or alias.name
+                        imports[name] = (source, alias.name)
+                        bindings.setdefault(name, {})[(source, alias.name)] = None
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.asname:
+                            module_imports[alias.asname] = alias.name
+                        else:
+                            top = alias.name.split(".")[0]
+                            module_imports.setdefault(top, top)
+            several = {name: list(found) for name, found in bindings.items() if len(found) > 1}
+            self._imports, self._tree = (imports, module_imports, several), None
+        return self._imports
 
 
 def _sys_path_entries(path: str, body: list[ast.stmt]) -> list[str]:
