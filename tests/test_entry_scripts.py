@@ -594,6 +594,8 @@ def test_an_entry_script_whose_training_loop_imports_torch_npu_runs_on_npus(tmp_
 @pytest.mark.parametrize("entry, package_init", [
     ("from npu_llm import megatron_adaptor\n", "from npu_llm.tasks import megatron_adaptor\n"),  # two imports deep
     ("from npu_llm.tasks import megatron_adaptor\n", ""),  # `from package import submodule`: the submodule's file
+    # four deep (Mindspeed-AE's posttrain_gpt.py -> tasks.post_train.launcher -> sft -> sft_trainer -> training.utils)
+    ("from npu_llm.launcher import Trainer\n", ""),
 ])
 def test_a_backend_imported_by_a_module_the_package_imports_decides(tmp_path, entry, package_init):
     """MindSpeed-LLM forks' posttrain_gpt.py: `from mindspeed_llm import megatron_adaptor`; the package's __init__
@@ -603,7 +605,10 @@ def test_a_backend_imported_by_a_module_the_package_imports_decides(tmp_path, en
              "posttrain_gpt.py": entry + NPU_ENTRY.replace("from npu_llm.training.training import pretrain",
                                                            "from megatron.training import pretrain"),
              "npu_llm/__init__.py": package_init, "npu_llm/tasks/__init__.py": "",
-             "npu_llm/tasks/megatron_adaptor.py": "import torch\nfrom torch_npu.contrib import transfer_to_npu\n"}
+             "npu_llm/tasks/megatron_adaptor.py": "import torch\nfrom torch_npu.contrib import transfer_to_npu\n",
+             "npu_llm/launcher.py": "from npu_llm.sft import SFTTrainer\n",
+             "npu_llm/sft/__init__.py": "from .sft_trainer import SFTTrainer\n",
+             "npu_llm/sft/sft_trainer.py": "import torch\nfrom npu_llm.tasks.megatron_adaptor import patch\n"}
     assert _ofl301(_tree(tmp_path, files)) == []
     files["npu_llm/tasks/megatron_adaptor.py"] = "import torch\n"
     assert _ofl301(_tree(tmp_path, files)) == ["tune.sh"]

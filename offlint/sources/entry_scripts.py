@@ -154,7 +154,7 @@ def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict 
 
 # How many module-level imports deep, and in how many of the tree's files at most, what a script's start runs is
 # looked for (_Reach._imports_reached: a backend package's import, a patch of Megatron-LM's parser)
-_IMPORT_DEPTH = 3
+_IMPORT_DEPTH = 4
 _IMPORTED_FILES = 64
 # Megatron-LM's parse_args replaced: named to a patch registry (`"megatron.training.arguments.parse_args"`), assigned,
 # or set with setattr
@@ -200,7 +200,7 @@ ENV_UNKNOWN = object()  # `accelerator`'s `env`: the launch's value of a variabl
 def accelerator(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None,
                 env: Callable[[str], object] | None = None) -> str | Unknown:
     """The accelerator other than a CUDA GPU that the entry `script` runs on, where its code says so: it, or a module
-    of the tree its top-level imports reach (three imports deep), imports a backend package (BACKEND_PACKAGES) at its
+    of the tree its top-level imports reach (four imports deep), imports a backend package (BACKEND_PACKAGES) at its
     own top level, as "Ascend NPUs: FILE:LINE imports torch_npu" (Ascend's MindSpeed-LLM: pretrain_gpt.py imports
     `pretrain` from mindspeed_llm/training/training.py, which imports torch_npu). An import under a top-level `if` that
     compares an environment variable with a literal counts on the branch the launch's value takes (`env(name)`:
@@ -407,7 +407,8 @@ class _Reach:
         """The tree's files that the imports among `body` name and, in turn, the module-level imports of those files
         (_IMPORT_DEPTH deep, _IMPORTED_FILES files at most): each runs when the script starts. MindSpeed-LLM's
         posttrain_gpt.py imports `mindspeed_llm`, whose `__init__` imports `mindspeed_llm.tasks.megatron_adaptor`,
-        which imports torch_npu (two of its forks' NPU launches had been given the CUDA allocator's advice). A module
+        which imports torch_npu (two of its forks' NPU launches had been given the CUDA allocator's advice); a fork's
+        posttrain_gpt.py reaches it four imports deep (launcher -> sft -> sft_trainer -> training.utils). A module
         reached so is parsed for its top level; its whole tree is walked only if a call is followed into it."""
         found = self._imported_files(module, body, every=True)
         level = found
