@@ -169,6 +169,20 @@ def test_the_environment_a_yaml_file_gives_its_command(tmp_path, form):
     assert "max_split_size_mb:21" in other[0].message
 
 
+@pytest.mark.parametrize("runner", ["ray job submit --address http://127.0.0.1:8265 -- python3", "python3"])
+def test_a_yaml_command_is_known_by_megatron_lms_flags_too(tmp_path, runner):
+    """A SkyPilot task whose `run:` submits `python3 train.py <Megatron-LM flags>` to Ray (eigen-ai-labs' slime card
+    was read only for a commented torchrun line): its command is read as a shell script's is, by its flags."""
+    text = ("run: |\n  " + runner + " train.py --num-layers 8 --hidden-size 256 --num-attention-heads 4 "
+            "--pipeline-model-parallel-size 2 --cpu-offloading-num-layers 2\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'lm'\n")
+    (tmp_path / "task.yaml").write_text(text)
+    result = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, select=["OFL102"],
+                                                 cache=False))
+    assert not result.errors, result.errors
+    assert [(f.code, Path(f.location.path).name) for f in result.findings] == [("OFL102", "task.yaml")]
+
+
 def test_an_environment_entry_of_a_yaml_file_is_not_edited_as_a_command(tmp_path, monkeypatch):
     """The allocator options a container's entry sets are named by `name:` and given by `value:`: no prefix goes in
     front of the name (it had become `- name: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
