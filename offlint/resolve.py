@@ -90,7 +90,8 @@ class ResolvedUnit:
             if flag:
                 return Value(key, "unknown", Unknown(f"`{flag}` sets it on some of the script's paths"))
             # (a word after the script is an argument: it may give any flag, not an environment variable)
-            if self.unit.opaque_words and self.unit.defaults == Defaults.MLM_CLI and section != "env":
+            if self.unit.opaque_words and self.unit.defaults == Defaults.MLM_CLI and section != "env" and \
+                    mlm_flags.flag_may_set(key, self.version):
                 return Value(key, "unknown", Unknown(f"not given, but the command's word "
                                                      f"{launch.unreadable(self.unit.opaque_words)} cannot be read "
                                                      f"and may give it"))

@@ -127,6 +127,9 @@ def test_a_word_that_may_hold_anything_leaves_every_default_unknown():
     assert value.state == "unknown" and "`${EXTRA_ARGS}` at line 1" in str(value.value)
     # what the command gives is still known
     assert resolved.get("optimizer.use_precision_aware_optimizer").value is True
+    # and a field no Megatron-LM flag sets keeps its default: OptimizerConfig's decoupled_weight_decay (slime's
+    # launches, whose unreadable data paths had made OFL113 possible with --strict on some 30 of them)
+    assert resolved.get("optimizer.decoupled_weight_decay").state == "default"
 
 
 def test_a_word_with_a_known_beginning_that_is_no_flag_gives_none():

@@ -9,9 +9,11 @@ which `resolve` supplies (CLI-3: the offload fraction defaults to 1.0 there).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
-from offlint.keys import KEYS, Key
+from offlint.keys import KEYS, Key, mlm_flag_dests
 from offlint.types import Unknown
+from offlint.versions import Version
 
 # flag -> canonical key, from the registry
 FLAG_KEYS = {k.flag: k for k in KEYS.values() if k.flag}
@@ -204,3 +206,19 @@ _DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bflo
 def normalize_dtype(raw: str) -> str:
     name = raw[len("torch."):] if raw.startswith("torch.") else raw
     return _DTYPES.get(name, f"torch.{name}")
+
+
+@lru_cache(maxsize=None)
+def _settable(version: Version) -> tuple[frozenset[str], frozenset[str]]:
+    """(the keys offlint maps a flag to, the dests of the release's flags); no dests where its data is missing."""
+    mapped = {info.name for info in FLAG_KEYS.values()} | {key for pairs in SWITCHES.values() for key, _ in pairs}
+    return frozenset(mapped), frozenset(dest for dest in mlm_flag_dests(version).values() if dest)
+
+
+def flag_may_set(key: str, version: Version) -> bool:
+    """Whether a flag of Megatron-LM's parser may set `key`: one offlint maps to it, or one whose dest is the key's
+    field name (Megatron-LM builds each config from the parsed arguments of that name). A word offlint cannot read
+    may give any flag, but none sets OptimizerConfig's decoupled_weight_decay, say (slime's launches, with
+    --strict, had been told OFL113 may fire). True where the release's flags are not known."""
+    mapped, dests = _settable(version)
+    return not dests or key in mapped or key.split(".", 1)[-1] in dests
