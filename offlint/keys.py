@@ -271,6 +271,13 @@ def mlm_flag_dests(version: Version) -> dict[str, str]:
 
 
 @lru_cache(maxsize=None)
+def known_mlm_flags() -> frozenset[str]:
+    """Every option string of Megatron-LM's parser in any release offlint has data for."""
+    return frozenset(option for data in _data_files().values() for flag in data.get("mlm_flags") or ()
+                     for option in flag.get("option_strings") or ())
+
+
+@lru_cache(maxsize=None)
 def known_fields(section: str) -> frozenset[str]:
     """Every field name of a section across all known megatron-core versions, plus the registry's."""
     names = {k.split(".", 1)[1] for k in KEYS if k.startswith(section + ".")}

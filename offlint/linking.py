@@ -16,7 +16,7 @@ import posixpath
 import re
 from pathlib import Path
 
-from offlint import scope
+from offlint import keys, scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
@@ -132,6 +132,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 if unit.defaults == Defaults.MLM_CLI:  # and which arguments its code sets itself
                     _take_entry_script_writes(unit, entry_scripts.namespace_writes(
                         unit.entry_script, read.file.path, tree_text, entry_modules))
+                    if not script:
+                        _unread_entry_script(unit)
             elif unit.ci_test_case and unit.launch_flags:
                 # a functional test case: the CI recipe listing it names its script (whether it trains stays with
                 # the case's MODE and flags)
@@ -212,6 +214,24 @@ def _take_entry_script_environment(unit: Unit, writes: tuple[entry_scripts.Envir
                                       f"{w.name}={w.value}" if w.value is not entry_scripts.UNREAD else w.name))
     if assignments:
         unit.layers.append(Layer("the entry script's code", assignments))
+
+
+def _unread_entry_script(unit: Unit) -> None:
+    """A Megatron-LM style launch of a script offlint cannot read (not in the tree, or not where the launch runs it
+    from) that has a parser of its own: it takes flags no Megatron-LM release has (slime's `--actor-num-gpus-per-node`,
+    `--colocate`), and its code may set any argument before Megatron-LM reads them (slime's train.py turns the
+    distributed optimizer on), so what the command line leaves unset is unknown, not argparse's default. A
+    scripts-only repository of slime's launches, and one running a nested checkout's train.py, had false OFL116 and
+    OFL206 errors. A script taking Megatron-LM's flags alone (an upstream example outside the tree), or a Megatron-LM
+    fork's `pretrain_*.py` (Pai-Megatron-Patch's launches run `$MEGATRON_PATH/pretrain_gpt.py` of its fork, whose
+    options its extra_args_provider adds), takes argparse's defaults."""
+    if posixpath.basename(unit.entry_script).startswith("pretrain_") or \
+            all(flag in keys.known_mlm_flags() for flag, *_ in unit.launch_flags):
+        return
+    why = f"not given; {posixpath.basename(unit.entry_script)}, which offlint cannot read, may set it"
+    for section in ("model", "optimizer", "ddp"):
+        unit.unknown_sections.setdefault(section, why)
+    unit.default_sections = unit.default_sections - {"model", "optimizer", "ddp"}
 
 
 def _take_entry_script_writes(unit: Unit, writes: tuple[entry_scripts.Write, ...]) -> None:

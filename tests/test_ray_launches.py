@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from offlint.sources import entry_scripts, launch
 from offlint.types import Location
 from tests.check_helpers import check_json, write_tree
@@ -135,6 +137,28 @@ def test_an_entry_script_in_another_checkout_is_read_from_the_trees_copy(tmp_pat
     assert _codes(check_json(tmp_path)) == ["OFL301"]  # (torchrun's environment is the script's)
     (tmp_path / "rl" / "arguments.py").write_text(ARGUMENTS.replace("    args.use_distributed_optimizer = True\n", ""))
     assert _codes(check_json(tmp_path)) == ["OFL116", "OFL206", "OFL301"]
+
+
+@pytest.mark.parametrize("layout", ["absent", "nested"])
+def test_an_entry_script_offlint_cannot_read_may_set_any_argument(tmp_path, layout):
+    """A scripts-only repository of slime's launches (kennethzhao24/slime-tests: no train.py), or one whose launch
+    runs `python3 train.py` from inside a checkout nested elsewhere in the tree (ljkkkkkkkkk/slime_RL's slime/):
+    offlint cannot read the script, whose code sets the distributed optimizer on; argparse's default is then no
+    value the run has (OFL116 and OFL206 had been errors): the launch's flags no Megatron-LM release has show a
+    parser, and code, of the script's own. A script outside the tree taking Megatron-LM's flags alone (an upstream
+    example, `pretrain_*.py`) takes argparse's defaults."""
+    _tree(tmp_path)
+    (tmp_path / "train.py").unlink()
+    if layout == "nested":
+        (tmp_path / "slime").mkdir()
+        (tmp_path / "slime" / "train.py").write_text(TRAIN)
+    assert _codes(check_json(tmp_path)) == []
+    strict = [f for f in check_json(tmp_path, "--strict") if f["code"] in ("OFL116", "OFL206")]
+    assert sorted(f["code"] for f in strict) == ["OFL116", "OFL206"] and all(f["possible"] for f in strict)
+    assert "train.py, which offlint cannot read" in strict[0]["message"]
+    launch = tmp_path / "launch.sh"
+    launch.write_text(launch.read_text().replace("--actor-num-gpus-per-node 8 ", ""))
+    assert _codes(check_json(tmp_path)) == ["OFL116", "OFL206"]
 
 
 def test_the_job_runs_in_the_clusters_environment_plus_its_runtime_env(tmp_path):
