@@ -223,7 +223,9 @@ def test_sampling_flags_mark_a_generation_command_whose_script_is_missing(tmp_pa
     # decides first: test_a_script_named_for_evaluation_or_conversion_whose_code_cannot_decide)
     trains_anyway = launch.replace("--bf16 ", "--bf16 --train-iters 10 ").replace("generate_samples.py", "run.py")
     tree = _tree(tmp_path, {"generate.sh": launch, "tune.sh": trains_anyway})
-    assert _ofl301(tree) == ["tune.sh"]
+    # (possible only: run.py takes --top_p, an option of its own parser, and is not in the tree, so what it sets is
+    # not known: linking._unread_entry_script)
+    assert _ofl301_strict(tree) == [("tune.sh", True)]
 
 
 def test_an_evaluation_task_whose_script_is_missing_does_not_train(tmp_path):
@@ -233,7 +235,7 @@ def test_an_evaluation_task_whose_script_is_missing_does_not_train(tmp_path):
     launch = LAUNCH.format(script="tasks/main.py").replace(
         "--bf16", "--bf16 --task MSDP-EVAL-F1 --guess-file g.txt --answer-file a.txt")
     tree = _tree(tmp_path, {"eval.sh": launch, "tune.sh": launch.replace("--bf16 ", "--bf16 --train-iters 10 ")})
-    assert _ofl301(tree) == ["tune.sh"]
+    assert _ofl301_strict(tree) == [("tune.sh", True)]  # (possible only: --task is main.py's own option)
 
 
 @pytest.mark.parametrize("script", ["evaluate_sat_glm.py", "hf2megablocks_qwen1.5.py", "convert_ckpt.py",
