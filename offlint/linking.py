@@ -22,7 +22,8 @@ from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
 from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, opened, opened_because,
-                                    requirements_torch, take_recipe_sections, takes_no_iteration)
+                                    last_value, requirements_torch, take_recipe_sections,
+                                    takes_no_iteration)
 from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,
                            UnitKind, Unknown)
 
@@ -87,6 +88,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             unit.layers = base_layers + unit.layers
             if unit.entry_script:  # an entry script in the tree shows whether it trains, and whether in Ray's workers
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
+                if trains == entry_scripts.ARGUMENTS_CHOOSE:  # the launch's own values choose, else its flags
+                    trains = entry_scripts.trains_given(unit.entry_script, read.file.path, tree_text,
+                                                        lambda dest, unit=unit: _literal_argument(unit, dest),
+                                                        entry_modules)
                 if trains == entry_scripts.ARGUMENTS_CHOOSE:
                     trains = any(flag in TRAINING_ONLY_FLAGS for flag, *_ in unit.launch_flags)
                 if trains is False and unit.launches_training and unit.defaults != Defaults.MLM_CLI:
@@ -214,6 +219,13 @@ def _take_entry_script_environment(unit: Unit, writes: tuple[entry_scripts.Envir
                                       f"{w.name}={w.value}" if w.value is not entry_scripts.UNREAD else w.name))
     if assignments:
         unit.layers.append(Layer("the entry script's code", assignments))
+
+
+def _literal_argument(unit: Unit, dest: str) -> str | None:
+    """The text a Megatron-LM style launch gives the argument `dest` by its flag (`--task WIKITEXT2`), None where it
+    gives none or offlint cannot read it."""
+    value = last_value(unit.script_args, "--" + dest.replace("_", "-"))
+    return value if isinstance(value, str) else None
 
 
 def _unread_entry_script(unit: Unit) -> None:

@@ -497,6 +497,23 @@ def test_an_entry_point_imported_on_each_branch_leaves_it_to_the_flags(tmp_path)
     assert _ofl301(tree) == ["finetune_race.sh"]
 
 
+def test_the_tasks_value_chooses_the_branch_before_the_flags(tmp_path):
+    """NVlabs/MaskLLM's WIKITEXT2 perplexity launches run tasks/main.py with the training job's leftover --lr and
+    --lr-decay-iters (OFL301 x3): the `--task` they give is a literal, and `args.task in [...]` picks the zero-shot
+    evaluation, which trains nothing. A task the tests do not name, or one the launch does not give, leaves it to
+    the flags as before."""
+    files = {"tasks/main.py": TASKS_MAIN.replace("'WIKITEXT103']", "'WIKITEXT103', 'WIKITEXT2']"),
+             "tasks/race/finetune.py": RACE_FINETUNE, "tasks/finetune_utils.py": "",
+             "tasks/zeroshot_gpt/evaluate.py": ZEROSHOT_EVALUATE}
+    # (`--load $CKPT` after it: an unreadable value of its flag, which gives no --task of its own)
+    for name, task in (("ppl.sh", "--task WIKITEXT2 --load $CKPT"), ("ppl_eq.sh", "--task=LAMBADA"),
+                       ("race.sh", "--task RACE"),
+                       ("other.sh", "--task MNLI"), ("unset.sh", "--task $TASK")):
+        files[name] = LAUNCH.format(script="tasks/main.py").replace("--bf16", f"--bf16 {task} --lr 1e-4")
+    files["race_no_lr.sh"] = LAUNCH.format(script="tasks/main.py").replace("--bf16", "--bf16 --task RACE")
+    assert _ofl301(_tree(tmp_path, files)) == ["other.sh", "race.sh", "race_no_lr.sh", "unset.sh"]
+
+
 def test_an_unreadable_argument_word_leaves_the_launchs_environment_known(tmp_path):
     """`torchrun pretrain_gpt.py $EXTRA_ARGS ...` with `$EXTRA_ARGS` unknown: the word may give any flag, so a key
     the command does not set is unknown, but no argument sets an environment variable of the job (a LUMI

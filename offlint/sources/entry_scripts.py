@@ -18,6 +18,7 @@ Read with `ast` only; nothing is imported or run.
 from __future__ import annotations
 
 import ast
+import collections
 import itertools
 import os
 import posixpath
@@ -77,6 +78,21 @@ def trains(script: str, launch_path: str, tree_text: TreeText, parsed: dict | No
     067f987: 18 launches of MIMO scripts, each following hundreds of functions).
     """
     return _per_script(_Reach.module_trains, script, launch_path, tree_text, parsed, None)
+
+
+def trains_given(script: str, launch_path: str, tree_text: TreeText, argument: Callable[[str], object],
+                 parsed: dict | None = None) -> bool | str | None:
+    """`trains` for one launch whose own arguments are known (`argument(dest)`: its literal value, None where it
+    gives none or offlint cannot read it): a name imported on branches testing an argument (tasks/main.py's
+    `if args.task == 'RACE': from race.finetune import main` / `elif args.task in [...]: from zeroshot_gpt...`)
+    is the import the launch's value reaches. Asked where `trains` answers ARGUMENTS_CHOOSE; the answer is the
+    launch's, not kept (the parsed modules are)."""
+    path = _find_script(script, launch_path, tree_text)
+    if path is None:
+        return None
+    reach = _Reach(launch_path, tree_text, parsed)
+    reach.argument = argument
+    return reach.module_trains(path)
 
 
 class Write(NamedTuple):
@@ -293,6 +309,9 @@ class _Reach:
         self.chosen = False  # a name imported on several branches, one of which trains, left the answer open
         self.checking: dict[tuple[_Module, str], bool] = {}  # a function of the tree -> _checks_arguments
         self.calls = TRAINING_CALLS  # the names looked for (module_builds_optimizer: OPTIMIZER_CALLS)
+        # the launch's value of an argument by its dest (a literal, else None), where the launch is known
+        # (trains_given): it decides between a name's imports on branches testing it
+        self.argument: Callable[[str], object] | None = None
 
     def module_trains(self, path: str) -> bool | str | None:
         module = self._module(path)
@@ -571,14 +590,24 @@ class _Reach:
         if name in module.classes or name not in module.imports:
             return False  # a class of this module (its methods are judged by name), a builtin, a local
         if name in module.several_imports:  # the run's arguments choose which
+            imports = module.several_imports[name]
+            taken = [binding for binding, tests in imports.items() if self._may_take(tests)]
             answers = {self._imported_trains(module, source, original, stack, hops)
-                       for source, original in module.several_imports[name]}
+                       for source, original in taken or imports}
             if len(answers) == 1:
                 return answers.pop()
             self.chosen = self.chosen or True in answers
             return None
         source, original = module.imports[name]
         return self._imported_trains(module, source, original, stack, hops)
+
+    def _may_take(self, places: list[tuple]) -> bool:
+        """Whether a run of this launch may reach one of the places an import stands (the `if` tests on the way to
+        each): False only where each place lies under a test the launch's own argument decides against
+        (`args.task == 'RACE'` for `--task WIKITEXT2`)."""
+        if self.argument is None:
+            return True
+        return any(all(_decided(test, self.argument) in (taken, None) for test, taken in tests) for tests in places)
 
     def _imported_trains(self, module: _Module, source: str, original: str, stack: tuple,
                          hops: int = 0) -> bool | None:
@@ -748,23 +777,32 @@ class _Module:
         return self._walked()[1]
 
     @property
-    def several_imports(self) -> dict[str, list[tuple[str, str]]]:
+    def several_imports(self) -> dict[str, dict[tuple[str, str], list[tuple]]]:
         """A name imported from more than one place, each (branches choosing what `main` is: tasks/main.py's
-        `if args.task == 'RACE': from race.finetune import main` / `elif ...: from orqa.evaluate import main`)."""
+        `if args.task == 'RACE': from race.finetune import main` / `elif ...: from orqa.evaluate import main`),
+        with the `if` tests on the way to each import: ((test, True where in its body), ...) per import of it."""
         return self._walked()[2]
 
     def _walked(self) -> tuple:
         if self._imports is None:
             imports: dict[str, tuple[str, str]] = {}
             module_imports: dict[str, str] = {}
-            bindings: dict[str, dict[tuple[str, str], None]] = {}  # name -> every (module, name) imported as it
-            for node in ast.walk(self._tree):
+            bindings: dict[str, dict[tuple[str, str], list[tuple]]] = {}  # name -> (module, name) -> their tests
+            todo: collections.deque[tuple[ast.AST, tuple]] = collections.deque([(self._tree, ())])
+            while todo:  # (ast.walk's order, keeping the `if` tests each node lies under)
+                node, tests = todo.popleft()
+                if isinstance(node, ast.If):
+                    todo.append((node.test, tests))
+                    todo.extend((child, tests + ((node.test, True),)) for child in node.body)
+                    todo.extend((child, tests + ((node.test, False),)) for child in node.orelse)
+                    continue
+                todo.extend((child, tests) for child in ast.iter_child_nodes(node))
                 if isinstance(node, ast.ImportFrom):
                     source = "." * node.level + (node.module or "")
                     for alias in node.names:
                         name = alias.asname or alias.name
                         imports[name] = (source, alias.name)
-                        bindings.setdefault(name, {})[(source, alias.name)] = None
+                        bindings.setdefault(name, {}).setdefault((source, alias.name), []).append(tests)
                 elif isinstance(node, ast.Import):
                     for alias in node.names:
                         if alias.asname:
@@ -772,7 +810,7 @@ class _Module:
                         else:
                             top = alias.name.split(".")[0]
                             module_imports.setdefault(top, top)
-            several = {name: list(found) for name, found in bindings.items() if len(found) > 1}
+            several = {name: found for name, found in bindings.items() if len(found) > 1}
             self._imports, self._tree = (imports, module_imports, several), None
         return self._imports
 
@@ -815,6 +853,26 @@ def _sys_path_entries(path: str, body: list[ast.stmt]) -> list[str]:
             if entry is not None and entry not in found:
                 found.append(entry)
     return found
+
+
+def _decided(test: ast.expr, argument: Callable[[str], object]) -> bool | None:
+    """The value of `args.NAME == 'x'`, `!=`, `in [...]` or `not in (...)` with literals, for the launch's value of
+    the argument NAME (`argument(NAME)`: a literal, None where the launch's value is not known); None otherwise."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.left, ast.Attribute):
+        return None
+    value = argument(test.left.attr)
+    right = test.comparators[0]
+    literals = [right] if isinstance(right, ast.Constant) else \
+        list(right.elts) if isinstance(right, (ast.List, ast.Tuple, ast.Set)) else []
+    if value is None or not literals or not all(isinstance(e, ast.Constant) for e in literals):
+        return None
+    found = value in [e.value for e in literals]
+    op = type(test.ops[0])
+    if op in (ast.Eq, ast.In) and (op is ast.In or len(literals) == 1):
+        return found
+    if op in (ast.NotEq, ast.NotIn) and (op is ast.NotIn or len(literals) == 1):
+        return not found
+    return None
 
 
 def _calls(body: list[ast.stmt]):

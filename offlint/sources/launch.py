@@ -261,23 +261,30 @@ def takes_no_iteration(words) -> bool:
     train_iters is 0 (with neither, the learning-rate scheduler raises 'either train-iters or train-samples should
     be provided.'): a Megatron-DeepSpeed fork's loss evaluations pass `--train-iters 0 --eval-iters 4`. A word
     offlint cannot read that may give either flag leaves it open (False)."""
-    return _last_number(words, "--train-iters") == 0 and _last_number(words, "--train-samples") in (None, 0)
+    return _whole(last_value(words, "--train-iters")) == 0 and _whole(last_value(words, "--train-samples")) in (None, 0)
 
 
-def _last_number(words, flag: str) -> int | None | Unknown:
-    """The integer the last `flag` among `words` gives (None where none does; Unknown where its value is no integer
-    or a word that may give the flag is unreadable)."""
-    value: int | None | Unknown = None
+def _whole(value: str | None | Unknown) -> int | None | Unknown:
+    return int(value) if isinstance(value, str) and value.isdigit() else value if value is None else Unknown("")
+
+
+def last_value(words, flag: str) -> str | None | Unknown:
+    """The text the last `flag` among a command's `words` (Unit.script_args) gives it (None where none does; Unknown
+    where its value cannot be read, or a word that may give the flag is unreadable)."""
+    value: str | None | Unknown = None
     for i, (word, _, flags) in enumerate(words):
         if word is None:
-            if flags is None or flag in flags:
+            before = words[i - 1][0] if i else None
+            valued = before is not None and before.startswith("--") and "=" not in before and \
+                mlm_flags.takes_value(before)  # (`--load ${LOAD}`: that flag's value, no flag of its own)
+            if not valued and (flags is None or flag in flags):
                 value = Unknown(f"a word of the launch offlint cannot read may give {flag}")
             continue
         name, equals, inline = word.partition("=")
         if name != flag:
             continue
         text = inline if equals else words[i + 1][0] if i + 1 < len(words) else None
-        value = int(text) if text is not None and text.isdigit() else Unknown(f"{flag} {text}")
+        value = text if text is not None else Unknown(f"{flag}'s value cannot be read")
     return value
 
 
