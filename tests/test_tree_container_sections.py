@@ -121,6 +121,19 @@ def test_no_sections_without_one_config_container():
     assert container_sections(_texts(twice)) == {}  # two trees side by side: which one a launch runs is not known
     outside = {path: text for path, text in TREE.items() if not path.startswith("3rdparty/")}
     assert set(container_sections(_texts(outside))) == {"dist", "train"}  # Megatron-LM's file is not in the tree
+    twice = {"a/src/megatron/bridge/training/config.py": CONFIG, "b/src/megatron/bridge/training/config.py": CONFIG}
+    assert container_sections(_texts(twice)) == {}
+
+
+def test_a_stand_in_container_outside_bridges_module_is_no_schema():
+    """NVIDIA-NeMo/Nemotron's forks keep `kit/megatron_stub.py`, a ConfigContainer of a few fields for running their
+    CLI without Bridge (nothing imports it); their YAML files are applied to Bridge's own container by
+    `apply_overrides`, and OFL003 had reported 95 real checkpoint keys as not in the stub's CheckpointConfig. Only
+    Bridge's module (megatron/bridge/training/config.py, in a Bridge checkout or a vendored one) is the schema."""
+    stub = CONFIG.replace("class ConfigContainer:", "class ConfigContainer:  # a stand-in")
+    assert container_sections(_texts({"src/nemotron/kit/megatron_stub.py": stub})) == {}
+    vendored = {"3rdparty/Megatron-Bridge/" + path: text for path, text in TREE.items()}
+    assert set(container_sections(_texts(vendored))) == {"dist", "train", "logger"}
 
 
 def _unknown(found: list[dict]) -> list[tuple[str, int, str, str]]:
