@@ -757,6 +757,18 @@ def test_an_empty_command_substitution_glued_to_a_word_is_no_parse_error():
     assert result.errors, "glued on both sides: blanking would split the word, so it is not masked"
 
 
+def test_a_for_loop_without_in_and_do_on_its_line_is_no_parse_error():
+    """`for arg do ... done` loops over the positional parameters (POSIX; Gradle's wrapper script, in a repository
+    a helper swept): bash accepts it, tree-sitter-bash (0.25) refused it and the run ended with exit 2. The loop is
+    read as `for arg; do` is; words that only look like it (`echo for x do`) stay words."""
+    result = parse_shell('set -- a b\nfor arg do\n    echo "$arg"\ndone\nif true; then for x do echo "$x"; done; fi\n'
+                         "torchrun pretrain_gpt.py --num-layers 4\n")
+    assert result.errors == []
+    assert values(_command_of(result, "torchrun")) == ["torchrun", "pretrain_gpt.py", "--num-layers", "4"]
+    echo = parse_shell("echo for x do\n")
+    assert echo.errors == [] and values(_command_of(echo, "echo")) == ["echo", "for", "x", "do"]
+
+
 def test_a_here_document_line_of_blanks_inside_a_compound_is_no_parse_error():
     """aws-samples' ec2md.sh prints its help from a here-document inside a function: after a line with an
     expansion, a line of blanks alone made tree-sitter-bash (0.25) end the document there, and the whole script

@@ -42,6 +42,9 @@ _ESCAPED_COMPARISON = re.compile(rb"(?<![\[\w])\[[ \t][^\]\n]*?\\[<>][^\]\n]*?[ 
 # (only where bash reads it: `<` and `>` then redirect from and to words; `X=<Specify path>` alone bash refuses)
 _PLACEHOLDER_VALUE = re.compile(rb"(?m)(?:^|(?<=[ \t;]))[A-Za-z_]\w*=(<[\w.,/-][\w .,/-]*>)(?=[\w./-])")
 _NAME_EQUALS_END = re.compile(rb"(?:^|[ \t;])[A-Za-z_]\w*=\Z")
+# `for arg do` (no `in` list: the positional parameters, POSIX) where a command starts: tree-sitter-bash (0.25) wants
+# a `;` or a line break before `do`, so the blank before it becomes one
+_FOR_WITHOUT_IN = re.compile(rb"(?m)(?:^|[;&|({]|\b(?:then|do|else))[ \t]*for[ \t]+[A-Za-z_]\w*[ \t]+(do)(?=[ \t\n;])")
 _WORD_END = " \t\n;&|()<>"
 _SEPARATOR = re.compile(r"(?<![|&<>])&(?![&>])|;")  # what ends a command on a here-document's line: `;`, a lone `&`
 _PLAIN = re.compile(r"[^\\'$`\"}()#\[\]<\n]+")  # what _Spans._lex looks at: everything else it steps over
@@ -176,6 +179,7 @@ _ASSIGNMENTS_LINE = re.compile(rb"(?m)^[ \t]*(?:" + _ASSIGNMENT + rb"[ \t]+)+" +
 
 def _odd_shapes(data: bytes, masked: Masked) -> bool:
     """Mask the shapes found by their text alone, for the first masked parse: a final line continuation (blanked),
+    `for NAME do` (a `;` before `do`),
     an assignment of nothing just before a closing backtick (export D= in backticks inside a string: its `=`
     blanked, the substitution expanding to nothing either way), a single-bracket test with an escaped `<` or `>`
     (a test offlint leaves undecided) and a template's `<placeholder>` as an assignment's value (unknown). Whether
@@ -187,6 +191,9 @@ def _odd_shapes(data: bytes, masked: Masked) -> bool:
         found = True
     for start in _empty_values_before_backticks(data):
         masked.literal[start] = b" "
+        found = True
+    for m in _FOR_WITHOUT_IN.finditer(data):
+        masked.literal[m.start(1) - 1] = b";"
         found = True
     for m in _ESCAPED_COMPARISON.finditer(data):
         if _neutral("test", m.end() - m.start()):
