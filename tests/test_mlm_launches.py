@@ -67,6 +67,17 @@ def test_a_hugging_face_style_command_with_bf16_is_no_megatron_lm_launch():
         assert len(read_shell("run.sh", text)) == 1, text
 
 
+def test_a_plain_pytorch_job_whose_flags_other_trainers_share_is_no_megatron_lm_launch():
+    """MLPerf's retired RNN-T and UNet3D references (`train.py --optimizer sgd --batch_size 2 --learning_rate 0.8`,
+    run in images of PyTorch 1.7): `--optimizer` is a Megatron-LM flag too, and was the only one there, so OFL301
+    advised an allocator option those images do not have. Like `--bf16`, a flag many trainers spell so (`--optimizer`,
+    `--num-layers`, `--hidden-size`, `--seq-length`) makes no launch Megatron-LM's beside underscore options."""
+    assert read_shell("run.sh", "python -m torch.distributed.launch --nproc_per_node=8 train.py --epochs 10 "
+                                "--batch_size 2 --optimizer sgd --learning_rate 0.8\n") == []
+    assert read_shell("run.sh", "python main.py --num-layers 50 --optimizer sgd --data_dir /d\n") == []
+    assert len(read_shell("run.sh", "torchrun train.py --optimizer sgd --micro-batch-size 2 --data_dir /d\n")) == 1
+
+
 def test_a_word_whose_paths_give_the_flag_leaves_the_groups_unknown():
     script = ('if [ "$GQA" = 1 ]; then EXTRA="--group-query-attention --num-query-groups 8"; '
               'else EXTRA="--seed 1"; fi\n' + LAUNCH.format(extra="$EXTRA"))

@@ -570,21 +570,23 @@ def opened(unit: Unit, env_open: str) -> Unit:
     return unit
 
 
-# Megatron-LM flags Hugging Face's TrainingArguments has too (and the CLIs built on it: LLaMA-Factory, ROLL's
-# mcore_adapter, ms-swift): alone, beside that style's underscore options, they do not make a Megatron-LM launch.
-_SHARED_WITH_HF = frozenset({"--bf16", "--fp16"})
+# Megatron-LM flags other trainers spell the same way (Hugging Face's TrainingArguments' `--bf16`, and the CLIs built
+# on it: LLaMA-Factory, ROLL's mcore_adapter, ms-swift; MLPerf's PyTorch references' `--optimizer sgd`; a ResNet's
+# `--num-layers 50`): alone, beside underscore options, they do not make a Megatron-LM launch.
+_SHARED_WITH_OTHERS = frozenset({"--bf16", "--fp16", "--optimizer", "--num-layers", "--hidden-size", "--seq-length"})
 _UNDERSCORE_OPTION = re.compile(r"--[a-z0-9]+(?:_[a-z0-9]+)+(?:=|$)")
 
 
 def _megatron_lm_flags(args: list[Arg]) -> bool:
-    """Whether a command's arguments are Megatron-LM's: some flag its parser has, other than one Hugging Face's
-    trainers share (`--bf16`) beside their underscore options (`--do_train --per_device_train_batch_size=1`: ROLL's
-    mcore_adapter examples, read as a Megatron-LM launch of argparse defaults). Megatron-LM spells its options with
-    dashes (2 of its 876 have an underscore, after a dash)."""
+    """Whether a command's arguments are Megatron-LM's: some flag its parser has, other than one other trainers share
+    (`--bf16`, `--optimizer`: _SHARED_WITH_OTHERS) beside underscore options (`--do_train
+    --per_device_train_batch_size=1`: ROLL's mcore_adapter examples, read as a Megatron-LM launch of argparse
+    defaults; MLPerf's RNN-T reference, `--optimizer sgd --batch_size 2`). Megatron-LM spells its options with dashes
+    (2 of its 876 have an underscore, after a dash)."""
     found = {a.value.split("=", 1)[0] for a in args if a.value and mlm_flags.is_mlm_flag(a.value)}
     if not found:
         return False
-    if found - _SHARED_WITH_HF:
+    if found - _SHARED_WITH_OTHERS:
         return True
     return not any(a.value and _UNDERSCORE_OPTION.match(a.value) for a in args)
 
