@@ -165,13 +165,13 @@ _BRIDGE_CONFIG = "megatron/bridge/training/config.py"
 
 
 def container_sections(texts) -> dict[str, Section]:
-    """{section: Section} for the sections of the tree's Megatron Bridge ConfigContainer (one @dataclass of that
-    name in Bridge's megatron/bridge/training/config.py) that are annotated with one class (`dist: DistributedInitConfig`: not Optional, not a union, so
-    no recipe puts another class there) whose every field offlint can read: the class and each dataclass it derives
-    from are defined in the tree, found through the defining module's own classes and its imports (Bridge's
-    `DistributedInitConfig(MTrainDistributedInitConfig)` derives from Megatron-LM's `megatron/training/config.py`,
-    found in a checkout's `3rdparty/Megatron-LM`). A class with a base offlint cannot read is left out: its fields
-    are not all known. `texts`: (path, text) pairs of the tree's Python files."""
+    """{section: Section} for the sections of the tree's Megatron Bridge ConfigContainer (one @dataclass of that name in
+    Bridge's megatron/bridge/training/config.py) that are annotated with one class (`dist: DistributedInitConfig`: not
+    Optional, not a union, so no recipe puts another class there) whose every field offlint can read: the class and each
+    dataclass it derives from are defined in the tree, found through the defining module's own classes and its imports
+    (Bridge's `DistributedInitConfig(MTrainDistributedInitConfig)` derives from Megatron-LM's
+    `megatron/training/config.py`, found in a checkout's `3rdparty/Megatron-LM`). A class with a base offlint cannot
+    read is left out: its fields are not all known. `texts`: (path, text) pairs of the tree's Python files."""
     pairs = [(path, text) for path, text in texts if text]
     # (Bridge's own module: NVIDIA-NeMo/Nemotron's forks keep a stand-in ConfigContainer of a few fields in
     # kit/megatron_stub.py, which nothing imports; their YAML files are applied to Bridge's)

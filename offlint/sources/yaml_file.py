@@ -35,8 +35,8 @@ TOP_LEVEL_KEYS = ("mixed_precision",)
 _OTHER_SECTIONS = frozenset(keys.OTHER_BRIDGE_SECTIONS) - {*OVERRIDE_SECTIONS, *TOP_LEVEL_KEYS}
 # (or Megatron-LM's flags: a SkyPilot task's `ray job submit -- python3 train.py --num-layers 8 ...`)
 _COMMAND_HINT = re.compile(r"run_recipe\.py|train\.sh|pretrain_\w+\.py|torchrun|setup_experiment\.py|"
-                           r"run_script\.py|torch\.distributed\.run|"
-                           r"--(?:tensor|pipeline)-model-parallel-size\b|--num-layers\b|--(?:micro|global)-batch-size\b")
+                           r"run_script\.py|torch\.distributed\.run|--(?:tensor|pipeline)-model-parallel-size\b|"
+                           r"--num-layers\b|--(?:micro|global)-batch-size\b")
 # What a YAML file that gives a unit holds somewhere in its text: a section key of an override file (override_unit),
 # a Megatron-LM test case's MODEL_ARGS (mlm_test_cases) or a launch command (command_strings). Searched before
 # parsing, and an over-approximation: a key at any depth, quoted or not.
