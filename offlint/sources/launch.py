@@ -261,11 +261,15 @@ def takes_no_iteration(words) -> bool:
     train_iters is 0 (with neither, the learning-rate scheduler raises 'either train-iters or train-samples should
     be provided.'): a Megatron-DeepSpeed fork's loss evaluations pass `--train-iters 0 --eval-iters 4`. A word
     offlint cannot read that may give either flag leaves it open (False)."""
-    return _whole(last_value(words, "--train-iters")) == 0 and _whole(last_value(words, "--train-samples")) in (None, 0)
+    return _count(last_value(words, "--train-iters")) == 0 and _count(last_value(words, "--train-samples")) in (None, 0)
 
 
-def _whole(value: str | None | Unknown) -> int | None | Unknown:
-    return int(value) if isinstance(value, str) and value.isdigit() else value if value is None else Unknown("")
+def _count(value: str | None | Unknown) -> int | None | Unknown:
+    """A count flag's value as argparse's `type=int` gives it: None where the flag is not given, Unknown where its
+    value is unknown or no plain integer."""
+    if value is None or isinstance(value, Unknown):
+        return value
+    return int(value) if value.isdigit() else Unknown(f"{value!r} is no plain integer")
 
 
 def last_value(words, flag: str) -> str | None | Unknown:
