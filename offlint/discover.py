@@ -1,7 +1,7 @@
 """Which files to lint: walk directories respecting .gitignore, and tell each file's kind.
 
-Kinds: "python" (.py), "yaml" (.yaml/.yml), "shell" (.sh/.bash/.sbatch/.slurm/.slrm, or no extension with a
-shell shebang). A file named explicitly that is none of these is an error (fail closed); inside a walked
+Kinds: "python" (.py), "yaml" (.yaml/.yml), "shell" (.sh/.bash/.sbatch/.slurm/.slrm, or no extension or .job with
+a shell shebang). A file named explicitly that is none of these is an error (fail closed); inside a walked
 directory it is skipped. Only regular files are linted: a walk never follows a symbolic link and never opens a
 FIFO, socket or device (one named explicitly is an error); what it cannot read is reported, never skipped.
 """
@@ -28,6 +28,9 @@ DEFAULT_EXCLUDE = (*sorted(SKIP_DIRS), "*.egg-info")
 EXTENSIONS = {".py": "python", ".yaml": "yaml", ".yml": "yaml", ".sh": "shell", ".bash": "shell",
               ".sbatch": "shell", ".slurm": "shell", ".slrm": "shell"}  # (.slrm: the Kempner Institute's Slurm jobs)
 SHELLS = (b"sh", b"bash", b"zsh", b"dash", b"ksh")
+# Extensions whose files are shell scripts where their #! line says so, as files with none are: `.job` (SURF's
+# Snellius Slurm jobs; HTCondor's submit descriptions are named so too)
+SHEBANG_EXTENSIONS = frozenset({".job"})
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def kind_of(path: Path) -> str | None:
     kind = EXTENSIONS.get(path.suffix.lower())
     if kind:
         return kind
-    if path.suffix == "":
+    if path.suffix == "" or path.suffix.lower() in SHEBANG_EXTENSIONS:
         try:
             return "shell" if _shell_shebang(read_head(path, 200)) else None
         except ReadError:
@@ -167,8 +170,10 @@ def discover(paths: list[str], root: str | os.PathLike | None = None, exclusion:
             problems.append((raw, not_regular(info.st_mode)))
             continue
         kind = kind_of(Path(real))
-        if kind is None and Path(raw).suffix == "" and not _is_binary(Path(real)):
-            continue  # an extension-less text file without a shell #! line (LICENSE, Makefile): not ours
+        if kind is None and (Path(raw).suffix == "" or Path(raw).suffix.lower() in SHEBANG_EXTENSIONS) and \
+                not _is_binary(Path(real)):
+            continue  # an extension-less text file without a shell #! line (LICENSE, Makefile; a .job that is not a
+            # script, pre-commit's pattern naming it): not ours
         if kind is None:
             problems.append((raw, "not a Python, YAML or shell file: offlint reads .py, .yaml, .yml, .sh and "
                                   "shell scripts with a #! line"))
@@ -300,9 +305,10 @@ def _walk_now(root: str, exclusion: Exclusion, record: dict[str, list] | None = 
             dot = name.rfind(".")
             extension = name[dot:] if dot > 0 and (name[0] != "." or name[:dot].strip(".")) else ""
             kind = extensions.get(extension) or extensions.get(extension.lower())
-            if (kind is None and extension) or excluded(directory, name) or (specs and _ignored(below + name, specs)):
+            if (kind is None and extension and extension.lower() not in SHEBANG_EXTENSIONS) or \
+                    excluded(directory, name) or (specs and _ignored(below + name, specs)):
                 continue
-            if kind is None:  # no extension: a shell script when its #! line says so
+            if kind is None:  # no extension (or .job): a shell script when its #! line says so
                 try:
                     if record is not None:
                         _note_file(record, below + name, entry.path)

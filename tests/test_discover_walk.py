@@ -98,3 +98,16 @@ def test_slurm_jobs_are_shell_scripts_by_any_of_their_usual_extensions(tmp_path)
         (tmp_path / name).write_text("#!/bin/bash\n#SBATCH --nodes=1\nsrun python train.py\n")
     assert {below: kind for below, kind, _ in _walk(tmp_path)} == {"a.sbatch": "shell", "b.slurm": "shell",
                                                                    "c.slrm": "shell"}
+
+
+def test_a_job_file_is_a_shell_script_when_its_first_line_says_so(tmp_path):
+    """SURF's Snellius launches are `*.job` files (a helper's sweep: five Megatron-LM launches, none read, and
+    `offlint check x.job` refused the file as no shell script). `.job` names other schedulers' files too (an
+    HTCondor submit description), so, as for a file with no extension, its #! line decides."""
+    (tmp_path / "train.job").write_text("#!/bin/bash\n#SBATCH --nodes=1\nsrun python pretrain_gpt.py\n")
+    (tmp_path / "condor.job").write_text("executable = train.sh\nqueue\n")
+    assert {below: kind for below, kind, _ in _walk(tmp_path)} == {"train.job": "shell"}
+    assert discover.kind_of(tmp_path / "train.job") == "shell" and discover.kind_of(tmp_path / "condor.job") is None
+    # named (pre-commit's pattern names every .job): the script is read, the submit description passed over
+    files, problems = discover.discover([str(tmp_path / "train.job"), str(tmp_path / "condor.job")], root=tmp_path)
+    assert [(Path(f.path).name, f.kind) for f in files] == [("train.job", "shell")] and problems == []
