@@ -860,19 +860,16 @@ def _decided(test: ast.expr, argument: Callable[[str], object]) -> bool | None:
     the argument NAME (`argument(NAME)`: a literal, None where the launch's value is not known); None otherwise."""
     if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.left, ast.Attribute):
         return None
-    value = argument(test.left.attr)
-    right = test.comparators[0]
-    literals = [right] if isinstance(right, ast.Constant) else \
-        list(right.elts) if isinstance(right, (ast.List, ast.Tuple, ast.Set)) else []
-    if value is None or not literals or not all(isinstance(e, ast.Constant) for e in literals):
+    op, right = type(test.ops[0]), test.comparators[0]
+    if op in (ast.Eq, ast.NotEq) and isinstance(right, ast.Constant):
+        literals = [right.value]
+    elif op in (ast.In, ast.NotIn) and isinstance(right, (ast.List, ast.Tuple, ast.Set)) and \
+            all(isinstance(e, ast.Constant) for e in right.elts):
+        literals = [e.value for e in right.elts]
+    else:
         return None
-    found = value in [e.value for e in literals]
-    op = type(test.ops[0])
-    if op in (ast.Eq, ast.In) and (op is ast.In or len(literals) == 1):
-        return found
-    if op in (ast.NotEq, ast.NotIn) and (op is ast.NotIn or len(literals) == 1):
-        return not found
-    return None
+    value = argument(test.left.attr)
+    return None if value is None else (value in literals) == (op in (ast.Eq, ast.In))
 
 
 def _calls(body: list[ast.stmt]):

@@ -275,13 +275,12 @@ def _count(value: str | None | Unknown) -> int | None | Unknown:
 def last_value(words, flag: str) -> str | None | Unknown:
     """The text the last `flag` among a command's `words` (Unit.script_args) gives it (None where none does; Unknown
     where its value cannot be read, or a word that may give the flag is unreadable)."""
+    opaque: list[int] = []  # the unreadable words that are no flag's value (`--load ${LOAD}`'s is one), as mlm_unit
+    mlm_flags.read_flags([word for word, *_ in words], opaque)  # reads them for Unit.opaque_words
     value: str | None | Unknown = None
     for i, (word, _, flags) in enumerate(words):
         if word is None:
-            before = words[i - 1][0] if i else None
-            valued = before is not None and before.startswith("--") and "=" not in before and \
-                mlm_flags.takes_value(before)  # (`--load ${LOAD}`: that flag's value, no flag of its own)
-            if not valued and (flags is None or flag in flags):
+            if i in opaque and (flags is None or flag in flags):
                 value = Unknown(f"a word of the launch offlint cannot read may give {flag}")
             continue
         name, equals, inline = word.partition("=")

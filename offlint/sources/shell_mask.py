@@ -30,7 +30,6 @@ _ROUNDS = 8  # parse, mask what the errors point into, parse again: a few rounds
 _BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
 _LONE_SLASH = re.compile(rb"(?<=[ \t])/(?=[ \t\n;&|)])")  # a word that is `/` alone
 _EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)|`[ \t\n]*`")  # `$()`, `$( )`, "``", "`" on two lines
-_BREAK = b" \t\n;&|()<>"  # what ends a word before or after an empty substitution
 # A word at a line's start beginning with `{` and more than it (a template's `{{ sbatch_cmds }}`, `{x`), or with `[[`
 # and no blank after it (a job template's `[[EXTRA_SBATCH_ARGS]]`): a command name to bash, which reserves `{` alone
 # and opens a test at `[[` only before a blank; tree-sitter-bash (0.25) opens a group or a test and refuses the script
@@ -210,9 +209,8 @@ def _blankable(data: bytes, start: int, end: int) -> bool:
     """Whether blanking the empty command substitution at [start, end) leaves the words bash reads: it is glued to
     a word on one side at most (`echo``, `X=$()`; `a$()b` is one word, blanked it would be two) and, where it
     spans lines, stands alone at its command's end (blanked, its line break would end the command early)."""
-    glued_before = start > 0 and data[start - 1:start] not in _BREAK
-    after = data[end:end + 1]
-    glued_after = after != b"" and after not in _BREAK
+    glued_before = start > 0 and chr(data[start - 1]) not in _WORD_END
+    glued_after = end < len(data) and chr(data[end]) not in _WORD_END
     if b"\n" in data[start:end]:
         return not glued_before and re.match(rb"[ \t]*(?:[\n;&|#]|\Z)", data[end:]) is not None
     return not (glued_before and glued_after)
