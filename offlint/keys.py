@@ -26,6 +26,49 @@ OTHER_BRIDGE_SECTIONS = (
     "inprocess_restart", "validation", "mtp", "distill", "env_vars", "tensor_inspect",
 )
 
+CONTAINER_SECTIONS = frozenset(("model", "optimizer", "ddp", *OTHER_BRIDGE_SECTIONS))
+# ConfigContainer's names no other program's config is known to use: one of them set makes a set of keys Bridge's
+_ONLY_BRIDGES = ("comm_overlap", "env_vars", "mixed_precision")
+
+
+def bridge_shaped(top_levels: list[list[str]], assigned: list[str]) -> bool:
+    """Whether keys set together (an override file's, a command's `key=value` words) are Megatron Bridge's
+    ConfigContainer rather than another program's config with a `model` section of its own. `top_levels`: the
+    top-level names of each document (a YAML file may hold several); `assigned`: the dotted keys set.
+
+    Bridge's when, in every document, at least as many top-level names are ConfigContainer's sections as are not,
+    and at least as many of the `model`, `optimizer` and `ddp` keys are fields of Bridge's configs (of any
+    megatron-core release offlint knows, or Bridge's providers) or near-misses of them (typos, OFL003's to report) as
+    are neither (a Bridge fork's own provider fields among them); where a document has exactly as many top-level
+    names of its own as sections, field names must be at least as many as anything else (near-misses are no
+    evidence then). A key of a name only Bridge has (an environment variable, comm_overlap, mixed_precision), or a
+    top-level setting, makes them Bridge's."""
+    tie = False  # as many top-level names of another program's as of ConfigContainer's sections
+    for names in top_levels:
+        ours = sum(name in CONTAINER_SECTIONS for name in names)
+        if ours < len(names) - ours:
+            return False
+        tie = tie or ours == len(names) - ours
+    known = other = typos = 0
+    for key in assigned:
+        section, _, name = key.partition(".")
+        if section in CONTAINER_SECTIONS and section not in _ONLY_BRIDGES and section not in _FIELD_SECTIONS:
+            continue  # (their names are no evidence either way: the top level's count was)
+        if not name or section not in _FIELD_SECTIONS:
+            return True
+        if name in known_fields(section):
+            known += 1
+        elif closest_field(key):
+            typos += 1
+        else:
+            other += 1
+    # (at a tie near-misses are no evidence: NeMo Framework Launcher's conversion configs, `run` beside a `model`
+    # of their own whose `model_parallel_size` and `vocab_file` are near-misses, gave 7 false OFL003)
+    return known >= other + typos if tie else known + typos >= other
+
+
+_FIELD_SECTIONS = ("model", "optimizer", "ddp")  # (comm_overlap's fields are in no data offlint ships: any counts)
+
 
 @dataclass(frozen=True)
 class Key:

@@ -18,6 +18,7 @@ NEMO_RUN = ("import nemo_run as run\nfrom nemo.collections import llm\n\n"
 WITH_HYDRA = ("from megatron.bridge.training.utils.omegaconf_utils import parse_hydra_overrides\n\n"
               "def main(overrides):\n    return parse_hydra_overrides(None, overrides)\n")
 LAUNCH = "python {script} resume.restore_config.path=/ckpt/model_name=0--val_loss=1.2-last/ trainer.max_steps=10\n"
+BRIDGE_LAUNCH = "python {script} checkpoint.load=/ckpt/model_name=0--val_loss=1.2-last/ train.train_iters=10\n"
 
 
 def _errors(tmp_path, monkeypatch, files: dict[str, str]) -> list[str]:
@@ -34,7 +35,7 @@ def test_a_script_of_the_tree_with_its_own_parser_is_no_parse_error(tmp_path, mo
 @pytest.mark.parametrize("files", [
     {"train.py": WITH_HYDRA, "go.sh": LAUNCH.format(script="train.py")},  # the tree's script parses with Hydra
     {"go.sh": LAUNCH.format(script="scripts/training/run_recipe.py")},  # a Bridge entry point
-    {"go.sh": LAUNCH.format(script="/opt/other/train.py")},  # a script offlint cannot read
+    {"go.sh": BRIDGE_LAUNCH.format(script="/opt/other/train.py")},  # a script offlint cannot read, Bridge's keys
 ])
 def test_one_that_hydra_parses_is(tmp_path, monkeypatch, files):
     errors = _errors(tmp_path, monkeypatch, files)
@@ -78,3 +79,33 @@ def test_hydra_s_config_options_name_the_application_s_own_config(tmp_path, monk
     result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
     assert result.errors == []
     assert [f.code for f in result.findings] == reported
+
+
+FOUNDRY = ("composer train/train.py train/yamls/pretrain/mpt-125m.yaml model.n_layers=12\n",  # its YAML first
+           "python -m composer --nproc=8 train/train.py \"$YAML\" model.d_model=768 model.n_layers=12 model.n_heads=12 "
+           "variables.run_name=x train_loader.num_workers=8 global_train_batch_size=256\n",  # its keys' shape
+           LAUNCH.format(script="/opt/other/train.py"))  # NeMo-Run's `resume`, `trainer`, its `=` inside a value
+
+
+@pytest.mark.parametrize("launch", FOUNDRY, ids=["yaml-first", "keys-shape", "nemo-run"])
+def test_an_unreadable_script_s_arguments_shaped_as_another_program_s_are_its_own(tmp_path, monkeypatch, launch):
+    """TrustLLM's launch repository (a helper's sweep, session 43) runs LLM Foundry, `composer train/train.py
+    $YAML model.n_layers=...`, its script outside the tree: MPT's config names layers n_layers, and offlint had read
+    the words as Megatron Bridge's overrides (OFL003 error: did you mean model.num_layers?). A script offlint cannot
+    read given a YAML file first, or `key=value` words not shaped like ConfigContainer's (keys.bridge_shaped), sets
+    a config of its own; one whose words are Bridge's is still checked."""
+    write_tree(tmp_path, {"go.sh": launch})
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert result.errors == [] and result.findings == []
+
+
+@pytest.mark.parametrize("launch", [
+    "python /opt/Megatron-Bridge/examples/pretrain.py model.num_layer=12 train.train_iters=10\n",
+    "python /opt/Megatron-Bridge/examples/pretrain.py --config-file ours.yaml model.num_layer=12\n",
+])
+def test_an_unreadable_script_given_bridge_s_keys_is_checked(tmp_path, monkeypatch, launch):
+    write_tree(tmp_path, {"go.sh": launch})
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert [(f.code, "model.num_layers" in f.message) for f in result.findings] == [("OFL003", True)]

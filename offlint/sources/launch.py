@@ -14,6 +14,7 @@ import posixpath
 import re
 from dataclasses import dataclass, replace
 
+from offlint import keys
 from offlint.sources import entry_scripts, hydra, mlm_flags, perf_env, perf_flags, perf_scripts
 from offlint.types import (BELOW, KEY_DEFAULT, Assignment, Defaults, Layer, Location, OneOf, Source, Unit, UnitKind,
                            Unknown)
@@ -97,10 +98,10 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             unit.launch_gpus = launcher_world_size(argv[:script_index])
             return _in_image(opened(unit, env_open), image)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
-        hydra_syntax, own_config = _hydra_reading(project, location.path, values[script_index] or "", script)
+        hydra_syntax, own_config = _hydra_reading(project, location.path, values[script_index] or "", script, rest)
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside,
-                           hydra_syntax, own_config or _config_flag(rest))
+                           hydra_syntax, own_config)
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         elif not unit.launch_gpus:  # (a performance launch's is its -ng)
@@ -925,25 +926,50 @@ _HYDRA_PARSING = re.compile(r"\bhydra\b|from_dotlist|parse_hydra_overrides")
 _HYDRA_APP = re.compile(r"@hydra\.main\s*\([^)]*\bconfig_name\s*=")
 
 
-def _hydra_reading(project, launch_path: str, script_word: str, script: str) -> tuple[bool, str]:
+def _hydra_reading(project, launch_path: str, script_word: str, script: str, args: list[Arg]) -> tuple[bool, str]:
     """How the launched script reads its `key=value` arguments, from its code where it is a script of the tree:
 
     - whether with Hydra's grammar, so that one Hydra refuses stops the launch: Bridge's entry points, and a script
-      of the tree whose code shows it (_HYDRA_PARSING); a script offlint cannot read is taken to. A script of the
-      tree that does not (a NeMo-Run `run.cli.main` command line, which splits at the first `=`) had made its
-      launcher 'cannot parse', exit 2;
-    - where it is a Hydra application with a config of its own (`@hydra.main(..., config_name=...)`), the file and
-      line of that decorator ("" otherwise): its arguments override that config, not a Megatron Bridge
-      ConfigContainer (rllm's cookbooks pass `model.lora_rank=32` to such apps, which OFL003 called a misspelt
-      Bridge field)."""
-    if script in HYDRA_ENTRY_POINTS or script in perf_flags.PERF_SCRIPTS or project is None:
+      of the tree whose code shows it (_HYDRA_PARSING); a script offlint cannot read is taken to, but where its
+      arguments are another program's (_others_config). A script of the tree that does not (a NeMo-Run
+      `run.cli.main` command line, which splits at the first `=`) had made its launcher 'cannot parse', exit 2;
+    - whose config they set, where it is not Megatron Bridge's ConfigContainer ("" where it is): a Hydra
+      application's own (`@hydra.main(..., config_name=...)`, or Hydra's options naming one on the command line),
+      or, unless the script's code applies them with Bridge's parse_hydra_overrides, another program's by the shape
+      of its arguments (_others_config). rllm's cookbooks pass `model.lora_rank=32` to such apps, which OFL003 called
+      a misspelt Bridge field."""
+    if script in HYDRA_ENTRY_POINTS or script in perf_flags.PERF_SCRIPTS:
         return True, ""
-    path = entry_scripts.script_path(script_word, launch_path, lambda candidate, near: project.text(candidate))
-    if path is None:
-        return True, ""
-    text = project.text(path) or ""
-    found = _HYDRA_APP.search(text) if "hydra" in text else None
-    return bool(_HYDRA_PARSING.search(text)), f"{path}:{text.count(chr(10), 0, found.start()) + 1}" if found else ""
+    path = None if project is None else entry_scripts.script_path(
+        script_word, launch_path, lambda candidate, near: project.text(candidate))
+    text = None if path is None else project.text(path) or ""
+    found = _HYDRA_APP.search(text) if text and "hydra" in text else None
+    if found:
+        return bool(_HYDRA_PARSING.search(text)), \
+            f"the script's own Hydra config ({path}:{text.count(chr(10), 0, found.start()) + 1})"
+    given = _config_flag(args)
+    others = "" if given or (text and "parse_hydra_overrides" in text) else _others_config(args)
+    own = f"the script's own Hydra config ({given})" if given else others
+    return (bool(_HYDRA_PARSING.search(text)) if text is not None else not others), own
+
+
+def _others_config(args: list[Arg]) -> str:
+    """Why a script's `key=value` arguments set another program's config rather than Megatron Bridge's ("" where
+    nothing says so): its first argument is a YAML file it loads itself (Bridge's scripts take `--config-file`), or
+    the keys are not shaped like a ConfigContainer's (keys.bridge_shaped). LLM Foundry's `composer train/train.py
+    mpt-125m.yaml model.n_layers=12 variables.run_name=x` sets MPT's own config (a helper's sweep: TrustLLM's
+    launch repository), where OFL003 had called n_layers a misspelt model.num_layers and exit 1."""
+    first = args[0].value if args else None
+    if first and first.endswith((".yaml", ".yml")) and not first.startswith("-") and "=" not in first:
+        return f"the script's own config (`{args[0].text}`, a YAML file it is given first)"
+    words = [_override_key(a.value if a.value is not None else a.text) for a in args
+             if (a.value is None and "=" in a.text and not a.text.lstrip("\"'").startswith("-"))
+             or (a.value and hydra.looks_like_override(a.value))]
+    tops = list(dict.fromkeys(key.partition(".")[0] for key in words if key))
+    if not tops or keys.bridge_shaped([tops], words):
+        return ""
+    theirs = [name for name in tops if name not in keys.CONTAINER_SECTIONS]
+    return f"the script's own config ({', '.join(f'`{name}`' for name in theirs[:3])}: no Megatron Bridge sections)"
 
 
 # Hydra's own options choosing the config an application composes (`--config-name`, `--config-path`, `--config-dir`)
@@ -970,7 +996,7 @@ def _override_key(text: str) -> str:
 def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg], location: Location,
                 env_known: bool, perf_launch=None, context: str = "", hydra_syntax: bool = True,
                 own_config: str = "") -> Unit:
-    """A launch taking `key=value` overrides. `own_config`: where the script declares a Hydra config of its own
+    """A launch taking `key=value` overrides. `own_config`: whose config they set where it is not Megatron Bridge's
     (_hydra_reading): its overrides are that config's keys, not read as Megatron Bridge's."""
     layer = Layer("command line")
     recipe = ""
@@ -1036,7 +1062,7 @@ def _hydra_unit(name: str, script: str, args: list[Arg], env: dict[str, EnvArg],
     unit = Unit(name=name + shown, kind=UnitKind.COMMAND, location=location,
                 layers=layers, launches_training=True, env_known=env_known)
     reason = (f"set by recipe `{recipe}`, which is not in the linted files" if recipe
-              else f"the script's own Hydra config ({own_config}), not Megatron Bridge's" if own_config
+              else f"{own_config}, not Megatron Bridge's" if own_config
               else "set by the recipe this command runs")
     if perf_launch is not None and perf_launch.refused:
         reason = f"{script} refuses this command: {perf_launch.refused}"

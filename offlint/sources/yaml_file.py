@@ -217,12 +217,8 @@ def override_unit(path: str, roots) -> Unit:
 
 def is_bridges(roots, unit: Unit) -> bool:
     """Whether an override file (is_override_file; `unit`, its override_unit) is Megatron Bridge's rather than
-    another program's configuration with a `model:` section of its own: at least as many of its top-level keys are
-    ConfigContainer's sections (`train`, `checkpoint`, ...) as are not, and at least as many of its `model`,
-    `optimizer` and `ddp` keys are fields of Bridge's configs (of any megatron-core release offlint knows, or
-    Bridge's providers) or near-misses of them (typos, OFL003's to report) as are neither (a Bridge fork's own
-    provider fields among them), or, where the top level has exactly as many keys of its own as sections, field
-    names at least as often as anything else. An environment variable or a top-level setting makes it Bridge's.
+    another program's configuration with a `model:` section of its own, by the shape of its keys
+    (keys.bridge_shaped).
 
     Others' files had given false findings: verl's sft_trainer.yaml (top level `data`, `model`, `optim`, `trainer`;
     `model: {partial_pretrain, fsdp_config, lora_rank, ...}`: OFL003 took lora_rank for a typo of q_lora_rank),
@@ -232,34 +228,9 @@ def is_bridges(roots, unit: Unit) -> bool:
     none of their 59 override files has a top-level key outside ConfigContainer's, and 57% of their section keys
     or more are fields; on NeMo, verl, Automodel and NeMo-Aligner, 757 of 761 files have more top-level keys of
     their own."""
-    tie = False  # as many top-level keys of another program's as of ConfigContainer's sections
-    for root in roots:
-        if isinstance(root, yaml.MappingNode):
-            names = [k.value for k, _ in root.value if isinstance(k, yaml.ScalarNode)]
-            ours = sum(name in _CONTAINER_SECTIONS for name in names)
-            if ours < len(names) - ours:
-                return False
-            tie = tie or ours == len(names) - ours
-    known = other = typos = 0
-    for assignment in unit.all_assignments():
-        section, _, name = assignment.key.partition(".")
-        if section in _OTHER_SECTIONS:  # (their names are no evidence either way: the top level's count was)
-            continue
-        if not name or section not in _FIELD_SECTIONS:
-            return True
-        if name in keys.known_fields(section):
-            known += 1
-        elif keys.closest_field(assignment.key):
-            typos += 1
-        else:
-            other += 1
-    # (at a tie near-misses are no evidence: NeMo Framework Launcher's conversion configs, `run` beside a `model`
-    # of their own whose `model_parallel_size` and `vocab_file` are near-misses, gave 7 false OFL003)
-    return known >= other + typos if tie else known + typos >= other
-
-
-_CONTAINER_SECTIONS = frozenset(("model", "optimizer", "ddp", *keys.OTHER_BRIDGE_SECTIONS))
-_FIELD_SECTIONS = ("model", "optimizer", "ddp")  # (comm_overlap's fields are in no data offlint ships: any counts)
+    names = [[k.value for k, _ in root.value if isinstance(k, yaml.ScalarNode)]
+             for root in roots if isinstance(root, yaml.MappingNode)]
+    return keys.bridge_shaped(names, [assignment.key for assignment in unit.all_assignments()])
 
 
 def yaml_layer(path: str, roots) -> Layer:
