@@ -1,9 +1,10 @@
 """Which files to lint: walk directories respecting .gitignore, and tell each file's kind.
 
 Kinds: "python" (.py), "yaml" (.yaml/.yml), "shell" (.sh/.bash/.sbatch/.slurm/.slrm, or no extension or .job with
-a shell shebang). A file named explicitly that is none of these is an error (fail closed); inside a walked
-directory it is skipped. Only regular files are linted: a walk never follows a symbolic link and never opens a
-FIFO, socket or device (one named explicitly is an error); what it cannot read is reported, never skipped.
+a shell shebang; a makefile's is make's comment). A file named explicitly that is none of these is an error (fail
+closed); inside a walked directory it is skipped. Only regular files are linted: a walk never follows a symbolic
+link and never opens a FIFO, socket or device (one named explicitly is an error); what it cannot read is reported,
+never skipped.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ SHELLS = (b"sh", b"bash", b"zsh", b"dash", b"ksh")
 # Extensions whose files are shell scripts where their #! line says so, as files with none are: `.job` (SURF's
 # Snellius Slurm jobs; HTCondor's submit descriptions are named so too)
 SHEBANG_EXTENSIONS = frozenset({".job"})
+# make's build files: make reads a `#!/bin/sh` first line as a comment, and runs no file as a script (OpenManus-RL's
+# vendored planner, a helper's sweep: "cannot parse shell script", exit 2)
+MAKE_FILES = frozenset({"makefile", "Makefile", "GNUmakefile"})
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ def kind_of(path: Path) -> str | None:
     kind = EXTENSIONS.get(path.suffix.lower())
     if kind:
         return kind
-    if path.suffix == "" or path.suffix.lower() in SHEBANG_EXTENSIONS:
+    if (path.suffix == "" or path.suffix.lower() in SHEBANG_EXTENSIONS) and path.name not in MAKE_FILES:
         try:
             return "shell" if _shell_shebang(read_head(path, 200)) else None
         except ReadError:
@@ -305,8 +309,8 @@ def _walk_now(root: str, exclusion: Exclusion, record: dict[str, list] | None = 
             dot = name.rfind(".")
             extension = name[dot:] if dot > 0 and (name[0] != "." or name[:dot].strip(".")) else ""
             kind = extensions.get(extension) or extensions.get(extension.lower())
-            if (kind is None and extension and extension.lower() not in SHEBANG_EXTENSIONS) or \
-                    excluded(directory, name) or (specs and _ignored(below + name, specs)):
+            if (kind is None and (extension and extension.lower() not in SHEBANG_EXTENSIONS or name in MAKE_FILES)) \
+                    or excluded(directory, name) or (specs and _ignored(below + name, specs)):
                 continue
             if kind is None:  # no extension (or .job): a shell script when its #! line says so
                 try:

@@ -111,3 +111,16 @@ def test_a_job_file_is_a_shell_script_when_its_first_line_says_so(tmp_path):
     # named (pre-commit's pattern names every .job): the script is read, the submit description passed over
     files, problems = discover.discover([str(tmp_path / "train.job"), str(tmp_path / "condor.job")], root=tmp_path)
     assert [(Path(f.path).name, f.kind) for f in files] == [("train.job", "shell")] and problems == []
+
+
+def test_a_makefile_with_a_shell_first_line_is_no_shell_script(tmp_path):
+    """OpenManus-RL vendors a planner whose `makefile` starts with `#!/bin/sh` (a helper's sweep): make reads the line
+    as a comment, and offlint read the file as a shell script and stopped on its rules ("cannot parse shell script",
+    exit 2 for the whole tree). A script with no extension is still read by its #! line."""
+    for name in ("makefile", "Makefile", "GNUmakefile"):
+        (tmp_path / name).write_text("#!/bin/sh\nall: main.o\n.c.o:; $(CC) -c $(CFLAGS) $<\n")
+    (tmp_path / "launch").write_text("#!/bin/bash\nsrun python pretrain_gpt.py\n")
+    assert {below: kind for below, kind, _ in _walk(tmp_path)} == {"launch": "shell"}
+    assert discover.kind_of(tmp_path / "makefile") is None
+    files, problems = discover.discover([str(tmp_path / "Makefile")], root=tmp_path)
+    assert files == [] and problems == []
