@@ -24,7 +24,9 @@ def _launches(script: str) -> list[tuple[str, int]]:
                                     "apptainer exec --nv -B .:/workspace image.sif python3",
                                     "sudo -E torchrun --nproc_per_node 4",
                                     # (GCP's GPU recipes: `nice -10 python ...`; `nice python` was read already)
-                                    "nice -10 python", "nice -n 10 torchrun --nproc_per_node 4"])
+                                    "nice -10 python", "nice -n 10 torchrun --nproc_per_node 4",
+                                    # (IBM LSF's launcher, Summit's: a helper's sweep, session 44)
+                                    "jsrun --nrs 12 --tasks_per_rs 1 --gpu_per_rs 1 python", "jsrun -n 2 -a 1 python3"])
 def test_a_launch_behind_a_command_that_runs_it_is_read(prefix):
     assert _launches(f"#!/bin/bash\n{prefix} {FLAGS}\n") == [("pretrain_gpt.py", 2)]
 

@@ -40,6 +40,9 @@ def _check(tmp_path: Path, script: str, strict: bool = False):
     "deepspeed --force_multi --num_gpus 8",
     "deepspeed --hostfile hosts --num_gpus 8",  # the hostfile's hosts decide: not known
     "deepspeed --hostfile hosts --num_nodes $NODES",
+    # (no hostfile: DeepSpeed's default, /job/hostfile, the only way 16 nodes run; Megatron-DeepSpeed's curriculum
+    # learning example, in eleven forks a helper's sweep read)
+    "deepspeed --num_nodes 16 --num_gpus 8",
 ])
 def test_a_launch_that_may_run_on_several_nodes_does_not_know_its_ranks_allocator_options(tmp_path, launcher):
     assert _check(tmp_path, f"{launcher} {FLAGS}") == []
@@ -52,6 +55,7 @@ def test_a_launch_that_may_run_on_several_nodes_does_not_know_its_ranks_allocato
     "deepspeed -H hosts --include node1:0,1,2,3",
     "deepspeed --no_ssh --hostfile hosts --num_nodes 2 --node_rank 0",
     "deepspeed --num_nodes $NODES --num_gpus 8",  # no hostfile: more than one node is refused
+    "deepspeed --num_nodes 1 --num_gpus 8",
 ])
 def test_a_local_launch_runs_with_the_scripts_environment(tmp_path, launcher):
     found = _check(tmp_path, f"{launcher} {FLAGS}")
@@ -91,6 +95,8 @@ def test_a_variable_a_launcher_sets_reaches_the_launch(tmp_path, launch):
     f"env -i PATH=/usr/bin torchrun {FLAGS}",
     f"mpirun -np 16 -x $EXTRA python {FLAGS}",
     f"uv run --env-file .env torchrun {FLAGS}",
+    f"jsrun -n 2 -E PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python {FLAGS}",  # (its options are not read)
+    f"jsrun -n 2 --env_no_propagate python {FLAGS}",
 ])
 def test_a_launcher_that_may_withhold_or_set_any_variable_leaves_them_open(tmp_path, launch):
     assert _check(tmp_path, launch) == []
@@ -100,6 +106,7 @@ def test_a_launcher_that_may_withhold_or_set_any_variable_leaves_them_open(tmp_p
     f"env NCCL_DEBUG=INFO torchrun --nproc-per-node 8 {FLAGS}",
     f"mpirun -np 16 -x PATH python {FLAGS}",
     f"srun --export=ALL,NCCL_DEBUG=INFO python {FLAGS}",
+    f"jsrun --nrs 12 --tasks_per_rs 1 python {FLAGS}",
     f"echo hi\n#SBATCH --export=ALL,PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\ntorchrun {FLAGS}",  # (ignored)
 ])
 def test_a_launcher_that_sets_other_variables_leaves_the_finding(tmp_path, launch):

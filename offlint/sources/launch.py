@@ -26,7 +26,8 @@ _CONFIG_FILE_FLAGS = ("--config-file", "--config_file")
 # (ft_launcher: nvidia-resiliency-ext's fault-tolerant torchrun, with torchrun's options and its own --ft-*)
 LAUNCHERS = ("torchrun", "ft_launcher", "uv", "uvx", "srun", "mpirun", "deepspeed", "accelerate", "env", "exec",
              "nohup", "time", "numactl", "nsys", "timeout", "stdbuf", "taskset", "ray", "sudo", "singularity",
-             "apptainer", "nice")  # (`nice -10 python ...`: an option of its own before the command)
+             "apptainer", "nice", "jsrun")  # (`nice -10 python ...`: an option of its own before the command)
+# (jsrun: IBM LSF's launcher, Summit's; `jsrun --nrs 12 --tasks_per_rs 1 python pretrain_gpt.py ...`)
 # Commands that print or inspect their words rather than run them: a launcher named after one is no launch. Any
 # other first word before a launcher (`numarun torchrun ...`, a cluster's own wrapper; `$WRAPPER python ...`) is
 # taken to run the rest (_script_index).
@@ -366,6 +367,9 @@ def launcher_environment(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
                                    if (w.value or "") == "--env-file" or (w.value or "").startswith("--env-file=")), "")
         elif launcher == "sudo":
             found, why = _sudo_settings(rest), ""
+        elif launcher == "jsrun":  # (`-E NAME=VALUE`, `--env_no_propagate`, ...: its options are not read one by one)
+            found, why = {}, next((f"`jsrun {w.text}` may set or withhold variables" for w in rest
+                                   if (w.value or "").startswith("-") and (w.value == "-E" or "env" in w.value)), "")
         else:
             continue
         given.update(found)
@@ -501,8 +505,9 @@ def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg]) -> tup
     MLFLOW, and the lines of `.deepspeed_env` in the home and working directories, not the other variables the script
     exports. A multi-node Megatron-DeepSpeed fork sets PYTORCH_CUDA_ALLOC_CONF in its committed `.deepspeed_env`:
     OFL301 had called 63 of its launches' allocator option unset. A run is multi-node with `--force_multi`,
-    `--num_nodes` 2 or more, or an `--include` of two hosts (`a@b`) from a `--hostfile`; local (the launching shell's
-    environment) with `--no_ssh`, one node or host, or no hostfile (its default, /job/hostfile, is taken as absent);
+    `--num_nodes` 2 or more (without a `--hostfile`, from its default, /job/hostfile), or an `--include` of two hosts
+    (`a@b`) from a `--hostfile`; local (the launching shell's environment) with `--no_ssh`, one node or host, or no
+    hostfile otherwise (its default is then taken as absent);
     otherwise (a hostfile whose hosts are not known) it may be either, and its variables are not known either way."""
     at = next((i for i, word in enumerate(words) if posixpath.basename(word.value or "") == "deepspeed"), None)
     if at is None:
@@ -540,7 +545,10 @@ def _deepspeed_multi_node(given: dict[str, str | None]) -> bool | None:
     if "--force_multi" in given:
         return True
     if "--hostfile" not in given and "-H" not in given:
-        return False  # (its default, /job/hostfile, taken as absent: more than one node is then refused)
+        # Its default, /job/hostfile, is taken as absent, where more than one node is refused ("Num nodes is >1 but
+        # no extra nodes available via hostfile"): a literal `--num_nodes 16` runs only where that file is there
+        nodes = given.get("--num_nodes") or ""
+        return nodes.strip().isdigit() and int(nodes) > 1
     nodes = given.get("--num_nodes", "")
     if nodes is None:
         return None

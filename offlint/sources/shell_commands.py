@@ -837,7 +837,7 @@ _NO_PAYLOAD = frozenset({"eval", "echo", "printf", "logger"})  # (eval reads its
 
 # Launchers that start their program on each rank: `srun ... bash FILE`; torchrun's kind only with --no-python
 # (else it runs `python bash ...`)
-_RANK_LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec"})
+_RANK_LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec", "jsrun"})
 _PYTHON_LAUNCHERS = frozenset({"torchrun", "ft_launcher"})
 
 
