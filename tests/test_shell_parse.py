@@ -757,6 +757,20 @@ def test_an_empty_command_substitution_glued_to_a_word_is_no_parse_error():
     assert result.errors, "glued on both sides: blanking would split the word, so it is not masked"
 
 
+def test_a_command_substitution_holding_a_comment_alone_is_no_parse_error():
+    """NVIDIA's GenerativeAIExamples (a helper's sweep) comments each line of a continued command with
+    `` `# note` ``: bash reads the comment inside the substitution, which expands to nothing, and `bash -n` accepts
+    it; tree-sitter-bash (0.25) read the `#` to the line's end, lost the closing backtick, and the run ended with
+    exit 2. The command's words are read as bash reads them."""
+    result = parse_shell("torchrun pretrain_gpt.py \\\n    --num-layers 4        `# the model's depth` \\\n"
+                         "    --lr 1e-4 `#` \\\n    --pipeline-model-parallel-size 3\n")
+    assert result.errors == []
+    assert values(_command_of(result, "torchrun")) == ["torchrun", "pretrain_gpt.py", "--num-layers", "4", "--lr",
+                                                        "1e-4", "--pipeline-model-parallel-size", "3"]
+    result = parse_shell("echo a`# note`b\n")
+    assert result.errors, "glued on both sides: blanking would split the word, so it is not masked"
+
+
 def test_a_for_loop_without_in_and_do_on_its_line_is_no_parse_error():
     """`for arg do ... done` loops over the positional parameters (POSIX; Gradle's wrapper script, in a repository
     a helper swept): bash accepts it, tree-sitter-bash (0.25) refused it and the run ended with exit 2. The loop is

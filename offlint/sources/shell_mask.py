@@ -7,8 +7,9 @@ expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts
 `for ((...))` header (NeMo RL's tools), a base prefix in arithmetic (`$((10#$N))`), globs with quoted spaces
 or extglobs in `[[ ]]` (issues 321, 246), the root directory as a test's operand (`[ -w / ]`, read as a
 division: radixark/miles' CI host setup), an empty command substitution on lines of its own ("`" twice: a
-MindSpeed-LLM conversion script), a word at a line's start that begins with `{` (a Slurm template's
-`{{ sbatch_cmds }}`), a line continuation ending the file, `NAME=` closing a backtick substitution, an escaped
+MindSpeed-LLM conversion script) or holding a comment alone (`` `# note` `` after an option of a continued
+command), a word at a line's start that begins with `{` (a Slurm template's `{{ sbatch_cmds }}`), a line
+continuation ending the file, `NAME=` closing a backtick substitution, an escaped
 less-than in a single-bracket test and a template's `<placeholder>` as an assignment's value (`_odd_shapes`). Each,
 seen on real scripts, would otherwise make the whole script unreadable.
 
@@ -29,7 +30,10 @@ _ROUNDS = 8  # parse, mask what the errors point into, parse again: a few rounds
 
 _BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
 _LONE_SLASH = re.compile(rb"(?<=[ \t])/(?=[ \t\n;&|)])")  # a word that is `/` alone
-_EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)|`[ \t\n]*`")  # `$()`, `$( )`, "``", "`" on two lines
+# `$()`, `$( )`, "``", "`" on two lines, and a backtick substitution holding a comment alone (`# note`), which
+# comments one line of a command continued over several (bash reads the comment inside the substitution; its `#`
+# hides the closing backtick from tree-sitter-bash 0.25: NVIDIA's GenerativeAIExamples, a helper's sweep)
+_EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)|`[ \t\n]*`|`[ \t]*#[^`\n]*`")
 # A word at a line's start beginning with `{` and more than it (a template's `{{ sbatch_cmds }}`, `{x`), or with `[[`
 # and no blank after it (a job template's `[[EXTRA_SBATCH_ARGS]]`): a command name to bash, which reserves `{` alone
 # and opens a test at `[[` only before a blank; tree-sitter-bash (0.25) opens a group or a test and refuses the script
@@ -577,7 +581,10 @@ class _Spans:
                 if ctx == "bq":
                     stack.pop()
                 else:
-                    self._note_empty(s, i, ctx)
+                    end = self._note_empty(s, i, ctx)
+                    if end is not None:  # (nothing inside to read: a comment's `'` opens no quote)
+                        i = end
+                        continue
                     stack.append(["bq", i, 0, -1])
                 i += 1
                 continue
@@ -650,10 +657,13 @@ class _Spans:
                 continue
             i += 1
 
-    def _note_empty(self, s: str, i: int, ctx: str) -> None:
+    def _note_empty(self, s: str, i: int, ctx: str) -> int | None:
+        """Note the empty substitution starting at `i`, if one does: its end, else None."""
         found = _EMPTY_SUBSTITUTION.match(s, i) if ctx != "dq" else None
-        if found is not None:
-            self.empty.append(found.span())
+        if found is None:
+            return None
+        self.empty.append(found.span())
+        return found.end()
 
     @staticmethod
     def _ansi_c_end(s: str, i: int) -> int:
