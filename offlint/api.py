@@ -17,14 +17,14 @@ from offlint.cache import Cache, Deferred, FileOutcome, digest, fingerprint
 from offlint.call_records import merge_moves
 from offlint.discover import Exclusion, SourceFile, discover
 from offlint.pipeline import Job
-from offlint.linking import Aliases, link_commands
+from offlint.linking import Aliases, launch_callers, link_commands
 from offlint.reading import text_or_error
 from offlint.relocation import Unmovable, relocate
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
 from offlint.source_files import FileRead
 from offlint.tree_keys import tree_section_findings, without_tree_fields
-from offlint.types import Defaults, FileError, Finding, Location, Severity, UnitKind
+from offlint.types import Defaults, FileError, Finding, Location, Severity, Unit, UnitKind
 from offlint.versions import DetectedVersion, Version, detect_version, nested_checkout_version
 from offlint.warm_start import WarmStart, remembered
 
@@ -168,7 +168,8 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
             own.update(id(f) for f in outcome.findings)
     # the `import X as Y` of the reads' Python files (the same files after decoding)
     aliases = made[0] if made else Aliases(reads)
-    keys, kept = _linked_kept(reads, deferred, cache, targets, aliases)
+    callers = launch_callers(reads)  # (launch commands are never deferred: every call's reading is here)
+    keys, kept = _linked_kept(reads, deferred, cache, targets, aliases, callers)
     if deferred:
         reads = _decode_linked(reads, deferred, findings, {unit.recipe for unit, key, _ in keys.values()
                                                              if key not in kept and unit.recipe}, aliases,
@@ -177,7 +178,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
             for _, later in deferred:
                 if later.again:
                     cache.read_again(later.path)
-    relaunched = {id(unit) for unit in link_commands(reads, errors, aliases)}
+    relaunched = {id(unit) for unit in link_commands(reads, errors, aliases, callers)}
     checkouts: dict[str, Version] = {}  # a nested Megatron-LM checkout's folder -> the megatron-core it is
     if relaunched:  # YAML files checked as their launches run them: their stored findings give way
         names = {(read.file.path, unit.name) for read in reads for unit in read.units if id(unit) in relaunched}
@@ -217,6 +218,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         findings = [f for f in findings if id(f) in own or _concerns(f, targets)
                     or (f.code == "OFL900" and f.unit in validated)]
         unit_count = len(target_units)
+    findings = _at_the_launch(findings, callers, reads)
     findings = without_tree_fields(findings, job.python_paths, lambda path: texts[path])
     findings = _dedupe(findings)
     findings = _apply_ignores(findings, reads, options, all_rules, selected, targets)
@@ -303,7 +305,8 @@ def _looked_up(named: set[str], defined: set[str], aliases: Aliases) -> set[str]
 
 
 def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]], cache: Cache | None,
-                 targets: set[str] | None, aliases: Aliases) -> tuple[dict[int, tuple], dict[str, list[Finding]]]:
+                 targets: set[str] | None, aliases: Aliases,
+                 callers: dict[Location, list[Unit]]) -> tuple[dict[int, tuple], dict[str, list[Finding]]]:
     """Launch commands whose findings, linked to the tree, can be kept from an earlier run: ({id of a command unit:
     (the unit, its key or None, the files the key names)}, {key: findings kept}). `link_commands` links a command
     to the recipe units of its name in the run's files, or, when none defines it, of the names the run's Python
@@ -311,7 +314,8 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
     stored payloads when those files are as stored (`Cache.exact`), or those payloads with their lines moved (an edit
     above a function they read: the findings are moved as the units are). So the key is the command's file, its
     place in that file's payload, and the files that define the recipes it may link to (none: it links to none),
-    each by its payload's digest; for an alias, the names it stands for. Not kept: commands of the target files
+    each by its payload's digest; for an alias, the names it stands for; and the call that runs its script, if
+    any (linking.launch_callers). Not kept: commands of the target files
     (their linked units are reported on), and those whose linking reads more of the tree (a --config-file YAML, an
     entry script, a functional test case's CI recipes, a performance launcher's environment)."""
     keys: dict[int, tuple] = {}
@@ -351,7 +355,8 @@ def _linked_kept(reads: list[FileRead], deferred: list[tuple[FileRead, Deferred]
             linked = [(path, payload(path)) for path in files]
             if any(found is None for _, found in linked):
                 continue
-            key = digest(repr((read.file.path, payload(read.file.path), index, unit.recipe, originals, linked)))
+            key = digest(repr((read.file.path, payload(read.file.path), index, unit.recipe, originals, linked,
+                               [caller.location for caller in callers.get(unit.location, ())])))
             keys[id(unit)] = (unit, key, [read.file.path, *files])
             found = cache.linked_findings(key) if targets is not None else None
             if found is not None:
@@ -429,10 +434,34 @@ def _pyproject_digest(root: Path) -> str:
     return digest(text) if text else ""
 
 
+def _at_the_launch(findings: list[Finding], callers: dict[Location, list[Unit]],
+                   reads: list[FileRead]) -> list[Finding]:
+    """A finding every call of a script reports of a launch the script writes (Finding.command_at) is that launch's
+    own: reported where the launch is written, as the script's own reading would (which is open: linking), and its
+    fix made there. One a call does not report (it runs the script in an older container, say) stays at each call
+    that does, its fix at the launch unsafe (fix.plan.is_safe): the other calls run the same command. So does one
+    whose launch the script's own reading does not see (`exec "$@"`: the caller's words are the launch)."""
+    if not callers:
+        return findings
+    seen = {unit.location for read in reads for unit in read.units
+            if unit.written_at is None and unit.location in callers}
+    reporting: dict[tuple, set[tuple[str, str]]] = {}
+    for f in findings:
+        if f.command_at in seen:
+            reporting.setdefault((f.code, f.command_at, f.message, f.possible), set()).add((f.unit_path, f.unit))
+    everyone = {key for key, units in reporting.items()
+                if units >= {(caller.location.path, caller.name) for caller in callers[key[1]]}}
+    return [replace(f, location=f.command_at, command_at=None)
+            if f.command_at in seen and (f.code, f.command_at, f.message, f.possible) in everyone else f
+            for f in findings]
+
+
 def _concerns(finding: Finding, targets: set[str]) -> bool:
     """When the paths name part of a project, a finding of a unit elsewhere is reported when it points into a
-    named file or draws a value from one (a unit of a named file is always reported)."""
-    return finding.location.path in targets or any(r.location.path in targets for r in finding.related)
+    named file, or to a launch one writes (a caller's, Finding.command_at), or draws a value from one (a unit of a
+    named file is always reported)."""
+    return finding.location.path in targets or any(r.location.path in targets for r in finding.related) \
+        or finding.command_at is not None and finding.command_at.path in targets
 
 
 def _validate(resolved_units, findings: list[Finding], all_rules: dict[str, Rule]) -> list[Finding]:
@@ -475,8 +504,8 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
         # (the passes of a launch in a `for` loop are one unit here: its findings name the launch, not a pass)
         group = [replace(f, unit=loop_passes.base_name(f.unit, f.passes)) if f.passes else f for f in group]
         names = sorted({f.unit for f in group})
-        first = group[0] if len(names) == 1 else min(group, key=lambda f: (f.command_at is not None,
-                                                                           f.unit_path != f.location.path, f.unit))
+        # (the script's own reading before a call's, whose place is the caller's: a fix goes where the launch is)
+        first = min(group, key=lambda f: (f.command_at is not None, f.unit_path != f.location.path, f.unit))
         others = tuple(name for name in names if name != first.unit)
         taken = loop_passes.taken([f.passes for f in group])
         out.append(replace(first, shared_with=others, passes=(),

@@ -70,6 +70,12 @@ def expand(targets: list[SourceFile], tree: Path, read_text, known_deps: dict[st
                 if path not in chosen:
                     chosen[path] = SourceFile(path, known[path], False)  # a launch's reading may use Python files
                     frontier.append(path)
+        # The scripts a changed script's reading went through (`bash worker.sh`): their own readings say where a
+        # launch it runs is written (api._at_the_launch), as in a check of the whole tree
+        for target in targets:
+            for path in known_deps.get(target.path, ()) if target.kind == "shell" else ():
+                if known.get(path) == "shell" and path not in chosen:
+                    chosen[path] = SourceFile(path, "shell", False)
     else:
         # Python files that may import what the targets (and, transitively, those files) define.
         frontier = [t.path for t in targets if t.kind == "python"]

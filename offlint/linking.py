@@ -34,10 +34,12 @@ _AS = re.compile(r"as\s")  # (a literal first: searched fast; the whitespace bef
 _WORD_CHAR = re.compile(r"\w")
 
 
-def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Aliases | None = None) -> list[Unit]:
+def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Aliases | None = None,
+                  callers: dict[Location, list[Unit]] | None = None) -> list[Unit]:
     """A launch command naming a recipe (or a YAML file) of the linted tree is checked on top of it. `aliases`: the
     reads' `import X as Y`, when the caller looked at them already. Returns the YAML units that took the
-    environment of the launches that run them (_take_launch_environment): their files' findings are checked again."""
+    environment of the launches that run them (_take_launch_environment): their files' findings are checked again.
+    `callers`: launch_callers(reads), when the caller worked it out already."""
     recipes: dict[str, list[Unit]] = {}
     recipes_in: dict[str, list[Unit]] = {}  # by file
     for read in reads:
@@ -57,10 +59,16 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 yaml_layers[Path(read.file.path).resolve()] = unit
     launched_by: dict[int, list[Unit]] = {}  # id(YAML unit) -> the launches that name it
     at_run_time: list[Unit] = []  # launches whose YAML file is chosen when they run
+    callers = launch_callers(reads) if callers is None else callers
     for read in reads:
         for unit in read.units:
             if unit.kind != UnitKind.COMMAND:
                 continue
+            if unit.written_at is None and unit.location in callers and not unit.env_open:
+                # a script the tree's scripts run: it runs in their environment (and container), and each call's
+                # reading of it is judged there; read alone, what it does not set is unknown
+                call = callers[unit.location][0].location
+                opened(unit, opened_because(f"{call.path} line {call.line} runs this script in its own environment"))
             base_layers: list[Layer] = []
             matches = recipes.get(unit.recipe, []) if unit.recipe else []
             if unit.recipe and not matches:
@@ -154,6 +162,20 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             unit.evaluates_only = unit.launches_training and _evaluates_only(unit)
     return [target for target in yaml_layers.values()
             if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)]
+
+
+def launch_callers(reads: list[FileRead]) -> dict[Location, list[Unit]]:
+    """The launches written in a script that other scripts of the tree run (`srun --container-image IMG bash
+    ci/train.sh`, `export X=1; bash train.sh`): where each is written -> the units of the calls reaching it, as
+    the callers' readings of it record (Unit.written_at). OpenGPTX's functional tests run their launch scripts only
+    from an sbatch whose container holds PyTorch 1.11; read alone, each got OFL301, whose fix would stop the job at
+    its first allocation (helpers' sweeps, sessions 41-44: 64 findings on 16 trees)."""
+    callers: dict[Location, list[Unit]] = {}
+    for read in reads:
+        for unit in read.units:
+            if unit.written_at is not None:
+                callers.setdefault(unit.written_at, []).append(unit)
+    return callers
 
 
 def _run_own_script(unit: Unit, script: Unit, parser: dict, path: str) -> None:

@@ -6,6 +6,9 @@ OFL301's safe fix would have broken them. Fixtures of our own, in those shapes."
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from offlint.sources.launch import container_image, image_torch
@@ -79,10 +82,44 @@ def test_a_newer_image_or_none_is_advised_and_a_2023_one_is_possible(tmp_path):
 
 def test_a_called_script_runs_in_its_callers_image(tmp_path):
     """The forks' sbatch scripts run their test scripts through the container: the launch read through the call
-    gets no advice; the test script run on its own (no image named) still does."""
+    gets no advice, and neither does the test script read alone, which runs in its callers' environment (a helper's
+    sweeps: 40 such findings on 10 Megatron-DeepSpeed forks, whose safe fix would have stopped the job). Before
+    session 44 the script alone was advised, as one run by hand."""
     (tmp_path / "worker.sh").write_text("#!/bin/bash\n" + LAUNCH + "\n")
     script = "srun --container-image nvcr.io/nvidia/pytorch:21.12-py3 bash worker.sh\n"
-    assert _ofl301(tmp_path, script) == [("worker.sh", 2, False)]
+    assert _ofl301(tmp_path, script) == []
+    assert _ofl301(tmp_path, "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nbash worker.sh\n") == []
+
+
+def _fix(tmp_path, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--mcore-version", "0.20.0", "--no-cache",
+                           "--fix", *args], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr
+    return done.stdout + done.stderr
+
+
+def test_a_called_script_s_launch_is_advised_where_every_call_lacks_the_option(tmp_path):
+    """Every caller runs the launch without the option: reported at the launch, its fix made there. The fix had been
+    made at the call, `bash PYTORCH_CUDA_ALLOC_CONF=... worker.sh`, which runs no script at all."""
+    (tmp_path / "worker.sh").write_text("#!/bin/bash\n" + LAUNCH + "\n")
+    assert _ofl301(tmp_path, "bash worker.sh\n") == [("worker.sh", 2, False)]
+    _fix(tmp_path)
+    assert (tmp_path / "train.sh").read_text() == "#!/bin/bash\nbash worker.sh\n"
+    assert (tmp_path / "worker.sh").read_text().startswith(
+        "#!/bin/bash\nPYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} torchrun ")
+
+
+def test_a_called_script_s_launch_is_advised_at_a_call_that_lacks_the_option_where_another_needs_it_so(tmp_path):
+    """One caller runs the script in a PyTorch 1.11 container, another bare: reported at the bare call. The fix goes
+    where the launch is written, which the container's call runs too: unsafe (--unsafe-fixes)."""
+    (tmp_path / "worker.sh").write_text("#!/bin/bash\n" + LAUNCH + "\n")
+    (tmp_path / "old.sh").write_text("srun --container-image nvcr.io/nvidia/pytorch:21.12-py3 bash worker.sh\n")
+    assert _ofl301(tmp_path, "bash worker.sh\n") == [("train.sh", 2, False)]
+    assert "1 hidden fix" in _fix(tmp_path)
+    assert (tmp_path / "worker.sh").read_text() == "#!/bin/bash\n" + LAUNCH + "\n"
+    _fix(tmp_path, "--unsafe-fixes")
+    assert (tmp_path / "train.sh").read_text() == "#!/bin/bash\nbash worker.sh\n"
+    assert (tmp_path / "worker.sh").read_text().startswith("#!/bin/bash\nPYTORCH_CUDA_ALLOC_CONF=")
 
 
 @pytest.mark.parametrize("flags", ["--use_hpu --distributed-backend=hccl", "--distributed-backend hccl"])

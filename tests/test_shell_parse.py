@@ -1210,25 +1210,39 @@ WORKER = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-s
 
 
 @pytest.mark.parametrize("wrapper, expected", [
-    # the wrapper adds nothing: the worker's own finding, which the wrapper's launch shares
-    ("set -e\nbash worker.sh\n", [("OFL301", "worker.sh", 2, ["pretrain_gpt.py at line 3"])]),
-    # the wrapper sets what the worker lacks: the worker's own run still lacks it
-    ("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nbash worker.sh\n", [("OFL301", "worker.sh", 2, [])]),
+    # the wrapper adds nothing: the launch's finding, where the worker writes it
+    ("set -e\nbash worker.sh\n", [("OFL301", "worker.sh", 2, [])]),
+    # the wrapper sets what the worker lacks: the worker runs in its environment (before session 44: the worker's
+    # own reading, taken for a run by hand, still lacked it)
+    ("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nbash worker.sh\n", []),
 ])
 def test_a_launch_a_called_script_writes_is_reported_once(tmp_path, wrapper, expected):
     """A wrapper that only runs `bash worker.sh` (a helper's third-party sweep) got an OFL301 of its own at the call,
-    beside the worker's at its torchrun: one launch, reported twice. A finding of the launch read through the call
-    that says what the worker's own says is that finding, shared with the wrapper's unit."""
+    beside the worker's at its torchrun: one launch, reported twice. The worker's own reading takes its environment
+    from its callers (open), and a finding every call reports is the launch's, where the worker writes it."""
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "worker.sh").write_text("#!/bin/bash\n" + WORKER)
     (tmp_path / "wrapper.sh").write_text("#!/bin/bash\n" + wrapper)
     found = [(f["code"], f["filename"], f["location"]["row"], f["shared_with"])
              for f in check_json(tmp_path, "--no-cache")]
     assert found == expected
-    # a pre-commit run of the wrapper alone still reports the launch, at the call
+    # a run of the wrapper alone, with no cache of the worker's reading, still reports the launch, at the call
     alone = check_json(tmp_path, "--no-cache", paths=("wrapper.sh",))
     expected_alone = [("wrapper.sh", 3)] if "set -e" in wrapper else []
     assert [(f["filename"], f["location"]["row"]) for f in alone] == expected_alone
+
+
+def test_a_run_of_one_script_with_the_cache_reports_a_called_launch_where_the_whole_tree_does(tmp_path):
+    """Pre-commit on the caller alone, or on the worker alone, with the cache of a run on the tree: the launch the
+    worker writes is reported at its own line, as the whole tree reports it (the worker's reading is chosen for the
+    caller's run: changed.expand)."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "worker.sh").write_text("#!/bin/bash\n" + WORKER)
+    (tmp_path / "wrapper.sh").write_text("#!/bin/bash\nset -e\nbash worker.sh\n")
+    where = [("worker.sh", 2)]
+    assert [(f["filename"], f["location"]["row"]) for f in check_json(tmp_path)] == where
+    for alone in ("wrapper.sh", "worker.sh"):
+        assert [(f["filename"], f["location"]["row"]) for f in check_json(tmp_path, paths=(alone,))] == where
 
 
 def test_a_template_placeholder_at_a_lines_start_is_a_command_that_opens_the_environment():

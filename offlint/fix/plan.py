@@ -65,9 +65,16 @@ def is_safe(autofix: AutoFix, finding: Finding) -> bool:
     written anywhere but on a command line. OFL202 removes a sub-setting its switch makes inert; in a recipe or a YAML
     file a launch may turn the switch on (Megatron Bridge's DeepSeek-V4 performance recipe sets
     `optimizer_offload_fraction = 1.0` for such runs, and its test asserts it), so there it is unsafe. The command
-    line is the last layer: a setting inert there stays inert."""
+    line is the last layer: a setting inert there stays inert. Nor is an edit of the command a called script
+    writes, for a finding at a call (Finding.command_at): the script's other callers run that command too, some
+    perhaps where the fix is wrong (OpenGPTX's tests run theirs in a PyTorch 1.11 container, which stops at the
+    first allocation on expandable_segments)."""
     if not autofix.safe:
         return False
+    if finding.command_at is not None and finding.command_at != finding.location and any(
+            change.path == finding.command_at.path and change.line == finding.command_at.line
+            for change in changes_for(finding, autofix)):
+        return False  # the called script's command: its other callers (another container, say) run it too
     if autofix.action == "remove":
         return all(key in finding.on_command_line for key, _ in finding.written if key in autofix.keys)
     return True
@@ -127,8 +134,10 @@ def _sibling(finding: Finding, key: str) -> Location | None:
 
 
 def _env(finding: Finding, name: str, option: str, append: bool) -> Change:
+    """Where the variable is written, else at the launch: where the command is written, for a launch in a script
+    another one runs (Finding.command_at; the finding is reported at the call, whose words are the caller's)."""
     key = f"env.{name}"
-    location = dict(finding.written).get(key, finding.location)
+    location = dict(finding.written).get(key, finding.command_at or finding.location)
     return _at(location, "env", key, name=name, option=option, append=append)
 
 
