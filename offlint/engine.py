@@ -224,6 +224,7 @@ def _unit_names(unit: Unit) -> dict:
             "launch_gpus": unit.launch_gpus, "checkout_flags": unit.checkout_flags,
             "deepspeed_pipeline": any(flag == "--deepspeed" for flag, *_ in unit.launch_flags),
             "container_image": unit.container_image, "pinned_torch": unit.pinned_torch,
+            "old_torch": unit.old_torch,
             "defaults": unit.defaults.value, "framework": unit.framework, "accelerator": unit.accelerator}
 
 

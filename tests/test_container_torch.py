@@ -165,3 +165,26 @@ def test_a_rocm_launchs_own_allocator_options_are_named_and_kept(tmp_path):
                             "--unsafe-fixes"], cwd=tmp_path, capture_output=True, text=True)
     assert "OFL301" in shown.stdout and "fixable" not in shown.stdout + shown.stderr
     assert _ofl301(tmp_path, f"export PYTORCH_HIP_ALLOC_CONF=expandable_segments:True\n{LAUNCH}\n") == []
+
+
+@pytest.mark.parametrize("clip_grads, reported", [
+    ("import torch\nfrom torch._six import inf\n", []),  # (PyTorch 2.0 removed torch._six: the job runs on 1.x)
+    ("try:\n    from torch._six import inf\nexcept ModuleNotFoundError:\n    from torch import inf\n",
+     [("train.sh", 2, False)]),  # (Megatron-DeepSpeed's forks: either PyTorch)
+])
+def test_no_advice_where_the_launchs_code_imports_what_pytorch_2_removed(tmp_path, clip_grads, reported):
+    """Zenodia's and TurkuNLP's Megatron-LM copies (a helper's sweep) import `inf` from torch._six at the top of
+    megatron/optimizer/clip_grads.py, which pretrain_gpt.py's imports reach: on PyTorch 2 the launch stops at the
+    import, on 1.x OFL301's fix stops it at the first allocation."""
+    files = {"pretrain_gpt.py": "from megatron.training import pretrain\n\nif __name__ == '__main__':\n    pretrain()\n",
+             "megatron/__init__.py": "",
+             "megatron/training.py": "from megatron.optimizer import get_optimizer\n\n\ndef pretrain():\n"
+                                     "    get_optimizer()\n",
+             "megatron/optimizer/__init__.py": "from .clip_grads import clip_grad_norm\n\n\ndef get_optimizer():\n"
+                                               "    return None\n",
+             "megatron/optimizer/clip_grads.py": clip_grads + "\n\ndef clip_grad_norm():\n    return inf\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert _ofl301(tmp_path, LAUNCH + "\n") == reported
+    assert _ofl301(tmp_path, LAUNCH + "\n", "--strict") == reported

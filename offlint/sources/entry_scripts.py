@@ -260,6 +260,20 @@ def _per_script(answer: Callable, script: str, launch_path: str, tree_text: Tree
     return parsed[key]
 
 
+# A module-level import of torch._six (at the line's start: not under a `try`, an `if` or a `def`), which PyTorch 2.0
+# removed: Megatron-LM's optimizer/clip_grads.py took `inf` from it until 2023
+_TORCH_SIX_IMPORT = re.compile(r"^(?:from[ \t]+torch\._six[ \t]+import|import[ \t]+torch\._six)\b", re.MULTILINE)
+
+
+def needs_old_torch(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> str:
+    """Where the entry `script`'s code runs only on a PyTorch before 2.0: it, or a module of the tree its top-level
+    imports reach (four imports deep), imports torch._six at its own top level ("FILE:LINE imports torch._six"); ""
+    otherwise (Megatron-DeepSpeed's forks import it in a `try`, with `from torch import inf` as the fallback).
+    Zenodia's and TurkuNLP's Megatron-LM copies (a helper's sweep) import it so: on PyTorch 2 their launches stop
+    at the import, and on PyTorch 1.x OFL301's fix stops them at the first allocation."""
+    return _per_script(_Reach.module_needs_old_torch, script, launch_path, tree_text, parsed, "")
+
+
 def patches_parser(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> bool:
     """Whether a module of the tree that the entry `script`'s top-level imports reach replaces Megatron-LM's
     parse_args (MindSpeed-LLM's megatron_adaptor registers a decorator for "megatron.training.arguments.parse_args"
@@ -338,6 +352,17 @@ class _Reach:
             return False
         return any(_PARSER_PATCH.search(self.tree_text(found, self.launch_path) or "")
                    for found in [path, *self._imports_reached(module, module.top_level)])
+
+    def module_needs_old_torch(self, path: str) -> str:
+        module = self._module(path)
+        if module is None:
+            return ""
+        for found in [path, *self._imports_reached(module, module.top_level)]:
+            text = self.tree_text(found, self.launch_path) or ""
+            match = _TORCH_SIX_IMPORT.search(text) if "torch._six" in text else None
+            if match:
+                return f"{found}:{text.count(chr(10), 0, match.start()) + 1} imports torch._six"
+        return ""
 
     def module_builds_optimizer(self, path: str) -> bool | str | None:
         self.calls = OPTIMIZER_CALLS
@@ -428,7 +453,20 @@ class _Reach:
         posttrain_gpt.py imports `mindspeed_llm`, whose `__init__` imports `mindspeed_llm.tasks.megatron_adaptor`,
         which imports torch_npu (two of its forks' NPU launches had been given the CUDA allocator's advice); a fork's
         posttrain_gpt.py reaches it four imports deep (launcher -> sft -> sft_trainer -> training.utils). A module
-        reached so is parsed for its top level; its whole tree is walked only if a call is followed into it."""
+        reached so is parsed for its top level; its whole tree is walked only if a call is followed into it. A
+        module's top level's are kept with the parsed modules: three questions of each script ask them."""
+        key = ("imports reached", module.path) if body is module.top_level else None
+        if key is not None and key in self.modules:
+            found, added = self.modules[key]
+            self.search_paths.extend(p for p in added if p not in self.search_paths)  # (as reading them adds)
+            return found
+        before = list(self.search_paths)
+        found = self._reached_files(module, body)
+        if key is not None:
+            self.modules[key] = found, [p for p in self.search_paths if p not in before]
+        return found
+
+    def _reached_files(self, module: _Module, body: list[ast.stmt]) -> list[str]:
         found = self._imported_files(module, body, every=True)
         level = found
         for _ in range(_IMPORT_DEPTH - 1):
