@@ -131,6 +131,14 @@ def test_no_advice_where_the_launchs_own_flags_choose_another_accelerator(tmp_pa
     assert _ofl301(tmp_path, f"{launch}\n") != []
 
 
+def test_the_backend_is_the_last_one_the_launch_passes(tmp_path):
+    """argparse keeps the last `--distributed-backend`: hccl before nccl runs on CUDA GPUs (the flags had been scanned
+    for the first)."""
+    launch = "deepspeed --num_gpus 8 pretrain_llama.py --deepspeed " + LAUNCH.partition("pretrain_gpt.py ")[2]
+    assert _ofl301(tmp_path, f"{launch} --distributed-backend hccl --distributed-backend nccl\n") != []
+    assert _ofl301(tmp_path, f"{launch} --distributed-backend nccl --distributed-backend=hccl\n") == []
+
+
 @pytest.mark.parametrize("pin, default, possible", [
     ("--find-links https://download.pytorch.org/whl/torch_stable.html\ntorch==2.0.0+cu118\n", [], True),
     ("torch<2.1\n", [], True),

@@ -245,14 +245,11 @@ def flags_accelerator(words) -> str:
     Habana's Megatron-DeepSpeed takes `--use_hpu`; HCCL, Habana's and Ascend's collective library, is a
     `--distributed-backend` only their PyTorch builds have (MLPerf v3.1's Gaudi Llama launches, code outside the tree,
     had been given OFL301)."""
-    values = [value for value, *_ in words]
-    for i, value in enumerate(values):
-        if value in ("--use_hpu", "--use-hpu"):
-            return f"Intel Gaudi HPUs: the launch passes {value}"
-        backend = value.partition("=")[2] if value and value.startswith("--distributed-backend=") else \
-            values[i + 1] if value == "--distributed-backend" and i + 1 < len(values) else None
-        if backend == "hccl":
-            return "Intel Gaudi HPUs or Ascend NPUs: the launch passes --distributed-backend hccl"
+    switch = next((value for value, *_ in words if value in ("--use_hpu", "--use-hpu")), None)
+    if switch is not None:
+        return f"Intel Gaudi HPUs: the launch passes {switch}"
+    if last_value(words, "--distributed-backend") == "hccl":  # (argparse keeps the last)
+        return "Intel Gaudi HPUs or Ascend NPUs: the launch passes --distributed-backend hccl"
     return ""
 
 
