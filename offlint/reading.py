@@ -127,18 +127,32 @@ def read_fd(fd: int, limit: int = MAX_BYTES, size: int = 0) -> bytes:
     return b"".join(chunks)
 
 
-def decode(data: bytes) -> str:
-    """The text of a file's bytes: UTF-8 (a BOM is dropped); ReadError for binary or other encodings."""
+def decode(data: bytes, other_comments: bool = False) -> str:
+    """The text of a file's bytes: UTF-8 (a BOM is dropped); ReadError for binary or other encodings.
+    `other_comments`: bytes of another encoding in comments alone are taken, each as U+FFFD (see read_text)."""
     if b"\0" in data:
         raise ReadError("binary file (contains NUL bytes); not a Python, YAML or shell file")
-    try:  # "utf-8-sig" (one leading BOM dropped, then UTF-8), without that codec's Python-level function
-        return (data[3:] if data.startswith(_BOM) else data).decode("utf-8")
+    data = data[3:] if data.startswith(_BOM) else data  # ("utf-8-sig", without that codec's Python-level function)
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", "replace") if other_comments else ""
+        if text and all("#" in line[:line.index("\ufffd")] for line in text.splitlines() if "\ufffd" in line):
+            return text
         raise ReadError(f"not UTF-8 text (invalid byte at offset {exc.start}); save it as UTF-8") from None
 
 
+# Files whose own readers refuse bytes that are not UTF-8 anywhere (PyYAML, tomllib, json): the others, Python and
+# shell, are taken with such bytes in their comments (decode)
+_STRICTLY_UTF8 = frozenset({".yaml", ".yml", ".toml", ".json"})
+
+
 def read_text(path: str | os.PathLike, limit: int = MAX_BYTES, follow_links: bool = False) -> str:
-    return decode(read_bytes(path, limit, follow_links))
+    """A file's text. A Python or shell file whose comments alone hold bytes of another encoding (a fork's GBK or
+    Latin-1 comments) is read, those bytes each U+FFFD: CPython compiles such a module when it imports it, and bash
+    never decodes a comment (SynerFuse's parallel_state.py, a helper's sweep: exit 2 for the whole tree)."""
+    return decode(read_bytes(path, limit, follow_links),
+                  other_comments=os.path.splitext(path)[1].lower() not in _STRICTLY_UTF8)
 
 
 def text_or_error(path: str) -> tuple[str, str]:

@@ -71,6 +71,25 @@ def test_garbage_gives_one_line_error_exit_2_and_other_files_still_checked(proje
     assert "OFL102" in result.stdout  # the good file was still checked and reported
 
 
+@pytest.mark.parametrize("name, comment", [
+    ("groups.py", "# r\u00e9partition des groupes\n".encode("latin-1")),
+    ("parallel_state.py", "# \u8fdb\u7a0b\u7ec4\n".encode("gbk")),
+    ("launch.sh", "#!/bin/bash\n# r\u00e9glages\n".encode("latin-1")),
+])
+def test_a_comment_in_another_encoding_is_read(project, name, comment):
+    """SynerFuse's parallel_state.py has GBK comments (a helper's sweep): CPython compiles the module when it imports
+    it, and bash never decodes a comment, but offlint refused the file as not UTF-8 and the tree's check ended with
+    exit 2. Such bytes in comments alone are read (as U+FFFD); in a string, or in a YAML file, they are still an
+    error (above; PyYAML refuses them anywhere)."""
+    (project / name).write_bytes(comment + b"x = 1\n")
+    result = run("check", name, "bad.py", cwd=project)
+    assert result.returncode == 1 and "error" not in result.stderr
+    assert "OFL102" in result.stdout
+    (project / "notes.yaml").write_bytes("# r\u00e9glages\nmodel: {}\n".encode("latin-1"))
+    result = run("check", "notes.yaml", "bad.py", cwd=project)
+    assert result.returncode == 2 and "not UTF-8" in result.stderr
+
+
 NEWER_F_STRING = b"""from megatron.bridge.training.config import ConfigContainer
 
 
