@@ -720,7 +720,8 @@ _DUPLICATE_SOURCES = (Source.YAML, Source.HYDRA, Source.MLM)
 
 def _written_together(unit: Unit, first: Location, then: Location) -> bool:
     """Whether a launch command's two words were written together: both on the command itself, or both in one
-    variable's assignment. A flag given in two variables, or in one and again on the command, is layered on purpose:
+    variable's assignment (an array's words keep their places there; a string's, split at its unquoted expansion,
+    are all at that expansion: Unit.expanded_at). A flag given in two variables, or in one and again on the command, is layered on purpose:
     a model's defaults array overridden by the run's own (THUDM/slime's `--moe-token-dispatcher-type alltoall` in
     its model file, then `flex` with DeepEP; 8 such OFL004 warnings). Other units' words are always together."""
     return unit.kind != UnitKind.COMMAND or _word_group(unit, first) == _word_group(unit, then)
@@ -729,6 +730,8 @@ def _written_together(unit: Unit, first: Location, then: Location) -> bool:
 def _word_group(unit: Unit, at: Location) -> object:
     if at.path != unit.location.path:
         return at.path, at.line
+    if at in unit.expanded_at:  # (a string variable's words, split where it is expanded: its assignment's)
+        return "expanded", at
     inside = [(end, start) for start, end in unit.assignment_spans if start <= (at.line, at.col) <= end]
     if inside:
         return min(inside)  # (the innermost: `A="$(B=1 ...)"`)

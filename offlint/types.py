@@ -265,6 +265,9 @@ class Unit:
     # Where the launch script's variable assignments lie, ((line, col), (line, col)) in its file: a flag given twice
     # from two of them (a model's defaults array, the run's overrides) is layered on purpose, not a slip (OFL004).
     assignment_spans: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = ()
+    # Where a launch's words that an unquoted expansion of a string splits into stand (`$MODEL_ARGS`: each of its
+    # words is at that expansion): the words of one expansion were written together, in its variable's assignment
+    expanded_at: tuple[Location, ...] = ()
     # Those its entry script's parser in the linked tree does not have (sources/mlm_arguments.py, applied when
     # commands are linked): (flag, where, the option it is closest to or "", the path it is given on or ""). Rule
     # OFL007.

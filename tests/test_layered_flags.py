@@ -31,6 +31,14 @@ MODEL = "MODEL_ARGS=(\n   --num-layers 4 --hidden-size 256 --num-attention-heads
     # twice on the command itself
     ("torchrun --nproc-per-node 8 pretrain_gpt.py --train-iters 10 --moe-token-dispatcher-type alltoall \\\n"
      "   --num-layers 4 --moe-token-dispatcher-type flex\n", True),
+    # a string variable, split where it is expanded, then the command (MindSpeed-LLM's longcat scripts, a helper's
+    # sweep: its words all stand at `$GPT_ARGS`, which had made them the command's own)
+    ('GPT_ARGS="\n   --num-layers 4\n   --moe-token-dispatcher-type alltoall\n"\n'
+     "torchrun --nproc-per-node 8 pretrain_gpt.py --train-iters 10 $GPT_ARGS --moe-token-dispatcher-type flex\n",
+     False),
+    # two string variables
+    ('GPT_ARGS="--num-layers 4 --moe-token-dispatcher-type alltoall"\nRUN_ARGS="--moe-token-dispatcher-type flex"\n'
+     "torchrun --nproc-per-node 8 pretrain_gpt.py --train-iters 10 $GPT_ARGS $RUN_ARGS\n", False),
 ])
 def test_a_flag_given_twice_is_reported_only_where_written_together(tmp_path, script, reported):
     write_tree(tmp_path, {"run.sh": "#!/bin/bash\n" + script, "models/moe.sh": MODEL})

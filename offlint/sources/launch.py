@@ -94,6 +94,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     if script.startswith("pretrain_") or _megatron_lm_flags(rest):
         if not any(a.value and hydra.looks_like_override(a.value) for a in rest):
             unit = mlm_unit(name, rest, env, location, trains_by_flags(script, rest), inside)
+            unit.expanded_at = _expanded_at(rest)
             unit.entry_script = values[script_index] or ""
             unit.script_args = tuple((a.value, a.location, a.flags) for a in rest)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
@@ -103,6 +104,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         unit = _hydra_unit(name, script, rest, env, location, env_known,
                            _perf_launch(project, location, values[script_index], script, rest), inside,
                            hydra_syntax, own_config)
+        unit.expanded_at = _expanded_at(rest)
         if script in perf_env.LAUNCHERS:
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         elif not unit.launch_gpus:  # (a performance launch's is its -ng)
@@ -122,6 +124,13 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         unit.entry_script = values[script_index] or ""
         return _in_image(opened(unit, env_open), image)
     return None
+
+
+def _expanded_at(args: list[Arg]) -> tuple[Location, ...]:
+    """Where the words an unquoted expansion splits into stand (Unit.expanded_at): a word whose flag or key its text
+    at that place does not spell (`--transformer-impl` at `$MODEL_ARGS`)."""
+    return tuple(dict.fromkeys(a.location for a in args if a.value and a.text
+                               and a.value.split("=", 1)[0] not in a.text))
 
 
 def _in_image(unit: Unit, image: str) -> Unit:
