@@ -321,8 +321,9 @@ def known_mlm_flags() -> frozenset[str]:
 
 
 @lru_cache(maxsize=None)
-def known_fields(section: str) -> frozenset[str]:
-    """Every field name of a section across all known megatron-core versions, plus the registry's."""
+def release_fields(section: str) -> frozenset[str]:
+    """Every field name of a section across all known megatron-core versions, plus the registry's and the Bridge
+    provider fields listed here: the fields a misspelt key is said to be meant for (closest_field)."""
     names = {k.split(".", 1)[1] for k in KEYS if k.startswith(section + ".")}
     for data in _data_files().values():
         names.update(data["sections"].get(section, {}))
@@ -330,11 +331,35 @@ def known_fields(section: str) -> frozenset[str]:
     return frozenset(names)
 
 
+@lru_cache(maxsize=None)
+def known_fields(section: str) -> frozenset[str]:
+    """release_fields, plus every field Megatron Bridge's own config dataclasses add (_bridge_fields): the names
+    that are no typo. Not suggested for one: 376 provider fields, many of them short and alike (`kd_config`), would
+    turn another program's keys (`fsdp_config`) into near misses."""
+    return release_fields(section) | frozenset(_bridge_fields().get(section, ()))
+
+
+@lru_cache(maxsize=None)
+def _bridge_fields() -> dict[str, list[str]]:
+    """The fields Megatron Bridge's own config dataclasses add, by section (data/bridge-provider-fields.json,
+    scripts/dump_bridge_provider_fields.py): a recipe repository that imports Bridge writes them without the tree
+    holding their classes. {} where the file is missing."""
+    try:
+        entry = resources.files("offlint") / "data" / "bridge-provider-fields.json"
+        return json.loads(entry.read_text(encoding="utf-8"))["sections"]
+    except (FileNotFoundError, ModuleNotFoundError, NotADirectoryError):
+        return {}
+
+
+# The sections whose keys OFL003 judges by the fields of every known release (unknown_field)
+JUDGED_SECTIONS = ("model", "optimizer", "ddp")
+
+
 def unknown_field(key: str) -> bool:
     """Whether `key` names a field of model, optimizer or ddp (one level down) that no section of any known
     megatron-core release or Bridge provider has: what OFL003 judges (conditions/settings.is_known_key)."""
     section, _, field_name = key.partition(".")
-    return section in ("model", "optimizer", "ddp") and bool(field_name) and "." not in field_name \
+    return section in JUDGED_SECTIONS and bool(field_name) and "." not in field_name \
         and field_name not in known_fields(section)
 
 
@@ -362,7 +387,7 @@ def closest_field(key: str) -> str:
     (difflib, cutoff 0.8). Once per key in a process: a tree writes the same unknown key in many places (Megatron
     Bridge's `model.hf_id` 23 times), each a different assignment to OFL003, and difflib takes 0.5 ms a key."""
     section, _, field_name = key.partition(".")
-    if section not in ("model", "optimizer", "ddp"):
+    if section not in JUDGED_SECTIONS:
         return ""
     close = difflib.get_close_matches(field_name, could_be_close(section, field_name), n=1, cutoff=0.8)
     return f"{section}.{close[0]}" if close else ""
@@ -389,7 +414,7 @@ def could_be_close(section: str, name: str) -> list[str]:
 def _fields_by_length(section: str) -> tuple[list[str], list[int], list[int], str]:
     """The section's fields ordered by length, their lengths, where each starts in the newline-joined text, and
     that text."""
-    fields = sorted(known_fields(section), key=lambda name: (len(name), name))
+    fields = sorted(release_fields(section), key=lambda name: (len(name), name))
     starts = [0]
     for name in fields:
         starts.append(starts[-1] + len(name) + 1)

@@ -71,9 +71,12 @@ def test_hydra_s_config_options_name_the_application_s_own_config(tmp_path, monk
     """NeMo 1's `megatron_gpt_pretraining.py --config-name=megatron_gpt_config.yaml model.max_position_embeddings=
     2048`, its script outside the tree (a helper's sweep: a cluster's workflow repository): Hydra's options naming
     the config the application composes say its overrides are that config's keys; OFL003 had called
-    max_position_embeddings a misspelt Bridge field and its fix would have renamed it."""
+    max_position_embeddings a misspelt Bridge field and its fix would have renamed it. (That name is a field of some
+    Bridge providers, known to offlint since it reads their fields: the case below writes NeMo 1's
+    `model.rotary_percentage`, which no Bridge or megatron-core class has, one letter pair from rotary_percent.)"""
     launch = (f"python /opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py {options} "
-              "trainer.devices=8 model.encoder_seq_length=2048 model.max_position_embeddings=2048\n")
+              "trainer.devices=8 model.encoder_seq_length=2048 model.max_position_embeddings=2048 "
+              "model.rotary_percentage=0.5\n")
     write_tree(tmp_path, {"go.sh": launch})
     monkeypatch.chdir(tmp_path)
     result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))

@@ -2,7 +2,9 @@
 Bridge's FluxProvider has `in_channels` (f565adb82's Flux override YAML sets it), one letter from `kv_channels`, and
 OFL003 called it a typo with a rename to `kv_channels`. The tree's provider and config classes are read for their
 fields (sources/tree_config_fields.py) and OFL003 leaves alone the keys they define or may mean (tree_keys.py).
-Fixtures of our own, in the shapes Bridge writes."""
+Fixtures of our own, in the shapes Bridge writes; their provider's field is `kw_channels`, a name Bridge does not
+have, since Bridge's own provider fields are known to offlint whatever the tree holds (data/bridge-provider-fields.json:
+a recipe repository that imports Bridge writes them too)."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ class ModelProviderMixin(abc.ABC, Generic[ModelT]):
 
 @dataclass
 class ImageProvider(TransformerConfig, ModelProviderMixin[object]):
-    in_channels: int = 64
+    kw_channels: int = 64
     num_layer: ClassVar[int] = 0  # a ClassVar is no field
     "a docstring-like string"
 
@@ -54,12 +56,12 @@ class DistributedDataParallelConfig(MCoreDistributedDataParallelConfig):
 
 @dataclass
 class Unrelated:
-    in_channelz: int = 0
+    kw_channelz: int = 0
 '''
 
 OVERRIDE = '''
 model:
-  in_channels: 64
+  kw_channels: 64
   kn_channels: 64
   latent_channels: 8
   kv_chanels: 128
@@ -74,10 +76,10 @@ ddp:
 def test_the_fields_of_the_trees_config_dataclasses_by_section():
     tree = fields_by_section([("pkg/providers.py", PROVIDERS), ("pkg/broken.py", "@dataclass\nclass X(Y:\n"),
                               ("pkg/none.py", None)])
-    assert tree["model"] == {"in_channels", "latent_channels"}  # num_layer: a ClassVar; NotADataclass's: none
+    assert tree["model"] == {"kw_channels", "latent_channels"}  # num_layer: a ClassVar; NotADataclass's: none
     assert tree["ddp"] == {"param_name_patterns_for_fp32_local_accumulation"}
     assert "optimizer" not in tree
-    assert "in_channelz" not in set().union(*tree.values())  # a dataclass of no config section
+    assert "kw_channelz" not in set().union(*tree.values())  # a dataclass of no config section
 
 
 def test_a_base_followed_through_the_tree_by_name_gives_the_section():
@@ -136,16 +138,16 @@ def test_a_pre_commit_run_on_the_yaml_file_reads_the_tree(tree):
 def test_a_field_removed_from_the_provider_is_unknown_again(tree):
     assert 3 not in _unknown_keys(check_json(tree))
     provider = tree / "pkg" / "providers.py"
-    provider.write_text(PROVIDERS.replace("    in_channels: int = 64\n", ""))
+    provider.write_text(PROVIDERS.replace("    kw_channels: int = 64\n", ""))
     found = _unknown_keys(check_json(tree, paths=("conf/override.yaml",)))
-    assert found[3] == "model.in_channels is not a config field" and found[4] == "model.kn_channels is not a config field"
+    assert found[3] == "model.kw_channels is not a config field" and found[4] == "model.kn_channels is not a config field"
     assert _unknown_keys(check_json(tree)) == found
 
 
 def test_the_unsafe_rename_is_not_offered_for_a_field_of_the_tree(tree):
     override = tree / "conf" / "override.yaml"
-    override.write_text("model:\n  in_channels: 64\n  tensor_model_paralel_size: 2\n")
+    override.write_text("model:\n  kw_channels: 64\n  tensor_model_paralel_size: 2\n")
     done = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--mcore-version", "0.20.0", "--fix",
                            "--unsafe-fixes", "--no-cache"], cwd=tree, capture_output=True, text=True)
     assert done.returncode in (0, 1), done.stderr
-    assert override.read_text() == "model:\n  in_channels: 64\n  tensor_model_parallel_size: 2\n"
+    assert override.read_text() == "model:\n  kw_channels: 64\n  tensor_model_parallel_size: 2\n"

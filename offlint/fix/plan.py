@@ -146,7 +146,7 @@ def unambiguous_suggestion(key: str) -> str:
     sec, _, field = key.lstrip("+~").partition(".")
     if sec not in ("model", "optimizer", "ddp") or not field:
         return ""
-    known = sorted(keys.known_fields(sec))
+    known = sorted(keys.release_fields(sec))  # (the fields closest_field suggests)
     close = difflib.get_close_matches(field, known, n=2, cutoff=0.8)
     if not close:
         return ""

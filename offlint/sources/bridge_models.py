@@ -23,7 +23,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from offlint.keys import known_fields
+from offlint.keys import release_fields
 from offlint.scope import nearest
 
 # The recipe's call on the AutoBridge -> the bridge method that builds what it returns.
@@ -142,7 +142,7 @@ class _Reader(ParsedModules):
             return {}
         where = f"set by {class_name}.{method} at {path}"
         out: dict[str, Setting] = {}
-        fields = known_fields("model")
+        fields = release_fields("model")
         for statement in function.body:
             if _is_super_call(statement, returned, method):
                 out = dict(self.base_settings(path, module, cls, method, depth) or {})
@@ -171,7 +171,7 @@ class _Reader(ParsedModules):
             return out
         if _hands_on(statement, name):  # `setattr(provider, k, v)`, `_tune(provider)`: any key may change
             return {}
-        fields = known_fields("model")
+        fields = release_fields("model")
         out = dict(out)
         for key, value in _literal_sets(statement, name):
             if value is _NOT_LITERAL or key not in fields:
