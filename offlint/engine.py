@@ -552,12 +552,12 @@ _ASSIGNMENT_VERDICTS: dict[tuple[str, ...], dict[tuple, tuple]] = {}
 _PER_UNIT = object()
 
 
-def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: tuple[Source, ...],
+def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: dict[str, tuple[Source, ...]],
                          checks: dict[str, tuple]) -> dict[str, list[Finding]]:
     """The findings of each assignment-scope rule on the assignments the unit itself writes (as they act on the
-    version), in one pass over them: each assignment looks up the verdicts of every rule at once. `sources`: those
-    of the assignments a rule may fire on (_firing_sources), the others skipped; `checks`: each rule's checks with
-    their guards (_Plan.assignment_checks)."""
+    version), in one pass over them: each assignment looks up the verdicts of every rule at once. `sources`: per
+    kind of write, the sources of the assignments a rule may fire on (_firing_sources), the others skipped;
+    `checks`: each rule's checks with their guards (_Plan.assignment_checks)."""
     out: dict[str, list[Finding]] = {rule.code: [] for rule in rules}
     memo = _ASSIGNMENT_VERDICTS.setdefault(tuple(out), {})
     version = resolved.version
@@ -566,7 +566,7 @@ def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: tup
         if layer.inherited:
             continue
         for written in layer.assignments:
-            if written.source not in sources:
+            if written.source not in sources[written.op]:
                 continue
             assignment = written
             if type(written.value) is ByVersion:  # (for_version's test without isinstance's __class__ look-up)
@@ -605,20 +605,26 @@ def _as_written(assignment: Assignment) -> Assignment:
     return assignment
 
 
-def _firing_sources(rules: list[Rule], version) -> tuple[Source, ...]:
-    """The sources of the assignments on which one of the assignment-scope `rules` may fire: each check's guards on
-    `source` (_guards: `source in ("hydra", "yaml")`, `source == "hydra"`) rule out the others, whatever the
-    assignment and the unit (the spelling rules are about YAML and command lines; most assignments of a tree are
-    Python). A check without such a guard may fire on any."""
-    out = []
+# The kinds of write an assignment is (Assignment.op)
+_OPS = ("set", "add", "force", "delete")
+
+
+def _firing_sources(rules: list[Rule], version) -> dict[str, tuple[Source, ...]]:
+    """For each kind of write (Assignment.op), the sources of the assignments of that kind on which one of the
+    assignment-scope `rules` may fire: each check's guards on `source` and `op` (_guards: `source in ("hydra",
+    "yaml")`, `source == "python" and op == "add"`) rule out the others, whatever the assignment and the unit (the
+    spelling rules are about YAML, command lines and a Python write of an attribute no config class has; most
+    assignments of a tree are Python writes of fields). A check without such a guard may fire on any. Keyed by
+    the kind, a string, and holding tuples: asked once per assignment, by a subscript and an identity test in C."""
+    firing: dict[str, list[Source]] = {op: [] for op in _OPS}
     for source in Source:
-        names = {"source": source.value}
         for rule in rules:
-            if any(not _guarded_out(tuple(g for g in _guards(check.condition) if g[0] == "source"), None, names)
-                   for check in rule.checks_for(version)):
-                out.append(source)
-                break
-    return tuple(out)
+            for check in rule.checks_for(version):
+                guards = tuple(g for g in _guards(check.condition) if g[0] in ("source", "op"))
+                for op in _OPS:
+                    if source not in firing[op] and not _guarded_out(guards, None, {"source": source.value, "op": op}):
+                        firing[op].append(source)
+    return {op: tuple(sources) for op, sources in firing.items()}
 
 
 # The names an assignment-scope condition sees besides the unit's keys (_names'), which one assignment as written

@@ -26,17 +26,46 @@ if TYPE_CHECKING:
 CODE = "OFL003"
 
 
+# The words of OFL003's check of a Python write (its message), which this module tells from the others by them
+PYTHON_WRITE = "Python gives the config object a new attribute"
+
+
 def without_tree_fields(findings: list[Finding], python_paths: Iterable[str],
                         text: Callable[[str], str | None]) -> list[Finding]:
-    """`findings` less the OFL003 findings whose key the tree's own config dataclasses define or may mean."""
+    """`findings` less the OFL003 findings whose key the tree's own config dataclasses define or may mean, and those
+    of a Python write of an attribute the tree's own code reads (_tree_reads)."""
     asked = [f for f in findings if f.code == CODE and f.written]
     if not asked:
         return findings  # (and nothing below imported: a run without OFL003 findings pays nothing)
     from offlint.sources.tree_config_fields import fields_by_section
 
+    python_paths = list(python_paths)
     tree = fields_by_section((path, text(path)) for path in python_paths)
-    dropped = {id(f) for f in asked if _tree_may_mean(f.written[0][0], tree)}
+    written = {f.written[0][0].partition(".")[2] for f in asked if PYTHON_WRITE in f.message}
+    read = _tree_reads(written, python_paths, text) if written else set()
+    dropped = {id(f) for f in asked if _tree_may_mean(f.written[0][0], tree)
+               or PYTHON_WRITE in f.message and f.written[0][0].partition(".")[2] in read}
     return [f for f in findings if id(f) not in dropped] if dropped else findings
+
+
+def _tree_reads(names: set[str], python_paths: list[str], text: Callable[[str], str | None]) -> set[str]:
+    """Those of the attribute `names` that some Python file of the tree reads: `x.name` anywhere but as the target
+    of a plain `=` (`x.name += 1` reads it), or the name as a string (`getattr(config, "name", None)`). A config
+    attribute the tree's code reads is one it added for itself (Megatron Bridge's Step-3.7 bridge sets
+    `provider.rotary_percents`, which its provider reads with getattr; Pai-Megatron-Patch's vision configs set
+    `config.in_channels` for their vision model), not a misspelt field."""
+    import re
+
+    found: set[str] = set()
+    patterns = {name: re.compile(rf"\.{name}\b(?!\s*=(?!=))|[\"']{name}[\"']") for name in names}
+    for path in python_paths:
+        body = text(path) or ""
+        for name, pattern in patterns.items():
+            if name not in found and name in body and pattern.search(body):
+                found.add(name)
+        if len(found) == len(names):
+            break
+    return found
 
 
 def _tree_may_mean(key: str, tree: dict[str, frozenset[str]]) -> bool:
@@ -45,10 +74,10 @@ def _tree_may_mean(key: str, tree: dict[str, frozenset[str]]) -> bool:
     from offlint import keys
 
     section, _, name = key.lstrip("+~").partition(".")
-    own = tree.get(section, frozenset()) - keys.known_fields(section)
+    own = tree.get(section, frozenset()) - keys.release_fields(section)
     if name in own:
         return True
-    known = difflib.get_close_matches(name, keys.known_fields(section), n=1, cutoff=0.8)
+    known = difflib.get_close_matches(name, keys.release_fields(section), n=1, cutoff=0.8)
     best = difflib.SequenceMatcher(None, name, known[0]).ratio() if known else 0.8
     return bool(difflib.get_close_matches(name, own, n=1, cutoff=best))
 

@@ -139,7 +139,9 @@ class Assignment:
     source: Source
     text: str = ""
     via: tuple[str, ...] = ()
-    op: str = "set"  # "set", "add" (+key), "force" (++key), "delete" (~key)
+    # "set", "add" (+key; in Python, an attribute the object's class lacks: python_statements._write_op), "force"
+    # (++key), "delete" (~key)
+    op: str = "set"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def _unit(name: str, settings: dict, source: Source = Source.PYTHON, defaults: D
 
 def _without_shortcuts(monkeypatch):
     monkeypatch.setattr(engine, "_guarded_out", lambda guards, resolved, names: False)
-    monkeypatch.setattr(engine, "_firing_sources", lambda rules, version: tuple(Source))
+    monkeypatch.setattr(engine, "_firing_sources", lambda rules, version: dict.fromkeys(engine._OPS, tuple(Source)))
     monkeypatch.setattr(engine, "_LAST_PLAN", ((), None, None))
 
 
@@ -67,6 +67,25 @@ def test_units_differing_in_a_guard_key_get_what_full_evaluation_gives(code, fir
     shortcut = [_findings(u, strict) for u in units]
     assert code in [f.code for f in shortcut[0]]
     assert code not in [f.code for f in shortcut[1]]
+    _without_shortcuts(monkeypatch)
+    assert [_findings(u, strict) for u in units] == shortcut
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_python_writes_differing_in_their_kind_get_what_full_evaluation_gives(strict, monkeypatch):
+    """A Python write of a misspelt field is judged where it gives the object a new attribute (op "add"), and the
+    same write of a field (op "set") is skipped unevaluated."""
+    def unit(name: str, op: str) -> Unit:
+        made = _unit(name, BASE)
+        typo = Assignment("model.cpu_offloading_num_layer", 2, Location("recipe.py", 20, 5), Source.PYTHON, "2",
+                          op=op)
+        made.layers[0].assignments.append(typo)
+        return made
+
+    units = [unit("recipe_a", "add"), unit("recipe_b", "set")]
+    shortcut = [_findings(u, strict) for u in units]
+    assert "OFL003" in [f.code for f in shortcut[0]]
+    assert "OFL003" not in [f.code for f in shortcut[1]]
     _without_shortcuts(monkeypatch)
     assert [_findings(u, strict) for u in units] == shortcut
 
@@ -108,8 +127,12 @@ def test_a_guard_decides_only_on_a_known_false_part():
 
 def test_firing_sources_follow_the_rules_guards():
     assignment_rules = [r for r in RULES if r.scope == "assignment"]
-    assert set(engine._firing_sources(assignment_rules, V)) == {Source.HYDRA, Source.YAML}
-    assert engine._firing_sources([], V) == ()
+    # (OFL003 alone judges a Python write, where it gives an object an attribute its class lacks)
+    firing = engine._firing_sources(assignment_rules, V)
+    assert {op: set(sources) for op, sources in firing.items()} == {
+        "set": {Source.HYDRA, Source.YAML}, "add": {Source.HYDRA, Source.YAML, Source.PYTHON},
+        "force": {Source.HYDRA, Source.YAML}, "delete": {Source.HYDRA, Source.YAML}}
+    assert engine._firing_sources([], V) == dict.fromkeys(engine._OPS, ())
 
 
 def test_default_values_are_per_kind_of_defaults_and_version():

@@ -102,7 +102,19 @@ class _Editor(cst.CSTTransformer):
 
     def leave_Assign(self, original, updated):
         site = _start(self.positions, original.targets[0].target)
-        return self._set_value(site, updated, "value")
+        return self._set_value(site, self._renamed_target(site, updated), "value")
+
+    def _renamed_target(self, site, updated):
+        """`cfg.model.cpu_offloading_num_layer = 2` with the attribute's name corrected (OFL003's rename)."""
+        renames = [c for c in self.sites.get(site, []) if c.op == "rename"]
+        if not renames:
+            return updated
+        target = updated.targets[0].target
+        if len(updated.targets) != 1 or not isinstance(target, cst.Attribute):
+            raise FixError("the key to rename is not the one attribute this assignment writes")
+        self.done.add(site)
+        renamed = target.with_changes(attr=cst.Name(field_name(renames[-1].new_key)))
+        return updated.with_changes(targets=[updated.targets[0].with_changes(target=renamed)])
 
     def leave_AnnAssign(self, original, updated):
         return self._set_value(_start(self.positions, original.target), updated, "value")

@@ -117,7 +117,7 @@ def merge_values(maps: list[dict[str, Assignment]], split: BranchPoint,
             paths = paths_of([(o.value, o.location, o.text) if o is not None else (unset[i], None, None)
                             for i, o in enumerate(options)], split)  # text None: not set on that path
         out[name] = Assignment(anchor.key, OneOf(reason, paths) if paths else Unknown(reason), anchor.location,
-                               anchor.source, anchor.text, anchor.via)
+                               anchor.source, anchor.text, anchor.via, anchor.op)
     return out
 
 

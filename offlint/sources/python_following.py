@@ -1023,6 +1023,7 @@ def _copied(value, prefix: tuple, done: dict, strip: bool = False):
     move = _stripped if strip else _prefixed
     copy.env = {k: move(a, prefix) for k, a in value.env.items()} if value.env is not None else None
     copy.env_unknown, copy.env_location, copy.origin = value.env_unknown, value.env_location, value.origin
+    copy.guessed = value.guessed
     copy.top = {k: move(a, prefix) for k, a in value.top.items()}
     return copy
 

@@ -388,6 +388,6 @@ class _Memo:
 
 def _state(obj: ConfigObj) -> tuple:
     """What a config object holds now, its sections' objects by identity, to compare with a later state."""
-    return (obj.kind, obj.section, obj.base, obj.origin, obj.env_unknown, obj.env_location, tuple(obj.values.items()),
-            tuple(obj.top.items()), None if obj.env is None else tuple(obj.env.items()),
+    return (obj.kind, obj.section, obj.base, obj.origin, obj.guessed, obj.env_unknown, obj.env_location,
+            tuple(obj.values.items()), tuple(obj.top.items()), None if obj.env is None else tuple(obj.env.items()),
             tuple((name, child, _state(child)) for name, child in obj.children.items()))

@@ -11,7 +11,7 @@ import dataclasses
 from itertools import chain, compress, islice
 from operator import is_not
 
-from offlint.keys import OTHER_BRIDGE_SECTIONS
+from offlint.keys import JUDGED_SECTIONS, OTHER_BRIDGE_SECTIONS, known_fields
 from offlint.sources import python_calls, python_inputs, python_mutations
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
@@ -507,6 +507,7 @@ class Statements:
             if section is None:
                 return None
             obj = ConfigObj("section", Unknown(reason), section)
+            obj.guessed = True
         else:
             return None
         frame.names[root] = obj
@@ -551,7 +552,8 @@ class Statements:
                 return [receiver]
             if head in SECTIONS_OF_CONTAINER and len(attrs) == 2:
                 child = receiver.child(head)
-                child.values[attrs[1]] = self._assignment(f"{head}.{attrs[1]}", value, loc, text, steps)
+                child.values[attrs[1]] = self._assignment(f"{head}.{attrs[1]}", value, loc, text, steps,
+                                                          _write_op(child, attrs[1]))
                 return [receiver]
             if head == "env_vars" and len(attrs) == 2:
                 if receiver.env is None:
@@ -559,7 +561,8 @@ class Statements:
                 receiver.env[attrs[1]] = self._assignment(f"env.{attrs[1]}", value, loc, text, steps)
             return [receiver]
         if len(attrs) == 1:
-            receiver.values[attrs[0]] = self._assignment(f"{receiver.section}.{attrs[0]}", value, loc, text, steps)
+            receiver.values[attrs[0]] = self._assignment(f"{receiver.section}.{attrs[0]}", value, loc, text, steps,
+                                                         _write_op(receiver, attrs[0]))
             return [receiver]
         return []
 
@@ -572,14 +575,32 @@ class Statements:
                                         tuple(self.via_stack))
         return out
 
-    def _assignment(self, key, value, loc, text, steps: tuple = ()) -> Assignment:
+    def _assignment(self, key, value, loc, text, steps: tuple = (), op: str = "set") -> Assignment:
         if isinstance(value, ConfigObj):
             value = Unknown(f"a config object, not a value (`{text}`)")
         if isinstance(value, dict):
             # a dict literal's entries are (value, where, text); a dict read back from a config holds plain values
             # (`cfg.dataset.dataset_kwargs = cfg.dataset.dataset_kwargs or {}`)
             value = {k: v[0] if _is_entry(v) else v for k, v in value.items()}
-        return new_assignment(key, value, loc, _PYTHON, text, (*self.via_stack, *steps))
+        return new_assignment(key, value, loc, _PYTHON, text, (*self.via_stack, *steps), op)
+
+
+def _write_op(section: ConfigObj, name: str) -> str:
+    """"add" where `section.name = value` gives a config object an attribute no release of its class has (a
+    dataclass without __slots__ takes any attribute, which nothing of megatron-core or Megatron Bridge then reads:
+    `cfg.model.cpu_offloading_num_layer = 2` changes nothing, as a `+key` override of one does), else "set". Not
+    judged: a section taken for one by its receiver's name alone (an argparse or SimpleNamespace object may be
+    meant), and a private name (`_builder`: the tree's own bookkeeping). OFL003 reports a near miss of a field."""
+    if not _JUDGED:
+        _JUDGED.update((judged, known_fields(judged)) for judged in JUDGED_SECTIONS)
+    kind = section.section
+    if kind not in _JUDGED or name in _JUDGED[kind] or section.guessed or name[:1] == "_":
+        return "set"
+    return "add"
+
+
+# section -> every field of it offlint knows (keys.known_fields), for the sections OFL003 judges; filled on first use
+_JUDGED: dict[str, frozenset[str]] = {}
 
 
 def _is_entry(held) -> bool:

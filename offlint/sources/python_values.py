@@ -174,6 +174,9 @@ class ConfigObj:
         self.env_location: Location | None = None  # where cfg.env_vars was last assigned
         self.top: dict[str, Assignment] = {}  # container-level keys such as mixed_precision
         self.origin = ""  # "megatron-core" when built from a class imported from megatron.core, "bridge" for Bridge's
+        # A section taken for one by its receiver's name alone (`model_cfg.x = 1`, `md.num_layers = 2` of a
+        # SimpleNamespace: python_statements._implicit_receiver): what class it is, if any, is not known
+        self.guessed = False
 
     def child(self, section: str) -> "ConfigObj":
         if section not in self.children:
@@ -201,6 +204,7 @@ class ConfigObj:
         state["env_unknown"], state["env_location"] = self.env_unknown, self.env_location
         state["top"] = dict(self.top)
         state["origin"] = self.origin
+        state["guessed"] = self.guessed
         return other
 
 
