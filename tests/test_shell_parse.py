@@ -771,6 +771,20 @@ def test_a_command_substitution_holding_a_comment_alone_is_no_parse_error():
     assert result.errors, "glued on both sides: blanking would split the word, so it is not masked"
 
 
+def test_a_read_write_redirection_is_no_parse_error():
+    """`exec 3<>"/dev/tcp/127.0.0.1/$1"` opens a file (here a TCP socket) for reading and writing (a Ray cluster's
+    start-up script, in a repository a helper swept, session 46): bash accepts it, tree-sitter-bash (0.25) refused
+    it and the run ended with exit 2. It is read as a redirection of the same word; `<>` inside a string stays
+    what it is."""
+    result = parse_shell('exec 3<>"/dev/tcp/127.0.0.1/$1"\necho ping >&3\ncat <>f\n'
+                         'torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4\n')
+    assert result.errors == []
+    assert values(_command_of(result, "torchrun")) == ["torchrun", "--nproc-per-node", "8", "pretrain_gpt.py",
+                                                        "--num-layers", "4"]
+    result = parse_shell('echo "a <> b" 3<>log\n')
+    assert result.errors == [] and values(_command_of(result, "echo")) == ["echo", "a <> b"]
+
+
 def test_a_for_loop_without_in_and_do_on_its_line_is_no_parse_error():
     """`for arg do ... done` loops over the positional parameters (POSIX; Gradle's wrapper script, in a repository
     a helper swept): bash accepts it, tree-sitter-bash (0.25) refused it and the run ended with exit 2. The loop is

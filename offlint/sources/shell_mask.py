@@ -122,10 +122,15 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
                     masked.literal[start + line.start()] = b"#"
             for start, n in spans.blank_lines:  # a document's line of blanks after an expansion, in a compound
                 masked.literal[start] = b"_" * n
+            starts = set(_error_points(basis.root_node)[0])
+            read_write = [m.start() for m in _READ_WRITE.finditer(data) if {m.start(), m.start() + 1} & starts]
+            for start in read_write:  # `exec 3<>/dev/tcp/...`: the same word's redirection, read as `<`
+                masked.literal[start] = b"< "
             odd = _odd_shapes(data, masked)
             ends = _assignment_ends(basis.root_node, data, masked, screen=False)  # `X=1 2>&1`, `A=1 B=2`
             patterns = _case_patterns(basis.root_node, data, masked)
-            if slashes or empty or spans.blank_lines or ends or patterns or braces or odd or spans.separated:
+            if slashes or empty or spans.blank_lines or ends or patterns or braces or odd or spans.separated or \
+                    read_write:
                 for start in slashes:  # `[ -w / ]`: the root directory, read as a division
                     masked.literal[start] = b"."
                 current = parse(_apply(data, masked))
@@ -172,6 +177,9 @@ def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
     return tree, Masked()
 
 
+# bash's read-write redirection (`exec 3<>file`, `cat <>f`), which tree-sitter-bash 0.25 does not have: masked where
+# an error of the tree stands at it, so one inside a string, which parses, is left alone
+_READ_WRITE = re.compile(rb"(?<![<>])<>(?![>&])")
 _ASSIGNMENT = rb"[A-Za-z_]\w*=(?:\$\([^\n()]*\)|\"[^\"\n]*\"|'[^'\n]*'|[^\s;&|<>()]*)"
 # A line that may start a command that only assigns and redirects (`GPUS=$(nvidia-smi -L | wc -l) 2>/dev/null`)
 _ASSIGNMENT_REDIRECT = re.compile(rb"(?m)^[ \t]*(?:" + _ASSIGNMENT + rb"[ \t]+)+[0-9]*&?[<>]")
