@@ -52,9 +52,9 @@ def bridge_shaped(top_levels: list[list[str]], assigned: list[str]) -> bool:
     known = other = typos = 0
     for key in assigned:
         section, _, name = key.partition(".")
-        if section in CONTAINER_SECTIONS and section not in _ONLY_BRIDGES and section not in _FIELD_SECTIONS:
+        if section in CONTAINER_SECTIONS and section not in _ONLY_BRIDGES and section not in FIELD_SECTIONS:
             continue  # (their names are no evidence either way: the top level's count was)
-        if not name or section not in _FIELD_SECTIONS:
+        if not name or section not in FIELD_SECTIONS:
             return True
         if name in known_fields(section):
             known += 1
@@ -67,7 +67,9 @@ def bridge_shaped(top_levels: list[list[str]], assigned: list[str]) -> bool:
     return known >= other + typos if tie else known + typos >= other
 
 
-_FIELD_SECTIONS = ("model", "optimizer", "ddp")  # (comm_overlap's fields are in no data offlint ships: any counts)
+# The sections whose fields offlint's data lists: bridge_shaped counts their keys, OFL003 judges them (unknown_field,
+# closest_field). comm_overlap's fields are in no data offlint ships: any counts.
+FIELD_SECTIONS = ("model", "optimizer", "ddp")
 
 
 @dataclass(frozen=True)
@@ -351,15 +353,11 @@ def _bridge_fields() -> dict[str, list[str]]:
         return {}
 
 
-# The sections whose keys OFL003 judges by the fields of every known release (unknown_field)
-JUDGED_SECTIONS = ("model", "optimizer", "ddp")
-
-
 def unknown_field(key: str) -> bool:
     """Whether `key` names a field of model, optimizer or ddp (one level down) that no section of any known
     megatron-core release or Bridge provider has: what OFL003 judges (conditions/settings.is_known_key)."""
     section, _, field_name = key.partition(".")
-    return section in JUDGED_SECTIONS and bool(field_name) and "." not in field_name \
+    return section in FIELD_SECTIONS and bool(field_name) and "." not in field_name \
         and field_name not in known_fields(section)
 
 
@@ -387,7 +385,7 @@ def closest_field(key: str) -> str:
     (difflib, cutoff 0.8). Once per key in a process: a tree writes the same unknown key in many places (Megatron
     Bridge's `model.hf_id` 23 times), each a different assignment to OFL003, and difflib takes 0.5 ms a key."""
     section, _, field_name = key.partition(".")
-    if section not in JUDGED_SECTIONS:
+    if section not in FIELD_SECTIONS:
         return ""
     close = difflib.get_close_matches(field_name, could_be_close(section, field_name), n=1, cutoff=0.8)
     return f"{section}.{close[0]}" if close else ""

@@ -160,7 +160,7 @@ def _meant(section: str, name: str, held, sections) -> str:
     close = difflib.get_close_matches(name, sorted(held.fields), n=1, cutoff=0.8)
     if close:
         return f"{section}.{close[0]}"
-    for other in ("model", "optimizer", "ddp"):
+    for other in keys.FIELD_SECTIONS:
         if name in keys.known_fields(other):
             return f"{other}.{name}"
     return next((f"{other}.{name}" for other, found in sections.items() if other != section and name in found.fields),

@@ -144,7 +144,7 @@ def _env(finding: Finding, name: str, option: str, append: bool) -> Change:
 def unambiguous_suggestion(key: str) -> str:
     """The one known field a misspelt key is close to; '' when none is, or two are about as close."""
     sec, _, field = key.lstrip("+~").partition(".")
-    if sec not in ("model", "optimizer", "ddp") or not field:
+    if sec not in keys.FIELD_SECTIONS or not field:
         return ""
     known = sorted(keys.release_fields(sec))  # (the fields closest_field suggests)
     close = difflib.get_close_matches(field, known, n=2, cutoff=0.8)

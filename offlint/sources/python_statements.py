@@ -11,7 +11,7 @@ import dataclasses
 from itertools import chain, compress, islice
 from operator import is_not
 
-from offlint.keys import JUDGED_SECTIONS, OTHER_BRIDGE_SECTIONS, known_fields
+from offlint.keys import FIELD_SECTIONS, OTHER_BRIDGE_SECTIONS, known_fields
 from offlint.sources import python_calls, python_inputs, python_mutations
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
@@ -592,7 +592,7 @@ def _write_op(section: ConfigObj, name: str) -> str:
     judged: a section taken for one by its receiver's name alone (an argparse or SimpleNamespace object may be
     meant), and a private name (`_builder`: the tree's own bookkeeping). OFL003 reports a near miss of a field."""
     if not _JUDGED:
-        _JUDGED.update((judged, known_fields(judged)) for judged in JUDGED_SECTIONS)
+        _JUDGED.update((judged, known_fields(judged)) for judged in FIELD_SECTIONS)
     kind = section.section
     if kind not in _JUDGED or name in _JUDGED[kind] or section.guessed or name[:1] == "_":
         return "set"
