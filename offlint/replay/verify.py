@@ -29,6 +29,9 @@ MOMENT_BYTES = 8
 MASTER_BYTES = 4
 # Of the expected drop; the rest is slack for the allocator's rounding.
 MIN_DROP_SHARE = 0.9
+# And a few allocator blocks whatever the fraction: the hybrid optimizer's small per-tensor state raised the peak
+# by 50 KiB (about 512 bytes per parameter tensor) at fraction 0 on an H200, where nothing is expected to drop.
+SMALL_STATE_SLACK_BYTES = 4 * 2**20
 # A first HybridDeviceOptimizer that get_megatron_optimizer builds over the 16-bit parameters, before the
 # DistributedOptimizer builds its own over the fp32 shards, holds fp32 copies of the parameters it keeps on the
 # GPU; only a reference cycle keeps it, so it lingers until Python's cyclic garbage collector runs (Bridge and
@@ -171,13 +174,14 @@ def memory_criterion(baseline: dict, offloaded: dict, min_share: float = MIN_DRO
     detail = (f"peak {_gib(base_peak)} -> {_gib(off_peak)} GiB (drop {_gib(drop)} GiB); "
               f"{report.get('offloaded_share', 0):.0%} of parameters offloaded, expected drop {_gib(expected)} GiB "
               f"(needs at least {min_share:.0%} of it)")
+    passed = drop >= min_share * expected - SMALL_STATE_SLACK_BYTES
     lingering = lingering_bytes(baseline, offloaded)
-    if lingering is not None and lingering > LINGERING_MIN_BYTES:
+    if not passed and lingering is not None and lingering > LINGERING_MIN_BYTES:
         detail += (f"; building the optimizer left {_gib(lingering)} GiB more on the GPU than the baseline's: "
                    f"megatron-core's first HybridDeviceOptimizer keeps fp32 copies of the parameters it leaves on "
                    f"the GPU until Python's garbage collector runs (train.manual_gc=True / --manual-gc collects "
                    f"it before training)")
-    return _criterion(name, drop >= min_share * expected, detail, Outcome.MEMORY_REGRESSION)
+    return _criterion(name, passed, detail, Outcome.MEMORY_REGRESSION)
 
 
 def median_step_s(result: dict) -> float | None:
