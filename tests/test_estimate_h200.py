@@ -31,6 +31,7 @@ SWEEPS = (
                                     "train.manual_gc=false", "model.vocab_size=32768")),
     ("h200-1b-half-manual-gc.json", GPT_1B, ("model.attention_backend=local",)),
     ("h200-tiny-sweep-manual-gc.json", TINY, ("model.attention_backend=local", "model.vocab_size=32768")),
+    ("h200-1b-full-manual-gc.json", GPT_1B, ("model.attention_backend=local",)),
 )
 
 # The 167M with train.manual_gc added 0.59, 1.13, 1.62 and 2.09 GiB of host memory at fractions 0.25 to 1, where

@@ -112,7 +112,8 @@ def test_the_model_explains_every_measured_h200_fraction(name):
         assert ("first HybridDeviceOptimizer" in criterion.detail) is (fraction < 1.0)
 
 
-@pytest.mark.parametrize("name", ["h200-tiny-sweep-manual-gc.json", "h200-1b-half-manual-gc.json"])
+@pytest.mark.parametrize("name", ["h200-tiny-sweep-manual-gc.json", "h200-1b-half-manual-gc.json",
+                                  "h200-1b-full-manual-gc.json"])
 def test_with_manual_gc_every_measured_fraction_drops_exactly_the_moments(name):
     """Measured on an H200 on 2026-12-04 with train.manual_gc on (the replay runs gc.collect() before training):
     every fraction's drop is the offloaded moments to 0.01 GiB, and each passes, fraction 0 too (its peak rose
@@ -126,8 +127,9 @@ def test_with_manual_gc_every_measured_fraction_drops_exactly_the_moments(name):
         assert "first HybridDeviceOptimizer" not in criterion.detail, (fraction, criterion.detail)
 
 
-def test_the_measured_precision_aware_offload_frees_the_master_too():
-    base, _, report = _measured("h200-1b-sweep.json")
+@pytest.mark.parametrize("name", ["h200-1b-sweep.json", "h200-1b-full-manual-gc.json"])
+def test_the_measured_precision_aware_offload_frees_the_master_too(name):
+    base, _, report = _measured(name)
     run = report["pa-offload"]
     drop = verify.peak_bytes(base) - verify.peak_bytes(run)
     assert abs(drop / verify.expected_drop(base, run) - 1) < 0.01

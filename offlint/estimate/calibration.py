@@ -116,6 +116,10 @@ GPT_1B_H200 = Workload(GPT_1B_REPLAY, Parallelism(), replace(_BF16, grads_fp32=F
                        device="h200")
 
 
+# The same model as the second GPU validation replayed it: the output layer tied to the embedding (1.28B).
+GPT_1B_TIED_H200 = replace(GPT_1B_H200, model=replace(GPT_1B_REPLAY, tied_embeddings=True))
+
+
 def _offload(fraction: float, overlap: bool = False) -> Workload:
     return QWEN_OFFLOAD.with_(optimizer_cpu_offload=True, optimizer_offload_fraction=fraction,
                               overlap_cpu_optimizer_d2h_h2d=overlap)
@@ -123,6 +127,7 @@ def _offload(fraction: float, overlap: bool = False) -> Workload:
 
 CPU_OFFLOAD = "skills/nemo-mbridge-perf-cpu-offloading/card.yaml (996 ms baseline)"
 GPU_VALIDATION = "docs/gpu-validation.md (H200, megatron-core 0.19.2, 2026-11-30; 332 ms baseline)"
+GPU_VALIDATION_2 = "docs/gpu-validation.md (H200, megatron-core 0.19.2, 2026-12-04; 848 ms without overlap)"
 MEMORY_TUNING = "skills/nemo-mbridge-perf-memory-tuning/card.yaml (704 TFLOP/s baseline)"
 RECOMPUTE = "skills/nemo-mbridge-perf-activation-recompute/card.yaml (704 TFLOP/s baseline)"
 
@@ -147,6 +152,10 @@ CASES: tuple[Case, ...] = (
          GPT_1B_H200, GPT_1B_H200.with_(optimizer_cpu_offload=True, optimizer_offload_fraction=1.0,
                                         precision_aware=True),
          role="fit: HOST_CONVERSIONS_PER_S (its optimizer step, 1.183 s)"),
+    Case("H200 GPT 1.28B replay, offload 100%, overlap_cpu_optimizer_d2h_h2d on / off", 0.711 / 0.848,
+         GPU_VALIDATION_2, GPT_1B_TIED_H200.with_(optimizer_cpu_offload=True, optimizer_offload_fraction=1.0),
+         GPT_1B_TIED_H200.with_(optimizer_cpu_offload=True, optimizer_offload_fraction=1.0,
+                                overlap_cpu_optimizer_d2h_h2d=True)),
     Case("Llama3 70B recompute mlp / core_attn", 704 / 593.6, RECOMPUTE, LLAMA_SFT,
          LLAMA_SFT.with_(recompute_modules=("mlp",))),
     Case("Llama3 70B recompute mlp,core_attn / core_attn", 704 / 586.8, RECOMPUTE, LLAMA_SFT,
