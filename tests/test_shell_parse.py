@@ -1306,3 +1306,20 @@ def test_a_double_quoted_string_of_blanks_keeps_them():
            'python u.py " " "a  " "  " "" "x"\n'
     assert [[w.value for w in c.argv] for c in cmds(text) if c.argv[0].value == "python"] == [
         ["python", "t.py", "--bf16", "--micro-batch-size", "1"], ["python", "u.py", " ", "a  ", "  ", "", "x"]]
+
+
+def test_an_unbraced_expansion_inside_a_word_keeps_the_word_whole():
+    """tree-sitter-bash (0.25) ends a word at an unbraced `$NAME` followed by `/` or `.` in some words, with no
+    error: `[1.0,$DATA_DIR/x]` and `$D/a,$D/b` became two words, `...,$` and `DATA_DIR/x]`, and after an
+    assignment the second was taken for a command's name. NeMo launch scripts' Hydra lists
+    (`model.data.data_prefix=[1.0,$DATA_DIR/x]`, neuronx-nemo-megatron, a helper's sweep in session 46) then failed
+    to parse (exit 2). bash reads one word, and so does offlint now."""
+    result = parse_shell("DATA_DIR=/data\nD=/d\nX=$D/a,$D/b\n"
+                         "torchrun pretrain.py model.data.data_prefix=[1.0,$DATA_DIR/my_text] "
+                         "dataset.blend=[[$D/a,$D/b],null] --paths $D/a,$1/b x=[$D.c] \"$X\"\n")
+    assert result.errors == []
+    assert [values(c) for c in result.commands] == [[
+        "torchrun", "pretrain.py", "model.data.data_prefix=[1.0,/data/my_text]", "dataset.blend=[[/d/a,/d/b],null]",
+        "--paths", None, "x=[/d.c]", "/d/a,/d/b"]]
+    kept = parse_shell("echo a$ b\nD=/d\nX=[a,$D] ; echo $X\n")  # (no split: nothing masked)
+    assert kept.errors == [] and [values(c) for c in kept.commands] == [["echo", "a$", "b"], ["echo", "[a,/d]"]]

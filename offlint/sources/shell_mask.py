@@ -82,7 +82,23 @@ class Masked:
 
 
 def parse_masked(data: bytes, parse) -> tuple[object, Masked]:
-    """`parse(bytes)` -> tree. The tree of `data`, or of a masked copy when only that one parses cleanly."""
+    """`parse(bytes)` -> tree. The tree of `data`, or of a masked copy when only that one parses cleanly (or,
+    where tree-sitter-bash splits a word at an expansion without an error, reads it whole)."""
+    tree, masked = _parse_masked(data, parse)
+    for _ in range(_ROUNDS):
+        whole = Masked()
+        whole.spans, whole.bases, whole.literal = dict(masked.spans), dict(masked.bases), dict(masked.literal)
+        if not _split_expansions(tree, data, whole):
+            break
+        current = parse(_apply(data, whole))
+        if current.root_node.has_error and not tree.root_node.has_error:
+            break
+        whole.freeze()
+        tree, masked = current, whole
+    return tree, masked
+
+
+def _parse_masked(data: bytes, parse) -> tuple[object, Masked]:
     tree = parse(data)
     masked = Masked()
     if not tree.root_node.has_error:
@@ -186,6 +202,34 @@ _ASSIGNMENT_REDIRECT = re.compile(rb"(?m)^[ \t]*(?:" + _ASSIGNMENT + rb"[ \t]+)+
 # A line of two assignments or more and nothing else (a comment aside): the command it is may be glued to the next
 _ASSIGNMENTS_LINE = re.compile(rb"(?m)^[ \t]*(?:" + _ASSIGNMENT + rb"[ \t]+)+" + _ASSIGNMENT
                                + rb"(?=[ \t]*(?:#[^\n]*)?\n)")
+
+
+# tree-sitter-bash (0.25) ends a word at an unbraced expansion inside some words, with no error: `[1.0,$DIR/x]` and
+# `$D/a,$D/b` become two words, `...,$` and `DIR/x]` (after an assignment, `X=$D/a,$D/b`, the second is taken for a
+# command's name); a NeMo launch script's Hydra list `model.data.data_prefix=[1.0,$DATA_DIR/x]` then failed to
+# parse. The character after the name is masked as `:` (the walker reads the original text), which it reads whole.
+_SPLIT_QUERY = '(concatenation "$" @dollar .)'
+_NAME_AFTER = re.compile(rb"[A-Za-z_]\w*|\d")
+_NOT_MASKABLE = frozenset(b" \t\n;&|()<>$'\"\\`{}#")
+_queries: dict = {}
+
+
+def _split_expansions(tree, data: bytes, masked: Masked) -> bool:
+    """Mask where a word is split at a lone `$` that ends one word while the next one goes on with a name."""
+    from tree_sitter import Query, QueryCursor
+
+    language = tree.language
+    query = _queries.get(id(language))
+    if query is None:
+        query = _queries[id(language)] = Query(language, _SPLIT_QUERY)
+    found = False
+    for dollar in QueryCursor(query).captures(tree.root_node).get("dollar", ()):
+        name = _NAME_AFTER.match(data, dollar.end_byte)
+        end = name.end() if name else -1
+        if 0 <= end < len(data) and data[end] not in _NOT_MASKABLE and end not in masked.literal:
+            masked.literal[end] = b":"
+            found = True
+    return found
 
 
 def _odd_shapes(data: bytes, masked: Masked) -> bool:
