@@ -49,7 +49,13 @@ BRIDGE_SCRIPT = ("from megatron.bridge.training.utils.omegaconf_utils import par
 APP_LAUNCH = "python {script} model.lora_rank=32 optimizer.optimizer_offload_fracton=0.5 data.train_batch_size=8\n"
 
 
-@pytest.mark.parametrize("script, reported", [(HYDRA_APP, []), (BRIDGE_SCRIPT, ["OFL003", "OFL003"])])
+# NeMo 1's entry scripts: `hydra_runner` wraps hydra.main
+NEMO1_APP = ('from nemo.core.config import hydra_runner\n\n\n'
+             '@hydra_runner(config_path="conf", config_name="main")\ndef main(cfg):\n    print(cfg.model.lora_rank)\n')
+
+
+@pytest.mark.parametrize("script, reported", [(HYDRA_APP, []), (NEMO1_APP, []),
+                                              (BRIDGE_SCRIPT, ["OFL003", "OFL003"])])
 def test_a_hydra_application_s_overrides_are_its_own_config_s_keys(tmp_path, monkeypatch, script, reported):
     """rllm's cookbooks (a helper's sweep, session 40) pass `model.lora_rank=32` to `@hydra.main(config_path=...,
     config_name=...)` applications: the keys are that app's own config's, which Hydra checks; offlint had read them
@@ -112,3 +118,28 @@ def test_an_unreadable_script_given_bridge_s_keys_is_checked(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
     assert [(f.code, "model.num_layers" in f.message) for f in result.findings] == [("OFL003", True)]
+
+
+def test_a_hydra_list_with_an_unbraced_variable_is_one_override(tmp_path, monkeypatch):
+    """`dataset.blend=[[$DATA/shard_a,$DATA/shard_b],null]` on a Bridge entry point: tree-sitter-bash had split the
+    word at the second `$` and offlint handed Hydra `dataset.blend=[[$` (exit 2; NeMo launch scripts' data_prefix
+    lists, a helper's sweep). bash passes one word; Hydra parses it, and the launch's other overrides are judged."""
+    launch = ("DATA=${DATA:-/data}\ntorchrun --nproc_per_node 8 scripts/training/run_recipe.py "
+              "dataset.blend=[[$DATA/shard_a,$DATA/shard_b],null] optimizer.optimizer_offload_fracton=0.5\n")
+    write_tree(tmp_path, {"go.sh": launch})
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert [e.message for e in result.errors] == []
+    assert [f.code for f in result.findings] == ["OFL003"]
+    assert "optimizer_offload_fracton" in result.findings[0].message
+
+
+def test_a_comment_naming_hydra_is_no_sign_of_hydra_s_grammar(tmp_path, monkeypatch):
+    """A NeMo script's `# hydra interpolation does not work here` had made offlint take a script that reads its
+    arguments otherwise for one that uses Hydra's grammar (a helper's sweep, session 46); code naming it still
+    does."""
+    commented = NEMO_RUN.replace("import nemo_run as run\n", "import nemo_run as run\n# hydra would refuse these\n")
+    assert _errors(tmp_path, monkeypatch, {"cli.py": commented, "go.sh": LAUNCH.format(script="cli.py")}) == []
+    nemo1 = NEMO1_APP.replace('config_name="main"', 'config_name="megatron_gpt_config"')
+    errors = _errors(tmp_path, monkeypatch, {"cli.py": nemo1, "go.sh": LAUNCH.format(script="cli.py")})
+    assert len(errors) == 1 and "Hydra cannot parse" in errors[0]

@@ -932,12 +932,14 @@ def _perf_launch(project, location: Location, script_word: str | None, script: s
 
 
 # What an entry script of the tree that reads `key=value` arguments with Hydra's grammar shows of it (Bridge's
-# parse_hydra_overrides, OmegaConf.from_dotlist, a @hydra.main)
-_HYDRA_PARSING = re.compile(r"\bhydra\b|from_dotlist|parse_hydra_overrides")
+# parse_hydra_overrides, OmegaConf.from_dotlist, a @hydra.main, NeMo 1's @hydra_runner), outside comments: a NeMo
+# script's `# hydra interpolation does not work here` had made a script without Hydra one
+_HYDRA_PARSING = re.compile(r"(?m)^[^#\n]*(?:\bhydra\b|\bhydra_runner\b|from_dotlist|parse_hydra_overrides)")
 
 
-# A Hydra application's entry point naming its own config (`@hydra.main(config_path="conf", config_name="main")`)
-_HYDRA_APP = re.compile(r"@hydra\.main\s*\([^)]*\bconfig_name\s*=")
+# A Hydra application's entry point naming its own config (`@hydra.main(config_path="conf", config_name="main")`;
+# NeMo 1's `@hydra_runner(config_path="conf", config_name="megatron_gpt_config")`, which wraps hydra.main)
+_HYDRA_APP = re.compile(r"(?m)^[ \t]*@(?:hydra\.main|hydra_runner)\s*\([^)]*\bconfig_name\s*=")
 
 
 def _hydra_reading(project, launch_path: str, script_word: str, script: str, args: list[Arg]) -> tuple[bool, str]:
