@@ -117,3 +117,36 @@ def test_a_wrapper_whose_launch_offlint_cannot_read_still_gives_it_its_exports(t
                                                 select=["OFL301"])).findings
     assert [f.message.split("runs with ")[1].split(", without")[0].split(" (PyTorch")[0] for f in found] == \
         ([message] if message else [])
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_wrapper_outside_the_tree_may_set_the_environment(tmp_path, strict):
+    """LUMI's Megatron-LM scripts run `srun singularity exec $IMG ${MEGATRON_PATH}/launch.sh $CMD`, the wrapper in
+    the Megatron-LM checkout, not in the linted tree: what it exports is unknown, as with a sourced file offlint
+    cannot read, and OFL301 had said "unset" (a helper's sweep, session 46: 7 findings). A launch without such a
+    wrapper is still reported."""
+    from offlint.api import CheckOptions, check
+
+    (tmp_path / "pyproject.toml").write_text("")
+    cmd = 'MEGATRON_PATH=/scratch/project/Megatron-LM\nCMD="${MEGATRON_PATH}/pretrain_gpt.py --num-layers 4"\n'
+    (tmp_path / "wrapped.sh").write_text(f"#!/bin/bash\n{cmd}srun singularity exec img.sif "
+                                         "${MEGATRON_PATH}/launch.sh $CMD\n")
+    (tmp_path / "direct.sh").write_text(f"#!/bin/bash\n{cmd}srun singularity exec img.sif python $CMD\n")
+    found = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False, strict=strict,
+                                                select=["OFL301"])).findings
+    assert [f.location.path.rpartition("/")[2] for f in found] == ["direct.sh"]
+
+
+def test_a_base_command_platform_launch_is_read():
+    """NVIDIA Base Command Platform's `bcprun --nnodes N --npernode M --env NAME=VALUE --cmd 'python
+    pretrain_gpt.py ...'` runs its --cmd with a shell on each rank (LLM360's k2-train, a helper's sweep, session
+    46): it gave no unit, so a launch that torchrun would have had checked passed unseen. Its --env settings are
+    the launch's environment."""
+    script = ("#!/bin/bash\nbcprun --nnodes 2 --npernode 8 --env 'CUDA_DEVICE_MAX_CONNECTIONS=1' "
+              f"-e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True --cmd 'python {FLAGS}'\n"
+              "bcprun -n 1 -p 8 -c \"echo ready\"\n")
+    units = read_shell("run.sh", script)
+    assert _launches(script) == [("pretrain_gpt.py", 2)]
+    env = {a.key: a.value for layer in units[0].layers if layer.name == "environment" for a in layer.assignments}
+    assert env["env.CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert env["env.PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"

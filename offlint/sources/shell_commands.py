@@ -309,6 +309,10 @@ class Commands:
         # (eval's payload is its words joined and read again, quotes and all: builtin() read it, any `sh -c` in it too;
         # a command that prints its words runs none of them)
         j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH and vals[0] not in _NO_PAYLOAD else None
+        if j is None and self.depth < _MAX_DEPTH and posixpath.basename(vals[0] or "") == "bcprun":
+            j, settings = _bcprun_payload(vals)  # (its --env NAME=VALUE options: the payload's environment)
+            penv = {**penv, **{name: _Var(s=value, exported=True, pos=(fields[i].line, fields[i].col))
+                               for i, name, value in settings}}
         image = container_image(vals[:j] if j is not None else vals)
         if image:  # (`srun --container-image IMAGE bash -c "..."`: the payload's or called script's launches run in it)
             penv = {**penv, IMAGE: _Var(s=image, exported=True, pos=(fields[0].line, fields[0].col))}
@@ -339,6 +343,12 @@ class Commands:
                     outer.env.update({name: self.setting(name, var) for name, var in _exported(ended).items()})
                     if OPENED in ended and not outer.env_open:
                         outer.env_open = _opened_reason(ended[OPENED])
+                elif ended is None and not outer.env_open:
+                    # the same through a script outside the tree (`srun singularity exec $IMG
+                    # ${MEGATRON_PATH}/launch.sh $CMD`, LUMI's Megatron-LM scripts): what it exports is unknown
+                    unread = self.unread_wrapper(vals[k:])
+                    if unread:
+                        outer.env_open = opened_because(f"it runs through `{unread}`, a script offlint cannot read")
 
     def read_herestring(self, n, vals: list[str | None], penv: dict[str, _Var]) -> None:
         """`IFS=',' read -r EP TP PP CP <<< "$config"`: the names take the fields of a here-string offlint can read
@@ -703,11 +713,8 @@ class Commands:
         `ranks`: a launcher runs it on each rank; a script running its arguments (`python -u "$@"`) is read when they
         name a Python script (lumi-llm-scaling's `srun launch.sh pretrain_gpt.py ...`, launch.sh sourcing a venv).
         Returns the script's environment at its end, where it was read; else None."""
-        i = 1 if vals[0] is not None and posixpath.basename(vals[0]) in ("bash", "sh") else 0
-        while i and i < len(vals) and vals[i] is not None and vals[i].startswith("-"):
-            i += 1  # (`bash -x FILE`)
-        if i >= len(vals) or vals[i] is None or not vals[i].endswith(".sh") or self.depth >= _MAX_DEPTH \
-                or posixpath.basename(vals[i]) in HYDRA_ENTRY_POINTS:  # (Bridge's train.sh: a launch of its own)
+        i = _called_index(vals)
+        if i is None or self.depth >= _MAX_DEPTH:
             return None
         path, text = self.sourced(vals[i])
         budget = self.st.source_budget
@@ -725,6 +732,14 @@ class Commands:
         org = [(f.line, f.col, f.cond)] * (len(text) + 1)
         self.read_child(child, text, org, f"in {path}: ")  # (a script it cannot parse: its own reading reports it)
         return child.env
+
+    def unread_wrapper(self, vals: list[str | None]) -> str:
+        """The script a launcher runs on each rank with a Python script among its arguments, where it is not in the
+        tree (its text unknown, so what it exports too); "" otherwise."""
+        i = _called_index(vals)
+        if i is None or not any(v is not None and v.endswith(".py") for v in vals[i + 1:]):
+            return ""
+        return vals[i] if self.sourced(vals[i])[1] is None else ""
 
     def written_at(self, n) -> tuple[str, int, int] | None:
         """Where command `n` is written in the called script this shell reads (not in a `bash -c` payload of it)."""
@@ -855,6 +870,33 @@ def _launched_shell(vals: list[str | None]) -> int | None:
         if i and v is not None and v.endswith(".sh") and not any(w is not None and w.endswith(".py") for w in vals[:i]):
             return i  # (a script run itself, before any Python script the command names)
     return None
+
+
+def _called_index(vals: list[str | None]) -> int | None:
+    """Index of the script file in `bash [-x] FILE ARGS`, `sh FILE ARGS` or `FILE ARGS`; None where the command runs
+    none (or Bridge's train.sh, a launch of its own)."""
+    i = 1 if vals[0] is not None and posixpath.basename(vals[0]) in ("bash", "sh") else 0
+    while i and i < len(vals) and vals[i] is not None and vals[i].startswith("-"):
+        i += 1  # (`bash -x FILE`)
+    if i >= len(vals) or vals[i] is None or not vals[i].endswith(".sh") \
+            or posixpath.basename(vals[i]) in HYDRA_ENTRY_POINTS:
+        return None
+    return i
+
+
+def _bcprun_payload(vals: list[str | None]) -> tuple[int | None, list[tuple[int, str, str]]]:
+    """NVIDIA Base Command Platform's launcher, `bcprun --nnodes N --npernode M [--env NAME=VALUE] --cmd 'COMMAND'`
+    (also -n, -p, -e, -c): the index of COMMAND, which it runs with a shell on each rank (None where it has none
+    offlint can read), and the (index, NAME, VALUE) of the variables its --env options set there."""
+    payload, settings = None, []
+    for i, option in enumerate(vals[:-1]):
+        value = vals[i + 1]
+        if option in ("-c", "--cmd") and value is not None:
+            payload = i + 1
+        elif option in ("-e", "--env") and value is not None and value.partition("=")[0].isidentifier():
+            name, _, setting = value.partition("=")
+            settings.append((i + 1, name, setting))
+    return payload, settings
 
 
 def _shell_c_payload(vals: list[str | None]) -> int | None:
