@@ -118,8 +118,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                                                                     for a in layer.assignments if a.key[:4] == "env.")
                     _take_entry_script_environment(unit, entry_scripts.environment_writes(
                         unit.entry_script, read.file.path, tree_text, entry_modules))
-                    unit.old_torch = entry_scripts.needs_old_torch(unit.entry_script, read.file.path, tree_text,
-                                                                   entry_modules)
+                    imports = entry_scripts.needs_old_torch(unit.entry_script, read.file.path, tree_text,
+                                                            entry_modules)
+                    if imports:  # (else what the launch's interpreter says, if anything)
+                        unit.old_torch = f"its code imports torch._six ({imports}), which PyTorch 2.0 removed"
                     if not unit.container_image:  # (an image's own PyTorch decides where one is named)
                         unit.pinned_torch = requirements_torch(read.file.path,
                                                                lambda path, near=read.file.path: tree_text(path, near))

@@ -310,8 +310,9 @@ class Unit:
     # Where the tree pins a PyTorch before 2.1 for the launch's environment, where it names no image: the pin, as
     # "requirements.txt pins torch==2.0.0" (applied when commands are linked; sources/launch.requirements_torch)
     pinned_torch: str = ""
-    # Where the launch's code runs only on a PyTorch before 2.0 (an import of torch._six its start runs), as
-    # "megatron/optimizer/clip_grads.py:19 imports torch._six" (applied when commands are linked; entry_scripts)
+    # Where the launch runs only on a PyTorch before 2.0, why: an import of torch._six its start runs ("its code
+    # imports torch._six (megatron/optimizer/clip_grads.py:19 ...)", applied when commands are linked; entry_scripts)
+    # or an interpreter before Python 3.8 (launch.old_interpreter)
     old_torch: str = ""
     # Not something that runs on its own (a private function, a helper changing a config it is given): why.
     # Unit rules are not evaluated on it; the units that call it follow it and report what it sets.

@@ -196,3 +196,18 @@ def test_no_advice_where_the_launchs_code_imports_what_pytorch_2_removed(tmp_pat
         (tmp_path / name).write_text(text)
     assert _ofl301(tmp_path, LAUNCH + "\n") == reported
     assert _ofl301(tmp_path, LAUNCH + "\n", "--strict") == reported
+
+
+@pytest.mark.parametrize("interpreter, reported", [
+    ("/home/ec2-user/anaconda3/envs/pytorch_latest_p37/bin/python", []),  # (2020's AWS DLAMI: Python 3.7)
+    ("/usr/bin/python3.6", []), ("python2.7", []),
+    ("/opt/conda/envs/pytorch_p310/bin/python", [("train.sh", 2, False)]),  # (3.10: PyTorch 2 may be there)
+    ("python3.8", [("train.sh", 2, False)]), ("/opt/venv/bin/python", [("train.sh", 2, False)]),
+])
+def test_no_advice_where_the_interpreter_predates_pytorch_2(tmp_path, interpreter, reported):
+    """An AWS Deep Learning AMI's `.../envs/pytorch_latest_p37/bin/python -m torch.distributed.launch ...` (a helper's
+    sweep, session 46): PyTorch 2.0 needs Python 3.8, so that job runs a 1.x whose allocator stops at the first
+    allocation on expandable_segments; OFL301's fix would have broken it."""
+    launch = f"{interpreter} -m torch.distributed.launch --nproc_per_node 8 {LAUNCH.split(' 8 ', 1)[1]}"
+    assert _ofl301(tmp_path, launch + "\n") == reported
+    assert _ofl301(tmp_path, launch + "\n", "--strict") == reported

@@ -47,11 +47,11 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     forks' functional tests run in NGC 21.12 (a helper's third-party sweep): OFL301's safe fix would have broken
     them. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch 2.0 or a 2.1 preview), or where no
     image is named and the tree's requirements.txt pins a PyTorch before 2.1 (Unit.pinned_torch); "" where no image
-    is named or its PyTorch has the option. Where the launch's code imports torch._six (Unit.old_torch), it runs on
-    PyTorch 1.x only, whatever the image."""
+    is named or its PyTorch has the option. Where the launch's code imports torch._six, or its interpreter is a
+    Python before 3.8 (Unit.old_torch), it runs on PyTorch 1.x only, whatever the image."""
     old = scope.names.get("old_torch") or ""
     if old:
-        return f"its code runs on PyTorch 1.x only: {old}, which PyTorch 2.0 removed"
+        return f"it runs on PyTorch 1.x only: {old}"
     image = scope.names.get("container_image") or ""
     if not image:
         pinned = scope.names.get("pinned_torch") or ""

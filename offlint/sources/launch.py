@@ -81,6 +81,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     script_index = _script_index(values, wrapped=not needs_arguments)
     environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
     image = image or container_image(values[:script_index])
+    old = old_interpreter(values[:script_index])
     ray, ray_env = ray_job(argv[:script_index])
     given, withheld = launcher_environment(argv[:script_index])
     env = {**env, **given}
@@ -98,7 +99,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             unit.entry_script = values[script_index] or ""
             unit.script_args = tuple((a.value, a.location, a.flags) for a in rest)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
-            return _in_image(opened(unit, env_open), image)
+            return _in_image(opened(unit, env_open), image, old)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         hydra_syntax, own_config = _hydra_reading(project, location.path, values[script_index] or "", script, rest)
         unit = _hydra_unit(name, script, rest, env, location, env_known,
@@ -113,7 +114,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             # a script of the tree's own taking `key=value` arguments (NeMo RL's `run_grpo.py --config ... k=v`):
             # whether it trains in Ray's workers is read from its code when linking (entry_scripts.ray_driver)
             unit.entry_script = values[script_index] or ""
-        return _in_image(opened(unit, env_open), image)
+        return _in_image(opened(unit, env_open), image, old)
     if script.endswith(".py") and any(a.value in _CONFIG_FILE_FLAGS or (a.value or "").startswith("--config-file=")
                                       for a in rest):
         # A project's own Bridge entry script given a YAML override (geodesic-megatron's `pipeline_training_run.py
@@ -122,7 +123,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         unit = _hydra_unit(name, script, rest, env, location, env_known=False, context=inside)
         unit.launches_training = False
         unit.entry_script = values[script_index] or ""
-        return _in_image(opened(unit, env_open), image)
+        return _in_image(opened(unit, env_open), image, old)
     return None
 
 
@@ -133,9 +134,25 @@ def _expanded_at(args: list[Arg]) -> tuple[Location, ...]:
                                and a.value.split("=", 1)[0] not in a.text))
 
 
-def _in_image(unit: Unit, image: str) -> Unit:
-    unit.container_image = image
+def _in_image(unit: Unit, image: str, old_torch: str = "") -> Unit:
+    unit.container_image, unit.old_torch = image, old_torch
     return unit
+
+
+# An interpreter a PyTorch 2 wheel does not exist for (2.0 needs Python 3.8): `python3.7`, `python2`, and AWS Deep
+# Learning AMIs' conda environments named for their Python (`envs/pytorch_latest_p37/bin/python`, 2020's DLAMI)
+_OLD_PYTHON = re.compile(r"(?:^|/)(?:python(2(?:\.\d+)?|3\.[0-7])|envs/[\w.-]*_p(2\d|3[0-7])/bin/python[\d.]*)$")
+
+
+def old_interpreter(launcher: list[str | None]) -> str:
+    """Where the launch's interpreter is a Python that only PyTorch 1.x supports, why (Unit.old_torch); "" else."""
+    for word in launcher:
+        found = _OLD_PYTHON.search(word or "")
+        if found:
+            version = found.group(1) or found.group(2)
+            version = version if "." in version or len(version) == 1 else f"{version[0]}.{version[1:]}"
+            return f"its interpreter `{word}` is Python {version}, which PyTorch 2 does not support"
+    return ""
 
 
 # torchrun's (and torch.distributed.launch's, ft_launcher's) options for the processes it starts
