@@ -228,6 +228,24 @@ def test_check_reports_what_fix_would_fix_in_ruffs_words(tmp_path):
     assert "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)." in result.stderr
 
 
+def test_the_fixable_count_leaves_out_what_fix_cannot_place(tmp_path):
+    """A launch inside a `bash -c '...'` string (or `bcprun --cmd '...'`): OFL301's fix would edit inside the
+    string, which --fix refuses (tree-sitter-bash reads the string as one word); `[*] N fixable` had counted it all
+    the same, and --fix then fixed nothing. A launch written as a command of the script is still counted."""
+    launch = ("python pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 --micro-batch-size 1 "
+              "--global-batch-size 8 --seq-length 128 --max-position-embeddings 128 --train-iters 10")
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "inside.sh").write_text(f"#!/bin/bash\nsrun bash -c '{launch}'\n")
+    found = check([str(tmp_path)], _options(tmp_path, select=["OFL301"])).findings
+    assert len(found) == 1
+    from offlint.fix.request import FixRequest
+
+    assert FixRequest._counts(found, RULES) == (0, 0)
+    (tmp_path / "direct.sh").write_text(f"#!/bin/bash\n{launch}\n")
+    found = check([str(tmp_path)], _options(tmp_path, select=["OFL301"])).findings
+    assert len(found) == 2 and FixRequest._counts(found, RULES) == (1, 0)
+
+
 @pytest.mark.slow
 def test_check_without_fix_does_not_import_libcst(tmp_path):
     _tree(tmp_path)

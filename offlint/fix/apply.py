@@ -94,6 +94,25 @@ def read(path: str) -> str:
     return read_text(path)
 
 
+def script_edits_apply(changes: tuple[Change, ...], texts: dict[str, str]) -> bool:
+    """Whether a fix's edits of shell scripts can be made on the files as they are (`texts`: those read so far), so
+    that `[*] N fixable` does not count what --fix then leaves (a launch inside a `bash -c '...'` string, which
+    tree-sitter-bash reads as one word). Edits of Python and YAML files are taken to apply: checking them needs
+    their editors (libcst), which a run without --fix does not load."""
+    by_path: dict[str, list[Change]] = {}
+    for change in changes:
+        if not change.path.endswith((".py", *YAML_SUFFIXES)):
+            by_path.setdefault(change.path, []).append(change)
+    try:
+        for path, group in by_path.items():
+            if path not in texts:
+                texts[path] = read(path)
+            edit_text(path, texts[path], group)
+    except (OSError, ReadError, FixError):
+        return False
+    return True
+
+
 def edit_text(path: str, text: str, changes: list[Change]) -> str:
     """One fix's edits in one file, by the file's kind; FixError when they cannot be made safely. A message
     starting with 'file:' is about the whole file (it does not parse), not just this fix."""

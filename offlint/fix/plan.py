@@ -46,13 +46,16 @@ def plan(findings: list[Finding], rules: dict, unsafe: bool) -> tuple[list[Plann
     return out, hidden
 
 
-def fixability(findings: list[Finding], rules: dict) -> tuple[int, int]:
+def fixability(findings: list[Finding], rules: dict, placeable=None) -> tuple[int, int]:
     """(findings with a safe fix, findings whose only fixes are unsafe): ruff's `[*] N fixable` counts. A fix counts
     where it can be placed: OFL003's rename of a key no one known field is close to (a key set in the wrong section,
-    `dist.tensor_model_parallel_size`) is no hidden fix."""
+    `dist.tensor_model_parallel_size`) is no hidden fix, nor one whose edits `placeable(changes)` (where given)
+    says cannot be made on the files."""
     safe = unsafe = 0
     for finding in findings:
         options = _makeable(finding, rules)
+        if placeable is not None:
+            options = [(autofix, changes) for autofix, changes in options if placeable(changes)]
         if any(is_safe(f, finding) for f, _ in options):
             safe += 1
         elif options:

@@ -124,9 +124,11 @@ class FixRequest:
 
     @staticmethod
     def _counts(findings, rules) -> tuple[int, int]:
+        from offlint.fix.apply import script_edits_apply
         from offlint.fix.plan import fixability  # no editor, no libcst: imported with the rules already
 
-        return fixability(findings, rules) if findings else (0, 0)
+        texts: dict[str, str] = {}
+        return fixability(findings, rules, lambda changes: script_edits_apply(changes, texts)) if findings else (0, 0)
 
 
 def _hidden(count: int) -> str:

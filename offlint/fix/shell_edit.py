@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from functools import lru_cache
 
 from offlint.fix.edits import Change, FixError, field_name, plain_text, transformed, with_option
 from offlint.keys import KEYS
@@ -42,11 +43,19 @@ def edit_command_text(text: str, changes: list[Change]) -> str:
     return text
 
 
+@lru_cache(maxsize=4)
 def _parse(data: bytes):
+    """The tree of a script's text (the last few kept: each fix of a file checks the same text's words and errors,
+    and `[*] N fixable` tries every fix; trees are not edited)."""
+    return _parser().parse(data)
+
+
+@lru_cache(maxsize=1)
+def _parser():
     import tree_sitter
     import tree_sitter_bash
 
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language())).parse(data)
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
 # Node types that make up one shell word (an argument, an assignment, a command name), as tree-sitter-bash names
@@ -72,6 +81,8 @@ def _bash_word_end(text: str, start: int) -> int | None:
 
 def _errors(text: str) -> int:
     tree = _parse(text.encode("utf-8"))
+    if not tree.root_node.has_error:  # (most scripts: no walk)
+        return 0
     count = 0
     stack = [tree.root_node]
     while stack:
