@@ -576,3 +576,38 @@ def test_the_did_you_mean_shortlist_gives_difflibs_answer(section):
         expected = difflib.get_close_matches(name, fields, n=1, cutoff=0.8)
         assert difflib.get_close_matches(name, keys.could_be_close(section, name), n=1,
                                          cutoff=0.8) == expected, name
+
+
+def test_characters_tree_sitter_bash_crashes_on_are_read(tmp_path):
+    """tree-sitter-bash (0.25) kills the process (SIGSEGV) on some characters at or above U+80000 next to braces:
+    a sagemaker-hyperpod-recipes launch's `bash -c "... > {$results_dir}/hostname"` (a typo for `${results_dir}`)
+    put offlint's placeholder for the unknown value there, and the run died (rc 139, or 'internal error:
+    BrokenProcessPool' and exit 2 in a larger tree: every other file's findings lost; a helper's sweep, session
+    47). The parser gets a harmless character of the same length instead."""
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "hosts.sh").write_text('#!/bin/bash\nsrun -l bash -c "hostname > {$out}/hosts"\n'
+                                       "echo {\U000F0001}/x > {\U000A0000}/y\nx=\U000F0000 {\U0010FFFD}/z\n")
+    (tmp_path / "train.sh").write_text("#!/bin/bash\ntorchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 "
+                                       "--hidden-size 256 --num-attention-heads 8 --micro-batch-size 1 "
+                                       "--global-batch-size 8 --seq-length 128 --max-position-embeddings 128\n")
+    result = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--no-cache", "--mcore-version", "0.20.0",
+                             "--select", "OFL301"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (result.returncode, result.stdout.count("OFL301")) == (1, 1), (result.returncode, result.stderr[-500:])
+    assert result.stdout.startswith("train.sh:2:1: OFL301")
+
+
+def test_the_bash_parser_is_never_handed_what_crashes_it():
+    """The same at the parser, where a crash is certain enough to test: tree-sitter-bash alone dies on such text in
+    about two processes of three; six processes parse it through offlint's parser and none may die."""
+    import subprocess
+    import sys
+
+    code = ("from offlint.sources.bash_tree import parse_bash\n"
+            "text = ''.join('echo {%s}/x > {%s}/y\\n' % (chr(0xF0000 + i), chr(0x80000 + 7 * i)) for i in range(500))\n"
+            "assert not parse_bash(text.encode()).root_node.has_error\n")
+    codes = [subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode
+             for _ in range(6)]
+    assert codes == [0] * 6

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from offlint.fix.edits import Change, FixError, field_name, plain_text, transformed, with_option
 from offlint.keys import KEYS
+from offlint.sources.bash_tree import parse_bash
 from offlint.sources.mlm_flags import SWITCHES
 
 _BREAK = set(" \t\n;|&<>()")
@@ -47,15 +48,7 @@ def edit_command_text(text: str, changes: list[Change]) -> str:
 def _parse(data: bytes):
     """The tree of a script's text (the last few kept: each fix of a file checks the same text's words and errors,
     and `[*] N fixable` tries every fix; trees are not edited)."""
-    return _parser().parse(data)
-
-
-@lru_cache(maxsize=1)
-def _parser():
-    import tree_sitter
-    import tree_sitter_bash
-
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    return parse_bash(data)
 
 
 # Node types that make up one shell word (an argument, an assignment, a command name), as tree-sitter-bash names

@@ -12,13 +12,13 @@ from dataclasses import replace
 from itertools import accumulate
 from operator import index
 
+from offlint.sources.bash_tree import parse_bash
 from offlint.sources.shell_mask import Masked, parse_masked
 from offlint.sources.shell_values import _MAX_NESTING, _merge, Org, _P, Pos, _State, _TooDeep, _Var, branch_mark
 from offlint.sources.shell_conditions import Conditions, _descendants, _holds
 from offlint.sources.shell_words import WordExpansion
 from offlint.sources.shell_commands import Commands
 
-_LANG = None
 # The body readings of `for` loops unrolled together (a loop inside a loop multiplies them): past it, a loop's
 # variable is unknown and its body read once (walker.unroll)
 MAX_PASSES = 32
@@ -42,15 +42,6 @@ def _first_word(command) -> str:
     return name.text.decode("utf-8", "replace").strip() if name is not None else ""
 
 
-def _tree(data: bytes):
-    global _LANG
-    from tree_sitter import Language, Parser
-
-    if _LANG is None:
-        import tree_sitter_bash
-
-        _LANG = Language(tree_sitter_bash.language())
-    return Parser(_LANG).parse(data)
 
 
 class _Walker(Commands, WordExpansion, Conditions):
@@ -97,7 +88,7 @@ class _Walker(Commands, WordExpansion, Conditions):
         return f"assigned differently on some paths ({mark})" if mark else ""
 
     def run(self) -> None:
-        tree, self.masked = parse_masked(self.data, _tree)  # tree-sitter-bash's known gaps (shell_mask)
+        tree, self.masked = parse_masked(self.data, parse_bash)  # tree-sitter-bash's known gaps (shell_mask)
         root = tree.root_node
         # Code that eval builds from a value offlint does not know (`eval "IMAGE=\$$IMAGE"`) is only code once
         # that value is there: bash reads it at run time, so a syntax error of the text with a hole is no error.
