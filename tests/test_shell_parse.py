@@ -1119,6 +1119,18 @@ def test_a_double_bracketed_placeholder_is_a_command_word():
     assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--num-layers", "4"]
 
 
+def test_a_bracketed_placeholder_starting_a_command_is_its_name():
+    """azurehpc's licence set-up runs `[your installation directory]/bin/lmgrd -c ...` (a template): bash reads the
+    words `[your`, `installation`, `directory]/bin/lmgrd` (`[` opens a test only before a blank), tree-sitter-bash
+    (0.25) a broken test, and the file had been refused (a helper's sweep, session 47). A test stays a test."""
+    result = parse_shell("#!/bin/bash\n[your install dir]/bin/lmgrd -c license.txt\n[ab]/bin/tool --flag\n"
+                         "[ -f x ] && echo yes\ntorchrun pretrain_gpt.py --num-layers 4\n", "t.sh")
+    assert not result.errors
+    assert [values(c) for c in result.commands][:2] == [["[your", "install", "dir]/bin/lmgrd", "-c", "license.txt"],
+                                                        ["[ab]/bin/tool", "--flag"]]
+    assert values(_command_of(result, "torchrun"))[-2:] == ["--num-layers", "4"]
+
+
 def test_the_root_directory_as_a_tests_operand_is_read():
     """tree-sitter-bash 0.25 reads a lone `/` in `[ ]` or `[[ ]]` as a division and refuses the script, which bash
     runs (radixark/miles' CI host setup: `if [[ "$(id -u)" -ne 0 ]] && ! [ -w / ]; then`): the whole run had

@@ -35,9 +35,10 @@ _LONE_SLASH = re.compile(rb"(?<=[ \t])/(?=[ \t\n;&|)])")  # a word that is `/` a
 # hides the closing backtick from tree-sitter-bash 0.25: NVIDIA's GenerativeAIExamples, a helper's sweep)
 _EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)|`[ \t\n]*`|`[ \t]*#[^`\n]*`")
 # A word at a line's start beginning with `{` and more than it (a template's `{{ sbatch_cmds }}`, `{x`), or with `[[`
-# and no blank after it (a job template's `[[EXTRA_SBATCH_ARGS]]`): a command name to bash, which reserves `{` alone
-# and opens a test at `[[` only before a blank; tree-sitter-bash (0.25) opens a group or a test and refuses the script
-_BRACE_WORD = re.compile(rb"(?m)^[ \t]*(\{(?=\S)\{*|\[\[(?=[^\s\[]))")
+# or `[` and no blank after it (a job template's `[[EXTRA_SBATCH_ARGS]]`, a licence script's `[your installation
+# directory]/bin/lmgrd -c ...`): a command name to bash, which reserves `{` alone and opens a test at `[[` or `[` only
+# before a blank; tree-sitter-bash (0.25) opens a group or a test and refuses the script
+_BRACE_WORD = re.compile(rb"(?m)^[ \t]*(\{(?=\S)\{*|\[\[(?=[^\s\[])|\[(?=[^\s\[]))")
 # `[ "$v" \< "3.0.0" ]`: a single-bracket test comparing strings with an escaped `<` or `>`
 _ESCAPED_COMPARISON = re.compile(rb"(?<![\[\w])\[[ \t][^\]\n]*?\\[<>][^\]\n]*?[ \t]\](?!\])")
 # A template's placeholder as an assignment's value (`TOKENIZER=<path to tokenizer>/vocab.json`): bash reads a
