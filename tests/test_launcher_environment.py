@@ -190,6 +190,15 @@ def test_a_yaml_command_is_known_by_megatron_lms_flags_too(tmp_path, runner):
     assert [(f.code, Path(f.location.path).name) for f in result.findings] == [("OFL102", "task.yaml")]
 
 
+def test_a_markdown_page_in_a_yaml_string_is_no_command(tmp_path):
+    """NVIDIA's DGX Spark playbooks keep their Markdown pages in `content: |` values; a fenced example command there
+    runs nowhere (the same page as README.md is not read), and OFL301 had been reported on it with a fix editing the
+    prose (a helper's sweep, session 47). A command string is still read."""
+    page = f"tabs:\n  - content: |\n      # Step 2\n\n      ```bash\n      torchrun --nproc-per-node 8 {FLAGS}\n      ```\n"
+    assert _yaml_findings(tmp_path, page) == []
+    assert len(_yaml_findings(tmp_path, SKYPILOT.format(value="max_split_size_mb:21", flags=FLAGS))) == 1
+
+
 def test_an_environment_entry_of_a_yaml_file_is_not_edited_as_a_command(tmp_path, monkeypatch):
     """The allocator options a container's entry sets are named by `name:` and given by `value:`: no prefix goes in
     front of the name (it had become `- name: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True

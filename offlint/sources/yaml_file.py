@@ -290,6 +290,11 @@ YAML_ENV_KEYS = frozenset({"env", "envs", "environment", "env_vars"})
 _ENV_ELSEWHERE = frozenset({"envFrom", "env_file", "env_files"})
 
 
+# A Markdown code fence: a string holding one is a page of documentation (NVIDIA's DGX Spark playbooks keep their
+# pages in `content: |` values), whose fenced examples run nowhere; the same page as README.md is not read either
+_MARKDOWN_FENCE = re.compile(r"(?m)^[ \t]*```")
+
+
 def command_strings(roots, source_lines: list[str]):
     """Yield (shell_text, first_line, gpu, environment) for every string scalar that holds a launch command; `gpu`
     is the GPU the nearest enclosing key names (a model card's `GB200:` section), else ""; `environment` the
@@ -310,7 +315,8 @@ def command_strings(roots, source_lines: list[str]):
             stack.extend((v, _gpu_key(k) or gpu, environment) for k, v in reversed(node.value))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((v, gpu, environment) for v in reversed(node.value))
-        elif isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and _COMMAND_HINT.search(node.value):
+        elif isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and _COMMAND_HINT.search(node.value) \
+                and not _MARKDOWN_FENCE.search(node.value):
             yield (*_shell_text(node, source_lines), gpu, environment)
 
 
