@@ -21,7 +21,7 @@ from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
-from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, opened, opened_because,
+from offlint.sources.launch import (TRAINING_ONLY_FLAGS, dockerfile_torch, flags_accelerator, opened, opened_because,
                                     last_value, requirements_torch, take_recipe_sections,
                                     takes_no_iteration)
 from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,
@@ -94,6 +94,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if unit.config_file_at_run_time:
                 at_run_time.append(unit)
             unit.layers = base_layers + unit.layers
+            if unit.launches_training and not unit.container_image:  # (an image's own PyTorch decides where named)
+                here = read.file.path  # (the environment the tree builds beside the launch, whatever its script)
+                unit.pinned_torch = requirements_torch(here, lambda path: tree_text(path, here)) or \
+                    dockerfile_torch(here, lambda path: tree_text(path, here))
             if unit.entry_script:  # an entry script in the tree shows whether it trains, and whether in Ray's workers
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
                 if trains == entry_scripts.ARGUMENTS_CHOOSE:  # the launch's own values choose, else its flags
@@ -122,9 +126,6 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                                                             entry_modules)
                     if imports:  # (else what the launch's interpreter says, if anything)
                         unit.old_torch = f"its code imports torch._six ({imports}), which PyTorch 2.0 removed"
-                    if not unit.container_image:  # (an image's own PyTorch decides where one is named)
-                        unit.pinned_torch = requirements_torch(read.file.path,
-                                                               lambda path, near=read.file.path: tree_text(path, near))
                 driver = unit.launches_training and entry_scripts.ray_driver(unit.entry_script, read.file.path,
                                                                              tree_text, entry_modules)
                 if driver:

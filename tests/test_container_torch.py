@@ -29,6 +29,9 @@ LAUNCH = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-s
     ("pytorch/pytorch:latest", None),
     ("someone/my-pytorch:22.04", None),  # another registry's tag may count anything
     ("rocm/pytorch:rocm6.0_ubuntu22.04_py3.10_pytorch_2.1.1", None),
+    # a vendor's `pytorch` image tagged with its three-part version (Hygon DCU's, in FlagPerf)
+    ("image.sourcefind.cn:5000/dcu/admin/base/pytorch:1.13.1-centos7.6-dtk23.10-py38", (1, 13)),
+    ("registry.example.com/team/pytorch:2.3.1", (2, 3)), ("registry.example.com/team/my-pytorch:1.13.1", None),
     # a Singularity image file whose name gives its PyTorch (LUMI's naming)
     ("/appl/images/pytorch-lumi_sles-rocm-5.5.1-python-3.10-pytorch-v2.0.1-apex.sif", (2, 0)),
     ("lumi-pytorch-rocm-6.2.4-python-3.12-pytorch-v2.7.1.sif", (2, 7)),
@@ -122,7 +125,9 @@ def test_a_called_script_s_launch_is_advised_at_a_call_that_lacks_the_option_whe
     assert (tmp_path / "worker.sh").read_text().startswith("#!/bin/bash\nPYTORCH_CUDA_ALLOC_CONF=")
 
 
-@pytest.mark.parametrize("flags", ["--use_hpu --distributed-backend=hccl", "--distributed-backend hccl"])
+@pytest.mark.parametrize("flags", ["--use_hpu --distributed-backend=hccl", "--distributed-backend hccl",
+                                   # (Moore Threads' MCCL, FlagScale's device switch: FlagPerf's MUSA launches)
+                                   "--distributed-backend mccl --device-type mthreads", "--device-type=mthreads"])
 def test_no_advice_where_the_launchs_own_flags_choose_another_accelerator(tmp_path, flags):
     """Habana's Megatron-DeepSpeed takes `--use_hpu`, and HCCL is a backend only Gaudi's and Ascend's PyTorch builds
     have: MLPerf v3.1's Gaudi Llama launches (their code outside the tree) had been given OFL301."""
@@ -209,5 +214,37 @@ def test_no_advice_where_the_interpreter_predates_pytorch_2(tmp_path, interprete
     sweep, session 46): PyTorch 2.0 needs Python 3.8, so that job runs a 1.x whose allocator stops at the first
     allocation on expandable_segments; OFL301's fix would have broken it."""
     launch = f"{interpreter} -m torch.distributed.launch --nproc_per_node 8 {LAUNCH.split(' 8 ', 1)[1]}"
+    assert _ofl301(tmp_path, launch + "\n") == reported
+    assert _ofl301(tmp_path, launch + "\n", "--strict") == reported
+
+
+@pytest.mark.parametrize("base, default, possible", [
+    ("image.sourcefind.cn:5000/dcu/admin/base/pytorch:1.13.1-centos7.6-dtk23.10-py38", [], True),
+    ("nvcr.io/nvidia/pytorch:21.08-py3 AS build\nRUN make\nFROM nvcr.io/nvidia/pytorch:24.01-py3",
+     [("train.sh", 2, False)], False),  # (the last stage's image is the one the launch runs in)
+])
+def test_a_pytorch_the_dockerfile_beside_the_launch_builds_from_leaves_the_advice_open(tmp_path, base, default,
+                                                                                        possible):
+    """FlagPerf keeps each vendor launch beside the Dockerfile of the image it runs in: Hygon DCU's builds from
+    PyTorch 1.13.1, whose allocator stops at the first allocation on expandable_segments, and OFL301's safe fix had
+    been offered (a helper's sweep, session 47). Not known for sure: possible with --strict, naming the file."""
+    (tmp_path / "Dockerfile").write_text(f"FROM {base}\nRUN pip install flagscale\n")
+    assert _ofl301(tmp_path, f"{LAUNCH}\n") == default
+    said = [f["message"] for f in check_json(tmp_path, "--no-cache", "--strict") if f["code"] == "OFL301"
+            and f["possible"]]
+    assert bool(said) == possible
+    assert not said or "Dockerfile builds from image.sourcefind.cn" in said[0]
+
+
+@pytest.mark.parametrize("launcher, reported", [
+    ("python3 -m oneflow.distributed.launch --nproc_per_node 8", []),
+    ("python -m paddle.distributed.launch --gpus 0,1", []),
+    ("python3 -m torch.distributed.launch --nproc_per_node 8", [("train.sh", 2, False)]),
+])
+def test_another_frameworks_launcher_starts_no_pytorch_ranks(tmp_path, launcher, reported):
+    """OneFlow's LiBai launches run `python3 -m oneflow.distributed.launch ... tools/train_net.py` (the script outside
+    the tree): every rank runs OneFlow, whose allocator never reads PYTORCH_CUDA_ALLOC_CONF; --strict had given 24
+    possible OFL301 (a helper's sweep, session 47)."""
+    launch = f"{launcher} {LAUNCH.split(' 8 ', 1)[1]}"
     assert _ofl301(tmp_path, launch + "\n") == reported
     assert _ofl301(tmp_path, launch + "\n", "--strict") == reported

@@ -43,6 +43,10 @@ def _check(tmp_path: Path, script: str, strict: bool = False):
     # (no hostfile: DeepSpeed's default, /job/hostfile, the only way 16 nodes run; Megatron-DeepSpeed's curriculum
     # learning example, in eleven forks a helper's sweep read)
     "deepspeed --num_nodes 16 --num_gpus 8",
+    # (no hostfile, and the script counts the GPUs of that file's hosts with DeepSpeed's ds_ssh: Megatron-DeepSpeed's
+    # examples, 54 findings in three copies a helper's sweep read in session 47)
+    "num_gpus=$(($(ds_ssh nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)-2))\ndeepspeed --num_gpus 8",
+    "cat /job/hostfile\ndeepspeed",
 ])
 def test_a_launch_that_may_run_on_several_nodes_does_not_know_its_ranks_allocator_options(tmp_path, launcher):
     assert _check(tmp_path, f"{launcher} {FLAGS}") == []
@@ -56,6 +60,8 @@ def test_a_launch_that_may_run_on_several_nodes_does_not_know_its_ranks_allocato
     "deepspeed --no_ssh --hostfile hosts --num_nodes 2 --node_rank 0",
     "deepspeed --num_nodes $NODES --num_gpus 8",  # no hostfile: more than one node is refused
     "deepspeed --num_nodes 1 --num_gpus 8",
+    "ds_ssh hostname\ndeepspeed --num_nodes 1",  # (one node of the default hostfile)
+    "echo ds_ssh_not_run\ndeepspeed --num_gpus 8",
 ])
 def test_a_local_launch_runs_with_the_scripts_environment(tmp_path, launcher):
     found = _check(tmp_path, f"{launcher} {FLAGS}")
@@ -194,7 +200,8 @@ def test_a_markdown_page_in_a_yaml_string_is_no_command(tmp_path):
     """NVIDIA's DGX Spark playbooks keep their Markdown pages in `content: |` values; a fenced example command there
     runs nowhere (the same page as README.md is not read), and OFL301 had been reported on it with a fix editing the
     prose (a helper's sweep, session 47). A command string is still read."""
-    page = f"tabs:\n  - content: |\n      # Step 2\n\n      ```bash\n      torchrun --nproc-per-node 8 {FLAGS}\n      ```\n"
+    page = (f"tabs:\n  - content: |\n      # Step 2\n\n      ```bash\n      torchrun --nproc-per-node 8 {FLAGS}\n"
+            "      ```\n")
     assert _yaml_findings(tmp_path, page) == []
     assert len(_yaml_findings(tmp_path, SKYPILOT.format(value="max_split_size_mb:21", flags=FLAGS))) == 1
 

@@ -64,7 +64,7 @@ class CommandProblem(ValueError):
 
 def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool,
                  needs_arguments: bool = False, project=None, inside: str = "", env_open: str = "",
-                 image: str = "") -> Unit | None:
+                 image: str = "", default_hostfile: bool = False) -> Unit | None:
     """Return the unit for a training launch command, or None when the command is not one.
 
     `needs_arguments`: only a script run with arguments counts (YAML strings also hold prose and file lists).
@@ -73,19 +73,22 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     command itself is in (shell_values.Command.inside; its own words carry that mark). `env_open`: why its
     environment may hold more than its script shows (Command.env_open): the variables it does not set are unknown.
     `image`: the PyTorch container image an enclosing command runs it in (Command.image), else its own launcher's.
+    `default_hostfile`: the script addresses the hosts of DeepSpeed's default hostfile (uses_default_hostfile).
     """
     argv = _module_as_script(argv)
     values = [a.value for a in argv]
     if not runs_script(values, needs_arguments):
         return None
     script_index = _script_index(values, wrapped=not needs_arguments)
+    if _other_framework_launcher(values[:script_index]):
+        return None
     environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
     image = image or container_image(values[:script_index])
     old = old_interpreter(values[:script_index])
     ray, ray_env = ray_job(argv[:script_index])
     given, withheld = launcher_environment(argv[:script_index])
     env = {**env, **given}
-    ranks, env = deepspeed_ranks_environment(argv[:script_index], env)
+    ranks, env = deepspeed_ranks_environment(argv[:script_index], env, default_hostfile)
     ranks = ranks or withheld
     env_open = env_open or (opened_because(environment or ray or ranks) if environment or ray or ranks else "")
     env = {**env, **ray_env}
@@ -246,8 +249,9 @@ def container_image(values: list[str | None]) -> str:
 
 def image_torch(image: str) -> tuple[int, int] | Unknown | None:
     """The (major, minor) PyTorch version an image's tag says at most: NGC's YY.MM releases up to 22.12 ship PyTorch
-    1.x (1.14 at most), Docker Hub's tags name it; an Unknown for NGC's 2023 tags before 23.10 (2.0 or a 2.1
-    preview); None where the tag does not say (another registry's)."""
+    1.x (1.14 at most), Docker Hub's tags name it, as does another registry's `pytorch` image tagged with a
+    three-part version; an Unknown for NGC's 2023 tags before 23.10 (2.0 or a 2.1 preview); None where the tag does
+    not say (another registry's YY.MM or other tags)."""
     match = _TORCH_IMAGE.search(image)
     if match is None:
         named = _SIF_TORCH.search(image)
@@ -256,6 +260,9 @@ def image_torch(image: str) -> tuple[int, int] | Unknown | None:
     if match.group(1) == "pytorch/pytorch":
         named = re.match(r"(\d+)\.(\d+)(?:\D|$)", tag)
         return (int(named.group(1)), int(named.group(2))) if named is not None else None
+    version = re.match(r"(\d+)\.(\d+)\.\d+(?:[-+_]|$)", tag)  # (a vendor's `.../pytorch:1.13.1-centos7.6-dtk23.10`:
+    if version is not None and match.group(1).rsplit("/", 1)[-1] == "pytorch":  # a three-part version, no YY.MM)
+        return int(version.group(1)), int(version.group(2))
     ngc = re.match(r"(\d{2})\.(\d{2})(?:\D|$)", tag)
     if ngc is None or match.group(1) != "pytorch" or not ("nvcr.io" in image or "nvidia" in image):
         return None  # (another registry's image: its tag may count anything)
@@ -270,12 +277,17 @@ def flags_accelerator(words) -> str:
     after the script, Unit.script_args), as "Intel Gaudi HPUs: the launch passes --use_hpu"; "" where none does.
     Habana's Megatron-DeepSpeed takes `--use_hpu`; HCCL, Habana's and Ascend's collective library, is a
     `--distributed-backend` only their PyTorch builds have (MLPerf v3.1's Gaudi Llama launches, code outside the tree,
-    had been given OFL301)."""
+    had been given OFL301). MCCL is Moore Threads' (torch_musa), and FlagScale's `--device-type mthreads` names their
+    GPUs (FlagPerf's Aquila2 launches on them had been given OFL301: torch_musa reads PYTORCH_MUSA_ALLOC_CONF)."""
     switch = next((value for value, *_ in words if value in ("--use_hpu", "--use-hpu")), None)
     if switch is not None:
         return f"Intel Gaudi HPUs: the launch passes {switch}"
-    if last_value(words, "--distributed-backend") == "hccl":  # (argparse keeps the last)
+    backend = last_value(words, "--distributed-backend")  # (argparse keeps the last)
+    if backend == "hccl":
         return "Intel Gaudi HPUs or Ascend NPUs: the launch passes --distributed-backend hccl"
+    if backend == "mccl" or last_value(words, "--device-type") == "mthreads":
+        shown = "--distributed-backend mccl" if backend == "mccl" else "--device-type mthreads"
+        return f"Moore Threads GPUs (MUSA): the launch passes {shown}"
     return ""
 
 
@@ -342,7 +354,30 @@ def requirements_torch(launch_path: str, read_text) -> str:
         folder = posixpath.dirname(folder)
 
 
+def dockerfile_torch(launch_path: str, read_text) -> str:
+    """Where the Dockerfile beside the launch builds (its last stage) from an image whose tag says a PyTorch before
+    2.1: "DIR/Dockerfile builds from IMAGE"; "" otherwise. Which launches run in a Dockerfile's image is written
+    nowhere, but one in the launch's own folder is the likeliest (FlagPerf's vendor folders hold each launch with
+    the Dockerfile of the image it runs in: Hygon DCU's `FROM .../pytorch:1.13.1-centos7.6-dtk23.10-py38`)."""
+    folder = posixpath.dirname(launch_path)
+    path = posixpath.join(folder, "Dockerfile") if folder else "Dockerfile"
+    images = _FROM.findall(read_text(path) or "")
+    torch = image_torch(images[-1]) if images else None
+    if isinstance(torch, tuple) and torch < (2, 1):
+        return f"{path} builds from {images[-1]} (PyTorch {torch[0]}.{torch[1]})"
+    return ""
+
+
+_FROM = re.compile(r"(?im)^[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S+)")
 _RUNTIME_ENV_JSON = "--runtime-env-json"
+# DeepSpeed's `ds_ssh` (pdsh over the hosts of /job/hostfile), or that file named: a script using the hosts of
+# DeepSpeed's default hostfile, which its `deepspeed` launches without --hostfile then run on
+_DEFAULT_HOSTFILE = re.compile(r"(?:^|[\s;&|(`$])ds_ssh(?=[\s;&|)`]|$)|/job/hostfile\b", re.MULTILINE)
+
+
+def uses_default_hostfile(script_text: str) -> bool:
+    """Whether a script addresses the hosts of DeepSpeed's default hostfile (command_unit's `default_hostfile`)."""
+    return "/job/hostfile" in script_text or ("ds_ssh" in script_text and bool(_DEFAULT_HOSTFILE.search(script_text)))
 
 
 def ray_job(words: list[Arg]) -> tuple[str, dict[str, EnvArg]]:
@@ -520,7 +555,8 @@ _DEEPSPEED_VALUED = frozenset({"-H", "--hostfile", "-i", "--include", "-e", "--e
 _DEEPSPEED_EXPORTED = ("NCCL", "PYTHON", "MV2", "UCX", "MLFLOW")
 
 
-def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg]) -> tuple[str, dict[str, EnvArg]]:
+def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg],
+                                default_hostfile: bool = False) -> tuple[str, dict[str, EnvArg]]:
     """A `deepspeed` launch that may run on more than one node: (why its ranks' environment is not the script's, the
     script's variables as the ranks see them); ("", env) for any other command. DeepSpeed's runner starts a
     multi-node job's ranks over ssh (pdsh, or an MPI launcher), on every node, the first included: they get that
@@ -530,7 +566,8 @@ def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg]) -> tup
     OFL301 had called 63 of its launches' allocator option unset. A run is multi-node with `--force_multi`,
     `--num_nodes` 2 or more (without a `--hostfile`, from its default, /job/hostfile), or an `--include` of two hosts
     (`a@b`) from a `--hostfile`; local (the launching shell's environment) with `--no_ssh`, one node or host, or no
-    hostfile otherwise (its default is then taken as absent);
+    hostfile otherwise (its default is then taken as absent, unless `default_hostfile`: the script itself addresses
+    that file's hosts, as Megatron-DeepSpeed's examples do with `ds_ssh`);
     otherwise (a hostfile whose hosts are not known) it may be either, and its variables are not known either way."""
     at = next((i for i, word in enumerate(words) if posixpath.basename(word.value or "") == "deepspeed"), None)
     if at is None:
@@ -548,7 +585,7 @@ def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg]) -> tup
         if word is not None and word.startswith("-"):
             given[word] = ""
         i += 1
-    multi = _deepspeed_multi_node(given)
+    multi = _deepspeed_multi_node(given, default_hostfile)
     if multi is False:
         return "", env
     reason = ("deepspeed's multi-node runner starts the ranks over ssh with each node's login environment, the "
@@ -560,7 +597,7 @@ def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg]) -> tup
                     for name, arg in env.items()}
 
 
-def _deepspeed_multi_node(given: dict[str, str | None]) -> bool | None:
+def _deepspeed_multi_node(given: dict[str, str | None], default_hostfile: bool = False) -> bool | None:
     """Whether deepspeed runs multi-node with these options (the option -> its value, None where not known; "" for a
     switch): True, False, or None where its hostfile decides."""
     if "--no_ssh" in given:
@@ -569,9 +606,12 @@ def _deepspeed_multi_node(given: dict[str, str | None]) -> bool | None:
         return True
     if "--hostfile" not in given and "-H" not in given:
         # Its default, /job/hostfile, is taken as absent, where more than one node is refused ("Num nodes is >1 but
-        # no extra nodes available via hostfile"): a literal `--num_nodes 16` runs only where that file is there
+        # no extra nodes available via hostfile"): a literal `--num_nodes 16` runs only where that file is there;
+        # where the script uses that file's hosts itself, its hosts decide (all of them, unless --num_nodes says)
         nodes = given.get("--num_nodes") or ""
-        return nodes.strip().isdigit() and int(nodes) > 1
+        if nodes.strip().isdigit():
+            return int(nodes) > 1
+        return None if default_hostfile else False
     nodes = given.get("--num_nodes", "")
     if nodes is None:
         return None
@@ -631,6 +671,14 @@ def env_string(key: str, value: object) -> object:
     if key.startswith("env.") and not isinstance(value, (str, Unknown)) and value is not None:
         return str(value)
     return value
+
+
+def _other_framework_launcher(launcher: list[str | None]) -> bool:
+    """Whether the script is started by another framework's launcher module (`python3 -m oneflow.distributed.launch`,
+    `-m paddle.distributed.launch`): its ranks run that framework, not PyTorch (OneFlow's LiBai launches had been
+    possible OFL301 findings; a helper's sweep, session 47)."""
+    return any(word == "-m" and (after or "").split(".")[0] in entry_scripts.OTHER_FRAMEWORKS
+               for word, after in zip(launcher, launcher[1:]))
 
 
 def _module_as_script(argv: list[Arg]) -> list[Arg]:
