@@ -1335,3 +1335,14 @@ def test_an_unbraced_expansion_inside_a_word_keeps_the_word_whole():
         "--paths", None, "x=[/d.c]", "/d/a,/d/b"]]
     kept = parse_shell("echo a$ b\nD=/d\nX=[a,$D] ; echo $X\n")  # (no split: nothing masked)
     assert kept.errors == [] and [values(c) for c in kept.commands] == [["echo", "a$", "b"], ["echo", "[a,/d]"]]
+
+
+def test_an_unclosed_expansion_is_named_where_it_opens():
+    """bigscience's Slurm scripts have `${six_ALL_CCFRWORK/code/...` without its `}` (line 32): tree-sitter-bash's
+    recovery put the error at line 1 ("lines 1-52 not read", a helper's sweep, session 47), far from the mistake;
+    bash says "unexpected EOF while looking for matching `}'". The message now names the opener and its line."""
+    result = parse_shell("#!/bin/bash\nexport X=1\nCODE=${six_ALL_CCFRWORK/code/tr1\nMEGA=$CODE/Megatron\n"
+                         "torchrun pretrain_gpt.py --num-layers 4\n")
+    assert result.errors and result.errors[0].endswith("the `${` at line 3 is never closed")
+    other = parse_shell("#!/bin/bash\nif true; then\necho x\n")
+    assert other.errors and "never closed" not in other.errors[0]

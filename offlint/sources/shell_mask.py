@@ -525,6 +525,20 @@ def _apply(data: bytes, masked: Masked) -> bytes:
     return bytes(out)
 
 
+_OPENERS = {"expansion": "${", "arith": "$((", "arith-command": "((", "test": "[["}
+
+
+def unclosed(data: bytes) -> tuple[int, str] | None:
+    """The first `${`, `$((`, `((` or `[[` of a bash text that is never closed, as (byte offset, the opener); None
+    where each is. For the message of a script that does not parse: tree-sitter-bash's error recovery puts the error
+    where it gives up (a bigscience Slurm script's `${six_ALL_CCFRWORK/code/...` without its `}` at line 32 was
+    reported at line 1, "lines 1-52 not read"), bash at the end of the file."""
+    for start, end, kind in _Spans(data).items:
+        if end is None and kind in _OPENERS:
+            return start, _OPENERS[kind]
+    return None
+
+
 class _Spans:
     """The closed `${...}`, `$((...))`, `((...))` and `[[ ... ]]` of a bash text, with their nesting.
 

@@ -13,7 +13,7 @@ from itertools import accumulate
 from operator import index
 
 from offlint.sources.bash_tree import parse_bash
-from offlint.sources.shell_mask import Masked, parse_masked
+from offlint.sources.shell_mask import Masked, parse_masked, unclosed
 from offlint.sources.shell_values import _MAX_NESTING, _merge, Org, _P, Pos, _State, _TooDeep, _Var, branch_mark
 from offlint.sources.shell_conditions import Conditions, _descendants, _holds
 from offlint.sources.shell_words import WordExpansion
@@ -93,7 +93,13 @@ class _Walker(Commands, WordExpansion, Conditions):
         # Code that eval builds from a value offlint does not know (`eval "IMAGE=\$$IMAGE"`) is only code once
         # that value is there: bash reads it at run time, so a syntax error of the text with a hole is no error.
         if root.has_error and not (self.label and self.st.holes.why(self.text)):
+            before = len(self.st.out.errors)
             self.errors(root)
+            opened = unclosed(self.data) if len(self.st.out.errors) > before else None
+            if opened is not None:  # (where bash would say it: the error's own place may be far from it)
+                first = self.st.out.errors[before]
+                self.st.out.errors[before] = (f"{first}; the `{opened[1]}` at line {self.pos(opened[0])[0]} is "
+                                              f"never closed")
         self.stmt(root)
 
     def masked_in(self, n) -> str:
