@@ -8,10 +8,13 @@ expansion's word (`${N:-$(( (A + 1) / 2 ))}`, LLaVA-OneVision-2's launch scripts
 or extglobs in `[[ ]]` (issues 321, 246), the root directory as a test's operand (`[ -w / ]`, read as a
 division: radixark/miles' CI host setup), an empty command substitution on lines of its own ("`" twice: a
 MindSpeed-LLM conversion script) or holding a comment alone (`` `# note` `` after an option of a continued
-command), a word at a line's start that begins with `{` (a Slurm template's `{{ sbatch_cmds }}`), a line
-continuation ending the file, `NAME=` closing a backtick substitution, an escaped
-less-than in a single-bracket test and a template's `<placeholder>` as an assignment's value (`_odd_shapes`). Each,
-seen on real scripts, would otherwise make the whole script unreadable.
+command), a word at a line's start that begins with `{` or `[` (a Slurm template's `{{ sbatch_cmds }}`, a
+licence script's `[your installation directory]/bin/lmgrd`), a line continuation ending the file, `NAME=` closing
+a backtick substitution, an escaped less-than in a single-bracket test and a template's `<placeholder>` as an
+assignment's value (`_odd_shapes`). Each,
+seen on real scripts, would otherwise make the whole script unreadable. One misreading comes with no error at all: a
+word split at an unbraced expansion (`[1.0,$DIR/x]`, `$D/a,$D/b`), which is masked wherever the tree shows it
+(`_split_expansions`).
 
 When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
 `[[ ... ]]`, found by a small lexer) is replaced by a neutral one of exactly the same byte length (`${___}`,
