@@ -60,6 +60,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
     launched_by: dict[int, list[Unit]] = {}  # id(YAML unit) -> the launches that name it
     at_run_time: list[Unit] = []  # launches whose YAML file is chosen when they run
     callers = launch_callers(reads) if callers is None else callers
+    pins: dict[str, str] = {}  # launch file -> the PyTorch before 2.1 pinned or built beside it (Unit.pinned_torch)
     for read in reads:
         for unit in read.units:
             if unit.kind != UnitKind.COMMAND:
@@ -96,8 +97,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             unit.layers = base_layers + unit.layers
             if unit.launches_training and not unit.container_image:  # (an image's own PyTorch decides where named)
                 here = read.file.path  # (the environment the tree builds beside the launch, whatever its script)
-                unit.pinned_torch = requirements_torch(here, lambda path: tree_text(path, here)) or \
-                    dockerfile_torch(here, lambda path: tree_text(path, here))
+                if here not in pins:  # (a file's launches share it: looked up once)
+                    pins[here] = requirements_torch(here, lambda path: tree_text(path, here)) or \
+                        dockerfile_torch(here, lambda path: tree_text(path, here))
+                unit.pinned_torch = pins[here]
             if unit.entry_script:  # an entry script in the tree shows whether it trains, and whether in Ray's workers
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
                 if trains == entry_scripts.ARGUMENTS_CHOOSE:  # the launch's own values choose, else its flags
