@@ -143,3 +143,18 @@ def test_a_comment_naming_hydra_is_no_sign_of_hydra_s_grammar(tmp_path, monkeypa
     nemo1 = NEMO1_APP.replace('config_name="main"', 'config_name="megatron_gpt_config"')
     errors = _errors(tmp_path, monkeypatch, {"cli.py": nemo1, "go.sh": LAUNCH.format(script="cli.py")})
     assert len(errors) == 1 and "Hydra cannot parse" in errors[0]
+
+
+def test_another_programs_config_file_option_is_no_bridge_override(tmp_path, monkeypatch):
+    """An HLLM recommender (DeepSpeed) runs `torchrun run.py --config_file a.yaml b.yaml` under expandable segments:
+    the underscore spelling, which no Megatron Bridge script's argparse accepts, had been read as Bridge's
+    `--config-file` recipe override, whose unread contents might set ddp.nccl_ub (--strict: OFL118 possible; a
+    helper's sweep, session 47). Bridge's own spelling still is one."""
+    launch = ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True torchrun --nproc_per_node=1 run.py "
+              "--config_file{sep}overall/deepspeed.yaml HLLM/HLLM.yaml --loss nce\n")
+    write_tree(tmp_path, {"go.sh": launch.format(sep=" ")})
+    monkeypatch.chdir(tmp_path)
+    strict = CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False, strict=True)
+    assert check(["."], strict).findings == []
+    write_tree(tmp_path, {"go.sh": launch.format(sep=" ").replace("--config_file", "--config-file")})
+    assert [f.code for f in check(["."], strict).findings] == ["OFL118"]

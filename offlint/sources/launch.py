@@ -21,8 +21,10 @@ from offlint.types import (BELOW, KEY_DEFAULT, Assignment, Defaults, Layer, Loca
 
 # Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
 HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_script.py", "bootstrap.py")
+# Megatron Bridge's scripts' YAML override option; argparse takes no other spelling of it (`--config_file` is another
+# program's: an HLLM recommender's `run.py --config_file a.yaml b.yaml` had been read as a Bridge recipe's override)
+_CONFIG_FILE_FLAGS = ("--config-file",)
 # Commands that run their arguments: a launch line starts with one of these, python*, or the script itself.
-_CONFIG_FILE_FLAGS = ("--config-file", "--config_file")
 # (ft_launcher: nvidia-resiliency-ext's fault-tolerant torchrun, with torchrun's options and its own --ft-*)
 LAUNCHERS = ("torchrun", "ft_launcher", "uv", "uvx", "srun", "mpirun", "deepspeed", "accelerate", "env", "exec",
              "nohup", "time", "numactl", "nsys", "timeout", "stdbuf", "taskset", "ray", "sudo", "singularity",
