@@ -98,8 +98,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if unit.launches_training and not unit.container_image:  # (an image's own PyTorch decides where named)
                 here = read.file.path  # (the environment the tree builds beside the launch, whatever its script)
                 if here not in pins:  # (a file's launches share it: looked up once)
-                    pins[here] = requirements_torch(here, lambda path: tree_text(path, here)) or \
-                        dockerfile_torch(here, lambda path: tree_text(path, here))
+                    beside = lambda path: tree_text(path, here)  # noqa: E731
+                    pins[here] = requirements_torch(here, beside) or dockerfile_torch(here, beside)
                 unit.pinned_torch = pins[here]
             if unit.entry_script:  # an entry script in the tree shows whether it trains, and whether in Ray's workers
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)

@@ -26,9 +26,24 @@ def parse_bash(data: bytes):
     return _parser().parse(data)
 
 
+@lru_cache(maxsize=None)
+def query(pattern: str):
+    """A tree-sitter query over bash trees (compiled once per pattern)."""
+    import tree_sitter
+
+    return tree_sitter.Query(_language(), pattern)
+
+
 @lru_cache(maxsize=1)
 def _parser():
     import tree_sitter
+
+    return tree_sitter.Parser(_language())
+
+
+@lru_cache(maxsize=1)
+def _language():
+    import tree_sitter
     import tree_sitter_bash
 
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    return tree_sitter.Language(tree_sitter_bash.language())

@@ -104,7 +104,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             unit.entry_script = values[script_index] or ""
             unit.script_args = tuple((a.value, a.location, a.flags) for a in rest)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
-            return _in_image(opened(unit, env_open), image, old)
+            return _runs_in(opened(unit, env_open), image, old)
     if script in HYDRA_ENTRY_POINTS or any(a.value and hydra.looks_like_override(a.value) for a in rest):
         hydra_syntax, own_config = _hydra_reading(project, location.path, values[script_index] or "", script, rest)
         unit = _hydra_unit(name, script, rest, env, location, env_known,
@@ -119,7 +119,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             # a script of the tree's own taking `key=value` arguments (NeMo RL's `run_grpo.py --config ... k=v`):
             # whether it trains in Ray's workers is read from its code when linking (entry_scripts.ray_driver)
             unit.entry_script = values[script_index] or ""
-        return _in_image(opened(unit, env_open), image, old)
+        return _runs_in(opened(unit, env_open), image, old)
     if script.endswith(".py") and any(a.value in _CONFIG_FILE_FLAGS or (a.value or "").startswith("--config-file=")
                                       for a in rest):
         # A project's own Bridge entry script given a YAML override (geodesic-megatron's `pipeline_training_run.py
@@ -128,7 +128,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         unit = _hydra_unit(name, script, rest, env, location, env_known=False, context=inside)
         unit.launches_training = False
         unit.entry_script = values[script_index] or ""
-        return _in_image(opened(unit, env_open), image, old)
+        return _runs_in(opened(unit, env_open), image, old)
     return None
 
 
@@ -139,7 +139,8 @@ def _expanded_at(args: list[Arg]) -> tuple[Location, ...]:
                                and a.value.split("=", 1)[0] not in a.text))
 
 
-def _in_image(unit: Unit, image: str, old_torch: str = "") -> Unit:
+def _runs_in(unit: Unit, image: str, old_torch: str) -> Unit:
+    """The launch unit with what it runs on: its container image, and why its PyTorch is 1.x (its interpreter)."""
     unit.container_image, unit.old_torch = image, old_torch
     return unit
 
@@ -263,7 +264,7 @@ def image_torch(image: str) -> tuple[int, int] | Unknown | None:
         named = re.match(r"(\d+)\.(\d+)(?:\D|$)", tag)
         return (int(named.group(1)), int(named.group(2))) if named is not None else None
     version = re.match(r"(\d+)\.(\d+)\.\d+(?:[-+_]|$)", tag)  # (a vendor's `.../pytorch:1.13.1-centos7.6-dtk23.10`:
-    if version is not None and match.group(1).rsplit("/", 1)[-1] == "pytorch":  # a three-part version, no YY.MM)
+    if version is not None and match.group(1) == "pytorch":  # a three-part version, no YY.MM)
         return int(version.group(1)), int(version.group(2))
     ngc = re.match(r"(\d{2})\.(\d{2})(?:\D|$)", tag)
     if ngc is None or match.group(1) != "pytorch" or not ("nvcr.io" in image or "nvidia" in image):
@@ -374,12 +375,12 @@ _FROM = re.compile(r"(?im)^[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S+)")
 _RUNTIME_ENV_JSON = "--runtime-env-json"
 # DeepSpeed's `ds_ssh` (pdsh over the hosts of /job/hostfile), or that file named: a script using the hosts of
 # DeepSpeed's default hostfile, which its `deepspeed` launches without --hostfile then run on
-_DEFAULT_HOSTFILE = re.compile(r"(?:^|[\s;&|(`$])ds_ssh(?=[\s;&|)`]|$)|/job/hostfile\b", re.MULTILINE)
+_DS_SSH = re.compile(r"(?:^|[\s;&|(`$])ds_ssh(?=[\s;&|)`]|$)", re.MULTILINE)
 
 
 def uses_default_hostfile(script_text: str) -> bool:
     """Whether a script addresses the hosts of DeepSpeed's default hostfile (command_unit's `default_hostfile`)."""
-    return "/job/hostfile" in script_text or ("ds_ssh" in script_text and bool(_DEFAULT_HOSTFILE.search(script_text)))
+    return "/job/hostfile" in script_text or ("ds_ssh" in script_text and bool(_DS_SSH.search(script_text)))
 
 
 def ray_job(words: list[Arg]) -> tuple[str, dict[str, EnvArg]]:

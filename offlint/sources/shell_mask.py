@@ -11,10 +11,9 @@ MindSpeed-LLM conversion script) or holding a comment alone (`` `# note` `` afte
 command), a word at a line's start that begins with `{` or `[` (a Slurm template's `{{ sbatch_cmds }}`, a
 licence script's `[your installation directory]/bin/lmgrd`), a line continuation ending the file, `NAME=` closing
 a backtick substitution, an escaped less-than in a single-bracket test and a template's `<placeholder>` as an
-assignment's value (`_odd_shapes`). Each,
-seen on real scripts, would otherwise make the whole script unreadable. One misreading comes with no error at all: a
-word split at an unbraced expansion (`[1.0,$DIR/x]`, `$D/a,$D/b`), which is masked wherever the tree shows it
-(`_split_expansions`).
+assignment's value (`_odd_shapes`). Each, seen on real scripts, would otherwise make the whole script unreadable.
+One misreading comes with no error at all: a word split at an unbraced expansion (`[1.0,$DIR/x]`, `$D/a,$D/b`),
+which is masked wherever the tree shows it (`_split_expansions`).
 
 When the parse has errors, the construct around each innermost error (a `${...}`, `$((...))` / `((...))` or
 `[[ ... ]]`, found by a small lexer) is replaced by a neutral one of exactly the same byte length (`${___}`,
@@ -29,6 +28,8 @@ from __future__ import annotations
 import bisect
 import re
 
+from offlint.sources.bash_tree import query
+
 _ROUNDS = 8  # parse, mask what the errors point into, parse again: a few rounds, each one parse
 
 _BASE = re.compile(r"(?<![\w$#])(\d+)#(?=[\w${@])")
@@ -41,7 +42,7 @@ _EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)|`[ \t\n]*`|`[ \t]*#[^`\n]*`")
 # or `[` and no blank after it (a job template's `[[EXTRA_SBATCH_ARGS]]`, a licence script's `[your installation
 # directory]/bin/lmgrd -c ...`): a command name to bash, which reserves `{` alone and opens a test at `[[` or `[` only
 # before a blank; tree-sitter-bash (0.25) opens a group or a test and refuses the script
-_BRACE_WORD = re.compile(rb"(?m)^[ \t]*(\{(?=\S)\{*|\[\[(?=[^\s\[])|\[(?=[^\s\[]))")
+_BRACE_WORD = re.compile(rb"(?m)^[ \t]*(\{(?=\S)\{*|\[\[?(?=[^\s\[]))")
 # `[ "$v" \< "3.0.0" ]`: a single-bracket test comparing strings with an escaped `<` or `>`
 _ESCAPED_COMPARISON = re.compile(rb"(?<![\[\w])\[[ \t][^\]\n]*?\\[<>][^\]\n]*?[ \t]\](?!\])")
 # A template's placeholder as an assignment's value (`TOKENIZER=<path to tokenizer>/vocab.json`): bash reads a
@@ -215,19 +216,14 @@ _ASSIGNMENTS_LINE = re.compile(rb"(?m)^[ \t]*(?:" + _ASSIGNMENT + rb"[ \t]+)+" +
 _SPLIT_QUERY = '(concatenation "$" @dollar .)'
 _NAME_AFTER = re.compile(rb"[A-Za-z_]\w*|\d")
 _NOT_MASKABLE = frozenset(b" \t\n;&|()<>$'\"\\`{}#")
-_queries: dict = {}
 
 
 def _split_expansions(tree, data: bytes, masked: Masked) -> bool:
     """Mask where a word is split at a lone `$` that ends one word while the next one goes on with a name."""
-    from tree_sitter import Query, QueryCursor
+    from tree_sitter import QueryCursor
 
-    language = tree.language
-    query = _queries.get(id(language))
-    if query is None:
-        query = _queries[id(language)] = Query(language, _SPLIT_QUERY)
     found = False
-    for dollar in QueryCursor(query).captures(tree.root_node).get("dollar", ()):
+    for dollar in QueryCursor(query(_SPLIT_QUERY)).captures(tree.root_node).get("dollar", ()):
         name = _NAME_AFTER.match(data, dollar.end_byte)
         end = name.end() if name else -1
         if 0 <= end < len(data) and data[end] not in _NOT_MASKABLE and end not in masked.literal:

@@ -42,8 +42,6 @@ def _first_word(command) -> str:
     return name.text.decode("utf-8", "replace").strip() if name is not None else ""
 
 
-
-
 class _Walker(Commands, WordExpansion, Conditions):
     """Interprets one piece of source text (the script, a -c payload, an eval string) against a _State."""
 
