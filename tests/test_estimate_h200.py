@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from offlint.cli import main
-from offlint.estimate import activations, inputs
+from offlint.estimate import activations, inputs, params
 from offlint.estimate.shapes import ModelShape, Parallelism, Training
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,12 +32,14 @@ SWEEPS = (
     ("h200-1b-half-manual-gc.json", GPT_1B, ("model.attention_backend=local",)),
     ("h200-tiny-sweep-manual-gc.json", TINY, ("model.attention_backend=local", "model.vocab_size=32768")),
     ("h200-1b-full-manual-gc.json", GPT_1B, ("model.attention_backend=local",)),
+    ("h200-1b-quarters-manual-gc.json", GPT_1B, ("model.attention_backend=local",)),
 )
 
-# The 167M with train.manual_gc added 0.59, 1.13, 1.62 and 2.09 GiB of host memory at fractions 0.25 to 1, where
-# the estimate says 0.50, 1.01, 1.51 and 2.02: 3-18% short, more than the runs' own noise (0.05 GiB between the
-# baseline and fraction 0). Not explained yet (docs/gpu-validation.md), so not claimed here.
-HOST_NOT_EXPLAINED = {"h200-tiny-sweep-manual-gc.json"}
+# megatron-core's HybridDeviceOptimizer moves whole tensors until it passes the fraction; the estimate takes the
+# fraction as given. The 167M's embedding alone is 24.8% of its parameters, so its fraction 0.25 moved 27.1% and
+# added 0.59 GiB of host memory where the estimate says 0.52 (-12%). The test below judges every run at the share
+# it moved.
+SPLIT_BY_WHOLE_TENSORS = {"h200-tiny-sweep-manual-gc.json"}
 
 
 def _measured_runs():
@@ -79,7 +81,7 @@ def test_the_estimate_without_allowance_is_within_10_percent_of_the_measured_pea
 
 @pytest.mark.parametrize("name, config, recipe, overrides, measured",
                          [run for run in _measured_runs() if run[4]["offload"]["optimizer"].get("offloaded_param_numel")
-                          and run[0].split()[0] not in HOST_NOT_EXPLAINED],
+                          and run[0].split()[0] not in SPLIT_BY_WHOLE_TENSORS],
                          ids=lambda v: v if isinstance(v, str) and " " in v else "")
 def test_the_host_memory_is_within_10_percent_of_what_the_offload_added(name, config, recipe, overrides, measured):
     """The host's peak resident set less the run without offloading's (the process itself): the hybrid
@@ -88,6 +90,38 @@ def test_the_host_memory_is_within_10_percent_of_what_the_offload_added(name, co
     host = _peak_stage(config, recipe, overrides)["host_optimizer_bytes"]
     added = measured["host_peak_rss_bytes"] - baseline["host_peak_rss_bytes"]
     assert abs(host / added - 1) < 0.10, f"{name}: estimated {host / 2**30:.2f} GiB, measured {added / 2**30:.2f}"
+
+
+@pytest.mark.parametrize("name, config, recipe, overrides, measured",
+                         [run for run in _measured_runs() if run[4]["offload"]["optimizer"].get("offloaded_param_numel")
+                          and "precision-aware" not in run[0]],
+                         ids=lambda v: v if isinstance(v, str) and " " in v else "")
+def test_the_host_memory_at_the_share_moved_is_within_5_percent(name, config, recipe, overrides, measured):
+    """Told the share of parameters the run moved, the estimate's host bytes per parameter (fp32 copy, moments
+    and gradient copy, the pinned two rounded up to powers of two) must match the resident set it added."""
+    moved = measured["offload"]["optimizer"]["offloaded_share"]
+    overrides = tuple(o for o in overrides if "offload_fraction" not in o) + (
+        f"optimizer.optimizer_offload_fraction={moved}",)
+    baseline = json.loads((DATA / name.split()[0]).read_text())["baseline"]
+    host = _peak_stage(config, recipe, overrides)["host_optimizer_bytes"]
+    added = measured["host_peak_rss_bytes"] - baseline["host_peak_rss_bytes"]
+    assert abs(host / added - 1) < 0.05, f"{name}: estimated {host / 2**30:.2f} GiB, measured {added / 2**30:.2f}"
+
+
+def test_pinned_blocks_round_up_to_powers_of_two():
+    """The 1.3B's fused QKV weight (2048 x 6144, 48 MiB in fp32) takes a 64 MiB pinned block; its other
+    matrices, the embedding and the position embedding are powers of two already. Split over TP=2 the QKV
+    shard is 24 MiB (a 32 MiB block)."""
+    shape = ModelShape(num_layers=24, hidden_size=2048, ffn_hidden_size=8192, num_attention_heads=16,
+                       num_query_groups=16, kv_channels=128, vocab_size=32768, seq_length=4096,
+                       learned_position_embeddings=True)
+    layers = tuple(range(24))
+    assert params.pinned_rounding(shape, Parallelism(), layers, True, True) == 24 * 16 * 2**20
+    assert params.pinned_rounding(shape, Parallelism(tp=2), layers, True, True) == 24 * 8 * 2**20
+    assert params.pinned_rounding(shape, Parallelism(), (), True, True) == 0
+    untied = ModelShape(**{**shape.__dict__, "tied_embeddings": False, "vocab_size": 50000})
+    vocab = 50000 * 2048 * 4  # 390.6 MiB: a 512 MiB block, for the embedding and for the output layer
+    assert params.pinned_rounding(untied, Parallelism(), (), True, True) == 2 * (2**29 - vocab)
 
 
 def test_unfused_attention_keeps_the_scores_and_recompute_drops_them():

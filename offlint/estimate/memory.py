@@ -326,6 +326,12 @@ def _model_state(m: ModelShape, p: Parallelism, t: Training, stage: params.Stage
     parts.append(Part(f"gradients ({'fp32 main grads' if t.grads_fp32 else _dtype(t.params_bytes)})",
                       (dense / grads[0] + expert / grads[1]) * _grad_bytes(t), "grads"))
     optimizer = optimizer_bytes(t, dense / optim[0], dense)
+    if t.optimizer_cpu_offload and not t.precision_aware and optim[0] == 1 and not (t.peft or t.frozen_lm or vlm):
+        # The hybrid optimizer pins an fp32 copy of each offloaded parameter and of its gradient; whole tensors
+        # when the optimizer is not sharded (a shard's pieces have other sizes: not modelled).
+        rounding = 2 * t.optimizer_offload_fraction * params.pinned_rounding(
+            m, p, _stage_layers(m, p, stage), stage.has_embedding, stage.has_output)
+        optimizer = OptimizerBytes(optimizer.gpu, optimizer.host + rounding, optimizer.pinned + rounding)
     expert_optimizer = optimizer_bytes(t, expert / optim[1], expert)
     for (name, gpu), (_, expert_gpu) in zip(optimizer.gpu, expert_optimizer.gpu):
         parts.append(Part(f"optimizer: {name}", gpu + expert_gpu, "optimizer"))

@@ -200,6 +200,38 @@ def final_norm(m: ModelShape) -> Split:
     return Split(replicated=_norm(m, m.hidden_size))
 
 
+def pinned_rounding(m: ModelShape, parallel: Parallelism, layers: tuple[int, ...], has_embedding: bool,
+                    has_output: bool, nbytes: int = 4) -> int:
+    """Bytes PyTorch's pinned-memory allocator adds to one `nbytes`-per-element copy of a stage's weight
+    matrices, each held whole on one rank: CachingHostAllocator rounds every pinned block up to a power of two
+    (ATen/core/CachingHostAllocator.h, under the default pinned_max_round_threshold), so the fp32 copy of a
+    2048x6144 fused QKV weight (48 MiB) takes 64 MiB. Counted: the embedding, an untied output layer, and the
+    attention (not multi-latent) and dense MLP matrices of standard layers; other shapes are not modelled."""
+    def rounded(numel: float) -> int:
+        size = int(numel) * nbytes
+        return (1 << (size - 1).bit_length()) - size if size > 0 else 0
+
+    tp = parallel.tp
+    extra = 0
+    if has_embedding:
+        extra += rounded(m.vocab_size * m.hidden_size / tp)
+        if m.learned_position_embeddings:
+            extra += rounded(m.seq_length * m.hidden_size)
+    if has_output and not m.tied_embeddings:
+        extra += rounded(m.vocab_size * m.hidden_size / tp)
+    q = m.num_attention_heads * m.kv_channels
+    qkv_out = q + 2 * m.num_query_groups * m.kv_channels + (q if m.attention_output_gate else 0)
+    fc1_out = m.ffn_hidden_size * (2 if m.gated_linear_unit else 1)
+    for index in layers:
+        if m.layer_kind(index) is not None or m.is_gdn_layer(index):
+            continue
+        if not m.multi_latent_attention:
+            extra += rounded(m.hidden_size * qkv_out / tp) + rounded(q * m.hidden_size / tp)
+        if not m.is_moe_layer(index):
+            extra += rounded(m.hidden_size * fc1_out / tp) + rounded(m.ffn_hidden_size * m.hidden_size / tp)
+    return extra
+
+
 def total(m: ModelShape) -> int:
     """All parameters of the model (tied output weights counted once), as `sum(p.numel())` on one rank."""
     count = embedding(m) + final_norm(m) + mtp_block(m)
