@@ -813,3 +813,55 @@ def test_a_checkpoint_converter_through_deepspeed_is_no_training_launch(tmp_path
 
     assert entry_scripts.trains("train_pipe.py", "train.sh", tree_text) is True
     assert entry_scripts.trains("tools/convert.py", "convert.sh", tree_text) is False
+
+
+INDEX_MODULE = """\
+import torch
+
+
+class IndexFactory:
+    @classmethod
+    def get_index(cls, kind):
+        return {"flat": FlatIndex}[kind]()
+
+
+class FlatIndex:
+    def train(self):
+        if torch.distributed.get_rank() == 0:
+            self._fit_codebooks()
+
+    def _fit_codebooks(self):
+        return None
+
+
+class Learner:
+    def train(self, batches):
+        for batch in batches:
+            batch.loss().backward()
+"""
+
+
+@pytest.mark.parametrize("main, expected", [
+    # faiss's k-means and scikit-learn's fit train no PyTorch model
+    ("import faiss\nindex = faiss.index_factory(768, 'IVF4096,PQ32')\nindex.train(embeddings)\n", False),
+    ("from sklearn.cluster import KMeans\nclusters = KMeans(8)\nclusters.fit(points)\n", False),
+    ("import faiss, psutil\nif psutil.virtual_memory().available > 2**30:\n    index = faiss.IndexFlatL2(8)\n"
+     "    index.train(points)\n", False),  # (psutil's calls train nothing either)
+    # Megatron-LM's Retro preprocessing: a factory of the tree builds the index, whose own `train` is followed
+    ("from index import IndexFactory\n\ndef build():\n    index = IndexFactory.get_index('flat')\n"
+     "    index.train()\n\nbuild()\n", False),
+    ("from index import Learner\nlearner = Learner()\nlearner.train(batches)\n", True),
+    # by the name where offlint cannot tell what the object is
+    ("from index import FlatIndex\nmodel = FlatIndex()\nmodel.fit()\n", True),  # not a method it defines
+    ("from transformers import Trainer\ntrainer = Trainer(model)\ntrainer.train()\n", True),
+    ("from index import IndexFactory\nindex = IndexFactory.get_index('flat')\nindex = wrap(index)\nindex.train()\n",
+     True),  # bound twice
+    ("def main(model):\n    model.train()\n\nmain(build())\n", True),
+])
+def test_a_method_named_like_training_is_judged_by_what_builds_its_object(tmp_path, main, expected):
+    files = {"main.py": main, "index.py": INDEX_MODULE}
+
+    def tree_text(path: str, near: str) -> str | None:
+        return files.get(path)
+
+    assert entry_scripts.trains("main.py", "launch.sh", tree_text) is expected

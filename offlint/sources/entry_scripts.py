@@ -47,6 +47,7 @@ _NOT_TRAINING = frozenset(sys.stdlib_module_names) | {
     "flask_restful", "requests", "PIL", "einops", "omegaconf", "hydra", "tokenizers", "sentencepiece",
     "tiktoken", "transformer_engine", "apex", "accelerate", "wandb", "huggingface_hub",
     "lm_eval", "clip",  # (lm-evaluation-harness scores a model; OpenAI's CLIP package loads one)
+    "psutil", "h5py", "pandas", "scipy", "matplotlib", "nltk",  # system, data and plotting libraries
     # Megatron-LM's own top-level modules, imported by scripts run from its checkout for their model providers and
     # step functions (a converter's `from pretrain_gpt import model_provider`): an entry script `pretrain_*.py`
     # trains only as `__main__` (see _imported_trains), the builders not at all
@@ -178,6 +179,9 @@ _PARSER_PATCH = re.compile(r"[\"']megatron(?:\.training)?\.arguments\.parse_args
                            r"|\.parse_args[ \t]*=(?!=)|setattr\([^)\n]*[\"']parse_args[\"']")
 # Deep-learning frameworks other than PyTorch: a script training with one is no Megatron (or PyTorch) job
 OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow"})
+# Libraries whose objects have training-named methods that fit no PyTorch model: a faiss index's `train` (k-means of
+# its codebooks: Megatron-LM's Retro preprocessing), scikit-learn's `fit`, a tokenizer's or SentencePiece's `train`.
+_FITS_NO_MODEL = frozenset({"faiss", "sklearn", "sentencepiece", "tokenizers", "gensim"})
 _TORCH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
 # PyTorch backends of other accelerators, by the package a program imports to use one: each reads its own
 # allocator options (torch_npu PYTORCH_NPU_ALLOC_CONF, torch_musa PYTORCH_MUSA_ALLOC_CONF), not CUDA's.
@@ -611,6 +615,8 @@ class _Reach:
                 answer = True if func.id in self.calls else self._function_trains(module, func.id, stack)
             elif isinstance(func, ast.Attribute):
                 if func.attr in self.calls:
+                    if self._method_trains(module, body, func, stack) is False:
+                        continue
                     return True
                 # `module.function(...)` of an imported module is followed; a method only by its name
                 dotted = _dotted(func.value, module.module_imports)
@@ -663,7 +669,8 @@ class _Reach:
             return False
         if target is None:  # not in the tree: a class is built (its methods are judged by name when called)
             top = source.split(".")[0]
-            known = not source.startswith(".") and (top in _NOT_TRAINING or top.startswith("pretrain_"))
+            known = not source.startswith(".") and (top in _NOT_TRAINING | _FITS_NO_MODEL or
+                                                    top.startswith("pretrain_"))
             return False if known or original[:1].isupper() else None
         target_module, target_name = target
         if target_name is None:
@@ -675,6 +682,55 @@ class _Reach:
         if target_name in target_module.classes:
             return False
         return None if "*" in target_module.imports or hops >= 8 else False  # a star import hides it
+
+    def _method_trains(self, module: _Module, body: list[ast.stmt], func: ast.Attribute,
+                       stack: tuple) -> bool | None:
+        """A method named like training (`x.train()`), by what `x` is where `body` binds it once
+        (`x = A.b(...)`): False for an object of a library that fits no PyTorch model (_FITS_NO_MODEL); for one
+        the tree's classes build, their methods of that name, followed (Megatron-LM's Retro preprocessing calls
+        `IndexFactory.get_index(...).train()`, whose `train` fits a faiss index); True (by its name) otherwise.
+        `A(...)` looks in class A only; a factory `A.b(...)` in the classes of A's module and of those it imports."""
+        built = _bound_call(func.value, body)
+        root = _root_name(built.func if built is not None else func.value)
+        if root is None:
+            return True
+        source = module.module_imports.get(root) or module.imports.get(root, ("",))[0]
+        if source.lstrip(".").split(".")[0] in _FITS_NO_MODEL:
+            return False
+        found = self._tree_class(module, root) if built is not None else None
+        if found is None:
+            return True
+        cls_module, cls = found
+        if isinstance(built.func, ast.Name):
+            owners = [(cls_module, cls)]
+        else:  # the classes a factory's methods name (`{"flat": FlatIndex}[kind]()`)
+            names = sorted({node.id for method in cls_module.methods[cls].values() for node in ast.walk(method)
+                            if isinstance(node, ast.Name)})
+            owners = [found for found in (self._tree_class(cls_module, name) for name in names) if found]
+        methods = [(m, f"{name}.{func.attr}", m.methods[name][func.attr]) for m, name in owners
+                   if func.attr in m.methods[name]]
+        if not methods:
+            return True  # inherited (torch.nn.Module.train sets the training mode): by its name
+        answers = set()
+        for m, key, node in methods:
+            if (m.path, key) in self.followed or (m.path, key) in stack:
+                continue
+            if len(self.followed) >= _MAX_FUNCTIONS:
+                return None
+            self.followed.add((m.path, key))
+            answers.add(self._calls_train(m, node.body, stack + ((m.path, key),)))
+        return True if True in answers else None if None in answers else False
+
+    def _tree_class(self, module: _Module, name: str, hops: int = 0) -> tuple[_Module, str] | None:
+        """(module, class) where `name` in `module` is a class of the tree (through re-exports), else None."""
+        if name in module.classes:
+            return module, name
+        if name not in module.imports or name in module.several_imports or hops >= 8:
+            return None
+        target = self._resolve(module.path, *module.imports[name])
+        if target is None or target[1] is None:
+            return None
+        return self._tree_class(target[0], target[1], hops + 1)
 
     def _follow(self, module: _Module, name: str, stack: tuple) -> bool | None:
         key = (module.path, name)
@@ -772,6 +828,23 @@ def _dotted(node: ast.expr, module_imports: dict[str, str]) -> str | None:
     return ".".join([module_imports[node.id], *reversed(names)])
 
 
+def _bound_call(node: ast.expr, body: list[ast.stmt]) -> ast.Call | None:
+    """The call that binds the name `node` in `body` where one assignment `name = call(...)` does, else None."""
+    if not isinstance(node, ast.Name):
+        return None
+    values = [stmt.value for stmt in _nodes(body) if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and
+              any(isinstance(target, ast.Name) and target.id == node.id
+                  for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]))]
+    return values[0] if len(values) == 1 and isinstance(values[0], ast.Call) else None
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """`a` in `a`, `a.b.c` or `a.b(...).c`, else None."""
+    while isinstance(node, (ast.Attribute, ast.Call)):
+        node = node.value if isinstance(node, ast.Attribute) else node.func
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _starts_ray(module: _Module, func: ast.expr) -> bool:
     """Whether a call of `func` is Ray's `init` (`ray.init`, `import ray as r; r.init`, `from ray import init`)."""
     if isinstance(func, ast.Attribute):
@@ -792,12 +865,15 @@ class _Module:
         self.path = path
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: set[str] = set()
+        self.methods: dict[str, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}  # class -> name -> def
         self.top_level: list[ast.stmt] = []
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
             elif isinstance(node, ast.ClassDef):
                 self.classes.add(node.name)
+                self.methods[node.name] = {item.name: item for item in node.body
+                                           if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
             else:
                 self.top_level.append(node)
         self.search_paths = _sys_path_entries(path, self.top_level)
