@@ -542,6 +542,58 @@ def test_an_environment_prefix_keeps_a_value_the_caller_exported(tmp_path, monke
     assert fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=True, diff=False).fixed == []
 
 
+EVALUATED = """#!/bin/bash
+ARGS="--nproc-per-node 8"
+run_cmd="torchrun $ARGS pretrain_gpt.py --num-layers 8 --train-iters 10"
+echo ${run_cmd}
+RUN
+"""
+
+
+@pytest.mark.parametrize("shell", ["bash", "sh"])
+def test_a_launch_held_in_a_string_that_eval_runs_gets_the_prefix_inside_it(tmp_path, monkeypatch, shell):
+    """Pai-Megatron-Patch writes its launches as `run_cmd="torchrun ..."` and runs `eval ${run_cmd}` (81 of them
+    had no fix): eval parses the string as a command line, so the prefix goes inside the string, before the
+    command. The fixed script runs with a stand-in torchrun on PATH that prints the variable it was given."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.sh").write_text(EVALUATED.replace("RUN", "eval ${run_cmd}"))
+    outcome = fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=False, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL301"]
+    fixed = (tmp_path / "train.sh").read_text()
+    prefix = "PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} "
+    assert fixed == EVALUATED.replace("RUN", "eval ${run_cmd}").replace('="torchrun', '="' + prefix + "torchrun")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "torchrun").write_text('#!/bin/sh\nprintf "%s" "${PYTORCH_CUDA_ALLOC_CONF-unset}"\n')
+    (tmp_path / "bin" / "torchrun").chmod(0o755)
+    environment = {k: v for k, v in os.environ.items() if k != "PYTORCH_CUDA_ALLOC_CONF"}
+    environment["PATH"] = f"{tmp_path / 'bin'}:{environment['PATH']}"
+    ran = subprocess.run([shell, "train.sh"], capture_output=True, text=True, env=environment, check=True)
+    assert ran.stdout.endswith("expandable_segments:True")
+    assert check([str(tmp_path)], _options(tmp_path, select=["OFL301"])).findings == []
+
+
+@pytest.mark.parametrize("run", ["${run_cmd}", "$run_cmd 2>&1 | tee log"])
+def test_a_string_run_as_a_command_gets_the_prefix_where_it_runs(tmp_path, monkeypatch, run):
+    """Run as a command itself (`${run_cmd}`), the string's words are not parsed again: a prefix inside it would be
+    taken for the command's name. The prefix goes before the expansion that runs it instead."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.sh").write_text(EVALUATED.replace("RUN", run))
+    outcome = fix_run.fix(["train.sh"], _options(tmp_path, select=["OFL301"]), unsafe=False, diff=False)
+    assert [p.finding.code for p in outcome.fixed] == ["OFL301"]
+    prefix = "PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} "
+    assert (tmp_path / "train.sh").read_text() == EVALUATED.replace("RUN", prefix + run)
+
+
+def test_a_string_run_by_bash_c_gets_no_prefix(tmp_path):
+    """`bash -c "$run_cmd"`: offlint places nothing inside a string it does not see eval run."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.sh").write_text(EVALUATED.replace("RUN", 'bash -c "$run_cmd"'))
+    found = check([str(tmp_path)], _options(tmp_path, select=["OFL301"])).findings
+    from offlint.fix.request import FixRequest
+
+    assert len(found) == 1 and FixRequest._counts(found, RULES) == (0, 0)
+
+
 def test_a_cards_command_gets_the_plain_prefix(tmp_path, monkeypatch):
     """A command held in a YAML card: its reader (OmegaConf) would take `${...}` for an interpolation, so the
     prefix there is the plain `VAR=option`."""

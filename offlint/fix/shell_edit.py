@@ -29,7 +29,8 @@ def edit_script(text: str, changes: list[Change]) -> str:
     before = _errors(text)
     for change in sorted(changes, key=lambda c: c.position, reverse=True):
         start = _offset(text, change.line, change.col)
-        if _bash_word_end(text, start) != word_end(text, start):
+        if _bash_word_end(text, start) != word_end(text, start) and not \
+                (change.op == "env" and _evaluated_string(text, start)):
             raise FixError(f"tree-sitter-bash reads the word at line {change.line}, column {change.col} differently")
         text = _one(text, change, in_script=True)
     if _errors(text) > before:
@@ -70,6 +71,40 @@ def _bash_word_end(text: str, start: int) -> int | None:
     if end is None and node is not None and node.child_count and node.children[0].start_byte == offset:
         end = node.children[0].end_byte  # a keyword such as `export`, which tree-sitter does not name
     return None if end is None else len(data[:end].decode("utf-8", "replace"))
+
+
+def _evaluated_string(text: str, start: int) -> bool:
+    """Whether `start` is inside the quoted value of `VAR="..."` that the script runs only through `eval` (Pai-
+    Megatron-Patch: `run_cmd="torchrun ..."` then `eval ${run_cmd}`): eval parses the string as a command line, so
+    an assignment prefixed to the command there is the command's environment. A string also run as a command
+    itself (`${run_cmd}`: no assignment prefix is parsed there) or never eval'd is not one."""
+    data = text.encode("utf-8")
+    offset = len(text[:start].encode("utf-8"))
+    root = _parse(data).root_node
+    node = root.named_descendant_for_byte_range(offset, offset)
+    while node is not None and node.type not in ("string", "raw_string", "command", "program"):
+        node = node.parent
+    assignment = node.parent if node is not None and node.type in ("string", "raw_string") else None
+    if assignment is None or assignment.type != "variable_assignment":
+        return False
+    name = assignment.child_by_field_name("name")
+    if name is None:
+        return False
+    used = re.compile(r"\$\{?" + re.escape(name.text.decode("utf-8", "replace")) + r"\b(?!\[)\}?")
+    evaluated = False
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.type != "command":
+            continue
+        words = [child.text.decode("utf-8", "replace") for child in node.named_children
+                 if child.type not in ("variable_assignment", "file_redirect", "heredoc_redirect")]
+        if words and used.search(words[0]):
+            return False  # `${run_cmd}` run as a command: its words are not parsed again
+        if words and words[0] == "eval" and any(used.search(word) for word in words[1:]):
+            evaluated = True
+    return evaluated
 
 
 def _errors(text: str) -> int:
