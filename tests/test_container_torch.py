@@ -248,3 +248,26 @@ def test_another_frameworks_launcher_starts_no_pytorch_ranks(tmp_path, launcher,
     launch = f"{launcher} {LAUNCH.split(' 8 ', 1)[1]}"
     assert _ofl301(tmp_path, launch + "\n") == reported
     assert _ofl301(tmp_path, launch + "\n", "--strict") == reported
+
+
+@pytest.mark.parametrize("flags, image, default, strict", [
+    ("--checkpoint-activations", "", [], [("train.sh", 2, True)]),
+    ("--data-impl mmap", "", [], [("train.sh", 2, True)]),
+    # an image named decides
+    ("--data-impl mmap", "srun --container-image nvcr.io/nvidia/pytorch:24.01-py3 ", [("train.sh", 2, False)],
+     [("train.sh", 2, False)]),
+    ("--recompute-activations", "", [("train.sh", 2, False)], [("train.sh", 2, False)]),
+    # Megatron-DeepSpeed still takes both in 2024, on PyTorch 2
+    ("--checkpoint-activations --deepspeed", "", [("train.sh", 2, False)], [("train.sh", 2, False)]),
+])
+def test_a_launch_for_a_megatron_lm_before_2023_09_leaves_the_advice_open(tmp_path, flags, image, default, strict):
+    """`--checkpoint-activations` (validate_args exits on it since 2023-04) or `--data-impl` (removed 2023-09): the
+    launch was written for a Megatron-LM of PyTorch 2.0's time or older (BigScience's of 2021); where no image says
+    which PyTorch it runs on, the advice is possible, naming the option."""
+    script = f"{image}{LAUNCH} {flags}\n"
+    assert _ofl301(tmp_path, script) == default
+    assert _ofl301(tmp_path, script, "--strict") == strict
+    if not default:
+        (finding,) = [f for f in check_json(tmp_path, "--no-cache", "--strict") if f["code"] == "OFL301"]
+        assert f"the launch passes {flags.split()[0]}, which only a Megatron-LM from before 2023-09" in \
+            finding["message"]

@@ -250,3 +250,13 @@ def test_an_old_vendored_checkout_runs_a_layout_larger_than_the_world_smaller(tm
     options = CheckOptions(root=tmp_path, cache=False, select=["OFL216", "OFL218"])
     found = sorted((f.code, f.location.path.rsplit("/", 1)[-1]) for f in check([str(tmp_path)], options).findings)
     assert found == [("OFL216", "small.sh"), ("OFL218", "small.sh")]
+
+
+def test_a_checkout_read_decides_over_a_launchs_old_options(tmp_path):
+    """A launch passing `--checkpoint-activations` (only a Megatron-LM before 2023-09 runs with it) is judged by the
+    checkout the tree holds where there is one: this one asserts the world size, and does not clamp."""
+    root = _checkout(tmp_path)
+    big = FLAGS.replace("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 5",
+                        "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --num-layers 32")
+    (root / "train.sh").write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {big} --checkpoint-activations\n")
+    assert [f["code"] for f in check_json(root, "--no-cache") if f["code"] == "OFL216"] == ["OFL216"]

@@ -51,3 +51,26 @@ def test_a_bridge_launch_is_judged_on_its_overrides(tmp_path):
     assert _ofl216(tmp_path, script) == [
         'TP4 x PP1 x CP1 needs a multiple of 4 GPUs, and the launch starts 2: megatron-core raises '
         '"world_size (2) is not divisible by 4"']
+
+
+@pytest.mark.parametrize("old, reported", [
+    ("--checkpoint-activations", False), ("--data-impl mmap", False), ("--recompute-activations", True)])
+def test_a_launch_for_a_megatron_lm_before_2023_09_runs_its_layout_smaller(tmp_path, old, reported):
+    """BigScience's launches of 2021 pass `--checkpoint-activations --data-impl mmap` (a Megatron-LM from before
+    2023-09 only) with TP4 x PP8 on 16 GPUs: every Megatron-LM they run on predates 8af3dae (2024-08), whose
+    validate_args clamps PP to what TP leaves of the world (PP4) instead of asserting, as an old checkout in the
+    tree is judged."""
+    script = ("python -m torch.distributed.launch --nproc_per_node 4 --nnodes 4 pretrain_gpt.py "
+              "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 8 --num-layers 40 --hidden-size 1024 "
+              "--num-attention-heads 16 --micro-batch-size 1 --global-batch-size 64 --train-iters 10 "
+              f"--seq-length 512 --max-position-embeddings 512 {old}\n")
+    assert bool(_ofl216(tmp_path, script)) == reported
+
+
+def test_an_option_of_one_path_only_says_nothing_of_the_version(tmp_path):
+    script = ("if [ \"$OLD\" = 1 ]; then EXTRA=--checkpoint-activations; else EXTRA=--recompute-activations; fi\n"
+              "python -m torch.distributed.launch --nproc_per_node 4 --nnodes 4 pretrain_gpt.py "
+              "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 8 --num-layers 40 --hidden-size 1024 "
+              "--num-attention-heads 16 --micro-batch-size 1 --global-batch-size 64 --train-iters 10 "
+              "--seq-length 512 --max-position-embeddings 512 $EXTRA\n")
+    assert len(_ofl216(tmp_path, script)) == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from offlint import keys, pipeline_layout
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope
-from offlint.conditions.settings import checkout_lacks
+from offlint.conditions.settings import before_2023_flag, checkout_lacks
 from offlint.conditions.values import fmt, is_whole
 from offlint.estimate.inputs import gpus_in_name
 from offlint.estimate.shapes import Parallelism
@@ -177,7 +177,7 @@ def pipeline_split_refusal(scope: Scope) -> object:
         return UNKNOWN if by_path and not any(v not in (None, "", UNKNOWN) for v in others) else ""
     if not isinstance(pp, int) or not isinstance(layers, int) or isinstance(pp, bool) or pp <= 1 or layers <= 0:
         return ""
-    if scope.names.get("defaults") == Defaults.MLM_CLI.value and checkout_lacks(scope, OVERSIZED):
+    if scope.names.get("defaults") == Defaults.MLM_CLI.value and _clamps(scope):
         tp, world = scope.key("model.tensor_model_parallel_size"), int(scope.names.get("launch_gpus", 0))
         if not world or not is_whole(tp) or _run_smaller(scope, tp, pp, world):
             return ""  # (where the world size is unknown, so is the PP the checkout runs)
@@ -214,10 +214,18 @@ def _run_smaller(scope: Scope, tp: int, pp: int, world: int) -> bool:
     validate_args clamped TP to the world size and PP to what TP leaves of it): the layout written is not refused,
     and the one run is not the one written (a Pai-Megatron-Patch fork's vendored upstream examples, TP8 x PP16 on 8
     GPUs, run at PP1)."""
-    if not checkout_lacks(scope, OVERSIZED):
+    if not _clamps(scope):
         return False
     clamped = min(tp, world)
     return (clamped, min(pp, world // clamped)) != (tp, pp)
+
+
+def _clamps(scope: Scope) -> bool:
+    """Whether the Megatron-LM that runs the launch clamps a layout larger than the world: its checkout's
+    validate_args does (mcore_source.OVERSIZED), or, where no checkout was read, the launch passes an option only a
+    Megatron-LM from before 2023-09 runs with (mlm_flags.BEFORE_2023_FLAGS: BigScience's `--checkpoint-activations`
+    launches of 2021)."""
+    return checkout_lacks(scope, OVERSIZED) or bool(before_2023_flag(scope))
 
 
 def _mlm_pipeline_check(scope: Scope) -> str:

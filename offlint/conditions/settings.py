@@ -7,6 +7,7 @@ from offlint import keys
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
 from offlint.sources.launch import image_torch
 from offlint.sources.mcore_source import CHECKS, LACKED
+from offlint.sources.mlm_flags import BEFORE_2023_FLAGS
 from offlint.types import Assignment, OneOf, Unknown
 from offlint.versions import parse_version
 
@@ -47,7 +48,9 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     forks' functional tests run in NGC 21.12 (a helper's third-party sweep): OFL301's safe fix would have broken
     them. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch 2.0 or a 2.1 preview), or where no
     image is named and the tree's requirements.txt pins a PyTorch before 2.1 (Unit.pinned_torch); "" where no image
-    is named or its PyTorch has the option. Where the launch's code imports torch._six, or its interpreter is a
+    is named or its PyTorch has the option, and unknown where a launch without an image passes an option only a
+    Megatron-LM from before 2023-09 runs with (before_2023_flag; Megatron-DeepSpeed, `--deepspeed`, still takes
+    them in 2024). Where the launch's code imports torch._six, or its interpreter is a
     Python before 3.8 (Unit.old_torch), it runs on PyTorch 1.x only, whatever the image."""
     old = scope.names.get("old_torch") or ""
     if old:
@@ -58,6 +61,12 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
         if pinned:  # (the environment the launch activates is built from it, most likely: not known for sure)
             scope.unknown_because.append(f"its PyTorch: {pinned}, before the option (2.1)")
             return UNKNOWN
+        flag = before_2023_flag(scope) if not scope.names.get("deepspeed_pipeline") else ""
+        if flag:  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not known for sure)
+            scope.unknown_because.append(f"its PyTorch: the launch passes {flag}, which only a Megatron-LM from "
+                                         f"before 2023-09 runs with ({BEFORE_2023_FLAGS[flag]}), of the time of "
+                                         f"PyTorch 2.0 and older")
+            return UNKNOWN
         return ""
     torch = image_torch(image)
     if isinstance(torch, Unknown):
@@ -66,6 +75,12 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     if torch is None or torch >= (2, 1):
         return ""
     return f"its container image {image} ships PyTorch {torch[0]}.{torch[1]} or older"
+
+
+def before_2023_flag(scope: Scope) -> str:
+    """An option the launch passes on every path that only a Megatron-LM from before 2023-09 runs with
+    (mlm_flags.BEFORE_2023_FLAGS), where no checkout was read (one read decides what it takes); "" otherwise."""
+    return "" if scope.version.source_names else scope.names.get("before_2023_flag") or ""
 
 
 @needs_scope
