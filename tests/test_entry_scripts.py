@@ -865,3 +865,25 @@ def test_a_method_named_like_training_is_judged_by_what_builds_its_object(tmp_pa
         return files.get(path)
 
     assert entry_scripts.trains("main.py", "launch.sh", tree_text) is expected
+
+
+GRADIENT_CHECK = """\
+import torch
+
+model = torch.nn.SyncBatchNorm(8).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+model(torch.randn(4, 8, device="cuda")).sum().backward()
+optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("script, trains", [("two_gpu_unit_test.py", False), ("test_groups.py", False),
+                                            ("sync_bn_check.py", True), ("latest.py", True)])
+def test_a_test_script_is_no_training_launch(tmp_path, script, trains):
+    """apex's SyncBN tests (vendored by two neuronx trees and an MLPerf submission) run `python -m
+    torch.distributed.launch --nproc_per_node=2 two_gpu_unit_test.py --fp16`: a backward pass and an optimizer step
+    that check a kernel, named by pytest's convention (test_*.py, *_test.py); no training job to advise."""
+    launch = f"python -m torch.distributed.launch --nproc_per_node=2 {script} --fp16\n"
+    tree = _tree(tmp_path, {"tests/synced_batchnorm/unit_test.sh": launch,
+                            f"tests/synced_batchnorm/{script}": GRADIENT_CHECK})
+    assert _ofl301(tree) == (["unit_test.sh"] if trains else [])

@@ -57,6 +57,9 @@ _CHECKING_CALLS = TRAINING_CALLS | {"initialize_megatron", "validate_args"}
 # Names whose call builds the optimizer: training does, and Megatron-LM's setup and megatron-core's builder (a
 # checkpoint converter may call them to load an optimizer's state)
 OPTIMIZER_CALLS = TRAINING_CALLS | {"setup_model_and_optimizer", "get_megatron_optimizer"}
+# A test, by pytest's naming (`test_*.py`, `*_test.py`): it checks code, with a backward pass and an optimizer step
+# perhaps (apex's SyncBN `two_gpu_unit_test.py`, run by torch.distributed.launch with `--fp16`), and is no training job
+_TEST_SCRIPT = re.compile(r"test_\w*\.py$|\w+_test\.py$")
 _MAX_FUNCTIONS = 400  # past this many functions followed the answer stays open
 
 TreeText = Callable[[str, str], "str | None"]
@@ -335,7 +338,7 @@ class _Reach:
         module = self._module(path)
         if module is None:
             return None
-        if self._other_framework(module):
+        if self._other_framework(module) or _TEST_SCRIPT.match(posixpath.basename(path)):
             return False
         answer = self._calls_train(module, module.top_level, ())
         return ARGUMENTS_CHOOSE if answer is None and self.chosen else answer
