@@ -223,8 +223,7 @@ def _unit_names(unit: Unit) -> dict:
             "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
             "launch_gpus": unit.launch_gpus, "checkout_flags": unit.checkout_flags,
             "deepspeed_pipeline": any(flag == "--deepspeed" for flag, *_ in unit.launch_flags),
-            "before_2023_flag": next((flag for flag, _, path in unit.launch_flags
-                                      if flag in mlm_flags.BEFORE_2023_FLAGS and not path), ""),
+            "before_2023_flag": unit.before_2023_flag,
             "container_image": unit.container_image, "pinned_torch": unit.pinned_torch,
             "old_torch": unit.old_torch,
             "defaults": unit.defaults.value, "framework": unit.framework, "accelerator": unit.accelerator}

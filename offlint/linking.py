@@ -21,9 +21,9 @@ from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
-from offlint.sources.launch import (TRAINING_ONLY_FLAGS, dockerfile_torch, flags_accelerator, opened, opened_because,
-                                    last_value, requirements_torch, take_recipe_sections,
-                                    takes_no_iteration)
+from offlint.sources.launch import (TRAINING_ONLY_FLAGS, definition_torch, dockerfile_torch, flags_accelerator,
+                                    image_torch, last_value, opened, opened_because, requirements_torch,
+                                    take_recipe_sections, takes_no_iteration)
 from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,
                            UnitKind, Unknown)
 
@@ -95,12 +95,13 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if unit.config_file_at_run_time:
                 at_run_time.append(unit)
             unit.layers = base_layers + unit.layers
-            if unit.launches_training and not unit.container_image:  # (an image's own PyTorch decides where named)
+            if unit.launches_training and image_torch(unit.container_image) is None:  # (else the image's tag decides)
                 here = read.file.path  # (the environment the tree builds beside the launch, whatever its script)
+                beside = lambda path, here=here: tree_text(path, here)  # noqa: E731
                 if here not in pins:  # (a file's launches share it: looked up once)
-                    beside = lambda path: tree_text(path, here)  # noqa: E731
                     pins[here] = requirements_torch(here, beside) or dockerfile_torch(here, beside)
-                unit.pinned_torch = pins[here]
+                unit.pinned_torch = (definition_torch(unit.container_image, here, beside) if unit.container_image
+                                     else "") or pins[here]
             if unit.entry_script:  # an entry script in the tree shows whether it trains, and whether in Ray's workers
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
                 if trains == entry_scripts.ARGUMENTS_CHOOSE:  # the launch's own values choose, else its flags
@@ -141,6 +142,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                     if not entry_scripts.patches_parser(unit.entry_script, read.file.path, tree_text, entry_modules):
                         unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
                     unit.checkout_flags = _checkout_flags(unit, script, read.file.path, tree_text, entry_modules)
+                    unit.before_2023_flag = _before_2023_flag(unit, script, read.file.path, tree_text)
                 if unit.defaults == Defaults.MLM_CLI and script:  # a script of the tree's that reads its own flags
                     own = script_flags.script_unit(recipes_in.get(script, []))
                     if own is not None:
@@ -334,6 +336,21 @@ def _unknown_flags(unit: Unit, script: str | None, near: str, tree_text,
         return ()
     return tuple((flag, where, next(iter(difflib.get_close_matches(flag, options, n=1, cutoff=0.8)), ""), path)
                  for flag, where, path in unit.launch_flags if flag not in options)
+
+
+def _before_2023_flag(unit: Unit, script: str | None, near: str, tree_text) -> str:
+    """The first option the launch passes on every path that only a Megatron-LM from before 2023-09 runs with, unless
+    the arguments file of the checkout holding the entry `script` (either layout) defines it: a Megatron-DeepSpeed
+    fork's still does (its examples copied from Megatron-LM pass `--checkpoint-activations` without --deepspeed)."""
+    flag = next((flag for flag, _, path in unit.launch_flags if flag in mlm_flags.BEFORE_2023_FLAGS and not path), "")
+    if not flag or not script:
+        return flag
+    layouts = (mlm_arguments.ARGUMENTS, mlm_arguments.OLD_ARGUMENTS)
+    root = mlm_arguments.checkout_root(script, lambda path: tree_text(path, near), layouts)
+    if root is None:
+        return flag
+    texts = (tree_text(posixpath.join(root, layout) if root else layout, near) or "" for layout in layouts)
+    return "" if any(f"'{flag}'" in text or f'"{flag}"' in text for text in texts) else flag
 
 
 def _checkout(script: str | None, near: str, tree_text) -> str:

@@ -315,6 +315,10 @@ class Unit:
     # imports torch._six (megatron/optimizer/clip_grads.py:19 ...)", applied when commands are linked; entry_scripts)
     # or an interpreter before Python 3.8 (launch.old_interpreter)
     old_torch: str = ""
+    # An option the Megatron-LM style launch passes on every path that only a Megatron-LM from before 2023-09 runs
+    # with (mlm_flags.BEFORE_2023_FLAGS), where the checkout holding its entry script in the tree does not define it
+    # (a Megatron-DeepSpeed fork still does in 2024; applied when commands are linked)
+    before_2023_flag: str = ""
     # Not something that runs on its own (a private function, a helper changing a config it is given): why.
     # Unit rules are not evaluated on it; the units that call it follow it and report what it sets.
     checked_through_callers: str = ""

@@ -48,6 +48,7 @@ def test_the_image_is_read_from_container_launchers_only():
     assert container_image(["docker", "run", "--gpus", "all", "pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime"]) == \
         "pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime"
     assert container_image(["echo", "nvcr.io/nvidia/pytorch:21.12-py3"]) == ""
+    assert container_image(["srun", "singularity", "exec", "--nv", "megatron.sif", "./start.sh"]) == "megatron.sif"
 
 
 def _ofl301(tmp_path, script: str, *args: str) -> list[tuple[str, int, bool]]:
@@ -271,3 +272,42 @@ def test_a_launch_for_a_megatron_lm_before_2023_09_leaves_the_advice_open(tmp_pa
         (finding,) = [f for f in check_json(tmp_path, "--no-cache", "--strict") if f["code"] == "OFL301"]
         assert f"the launch passes {flags.split()[0]}, which only a Megatron-LM from before 2023-09" in \
             finding["message"]
+
+
+def test_an_option_the_trees_own_megatron_defines_says_nothing_of_the_version(tmp_path):
+    """A Megatron-DeepSpeed fork in the tree still defines --checkpoint-activations and --data-impl in 2024 (its
+    examples copied from Megatron-LM's pass them without --deepspeed): they are its own options there, whatever
+    the version the run is checked against."""
+    (tmp_path / "megatron").mkdir()
+    (tmp_path / "megatron" / "arguments.py").write_text(
+        "def _add_training_args(parser):\n    group = parser.add_argument_group(title='training')\n"
+        "    group.add_argument('--checkpoint-activations', action='store_true')\n    return parser\n")
+    (tmp_path / "pretrain_gpt.py").write_text("from megatron.training import pretrain\npretrain(None, None, None)\n")
+    assert _ofl301(tmp_path, f"{LAUNCH} --checkpoint-activations\n", "--mcore-version", "0.20.0") == [
+        ("train.sh", 2, False)]
+
+
+@pytest.mark.parametrize("base, default, strict", [
+    ("nvcr.io/nvidia/pytorch:21.08-py3", [], [("worker.sh", 2, True)]),  # (PyTorch 1.10)
+    ("nvcr.io/nvidia/pytorch:24.01-py3", [("worker.sh", 2, False)], [("worker.sh", 2, False)]),
+    (None, [("worker.sh", 2, False)], [("worker.sh", 2, False)]),  # no definition file of that name
+])
+def test_a_singularity_image_the_tree_defines_is_judged_by_its_base(tmp_path, base, default, strict):
+    """LUMI's and Vega's Megatron scripts run `singularity exec --nv megatron.sif ./start_training.sh`, the image
+    built by the tree's `megatron.def` (`Bootstrap: docker`, `From: nvcr.io/nvidia/pytorch:21.08-py3`, PyTorch
+    1.10): OFL301's safe fix would stop that job. Most likely that build, not for sure: possible, naming it."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "worker.sh").write_text("#!/bin/bash\n" + LAUNCH + "\n")
+    (tmp_path / "sbatch_run.sh").write_text("#!/bin/bash\nsrun singularity exec --nv megatron.sif ./worker.sh\n")
+    if base:
+        (tmp_path / "megatron.def").write_text(f"Bootstrap: docker\nFrom: {base}\n\n%post\n    pip install regex\n")
+    assert _ofl301_at(tmp_path) == default
+    assert _ofl301_at(tmp_path, "--strict") == strict
+    if strict and strict[0][2]:
+        (finding,) = [f for f in check_json(tmp_path, "--no-cache", "--strict") if f["code"] == "OFL301"]
+        assert "megatron.def builds megatron.sif from nvcr.io/nvidia/pytorch:21.08-py3" in finding["message"]
+
+
+def _ofl301_at(tmp_path, *args: str) -> list[tuple[str, int, bool]]:
+    found = check_json(tmp_path, "--no-cache", *args)
+    return sorted((f["filename"], f["location"]["row"], f["possible"]) for f in found if f["code"] == "OFL301")

@@ -46,35 +46,35 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     release before 2.1 (NGC's up to 22.12 ship 1.x), whose CUDA caching allocator stops the job at its first
     allocation on any option but `max_split_size_mb` ("Unrecognized CachingAllocator option"). Megatron-DeepSpeed
     forks' functional tests run in NGC 21.12 (a helper's third-party sweep): OFL301's safe fix would have broken
-    them. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch 2.0 or a 2.1 preview), or where no
-    image is named and the tree's requirements.txt pins a PyTorch before 2.1 (Unit.pinned_torch); "" where no image
-    is named or its PyTorch has the option, and unknown where a launch without an image passes an option only a
-    Megatron-LM from before 2023-09 runs with (before_2023_flag; Megatron-DeepSpeed, `--deepspeed`, still takes
-    them in 2024). Where the launch's code imports torch._six, or its interpreter is a
-    Python before 3.8 (Unit.old_torch), it runs on PyTorch 1.x only, whatever the image."""
+    them. "" where its PyTorch has the option. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch
+    2.0 or a 2.1 preview); and, where no image is named or its name says nothing, where the tree builds it or the
+    environment from a PyTorch before 2.1 (Unit.pinned_torch: a Singularity image file's definition file of its
+    name, launch.definition_torch; the requirements.txt or Dockerfile beside the launch), or the launch passes an
+    option only a Megatron-LM from before 2023-09 runs with (before_2023_flag; Megatron-DeepSpeed, `--deepspeed`,
+    still takes them in 2024). Where the launch's code imports torch._six, or its interpreter is a Python before 3.8
+    (Unit.old_torch), it runs on PyTorch 1.x only, whatever the image."""
     old = scope.names.get("old_torch") or ""
     if old:
         return f"it runs on PyTorch 1.x only: {old}"
     image = scope.names.get("container_image") or ""
-    if not image:
-        pinned = scope.names.get("pinned_torch") or ""
-        if pinned:  # (the environment the launch activates is built from it, most likely: not known for sure)
-            scope.unknown_because.append(f"its PyTorch: {pinned}, before the option (2.1)")
-            return UNKNOWN
-        flag = before_2023_flag(scope) if not scope.names.get("deepspeed_pipeline") else ""
-        if flag:  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not known for sure)
-            scope.unknown_because.append(f"its PyTorch: the launch passes {flag}, which only a Megatron-LM from "
-                                         f"before 2023-09 runs with ({BEFORE_2023_FLAGS[flag]}), of the time of "
-                                         f"PyTorch 2.0 and older")
-            return UNKNOWN
-        return ""
-    torch = image_torch(image)
+    torch = image_torch(image) if image else None
     if isinstance(torch, Unknown):
         scope.unknown_because.append(f"its container image's PyTorch: {torch.reason}")
         return UNKNOWN
-    if torch is None or torch >= (2, 1):
-        return ""
-    return f"its container image {image} ships PyTorch {torch[0]}.{torch[1]} or older"
+    if torch is not None:
+        return "" if torch >= (2, 1) else f"its container image {image} ships PyTorch {torch[0]}.{torch[1]} or older"
+    # no image, or one whose name says nothing: what the tree builds it or the environment from, or the launch's age
+    pinned = scope.names.get("pinned_torch") or ""
+    if pinned:  # (the environment the launch activates is built from it, most likely: not known for sure)
+        scope.unknown_because.append(f"its PyTorch: {pinned}, before the option (2.1)")
+        return UNKNOWN
+    flag = before_2023_flag(scope) if not scope.names.get("deepspeed_pipeline") else ""
+    if flag:  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not known for sure)
+        scope.unknown_because.append(f"its PyTorch: the launch passes {flag}, which only a Megatron-LM from "
+                                     f"before 2023-09 runs with ({BEFORE_2023_FLAGS[flag]}), of the time of "
+                                     f"PyTorch 2.0 and older")
+        return UNKNOWN
+    return ""
 
 
 def before_2023_flag(scope: Scope) -> str:

@@ -237,7 +237,7 @@ _CONTAINER_LAUNCHERS = frozenset({"srun", "salloc", "docker", "podman", "singula
 
 def container_image(values: list[str | None]) -> str:
     """The PyTorch image `values` (a command's words before its script) run it in, as written ("" for none: the
-    machine's own PyTorch, or an image offlint cannot read). The container launcher is one of the first three words
+    machine's own PyTorch, or an image offlint cannot read): a `pytorch` image, or a Singularity image file. The container launcher is one of the first three words
     (`srun ...`, `sudo docker run ...`, `timeout 1h singularity exec ...`): looked for there alone, as this is asked
     of every command of a script."""
     for value in values[:3]:  # (a loop, not any(): no generator's calls for each command)
@@ -247,7 +247,7 @@ def container_image(values: list[str | None]) -> str:
     else:
         return ""
     return next((value.rpartition("=")[2] if value.startswith("--") else value for value in values
-                 if value is not None and (_TORCH_IMAGE.search(value) or _SIF_TORCH.search(value))), "")
+                 if value is not None and (_TORCH_IMAGE.search(value) or value.endswith(".sif"))), "")
 
 
 def image_torch(image: str) -> tuple[int, int] | Unknown | None:
@@ -371,7 +371,31 @@ def dockerfile_torch(launch_path: str, read_text) -> str:
     return ""
 
 
+def definition_torch(image: str, launch_path: str, read_text) -> str:
+    """Where the Singularity image file a launch runs in (`X.sif`, whose name says no PyTorch) is built by the tree's
+    definition file of the same name (`X.def`, in the launch's folder or the nearest one above it holding one) from
+    an image whose tag says a PyTorch before 2.1: "DIR/X.def builds X.sif from IMAGE"; "" otherwise
+    (LUMI's and Vega's Megatron scripts build `megatron.sif` from NGC 21.08 so)."""
+    name = posixpath.basename(image)
+    if not name.endswith(".sif") or len(name) == 4:
+        return ""
+    folder = posixpath.dirname(launch_path)
+    while True:
+        path = posixpath.join(folder, name[:-4] + ".def") if folder else name[:-4] + ".def"
+        text = read_text(path)
+        if text is not None:
+            bases = _DEF_FROM.findall(text)
+            torch = image_torch(bases[0]) if bases else None
+            if isinstance(torch, tuple) and torch < (2, 1):
+                return f"{path} builds {name} from {bases[0]}"
+            return ""
+        if not folder:
+            return ""
+        folder = posixpath.dirname(folder)
+
+
 _FROM = re.compile(r"(?im)^[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S+)")
+_DEF_FROM = re.compile(r"(?im)^[ \t]*From:[ \t]*(\S+)")  # a Singularity definition's base (its header)
 _RUNTIME_ENV_JSON = "--runtime-env-json"
 # DeepSpeed's `ds_ssh` (pdsh over the hosts of /job/hostfile), or that file named: a script using the hosts of
 # DeepSpeed's default hostfile, which its `deepspeed` launches without --hostfile then run on
