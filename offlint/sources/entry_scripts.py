@@ -27,6 +27,7 @@ import sys
 from typing import Callable, NamedTuple
 
 from offlint.sources import python_inputs
+from offlint.sources.python_roles import OTHER_FRAMEWORKS, PYTEST_FILE
 from offlint.sources.python_syntax import _call_name
 from offlint.sources.shell_paths import tree_copy
 from offlint.types import Unknown
@@ -57,9 +58,6 @@ _CHECKING_CALLS = TRAINING_CALLS | {"initialize_megatron", "validate_args"}
 # Names whose call builds the optimizer: training does, and Megatron-LM's setup and megatron-core's builder (a
 # checkpoint converter may call them to load an optimizer's state)
 OPTIMIZER_CALLS = TRAINING_CALLS | {"setup_model_and_optimizer", "get_megatron_optimizer"}
-# A test, by pytest's naming (`test_*.py`, `*_test.py`): it checks code, with a backward pass and an optimizer step
-# perhaps (apex's SyncBN `two_gpu_unit_test.py`, run by torch.distributed.launch with `--fp16`), and is no training job
-_TEST_SCRIPT = re.compile(r"test_\w*\.py$|\w+_test\.py$")
 _MAX_FUNCTIONS = 400  # past this many functions followed the answer stays open
 
 TreeText = Callable[[str, str], "str | None"]
@@ -181,7 +179,6 @@ _IMPORTED_FILES = 64
 _PARSER_PATCH = re.compile(r"[\"']megatron(?:\.training)?\.arguments\.parse_args[\"']"
                            r"|\.parse_args[ \t]*=(?!=)|setattr\([^)\n]*[\"']parse_args[\"']")
 # Deep-learning frameworks other than PyTorch: a script training with one is no Megatron (or PyTorch) job
-OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow"})
 # Libraries whose objects have training-named methods that fit no PyTorch model: a faiss index's `train` (k-means of
 # its codebooks: Megatron-LM's Retro preprocessing), scikit-learn's `fit`, a tokenizer's or SentencePiece's `train`.
 _FITS_NO_MODEL = frozenset({"faiss", "sklearn", "sentencepiece", "tokenizers", "gensim"})
@@ -338,7 +335,9 @@ class _Reach:
         module = self._module(path)
         if module is None:
             return None
-        if self._other_framework(module) or _TEST_SCRIPT.match(posixpath.basename(path)):
+        if self._other_framework(module) or PYTEST_FILE.match(posixpath.basename(path)):
+            # (a test, by pytest's naming, checks code, with a backward pass and an optimizer step perhaps: apex's
+            # SyncBN `two_gpu_unit_test.py`, run by torch.distributed.launch with `--fp16`; no training job)
             return False
         answer = self._calls_train(module, module.top_level, ())
         return ARGUMENTS_CHOOSE if answer is None and self.chosen else answer

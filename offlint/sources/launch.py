@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, replace
 
 from offlint import keys
-from offlint.sources import entry_scripts, hydra, mlm_flags, perf_env, perf_flags, perf_scripts
+from offlint.sources import entry_scripts, hydra, mlm_flags, perf_env, perf_flags, perf_scripts, python_roles
 from offlint.types import (BELOW, KEY_DEFAULT, Assignment, Defaults, Layer, Location, OneOf, Source, Unit, UnitKind,
                            Unknown)
 
@@ -237,9 +237,9 @@ _CONTAINER_LAUNCHERS = frozenset({"srun", "salloc", "docker", "podman", "singula
 
 def container_image(values: list[str | None]) -> str:
     """The PyTorch image `values` (a command's words before its script) run it in, as written ("" for none: the
-    machine's own PyTorch, or an image offlint cannot read): a `pytorch` image, or a Singularity image file. The container launcher is one of the first three words
-    (`srun ...`, `sudo docker run ...`, `timeout 1h singularity exec ...`): looked for there alone, as this is asked
-    of every command of a script."""
+    machine's own PyTorch, or an image offlint cannot read): a `pytorch` image, or a Singularity image file. The
+    container launcher is one of the first three words (`srun ...`, `sudo docker run ...`, `timeout 1h singularity
+    exec ...`): looked for there alone, as this is asked of every command of a script."""
     for value in values[:3]:  # (a loop, not any(): no generator's calls for each command)
         if value is not None and (value in _CONTAINER_LAUNCHERS or "/" in value
                                   and value.rpartition("/")[2] in _CONTAINER_LAUNCHERS):
@@ -704,7 +704,7 @@ def _other_framework_launcher(launcher: list[str | None]) -> bool:
     """Whether the script is started by another framework's launcher module (`python3 -m oneflow.distributed.launch`,
     `-m paddle.distributed.launch`): its ranks run that framework, not PyTorch (OneFlow's LiBai launches had been
     possible OFL301 findings; a helper's sweep, session 47)."""
-    return any(word == "-m" and (after or "").split(".")[0] in entry_scripts.OTHER_FRAMEWORKS
+    return any(word == "-m" and (after or "").split(".")[0] in python_roles.OTHER_FRAMEWORKS
                for word, after in zip(launcher, launcher[1:]))
 
 

@@ -164,6 +164,8 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
     def units(self) -> list[Unit]:
         if python_roles.is_test_code(self.path):
             return []  # test code runs only under pytest: neither a launch nor a recipe (python_roles)
+        if python_roles.imports_another_framework(self.module):
+            return []  # another framework's job: its configs are that framework's
         self.prepare()
         module_objects = self._module_objects or []
         units: list[Unit] = []

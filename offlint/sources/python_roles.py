@@ -25,14 +25,33 @@ tests look at them), marked with `Unit.checked_through_callers`; the engine runs
 
 from __future__ import annotations
 
+import ast
 import re
 from functools import lru_cache
 
 from offlint.sources.python_values import ConfigObj
 from offlint.types import Unknown
 
-_PYTEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
+PYTEST_FILE = re.compile(r"^(?:test_.*|.*_test)\.py$")
 _TEST_DIRECTORIES = ("tests", "test")
+# Deep-learning frameworks other than PyTorch, by the top-level package a program imports to use one
+OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "paddlenlp", "mindspore", "oneflow"})
+# What a module that configures a PyTorch job imports; another framework's module importing none of them has that
+# framework's configs (PaddleNLP's LlamaConfig has a `recompute_granularity` of its own)
+_TORCH_STACK = frozenset({"torch", "megatron", "nemo", "transformer_engine", "lightning", "pytorch_lightning"})
+
+
+def imports_another_framework(module: ast.Module) -> bool:
+    """Whether a module's top level imports another deep-learning framework (OTHER_FRAMEWORKS) and nothing of
+    PyTorch's stack: its configuration objects are not megatron-core's (FlagPerf's PaddleNLP pretraining script
+    sets `config.recompute_granularity` on a paddlenlp LlamaConfig)."""
+    tops = set()
+    for node in module.body:
+        if isinstance(node, ast.Import):
+            tops.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            tops.add(node.module.split(".")[0])
+    return bool(tops & OTHER_FRAMEWORKS) and not tops & _TORCH_STACK
 
 
 @lru_cache(maxsize=4096)  # a function of the path's text alone; asked about each file several times
@@ -42,7 +61,7 @@ def is_test_code(path: str) -> bool:
     absolute path are not the project's)."""
     parts = [part for part in path.split("/") if part and part != "."]  # PurePosixPath's parts, without pathlib:
     name = parts[-1] if parts else ""  # a cold run's parent asks about every file before forking (1,713: 8 ms)
-    return name == "conftest.py" or _PYTEST_FILE.match(name) is not None or (
+    return name == "conftest.py" or PYTEST_FILE.match(name) is not None or (
         not path.startswith("/") and any(part in _TEST_DIRECTORIES for part in parts[:-1]))
 
 
