@@ -14,7 +14,7 @@ from offlint.reading import text_or_error
 from offlint.sources import read_source
 from offlint.sources.python_project import PythonProject
 from offlint.suppressions import Suppression, find_suppressions
-from offlint.types import FileError, Unit
+from offlint.types import FileError, InputError, Unit
 
 
 @dataclass
@@ -40,7 +40,7 @@ def read_files(files: list[SourceFile], texts: dict[str, str], project: PythonPr
                 continue
         try:
             units = read_source(file.path, file.kind, text, explicit=file.explicit, project=project)
-        except ValueError as exc:
+        except InputError as exc:  # (the file's own content: its author's to fix)
             errors.append(FileError(file.path, _one_line(str(exc))))
             continue
         except RecursionError:

@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 
+class InputError(ValueError):
+    """What is wrong is the file's own content (a syntax error, an unclosed quote, a template placeholder): reported
+    to its author in one line. Any other exception while reading is offlint's own bug, reported as such."""
+
+
 @dataclass(frozen=True, order=True)
 class Location:
     """A place in a file; line and column are 1-based, as editors and ruff print them."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import sys
 
-from offlint.types import Unit
+from offlint.types import InputError, Unit
 
 # Recipes and launch commands one file may hold. Megatron Bridge's largest file has 32, its whole tree about
 # 1,200; each unit costs about half a millisecond of rules, so a generated 2 MiB file of 28,000 launch commands
@@ -49,7 +49,7 @@ def read_source(path: str, kind: str, text: str, explicit: bool = True, project=
 
         units = read_shell(path, text, project=project)
     else:
-        raise ValueError("not a Python, YAML or shell file")
+        raise InputError("not a Python, YAML or shell file")
     if len(units) > MAX_UNITS:
         raise _too_many()
     if kind != "python":  # a Python recipe's unit reads them as it is built (PythonReader._unit)
@@ -60,8 +60,8 @@ def read_source(path: str, kind: str, text: str, explicit: bool = True, project=
     return units
 
 
-def _too_many() -> ValueError:
-    return ValueError(f"more than {MAX_UNITS:,} recipes and launch commands in one file (generated?); offlint "
+def _too_many() -> InputError:
+    return InputError(f"more than {MAX_UNITS:,} recipes and launch commands in one file (generated?); offlint "
                       f"checks at most {MAX_UNITS:,} per file; exclude it or split it")
 
 
@@ -88,7 +88,7 @@ def _python(path: str, text: str, explicit: bool, project) -> list[Unit]:
     try:
         return read_python(path, text, project)
     except SyntaxError as exc:
-        raise ValueError(f"Python syntax error at line {exc.lineno}, column {exc.offset or 1}: {exc.msg}"
+        raise InputError(f"Python syntax error at line {exc.lineno}, column {exc.offset or 1}: {exc.msg}"
                          f"{_newer_syntax(exc)}") from None
 
 

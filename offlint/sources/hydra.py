@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from offlint.types import InputError
+
 # A token that looks like an override: optional +, ++ or ~, a dotted key, then =value (or nothing, for ~key).
 _OVERRIDE_SHAPE = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][\w\-]*(?:\.[\w\-@/]+)*)(=.*)?$", re.S)
 
@@ -25,7 +27,7 @@ class Override:
     text: str  # the value as written
 
 
-class OverrideError(ValueError):
+class OverrideError(InputError):
     pass
 
 

@@ -40,7 +40,7 @@ from offlint.sources.python_names import NameLookup
 from offlint.sources.python_statements import Statements
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _call_name, _statements
 from offlint.sources.python_values import ConfigObj, Frame, PartialDict, Registry, new_location
-from offlint.types import Layer, Location, Unit, UnitKind, Unknown
+from offlint.types import InputError, Layer, Location, Unit, UnitKind, Unknown
 
 # Names that make a file worth parsing at all (a cheap prefilter; the keys rules read plus config classes), and a
 # function worth reading as a unit. Each is looked for as a plain substring, the ones most of Megatron Bridge's
@@ -95,9 +95,10 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         self._module_objects: list[ConfigObj] | None = None
         self._options: dict[str, tuple[str, ...]] | None = None  # argparse dest -> option strings
         self._own_options: dict[str, tuple[str, ...]] | None = None  # those this module declares
-        # Per statement of this module (by id, the node kept beside to check it is that one): what its syntax and
-        # this file's text alone give, built on its first run (python_statements: an `if`'s or a loop's split).
-        self._static: dict[int, tuple] = {}
+        # Per statement of this module (by what is kept and the node's id, the node kept beside to check it is that
+        # one): what its syntax and this file's text alone give, built on its first run (python_statements: an
+        # `if`'s or a loop's split). One node may hold several (an `if` whose test is a comprehension).
+        self._static: dict[tuple[str, int], tuple] = {}
         self._segments: dict[int, tuple] = {}  # _segment's texts, the same way
         self._call_names: dict[int, tuple] = {}  # a call's name as written and its last part (python_following)
         self._chains: dict[int, tuple] = {}  # an attribute chain's names and its text (python_expressions, _assign)
@@ -325,7 +326,7 @@ def parse(path: str, text: str) -> ast.Module:
     try:
         return ast.parse(text, filename=path)
     except MemoryError:  # how CPython's parser gives up on deep nesting (`x = ------...1`, a million signs)
-        raise ValueError("Python source nested too deeply for Python's own parser (it gave up); offlint does not "
+        raise InputError("Python source nested too deeply for Python's own parser (it gave up); offlint does not "
                          "read it") from None
 
 

@@ -142,9 +142,9 @@ class Expressions:
                 not isinstance(node.generators[0].target, ast.Name):
             return unknown
         loop = node.generators[0]
-        held = self._static.get(id(node))
+        held = self._static.get(("comprehension", id(node)))
         if held is None or held[0] is not node:  # whether it nests a loop or a lambda: once per expression
-            held = self._static[id(node)] = (node, any(
+            held = self._static[("comprehension", id(node))] = (node, any(
                 isinstance(inner, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp, ast.Lambda))
                 for part in (node.elt, *loop.ifs) for inner in ast.walk(part)))
         if held[1]:

@@ -84,10 +84,10 @@ class Statements:
             elif kind is _IF:
                 touched.extend(self._run_if(stmt, frame))
             elif kind is _LOOP:
-                split = self._static.get(id(stmt))
+                split = self._static.get(("loop", id(stmt)))
                 if split is None or split[0] is not stmt:  # the loop's split, built once per statement
                     where = f"{self.path}:{stmt.lineno}"  # file and line: a kept reading's texts move with it
-                    split = self._static[id(stmt)] = (stmt, BranchPoint(
+                    split = self._static[("loop", id(stmt))] = (stmt, BranchPoint(
                         self._loc(stmt), self._loop_header(stmt), (f"the loop body at {where} runs",
                                                                    f"the loop body at {where} does not run")))
                 touched.extend(self._run_branches([stmt.body, []], frame, split[1]))
@@ -111,9 +111,9 @@ class Statements:
         decided = self._decide(node.test, frame)
         if decided is not None:  # the test is known here (a literal parameter default, a constant): one path runs
             return self._run_block(node.body if decided else node.orelse, frame)
-        parts = self._static.get(id(node))
+        parts = self._static.get(("if", id(node)))
         if parts is None or parts[0] is not node:  # what the statement's syntax alone gives, once per statement
-            parts = self._static[id(node)] = (node, *self._if_parts(node))
+            parts = self._static[("if", id(node))] = (node, *self._if_parts(node))
         _, loc, what, paths, branches, narrow, plain = parts
         flags = self._input_flags(node, frame)
         return self._run_branches(branches, frame, BranchPoint(loc, what, paths, flags) if flags else plain,
@@ -145,9 +145,9 @@ class Statements:
     def _input_flags(self, node: ast.If, frame: Frame) -> tuple[str, ...]:
         """The command-line flags an `if`/`elif` chain tests, when its tests read nothing else that is unknown
         (python_inputs); () otherwise."""
-        held = self._static.get(id(node.test))
+        held = self._static.get(("flags", id(node.test)))
         if held is None or held[0] is not node.test:  # the chain's leaves, sorted out once per statement
-            held = self._static[id(node.test)] = (node.test, *_flag_leaves(node))
+            held = self._static[("flags", id(node.test))] = (node.test, *_flag_leaves(node))
         _, leaves, stops = held
         flags: list[str] = []
         for leaf, attribute in leaves:
@@ -354,9 +354,9 @@ class Statements:
     def _writes_through(self, body: list, root: str) -> bool:
         """_writes_through(body, root), walked once per branch body and name (a helper's branches run for each of
         its callers). A body is a node's list of statements, kept with the answers to check it is that one."""
-        held = self._static.get(id(body))
+        held = self._static.get(("writes", id(body)))
         if held is None or held[0] is not body:
-            held = self._static[id(body)] = (body, {})
+            held = self._static[("writes", id(body))] = (body, {})
         answers = held[1]
         if root not in answers:
             answers[root] = _writes_through(body, root)

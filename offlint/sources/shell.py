@@ -11,10 +11,10 @@ from offlint.sources.launch import Arg, EnvArg, command_unit, runs_script, uses_
 from offlint.sources.shell_parse import parse_shell
 from offlint.sources.shell_values import Command
 from offlint.sources.shell_words import unbraced_subscripts
-from offlint.types import Location, Unit
+from offlint.types import InputError, Location, Unit
 
 
-class ShellError(ValueError):
+class ShellError(InputError):
     pass
 
 

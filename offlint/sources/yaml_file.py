@@ -25,7 +25,7 @@ from offlint.gpus import NAMED_GPUS
 
 from offlint.sources.hydra import canonical_key
 from offlint.sources.launch import env_string, opened, opened_because
-from offlint.types import Assignment, Layer, Location, Source, Unit, UnitKind, Unknown
+from offlint.types import Assignment, InputError, Layer, Location, Source, Unit, UnitKind, Unknown
 
 OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "comm_overlap", "env_vars")
 TOP_LEVEL_KEYS = ("mixed_precision",)
@@ -67,7 +67,7 @@ MAX_ALIAS_NODES = 1_000_000  # nodes the aliases of one file stand for, all toge
 _FAST_LOADER = getattr(yaml, "CSafeLoader", None)
 
 
-class YamlError(ValueError):
+class YamlError(InputError):
     pass
 
 
