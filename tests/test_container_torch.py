@@ -311,3 +311,14 @@ def test_a_singularity_image_the_tree_defines_is_judged_by_its_base(tmp_path, ba
 def _ofl301_at(tmp_path, *args: str) -> list[tuple[str, int, bool]]:
     found = check_json(tmp_path, "--no-cache", *args)
     return sorted((f["filename"], f["location"]["row"], f["possible"]) for f in found if f["code"] == "OFL301")
+
+
+def test_the_definition_file_is_looked_for_up_to_the_root_of_an_absolute_path():
+    """A launch named by an absolute path (files named on the command line): the search ends at "/" (it had looped
+    forever there, posixpath.dirname("/") being "/")."""
+    from offlint.sources.launch import definition_torch
+
+    assert definition_torch("image.sif", "/abs/dir/run.sh", lambda path: None) == ""
+    base = "Bootstrap: docker\nFrom: nvcr.io/nvidia/pytorch:21.08-py3\n"
+    assert definition_torch("image.sif", "/abs/dir/run.sh", {"/abs/image.def": base}.get) == \
+        "/abs/image.def builds image.sif from nvcr.io/nvidia/pytorch:21.08-py3"

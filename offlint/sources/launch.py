@@ -389,7 +389,7 @@ def definition_torch(image: str, launch_path: str, read_text) -> str:
             if isinstance(torch, tuple) and torch < (2, 1):
                 return f"{path} builds {name} from {bases[0]}"
             return ""
-        if not folder:
+        if not folder or posixpath.dirname(folder) == folder:  # (the tree's root, or "/" for an absolute path)
             return ""
         folder = posixpath.dirname(folder)
 
