@@ -57,3 +57,17 @@ def test_a_reader_bug_is_reported_as_offlints_not_the_files(tmp_path, monkeypatc
 def test_the_files_own_faults_are_still_its_authors(tmp_path, name, text, said):
     (message,) = _errors(tmp_path, {name: text}, named=True)
     assert said in message and "internal error" not in message
+
+
+@pytest.mark.parametrize("line", ['NGPU=$(nvidia-smi -L | grep -c GPU$)',
+                                  'if [ "$(ls | grep -c ^data$)" -eq 1 ]; then :; fi'])
+def test_a_dollar_before_a_closing_parenthesis_is_a_literal(tmp_path, line):
+    """bash reads `GPU$)` as the word `GPU$` and the end of the substitution (`bash -n` accepts it);
+    tree-sitter-bash failed on it, and the whole script went unread (DeepLearningExamples'
+    get_datasets.sh). The launch after it is read as without that line."""
+    launch = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 "
+              "--micro-batch-size 1 --global-batch-size 8 --seq-length 128 --max-position-embeddings 128 "
+              "--train-iters 10\n")
+    assert _errors(tmp_path, {"train.sh": f"#!/bin/bash\n{line}\n{launch}"}, named=True) == []
+    result = check([str(tmp_path / "train.sh")], CheckOptions(root=tmp_path, cache=False, mcore_version="0.20.0"))
+    assert [f.code for f in result.findings] == ["OFL301"]

@@ -8,6 +8,9 @@ U+F0000 up), and a sagemaker-hyperpod-recipes launch's `bash -c "... > {$results
 tags and private use) is handed to the parser as U+1F600, the same four bytes long, so every position in the tree
 stays right (offlint reads the original text at them), and a symbol, so the parser reads it where a placeholder
 stood as it read the placeholder (the same tree in 16 shapes: expansions, braces, tests, case patterns, names).
+
+A `$` just before a `)` is a literal dollar to bash (`$(nvidia-smi -L | grep -c GPU$)`, DeepLearningExamples), but
+tree-sitter-bash 0.25 reads it as an expansion and fails on the `)`: it is handed `_`, one byte too.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ def parse_bash(data: bytes):
     """The tree-sitter tree of bash source `data`."""
     if _HIGH.search(data):
         data = _HIGH.sub(_SAFE, data)
+    if b"$)" in data:
+        data = data.replace(b"$)", b"_)")
     return _parser().parse(data)
 
 
