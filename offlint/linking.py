@@ -100,8 +100,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 beside = lambda path, here=here: tree_text(path, here)  # noqa: E731
                 if here not in pins:  # (a file's launches share it: looked up once)
                     pins[here] = requirements_torch(here, beside) or dockerfile_torch(here, beside)
-                unit.pinned_torch = (definition_torch(unit.container_image, here, beside) if unit.container_image
-                                     else "") or pins[here]
+                unit.pinned_torch = definition_torch(unit.container_image, here, beside) or pins[here]
             if unit.entry_script:  # an entry script in the tree shows whether it trains, and whether in Ray's workers
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
                 if trains == entry_scripts.ARGUMENTS_CHOOSE:  # the launch's own values choose, else its flags

@@ -340,20 +340,30 @@ def requirements_torch(launch_path: str, read_text) -> str:
     PyTorch before 2.1, which has no `expandable_segments` allocator option: "FILE pins torch==2.0"; "" where none
     does. (Megatron-DeepSpeed forks of 2023 pin torch 2.0 for the environment their launches activate: ABCI's
     pins torch==2.0.0+cu118, and OFL301's fix would stop its jobs at their first allocation.)"""
+    for path, text in _files_upward(launch_path, "requirements.txt", read_text):
+        if not re.search(r"^[ \t]*torch\b", text, re.MULTILINE):
+            continue  # (one that does not name torch: the next one up may)
+        match = _TORCH_REQUIREMENT.search(text)
+        if match is None:
+            return ""
+        version = (int(match.group(2)), int(match.group(3)))
+        if version < (2, 1) or match.group(1) == "<" and version <= (2, 1):
+            return f"{path} pins torch{match.group(1)}{version[0]}.{version[1]}"
+        return ""
+    return ""
+
+
+def _files_upward(launch_path: str, name: str, read_text):
+    """(path, text) of each file `name` in the launch's folder and the folders above it, the nearest first, up to
+    the tree's root (or "/" for an absolute path)."""
     folder = posixpath.dirname(launch_path)
     while True:
-        path = posixpath.join(folder, "requirements.txt") if folder else "requirements.txt"
+        path = posixpath.join(folder, name) if folder else name
         text = read_text(path)
-        if text is not None and re.search(r"^[ \t]*torch\b", text, re.MULTILINE):
-            match = _TORCH_REQUIREMENT.search(text)
-            if match is None:
-                return ""
-            version = (int(match.group(2)), int(match.group(3)))
-            if version < (2, 1) or match.group(1) == "<" and version <= (2, 1):
-                return f"{path} pins torch{match.group(1)}{version[0]}.{version[1]}"
-            return ""
-        if not folder or folder in (".", "/"):
-            return ""
+        if text is not None:
+            yield path, text
+        if not folder or folder == "." or posixpath.dirname(folder) == folder:
+            return
         folder = posixpath.dirname(folder)
 
 
@@ -379,19 +389,10 @@ def definition_torch(image: str, launch_path: str, read_text) -> str:
     name = posixpath.basename(image)
     if not name.endswith(".sif") or len(name) == 4:
         return ""
-    folder = posixpath.dirname(launch_path)
-    while True:
-        path = posixpath.join(folder, name[:-4] + ".def") if folder else name[:-4] + ".def"
-        text = read_text(path)
-        if text is not None:
-            bases = _DEF_FROM.findall(text)
-            torch = image_torch(bases[0]) if bases else None
-            if isinstance(torch, tuple) and torch < (2, 1):
-                return f"{path} builds {name} from {bases[0]}"
-            return ""
-        if not folder or posixpath.dirname(folder) == folder:  # (the tree's root, or "/" for an absolute path)
-            return ""
-        folder = posixpath.dirname(folder)
+    path, text = next(_files_upward(launch_path, name[:-4] + ".def", read_text), ("", ""))
+    bases = _DEF_FROM.findall(text)
+    torch = image_torch(bases[0]) if bases else None
+    return f"{path} builds {name} from {bases[0]}" if isinstance(torch, tuple) and torch < (2, 1) else ""
 
 
 _FROM = re.compile(r"(?im)^[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S+)")
