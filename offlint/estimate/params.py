@@ -48,12 +48,22 @@ def attention(m: ModelShape) -> Split:
     if m.multi_latent_attention:
         return latent_attention(m)
     q = m.num_attention_heads * m.kv_channels
-    kv = m.num_query_groups * m.kv_channels
-    out = q + 2 * kv + (q if m.attention_output_gate else 0)  # SelfAttention.linear_qkv_out_dim
+    out = _qkv_out(m)
     qkv = m.hidden_size * out + (out if (m.add_bias_linear or m.add_qkv_bias) else 0)
     proj = q * m.hidden_size + (m.hidden_size if m.add_bias_linear else 0)
     qk_norms = 2 * _norm(m, m.kv_channels) if m.qk_layernorm else 0
     return Split(tp=qkv + proj, replicated=_norm(m, m.hidden_size) + qk_norms)
+
+
+def _qkv_out(m: ModelShape) -> int:
+    """The fused QKV projection's output width (SelfAttention.linear_qkv_out_dim)."""
+    q = m.num_attention_heads * m.kv_channels
+    return q + 2 * m.num_query_groups * m.kv_channels + (q if m.attention_output_gate else 0)
+
+
+def _fc1_out(m: ModelShape, ffn: int) -> int:
+    """fc1's output width: twice the hidden width with a gated linear unit."""
+    return ffn * (2 if m.gated_linear_unit else 1)
 
 
 def latent_attention(m: ModelShape) -> Split:
@@ -80,7 +90,7 @@ def mlp(m: ModelShape, ffn: int, width: int | None = None) -> int:
     """One MLP (dense, expert or shared expert) of width `ffn` on inputs of `width` (the hidden size, or the
     latent size for a latent MoE's routed experts)."""
     width = width or m.hidden_size
-    fc1_out = ffn * (2 if m.gated_linear_unit else 1)
+    fc1_out = _fc1_out(m, ffn)
     return width * fc1_out + ffn * width + ((fc1_out + width) if m.add_bias_linear else 0)
 
 
@@ -219,9 +229,7 @@ def pinned_rounding(m: ModelShape, parallel: Parallelism, layers: tuple[int, ...
             extra += rounded(m.seq_length * m.hidden_size)
     if has_output and not m.tied_embeddings:
         extra += rounded(m.vocab_size * m.hidden_size / tp)
-    q = m.num_attention_heads * m.kv_channels
-    qkv_out = q + 2 * m.num_query_groups * m.kv_channels + (q if m.attention_output_gate else 0)
-    fc1_out = m.ffn_hidden_size * (2 if m.gated_linear_unit else 1)
+    q, qkv_out, fc1_out = m.num_attention_heads * m.kv_channels, _qkv_out(m), _fc1_out(m, m.ffn_hidden_size)
     for index in layers:
         if m.layer_kind(index) is not None or m.is_gdn_layer(index):
             continue

@@ -691,7 +691,7 @@ class _Reach:
         (`x = A.b(...)`): False for an object of a library that fits no PyTorch model (_FITS_NO_MODEL); for one
         the tree's classes build, their methods of that name, followed (Megatron-LM's Retro preprocessing calls
         `IndexFactory.get_index(...).train()`, whose `train` fits a faiss index); True (by its name) otherwise.
-        `A(...)` looks in class A only; a factory `A.b(...)` in the classes of A's module and of those it imports."""
+        `A(...)` looks in class A only; a factory `A.b(...)` in the classes of the tree that A's methods name."""
         built = _bound_call(func.value, body)
         root = _root_name(built.func if built is not None else func.value)
         if root is None:
