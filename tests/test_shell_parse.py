@@ -1346,3 +1346,32 @@ def test_an_unclosed_expansion_is_named_where_it_opens():
     assert result.errors and result.errors[0].endswith("the `${` at line 3 is never closed")
     other = parse_shell("#!/bin/bash\nif true; then\necho x\n")
     assert other.errors and "never closed" not in other.errors[0]
+
+
+def test_a_subshell_opening_a_subshell_is_not_arithmetic():
+    """MLPerf v2.0/v2.1's Baidu `run_and_time.sh` frees its port with `((lsof ... | xargs kill -9) || true)`. bash
+    reads `((` as arithmetic only when it closes with `))`; here the first `)` stands alone, so it is a subshell
+    inside a subshell (`$((cat a) | wc -l)` likewise a command substitution of one). tree-sitter-bash (0.25) takes
+    both for arithmetic and refuses the script, and offlint called the `((` never closed: the whole valid script
+    was an error (exit 2). The inner group's parentheses are masked, which keeps every command and what the outer
+    group scopes."""
+    text = ("#!/bin/bash\n((lsof -i :29500 | awk '{print $2}' | xargs kill -9) || true)\n"
+            "N=$((cat hosts) | wc -l)\n(( Y = (1 + 2) * 3 ))\nX=$(( (1 + 2) * 3 ))\n"
+            "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers $X\n")
+    result = parse_shell(text)
+    assert result.errors == []
+    assert [c.argv[0].value for c in result.commands] == ["lsof", "awk", "xargs", "true", "cat", "wc", "torchrun"]
+    assert values(_command_of(result, "torchrun"))[-1] == "9"  # (real arithmetic is still arithmetic)
+    nested = parse_shell("echo \"$( ((cd /x; ls) || true) )\"\nX=$( (A=1) ; echo b )\npython t.py\n")
+    assert nested.errors == [] and [c.argv[0].value for c in nested.commands] == ["cd", "ls", "true", "echo", "echo",
+                                                                                 "python"]
+
+
+def test_a_placeholder_value_before_a_command_is_read_as_the_template_means():
+    """`VAR=<path/to/x> cmd`: bash reads redirections there (`bash -n` accepts it), so the message that sent the user
+    to `bash -n` told them nothing; like `X=<path>/vocab.json`, the placeholder is an unknown value of the command's
+    environment. `X=<path>` ending its line bash refuses, and so does offlint."""
+    result = parse_shell("DATA=<path/to/data> torchrun --nproc_per_node 8 pretrain_gpt.py --data-path $DATA\n")
+    assert result.errors == []
+    assert values(_command_of(result, "torchrun"))[:3] == ["torchrun", "--nproc_per_node", "8"]
+    assert parse_shell("DATA=<path/to/data>\ntorchrun pretrain_gpt.py\n").errors

@@ -45,10 +45,11 @@ _EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)|`[ \t\n]*`|`[ \t]*#[^`\n]*`")
 _BRACE_WORD = re.compile(rb"(?m)^[ \t]*(\{(?=\S)\{*|\[\[?(?=[^\s\[]))")
 # `[ "$v" \< "3.0.0" ]`: a single-bracket test comparing strings with an escaped `<` or `>`
 _ESCAPED_COMPARISON = re.compile(rb"(?<![\[\w])\[[ \t][^\]\n]*?\\[<>][^\]\n]*?[ \t]\](?!\])")
-# A template's placeholder as an assignment's value (`TOKENIZER=<path to tokenizer>/vocab.json`): bash reads a
-# redirection there (`bash -n` accepts it, the run fails); its value is unknown
+# A template's placeholder as an assignment's value (`TOKENIZER=<path to tokenizer>/vocab.json`, `DATA=<path> cmd`):
+# bash reads a redirection there (`bash -n` accepts it, the run fails); its value is unknown
 # (only where bash reads it: `<` and `>` then redirect from and to words; `X=<Specify path>` alone bash refuses)
-_PLACEHOLDER_VALUE = re.compile(rb"(?m)(?:^|(?<=[ \t;]))[A-Za-z_]\w*=(<[\w.,/-][\w .,/-]*>)(?=[\w./-])")
+_PLACEHOLDER_VALUE = re.compile(rb"(?m)(?:^|(?<=[ \t;]))[A-Za-z_]\w*=(<[\w.,/-][\w .,/-]*>)"
+                                rb"(?=[\w./-]|[ \t]+[^\s;&|<>()#])")
 _NAME_EQUALS_END = re.compile(rb"(?:^|[ \t;])[A-Za-z_]\w*=\Z")
 # `for arg do` (no `in` list: the positional parameters, POSIX) where a command starts: tree-sitter-bash (0.25) wants
 # a `;` or a line break before `do`, so the blank before it becomes one
@@ -143,6 +144,8 @@ def _parse_masked(data: bytes, parse) -> tuple[object, Masked]:
                     masked.literal[start + line.start()] = b"#"
             for start, n in spans.blank_lines:  # a document's line of blanks after an expansion, in a compound
                 masked.literal[start] = b"_" * n
+            for opening, closing in spans.nested_groups:  # `((cmd) || x)`: ` (cmd  || x)`, the outer group kept
+                masked.literal[opening] = masked.literal[closing] = b" "
             starts = set(_error_points(basis.root_node)[0])
             read_write = [m.start() for m in _READ_WRITE.finditer(data) if {m.start(), m.start() + 1} & starts]
             for start in read_write:  # `exec 3<>/dev/tcp/...`: the same word's redirection, read as `<`
@@ -151,7 +154,7 @@ def _parse_masked(data: bytes, parse) -> tuple[object, Masked]:
             ends = _assignment_ends(basis.root_node, data, masked, screen=False)  # `X=1 2>&1`, `A=1 B=2`
             patterns = _case_patterns(basis.root_node, data, masked)
             if slashes or empty or spans.blank_lines or ends or patterns or braces or odd or spans.separated or \
-                    read_write:
+                    read_write or spans.nested_groups:
                 for start in slashes:  # `[ -w / ]`: the root directory, read as a division
                     masked.literal[start] = b"."
                 current = parse(_apply(data, masked))
@@ -561,6 +564,9 @@ class _Spans:
         # empty command substitutions outside double quotes, `$()`, `$( )`, "``" (start, end): they expand to
         # nothing; tree-sitter-bash (0.25) refuses one glued to a word (`echo``, `X=$()`) or spanning lines
         self.empty: list[tuple[int, int]] = []
+        # the inner group of `((cmd) || true)` or `$((cat f) | wc -l)`, which bash reads as groups (the `((` never
+        # closes with `))`) and tree-sitter-bash (0.25) as arithmetic: offsets of its `(` and its `)`
+        self.nested_groups: list[tuple[int, int]] = []
         s = data.decode("latin-1")  # byte offsets; UTF-8 continuation bytes never look like syntax
         self._lex(s)
         self.starts = [item[0] for item in self.items]
@@ -680,7 +686,7 @@ class _Spans:
                         i += 2
                         continue
                     else:
-                        stack.pop()  # `$( (...) )` or a stray parenthesis: not arithmetic after all
+                        self._not_arithmetic(stack, i)
                 i += 1
                 continue
             # code: top level, a command substitution, a backquoted command, a [[ ]] test
@@ -722,6 +728,19 @@ class _Spans:
                 heredocs.clear()
                 continue
             i += 1
+
+    def _not_arithmetic(self, stack: list, close: int) -> None:
+        """The `((` or `$((` on top of the stack met a `)` of its own alone at `close`: like bash, read it as a group
+        opening a group (`((cmd) || true)`, `$((cat f) | wc -l)`), and note the inner group's parentheses."""
+        kind, start, _, item = stack.pop()
+        if item >= 0:
+            self.items[item][2] = "group"  # (never closed as arithmetic: not for `unclosed`)
+        opening = start + (2 if kind == "arith" else 1)
+        self.nested_groups.append((opening, close))
+        if kind == "arith":
+            stack.append(["sub", start, 0, -1])  # the `$(` still open
+        elif stack[-1][0] == "sub":
+            stack[-1][2] += 1  # the outer `(`, still open inside the substitution
 
     def _note_empty(self, s: str, i: int, ctx: str) -> int | None:
         """Note the empty substitution starting at `i`, if one does: its end, else None."""
