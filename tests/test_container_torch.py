@@ -322,3 +322,28 @@ def test_the_definition_file_is_looked_for_up_to_the_root_of_an_absolute_path():
     base = "Bootstrap: docker\nFrom: nvcr.io/nvidia/pytorch:21.08-py3\n"
     assert definition_torch("image.sif", "/abs/dir/run.sh", {"/abs/image.def": base}.get) == \
         "/abs/image.def builds image.sif from nvcr.io/nvidia/pytorch:21.08-py3"
+
+
+@pytest.mark.parametrize("dockerfile, default, possible", [
+    ("ARG FROM_IMAGE_NAME=nvcr.io/nvidia/pytorch:22.08-py3\nFROM ${FROM_IMAGE_NAME}\nADD . /workspace\n", [], True),
+    ("ARG BASE=nvcr.io/nvidia/pytorch:22.08-py3\nFROM $BASE AS base\nRUN pip install .\n", [], True),
+    ("FROM nvcr.io/nvidia/pytorch:22.08-py3 AS base\nRUN make\nFROM base\n", [], True),  # (a stage's base)
+    # an argument without a default is given at build time: the image is not known
+    ("ARG FROM_IMAGE_NAME\nFROM ${FROM_IMAGE_NAME}\n", [("scripts/train.sh", 2, False)], False),
+    ("ARG FROM_IMAGE_NAME=nvcr.io/nvidia/pytorch:24.01-py3\nFROM ${FROM_IMAGE_NAME}\n",
+     [("scripts/train.sh", 2, False)], False),
+])
+def test_the_nearest_dockerfile_above_the_launch_and_its_arguments_decide(tmp_path, dockerfile, default, possible):
+    """DeepLearningExamples keeps one Dockerfile per model folder, its base an `ARG` default
+    (`ARG FROM_IMAGE_NAME=nvcr.io/nvidia/pytorch:22.08-py3`, PyTorch 1.13; `FROM ${FROM_IMAGE_NAME}`), and the
+    launches one folder down (FastPitch's `scripts/train.sh`): OFL301 had offered its safe fix there (a helper's
+    sweep, session 48), reading only a Dockerfile beside the launch and only a literal `FROM`."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "Dockerfile").write_text(dockerfile)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "train.sh").write_text(f"#!/bin/bash\n{LAUNCH}\n")
+    assert _ofl301_at(tmp_path) == default
+    said = [f["message"] for f in check_json(tmp_path, "--no-cache", "--strict") if f["code"] == "OFL301"
+            and f["possible"]]
+    assert bool(said) == possible
+    assert not said or "Dockerfile builds from nvcr.io/nvidia/pytorch:22.08-py3" in said[0]

@@ -368,17 +368,38 @@ def _files_upward(launch_path: str, name: str, read_text):
 
 
 def dockerfile_torch(launch_path: str, read_text) -> str:
-    """Where the Dockerfile beside the launch builds (its last stage) from an image whose tag says a PyTorch before
-    2.1: "DIR/Dockerfile builds from IMAGE"; "" otherwise. Which launches run in a Dockerfile's image is written
-    nowhere, but one in the launch's own folder is the likeliest (FlagPerf's vendor folders hold each launch with
-    the Dockerfile of the image it runs in: Hygon DCU's `FROM .../pytorch:1.13.1-centos7.6-dtk23.10-py38`)."""
-    folder = posixpath.dirname(launch_path)
-    path = posixpath.join(folder, "Dockerfile") if folder else "Dockerfile"
-    images = _FROM.findall(read_text(path) or "")
-    torch = image_torch(images[-1]) if images else None
+    """Where the Dockerfile nearest the launch (its folder's, or a folder's above it in the project) builds (its last
+    stage) from an image whose tag says a PyTorch before 2.1: "DIR/Dockerfile builds from IMAGE"; "" otherwise.
+    Which launches run in a Dockerfile's image is written nowhere, but the nearest one is the likeliest (FlagPerf's
+    vendor folders hold each launch with the Dockerfile of the image it runs in: Hygon DCU's `FROM
+    .../pytorch:1.13.1-centos7.6-dtk23.10-py38`; DeepLearningExamples' model folders hold one Dockerfile, built `FROM
+    ${FROM_IMAGE_NAME}` of an `ARG` default, and their launches one folder down)."""
+    path, text = next(_files_upward(launch_path, "Dockerfile", read_text), ("", ""))
+    image = _last_base(text)
+    torch = image_torch(image) if image else None
     if isinstance(torch, tuple) and torch < (2, 1):
-        return f"{path} builds from {images[-1]} (PyTorch {torch[0]}.{torch[1]})"
+        return f"{path} builds from {image} (PyTorch {torch[0]}.{torch[1]})"
     return ""
+
+
+def _last_base(dockerfile: str) -> str:
+    """The image a Dockerfile's last stage builds from: an `ARG` before the first `FROM` (`${NAME}`, `$NAME`) taken
+    at its default, a stage named `AS name` followed to its own base; "" where an argument has no default (it is
+    given when the image is built)."""
+    defaults: dict[str, str] = {}
+    stages: dict[str, str] = {}
+    image = ""
+    for line in dockerfile.splitlines():
+        argument = _ARG.match(line)
+        if argument is not None and not stages:  # (only those before the first FROM may name an image)
+            defaults[argument.group(1)] = argument.group(2) or ""
+            continue
+        base = _FROM.match(line)
+        if base is not None:
+            image = _BASE_ARG.sub(lambda m: defaults.get(m.group(1) or m.group(2)) or m.group(0), base.group(1))
+            image = stages.get(image.lower(), image)
+            stages[(base.group(2) or f"#{len(stages)}").lower()] = image
+    return "" if "$" in image else image
 
 
 def definition_torch(image: str, launch_path: str, read_text) -> str:
@@ -395,7 +416,9 @@ def definition_torch(image: str, launch_path: str, read_text) -> str:
     return f"{path} builds {name} from {bases[0]}" if isinstance(torch, tuple) and torch < (2, 1) else ""
 
 
-_FROM = re.compile(r"(?im)^[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S+)")
+_FROM = re.compile(r"(?i)[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S+)(?:[ \t]+AS[ \t]+(\S+))?")
+_ARG = re.compile(r"(?i)[ \t]*ARG[ \t]+([A-Za-z_]\w*)(?:=[\"']?([^\s\"']*))?")
+_BASE_ARG = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
 _DEF_FROM = re.compile(r"(?im)^[ \t]*From:[ \t]*(\S+)")  # a Singularity definition's base (its header)
 _RUNTIME_ENV_JSON = "--runtime-env-json"
 # DeepSpeed's `ds_ssh` (pdsh over the hosts of /job/hostfile), or that file named: a script using the hosts of
