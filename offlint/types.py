@@ -313,7 +313,7 @@ class Unit:
     # IMAGE`; sources/launch.container_image): "" where none is named
     container_image: str = ""
     # Where the tree pins a PyTorch before 2.1 for the launch's environment, where it names no image: the pin, as
-    # "requirements.txt pins torch==2.0.0", or the Dockerfile beside the launch (applied when commands are linked;
+    # "requirements.txt pins torch==2.0.0", or the Dockerfile nearest the launch (applied when commands are linked;
     # sources/launch.requirements_torch, dockerfile_torch)
     pinned_torch: str = ""
     # Where the launch runs only on a PyTorch before 2.0, why: an import of torch._six its start runs ("its code

@@ -49,7 +49,7 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     them. "" where its PyTorch has the option. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch
     2.0 or a 2.1 preview); and, where no image is named or its name says nothing, where the tree builds it or the
     environment from a PyTorch before 2.1 (Unit.pinned_torch: a Singularity image file's definition file of its
-    name, launch.definition_torch; the requirements.txt or Dockerfile beside the launch), or the launch passes an
+    name, launch.definition_torch; the requirements.txt or Dockerfile nearest the launch), or the launch passes an
     option only a Megatron-LM from before 2023-09 runs with (before_2023_flag; Megatron-DeepSpeed, `--deepspeed`,
     still takes them in 2024). Where the launch's code imports torch._six, or its interpreter is a Python before 3.8
     (Unit.old_torch), it runs on PyTorch 1.x only, whatever the image."""
