@@ -274,6 +274,26 @@ def test_a_launch_for_a_megatron_lm_before_2023_09_leaves_the_advice_open(tmp_pa
             finding["message"]
 
 
+@pytest.mark.parametrize("setting, image, default", [
+    ("export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=true", "", [("train.sh", 3, False)]),  # (read since PyTorch 2.6)
+    ("export TORCH_FORCE_WEIGHTS_ONLY_LOAD=1", "", [("train.sh", 3, False)]),  # (since 2.4)
+    ("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=true", "", []),  # (not exported: the ranks never see it)
+    # an image named still decides
+    ("export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=true", "srun --container-image nvcr.io/nvidia/pytorch:21.12-py3 ", []),
+])
+def test_a_variable_only_a_newer_pytorch_reads_says_which_it_runs_on(tmp_path, setting, image, default):
+    """Pai-Megatron-Patch's legacy examples pass `--checkpoint-activations` to a Megatron-LM of 2023-05, and export
+    `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=true  # for PyTorch >= 2.6` (that Megatron's torch.load calls fail on 2.6's
+    default otherwise): they run on a PyTorch that has expandable_segments, and the old option had turned 12 real
+    OFL301 findings into possible ones (session 48). PyTorch's documentation lists TORCH_FORCE_WEIGHTS_ONLY_LOAD from
+    2.4 and TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD from 2.6."""
+    script = f"{setting}\n{image}{LAUNCH} --checkpoint-activations\n"
+    assert _ofl301(tmp_path, script) == default
+    if default:
+        (finding,) = [f for f in check_json(tmp_path, "--no-cache", "--strict") if f["code"] == "OFL301"]
+        assert not finding["possible"]
+
+
 def test_an_option_the_trees_own_megatron_defines_says_nothing_of_the_version(tmp_path):
     """A Megatron-DeepSpeed fork in the tree still defines --checkpoint-activations and --data-impl in 2024 (its
     examples copied from Megatron-LM's pass them without --deepspeed): they are its own options there, whatever

@@ -40,6 +40,13 @@ OTHER_ACCELERATOR_VARIABLES = {"PYTORCH_NPU_ALLOC_CONF": "Ascend NPUs",
                                "PYTORCH_MUSA_ALLOC_CONF": "Moore Threads GPUs (MUSA)"}
 
 
+# Variables only a PyTorch from some release on reads (PyTorch's "Miscellaneous Environment Variables" page lists
+# TORCH_FORCE_WEIGHTS_ONLY_LOAD from 2.4 and TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD from 2.6): a launch exporting one was
+# written for that PyTorch or a later one. Pai-Megatron-Patch exports the second, "for PyTorch >= 2.6", in launches of
+# a Megatron-LM of 2023-05, whose torch.load calls fail on 2.6's default without it.
+NEWER_TORCH_VARIABLES = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": (2, 6), "TORCH_FORCE_WEIGHTS_ONLY_LOAD": (2, 4)}
+
+
 @needs_scope
 def allocator_without_expandable_segments(scope: Scope) -> object:
     """Why the launch's PyTorch has no `expandable_segments` allocator option: its container image's tag says a
@@ -51,7 +58,7 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     environment from a PyTorch before 2.1 (Unit.pinned_torch: a Singularity image file's definition file of its
     name, launch.definition_torch; the requirements.txt or Dockerfile nearest the launch), or the launch passes an
     option only a Megatron-LM from before 2023-09 runs with (before_2023_flag; Megatron-DeepSpeed, `--deepspeed`,
-    still takes them in 2024). Where the launch's code imports torch._six, or its interpreter is a Python before 3.8
+    still takes them in 2024) and exports no variable only a newer PyTorch reads (NEWER_TORCH_VARIABLES). Where the launch's code imports torch._six, or its interpreter is a Python before 3.8
     (Unit.old_torch), it runs on PyTorch 1.x only, whatever the image."""
     old = scope.names.get("old_torch") or ""
     if old:
@@ -69,12 +76,18 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
         scope.unknown_because.append(f"its PyTorch: {pinned}, before the option (2.1)")
         return UNKNOWN
     flag = before_2023_flag(scope) if not scope.names.get("deepspeed_pipeline") else ""
-    if flag:  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not known for sure)
+    if flag and not _newer_torch_variable(scope):  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not known for sure)
         scope.unknown_because.append(f"its PyTorch: the launch passes {flag}, which only a Megatron-LM from "
                                      f"before 2023-09 runs with ({BEFORE_2023_FLAGS[flag]}), of the time of "
                                      f"PyTorch 2.0 and older")
         return UNKNOWN
     return ""
+
+
+def _newer_torch_variable(scope: Scope) -> str:
+    """A variable the launch exports that only a PyTorch with `expandable_segments` reads (NEWER_TORCH_VARIABLES);
+    "" where it exports none."""
+    return next((name for name in NEWER_TORCH_VARIABLES if scope.key(f"env.{name}") not in (None, UNKNOWN)), "")
 
 
 def before_2023_flag(scope: Scope) -> str:
