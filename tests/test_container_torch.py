@@ -367,3 +367,27 @@ def test_the_nearest_dockerfile_above_the_launch_and_its_arguments_decide(tmp_pa
             and f["possible"]]
     assert bool(said) == possible
     assert not said or "Dockerfile builds from nvcr.io/nvidia/pytorch:22.08-py3" in said[0]
+
+
+@pytest.mark.parametrize("setup, default, possible", [
+    ("module load gcc/11.3.0 cuda/11.7.0\nmodule load pytorch/1.12.1-cuda-11.7.0", [], True),  # (a site module)
+    ("module load 2022 PyTorch/1.12.0-foss-2022a-CUDA-11.7.0", [], True),  # (EasyBuild's naming)
+    ("ml PyTorch/1.13.1", [], True),  # (Lmod's shorthand)
+    ("ml pytorch/2.1.0", [("train.sh", 3, False)], False),
+    ("module load pytorch/1.12\nmodule purge", [("train.sh", 4, False)], False),
+    ("module load pytorch/1.12\nmodule unload pytorch", [("train.sh", 4, False)], False),
+    ("module load gcc/11.3.0 cuda/11.7.0", [("train.sh", 3, False)], False),
+    ("echo module load pytorch/1.12", [("train.sh", 3, False)], False),  # (printed, not run)
+])
+def test_a_pytorch_module_the_launch_loads_leaves_the_advice_open(tmp_path, setup, default, possible):
+    """HPC launch scripts take PyTorch from the site's environment modules (`module load pytorch/1.12.1-cuda-11.7.0`,
+    EasyBuild's `PyTorch/1.12.0-foss-2022a-CUDA-11.7.0`): a PyTorch before 2.1 stops the job at its first allocation
+    on expandable_segments, and OFL301's safe fix had been offered (sajal-vt's Summit launches, a helper's sweep,
+    session 44: 'ML'). Lmod and Environment Modules list what is loaded in LOADEDMODULES; a virtual environment
+    activated after it may hold another PyTorch: possible with --strict, naming the module."""
+    script = f"{setup}\n{LAUNCH}\n"
+    assert _ofl301(tmp_path, script) == default
+    said = [f["message"] for f in check_json(tmp_path, "--no-cache", "--strict") if f["code"] == "OFL301"
+            and f["possible"]]
+    assert bool(said) == possible
+    assert not said or "module" in said[0] and "orch/1.1" in said[0]

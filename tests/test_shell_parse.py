@@ -1375,3 +1375,13 @@ def test_a_placeholder_value_before_a_command_is_read_as_the_template_means():
     assert result.errors == []
     assert values(_command_of(result, "torchrun"))[:3] == ["torchrun", "--nproc_per_node", "8"]
     assert parse_shell("DATA=<path/to/data>\ntorchrun pretrain_gpt.py\n").errors
+
+
+def test_environment_modules_are_listed_in_loadedmodules():
+    """Lmod and Environment Modules keep the loaded modules in LOADEDMODULES (NAME/VERSION joined by `:`), exported:
+    where a launch takes its PyTorch from (conditions.settings reads a `pytorch/1.12` module from it)."""
+    text = ("module load gcc/11.3.0 pytorch/1.12.1\nmodule swap pytorch/1.12.1 pytorch/2.1.0\nml -gcc cuda/12.1\n"
+            "module -q load $SITE_MODULE nccl/2.18\nmodule list\npython a.py\nmodule purge\npython b.py\n")
+    first, second = [c for c in cmds(text) if c.argv[0].value == "python"]
+    assert first.env["LOADEDMODULES"].value == "pytorch/2.1.0:cuda/12.1:nccl/2.18"
+    assert second.env["LOADEDMODULES"].value == ""

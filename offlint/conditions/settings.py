@@ -3,6 +3,8 @@ written values, which of two writes wins, the megatron-core version and the chec
 
 from __future__ import annotations
 
+import re
+
 from offlint import keys
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
 from offlint.sources.launch import image_torch
@@ -56,7 +58,8 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     them. "" where its PyTorch has the option. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch
     2.0 or a 2.1 preview); and, where no image is named or its name says nothing, where the tree builds it or the
     environment from a PyTorch before 2.1 (Unit.pinned_torch: a Singularity image file's definition file of its
-    name, launch.definition_torch; the requirements.txt or Dockerfile nearest the launch), or the launch passes an
+    name, launch.definition_torch; the requirements.txt or Dockerfile nearest the launch), or where it loads a
+    PyTorch environment module of such a version (`module load pytorch/1.12.1`), or the launch passes an
     option only a Megatron-LM from before 2023-09 runs with (before_2023_flag; Megatron-DeepSpeed, `--deepspeed`,
     still takes them in 2024) and exports no variable only a newer PyTorch reads (NEWER_TORCH_VARIABLES). Where the launch's code imports torch._six, or its interpreter is a Python before 3.8
     (Unit.old_torch), it runs on PyTorch 1.x only, whatever the image."""
@@ -75,13 +78,30 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     if pinned:  # (the environment the launch activates is built from it, most likely: not known for sure)
         scope.unknown_because.append(f"its PyTorch: {pinned}, before the option (2.1)")
         return UNKNOWN
+    module = _torch_module(scope)
+    if module and module[1] < (2, 1):  # (a virtual environment activated after it may hold another PyTorch)
+        scope.unknown_because.append(f"its PyTorch: the launch loads the environment module {module[0]}, before the "
+                                     f"option (2.1)")
+        return UNKNOWN
     flag = before_2023_flag(scope) if not scope.names.get("deepspeed_pipeline") else ""
-    if flag and not _newer_torch_variable(scope):  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not known for sure)
+    if flag and not module and not _newer_torch_variable(scope):  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not known for sure)
         scope.unknown_because.append(f"its PyTorch: the launch passes {flag}, which only a Megatron-LM from "
                                      f"before 2023-09 runs with ({BEFORE_2023_FLAGS[flag]}), of the time of "
                                      f"PyTorch 2.0 and older")
         return UNKNOWN
     return ""
+
+
+_TORCH_MODULE = re.compile(r"(?i)(?:^|:)((?:py)?torch/v?(\d+)\.(\d+)[^:]*)")
+
+
+def _torch_module(scope: Scope) -> tuple[str, tuple[int, int]] | None:
+    """The PyTorch environment module the launch has loaded (`pytorch/1.12.1-cuda-11.7.0`, EasyBuild's
+    `PyTorch/1.12.0-foss-2022a-CUDA-11.7.0`), from LOADEDMODULES (sources/shell_commands.environment_modules), and
+    the version its name says; None where none is loaded."""
+    loaded = scope.key("env.LOADEDMODULES")
+    found = _TORCH_MODULE.search(loaded) if isinstance(loaded, str) else None
+    return (found.group(1), (int(found.group(2)), int(found.group(3)))) if found else None
 
 
 def _newer_torch_variable(scope: Scope) -> str:

@@ -24,6 +24,12 @@ _MAX_DEPTH = 6
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a variable's name (ASCII, as bash's)
 
 
+_LOADED_MODULES = "LOADEDMODULES"
+# Lmod's `ml` subcommands (`ml load X`); any other first word is a module to load (`ml X`)
+_MODULE_COMMANDS = frozenset({"load", "add", "unload", "rm", "del", "purge", "swap", "switch", "list", "avail",
+                              "spider", "show", "display", "help", "save", "restore", "use", "unuse", "reset",
+                              "keyword", "whatis", "savelist", "describe", "mt", "update", "refresh", "try-load"})
+
 class Commands:
     """Assignments, declarations, commands and builtins; part of the walker."""
 
@@ -416,6 +422,8 @@ class Commands:
             self.st.positional = self.known_words(fields[2:])
         elif name in ("source", ".") and args:
             self.source(args[0], pos)
+        elif name in ("module", "ml"):
+            self.environment_modules(name, args, pos)
         elif name == "eval" and args and self.depth < _MAX_DEPTH:
             text, org = _joined(fields[1:])
             type(self)(self.st, text, org + [org[-1] if org else (*pos, "")], self.depth + 1, "in eval: ").run()
@@ -435,6 +443,38 @@ class Commands:
                         self.st.env.pop(k, None)
                     else:
                         self.st.env[k] = v
+
+    def environment_modules(self, name: str, args: list[str | None], pos: Pos) -> None:
+        """`module load A B` (also `add`), `module unload A` (`rm`), `module purge`, and Lmod's shorthand `ml A -B`
+        (load A, unload B): what Lmod and Environment Modules keep in LOADEDMODULES, the loaded modules as
+        NAME/VERSION joined by `:`, exported (HPC launches take PyTorch from a site's `pytorch/1.12.1` module; what
+        else a module sets is not known here). A module named by an unknown word is left out."""
+        if name == "ml":
+            sub = args[0] if args and args[0] in _MODULE_COMMANDS else "ml"
+            words = args[1:] if sub != "ml" else args
+        else:
+            options = next((i for i, a in enumerate(args) if a is None or not a.startswith("-")), len(args))
+            sub, words = (args[options] if options < len(args) else None), args[options + 1:]  # (`module -q load X`)
+        if sub in ("swap", "switch") and len(words) == 2 and words[0] is not None:
+            words = ["-" + words[0], words[1]]  # (`module swap A B`: A unloaded, B loaded)
+            sub = "ml"
+        held = self.st.env.get(_LOADED_MODULES)
+        loaded = [m for m in (held.s.split(":") if held is not None and held.s else []) if m]
+        if sub == "purge":
+            loaded = []
+        elif sub in ("load", "add", "unload", "rm", "del", "ml", "swap", "switch"):
+            for word in words:
+                if word is None or word.startswith("-") and (sub != "ml" or len(word) == 1):
+                    continue
+                unload = sub in ("unload", "rm", "del") or word.startswith("-")
+                word = word.lstrip("-")
+                loaded = [m for m in loaded if m.split("/")[0] != word.split("/")[0]]
+                if not unload:
+                    loaded.append(word)
+        else:
+            return  # (`module list`, `module avail`, `module use PATH`: nothing loaded or unloaded)
+        self.st.env[_LOADED_MODULES] = _Var(s=":".join(loaded), org=((*pos, ""),) * len(":".join(loaded)),
+                                            lines=(pos[0],), pos=pos, exported=True)
 
     def read_heredoc(self, command, redirect) -> None:
         """`read -r -d '' NAME <<'EOF' ... EOF`: NAME holds the here-document, less the whitespace around it (Megatron
