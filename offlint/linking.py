@@ -61,9 +61,14 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
     at_run_time: list[Unit] = []  # launches whose YAML file is chosen when they run
     callers = launch_callers(reads) if callers is None else callers
     pins: dict[str, str] = {}  # launch file -> the PyTorch before 2.1 pinned or built beside it (Unit.pinned_torch)
+    not_megatron: set[int] = set()  # ids of launches of a script whose own command line they are (_own_command_line)
     for read in reads:
         for unit in read.units:
             if unit.kind != UnitKind.COMMAND:
+                continue
+            if unit.entry_script and unit.defaults == Defaults.MLM_CLI and _own_command_line(
+                    unit, read.file.path, tree_text, parsers, recipes_in):
+                not_megatron.add(id(unit))
                 continue
             if unit.written_at is None and unit.location in callers and not unit.env_open:
                 # a script the tree's scripts run: it runs in their environment (and container), and each call's
@@ -169,6 +174,9 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
             unit.evaluates_only = unit.launches_training and _evaluates_only(unit)
+    if not_megatron:
+        for read in reads:
+            read.units = [unit for unit in read.units if id(unit) not in not_megatron]
     return [target for target in yaml_layers.values()
             if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)]
 
@@ -185,6 +193,22 @@ def launch_callers(reads: list[FileRead]) -> dict[Location, list[Unit]]:
             if unit.written_at is not None:
                 callers.setdefault(unit.written_at, []).append(unit)
     return callers
+
+
+def _own_command_line(unit: Unit, launch_path: str, tree_text, parsers: dict[str, dict],
+                      recipes_in: dict[str, list[Unit]]) -> bool:
+    """Whether a launch read as Megatron-LM's, by options spelt as Megatron-LM's, runs a script of the tree whose own
+    parser declares every such option, whose text never names Megatron and that builds no recipe from its flags
+    (script_flags.script_unit): the options are that script's, and the launch is none of Megatron's (DeepSpeedExamples'
+    CIFAR MoE passes `--num-experts 2` to its own argparse parser, beside DeepSpeed's options)."""
+    script = entry_scripts.script_path(unit.entry_script, launch_path, tree_text)
+    text = tree_text(script, launch_path) if script else None
+    if not text or "megatron" in text.lower() or script_flags.script_unit(recipes_in.get(script, [])) is not None:
+        return False
+    if script not in parsers:
+        parsers[script] = script_flags.options(text)
+    megatron_spelt = {flag for flag, _, path in unit.launch_flags if not path and mlm_flags.is_mlm_flag(flag)}
+    return bool(megatron_spelt) and all(flag in parsers[script] for flag in megatron_spelt)
 
 
 def _run_own_script(unit: Unit, script: Unit, parser: dict, path: str) -> None:

@@ -887,3 +887,52 @@ def test_a_test_script_is_no_training_launch(tmp_path, script, trains):
     tree = _tree(tmp_path, {"tests/synced_batchnorm/unit_test.sh": launch,
                             f"tests/synced_batchnorm/{script}": GRADIENT_CHECK})
     assert _ofl301(tree) == (["unit_test.sh"] if trains else [])
+
+
+CIFAR_MOE = """\
+import argparse
+import deepspeed
+import torch
+
+
+def add_argument():
+    parser = argparse.ArgumentParser(description="CIFAR")
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--moe", action="store_true")
+    parser.add_argument("--num-experts", type=int, nargs="+", default=[1])
+    parser.add_argument("--top-k", type=int, default=1)
+    parser = deepspeed.add_config_arguments(parser)
+    return parser.parse_args()
+
+
+def main(args):
+    net = torch.nn.Linear(8, 8){megatron}
+    engine, optimizer, _, _ = deepspeed.initialize(args=args, model=net, model_parameters=net.parameters())
+    for epoch in range(args.epochs):
+        loss = engine(torch.randn(2, 8)).sum()
+        engine.backward(loss)
+        engine.step()
+
+
+if __name__ == "__main__":
+    main(add_argument())
+"""
+
+
+@pytest.mark.parametrize("flags, megatron, reported", [
+    ("--moe --num-experts 2 --top-k 1", "", []),
+    # the script's text names Megatron: its flags may be Megatron's
+    ("--moe --num-experts 2 --top-k 1", "\n    from megatron.core import mpu", ["run_ds_moe.sh"]),
+    # a Megatron-LM flag its own parser does not declare
+    ("--moe --num-experts 2 --tensor-model-parallel-size 2", "", ["run_ds_moe.sh"]),
+])
+def test_a_script_whose_own_parser_declares_the_flags_is_no_megatron_launch(tmp_path, flags, megatron, reported):
+    """DeepSpeedExamples' CIFAR MoE launch passes `--num-experts 2`, spelt as Megatron-LM's, to a script whose own
+    argparse parser declares it and that never reaches Megatron: it had been read as a Megatron-LM launch (OFL301 on
+    run_ds_moe.sh and run_ds_prmoe.sh, while the same script's run_ds.sh, without the option, gave no unit; session
+    44's open class NM). Every Megatron-LM option the launch passes declared by the script's own parser, in a script
+    whose text never names Megatron and builds no recipe from its flags: its own command line, no unit."""
+    tree = _tree(tmp_path, {"run_ds_moe.sh": f"#!/bin/bash\ndeepspeed --num_gpus=2 cifar10_deepspeed.py --deepspeed "
+                                              f"{flags}\n",
+                            "cifar10_deepspeed.py": CIFAR_MOE.format(megatron=megatron)})
+    assert _ofl301(tree) == reported
