@@ -1385,3 +1385,41 @@ def test_environment_modules_are_listed_in_loadedmodules():
     first, second = [c for c in cmds(text) if c.argv[0].value == "python"]
     assert first.env["LOADEDMODULES"].value == "pytorch/2.1.0:cuda/12.1:nccl/2.18"
     assert second.env["LOADEDMODULES"].value == ""
+
+
+def test_a_command_run_over_ssh_is_read_in_the_remote_environment():
+    """`ssh HOST COMMAND...` (also behind `xargs -I {} ssh {} ...` and `pdsh -w HOSTS ...`) runs the words after the
+    host, joined by spaces, with the remote user's login shell: a multi-node launch written inline had given no
+    command (LambdaLabs' distributed-training-guide, a helper's sweep, session 48). Its environment is the remote
+    one: what this script exports does not reach it, and what it holds is not known."""
+    text = ('export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nDIR=/work\n'
+            'for h in n1 n2; do\n  ssh -p 2222 -o StrictHostKeyChecking=no $h "cd $DIR && torchrun --nnodes 2 '
+            'pretrain_gpt.py --num-layers 4" &\ndone\n'
+            'cat hosts | xargs -I {} ssh {} \'echo $PYTORCH_CUDA_ALLOC_CONF\'\n'
+            'pdsh -w n[1-2] python train.py --tp 2\nssh n1 nvidia-smi -L\nrsync -a -e ssh a n1:b\nssh n1\n')
+    result = parse_shell(text)
+    assert result.errors == []
+    torchrun = _command_of(result, "torchrun")
+    assert values(torchrun) == ["torchrun", "--nnodes", "2", "pretrain_gpt.py", "--num-layers", "4"]
+    assert "ssh" in torchrun.env_open and "PYTORCH_CUDA_ALLOC_CONF" not in torchrun.env
+    assert _command_of(result, "cd").argv[1].value == "/work"  # (expanded here, before ssh sends it)
+    echo = _command_of(result, "echo")
+    assert echo.argv[1].value is None  # (not this script's export: the remote shell's)
+    assert values(_command_of(result, "python")) == ["python", "train.py", "--tp", "2"]
+    assert values(_command_of(result, "nvidia-smi")) == ["nvidia-smi", "-L"]
+    assert [c.argv[0].value for c in result.commands].count("ssh") == 4
+
+
+def test_a_command_tmux_starts_is_read_in_its_servers_environment():
+    """`tmux new-session -d -s NAME [-e VAR=VALUE]... COMMAND...` (also new-window, split-window) runs COMMAND in a new
+    pane, in the tmux server's environment plus the `-e` settings; LambdaLabs' distributed-training-guide starts its
+    405B run so on each host, over ssh."""
+    text = ("xargs -a hosts -I {} ssh {} tmux new-session -d -s run -c /work -e OMP_NUM_THREADS=26 "
+            "-e NCCL_CROSS_NIC=1 python -m torch.distributed.run --nproc-per-node 8 train.py --batch-size 1\n"
+            "tmux new -d 'torchrun --nproc_per_node 2 t.py'\ntmux ls\n")
+    result = parse_shell(text)
+    assert result.errors == []
+    python = _command_of(result, "python")
+    assert values(python)[:4] == ["python", "-m", "torch.distributed.run", "--nproc-per-node"]
+    assert python.env["OMP_NUM_THREADS"].value == "26" and "tmux" in python.env_open
+    assert values(_command_of(result, "torchrun")) == ["torchrun", "--nproc_per_node", "2", "t.py"]

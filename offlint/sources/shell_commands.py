@@ -1,6 +1,7 @@
 """Commands and assignments in the walker: `X=...`, `X+=(...)`, `export` / `declare` / `local`, a command's
 argv and environment (the `Command` it reports), the builtins that set variables (`read`, `printf -v`,
-`getopts`), `eval`, `source`, function calls, and `bash -c` payloads read as child shells.
+`getopts`), `eval`, `source`, function calls, and `bash -c` payloads read as child shells, as are the commands
+`ssh`, `pdsh` and `tmux new-session` run elsewhere (in an environment not known).
 """
 
 from __future__ import annotations
@@ -332,7 +333,10 @@ class Commands:
         if vals[0] == "echo":
             self.echo_to_file(n, fields)
         self.submitted_script(fields, vals)
-        if j is None:
+        remote = _remote_command(vals) if j is None and self.depth < _MAX_DEPTH else None
+        if remote is not None:
+            self.remote_command(fields, vals, remote, assumes)
+        elif j is None:
             self.called_script(fields, vals, penv, assumes)
             k = _launched_shell(vals)
             if k:  # (`srun ... bash job.sh`, `torchrun --no-python bash worker.sh`: each rank runs the script)
@@ -789,14 +793,17 @@ class Commands:
         start = self.text.rfind("\n", 0, a) + 1
         return self.st.script.s, self.text.count("\n", 0, a) + 1, a - start + 1
 
-    def child_shell(self, penv: dict[str, _Var], assumes: tuple[str, ...], script: str | None = None) -> _State:
+    def child_shell(self, penv: dict[str, _Var], assumes: tuple[str, ...], script: str | None = None,
+                    inherit: bool = True) -> _State:
         """The state a child shell starts with (`bash -c`, a called script `script`): this one's exported variables
-        and `penv`, on this command's path, sharing its output and its budget of sourced text."""
+        (unless not `inherit`: a shell on another host) and `penv`, on this command's path, sharing its output and its
+        budget of sourced text."""
         child = _State(self.st.out, self.st.holes, script, read_file=self.st.read_file)
         child.sourcing, child.source_budget, child.unroll_budget, child.brace_budget = \
             self.st.sourcing, self.st.source_budget, self.st.unroll_budget, self.st.brace_budget
         # (a called script keeps the `${BASH_SOURCE[0]}` its state was made with: its own path, not the caller's)
-        child.env = {**{k: v for k, v in self.st.env.items() if v.exported and v.arr is None}, **penv, **child.env}
+        exported = {k: v for k, v in self.st.env.items() if v.exported and v.arr is None} if inherit else {}
+        child.env = {**exported, **penv, **child.env}
         child.ctx = self.st.ctx
         child.nesting = self.st.nesting
         child.control = list(assumes)
@@ -814,6 +821,26 @@ class Commands:
         # their quotes as characters, and that bash refuses its payload when the job runs; the script itself is
         # valid: MT-MegatronLM's launch scripts had gone unread)
         self.read_child(child, f.value, org, "in shell -c payload: ")
+
+    def remote_command(self, fields: list[_Field], vals: list[str | None], at: tuple[int, int],
+                       assumes: tuple[str, ...]) -> None:
+        """`ssh HOST COMMAND...` (`pdsh -w HOSTS COMMAND...`, `tmux new-session -d COMMAND...`): the words from `at[1]`
+        on, joined by spaces as ssh joins them, run by the login shell of the remote user (`at[0]`: the ssh, pdsh or
+        tmux word) in that host's environment, or in a tmux pane in the tmux server's plus its `-e` settings: nothing
+        this shell exports reaches it, and what that environment holds is not known. The words were expanded here."""
+        launcher, start = at
+        text, org = _joined(fields[start:])
+        shown = " ".join(f.text for f in fields[launcher:start])
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        pos = (fields[launcher].line, fields[launcher].col)
+        tmux = posixpath.basename(vals[launcher] or "") == "tmux"
+        where = "the tmux server's environment" if tmux else "the remote host's login environment"
+        remote = {OPENED: _Var(s=f"`{shown}` (line {pos[0]}) runs it in {where}", exported=True, pos=pos)}
+        for i, name, value in _tmux_settings(vals, launcher, start) if tmux else ():
+            remote[name] = _Var(s=value, exported=True, pos=(fields[i].line, fields[i].col))
+        child = self.child_shell(remote, assumes, inherit=False)
+        child.hidden = set(self.st.env)
+        self.read_child(child, text, org + [org[-1] if org else (*pos, "")], "in the ssh command: ")
 
     def read_child(self, child: _State, text: str, org: list, where: str) -> None:
         """Read `text` as the child shell `child` (a called script, a `bash -c` payload); where offlint cannot parse
@@ -894,6 +921,74 @@ _NO_PAYLOAD = frozenset({"eval", "echo", "printf", "logger"})  # (eval reads its
 # (else it runs `python bash ...`)
 _RANK_LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec", "jsrun"})
 _PYTHON_LAUNCHERS = frozenset({"torchrun", "ft_launcher"})
+
+
+# Options that take a value (`-p 2222`, `-p2222`): ssh's, pdsh's, xargs' (whose command may be ssh), and tmux's, before
+# its command and in new-session, new-window and split-window (whose `-e VAR=VALUE` sets the pane's variables)
+_SSH_VALUED = frozenset("BbcDEeFIiJLlmOoPpQRSWw")
+_PDSH_VALUED = frozenset("wxgXltufRM")
+_XARGS_VALUED = frozenset("IinPLdaEsl")
+_TMUX_VALUED = frozenset("cfLST")
+_TMUX_PANE_VALUED = frozenset("ceFfnstxylp")
+_TMUX_STARTS = frozenset({"new-session", "new", "new-window", "neww", "split-window", "splitw"})
+
+
+def _remote_command(vals: list[str | None]) -> tuple[int, int] | None:
+    """(index of `ssh`, `pdsh` or `tmux`, index of the first word of the command it runs elsewhere) in `ssh [options]
+    HOST COMMAND...`, `pdsh [options] COMMAND...` or `tmux [options] new-session [options] COMMAND...`, also behind
+    `xargs [options]`; None where the command is not one of those, runs nothing (`ssh HOST` logs in) or an option is
+    not known."""
+    first = 0
+    if posixpath.basename(vals[0] or "") == "xargs":
+        first = _after_options(vals, 1, _XARGS_VALUED)
+        if first is None or first >= len(vals):
+            return None
+    name = posixpath.basename(vals[first] or "")
+    if name == "tmux":
+        sub = _after_options(vals, first + 1, _TMUX_VALUED)
+        if sub is None or sub >= len(vals) or vals[sub] not in _TMUX_STARTS:
+            return None
+        start = _after_options(vals, sub + 1, _TMUX_PANE_VALUED)
+    elif name in ("ssh", "pdsh"):
+        start = _after_options(vals, first + 1, _SSH_VALUED if name == "ssh" else _PDSH_VALUED)
+        if start is not None and name == "ssh" and start < len(vals):
+            start = _after_options(vals, start + 1, _SSH_VALUED)  # (the host, then options again: `ssh HOST -p 22 CMD`)
+    else:
+        return None
+    return (first, start) if start is not None and start < len(vals) else None
+
+
+def _tmux_settings(vals: list[str | None], first: int, start: int) -> list[tuple[int, str, str]]:
+    """The (index, NAME, VALUE) of a tmux command's `-e NAME=VALUE` options (`-eNAME=VALUE` too) before `start`."""
+    settings = []
+    for i in range(first + 1, start):
+        word = vals[i] or ""
+        setting = word[2:] if word.startswith("-e") and len(word) > 2 else \
+            (vals[i + 1] or "") if word == "-e" and i + 1 < start else ""
+        name, equals, value = setting.partition("=")
+        if equals and name.isidentifier():
+            settings.append((i + (word == "-e"), name, value))
+    return settings
+
+
+def _after_options(vals: list[str | None], i: int, valued: frozenset[str]) -> int | None:
+    """The index of the first word after the options starting at `i` (getopt's short options, `valued` taking a value
+    in the word or the next one; `--` ends them); None where a word there is not known."""
+    while i < len(vals):
+        word = vals[i]
+        if word is None:
+            return None
+        if word == "--":
+            return i + 1
+        if not word.startswith("-") or word == "-":
+            return i
+        if not word.startswith("--"):
+            for k, c in enumerate(word[1:], 1):
+                if c in valued:
+                    i += k == len(word) - 1  # (its value is the next word, else the rest of this one)
+                    break
+        i += 1
+    return i
 
 
 def _launched_shell(vals: list[str | None]) -> int | None:
