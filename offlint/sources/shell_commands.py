@@ -31,6 +31,7 @@ _MODULE_COMMANDS = frozenset({"load", "add", "unload", "rm", "del", "purge", "sw
                               "spider", "show", "display", "help", "save", "restore", "use", "unuse", "reset",
                               "keyword", "whatis", "savelist", "describe", "mt", "update", "refresh", "try-load"})
 
+
 class Commands:
     """Assignments, declarations, commands and builtins; part of the walker."""
 
@@ -840,7 +841,8 @@ class Commands:
             remote[name] = _Var(s=value, exported=True, pos=(fields[i].line, fields[i].col))
         child = self.child_shell(remote, assumes, inherit=False)
         child.hidden = set(self.st.env)
-        self.read_child(child, text, org + [org[-1] if org else (*pos, "")], "in the ssh command: ")
+        self.read_child(child, text, org + [org[-1] if org else (*pos, "")],
+                        f"in the {posixpath.basename(vals[launcher] or '')} command: ")
 
     def read_child(self, child: _State, text: str, org: list, where: str) -> None:
         """Read `text` as the child shell `child` (a called script, a `bash -c` payload); where offlint cannot parse
@@ -927,7 +929,7 @@ _PYTHON_LAUNCHERS = frozenset({"torchrun", "ft_launcher"})
 # its command and in new-session, new-window and split-window (whose `-e VAR=VALUE` sets the pane's variables)
 _SSH_VALUED = frozenset("BbcDEeFIiJLlmOoPpQRSWw")
 _PDSH_VALUED = frozenset("wxgXltufRM")
-_XARGS_VALUED = frozenset("IinPLdaEsl")
+_XARGS_VALUED = frozenset("InPLdaEs")  # (`-i[R]`, `-l[N]`, `-e[S]`: a value only in the same word)
 _TMUX_VALUED = frozenset("cfLST")
 _TMUX_PANE_VALUED = frozenset("ceFfnstxylp")
 _TMUX_STARTS = frozenset({"new-session", "new", "new-window", "neww", "split-window", "splitw"})
