@@ -219,6 +219,29 @@ def test_no_advice_where_the_interpreter_predates_pytorch_2(tmp_path, interprete
     assert _ofl301(tmp_path, launch + "\n", "--strict") == reported
 
 
+@pytest.mark.parametrize("activate, launcher, reported", [
+    ("conda activate pytorch_p37", "python", []),  # (2020's AWS DLAMI: Python 3.7)
+    ("source activate pytorch_p36", "python3", []),
+    ("conda activate /home/ubuntu/anaconda3/envs/pytorch_p37", "python", []),
+    ("conda activate pytorch_p310", "python", [("train.sh", 3, False)]),
+    ("conda activate myenv", "python", [("train.sh", 3, False)]),
+    # an interpreter named by its path is not the environment's
+    ("conda activate pytorch_p37", "/usr/bin/python3", [("train.sh", 3, False)]),
+    ("conda activate pytorch_p37\nconda deactivate", "python", [("train.sh", 4, False)]),
+])
+def test_no_advice_where_the_conda_environment_predates_pytorch_2(tmp_path, activate, launcher, reported):
+    """`conda activate pytorch_p37` (AWS Deep Learning AMIs name their conda environments for their Python), then
+    `python -m torch.distributed.launch ...`: conda puts the environment's bin first on PATH and names it in
+    CONDA_DEFAULT_ENV; PyTorch 2.0 needs Python 3.8, so that job runs a 1.x whose allocator stops at the first
+    allocation on expandable_segments, and OFL301 had offered its safe fix (its interpreter named by path,
+    `envs/pytorch_latest_p37/bin/python`, already gave none)."""
+    launch = f"{launcher} -m torch.distributed.launch --nproc_per_node 8 {LAUNCH.split(' 8 ', 1)[1]}"
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.sh").write_text(f"#!/bin/bash\n{activate}\n{launch}\n")
+    assert _ofl301_at(tmp_path) == reported
+    assert _ofl301_at(tmp_path, "--strict") == reported
+
+
 @pytest.mark.parametrize("base, default, possible", [
     ("image.sourcefind.cn:5000/dcu/admin/base/pytorch:1.13.1-centos7.6-dtk23.10-py38", [], True),
     ("nvcr.io/nvidia/pytorch:21.08-py3 AS build\nRUN make\nFROM nvcr.io/nvidia/pytorch:24.01-py3",

@@ -86,7 +86,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
         return None
     environment = srun_environment([a.value for a in argv[:script_index]], [a.text for a in argv[:script_index]])
     image = image or container_image(values[:script_index])
-    old = old_interpreter(values[:script_index])
+    old = old_interpreter(values[:script_index]) or conda_interpreter(values[:script_index], env)
     ray, ray_env = ray_job(argv[:script_index])
     given, withheld = launcher_environment(argv[:script_index])
     env = {**env, **given}
@@ -159,6 +159,22 @@ def old_interpreter(launcher: list[str | None]) -> str:
             version = version if "." in version or len(version) == 1 else f"{version[0]}.{version[1:]}"
             return f"its interpreter `{word}` is Python {version}, which PyTorch 2 does not support"
     return ""
+
+
+_OLD_CONDA_ENVIRONMENT = re.compile(r"_p(2\d|3[0-7])$")  # (the DLAMI's naming: `pytorch_p37`, `pytorch_latest_p36`)
+
+
+def conda_interpreter(launcher: list[str | None], env: dict[str, EnvArg]) -> str:
+    """Where the launcher is found on PATH (its name has no `/`) and the conda environment the launch runs in
+    (CONDA_DEFAULT_ENV, which `conda activate` sets: sources/shell_commands) is named for a Python that only PyTorch
+    1.x supports, as AWS Deep Learning AMIs name theirs (`pytorch_p37`), why (Unit.old_torch); "" else."""
+    held = env.get("CONDA_DEFAULT_ENV")
+    name = posixpath.basename(held.value.rstrip("/")) if held is not None and held.value else ""
+    found = _OLD_CONDA_ENVIRONMENT.search(name)
+    if found is None or not launcher or launcher[0] is None or "/" in launcher[0]:
+        return ""
+    version = f"{found.group(1)[0]}.{found.group(1)[1:]}"
+    return f"it runs in the conda environment `{name}`, Python {version}, which PyTorch 2 does not support"
 
 
 # torchrun's (and torch.distributed.launch's, ft_launcher's) options for the processes it starts

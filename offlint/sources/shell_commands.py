@@ -26,6 +26,7 @@ _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a variable's name (ASCII,
 
 
 _LOADED_MODULES = "LOADEDMODULES"
+_CONDA_ENVIRONMENT = "CONDA_DEFAULT_ENV"
 # Lmod's `ml` subcommands (`ml load X`); any other first word is a module to load (`ml X`)
 _MODULE_COMMANDS = frozenset({"load", "add", "unload", "rm", "del", "purge", "swap", "switch", "list", "avail",
                               "spider", "show", "display", "help", "save", "restore", "use", "unuse", "reset",
@@ -427,6 +428,12 @@ class Commands:
             self.st.positional = self.known_words(fields[2:])
         elif name in ("source", ".") and args:
             self.source(args[0], pos)
+            if len(args) > 1 and posixpath.basename(args[0] or "") == "activate":  # (conda's: `source activate ENV`)
+                self.conda_environment(args[1:], pos)
+        elif name == "conda" and args[:1] == ["activate"]:
+            self.conda_environment(args[1:], pos)
+        elif name == "conda" and args[:1] == ["deactivate"]:
+            self.st.env.pop(_CONDA_ENVIRONMENT, None)
         elif name in ("module", "ml"):
             self.environment_modules(name, args, pos)
         elif name == "eval" and args and self.depth < _MAX_DEPTH:
@@ -480,6 +487,18 @@ class Commands:
             return  # (`module list`, `module avail`, `module use PATH`: nothing loaded or unloaded)
         self.st.env[_LOADED_MODULES] = _Var(s=":".join(loaded), org=((*pos, ""),) * len(":".join(loaded)),
                                             lines=(pos[0],), pos=pos, exported=True)
+
+    def conda_environment(self, args: list[str | None], pos: Pos) -> None:
+        """`conda activate ENV` (a name or a prefix): conda names it in CONDA_DEFAULT_ENV, exported, and puts its bin
+        first on PATH (a launcher found there is the environment's: launch.conda_interpreter). An unknown ENV is
+        unknown there."""
+        target = next((a for a in args if a is None or not a.startswith("-")), "")
+        if target is None:
+            self.set_unknown(_CONDA_ENVIRONMENT, "the conda environment activated is not known", pos)
+            self.st.env[_CONDA_ENVIRONMENT] = replace(self.st.env[_CONDA_ENVIRONMENT], exported=True)
+        elif target:
+            self.st.env[_CONDA_ENVIRONMENT] = _Var(s=target, org=((*pos, ""),) * len(target), lines=(pos[0],),
+                                                   pos=pos, exported=True)
 
     def read_heredoc(self, command, redirect) -> None:
         """`read -r -d '' NAME <<'EOF' ... EOF`: NAME holds the here-document, less the whitespace around it (Megatron
