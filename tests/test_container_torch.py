@@ -181,6 +181,39 @@ def test_a_rocm_launchs_own_allocator_options_are_named_and_kept(tmp_path):
     assert _ofl301(tmp_path, f"export PYTORCH_HIP_ALLOC_CONF=expandable_segments:True\n{LAUNCH}\n") == []
 
 
+@pytest.mark.parametrize("dispatch, reported", [
+    # every task the main block can choose imports a module whose imports reach torch._six
+    ("    if args.task == 'RACE':\n        from race import main\n    elif args.task in ['MNLI', 'QQP']:\n"
+     "        from glue import main\n    else:\n        raise NotImplementedError(args.task)\n    main()\n", []),
+    ("    from glue import main\n    main()\n", []),
+    ("    if args.task == 'RACE':\n        from race import main\n    else:\n        print(args.task)\n"
+     "        sys.exit(1)\n    main()\n", []),
+    # one task does not reach it: which runs is the launch's `--task`
+    ("    if args.task == 'RACE':\n        from race import main\n    else:\n        from plain import main\n"
+     "    main()\n", [("train.sh", 2, False)]),
+])
+def test_torch_six_reached_from_the_main_blocks_imports_is_a_pytorch_1_launch(tmp_path, dispatch, reported):
+    """Megatron's tasks/main.py imports its task's module inside `if __name__ == '__main__':`, by `--task`
+    (`if args.task == 'RACE': from race.finetune import main` / `elif ...: from glue.finetune import main`), and
+    each reaches megatron/optimizer/clip_grads.py's unguarded `from torch._six import inf`: the fine-tuning launches of
+    four Megatron-DeepSpeed forks (14 findings, a helper's sweep, session 49) run on PyTorch 1.x only, where OFL301's
+    safe fix stops them at their first allocation. Only the script's top-level imports had been followed."""
+    files = {"tasks/main.py": "import sys\nfrom megatron import get_args\n\nif __name__ == '__main__':\n"
+                              "    args = get_args()\n" + dispatch,
+             "tasks/race.py": "from megatron.training import finetune\n\n\ndef main():\n    finetune()\n",
+             "tasks/glue.py": "from megatron.training import finetune\n\n\ndef main():\n    finetune()\n",
+             "tasks/plain.py": "from megatron.loop import finetune\n\n\ndef main():\n    finetune()\n",
+             "megatron/__init__.py": "def get_args():\n    return None\n",
+             "megatron/loop.py": "def finetune():\n    return None\n",
+             "megatron/training.py": "from megatron.clip_grads import clip\n\n\ndef finetune():\n    clip()\n",
+             "megatron/clip_grads.py": "from torch._six import inf\n\n\ndef clip():\n    return inf\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    launch = LAUNCH.replace("pretrain_gpt.py", "tasks/main.py --task MNLI")
+    assert _ofl301(tmp_path, launch + "\n") == reported
+
+
 @pytest.mark.parametrize("clip_grads, reported", [
     ("import torch\nfrom torch._six import inf\n", []),  # (PyTorch 2.0 removed torch._six: the job runs on 1.x)
     ("try:\n    from torch._six import inf\nexcept ModuleNotFoundError:\n    from torch import inf\n",

@@ -174,6 +174,10 @@ def ray_driver(script: str, launch_path: str, tree_text: TreeText, parsed: dict 
 # looked for (_Reach._imports_reached: a backend package's import, a patch of Megatron-LM's parser)
 _IMPORT_DEPTH = 4
 _IMPORTED_FILES = 64
+# ... and from an import the `__main__` block makes (tasks/main.py's of the task's module: Megatron's
+# race/finetune.py -> tasks/finetune_utils.py -> megatron/training.py -> megatron/optimizer/__init__.py ->
+# optimizer.py -> clip_grads.py)
+_DISPATCH_DEPTH = 6
 # Megatron-LM's parse_args replaced: named to a patch registry (`"megatron.training.arguments.parse_args"`), assigned,
 # or set with setattr
 _PARSER_PATCH = re.compile(r"[\"']megatron(?:\.training)?\.arguments\.parse_args[\"']"
@@ -271,7 +275,8 @@ _TORCH_SIX_IMPORT = re.compile(r"^(?:from[ \t]+torch\._six[ \t]+import|import[ \
 
 def needs_old_torch(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> str:
     """Where the entry `script`'s code runs only on a PyTorch before 2.0: it, or a module of the tree its top-level
-    imports reach (four imports deep), imports torch._six at its own top level ("FILE:LINE imports torch._six"); ""
+    imports reach (four imports deep), or the imports its `__main__` block makes on every path (six deep: a task's
+    module, tasks/main.py), imports torch._six at its own top level ("FILE:LINE imports torch._six"); ""
     otherwise (Megatron-DeepSpeed's forks import it in a `try`, with `from torch import inf` as the fallback).
     Zenodia's and TurkuNLP's Megatron-LM copies (a helper's sweep) import it so: on PyTorch 2 their launches stop
     at the import, and on PyTorch 1.x OFL301's fix stops them at the first allocation."""
@@ -363,11 +368,40 @@ class _Reach:
         module = self._module(path)
         if module is None:
             return ""
-        for found in [path, *self._imports_reached(module, module.top_level)]:
+        found = self._torch_six_in([path, *self._imports_reached(module, module.top_level)])
+        for node in module.top_level:
+            if not found and _main_block(node):
+                found = self._every_path_imports_torch_six(module, node.body)
+        return found
+
+    def _torch_six_in(self, paths) -> str:
+        """"FILE:LINE imports torch._six" for the first of the tree's files `paths` importing it at its top level."""
+        for found in paths:
             text = self.tree_text(found, self.launch_path) or ""
             match = _TORCH_SIX_IMPORT.search(text) if "torch._six" in text else None
             if match:
                 return f"{found}:{text.count(chr(10), 0, match.start()) + 1} imports torch._six"
+        return ""
+
+    def _every_path_imports_torch_six(self, module: _Module, body: list[ast.stmt]) -> str | None:
+        """Where every path through `body` (a `__main__` block, an `if` branch of it) runs an import whose reach
+        imports torch._six (tasks/main.py imports the module of the task `--task` names there, each reaching
+        megatron/optimizer/clip_grads.py), where (as _torch_six_in); None where every path raises before one does;
+        "" otherwise."""
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found = self._torch_six_in(self._reach(module, [node], _DISPATCH_DEPTH, _IMPORTED_FILES))
+                if found:
+                    return found
+            elif isinstance(node, ast.If):
+                branches = [self._every_path_imports_torch_six(module, branch) for branch in (node.body, node.orelse)]
+                if all(found is None for found in branches):
+                    return None
+                if all(found != "" for found in branches) and any(branches):  # (each found, or raises)
+                    return next(found for found in branches if found)
+            elif isinstance(node, ast.Raise) or isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                    and _call_name(node.value.func) in _EXITS:
+                return None  # (the path ends: `raise NotImplementedError(task)`, `exit()`)
         return ""
 
     def module_builds_optimizer(self, path: str) -> bool | str | None:
@@ -473,20 +507,26 @@ class _Reach:
         return found
 
     def _reached_files(self, module: _Module, body: list[ast.stmt]) -> list[str]:
-        found = self._imported_files(module, body, every=True)
-        level = found
-        for _ in range(_IMPORT_DEPTH - 1):
+        return list(self._reach(module, body, _IMPORT_DEPTH, _IMPORTED_FILES))
+
+    def _reach(self, module: _Module, body: list[ast.stmt], depth: int, most: int):
+        """The tree's files the imports among `body` name, then theirs, `depth` levels deep and `most` files at most,
+        each once, level by level (a generator: a search may stop at the first file it wants)."""
+        found = self._imported_files(module, body, every=True)  # (all of the first level: the cap is on the rest)
+        yield from found
+        level, seen = found, set(found)
+        for _ in range(depth - 1):
             deeper: list[str] = []
             for path in level:
-                if len(found) + len(deeper) >= _IMPORTED_FILES:
+                if len(seen) >= most:
                     break
                 inner = self._module(path)
-                if inner is not None:
-                    deeper.extend(p for p in self._imported_files(inner, inner.top_level, every=True)
-                                  if p not in found and p not in deeper)
-            level = deeper[:max(0, _IMPORTED_FILES - len(found))]
-            found = found + level
-        return found
+                for p in self._imported_files(inner, inner.top_level, every=True) if inner is not None else ():
+                    if p not in seen and len(seen) < most:
+                        seen.add(p)
+                        deeper.append(p)
+                        yield p
+            level = deeper
 
     def _imported_files(self, module: _Module, body: list[ast.stmt], every: bool = False) -> list[str]:
         """The tree's files the imports among `body` (statements of `module`) name (`from a.b import c`: a/b.py,
