@@ -47,6 +47,7 @@ def _check(tmp_path: Path, script: str, strict: bool = False):
     # examples, 54 findings in three copies a helper's sweep read in session 47)
     "num_gpus=$(($(ds_ssh nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)-2))\ndeepspeed --num_gpus 8",
     "cat /job/hostfile\ndeepspeed",
+    "deepspeed --hostfile=$1",  # (a hostfile the caller names: its hosts decide)
 ])
 def test_a_launch_that_may_run_on_several_nodes_does_not_know_its_ranks_allocator_options(tmp_path, launcher):
     assert _check(tmp_path, f"{launcher} {FLAGS}") == []
@@ -62,6 +63,7 @@ def test_a_launch_that_may_run_on_several_nodes_does_not_know_its_ranks_allocato
     "deepspeed --num_nodes 1 --num_gpus 8",
     "ds_ssh hostname\ndeepspeed --num_nodes 1",  # (one node of the default hostfile)
     "echo ds_ssh_not_run\ndeepspeed --num_gpus 8",
+    "# on a cluster, list the hosts in /job/hostfile\ndeepspeed --num_gpus 8",  # (a comment runs nothing)
 ])
 def test_a_local_launch_runs_with_the_scripts_environment(tmp_path, launcher):
     found = _check(tmp_path, f"{launcher} {FLAGS}")
@@ -232,3 +234,21 @@ def test_an_environment_from_elsewhere_leaves_it_open(tmp_path, entry):
 def test_a_command_without_an_environment_entry_is_judged_as_before(tmp_path):
     text = f"spec:\n  containers:\n    - name: trainer\n      command: [\"bash\", \"-c\", \"torchrun {FLAGS}\"]\n"
     assert [f.code for f in _yaml_findings(tmp_path, text)] == ["OFL301"]
+
+
+@pytest.mark.parametrize("layout, reported", [
+    ("--moe-expert-parallel-size 64 --num-experts 128", []),
+    ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4", []),
+    ("--tensor-model-parallel-size 2 --moe-expert-parallel-size 16", []),
+    # one node holds these: where no hostfile is named the run is local
+    ("--moe-expert-parallel-size 8 --num-experts 8", [("OFL301", False)]),
+    ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2", [("OFL301", False)]),
+    ("--moe-expert-parallel-size $EP", [("OFL301", False)]),
+])
+def test_a_layout_no_node_holds_runs_deepspeed_on_its_default_hostfile(tmp_path, layout, reported):
+    """Megatron-DeepSpeed's MoE examples (`NUM_GPUS=64`, `--moe-expert-parallel-size 64`; copied into ten forks a
+    helper's sweep read in session 49) start `deepspeed pretrain_gpt.py ...` with no hostfile: DeepSpeed asserts that
+    the data-parallel ranks divide by the expert-parallel size, so the job needs TP x PP x EP ranks at least, more
+    than any one host has (16 GPUs at most): it runs on the hosts of DeepSpeed's default hostfile, /job/hostfile, and
+    its ranks get that runner's environment, not the script's exports."""
+    assert [(f.code, f.possible) for f in _check(tmp_path, f"deepspeed {FLAGS} {layout}")] == reported

@@ -90,7 +90,8 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     ray, ray_env = ray_job(argv[:script_index])
     given, withheld = launcher_environment(argv[:script_index])
     env = {**env, **given}
-    ranks, env = deepspeed_ranks_environment(argv[:script_index], env, default_hostfile)
+    ranks, env = deepspeed_ranks_environment(argv[:script_index], env, default_hostfile,
+                                             layout_needs_several_nodes(argv[script_index + 1:]))
     ranks = ranks or withheld
     env_open = env_open or (opened_because(environment or ray or ranks) if environment or ray or ranks else "")
     env = {**env, **ray_env}
@@ -443,8 +444,15 @@ _DS_SSH = re.compile(r"(?:^|[\s;&|(`$])ds_ssh(?=[\s;&|)`]|$)", re.MULTILINE)
 
 
 def uses_default_hostfile(script_text: str) -> bool:
-    """Whether a script addresses the hosts of DeepSpeed's default hostfile (command_unit's `default_hostfile`)."""
-    return "/job/hostfile" in script_text or ("ds_ssh" in script_text and bool(_DS_SSH.search(script_text)))
+    """Whether a script addresses the hosts of DeepSpeed's default hostfile (command_unit's `default_hostfile`), in
+    its code: a comment naming the file runs nothing."""
+    if "/job/hostfile" not in script_text and "ds_ssh" not in script_text:
+        return False
+    code = _COMMENT_LINE.sub("", script_text)
+    return "/job/hostfile" in code or ("ds_ssh" in code and bool(_DS_SSH.search(code)))
+
+
+_COMMENT_LINE = re.compile(r"(?m)^[ \t]*#.*$")
 
 
 def ray_job(words: list[Arg]) -> tuple[str, dict[str, EnvArg]]:
@@ -622,8 +630,8 @@ _DEEPSPEED_VALUED = frozenset({"-H", "--hostfile", "-i", "--include", "-e", "--e
 _DEEPSPEED_EXPORTED = ("NCCL", "PYTHON", "MV2", "UCX", "MLFLOW")
 
 
-def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg],
-                                default_hostfile: bool = False) -> tuple[str, dict[str, EnvArg]]:
+def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg], default_hostfile: bool = False,
+                                several_nodes: bool = False) -> tuple[str, dict[str, EnvArg]]:
     """A `deepspeed` launch that may run on more than one node: (why its ranks' environment is not the script's, the
     script's variables as the ranks see them); ("", env) for any other command. DeepSpeed's runner starts a
     multi-node job's ranks over ssh (pdsh, or an MPI launcher), on every node, the first included: they get that
@@ -634,7 +642,8 @@ def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg],
     `--num_nodes` 2 or more (without a `--hostfile`, from its default, /job/hostfile), or an `--include` of two hosts
     (`a@b`) from a `--hostfile`; local (the launching shell's environment) with `--no_ssh`, one node or host, or no
     hostfile otherwise (its default is then taken as absent, unless `default_hostfile`: the script itself addresses
-    that file's hosts, as Megatron-DeepSpeed's examples do with `ds_ssh`);
+    that file's hosts, as Megatron-DeepSpeed's examples do with `ds_ssh`, or `several_nodes`: its parallel layout
+    needs more ranks than a host has, layout_needs_several_nodes);
     otherwise (a hostfile whose hosts are not known) it may be either, and its variables are not known either way."""
     at = next((i for i, word in enumerate(words) if posixpath.basename(word.value or "") == "deepspeed"), None)
     if at is None:
@@ -643,16 +652,18 @@ def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg],
     i = at + 1
     while i < len(words):
         word = words[i].value
-        name, eq, inline = (word or "").partition("=")
+        # (an option whose value is not known, `--hostfile=$1`: its name is still the word's text's)
+        name, eq, inline = (word if word is not None else words[i].text).partition("=")
         if name in _DEEPSPEED_VALUED:
-            value = inline if eq else words[i + 1].value if i + 1 < len(words) else None
+            value = (inline if word is not None else None) if eq else \
+                words[i + 1].value if i + 1 < len(words) else None
             given[name] = value
             i += 1 if eq else 2
             continue
         if word is not None and word.startswith("-"):
             given[word] = ""
         i += 1
-    multi = _deepspeed_multi_node(given, default_hostfile)
+    multi = _deepspeed_multi_node(given, default_hostfile, several_nodes)
     if multi is False:
         return "", env
     reason = ("deepspeed's multi-node runner starts the ranks over ssh with each node's login environment, the "
@@ -664,7 +675,8 @@ def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg],
                     for name, arg in env.items()}
 
 
-def _deepspeed_multi_node(given: dict[str, str | None], default_hostfile: bool = False) -> bool | None:
+def _deepspeed_multi_node(given: dict[str, str | None], default_hostfile: bool = False,
+                          several_nodes: bool = False) -> bool | None:
     """Whether deepspeed runs multi-node with these options (the option -> its value, None where not known; "" for a
     switch): True, False, or None where its hostfile decides."""
     if "--no_ssh" in given:
@@ -678,6 +690,8 @@ def _deepspeed_multi_node(given: dict[str, str | None], default_hostfile: bool =
         nodes = given.get("--num_nodes") or ""
         if nodes.strip().isdigit():
             return int(nodes) > 1
+        if several_nodes:  # (the layout runs only on that file's hosts: locally it would not start)
+            return True
         return None if default_hostfile else False
     nodes = given.get("--num_nodes", "")
     if nodes is None:
@@ -690,6 +704,29 @@ def _deepspeed_multi_node(given: dict[str, str | None], default_hostfile: bool =
     if include:
         return "@" in include
     return None
+
+
+# The most GPUs one host has (NVIDIA's DGX-2 and HGX-2: 16; today's 8-GPU hosts); the layout options whose product
+# the ranks must be a multiple of (Megatron-LM's validate_args; DeepSpeed's MoE groups split the data-parallel ranks
+# by --moe-expert-parallel-size, Megatron-LM's by --expert-model-parallel-size)
+_HOST_GPUS_MAX = 16
+_MODEL_PARALLEL = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size")
+_DATA_SPLITS = ("--context-parallel-size", "--moe-expert-parallel-size", "--expert-model-parallel-size")
+
+
+def layout_needs_several_nodes(args: list[Arg]) -> bool:
+    """Whether a launch's parallel layout needs more ranks than any host has: TP x PP times the largest of CP and EP
+    (each option's last value; not where one is not known)."""
+    given: dict[str, int] = {}
+    for i, arg in enumerate(args):
+        name, eq, inline = (arg.value or "").partition("=")
+        if name in _MODEL_PARALLEL or name in _DATA_SPLITS:
+            value = inline if eq else args[i + 1].value if i + 1 < len(args) else None
+            if value is None or not value.strip().isdigit():
+                return False
+            given[name] = int(value)
+    model = given.get(_MODEL_PARALLEL[0], 1) * given.get(_MODEL_PARALLEL[1], 1)
+    return model * max([given.get(name, 1) for name in _DATA_SPLITS]) > _HOST_GPUS_MAX
 
 
 def _runtime_env_vars(text: str | None, location: Location) -> dict[str, EnvArg]:
