@@ -662,6 +662,8 @@ def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg], defaul
             continue
         if word is not None and word.startswith("-"):
             given[word] = ""
+        elif word is None and words[i].flags and {"--hostfile", "-H"} & set(words[i].flags):
+            given["--hostfile"] = None  # (`${HOST_ARGS}`, a hostfile on some paths: its hosts decide there)
         i += 1
     multi = _deepspeed_multi_node(given, default_hostfile, several_nodes)
     if multi is False:
