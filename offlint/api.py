@@ -423,7 +423,7 @@ def _cache(options: CheckOptions, root: Path, selected: set[str], version: Detec
 
     return Cache(root, fingerprint(sorted(selected - {"OFL900"}), options.strict, str(version.version),
                                    [(name, sorted(names)) for name, names in version.version.source_names],
-                                   version.version.lists_unknown,
+                                   version.version.lists_unknown, version.version.own_clamp,
                                    repr(device()), _pyproject_digest(root)),
                  result_classes=(CheckResult,)).load()
 

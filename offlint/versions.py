@@ -10,8 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from offlint.reading import ReadError, read_text
-from offlint.sources.mcore_source import (CHECKS, GRAPH_NAMES, LACKED, REFUSAL_TEXTS, allowed_names, checks_made,
-                                         graph_names, refusals_lacked)
+from offlint.sources.mcore_source import (CHECKS, GRAPH_NAMES, LACKED, OVERSIZED, REFUSAL_TEXTS, allowed_names,
+                                         checks_made, graph_names, refusals_lacked)
 
 NEWEST_KNOWN = "0.20.0"
 OLDEST_KNOWN = "0.16.1"  # the releases offlint's rules and field data were written against: 0.16 to 0.20
@@ -37,6 +37,9 @@ class Version:
     # Why the version is only a guess (the tree's megatron-core pin is not checked out): a module name a newer release
     # allows is not called invalid, since the tree may run that one; "" where the version is known.
     guessed: str = field(default="", compare=False, repr=False)
+    # Where the tree is older than megatron-core and its own validate_args clamps a layout larger than the world
+    # (mcore_source.OVERSIZED): the file that does ("megatron/arguments.py"); "" otherwise
+    own_clamp: str = field(default="", compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
@@ -131,6 +134,13 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
 
     A Megatron-LM checkout is its own megatron-core (`megatron/core/package_info.py` at its root): that is the
     code its scripts run, so it comes right after a pin."""
+    detected = _detect(cli, configured, root)
+    if root is not None and _before_megatron_core(root):
+        return _with_own_clamp(detected, root / "megatron")
+    return detected
+
+
+def _detect(cli: str | None, configured: str | None, root: Path | None) -> DetectedVersion:
     checkout = _checkout_version(root) if root is not None else None
     pin = _pin_not_checked_out(root) if root is not None else None
     if pin is not None and pin.fork:
@@ -163,6 +173,15 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
                                           f"code, which the rules of megatron-core {detected.version} "
                                           f"({detected.origin}) may not describe; --mcore-version names another")
     return detected
+
+
+def _with_own_clamp(detected: DetectedVersion, megatron: Path) -> DetectedVersion:
+    """A tree older than megatron-core whose validate_args clamps a layout larger than the world (megatron/arguments.py:
+    mcore_source.OVERSIZED): its scripts import its own `megatron` package, which shadows an installed megatron-core's,
+    so that is what they do whatever version the run is checked with (Megatron-DeepSpeed forks of 2021-2022)."""
+    if OVERSIZED not in refusals_lacked({"arguments.py": _read_or_none(megatron / "arguments.py")}):
+        return detected
+    return replace(detected, version=replace(detected.version, own_clamp="megatron/arguments.py"))
 
 
 def _named(cli: str | None, configured: str | None) -> DetectedVersion:

@@ -260,3 +260,21 @@ def test_a_checkout_read_decides_over_a_launchs_old_options(tmp_path):
                         "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --num-layers 32")
     (root / "train.sh").write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {big} --checkpoint-activations\n")
     assert [f["code"] for f in check_json(root, "--no-cache") if f["code"] == "OFL216"] == ["OFL216"]
+
+
+@pytest.mark.parametrize("clamps, named", [(True, ()), (True, ("--mcore-version", "0.20.0")), (False, ())])
+def test_a_tree_older_than_megatron_core_is_judged_by_its_own_clamp(tmp_path, clamps, named):
+    """Megatron-DeepSpeed forks of 2021-2022 have no megatron/core: their pretrain_gpt.py imports the tree's own
+    megatron package, whose validate_args clamps a layout larger than the world (SeekPoint's `pretrain_gpt2.sh` runs
+    TP2 x PP2 on 2 GPUs as TP2 x PP1; a helper's sweep, session 49), whatever megatron-core is installed or named (its
+    `megatron` package shadows the installed one's). OFL216 had quoted 0.20's assert; without the clamp it stands."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "megatron").mkdir()
+    arguments = OLD_ARGUMENTS if clamps else OLD_ARGUMENTS.replace("= min(", "= max(")
+    (tmp_path / "megatron" / "arguments.py").write_text(arguments)
+    (tmp_path / "megatron" / "training.py").write_text("def pretrain():\n    pass\n")
+    (tmp_path / "pretrain_gpt.py").write_text("from megatron.training import pretrain\npretrain()\n")
+    (tmp_path / "train.sh").write_text(f"torchrun --nproc_per_node 2 pretrain_gpt.py {FLAGS.replace('--num-layers 5', '--num-layers 4')}\n")
+    options = CheckOptions(root=tmp_path, cache=False, select=["OFL216"], mcore_version=named[-1] if named else None)
+    found = [f.code for f in check([str(tmp_path)], options).findings]
+    assert found == ([] if clamps else ["OFL216"])

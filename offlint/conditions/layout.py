@@ -222,10 +222,10 @@ def _run_smaller(scope: Scope, tp: int, pp: int, world: int) -> bool:
 
 def _clamps(scope: Scope) -> bool:
     """Whether the Megatron-LM that runs the launch clamps a layout larger than the world: its checkout's
-    validate_args does (mcore_source.OVERSIZED), or, where no checkout was read, the launch passes an option only a
-    Megatron-LM from before 2023-09 runs with (mlm_flags.BEFORE_2023_FLAGS: BigScience's `--checkpoint-activations`
-    launches of 2021)."""
-    return checkout_lacks(scope, OVERSIZED) or bool(before_2023_flag(scope))
+    validate_args does (mcore_source.OVERSIZED; a tree older than megatron-core, its own: Version.own_clamp), or,
+    where no checkout was read, the launch passes an option only a Megatron-LM from before 2023-09 runs with
+    (mlm_flags.BEFORE_2023_FLAGS: BigScience's `--checkpoint-activations` launches of 2021)."""
+    return checkout_lacks(scope, OVERSIZED) or bool(scope.version.own_clamp) or bool(before_2023_flag(scope))
 
 
 def _mlm_pipeline_check(scope: Scope) -> str:
