@@ -443,7 +443,7 @@ def _at_the_launch(findings: list[Finding], callers: dict[Location, list[Unit]],
     whose launch the script's own reading does not see (`exec "$@"`: the caller's words are the launch)."""
     if not callers:
         return findings
-    seen = {unit.location for read in reads for unit in read.units
+    seen = {unit.location: unit.name for read in reads for unit in read.units
             if unit.written_at is None and unit.location in callers}
     reporting: dict[tuple, set[tuple[str, str]]] = {}
     for f in findings:
@@ -451,9 +451,17 @@ def _at_the_launch(findings: list[Finding], callers: dict[Location, list[Unit]],
             reporting.setdefault((f.code, f.command_at, f.message, f.possible), set()).add((f.unit_path, f.unit))
     everyone = {key for key, units in reporting.items()
                 if units >= {(caller.location.path, caller.name) for caller in callers[key[1]]}}
-    return [replace(f, location=f.command_at, command_at=None)
-            if f.command_at in seen and (f.code, f.command_at, f.message, f.possible) in everyone else f
-            for f in findings]
+    # (what the script's own reading reports of the launch, at an option of it: the calls' finding is that one)
+    own = {(f.code, f.unit_path, f.unit, f.message, f.possible) for f in findings
+           if f.command_at is None and f.unit_path in {at.path for at in seen}}
+    out = []
+    for f in findings:
+        if f.command_at in seen and (f.code, f.command_at, f.message, f.possible) in everyone:
+            if (f.code, f.command_at.path, seen[f.command_at], f.message, f.possible) in own:
+                continue
+            f = replace(f, location=f.command_at, command_at=None)
+        out.append(f)
+    return out
 
 
 def _concerns(finding: Finding, targets: set[str]) -> bool:

@@ -25,3 +25,21 @@ def test_the_scan_agrees_with_findall_on_random_text():
     for _ in range(3000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 30)))
         assert _imported_as(text) == _IMPORTED_AS.findall(text), text
+
+
+def test_a_finding_at_an_option_of_a_called_launch_is_reported_once(tmp_path):
+    """A launch a script writes, run by another script of the tree (`bash run_cloud.sh &`), is read alone and at each
+    call; a finding located at one of its options (OFL216 at `--pipeline-model-parallel-size`) had been reported
+    twice, at the option and at the command's start (MindSpeed's layerwise-disaggregated tests, a helper's sweep,
+    session 49). It is one finding, where the script's own reading puts it."""
+    from tests.check_helpers import check_json
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "run_cloud.sh").write_text(
+        "#!/bin/bash\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
+        "torchrun --nproc_per_node 6 pretrain_gpt.py \\\n    --tensor-model-parallel-size 1 "
+        "--pipeline-model-parallel-size 4 --num-layers 28\n")
+    (tmp_path / "run_both.sh").write_text("#!/bin/bash\nbash run_cloud.sh &\nwait\n")
+    found = [(f["filename"], f["location"]["row"], f["location"]["column"]) for f in check_json(tmp_path, "--no-cache")
+             if f["code"] == "OFL216"]
+    assert found == [("run_cloud.sh", 4, 36)]
