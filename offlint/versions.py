@@ -141,6 +141,7 @@ def detect_version(cli: str | None, configured: str | None, root: Path | None) -
 
 
 def _detect(cli: str | None, configured: str | None, root: Path | None) -> DetectedVersion:
+    """detect_version's answer, before what a tree older than megatron-core does in its own code."""
     checkout = _checkout_version(root) if root is not None else None
     pin = _pin_not_checked_out(root) if root is not None else None
     if pin is not None and pin.fork:
