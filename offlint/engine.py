@@ -224,7 +224,7 @@ def _unit_names(unit: Unit) -> dict:
             "launch_gpus": unit.launch_gpus, "checkout_flags": unit.checkout_flags,
             "deepspeed_pipeline": any(flag == "--deepspeed" for flag, *_ in unit.launch_flags),
             "before_2023_flag": unit.before_2023_flag,
-            "container_image": unit.container_image, "pinned_torch": unit.pinned_torch,
+            "container_image": unit.container_image, "pinned_torch": unit.pinned_torch, "newer_torch": unit.newer_torch,
             "old_torch": unit.old_torch,
             "defaults": unit.defaults.value, "framework": unit.framework, "accelerator": unit.accelerator}
 

@@ -22,8 +22,8 @@ from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
 from offlint.sources.launch import (TRAINING_ONLY_FLAGS, definition_torch, dockerfile_torch, flags_accelerator,
-                                    image_torch, last_value, opened, opened_because, requirements_torch,
-                                    take_recipe_sections, takes_no_iteration)
+                                    image_torch, last_value, opened, opened_because, requirements_new_torch,
+                                    requirements_torch, take_recipe_sections, takes_no_iteration)
 from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,
                            UnitKind, Unknown)
 
@@ -61,6 +61,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
     at_run_time: list[Unit] = []  # launches whose YAML file is chosen when they run
     callers = launch_callers(reads) if callers is None else callers
     pins: dict[str, str] = {}  # launch file -> the PyTorch before 2.1 pinned or built beside it (Unit.pinned_torch)
+    newer: dict[str, str] = {}  # launch file -> the PyTorch of 2.1 or later pinned beside it (Unit.newer_torch)
     not_megatron: set[int] = set()  # ids of launches of a script whose own command line they are (_own_command_line)
     for read in reads:
         for unit in read.units:
@@ -105,7 +106,9 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 beside = lambda path, here=here: tree_text(path, here)  # noqa: E731
                 if here not in pins:  # (a file's launches share it: looked up once)
                     pins[here] = requirements_torch(here, beside) or dockerfile_torch(here, beside)
+                    newer[here] = requirements_new_torch(here, beside)
                 unit.pinned_torch = definition_torch(unit.container_image, here, beside) or pins[here]
+                unit.newer_torch = newer[here]
             if unit.entry_script:  # an entry script in the tree shows whether it trains, and whether in Ray's workers
                 trains = entry_scripts.trains(unit.entry_script, read.file.path, tree_text, entry_modules)
                 if trains == entry_scripts.ARGUMENTS_CHOOSE:  # the launch's own values choose, else its flags

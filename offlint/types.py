@@ -316,6 +316,9 @@ class Unit:
     # "requirements.txt pins torch==2.0.0", or the Dockerfile nearest the launch (applied when commands are linked;
     # sources/launch.requirements_torch, dockerfile_torch)
     pinned_torch: str = ""
+    # Where the tree pins a PyTorch of 2.1 or later for the launch's environment (it names no image): the pin, as
+    # "requirements.txt pins torch==2.3" (sources/launch.requirements_new_torch)
+    newer_torch: str = ""
     # Where the launch runs only on a PyTorch before 2.0, why: an import of torch._six its start runs ("its code
     # imports torch._six (megatron/optimizer/clip_grads.py:19 ...)", applied when commands are linked; entry_scripts)
     # or an interpreter before Python 3.8 (launch.old_interpreter)

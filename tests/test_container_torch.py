@@ -350,6 +350,24 @@ def test_a_variable_only_a_newer_pytorch_reads_says_which_it_runs_on(tmp_path, s
         assert not finding["possible"]
 
 
+@pytest.mark.parametrize("requirement, default", [
+    ("torch==2.3.0", [("scripts/train.sh", 2, False)]),
+    ("torch>=2.1", [("scripts/train.sh", 2, False)]),
+    ("torch~=2.4.0", [("scripts/train.sh", 2, False)]),
+    ("torch==2.0.1", []),  # (a PyTorch without the option: possible, as before)
+    ("numpy", []),
+])
+def test_a_newer_pytorch_the_tree_pins_says_which_it_runs_on(tmp_path, requirement, default):
+    """OpenLLM-France's Lucie-Training keeps launches passing `--data-impl` (a Megatron-LM of 2023) beside a
+    requirements.txt pinning torch==2.3.0: the old option had made OFL301 possible, where the pin says the launch's
+    PyTorch has expandable_segments (a helper's sweep, session 49)."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "requirements.txt").write_text(f"{requirement}\nnumpy\n")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "train.sh").write_text(f"#!/bin/bash\n{LAUNCH} --data-impl mmap\n")
+    assert _ofl301_at(tmp_path) == default
+
+
 def test_an_option_the_trees_own_megatron_defines_says_nothing_of_the_version(tmp_path):
     """A Megatron-DeepSpeed fork in the tree still defines --checkpoint-activations and --data-impl in 2024 (its
     examples copied from Megatron-LM's pass them without --deepspeed): they are its own options there, whatever

@@ -370,6 +370,22 @@ def requirements_torch(launch_path: str, read_text) -> str:
     return ""
 
 
+def requirements_new_torch(launch_path: str, read_text) -> str:
+    """Where the requirements.txt nearest the launch (as requirements_torch finds it) pins a PyTorch of 2.1 or later,
+    which has `expandable_segments` (`torch==2.3.0`, `torch>=2.1`): "FILE pins torch==2.3"; "" otherwise. Lucie-Training
+    pins torch==2.3.0 beside launches still passing a Megatron-LM of 2023's `--data-impl`."""
+    for path, text in _files_upward(launch_path, "requirements.txt", read_text):
+        if not re.search(r"^[ \t]*torch\b", text, re.MULTILINE):
+            continue
+        match = _TORCH_AT_LEAST.search(text)
+        version = (int(match.group(2)), int(match.group(3))) if match else (0, 0)
+        return f"{path} pins torch{match.group(1)}{version[0]}.{version[1]}" if version >= (2, 1) else ""
+    return ""
+
+
+_TORCH_AT_LEAST = re.compile(r"^[ \t]*torch[ \t]*(==|~=|>=)[ \t]*(\d+)\.(\d+)", re.MULTILINE)
+
+
 def _files_upward(launch_path: str, name: str, read_text):
     """(path, text) of each file `name` in the launch's folder and the folders above it, the nearest first, up to
     the tree's root (or "/" for an absolute path)."""
