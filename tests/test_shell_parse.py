@@ -1423,3 +1423,15 @@ def test_a_command_tmux_starts_is_read_in_its_servers_environment():
     assert values(python)[:4] == ["python", "-m", "torch.distributed.run", "--nproc-per-node"]
     assert python.env["OMP_NUM_THREADS"].value == "26" and "tmux" in python.env_open
     assert values(_command_of(result, "torchrun")) == ["torchrun", "--nproc_per_node", "2", "t.py"]
+
+
+def test_a_placeholder_ending_a_line_is_named_where_bash_refuses_it():
+    """`--megatron-path <xxx>` ending a command (a template FlagScale ships): bash reads `<xxx` and then `>` with no
+    file, and refuses the line; tree-sitter-bash read on and put its error at the last such line (FlagScale's
+    tools/checkpoint/run.sh: line 109, bash's line 38), and the message gave no count of the others."""
+    result = parse_shell("#!/bin/bash\npython convert.py \\\n    --load-dir a \\\n    --megatron-path <xxx>\n\n"
+                         "python convert.py \\\n    --load-dir b \\\n    --megatron-path <xxx>\n")
+    assert result.errors and result.errors[0].startswith("line 4: ")
+    assert "<xxx>" in result.errors[0] and len(result.errors) > 1
+    quoted = parse_shell('echo "use <xxx>"\n# run with <path>\npython a.py --x <y> \\\n  --z 1\n')
+    assert quoted.errors == []

@@ -542,6 +542,20 @@ def unclosed(data: bytes) -> tuple[int, str] | None:
     return None
 
 
+def placeholder_ending_a_line(data: bytes) -> tuple[int, str] | None:
+    """The first template placeholder (`<xxx>`, `<PATH TO DATA>`) ending a line of code, not continued, as (byte offset,
+    the placeholder): bash reads `<xxx` and then `>` with no file, and refuses the line, where tree-sitter-bash may
+    read on and put its error lines later. None where there is none (quotes and comments aside)."""
+    for m in _LINE_END_PLACEHOLDER.finditer(data):
+        line = data[data.rfind(b"\n", 0, m.start()) + 1:m.start()]
+        if b"#" not in line and line.count(b'"') % 2 == 0 and line.count(b"'") % 2 == 0:
+            return m.start(), m.group().decode("latin-1")
+    return None
+
+
+_LINE_END_PLACEHOLDER = re.compile(rb"<[\w][\w .,/:-]*>(?=[ \t]*(?:\n|\Z))")
+
+
 class _Spans:
     """The closed `${...}`, `$((...))`, `((...))` and `[[ ... ]]` of a bash text, with their nesting.
 

@@ -8,12 +8,14 @@ around are shell_values.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import replace
 from itertools import accumulate
 from operator import index
 
 from offlint.sources.bash_tree import parse_bash
-from offlint.sources.shell_mask import Masked, parse_masked, unclosed
+from offlint.sources.shell_mask import Masked, parse_masked, placeholder_ending_a_line, unclosed
 from offlint.sources.shell_values import _MAX_NESTING, _merge, Org, _P, Pos, _State, _TooDeep, _Var, branch_mark
 from offlint.sources.shell_conditions import Conditions, _descendants, _holds
 from offlint.sources.shell_words import WordExpansion
@@ -98,6 +100,12 @@ class _Walker(Commands, WordExpansion, Conditions):
                 first = self.st.out.errors[before]
                 self.st.out.errors[before] = (f"{first}; the `{opened[1]}` at line {self.pos(opened[0])[0]} is "
                                               f"never closed")
+            ending = placeholder_ending_a_line(self.data) if opened is None and len(self.st.out.errors) > before \
+                else None
+            reported = re.match(r"line (\d+):", self.st.out.errors[before]) if ending is not None else None
+            if reported is not None and self.pos(ending[0])[0] < int(reported.group(1)):
+                self.st.out.errors.insert(before, f"line {self.pos(ending[0])[0]}: {self.label}syntax error near "
+                                                  f"{ending[1]!r} (bash reads `>` with no file after it)")
         self.stmt(root)
 
     def masked_in(self, n) -> str:
