@@ -274,7 +274,8 @@ def test_a_tree_older_than_megatron_core_is_judged_by_its_own_clamp(tmp_path, cl
     (tmp_path / "megatron" / "arguments.py").write_text(arguments)
     (tmp_path / "megatron" / "training.py").write_text("def pretrain():\n    pass\n")
     (tmp_path / "pretrain_gpt.py").write_text("from megatron.training import pretrain\npretrain()\n")
-    (tmp_path / "train.sh").write_text(f"torchrun --nproc_per_node 2 pretrain_gpt.py {FLAGS.replace('--num-layers 5', '--num-layers 4')}\n")
+    flags = FLAGS.replace("--num-layers 5", "--num-layers 4")
+    (tmp_path / "train.sh").write_text(f"torchrun --nproc_per_node 2 pretrain_gpt.py {flags}\n")
     options = CheckOptions(root=tmp_path, cache=False, select=["OFL216"], mcore_version=named[-1] if named else None)
     found = [f.code for f in check([str(tmp_path)], options).findings]
     assert found == ([] if clamps else ["OFL216"])

@@ -62,8 +62,8 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     PyTorch environment module of such a version (`module load pytorch/1.12.1`), or the launch passes an
     option only a Megatron-LM from before 2023-09 runs with (before_2023_flag; Megatron-DeepSpeed, `--deepspeed`,
     still takes them in 2024) and exports no variable only a newer PyTorch reads (NEWER_TORCH_VARIABLES), nor does
-    the tree pin a newer one for it (Unit.newer_torch). Where the launch's code imports torch._six, or its interpreter is a Python before 3.8
-    (Unit.old_torch), it runs on PyTorch 1.x only, whatever the image."""
+    the tree pin a newer one for it (Unit.newer_torch). Where the launch's code imports torch._six, or its
+    interpreter is a Python before 3.8 (Unit.old_torch), it runs on PyTorch 1.x only, whatever the image."""
     old = scope.names.get("old_torch") or ""
     if old:
         return f"it runs on PyTorch 1.x only: {old}"
@@ -85,7 +85,8 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
                                      f"option (2.1)")
         return UNKNOWN
     flag = before_2023_flag(scope) if not scope.names.get("deepspeed_pipeline") else ""
-    if flag and not module and not _newer_torch_variable(scope) and not scope.names.get("newer_torch"):  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not known for sure)
+    newer = module or _newer_torch_variable(scope) or scope.names.get("newer_torch")
+    if flag and not newer:  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not for sure)
         scope.unknown_because.append(f"its PyTorch: the launch passes {flag}, which only a Megatron-LM from "
                                      f"before 2023-09 runs with ({BEFORE_2023_FLAGS[flag]}), of the time of "
                                      f"PyTorch 2.0 and older")
