@@ -85,8 +85,9 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
                                      f"option (2.1)")
         return UNKNOWN
     flag = before_2023_flag(scope) if not scope.names.get("deepspeed_pipeline") else ""
-    newer = module or _newer_torch_variable(scope) or scope.names.get("newer_torch")
-    if flag and not newer:  # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not for sure)
+    # (a Megatron-LM of 2023-09 or older ran on PyTorch 2.0 or 1.x, most likely: not for sure; what says the PyTorch
+    # is newer is looked up only for such a launch, as the finding names what its verdict read)
+    if flag and not (module or _newer_torch_variable(scope) or scope.names.get("newer_torch")):
         scope.unknown_because.append(f"its PyTorch: the launch passes {flag}, which only a Megatron-LM from "
                                      f"before 2023-09 runs with ({BEFORE_2023_FLAGS[flag]}), of the time of "
                                      f"PyTorch 2.0 and older")
