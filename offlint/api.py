@@ -452,8 +452,9 @@ def _at_the_launch(findings: list[Finding], callers: dict[Location, list[Unit]],
     everyone = {key for key, units in reporting.items()
                 if units >= {(caller.location.path, caller.name) for caller in callers[key[1]]}}
     # (what the script's own reading reports of the launch, at an option of it: the calls' finding is that one)
+    scripts = {at.path for at in seen}
     own = {(f.code, f.unit_path, f.unit, f.message, f.possible) for f in findings
-           if f.command_at is None and f.unit_path in {at.path for at in seen}}
+           if f.command_at is None and f.unit_path in scripts}
     out = []
     for f in findings:
         if f.command_at in seen and (f.code, f.command_at, f.message, f.possible) in everyone:

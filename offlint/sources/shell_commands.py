@@ -36,10 +36,15 @@ _MODULE_COMMANDS = frozenset({"load", "add", "unload", "rm", "del", "purge", "sw
 class Commands:
     """Assignments, declarations, commands and builtins; part of the walker."""
 
-    def set_unknown(self, name: str, reason: str, pos: Pos) -> None:
+    def set_unknown(self, name: str, reason: str, pos: Pos, exported: bool = False) -> None:
+        """`name` set to a value not known here (`exported`: and exported, whether it was before or not)."""
         old = self.st.env.get(name)
         self.st.env[name] = _Var(s=self.st.holes.char(reason), org=((*pos, ""),), lines=(pos[0],), pos=pos,
-                                 exported=bool(old and old.exported))
+                                 exported=exported or bool(old and old.exported))
+
+    def set_exported(self, name: str, value: str, pos: Pos) -> None:
+        """`name` set to `value` by the command at `pos` and exported (what a tool such as `module` or `conda` sets)."""
+        self.st.env[name] = _Var(s=value, org=((*pos, ""),) * len(value), lines=(pos[0],), pos=pos, exported=True)
 
     def scalar(self, val) -> tuple[str, list[Org], str]:
         if val is None:
@@ -485,8 +490,7 @@ class Commands:
                     loaded.append(word)
         else:
             return  # (`module list`, `module avail`, `module use PATH`: nothing loaded or unloaded)
-        self.st.env[_LOADED_MODULES] = _Var(s=":".join(loaded), org=((*pos, ""),) * len(":".join(loaded)),
-                                            lines=(pos[0],), pos=pos, exported=True)
+        self.set_exported(_LOADED_MODULES, ":".join(loaded), pos)
 
     def conda_environment(self, args: list[str | None], pos: Pos) -> None:
         """`conda activate ENV` (a name or a prefix): conda names it in CONDA_DEFAULT_ENV, exported, and puts its bin
@@ -494,11 +498,9 @@ class Commands:
         unknown there."""
         target = next((a for a in args if a is None or not a.startswith("-")), "")
         if target is None:
-            self.set_unknown(_CONDA_ENVIRONMENT, "the conda environment activated is not known", pos)
-            self.st.env[_CONDA_ENVIRONMENT] = replace(self.st.env[_CONDA_ENVIRONMENT], exported=True)
+            self.set_unknown(_CONDA_ENVIRONMENT, "the conda environment activated is not known", pos, exported=True)
         elif target:
-            self.st.env[_CONDA_ENVIRONMENT] = _Var(s=target, org=((*pos, ""),) * len(target), lines=(pos[0],),
-                                                   pos=pos, exported=True)
+            self.set_exported(_CONDA_ENVIRONMENT, target, pos)
 
     def read_heredoc(self, command, redirect) -> None:
         """`read -r -d '' NAME <<'EOF' ... EOF`: NAME holds the here-document, less the whitespace around it (Megatron

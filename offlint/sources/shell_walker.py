@@ -8,8 +8,6 @@ around are shell_values.
 
 from __future__ import annotations
 
-import re
-
 from dataclasses import replace
 from itertools import accumulate
 from operator import index
@@ -94,16 +92,14 @@ class _Walker(Commands, WordExpansion, Conditions):
         # that value is there: bash reads it at run time, so a syntax error of the text with a hole is no error.
         if root.has_error and not (self.label and self.st.holes.why(self.text)):
             before = len(self.st.out.errors)
-            self.errors(root)
-            opened = unclosed(self.data) if len(self.st.out.errors) > before else None
+            first_line = self.errors(root)
+            opened = unclosed(self.data) if first_line is not None else None
             if opened is not None:  # (where bash would say it: the error's own place may be far from it)
                 first = self.st.out.errors[before]
                 self.st.out.errors[before] = (f"{first}; the `{opened[1]}` at line {self.pos(opened[0])[0]} is "
                                               f"never closed")
-            ending = placeholder_ending_a_line(self.data) if opened is None and len(self.st.out.errors) > before \
-                else None
-            reported = re.match(r"line (\d+):", self.st.out.errors[before]) if ending is not None else None
-            if reported is not None and self.pos(ending[0])[0] < int(reported.group(1)):
+            ending = placeholder_ending_a_line(self.data) if opened is None and first_line is not None else None
+            if ending is not None and self.pos(ending[0])[0] < first_line:
                 self.st.out.errors.insert(before, f"line {self.pos(ending[0])[0]}: {self.label}syntax error near "
                                                   f"{ending[1]!r} (bash reads `>` with no file after it)")
         self.stmt(root)
@@ -117,24 +113,31 @@ class _Walker(Commands, WordExpansion, Conditions):
         raw = raw if len(raw) <= 60 else raw[:57] + "..."
         return f"`{raw}` is beyond offlint's bash parser (tree-sitter-bash misreads it), so its value is unknown"
 
-    def errors(self, root) -> None:
-        """The MISSING and ERROR nodes, in order (a loop: a deeply nested script must not exhaust the stack). An
-        ERROR node that covers no text but blanks and line continuations (a script ending in `\\`) skips
-        nothing, so it is no error."""
+    def errors(self, root) -> int | None:
+        """The MISSING and ERROR nodes, in order (a loop: a deeply nested script must not exhaust the stack); the line
+        of the first, None where there is none. An ERROR node that covers no text but blanks and line continuations
+        (a script ending in `\\`) skips nothing, so it is no error."""
+        first = None
         pending = [root]
         while pending:
             n = pending.pop()
             if n.is_missing:
-                self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}missing {n.type!r}")
+                message = f"missing {n.type!r}"
             elif n.type == "ERROR":
                 raw = self.raw(n)
-                if raw.replace("\\", "").strip():
-                    end = self.pos(n.end_byte)[0]
-                    span = f" (lines {self.pos(n.start_byte)[0]}-{end} not read)" if "\n" in raw.rstrip() else ""
-                    self.st.out.errors.append(f"line {self.pos(n.start_byte)[0]}: {self.label}syntax error near "
-                                              f"{raw.split(chr(10), 1)[0][:40]!r}{span}")
-            elif n.has_error:
-                pending.extend(reversed(n.children))
+                if not raw.replace("\\", "").strip():
+                    continue
+                end = self.pos(n.end_byte)[0]
+                span = f" (lines {self.pos(n.start_byte)[0]}-{end} not read)" if "\n" in raw.rstrip() else ""
+                message = f"syntax error near {raw.split(chr(10), 1)[0][:40]!r}{span}"
+            else:
+                if n.has_error:
+                    pending.extend(reversed(n.children))
+                continue
+            line = self.pos(n.start_byte)[0]
+            self.st.out.errors.append(f"line {line}: {self.label}{message}")
+            first = line if first is None else first
+        return first
 
     def deeper(self, n) -> None:
         """Count one more level of nesting; past _MAX_NESTING the whole walk stops (see parse_shell)."""
