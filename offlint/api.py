@@ -72,7 +72,7 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     # The rule catalog and the .gitignore regexes as an earlier run kept them, with the cache (and under its rules)
     warm = WarmStart.load(root) if options.cache and stdin is None and not options.validate else None
     with pipeline.cyclic_gc_paused(), remembered(warm):
-        result = _check(paths, options, stdin, project, root, warm)
+        result = pipeline.on_wide_stack(_check, paths, options, stdin, project, root, warm)
     if warm is not None:
         warm.save()
     return result
