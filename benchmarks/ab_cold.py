@@ -12,12 +12,16 @@ ratios of wall and CPU time.
 
 Why pairs: on a shared machine the speed swings within minutes (the same floor took 2.9-5.0 s in one session), more
 than a change of a few percent; the two runs of a pair and their floors are a minute apart at most, and the
-alternating order cancels a drift within a pair. Nothing here asserts anything about time.
+alternating order cancels a drift within a pair. Each build's modules are compiled first, as `pip install`
+compiles them: under PYTHONDONTWRITEBYTECODE (set on this machine) a fresh `git archive` is otherwise compiled
+again by every run, and by every worker for the modules it imports itself (0.1-0.2 s a run). Nothing here asserts
+anything about time.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import shutil
@@ -62,6 +66,8 @@ def main() -> None:
         if not os.path.isdir(os.path.join(build, "offlint")):
             parser.error(f"{build}: no offlint package there; give a folder holding one (a git archive of a commit)")
     builds = [os.path.abspath(args.build_a), os.path.abspath(args.build_b)]
+    for build in builds:  # compiled as `pip install` compiles them: no run pays for it (bench_check.py does the same)
+        compileall.compile_dir(os.path.join(build, "offlint"), quiet=1)
     pairs = []
     for index in range(args.pairs):
         first = measure_floor(Path(args.tree))["wall"]

@@ -58,3 +58,16 @@ def test_an_offlint_that_fails_stops_it_with_exit_2(tmp_path):
     done = _run(str(tree), str(ROOT), str(ROOT), "--pairs", "1", "--", "--no-such-option", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("ab_cold: offlint (")
+
+
+def test_each_build_is_compiled_before_it_is_measured(tmp_path):
+    """Under PYTHONDONTWRITEBYTECODE a fresh `git archive` would be compiled again by every run and every worker."""
+    import shutil
+
+    tree = _tree(tmp_path)
+    build = tmp_path / "build"
+    shutil.copytree(ROOT / "offlint", build / "offlint", ignore=shutil.ignore_patterns("__pycache__"))
+    _run(str(tree), str(build), str(build), "--pairs", "1", "--", "--no-such-option", cwd=tmp_path)
+    compiled = {p.name.split(".")[0] for p in (build / "offlint" / "__pycache__").glob("*.pyc")}
+    assert {"api", "pipeline", "cli"} <= compiled, sorted(compiled)
+    assert list((build / "offlint" / "sources" / "__pycache__").glob("python_following.*.pyc"))
