@@ -43,3 +43,21 @@ def test_a_finding_at_an_option_of_a_called_launch_is_reported_once(tmp_path):
     found = [(f["filename"], f["location"]["row"], f["location"]["column"]) for f in check_json(tmp_path, "--no-cache")
              if f["code"] == "OFL216"]
     assert found == [("run_cloud.sh", 4, 36)]
+
+
+def test_a_place_with_no_file_is_answered_by_one_stat(tmp_path, monkeypatch):
+    """Nearly every path linking asks about is a place an entry script is not (upward from its launch): None, without
+    the project-root lookup an existing file outside the run's reads gets."""
+    from offlint import linking
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    asked = []
+    real = linking.scope.project_root
+    monkeypatch.setattr(linking.scope, "project_root", lambda paths: asked.append(paths) or real(paths))
+    tree_text = linking._tree_reader([])
+    assert tree_text("scripts/missing/train.py", "scripts/missing/run.sh") is None
+    assert asked == []
+    assert tree_text("train.py", "run.sh") == "print('hi')\n"
+    assert len(asked) == 1
