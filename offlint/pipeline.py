@@ -454,8 +454,8 @@ def cyclic_gc_paused():
 
 def on_wide_stack(function: Callable, *args):
     """`function(*args)`, its calls kept in one large chunk of the interpreter's frame stack. CPython 3.11 and 3.12
-    keep a thread's frames in 16 KiB chunks and unmap a chunk as soon as the frame at its start returns (later 3.13 and
-    3.14 releases keep one: python/cpython#142183); the readers recurse deep, and every call crossing a chunk's
+    keep a thread's frames in 16 KiB chunks and unmap a chunk as soon as the frame at its start returns (later 3.13
+    and 3.14 releases keep one: python/cpython#142183); the readers recurse deep, and every call crossing a chunk's
     start maps a fresh one and faults its pages in. A cold check of Megatron Bridge made 65,000 mmap/munmap pairs of
     16 KiB (0.4 s of system time of 7.3 s of CPU). This frame declares a stack of WIDE_STACK_SLOTS, which it never
     uses: CPython gives it a chunk of twice that, and the frames of its calls fit in the rest (pages are committed
