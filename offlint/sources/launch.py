@@ -357,16 +357,13 @@ def requirements_torch(launch_path: str, read_text) -> str:
     PyTorch before 2.1, which has no `expandable_segments` allocator option: "FILE pins torch==2.0"; "" where none
     does. (Megatron-DeepSpeed forks of 2023 pin torch 2.0 for the environment their launches activate: ABCI's
     pins torch==2.0.0+cu118, and OFL301's fix would stop its jobs at their first allocation.)"""
-    for path, text in _files_upward(launch_path, "requirements.txt", read_text):
-        if not re.search(r"^[ \t]*torch\b", text, re.MULTILINE):
-            continue  # (one that does not name torch: the next one up may)
-        match = _TORCH_REQUIREMENT.search(text)
-        if match is None:
-            return ""
-        version = (int(match.group(2)), int(match.group(3)))
-        if version < (2, 1) or match.group(1) == "<" and version <= (2, 1):
-            return f"{path} pins torch{match.group(1)}{version[0]}.{version[1]}"
+    path, text = _torch_requirements(launch_path, read_text)
+    match = _TORCH_REQUIREMENT.search(text)
+    if match is None:
         return ""
+    version = (int(match.group(2)), int(match.group(3)))
+    if version < (2, 1) or match.group(1) == "<" and version <= (2, 1):
+        return f"{path} pins torch{match.group(1)}{version[0]}.{version[1]}"
     return ""
 
 
@@ -374,16 +371,22 @@ def requirements_new_torch(launch_path: str, read_text) -> str:
     """Where the requirements.txt nearest the launch (as requirements_torch finds it) pins a PyTorch of 2.1 or later,
     which has `expandable_segments` (`torch==2.3.0`, `torch>=2.1`): "FILE pins torch==2.3"; "" otherwise. Lucie-Training
     pins torch==2.3.0 beside launches still passing a Megatron-LM of 2023's `--data-impl`."""
-    for path, text in _files_upward(launch_path, "requirements.txt", read_text):
-        if not re.search(r"^[ \t]*torch\b", text, re.MULTILINE):
-            continue
-        match = _TORCH_AT_LEAST.search(text)
-        version = (int(match.group(2)), int(match.group(3))) if match else (0, 0)
-        return f"{path} pins torch{match.group(1)}{version[0]}.{version[1]}" if version >= (2, 1) else ""
-    return ""
+    path, text = _torch_requirements(launch_path, read_text)
+    match = _TORCH_AT_LEAST.search(text)
+    version = (int(match.group(2)), int(match.group(3))) if match else (0, 0)
+    return f"{path} pins torch{match.group(1)}{version[0]}.{version[1]}" if version >= (2, 1) else ""
 
 
 _TORCH_AT_LEAST = re.compile(r"^[ \t]*torch[ \t]*(==|~=|>=)[ \t]*(\d+)\.(\d+)", re.MULTILINE)
+
+
+def _torch_requirements(launch_path: str, read_text) -> tuple[str, str]:
+    """(path, text) of the requirements.txt nearest the launch that names torch (one that does not: the next one up
+    may); ("", "") where none does."""
+    for path, text in _files_upward(launch_path, "requirements.txt", read_text):
+        if re.search(r"^[ \t]*torch\b", text, re.MULTILINE):
+            return path, text
+    return "", ""
 
 
 def _files_upward(launch_path: str, name: str, read_text):
