@@ -23,7 +23,7 @@ from offlint.relocation import Unmovable, relocate
 from offlint.resolve import resolve
 from offlint.rules import Rule, load_rules, select_rules
 from offlint.source_files import FileRead
-from offlint.tree_keys import tree_section_findings, without_tree_fields
+from offlint.tree_keys import tree_fields, tree_section_findings, without_tree_fields
 from offlint.types import Defaults, FileError, Finding, Location, Severity, Unit, UnitKind
 from offlint.versions import DetectedVersion, Version, detect_version, nested_checkout_version
 from offlint.warm_start import WarmStart, remembered
@@ -71,15 +71,15 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     root = project or options.root or Path.cwd()
     # The rule catalog and the .gitignore regexes as an earlier run kept them, with the cache (and under its rules)
     warm = WarmStart.load(root) if options.cache and stdin is None and not options.validate else None
-    with pipeline.cyclic_gc_paused(), remembered(warm):
-        result = pipeline.on_wide_stack(_check, paths, options, stdin, project, root, warm)
+    with pipeline.cyclic_gc_paused(), remembered(warm), pipeline.Aside() as aside:
+        result = pipeline.on_wide_stack(_check, paths, options, stdin, project, root, warm, aside)
     if warm is not None:
         warm.save()
     return result
 
 
 def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None, project: Path | None,
-           root: Path, warm: WarmStart | None) -> CheckResult:
+           root: Path, warm: WarmStart | None, aside: pipeline.Aside) -> CheckResult:
     all_rules = load_rules(warm)
     selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
     version = detect_version(options.mcore_version, options.configured_version, root)
@@ -138,9 +138,12 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         made.append(aliases)
         return names
 
+    if targets is None and "OFL003" in selected:  # (a pre-commit run reads the tree's classes only if it must)
+        aside.add("tree fields", tree_fields, job.python_paths)
     for outcome in pipeline.outcomes(job, cache, options.workers, prune=targets is None, digests=digests,
                                      first=frozenset(targets or ()), progress=options.progress,
-                                     defer=targets is not None, wanted=None if options.strict else wanted):
+                                     defer=targets is not None, wanted=None if options.strict else wanted,
+                                     aside=aside):
         holding = None  # a pipeline.Held file: its recipes are decoded if a command runs one (_decode_linked)
         if isinstance(outcome, pipeline.Held):
             holding, outcome = outcome, outcome.outcome  # (its outcome: all but the units, read without error)
@@ -205,9 +208,10 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                     own.update(id(f) for f in found)
     if cache is not None:
         cache.save_linked(prune=targets is None)
+    tree = aside.result("tree fields")
     if "OFL003" in selected and "OFL003" in all_rules:  # keys of sections only the tree's own classes list
         findings.extend(tree_section_findings([r for r in reads if targets is None or r.file.path in targets],
-                                              job.python_paths, lambda path: texts[path], all_rules["OFL003"]))
+                                              job.python_paths, lambda path: texts[path], all_rules["OFL003"], tree))
     unit_count = sum(held.get(id(read), len(read.units)) for read in reads)
     if options.validate and "OFL900" in selected:
         resolved_units = [resolve(unit, version.version) for read in reads for unit in read.units]
@@ -219,7 +223,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                     or (f.code == "OFL900" and f.unit in validated)]
         unit_count = len(target_units)
     findings = _at_the_launch(findings, callers, reads)
-    findings = without_tree_fields(findings, job.python_paths, lambda path: texts[path])
+    findings = without_tree_fields(findings, job.python_paths, lambda path: texts[path], tree)
     findings = _dedupe(findings)
     findings = _apply_ignores(findings, reads, options, all_rules, selected, targets)
     findings.sort(key=Finding.sort_key)

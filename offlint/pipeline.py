@@ -152,8 +152,8 @@ def digests_of(job: Job, paths: list[str]) -> Digests:
 def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: bool = True,
              digests: dict[str, str] | None = None, first: frozenset[str] = frozenset(),
              progress: Progress | None = None, defer: bool = False,
-             wanted: Callable[[list[FileOutcome | Deferred | Held]], set[str]] | None = None
-             ) -> list[FileOutcome | Deferred | Held]:
+             wanted: Callable[[list[FileOutcome | Deferred | Held]], set[str]] | None = None,
+             aside: Aside | None = None) -> list[FileOutcome | Deferred | Held]:
     """One outcome per readable file of `job.files`, in order; reusing and refreshing `cache`.
 
     `prune`: the files are the whole tree, so cache entries of files not among them are dropped.
@@ -167,6 +167,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
     and whose units are all recipes comes back `Held` (with --strict, whose notes concern every unit, the caller
     passes none). Without a cache too: the workers then pickle 10.7 MB less of Megatron Bridge (its 228 recipe
     files' units; linking uses 34), about 5% of a --no-cache check's wall time.
+    `aside`: work the caller wants once every file is read, for forked workers, idle by then (Aside).
     """
     global _STORED
     _STORED = cache.own_parts if cache is not None else None
@@ -224,7 +225,7 @@ def outcomes(job: Job, cache: Cache | None, workers: int | None = None, prune: b
         return wanted(list(found.values())) if wanted is not None else set()
 
     from_workers = _compute(job, missing, digests, workers, first, progress or (lambda done, total: None), keep,
-                            project, names)
+                            project, names, aside)
     if from_workers is not None:
         sent.append(from_workers)
     if cache is not None:
@@ -472,12 +473,14 @@ except (AttributeError, TypeError, ValueError):  # (an interpreter whose code ob
 
 def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None,
              first: frozenset[str], progress: Progress, keep: Callable[..., None],
-             project: PythonProject | None = None, wanted: Callable[[], set[str]] = set) -> Sent | None:
+             project: PythonProject | None = None, wanted: Callable[[], set[str]] = set,
+             aside: Aside | None = None) -> Sent | None:
     """Read `files`, handing each outcome to `keep` with its encoding for the cache when a worker made it, as the
     outcomes come: the parent stores a worker's batch while the workers read on, not every file once they are done
     (0.14 s after the workers on Megatron Bridge). `project`: one that read this tree already (the calls run again
     for the cache), read on. Where workers held units (Job.hold_recipes), those of the names `wanted()` gives once
-    every file is read come back; else None."""
+    every file is read come back; else None. Forked workers then take the tasks of `aside`, which shuts their pool
+    down."""
     if not files:  # every outcome came from the cache: the rules and the readers are not needed (0.04 s of imports)
         return None
     import offlint.engine  # noqa: F401 (read_one's, imported once before any worker is forked)
@@ -511,7 +514,9 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         read: set[str] = set()
         held = False
         fetched: Sent | None = None
-        with ProcessPoolExecutor(count, mp_context=context) as pool:
+        pool = ProcessPoolExecutor(count, mp_context=context)
+        handed = False
+        try:
             # Two tasks per worker in flight, one more for each that brought files back: a worker never waits for
             # the parent to hand it work, and the parent unpickles one batch while the workers read the next.
             pending = {pool.submit(_worker_take) for _ in range(2 * count)}
@@ -528,10 +533,67 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
                 progress(len(leading) + len(read), len(files))
             if held:
                 fetched = _fetch_held(pool, count, frozenset(wanted()))
+            if aside is not None:
+                aside.start(pool)
+                handed = True  # (nor are the workers' exits waited for here: 0.03 s on Megatron Bridge)
+        finally:
+            if not handed:
+                pool.shutdown(wait=True, cancel_futures=True)
     finally:
         _JOB = _DIGESTS = _PROJECT = _QUEUE = _BARRIER = None
     assert len(read) == len(rest), "a file was not read"
     return fetched
+
+
+class Aside:
+    """Work the parent wants once every file is read, which no outcome changes: the config fields the tree's classes
+    define (tree_keys), asked after the launches are linked and checked. With forked workers, idle from then on,
+    the tasks go to their pool once the files are read and the recipes the launches run fetched; the workers work
+    them out while the parent links the launches (Megatron Bridge: 0.13 s of a cold check's serial tail), and the
+    pool is shut down on leaving the Aside. Without workers (a run too small to fork them) `result` is None: the
+    caller works it out itself.
+
+    A task is `function(text, *args)`: a module-level function (a worker is sent its name and `args`), `text`
+    path -> the job's text."""
+
+    def __init__(self) -> None:
+        self._tasks: list[tuple[str, Callable, tuple]] = []
+        self._futures: dict[str, object] = {}
+        self._pool = None
+
+    def add(self, name: str, function: Callable, *args) -> None:
+        self._tasks.append((name, function, args))
+
+    def start(self, pool) -> None:
+        """Hands the tasks to `pool`, which the Aside shuts down from now on."""
+        self._pool = pool
+        for name, function, args in self._tasks:
+            self._futures[name] = pool.submit(_aside_task, function, args)
+
+    def result(self, name: str):
+        """The task's answer, as a worker worked it out; None where none did (no workers, or a task that failed:
+        the caller's own working gives the same answer)."""
+        future = self._futures.get(name)
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception:  # noqa: BLE001 - a worker that stopped, or an offlint bug in a task: worked out again
+            return None
+
+    def __enter__(self) -> Aside:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _aside_task(function: Callable, args: tuple):
+    """An Aside task, in a worker: on the job's texts it inherited."""
+    assert _JOB is not None
+    return function(_JOB.texts.get, *args)
 
 
 def _fetch_held(pool, count: int, names: frozenset[str]) -> Sent | None:

@@ -16,7 +16,7 @@ Hydra refuses `dist.tensor_model_parallel_size=2` at launch (a Bridge fork's lau
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple
 
 if TYPE_CHECKING:
     from offlint.rules import Rule
@@ -30,17 +30,32 @@ CODE = "OFL003"
 PYTHON_WRITE = "Python gives the config object a new attribute"
 
 
-def without_tree_fields(findings: list[Finding], python_paths: Iterable[str],
-                        text: Callable[[str], str | None]) -> list[Finding]:
+def tree_fields(text: Callable[[str], str | None], python_paths: list[str]) -> TreeFields:
+    """What the two checks below read of the tree's config classes, worked out ahead: by a worker of the pool, idle
+    once the files are read, while the parent links the launches (pipeline.Aside; 0.13 s on Megatron Bridge)."""
+    from offlint.sources.tree_config_fields import container_sections, fields_by_section
+
+    return TreeFields(fields_by_section((path, text(path)) for path in python_paths),
+                      container_sections((path, text(path)) for path in python_paths))
+
+
+class TreeFields(NamedTuple):
+    by_section: dict[str, frozenset[str]]  # tree_config_fields.fields_by_section
+    sections: dict  # tree_config_fields.container_sections
+
+
+def without_tree_fields(findings: list[Finding], python_paths: Iterable[str], text: Callable[[str], str | None],
+                        known: TreeFields | None = None) -> list[Finding]:
     """`findings` less the OFL003 findings whose key the tree's own config dataclasses define or may mean, and those
-    of a Python write of an attribute the tree's own code reads (_tree_reads)."""
+    of a Python write of an attribute the tree's own code reads (_tree_reads). `known`: tree_fields', when a worker
+    worked them out."""
     asked = [f for f in findings if f.code == CODE and f.written]
     if not asked:
         return findings  # (and nothing below imported: a run without OFL003 findings pays nothing)
     from offlint.sources.tree_config_fields import fields_by_section
 
     python_paths = list(python_paths)
-    tree = fields_by_section((path, text(path)) for path in python_paths)
+    tree = known.by_section if known is not None else fields_by_section((path, text(path)) for path in python_paths)
     written = {f.written[0][0].partition(".")[2] for f in asked if PYTHON_WRITE in f.message}
     read = _tree_reads(written, python_paths, text) if written else set()
     dropped = {id(f) for f in asked if _tree_may_mean(f.written[0][0], tree)
@@ -83,14 +98,14 @@ def _tree_may_mean(key: str, tree: dict[str, frozenset[str]]) -> bool:
 
 
 def tree_section_findings(reads: list[FileRead], python_paths: Iterable[str], text: Callable[[str], str | None],
-                          rule: Rule) -> list[Finding]:
+                          rule: Rule, known: TreeFields | None = None) -> list[Finding]:
     """OFL003 for the Hydra overrides and YAML override files' keys of the units in `reads` that set a field the
     tree's ConfigContainer section lacks (a section tree_config_fields.container_sections can list every field of).
     The rule's checks give each its severity: an override Hydra refuses at launch (an error), or one a `+`/`++`
     prefix adds, or a YAML file's key, which Bridge then skips with a log line (a warning). The tree is read only
     when some unit sets a key of a section OFL003's own checks do not judge: a pre-commit run passes the reads of
     its target files only (the launches its edit links to are decoded too, and would otherwise make a recipe's edit
-    read every file of the tree)."""
+    read every file of the tree). `known`: tree_fields', when a worker worked them out."""
     from offlint.types import Source
 
     asked = [(unit, a) for read in reads for unit in read.units for layer in unit.layers if not layer.inherited
@@ -98,9 +113,12 @@ def tree_section_findings(reads: list[FileRead], python_paths: Iterable[str], te
              and _other_section(a.key)]
     if not asked:
         return []
-    from offlint.sources.tree_config_fields import container_sections
+    if known is not None:
+        sections = known.sections
+    else:
+        from offlint.sources.tree_config_fields import container_sections
 
-    sections = container_sections((path, text(path)) for path in python_paths)
+        sections = container_sections((path, text(path)) for path in python_paths)
     out: list[Finding] = []
     for unit, a in asked:
         section, _, name = a.key.lstrip("+~").partition(".")
