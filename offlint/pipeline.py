@@ -568,7 +568,10 @@ class Aside:
         """Hands the tasks to `pool`, which the Aside shuts down from now on."""
         self._pool = pool
         for name, function, args in self._tasks:
-            self._futures[name] = pool.submit(_aside_task, function, args)
+            try:
+                self._futures[name] = pool.submit(_aside_task, function, args)
+            except RuntimeError:  # BrokenProcessPool: a worker stopped since; the caller works it out
+                return
 
     def result(self, name: str):
         """The task's answer, as a worker worked it out; None where none did (no workers, or a task that failed:

@@ -6,6 +6,7 @@ again, a task that fails is worked out in the parent, and no worker outlives the
 from __future__ import annotations
 
 import multiprocessing
+from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
@@ -112,3 +113,25 @@ def test_without_workers_there_is_no_answer():
         aside.add("task", _failing, [])
         assert aside.result("task") is None
         assert aside.result("never added") is None
+
+
+class _StoppedPool:
+    """A pool one of whose workers stopped: it takes no task (concurrent.futures raises BrokenProcessPool)."""
+
+    def __init__(self):
+        self.shut = False
+
+    def submit(self, *args):
+        raise BrokenProcessPool("A child process terminated abruptly")
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        self.shut = True
+
+
+def test_a_pool_that_takes_no_task_leaves_the_caller_to_work_it_out():
+    pool = _StoppedPool()
+    with pipeline.Aside() as aside:
+        aside.add("task", _failing, [])
+        aside.start(pool)
+        assert aside.result("task") is None
+    assert pool.shut  # (and it is still shut down on leaving)
