@@ -18,16 +18,17 @@ from tests.check_helpers import write_tree
 CONFIG = '''from dataclasses import dataclass, field
 
 
-@dataclass(kw_only=True)
-class DistributedInitConfig:
-    distributed_backend: str = "nccl"
-    lazy_init: bool = False
+@dataclass
+class CheckpointConfig:
+    save: str | None = None
+    save_interval: int | None = None
+    async_save: bool = False
 
 
 @dataclass
 class ConfigContainer:
     model: object
-    dist: DistributedInitConfig = field(default_factory=DistributedInitConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 '''
 PROVIDER = '''from dataclasses import dataclass
 
@@ -40,7 +41,7 @@ class FluxProvider(TransformerConfig):
 '''
 LAUNCH = """#!/bin/bash
 torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe flux_config \\
-    dist.tensor_model_parallel_size=2 dist.lazy_init=true model.in_channels=16 model.in_channel=16 \\
+    checkpoint.save_intervall=100 checkpoint.async_save=true model.in_channels=16 model.in_channel=16 \\
     model.kv_chanels=128
 """
 FILLER = "import os\n\nVALUE_{n} = os.environ.get('X_{n}', '{n}')\n"  # enough files for two workers to fork
@@ -82,10 +83,11 @@ def test_the_workers_answer_is_the_one_process_answer(tree, worked_out_here):
     worked_out_here.clear()
     assert _unknown_keys(tree, workers=2) == alone
     assert worked_out_here == []  # a worker read the tree's classes: the parent did not read them again
-    # (what the answer says: the tree's dist class lacks the key, its provider defines in_channels, and the key one
-    # letter from it may be meant for it; kv_chanels is nearer megatron-core's kv_channels than any of the tree's)
+    # (what the answer says: the tree's checkpoint class lacks the key, its provider defines in_channels, and the
+    # key one letter from it may be meant for it; kv_chanels is nearer megatron-core's kv_channels than any of the
+    # tree's)
     assert [(path, message.split(":")[0].split(";")[0]) for path, _, message in alone] == [
-        ("launch.sh", "dist.tensor_model_parallel_size is not a field of dist (DistributedInitConfig, "
+        ("launch.sh", "checkpoint.save_intervall is not a field of checkpoint (CheckpointConfig, "
                       "src/megatron/bridge/training/config.py"),
         ("launch.sh", "model.kv_chanels is not a config field"),
     ]
