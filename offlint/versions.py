@@ -152,6 +152,9 @@ def _detect(cli: str | None, configured: str | None, root: Path | None) -> Detec
             # the checkout's own module lists where it is the version named (a pin between releases may allow names
             # no release table has: Bridge PR 5449's Qwen3.5 pin and `gdn_in_proj_conv`)
             return _with_source_names(detected, checkout[1])
+        if checkout is not None:
+            over = _named_over(detected, checkout, root)
+            return replace(detected, note="; ".join(part for part in (detected.note, over) if part))
         return detected
     if checkout is not None:
         found, config, info = checkout
@@ -174,6 +177,17 @@ def _detect(cli: str | None, configured: str | None, root: Path | None) -> Detec
                                           f"code, which the rules of megatron-core {detected.version} "
                                           f"({detected.origin}) may not describe; --mcore-version names another")
     return detected
+
+
+def _named_over(detected: DetectedVersion, checkout: tuple[Version, Path, Path], root: Path) -> str:
+    """What a named version that is not the tree's own checkout's means: the rules of the version named, not what the
+    checkout's code does (two Megatron-LM-FL forks of 0.16.0rc0, checked with --mcore-version 0.20.0, were told of
+    0.20's deprecated CUDA-graph scope, which their own code does not have)."""
+    version, _, info = checkout
+    return (f"{detected.origin} names megatron-core {detected.version}, but the tree's own {info.relative_to(root)} "
+            f"is {version}, "
+            f"the code its scripts run: checking with the rules of {detected.version}, not with what that "
+            f"checkout's code does (without {detected.origin} offlint checks with the checkout)")
 
 
 def _with_own_clamp(detected: DetectedVersion, megatron: Path) -> DetectedVersion:

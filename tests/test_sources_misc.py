@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from offlint.resolve import resolve
@@ -157,6 +160,47 @@ def test_version_parsing_ranges_and_detection(tmp_path):
     (legacy / "megatron" / "training.py").write_text("")
     assert "has no megatron/core" in detect_version(None, None, legacy).note
     assert not detect_version("0.16", None, legacy).note
+
+
+def test_a_named_version_that_is_not_the_checkouts_is_said(tmp_path):
+    """--mcore-version (or [tool.offlint]) wins over the tree's own checkout (rules.md), but a version that is not the
+    checkout's is said: the rules applied are then not what the code the tree's scripts run does (a Megatron-LM-FL
+    fork of 0.16.0rc0, checked with --mcore-version 0.20.0, was told of 0.20's deprecated CUDA-graph scope)."""
+    own = tmp_path / "lm"
+    (own / "megatron" / "core").mkdir(parents=True)
+    (own / "megatron" / "core" / "package_info.py").write_text("MAJOR = 0\nMINOR = 16\nPATCH = 0\n")
+    detected = detect_version("0.20.0", None, own)
+    assert (str(detected.version), detected.origin) == ("0.20.0", "--mcore-version")
+    assert detected.note == ("--mcore-version names megatron-core 0.20.0, but the tree's own "
+                             "megatron/core/package_info.py is 0.16.0, the code its scripts run: checking with the "
+                             "rules of 0.20.0, not with what that checkout's code does (without --mcore-version "
+                             "offlint checks with the checkout)")
+    assert detect_version(None, "0.19", own).note.startswith("[tool.offlint] megatron-core-version names "
+                                                             "megatron-core 0.19.0, but the tree's own")
+    assert detect_version("0.16.0", None, own).note == ""  # the checkout's own version: nothing to say
+    assert detect_version(None, None, own).note == ""
+    # A Bridge tree's pin, checked out: the same
+    pin = tmp_path / "bridge" / "3rdparty" / "Megatron-LM" / "megatron" / "core"
+    pin.mkdir(parents=True)
+    (pin / "package_info.py").write_text("MAJOR = 0\nMINOR = 19\nPATCH = 0\n")
+    assert "the tree's own 3rdparty/Megatron-LM/megatron/core/package_info.py is 0.19.0" in \
+        detect_version("0.20", None, tmp_path / "bridge").note
+
+
+def test_a_named_version_that_is_not_the_checkouts_is_a_warning_of_the_run(tmp_path):
+    own = tmp_path / "lm"
+    (own / "megatron" / "core").mkdir(parents=True)
+    (own / "megatron" / "core" / "package_info.py").write_text("MAJOR = 0\nMINOR = 16\nPATCH = 0\n")
+    (own / ".git").mkdir()
+    (own / "train.sh").write_text("#!/bin/bash\necho hello\n")
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--mcore-version", "0.20.0", "--no-cache"],
+                          cwd=own, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "offlint: warning: --mcore-version names megatron-core 0.20.0, but the tree's own " \
+           "megatron/core/package_info.py is 0.16.0" in done.stderr
+    quiet = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--mcore-version", "0.20.0", "--no-cache",
+                            "-q"], cwd=own, capture_output=True, text=True)
+    assert quiet.stderr == ""
 
 
 def test_the_release_a_uv_lock_pins_is_the_trees_version(tmp_path):
