@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from offlint.api import CheckOptions, check
-from offlint.sources.mlm_arguments import entry_options
+from offlint.sources.mlm_arguments import base_options, entry_options
 
 ARGUMENTS = '''
 import argparse
@@ -292,3 +292,120 @@ def test_a_pretrain_of_the_trees_own_parses_with_another_parser(tmp_path):
     assert _options(tmp_path, "pretrain_own.py") is None
     assert _options(tmp_path, "pretrain_local.py") is None
     assert "--num-layers" in _options(tmp_path, "pretrain_core.py")
+
+
+OLD_ARGUMENTS = '''
+import argparse
+import os
+
+import torch
+
+
+def parse_args(extra_args_provider=None, ignore_unknown_args=False):
+    """Parse all arguments."""
+    parser = argparse.ArgumentParser(description='Megatron-LM Arguments', allow_abbrev=False)
+    parser = _add_network_size_args(parser)
+    parser = _add_data_args(parser)
+    if extra_args_provider is not None:
+        parser = extra_args_provider(parser)
+    if ignore_unknown_args:
+        args, _ = parser.parse_known_args()
+    else:
+        args = parser.parse_args()
+    args.rank = int(os.getenv('RANK', '0'))
+    return args
+
+
+def _add_network_size_args(parser):
+    group = parser.add_argument_group(title='network size')
+    group.add_argument('--num-layers', type=int, default=None)
+    group.add_argument('--norm-epsilon', type=float, default=1e-5)
+    return parser
+
+
+def _add_data_args(parser):
+    group = parser.add_argument_group(title='data and dataloader')
+    group.add_argument('--data-path', nargs='*', default=None)
+    group.add_argument('--mmap-warmup', action='store_true')
+    return parser
+'''
+OLD_TRAINING = '''
+from megatron.initialize import initialize_megatron
+
+
+def pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
+             process_non_loss_data_func=None, extra_args_provider=None, args_defaults={}):
+    initialize_megatron(extra_args_provider=extra_args_provider, args_defaults=args_defaults)
+'''
+OLD_PRETRAIN = '''
+from megatron.training import pretrain
+
+
+def add_task_args(parser):
+    group = parser.add_argument_group(title='task')
+    group.add_argument('--task', type=str)
+    return parser
+
+
+if __name__ == "__main__":
+    pretrain(None, None, None, None, extra_args_provider=add_task_args,
+             args_defaults={'tokenizer_type': 'GPT2BPETokenizer'})
+'''
+OLD_LAUNCH = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 24 --norm-epsilon 1e-5 --task x \\\n"
+              "    --data-path /data/x --data-impl mmap --layernorm-epsilon 1e-5\n")
+
+
+def _old_tree(root, arguments: str = OLD_ARGUMENTS, extra: dict[str, str] | None = None) -> None:
+    files = {"pyproject.toml": "", "megatron/arguments.py": arguments, "megatron/training.py": OLD_TRAINING,
+             "megatron/initialize.py": "def initialize_megatron(extra_args_provider=None, args_defaults={}):\n"
+                                       "    pass\n",
+             "pretrain_gpt.py": OLD_PRETRAIN, "run.sh": OLD_LAUNCH, **(extra or {})}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+
+
+def test_a_checkout_from_before_megatron_training_is_read_from_megatron_arguments(tmp_path, monkeypatch):
+    """Megatron-LM kept its parser in megatron/arguments.py until March 2024: `parse_args` adds the `_add_*_args`
+    groups itself. A launch of such a checkout passing a flag its parser lacks stops at argparse as any other
+    (lvcc2018's Megatron-LM of October 2023: seven pretrain scripts pass `--data-impl mmap`, gone from its parser)."""
+    _old_tree(tmp_path)
+    assert _options(tmp_path) == {"-h", "--help", "--num-layers", "--norm-epsilon", "--data-path", "--mmap-warmup",
+                                  "--task"}
+    monkeypatch.chdir(tmp_path)
+    result = check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False))
+    assert not result.errors
+    assert [(f.location.line, f.message.split(":")[0]) for f in result.findings] == [
+        (2, "--data-impl is not an option of pretrain_gpt.py's argument parser in this checkout"),
+        (2, "--layernorm-epsilon is not an option of pretrain_gpt.py's argument parser in this checkout "
+            "(did you mean --norm-epsilon?)")]
+
+
+def test_megatron_deepspeeds_parser_is_not_the_trees_to_read(tmp_path):
+    """Megatron-DeepSpeed's parse_args hands the parser to `deepspeed.add_config_arguments` (--deepspeed,
+    --deepspeed_config, ...), code outside the tree: no option set, so no finding."""
+    _old_tree(tmp_path, OLD_ARGUMENTS.replace(
+        "    parser = _add_data_args(parser)\n",
+        "    parser = _add_data_args(parser)\n    parser = deepspeed.add_config_arguments(parser)\n").replace(
+        "import torch\n", "import torch\nimport deepspeed\n"))
+    assert _options(tmp_path) is None
+
+
+def test_the_newer_layout_is_read_where_a_checkout_has_both(tmp_path):
+    _old_tree(tmp_path, extra={"megatron/training/arguments.py": ARGUMENTS,
+                               "megatron/core/transformer/transformer_config.py": CONFIGS})
+    options = _options(tmp_path)
+    assert "--hidden-size" in options and "--norm-epsilon" not in options  # (megatron/training/arguments.py's)
+
+
+def test_an_older_checkouts_flags_are_no_forks_own(tmp_path):
+    """base_options (Unit.checkout_flags, which OFL216 takes for a fork's own flags where no release has them) reads
+    the newer layout only: every flag of an older checkout is older than the releases offlint knows."""
+    _old_tree(tmp_path)
+
+    def read(path):
+        try:
+            return (tmp_path / path).read_text()
+        except OSError:
+            return None
+    assert base_options("pretrain_gpt.py", read, {}) is None

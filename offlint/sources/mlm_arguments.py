@@ -4,7 +4,8 @@ is found before the job waits in a queue. Megatron-LM's parser is built with `al
 strictly (`parse_known_args` only with `ignore_unknown_args`), so such a flag stops the job: "unrecognized
 arguments", exit 2.
 
-What is read (never imported or run), in megatron/training/arguments.py and what it calls:
+What is read (never imported or run), in megatron/training/arguments.py (a checkout from before March 2024:
+megatron/arguments.py, whose `parse_args` adds the `_add_*_args` groups itself) and what it calls:
 - the base set: `add_megatron_arguments(parser)` (before December 2025 the `_add_*_args` calls in `parse_args`),
   and what `parse_args` adds beside it (a fork's own argument group);
 - literal `X.add_argument("--a", "--b", ...)` calls in those functions and in the tree's functions they call;
@@ -22,7 +23,10 @@ it cannot name, an entry script that parses with `ignore_unknown_args=True`, bui
 calls none of Megatron-LM's parsing entry points, or calls one of the same name that is not Megatron-LM's (its own
 `pretrain`, imported from its own package: it may parse with another parser). The same derivation matched the real parser's option strings
 exactly at six Megatron-LM commits from February 2025 to d98e8a6 (August 2026; the two kitchen options aside,
-which depend on the environment).
+which depend on the environment), and, in the older layout, at eight from June 2020 to March 2024 and in two forks
+of late 2023 (the real parser built by running `parse_args` with Megatron's own imports stubbed, session 51).
+Megatron-DeepSpeed's `parse_args` hands the parser to `deepspeed.add_config_arguments`, which is not the tree's:
+no option set there.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Callable
 from offlint.sources.python_syntax import top_level_statements
 
 ARGUMENTS = "megatron/training/arguments.py"
-OLD_ARGUMENTS = "megatron/arguments.py"  # (a checkout from before megatron/training/, 2024: its parser is not read)
+OLD_ARGUMENTS = "megatron/arguments.py"  # (a checkout from before megatron/training/, March 2024)
 _BASE_FUNCTIONS = ("add_megatron_arguments", "parse_args")
 # Megatron-LM's functions that parse the command line with an entry script's extra_args_provider
 _PARSING_CALLS = frozenset({"parse_and_validate_args", "parse_args", "initialize_megatron", "pretrain"})
@@ -55,9 +59,10 @@ class _Unreadable(Exception):
 
 
 def entry_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str] | None:
-    """The option strings the entry script `entry` (a path in the tree) accepts, or None when offlint cannot tell.
-    `read_text(path)`: a file's text (None when absent); `memo`: kept across the calls of one run."""
-    reader = _reader(entry, read_text, memo)
+    """The option strings the entry script `entry` (a path in the tree) accepts, or None when offlint cannot tell;
+    in a checkout of either layout. `read_text(path)`: a file's text (None when absent); `memo`: kept across the
+    calls of one run."""
+    reader = _reader(entry, read_text, memo, (ARGUMENTS, OLD_ARGUMENTS))
     if reader is None:
         return None
     try:
@@ -72,7 +77,9 @@ def entry_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str]
 
 def base_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str] | None:
     """The option strings the base parser of the checkout holding `entry` defines (its megatron/training/
-    arguments.py, no entry script's extra_args_provider), or None when offlint cannot tell."""
+    arguments.py, no entry script's extra_args_provider), or None when offlint cannot tell. Not an older layout's:
+    OFL216 takes a checkout's flags that no release has for a fork's own (Unit.checkout_flags), and every release
+    offlint knows is newer than that layout."""
     reader = _reader(entry, read_text, memo)
     if reader is None:
         return None
@@ -82,14 +89,17 @@ def base_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str] 
         return None
 
 
-def _reader(entry: str, read_text: ReadText, memo: dict) -> _Reader | None:
-    """The reader of the checkout holding `entry`, one per checkout and run (None where there is none)."""
-    root = checkout_root(entry, read_text)
+def _reader(entry: str, read_text: ReadText, memo: dict, layouts: tuple[str, ...] = (ARGUMENTS,)) -> _Reader | None:
+    """The reader of the checkout holding `entry` (its arguments file the first of `layouts` it has), one per
+    checkout and run (None where there is none)."""
+    root = checkout_root(entry, read_text, layouts)
     if root is None:
         return None
-    reader = memo.get(("mlm-arguments", root))
+    layout = next(layout for layout in layouts
+                  if read_text(posixpath.join(root, layout) if root else layout) is not None)
+    reader = memo.get(("mlm-arguments", root, layout))
     if reader is None:
-        reader = memo[("mlm-arguments", root)] = _Reader(root, read_text)
+        reader = memo[("mlm-arguments", root, layout)] = _Reader(root, read_text, layout)
     return reader
 
 
@@ -106,8 +116,8 @@ def checkout_root(entry: str, read_text: ReadText, layouts: tuple[str, ...] = (A
 
 
 class _Reader:
-    def __init__(self, root: str, read_text: ReadText):
-        self.root, self.read_text = root, read_text
+    def __init__(self, root: str, read_text: ReadText, layout: str = ARGUMENTS):
+        self.root, self.read_text, self.layout = root, read_text, layout
         self.modules: dict[str, ast.Module | None] = {}
         self.walked: dict[tuple[str, str], frozenset[str]] = {}
         self.base: frozenset[str] | _Unreadable | None = None
@@ -166,7 +176,7 @@ class _Reader:
     def base_options(self) -> frozenset[str]:
         """The options every entry script's parser has (read once per checkout: its failure too)."""
         if self.base is None:
-            path = posixpath.join(self.root, ARGUMENTS) if self.root else ARGUMENTS
+            path = posixpath.join(self.root, self.layout) if self.root else self.layout
             found = [f for f in (self.definition(path, name, ast.FunctionDef) for name in _BASE_FUNCTIONS)
                      if f is not None]
             try:
