@@ -52,10 +52,13 @@ def without_tree_fields(findings: list[Finding], python_paths: Iterable[str], te
     asked = [f for f in findings if f.code == CODE and f.written]
     if not asked:
         return findings  # (and nothing below imported: a run without OFL003 findings pays nothing)
-    from offlint.sources.tree_config_fields import fields_by_section
-
     python_paths = list(python_paths)
-    tree = known.by_section if known is not None else fields_by_section((path, text(path)) for path in python_paths)
+    if known is not None:
+        tree = known.by_section
+    else:
+        from offlint.sources.tree_config_fields import fields_by_section
+
+        tree = fields_by_section((path, text(path)) for path in python_paths)
     written = {f.written[0][0].partition(".")[2] for f in asked if PYTHON_WRITE in f.message}
     read = _tree_reads(written, python_paths, text) if written else set()
     dropped = {id(f) for f in asked if _tree_may_mean(f.written[0][0], tree)
