@@ -278,3 +278,18 @@ def test_full_recompute_counts_its_layers_per_virtual_pipeline_chunk():
     keep = activations.checkpoint_input(model, parallel, training)
     per_stage = 2 * (keep + layer)  # two chunks, each: one recomputed layer's input plus one whole layer
     assert _part(stage, "activations: transformer layers") == pytest.approx(per_stage * stage.microbatches_in_flight)
+
+
+def test_estimate_says_what_check_warns_of_the_version(tmp_path, monkeypatch):
+    """A version named that is not the tree's own checkout's (versions._named_over): `check` warns of it, and
+    `estimate` says it among its notes, as it says where the version came from."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "megatron" / "core").mkdir(parents=True)
+    (tmp_path / "megatron" / "core" / "package_info.py").write_text("MAJOR = 0\nMINOR = 16\nPATCH = 0\n")
+    (tmp_path / "recipe.py").write_text((FIXTURES / "llama31_8b.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    data = json.loads(_run("recipe.py", "--mcore-version", "0.20.0", "--output-format", "json").output)
+    assert any(note.startswith("--mcore-version names megatron-core 0.20.0, but the tree's own "
+                               "megatron/core/package_info.py is 0.16.0") for note in data["notes"])
+    data = json.loads(_run("recipe.py", "--output-format", "json").output)
+    assert not any("names megatron-core" in note for note in data["notes"])

@@ -65,7 +65,8 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
     except (ConfigError, DeviceError, OverrideInputError, UnitSelectionError, VersionError) as exc:
         _fail(str(exc))
     unit = loaded.unit
-    notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})", *loaded.assumed]
+    notes = [f"megatron-core {loaded.version.version} (from {loaded.version.origin})",
+             *([loaded.version.note] if loaded.version.note else []), *loaded.assumed]  # (`check` warns of it)
     precision_from = configured(loaded.resolved.get)[1]  # a precision recipe's name: the tree's, or offlint's table
     notes += [precision_from] if precision_from else []
     # A Bridge recipe's name (`..._8gpu_b200_bf16_config`), a card's section or the recipe's folder names its GPU
