@@ -1091,6 +1091,31 @@ def test_a_here_document_whose_line_goes_on_after_a_semicolon_is_read():
     assert values(_command_of(result, "echo")) in (["echo", "updated"], ["echo", "after"])
 
 
+def test_a_here_document_followed_by_a_redirection_and_a_pipe_or_another_document_is_read():
+    """tree-sitter-bash 0.25 refuses a here-document whose line goes on to another redirection and a pipe (dlrover's
+    pstack: `$GDB -batch <<EOF 2>&1 |`, the pipeline going on after the document), or to a second here-document
+    (`cat <<EOF <<EOG`); bash runs both, and the whole script had been an exit-2 error. As after a `;`, the
+    documents themselves are not read there; the rest is."""
+    result = parse_shell(dedent("""\
+        gdb -p "$1" -batch <<EOF 2>&1 |
+        thread apply all bt
+        EOF
+        sed -e 's/^/  /'
+        cat <<EOF >/dev/null | sed s/h/H/
+        hello
+        EOF
+        cat <<EOF <<EOG | wc -l
+        hello
+        EOF
+        world
+        EOG
+        torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4
+        """), "t.sh")
+    assert not result.errors
+    assert [w.value for w in _command_of(result, "torchrun").argv][-2:] == ["--num-layers", "4"]
+    assert values(_command_of(result, "wc")) == ["wc", "-l"]
+
+
 def test_arithmetic_gluing_a_literal_to_an_expansion_is_read():
     """`$((0x${HASH:0:4} % 50001))` (a port from a hash): tree-sitter-bash 0.25 refuses the literal glued to the
     expansion, bash computes it. Its value is unknown here; the script is read."""

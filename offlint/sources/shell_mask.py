@@ -58,6 +58,21 @@ _NAME_EQUALS_END = re.compile(rb"(?:^|[ \t;])[A-Za-z_]\w*=\Z")
 _FOR_WITHOUT_IN = re.compile(rb"(?m)(?:^|[;&|({]|\b(?:then|do|else))[ \t]*for[ \t]+[A-Za-z_]\w*[ \t]+(do)(?=[ \t\n;])")
 _WORD_END = " \t\n;&|()<>"
 _SEPARATOR = re.compile(r"(?<![|&<>])&(?![&>])|;")  # what ends a command on a here-document's line: `;`, a lone `&`
+# What else on a here-document's line, after its delimiter, tree-sitter-bash (0.25) refuses and bash runs: another
+# redirection and then a pipe (`$GDB -batch <<EOF 2>&1 |`, dlrover's pstack; `cat <<EOF >/dev/null | sed`), or a
+# second here-document (`cat <<EOF <<EOG`). (Two searches, each linear, not one pattern that would scan the rest of
+# the line again from every redirection.)
+_REDIRECTION = re.compile(r"(?:^|[ \t])[0-9]*&?(?:>|<(?!<))")
+_PIPE = re.compile(r"(?<![|>])\|(?!\|)")
+_SECOND_DOCUMENT = re.compile(r"(?<!<)<<(?!<)")
+
+
+def _refused_after_document(rest: str) -> bool:
+    """Whether the rest of a here-document's line (after its delimiter) holds what tree-sitter-bash refuses there."""
+    if _SEPARATOR.search(rest) is not None or _SECOND_DOCUMENT.search(rest) is not None:
+        return True
+    redirection = _REDIRECTION.search(rest)
+    return redirection is not None and _PIPE.search(rest, redirection.end()) is not None
 _PLAIN = re.compile(r"[^\\'$`\"}()#\[\]<\n]+")  # what _Spans._lex looks at: everything else it steps over
 
 
@@ -575,7 +590,8 @@ class _Spans:
         # function, tree-sitter-bash (0.25) ends the document early there and the rest of the script is an error
         self.blank_lines: list[tuple[int, int]] = []
         # here-documents whose operator's line goes on after `;` or `&` (`if cmd <<'PY'; then`, `cat <<EOF; echo`),
-        # which tree-sitter-bash (0.25) refuses: (offset of the `<<`, of the body, of the end of its delimiter line)
+        # or to a redirection and a pipe or a second document (_refused_after_document), which tree-sitter-bash (0.25)
+        # refuses: (offset of the `<<`, of the body, of the end of its delimiter line)
         self.separated: list[tuple[int, int, int]] = []
         # empty command substitutions outside double quotes, `$()`, `$( )`, "``" (start, end): they expand to
         # nothing; tree-sitter-bash (0.25) refuses one glued to a word (`echo``, `X=$()`) or spanning lines
@@ -801,7 +817,7 @@ class _Spans:
         if word:
             end = s.find("\n", i)
             rest = s[i:len(s) if end < 0 else end]
-            heredocs.append(("".join(word), strip, operator, _SEPARATOR.search(rest) is not None))
+            heredocs.append(("".join(word), strip, operator, _refused_after_document(rest)))
         return i
 
     @staticmethod
