@@ -71,13 +71,13 @@ _IMPORTED_AS = re.compile(rb"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*
 
 def _python(path: str, text: str, explicit: bool, project) -> list[Unit]:
     from offlint.sources.python import may_give_units, read_python
-    from offlint.sources.python_roles import is_test_code
+    from offlint.sources.python_roles import is_test_code, is_test_module
 
     # A file found by walking a directory is parsed only when it can give units: not test code (python_roles),
     # and not a file without any name the rules read nor a function returning a ConfigContainer (a test module's
     # syntax errors are its test runner's to report: parsing Megatron Bridge's 394 that passed the name filter took a
     # tenth of a cold check).
-    if not explicit and is_test_code(path):
+    if not explicit and is_test_code(path) and is_test_module(path, text.encode("utf-8", "replace")):
         return []
     if not explicit and not may_give_units(data := text.encode("utf-8", "replace")):
         if project is not None and _IMPORTED_AS.search(data):

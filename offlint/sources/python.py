@@ -163,7 +163,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         return self._own_options
 
     def units(self) -> list[Unit]:
-        if python_roles.is_test_code(self.path):
+        if python_roles.is_test_code(self.path) and python_roles.is_test_module(self.path, b"".join(self.lines)):
             return []  # test code runs only under pytest: neither a launch nor a recipe (python_roles)
         if python_roles.imports_another_framework(self.module):
             return []  # another framework's job: its configs are that framework's
@@ -332,7 +332,7 @@ def parse(path: str, text: str) -> ast.Module:
 
 def read_python(path: str, text: str, project=None) -> list[Unit]:
     """Parse one Python file and return its units. Raises SyntaxError (or ValueError) on invalid source."""
-    if python_roles.is_test_code(path):
+    if python_roles.is_test_code(path) and python_roles.is_test_module(path, text.encode("utf-8", "replace")):
         # Test code gives no units (python_roles): parsed for its syntax errors only (unless another file's import
         # read it already), never run, its tree not kept: a tenth of a cold check of Megatron Bridge ran the
         # module bodies of its tests for nothing.

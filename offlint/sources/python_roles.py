@@ -5,7 +5,8 @@ A finding must be about something that would run. Three kinds of functions build
 without being a launch or a recipe of their own:
 
 - test code. A file pytest collects (`test_*.py`, `*_test.py`, with pytest's default `python_files`), a
-  `conftest.py`, and the helper modules of a `tests/` (or `test/`) directory run only under pytest: their
+  `conftest.py`, and the helper modules of a `tests/` (or `test/`) directory (but a script kept there that
+  trains when run, is_test_module) run only under pytest: their
   `test_*` functions, `Test*` classes' methods, fixtures and helpers build configurations (often with mocks or
   patched construction) to assert on them. Such files give no units at all: nothing in them is a launch or a
   recipe, and the recipes they exercise are units of their own, so a recipe's findings are not repeated
@@ -52,6 +53,24 @@ def imports_another_framework(module: ast.Module) -> bool:
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             tops.add(node.module.split(".")[0])
     return bool(tops & OTHER_FRAMEWORKS) and not tops & _TORCH_STACK
+
+
+# A module-level `if __name__ == "__main__":`, and a call of Megatron Bridge's or Megatron-LM's training entry points
+_MAIN_BLOCK = re.compile(rb"^if[ \t]+__name__[ \t]*==[ \t]*[\"']__main__[\"'][ \t]*:", re.MULTILINE)
+_TRAINING_CALL = re.compile(rb"\b(?:pretrain|finetune)[ \t]*\(")
+
+
+def is_test_module(path: str, data: bytes) -> bool:
+    """is_test_code, less a script kept in a tests/ folder that trains when run: pytest would not collect it (no
+    test_*.py or *_test.py name) and, after its `if __name__ == "__main__":`, it calls pretrain or finetune (a Bridge
+    user's tests/train_lora_g4.py, run with torchrun: a launch like any other). `data`: its text."""
+    if not is_test_code(path):
+        return False
+    name = path.rsplit("/", 1)[-1]
+    if name == "conftest.py" or PYTEST_FILE.match(name) is not None:
+        return True
+    main = _MAIN_BLOCK.search(data)
+    return main is None or _TRAINING_CALL.search(data, main.end()) is None
 
 
 @lru_cache(maxsize=4096)  # a function of the path's text alone; asked about each file several times
