@@ -66,8 +66,7 @@ def is_test_module(path: str, data: bytes) -> bool:
     user's tests/train_lora_g4.py, run with torchrun: a launch like any other). `data`: its text."""
     if not is_test_code(path):
         return False
-    name = path.rsplit("/", 1)[-1]
-    if name == "conftest.py" or PYTEST_FILE.match(name) is not None:
+    if _pytest_reads(path.rsplit("/", 1)[-1]):
         return True
     main = _MAIN_BLOCK.search(data)
     return main is None or _TRAINING_CALL.search(data, main.end()) is None
@@ -80,8 +79,12 @@ def is_test_code(path: str) -> bool:
     absolute path are not the project's)."""
     parts = [part for part in path.split("/") if part and part != "."]  # PurePosixPath's parts, without pathlib:
     name = parts[-1] if parts else ""  # a cold run's parent asks about every file before forking (1,713: 8 ms)
-    return name == "conftest.py" or PYTEST_FILE.match(name) is not None or (
-        not path.startswith("/") and any(part in _TEST_DIRECTORIES for part in parts[:-1]))
+    return _pytest_reads(name) or (not path.startswith("/") and any(part in _TEST_DIRECTORIES for part in parts[:-1]))
+
+
+def _pytest_reads(name: str) -> bool:
+    """Whether pytest, with its default settings, reads a file of this name: one it collects, or a conftest.py."""
+    return name == "conftest.py" or PYTEST_FILE.match(name) is not None
 
 
 def checked_through_callers(name: str, objects: list[ConfigObj], bound: dict[str, object],
