@@ -936,3 +936,41 @@ def test_a_script_whose_own_parser_declares_the_flags_is_no_megatron_launch(tmp_
                                               f"{flags}\n",
                             "cifar10_deepspeed.py": CIFAR_MOE.format(megatron=megatron)})
     assert _ofl301(tree) == reported
+
+
+def test_nodes_walked_again_are_the_nodes_walked_first():
+    """`_nodes` keeps each statement's nodes on it (linking's questions walk an entry script's statements several
+    times): a second walk gives the same nodes in the same order, a function or class body is left out as on the first
+    walk, and a statement inside a compound one walked on its own gives its own nodes, not the enclosing one's."""
+    import ast
+
+    module = ast.parse(textwrap.dedent("""\
+        import sys
+        def helper(x):
+            return x + 1
+        if __name__ == "__main__":
+            args = parse(sys.argv)
+            for k in range(3):
+                train(k, lambda y: y)
+        """))
+
+    def reference(body):  # the preorder the walk is meant to give, computed without any memo
+        out = []
+        for stmt in body:
+            stack = [stmt]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                    continue
+                out.append(node)
+                stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        return out
+
+    first = list(entry_scripts._nodes(module.body))
+    assert first == reference(module.body)
+    assert not any(isinstance(n, (ast.FunctionDef, ast.Lambda, ast.Return)) for n in first)
+    assert list(entry_scripts._nodes(module.body)) == first
+    loop = module.body[2].body[1]
+    assert list(entry_scripts._nodes([loop])) == reference([loop])
+    assert [n for n in entry_scripts._nodes(module.body) if isinstance(n, ast.Call)] == \
+        [n for n in reference(module.body) if isinstance(n, ast.Call)]
