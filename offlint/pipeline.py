@@ -593,6 +593,51 @@ class Aside:
             self._pool = None
 
 
+MIN_FORKED_ITEMS = 32  # below this, forking a child for half of forked_map's items costs more than it saves
+
+
+def forked_map(function: Callable, items: list, workers: int | None = None) -> list:
+    """`[function(item) for item in items]`, the second half worked out by a child forked for it while this process
+    works out the first. For the launch commands' rules, which run once linking is done, when every other core is
+    idle (Megatron Bridge: 265 launches, 0.14 s of a cold check's serial tail). The child inherits everything the
+    items need; only its answers come back, pickled. Where it cannot fork, or the child fails, this process works
+    out the second half too: the answers are the same either way."""
+    count = workers if workers is not None else (os.cpu_count() or 1)
+    if count < 2 or len(items) < MIN_FORKED_ITEMS or not hasattr(os, "fork"):
+        return [function(item) for item in items]
+    import pickle
+
+    half = len(items) // 2
+    readable, writable = os.pipe()
+    try:
+        child = os.fork()
+    except OSError:
+        os.close(readable)
+        os.close(writable)
+        return [function(item) for item in items]
+    if child == 0:  # the child: its half's answers down the pipe, then gone without running any exit handler
+        status = 1
+        try:
+            os.close(readable)
+            with os.fdopen(writable, "wb") as out:
+                out.write(pickle.dumps([function(item) for item in items[half:]], pickle.HIGHEST_PROTOCOL))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(writable)
+    first = [function(item) for item in items[:half]]
+    with os.fdopen(readable, "rb") as answers:
+        data = answers.read()
+    _, status = os.waitpid(child, 0)
+    try:
+        second = pickle.loads(data) if status == 0 else None
+    except Exception:  # noqa: BLE001 - a child cut short: its half is worked out here
+        second = None
+    if not isinstance(second, list) or len(second) != len(items) - half:
+        second = [function(item) for item in items[half:]]
+    return first + second
+
+
 def _aside_task(function: Callable, args: tuple):
     """An Aside task, in a worker: on the job's texts it inherited."""
     assert _JOB is not None
