@@ -186,15 +186,18 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     if relaunched:  # YAML files checked as their launches run them: their stored findings give way
         names = {(read.file.path, unit.name) for read in reads for unit in read.units if id(unit) in relaunched}
         findings = [f for f in findings if (f.location.path, f.unit) not in names]
-    launches = [(read, unit, *keys.get(id(unit), (None, None, ()))[1:]) for read in reads for unit in read.units
-                if unit.kind == UnitKind.COMMAND or id(unit) in relaunched]
-    unchecked = [unit for _, unit, key, _ in launches if (kept.get(key) if key is not None else None) is None]
+    launches = []  # (read, unit, its key in the cache, what its reading used, its findings kept there or None)
+    for read in reads:
+        for unit in read.units:
+            if unit.kind == UnitKind.COMMAND or id(unit) in relaunched:
+                _, key, used = keys.get(id(unit), (None, None, ()))
+                launches.append((read, unit, key, used, kept.get(key) if key is not None else None))
     # (a run answered from the cache checks nothing, and need not import the rules: 0.04 s)
     checked = iter(pipeline.forked_map(
         lambda unit: _check_launch(unit, rules, _launch_version(unit, version, root, options, checkouts),
-                                   options.strict), unchecked, options.workers) if unchecked else ())
-    for read, unit, key, used in launches:
-        found = kept.get(key) if key is not None else None
+                                   options.strict),
+        [unit for _, unit, _, _, found in launches if found is None], options.workers))
+    for read, unit, key, used, found in launches:
         if found is None:
             found = next(checked)
             if isinstance(found, str):  # an offlint bug: it must not stop the other files

@@ -471,6 +471,11 @@ except (AttributeError, TypeError, ValueError):  # (an interpreter whose code ob
     pass
 
 
+def worker_count(workers: int | None) -> int:
+    """The worker processes a run may use: `workers` as given (--workers), else one per CPU."""
+    return workers if workers is not None else (os.cpu_count() or 1)
+
+
 def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers: int | None,
              first: frozenset[str], progress: Progress, keep: Callable[..., None],
              project: PythonProject | None = None, wanted: Callable[[], set[str]] = set,
@@ -485,8 +490,7 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         return None
     import offlint.engine  # noqa: F401 (read_one's, imported once before any worker is forked)
 
-    count = workers if workers is not None else (os.cpu_count() or 1)
-    count = max(1, min(count, len(files) // MIN_FILES_PER_WORKER))
+    count = max(1, min(worker_count(workers), len(files) // MIN_FILES_PER_WORKER))
     if count == 1:
         for outcome in _read_batch(job, files, digests, progress=progress, project=project):
             keep(outcome, None)
@@ -602,8 +606,7 @@ def forked_map(function: Callable, items: list, workers: int | None = None) -> l
     idle (Megatron Bridge: 265 launches, 0.14 s of a cold check's serial tail). The child inherits everything the
     items need; only its answers come back, pickled. Where it cannot fork, or the child fails, this process works
     out the second half too: the answers are the same either way."""
-    count = workers if workers is not None else (os.cpu_count() or 1)
-    if count < 2 or len(items) < MIN_FORKED_ITEMS or not hasattr(os, "fork"):
+    if worker_count(workers) < 2 or len(items) < MIN_FORKED_ITEMS or not hasattr(os, "fork"):
         return [function(item) for item in items]
     import pickle
 
