@@ -1,10 +1,13 @@
-"""The launch commands' rules, split with a forked child once linking is done (pipeline.forked_map): the answers are
-those one process gives, in the same order; half of them really come from another process; a child that fails is
-made up for in the parent; a small list, or a run of one worker, forks nothing."""
+"""The launch commands' rules, shared with a forked child once linking is done (pipeline.forked_map): the answers
+are those one process gives, in the same order; the parent's come from the front and the child's from the back, the
+child's really from another process; a child that fails is made up for in the parent; a small list, or a run of
+one worker, forks nothing."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import time
 
 import pytest
 
@@ -19,14 +22,31 @@ def _pid_and_square(item: int) -> tuple[int, int]:
     return os.getpid(), item * item
 
 
-def test_answers_in_order_half_from_a_child():
+def _slow_pid_and_square(item: int) -> tuple[int, int]:
+    time.sleep(0.005)  # (long enough for the forked child to start while the parent works through its first items)
+    return os.getpid(), item * item
+
+
+def test_answers_in_order_the_front_here_the_back_from_a_child():
     items = list(range(pipeline.MIN_FORKED_ITEMS + 9))
-    answers = pipeline.forked_map(_pid_and_square, items, workers=2)
+    answers = pipeline.forked_map(_slow_pid_and_square, items, workers=2)
     assert [square for _, square in answers] == [i * i for i in items]
-    half = len(items) // 2
-    assert {pid for pid, _ in answers[:half]} == {os.getpid()}
-    children = {pid for pid, _ in answers[half:]}
-    assert len(children) == 1 and os.getpid() not in children
+    pids = [pid for pid, _ in answers]
+    here = pids.count(os.getpid())
+    assert pids[:here] == [os.getpid()] * here and here >= 1  # a run from the front...
+    children = set(pids[here:])
+    assert len(children) == 1 and os.getpid() not in children  # ...and the rest, from the back, by one child
+
+
+def test_the_child_takes_more_where_the_parent_is_slower():
+    parent = os.getpid()
+
+    def slow_here(item: int) -> int:
+        time.sleep(0.02 if os.getpid() == parent else 0.002)
+        return os.getpid()
+
+    pids = pipeline.forked_map(slow_here, list(range(pipeline.MIN_FORKED_ITEMS * 2)), workers=2)
+    assert pids.count(parent) < len(pids) // 2  # (fixed halves would have given the parent half)
 
 
 @pytest.mark.parametrize("count, workers", [(pipeline.MIN_FORKED_ITEMS - 1, 2), (pipeline.MIN_FORKED_ITEMS * 2, 1)])
@@ -93,3 +113,23 @@ def test_a_check_splits_its_launches_and_finds_what_one_process_finds(tmp_path, 
     assert len(alone_pids) == len(split_pids) == count
     assert set(alone_pids) == {str(os.getpid())}
     assert len(set(split_pids)) == 2 and str(os.getpid()) in split_pids
+
+
+
+def test_the_ends_meet_once_each_index_was_taken():
+    ends = pipeline._Ends(5, multiprocessing.get_context("fork"))
+    taken = [ends.take(from_back=True), ends.take(from_back=False), ends.take(from_back=True),
+             ends.take(from_back=False), ends.take(from_back=False)]
+    assert taken == [4, 0, 3, 1, 2]
+    assert ends.take(from_back=False) is None and ends.take(from_back=True) is None
+
+
+def test_a_lock_held_too_long_stops_the_taking(monkeypatch):
+    """A process killed while it held the lock leaves it held: the other stops taking after LOCK_PATIENCE (the parent
+    then works out what is left) instead of waiting for ever."""
+    monkeypatch.setattr(pipeline, "LOCK_PATIENCE", 0.1)
+    ends = pipeline._Ends(8, multiprocessing.get_context("fork"))
+    ends.lock.acquire()  # (as a process that died holding it left it)
+    started = time.monotonic()
+    assert ends.take(from_back=False) is None
+    assert time.monotonic() - started < 5
