@@ -507,7 +507,7 @@ class Commands:
         Bridge's Slurm launchers keep the script each task runs so, then `srun ... bash -c "...; ${NAME}"`; `read`
         had left NAME unknown, and the launch in it unread). Only a whole document read into one name; one whose
         delimiter is not quoted is expanded first, as this shell expands it (GCP's GPU recipes keep their worker's
-        command so, `\$RANK` left for the worker: it had stayed unknown)."""
+        command so, `\\$RANK` left for the worker: it had stayed unknown)."""
         words = [self.raw(c) for c in command.named_children]
         if not words or words[0] != "read":
             return
