@@ -595,6 +595,15 @@ class Aside:
         except Exception:  # noqa: BLE001 - a worker that stopped, or an offlint bug in a task: worked out again
             return None
 
+    def settle(self) -> None:
+        """Wait until the pool's workers have ended, their tasks answered (worked out while the parent linked: on
+        Megatron Bridge they are done by then). A process forked after this (forked_map) is forked from a process
+        with one thread: fork() in one with more may leave a lock another thread held locked in the child for ever
+        (Python 3.12 warns of it)."""
+        if self._joiner is not None:
+            self._joiner.join()
+            self._joiner = None
+
     def __enter__(self) -> Aside:
         return self
 
@@ -602,8 +611,7 @@ class Aside:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-            if self._joiner is not None:
-                self._joiner.join()
+            self.settle()
 
 
 MIN_FORKED_ITEMS = 32  # below this, forking a child for half of forked_map's items costs more than it saves

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 
 import pytest
@@ -133,3 +134,22 @@ def test_a_lock_held_too_long_stops_the_taking(monkeypatch):
     started = time.monotonic()
     assert ends.take(from_back=False) is None
     assert time.monotonic() - started < 5
+
+
+def test_the_child_is_forked_with_no_thread_the_check_started(tmp_path, monkeypatch):
+    """The pool's thread that joins its workers is done before forked_map forks (Aside.settle): fork() in a process
+    with another thread may leave a lock that thread held locked in the child (Python 3.12 warns of it)."""
+    count = pipeline.MIN_FORKED_ITEMS + 8
+    write_tree(tmp_path, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
+    monkeypatch.chdir(tmp_path)
+    before = set(threading.enumerate())  # (pytest's own, and xdist's)
+    at_fork: list[set] = []  # the threads the check started, alive at each fork (os.fork: multiprocessing's too)
+    real_fork = os.fork
+
+    def fork():
+        at_fork.append(set(threading.enumerate()) - before)
+        return real_fork()
+
+    monkeypatch.setattr(pipeline.os, "fork", fork)
+    check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
+    assert at_fork == [set(), set(), set()]  # (the pool's two workers, then forked_map's child)
