@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,33 @@ def test_an_f_string_only_python_3_12_accepts_says_which_python_to_run(project):
     assert "caption.py: Python syntax error at line 6" in result.stderr
     assert "valid from Python 3.12 on" in result.stderr and "run it with Python 3.12 or later" in result.stderr
     assert "OFL102" in result.stdout
+
+
+REGEX_WITH_AN_INVALID_ESCAPE = """import re
+
+from megatron.bridge.training.config import ConfigContainer
+
+LAYER = re.compile("layers\\.(\\d+)\\.mlp")
+
+
+def recipe() -> ConfigContainer:
+    cfg = ConfigContainer()
+    cfg.model.cpu_offloading = True
+    cfg.model.pipeline_model_parallel_size = 2
+    return cfg
+"""
+
+
+def test_python_s_warnings_about_the_linted_code_are_not_shown(project):
+    """`"layers\\.(\\d+)"` in a linted file (an invalid escape sequence, as Pai-Megatron-Patch's checkpoint
+    convertors write their regexes): Python 3.12+ printed a SyntaxWarning per place while offlint parsed it (3.11 a
+    DeprecationWarning, shown where PYTHONWARNINGS asks for them, as here). Only offlint's own lines are printed."""
+    (project / "convert.py").write_text(REGEX_WITH_AN_INVALID_ESCAPE)
+    assert "\\." in REGEX_WITH_AN_INVALID_ESCAPE  # (the file holds a backslash and a dot: an invalid escape)
+    result = subprocess.run([sys.executable, "-m", "offlint", "check", "convert.py"], cwd=project,
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONWARNINGS": "default"})
+    assert result.returncode == 1 and "OFL102" in result.stdout
+    assert "Warning" not in result.stderr and "invalid escape" not in result.stderr, result.stderr
 
 
 def test_missing_path_is_an_error_but_others_are_checked(project):
