@@ -78,12 +78,21 @@ def refusal(stages: list[list[str]], pp: int, vpp: int | None, num_layers: int |
         return f"Number of decoder layers {flat.count('decoder')}must match num_layers {num_layers}", ""
     mtp = flat.count("mtp")
     if not (mtp == mtp_num_layers or (mtp_num_layers is None and mtp == 0)):
-        return ("Number of mtp layers in layout must match mtp_num_layers",
-                f"the layout has {mtp} MTP layers, mtp_num_layers={mtp_num_layers}")
+        return (MTP_COUNT, f"the layout has {mtp} MTP layers, mtp_num_layers={mtp_num_layers}")
     if mtp and "decoder" in flat[flat.index("mtp"):]:
-        return "decoder layers must be placed before MTP layers", ""
+        return MTP_AFTER_DECODERS, ""
     if any("mtp" in row[v] for row in layout for v in range(per_rank - 1)):
-        return "Currently we restrict that the MTP should be always in the last virtual pipeline stage of that rank.", ""
+        return MTP_LAST_VIRTUAL_STAGE, ""
     if any("mtp" in row[-1] and row[-1].count("mtp") != mtp_num_layers for row in layout):
-        return "All of the MTP layers must be in the same one virtual pipeline stage", ""
+        return MTP_ONE_STAGE, ""
     return "", ""
+
+
+# megatron-core's refusals of a layout's MTP layers (validate_layer_layout, from Megatron-LM d7bf5aaaa8, 2025-08-26;
+# a checkout from before refuses any MTP layer in a layout with NotImplementedError instead)
+MTP_COUNT = "Number of mtp layers in layout must match mtp_num_layers"
+MTP_AFTER_DECODERS = "decoder layers must be placed before MTP layers"
+MTP_LAST_VIRTUAL_STAGE = ("Currently we restrict that the MTP should be always in the last virtual pipeline stage of "
+                          "that rank.")
+MTP_ONE_STAGE = "All of the MTP layers must be in the same one virtual pipeline stage"
+MTP_REFUSALS = frozenset({MTP_COUNT, MTP_AFTER_DECODERS, MTP_LAST_VIRTUAL_STAGE, MTP_ONE_STAGE})

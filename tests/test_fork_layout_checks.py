@@ -279,3 +279,42 @@ def test_a_tree_older_than_megatron_core_is_judged_by_its_own_clamp(tmp_path, cl
     options = CheckOptions(root=tmp_path, cache=False, select=["OFL216"], mcore_version=named[-1] if named else None)
     found = [f.code for f in check([str(tmp_path)], options).findings]
     assert found == ([] if clamps else ["OFL216"])
+
+
+# megatron-core's PipelineParallelLayerLayout.validate_layer_layout, in two shapes: from Megatron-LM d7bf5aaaa8
+# (2025-08-26) it counts a layout's MTP layers against mtp_num_layers; before, it refused any MTP layer in a layout
+# (NotImplementedError) and the model put mtp_num_layers MTP layers on the last stage whatever the layout said
+LAYOUT_WITH_MTP_CHECK = '''
+class PipelineParallelLayerLayout:
+    def validate_layer_layout(self, num_layers, mtp_num_layers):
+        assert self.flatten_layout.count(LayerType.mtp) == mtp_num_layers or (
+            mtp_num_layers is None and self.flatten_layout.count(LayerType.mtp) == 0
+        ), "Number of mtp layers in layout must match mtp_num_layers"
+'''
+LAYOUT_BEFORE_MTP_CHECK = '''
+class PipelineParallelLayerLayout:
+    def validate_layer_layout(self, num_layers):
+        if self.flatten_layout.count(LayerType.mtp) > 0:
+            raise NotImplementedError("MTP layer is not supported for flexible pipeline layout")
+'''
+MTP_LAUNCH = ("torchrun --nproc_per_node 2 pretrain_gpt.py --pipeline-model-parallel-size 2 --num-layers 16 "
+              "--hidden-size 256 --num-attention-heads 8 --micro-batch-size 1 --global-batch-size 8 --seq-length 128 "
+              "--max-position-embeddings 128 --train-iters 10 --pipeline-model-parallel-layout 'Et*3|(tt|)*6tL' "
+              "--mtp-num-layers 1\n")
+
+
+@pytest.mark.parametrize("layout_file, claimed", [(LAYOUT_WITH_MTP_CHECK, True), (LAYOUT_BEFORE_MTP_CHECK, False),
+                                                  (None, True)], ids=["counts-them", "before-the-check", "no-file"])
+def test_a_layout_without_its_mtp_layer_is_refused_only_where_the_checkout_counts_them(tmp_path, layout_file,
+                                                                                      claimed):
+    """A Megatron-LM functional test case of July 2025 (db41707430, megatron-core 0.14.0rc2): 16 decoder layers over
+    PP2 x VPP4 and --mtp-num-layers 1, no `m` in the layout. Its checkout accepts it (the MTP layer goes to the last
+    stage); OFL221 had quoted the later assert. Where the checkout's file is absent, the release's check applies."""
+    root = _checkout(tmp_path)
+    if layout_file is not None:
+        (root / "megatron" / "core" / "transformer" / "pipeline_parallel_layer_layout.py").write_text(layout_file)
+    (root / "train.sh").write_text(MTP_LAUNCH)
+    found = [f["message"] for f in check_json(root, "--no-cache") if f["code"] == "OFL221"]
+    assert bool(found) is claimed
+    if claimed:
+        assert '"Number of mtp layers in layout must match mtp_num_layers"' in found[0]

@@ -370,8 +370,8 @@ def pipeline_layout_refusal(scope: Scope) -> object:
         UNKNOWN not in others
     stages = pipeline_layout.stages_of(layout)
     why, counted = pipeline_layout.refusal(stages, pp, vpp, layers, mtp, counts) if stages is not None else ("", "")
-    if not why:
-        return ""
+    if not why or why in pipeline_layout.MTP_REFUSALS and checkout_lacks(scope, "layout-mtp-count"):
+        return ""  # (a checkout from before the MTP checks: MTP layers on the last stage, whatever the layout says)
     sizes = [f"PP{pp}"] + [f"VPP{vpp}"] * (vpp is not None) + [f"num_layers={layers}"] * is_whole(layers) + \
         [f"mtp_num_layers={mtp}"] * (mtp is not UNKNOWN)
     return (f"pipeline_model_parallel_layout {fmt(layout)} with {', '.join(sizes)}" + (f" ({counted})" if counted

@@ -143,6 +143,10 @@ REFUSAL_TEXTS = {
                              ("number of layers of the model must be divisible pipeline model parallel size",)),
     "block-layers-split": (("core/transformer/transformer_block.py",),
                            ("should be divisible by", "pipeline_model_parallel_size")),
+    # (PipelineParallelLayerLayout.validate_layer_layout, from Megatron-LM d7bf5aaaa8, 2025-08-26: before, a layout
+    # holding an MTP layer raised NotImplementedError and MTP layers went to the last stage whatever the layout)
+    "layout-mtp-count": (("core/transformer/pipeline_parallel_layer_layout.py",),
+                         ("Number of mtp layers in layout must match mtp_num_layers",)),
     # (TransformerConfig's __post_init__, or from 0.18 cuda_graph_config.py's normalize_cuda_graph_modules)
     "full-graph-scope-deprecated": (("core/transformer/transformer_config.py", "core/transformer/cuda_graph_config.py"),
                                     ("full scope is deprecated",)),
