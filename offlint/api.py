@@ -71,15 +71,20 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     root = project or options.root or Path.cwd()
     # The rule catalog and the .gitignore regexes as an earlier run kept them, with the cache (and under its rules)
     warm = WarmStart.load(root) if options.cache and stdin is None and not options.validate else None
-    with pipeline.cyclic_gc_paused(), remembered(warm), pipeline.Aside() as aside:
-        result = pipeline.on_wide_stack(_check, paths, options, stdin, project, root, warm, aside)
+    opened: list[Cache] = []  # the cache this check opens: its entries file stays open for payloads read on use
+    try:
+        with pipeline.cyclic_gc_paused(), remembered(warm), pipeline.Aside() as aside:
+            result = pipeline.on_wide_stack(_check, paths, options, stdin, project, root, warm, aside, opened)
+    finally:
+        for cache in opened:
+            cache.close()
     if warm is not None:
         warm.save()
     return result
 
 
 def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None, project: Path | None,
-           root: Path, warm: WarmStart | None, aside: pipeline.Aside) -> CheckResult:
+           root: Path, warm: WarmStart | None, aside: pipeline.Aside, opened: list[Cache]) -> CheckResult:
     all_rules = load_rules(warm)
     selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
     version = detect_version(options.mcore_version, options.configured_version, root)
@@ -97,7 +102,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     if project is not None and options.changed_files and paths and files and scope.selects_part_of(paths, project):
         tree_files, files = scope.project_files(root, paths, files)
         targets = {f.path for f in files}
-        cache = _cache(options, root, selected, version, stdin)
+        cache = _cache(options, root, selected, version, stdin, opened)
         known_deps = cache.dependencies() if cache is not None else None
         tree_files, files = changed.expand(files, root, lambda path: texts.get(path, ""), known_deps, tree_files,
                                            cache.files_defining if cache is not None else None)
@@ -116,7 +121,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
     digests = None
     key_paths: set[str] = set()
     if targets is None:
-        cache = _cache(options, root, selected, version, stdin)
+        cache = _cache(options, root, selected, version, stdin, opened)
         if cache is not None:
             key_paths = set(job.python_paths) | {f.path for f in files}
             digests = pipeline.digests_of(job, sorted(key_paths))
@@ -431,18 +436,22 @@ def _python_paths(files: list[SourceFile]) -> list[str]:
     return sorted({f.path for f in files if f.kind == "python"})
 
 
-def _cache(options: CheckOptions, root: Path, selected: set[str], version: DetectedVersion, stdin) -> Cache | None:
-    """The cache of this project and these settings. Not of the set of files: a reading notes the lookups of it that
-    its answers depend on (module_index), so an added file re-reads only what it changes."""
+def _cache(options: CheckOptions, root: Path, selected: set[str], version: DetectedVersion, stdin,
+           opened: list[Cache]) -> Cache | None:
+    """The cache of this project and these settings, noted in `opened` (check closes it). Not of the set of files: a
+    reading notes the lookups of it that its answers depend on (module_index), so an added file re-reads only what
+    it changes."""
     if not options.cache or stdin is not None or options.validate:
         return None
     from offlint.estimate.devices import device  # OFL303/OFL304 size against [tool.offlint] gpu
 
-    return Cache(root, fingerprint(sorted(selected - {"OFL900"}), options.strict, str(version.version),
-                                   [(name, sorted(names)) for name, names in version.version.source_names],
-                                   version.version.lists_unknown, version.version.own_clamp,
-                                   repr(device()), _pyproject_digest(root)),
-                 result_classes=(CheckResult,)).load()
+    cache = Cache(root, fingerprint(sorted(selected - {"OFL900"}), options.strict, str(version.version),
+                                    [(name, sorted(names)) for name, names in version.version.source_names],
+                                    version.version.lists_unknown, version.version.own_clamp,
+                                    repr(device()), _pyproject_digest(root)),
+                  result_classes=(CheckResult,))
+    opened.append(cache)
+    return cache.load()
 
 
 def _pyproject_digest(root: Path) -> str:

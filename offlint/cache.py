@@ -354,6 +354,13 @@ class Cache:
             self._blocks += 1
         self._read_end = position
 
+    def close(self) -> None:
+        """Close the entries file, kept open for payloads read on first use: once the check is over (a program that
+        checks again and again had an open file per check until the collector found it)."""
+        if self._payloads is not None:
+            self._payloads.close()
+            self._payloads = None
+
     def _read_span(self, offset: int, length: int) -> bytes | None:
         """`length` bytes of the entries file at `offset` from its payloads' start; None when not all are there."""
         if self._payloads is None:

@@ -313,3 +313,28 @@ def test_concurrent_checks_sharing_a_cache_give_the_no_cache_answer(tmp_path):
         for run in runs:
             out, err = run.communicate(timeout=120)
             assert (run.returncode, out) == (expected.returncode, expected.stdout), err
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads this process's open files from /proc")
+def test_a_check_leaves_no_cache_file_open(tmp_path, monkeypatch):
+    """The entries file stays open while a check runs (payloads are read on first use) and is closed when it ends:
+    a program that checks again and again had kept one open per check until the collector found its cache."""
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path, pp=4)
+    home = str(cache_home().resolve())
+
+    def open_in_cache() -> list[str]:
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(home):
+                found.append(target)
+        return found
+
+    assert _codes(tmp_path) == ["OFL102 recipes/llama.py"]  # (cold: the entries file written)
+    (tmp_path / "recipes" / "common.py").write_text(BASE.format(pp=1))  # (warm: the entries read, one re-read)
+    assert _codes(tmp_path) == []
+    assert open_in_cache() == []
