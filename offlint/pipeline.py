@@ -513,12 +513,17 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         for outcome in _read_batch(job, leading, digests, reuse_project=True) if leading else ():
             keep(outcome, None)
         _JOB, _DIGESTS = job, digests  # forked workers inherit them (and the project the leading files built)
-        _QUEUE = WorkQueue(shares(job, rest, count), context)
-        _BARRIER = context.Barrier(count)
+        try:
+            _QUEUE = WorkQueue(shares(job, rest, count), context)
+            _BARRIER = context.Barrier(count)
+            pool = ProcessPoolExecutor(count, mp_context=context)
+        except (OSError, ImportError):  # no working POSIX semaphores (a container without /dev/shm): read here
+            for outcome in _read_batch(job, rest, digests, reuse_project=True):
+                keep(outcome, None)
+            return None
         read: set[str] = set()
         held = False
         fetched: Sent | None = None
-        pool = ProcessPoolExecutor(count, mp_context=context)
         handed = False
         try:
             # Two tasks per worker in flight, one more for each that brought files back: a worker never waits for
@@ -631,7 +636,10 @@ def forked_map(function: Callable, items: list, workers: int | None = None) -> l
     import multiprocessing
     import pickle
 
-    ends = _Ends(len(items), multiprocessing.get_context("fork"))
+    try:
+        ends = _Ends(len(items), multiprocessing.get_context("fork"))
+    except (OSError, ImportError):  # no working POSIX semaphores (a container without /dev/shm)
+        return [function(item) for item in items]
     readable, writable = os.pipe()
     try:
         child = os.fork()

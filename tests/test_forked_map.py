@@ -153,3 +153,30 @@ def test_the_child_is_forked_with_no_thread_the_check_started(tmp_path, monkeypa
     monkeypatch.setattr(pipeline.os, "fork", fork)
     check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
     assert at_fork == [set(), set(), set()]  # (the pool's two workers, then forked_map's child)
+
+
+def test_without_posix_semaphores_the_check_runs_in_one_process(tmp_path, monkeypatch):
+    """A container without /dev/shm has no POSIX semaphores (multiprocessing's locks raise OSError): the files are
+    read and the launches checked in this process, with the findings a run with workers gives. It had ended the
+    check with an internal error (exit 2) for any tree of 16 files or more."""
+    import multiprocessing.synchronize
+
+    count = pipeline.MIN_FORKED_ITEMS + 8
+    write_tree(tmp_path, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
+    monkeypatch.chdir(tmp_path)
+
+    def run() -> tuple[list, list]:
+        result = check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
+        return [(f.location, f.code, f.message) for f in result.findings], result.errors
+
+    with_workers = run()
+
+    def no_semaphores(self, *args, **kwargs):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(multiprocessing.synchronize.SemLock, "__init__", no_semaphores)
+    forks: list[int] = []
+    real_fork = os.fork
+    monkeypatch.setattr(pipeline.os, "fork", lambda: forks.append(1) or real_fork())
+    assert run() == with_workers and with_workers[0] and not with_workers[1]
+    assert forks == []  # (neither the pool's workers nor forked_map's child)
