@@ -526,9 +526,16 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         fetched: Sent | None = None
         handed = False
         try:
+            try:
+                first_task = pool.submit(_worker_take)  # (the workers are forked here)
+            except OSError:  # fork() refused (a process limit, no memory to copy): no worker took any file
+                _end_workers(pool)
+                for outcome in _read_batch(job, rest, digests, reuse_project=True):
+                    keep(outcome, None)
+                return None
             # Two tasks per worker in flight, one more for each that brought files back: a worker never waits for
             # the parent to hand it work, and the parent unpickles one batch while the workers read the next.
-            pending = {pool.submit(_worker_take) for _ in range(2 * count)}
+            pending = {first_task, *(pool.submit(_worker_take) for _ in range(2 * count - 1))}
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in finished:
@@ -552,6 +559,14 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         _JOB = _DIGESTS = _PROJECT = _QUEUE = _BARRIER = None
     assert len(read) == len(rest), "a file was not read"
     return fetched
+
+
+def _end_workers(pool) -> None:
+    """The workers a pool forked before a fork failed: they wait for tasks that no thread of the pool will send
+    (concurrent.futures starts that thread once every worker is forked), so they are ended here."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+        process.join()
 
 
 class Aside:

@@ -5,8 +5,11 @@ one worker, forks nothing."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -180,3 +183,44 @@ def test_without_posix_semaphores_the_check_runs_in_one_process(tmp_path, monkey
     monkeypatch.setattr(pipeline.os, "fork", lambda: forks.append(1) or real_fork())
     assert run() == with_workers and with_workers[0] and not with_workers[1]
     assert forks == []  # (neither the pool's workers nor forked_map's child)
+
+
+REFUSED_FORKS = """
+import json, multiprocessing, os, sys
+from offlint.api import CheckOptions, check
+
+real_fork, calls = os.fork, []
+
+
+def limited_fork():
+    calls.append(1)
+    if len(calls) > int(sys.argv[1]):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+    return real_fork()
+
+
+os.fork = limited_fork
+result = check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
+print(json.dumps([[f.location.path, f.location.line, f.code, f.message] for f in result.findings]))
+print(len(result.errors), len(multiprocessing.active_children()))
+"""
+
+
+@pytest.mark.parametrize("forks_allowed", [0, 1])
+def test_a_fork_refused_leaves_the_reading_to_this_process(tmp_path, monkeypatch, forks_allowed):
+    """fork() refused (a process limit; memory the copy would need) for the pool's first worker, or its second: the
+    files are read here, a worker forked already is ended, and the findings are those of a run with workers. It had
+    ended the check with an internal error, or, with one worker forked, waited for ever (run in a process of its
+    own, with a timeout: a hang fails the test)."""
+    count = pipeline.MIN_FORKED_ITEMS + 8
+    write_tree(tmp_path, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
+    monkeypatch.chdir(tmp_path)
+    result = check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
+    with_workers = [[f.location.path, f.location.line, f.code, f.message] for f in result.findings]
+    assert with_workers and not result.errors
+    run = subprocess.run([sys.executable, "-c", REFUSED_FORKS, str(forks_allowed)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    findings, counts = run.stdout.splitlines()
+    assert json.loads(findings) == with_workers
+    assert counts == "0 0"  # (no error; no worker left running)
