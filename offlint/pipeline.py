@@ -497,6 +497,7 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         return None
     import multiprocessing  # here: a small pre-commit run never forks, and need not import it
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     offlint.engine.prepare(job.rules, job.version)  # what a first unit check works out: once, before the fork
 
@@ -536,17 +537,25 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
             # Two tasks per worker in flight, one more for each that brought files back: a worker never waits for
             # the parent to hand it work, and the parent unpickles one batch while the workers read the next.
             pending = {first_task, *(pool.submit(_worker_take) for _ in range(2 * count - 1))}
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    batch = future.result()
-                    if batch:  # an empty one: every file was taken (some may still be read)
-                        pending.add(pool.submit(_worker_take))
-                    for outcome, payload, summary, units in batch:
-                        keep(outcome, payload, summary, units)
-                        read.add(outcome.path)
-                        held = held or units > 0
-                progress(len(leading) + len(read), len(files))
+            try:
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        batch = future.result()
+                        if batch:  # an empty one: every file was taken (some may still be read)
+                            pending.add(pool.submit(_worker_take))
+                        for outcome, payload, summary, units in batch:
+                            keep(outcome, payload, summary, units)
+                            read.add(outcome.path)
+                            held = held or units > 0
+                    progress(len(leading) + len(read), len(files))
+            except BrokenProcessPool:  # a worker ended abruptly (the OOM killer): what no worker sent is read here,
+                # and the units the workers held are read again where linking needs them (no Sent)
+                for outcome in _read_batch(job, [f for f in rest if f.path not in read], digests,
+                                           reuse_project=True):
+                    keep(outcome, None)
+                    read.add(outcome.path)
+                return None
             if held:
                 fetched = _fetch_held(pool, count, frozenset(wanted()))
             if aside is not None:

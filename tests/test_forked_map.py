@@ -224,3 +224,37 @@ def test_a_fork_refused_leaves_the_reading_to_this_process(tmp_path, monkeypatch
     findings, counts = run.stdout.splitlines()
     assert json.loads(findings) == with_workers
     assert counts == "0 0"  # (no error; no worker left running)
+
+
+
+_REAL_TAKE = pipeline._worker_take
+_PARENT: list[int] = []
+_TAKES: list[int] = []  # (each worker's own list: forked with it)
+
+
+def _killed_at_its_second_take():
+    """pipeline._worker_take in a worker the OOM killer ends at its second take (at module level: the pool sends
+    the function by name)."""
+    _TAKES.append(1)
+    if os.getpid() not in _PARENT and len(_TAKES) == 2:
+        os._exit(9)
+    return _REAL_TAKE()
+
+
+def test_a_worker_ended_abruptly_leaves_its_files_to_this_process(tmp_path, monkeypatch):
+    """A worker killed mid-check (the OOM killer on a small CI runner): the files no worker sent are read here, and
+    the findings are those of a run whose workers lived. The check had ended with an internal error
+    (BrokenProcessPool, "please report it")."""
+    count = pipeline.MIN_FORKED_ITEMS + 8
+    write_tree(tmp_path, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
+    monkeypatch.chdir(tmp_path)
+
+    def run() -> tuple[list, list]:
+        result = check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
+        return [(f.location, f.code, f.message) for f in result.findings], result.errors
+
+    lived = run()
+    _PARENT[:] = [os.getpid()]
+    _TAKES.clear()
+    monkeypatch.setattr(pipeline, "_worker_take", _killed_at_its_second_take)
+    assert run() == lived and lived[0] and not lived[1]
