@@ -90,11 +90,23 @@ torchrun --nproc_per_node=8 pretrain_gpt.py --tensor-model-parallel-size 2 --pip
     --seq-length 2048 --max-position-embeddings 2048 --bf16 --optimizer-cpu-offload
 """
 
+def _launches(root, monkeypatch) -> int:
+    """A tree of MIN_FORKED_ITEMS + 8 launch scripts, the current folder (enough files to fork workers, launches to
+    fork a child); how many."""
+    count = pipeline.MIN_FORKED_ITEMS + 8
+    write_tree(root, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
+    monkeypatch.chdir(root)
+    return count
+
+
+def _two_workers() -> tuple[list, list]:
+    """The findings and errors of a check of the current folder with two workers."""
+    result = check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
+    return [(f.location, f.code, f.message) for f in result.findings], result.errors
+
 
 def test_a_check_splits_its_launches_and_finds_what_one_process_finds(tmp_path, monkeypatch):
-    count = pipeline.MIN_FORKED_ITEMS + 8
-    write_tree(tmp_path, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
-    monkeypatch.chdir(tmp_path)
+    count = _launches(tmp_path, monkeypatch)
     seen = tmp_path.parent / f"{tmp_path.name}-pids"
     checked = api._check_launch
 
@@ -142,9 +154,7 @@ def test_a_lock_held_too_long_stops_the_taking(monkeypatch):
 def test_the_child_is_forked_with_no_thread_the_check_started(tmp_path, monkeypatch):
     """The pool's thread that joins its workers is done before forked_map forks (Aside.settle): fork() in a process
     with another thread may leave a lock that thread held locked in the child (Python 3.12 warns of it)."""
-    count = pipeline.MIN_FORKED_ITEMS + 8
-    write_tree(tmp_path, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
-    monkeypatch.chdir(tmp_path)
+    _launches(tmp_path, monkeypatch)
     before = set(threading.enumerate())  # (pytest's own, and xdist's)
     at_fork: list[set] = []  # the threads the check started, alive at each fork (os.fork: multiprocessing's too)
     real_fork = os.fork
@@ -158,21 +168,16 @@ def test_the_child_is_forked_with_no_thread_the_check_started(tmp_path, monkeypa
     assert at_fork == [set(), set(), set()]  # (the pool's two workers, then forked_map's child)
 
 
+
+
 def test_without_posix_semaphores_the_check_runs_in_one_process(tmp_path, monkeypatch):
     """A container without /dev/shm has no POSIX semaphores (multiprocessing's locks raise OSError): the files are
     read and the launches checked in this process, with the findings a run with workers gives. It had ended the
     check with an internal error (exit 2) for any tree of 16 files or more."""
     import multiprocessing.synchronize
 
-    count = pipeline.MIN_FORKED_ITEMS + 8
-    write_tree(tmp_path, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
-    monkeypatch.chdir(tmp_path)
-
-    def run() -> tuple[list, list]:
-        result = check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
-        return [(f.location, f.code, f.message) for f in result.findings], result.errors
-
-    with_workers = run()
+    _launches(tmp_path, monkeypatch)
+    with_workers = _two_workers()
 
     def no_semaphores(self, *args, **kwargs):
         raise OSError(38, "Function not implemented")
@@ -181,7 +186,7 @@ def test_without_posix_semaphores_the_check_runs_in_one_process(tmp_path, monkey
     forks: list[int] = []
     real_fork = os.fork
     monkeypatch.setattr(pipeline.os, "fork", lambda: forks.append(1) or real_fork())
-    assert run() == with_workers and with_workers[0] and not with_workers[1]
+    assert _two_workers() == with_workers and with_workers[0] and not with_workers[1]
     assert forks == []  # (neither the pool's workers nor forked_map's child)
 
 
@@ -212,9 +217,7 @@ def test_a_fork_refused_leaves_the_reading_to_this_process(tmp_path, monkeypatch
     files are read here, a worker forked already is ended, and the findings are those of a run with workers. It had
     ended the check with an internal error, or, with one worker forked, waited for ever (run in a process of its
     own, with a timeout: a hang fails the test)."""
-    count = pipeline.MIN_FORKED_ITEMS + 8
-    write_tree(tmp_path, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
-    monkeypatch.chdir(tmp_path)
+    _launches(tmp_path, monkeypatch)
     result = check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
     with_workers = [[f.location.path, f.location.line, f.code, f.message] for f in result.findings]
     assert with_workers and not result.errors
@@ -245,16 +248,10 @@ def test_a_worker_ended_abruptly_leaves_its_files_to_this_process(tmp_path, monk
     """A worker killed mid-check (the OOM killer on a small CI runner): the files no worker sent are read here, and
     the findings are those of a run whose workers lived. The check had ended with an internal error
     (BrokenProcessPool, "please report it")."""
-    count = pipeline.MIN_FORKED_ITEMS + 8
-    write_tree(tmp_path, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
-    monkeypatch.chdir(tmp_path)
+    _launches(tmp_path, monkeypatch)
 
-    def run() -> tuple[list, list]:
-        result = check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
-        return [(f.location, f.code, f.message) for f in result.findings], result.errors
-
-    lived = run()
+    lived = _two_workers()
     _PARENT[:] = [os.getpid()]
     _TAKES.clear()
     monkeypatch.setattr(pipeline, "_worker_take", _killed_at_its_second_take)
-    assert run() == lived and lived[0] and not lived[1]
+    assert _two_workers() == lived and lived[0] and not lived[1]
