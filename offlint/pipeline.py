@@ -514,15 +514,20 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         for outcome in _read_batch(job, leading, digests, reuse_project=True) if leading else ():
             keep(outcome, None)
         _JOB, _DIGESTS = job, digests  # forked workers inherit them (and the project the leading files built)
+        read: set[str] = set()
+
+        def read_here() -> None:
+            """The files no worker sent, read in this process: the pool could not start, or lost a worker."""
+            for outcome in _read_batch(job, [f for f in rest if f.path not in read], digests, reuse_project=True):
+                keep(outcome, None)
+
         try:
             _QUEUE = WorkQueue(shares(job, rest, count), context)
             _BARRIER = context.Barrier(count)
             pool = ProcessPoolExecutor(count, mp_context=context)
-        except (OSError, ImportError):  # no working POSIX semaphores (a container without /dev/shm): read here
-            for outcome in _read_batch(job, rest, digests, reuse_project=True):
-                keep(outcome, None)
+        except (OSError, ImportError):  # no working POSIX semaphores (a container without /dev/shm)
+            read_here()
             return None
-        read: set[str] = set()
         held = False
         fetched: Sent | None = None
         handed = False
@@ -531,8 +536,7 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
                 first_task = pool.submit(_worker_take)  # (the workers are forked here)
             except OSError:  # fork() refused (a process limit, no memory to copy): no worker took any file
                 _end_workers(pool)
-                for outcome in _read_batch(job, rest, digests, reuse_project=True):
-                    keep(outcome, None)
+                read_here()
                 return None
             # Two tasks per worker in flight, one more for each that brought files back: a worker never waits for
             # the parent to hand it work, and the parent unpickles one batch while the workers read the next.
@@ -549,12 +553,8 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
                             read.add(outcome.path)
                             held = held or units > 0
                     progress(len(leading) + len(read), len(files))
-            except BrokenProcessPool:  # a worker ended abruptly (the OOM killer): what no worker sent is read here,
-                # and the units the workers held are read again where linking needs them (no Sent)
-                for outcome in _read_batch(job, [f for f in rest if f.path not in read], digests,
-                                           reuse_project=True):
-                    keep(outcome, None)
-                    read.add(outcome.path)
+            except BrokenProcessPool:  # a worker ended abruptly (the OOM killer); the units the workers held are
+                read_here()  # (read again where linking needs them: no Sent)
                 return None
             if held:
                 fetched = _fetch_held(pool, count, frozenset(wanted()))
