@@ -32,9 +32,23 @@ def _leaves_early(body) -> bool:
     return any(_first_word(c) in ("break", "continue", "return") for c in _descendants(body, ("command",)))
 
 
-def _statements(body) -> int:
-    """The commands and assignments written in a loop body: what a pass reads at least (calls read more)."""
-    return sum(1 for _ in _descendants(body, ("command", "variable_assignment", "declaration_command")))
+def _statements(body, funcs: dict | None = None, limit: int = -1) -> int:
+    """The commands and assignments written in a loop body, and in the bodies of the script's functions it calls
+    (`funcs`: name -> (walker, body, ...), each counted once): what a pass reads, judged from the text. A body of one
+    call to a function of 60,000 lines had passed this and been read in full before its first pass said no.
+    `limit` (not negative): counting stops once past it."""
+    count, pending, counted = 0, [body], set()
+    while pending:
+        for node in _descendants(pending.pop(), ("command", "variable_assignment", "declaration_command")):
+            count += 1
+            if count == limit + 1:
+                return count
+            if funcs and node.type == "command":
+                name = _first_word(node)
+                if name in funcs and name not in counted:
+                    counted.add(name)
+                    pending.append(funcs[name][1])
+    return count
 
 
 def _first_word(command) -> str:
@@ -375,9 +389,10 @@ class _Walker(Commands, WordExpansion, Conditions):
         parallelism settings so (Megatron Bridge's examples loop over "EP,TP,PP,CP" strings); with X unknown, every
         launch in the loop had its sizes unknown. Not where the body can leave a pass early and go on (`break`,
         `continue`, `return`), nor past MAX_PASSES body readings for the loops being unrolled together or the
-        script's budget of statements read again after a first pass (UNROLL_BUDGET: judged from the body's text,
-        then from what its first pass read), nor where a word is a variable's default (`${SIZES:-1 2}`: the
-        environment may set it): the loop is then read once with X unknown, as before."""
+        script's budget of statements read again after a first pass (UNROLL_BUDGET: judged from the text of the
+        body and of the script's functions it calls, then from what its first pass read), nor where a word is a
+        variable's default (`${SIZES:-1 2}`: the environment may set it): the loop is then read once with X unknown,
+        as before."""
         seen, self.st.seen = self.st.seen, {}
         try:
             values = [f for v in n.children_by_field_name("value") for f in self.token(v)]
@@ -386,8 +401,11 @@ class _Walker(Commands, WordExpansion, Conditions):
             self.st.seen = {**seen, **self.st.seen}
         body = n.child_by_field_name("body")
         if body is None or not values or took or self.known_words(values) is None \
-                or self.st.passes * len(values) > MAX_PASSES or _leaves_early(body) \
-                or _statements(body) * (len(values) - 1) > self.st.unroll_budget[0]:
+                or self.st.passes * len(values) > MAX_PASSES or _leaves_early(body):
+            return False
+        again = len(values) - 1  # the passes after the first
+        if again and _statements(body, self.st.funcs, self.st.unroll_budget[0] // again) * again \
+                > self.st.unroll_budget[0]:
             return False
         name, line = self.raw(var), self.pos(n.start_byte)[0]
         loop, words = f"`for {name} in {self.raw_values(n)}` ({self.at(n)})", tuple(f.value for f in values)
