@@ -196,3 +196,18 @@ def test_sigterm_mid_probe_leaves_no_record(tmp_path):
     assert process.returncode == 130, err
     assert not list(Path(h["repo"], ".git", "offlint-bisect", "runs").iterdir())
     assert "offlint-bisect-" not in worktrees(h["repo"])
+
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux /proc")
+def test_asking_whether_a_group_lives_closes_its_scan():
+    """watchdog.group_alive scans /proc and answers at the first live member: the scan is closed on that early
+    answer too (it had been left for its deallocation to close, with a ResourceWarning each call)."""
+    import warnings
+
+    from offlint.bisect.watchdog import group_alive
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        assert group_alive(os.getpgid(0))  # this test's own group: alive, found before the scan ends
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
