@@ -91,12 +91,18 @@ class MegatronCore:
         return json.loads(line)
 
     def close(self) -> None:
+        """End the probe and close both pipes (its answers' pipe too: left to the collector, each probe left an
+        open file behind it, with a ResourceWarning)."""
         if self.process.poll() is None:
             self.process.stdin.close()
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if not pipe.closed:
+                pipe.close()
 
     def __enter__(self) -> "MegatronCore":
         return self

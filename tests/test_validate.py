@@ -105,3 +105,14 @@ def test_what_this_environment_cannot_judge_is_not_reported_as_a_refusal(tmp_pat
     by_unit = {f.unit: f.message for f in result.findings if f.code == "OFL900"}
     assert set(by_unit) == {"uneven"}, by_unit
     assert "Mismatch: 0 middle layers remaining but -1 middle PP stages available." in by_unit["uneven"]
+
+
+@pytest.mark.slow
+@needs_mcore
+def test_a_probe_once_closed_holds_no_pipe_open():
+    """MegatronCore.close ends the probe and closes the pipe of its answers as well as the one of its questions (the
+    answers' pipe had been left to the collector: an open file per probe, with a ResourceWarning)."""
+    with validate.MegatronCore(validate.environments()[0]) as core:
+        assert core.version_text
+    assert core.process.returncode is not None
+    assert core.process.stdin.closed and core.process.stdout.closed
