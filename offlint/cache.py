@@ -361,6 +361,12 @@ class Cache:
             self._payloads.close()
             self._payloads = None
 
+    def __enter__(self) -> "Cache":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def _read_span(self, offset: int, length: int) -> bytes | None:
         """`length` bytes of the entries file at `offset` from its payloads' start; None when not all are there."""
         if self._payloads is None:

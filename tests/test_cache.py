@@ -84,6 +84,7 @@ def test_warm_run_reuses_entries_and_gives_the_same_findings(tmp_path, monkeypat
     cache.store(stored)
     cache.last = None  # no whole-run answer: the per-file entries are used
     cache.save(None)
+    cache.close()
     assert _codes(tmp_path) == []
 
 
@@ -95,6 +96,7 @@ def test_an_unchanged_tree_gets_the_previous_whole_run_answer_and_any_edit_inval
     previous = cache.last_result(cache.last[0], {})
     assert [f.code for f in previous.findings] == ["OFL102"]
     cache.remember_result(cache.last[0], replace(previous, findings=[]), covered=set())  # poison the stored answer
+    cache.close()
     assert _codes(tmp_path) == []  # nothing changed: the stored answer is returned as it is
     (tmp_path / "notes.py").write_text("X = 1\n")  # any new or edited file: recomputed
     assert _codes(tmp_path) == ["OFL102 recipes/llama.py"]
@@ -225,6 +227,7 @@ def _poisoned_cache(tree: Path) -> Path:
         cache.store(stored)
     previous = cache.last_result(cache.last[0], {})
     cache.remember_result(cache.last[0], replace(previous, findings=[]), covered=set())
+    cache.close()
     assert _codes(tree) == []  # the poison works when the cache is trusted
     return _cache_dir(tree)
 

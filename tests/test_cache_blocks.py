@@ -99,6 +99,7 @@ def test_a_run_that_changed_one_file_appends_its_entry_and_a_reader_takes_it(tre
     now = digests_now(tree)
     outcome = stored.lookup("recipes/llama.py", digest(text), now)
     assert outcome is not None and outcome.findings == []
+    stored.close()
     # a pre-commit run on the edited file, and another edit of it: read from the blocks, answers as without a cache
     assert _answer(tree, ["recipes/llama.py"]) == _answer(tree, ["recipes/llama.py"], cache=False) == []
     _edit(tree, "llama", offload=True)
@@ -136,6 +137,7 @@ def test_a_file_appended_to_by_another_run_since_it_was_read_is_written_whole(tr
     assert outcome is not None
     first.store(outcome)
     first.save(None)
+    first.close()
     assert _blocks(_entries_file(tree).read_bytes()) == []
     _forget_last(tree)
     assert _answer(tree) == _answer(tree, cache=False)

@@ -407,6 +407,7 @@ def test_a_damaged_record_of_what_units_used_costs_a_re_read_not_an_answer(tree,
     stored.unit_used = unit_used
     cache.store(stored)
     cache.save(None)
+    cache.close()
     pretrain = tree / "recipes" / "pretrain.py"
     pretrain.write_text(PRETRAIN.replace("cpu_offloading_num_layers = 2", "cpu_offloading_num_layers = 3"))
     assert _findings(tree, ["recipes/pretrain.py"], cache=True) == \
@@ -521,6 +522,7 @@ def test_a_damaged_layout_costs_a_re_read_not_an_answer(tree, damage):
                 parts[name] = f"{meaning(parts[name])} {damage}"
         cache.store(stored)
     cache.save(None)
+    cache.close()
     for last in project_cache_dir(tree).glob("last-*"):
         last.unlink()
     common = tree / "recipes" / "common.py"
@@ -710,6 +712,7 @@ def test_a_payload_leaves_its_call_records_to_the_records_section_and_a_decoded_
         for rid in cache.entries[path].calls:
             record = outcome.calls[rid]
             assert isinstance(record, list) and record[:2] == cache.calls.get(rid)[:2]
+    cache.close()
     # and a run that keeps units through those records answers as a run without the cache (an edit above them)
     common = tree / "recipes" / "common.py"
     common.write_text("# moved\n" + COMMON)

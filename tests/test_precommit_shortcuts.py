@@ -109,6 +109,7 @@ def test_the_whole_run_answer_is_read_when_asked_for_and_written_only_when_new(t
     cache.last = ("run", {}, "[]")
     cache.save(None)
     stored = cache.last_file.read_bytes()
+    cache.close()
     reads = []
     read_owned = cache_files.read_owned
     monkeypatch.setattr(cache_files, "read_owned", lambda path: reads.append(path) or read_owned(path))
@@ -123,7 +124,9 @@ def test_the_whole_run_answer_is_read_when_asked_for_and_written_only_when_new(t
     again.last = None  # no whole-run answer any more: the file goes
     again.save(None)
     assert not again.last_file.exists()
-    assert Cache(root, "k").load().last is None
+    again.close()
+    with Cache(root, "k").load() as last:
+        assert last.last is None
 
 
 def _merge_by_lines(moves: dict, more: dict) -> bool:
