@@ -162,9 +162,13 @@ def pipeline_split_refusal(scope: Scope) -> object:
     get_num_layers_to_build asserts that the layers, plus one each for an embedding or loss counted in the split,
     divide by PP (transformer_block.py in 0.16.1 and 0.19.2: in plain words in 0.16, naming the values from 0.17;
     TransformerConfig.__post_init__ raises first for the counted cases), and that each rank's layers divide by a
-    virtual pipeline size (a VPP offlint cannot read claims nothing). "" when a value it needs is unknown: no crash is claimed on a split offlint cannot read.
+    virtual pipeline size (a VPP offlint cannot read claims nothing). "" when a value it needs is unknown: no
+    crash is claimed on a split offlint cannot read, nor on a Bridge launch whose PP or VP the recipe's layout
+    builder meets (_layout_rebuilt).
     Unknown where the sizes are known on each path of a branch (a OneOf: a launch that gives
     `--pipeline-model-parallel-size 16` on one alternative of an `if` only): the engine judges each path."""
+    if _layout_rebuilt(scope):
+        return ""  # the recipe's layout builder splits the layers for the command line's PP and VP
     pp, layers = scope.key("model.pipeline_model_parallel_size"), scope.key("model.num_layers")
     others = [scope.key(f"model.{name}") for name in (
         "pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
@@ -315,6 +319,8 @@ def uneven_split_refusal(scope: Scope) -> object:
 
 # What Bridge's training runner rebuilds a recipe's pipeline split after (recipe_runner.sync_model_pipeline_layout)
 _TOPOLOGY = ("model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size")
+# What a recipe registers for the runner to build its layout again with the sizes the command line gives
+_LAYOUT_BUILDER = "model._pipeline_model_parallel_layout_builder"
 
 
 def _by_command_line(scope: Scope, key: str) -> bool:
@@ -322,6 +328,28 @@ def _by_command_line(scope: Scope, key: str) -> bool:
     scope.key(key)
     written = scope.lookup(key).assignment
     return written is not None and written.source is Source.HYDRA
+
+
+def _topology_by_command_line(scope: Scope) -> bool:
+    """Whether a Bridge launch or override file's command line changes PP or VP without setting the layout: what
+    makes Bridge's training runner ask the recipe's layout builder again (recipe_runner.sync_model_pipeline_layout
+    returns early otherwise)."""
+    return scope.names.get("unit_kind") in ("yaml", "command") and scope.names.get("defaults") != "mlm-cli" and \
+        any(_by_command_line(scope, key) for key in _TOPOLOGY) and \
+        not _by_command_line(scope, "model.pipeline_model_parallel_layout")
+
+
+def _layout_rebuilt(scope: Scope) -> bool:
+    """Whether the layout megatron-core gets is one the recipe's builder makes for the command line's PP and VP, not
+    the one offlint read: the command line changes them (_topology_by_command_line) and the recipe registered a
+    builder (`cfg.model._pipeline_model_parallel_layout_builder = ...`, read from the tree). Without one the
+    runner leaves the recipe's layout as it was built, for the old sizes (Bridge PRs 5578 and 5708 fixed GLM-4.5V's
+    and Moonlight's recipes, whose layouts were stale after a PP override, by registering one)."""
+    if not _topology_by_command_line(scope):
+        return False
+    scope.key(_LAYOUT_BUILDER)
+    builder = scope.lookup(_LAYOUT_BUILDER).assignment
+    return builder is not None and builder.value is not None
 
 
 @needs_scope
@@ -333,20 +361,24 @@ def pipeline_layout_refusal(scope: Scope) -> object:
     judged for hybrid models (their layer pattern decides), and "" when a value it needs is unknown or the layout
     is not one offlint reads: no crash is claimed on a layout offlint cannot read. Judged where the layout reaches
     megatron-core as written: Megatron-LM's flags, plain megatron-core programs and Megatron Bridge's recipe
-    functions; in a Bridge launch or override file only a layout it writes itself: Bridge's training runner
-    builds a recipe-owned layout again after PP/VP overrides on the command line, but keeps one the command line
-    sets (`sync_model_pipeline_layout`, scripts/training/recipe_runner.py), as its performance overrides do for
-    DeepSeek-V3 and Kimi K2; a YAML file's layout stands unless the command line changes PP or VP."""
+    functions; in a Bridge launch or override file, a layout it writes itself, and a recipe's or YAML file's
+    layout that the command line's PP or VP meets: Bridge's training runner keeps a layout the command line sets
+    (as its performance overrides do for DeepSeek-V3 and Kimi K2) and, after PP/VP overrides, builds the layout
+    again only through the recipe's registered builder (`sync_model_pipeline_layout`,
+    scripts/training/recipe_runner.py; _layout_rebuilt); a recipe's layout with the recipe's own sizes is judged
+    in the recipe's unit."""
     if scope.names.get("defaults") != "mlm-cli" and scope.names.get("framework") != "megatron-core" and \
             scope.names.get("unit_kind") != "recipe":
         if scope.names.get("unit_kind") not in ("yaml", "command"):
             return ""
         scope.key("model.pipeline_model_parallel_layout")
         written = scope.lookup("model.pipeline_model_parallel_layout").assignment
-        if written is None or written.source not in (Source.HYDRA, Source.YAML):
-            return ""  # the recipe's layout (or a performance script's): the runner may build it again
-        if written.source is Source.YAML and any(_by_command_line(scope, key) for key in _TOPOLOGY):
-            return ""  # a YAML file's layout with PP/VP from the command line: rebuilt from a recipe's builder
+        if written is None:
+            return ""
+        if _layout_rebuilt(scope):
+            return ""  # PP/VP from the command line: the recipe's builder makes the layout again
+        if written.source not in (Source.HYDRA, Source.YAML) and not _topology_by_command_line(scope):
+            return ""  # the recipe's own layout with the recipe's own sizes: judged in the recipe's unit
 
     layout = scope.key("model.pipeline_model_parallel_layout")
     if layout is UNKNOWN or layout in (None, ""):

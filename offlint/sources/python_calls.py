@@ -129,11 +129,18 @@ def method_value(receiver: object, method: str, args: list) -> object:
     return Unknown(f"the result of `.{method}(...)`")
 
 
+def as_key(value: object) -> object:
+    """A value as a dict key: a tuple of literals, which the reader holds as a list, is a tuple again (`(pp, vp)`
+    looked up among a layout table's `(4, 1)` keys); any other value as it is."""
+    if isinstance(value, list) and all(isinstance(k, _SCALARS) for k in value):
+        return tuple(value)
+    return value
+
+
 def item(container: object, key: object, text: str) -> object:
     """`container[key]` on a literal dict, list or string. A tuple key (read as a list) looks up the dict's tuple
     keys (`layout_map[(pp, vp)]`)."""
-    if isinstance(key, list) and all(isinstance(k, _SCALARS) for k in key):
-        key = tuple(key)
+    key = as_key(key)
     if isinstance(container, dict) and (not getattr(container, "reason", "") or isinstance(container, Registry)) \
             and isinstance(key, (*_SCALARS, tuple)) and key in container:
         return _plain(container[key])

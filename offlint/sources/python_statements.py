@@ -199,9 +199,11 @@ class Statements:
                 if left is _UNDECIDED or right is _UNDECIDED or type(op) not in _DECIDABLE:
                     return None
                 try:
-                    if type(op) in _MEMBERSHIP and getattr(right, "reason", "") and left not in right:
+                    # (`(pp, vp) in table`: the tuple, held as a list, looked up among the dict's tuple keys)
+                    probe = python_calls.as_key(left) if type(op) in _MEMBERSHIP and isinstance(right, dict) else left
+                    if type(op) in _MEMBERSHIP and getattr(right, "reason", "") and probe not in right:
                         return None  # a partly known dict (python_values.PartialDict) may hold the key all the same
-                    if not _DECIDABLE[type(op)](left, right):
+                    if not _DECIDABLE[type(op)](probe, right):
                         return False
                 except TypeError:
                     return None
@@ -458,6 +460,16 @@ class Statements:
                 for element, item in zip(target.elts, value):
                     built += self._assign(element, item, value_node, frame)
                 return built
+            if type(value) is list and len(value) == len(target.elts) and \
+                    not any(isinstance(e, ast.Starred) for e in target.elts):
+                # `pp, vp = model.pipeline_model_parallel_size, 1`: literals, one to each name (GLM-4.5V's layout
+                # helper); each name's own expression where the right side spells them out
+                nodes = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) and \
+                    len(value_node.elts) == len(value) else [value_node] * len(value)
+                touched: list[ConfigObj] = []
+                for element, item, node in zip(target.elts, value, nodes):
+                    touched += self._assign(element, item, node, frame)
+                return touched
             for element in target.elts:
                 if isinstance(element, ast.Name):
                     frame.names[element.id] = Unknown("tuple unpacking")
