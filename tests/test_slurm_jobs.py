@@ -153,6 +153,7 @@ def test_resume_reattaches_to_the_running_job_of_a_killed_offlint(slurm):
     wait_for(lambda: log.exists() and "started" in log.read_text(), 60, "the job to start")
     child.send_signal(signal.SIGKILL)  # offlint dies without cancelling (lost ssh session, OOM, kill -9)
     child.wait()
+    child.stdout.close()
     assert state_of(job_id) == "RUNNING"
 
     step = Step(name="resumable", argv=("bash", "-c", "echo started; sleep 6; echo finished"), cwd=slurm,
