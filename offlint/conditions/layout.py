@@ -339,17 +339,20 @@ def _topology_by_command_line(scope: Scope) -> bool:
         not _by_command_line(scope, "model.pipeline_model_parallel_layout")
 
 
-def _layout_rebuilt(scope: Scope) -> bool:
-    """Whether the layout megatron-core gets is one the recipe's builder makes for the command line's PP and VP, not
-    the one offlint read: the command line changes them (_topology_by_command_line) and the recipe registered a
-    builder (`cfg.model._pipeline_model_parallel_layout_builder = ...`, read from the tree). Without one the
-    runner leaves the recipe's layout as it was built, for the old sizes (Bridge PRs 5578 and 5708 fixed GLM-4.5V's
-    and Moonlight's recipes, whose layouts were stale after a PP override, by registering one)."""
-    if not _topology_by_command_line(scope):
-        return False
+def _builder_registered(scope: Scope) -> bool:
+    """Whether the recipe registered a layout builder (`cfg.model._pipeline_model_parallel_layout_builder = ...`,
+    read from the tree), which the runner calls after PP/VP overrides. Without one it leaves the recipe's layout as
+    it was built, for the old sizes (Bridge PRs 5578 and 5708 fixed GLM-4.5V's and Moonlight's recipes, whose
+    layouts were stale after a PP override, by registering one)."""
     scope.key(_LAYOUT_BUILDER)
     builder = scope.lookup(_LAYOUT_BUILDER).assignment
     return builder is not None and builder.value is not None
+
+
+def _layout_rebuilt(scope: Scope) -> bool:
+    """Whether the layout megatron-core gets is one the recipe's builder makes for the command line's PP and VP, not
+    the one offlint read."""
+    return _topology_by_command_line(scope) and _builder_registered(scope)
 
 
 @needs_scope
@@ -375,9 +378,10 @@ def pipeline_layout_refusal(scope: Scope) -> object:
         written = scope.lookup("model.pipeline_model_parallel_layout").assignment
         if written is None:
             return ""
-        if _layout_rebuilt(scope):
+        topology = _topology_by_command_line(scope)
+        if topology and _builder_registered(scope):
             return ""  # PP/VP from the command line: the recipe's builder makes the layout again
-        if written.source not in (Source.HYDRA, Source.YAML) and not _topology_by_command_line(scope):
+        if written.source not in (Source.HYDRA, Source.YAML) and not topology:
             return ""  # the recipe's own layout with the recipe's own sizes: judged in the recipe's unit
 
     layout = scope.key("model.pipeline_model_parallel_layout")
