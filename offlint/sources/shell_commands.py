@@ -303,8 +303,7 @@ class Commands:
         notes = dict.fromkeys([*self.st.control, *read, *(n for v in exported.values() for n in v.notes)])
         assumes = tuple(sorted(notes, key=lambda note: self.st.order.get(note, 0)))
         inherited = self.st.assumed
-        words = [replace(f.word(self.st.holes), assumed=took + inherited) if took or inherited
-                 else f.word(self.st.holes) for f, took in zip(fields, assumed)]
+        words = [f.word(self.st.holes, took + inherited) for f, took in zip(fields, assumed)]
         opened = self.st.env.get(OPENED)
         vals = [w.value for w in words]  # None for a word with a hole
         self.st.out.commands.append(Command(words, env, *self.pos(n.start_byte), assumes, self.st.ctx,

@@ -174,16 +174,17 @@ class _Field:
     text: str
     cond: str = ""
 
-    def word(self, holes: _Holes) -> Word:
+    def word(self, holes: _Holes, assumed: tuple[str, ...] = ()) -> Word:
+        """The word; `assumed`: the variables whose defaults its value took (Word.assumed)."""
         why = holes.why(self.value)
         mark, taken = branch_mark(self.cond), alternative(self.cond) or ()
         if not why:
-            return Word(self.value, self.line, self.col, self.text, "", mark, alternative=taken)
+            return Word(self.value, self.line, self.col, self.text, "", mark, assumed=assumed, alternative=taken)
         flags = holes.flags_in(self.value)
         head, slash, name = self.value.rpartition("/")
         known_name = name if slash and name and not holes.why(name) else ""
         return Word(None, self.line, self.col, self.text, why, mark, None if flags is None else tuple(sorted(flags)),
-                    known_name, alternative=taken)
+                    known_name, assumed, taken)
 
 
 @dataclass(frozen=True)

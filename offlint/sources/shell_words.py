@@ -426,6 +426,8 @@ def _special_reason(name: str) -> str:
 def unbraced_subscripts(text: str) -> list[str]:
     """The array subscripts a word's text writes without braces, `$NAME[@]`, `$NAME[*]` or `$NAME[0]`, outside
     single quotes and not escaped: to bash the value of NAME (its first element) and the literal subscript."""
+    if "[" not in text:
+        return []  # (most words: no subscript to find, and no character-by-character scan)
     found: list[str] = []
     i, single, double = 0, False, False
     while i < len(text):
