@@ -945,14 +945,16 @@ class _Module:
             module_imports: dict[str, str] = {}
             bindings: dict[str, dict[tuple[str, str], list[tuple]]] = {}  # name -> (module, name) -> their tests
             todo: collections.deque[tuple[ast.AST, tuple]] = collections.deque([(self._tree, ())])
-            while todo:  # (ast.walk's order, keeping the `if` tests each node lies under)
+            # (ast.walk's order, keeping the `if` tests each node lies under; only the nodes that can hold a
+            # statement are walked: an import is one, and no expression holds one)
+            while todo:
                 node, tests = todo.popleft()
                 if isinstance(node, ast.If):
-                    todo.append((node.test, tests))
                     todo.extend((child, tests + ((node.test, True),)) for child in node.body)
                     todo.extend((child, tests + ((node.test, False),)) for child in node.orelse)
                     continue
-                todo.extend((child, tests) for child in ast.iter_child_nodes(node))
+                todo.extend((child, tests) for child in ast.iter_child_nodes(node)
+                            if isinstance(child, _HOLDS_STATEMENTS))
                 if isinstance(node, ast.ImportFrom):
                     source = "." * node.level + (node.module or "")
                     for alias in node.names:
@@ -1111,6 +1113,7 @@ def _nodes(body: list[ast.stmt]):
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # (what a statement's body, handlers, cases hold)
 
 
 def _below(top: ast.AST) -> tuple[ast.AST, ...]:
