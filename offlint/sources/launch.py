@@ -95,7 +95,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     ranks = ranks or withheld
     env_open = env_open or (opened_because(environment or ray or ranks) if environment or ray or ranks else "")
     env = {**env, **ray_env}
-    script = posixpath.basename(values[script_index] or "")
+    script = program(values[script_index])
     rest = argv[script_index + 1:]
     name = f"{script} at line {location.line}"
     if script.startswith("pretrain_") or _megatron_lm_flags(rest):
@@ -192,7 +192,7 @@ def launcher_world_size(words: list[Arg]) -> int:
     `${WORLD_SIZE:-1}`), or a word offlint cannot read that may hold either option (`$DIST_ARGS`; not the value
     of `--master_addr $MASTER_ADDR`)."""
     launcher = next((i for i, word in enumerate(words)
-                     if word.value is not None and (posixpath.basename(word.value) in ("torchrun", "ft_launcher")
+                     if word.value is not None and (program(word.value) in ("torchrun", "ft_launcher")
                                                     or word.value in _DISTRIBUTED_MODULES)), None)
     if launcher is None:
         return 0
@@ -222,6 +222,12 @@ def launcher_world_size(words: list[Arg]) -> int:
     return int(nproc) * int(nnodes) if nproc.isdigit() and nnodes.isdigit() and int(nproc) > 0 else 0
 
 
+def program(word: str | None) -> str:
+    """A word's last path part (`/usr/bin/torchrun` -> "torchrun"), "" for None: posixpath.basename of a str in one
+    call, not four (asked of several words of every command of every script)."""
+    return "" if word is None else word[word.rfind("/") + 1:]
+
+
 def opened_because(reason: str) -> str:
     """Unit.env_open's text for an environment `reason` says may hold more than the script shows."""
     return f"the launch environment may hold more: {reason}"
@@ -232,7 +238,7 @@ def srun_environment(values: list[str | None], texts: list[str]) -> str:
     definitions: TOML files outside the tree whose [env] table sets variables), from its words' values and texts; ""
     where it has no such option. The lsaie-ss26-gipfelsturm launchers run `srun ... --environment=alps3 ... bash -c
     ...`: OFL301 had said the allocator option was unset."""
-    if not any(value is not None and posixpath.basename(value) == "srun" for value in values):
+    if not any(value is not None and program(value) == "srun" for value in values):
         return ""
     for i, (value, text) in enumerate(zip(values, texts)):
         word = value if value is not None else text
@@ -479,7 +485,7 @@ def ray_job(words: list[Arg]) -> tuple[str, dict[str, EnvArg]]:
     environment may hold more, "" for another command; the variables its `--runtime-env-json` sets). The entrypoint
     runs in the Ray cluster's environment, the one its `ray start` had (in the script, or wherever the cluster was
     started), plus the runtime environment's `env_vars`, which win."""
-    if not words or posixpath.basename(words[0].value or "") != "ray":
+    if not words or program(words[0].value) != "ray":
         return "", {}
     env: dict[str, EnvArg] = {}
     for i, word in enumerate(words):
@@ -504,7 +510,7 @@ def launcher_environment(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
     given: dict[str, EnvArg] = {}
     withheld = ""
     for at, word in enumerate(words):
-        launcher = posixpath.basename(word.value or "")
+        launcher = program(word.value)
         rest = words[at + 1:]
         if launcher == "env":
             found, why = _env_command(rest)
@@ -664,7 +670,7 @@ def deepspeed_ranks_environment(words: list[Arg], env: dict[str, EnvArg], defaul
     that file's hosts, as Megatron-DeepSpeed's examples do with `ds_ssh`, or `several_nodes`: its parallel layout
     needs more ranks than a host has, layout_needs_several_nodes);
     otherwise (a hostfile whose hosts are not known) it may be either, and its variables are not known either way."""
-    at = next((i for i, word in enumerate(words) if posixpath.basename(word.value or "") == "deepspeed"), None)
+    at = next((i for i, word in enumerate(words) if program(word.value) == "deepspeed"), None)
     if at is None:
         return "", env
     given: dict[str, str | None] = {}
@@ -820,7 +826,7 @@ def _module_as_script(argv: list[Arg]) -> list[Arg]:
 
 def _entry_module(values: list[str | None]) -> int | None:
     """The index of `-m` where a python command runs a Bridge entry point as a module."""
-    if not values or not posixpath.basename(values[0] or "").startswith("python"):
+    if not values or not program(values[0]).startswith("python"):
         return None
     for i, value in enumerate(values[1:3], 1):  # (an interpreter flag or two before it: `-u -m ...`)
         if value == "-m" and i + 1 < len(values):
@@ -851,14 +857,14 @@ def _script_index(values: list[str | None], wrapped: bool = True) -> int | None:
                           and _may_run_its_arguments(values[0])):
         return None
     if len(values) == 2 and values[0] is not None and not _starts_launch(values[0]) \
-            and posixpath.basename(values[1] or "").endswith(".py"):
+            and program(values[1]).endswith(".py"):
         return None  # (`touch X.py`, `md5sum X.py`, a stage-in tool handle one file; a wrapper runs a launch)
     if "-m" in values[1:3] and _checks_its_argument(values):
         return None
     for i, value in enumerate(values):
         if value is None or "=" in value:  # (`data.custom_cls.path=recipe/rl_dataset.py`: an override, no script)
             continue
-        base = posixpath.basename(value)
+        base = program(value)
         if base.endswith(".py") or base in HYDRA_ENTRY_POINTS:
             return i
     return None
@@ -871,7 +877,7 @@ _FILE_TOOLS = frozenset({"py_compile", "compileall", "pylint", "flake8", "black"
 
 def _checks_its_argument(values: list[str | None]) -> bool:
     """Whether a python command runs a module of _FILE_TOOLS (`python -m py_compile X.py`): no launch of X."""
-    if not posixpath.basename(values[0] or "").startswith("python"):
+    if not program(values[0]).startswith("python"):
         return False
     at = next((i for i, value in enumerate(values[1:3], 1) if value == "-m"), None)
     return at is not None and at + 1 < len(values) and (values[at + 1] or "").split(".")[0] in _FILE_TOOLS
@@ -879,14 +885,14 @@ def _checks_its_argument(values: list[str | None]) -> bool:
 
 def _starts_launch(value: str | None) -> bool:
     """Whether a command whose first word this is can be a launch: python, a launcher, a script, an entry point."""
-    first = posixpath.basename(value or "")
+    first = program(value)
     return first.startswith("python") or first in LAUNCHERS or first.endswith((".py", ".sh")) \
         or first in HYDRA_ENTRY_POINTS
 
 
 def _may_run_its_arguments(value: str | None) -> bool:
     """Whether a first word may be a wrapper that runs the rest (`numarun`, `$WRAPPER`): not one of _NOT_RUNNERS."""
-    return value is None or posixpath.basename(value) not in _NOT_RUNNERS
+    return value is None or program(value) not in _NOT_RUNNERS
 
 
 def _unknown(arg: Arg) -> Unknown:

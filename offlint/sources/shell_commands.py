@@ -11,7 +11,7 @@ import posixpath
 import re
 from dataclasses import replace
 
-from offlint.sources.launch import (HYDRA_ENTRY_POINTS, container_image, opened_because, runs_script,
+from offlint.sources.launch import (HYDRA_ENTRY_POINTS, container_image, opened_because, program, runs_script,
                                     srun_environment)
 from offlint.sources.shell_paths import tree_copy
 from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, WRITTEN, Command, EnvSetting, _Field, _join,
@@ -322,7 +322,7 @@ class Commands:
         # (eval's payload is its words joined and read again, quotes and all: builtin() read it, any `sh -c` in it too;
         # a command that prints its words runs none of them)
         j = _shell_c_payload(vals) if self.depth < _MAX_DEPTH and vals[0] not in _NO_PAYLOAD else None
-        if j is None and self.depth < _MAX_DEPTH and posixpath.basename(vals[0] or "") == "bcprun":
+        if j is None and self.depth < _MAX_DEPTH and program(vals[0]) == "bcprun":
             j, settings = _bcprun_payload(vals)  # (its --env NAME=VALUE options: the payload's environment)
             penv = {**penv, **{name: _Var(s=value, exported=True, pos=(fields[i].line, fields[i].col))
                                for i, name, value in settings}}
@@ -432,7 +432,7 @@ class Commands:
             self.st.positional = self.known_words(fields[2:])
         elif name in ("source", ".") and args:
             self.source(args[0], pos)
-            if len(args) > 1 and posixpath.basename(args[0] or "") == "activate":  # (conda's: `source activate ENV`)
+            if len(args) > 1 and program(args[0]) == "activate":  # (conda's: `source activate ENV`)
                 self.conda_environment(args[1:], pos)
         elif name == "conda" and args[:1] == ["activate"]:
             self.conda_environment(args[1:], pos)
@@ -574,7 +574,7 @@ class Commands:
                 if document is not None:
                     self.write_file(name, document.value, document.org, append=arrow == ">>")
             return
-        if posixpath.basename(words[0]) not in ("sbatch", "bash", "sh") \
+        if program(words[0]) not in ("sbatch", "bash", "sh") \
                 or any(not word.startswith("-") for word in self._option_words(words[1:])):
             return  # (another command, or one given a script file: the document is its standard input)
         document = self._document(redirect)
@@ -631,7 +631,7 @@ class Commands:
         """`sbatch FILE` (or bash/sh) of a file the script wrote earlier (write_file): its text is the job's script
         (haeggee/Megatron-LM's submit.sh writes `$ROOT_PATH/submission.sbatch` so). A text the paths disagree on
         (a hole) reads as the shell reads its holes."""
-        if self.depth >= _MAX_DEPTH or posixpath.basename(vals[0] or "") not in ("sbatch", "bash", "sh"):
+        if self.depth >= _MAX_DEPTH or program(vals[0]) not in ("sbatch", "bash", "sh"):
             return
         k = next((k for k in range(1, len(vals)) if not (vals[k] or "").startswith("-")), None)
         written = self.st.env.get(WRITTEN + (vals[k] if vals[k] is not None else _unquoted(fields[k].text))) \
@@ -854,7 +854,7 @@ class Commands:
         shown = " ".join(f.text for f in fields[launcher:start])
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         pos = (fields[launcher].line, fields[launcher].col)
-        tmux = posixpath.basename(vals[launcher] or "") == "tmux"
+        tmux = program(vals[launcher]) == "tmux"
         where = "the tmux server's environment" if tmux else "the remote host's login environment"
         remote = {OPENED: _Var(s=f"`{shown}` (line {pos[0]}) runs it in {where}", exported=True, pos=pos)}
         for i, name, value in _tmux_settings(vals, launcher, start) if tmux else ():
@@ -862,7 +862,7 @@ class Commands:
         child = self.child_shell(remote, assumes, inherit=False)
         child.hidden = set(self.st.env)
         self.read_child(child, text, org + [org[-1] if org else (*pos, "")],
-                        f"in the {posixpath.basename(vals[launcher] or '')} command: ")
+                        f"in the {program(vals[launcher])} command: ")
 
     def read_child(self, child: _State, text: str, org: list, where: str) -> None:
         """Read `text` as the child shell `child` (a called script, a `bash -c` payload); where offlint cannot parse
@@ -961,11 +961,11 @@ def _remote_command(vals: list[str | None]) -> tuple[int, int] | None:
     `xargs [options]`; None where the command is not one of those, runs nothing (`ssh HOST` logs in) or an option is
     not known."""
     first = 0
-    if posixpath.basename(vals[0] or "") == "xargs":
+    if program(vals[0]) == "xargs":
         first = _after_options(vals, 1, _XARGS_VALUED)
         if first is None or first >= len(vals):
             return None
-    name = posixpath.basename(vals[first] or "")
+    name = program(vals[first])
     if name == "tmux":
         sub = _after_options(vals, first + 1, _TMUX_VALUED)
         if sub is None or sub >= len(vals) or vals[sub] not in _TMUX_STARTS:
@@ -1017,12 +1017,12 @@ def _launched_shell(vals: list[str | None]) -> int | None:
     """Index of the shell, or of the script, in a launcher's command that runs a script file on each rank (`srun -N 2
     bash job.sh`, `srun launch.sh pretrain_gpt.py ...`, `torchrun --nproc-per-node=8 --no-python bash worker.sh`:
     GCP's GPU recipes start their worker so); None where there is none."""
-    first = posixpath.basename(vals[0] or "")
+    first = program(vals[0])
     if first not in _RANK_LAUNCHERS and not (first in _PYTHON_LAUNCHERS and any(
             v in ("--no-python", "--no_python") for v in vals)):
         return None
     for i, v in enumerate(vals):
-        if i and v is not None and posixpath.basename(v) in ("bash", "sh"):
+        if i and v is not None and program(v) in ("bash", "sh"):
             return i
         if i and v is not None and v.endswith(".sh") and not any(w is not None and w.endswith(".py") for w in vals[:i]):
             return i  # (a script run itself, before any Python script the command names)
@@ -1032,11 +1032,11 @@ def _launched_shell(vals: list[str | None]) -> int | None:
 def _called_index(vals: list[str | None]) -> int | None:
     """Index of the script file in `bash [-x] FILE ARGS`, `sh FILE ARGS` or `FILE ARGS`; None where the command runs
     none (or Bridge's train.sh, a launch of its own)."""
-    i = 1 if vals[0] is not None and posixpath.basename(vals[0]) in ("bash", "sh") else 0
+    i = 1 if vals[0] is not None and program(vals[0]) in ("bash", "sh") else 0
     while i and i < len(vals) and vals[i] is not None and vals[i].startswith("-"):
         i += 1  # (`bash -x FILE`)
     if i >= len(vals) or vals[i] is None or not vals[i].endswith(".sh") \
-            or posixpath.basename(vals[i]) in HYDRA_ENTRY_POINTS:
+            or program(vals[i]) in HYDRA_ENTRY_POINTS:
         return None
     return i
 
