@@ -974,3 +974,43 @@ def test_nodes_walked_again_are_the_nodes_walked_first():
     assert list(entry_scripts._nodes([loop])) == reference([loop])
     assert [n for n in entry_scripts._nodes(module.body) if isinstance(n, ast.Call)] == \
         [n for n in reference(module.body) if isinstance(n, ast.Call)]
+
+
+IMPORTS_EVERYWHERE = """
+import os as system
+try:
+    from fast_lm.training import pretrain
+except ImportError:
+    from megatron.training import pretrain
+if os.environ.get("TASK") == "eval":
+    from tasks.evaluate import main
+else:
+    from tasks.finetune import main
+with open(os.devnull) as sink:
+    from tools.sink import report
+match os.environ.get("MODE"):
+    case "serve":
+        from tools.server import serve
+def lazy():
+    from tools.lazy import helper
+    return [x for x in (lambda: 1,)]
+"""
+
+
+def test_a_modules_imports_are_found_in_every_statement_that_holds_one():
+    """The imports of an entry script's module, wherever a statement can stand (a handler, a `match` case, a `with`
+    body, a function's own lazy import), with the `if` tests above each; expressions hold none and are not walked."""
+    import ast
+
+    module = entry_scripts._Module("go.py", ast.parse(IMPORTS_EVERYWHERE))
+    assert module.module_imports == {"system": "os"}
+    imports = module.imports
+    assert imports["pretrain"] == ("megatron.training", "pretrain")  # (the handler's, walked after the `try` body)
+    assert imports["report"] == ("tools.sink", "report")
+    assert imports["serve"] == ("tools.server", "serve")
+    assert imports["helper"] == ("tools.lazy", "helper")
+    several = module.several_imports
+    assert set(several) == {"pretrain", "main"}
+    assert set(several["pretrain"]) == {("fast_lm.training", "pretrain"), ("megatron.training", "pretrain")}
+    (evaluate,), (finetune,) = several["main"][("tasks.evaluate", "main")], several["main"][("tasks.finetune", "main")]
+    assert [taken for _, taken in evaluate] == [True] and [taken for _, taken in finetune] == [False]
