@@ -150,3 +150,15 @@ def test_a_base_command_platform_launch_is_read():
     env = {a.key: a.value for layer in units[0].layers if layer.name == "environment" for a in layer.assignments}
     assert env["env.CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
     assert env["env.PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+
+
+@pytest.mark.parametrize("word", ["torchrun", "/usr/bin/torchrun", "./bin/python3.11", "dir/", "/", "", "a//b"])
+def test_a_programs_name_is_its_words_last_path_part(word):
+    """launch.program, what every launch reader compares with "torchrun", "srun", "bash"...: posixpath.basename of a
+    word in one call; a word offlint cannot read (None) names no program."""
+    import posixpath
+
+    from offlint.sources.launch import program
+
+    assert program(word) == posixpath.basename(word)
+    assert program(None) == ""
