@@ -192,8 +192,8 @@ def launcher_world_size(words: list[Arg]) -> int:
     `${WORLD_SIZE:-1}`), or a word offlint cannot read that may hold either option (`$DIST_ARGS`; not the value
     of `--master_addr $MASTER_ADDR`)."""
     launcher = next((i for i, word in enumerate(words)
-                     if word.value is not None and (program(word.value) in ("torchrun", "ft_launcher")
-                                                    or word.value in _DISTRIBUTED_MODULES)), None)
+                     if program(word.value) in ("torchrun", "ft_launcher") or word.value in _DISTRIBUTED_MODULES),
+                    None)
     if launcher is None:
         return 0
     found: dict[str, str] = {}
@@ -238,7 +238,7 @@ def srun_environment(values: list[str | None], texts: list[str]) -> str:
     definitions: TOML files outside the tree whose [env] table sets variables), from its words' values and texts; ""
     where it has no such option. The lsaie-ss26-gipfelsturm launchers run `srun ... --environment=alps3 ... bash -c
     ...`: OFL301 had said the allocator option was unset."""
-    if not any(value is not None and program(value) == "srun" for value in values):
+    if not any(program(value) == "srun" for value in values):
         return ""
     for i, (value, text) in enumerate(zip(values, texts)):
         word = value if value is not None else text

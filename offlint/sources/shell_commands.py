@@ -1022,7 +1022,7 @@ def _launched_shell(vals: list[str | None]) -> int | None:
             v in ("--no-python", "--no_python") for v in vals)):
         return None
     for i, v in enumerate(vals):
-        if i and v is not None and program(v) in ("bash", "sh"):
+        if i and program(v) in ("bash", "sh"):
             return i
         if i and v is not None and v.endswith(".sh") and not any(w is not None and w.endswith(".py") for w in vals[:i]):
             return i  # (a script run itself, before any Python script the command names)
@@ -1032,7 +1032,7 @@ def _launched_shell(vals: list[str | None]) -> int | None:
 def _called_index(vals: list[str | None]) -> int | None:
     """Index of the script file in `bash [-x] FILE ARGS`, `sh FILE ARGS` or `FILE ARGS`; None where the command runs
     none (or Bridge's train.sh, a launch of its own)."""
-    i = 1 if vals[0] is not None and program(vals[0]) in ("bash", "sh") else 0
+    i = 1 if program(vals[0]) in ("bash", "sh") else 0
     while i and i < len(vals) and vals[i] is not None and vals[i].startswith("-"):
         i += 1  # (`bash -x FILE`)
     if i >= len(vals) or vals[i] is None or not vals[i].endswith(".sh") \
