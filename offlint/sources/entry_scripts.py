@@ -28,7 +28,7 @@ from typing import Callable, NamedTuple
 
 from offlint.sources import python_inputs
 from offlint.sources.python_roles import OTHER_FRAMEWORKS, PYTEST_FILE
-from offlint.sources.python_syntax import _call_name
+from offlint.sources.python_syntax import _call_name, main_block
 from offlint.sources.shell_paths import tree_copy
 from offlint.types import Unknown
 
@@ -370,7 +370,7 @@ class _Reach:
             return ""
         found = self._torch_six_in([path, *self._imports_reached(module, module.top_level)])
         for node in module.top_level:
-            if not found and _main_block(node):
+            if not found and main_block(node):
                 found = self._every_path_imports_torch_six(module, node.body)
         return found
 
@@ -1045,7 +1045,7 @@ def _certain_nodes(body: list[ast.stmt], certain: bool, checks: Callable[[ast.Ca
     ends = False
     for stmt in body:
         checking = {id(call) for call in _calls([stmt]) if checks(call)} if certain and not ends else set()
-        if certain and not ends and _main_block(stmt):
+        if certain and not ends and main_block(stmt):
             yield from ((node, False) for node in _nodes([stmt.test]))
             yield from _certain_nodes(stmt.body, True, checks)
             yield from _certain_nodes(stmt.orelse, False, checks)
@@ -1079,14 +1079,6 @@ def _calls_before_checks(value: ast.expr | None, checking: set[int]) -> set[int]
     calls = list(_evaluated_calls(value))
     return {id(call) for call in calls
             if not any(id(inner) in checking for inner in itertools.islice(_evaluated_calls(call), 1, None))}
-
-
-def _main_block(stmt: ast.stmt) -> bool:
-    """`if __name__ == "__main__":`"""
-    test = stmt.test if isinstance(stmt, ast.If) else None
-    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" and \
-        len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) and \
-        test.comparators[0].value == "__main__" and isinstance(test.ops[0], ast.Eq)
 
 
 def _may_leave(stmt: ast.stmt) -> bool:

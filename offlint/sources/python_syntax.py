@@ -52,6 +52,14 @@ _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 _BLOCKS_OF: dict[type, tuple[str, ...]] = {}  # a node class -> those of _BLOCKS among its fields, in _BLOCKS' order
 
 
+def main_block(stmt: ast.stmt) -> bool:
+    """`if __name__ == "__main__":`"""
+    test = stmt.test if isinstance(stmt, ast.If) else None
+    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" and \
+        len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) and \
+        test.comparators[0].value == "__main__" and isinstance(test.ops[0], ast.Eq)
+
+
 def _statements(body):
     """Every statement in a block, nested blocks included (no expressions: cheaper than ast.walk). Only the fields
     a statement's class has are read (a getattr with a default of a missing one raises and clears an
