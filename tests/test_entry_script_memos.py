@@ -1,0 +1,83 @@
+"""The entry-script reader's memos of import lookups (entry_scripts._Reach._imported_files and _resolve) give what the
+plain lookup gives: each is kept with the parsed modules by the paths on sys.path, so a module found only through a
+folder one script adds to sys.path is not found for a script that adds none, and a lookup answered from the memo adds
+to sys.path what the lookup itself added. Fixtures of our own, in the shape of Pai-Megatron-Patch's convertors (a
+top-level `sys.path.append` of a folder beside the file)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from offlint.sources import entry_scripts
+
+ADDS_EXTRA = ("import os\nimport sys\n\n"
+              "sys.path.append(os.path.join(os.path.dirname(os.path.realpath(__file__)), 'extra'))\n")
+TEXTS = {
+    "a/script.py": ADDS_EXTRA + "import only_here\nfrom pkg import tools\n",
+    "a/extra/only_here.py": ("import os\nimport sys\n\n"
+                             "sys.path.append(os.path.join(os.path.dirname(os.path.realpath(__file__)), 'more'))\n"),
+    "a/extra/more/deeper.py": "VALUE = 1\n",
+    "b/user.py": "import only_here\nimport deeper\nfrom pkg import tools\n",
+    "pkg/__init__.py": "",
+    "pkg/tools.py": "def run():\n    pass\n",
+}
+
+
+def _reach(memo: dict | None, search_paths: list[str]) -> entry_scripts._Reach:
+    reach = entry_scripts._Reach("launch.sh", lambda path, near: TEXTS.get(path), memo)
+    reach.search_paths = list(search_paths)
+    return reach
+
+
+def _plain_imported(search_paths: list[str], path: str) -> list[str]:
+    reach = _reach(None, search_paths)
+    module = reach._module(path)
+    reach.search_paths = list(search_paths)  # (as the memo's caller had them)
+    return reach._imported_files_of(module, module.top_level, True)
+
+
+@pytest.mark.parametrize("order", [("none", "extra"), ("extra", "none")])
+def test_imported_files_are_kept_by_the_paths_on_sys_path(order):
+    memo: dict = {}
+    paths = {"none": [], "extra": ["a/extra", "a/extra/more"]}
+    for name in order:
+        reach = _reach(memo, paths[name])
+        module = reach._module("b/user.py")
+        reach.search_paths = list(paths[name])
+        found = reach._imported_files(module, module.top_level, every=True)
+        assert found == _plain_imported(paths[name], "b/user.py")
+    assert _plain_imported([], "b/user.py") == ["pkg/__init__.py", "pkg/tools.py"]
+    assert "a/extra/only_here.py" in _plain_imported(paths["extra"], "b/user.py")
+
+
+def test_a_resolved_import_from_the_memo_adds_to_sys_path_what_the_lookup_added():
+    memo: dict = {}
+    first = _reach(memo, ["a/extra"])
+    resolved = first._resolve("b/user.py", "only_here", "run")
+    assert resolved is not None and resolved[0].path == "a/extra/only_here.py"
+    assert first.search_paths == ["a/extra", "a/extra/more"]  # (only_here's own sys.path entry, as Python adds it)
+    again = _reach(memo, ["a/extra"])
+    assert ("module of", "b/user.py", "only_here", ("a/extra",)) in memo  # (answered from the memo)
+    assert again._resolve("b/user.py", "only_here", "run")[0] is resolved[0]
+    assert again.search_paths == first.search_paths
+    # without the folder on sys.path the same import is not the tree's, whatever the memo holds
+    assert _reach(memo, [])._resolve("b/user.py", "only_here", "run") is None
+    # a name the module lacks is its submodule's file where one exists
+    assert _reach(memo, [])._resolve("b/user.py", "pkg", "tools")[0].path == "pkg/tools.py"
+    assert _reach(memo, [])._resolve("b/user.py", "pkg", "run") == (memo["pkg/__init__.py"], "run")
+
+
+def test_the_plain_and_kept_answers_of_a_script_agree():
+    """module_patches_parser and module_needs_old_torch walk the imports a script reaches: the same with a shared memo
+    asked twice as with none."""
+    shared: dict = {}
+    for _ in range(2):
+        for answer in (entry_scripts._Reach.module_patches_parser, entry_scripts._Reach.module_needs_old_torch):
+            kept = answer(_reach(shared, []), "a/script.py")
+            assert kept == answer(_reach(None, []), "a/script.py")
+    reach = _reach(shared, [])
+    module = reach._module("a/script.py")
+    assert reach._imports_reached(module, module.top_level)[:2] == ["a/extra/only_here.py", "pkg/__init__.py"]
+    assert isinstance(ast.parse(TEXTS["a/script.py"]), ast.Module)
