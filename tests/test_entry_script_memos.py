@@ -1,8 +1,8 @@
-"""The entry-script reader's memos of import lookups (entry_scripts._Reach._imported_files and _resolve) give what the
-plain lookup gives: each is kept with the parsed modules by the paths on sys.path, so a module found only through a
-folder one script adds to sys.path is not found for a script that adds none, and a lookup answered from the memo adds
-to sys.path what the lookup itself added. Fixtures of our own, in the shape of Pai-Megatron-Patch's convertors (a
-top-level `sys.path.append` of a folder beside the file)."""
+"""The entry-script reader's memos (entry_scripts._Reach: import lookups, a script's walk) and its shortcut of the
+parser-patch search give what the plain computation gives. The import lookups are kept with the parsed modules by
+the paths on sys.path: a module found only through a folder one script adds to sys.path is not found for a script
+that adds none, and a lookup answered from the memo adds to sys.path what the lookup itself added. Fixtures of our
+own, in the shape of Pai-Megatron-Patch's convertors (a top-level `sys.path.append` of a folder beside the file)."""
 
 from __future__ import annotations
 
@@ -81,3 +81,46 @@ def test_the_plain_and_kept_answers_of_a_script_agree():
     module = reach._module("a/script.py")
     assert reach._imports_reached(module, module.top_level)[:2] == ["a/extra/only_here.py", "pkg/__init__.py"]
     assert isinstance(ast.parse(TEXTS["a/script.py"]), ast.Module)
+
+
+@pytest.mark.parametrize("text", [
+    'megatron.training.arguments.parse_args = my_parse_args\n',
+    'patch("megatron.training.arguments.parse_args", wrapper)\n',
+    'setattr(arguments, "parse_args", parse)\n',
+    'args = parser.parse_args()\n',  # a call, not a replacement
+    'import megatron\n',
+    '',
+])
+def test_the_parser_patch_test_agrees_with_the_pattern(text):
+    assert entry_scripts._patches_parser(text) == (entry_scripts._PARSER_PATCH.search(text) is not None)
+
+
+WALKED = {
+    "run.py": ("import os\nfrom helpers import setup\n\n\ndef main(args):\n    setup(args)\n"
+               "    os.environ['NCCL_ALGO'] = 'Ring'\n    args.use_distributed_optimizer = True\n\n\n"
+               "if __name__ == '__main__':\n    main(None)\n"),
+    "helpers.py": "import os\n\n\ndef setup(args):\n    os.environ.setdefault('CUDA_DEVICE_MAX_CONNECTIONS', '1')\n"
+                  "    args.bf16 = True\n",
+}
+
+
+def test_a_scripts_walk_is_shared_by_its_answers():
+    """module_writes and module_run_facts walk the same reach: asked of one memo, each in either order, they give
+    what each gives alone."""
+    def reach(memo):
+        return entry_scripts._Reach("launch.sh", lambda path, near: WALKED.get(path), memo)
+
+    alone = (entry_scripts._Reach.module_writes(reach(None), "run.py"),
+             entry_scripts._Reach.module_run_facts(reach(None), "run.py"))
+    assert sorted(w.attribute for w in alone[0]) == ["bf16", "use_distributed_optimizer"]
+    assert {w.name for w in alone[1][1]} == {"NCCL_ALGO", "CUDA_DEVICE_MAX_CONNECTIONS"}
+    for first_writes in (True, False):
+        memo: dict = {}
+        if first_writes:
+            writes = entry_scripts._Reach.module_writes(reach(memo), "run.py")
+            facts = entry_scripts._Reach.module_run_facts(reach(memo), "run.py")
+        else:
+            facts = entry_scripts._Reach.module_run_facts(reach(memo), "run.py")
+            writes = entry_scripts._Reach.module_writes(reach(memo), "run.py")
+        assert (writes, facts) == alone
+        assert ("reached", "run.py") in memo
