@@ -176,6 +176,27 @@ def test_a_provider_beside_the_entry_script_is_read(tmp_path):
     assert "--vision-model-type" in _options(tmp_path, "examples/multimodal/train.py")
 
 
+def test_each_entry_script_keeps_its_own_providers(tmp_path):
+    """A checkout's reader keeps each script's extra_args_providers (asked once per launch of it): two scripts of one
+    checkout asked in turn, through one memo, give each its own options, as a reader of their own does."""
+    _tree(tmp_path)
+
+    def read(path):
+        try:
+            return (tmp_path / path).read_text()
+        except OSError:
+            return None
+
+    memo: dict = {}
+    scripts = ["pretrain_gpt.py", "examples/multimodal/train.py"]
+    for entry in [*scripts, *reversed(scripts)]:
+        assert entry_options(entry, read, memo) == entry_options(entry, read, {})
+    assert "--vision-model-type" in entry_options(scripts[1], read, memo)
+    assert "--vision-model-type" not in entry_options(scripts[0], read, memo)
+    (reader,) = [held for key, held in memo.items() if key[0] == "mlm-arguments"]
+    assert set(reader.provided) == set(scripts)
+
+
 @pytest.mark.parametrize("change", [
     ("pretrain_gpt.py", "extra_args_provider=add_modelopt_args if has_nvidia_modelopt else None",
      "extra_args_provider=unknown_provider"),  # a provider offlint cannot find

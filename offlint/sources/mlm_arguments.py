@@ -121,6 +121,7 @@ class _Reader:
         self.modules: dict[str, ast.Module | None] = {}
         self.walked: dict[tuple[str, str], frozenset[str]] = {}
         self.base: frozenset[str] | _Unreadable | None = None
+        self.provided: dict[str, list | None] = {}  # entry script -> providers(): asked once per launch of it
 
     # ---- modules and names -------------------------------------------------------------------------------------
 
@@ -197,7 +198,14 @@ class _Reader:
         return self.base
 
     def providers(self, entry: str) -> list | None:
-        """The entry script's extra_args_provider functions; None when its parsing cannot be read."""
+        """The entry script's extra_args_provider functions; None when its parsing cannot be read. Worked out once per
+        script: each launch of it asks, and each asking walked the script's whole tree twice (Megatron-LM d98e8a6:
+        293 launches of 18 scripts, 0.8 s of a cold check's linking)."""
+        if entry not in self.provided:
+            self.provided[entry] = self._providers(entry)
+        return self.provided[entry]
+
+    def _providers(self, entry: str) -> list | None:
         module = self.module(entry)
         if module is None:
             return None
