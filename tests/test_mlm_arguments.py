@@ -123,13 +123,18 @@ def _tree(root, extra: dict[str, str] | None = None) -> None:
         (root / name).write_text(textwrap.dedent(text))
 
 
-def _options(root, entry="pretrain_gpt.py"):
+def _reader_in(root):
+    """path -> its text under `root`, None where there is no such file (as linking's tree reader gives)."""
     def read(path):
         try:
             return (root / path).read_text()
         except OSError:
             return None
-    return entry_options(entry, read, {})
+    return read
+
+
+def _options(root, entry="pretrain_gpt.py"):
+    return entry_options(entry, _reader_in(root), {})
 
 
 def test_the_option_strings_are_derived_as_argparse_builds_them(tmp_path):
@@ -181,12 +186,7 @@ def test_each_entry_script_keeps_its_own_providers(tmp_path):
     checkout asked in turn, through one memo, give each its own options, as a reader of their own does."""
     _tree(tmp_path)
 
-    def read(path):
-        try:
-            return (tmp_path / path).read_text()
-        except OSError:
-            return None
-
+    read = _reader_in(tmp_path)
     memo: dict = {}
     scripts = ["pretrain_gpt.py", "examples/multimodal/train.py"]
     for entry in [*scripts, *reversed(scripts)]:
@@ -293,11 +293,7 @@ def test_a_provider_read_in_part_is_never_taken_for_one_read_whole(tmp_path):
         "    return parser", "    add_more_args(parser)\n    return parser"),
         "pretrain_hybrid.py": PRETRAIN})
 
-    def read(path):
-        try:
-            return (tmp_path / path).read_text()
-        except OSError:
-            return None
+    read = _reader_in(tmp_path)
     memo: dict = {}
     assert entry_options("pretrain_gpt.py", read, memo) is None
     assert entry_options("pretrain_hybrid.py", read, memo) is None
@@ -424,9 +420,5 @@ def test_an_older_checkouts_flags_are_no_forks_own(tmp_path):
     the newer layout only: every flag of an older checkout is older than the releases offlint knows."""
     _old_tree(tmp_path)
 
-    def read(path):
-        try:
-            return (tmp_path / path).read_text()
-        except OSError:
-            return None
+    read = _reader_in(tmp_path)
     assert base_options("pretrain_gpt.py", read, {}) is None
