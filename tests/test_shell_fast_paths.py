@@ -102,3 +102,66 @@ def test_every_shell_whose_payload_is_read_ends_in_sh():
 
     assert all(shell.endswith("sh") for shell in _SHELLS)
     assert _shell_c_payload(["srun", "/bin/bash", "-lc", "x"]) == 3 and _shell_c_payload(["fish", "-c", "x"]) is None
+
+
+def _prints(command) -> bool:
+    return command.argv[0].value in ("echo", "printf") and not command.calls_function
+
+
+def test_a_reader_of_launches_drops_only_the_commands_that_print():
+    """parse_shell(printing=False), as read_shell asks: the same commands but those that only print (`echo`, `printf`),
+    and the same effects of those: `printf -v` sets its variable, `echo ... > FILE` writes the file a later `sbatch`
+    runs, a function of the script named `echo` is still called."""
+    import random
+
+    r = random.Random(79)
+    scripts = [_script(r).replace("run ", r.choice(["echo ", "printf "])) for _ in range(400)]
+    scripts += [
+        'printf -v TP "%s" 4\nprintf "%s\\n" "$TP"\npython pretrain_gpt.py --tensor-model-parallel-size $TP\n',
+        'echo "#!/bin/bash" > job.sh\necho "python pretrain_gpt.py --bf16" >> job.sh\nsbatch job.sh\n',
+        'echo() { python pretrain_gpt.py --fp16 "$@"; }\necho --bf16\n',
+        'for TP in 1 2; do echo "TP=$TP"; torchrun pretrain_gpt.py --tensor-model-parallel-size $TP; done\n',
+        'echo ${X:=4}\npython pretrain_gpt.py --pipeline-model-parallel-size $X\n',
+    ]
+    dropped = 0
+    for script in scripts:
+        kept = parse_shell(script, "run.sh", ("run.sh", 3))
+        launches = parse_shell(script, "run.sh", ("run.sh", 3), printing=False)
+        assert repr([c for c in kept.commands if not _prints(c)]) == repr(launches.commands), script
+        assert kept.errors == launches.errors and kept.assignments == launches.assignments, script
+        assert not any(_prints(c) for c in launches.commands), script
+        dropped += sum(_prints(c) for c in kept.commands)
+    assert dropped > 300  # (the generated scripts print)
+    (launch,) = parse_shell(scripts[-5], "run.sh", printing=False).commands  # TP: unknown, as printf -v leaves it
+    assert launch.argv[-1].value is None and "printf -v" in launch.argv[-1].unknown
+    flags = [[w.value for w in c.argv] for c in parse_shell(scripts[-1], "run.sh", printing=False).commands]
+    assert flags == [["python", "pretrain_gpt.py", "--pipeline-model-parallel-size", "4"]]  # (echo's `:=` set X)
+    job = [[w.value for w in c.argv] for c in parse_shell(scripts[-4], "run.sh", printing=False).commands]
+    assert ["python", "pretrain_gpt.py", "--bf16"] in job
+    called = [[w.value for w in c.argv] for c in parse_shell(scripts[-3], "run.sh", printing=False).commands]
+    assert ["python", "pretrain_gpt.py", "--fp16", "--bf16"] in called
+
+
+def test_read_shell_gives_the_units_it_gave_with_the_printing_commands(monkeypatch):
+    """read_shell reads a script file without its printing commands: the units are the ones it made with them."""
+    import random
+
+    from offlint.sources import shell
+
+    r = random.Random(80)
+    scripts = [_script(r).replace("run ", "echo ").replace("train.py", "pretrain_gpt.py --bf16") for _ in range(1200)]
+    scripts = [s for s in scripts if not parse_shell(s).errors]  # (a script bash rejects gives an error, no units)
+    scripts.append('for TP in 1 2; do echo "TP=$TP"; torchrun pretrain_gpt.py --tensor-model-parallel-size $TP; done\n')
+
+    def units(script):
+        try:
+            return repr(shell.read_shell("run.sh", script))
+        except shell.ShellError as exc:
+            return str(exc)
+
+    without = [units(s) for s in scripts]
+    original = shell.parse_shell
+    monkeypatch.setattr(shell, "parse_shell", lambda *a, **k: original(*a, **{**k, "printing": True}))
+    with_them = [units(s) for s in scripts]
+    assert without == with_them
+    assert sum("Unit(" in u and "pretrain_gpt.py" in u for u in without) > 300  # (launches read, not only errors)

@@ -25,7 +25,7 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
     goes."""
     # a YAML command string is no script file: no $0
     script = parse_shell(text, path if complete else None, where=(path, line_offset),
-                         read_file=project.text if project is not None else None)
+                         read_file=project.text if project is not None else None, printing=not complete)
     if script.errors and (complete or not script.commands):
         more = f" (and {len(script.errors) - 1} more)" if len(script.errors) > 1 else ""
         raise ShellError(f"cannot parse shell script: {script.errors[0]}{more}; `bash -n {path}` tells whether bash "

@@ -296,6 +296,9 @@ class Commands:
             self.st.noted = {**noted, **self.st.noted}
         if not fields:
             return
+        if not self.st.out.printing and fields[0].value in _PRINTING and fields[0].value not in self.st.funcs:
+            self.printed(n, fields)
+            return
         exported = _exported(self.st.env)
         env = {k: self.setting(k, v) for k, v in exported.items()}
         env.update({k: self.setting(k, v) for k, v in penv.items()})
@@ -365,6 +368,16 @@ class Commands:
                     unread = self.unread_wrapper(vals[k:])
                     if unread:
                         outer.env_open = opened_because(f"it runs through `{unread}`, a script offlint cannot read")
+
+    def printed(self, n, fields: list[_Field]) -> None:
+        """`echo ...` or `printf ...` (not a function of the script) where the output keeps no command that only
+        prints (ShellScript.printing): what it does besides printing, as command() does it, without the Command
+        (its words, its environment: a sixth of the shell reading of Megatron Bridge's 435 scripts, whose sweeps
+        echo each pass's settings)."""
+        vals = [None if self.st.holes.why(f.value) else f.value for f in fields]  # (Word.value, as command()'s)
+        self.builtin(fields, vals)  # (`printf -v NAME`)
+        if vals[0] == "echo":
+            self.echo_to_file(n, fields)
 
     def read_herestring(self, n, vals: list[str | None], penv: dict[str, _Var]) -> None:
         """`IFS=',' read -r EP TP PP CP <<< "$config"`: the names take the fields of a here-string offlint can read
@@ -936,6 +949,7 @@ def _opened_reason(opened: _Var) -> str:
     return opened_because(reason or "a sourced file offlint cannot read")
 
 
+_PRINTING = frozenset({"echo", "printf"})  # commands that print their words and run none of them (command())
 _NO_PAYLOAD = frozenset({"eval", "echo", "printf", "logger"})  # (eval reads its joined words itself; the others print)
 
 

@@ -45,15 +45,16 @@ from offlint.sources.shell_values import _Holes, _MAX_NESTING, Org, ShellScript,
 
 
 def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = ("", 0),
-                read_file: Callable[[str], str | None] | None = None) -> ShellScript:
+                read_file: Callable[[str], str | None] | None = None, printing: bool = True) -> ShellScript:
     """Read `text` as bash; never raises (problems go to `errors`, the rest is still returned).
 
     `script`: the script's path, when `text` is a script file run as such: `$0` and `${BASH_SOURCE[0]}` are then
     that path, so `$(dirname "$0")` and the like locate files next to it (shell_paths). `where`: the file and the
     line offset that Command.assumes name a decision's place with (a finding may be located in another file).
     `read_file`: a tree file's text by its path (None where there is none), for `source FILE`: what the file sets
-    and exports is read; a file it cannot give leaves the environment of the commands after it open."""
-    out = ShellScript([], [])
+    and exports is read; a file it cannot give leaves the environment of the commands after it open. `printing`:
+    whether `commands` holds those that only print (ShellScript.printing)."""
+    out = ShellScript([], [], printing=printing)
     try:
         if not isinstance(text, str):
             text = bytes(text).decode("utf-8", "replace")

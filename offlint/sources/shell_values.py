@@ -94,6 +94,9 @@ class ShellScript:
     # where each variable assignment of the script's own text lies, ((line, col) start, (line, col) end): a launch's
     # words from one assignment were written together (OFL004), words from two are layered
     assignments: list[tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=list)
+    # Whether `commands` holds the commands that only print (`echo`, `printf`): a reader of launches has no use for
+    # them (read_shell), a YAML command string keeps them (read as far as it parses, it is prose where it has none)
+    printing: bool = True
 
 
 class _Holes:
