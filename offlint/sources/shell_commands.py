@@ -372,8 +372,8 @@ class Commands:
     def printed(self, n, fields: list[_Field]) -> None:
         """`echo ...` or `printf ...` (not a function of the script) where the output keeps no command that only
         prints (ShellScript.printing): what it does besides printing, as command() does it, without the Command
-        (its words, its environment: a sixth of the shell reading of Megatron Bridge's 435 scripts, whose sweeps
-        echo each pass's settings)."""
+        (its words, its environment: 8% of the calls reading Megatron Bridge's 435 scripts made, 3.28 -> 3.00 M;
+        its sweeps echo each pass's settings)."""
         vals = [None if self.st.holes.why(f.value) else f.value for f in fields]  # (Word.value, as command()'s)
         self.builtin(fields, vals)  # (`printf -v NAME`)
         if vals[0] == "echo":
