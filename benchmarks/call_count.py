@@ -5,14 +5,15 @@
 
 Each BUILD is a folder holding an `offlint` package (and `rules/`: a `git archive COMMIT offlint rules`, say). For
 each, profile_check.py runs one cold check of TREE in one process under cProfile, and this prints the calls it
-counted (cProfile's total_calls, every Python function and builtin called), the units and findings, and the ratio to
-the first BUILD.
+counted (every Python function and builtin called, summed over the profiler's code objects: profile_check.py's
+"calls, every code object" line), the units and findings, and the ratio to the first BUILD.
 
 Why: on this shared machine the wall and CPU time of one build swing by 30% within minutes, so a change of 10% needs
 many alternating pairs (ab_cold.py) to be seen, and a slow drift over many commits is never seen at all. The call
 count is the same on every run of the same build and tree to within a few hundred calls in millions (PYTHONHASHSEED
-is 0 unless set; the methods dataclasses generate share one name, and cProfile keeps the count of one of them, which
-one varying from process to process), and it moves with the interpretive work: session 25 found two accidental
+is 0 unless set), and it moves with the interpretive work. (Until session 58 it was pstats' total_calls, which keeps
+one count of the functions sharing a file, line and name, as the methods dataclasses generate do, which one varying
+from process to process: a swing of 1%, 176,000 calls on Megatron-LM d98e8a6.) Session 25 found two accidental
 costs with it (a module walked once per bridge, 23.3 M calls against 17.4 M; an entry script followed once per
 launch) that the session-by-session timings had missed. It does not see C code's cost (parsing, hashing, encoding
 in orjson), nor I/O: confirm a change it shows with ab_cold.py. Nothing here asserts anything.
@@ -47,7 +48,9 @@ def calls(tree: str, build: str, extra: list[str]) -> tuple[int, str]:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise RuntimeError(f"profile_check.py with {build} exited {done.returncode}: {last}")
         found = re.search(r"(\d+) units, (\d+) findings", done.stdout)
-        return pstats.Stats(saved).total_calls, found.group(0) if found else "?"
+        counted = re.search(r"^calls, every code object: (\d+)$", done.stdout, re.M)
+        total = int(counted.group(1)) if counted else pstats.Stats(saved).total_calls  # (an older profile_check.py)
+        return total, found.group(0) if found else "?"
 
 
 def main() -> int:
