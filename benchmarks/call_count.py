@@ -24,11 +24,9 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
-import pstats
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
@@ -39,18 +37,15 @@ def calls(tree: str, build: str, extra: list[str]) -> tuple[int, str]:
     modules byte-compiled first, as `pip install` leaves them: the check imports its readers and rules when it first
     needs them, and compiling a module there would add the compiler's calls to the count."""
     compileall.compile_dir(os.path.join(build, "offlint"), quiet=1)
-    with tempfile.TemporaryDirectory(prefix="offlint-calls-") as scratch:
-        saved = os.path.join(scratch, "check.prof")
-        env = dict(os.environ, PYTHONPATH=build, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
-        done = subprocess.run([sys.executable, str(_HERE / "profile_check.py"), tree, "--top", "1", "--save", saved,
-                               *extra], env=env, capture_output=True, text=True)
-        if done.returncode != 0 or not os.path.exists(saved):
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"profile_check.py with {build} exited {done.returncode}: {last}")
-        found = re.search(r"(\d+) units, (\d+) findings", done.stdout)
-        counted = re.search(r"^calls, every code object: (\d+)$", done.stdout, re.M)
-        total = int(counted.group(1)) if counted else pstats.Stats(saved).total_calls  # (an older profile_check.py)
-        return total, found.group(0) if found else "?"
+    env = dict(os.environ, PYTHONPATH=build, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"))
+    done = subprocess.run([sys.executable, str(_HERE / "profile_check.py"), tree, "--top", "1", *extra], env=env,
+                          capture_output=True, text=True)
+    counted = re.search(r"^calls, every code object: (\d+)$", done.stdout, re.M)
+    if done.returncode != 0 or counted is None:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"profile_check.py with {build} exited {done.returncode}: {last}")
+    found = re.search(r"(\d+) units, (\d+) findings", done.stdout)
+    return int(counted.group(1)), found.group(0) if found else "?"
 
 
 def main() -> int:
