@@ -950,7 +950,7 @@ def _opened_reason(opened: _Var) -> str:
 
 
 _PRINTING = frozenset({"echo", "printf"})  # commands that print their words and run none of them (command())
-_NO_PAYLOAD = frozenset({"eval", "echo", "printf", "logger"})  # (eval reads its joined words itself; the others print)
+_NO_PAYLOAD = _PRINTING | {"eval", "logger"}  # (eval reads its joined words itself; the others print)
 
 
 # Launchers that start their program on each rank: `srun ... bash FILE`; torchrun's kind only with --no-python
