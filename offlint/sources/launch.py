@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 from offlint import keys
 from offlint.sources import entry_scripts, hydra, mlm_flags, perf_env, perf_flags, perf_scripts, python_roles
-from offlint.types import (BELOW, KEY_DEFAULT, Assignment, Defaults, Layer, Location, OneOf, Source, Unit, UnitKind,
-                           Unknown)
+from offlint.types import (BELOW, KEY_DEFAULT, Assignment, Defaults, InputError, Layer, Location, OneOf, Source, Unit,
+                           UnitKind, Unknown)
 
 # Megatron Bridge entry points: each runs a recipe (named by --recipe or the perf scripts' own flags).
 HYDRA_ENTRY_POINTS = ("run_recipe.py", "train.sh", "setup_experiment.py", "run_script.py", "bootstrap.py")
@@ -60,8 +60,9 @@ class EnvArg:
     unknown: str = ""
 
 
-class CommandProblem(ValueError):
-    """An override the launch tool itself will refuse (Hydra syntax error)."""
+class CommandProblem(InputError):
+    """An override the launch tool itself will refuse (Hydra syntax error): the file's own fault, reported as its
+    one-line error, not as offlint's (source_files.read_files)."""
 
 
 def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool,
