@@ -3,6 +3,8 @@ initialize_model_parallel raises at start). Recipes in Megatron Bridge's shapes,
 
 from __future__ import annotations
 
+import pytest
+
 from offlint.api import CheckOptions, check
 
 HEADER = ("from megatron.bridge.models import GPTModelProvider\n"
@@ -102,3 +104,24 @@ def test_estimate_says_a_recipe_cannot_run_as_named(tmp_path, monkeypatch):
     given = CliRunner().invoke(main, ["estimate", "recipes.py", "--recipe", "moe_pretrain_64gpu_gb300_bf16_config",
                                       "--gpus", "96"])
     assert given.exit_code == 2 and "OFL216" not in given.output, given.output  # the user's count: bad input only
+
+
+SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+         "expert_model_parallel_size", "expert_tensor_parallel_size")
+
+
+@pytest.mark.parametrize("value", ["0.5", "-2", "'eight'", "2.0"])
+@pytest.mark.parametrize("size", SIZES)
+def test_a_size_that_is_no_whole_count_is_not_judged(tmp_path, size, value):
+    """A fraction, a negative count or a word is no layout megatron-core tiles: no claim, and no crash of any rule
+    (`expert_model_parallel_size = 0.5` in a mutated Bridge performance recipe had ended its check in a division by
+    zero, reported as offlint's internal error)."""
+    (tmp_path / "recipes.py").write_text(HEADER + _recipe("moe_pretrain_64gpu_h100_bf16_config", f"""
+        cfg.model.{size} = {value}
+        cfg.model.cpu_offloading = True
+        cfg.model.cpu_offloading_num_layers = 2
+        cfg.optimizer.optimizer_cpu_offload = True
+    """))
+    result = check([str(tmp_path)], CheckOptions(root=tmp_path, cache=False, mcore_version="0.20.0", strict=True))
+    assert result.errors == [], result.errors
+    assert [f for f in result.findings if f.code == "OFL216"] == []

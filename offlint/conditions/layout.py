@@ -37,9 +37,9 @@ def layout_division(scope: Scope) -> object:
         return ""
     dense = [scope.key(f"model.{name}") for name in (
         "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")]
-    if UNKNOWN in dense:
+    if UNKNOWN in dense or not all(_size_read(v) for v in dense):
         return ""  # no crash is claimed on a layout offlint cannot read (as no OOM without a number)
-    tp, pp, cp = (int(v) if v else 1 for v in dense)
+    tp, pp, cp = (v or 1 for v in dense)
     mlm = scope.names.get("defaults") == Defaults.MLM_CLI.value
     if mlm and _run_smaller(scope, tp, pp, world):
         return ""
@@ -59,9 +59,9 @@ def layout_division(scope: Scope) -> object:
             stop = f"megatron-core raises \"world_size ({world}) is not divisible by {tp * pp * cp}\""
         return f"TP{tp} x PP{pp} x CP{cp} needs a multiple of {tp * pp * cp} GPUs, and {said}: {stop}"
     ep, etp = scope.key("model.expert_model_parallel_size"), scope.key("model.expert_tensor_parallel_size")
-    if UNKNOWN in (ep, etp):
+    if UNKNOWN in (ep, etp) or not (_size_read(ep) and _size_read(etp)):
         return ""
-    ep = int(ep) if ep else 1
+    ep = ep or 1
     # TP's value or 1: a world size that 1 x EP x PP does not divide, TP x EP x PP does not divide either
     etp = _fewest_etp(etp, ep, tp, scope)
     if world % (etp * ep * pp):
@@ -71,12 +71,20 @@ def layout_division(scope: Scope) -> object:
     return ""
 
 
+def _size_read(value) -> bool:
+    """Whether a parallel size is one the layout can be judged with: unset (None, 0: the default of 1 as these rules
+    read it) or a whole positive number. A fraction, a negative count or a word is no layout megatron-core tiles, and
+    no claim is made on it (a mutated recipe's `expert_model_parallel_size = 0.5` had ended its check in a division
+    by zero)."""
+    return not value or is_whole(value) and value > 0
+
+
 def _fewest_etp(etp, ep: int, tp: int, scope: Scope) -> int:
     """The expert TP that needs the fewest GPUs: the one set; else, with EP > 1, 1 where the tree's Bridge defaults it
     so (since July 2026) or the tree has no Bridge of its own (it may), TP's where its Bridge does not
     (bridge_checks.EXPERT_TP_DEFAULT: megatron-core takes TP's value); else TP's."""
     if etp:
-        return int(etp)
+        return etp
     return tp if ep <= 1 or scope.key(EXPERT_TP_DEFAULT) == NO_DEFAULT else 1
 
 
