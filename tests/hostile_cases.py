@@ -259,6 +259,16 @@ def _python_assignments(root: Path) -> None:
                                        tail="    return cfg\n"))
 
 
+def _python_huge_model(root: Path) -> None:
+    """A complete model of 99,999,999,999 layers: the memory model sizes each pipeline stage layer by layer, and
+    before it refused more than 10,000 layers a check of this one file did not end."""
+    (root / "huge.py").write_text(
+        "def huge_recipe():\n    cfg = ConfigContainer(model=GPTModelProvider(num_layers=99999999999, hidden_size=4096, "
+        "num_attention_heads=32, ffn_hidden_size=14336, vocab_size=128256, seq_length=4096),\n"
+        "                          optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())\n"
+        "    cfg.train.micro_batch_size = 1\n    cfg.train.global_batch_size = 8\n    return cfg\n")
+
+
 def _python_argv(root: Path) -> None:
     (root / "argv.py").write_text(
         "import subprocess\n\n\ndef launch():\n    cmd = ['python', 'run_recipe.py', '--recipe', 'r', "
@@ -377,6 +387,10 @@ CASES: list[Case] = [
     Case("python recipes in a cycle, tree", _python_cycle, ("check",)),
     Case("estimate: yaml alias bomb", _write("bomb.yaml", alias_bomb(11)), ("estimate", "bomb.yaml"),
          (ALIAS_ERROR,), checks_ok=False),
+    Case("python a model of 99,999,999,999 layers", _python_huge_model, ("check", "huge.py", "ok.py")),
+    Case("estimate: a model of 99,999,999,999 layers", _python_huge_model, ("estimate", "huge.py"),
+         ("huge.py: huge_recipe: no verdict: it uses 99,999,999,999 layers (it sizes at most 10,000)",),
+         checks_ok=False),
     Case("estimate: 5,000 recipes", _python_recipes, ("estimate", "recipes.py", "--recipe", "recipe_4999"),
          checks_ok=False, slow=True),
     Case("estimate: 1.9 MiB of yaml keys", _yaml_keys, ("estimate", "big.yaml"),

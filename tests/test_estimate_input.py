@@ -119,3 +119,12 @@ def test_the_plot_legend_and_labels_do_not_cover_the_bars():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_more_layers_than_the_model_sizes_is_one_line_and_the_most_it_sizes_is_estimated():
+    """The memory model counts each pipeline stage's parameters layer by layer: `model.num_layers=99999999999` had
+    kept `estimate` (and `check`, through OFL303) running for good. Beyond 10,000 layers there is no verdict."""
+    line = _one_error_line(_run(LLAMA, "--override", "model.num_layers=10001"))  # (the hang: tests/hostile_cases.py)
+    assert "no verdict: it uses 10,001 layers (it sizes at most 10,000)" in line
+    result = _run(LLAMA, "--override", "model.num_layers=10000")
+    assert result.exit_code == 0 and "verdict: does not fit" in result.output, result.output

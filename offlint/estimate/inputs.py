@@ -55,6 +55,8 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
     parallel, source = _read_parallel(r, unit_name, world_size, launch_gpus)
     training = _read_training(r)
     unsupported = _unsupported(r, unit_name)
+    if model.num_layers > MAX_LAYERS:
+        unsupported.append(f"{model.num_layers:,} layers (it sizes at most {MAX_LAYERS:,})")
     low, why = read_low_precision(r, unit_name, fp8_transpose)
     fsdp, fsdp_why = read_fsdp(r, training, low)
     if fsdp_why:
@@ -110,6 +112,12 @@ def read_inputs(lookup: Lookup, unit_name: str = "", world_size: int | None = No
 # read_wan changes which are unknown (a Wan model has no vocabulary and its own sequence: it drops the unknown
 # vocab_size and seq_length), and no later reader reads a size key (oom.SIZE_KEYS) with a Reader method that records it.
 _KEPT_SIZES = ("model.num_layers", "model.hidden_size", "model.num_attention_heads")
+
+
+# The most layers the memory model sizes: it counts each pipeline stage's parameters layer by layer, and
+# `model.num_layers=99999999999` on a launch's command line had kept a check running for good (public models have a
+# few hundred layers at most).
+MAX_LAYERS = 10_000
 
 
 def _size_unknown(r: Reader) -> bool:
