@@ -128,3 +128,26 @@ def test_more_layers_than_the_model_sizes_is_one_line_and_the_most_it_sizes_is_e
     assert "no verdict: it uses 10,001 layers (it sizes at most 10,000)" in line
     result = _run(LLAMA, "--override", "model.num_layers=10000")
     assert result.exit_code == 0 and "verdict: does not fit" in result.output, result.output
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+def test_a_count_hydra_reads_as_an_infinite_or_nan_float_counts_nothing(tmp_path, monkeypatch, value):
+    """Hydra reads `inf` and `nan` as floats: `model.moe_router_topk=inf` on a launch had ended its check in an
+    OverflowError (NaN: a ValueError), reported as offlint's internal error. Such a count is not a number."""
+    from offlint.api import CheckOptions, check
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text(
+        "from megatron.bridge.models import GPTModelProvider\n"
+        "from megatron.bridge.training.config import ConfigContainer\n\n\n"
+        "def moe_pretrain_8gpu_h100_bf16_config():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=1024, num_attention_heads=8,"
+        " num_moe_experts=8, vocab_size=32000, seq_length=4096))\n"
+        "    cfg.model.cpu_offloading = True\n    cfg.model.cpu_offloading_num_layers = 2\n    return cfg\n")
+    (tmp_path / "launch.sh").write_text(
+        "#!/bin/bash\ntorchrun --nproc-per-node 8 scripts/training/run_recipe.py --recipe "
+        f"moe_pretrain_8gpu_h100_bf16_config model.moe_router_topk={value} model.cpu_offloading_num_layers={value}\n")
+    result = check(["."], CheckOptions(root=tmp_path, cache=False, mcore_version="0.20.0", strict=True))
+    assert result.errors == [], result.errors
+    assert _one_error_line(_run("recipes.py", "--override", f"model.moe_router_topk={value}"))

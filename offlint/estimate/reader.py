@@ -4,6 +4,8 @@ reason (never replaced by a guess), a size left at megatron-core's placeholder 0
 
 from __future__ import annotations
 
+import math
+
 from offlint.types import Unknown
 from offlint.estimate.shapes import Lookup
 
@@ -57,9 +59,11 @@ class Reader:
         value = (get or self.get)(key, fallback)
         if value is None:
             return fallback
-        if isinstance(value, (int, float)):  # (a bool too: True counts 1, as megatron-core's arithmetic does)
-            return value
-        self.unknown[key] = f"{value!r} is not a number"
+        if isinstance(value, int) or isinstance(value, float) and math.isfinite(value):
+            return value  # (a bool too: True counts 1, as megatron-core's arithmetic does)
+        # (`inf` and `nan`, which Hydra reads as floats, count nothing: `moe_router_topk=inf` had ended a check in
+        # an OverflowError)
+        self.unknown[key] = f"{value!r} is not a {'finite ' if isinstance(value, float) else ''}number"
         return fallback
 
     def optional_int(self, key: str) -> int | None:
