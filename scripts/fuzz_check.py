@@ -5,8 +5,9 @@
 
 Each run takes one of TREE's recipes, launch scripts or YAML configs (a file that names offloading, recompute, a
 parallel size, a launcher or ConfigContainer), mutates one to three of its lines the way an edit in progress does
-(a line deleted, doubled, swapped or cut short; a number, a word or the indentation changed; a quote, a bracket,
-`$(` or another token put in) and checks that file as pre-commit does, with the mutated text in place of the file's.
+(a line deleted, doubled, swapped or cut short; a number (to 0, a fraction, inf, nan, 99999999999, ...), a word or
+the indentation changed; a quote, a bracket, `$(` or another token put in) and checks that file as pre-commit does,
+with the mutated text in place of the file's.
 Without --fix the text is given as an overlay (CheckOptions.overlay): TREE is only read. With --fix, the tree's
 files are copied to a temporary folder first, each mutated file is written there and `offlint check FILE --diff`
 or `--fix --unsafe-fixes` is run on it; the folder is removed at the end.
@@ -48,7 +49,7 @@ _TOKENS = ["", "0", "-1", "1e400", "None", "True", "'", '"', "\\", "$(", "${", "
            "|", "&&", ";", "#", "\t", "é", "\u2028", "*", "**", ".", ",", "=", "==", "--", "${X:-", "<<EOF", "EOF",
            "$((", "))", "lambda: 0", "yield", "await ", "global x", "del cfg", "...", "'''", '"""', "f'{", "@dec",
            "\x00", "\r", "999999999999999999999"]
-_NUMBERS = ["0", "1", "3", "-2", "7", "1000000", "0.5", "2**40"]
+_NUMBERS = ["0", "1", "3", "-2", "7", "1000000", "0.5", "2**40", "99999999999", "inf", "nan", "1e400"]
 
 
 def sources() -> list[str]:
