@@ -21,6 +21,14 @@ def _run(*args):
     return CliRunner().invoke(main, ["estimate", *args])
 
 
+def _project(tmp_path, monkeypatch, recipes: str) -> None:
+    """A project in `tmp_path`, the working directory, whose recipes.py holds `recipes` after Bridge's imports."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipes.py").write_text("from megatron.bridge.models import GPTModelProvider\n"
+                                         "from megatron.bridge.training.config import ConfigContainer\n\n\n" + recipes)
+
+
 def _one_error_line(result) -> str:
     lines = [line for line in result.output.splitlines() if line]
     assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("offlint: error:"), result.output
@@ -43,16 +51,12 @@ def test_a_field_the_recipe_sets_beyond_megatron_core_is_accepted(tmp_path, monk
     """A Bridge provider's own field (Qwen3-VL's `vision_cuda_graph_impl`, which no megatron-core config has) may be
     overridden where the configuration sets it, as run_recipe.py's Hydra overrides may; a misspelling of it is
     refused with the recipe's key as the suggestion."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "recipes.py").write_text(
-        "from megatron.bridge.models import GPTModelProvider\n"
-        "from megatron.bridge.training.config import ConfigContainer\n\n\n"
-        "def vlm_pretrain_config():\n"
-        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=4, hidden_size=1024, num_attention_heads=8,\n"
-        "                                                 vocab_size=32000, seq_length=2048))\n"
-        "    cfg.model.vision_cuda_graph_impl = 'transformer_engine'\n"
-        "    return cfg\n")
+    _project(tmp_path, monkeypatch,
+             "def vlm_pretrain_config():\n"
+             "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=4, hidden_size=1024, num_attention_heads=8,\n"
+             "                                                 vocab_size=32000, seq_length=2048))\n"
+             "    cfg.model.vision_cuda_graph_impl = 'transformer_engine'\n"
+             "    return cfg\n")
     accepted = _run("recipes.py", "--override", "model.vision_cuda_graph_impl=none")
     assert accepted.exit_code == 0 and "verdict:" in accepted.output, accepted.output
     line = _one_error_line(_run("recipes.py", "model.vision_cuda_graph_imp=none"))
@@ -136,15 +140,11 @@ def test_a_count_hydra_reads_as_an_infinite_or_nan_float_counts_nothing(tmp_path
     OverflowError (NaN: a ValueError), reported as offlint's internal error. Such a count is not a number."""
     from offlint.api import CheckOptions, check
 
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "recipes.py").write_text(
-        "from megatron.bridge.models import GPTModelProvider\n"
-        "from megatron.bridge.training.config import ConfigContainer\n\n\n"
-        "def moe_pretrain_8gpu_h100_bf16_config():\n"
-        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=1024, num_attention_heads=8,"
-        " num_moe_experts=8, vocab_size=32000, seq_length=4096))\n"
-        "    cfg.model.cpu_offloading = True\n    cfg.model.cpu_offloading_num_layers = 2\n    return cfg\n")
+    _project(tmp_path, monkeypatch,
+             "def moe_pretrain_8gpu_h100_bf16_config():\n"
+             "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=1024, num_attention_heads=8,"
+             " num_moe_experts=8, vocab_size=32000, seq_length=4096))\n"
+             "    cfg.model.cpu_offloading = True\n    cfg.model.cpu_offloading_num_layers = 2\n    return cfg\n")
     (tmp_path / "launch.sh").write_text(
         "#!/bin/bash\ntorchrun --nproc-per-node 8 scripts/training/run_recipe.py --recipe "
         f"moe_pretrain_8gpu_h100_bf16_config model.moe_router_topk={value} model.cpu_offloading_num_layers={value}\n")
