@@ -76,7 +76,12 @@ def _size_read(value) -> bool:
     read it) or a whole positive number. A fraction, a negative count or a word is no layout megatron-core tiles, and
     no claim is made on it (a mutated recipe's `expert_model_parallel_size = 0.5` had ended its check in a division
     by zero)."""
-    return not value or is_whole(value) and value > 0
+    return not value or _positive_count(value)
+
+
+def _positive_count(value) -> bool:
+    """A whole number above 0 (not a bool): a size or batch megatron-core can divide by."""
+    return is_whole(value) and value > 0
 
 
 def _fewest_etp(etp, ep: int, tp: int, scope: Scope) -> int:
@@ -113,10 +118,7 @@ def batch_division(scope: Scope) -> object:
     if UNKNOWN in (gbs, mbs, rampup, schedule, decrease, *sizes) or rampup or schedule:
         return ""
 
-    def whole(v):
-        return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-    if not (whole(gbs) and whole(mbs)) or not all(v is None or whole(v) for v in sizes):
+    if not (_positive_count(gbs) and _positive_count(mbs)) or not all(v is None or _positive_count(v) for v in sizes):
         return ""
     tp, pp, cp, ep = (v or 1 for v in sizes[:4])
     etp = _fewest_etp(sizes[4], ep, tp, scope)
