@@ -52,34 +52,26 @@ _TOKENS = ["", "0", "-1", "1e400", "None", "True", "'", '"', "\\", "$(", "${", "
 _NUMBERS = ["0", "1", "3", "-2", "7", "1000000", "0.5", "2**40", "99999999999", "inf", "nan", "1e400"]
 
 
-def sources() -> list[str]:
-    """The files offlint reads in the tree of the working directory (its discovery's), relative to it."""
+def sources() -> dict[str, str]:
+    """The files offlint reads in the tree of the working directory (its discovery's): path relative to it -> kind."""
     from offlint.discover import discover
 
-    return sorted(os.path.normpath(file.path) for file in discover(["."])[0])
+    return {os.path.normpath(file.path): file.kind for file in sorted(discover(["."])[0], key=lambda f: f.path)}
 
 
-def candidates(tree: Path) -> list[str]:
-    """TREE's Python, shell and YAML files (not test code) that name one of _WORDS, relative to TREE, sorted."""
-    from offlint.discover import discover
-
-    cwd = os.getcwd()
-    os.chdir(tree)
-    try:
-        files, _ = discover(["."])
-    finally:
-        os.chdir(cwd)
+def candidates(every: dict[str, str]) -> list[str]:
+    """Of `every` (sources()), the Python, shell and YAML files, not test code, that name one of _WORDS."""
     found = []
-    for file in files:
-        if file.kind not in ("python", "shell", "yaml") or file.path.startswith("tests/") or "/tests/" in file.path:
+    for path, kind in every.items():
+        if kind not in ("python", "shell", "yaml") or path.startswith("tests/") or "/tests/" in path:
             continue
         try:
-            text = (tree / file.path).read_text(encoding="utf-8", errors="replace")
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         if len(text) <= 60_000 and any(word in text for word in _WORDS):
-            found.append(os.path.normpath(file.path))
-    return sorted(found)
+            found.append(path)
+    return found
 
 
 def mutate(rng: random.Random, text: str) -> tuple[str, list[str]]:
@@ -152,10 +144,10 @@ def check_run(path: str, text: str, mcore: str, strict: bool) -> str:
     return next((e.message for e in result.errors if "internal error" in e.message), "")
 
 
-def fix_run(path: str, text: str, mcore: str, mode: str, tree: Path, every: list[str]) -> str:
+def fix_run(path: str, text: str, mcore: str, mode: str, tree: Path, every: dict[str, str]) -> str:
     """The problem `offlint check path MODE --unsafe-fixes` has on the mutated file written in place, or "". Every
     file it wrote (a fix may edit a launch in another file that runs the checked recipe) is checked too, then put
-    back as it is in `tree` (`every`: the copy's files)."""
+    back as it is in `tree` (`every`: the tree's files, sources())."""
     from click.testing import CliRunner
 
     from offlint.cli import main
@@ -211,57 +203,65 @@ def main() -> int:
         print(f"fuzz_check.py: error: {args.tree}: not a directory; give the tree whose files to mutate",
               file=sys.stderr)
         return 2
-    files = candidates(tree)
-    if not files:
-        print(f"fuzz_check.py: error: {args.tree}: no recipe, launch script or YAML config naming {_WORDS[0]!r} "
-              f"or the like; give a training tree", file=sys.stderr)
-        return 2
     out = Path(args.out).resolve()
-    scratch = Path(tempfile.mkdtemp(prefix="offlint-fuzz-")) if args.fix else None
-    if scratch is not None:  # (the tree's files, not its .git: fixes are written here, never into TREE)
-        shutil.copytree(tree, scratch, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
-    os.chdir(scratch or tree)
+    home = os.getcwd()
+    os.chdir(tree)
+    scratch = None
+    try:
+        every = sources()  # (the files a fix may write)
+        files = candidates(every)
+        if not files:
+            print(f"fuzz_check.py: error: {args.tree}: no recipe, launch script or YAML config naming {_WORDS[0]!r} "
+                  f"or the like; give a training tree", file=sys.stderr)
+            return 2
+        if args.fix:  # (the tree's files, not its .git: fixes are written here, never into TREE)
+            scratch = Path(tempfile.mkdtemp(prefix="offlint-fuzz-"))
+            shutil.copytree(tree, scratch, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+            os.chdir(scratch)
+        return _runs(args, tree, every, files, out)
+    finally:
+        os.chdir(home)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _runs(args, tree: Path, every: dict[str, str], files: list[str], out: Path) -> int:
+    """The mutation runs, in the working directory (TREE, or its copy with --fix); 1 when one had a problem."""
     rng = random.Random(args.seed)
-    every = sources() if scratch is not None else []  # (the files a fix may write)
     fixable = sorted(set(files) & fixed_files(args.mcore_version)) if args.fix else []
     if args.fix:
         print(f"{len(fixable)} of the files have a fix (--diff of the whole tree); 70% of the runs take one of them")
     signal.signal(signal.SIGALRM, _late)
     runs = problems = 0
     start = time.monotonic()
-    try:
-        while (runs < args.runs) if args.runs else (time.monotonic() - start < args.seconds):
-            path = rng.choice(fixable) if fixable and rng.random() < 0.7 else rng.choice(files)
-            original = Path(path).read_bytes()
-            text, edits = mutate(rng, original.decode("utf-8", "replace"))
-            mode = rng.choice(["--diff", "--fix"]) if args.fix else ("--strict" if rng.random() < 0.3 else "")
-            runs += 1
-            began = time.monotonic()
-            signal.alarm(RUN_LIMIT)
-            try:
-                problem = fix_run(path, text, args.mcore_version, mode, tree, every) if args.fix else \
-                    check_run(path, text, args.mcore_version, mode == "--strict")
-            except _Late:
-                problem = f"still running after {RUN_LIMIT} s"
-            except Exception:  # noqa: BLE001 - an exception out of offlint is the problem looked for
-                problem = traceback.format_exc()
-            finally:
-                signal.alarm(0)
-                if args.fix:
-                    Path(path).write_bytes(original)
-            if problem:
-                problems += 1
-                out.mkdir(parents=True, exist_ok=True)
-                name = f"{args.seed}-{runs}"
-                (out / f"{name}{Path(path).suffix or '.sh'}").write_bytes(text.encode("utf-8"))
-                (out / f"{name}.txt").write_text(f"file: {path}\nedits: {', '.join(edits)}\nmode: {mode or 'check'}"
-                                                 f"\ntook: {time.monotonic() - began:.1f} s\n\n{problem}\n")
-                last = problem.strip().splitlines()[-1] if problem.strip() else problem
-                print(f"{path} ({', '.join(edits)}; {mode or 'check'}): {last[:200]}  [{out / name}.txt]")
-    finally:
-        os.chdir("/")
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+    while (runs < args.runs) if args.runs else (time.monotonic() - start < args.seconds):
+        path = rng.choice(fixable) if fixable and rng.random() < 0.7 else rng.choice(files)
+        original = Path(path).read_bytes()
+        text, edits = mutate(rng, original.decode("utf-8", "replace"))
+        mode = rng.choice(["--diff", "--fix"]) if args.fix else ("--strict" if rng.random() < 0.3 else "")
+        runs += 1
+        began = time.monotonic()
+        signal.alarm(RUN_LIMIT)
+        try:
+            problem = fix_run(path, text, args.mcore_version, mode, tree, every) if args.fix else \
+                check_run(path, text, args.mcore_version, mode == "--strict")
+        except _Late:
+            problem = f"still running after {RUN_LIMIT} s"
+        except Exception:  # noqa: BLE001 - an exception out of offlint is the problem looked for
+            problem = traceback.format_exc()
+        finally:
+            signal.alarm(0)
+            if args.fix:
+                Path(path).write_bytes(original)
+        if problem:
+            problems += 1
+            out.mkdir(parents=True, exist_ok=True)
+            name = f"{args.seed}-{runs}"
+            (out / f"{name}{Path(path).suffix or '.sh'}").write_bytes(text.encode("utf-8"))
+            (out / f"{name}.txt").write_text(f"file: {path}\nedits: {', '.join(edits)}\nmode: {mode or 'check'}"
+                                             f"\ntook: {time.monotonic() - began:.1f} s\n\n{problem}\n")
+            last = problem.strip().splitlines()[-1] if problem.strip() else problem
+            print(f"{path} ({', '.join(edits)}; {mode or 'check'}): {last[:200]}  [{out / name}.txt]")
     print(f"{runs} runs on {len(files)} files of {args.tree}, {problems} problem{'s' if problems != 1 else ''}"
           f" (seed {args.seed})")
     return 1 if problems else 0
