@@ -5,6 +5,7 @@ aliases that print a deprecation note on standard error.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Callable
 
@@ -58,6 +59,25 @@ class Size(click.ParamType):
         if size <= 0:
             self.fail(f"{value!r}: a size must be more than 0 bytes", param, ctx)
         return Bytes(size)
+
+
+class PngPath(click.ParamType):
+    """Where `--plot` writes its picture: a file name ending in .png, checked before any work is done (matplotlib
+    picks the format by the suffix: `--plot out.txt` failed only after the estimate, with an internal error)."""
+
+    name = "file.png"
+
+    def convert(self, value: Any, param, ctx) -> str:
+        path = os.fspath(value)
+        if not path.lower().endswith(".png"):
+            self.fail(f"{path!r}: the plot is a PNG image; give a file name ending in .png", param, ctx)
+        if os.path.isdir(path):
+            self.fail(f"{path!r} is a directory; give a file name ending in .png", param, ctx)
+        return path
+
+
+def plot_option(help_text: str) -> Callable:
+    return click.option("--plot", "plot_path", type=PngPath(), default=None, metavar="FILE.png", help=help_text)
 
 
 def color_option(command: Callable) -> Callable:

@@ -100,6 +100,23 @@ def test_plot_without_matplotlib_prints_the_estimate_first(monkeypatch, tmp_path
     assert not (tmp_path / "out.png").exists()
 
 
+@pytest.mark.parametrize("name", ["out.txt", "out.svg", "out", "out.png.bak"])
+def test_plot_names_a_png_file_before_anything_is_estimated(tmp_path, name):
+    # (matplotlib picks the format by the suffix: `out.txt` ended in an internal error after the estimate)
+    line = _one_error_line(_run(LLAMA, "--plot", str(tmp_path / name)))
+    assert line.startswith("offlint: error: invalid value for '--plot': ")
+    assert "give a file name ending in .png" in line
+    assert not list(tmp_path.iterdir())
+
+
+def test_plot_into_a_folder_that_is_not_there_is_one_line_after_the_estimate(tmp_path):
+    pytest.importorskip("matplotlib")
+    result = _run(LLAMA, "--plot", str(tmp_path / "missing" / "out.png"))
+    lines = [line for line in result.output.splitlines() if line]
+    assert result.exit_code == 2 and lines[0].startswith("offlint estimate: "), result.output
+    assert lines[-1].startswith(f"offlint: error: {tmp_path / 'missing' / 'out.png'}: cannot write the plot")
+
+
 def test_the_plot_legend_and_labels_do_not_cover_the_bars():
     pytest.importorskip("matplotlib")
     from offlint.estimate import oom, whatif

@@ -55,6 +55,7 @@ def test_verify_of_a_configuration_without_offloading_is_a_usage_error():
 @pytest.mark.parametrize("args, message", [
     (("--fractions", "0,1"), "--fractions and --plot go with --verify"),
     (("--verify", "--plot", "x.png"), "--plot needs --fractions"),
+    (("--verify", "--fractions", "0,1", "--plot", "x.txt"), "'x.txt': the plot is a PNG image"),
     (("--verify", "--fractions", "0,2"), "outside [0, 1]"),
     (("--recipe", "nope"), "no unit named 'nope'"),
 ])

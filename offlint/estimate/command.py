@@ -22,7 +22,7 @@ from offlint.estimate.report import (agreed_state, bracket, depends, render_cann
 from offlint.estimate.whatif import what_if
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
-from offlint.options import alias_of, color_option, deprecated, mcore_version_option
+from offlint.options import alias_of, color_option, deprecated, mcore_version_option, plot_option
 from offlint.terminal import Status, plural
 from offlint.versions import NEWEST_KNOWN, VersionError, parse_version
 
@@ -38,8 +38,7 @@ from offlint.versions import NEWEST_KNOWN, VersionError, parse_version
                                           f"(default: [tool.offlint] gpu, else {DEFAULT_DEVICE}).")
 @click.option("--gpus", type=click.IntRange(min=1), default=None,
               help="Total GPUs of the job (default: from the recipe name, else the fewest the layout needs).")
-@click.option("--plot", "plot_path", default=None, type=click.Path(dir_okay=False),
-              help="Also draw the what-if table as stacked bars into this PNG.")
+@plot_option("Also draw the what-if table as stacked bars into this PNG.")
 @mcore_version_option("megatron-core version to read defaults from, e.g. 0.16.1.")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default=None, callback=alias_of("text"),
               help="How to print the estimate (default: text).")

@@ -17,7 +17,7 @@ from offlint.replay.result import exit_code_for, outcome_of, peak_bytes, write_j
 from offlint.slurm.options import given_options, slurm_click_options
 from offlint.units import UnitSelectionError, load_unit
 from offlint.usage import fail as _fail
-from offlint.options import Size, color_option, iters_option, mcore_version_option
+from offlint.options import Size, color_option, iters_option, mcore_version_option, plot_option
 from offlint.terminal import Status, plural
 from offlint.versions import VersionError
 
@@ -45,7 +45,7 @@ from offlint.versions import VersionError
               help="Also run the baseline (offloading off) and check the success criteria.")
 @click.option("--fractions", default=None, metavar="LIST",
               help="With --verify: sweep optimizer_offload_fraction over LIST, e.g. 0,0.25,0.5,0.75,1.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="With --fractions: write a PNG plot.")
+@plot_option("With --fractions: write a PNG plot.")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Where specs, rank results and logs go (default: .offlint/replay/<time>).")
 @click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(min=1), help="Seconds per run.")
@@ -57,13 +57,15 @@ from offlint.versions import VersionError
                       "(default: as offlint check finds it); the run itself uses the installed megatron-core.")
 @color_option
 def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, num_layers, hidden_size, seq_length,
-                   micro_batch_size, global_batch_size, data_parallel_size, do_verify, fractions, plot, run_dir,
+                   micro_batch_size, global_batch_size, data_parallel_size, do_verify, fractions, plot_path, run_dir,
                    timeout, dry_run, launcher, mcore_version, **slurm_values) -> None:
     """Run a short real megatron-core training job of CONFIG and record outcome, loss, memory and time."""
-    if (fractions or plot) and not do_verify:
+    if (fractions or plot_path) and not do_verify:
         _fail("--fractions and --plot go with --verify")
-    if plot and not fractions:
+    if plot_path and not fractions:
         _fail("--plot needs --fractions (it plots the sweep)")
+    if plot_path and importlib.util.find_spec("matplotlib") is None:  # known before the sweep's runs, not after
+        _fail("--plot needs matplotlib: pip install 'offlint[estimate]'")
     try:
         fraction_list = sweep.parse_fractions(fractions) if fractions else None
     except ValueError as exc:
@@ -101,7 +103,7 @@ def replay_command(config, recipe, overrides, iters, result_json, gpu_memory, nu
     elif fraction_list is None:
         _verify(spec, run_root, gpus, timeout, result_json)
     else:
-        _sweep(spec, fraction_list, run_root, gpus, timeout, result_json, plot)
+        _sweep(spec, fraction_list, run_root, gpus, timeout, result_json, plot_path)
 
 
 def _slurm(spec, run_dir, result_json, timeout, dry_run, do_verify, slurm_values) -> None:
@@ -187,12 +189,15 @@ def _sweep(spec, fractions, run_root, gpus, timeout, result_json, plot_path) -> 
             runs[f] = _run(verify.fraction_spec(spec, f), run_root / f"fraction-{f:g}", gpus, timeout, status)
     rows = sweep.rows(baseline, runs)
     click.echo(sweep.table(rows))
-    if plot_path:
-        sweep.plot(rows, Path(plot_path), title=spec.unit)
-        click.echo(f"plot: {plot_path}")
     path = Path(result_json or run_root / "sweep.json")
     write_json(path, {"baseline": baseline, "runs": {f"{f:g}": r for f, r in runs.items()},
-                      "rows": [r.__dict__ for r in rows]})
+                      "rows": [r.__dict__ for r in rows]})  # (before the plot: a plot that fails loses no run)
+    if plot_path:
+        try:
+            sweep.plot(rows, Path(plot_path), title=spec.unit)
+        except OSError as exc:
+            _fail(f"{plot_path}: cannot write the plot ({exc.strerror or exc}); the sweep is in {path}")
+        click.echo(f"plot: {plot_path}")
     failed = [r for r in rows[1:] if r.verdict != Outcome.PASS.value]
     outcome = Outcome(failed[0].verdict) if failed else Outcome.PASS
     click.echo(f"sweep: {outcome.value}: report in {path}")
