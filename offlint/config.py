@@ -65,7 +65,10 @@ def load_config(start: Path) -> ProjectConfig:
         data = tomllib.loads(read_text(path, follow_links=True))
     except (ReadError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read pyproject.toml: {exc}") from None
-    table = data.get("tool", {}).get("offlint")
+    tools = data.get("tool", {})
+    if not isinstance(tools, dict):  # (`tool = 5`: TOML that parses, yet no [tool.offlint] can be in it)
+        raise ConfigError(f"{path}: `tool` must be a table ([tool.offlint] goes in it), not {type(tools).__name__}")
+    table = tools.get("offlint")
     if table is None:
         return ProjectConfig(path=path)
     if not isinstance(table, dict):
