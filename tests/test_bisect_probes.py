@@ -168,3 +168,35 @@ def test_reports_and_bisect_log_replay_with_git(tmp_path):
     subprocess.run(["git", "clone", "-q", h["repo"], str(clone)], check=True)
     replay = subprocess.run(["git", "bisect", "replay", str(log)], cwd=clone, capture_output=True, text=True)
     assert f"{h['culprit']} is the first bad commit" in replay.stdout, replay.stdout + replay.stderr
+
+
+@pytest.mark.slow
+def test_a_report_that_cannot_be_written_is_one_line_after_the_answer_and_resume_writes_it(tmp_path):
+    """--report into a folder that cannot be made ended a finished bisect in an internal error (FileNotFoundError):
+    every probe run done for nothing. Now the answer is shown, the other reports written (their folders made), the
+    one error is one line, and --resume writes the report from the journal without a probe run."""
+    h = history(tmp_path, "config", commits=12, culprit=7)
+    (tmp_path / "file").write_text("")
+    out, md = tmp_path / "new" / "r.json", tmp_path / "file" / "r.md"
+    args = ["conf/offload.yaml", "--good", h["good"], "--bad", h["bad"], "--probe", "lint"]
+    result = bisect(h["repo"], *args, "--report-json", str(out), "--report", str(md))
+    assert result.returncode == 2 and h["culprit"][:10] in result.stdout, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"offlint: error: {md}: cannot write it (") and "`--resume` writes" in lines[-1]
+    assert "Traceback" not in result.stderr and read_json(out)["first_bad_commit"] == h["culprit"]
+    md = tmp_path / "r.md"
+    again = bisect(h["repo"], *args, "--resume", "--report-json", str(out), "--report", str(md))
+    assert again.returncode == 0, again.stderr
+    report = read_json(out)
+    assert report["first_bad_commit"] == h["culprit"] and h["culprit"] in md.read_text()
+    assert report["probe_runs"] == 0 and report["cached_runs"] > 0
+
+
+@pytest.mark.parametrize("option", ["--report", "--report-json", "--bisect-log"])
+def test_a_report_path_that_is_a_folder_is_refused_before_any_run(tmp_path, option):
+    h = history(tmp_path, "config", commits=4, culprit=2)
+    result = bisect(h["repo"], "conf/offload.yaml", "--good", h["good"], "--bad", h["bad"], "--probe", "lint",
+                    option, str(tmp_path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (f"offlint: error: invalid value for '{option}': File '{tmp_path}' is a "
+                                     f"directory; see 'offlint bisect --help'")

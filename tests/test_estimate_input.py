@@ -109,12 +109,15 @@ def test_plot_names_a_png_file_before_anything_is_estimated(tmp_path, name):
     assert not list(tmp_path.iterdir())
 
 
-def test_plot_into_a_folder_that_is_not_there_is_one_line_after_the_estimate(tmp_path):
+def test_plot_makes_its_folder_and_a_plot_it_cannot_write_is_one_line_after_the_estimate(tmp_path):
     pytest.importorskip("matplotlib")
-    result = _run(LLAMA, "--plot", str(tmp_path / "missing" / "out.png"))
+    assert _run(LLAMA, "--plot", str(tmp_path / "new" / "out.png")).exit_code == 0
+    assert (tmp_path / "new" / "out.png").read_bytes().startswith(b"\x89PNG")
+    (tmp_path / "file").write_text("")
+    result = _run(LLAMA, "--plot", str(tmp_path / "file" / "out.png"))  # (a folder where a file is)
     lines = [line for line in result.output.splitlines() if line]
     assert result.exit_code == 2 and lines[0].startswith("offlint estimate: "), result.output
-    assert lines[-1].startswith(f"offlint: error: {tmp_path / 'missing' / 'out.png'}: cannot write the plot")
+    assert lines[-1].startswith(f"offlint: error: {tmp_path / 'file' / 'out.png'}: cannot write the plot")
 
 
 def test_the_plot_legend_and_labels_do_not_cover_the_bars():

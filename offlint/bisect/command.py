@@ -71,9 +71,11 @@ def _terminate(signum, frame):  # SIGTERM (a scheduler, `kill`) unwinds like Ctr
 @mcore_version_option("megatron-core version whose defaults lint, validate and replay probes read the configuration "
                       "with, e.g. 0.16.1 (default: the installed one).")
 @color_option
-@click.option("--report", "report_md", default=None, help="Write a Markdown report here.")
-@click.option("--report-json", default=None, help="Write a JSON report here.")
-@click.option("--bisect-log", default=None, help="Write a `git bisect replay` file here (default: in the state dir).")
+@click.option("--report", "report_md", type=click.Path(dir_okay=False), default=None,
+              help="Write a Markdown report here.")
+@click.option("--report-json", type=click.Path(dir_okay=False), default=None, help="Write a JSON report here.")
+@click.option("--bisect-log", type=click.Path(dir_okay=False), default=None,
+              help="Write a `git bisect replay` file here (default: in the state dir).")
 @click.option("--resume", is_flag=True, help="Reuse the finished runs of an interrupted bisect.")
 @click.option("--full-history", is_flag=True, help="Search every commit, not only first-parent ones.")
 @click.option("--mcore-from-checkout", default=None, is_flag=False, flag_value="",
@@ -164,11 +166,15 @@ def bisect_command(good, bad, repo, probe_kind, config, recipe, override, select
         signal.signal(signal.SIGTERM, previous)
     journal.append({"type": "end", "status": report.status,
                     "first_bad": report.first_bad.sha if report.first_bad else None})
-    reports.write(report_md, reports.to_markdown(report))
-    reports.write_json(report_json, report)
     log_path = bisect_log or str(state / "bisect.log")
-    reports.write(log_path, reports.bisect_log(report, first_parent=not full_history))
+    unwritten = [f"{path}: cannot write it ({exc.strerror or exc})" for path, exc in (
+        (report_md, reports.write(report_md, reports.to_markdown(report))),
+        (report_json, reports.write_json(report_json, report)),
+        (log_path, reports.write(log_path, reports.bisect_log(report, first_parent=not full_history))))
+        if exc is not None]
     _summary(report, log_path)
+    if unwritten:  # (after the summary: the answer is on the screen; `--resume` gives the files again, no run)
+        _fail(f"{'; '.join(unwritten)}; `--resume` writes them again without running a probe")
     sys.exit(0 if report.status == "found" else 1)
 
 

@@ -151,11 +151,18 @@ def bisect_log(report: Report, first_parent: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(path: str | None, text: str) -> None:
-    if path:
+def write(path: str | None, text: str) -> OSError | None:
+    """Write `text` to `path` (its folder made, as ruff's --output-file does), if a path is given; the error that
+    stopped it, if any: the caller reports it once the bisect's answer is shown."""
+    if not path:
+        return None
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text)
+    except OSError as exc:
+        return exc
+    return None
 
 
-def write_json(path: str | None, report: Report) -> None:
-    if path:
-        Path(path).write_text(json.dumps(to_json(report), indent=2) + "\n")
+def write_json(path: str | None, report: Report) -> OSError | None:
+    return write(path, json.dumps(to_json(report), indent=2) + "\n")

@@ -53,6 +53,7 @@ def plot(options: list[Option], device: Device, title: str, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # (as replay's sweep plot and ruff's --output-file do)
         fig.savefig(path, dpi=110, bbox_inches="tight")
     except OSError as exc:
         raise PlotError(f"{path}: cannot write the plot ({exc.strerror or exc})") from None
