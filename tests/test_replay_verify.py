@@ -204,3 +204,26 @@ def test_bad_fraction_lists(text, message):
 
 def test_fraction_list_is_sorted_and_deduplicated():
     assert sweep.parse_fractions("1, 0.5,0,0.5") == [0.0, 0.5, 1.0]
+
+
+def test_a_result_that_cannot_be_written_is_one_line_that_says_where_the_runs_are(tmp_path, monkeypatch, capsys,
+                                                                                  baseline, offloaded):
+    """After the GPU runs (faked here with the recorded results), a --result-json that cannot be written (a folder
+    where a file is) had ended in an internal error; the sweep's plot comes after its JSON, so it loses no run."""
+    from offlint.replay import command
+
+    runs = iter([baseline, baseline, *(_sweep_runs(baseline, offloaded)[f] for f in (0.0, 1.0))])  # replay, sweep
+    monkeypatch.setattr(command, "_run", lambda *args, **kwargs: next(runs))
+    (tmp_path / "file").write_text("")
+    spec = map_unit(load_unit("fixtures/replay/tiny_gpt_recipes.py", "tiny_gpt_activation_offload_config").resolved)
+    with pytest.raises(SystemExit) as ended:
+        command._replay(spec, tmp_path / "run", 1, 60.0, str(tmp_path / "file" / "result.json"))
+    assert ended.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"offlint: error: {tmp_path / 'file' / 'result.json'}: cannot write the result (")
+    assert line.endswith(f"); each run's rank results and logs are in {tmp_path / 'run'}")
+    with pytest.raises(SystemExit):
+        command._sweep(spec, [0.0, 1.0], tmp_path / "sweep", 1, 60.0, None, str(tmp_path / "file" / "sweep.png"))
+    assert json.loads((tmp_path / "sweep" / "sweep.json").read_text())["rows"][-1]["fraction"] == 1.0
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        f"offlint: error: {tmp_path / 'file' / 'sweep.png'}: cannot write the plot (")

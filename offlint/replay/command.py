@@ -127,7 +127,7 @@ def _slurm(spec, run_dir, result_json, timeout, dry_run, do_verify, slurm_values
         _fail(str(exc))
     click.echo(f"  {summary(result)}", err=True)
     path = Path(result_json or job.run_dir / "result.json")
-    write_json(path, result)
+    _save(path, result, job.run_dir)
     click.echo(f"{result['outcome']}: result in {path}")
     sys.exit(exit_code_for(outcome_of(result)))
 
@@ -153,10 +153,20 @@ def _run(spec: ReplaySpec, run_dir: Path, gpus: int, timeout: float, status: Sta
     return result
 
 
+def _save(path: Path, data: dict, run_dir: Path) -> None:
+    """The result JSON written once the runs are done; where it cannot be, one line that says where the runs'
+    own results and logs are (not an internal error that hides them)."""
+    try:
+        write_json(path, data)
+    except OSError as exc:
+        _fail(f"{path}: cannot write the result ({exc.strerror or exc}); each run's rank results and logs are in "
+              f"{run_dir}")
+
+
 def _replay(spec, run_root, gpus, timeout, result_json) -> None:
     result = _run(spec, run_root, gpus, timeout)
     path = Path(result_json or run_root / "result.json")
-    write_json(path, result)
+    _save(path, result, run_root)
     click.echo(f"{result['outcome']}: result in {path}")
     sys.exit(exit_code_for(outcome_of(result)))
 
@@ -171,9 +181,9 @@ def _verify(spec, run_root, gpus, timeout, result_json) -> None:
     outcome, code = verify.verdict(criteria)
     click.echo(verify.render_criteria(criteria))
     path = Path(result_json or run_root / "verify.json")
-    write_json(path, {"verdict": outcome.value, "criteria": [c.__dict__ | {"failure": c.failure and c.failure.value}
-                                                             for c in criteria],
-                      "baseline": baseline, "offloaded": offloaded})
+    _save(path, {"verdict": outcome.value, "criteria": [c.__dict__ | {"failure": c.failure and c.failure.value}
+                                                        for c in criteria],
+                 "baseline": baseline, "offloaded": offloaded}, run_root)
     click.echo(f"verify: {outcome.value}: report in {path}")
     sys.exit(code)
 
@@ -190,8 +200,8 @@ def _sweep(spec, fractions, run_root, gpus, timeout, result_json, plot_path) -> 
     rows = sweep.rows(baseline, runs)
     click.echo(sweep.table(rows))
     path = Path(result_json or run_root / "sweep.json")
-    write_json(path, {"baseline": baseline, "runs": {f"{f:g}": r for f, r in runs.items()},
-                      "rows": [r.__dict__ for r in rows]})  # (before the plot: a plot that fails loses no run)
+    _save(path, {"baseline": baseline, "runs": {f"{f:g}": r for f, r in runs.items()},
+                 "rows": [r.__dict__ for r in rows]}, run_root)  # (before the plot: a plot that fails loses no run)
     if plot_path:
         try:
             sweep.plot(rows, Path(plot_path), title=spec.unit)
