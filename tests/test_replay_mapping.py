@@ -74,6 +74,17 @@ def test_unknown_or_contradictory_values_are_one_line_errors(config, recipe, mes
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("key", ["tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                 "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size"])
+@pytest.mark.parametrize("value", ["0", "-2", "0.5"])
+def test_a_parallel_size_that_is_no_whole_count_is_a_one_line_error(key, value):
+    # (tensor_model_parallel_size=0 had ended `replay --dry-run` in a division by zero)
+    with pytest.raises(MappingError) as info:
+        spec_of(RECIPES, "tiny_gpt_optimizer_offload_config", overrides=[f"model.{key}={value}"])
+    assert str(info.value).endswith(f"model.{key} is {float(value) if '.' in value else int(value)!r}; a parallel "
+                                    f"size is a whole number of at least 1 (add --override model.{key}=N)")
+
+
 def test_a_shrink_option_supplies_a_missing_size():
     spec = spec_of(GOOD, "llama3_8b_optimizer_offload_config", shrink=Shrink(seq_length=256))
     assert spec.train["seq_length"] == 256
