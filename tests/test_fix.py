@@ -289,6 +289,21 @@ def test_unparsable_file_is_reported_in_one_line_and_untouched(tmp_path):
     assert "recompute_granularity: null" in (tmp_path / "conf" / "o.yaml").read_text()
 
 
+def test_a_write_keeps_the_files_mode_and_its_hard_links(tmp_path):
+    """A fixed file keeps its permission bits (a launch script stays executable) and, where it has other hard
+    links, its inode: renaming a new file over one name had left the other names on the old text."""
+    script, shared, other = tmp_path / "run.sh", tmp_path / "shared.yaml", tmp_path / "elsewhere.yaml"
+    script.write_text("old\n")
+    script.chmod(0o750)
+    shared.write_text("old\n")
+    os.link(shared, other)
+    assert apply.write(str(script), "old\n", "new\n") is None
+    assert script.read_text() == "new\n" and stat.S_IMODE(script.stat().st_mode) == 0o750
+    assert apply.write(str(shared), "old\n", "new\n") is None
+    assert other.read_text() == "new\n" and shared.stat().st_ino == other.stat().st_ino
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".offlint-fix-")]
+
+
 def test_a_file_that_changes_during_the_run_is_left_alone(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _tree(tmp_path)

@@ -8,7 +8,9 @@ is all or nothing across the files it edits.
 Writing: each file goes to a temporary file in its own directory, which is then renamed over it, so a reader
 sees the old or the new text and never half of one. Right before, the file is read again and compared with the
 text the fixes were planned on: a file that changed meanwhile is left as it is. A read-only file (no write
-permission bit, or the directory refuses the temporary file) is left too. Each is one line in `problems`.
+permission bit, or the directory refuses the temporary file) is left too. Each is one line in `problems`. A file
+with other hard links is written in place instead: a file renamed over one of its names would leave the others
+(a config shared with another checkout) on the old text, no longer linked.
 """
 
 from __future__ import annotations
@@ -222,6 +224,13 @@ def write(path: str, original: str, new: str) -> str | None:
         return f"cannot read it: {exc}"
     if current != original:
         return "the file changed while offlint ran, so it is not fixed; run offlint again"
+    if info.st_nlink > 1:  # (see the module's docstring)
+        try:
+            with open(path, "w", encoding="utf-8", newline="") as handle:
+                handle.write(new)
+        except OSError as exc:
+            return f"cannot write it ({exc.strerror}), so it is not fixed"
+        return None
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, temporary = tempfile.mkstemp(prefix=".offlint-fix-", dir=directory)
