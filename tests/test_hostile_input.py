@@ -369,6 +369,23 @@ def test_ctrl_c_during_check_exits_130(project):
     assert err.decode().strip() == "offlint: interrupted"  # not click's "Aborted!", no traceback
 
 
+def test_ctrl_c_while_the_command_line_loads_is_one_line_too(monkeypatch, capsys):
+    """The first 0.2-0.5 s of a run import the command line; a Ctrl-C then had been a Python traceback."""
+    from offlint.__main__ import main
+
+    class Interrupted:  # what a Ctrl-C during `import offlint.cli` raises there
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "offlint.cli":
+                raise KeyboardInterrupt
+
+    monkeypatch.delitem(sys.modules, "offlint.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == 130 and capsys.readouterr().err == "offlint: interrupted\n"
+
+
 # ---------------------------------------------------------------------------------------------- every case of the issue
 
 def _case_param(case):
