@@ -14,6 +14,7 @@ import ast
 import contextlib
 import gc
 import os
+import signal
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
 from itertools import accumulate
@@ -524,7 +525,8 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         try:
             _QUEUE = WorkQueue(shares(job, rest, count), context)
             _BARRIER = context.Barrier(count)
-            pool = ProcessPoolExecutor(count, mp_context=context)
+            pool = ProcessPoolExecutor(count, mp_context=context, initializer=end_with_parent,
+                                       initargs=(os.getpid(),))
         except (OSError, ImportError):  # no working POSIX semaphores (a container without /dev/shm)
             read_here()
             return None
@@ -568,6 +570,25 @@ def _compute(job: Job, files: list[SourceFile], digests: dict[str, str], workers
         _JOB = _DIGESTS = _PROJECT = _QUEUE = _BARRIER = None
     assert len(read) == len(rest), "a file was not read"
     return fetched
+
+
+def end_with_parent(parent: int) -> None:
+    """In a forked worker, first: the worker ends when the process that forked it ends, however that ends. A CI
+    job's time limit (`timeout 60 offlint check .`) sends SIGTERM to offlint alone; its workers, waiting on their
+    task pipe (whose other end they hold too), stayed for ever, each holding the caller's standard error open, so
+    a caller reading it waited for ever too. Linux's PR_SET_PDEATHSIG; elsewhere nothing is set."""
+    try:
+        import ctypes
+
+        set_death_signal = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError, ImportError):  # not Linux
+        return
+    set_death_signal(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before that was set: nothing would signal this worker
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _end_workers(pool) -> None:

@@ -6,6 +6,7 @@ while the other files are still checked. Every run has a timeout, so a hang fail
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -384,6 +385,47 @@ def test_ctrl_c_while_the_command_line_loads_is_one_line_too(monkeypatch, capsys
     with pytest.raises(SystemExit) as ended:
         main()
     assert ended.value.code == 130 and capsys.readouterr().err == "offlint: interrupted\n"
+
+
+@pytest.mark.slow
+def test_the_workers_end_with_offlint_when_only_it_is_killed(tmp_path):
+    """A CI job's time limit sends SIGTERM to offlint alone. Its forked workers stayed, blocked on their task pipe,
+    each holding the caller's standard error open: a caller reading it (this test's `communicate`) waited for ever."""
+    if (os.cpu_count() or 1) < 2 or not Path("/proc/self/stat").exists():
+        pytest.skip("needs two CPUs (for workers) and Linux /proc")
+    recipe = Path(__file__).resolve().parent.parent.joinpath("fixtures/bad/recipes/llama_offload.py").read_text()
+    for i in range(300):
+        (tmp_path / f"recipe_{i}.py").write_text(recipe)
+    process = subprocess.Popen([sys.executable, "-m", "offlint", "check", ".", "--no-cache"], cwd=tmp_path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        for _ in range(600):  # until its workers are forked
+            if _group(process.pid) - {process.pid} or process.poll() is not None:
+                break
+            time.sleep(0.02)
+        assert process.poll() is None, "the check ended before its workers could be seen"
+        process.terminate()
+        process.communicate(timeout=60)  # standard error reaches its end: no worker holds it any more
+        for _ in range(100):
+            if not _group(process.pid):
+                break
+            time.sleep(0.1)
+        assert not _group(process.pid) - {process.pid}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _group(group: int) -> set[int]:
+    """The live (not zombie) processes of a process group (Linux /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[2]) == group and fields[0] != "Z":
+                    found.add(int(entry.name))
+    return found
 
 
 # ---------------------------------------------------------------------------------------------- every case of the issue
