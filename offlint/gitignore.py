@@ -42,7 +42,8 @@ class GitIgnore:
             warnings.simplefilter("ignore", DeprecationWarning)
             # Each line's regex as text: what PathSpec.from_lines would compile, one regex per line, only to be joined
             translate = getattr(pathspec.util.lookup_pattern("gitwildmatch"), "pattern_to_regex", None)
-            translated = [translate(line) for line in lines if line] if translate is not None else None
+            lines = _readable(pathspec, translate, lines)
+            translated = [translate(line) for line in lines] if translate is not None else None
             self._joined, self._include, walked = _joined([(regex, include) for regex, include in translated
                                                            if include is not None]) \
                 if translated is not None else (None, [], None)
@@ -92,6 +93,22 @@ def _compiled(walked: list[str] | None) -> tuple[re.Pattern, re.Pattern] | None:
     except (re.error, RecursionError, OverflowError):
         return None
     return None if compiled[0].groups or compiled[1].groups else compiled
+
+
+def _readable(pathspec, translate, lines: list[str]) -> list[str]:
+    """The non-empty lines of a .gitignore that are patterns pathspec reads. Git matches nothing with a pattern it
+    cannot read (a trailing `\\`) and goes on; so does offlint (one had ended the whole check in "Invalid git
+    pattern", naming no file)."""
+    kept = []
+    for line in lines:
+        if not line:
+            continue
+        try:
+            translate(line) if translate is not None else pathspec.PathSpec.from_lines("gitwildmatch", [line])
+        except ValueError:
+            continue
+        kept.append(line)
+    return kept
 
 
 def _pathspec():

@@ -152,3 +152,29 @@ def test_only_a_whole_term_shares_a_star():
 
     assert _closed(r"\.pyc(?:(?:/)|$)") and _closed(r"[]|](?:a|b)") and _closed(r"\|") and _closed(r"[\]|]")
     assert not _closed("a|b") and not _closed("(a") and not _closed("a)") and not _closed("[a")
+
+
+def test_a_pattern_git_cannot_read_matches_nothing_and_the_others_still_count(monkeypatch):
+    """`git check-ignore` skips a line ending in an unescaped backslash and goes on with the others; pathspec raises
+    on it, which had ended a whole check in "Invalid git pattern" (naming no file). With and without the joined
+    regex (a factory without pattern_to_regex)."""
+    lines = ["*.py", "foo\\", "!keep.py", "\\"]
+    ignore = GitIgnore(lines)
+    assert ignore._regex is not None
+    assert ignore.match("a/b.py") and not ignore.match("keep.py") and not ignore.match("foo\\")
+    real = pathspec.util.lookup_pattern("gitwildmatch")
+
+    class Opaque:
+        def __init__(self, line):
+            self._pattern = real(line)
+            self.include = self._pattern.include
+
+        def match_file(self, path):
+            return self._pattern.match_file(path)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        monkeypatch.setattr(pathspec.util, "lookup_pattern", lambda name: Opaque)
+        opaque = GitIgnore(lines)
+    assert opaque._regex is None
+    assert opaque.match("a/b.py") and not opaque.match("keep.py") and not opaque.match("foo\\")
