@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gc
 import importlib
 import json
@@ -324,9 +326,29 @@ def _end_at_once(code: object) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):
+    except OSError as exc:
+        if exc.errno in _WRITE_ERRORS:
+            _write_failed(exc)
+        return
+    except ValueError:
         return
     os._exit(code or 0)
+
+
+# Output that cannot be written for want of room or of a working device (a full disk, /dev/full, a quota)
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _write_failed(exc: OSError) -> None:
+    """One line and exit code 2 for output that cannot be written, not an internal error. Standard output is then
+    pointed at /dev/null: what is left in its buffer is dropped, where the interpreter's exit would try to write it
+    again and print a traceback."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    where = exc.filename or "standard output"
+    click.echo(f"offlint: error: {where}: cannot write it ({exc.strerror or exc}); free some space or write "
+               f"elsewhere", err=True)
+    sys.exit(2)
 
 
 def run() -> None:
@@ -338,6 +360,10 @@ def run() -> None:
     # on Pai-Megatron-Patch); 3.11 gives a DeprecationWarning, shown where PYTHONWARNINGS asks for them.
     warnings.filterwarnings("ignore", category=SyntaxWarning)
     warnings.filterwarnings("ignore", message="invalid escape sequence", category=DeprecationWarning)
+    if sys.stdout is None:  # (started with its standard output closed: `offlint check . >&-`)
+        if sys.stderr is not None:
+            sys.stderr.write("offlint: error: standard output is closed; send it to a file, a pipe or /dev/null\n")
+        sys.exit(2)
     try:
         main(standalone_mode=True, prog_name="offlint")  # `python -m offlint` too: hints name `offlint`
     except SystemExit as exc:
@@ -352,6 +378,8 @@ def run() -> None:
         click.echo("offlint: interrupted", err=True)
         sys.exit(130)
     except Exception as exc:  # pragma: no cover - a bug; never show a traceback to a user
+        if isinstance(exc, OSError) and exc.errno in _WRITE_ERRORS:
+            _write_failed(exc)  # (not a bug: the disk is full)
         click.echo(f"offlint: internal error: {type(exc).__name__}: {exc} (please report it)", err=True)
         sys.exit(2)
 

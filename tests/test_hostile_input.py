@@ -428,6 +428,22 @@ def _group(group: int) -> set[int]:
     return found
 
 
+@pytest.mark.parametrize("args", [("check", ".", "--no-cache"), ("rules",)])
+def test_output_that_cannot_be_written_is_one_line(project, args):
+    """A full disk (/dev/full) had been an internal error, and a closed standard output an AttributeError."""
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "offlint", *args], cwd=project, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+    assert done.returncode == 2 and done.stderr == ("offlint: error: standard output: cannot write it (No space left "
+                                                    "on device); free some space or write elsewhere\n")
+    closed = subprocess.run(["sh", "-c", 'exec "$0" -m offlint "$@" >&-', sys.executable, *args], cwd=project,
+                            stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+    assert closed.returncode == 2
+    assert closed.stderr == "offlint: error: standard output is closed; send it to a file, a pipe or /dev/null\n"
+
+
 # ---------------------------------------------------------------------------------------------- every case of the issue
 
 def _case_param(case):
