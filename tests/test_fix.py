@@ -304,6 +304,24 @@ def test_a_write_keeps_the_files_mode_and_its_hard_links(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".offlint-fix-")]
 
 
+def test_a_hard_linked_file_on_a_full_disk_is_left_whole(tmp_path, monkeypatch):
+    """Written in place, a hard-linked file reserves the new text's room first: a full disk refuses that, before a
+    byte of the old text is overwritten (truncating first had lost the file where the new text did not fit)."""
+    import errno
+
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("old\n")
+    os.link(shared, tmp_path / "elsewhere.yaml")
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
+    assert apply.write(str(shared), "old\n", "new and longer\n") == \
+        "cannot write it (No space left on device), so it is not fixed"
+    assert shared.read_text() == "old\n" and (tmp_path / "elsewhere.yaml").read_text() == "old\n"
+
+
 def test_a_file_that_changes_during_the_run_is_left_alone(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _tree(tmp_path)

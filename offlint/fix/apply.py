@@ -16,6 +16,7 @@ with other hard links is written in place instead: a file renamed over one of it
 from __future__ import annotations
 
 import ast
+import errno
 import os
 import stat
 import tempfile
@@ -210,6 +211,23 @@ def drop_comments(text: str, changes: list[Change]) -> str:
     return "".join(lines)
 
 
+def _write_in_place(path: str, data: bytes) -> None:
+    """`data` written over the file's own bytes. The room is reserved first where the system can (a full disk then
+    fails before a byte is written, the text intact), not by truncating the file and hoping the new text fits."""
+    with open(path, "r+b") as handle:
+        reserve = getattr(os, "posix_fallocate", None)
+        if reserve is not None:
+            try:
+                reserve(handle.fileno(), 0, len(data))
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):  # (a system that cannot: on)
+                    raise
+        handle.write(data)
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def write(path: str, original: str, new: str) -> str | None:
     """Replace `path`'s text `original` by `new` atomically; the reason (one line) when it is left as it is."""
     try:
@@ -226,8 +244,7 @@ def write(path: str, original: str, new: str) -> str | None:
         return "the file changed while offlint ran, so it is not fixed; run offlint again"
     if info.st_nlink > 1:  # (see the module's docstring)
         try:
-            with open(path, "w", encoding="utf-8", newline="") as handle:
-                handle.write(new)
+            _write_in_place(path, new.encode("utf-8"))
         except OSError as exc:
             return f"cannot write it ({exc.strerror}), so it is not fixed"
         return None
