@@ -116,9 +116,8 @@ def map_unit(resolved: ResolvedUnit, shrink: Shrink | None = None, iters: int = 
     if parallel["virtual_pipeline_model_parallel_size"]:
         raise MappingError(f"{label}: replay runs one model chunk per pipeline stage; add --override "
                            f"model.virtual_pipeline_model_parallel_size=null")
-    for name in PARALLEL_KEYS[:5]:  # (a size of 0 had ended the dry run in a division by zero)
-        size = parallel[name]
-        if size is not None and not (is_whole(size) and size >= 1):
+    for name, size in parallel.items():  # (a size of 0 had ended the dry run in a division by zero)
+        if name != "virtual_pipeline_model_parallel_size" and size is not None and not (is_whole(size) and size >= 1):
             raise MappingError(f"{label}: model.{name} is {size!r}; a parallel size is a whole number of at least 1 "
                                f"(add --override model.{name}=N)")
     parallel["data_parallel_size"] = shrink.data_parallel_size or minimal_data_parallel(parallel)
