@@ -365,6 +365,11 @@ def run() -> None:
             sys.stderr.write("offlint: error: standard output is closed; send it to a file, a pipe or /dev/null\n")
         sys.exit(2)
     try:
+        os.getcwd()
+    except OSError:  # (its folder was removed under the shell: every relative path would fail, as an internal error)
+        click.echo("offlint: error: the current directory no longer exists; cd into the project again", err=True)
+        sys.exit(2)
+    try:
         main(standalone_mode=True, prog_name="offlint")  # `python -m offlint` too: hints name `offlint`
     except SystemExit as exc:
         # A check builds millions of objects with the cyclic collector off (pipeline.cyclic_gc_paused); the

@@ -444,6 +444,17 @@ def test_output_that_cannot_be_written_is_one_line(project, args):
     assert closed.stderr == "offlint: error: standard output is closed; send it to a file, a pipe or /dev/null\n"
 
 
+def test_a_current_directory_that_was_removed_is_one_line(tmp_path):
+    """`rm -rf` of the folder a shell is in, then `offlint check .`: it had been an internal FileNotFoundError."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    done = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && exec "$0" -m offlint check .', sys.executable,
+                           str(gone)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=TIMEOUT,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "offlint: error: the current directory no longer exists; cd into the project again\n"
+
+
 # ---------------------------------------------------------------------------------------------- every case of the issue
 
 def _case_param(case):
