@@ -214,8 +214,8 @@ def check_command(paths, select, ignore, extend_select, fail_on, strict, mcore_v
     if statistics:
         sys.stdout.write(render_statistics(result.findings, rules))
     else:
-        sys.stdout.write(render(output_format, result.findings, rules, result.sources,
-                                color=human and terminal.color_for(sys.stdout)))
+        _write_out(render(output_format, result.findings, rules, result.sources,
+                          color=human and terminal.color_for(sys.stdout)), output_format in _DOCUMENTS)
     for error in result.errors:
         click.echo(message("error", printable(str(error))), err=True)
     for note in result.notes if not quiet else ():
@@ -316,6 +316,21 @@ _CONSOLE = False  # running as the `offlint` command (run()), not inside another
 _CHECK_DONE = False  # the `offlint` command's check has written its report and every file: the process may end now
 
 
+_DOCUMENTS = frozenset({"json", "sarif", "junit"})  # output formats a program reads, defined as UTF-8
+
+
+def _write_out(text: str, document: bool) -> None:
+    """A document (JSON, SARIF, JUnit XML) is written as UTF-8 whatever the locale's encoding, as its format
+    defines it; other text in the locale's, a character it lacks as an escape (run() sets that up). With
+    PYTHONIOENCODING=ascii, or a Windows console, a finding in `récipé.py` had ended in a UnicodeEncodeError."""
+    target = getattr(sys.stdout, "buffer", None) if document else None
+    if target is None:
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    target.write(text.encode("utf-8", "backslashreplace"))
+
+
 def _end_at_once(code: object) -> None:
     """End the process without the interpreter's teardown, which frees one by one every object a check built (0.18-
     0.28 s after a cold check of Megatron Bridge, whose parent holds 235 MiB) and runs no handler a finished check
@@ -364,6 +379,8 @@ def run() -> None:
         if sys.stderr is not None:
             sys.stderr.write("offlint: error: standard output is closed; send it to a file, a pipe or /dev/null\n")
         sys.exit(2)
+    with contextlib.suppress(AttributeError, ValueError):  # (a character the output's encoding lacks: see _write_out)
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         os.getcwd()
     except OSError:  # (its folder was removed under the shell: every relative path would fail, as an internal error)

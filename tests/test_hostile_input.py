@@ -455,6 +455,25 @@ def test_a_current_directory_that_was_removed_is_one_line(tmp_path):
     assert done.stderr == "offlint: error: the current directory no longer exists; cd into the project again\n"
 
 
+@pytest.mark.parametrize("output_format", ["concise", "json", "sarif", "junit", "github"])
+def test_an_output_encoding_without_the_files_characters(tmp_path, output_format):
+    """PYTHONIOENCODING=ascii (or a Windows console) and a finding in `récipé.py`: a UnicodeEncodeError, reported as
+    an internal error. Text takes escapes; JSON, SARIF and JUnit are UTF-8 documents whatever the locale."""
+    (tmp_path / "récipé.py").write_text(PP_OFFLOAD_RECIPE)
+    done = subprocess.run([sys.executable, "-m", "offlint", "check", ".", "--no-cache", "--output-format",
+                           output_format], cwd=tmp_path, capture_output=True, timeout=TIMEOUT,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 1 and b"internal error" not in done.stderr, done.stderr
+    if output_format == "json":
+        assert "récipé.py" in done.stdout.decode("utf-8") and json.loads(done.stdout)
+    elif output_format == "sarif":  # (a URI: percent-encoded UTF-8)
+        assert "r%C3%A9cip%C3%A9.py" in done.stdout.decode("utf-8") and json.loads(done.stdout)
+    elif output_format == "junit":
+        assert "récipé.py" in done.stdout.decode("utf-8")
+    else:
+        assert b"r\\xe9cip\\xe9.py" in done.stdout
+
+
 # ---------------------------------------------------------------------------------------------- every case of the issue
 
 def _case_param(case):
