@@ -474,6 +474,20 @@ def test_an_output_encoding_without_the_files_characters(tmp_path, output_format
         assert b"r\\xe9cip\\xe9.py" in done.stdout
 
 
+def test_without_git_on_path_help_works_and_bisect_says_what_it_needs(project):
+    """GitPython raises ImportError at import where there is no git program: `offlint --help` (which lists bisect)
+    had been an internal error in such a container."""
+    env = {**os.environ, "PATH": str(project / "no-programs-here")}
+    env.pop("GIT_PYTHON_REFRESH", None)
+    helped = subprocess.run([sys.executable, "-m", "offlint", "--help"], cwd=project, capture_output=True, text=True,
+                            env=env, timeout=TIMEOUT)
+    assert helped.returncode == 0 and "bisect" in helped.stdout, helped.stderr
+    bisected = subprocess.run([sys.executable, "-m", "offlint", "bisect", "ok.py", "--probe", "lint", "--good", "a",
+                               "--bad", "b"], cwd=project, capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    assert bisected.returncode == 2 and bisected.stderr == ("offlint: error: bisect runs git, and there is no `git` "
+                                                            "program on PATH; install git or put it on PATH\n")
+
+
 # ---------------------------------------------------------------------------------------------- every case of the issue
 
 def _case_param(case):

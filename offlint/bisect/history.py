@@ -7,6 +7,8 @@ by default, so each candidate is a state the main branch really was in (a merged
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +44,8 @@ class Range:
 
 
 def open_repo(path: str | Path) -> git.Repo:
+    if shutil.which(os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git") is None:
+        raise HistoryError("bisect runs git, and there is no `git` program on PATH; install git or put it on PATH")
     try:
         return git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
