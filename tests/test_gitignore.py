@@ -109,9 +109,9 @@ print(json.dumps({"asyncio": "asyncio" in sys.modules, "same warnings": hasattr(
         assert not found["asyncio"]
 
 
-def test_a_pathspec_factory_without_pattern_to_regex_is_asked_to_match(monkeypatch):
-    """Where the registered factory cannot give a line's regex as text, pathspec matches (nothing joined)."""
-
+def _without_pattern_to_regex(monkeypatch, lines: list[str]) -> GitIgnore:
+    """A GitIgnore of `lines` where the registered pattern factory cannot give a line's regex as text (pathspec's
+    own patterns, wrapped)."""
     real = pathspec.util.lookup_pattern("gitwildmatch")
 
     class Opaque:
@@ -125,7 +125,12 @@ def test_a_pathspec_factory_without_pattern_to_regex_is_asked_to_match(monkeypat
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         monkeypatch.setattr(pathspec.util, "lookup_pattern", lambda name: Opaque)
-        ignore = GitIgnore(["*.py", "!keep.py"])
+        return GitIgnore(lines)
+
+
+def test_a_pathspec_factory_without_pattern_to_regex_is_asked_to_match(monkeypatch):
+    """Where the registered factory cannot give a line's regex as text, pathspec matches (nothing joined)."""
+    ignore = _without_pattern_to_regex(monkeypatch, ["*.py", "!keep.py"])
     assert ignore._regex is None and ignore._spec is not None
     assert ignore.match("a/b.py") and not ignore.match("keep.py") and not ignore.match("a.sh")
 
@@ -162,19 +167,6 @@ def test_a_pattern_git_cannot_read_matches_nothing_and_the_others_still_count(mo
     ignore = GitIgnore(lines)
     assert ignore._regex is not None
     assert ignore.match("a/b.py") and not ignore.match("keep.py") and not ignore.match("foo\\")
-    real = pathspec.util.lookup_pattern("gitwildmatch")
-
-    class Opaque:
-        def __init__(self, line):
-            self._pattern = real(line)
-            self.include = self._pattern.include
-
-        def match_file(self, path):
-            return self._pattern.match_file(path)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        monkeypatch.setattr(pathspec.util, "lookup_pattern", lambda name: Opaque)
-        opaque = GitIgnore(lines)
+    opaque = _without_pattern_to_regex(monkeypatch, lines)
     assert opaque._regex is None
     assert opaque.match("a/b.py") and not opaque.match("keep.py") and not opaque.match("foo\\")
