@@ -322,6 +322,17 @@ def test_a_hard_linked_file_on_a_full_disk_is_left_whole(tmp_path, monkeypatch):
     assert shared.read_text() == "old\n" and (tmp_path / "elsewhere.yaml").read_text() == "old\n"
 
 
+@pytest.mark.parametrize("linked", [False, True])
+def test_a_fixed_file_keeps_its_byte_order_mark(tmp_path, linked):
+    """Reading drops a UTF-8 BOM from the text the fixes are planned on; the fixed file had been written without it."""
+    recipe = tmp_path / "recipe.py"
+    recipe.write_bytes(b"\xef\xbb\xbfx = 1\r\n")
+    if linked:
+        os.link(recipe, tmp_path / "other.py")
+    assert apply.write(str(recipe), "x = 1\r\n", "x = 2\r\n") is None
+    assert recipe.read_bytes() == b"\xef\xbb\xbfx = 2\r\n"
+
+
 def test_a_file_that_changes_during_the_run_is_left_alone(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _tree(tmp_path)

@@ -211,6 +211,16 @@ def drop_comments(text: str, changes: list[Change]) -> str:
     return "".join(lines)
 
 
+def _starts_with_bom(path: str) -> bool:
+    """Whether the file begins with UTF-8's byte order mark, which reading.decode drops from its text (a fix had
+    written the file back without it)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(3) == b"\xef\xbb\xbf"
+    except OSError:
+        return False
+
+
 def _write_in_place(path: str, data: bytes) -> None:
     """`data` written over the file's own bytes. The room is reserved first where the system can (a full disk then
     fails before a byte is written, the text intact), not by truncating the file and hoping the new text fits."""
@@ -242,6 +252,8 @@ def write(path: str, original: str, new: str) -> str | None:
         return f"cannot read it: {exc}"
     if current != original:
         return "the file changed while offlint ran, so it is not fixed; run offlint again"
+    if _starts_with_bom(path):  # (reading drops it: written back, the fixed file keeps it)
+        new = "\ufeff" + new
     if info.st_nlink > 1:  # (see the module's docstring)
         try:
             _write_in_place(path, new.encode("utf-8"))
