@@ -6,7 +6,7 @@ from __future__ import annotations
 from offlint import keys, pipeline_layout
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope
 from offlint.conditions.settings import before_2023_flag, checkout_lacks
-from offlint.conditions.values import fmt, is_whole
+from offlint.conditions.values import fmt, is_positive_count, is_whole
 from offlint.estimate.inputs import gpus_in_name
 from offlint.estimate.shapes import Parallelism
 from offlint.sources.bridge_checks import EVAL_BATCH_CHECK, EXPERT_TP_DEFAULT, NO_DEFAULT
@@ -76,12 +76,7 @@ def _size_read(value) -> bool:
     read it) or a whole positive number. A fraction, a negative count or a word is no layout megatron-core tiles, and
     no claim is made on it (a mutated recipe's `expert_model_parallel_size = 0.5` had ended its check in a division
     by zero)."""
-    return not value or _positive_count(value)
-
-
-def _positive_count(value) -> bool:
-    """A whole number above 0 (not a bool): a size or batch megatron-core can divide by."""
-    return is_whole(value) and value > 0
+    return not value or is_positive_count(value)
 
 
 def _fewest_etp(etp, ep: int, tp: int, scope: Scope) -> int:
@@ -118,7 +113,8 @@ def batch_division(scope: Scope) -> object:
     if UNKNOWN in (gbs, mbs, rampup, schedule, decrease, *sizes) or rampup or schedule:
         return ""
 
-    if not (_positive_count(gbs) and _positive_count(mbs)) or not all(v is None or _positive_count(v) for v in sizes):
+    if not (is_positive_count(gbs) and is_positive_count(mbs)) or \
+            not all(v is None or is_positive_count(v) for v in sizes):
         return ""
     tp, pp, cp, ep = (v or 1 for v in sizes[:4])
     etp = _fewest_etp(sizes[4], ep, tp, scope)

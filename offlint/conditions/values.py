@@ -10,6 +10,11 @@ def is_whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def is_positive_count(value) -> bool:
+    """A whole number above 0 (not a bool): a size or batch megatron-core can divide by."""
+    return is_whole(value) and value > 0
+
+
 def as_list(value) -> list:
     """megatron-core iterates these: a string iterates its characters, None is empty."""
     if value is None:

@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from offlint import keys
-from offlint.conditions.values import is_whole
+from offlint.conditions.values import is_positive_count
 from offlint.resolve import ResolvedUnit
 from offlint.types import Unknown
 
@@ -117,7 +117,7 @@ def map_unit(resolved: ResolvedUnit, shrink: Shrink | None = None, iters: int = 
         raise MappingError(f"{label}: replay runs one model chunk per pipeline stage; add --override "
                            f"model.virtual_pipeline_model_parallel_size=null")
     for name, size in parallel.items():  # (a size of 0 had ended the dry run in a division by zero)
-        if name != "virtual_pipeline_model_parallel_size" and size is not None and not (is_whole(size) and size >= 1):
+        if name != "virtual_pipeline_model_parallel_size" and size is not None and not is_positive_count(size):
             raise MappingError(f"{label}: model.{name} is {size!r}; a parallel size is a whole number of at least 1 "
                                f"(add --override model.{name}=N)")
     parallel["data_parallel_size"] = shrink.data_parallel_size or minimal_data_parallel(parallel)
