@@ -18,7 +18,7 @@ MAX_BYTES = 2 * 1024 * 1024
 _CHUNK = 256 * 1024
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 _FLAGS_NOFOLLOW = _FLAGS | getattr(os, "O_NOFOLLOW", 0)  # a final symbolic link is refused
-_BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark
 
 
 class ReadError(Exception):
@@ -132,7 +132,7 @@ def decode(data: bytes, other_comments: bool = False) -> str:
     `other_comments`: bytes of another encoding in comments alone are taken, each as U+FFFD (see read_text)."""
     if b"\0" in data:
         raise ReadError("binary file (contains NUL bytes); not a Python, YAML or shell file")
-    data = data[3:] if data.startswith(_BOM) else data  # ("utf-8-sig", without that codec's Python-level function)
+    data = data[3:] if data.startswith(BOM) else data  # ("utf-8-sig", without that codec's Python-level function)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from offlint.fix.edits import Change, FixError
 from offlint.fix.plan import PlannedFix
-from offlint.reading import ReadError, read_text
+from offlint.reading import BOM, ReadError, read_text
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -216,7 +216,7 @@ def _starts_with_bom(path: str) -> bool:
     written the file back without it)."""
     try:
         with open(path, "rb") as handle:
-            return handle.read(3) == b"\xef\xbb\xbf"
+            return handle.read(len(BOM)) == BOM
     except OSError:
         return False
 
