@@ -61,19 +61,21 @@ class Size(click.ParamType):
         return Bytes(size)
 
 
-class PngPath(click.ParamType):
-    """Where `--plot` writes its picture: a file name ending in .png, checked before any work is done (matplotlib
-    picks the format by the suffix: `--plot out.txt` failed only after the estimate, with an internal error)."""
+class PngPath(click.Path):
+    """Where `--plot` writes its picture: a file name ending in .png, not a directory (click.Path's test, as the
+    other output options have it), checked before any work is done (matplotlib picks the format by the suffix:
+    `--plot out.txt` failed only after the estimate, with an internal error)."""
 
     name = "file.png"
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
 
     def convert(self, value: Any, param, ctx) -> str:
         path = os.fspath(value)
         if not path.lower().endswith(".png"):
             self.fail(f"{path!r}: the plot is a PNG image; give a file name ending in .png", param, ctx)
-        if os.path.isdir(path):
-            self.fail(f"{path!r} is a directory; give a file name ending in .png", param, ctx)
-        return path
+        return super().convert(path, param, ctx)
 
 
 def plot_option(help_text: str) -> Callable:
