@@ -98,7 +98,7 @@ def test_literal_tokens_read_as_the_general_path_reads_them(monkeypatch):
 
 def test_every_shell_whose_payload_is_read_ends_in_sh():
     """_shell_c_payload skips a word not ending in "sh" before splitting off its directory."""
-    from offlint.sources.shell_commands import _SHELLS, _shell_c_payload
+    from offlint.sources.shell_launchers import _SHELLS, _shell_c_payload
 
     assert all(shell.endswith("sh") for shell in _SHELLS)
     assert _shell_c_payload(["srun", "/bin/bash", "-lc", "x"]) == 3 and _shell_c_payload(["fish", "-c", "x"]) is None

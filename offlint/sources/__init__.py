@@ -8,7 +8,8 @@ Where each input is handled (the two large readers carry a finer map in their do
   python_values, python_project (the tree's modules), python_calls (calls known without following),
   python_inputs (argparse values), python_roles (what runs on its own), python_syntax.
 - Shell scripts: shell (commands to units) and shell_parse (entry) with shell_values (data types),
-  shell_walker (statements), shell_commands (assignments, commands, builtins), shell_words (word expansion),
+  shell_walker (statements), shell_commands (commands, builtins), shell_assignments, shell_children (sourced
+  files, called scripts, payloads), shell_launchers, shell_documents (here-documents), shell_words (word expansion),
   shell_conditions (tests and arithmetic), shell_tests, shell_paths, shell_mask (tree-sitter-bash's gaps).
 - YAML: yaml_file (override files and command strings), mlm_test_cases (Megatron-LM's functional test cases);
   Hydra overrides: hydra; Megatron-LM flags: mlm_flags.

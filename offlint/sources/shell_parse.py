@@ -28,8 +28,12 @@ Where each part lives (one room each; `_Walker` is assembled from the mixins):
 - shell_values: the data types: `Word`, `EnvSetting`, `Command`, `ShellScript`; variables, holes, field
   splitting, the merge of alternative paths, one shell process's state.
 - shell_walker: the walker and statements: lists, `if`, `case`, loops, subshells, functions.
-- shell_commands: assignments, `export`/`declare`/`local`, commands and their environment, builtins, `eval`,
-  `source`, `bash -c` payloads.
+- shell_commands: commands and their environment, builtins (`read`, `shift`, `source`, `eval`, `module`, ...),
+  calls of the script's functions.
+- shell_assignments: `X=...`, `A[i]=...`, `export`/`declare`/`local`.
+- shell_children: child shells: sourced files, called scripts, `bash -c` payloads, `ssh`/`pdsh`/`tmux` commands;
+  shell_launchers finds, from a command's words alone, which word runs which.
+- shell_documents: here-documents, and files the script writes and then submits (`cat > job.sh <<EOF`).
 - shell_words: word expansion: quoting, `$X`, `${X:-d}` and friends, arrays, `$'...'`, substitutions.
 - shell_conditions: tests, `case` patterns and arithmetic on known values (shell_tests decides the strings).
 - shell_mask (tree-sitter-bash's gaps), shell_paths (`$(dirname "$0")` idioms), shell_tests: helpers.

@@ -21,6 +21,7 @@ Org = tuple[int, int, str]  # where one expanded character came from: (line, col
 _IFS = " \t\n"
 _BLANK = re.compile("[ \t\n]")  # a character of _IFS
 _MAX_NESTING = 100  # nested statements, words and arithmetic: past this a script is reported, not half-read
+_MAX_DEPTH = 6  # shells read inside one another (`bash -c` payloads, `eval`, sourced files, called scripts)
 _HOLE0, _HOLES = 0xF0000, 0xFFFE  # Supplementary Private Use Area-A: never meaningful in a launch script
 
 
@@ -311,6 +312,19 @@ def _join(pieces: list[_P], at: Org) -> tuple[str, list[Org], str]:
     return "".join(txt), org, cond
 
 
+def _joined(fields: list[_Field]) -> tuple[str, list]:
+    """Words joined by single spaces, as `eval` and `echo` join them, with each character's origin (a space takes the
+    origin of the character before it, or of the word after it)."""
+    text, org = "", []
+    for k, f in enumerate(fields):
+        if k:
+            text += " "
+            org.append(org[-1] if org else (f.line, f.col, f.cond))
+        text += f.value
+        org.extend(f.org if len(f.org) == len(f.value) else [(f.line, f.col, f.cond)] * len(f.value))
+    return text, org
+
+
 # In a conditional mark, the alternative of its branch that gave the value (`_merge`: an array element, or words
 # added to a string, that one alternative appended: "inside if at line 4" + ALTERNATIVE + "0/2"), for the launch
 # readers (launch._by_path)
@@ -353,7 +367,7 @@ def _same(a: _Var, b: _Var) -> bool:
 OPENED = "\x00sourced"
 # The pseudo-variables holding the text a script wrote to a file (`cat > job.sbatch <<EOF`, `echo ... >> job.sbatch`),
 # WRITTEN + the file's name, for the `sbatch job.sbatch` that runs it: merged over branches as variables are, not
-# exported (shell_commands.heredoc_script, submitted_script)
+# exported (shell_documents.heredoc_script, submitted_script)
 WRITTEN = "\x00written:"
 # The pseudo-variable holding the PyTorch container image a command runs its payload or called script in (`srun
 # --container-image IMAGE bash -c "..."`): exported to the children, left out of a command's environment

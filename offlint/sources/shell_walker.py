@@ -1,9 +1,10 @@
 """The walker: reads one piece of bash (the script, a `bash -c` payload, an `eval` string) statement by statement.
 
 Statements and control flow live here: lists (`a && b`), `if`, `case`, loops, subshells, functions, and the
-merging of what alternative paths assigned. What the walker does with a command and an assignment is
-shell_commands, with a word shell_words, with a test or arithmetic shell_conditions; the values it passes
-around are shell_values.
+merging of what alternative paths assigned. What the walker does with a command is shell_commands, with an
+assignment shell_assignments, with a here-document shell_documents, with a shell inside this one (a sourced file, a
+called script, a `bash -c` payload) shell_children, with a word shell_words, with a test or arithmetic
+shell_conditions; the values it passes around are shell_values.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from offlint.sources.shell_mask import Masked, parse_masked, placeholder_ending_
 from offlint.sources.shell_values import _MAX_NESTING, _merge, Org, _P, Pos, _State, _TooDeep, _Var, branch_mark
 from offlint.sources.shell_conditions import Conditions, _descendants, _holds
 from offlint.sources.shell_words import WordExpansion
+from offlint.sources.shell_assignments import Assignments
+from offlint.sources.shell_children import ChildShells
 from offlint.sources.shell_commands import Commands
+from offlint.sources.shell_documents import Documents
 
 # The body readings of `for` loops unrolled together (a loop inside a loop multiplies them): past it, a loop's
 # variable is unknown and its body read once (walker.unroll)
@@ -56,7 +60,7 @@ def _first_word(command) -> str:
     return name.text.decode("utf-8", "replace").strip() if name is not None else ""
 
 
-class _Walker(Commands, WordExpansion, Conditions):
+class _Walker(Commands, Assignments, Documents, ChildShells, WordExpansion, Conditions):
     """Interprets one piece of source text (the script, a -c payload, an eval string) against a _State."""
 
     def __init__(self, st: _State, text: str, org: list[Org], depth: int, label: str):
