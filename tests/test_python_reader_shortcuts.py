@@ -1,5 +1,5 @@
 """The Python reader's per-node shortcuts (issue 19) give what the plain computation gives: what a call's syntax
-alone rules out (python_following._call_kinds), a chain of `if` tests' leaves sorted out once (_input_flags), one
+alone rules out (python_call_effects._call_kinds), a chain of `if` tests' leaves sorted out once (_input_flags), one
 look-up of an imported name for both a dataclass and a function, a default read without a frame of the constants,
 a config object's copy, and the memos of a branch body's writes and a comprehension's nesting. Each against the
 plain code it replaces, kept here as the reference. Fixtures of our own."""
@@ -13,7 +13,7 @@ import pytest
 from offlint.sources import python_inputs
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_calls import NOT_PURE
-from offlint.sources.python_following import _NOT_SPECIAL, _call_kinds
+from offlint.sources.python_call_effects import _NOT_SPECIAL, _call_kinds
 from offlint.sources.python_project import PythonProject
 from offlint.sources.python_statements import Statements, _writes_through
 from offlint.sources.python_syntax import _attr_chain, _call_name, _statements

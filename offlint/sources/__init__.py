@@ -3,10 +3,11 @@
 Where each input is handled (the two large readers carry a finer map in their docstrings):
 
 - Python recipes: python (entry, `PythonReader`) with python_statements (statements, assignments),
-  python_expressions (values), python_following (calls: config classes, mutators, followed functions),
-  python_names (imports), python_configs (config classes and sections), python_branches (paths of an `if`),
-  python_values, python_project (the tree's modules), python_calls (calls known without following),
-  python_inputs (argparse values), python_roles (what runs on its own), python_syntax.
+  python_expressions (values), python_call_effects (calls: their kind, mutators, writes), python_constructors
+  (config classes, records), python_following (followed functions), python_names (imports), python_configs
+  (config classes and sections), python_branches (paths of an `if`), python_values, python_project (the tree's
+  modules), python_calls (calls known without following), python_inputs (argparse values), python_roles (what
+  runs on its own), python_syntax.
 - Shell scripts: shell (commands to units) and shell_parse (entry) with shell_values (data types),
   shell_walker (statements), shell_commands (commands, builtins), shell_assignments, shell_children (sourced
   files, called scripts, payloads), shell_launchers, shell_documents (here-documents), shell_words (word expansion),

@@ -1,7 +1,7 @@
 """The documented effects of Megatron Bridge's config mutators, which recipes call instead of assigning keys:
 the fallback for when the tree's own source cannot say.
 
-Where a mutator's source is in the linted tree, the Python reader runs it there (python_following `_tree_mutator`),
+Where a mutator's source is in the linted tree, the Python reader runs it there (python_call_effects `_tree_mutator`),
 so a checkout is judged by its own helpers (`offlint bisect --probe lint` at an old commit included). This
 model is used when the source is not in the tree (a project that pip-installs Bridge), or when running it
 leaves a key unknown or depending on a branch: `set_cuda_graph_modules(cfg.model, [...])` and friends

@@ -6,7 +6,7 @@ with what it maps from the Hugging Face config), so every field it does not pass
 class's dataclass default: Qwen3MoEModelProvider's `moe_token_dispatcher_type = "alltoall"`, not megatron-core's
 "allgather" (Bridge f5506771c; offlint assumed megatron-core's and reported OFL224's dispatcher assert on six
 performance units there). A recipe that builds the provider class itself gets the same defaults
-(python_following._provider_defaults).
+(python_constructors._provider_defaults).
 
 What is read: the provider class bridge_schedule finds the bridge builds, and its in-tree @dataclass bases up to
 megatron-core's own classes (a 3rdparty/Megatron-LM checkout's TransformerConfig gives the release's defaults,

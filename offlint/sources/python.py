@@ -18,8 +18,11 @@ Where each part lives (one room each; `PythonReader` is assembled from the mixin
 - python_statements: blocks, `if` (decided or split into paths), loops, assignments and key writes.
 - python_expressions: expressions to values: literals, names, f-strings, comprehensions, attribute reads,
   the calls known without following them (python_calls: builtins, string methods, `getattr`).
-- python_following: every other call: config classes and `ConfigContainer(...)`, dataclass records, Bridge's
-  mutators, `env_vars.update`, and calls followed into functions (arguments bound, results cached).
+- python_call_effects: every other call: which kind it is, Bridge's mutators, `setattr` and `env_vars.update` on
+  a config, writes into a local dict or list, and the taint of a call offlint cannot follow.
+- python_constructors: config classes and `ConfigContainer(...)` with the tree's defaults, Hugging Face model
+  sections, dataclass records.
+- python_following: calls followed into functions (arguments bound, results cached), decorator registries.
 - python_names: imports, and what an imported name is (through aliases and `__init__.py` re-exports).
 - python_configs: config classes, sections and fields, defaults of unset fields, unknown bases.
 - python_values (the values), python_branches (merging paths), python_project (the tree's modules),
@@ -33,7 +36,9 @@ import re
 from operator import attrgetter
 
 from offlint.sources import bridge_precision, python_inputs, python_roles
+from offlint.sources.python_call_effects import CallEffects
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _dedupe, _framework, _note_base
+from offlint.sources.python_constructors import Constructors
 from offlint.sources.python_expressions import Expressions
 from offlint.sources.python_following import CallFollowing
 from offlint.sources.python_names import NameLookup
@@ -77,7 +82,7 @@ def worth_parsing(data: bytes) -> bool:
     return False
 
 
-class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
+class PythonReader(Statements, Expressions, CallEffects, Constructors, CallFollowing, NameLookup):
     """One module's reader: its functions, imports and constants, and the units its functions build."""
 
     def __init__(self, path: str, module: ast.Module, text: str, project=None):
@@ -100,7 +105,7 @@ class PythonReader(Statements, Expressions, CallFollowing, NameLookup):
         # `if`'s or a loop's split). One node may hold several (an `if` whose test is a comprehension).
         self._static: dict[tuple[str, int], tuple] = {}
         self._segments: dict[int, tuple] = {}  # _segment's texts, the same way
-        self._call_names: dict[int, tuple] = {}  # a call's name as written and its last part (python_following)
+        self._call_names: dict[int, tuple] = {}  # a call's name as written and its last part (python_call_effects)
         self._chains: dict[int, tuple] = {}  # an attribute chain's names and its text (python_expressions, _assign)
         self._params: dict[int, tuple] = {}  # a function's parameters in order and their defaults (the same)
 

@@ -22,7 +22,7 @@ SECTION_CLASSES = {
     "TrainingConfig": "train",  # micro/global batch sizes, for the memory model and replay
     "TokenizerConfig": "tokenizer",  # Bridge sizes the model's vocabulary from the tokenizer (estimate.inputs)
     # Bridge's communication overlap (training/comm_overlap.py), applied onto the model, optimizer and DDP configs at
-    # run time (CommOverlapConfig.setup); its defaults are read from the tree's own class (python_following).
+    # run time (CommOverlapConfig.setup); its defaults are read from the tree's own class (python_constructors).
     "CommOverlapConfig": "comm_overlap",
     # Bridge's dataset configs whose seq_length ConfigContainer.validate checks against the model's (estimate.inputs)
     **dict.fromkeys(("GPTDatasetConfig", "MockGPTDatasetConfig", "GPTFIMDatasetConfig", "GPTSFTDatasetConfig",

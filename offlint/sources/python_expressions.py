@@ -1,7 +1,7 @@
 """Expressions in the Python reader: literals, names, containers, f-strings, comprehensions over literals,
 attribute reads from config objects and records, and the calls known without following them (builtins,
 string methods, `getattr`: python_calls). A value offlint cannot compute is an `Unknown` with the reason.
-Calls of anything else are python_following.
+Calls of anything else are python_call_effects (and python_following, python_constructors).
 """
 
 from __future__ import annotations

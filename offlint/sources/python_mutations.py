@@ -22,7 +22,7 @@ WRITES = frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setite
 LIST_WRITES = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "__setitem__",
                          "__delitem__", "__iadd__"})
 METHODS = WRITES | LIST_WRITES  # (one look-up per call the reader evaluates)
-# The key, among a call's keyword arguments (python_following._call_keywords), that stands for a `**spread` offlint
+# The key, among a call's keyword arguments (python_call_effects._call_keywords), that stands for a `**spread` offlint
 # cannot read in full: any parameter the call does not name may be set by it. Not an identifier: no keyword clashes.
 SPREAD = "**"
 _KEYS = (str, int, float, bool, type(None))

@@ -18,9 +18,9 @@ from offlint.sources.python_branches import BranchPoint, merge_into, narrowings,
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name, test_leaves
 from offlint.sources.python_values import (OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
-                                           FunctionRef, ModuleRef, ObjectTuple, Record, merge_origins,
-                                           new_assignment, record_steps)
-from offlint.types import Assignment, Location, OneOf, Source, Unknown, UserInput
+                                           FunctionRef, ModuleRef, ObjectTuple, Record, merge_origins, new_assignment,
+                                           record_steps, _ENV, _PYTHON)
+from offlint.types import Assignment, Location, OneOf, Unknown, UserInput
 
 _UNDECIDED = object()
 _DEFINITIONS = (*FUNCTIONS, ast.ClassDef)  # statements a block skips (built once, not per statement)
@@ -42,7 +42,6 @@ def _kind(stmt) -> str:
     return _SMALL
 
 _UNBOUND = object()
-_PYTHON, _ENV = Source.PYTHON, Source.ENV  # (an enum member read from its class costs a descriptor call each time)
 # Statement and expression classes tested by identity (the parser makes these exact classes, no subclasses of them)
 _ASSIGN, _ANN_ASSIGN, _EXPR, _RETURN = ast.Assign, ast.AnnAssign, ast.Expr, ast.Return
 _AUG_ASSIGN, _DELETE, _SUBSCRIPT, _RAISE = ast.AugAssign, ast.Delete, ast.Subscript, ast.Raise

@@ -12,8 +12,9 @@ import ast
 from dataclasses import dataclass, field
 from itertools import count
 
-from offlint.types import Assignment, Location, Unknown
+from offlint.types import Assignment, Location, Source, Unknown
 
+_PYTHON, _ENV = Source.PYTHON, Source.ENV  # (an enum member read from its class costs a descriptor call each time)
 
 # Assignments and locations are frozen dataclasses, whose generated __init__ sets each field through
 # object.__setattr__; the reader makes hundreds of thousands of them in a cold check of Megatron Bridge (a followed
@@ -109,7 +110,7 @@ class Record:
         return f"{self.name}(...)"
 
 
-NO_PROPERTY = object()  # a record's class defines no such field or @property (python_following._record_property)
+NO_PROPERTY = object()  # a record's class defines no such field or @property (python_constructors._record_property)
 
 
 class ModuleRef:
