@@ -23,7 +23,7 @@ import pytest
 
 from offlint.estimate import activations as act
 from offlint.estimate import params, precision
-from offlint.estimate.inputs import ModelShape, Parallelism, Training, read_inputs
+from offlint.estimate.inputs import ModelShape, Parallelism, read_inputs
 from offlint.estimate.memory import estimate
 from offlint.types import Unknown
 from tests.estimate_helpers import located_lookup

@@ -3,8 +3,6 @@ Assignment path and its movers kept across calls, changed.expand's ` as NAME` pr
 scope's already-normal paths, and the cache's whole-run answer read only when asked for and written only when new."""
 
 import os
-import re
-from dataclasses import replace
 
 import pytest
 

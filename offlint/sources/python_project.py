@@ -15,7 +15,7 @@ from offlint.scope import nearest
 from offlint.sources.module_index import (ModuleIndex, file_lookup, function_lookup, module_lookup,
                                           package_lookup, writer_lookup)
 from offlint.sources.python_records import MARK, CallRecord
-from offlint.sources.python_values import MAX_DEPTH, NOT_KEPT, ConfigObj, Record, configs_in, serial_mark
+from offlint.sources.python_values import MAX_DEPTH, NOT_KEPT, ConfigObj, configs_in, serial_mark
 
 # What a reading used of another module, as the cache records it (part_digests.definition_digests): a path alone is the
 # whole file; (path, MODULE) its module-level statements (imports, constants, classes, the names it defines);
