@@ -310,18 +310,18 @@ class Unit:
     # unit is located at the call (shell_values.Command.written_at); None otherwise
     written_at: Location | None = None
     # The PyTorch container image the launch runs in, as written (`srun --container-image IMAGE`, `docker run ...
-    # IMAGE`; sources/launch.container_image): "" where none is named
+    # IMAGE`; sources/launch_torch.container_image): "" where none is named
     container_image: str = ""
     # Where the tree pins a PyTorch before 2.1 for the launch's environment, where it names no image: the pin, as
     # "requirements.txt pins torch==2.0.0", or the Dockerfile nearest the launch (applied when commands are linked;
-    # sources/launch.requirements_torch, dockerfile_torch)
+    # sources/launch_torch.requirements_torch, dockerfile_torch)
     pinned_torch: str = ""
     # Where the tree pins a PyTorch of 2.1 or later for the launch's environment (it names no image): the pin, as
-    # "requirements.txt pins torch==2.3" (sources/launch.requirements_new_torch)
+    # "requirements.txt pins torch==2.3" (sources/launch_torch.requirements_new_torch)
     newer_torch: str = ""
     # Where the launch runs only on a PyTorch before 2.0, why: an import of torch._six its start runs ("its code
     # imports torch._six (megatron/optimizer/clip_grads.py:19 ...)", applied when commands are linked; entry_scripts)
-    # or an interpreter before Python 3.8 (launch.old_interpreter)
+    # or an interpreter before Python 3.8 (launch_torch.old_interpreter)
     old_torch: str = ""
     # An option the Megatron-LM style launch passes on every path that only a Megatron-LM from before 2023-09 runs
     # with (mlm_flags.BEFORE_2023_FLAGS), where the checkout holding its entry script in the tree does not define it

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from offlint.sources.launch import container_image, image_torch
+from offlint.sources.launch_torch import container_image, image_torch
 from offlint.types import Unknown
 from tests.check_helpers import check_json
 
@@ -410,7 +410,7 @@ def _ofl301_at(tmp_path, *args: str) -> list[tuple[str, int, bool]]:
 def test_the_definition_file_is_looked_for_up_to_the_root_of_an_absolute_path():
     """A launch named by an absolute path (files named on the command line): the search ends at "/" (it had looped
     forever there, posixpath.dirname("/") being "/")."""
-    from offlint.sources.launch import definition_torch
+    from offlint.sources.launch_torch import definition_torch
 
     assert definition_torch("image.sif", "/abs/dir/run.sh", lambda path: None) == ""
     base = "Bootstrap: docker\nFrom: nvcr.io/nvidia/pytorch:21.08-py3\n"

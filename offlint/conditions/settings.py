@@ -7,7 +7,7 @@ import re
 
 from offlint import keys
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
-from offlint.sources.launch import image_torch
+from offlint.sources.launch_torch import image_torch
 from offlint.sources.mcore_source import CHECKS, LACKED
 from offlint.sources.mlm_flags import BEFORE_2023_FLAGS
 from offlint.types import Assignment, OneOf, Unknown
@@ -58,7 +58,7 @@ def allocator_without_expandable_segments(scope: Scope) -> object:
     them. "" where its PyTorch has the option. Unknown where the tag says a 2023 NGC release before 23.10 (PyTorch
     2.0 or a 2.1 preview); and, where no image is named or its name says nothing, where the tree builds it or the
     environment from a PyTorch before 2.1 (Unit.pinned_torch: a Singularity image file's definition file of its
-    name, launch.definition_torch; the requirements.txt or Dockerfile nearest the launch), or where it loads a
+    name, launch_torch.definition_torch; the requirements.txt or Dockerfile nearest the launch), or where it loads a
     PyTorch environment module of such a version (`module load pytorch/1.12.1`), or the launch passes an
     option only a Megatron-LM from before 2023-09 runs with (before_2023_flag; Megatron-DeepSpeed, `--deepspeed`,
     still takes them in 2024) and exports no variable only a newer PyTorch reads (NEWER_TORCH_VARIABLES), nor does

@@ -7,7 +7,8 @@ shell_assignments.
 
 from __future__ import annotations
 
-from offlint.sources.launch import container_image, opened_because, program, runs_script, srun_environment
+from offlint.sources.launch import opened_because, program, runs_script, srun_environment
+from offlint.sources.launch_torch import container_image
 from offlint.sources.shell_launchers import (_bcprun_payload, _launched_shell, _remote_command,
                                              _shell_c_payload)
 from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, Command, EnvSetting, _Field, _joined, _MAX_DEPTH,
@@ -353,7 +354,7 @@ class Commands:
 
     def conda_environment(self, args: list[str | None], pos: Pos) -> None:
         """`conda activate ENV` (a name or a prefix): conda names it in CONDA_DEFAULT_ENV, exported, and puts its bin
-        first on PATH (a launcher found there is the environment's: launch.conda_interpreter). An unknown ENV is
+        first on PATH (a launcher found there is the environment's: launch_torch.conda_interpreter). An unknown ENV is
         unknown there."""
         target = next((a for a in args if a is None or not a.startswith("-")), "")
         if target is None:
