@@ -154,11 +154,11 @@ def test_a_base_command_platform_launch_is_read():
 
 @pytest.mark.parametrize("word", ["torchrun", "/usr/bin/torchrun", "./bin/python3.11", "dir/", "/", "", "a//b"])
 def test_a_programs_name_is_its_words_last_path_part(word):
-    """launch.program, what every launch reader compares with "torchrun", "srun", "bash"...: posixpath.basename of a
+    """launch_words.program, what every launch reader compares with "torchrun", "srun", "bash"...: posixpath.basename of a
     word in one call; a word offlint cannot read (None) names no program."""
     import posixpath
 
-    from offlint.sources.launch import program
+    from offlint.sources.launch_words import program
 
     assert program(word) == posixpath.basename(word)
     assert program(None) == ""

@@ -1,6 +1,6 @@
 """The environment a launcher gives the processes it starts: the variables its own options set
-(launch.launcher_environment), a batch script's `#SBATCH --export` (shell_parse), and a `deepspeed` launch's ranks
-(launch.deepspeed_ranks_environment).
+(launch_env.launcher_environment), a batch script's `#SBATCH --export` (shell_parse), and a `deepspeed` launch's ranks
+(launch_env.deepspeed_ranks_environment).
 
 Each form below set PYTORCH_CUDA_ALLOC_CONF in real launches (Megatron-LM users' `mpirun -x`, `srun
 --export=ALL,...`, `apptainer exec --env`, `env NAME=VALUE`, `#SBATCH --export`), and OFL301 had called it unset.

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from offlint.sources import entry_scripts, launch
+from offlint.sources import entry_scripts, launch, launch_env, launch_words
 from offlint.types import Location
 from tests.check_helpers import check_json, write_tree
 
@@ -171,20 +171,20 @@ def test_the_job_runs_in_the_clusters_environment_plus_its_runtime_env(tmp_path)
     assert "its Ray cluster was started with" in finding["message"]
 
 
-def _args(*words: str) -> list[launch.Arg]:
-    return [launch.Arg(word, Location("launch.sh", 1, 1 + i), word or "$X") for i, word in enumerate(words)]
+def _args(*words: str) -> list[launch_words.Arg]:
+    return [launch_words.Arg(word, Location("launch.sh", 1, 1 + i), word or "$X") for i, word in enumerate(words)]
 
 
 def test_ray_job_reads_the_runtime_env_json_in_either_spelling():
     json_text = '{"env_vars": {"A": "1", "B": 2}, "working_dir": "."}'
     for words in (("ray", "job", "submit", "--runtime-env-json", json_text, "--"),
                   ("ray", "job", "submit", f"--runtime-env-json={json_text}", "--")):
-        reason, env = launch.ray_job(_args(*words))
+        reason, env = launch_env.ray_job(_args(*words))
         assert "Ray cluster" in reason
         assert {name: arg.value for name, arg in env.items()} == {"A": "1", "B": "2"}
     for unreadable in ("{not json", None, '["a list"]', '{"env_vars": "A=1"}', "[" * 5000 + "]" * 5000):
-        assert launch.ray_job(_args("ray", "job", "submit", "--runtime-env-json", unreadable, "--"))[1] == {}
-    assert launch.ray_job(_args("torchrun", "--nproc-per-node", "8")) == ("", {})
+        assert launch_env.ray_job(_args("ray", "job", "submit", "--runtime-env-json", unreadable, "--"))[1] == {}
+    assert launch_env.ray_job(_args("torchrun", "--nproc-per-node", "8")) == ("", {})
 
 
 def test_namespace_writes_follows_the_trees_calls_not_megatrons(tmp_path):

@@ -14,13 +14,14 @@ Where each input is handled (the two large readers carry a finer map in their do
   shell_conditions (tests and arithmetic), shell_tests, shell_paths, shell_mask (tree-sitter-bash's gaps).
 - YAML: yaml_file (override files and command strings), mlm_test_cases (Megatron-LM's functional test cases);
   Hydra overrides: hydra; Megatron-LM flags: mlm_flags.
-- Launch commands: launch (one argv, one unit), launch_torch (which PyTorch it runs: interpreter, image, the
-  requirements.txt or Dockerfile beside it), entry_scripts (whether a script trains), mlm_arguments (the
-  options its Megatron-LM parser has), mlm_ci_recipes (the script a functional test case runs), perf_scripts /
-  perf_flags / perf_env (Bridge's performance scripts, read from the tree, with built-in fallbacks),
-  bridge_mutators (Bridge's mutators, fallback), hf_models (Hugging Face model sizes), bridge_precision (Bridge's
-  named precision recipes, read from the tree), bridge_schedule (whether a provider's model builds a schedule
-  plan), python_records (records of followed calls, for the cache).
+- Launch commands: launch (one argv, one unit), launch_words (its words: Arg, EnvArg), launch_env (the environment
+  its launcher gives: `env`, `mpirun -x`, `srun --export`, containers, Ray, DeepSpeed), launch_torch (which PyTorch
+  it runs: interpreter, image, the requirements.txt or Dockerfile beside it), entry_scripts (whether a script
+  trains), mlm_arguments (the options its Megatron-LM parser has), mlm_ci_recipes (the script a functional test
+  case runs), perf_scripts / perf_flags / perf_env (Bridge's performance scripts, read from the tree, with built-in
+  fallbacks), bridge_mutators (Bridge's mutators, fallback), hf_models (Hugging Face model sizes),
+  bridge_precision (Bridge's named precision recipes, read from the tree), bridge_schedule (whether a provider's
+  model builds a schedule plan), python_records (records of followed calls, for the cache).
 """
 
 from __future__ import annotations

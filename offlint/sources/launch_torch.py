@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from offlint.sources.launch_words import EnvArg
 from offlint.types import Unknown
 
 # An interpreter a PyTorch 2 wheel does not exist for (2.0 needs Python 3.8): `python3.7`, `python2`, and AWS Deep
@@ -30,11 +31,10 @@ def old_interpreter(launcher: list[str | None]) -> str:
 _OLD_CONDA_ENVIRONMENT = re.compile(r"_p(2\d|3[0-7])$")  # (the DLAMI's naming: `pytorch_p37`, `pytorch_latest_p36`)
 
 
-def conda_interpreter(launcher: list[str | None], env: dict) -> str:
+def conda_interpreter(launcher: list[str | None], env: dict[str, EnvArg]) -> str:
     """Where the launcher is found on PATH (its name has no `/`) and the conda environment the launch runs in
-    (CONDA_DEFAULT_ENV among `env`, the launch's EnvArgs; `conda activate` sets it: sources/shell_commands) is named
-    for a Python that only PyTorch 1.x supports, as AWS Deep Learning AMIs name theirs (`pytorch_p37`), why
-    (Unit.old_torch); "" else."""
+    (CONDA_DEFAULT_ENV, which `conda activate` sets: sources/shell_commands) is named for a Python that only PyTorch
+    1.x supports, as AWS Deep Learning AMIs name theirs (`pytorch_p37`), why (Unit.old_torch); "" else."""
     held = env.get("CONDA_DEFAULT_ENV")
     name = posixpath.basename(held.value.rstrip("/")) if held is not None and held.value else ""
     found = _OLD_CONDA_ENVIRONMENT.search(name)

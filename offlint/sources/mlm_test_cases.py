@@ -23,7 +23,7 @@ import posixpath
 import yaml
 
 from offlint.sources import launch, mlm_harness
-from offlint.sources.launch import Arg, EnvArg
+from offlint.sources.launch_words import Arg, EnvArg
 from offlint.sources.mlm_ci_recipes import case_parts
 from offlint.types import Location, Unit
 

@@ -31,7 +31,7 @@ FLAGS = frozenset({*_PARALLELISM, *_ALIASES, *_ALIASES.values(), "--recompute_mo
 
 
 def perf_layer(args: list) -> tuple[Layer, set[int]]:
-    """The performance-script flags among a command's arguments (launch.Arg), and the argument indexes they use."""
+    """The performance-script flags among a command's arguments (launch_words.Arg), and the argument indexes they use."""
     given: dict[str, tuple[object, object]] = {}  # canonical flag -> (value, Arg)
     used: set[int] = set()
     i = 0

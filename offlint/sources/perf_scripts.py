@@ -72,7 +72,7 @@ class _Given:
 
 
 def read_launch(project, launch_file: str, script_word: str, args: list, command: Location) -> PerfLaunch | None:
-    """A launch of the performance entry script `script_word` (as written) with `args` (launch.Arg), written in
+    """A launch of the performance entry script `script_word` (as written) with `args` (launch_words.Arg), written in
     `launch_file` at `command`: what the tree's scripts make of it. None when the tree does not hold them."""
     script = _find_script(project, launch_file, script_word)
     if script is None:

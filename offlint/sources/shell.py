@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 from offlint import loop_passes
-from offlint.sources.launch import Arg, EnvArg, command_unit, runs_script, uses_default_hostfile
+from offlint.sources.launch import command_unit, runs_script
+from offlint.sources.launch_env import uses_default_hostfile
+from offlint.sources.launch_words import Arg, EnvArg
 from offlint.sources.shell_parse import parse_shell
 from offlint.sources.shell_values import Command
 from offlint.sources.shell_words import unbraced_subscripts

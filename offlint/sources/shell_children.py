@@ -9,7 +9,8 @@ import os
 import posixpath
 import re
 
-from offlint.sources.launch import HYDRA_ENTRY_POINTS, program
+from offlint.sources.launch import HYDRA_ENTRY_POINTS
+from offlint.sources.launch_words import program
 from offlint.sources.shell_launchers import _called_index, _tmux_settings
 from offlint.sources.shell_paths import tree_copy
 from offlint.sources.shell_values import OPENED, _Field, _joined, _MAX_DEPTH, Pos, _State, _Var

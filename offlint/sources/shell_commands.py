@@ -7,8 +7,10 @@ shell_assignments.
 
 from __future__ import annotations
 
-from offlint.sources.launch import opened_because, program, runs_script, srun_environment
+from offlint.sources.launch import runs_script
+from offlint.sources.launch_env import opened_because, srun_environment
 from offlint.sources.launch_torch import container_image
+from offlint.sources.launch_words import program
 from offlint.sources.shell_launchers import (_bcprun_payload, _launched_shell, _remote_command,
                                              _shell_c_payload)
 from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, Command, EnvSetting, _Field, _joined, _MAX_DEPTH,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from offlint.sources.launch import program
+from offlint.sources.launch_words import program
 from offlint.sources.shell_values import WRITTEN, _Field, _joined, _MAX_DEPTH, _P, _Var
 
 

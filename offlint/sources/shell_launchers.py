@@ -5,7 +5,8 @@ HOST COMMAND`, `pdsh` and `tmux new-session`, and `bcprun --cmd`.
 
 from __future__ import annotations
 
-from offlint.sources.launch import HYDRA_ENTRY_POINTS, program
+from offlint.sources.launch import HYDRA_ENTRY_POINTS
+from offlint.sources.launch_words import program
 
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
 
