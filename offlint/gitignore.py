@@ -42,8 +42,7 @@ class GitIgnore:
             warnings.simplefilter("ignore", DeprecationWarning)
             # Each line's regex as text: what PathSpec.from_lines would compile, one regex per line, only to be joined
             translate = getattr(pathspec.util.lookup_pattern("gitwildmatch"), "pattern_to_regex", None)
-            lines = _readable(pathspec, translate, lines)
-            translated = [translate(line) for line in lines] if translate is not None else None
+            lines, translated = _readable(pathspec, translate, lines)
             self._joined, self._include, walked = _joined([(regex, include) for regex, include in translated
                                                            if include is not None]) \
                 if translated is not None else (None, [], None)
@@ -95,20 +94,23 @@ def _compiled(walked: list[str] | None) -> tuple[re.Pattern, re.Pattern] | None:
     return None if compiled[0].groups or compiled[1].groups else compiled
 
 
-def _readable(pathspec, translate, lines: list[str]) -> list[str]:
-    """The non-empty lines of a .gitignore that are patterns pathspec reads. Git matches nothing with a pattern it
-    cannot read (a trailing `\\`) and goes on; so does offlint (one had ended the whole check in "Invalid git
-    pattern", naming no file)."""
-    kept = []
+def _readable(pathspec, translate, lines: list[str]) -> tuple[list[str], list | None]:
+    """The non-empty lines of a .gitignore that are patterns pathspec reads, and each one's translation (None where
+    pathspec has no `translate`). Git matches nothing with a pattern it cannot read (a trailing `\\`) and goes on; so
+    does offlint (one had ended the whole check in "Invalid git pattern", naming no file)."""
+    kept, translated = [], []
     for line in lines:
         if not line:
             continue
         try:
-            translate(line) if translate is not None else pathspec.PathSpec.from_lines("gitwildmatch", [line])
+            if translate is not None:
+                translated.append(translate(line))
+            else:
+                pathspec.PathSpec.from_lines("gitwildmatch", [line])
         except ValueError:
             continue
         kept.append(line)
-    return kept
+    return kept, translated if translate is not None else None
 
 
 def _pathspec():
