@@ -21,9 +21,9 @@ from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
 from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
-from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, last_value, opened, take_recipe_sections,
+from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, last_value, take_recipe_sections,
                                     takes_no_iteration)
-from offlint.sources.launch_env import opened_because
+from offlint.sources.launch_env import opened, opened_because
 from offlint.sources.launch_torch import (definition_torch, dockerfile_torch, image_torch, requirements_new_torch,
                                           requirements_torch)
 from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,

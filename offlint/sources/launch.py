@@ -19,7 +19,7 @@ from dataclasses import replace
 from offlint import keys
 from offlint.sources import entry_scripts, hydra, mlm_flags, perf_env, perf_flags, perf_scripts, python_roles
 from offlint.sources.launch_env import (deepspeed_ranks_environment, launcher_environment, layout_needs_several_nodes,
-                                        opened_because, ray_job, srun_environment)
+                                        opened, opened_because, ray_job, srun_environment)
 from offlint.sources.launch_torch import conda_interpreter, container_image, old_interpreter
 from offlint.sources.launch_words import Arg, EnvArg, program
 from offlint.types import (BELOW, KEY_DEFAULT, Assignment, Defaults, InputError, Layer, Location, OneOf, Source, Unit,
@@ -231,15 +231,6 @@ def last_value(words, flag: str) -> str | None | Unknown:
         text = inline if equals else words[i + 1][0] if i + 1 < len(words) else None
         value = text if text is not None else Unknown(f"{flag}'s value cannot be read")
     return value
-
-
-def opened(unit: Unit, env_open: str) -> Unit:
-    """A launch whose environment may hold more than its script shows: what it does not set is unknown."""
-    if env_open:
-        unit.env_open, unit.env_known = env_open, False
-        unit.default_sections = unit.default_sections - {"env"}
-        unit.unknown_sections["env"] = env_open
-    return unit
 
 
 # Megatron-LM flags other trainers spell the same way (Hugging Face's TrainingArguments' `--bf16`, and the CLIs built

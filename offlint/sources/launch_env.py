@@ -9,11 +9,21 @@ import json
 import re
 
 from offlint.sources.launch_words import Arg, EnvArg, program
-from offlint.types import Location
+from offlint.types import Location, Unit
+
 
 def opened_because(reason: str) -> str:
     """Unit.env_open's text for an environment `reason` says may hold more than the script shows."""
     return f"the launch environment may hold more: {reason}"
+
+
+def opened(unit: Unit, env_open: str) -> Unit:
+    """A launch whose environment may hold more than its script shows: what it does not set is unknown."""
+    if env_open:
+        unit.env_open, unit.env_known = env_open, False
+        unit.default_sections = unit.default_sections - {"env"}
+        unit.unknown_sections["env"] = env_open
+    return unit
 
 
 def srun_environment(values: list[str | None], texts: list[str]) -> str:

@@ -24,8 +24,8 @@ from offlint import keys
 from offlint.gpus import NAMED_GPUS
 
 from offlint.sources.hydra import canonical_key
-from offlint.sources.launch import env_string, opened
-from offlint.sources.launch_env import opened_because
+from offlint.sources.launch import env_string
+from offlint.sources.launch_env import opened, opened_because
 from offlint.types import Assignment, InputError, Layer, Location, Source, Unit, UnitKind, Unknown
 
 OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "comm_overlap", "env_vars")
