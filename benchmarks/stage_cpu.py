@@ -31,7 +31,7 @@ STAGES = [
     ("offlint.sources.shell", "", "read_shell", "  shell scripts"),
     ("offlint.sources", "", "_yaml", "  YAML files"),
     ("offlint.engine", "", "check_unit", "rules (engine.check_unit)"),
-    ("offlint.pipeline", "", "_note_uses", "noting what each reading used"),
+    ("offlint.file_outcomes", "", "_note_uses", "noting what each reading used"),
     ("offlint.cache", "Cache", "store", "storing outcomes (encoding)"),
     ("offlint.cache", "Cache", "save", "writing the cache"),
 ]

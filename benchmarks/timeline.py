@@ -35,10 +35,10 @@ from contextlib import redirect_stdout  # noqa: E402
 STAGES = [
     ("offlint.api", "", "load_rules", "rules loaded"),
     ("offlint.api", "", "discover", "files discovered"),
-    ("offlint.pipeline", "", "digests_of", "texts read and digested"),
+    ("offlint.api", "", "digests_of", "texts read and digested"),
     ("offlint.pipeline", "", "_compute", "files read (workers forked)"),
     ("offlint.api", "", "_recipes_run", "recipes the launches run"),
-    ("offlint.pipeline", "", "_fetch_held", "held recipe units fetched"),
+    ("offlint.workers", "", "_fetch_held", "held recipe units fetched"),
     ("offlint.cache", "Cache", "save", "cache saved"),
     ("offlint.api", "", "_linked_kept", "launch findings kept"),
     ("offlint.api", "", "_decode_linked", "held recipes decoded"),
@@ -62,11 +62,11 @@ def _timed(function, note, parent: int, clock=time.perf_counter):
 
 
 _TAKES_FILE = ""  # where the workers note their takes (inherited through the fork)
-_TAKE = None  # pipeline._worker_take itself
+_TAKE = None  # workers._worker_take itself
 
 
 def _timed_take():
-    """pipeline._worker_take in a worker, noted as a line: pid, start, end, files (at module level: the pool sends
+    """workers._worker_take in a worker, noted as a line: pid, start, end, files (at module level: the pool sends
     the function by name)."""
     begin = time.perf_counter()
     files = _TAKE()
@@ -98,7 +98,7 @@ def main() -> int:
         os.cpu_count = lambda: args.workers
     import importlib
 
-    from offlint import engine, pipeline
+    from offlint import engine, pipeline, workers
     from offlint.cli import main as offlint_main
     from offlint.terminal import plural
 
@@ -122,8 +122,8 @@ def main() -> int:
     engine.check_unit = _timed(engine.check_unit, launch_check, parent)
     global _TAKES_FILE, _TAKE
     with tempfile.TemporaryDirectory(prefix="offlint-timeline-") as scratch:
-        _TAKES_FILE, _TAKE = os.path.join(scratch, "takes"), pipeline._worker_take
-        pipeline._worker_take = _timed_take
+        _TAKES_FILE, _TAKE = os.path.join(scratch, "takes"), workers._worker_take
+        workers._worker_take = _timed_take
         os.environ["OFFLINT_CACHE_DIR"] = os.path.join(scratch, "cache")
         try:
             with redirect_stdout(io.StringIO()):

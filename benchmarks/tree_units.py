@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from offlint import pipeline
+from offlint.job import Job, Texts
 from offlint.discover import discover
 from offlint.linking import link_commands
 from offlint.reading import text_or_error
@@ -20,8 +21,8 @@ def read_tree(tree: Path, mcore_version: str | None, link: bool = False) -> tupl
     os.chdir(tree)
     version = detect_version(mcore_version, None, Path("."))
     files, _ = discover(["."])
-    texts = pipeline.Texts(text_or_error)
-    job = pipeline.Job(files, texts, sorted(f.path for f in files if f.kind == "python"), [], version.version, False)
+    texts = Texts(text_or_error)
+    job = Job(files, texts, sorted(f.path for f in files if f.kind == "python"), [], version.version, False)
     by_path = {f.path: f for f in files}
     reads = [FileRead(by_path[o.path], texts[o.path], o.units, o.suppressions)
              for o in pipeline.outcomes(job, None) if o.error is None]

@@ -16,7 +16,7 @@ from offlint import changed, loop_passes, pipeline, scope
 from offlint.cache import Cache, Deferred, FileOutcome, digest, fingerprint
 from offlint.call_records import merge_moves
 from offlint.discover import Exclusion, SourceFile, discover
-from offlint.pipeline import Job
+from offlint.job import Job, Progress, Texts, digests_of
 from offlint.linking import Aliases, launch_callers, link_commands
 from offlint.reading import text_or_error
 from offlint.relocation import Unmovable, relocate
@@ -27,6 +27,7 @@ from offlint.tree_keys import tree_fields, tree_section_findings, without_tree_f
 from offlint.types import Defaults, FileError, Finding, Location, Severity, Unit, UnitKind
 from offlint.versions import DetectedVersion, Version, detect_version, nested_checkout_version
 from offlint.warm_start import WarmStart, remembered
+from offlint.workers import Aside, cyclic_gc_paused, forked_map, on_wide_stack
 
 
 # The builtin rules engine.check_unit computes per unit (the others are computed here, from what the readers keep)
@@ -50,7 +51,7 @@ class CheckOptions:
     # path -> text read instead of the file's (`check --diff` checks its fixes again without writing them)
     overlay: dict[str, str] = field(default_factory=dict)
     exclusion: Exclusion | None = None  # --exclude / --extend-exclude (default: discover.DEFAULT_EXCLUDE)
-    progress: pipeline.Progress | None = None  # told (files read, files to read) while files are read
+    progress: Progress | None = None  # told (files read, files to read) while files are read
 
 
 @dataclass
@@ -73,8 +74,8 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
     warm = WarmStart.load(root) if options.cache and stdin is None and not options.validate else None
     opened: list[Cache] = []  # the cache this check opens: its entries file stays open for payloads read on use
     try:
-        with pipeline.cyclic_gc_paused(), remembered(warm), pipeline.Aside() as aside:
-            result = pipeline.on_wide_stack(_check, paths, options, stdin, project, root, warm, aside, opened)
+        with cyclic_gc_paused(), remembered(warm), Aside() as aside:
+            result = on_wide_stack(_check, paths, options, stdin, project, root, warm, aside, opened)
     finally:
         for cache in opened:
             cache.close()
@@ -84,12 +85,12 @@ def check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None
 
 
 def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | None, project: Path | None,
-           root: Path, warm: WarmStart | None, aside: pipeline.Aside, opened: list[Cache]) -> CheckResult:
+           root: Path, warm: WarmStart | None, aside: Aside, opened: list[Cache]) -> CheckResult:
     all_rules = load_rules(warm)
     selected = select_rules(all_rules, options.select, options.ignore, options.extend_select)
     version = detect_version(options.mcore_version, options.configured_version, root)
     errors: list[FileError] = []
-    texts = pipeline.Texts(_overlaid(options.overlay))  # read on first use: a pre-commit run reads only what it needs
+    texts = Texts(_overlaid(options.overlay))  # read on first use: a pre-commit run reads only what it needs
     if stdin is not None:
         name, text = stdin
         files = [SourceFile(name, _stdin_kind(name), True)]
@@ -124,7 +125,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
         cache = _cache(options, root, selected, version, stdin, opened)
         if cache is not None:
             key_paths = set(job.python_paths) | {f.path for f in files}
-            digests = pipeline.digests_of(job, sorted(key_paths))
+            digests = digests_of(job, sorted(key_paths))
             run_key = digest(repr((sorted(digests.items()), paths,
                                    sorted(options.per_file_ignores.items()), [str(e) for e in errors])))
             previous = cache.last_result(run_key, digests)
@@ -199,7 +200,7 @@ def _check(paths: list[str], options: CheckOptions, stdin: tuple[str, str] | Non
                 launches.append((read, unit, key, used, kept.get(key) if key is not None else None))
     # (a run answered from the cache checks nothing, and need not import the rules: 0.04 s)
     aside.settle()  # (forked_map's child is forked from this thread alone)
-    checked = iter(pipeline.forked_map(
+    checked = iter(forked_map(
         lambda unit: _check_launch(unit, rules, _launch_version(unit, version, root, options, checkouts),
                                    options.strict),
         [unit for _, unit, _, _, found in launches if found is None], options.workers))
@@ -274,7 +275,7 @@ def _launch_version(unit, run: DetectedVersion, root: Path, options: CheckOption
     return checkouts[unit.checkout]
 
 
-def _recipes_run(found: list, by_path: dict[str, SourceFile], texts: pipeline.Texts) -> tuple[set[str], Aliases]:
+def _recipes_run(found: list, by_path: dict[str, SourceFile], texts: Texts) -> tuple[set[str], Aliases]:
     """The recipes the launch commands among `found` (every outcome pipeline.outcomes gives) run, and, for a name no
     file defines, the names imported `as` it, as _decode_linked looks them up: what workers that kept recipe units
     send back (pipeline.outcomes' `wanted`). With them, every recipe of a held file named as a Megatron-LM style

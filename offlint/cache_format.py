@@ -59,7 +59,7 @@ def _orjson_ascii(value: object) -> bytes | None:
 def record_json(record: list) -> bytes:
     """`json.dumps(record, separators=(",", ":"), sort_keys=True)` as ASCII bytes (what a call record's ID is the
     digest of, call_records.record_id), written by orjson where its text is that one: the record has the shape
-    pipeline.stored_record makes (texts, ints, texts by text, lists of ints: no float, whose text orjson writes
+    outcome_reuse.stored_record makes (texts, ints, texts by text, lists of ints: no float, whose text orjson writes
     otherwise, and no None, under which a NaN would hide), and the text is ASCII without DEL (json escapes both).
     Bridge 067f987's cold run makes 975 of them: 0.07 s of json."""
     if orjson is not None and _record_shaped(record):
@@ -77,7 +77,7 @@ _TEXTS, _INTS = frozenset((str,)), frozenset((int,))
 
 def _record_shaped(record) -> bool:
     """[path, function, args, depth, reach, refused, {path: state}, {path: {part: digest}}, result,
-    [[path, [line...]]...], [ID...]] of str and int (not bool) only (pipeline.stored_record)."""
+    [[path, [line...]]...], [ID...]] of str and int (not bool) only (outcome_reuse.stored_record)."""
     if type(record) is not list or len(record) != 11:
         return False
     path, function, args, depth, reach, refused, files, parts, result, runs, nested = record

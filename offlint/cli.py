@@ -389,7 +389,7 @@ def run() -> None:
     try:
         main(standalone_mode=True, prog_name="offlint")  # `python -m offlint` too: hints name `offlint`
     except SystemExit as exc:
-        # A check builds millions of objects with the cyclic collector off (pipeline.cyclic_gc_paused); the
+        # A check builds millions of objects with the cyclic collector off (workers.cyclic_gc_paused); the
         # collection that re-enabling it, or the interpreter's exit, runs over them took 2.7 s on Megatron Bridge
         # in a single-process check (a pre-commit run) and frees nothing the exiting process needs.
         gc.freeze()

@@ -1,6 +1,6 @@
 """Files into units: each file of a check read by the source reader of its kind, with its suppressions.
 
-The one place files become units: the pipeline's workers (`pipeline.read_one`) and the commands that load one
+The one place files become units: the pipeline's workers (`file_outcomes.read_one`) and the commands that load one
 unit (`units.load_unit`: estimate, replay) both call `read_files`. A file that cannot be read or parsed becomes
 a one-line FileError and the other files go on.
 """

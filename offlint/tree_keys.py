@@ -32,7 +32,7 @@ PYTHON_WRITE = "Python gives the config object a new attribute"
 
 def tree_fields(text: Callable[[str], str | None], python_paths: list[str]) -> TreeFields:
     """What the two checks below read of the tree's config classes, worked out ahead: by a worker of the pool, idle
-    once the files are read, while the parent links the launches (pipeline.Aside; 0.13 s on Megatron Bridge)."""
+    once the files are read, while the parent links the launches (workers.Aside; 0.13 s on Megatron Bridge)."""
     from offlint.sources.tree_config_fields import container_sections, fields_by_section
 
     return TreeFields(fields_by_section((path, text(path)) for path in python_paths),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from offlint.pipeline import Digests, Texts
+from offlint.job import Digests, Texts
 from offlint.reading import text_or_error
 from offlint.sources.module_index import ModuleIndex
 

@@ -1,4 +1,4 @@
-"""Work the parent wants after every file is read, done by the forked workers, idle by then (pipeline.Aside): the
+"""Work the parent wants after every file is read, done by the forked workers, idle by then (workers.Aside): the
 config fields of the tree's own classes, which OFL003 reads after the launches are linked and checked. A worker's
 answer is the one the parent would work out (the same findings as one process), the parent does not work it out
 again, a task that fails is worked out in the parent, and no worker outlives the check."""
@@ -10,7 +10,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
-from offlint import api, pipeline
+from offlint import api, workers
 from offlint.api import CheckOptions, check
 from offlint.sources import tree_config_fields
 from tests.check_helpers import write_tree
@@ -111,7 +111,7 @@ def test_no_worker_outlives_the_check(tree):
 
 
 def test_without_workers_there_is_no_answer():
-    with pipeline.Aside() as aside:
+    with workers.Aside() as aside:
         aside.add("task", _failing, [])
         assert aside.result("task") is None
         assert aside.result("never added") is None
@@ -132,7 +132,7 @@ class _StoppedPool:
 
 def test_a_pool_that_takes_no_task_leaves_the_caller_to_work_it_out():
     pool = _StoppedPool()
-    with pipeline.Aside() as aside:
+    with workers.Aside() as aside:
         aside.add("task", _failing, [])
         aside.start(pool)
         assert aside.result("task") is None

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offlint import pipeline
+from offlint import file_outcomes
 from offlint.api import CheckOptions, check
 from offlint.cache_files import project_cache_dir
 from offlint.part_digests import MODULE, _dirty, definition_digests, line_moves, meaning
@@ -171,13 +171,13 @@ def tree(tmp_path, monkeypatch):
 def _reads(monkeypatch) -> list[str]:
     """The files read into units from now on (one worker: read_one runs in this process)."""
     read: list[str] = []
-    original = pipeline.read_one
+    original = file_outcomes.read_one
 
     def recording(file, *args):
         read.append(file.path)
         return original(file, *args)
 
-    monkeypatch.setattr(pipeline, "read_one", recording)
+    monkeypatch.setattr(file_outcomes, "read_one", recording)
     return read
 
 

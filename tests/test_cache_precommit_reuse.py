@@ -88,7 +88,8 @@ def test_a_changed_file_is_parsed_once_in_a_pre_commit_run(tree, monkeypatch, ed
 
 
 def test_a_reader_takes_the_tree_parsed_for_definition_digests(tree):
-    from offlint.pipeline import DefinitionDigests, Texts, Verifier
+    from offlint.job import Texts
+    from offlint.outcome_reuse import DefinitionDigests, Verifier
 
     texts = Texts(lambda path: ((tree / path).read_text(), ""))
     definitions = DefinitionDigests(texts)

@@ -1,4 +1,4 @@
-"""The launch commands' rules, shared with a forked child once linking is done (pipeline.forked_map): the answers
+"""The launch commands' rules, shared with a forked child once linking is done (workers.forked_map): the answers
 are those one process gives, in the same order; the parent's come from the front and the child's from the back, the
 child's really from another process; a child that fails is made up for in the parent; a small list, or a run of
 one worker, forks nothing."""
@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from offlint import api, pipeline
+from offlint import api, workers
 from offlint.api import CheckOptions, check
 from tests.check_helpers import write_tree
 
@@ -32,8 +32,8 @@ def _slow_pid_and_square(item: int) -> tuple[int, int]:
 
 
 def test_answers_in_order_the_front_here_the_back_from_a_child():
-    items = list(range(pipeline.MIN_FORKED_ITEMS + 9))
-    answers = pipeline.forked_map(_slow_pid_and_square, items, workers=2)
+    items = list(range(workers.MIN_FORKED_ITEMS + 9))
+    answers = workers.forked_map(_slow_pid_and_square, items, workers=2)
     assert [square for _, square in answers] == [i * i for i in items]
     pids = [pid for pid, _ in answers]
     here = pids.count(os.getpid())
@@ -49,13 +49,13 @@ def test_the_child_takes_more_where_the_parent_is_slower():
         time.sleep(0.02 if os.getpid() == parent else 0.002)
         return os.getpid()
 
-    pids = pipeline.forked_map(slow_here, list(range(pipeline.MIN_FORKED_ITEMS * 2)), workers=2)
+    pids = workers.forked_map(slow_here, list(range(workers.MIN_FORKED_ITEMS * 2)), workers=2)
     assert pids.count(parent) < len(pids) // 2  # (fixed halves would have given the parent half)
 
 
-@pytest.mark.parametrize("count, workers", [(pipeline.MIN_FORKED_ITEMS - 1, 2), (pipeline.MIN_FORKED_ITEMS * 2, 1)])
-def test_forks_nothing_for_few_items_or_one_worker(count, workers):
-    answers = pipeline.forked_map(_pid_and_square, list(range(count)), workers=workers)
+@pytest.mark.parametrize("count, processes", [(workers.MIN_FORKED_ITEMS - 1, 2), (workers.MIN_FORKED_ITEMS * 2, 1)])
+def test_forks_nothing_for_few_items_or_one_worker(count, processes):
+    answers = workers.forked_map(_pid_and_square, list(range(count)), workers=processes)
     assert {pid for pid, _ in answers} == {os.getpid()}
     assert [square for _, square in answers] == [i * i for i in range(count)]
 
@@ -68,8 +68,8 @@ def test_a_child_that_fails_is_made_up_for_here():
             raise RuntimeError("the child stops")
         return item + 1
 
-    items = list(range(pipeline.MIN_FORKED_ITEMS * 2))
-    assert pipeline.forked_map(only_here, items, workers=2) == [i + 1 for i in items]
+    items = list(range(workers.MIN_FORKED_ITEMS * 2))
+    assert workers.forked_map(only_here, items, workers=2) == [i + 1 for i in items]
 
 
 def test_a_child_that_exits_without_answering_is_made_up_for_here():
@@ -80,8 +80,8 @@ def test_a_child_that_exits_without_answering_is_made_up_for_here():
             os._exit(0)  # (a child killed after an empty write: status 0, nothing to unpickle)
         return -item
 
-    items = list(range(pipeline.MIN_FORKED_ITEMS * 2))
-    assert pipeline.forked_map(leaves, items, workers=2) == [-i for i in items]
+    items = list(range(workers.MIN_FORKED_ITEMS * 2))
+    assert workers.forked_map(leaves, items, workers=2) == [-i for i in items]
 
 
 LAUNCH = """#!/bin/bash
@@ -93,7 +93,7 @@ torchrun --nproc_per_node=8 pretrain_gpt.py --tensor-model-parallel-size 2 --pip
 def _launches(root, monkeypatch) -> int:
     """A tree of MIN_FORKED_ITEMS + 8 launch scripts, the current folder (enough files to fork workers, launches to
     fork a child); how many."""
-    count = pipeline.MIN_FORKED_ITEMS + 8
+    count = workers.MIN_FORKED_ITEMS + 8
     write_tree(root, {f"launch{n:02d}.sh": LAUNCH.format(pp=1 + n % 3) for n in range(count)})
     monkeypatch.chdir(root)
     return count
@@ -133,7 +133,7 @@ def test_a_check_splits_its_launches_and_finds_what_one_process_finds(tmp_path, 
 
 
 def test_the_ends_meet_once_each_index_was_taken():
-    ends = pipeline._Ends(5, multiprocessing.get_context("fork"))
+    ends = workers._Ends(5, multiprocessing.get_context("fork"))
     taken = [ends.take(from_back=True), ends.take(from_back=False), ends.take(from_back=True),
              ends.take(from_back=False), ends.take(from_back=False)]
     assert taken == [4, 0, 3, 1, 2]
@@ -143,8 +143,8 @@ def test_the_ends_meet_once_each_index_was_taken():
 def test_a_lock_held_too_long_stops_the_taking(monkeypatch):
     """A process killed while it held the lock leaves it held: the other stops taking after LOCK_PATIENCE (the parent
     then works out what is left) instead of waiting for ever."""
-    monkeypatch.setattr(pipeline, "LOCK_PATIENCE", 0.1)
-    ends = pipeline._Ends(8, multiprocessing.get_context("fork"))
+    monkeypatch.setattr(workers, "LOCK_PATIENCE", 0.1)
+    ends = workers._Ends(8, multiprocessing.get_context("fork"))
     ends.lock.acquire()  # (as a process that died holding it left it)
     started = time.monotonic()
     assert ends.take(from_back=False) is None
@@ -163,7 +163,7 @@ def test_the_child_is_forked_with_no_thread_the_check_started(tmp_path, monkeypa
         at_fork.append(set(threading.enumerate()) - before)
         return real_fork()
 
-    monkeypatch.setattr(pipeline.os, "fork", fork)
+    monkeypatch.setattr(workers.os, "fork", fork)
     check(["."], CheckOptions(cache=False, mcore_version="0.16.1", workers=2))
     assert at_fork == [set(), set(), set()]  # (the pool's two workers, then forked_map's child)
 
@@ -185,7 +185,7 @@ def test_without_posix_semaphores_the_check_runs_in_one_process(tmp_path, monkey
     monkeypatch.setattr(multiprocessing.synchronize.SemLock, "__init__", no_semaphores)
     forks: list[int] = []
     real_fork = os.fork
-    monkeypatch.setattr(pipeline.os, "fork", lambda: forks.append(1) or real_fork())
+    monkeypatch.setattr(workers.os, "fork", lambda: forks.append(1) or real_fork())
     assert _two_workers() == with_workers and with_workers[0] and not with_workers[1]
     assert forks == []  # (neither the pool's workers nor forked_map's child)
 
@@ -230,13 +230,13 @@ def test_a_fork_refused_leaves_the_reading_to_this_process(tmp_path, monkeypatch
 
 
 
-_REAL_TAKE = pipeline._worker_take
+_REAL_TAKE = workers._worker_take
 _PARENT: list[int] = []
 _TAKES: list[int] = []  # (each worker's own list: forked with it)
 
 
 def _killed_at_its_second_take():
-    """pipeline._worker_take in a worker the OOM killer ends at its second take (at module level: the pool sends
+    """workers._worker_take in a worker the OOM killer ends at its second take (at module level: the pool sends
     the function by name)."""
     _TAKES.append(1)
     if os.getpid() not in _PARENT and len(_TAKES) == 2:
@@ -253,5 +253,5 @@ def test_a_worker_ended_abruptly_leaves_its_files_to_this_process(tmp_path, monk
     lived = _two_workers()
     _PARENT[:] = [os.getpid()]
     _TAKES.clear()
-    monkeypatch.setattr(pipeline, "_worker_take", _killed_at_its_second_take)
+    monkeypatch.setattr(workers, "_worker_take", _killed_at_its_second_take)
     assert _two_workers() == lived and lived[0] and not lived[1]

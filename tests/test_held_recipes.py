@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from offlint import pipeline
+from offlint import file_outcomes, workers
 from offlint.api import CheckOptions, check
 from offlint.cache import Cache
 
@@ -68,14 +68,14 @@ def _answer(root, workers: int, cache: bool, strict: bool = False) -> tuple:
 def asked(monkeypatch):
     """What the parent asked the workers for (_fetch_held): [(names, {path: unit names sent})]."""
     calls = []
-    original = pipeline._fetch_held
+    original = workers._fetch_held
 
     def recording(pool, count, names):
         fetched = original(pool, count, names)
         calls.append((names, {path: [unit.name for unit in units] for path, units in fetched.units.items()}))
         return fetched
 
-    monkeypatch.setattr(pipeline, "_fetch_held", recording)
+    monkeypatch.setattr(workers, "_fetch_held", recording)
     return calls
 
 
@@ -112,7 +112,7 @@ def test_a_warm_run_after_it_gives_the_same_answer(tree):
 
 
 def test_when_the_workers_cannot_send_them_the_stored_payloads_give_the_same_answer(tree, monkeypatch, decoded):
-    monkeypatch.setattr(pipeline, "_fetch_held", lambda pool, count, names: None)
+    monkeypatch.setattr(workers, "_fetch_held", lambda pool, count, names: None)
     assert _answer(tree, workers=2, cache=True) == _answer(tree, workers=1, cache=False)
     assert sorted(decoded) == ["recipes/family0/r1.py", "recipes/family1/r2.py"]
 
@@ -132,18 +132,18 @@ def test_without_a_cache_the_workers_hold_them_too(tree, asked):
 
 def test_without_a_cache_when_the_workers_cannot_send_them_the_files_are_read_again(tree, monkeypatch):
     expected = _answer(tree, workers=1, cache=False)
-    monkeypatch.setattr(pipeline, "_fetch_held", lambda pool, count, names: None)
+    monkeypatch.setattr(workers, "_fetch_held", lambda pool, count, names: None)
     again = []  # (the fixture's, set up after the one-process answer above)
-    original = pipeline.read_one
-    monkeypatch.setattr(pipeline, "read_one", lambda file, *args: again.append(file.path) or original(file, *args))
+    original = file_outcomes.read_one
+    monkeypatch.setattr(file_outcomes, "read_one", lambda file, *args: again.append(file.path) or original(file, *args))
     assert _answer(tree, workers=2, cache=False) == expected
     assert sorted(again) == ["recipes/family0/r1.py", "recipes/family1/r2.py"]
 
 
 def test_a_worker_alone_at_the_barrier_gives_up_in_time(monkeypatch):
-    monkeypatch.setattr(pipeline, "_BARRIER", threading.Barrier(2))
-    monkeypatch.setattr(pipeline, "HELD_TIMEOUT", 0.05)
-    assert pipeline._worker_held(frozenset({"x"})) is None
+    monkeypatch.setattr(workers, "_BARRIER", threading.Barrier(2))
+    monkeypatch.setattr(workers, "HELD_TIMEOUT", 0.05)
+    assert workers._worker_held(frozenset({"x"})) is None
 
 
 SCRIPT = '''import argparse
@@ -185,8 +185,8 @@ def test_the_recipes_of_a_launched_entry_script_are_sent_not_read_again(tree, as
     (tree / "launch" / "train_own.sh").write_text(SCRIPT_LAUNCH)
     expected = _answer(tree, workers=1, cache=False)
     again = []  # the files read in the parent (forked workers append to their own copies)
-    original = pipeline.read_one
-    monkeypatch.setattr(pipeline, "read_one", lambda file, *args: again.append(file.path) or original(file, *args))
+    original = file_outcomes.read_one
+    monkeypatch.setattr(file_outcomes, "read_one", lambda file, *args: again.append(file.path) or original(file, *args))
     assert _answer(tree, workers=2, cache=False) == expected
     linked = [finding for finding in expected[0] if finding[3] == ["launch/train_own.sh:2:51"]]
     assert [finding[:2] for finding in linked] == [("examples/train_own.py:10:5", "OFL102")]  # the launch's PP 2

@@ -12,7 +12,7 @@ def _run(*args: str, cwd) -> subprocess.CompletedProcess:
 
 def test_the_stages_come_in_order_with_each_workers_takes(tmp_path):
     (tmp_path / "recipes").mkdir()
-    for index in range(20):  # enough files for two workers (pipeline.MIN_FILES_PER_WORKER)
+    for index in range(20):  # enough files for two workers (workers.MIN_FILES_PER_WORKER)
         (tmp_path / "recipes" / f"llama{index}.py").write_text(RECIPE.format(name=f"llama{index}_pretrain_config"))
     (tmp_path / "train.sh").write_text("torchrun pretrain_gpt.py --cpu-offloading --num-layers 8\n")
     done = _run(str(tmp_path), "--workers", "2", "--", "--mcore-version", "0.16.1", cwd=tmp_path)

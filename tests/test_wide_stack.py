@@ -1,4 +1,4 @@
-"""pipeline.on_wide_stack: a check's calls kept in one chunk of CPython's frame stack, so that a recursion going up
+"""workers.on_wide_stack: a check's calls kept in one chunk of CPython's frame stack, so that a recursion going up
 and down across a chunk's start does not map and unmap a chunk each time (python/cpython#142183; 65,000 mmap/munmap
 pairs in a cold check of Megatron Bridge on Python 3.11)."""
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from offlint import pipeline
+from offlint import api, workers
 
 
 def _down(depth: int) -> int:
@@ -33,17 +33,17 @@ def _minor_faults(function, *args) -> int:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the page faults Linux reports")
 def test_a_recursion_crossing_a_chunk_start_faults_no_pages_in_on_the_wide_stack():
-    on_wide = _minor_faults(pipeline.on_wide_stack, _up_and_down, 4000)
+    on_wide = _minor_faults(workers.on_wide_stack, _up_and_down, 4000)
     # Without it, CPython 3.11 maps a new chunk on (at least) every second swing and faults its first page in:
     # 2,000 faults or more; with it, the frames live in pages touched on the first swing.
     assert on_wide < 500, on_wide
 
 
 def test_its_value_and_its_exceptions_are_the_functions():
-    assert pipeline.on_wide_stack(lambda a, b: a + b, 2, 3) == 5
+    assert workers.on_wide_stack(lambda a, b: a + b, 2, 3) == 5
     with pytest.raises(KeyError, match="x"):
-        pipeline.on_wide_stack({}.__getitem__, "x")
-    assert pipeline.on_wide_stack(_down, 900) == 900  # a recursion near the interpreter's limit still runs
+        workers.on_wide_stack({}.__getitem__, "x")
+    assert workers.on_wide_stack(_down, 900) == 900  # a recursion near the interpreter's limit still runs
 
 
 def test_the_check_runs_on_it(tmp_path, monkeypatch):
@@ -51,8 +51,8 @@ def test_the_check_runs_on_it(tmp_path, monkeypatch):
     from offlint.api import CheckOptions, check
 
     seen = []
-    real = pipeline.on_wide_stack
-    monkeypatch.setattr(pipeline, "on_wide_stack", lambda function, *args: seen.append(function) or
+    real = api.on_wide_stack
+    monkeypatch.setattr(api, "on_wide_stack", lambda function, *args: seen.append(function) or
                         real(function, *args))
     (tmp_path / "run.sh").write_text("echo hi\n")
     check([str(tmp_path)], CheckOptions(root=tmp_path, cache=False))

@@ -1,4 +1,4 @@
-"""The workers' shares of a cold run's files (pipeline.shares) and how workers take files (pipeline.WorkQueue): every
+"""The workers' shares of a cold run's files (workers.shares) and how workers take files (workers.WorkQueue): every
 file read exactly once, the same files giving the same shares, takes that shrink with what is left, and the same
 findings with one worker and two."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from offlint import pipeline
+from offlint import workers
 from offlint.api import CheckOptions, check
 from offlint.discover import SourceFile
-from offlint.pipeline import Job, Texts
+from offlint.job import Job, Texts
 
 BASE = '''
 from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
@@ -70,24 +70,24 @@ def _job(root: Path) -> tuple[Job, list[SourceFile]]:
 def test_every_file_is_in_exactly_one_share_and_the_shares_are_the_same_each_time(tmp_path, count):
     _tree(tmp_path)
     job, files = _job(tmp_path)
-    first = pipeline.shares(job, files, count)
+    first = workers.shares(job, files, count)
     assert len(first) == count
     assert sorted(f.path for share in first for f, _ in share) == sorted(f.path for f in files)
-    again = pipeline.shares(_job(tmp_path)[0], list(reversed(files)), count)
+    again = workers.shares(_job(tmp_path)[0], list(reversed(files)), count)
     assert [[f.path for f, _ in share] for share in again] == [[f.path for f, _ in share] for share in first]
     if count == 2:
         assert all(share for share in first)  # both workers have work
 
 
-def _queue(job, files, count=2) -> pipeline.WorkQueue:
-    return pipeline.WorkQueue(pipeline.shares(job, files, count), multiprocessing.get_context("fork"))
+def _queue(job, files, count=2) -> workers.WorkQueue:
+    return workers.WorkQueue(workers.shares(job, files, count), multiprocessing.get_context("fork"))
 
 
 def test_a_worker_takes_its_own_share_then_the_others_each_file_once(tmp_path):
     _tree(tmp_path)
     job, files = _job(tmp_path)
     queue = _queue(job, files)
-    own = [f.path for f, _ in pipeline.shares(job, files, 2)[0]]
+    own = [f.path for f, _ in workers.shares(job, files, 2)[0]]
     taken: list[str] = []
     while batch := queue.take():  # one process plays the first worker until nothing is left
         taken.extend(f.path for f in batch)
@@ -117,12 +117,12 @@ def test_two_workers_taking_in_turn_take_each_file_once(tmp_path):
 def test_each_take_stops_at_the_file_reaching_a_part_of_what_is_left(tmp_path):
     _tree(tmp_path)
     job, files = _job(tmp_path)
-    weight = {f.path: pipeline._weight(job, f) for f in files}
+    weight = {f.path: workers._weight(job, f) for f in files}
     queue = _queue(job, files)
     left = sum(weight.values())
     takes = []
     while batch := queue.take():
-        most = min(queue.largest, left / (2 * pipeline.GUIDED))
+        most = min(queue.largest, left / (2 * workers.GUIDED))
         # not a file more than it needs: counted from the front of its own share, from the end of another's
         assert min(sum(weight[f.path] for f in batch[:-1]), sum(weight[f.path] for f in batch[1:])) < most
         left -= sum(weight[f.path] for f in batch)

@@ -47,7 +47,7 @@ class CallRecord:
         self.reach, self.refused, self.deps, self.nested, self.kept = reach, refused, deps, nested, kept
         self._encoded: tuple | None = None
         self._files: set[str] | None = None
-        self.stored: dict = {}  # depth -> its stored form (pipeline.stored_record), made once per process
+        self.stored: dict = {}  # depth -> its stored form (outcome_reuse.stored_record), made once per process
 
     def files(self) -> set[str]:
         """The files its run used, its nested calls' runs included: their lines are left out of `encoded`."""
