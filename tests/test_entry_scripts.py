@@ -458,6 +458,45 @@ def test_a_module_the_trees_own_package_lacks_makes_no_training_launch(tmp_path)
         [str(tree)], CheckOptions(mcore_version="0.16.1", root=tree, select=["OFL301"], cache=False)).findings] == ["n"]
 
 
+REPORTER = """\
+from megatron.training import get_args
+from megatron.training.initialize import initialize_megatron
+from mytools.tokens import build_tokenizer
+
+if __name__ == "__main__":
+    initialize_megatron(allow_no_cuda=True, skip_mpu_initialization=True)
+    build_tokenizer(get_args())
+"""
+
+TOKENS = """\
+def build_tokenizer(args):
+    if args.kind == "glm":
+        from .glm_tokenizer import _GlmTokenizer
+        return _GlmTokenizer()
+    return None
+"""
+
+
+@pytest.mark.parametrize("module, trains", [(None, False), ("def _GlmTokenizer(:\n", None),
+                                             ("from megatron.training import pretrain\n\n\n"
+                                              "def _GlmTokenizer():\n    pretrain(None, None)\n", True)])
+def test_a_relative_import_of_a_module_the_package_lacks_makes_no_training_launch(tmp_path, module, trains):
+    """A Pai-Megatron-Patch fork's memory-report and auto-config tools build a tokenizer whose GLM branch imports
+    `.icetk_glm130b_tokenizer`, a file the fork dropped: a relative import of a module its own package lacks fails
+    as the absolute one does, so the call never runs and the tool (a flag set like a training run's) does not
+    train. A module that is there but does not parse stays open (the flags decide); one that trains trains."""
+    files = {"toolkits/report/run_report.sh": LAUNCH.format(script="report_memory.py"),
+             "toolkits/report/report_memory.py": REPORTER,
+             "toolkits/report/mytools/__init__.py": "", "toolkits/report/mytools/tokens.py": TOKENS}
+    if module is not None:
+        files["toolkits/report/mytools/glm_tokenizer.py"] = module
+    tree = _tree(tmp_path, files)
+    assert entry_scripts.trains("report_memory.py", "toolkits/report/run_report.sh",
+                                lambda path, near: (tree / path).read_text() if (tree / path).is_file() else None) \
+        is trains
+    assert _ofl301(tree) == ([] if trains is False else ["run_report.sh"])
+
+
 def test_an_evaluation_harness_run_is_not_a_training_launch(tmp_path):
     """lm-evaluation-harness scores a model (Pai-Megatron-Patch's lm_evaluate_megatron_qwen.py): a package known
     not to train, like torch or transformers, and not followed."""

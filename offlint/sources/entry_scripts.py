@@ -732,6 +732,13 @@ class _Reach:
             # a module the tree's own package does not have (Pai-Megatron-Patch's evaluation examples import
             # megatron_patch.data.evaluate_dataset, long gone): the import fails, the call never runs
             return False
+        if target is None and source.startswith(".") and source.lstrip(".") and not any(
+                self.tree_text(path, self.launch_path) is not None
+                for path in self._candidates(module.path, source, "")):
+            # the same for a module its own package lacks, imported relatively (a Pai-Megatron-Patch fork's tokenizer
+            # package imports `.icetk_glm130b_tokenizer`, a file it dropped); one that is there and does not parse
+            # stays open
+            return False
         if target is None:  # not in the tree: a class is built (its methods are judged by name when called)
             top = source.split(".")[0]
             known = not source.startswith(".") and (top in _NOT_TRAINING | _FITS_NO_MODEL or
