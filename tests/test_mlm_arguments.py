@@ -176,6 +176,36 @@ def test_a_fork_s_own_group_added_in_parse_args_is_part_of_the_base(tmp_path):
     assert "--loader-server-ip" not in _options(tmp_path) and "--num-layers" in _options(tmp_path)
 
 
+CONFIG_PRE_PARSER = '''
+
+def _note(message):
+    warnings.warn(message)
+
+
+def parse_args(extra_args_provider=None, ignore_unknown_args=False):
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", type=str, default=None)
+    known, rest = pre.parse_known_args()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    parser = add_megatron_arguments(parser)
+    _note("parsed")
+    return parser.parse_args(rest)
+'''
+
+
+def test_a_helper_parse_args_calls_without_the_parser_hands_it_nothing(tmp_path):
+    """A Megatron-LM fork's parse_args reads `--config` with a pre-parser of its own and calls a warning helper
+    (`warn_rank_0(message)`, which calls `warnings.warn(message)`). The helper's first parameter had been taken for
+    the parser, so its `warnings.warn` call handed "the parser" to code offlint cannot read: parse_args read in
+    part, its `--config` dropped, and a launch's `--config spec.yaml` reported OFL007 (2, a helper's sweep). A
+    helper is given the parser only where the call passes it one."""
+    _tree(tmp_path, {"megatron/training/arguments.py": "import warnings\n" + ARGUMENTS + CONFIG_PRE_PARSER})
+    assert "--config" in _options(tmp_path) and "--num-layers" in _options(tmp_path)
+    handed = CONFIG_PRE_PARSER.replace('_note("parsed")', '_note(parser)')
+    _tree(tmp_path, {"megatron/training/arguments.py": "import warnings\n" + ARGUMENTS + handed})
+    assert "--config" not in _options(tmp_path) and "--num-layers" in _options(tmp_path)
+
+
 def test_a_provider_beside_the_entry_script_is_read(tmp_path):
     _tree(tmp_path)
     assert "--vision-model-type" in _options(tmp_path, "examples/multimodal/train.py")

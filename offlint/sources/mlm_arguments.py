@@ -255,22 +255,24 @@ class _Reader:
             return [found] if found is not None else None
         return None
 
-    def function_options(self, path: str, fn: ast.FunctionDef) -> frozenset[str]:
+    def function_options(self, path: str, fn: ast.FunctionDef, given: frozenset[str] | None = None
+                         ) -> frozenset[str]:
         """The option strings `fn` (of the module `path`) adds to the parser it is given, and the tree's functions
-        it calls add."""
-        key = (path, fn.name + f"@{fn.lineno}")
+        it calls add. `given`: its parameters a call passes the parser (or a group of it) to; None, its first (a
+        function read as a parser's builder: add_megatron_arguments, an extra_args_provider)."""
+        key = (path, fn.name + f"@{fn.lineno}", given)
         if key in self.walked:
             return self.walked[key]
         self.walked[key] = frozenset()  # (a recursive call adds nothing new; dropped again if the walk fails, so
         try:  # that a function read in part is never taken for one read whole)
-            self.walked[key] = frozenset(self._walk(path, fn))
+            self.walked[key] = frozenset(self._walk(path, fn, given))
         except BaseException:
             del self.walked[key]
             raise
         return self.walked[key]
 
-    def _walk(self, path: str, fn: ast.FunctionDef) -> set[str]:
-        parsers = _parser_names(fn)
+    def _walk(self, path: str, fn: ast.FunctionDef, given: frozenset[str] | None = None) -> set[str]:
+        parsers = _parser_names(fn, given)
         params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}  # (the provider
         options: set[str] = set()  # parse_args is given calls it: not the base set)
         for node in ast.walk(fn):
@@ -284,7 +286,7 @@ class _Reader:
             elif isinstance(func, ast.Name) and func.id not in params and not _builtin_call(func.id):
                 found = self.definition(path, func.id, ast.FunctionDef, local=fn)
                 if found is not None:
-                    options |= self.function_options(*found)
+                    options |= self.function_options(*found, _parameters_given(found[1], node, parsers))
                 elif _hands_parser(node, parsers):
                     raise _Unreadable(f"{func.id}() is given the parser and is not the tree's")
             elif isinstance(func, ast.Attribute) and func.attr != "build_group" and _hands_parser(node, parsers) \
@@ -432,11 +434,11 @@ def _exclude(fn: ast.FunctionDef, node: ast.expr | None) -> set[str]:
     return set(value)
 
 
-def _parser_names(fn: ast.FunctionDef) -> set[str]:
-    """The names that hold the parser or a group of it in `fn`: its first parameter, and what
-    `add_argument_group(...)` / `add_mutually_exclusive_group(...)` give, or `ArgumentParser(...)` (parse_args' own
-    parser, which a fork may hand to more functions)."""
-    names = {fn.args.args[0].arg} if fn.args.args else set()
+def _parser_names(fn: ast.FunctionDef, given: frozenset[str] | None = None) -> set[str]:
+    """The names that hold the parser or a group of it in `fn`: the parameters `given` it (None: its first), and
+    what `add_argument_group(...)` / `add_mutually_exclusive_group(...)` give, or `ArgumentParser(...)` (parse_args'
+    own parser, which a fork may hand to more functions)."""
+    names = set(given) if given is not None else {fn.args.args[0].arg} if fn.args.args else set()
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _called_name(node.value.func) in (
                 "add_argument_group", "add_mutually_exclusive_group", "ArgumentParser"):
@@ -446,6 +448,15 @@ def _parser_names(fn: ast.FunctionDef) -> set[str]:
 
 def _hands_parser(call: ast.Call, parsers: set[str]) -> bool:
     return any(isinstance(a, ast.Name) and a.id in parsers for a in (*call.args, *(k.value for k in call.keywords)))
+
+
+def _parameters_given(fn: ast.FunctionDef, call: ast.Call, parsers: set[str]) -> frozenset[str]:
+    """The parameters of `fn` that `call` passes one of `parsers` to: a fork's parse_args calls helpers that are
+    given no parser (`warn_rank_0(message)`), whose first parameter holds none."""
+    positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    given = {name for name, value in zip(positional, call.args) if isinstance(value, ast.Name) and value.id in parsers}
+    given |= {k.arg for k in call.keywords if k.arg and isinstance(k.value, ast.Name) and k.value.id in parsers}
+    return frozenset(given)
 
 
 def _name_origins(module: ast.Module) -> dict[str, str]:
