@@ -318,3 +318,34 @@ def test_a_layout_without_its_mtp_layer_is_refused_only_where_the_checkout_count
     assert bool(found) is claimed
     if claimed:
         assert '"Number of mtp layers in layout must match mtp_num_layers"' in found[0]
+
+
+FINE_GRAINED = ARGUMENTS + '''
+    if args.fine_grained_activation_offloading:
+        assert args.transformer_impl == 'transformer_engine', \\
+            "Fine-grained activation offloading is only supported with transformer_engine implementation"
+        if is_te_min_version("2.10.0"):
+            assert os.getenv("NVTE_CPU_OFFLOAD_V1", "0") == "1", \\
+                "For fine-grained activation offloading with TE >= 2.10.0, NVTE_CPU_OFFLOAD_V1 should be set to 1."
+'''
+BEFORE_THE_ASSERT = FINE_GRAINED.split("        if is_te_min_version")[0]
+
+
+@pytest.mark.parametrize("arguments, refused", [(FINE_GRAINED, True), (BEFORE_THE_ASSERT, False)])
+@pytest.mark.parametrize("environment", ["", "export NVTE_CPU_OFFLOAD_V1=0\n"])
+def test_the_nvte_offload_refusal_is_claimed_where_the_checkout_makes_it(tmp_path, arguments, refused, environment):
+    """OFL112 on a Megatron-LM launch: a checkout of the Megatron-LM dev branch of November 2025 has fine-grained
+    activation offloading but not yet validate_args' NVTE_CPU_OFFLOAD_V1 assert (upstream's came with the feature's
+    merge to main, 2026-01-16; a helper's sweep, Unakar/Megatron-LM): its jobs start, and the finding says so
+    instead of quoting a refusal. The finding stays: the later assert exists to keep TE >= 2.10 from offloading
+    the weights too."""
+    root = _checkout(tmp_path, arguments=arguments.replace(
+        '    parser.add_argument("--train-iters", type=int)\n',
+        '    parser.add_argument("--train-iters", type=int)\n'
+        '    parser.add_argument("--fine-grained-activation-offloading", action="store_true")\n'
+        '    parser.add_argument("--offload-modules", nargs="*")\n'))
+    (root / "train.sh").write_text(f"{environment}torchrun --nproc_per_node 4 pretrain_gpt.py {FLAGS} "
+                                   "--fine-grained-activation-offloading --offload-modules core_attn\n")
+    [message] = [f["message"] for f in check_json(root, "--no-cache") if f["code"] == "OFL112"]
+    assert ("refuse" in message or "asserts the same" in message) is refused
+    assert ("this checkout's validate_args does not check it" in message) is not refused

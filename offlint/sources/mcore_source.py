@@ -147,6 +147,8 @@ REFUSAL_TEXTS = {
     # holding an MTP layer raised NotImplementedError and MTP layers went to the last stage whatever the layout)
     "layout-mtp-count": (("core/transformer/pipeline_parallel_layer_layout.py",),
                          ("Number of mtp layers in layout must match mtp_num_layers",)),
+    # (CLI-5: from the fine-grained offloading's merge to main, 2026-01-16; the dev branch had the feature before)
+    "mlm-fine-grained-nvte": (("training/arguments.py", "arguments.py"), ("NVTE_CPU_OFFLOAD_V1",)),
     # (TransformerConfig's __post_init__, or from 0.18 cuda_graph_config.py's normalize_cuda_graph_modules)
     "full-graph-scope-deprecated": (("core/transformer/transformer_config.py", "core/transformer/cuda_graph_config.py"),
                                     ("full scope is deprecated",)),
