@@ -152,6 +152,29 @@ def test_a_layout_chosen_by_a_tuple_in_a_table_is_read(tmp_path, monkeypatch):
     assert "must be divisible by pipeline_model_parallel_size" in found[0].message
 
 
+@pytest.mark.parametrize("key, expected", [("(pp, None)", ["vlm_config"]), ("[pp]", [])])
+def test_a_dicts_get_with_a_tuple_key_is_read_and_a_list_key_is_no_error(tmp_path, monkeypatch, key, expected):
+    """`.get((rank, config_file))` on a dict (NVFlare's client API, reached from a script that sets the allocator's
+    options): the tuple, which the reader holds as a list, had been looked up as it was held and ended the file's
+    reading in an internal error (unhashable type: 'list'). It is looked up as the tuple it is; a list key, which
+    Python itself refuses to hash, gives an unknown value (no layout: no finding)."""
+    recipe = ("from megatron.bridge.models.gpt_provider import GPTModelProvider\n"
+              "from megatron.bridge.training.config import ConfigContainer\n\n"
+              "LAYOUTS = {(2, None): 'Etttt|ttttL'}\n\n\n"
+              "def vlm_config():\n"
+              "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=64, num_attention_heads=4))\n"
+              "    pp = 2\n"
+              f"    cfg.model.pipeline_model_parallel_layout = LAYOUTS.get({key}, 'Ett|tt|tt|ttL')\n"
+              "    cfg.model.pipeline_model_parallel_size = 4\n"
+              "    return cfg\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "recipe.py").write_text(recipe)
+    result = check(["recipe.py"], CheckOptions(select=["OFL221"], mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert result.errors == []
+    assert [f.unit for f in result.findings if f.code == "OFL221"] == expected
+
+
 def test_a_bridge_launch_that_writes_the_layout_itself_is_judged(tmp_path, monkeypatch):
     """Bridge's runner keeps a layout the command line sets (sync_model_pipeline_layout returns early), and a YAML
     file's layout reaches megatron-core unless the command line changes PP or VP and the recipe has a layout builder

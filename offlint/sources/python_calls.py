@@ -117,9 +117,14 @@ def method_value(receiver: object, method: str, args: list) -> object:
     if getattr(receiver, "reason", ""):  # a dict literal with a spread offlint could not read
         return Unknown(f"the result of `.{method}(...)` on a partly known dict")
     if method == "get" and 1 <= len(args) <= 2:
-        if isinstance(args[0], Unknown):
+        key = as_key(args[0])
+        if isinstance(key, Unknown):
             return Unknown("`.get(...)` of an unknown key")
-        return _plain(receiver[args[0]]) if args[0] in receiver else (args[1] if len(args) == 2 else None)
+        try:
+            found = key in receiver
+        except TypeError:  # a key Python cannot hash (a list): the program raises there
+            return Unknown("`.get(...)` of a key that is no dict key")
+        return _plain(receiver[key]) if found else (args[1] if len(args) == 2 else None)
     if not args:
         if method == "keys":
             return list(receiver)
