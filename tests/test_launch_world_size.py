@@ -31,6 +31,22 @@ def test_a_launch_stating_fewer_gpus_than_its_layout_needs(tmp_path):
         '"world size (8) is not divisible by total_model_size (total_model_size=128)"']
 
 
+@pytest.mark.parametrize("defaults, reported", [
+    ("GPUS_PER_NODE=8\nNODE_RANK=${NODE_RANK:-0}\nMASTER_ADDR=${MASTER_ADDR:-localhost}\n", True),  # not the count's
+    ("GPUS_PER_NODE=${GPUS_PER_NODE:-8}\nNODE_RANK=${NODE_RANK:-0}\n", False),  # the count the environment chooses
+])
+def test_an_arrays_element_taking_a_default_leaves_the_count_beside_it_stated(tmp_path, defaults, reported):
+    """`DISTRIBUTED_ARGS=(--nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES --node_rank $NODE_RANK)` with
+    `NODE_RANK=${NODE_RANK:-0}` (a helper's sweep: YoumiMa's Megatron-LM scripts, TP8 x PP4 on 8 GPUs): the array's
+    words had all taken NODE_RANK's default, so the count was taken for one the environment chooses, and neither
+    OFL216 nor `offlint estimate` saw the launch's 8 GPUs. Each element takes its own defaults."""
+    script = (f'NUM_NODES=1\n{defaults}'
+              'DISTRIBUTED_ARGS=(\n    --nproc_per_node $GPUS_PER_NODE\n    --nnodes $NUM_NODES\n'
+              '    --node_rank $NODE_RANK\n    --master_addr $MASTER_ADDR\n)\n'
+              f'torchrun ${{DISTRIBUTED_ARGS[@]}} {FLAGS}')
+    assert bool(_ofl216(tmp_path, script)) == reported
+
+
 @pytest.mark.parametrize("launcher", [
     "torchrun --nproc_per_node 8 --nnodes 16",  # 128 GPUs: it divides
     "torchrun --nproc_per_node 8 --nnodes ${SLURM_NNODES:-1}",  # the scheduler chooses

@@ -90,6 +90,18 @@ class Assignments:
         if declared == "local" and self.st.locals and name not in self.st.locals[-1]:
             self.st.locals[-1][name] = self.st.env.get(name)
 
+    def _element(self, node) -> list[_Field]:
+        """The words of one element of an array literal, each with the defaults that element's own expansion took
+        (_Field.defaults): a launcher's `--nproc_per_node $GPUS` beside `--node_rank $NODE_RANK` (NODE_RANK from
+        `${NODE_RANK:-0}`) is a stated count (launch.launcher_world_size)."""
+        seen, self.st.seen = self.st.seen, {}
+        try:
+            fields = self.token(node)
+            took = tuple(self.st.seen)
+        finally:
+            self.st.seen = {**seen, **self.st.seen}
+        return [replace(f, defaults=tuple(dict.fromkeys([*took, *(f.defaults or ())]))) for f in fields]
+
     def _assign(self, n, export: bool) -> None:
         name_n, val = n.child_by_field_name("name"), n.child_by_field_name("value")
         if name_n is None:
@@ -102,7 +114,7 @@ class Assignments:
         exported = export or bool(old and old.exported)
         old = None if old is not None and old.unset else old
         if val is not None and val.type == "array":
-            elems = tuple(f for el in val.named_children if el.type != "comment" for f in self.token(el))
+            elems = tuple(f for el in val.named_children if el.type != "comment" for f in self._element(el))
             if append and old is not None:
                 elems = (old.arr if old.arr is not None else (_Field(old.s, old.org, *old.pos, f"${name}"),)) + elems
             var = _Var(arr=elems, lines=(pos[0],), pos=pos, exported=exported)

@@ -127,12 +127,15 @@ class Commands:
             fields, assumed = [], []  # (the defaults each token's expansion took, for its words)
             for t in toks:
                 seen, self.st.seen = self.st.seen, {}
+                beside, self.st.seen_beside_elements = self.st.seen_beside_elements, {}
                 try:
                     more = self.token(t)
-                    assumed += [tuple(self.st.seen)] * len(more)
+                    took = tuple(self.st.seen_beside_elements)  # (an array element's own: _Field.defaults)
+                    assumed += [tuple(dict.fromkeys([*took, *f.defaults])) if f.defaults else took for f in more]
                     fields += more
                 finally:
                     self.st.seen = {**seen, **self.st.seen}
+                    self.st.seen_beside_elements = {**beside, **self.st.seen_beside_elements}
             penv: dict[str, _Var] = {}
             for a in prefix:
                 name_n = a.child_by_field_name("name")

@@ -177,6 +177,9 @@ class _Field:
     col: int
     text: str
     cond: str = ""
+    # an array element's: the variables whose defaults its own value took (`NODE_RANK=${NODE_RANK:-0}` makes the
+    # element `$NODE_RANK` take NODE_RANK's, not `--nproc_per_node` beside it); None where no element says
+    defaults: tuple[str, ...] | None = None
 
     def word(self, holes: _Holes, assumed: tuple[str, ...] = ()) -> Word:
         """The word; `assumed`: the variables whose defaults its value took (Word.assumed)."""
@@ -233,12 +236,15 @@ class _Acc:
 
     def __init__(self):
         self.ch, self.org, self.on, self.cond, self.src, self.elem = [], [], False, "", set(), None
+        self.defaults: dict[str, None] = {}  # those of the array elements it holds (_Field.defaults)
 
     def add(self, p: _P, i: int, j: int) -> None:
         if i < j or p.elem is not None:
             self.src.add(id(p.elem) if p.elem is not None else 0)
             self.elem = p.elem or self.elem
             self.cond = self.cond or p.cond
+            if p.elem is not None and p.elem.defaults:
+                self.defaults.update(dict.fromkeys(p.elem.defaults))
         self.on = self.on or p.quoted or i < j
         self.ch.append(p.text[i:j])
         self.org.extend(p.org[i:j])
@@ -248,7 +254,7 @@ class _Acc:
         if e is not None:
             line, col, text = e.line, e.col, e.text
         cond = ctx or self.cond or (self.org[0][2] if self.org else "")  # first char: the word is a conditional one
-        return _Field("".join(self.ch), tuple(self.org), line, col, text, cond)
+        return _Field("".join(self.ch), tuple(self.org), line, col, text, cond, tuple(self.defaults) or None)
 
 
 def _split(pieces: list[_P], line: int, col: int, text: str, ctx: str) -> list[_Field]:
@@ -294,7 +300,7 @@ def _unsplit(p: _P, line: int, col: int, text: str, ctx: str) -> list[_Field]:
     cond = ctx or (p.cond if n or e is not None else "") or (org[0][2] if org else "")
     if e is not None:
         line, col, text = e.line, e.col, e.text
-    return [_Field(p.text, org, line, col, text, cond)]
+    return [_Field(p.text, org, line, col, text, cond, e.defaults if e is not None else None)]
 
 
 def _join(pieces: list[_P], at: Org) -> tuple[str, list[Org], str]:
@@ -513,6 +519,8 @@ class _State:
         self.locals: list[dict] = []
         self.hidden: set[str] = set()
         self.seen: dict[str, None] = {}  # variables whose default the expansion being read took
+        # the same but for the array elements that keep their own (_Field.defaults): each word takes its element's
+        self.seen_beside_elements: dict[str, None] = {}
         self.assumed: tuple[str, ...] = ()  # those an eval's words took: every word of the code it runs took them
         self.noted: dict[str, None] = {}  # the decisions (their notes) the values being read rest on
         self.control: list[str] = []  # the decisions (notes) of the decided branches being read

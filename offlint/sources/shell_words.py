@@ -209,6 +209,8 @@ class WordExpansion:
             return [self.hole(reason, at)]
         if v.defaults:
             self.st.seen.update(dict.fromkeys(v.defaults))
+            if not (multi and v.arr is not None and not (star and q) and all(f.defaults is not None for f in v.arr)):
+                self.st.seen_beside_elements.update(dict.fromkeys(v.defaults))
         if v.notes:
             self.st.noted.update(dict.fromkeys(v.notes))
         if v.arr is None or not multi:
@@ -396,6 +398,7 @@ class WordExpansion:
         res = outcome(v)
         if v is None and name:
             self.st.seen[name] = None  # the outcome assumes the environment (or the command line) does not set it
+            self.st.seen_beside_elements[name] = None
         if v is not None and v.cond:
             a, b = _join(res, at)[0], _join(outcome(None), at)[0]
             if a != b or self.why(a + b):
