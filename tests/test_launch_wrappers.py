@@ -65,6 +65,15 @@ def test_a_command_that_handles_the_script_file_runs_no_launch(command):
     assert _launches(f"#!/bin/bash\n$WRAPPER {FLAGS}\n") == [("pretrain_gpt.py", 2)]  # (an unknown word: may run it)
 
 
+@pytest.mark.parametrize("tool", ["mypy", "ruff check", "pylint", "black"])
+def test_a_file_tool_given_scripts_and_options_runs_no_launch(tool):
+    """vLLM's format.sh, copied into Yuan2.0-M32, type-checks its packages: `mypy vllm/attention/*.py
+    --follow-imports=skip --config-file pyproject.toml`. mypy had been taken for a wrapper that runs the script it
+    is given, and `--config-file` for Bridge's YAML override option: a launch per line, and on that CRLF file eight
+    false OFL009 (a helper's sweep). A checker of files runs none of them, as `python -m mypy` already did not."""
+    assert _launches(f"#!/bin/bash\n{tool} pkg/*.py --follow-imports=skip --config-file pyproject.toml\n") == []
+
+
 @pytest.mark.parametrize("wrapper, reported", [
     ('#!/bin/bash\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\npython -u "$@"\n', []),
     ('#!/bin/bash\nsource venv/bin/activate\nexport RANK=$SLURM_PROCID\npython -u "$@"\n', []),

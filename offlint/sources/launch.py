@@ -348,8 +348,9 @@ def _starts_launch(value: str | None) -> bool:
 
 
 def _may_run_its_arguments(value: str | None) -> bool:
-    """Whether a first word may be a wrapper that runs the rest (`numarun`, `$WRAPPER`): not one of _NOT_RUNNERS."""
-    return value is None or program(value) not in _NOT_RUNNERS
+    """Whether a first word may be a wrapper that runs the rest (`numarun`, `$WRAPPER`): not one of _NOT_RUNNERS, nor
+    a tool that checks the files it is given (`mypy pkg/*.py --config-file pyproject.toml`: _FILE_TOOLS)."""
+    return value is None or program(value) not in _NOT_RUNNERS and program(value) not in _FILE_TOOLS
 
 
 def _unknown(arg: Arg) -> Unknown:
