@@ -83,6 +83,17 @@ SWITCHES: dict[str, list[tuple[str, object]]] = {
 }
 # Which attention runs (the memory model: unfused attention keeps its s x s probabilities).
 FLAG_KEYS.setdefault("--attention-backend", Key("model.attention_backend", "str", None))
+# The model's shape and its parallel layout, as the memory model reads them (argparse dests of TransformerConfig's
+# fields; `--sequence-parallel` is not read: validate_args turns it off where TP is 1)
+for _flag, _key, _type in (("--context-parallel-size", "model.context_parallel_size", "int"),
+                           ("--position-embedding-type", "model.position_embedding_type", "str"),
+                           ("--fp8-amax-history-len", "model.fp8_amax_history_len", "int")):
+    FLAG_KEYS.setdefault(_flag, Key(_key, _type, None))
+SWITCHES.update({
+    "--disable-bias-linear": [("model.add_bias_linear", False)],
+    # core_transformer_config_from_args: `--swiglu` is a gated MLP with SiLU (and see _SWIGLU_FFN)
+    "--swiglu": [("model.gated_linear_unit", True)],
+})
 LIST_TYPES = ("list", "str|list")
 
 
@@ -155,7 +166,33 @@ def read_flags(tokens: list[str | None], opaque: list[int] | None = None) -> tup
         out.append(FlagValue(info.name, value, at, raw))
         if name == "--cpu-offloading-num-layers" and isinstance(value, int) and value > 0:
             out.append(FlagValue("model.cpu_offloading", True, at, f"{name} {raw}"))
-    return out, problems
+    return _with_legacy_rope(tokens, out + _swiglu_ffn(out)), problems
+
+
+def _with_legacy_rope(tokens: list[str | None], found: list[FlagValue]) -> list[FlagValue]:
+    """validate_args sets the position embedding type to rope for the legacy `--use-rotary-position-embeddings`,
+    whatever `--position-embedding-type` says (Pai-Megatron-Patch's Qwen3-VL launches pass both, and `mrope`): the
+    switch's rope, not the values it replaces."""
+    at = next((i for i, token in enumerate(tokens) if token == _LEGACY_ROPE), None)
+    if at is None:
+        return found
+    return [f for f in found if f.key != "model.position_embedding_type"] + \
+        [FlagValue("model.position_embedding_type", "rope", at, _LEGACY_ROPE)]
+
+
+_LEGACY_ROPE = "--use-rotary-position-embeddings"
+
+
+def _swiglu_ffn(found: list[FlagValue]) -> list[FlagValue]:
+    """validate_args sizes the MLP of a `--swiglu` model given no `--ffn-hidden-size` at 2/3 of 4h, a multiple of 64
+    (`int((4 * hidden_size * 2 / 3) / 64) * 64`), where megatron-core's TransformerConfig would take 4h."""
+    swiglu = next((f for f in found if f.key == "model.gated_linear_unit" and f.text == "--swiglu"), None)
+    if swiglu is None or any(f.key == "model.ffn_hidden_size" for f in found):
+        return []
+    hidden = next((f.value for f in reversed(found) if f.key == "model.hidden_size"), None)
+    value = int((4 * hidden * 2 / 3) / 64) * 64 if type(hidden) is int and hidden > 0 else \
+        Unknown("validate_args sizes the MLP of --swiglu from --hidden-size, which is not known")
+    return [FlagValue("model.ffn_hidden_size", value, swiglu.flag_index, "--swiglu")]
 
 
 def takes_value(flag: str) -> bool:
