@@ -91,7 +91,7 @@ for _flag, _key, _type in (("--context-parallel-size", "model.context_parallel_s
     FLAG_KEYS.setdefault(_flag, Key(_key, _type, None))
 SWITCHES.update({
     "--disable-bias-linear": [("model.add_bias_linear", False)],
-    # core_transformer_config_from_args: `--swiglu` is a gated MLP with SiLU (and see _SWIGLU_FFN)
+    # core_transformer_config_from_args: `--swiglu` is a gated MLP with SiLU (and validate_args sizes it: _swiglu_ffn)
     "--swiglu": [("model.gated_linear_unit", True)],
 })
 LIST_TYPES = ("list", "str|list")
