@@ -47,6 +47,20 @@ def test_an_arrays_element_taking_a_default_leaves_the_count_beside_it_stated(tm
     assert bool(_ofl216(tmp_path, script)) == reported
 
 
+@pytest.mark.parametrize("count", ["$((G*2))", "$(( $G * 2 ))", "$((10#$G * 2))"])
+@pytest.mark.parametrize("array", [False, True])
+def test_a_count_computed_from_a_default_is_the_environments(tmp_path, count, array):
+    """`G=${G:-4}; NPROC=$((G*2))`: a bare name in arithmetic is its variable's value, defaults and all, as `$G` is.
+    It had counted as stated (false OFL216 on TP4 x PP4 started on 8 processes; a helper's reproductions, which the
+    arrays' own defaults had hidden behind `--node_rank ${NODE_RANK:-0}` until each element kept its own)."""
+    launch = "DISTRIBUTED_ARGS=(--nproc_per_node $NPROC --nnodes 1 --node_rank ${NODE_RANK:-0})\n" \
+        "torchrun ${DISTRIBUTED_ARGS[@]} " if array else "torchrun --nproc_per_node $NPROC --nnodes 1 "
+    script = f"G=${{G:-4}}\nNPROC={count}\n{launch}{FLAGS}".replace("--pipeline-model-parallel-size 16",
+                                                                      "--pipeline-model-parallel-size 2")
+    assert _ofl216(tmp_path, script) == []
+    assert len(_ofl216(tmp_path, script.replace("G=${G:-4}", "G=4"))) == 1  # (stated: 8 processes for 16)
+
+
 @pytest.mark.parametrize("launcher", [
     "torchrun --nproc_per_node 8 --nnodes 16",  # 128 GPUs: it divides
     "torchrun --nproc_per_node 8 --nnodes ${SLURM_NNODES:-1}",  # the scheduler chooses

@@ -196,6 +196,16 @@ class WordExpansion:
         v = self.st.env.get(name)
         return None if v is None or v.unset else v
 
+    def took(self, v: _Var, each_element: bool = False) -> None:
+        """Note what reading `v` rests on: the defaults its value took (st.seen; `each_element`: its words take their
+        array element's own, not the array's) and the decisions it was set under (st.noted)."""
+        if v.defaults:
+            self.st.seen.update(dict.fromkeys(v.defaults))
+            if not each_element:
+                self.st.seen_beside_elements.update(dict.fromkeys(v.defaults))
+        if v.notes:
+            self.st.noted.update(dict.fromkeys(v.notes))
+
     def unset_reason(self, name: str) -> str:
         v = self.st.env.get(name)
         if v is not None and v.unset:
@@ -207,12 +217,8 @@ class WordExpansion:
     def value(self, v: _Var | None, reason: str, multi: bool, star: bool, q: bool, at: Org) -> list[_P]:
         if v is None:
             return [self.hole(reason, at)]
-        if v.defaults:
-            self.st.seen.update(dict.fromkeys(v.defaults))
-            if not (multi and v.arr is not None and not (star and q) and all(f.defaults is not None for f in v.arr)):
-                self.st.seen_beside_elements.update(dict.fromkeys(v.defaults))
-        if v.notes:
-            self.st.noted.update(dict.fromkeys(v.notes))
+        self.took(v, each_element=multi and v.arr is not None and not (star and q)
+                  and all(f.defaults is not None for f in v.arr))
         if v.arr is None or not multi:
             s, org = v.scalar()
             cond = v.cond or (v.arr[0].cond if v.arr else "")
