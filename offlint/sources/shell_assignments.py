@@ -100,7 +100,7 @@ class Assignments:
             took = tuple(self.st.seen)
         finally:
             self.st.seen = {**seen, **self.st.seen}
-        return [replace(f, defaults=tuple(dict.fromkeys([*took, *(f.defaults or ())]))) for f in fields]
+        return [replace(f, defaults=took) for f in fields]  # (a nested array's element's are among them: st.seen)
 
     def _assign(self, n, export: bool) -> None:
         name_n, val = n.child_by_field_name("name"), n.child_by_field_name("value")

@@ -162,7 +162,7 @@ class Conditions:
             v = self.get(self.raw(n))
             if v is None:
                 raise _Unknown(self.unset_reason(self.raw(n)))
-            self.took(v)  # (a bare name is its value, defaults and all, as `$NAME` is)
+            self.note_read(v)  # (a bare name is its value, defaults and all, as `$NAME` is)
             s, org, cond = *v.scalar(), v.cond
         elif n.type in ("number", "word"):
             s, org, cond = self.raw(n), (), ""
@@ -201,7 +201,7 @@ class Conditions:
             v = self.get(name)
             if v is None:
                 raise _Unknown(self.unset_reason(name))
-            self.took(v)  # (`$((G*2))` with G=${G:-4}: the environment chooses it, as with `$((${G}*2))`)
+            self.note_read(v)  # (`$((G*2))` with G=${G:-4}: the environment chooses it, as with `$((${G}*2))`)
             s, org = v.scalar()
             return self.num(s or "0", org, v.cond)
         if t in ("simple_expansion", "expansion", "string", "concatenation", "raw_string"):

@@ -196,7 +196,7 @@ class WordExpansion:
         v = self.st.env.get(name)
         return None if v is None or v.unset else v
 
-    def took(self, v: _Var, each_element: bool = False) -> None:
+    def note_read(self, v: _Var, each_element: bool = False) -> None:
         """Note what reading `v` rests on: the defaults its value took (st.seen; `each_element`: its words take their
         array element's own, not the array's) and the decisions it was set under (st.noted)."""
         if v.defaults:
@@ -217,7 +217,7 @@ class WordExpansion:
     def value(self, v: _Var | None, reason: str, multi: bool, star: bool, q: bool, at: Org) -> list[_P]:
         if v is None:
             return [self.hole(reason, at)]
-        self.took(v, each_element=multi and v.arr is not None and not (star and q)
+        self.note_read(v, each_element=multi and v.arr is not None and not (star and q)
                   and all(f.defaults is not None for f in v.arr))
         if v.arr is None or not multi:
             s, org = v.scalar()
