@@ -42,7 +42,7 @@ def check_unit(resolved: ResolvedUnit, rules: list[Rule], strict: bool) -> list[
     for rule, checks in plan.rules:
         if rule.scope == "unit":
             if not resolved.unit.checked_through_callers:  # a helper: its callers' units report what it sets
-                names = names or _unit_names(resolved.unit)
+                names = names or unit_names(resolved.unit)
                 findings.extend(_unit_rule(rule, resolved, strict, names, checks))
         elif rule.scope == "assignment":
             if by_assignment is None:
@@ -214,11 +214,11 @@ def _guarded_out(guards: tuple, resolved: ResolvedUnit, names: dict) -> bool:
     return False
 
 
-def _unit_names(unit: Unit) -> dict:
+def unit_names(unit: Unit) -> dict:
     """The names a unit's rule conditions read besides its keys; made once per unit, for every rule."""
     gpu, gpu_from = gpus.unit_gpu(unit.name, unit.card_gpu, unit.location.path)
     return {"launches_training": unit.launches_training, "evaluates_only": unit.evaluates_only,
-            "builds_no_optimizer": _builds_no_optimizer(unit),
+            "builds_no_optimizer": builds_no_optimizer(unit),
             "meant_by_typo": _meant_by_typo(unit), "unit_kind": unit.kind.value, "unit_name": unit.name,
             "unit_path": unit.location.path, "unit_gpu": gpu or "", "unit_gpu_from": gpu_from,
             "launch_gpus": unit.launch_gpus, "checkout_flags": unit.checkout_flags,
@@ -229,7 +229,7 @@ def _unit_names(unit: Unit) -> dict:
             "defaults": unit.defaults.value, "framework": unit.framework, "accelerator": unit.accelerator}
 
 
-def _builds_no_optimizer(unit: Unit) -> bool:
+def builds_no_optimizer(unit: Unit) -> bool:
     """A Megatron-LM style launch that builds no optimizer: its entry script's code reaches no call that does
     (Unit.builds_optimizer), or, where its code does not say, its script's name and flags say it does not train
     (launch.trains_by_flags). Megatron-LM builds OptimizerConfig and the optimizer only in training's setup, so the

@@ -4,6 +4,7 @@ estimate is made once per unit and verdict."""
 from __future__ import annotations
 
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope
+from offlint.conditions.settings import other_accelerator
 # The memory model, imported with the conditions (so with the engine, before a cold check forks its workers,
 # which inherit it): every unit check calls into it, and a lazy import cost each process 0.04 s of CPU and each
 # call an import lookup (on Megatron Bridge 0.04 s of the parent's serial launch-command checks, and as much in
@@ -16,6 +17,8 @@ def _memory_inputs(scope: Scope, verdict: str = "oom"):
     """The unit's memory-model inputs (None when a size is unknown, or when the rule's `verdict`, one of
     oom.VERDICTS, depends on something open about the unit), computed once per scope. The keys that decide the
     verdict are recorded as read, so findings list them and --strict names the unknown ones."""
+    if not hasattr(scope, "_memory_inputs") and not_a_cuda_training_step(scope):
+        scope._memory_inputs = (None, ())
     if not hasattr(scope, "_memory_inputs"):
         unit_name, gpu = str(scope.names.get("unit_name", "")), str(scope.names.get("unit_gpu", ""))
         launch_gpus = int(scope.names.get("launch_gpus", 0))
@@ -29,6 +32,19 @@ def _memory_inputs(scope: Scope, verdict: str = "oom"):
         scope._memory_inputs = (inputs, varying)
     inputs, varying = scope._memory_inputs
     return None if verdict in varying else inputs
+
+
+def not_a_cuda_training_step(scope: Scope) -> str:
+    """Why the unit is outside the memory model, which sizes a training step on a CUDA GPU ("" where it is not): a
+    Megatron-LM style launch that builds no optimizer (engine.builds_no_optimizer: a text-generation or conversion
+    script given a model's flags, whose memory is not weights + gradients + optimizer state + kept activations), or
+    one decided to run on another accelerator (settings.other_accelerator: an Ascend NPU is not the device the
+    estimate is told against). An accelerator that may be another is judged, as it was: where the package is
+    missing the program runs on CUDA. Nothing it reads is noted as read by the rule (a copy of the scope)."""
+    if scope.names.get("builds_no_optimizer"):
+        return "the launch builds no optimizer: it does not train"
+    accelerator = other_accelerator(Scope(scope.lookup, scope.version, names=scope.names))
+    return accelerator if isinstance(accelerator, str) else ""
 
 
 def _device(scope: Scope):
@@ -108,10 +124,11 @@ def memory_savings(scope: Scope) -> str:
 def predicted_oom(scope: Scope) -> object:
     """OFL303: True when even the calibrated floor exceeds the device, else False (oom.oom_verdict): an overrun of
     the full estimate alone rests on the uncalibrated activations and allowance, so it is no finding, not even a
-    "possible" one under --strict (`offlint estimate` shows it). Without an estimate (a feature the model does not cover, an unknown size)
-    there is no finding, not even a "possible" one: no OOM is claimed without a number, and a model offlint cannot
-    size is said once per run (oom.unsized_notes), not once per recipe. A GPU whose capacity is stated, not
-    measured (Rubin), is judged at both ends of its bracket (devices.stated_range)."""
+    "possible" one under --strict (`offlint estimate` shows it). Without an estimate (a feature the model does not
+    cover, an unknown size, a unit that is no training step on a CUDA GPU: not_a_cuda_training_step) there is no
+    finding, not even a "possible" one: no OOM is claimed without a number, and a model offlint cannot size is
+    said once per run (oom.unsized_notes), not once per recipe. A GPU whose capacity is stated, not measured
+    (Rubin), is judged at both ends of its bracket (devices.stated_range)."""
     result = _memory_bound(scope)
     if result is None:
         return False

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import click
 
+from offlint.conditions.scope import Scope
+from offlint.conditions.settings import other_accelerator
 from offlint.config import ConfigError, load_config
+from offlint.engine import builds_no_optimizer, unit_names
 from offlint.estimate import params
 from offlint.estimate.devices import DEFAULT_DEVICE, GIB, DeviceError, parse_device
 from offlint.estimate.inputs import read_inputs
@@ -77,6 +80,14 @@ def estimate_command(config, extra_overrides, recipe, overrides, gpu, gpus, plot
             notes.append(f"device {device.name}, from {named_by}")
     # The FP8 transpose is the architecture's: the recipe's GPU unless --gpu names one (oom.fp8_transpose)
     transpose = device.fp8_transpose if gpu else oom.fp8_transpose(unit.name, token or "")
+    if builds_no_optimizer(unit):  # the memory model sizes a training step (conditions/memory.py)
+        _fail(f"{config}: {unit.name}: no verdict: the launch does not train (its entry script builds no "
+              f"optimizer, or its name and flags say it generates, converts or evaluates), and the memory model "
+              f"sizes a training step")
+    accelerator = other_accelerator(Scope(loaded.resolved.get, loaded.resolved.version, names=unit_names(unit)))
+    if accelerator and isinstance(accelerator, str):  # (`offlint check` does not judge it: conditions/memory.py)
+        notes.append(f"it runs on {accelerator}; these figures are for {device.name}, a CUDA GPU, the device the "
+                     f"memory model sizes")
     refused = refusals(loaded.resolved, gpus)
     if refused:  # `offlint check`'s verdict: megatron-core, Bridge or TE refuses it, so its memory is moot
         title = f"{unit.name} ({config})"

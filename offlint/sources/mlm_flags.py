@@ -87,6 +87,7 @@ FLAG_KEYS.setdefault("--attention-backend", Key("model.attention_backend", "str"
 # fields; `--sequence-parallel` is not read: validate_args turns it off where TP is 1)
 for _flag, _key, _type in (("--context-parallel-size", "model.context_parallel_size", "int"),
                            ("--position-embedding-type", "model.position_embedding_type", "str"),
+                           ("--normalization", "model.normalization", "str"),
                            ("--fp8-amax-history-len", "model.fp8_amax_history_len", "int")):
     FLAG_KEYS.setdefault(_flag, Key(_key, _type, None))
 SWITCHES.update({
