@@ -40,7 +40,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                   callers: dict[Location, list[Unit]] | None = None) -> list[Unit]:
     """A launch command naming a recipe (or a YAML file) of the linted tree is checked on top of it. `aliases`: the
     reads' `import X as Y`, when the caller looked at them already. Returns the YAML units that took the
-    environment of the launches that run them (_take_launch_environment): their files' findings are checked again.
+    environment of the launches that run them (_take_launch_environment), or lost keys their scripts take out
+    (_strip_taken_keys): their files' findings are checked again.
     `callers`: launch_callers(reads), when the caller worked it out already."""
     recipes: dict[str, list[Unit]] = {}
     recipes_in: dict[str, list[Unit]] = {}  # by file
@@ -65,6 +66,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
     pins: dict[str, str] = {}  # launch file -> the PyTorch before 2.1 pinned or built beside it (Unit.pinned_torch)
     newer: dict[str, str] = {}  # launch file -> the PyTorch of 2.1 or later pinned beside it (Unit.newer_torch)
     not_megatron: set[int] = set()  # ids of launches of a script whose own command line they are (_own_command_line)
+    taken_by: dict[int, list[frozenset[str]]] = {}  # id(YAML unit) -> the keys each launch's script takes out
     for read in reads:
         for unit in read.units:
             if unit.kind != UnitKind.COMMAND:
@@ -97,9 +99,13 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             for name, where in unit.config_files:
                 target = _find_yaml(name, read.file.path, yaml_layers)
                 if target is not None:
-                    base_layers.append(Layer(f"--config-file {name}", target.all_assignments(), inherited=True))
+                    taken = entry_scripts.yaml_keys_taken(unit.entry_script, read.file.path, tree_text,
+                                                          entry_modules) if unit.entry_script else frozenset()
+                    base_layers.append(Layer(f"--config-file {name}", [a for a in target.all_assignments()
+                                                                       if not _taken(a.key, taken)], inherited=True))
                     bridge_precision.inherit(unit, target)
                     launched_by.setdefault(id(target), []).append(unit)
+                    taken_by.setdefault(id(target), []).append(taken)
             if unit.config_file_at_run_time:
                 at_run_time.append(unit)
             unit.layers = base_layers + unit.layers
@@ -182,8 +188,10 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
     if not_megatron:
         for read in reads:
             read.units = [unit for unit in read.units if id(unit) not in not_megatron]
+    stripped = {id(target) for target in yaml_layers.values() if _strip_taken_keys(target, taken_by.get(id(target)))}
     return [target for target in yaml_layers.values()
-            if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)]
+            if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)
+            or id(target) in stripped]
 
 
 def launch_callers(reads: list[FileRead]) -> dict[Location, list[Unit]]:
@@ -335,6 +343,29 @@ def _some_runs_set(write: entry_scripts.Write) -> OneOf:
               for index, ((path, line, held), shown) in enumerate(zip(write.choices, sets), start=1)]
     return OneOf(f"set by the entry script's code at {write.path}:{write.line} on some runs: "
                  f"{' or '.join(sets)}, else the command line's", paths=tuple(paths))
+
+
+def _taken(key: str, taken: frozenset[str]) -> bool:
+    """Whether a YAML key is one of `taken` (sources/yaml_keys_taken.py) or under one."""
+    key = key.lstrip("+~")
+    return bool(taken) and any(key == t or key.startswith(t + ".") for t in taken)
+
+
+def _strip_taken_keys(target: Unit, taken: list[frozenset[str]] | None) -> bool:
+    """A YAML override file whose every launch passes it to a script that takes some of its keys out before Bridge
+    reads the file (entry_scripts.yaml_keys_taken): those keys are the script's, and the file is checked without
+    them (OFL003 had said Bridge ignores a Bridge fork's tutorial launcher's `checkpoint.enabled`). A key one
+    launch's script leaves in stays: Bridge reads it there. True where some key was taken out."""
+    common = frozenset.intersection(*taken) if taken else frozenset()
+    if not common:
+        return False
+    stripped = False
+    for layer in target.layers:
+        kept = [a for a in layer.assignments if not _taken(a.key, common)]
+        if len(kept) != len(layer.assignments):
+            layer.assignments = kept
+            stripped = True
+    return stripped
 
 
 def _take_launch_environment(target: Unit, launches: list[Unit]) -> bool:

@@ -30,6 +30,7 @@ from offlint.sources import python_inputs
 from offlint.sources.python_roles import OTHER_FRAMEWORKS, PYTEST_FILE
 from offlint.sources.python_syntax import _call_name, main_block
 from offlint.sources.shell_paths import tree_copy
+from offlint.sources.yaml_keys_taken import taken_keys
 from offlint.types import Unknown
 
 # Names whose call starts or runs training (a function or a method).
@@ -292,6 +293,13 @@ def patches_parser(script: str, launch_path: str, tree_text: TreeText, parsed: d
     return bool(_per_script(_Reach.module_patches_parser, script, launch_path, tree_text, parsed, False))
 
 
+def yaml_keys_taken(script: str, launch_path: str, tree_text: TreeText,
+                    parsed: dict | None = None) -> frozenset[str]:
+    """The keys of its YAML override file the entry `script` takes out before Megatron Bridge reads the file
+    (sources/yaml_keys_taken.py), from the script's own module; none where it is not in the tree."""
+    return _per_script(_Reach.module_yaml_keys_taken, script, launch_path, tree_text, parsed, frozenset())
+
+
 def script_path(script: str, launch_path: str, tree_text: TreeText) -> str | None:
     """The tree's file of the entry `script` as a launch in `launch_path` writes it (see `trains`); None if none."""
     return _find_script(script, launch_path, tree_text)
@@ -403,6 +411,10 @@ class _Reach:
                     and _call_name(node.value.func) in _EXITS:
                 return None  # (the path ends: `raise NotImplementedError(task)`, `exit()`)
         return ""
+
+    def module_yaml_keys_taken(self, path: str) -> frozenset[str]:
+        module = self._module(path)
+        return frozenset() if module is None else taken_keys(module.functions, module.top_level)
 
     def module_builds_optimizer(self, path: str) -> bool | str | None:
         self.calls = OPTIMIZER_CALLS
