@@ -758,6 +758,10 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                     and _written_together(unit, first.location, a.location):
                 message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
                            f"{first.location.line}, then {a.text or a.value!r}); the last one wins silently")
+                if a.source == Source.MLM and a.text in mlm_flags.AFTER_PARSING:  # (wherever it is written)
+                    message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
+                               f"{first.location.line}, and {a.text} at line {a.location.line}): "
+                               f"{mlm_flags.AFTER_PARSING[a.text]}, so {first.text or first.value!r} has no effect")
                 out.append(Finding(code=rule.code, slug=rule.slug, severity=rule.severity, message=message,
                                    location=a.location, unit=unit.name, unit_path=unit.location.path,
                                    related=(Related(first.location, f"{a.key} = {first.text} (first)"),),

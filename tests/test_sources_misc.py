@@ -321,3 +321,22 @@ def test_an_omegaconf_interpolation_in_yaml_is_unknown_and_a_value_of_the_wrong_
                                          f"  moe_router_topk: {wrong}\n  activation_offload_fraction: {wrong}\n")
         result = check(["."], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
         assert result.units == 1 and not result.errors, (wrong, result.errors)
+
+
+def test_recompute_activations_wins_wherever_it_is_given(tmp_path):
+    """validate_args sets recompute_granularity='selective' after parsing whenever --recompute-activations is given
+    (megatron/training/arguments.py), so a `--recompute-granularity full` after it is dead, not the winner. A
+    Megatron-Llama2 launch passing both had an OFL004 saying 'full' wins, and an OFL224 about full recompute."""
+    from tests.check_helpers import check_json, write_tree
+
+    values, _ = read_flags("--recompute-activations --recompute-granularity full --num-layers 4".split())
+    assert [v.value for v in values if v.key == "model.recompute_granularity"][-1] == "selective"
+    write_tree(tmp_path, {"train.sh": "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 \\\n"
+                                      "    --recompute-activations \\\n    --recompute-granularity full \\\n"
+                                      "    --recompute-method uniform\n"})
+    [finding] = [f for f in check_json(tmp_path, "--no-cache") if f["code"] == "OFL004"]
+    assert finding["location"]["row"] == 2
+    assert finding["message"] == (
+        "model.recompute_granularity is set twice with different values ('full' at line 3, and "
+        "--recompute-activations at line 2): validate_args sets recompute_granularity='selective' whenever "
+        "--recompute-activations is given, wherever it is, so 'full' has no effect")

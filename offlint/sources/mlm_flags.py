@@ -167,7 +167,20 @@ def read_flags(tokens: list[str | None], opaque: list[int] | None = None) -> tup
         out.append(FlagValue(info.name, value, at, raw))
         if name == "--cpu-offloading-num-layers" and isinstance(value, int) and value > 0:
             out.append(FlagValue("model.cpu_offloading", True, at, f"{name} {raw}"))
-    return _with_legacy_rope(tokens, out + _swiglu_ffn(out)), problems
+    return _with_legacy_rope(tokens, _after_parsing(out + _swiglu_ffn(out))), problems
+
+
+# Switches validate_args applies after argparse, whatever their place on the command line: the value each sets
+# wins over the flag it rewrites (`--recompute-activations --recompute-granularity full` runs selective recompute),
+# with why (OFL004 names it)
+AFTER_PARSING = {"--recompute-activations": "validate_args sets recompute_granularity='selective' whenever "
+                                            "--recompute-activations is given, wherever it is"}
+
+
+def _after_parsing(found: list[FlagValue]) -> list[FlagValue]:
+    """`found` with the values of AFTER_PARSING's switches last, where validate_args applies them."""
+    late = [f for f in found if f.text in AFTER_PARSING]
+    return [f for f in found if f.text not in AFTER_PARSING] + late if late else found
 
 
 def _with_legacy_rope(tokens: list[str | None], found: list[FlagValue]) -> list[FlagValue]:
