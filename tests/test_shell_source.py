@@ -275,6 +275,20 @@ def test_srun_with_a_container_environment_definition_leaves_the_environment_ope
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": plain}) == {"OFL112": "error", "OFL301": "warning"}
 
 
+@pytest.mark.parametrize("launcher", ["", "srun --mpi=pmix "])
+def test_a_batch_script_s_container_environment_directive_leaves_the_environment_open(tmp_path, monkeypatch,
+                                                                                      launcher):
+    """`#SBATCH --environment=FILE.toml` names the same container environment definition for the whole job (CSCS's
+    Alps: a Megatron-LM fork's 12 run_*.sh scripts run torchrun in the batch step under it; 13 OFL301 said the
+    allocator option was unset). A directive after the first command is no directive: sbatch stops reading there."""
+    directive = "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --environment=/scratch/me/ngc_pt.toml\n\n"
+    launch = f"{launcher}{LAUNCH}"
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": directive + launch}) == {"OFL112": "warning"}
+    late = "#!/bin/bash\nexport A=1\n#SBATCH --environment=/scratch/me/ngc_pt.toml\n"
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": late + launch}) == {"OFL112": "error",
+                                                                                   "OFL301": "warning"}
+
+
 def test_an_echo_whose_first_word_is_empty_is_written_too(tmp_path, monkeypatch):
     """`echo "" --flag >> "$SCRIPT"` writes a line that starts with a space: joining its words had failed on the empty
     first one, and the script was 'not checked'."""

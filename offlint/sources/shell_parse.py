@@ -45,7 +45,7 @@ import re
 from collections.abc import Callable
 
 from offlint.sources.shell_walker import _Walker
-from offlint.sources.shell_values import _Holes, _MAX_NESTING, Org, ShellScript, _State, _TooDeep, _Var
+from offlint.sources.shell_values import OPENED, _Holes, _MAX_NESTING, Org, ShellScript, _State, _TooDeep, _Var
 
 
 def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = ("", 0),
@@ -66,7 +66,7 @@ def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = (
         st = _State(out, _Holes(), script, read_file)
         st.where = where
         if script is not None:
-            st.env.update(_sbatch_exports(text))
+            st.env.update(_sbatch_directives(text))
         _Walker(st, text, org, 0, "").run()
         st.finish()
     except _TooDeep as exc:
@@ -80,18 +80,29 @@ def parse_shell(text: str, script: str | None = None, where: tuple[str, int] = (
 
 
 _SBATCH_EXPORT = re.compile(r"#SBATCH[ \t]+--export[= ](\S+)")
+_SBATCH_ENVIRONMENT = re.compile(r"#SBATCH[ \t]+(--environment[= ]\S+)")
 _SETTING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=([^,]*)")
 
 
-def _sbatch_exports(text: str) -> dict[str, _Var]:
-    """The variables a batch script's `#SBATCH --export=ALL,NAME=VALUE` directive gives the job (sbatch reads its
-    directives up to the script's first command): exported when the script starts. Seen launching with
-    PYTORCH_CUDA_ALLOC_CONF so, where OFL301 had called it unset."""
+def _sbatch_directives(text: str) -> dict[str, _Var]:
+    """What a batch script's directives (sbatch reads them up to the script's first command) give the job's
+    environment when the script starts. `#SBATCH --export=ALL,NAME=VALUE`: those variables, exported (seen
+    launching with PYTORCH_CUDA_ALLOC_CONF so, where OFL301 had called it unset). `#SBATCH --environment=FILE`
+    (CSCS's container environment definitions, as `srun --environment` names them: launch_env.srun_environment):
+    the environment is open, since the file (outside the tree) may set any variable (a Megatron-LM fork's 12 batch
+    scripts running torchrun under one had 13 OFL301)."""
     found: dict[str, _Var] = {}
     for number, line in enumerate(text.split("\n"), 1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             break
+        environment = _SBATCH_ENVIRONMENT.match(stripped)
+        if environment is not None:
+            col = len(line) - len(line.lstrip()) + 1
+            found[OPENED] = _Var(s=f"`#SBATCH {environment.group(1)}` (line {number}) runs the job in a container "
+                                   f"environment whose definition file (outside the tree) may set variables",
+                                 exported=True, pos=(number, col))
+            continue
         directive = _SBATCH_EXPORT.match(stripped)
         if directive is None:
             continue
