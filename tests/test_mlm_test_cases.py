@@ -130,3 +130,18 @@ def test_a_flag_offlint_does_not_read_leaves_its_key_unknown():
     assert value.state == "unknown" and "--no-gradient-accumulation-fusion" in str(value.value)
     assert resolved.get("model.num_layers").value == 4
     assert resolved.get("model.cpu_offloading").state == "default"  # untouched keys keep argparse defaults
+
+
+def test_outside_megatron_lm_s_test_cases_a_value_the_harness_would_split_or_join_is_unknown():
+    """A MoE model zoo keeps `MODEL_ARGS` files under model_configs/ and runs them with its own script, which joins
+    each flag and value with a space and expands the line unquoted: `--recompute-modules: mla_up_proj mlp` gives two
+    valid names there, where Megatron-LM's harness would pass one argument (a false OFL222, sweep 38). Outside
+    tests/functional_tests/test_cases, only a value that is one plain word either way is read."""
+    unit = _unit(CASE, "model_configs/benchmarking/case_a.yaml")
+    values = {a.key: a.value for a in unit.all_assignments()}
+    assert isinstance(values["model.recompute_modules"], Unknown)  # `[layernorm mlp moe_act]`: its runner's
+    assert isinstance(values["model.offload_modules"], Unknown)
+    assert values["model.pipeline_model_parallel_layout"] == "Et*2|(tt|)*5t|tmL"  # one word either way
+    assert values["model.num_layers"] == 14 and values["model.fine_grained_activation_offloading"] is True
+    spaced = _unit(CASE.replace('"[layernorm mlp moe_act]"', "mla_up_proj mlp"), "model_configs/case_a.yaml")
+    assert isinstance({a.key: a.value for a in spaced.all_assignments()}["model.recompute_modules"], Unknown)

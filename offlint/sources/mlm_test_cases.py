@@ -46,7 +46,7 @@ def test_case_unit(path: str, roots, project=None) -> Unit:
     args: list[Arg] = []
     for key_node, value_node in args_node.value:
         if isinstance(key_node, yaml.ScalarNode) and str(key_node.value).startswith("--"):
-            args.extend(_arguments(path, key_node, value_node, triggers))
+            args.extend(_arguments(path, key_node, value_node, triggers, found is not None))
     env: dict[str, EnvArg] = {}
     env_node = _mapping(roots, "ENV_VARS")
     for key_node, value_node in env_node.value if env_node is not None else ():
@@ -67,7 +67,11 @@ def test_case_unit(path: str, roots, project=None) -> Unit:
     return unit
 
 
-def _arguments(path: str, key_node, value_node, triggers: frozenset[str] | None) -> list[Arg]:
+def _arguments(path: str, key_node, value_node, triggers: frozenset[str] | None, in_test_cases: bool) -> list[Arg]:
+    """The arguments one `MODEL_ARGS` entry gives. Outside a checkout's tests/functional_tests/test_cases
+    (`in_test_cases` False) the file is run by a script of its own tree, not Megatron-LM's harness (a MoE model zoo
+    joins each flag and value with a space and expands the line unquoted): a value the harness would pass otherwise
+    than as its blank-separated words is unknown there."""
     at = _at(path, key_node)
     flag = str(key_node.value)
     if not isinstance(value_node, yaml.ScalarNode):
@@ -84,6 +88,10 @@ def _arguments(path: str, key_node, value_node, triggers: frozenset[str] | None)
     if words is None:
         return [Arg(flag, at, flag), Arg(None, at, text, unknown=f"`{text}`: the test harness's xargs and eval "
                                                                    "would not pass it as written")]
+    if not in_test_cases and words != text.split():
+        return [Arg(flag, at, flag), Arg(None, at, text, unknown=f"`{text}`: the file is not one of Megatron-LM's "
+                                                                   "functional test cases, and how the script running "
+                                                                   "it splits the value is its own")]
     return [Arg(flag, at, flag)] + [Arg(word, at, word) for word in words]
 
 
