@@ -247,3 +247,16 @@ def test_distributed_optimizer_shards_over_data_and_context_parallel_ranks():
                                  if x.name.startswith("optimizer: moments"))
     weights = diffusion.total(inputs.model)  # TP1: every parameter on every rank
     assert moments(8) == 2 * 4 * weights / 8 and moments(16) == 2 * 4 * weights / 16
+
+
+def test_a_wan_finding_names_what_drives_its_estimate_not_seq_length():
+    """A Wan recipe's tokens are the mock batch's (37,440), not seq_length (4096 in Bridge's recipes): an OFL303 that
+    listed `model.seq_length = 4096` among its settings read as if the estimate were wrong (sweep 37)."""
+    from offlint.conditions.memory import estimated_peak_gib
+    from offlint.conditions.scope import Scope
+    from offlint.versions import parse_version
+
+    scope = Scope(_lookup(_RECIPE), parse_version("0.16.1"), names={"unit_name": "wan_1_3b_pretrain_config"})
+    assert estimated_peak_gib(scope) > 0
+    read = [value.key for value in scope.read]
+    assert "model.num_layers" in read and "model.seq_length" not in read

@@ -26,8 +26,10 @@ def _memory_inputs(scope: Scope, verdict: str = "oom"):
                                              lambda: oom.inputs_for(scope.lookup, unit_name, gpu, launch_gpus))
         for key in unknown:
             scope.key(key)
+        # (a Wan model's tokens are its mock batch's, not seq_length: inputs_wan.read_wan)
+        wan = inputs is not None and inputs.model.wan is not None
         for key in oom.DRIVERS:
-            if scope.lookup(key).assignment is not None:
+            if scope.lookup(key).assignment is not None and not (wan and key == "model.seq_length"):
                 scope.key(key)
         scope._memory_inputs = (inputs, varying)
     inputs, varying = scope._memory_inputs
