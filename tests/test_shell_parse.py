@@ -785,6 +785,23 @@ def test_a_read_write_redirection_is_no_parse_error():
     assert result.errors == [] and values(_command_of(result, "echo")) == ["echo", "a <> b"]
 
 
+@pytest.mark.parametrize("redirections", [">/dev/null", "2>&1", "&>/dev/null", ">>log", ">/dev/null 2>&1",
+                                          "< in", "2>/dev/null"])
+def test_a_here_string_after_another_redirection_is_no_parse_error(redirections):
+    """`until ... && jq -e '.ready' >/dev/null <<<"${output}"; do` (a NeMo platform's test script, a helper's sweep,
+    session 63): bash accepts a here-string after any other redirection, tree-sitter-bash (0.25) refuses it, and
+    the whole script, its launch with it, was not checked (exit 2). The here-string is read as the redirection from
+    its word that it is; its word is no argument."""
+    result = parse_shell(f'until s="$(curl -s host/health)" && grep -q ready {redirections} <<<"${{s}}"; do\n'
+                         '  sleep 5\ndone\ntorchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4\n')
+    assert result.errors == []
+    assert values(_command_of(result, "grep")) == ["grep", "-q", "ready"]
+    assert values(_command_of(result, "torchrun")) == ["torchrun", "--nproc-per-node", "8", "pretrain_gpt.py",
+                                                        "--num-layers", "4"]
+    text = parse_shell('echo "a >b <<<c"\ncat <<<"$x" >/dev/null\n')  # (a string's text; the order that parses)
+    assert text.errors == [] and values(_command_of(text, "echo")) == ["echo", "a >b <<<c"]
+
+
 def test_a_for_loop_without_in_and_do_on_its_line_is_no_parse_error():
     """`for arg do ... done` loops over the positional parameters (POSIX; Gradle's wrapper script, in a repository
     a helper swept): bash accepts it, tree-sitter-bash (0.25) refused it and the run ended with exit 2. The loop is

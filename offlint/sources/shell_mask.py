@@ -11,8 +11,8 @@ MindSpeed-LLM conversion script) or holding a comment alone (`` `# note` `` afte
 command), a word at a line's start that begins with `{` or `[` (a Slurm template's `{{ sbatch_cmds }}`, a
 licence script's `[your installation directory]/bin/lmgrd`), a group opening a group (`((cmd) || true)`, groups to
 bash as the `((` never closes with `))`: the inner parentheses blanked), a line continuation ending the file,
-`NAME=` closing a backtick substitution, an escaped less-than in a single-bracket test and a template's
-`<placeholder>` as an assignment's value (`_odd_shapes`). Each, seen on real scripts, would otherwise make the
+`NAME=` closing a backtick substitution, an escaped less-than in a single-bracket test, a template's
+`<placeholder>` as an assignment's value and a here-string after another redirection (`_odd_shapes`). Each, seen on real scripts, would otherwise make the
 whole script unreadable.
 One misreading comes with no error at all: a word split at an unbraced expansion (`[1.0,$DIR/x]`, `$D/a,$D/b`),
 which is masked wherever the tree shows it (`_split_expansions`).
@@ -257,8 +257,8 @@ def _odd_shapes(data: bytes, masked: Masked) -> bool:
     `for NAME do` (a `;` before `do`),
     an assignment of nothing just before a closing backtick (export D= in backticks inside a string: its `=`
     blanked, the substitution expanding to nothing either way), a single-bracket test with an escaped `<` or `>`
-    (a test offlint leaves undecided) and a template's `<placeholder>` as an assignment's value (unknown). Whether
-    any was found."""
+    (a test offlint leaves undecided), a template's `<placeholder>` as an assignment's value (unknown) and a
+    here-string after another redirection (read from its word). Whether any was found."""
     found = False
     body = data.rstrip(b" \t\n")
     if body.endswith(b"\\") and not body.endswith(b"\\\\"):
@@ -278,6 +278,28 @@ def _odd_shapes(data: bytes, masked: Masked) -> bool:
         if _neutral("expansion", m.end(1) - m.start(1)):
             masked.spans[m.start(1)] = (m.end(1), "expansion")
             found = True
+    for start in _here_strings_after_redirections(data):
+        masked.literal[start] = b"<  "
+        found = True
+    return found
+
+
+_HERE_STRING = re.compile(rb"(?<!<)<<<(?!<)")
+_COMMAND_START = re.compile(rb"[;(]|\|\|?|&&|\b(?:then|do|else)\b")
+_REDIRECTION_OPERATOR = re.compile(rb"[<>]")
+
+
+def _here_strings_after_redirections(data: bytes) -> list[int]:
+    """The offsets of the `<<<` of here-strings after another redirection of their command on its line (`jq -e .
+    >/dev/null <<<"$out"`, which tree-sitter-bash 0.25 refuses and bash runs): masked as `<  `, a redirection from
+    the same word, which stays no argument. (Read by its line's text: a `>` inside a quoted word before it counts
+    too, which at worst reads that here-string so where the script had a parse error anyway.)"""
+    found = []
+    for m in _HERE_STRING.finditer(data):
+        line = data[data.rfind(b"\n", 0, m.start()) + 1:m.start()]
+        starts = [c.end() for c in _COMMAND_START.finditer(line)]
+        if _REDIRECTION_OPERATOR.search(line, starts[-1] if starts else 0):
+            found.append(m.start())
     return found
 
 
