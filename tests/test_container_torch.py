@@ -310,6 +310,7 @@ def test_another_frameworks_launcher_starts_no_pytorch_ranks(tmp_path, launcher,
 @pytest.mark.parametrize("flags, image, default, strict", [
     ("--checkpoint-activations", "", [], [("train.sh", 2, True)]),
     ("--data-impl mmap", "", [], [("train.sh", 2, True)]),
+    ("--DDP-impl local", "", [], [("train.sh", 2, True)]),  # (removed 2023-09 too: 13 Pai-Megatron-Patch forks)
     # an image named decides
     ("--data-impl mmap", "srun --container-image nvcr.io/nvidia/pytorch:24.01-py3 ", [("train.sh", 2, False)],
      [("train.sh", 2, False)]),

@@ -16,11 +16,13 @@ from offlint.types import Unknown
 from offlint.versions import Version
 
 # Options only a Megatron-LM from before 2023-09 runs with: `--checkpoint-activations` makes validate_args exit since
-# 3e71ad9c6 (2023-04-26), and 34ac1ad05 (2023-09-07) removed `--data-impl` from the parser. A launch passing one was
+# 3e71ad9c6 (2023-04-26), 3fb3e95ec6 (2023-09-05) removed `--DDP-impl` and 34ac1ad05 (2023-09-07) `--data-impl` from the
+# parser. A launch passing one was
 # written for a Megatron-LM older than 8af3dae (2024-08), whose validate_args clamps a layout larger than the world
 # instead of asserting (conditions/layout.py; BigScience's 2021 launches, TP4 x PP8 on 16 GPUs).
 BEFORE_2023_FLAGS = {"--checkpoint-activations": "validate_args exits on it since Megatron-LM 3e71ad9c6 (2023-04)",
-                     "--data-impl": "Megatron-LM 34ac1ad05 (2023-09) removed it"}
+                     "--data-impl": "Megatron-LM 34ac1ad05 (2023-09) removed it",
+                     "--DDP-impl": "Megatron-LM 3fb3e95ec6 (2023-09) removed it"}
 
 # flag -> canonical key, from the registry
 FLAG_KEYS = {k.flag: k for k in KEYS.values() if k.flag}
