@@ -53,7 +53,7 @@ class CommandProblem(InputError):
 
 def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, env_known: bool,
                  needs_arguments: bool = False, project=None, inside: str = "", env_open: str = "",
-                 image: str = "", default_hostfile: bool = False) -> Unit | None:
+                 image: str = "", default_hostfiles: frozenset[str] = frozenset()) -> Unit | None:
     """Return the unit for a training launch command, or None when the command is not one.
 
     `needs_arguments`: only a script run with arguments counts (YAML strings also hold prose and file lists).
@@ -62,7 +62,7 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     command itself is in (shell_values.Command.inside; its own words carry that mark). `env_open`: why its
     environment may hold more than its script shows (Command.env_open): the variables it does not set are unknown.
     `image`: the PyTorch container image an enclosing command runs it in (Command.image), else its own launcher's.
-    `default_hostfile`: the script addresses the hosts of DeepSpeed's default hostfile (uses_default_hostfile).
+    `default_hostfiles`: the launchers whose default hostfile the script addresses the hosts of (default_hostfiles).
     """
     argv = _module_as_script(argv)
     values = [a.value for a in argv]
@@ -75,9 +75,9 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
     image = image or container_image(values[:script_index])
     old = old_interpreter(values[:script_index]) or conda_interpreter(values[:script_index], env)
     ray, ray_env = ray_job(argv[:script_index])
-    given, withheld = launcher_environment(argv[:script_index])
+    given, withheld = launcher_environment(argv[:script_index], "mpirun" in default_hostfiles)
     env = {**env, **given}
-    ranks, env = deepspeed_ranks_environment(argv[:script_index], env, default_hostfile,
+    ranks, env = deepspeed_ranks_environment(argv[:script_index], env, "deepspeed" in default_hostfiles,
                                              layout_needs_several_nodes(argv[script_index + 1:]))
     ranks = ranks or withheld
     env_open = env_open or (opened_because(environment or ray or ranks) if environment or ray or ranks else "")

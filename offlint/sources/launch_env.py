@@ -48,13 +48,18 @@ _RUNTIME_ENV_JSON = "--runtime-env-json"
 _DS_SSH = re.compile(r"(?:^|[\s;&|(`$])ds_ssh(?=[\s;&|)`]|$)", re.MULTILINE)
 
 
-def uses_default_hostfile(script_text: str) -> bool:
-    """Whether a script addresses the hosts of DeepSpeed's default hostfile (command_unit's `default_hostfile`), in
-    its code: a comment naming the file runs nothing."""
-    if "/job/hostfile" not in script_text and "ds_ssh" not in script_text:
-        return False
+def default_hostfiles(script_text: str) -> frozenset[str]:
+    """The launchers whose default hostfile a script addresses the hosts of, in its code (a comment naming the file
+    runs nothing; command_unit's `default_hostfiles`): "deepspeed" for /job/hostfile (or its `ds_ssh`), "mpirun" for
+    Open MPI's `$OMPI_MCA_orte_default_hostfile`, which Kubeflow's MPIJob sets for its launcher."""
+    if "/job/hostfile" not in script_text and "ds_ssh" not in script_text and _MPI_DEFAULT not in script_text:
+        return frozenset()
     code = _COMMENT_LINE.sub("", script_text)
-    return "/job/hostfile" in code or ("ds_ssh" in code and bool(_DS_SSH.search(code)))
+    deepspeed = "/job/hostfile" in code or ("ds_ssh" in code and bool(_DS_SSH.search(code)))
+    return frozenset({"deepspeed"} if deepspeed else ()) | frozenset({"mpirun"} if _MPI_DEFAULT in code else ())
+
+
+_MPI_DEFAULT = "OMPI_MCA_orte_default_hostfile"
 
 
 _COMMENT_LINE = re.compile(r"(?m)^[ \t]*#.*$")
@@ -79,14 +84,15 @@ def ray_job(words: list[Arg]) -> tuple[str, dict[str, EnvArg]]:
 _VARIABLE_SETTING = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 
 
-def launcher_environment(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
+def launcher_environment(words: list[Arg], default_hostfile: bool = False) -> tuple[dict[str, EnvArg], str]:
     """The variables the launchers before the script set for it, and why other variables of the script may not
     reach it ("" where they do): `env NAME=VALUE ...` (`-i` starts with those alone), Open MPI's `mpirun -x
     NAME=VALUE` and Intel MPI's `-genv NAME VALUE`, `srun --export=ALL,NAME=VALUE` (without ALL the tasks get only
     the variables listed), Singularity's or Apptainer's `--env NAME=VALUE` (`--cleanenv` passes none of the
     host's; `--env-file` may set any), `sudo NAME=VALUE`, and `uv run --env-file` (may set any). Each form was in
     real launches of PYTORCH_CUDA_ALLOC_CONF, and OFL301 had called the variable unset. A word offlint cannot read
-    where a setting may be leaves every variable open."""
+    where a setting may be leaves every variable open, and so does an `mpirun` over other hosts (_mpi_hosts;
+    `default_hostfile`: the script addresses Open MPI's default hostfile, default_hostfiles)."""
     given: dict[str, EnvArg] = {}
     withheld = ""
     for at, word in enumerate(words):
@@ -96,6 +102,7 @@ def launcher_environment(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
             found, why = _env_command(rest)
         elif launcher in ("mpirun", "mpiexec"):
             found, why = _mpi_settings(rest)
+            why = why or _mpi_hosts(rest, default_hostfile)
         elif launcher == "srun":
             found, why = _srun_export(rest)
         elif launcher in ("singularity", "apptainer"):
@@ -183,6 +190,34 @@ def _mpi_settings(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:
             value = words[i + 2]
             given[following.value] = EnvArg(following.value, value.value, following.location, value.unknown)
     return given, ""
+
+
+# Open MPI's and MPICH's options naming the hosts an `mpirun` runs on (a file of them, or a list)
+_MPI_HOSTFILE = frozenset({"--hostfile", "-hostfile", "--machinefile", "-machinefile", "-f", "--default-hostfile"})
+_MPI_HOSTS = frozenset({"-H", "--host", "-host", "-hosts"})
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _mpi_hosts(words: list[Arg], default_hostfile: bool) -> str:
+    """Why an `mpirun` launch's ranks may not see the script's variables ("" where it runs on this host only): its
+    hosts are a hostfile's, a list other than this host, or the default hostfile the script addresses (Kubeflow's
+    MPIJob: `$OMPI_MCA_orte_default_hostfile`). Open MPI starts the ranks of other hosts with their own environment
+    and the variables `-x` names (Pai-Megatron-Patch's mpi_run_pretrain_llama3.sh; OFL301 had called its allocator
+    option unset, 12 findings on Pai and its forks)."""
+    for i, word in enumerate(words):
+        name, eq, inline = (word.value if word.value is not None else word.text).partition("=")
+        value = (inline if word.value is not None else None) if eq else \
+            words[i + 1].value if i + 1 < len(words) else None
+        if name in _MPI_HOSTFILE:
+            return _MPI_OTHER_HOSTS
+        if name in _MPI_HOSTS and not (value and all(host.partition(":")[0] in _LOCAL_HOSTS
+                                                     for host in value.split(","))):
+            return _MPI_OTHER_HOSTS
+    return _MPI_OTHER_HOSTS if default_hostfile else ""
+
+
+_MPI_OTHER_HOSTS = ("mpirun starts the ranks of other hosts with their own environment and the variables `-x` names, "
+                    "not the others the script exports")
 
 
 def _srun_export(words: list[Arg]) -> tuple[dict[str, EnvArg], str]:

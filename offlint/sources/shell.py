@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from offlint import loop_passes
 from offlint.sources.launch import command_unit, runs_script
-from offlint.sources.launch_env import uses_default_hostfile
+from offlint.sources.launch_env import default_hostfiles
 from offlint.sources.launch_words import Arg, EnvArg
 from offlint.sources.shell_parse import parse_shell
 from offlint.sources.shell_values import Command
@@ -40,14 +40,14 @@ def read_shell(path: str, text: str, line_offset: int = 0, env_known: bool = Tru
     units = []
     spans = tuple(((start[0] + line_offset, start[1]), (end[0] + line_offset, end[1]))
                   for start, end in script.assignments)
-    hosts = uses_default_hostfile(text)  # (its deepspeed launches without --hostfile may run on those hosts)
+    hosts = default_hostfiles(text)  # (its deepspeed or mpirun launches without hosts may run on those hosts)
     for command in script.commands:
         if command.calls_function or command.runs_called_script or \
                 not runs_script([_value(w) for w in command.argv], needs_arguments):
             continue  # (command_unit would give None; a function's body gives the commands it runs)
         unit = command_unit(*_convert(path, command, line_offset), env_known=env_known,
                             needs_arguments=needs_arguments, project=project, inside=command.inside,
-                            env_open=command.env_open, image=command.image, default_hostfile=hosts)
+                            env_open=command.env_open, image=command.image, default_hostfiles=hosts)
         if unit is not None:
             unit.path_condition = path_condition(command.assumes)
             unit.loop_passes = command.passes
