@@ -17,7 +17,7 @@ def _memory_inputs(scope: Scope, verdict: str = "oom"):
     """The unit's memory-model inputs (None when a size is unknown, or when the rule's `verdict`, one of
     oom.VERDICTS, depends on something open about the unit), computed once per scope. The keys that decide the
     verdict are recorded as read, so findings list them and --strict names the unknown ones."""
-    if not hasattr(scope, "_memory_inputs") and not_a_cuda_training_step(scope):
+    if not hasattr(scope, "_memory_inputs") and _per_unit(scope, ("outside",), lambda: not_a_cuda_training_step(scope)):
         scope._memory_inputs = (None, ())
     if not hasattr(scope, "_memory_inputs"):
         unit_name, gpu = str(scope.names.get("unit_name", "")), str(scope.names.get("unit_gpu", ""))
