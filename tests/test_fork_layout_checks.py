@@ -103,6 +103,18 @@ def test_the_checkouts_own_checks_are_quoted(tmp_path):
                    'pipeline-model-parallel size" when the job starts')]
 
 
+PARTS = ARGUMENTS.replace("({total_model_size=})", "({encoder_model_size=} + {decoder_model_size=})")
+
+
+def test_a_checkout_asserting_the_world_size_in_other_words_is_not_misquoted(tmp_path):
+    """Megatron-LM 0.10 to 0.13 print "(encoder_model_size=0 + decoder_model_size=128)"; OFL216 had quoted today's
+    "(total_model_size=128)" against such checkouts (three helpers' sweeps, session 63). It says what the assert
+    checks, unquoted."""
+    assert PARTS != ARGUMENTS
+    assert _layout(_checkout(tmp_path, arguments=PARTS), "")[0] == (
+        "OFL216", "its checkout's validate_args asserts that the world size (6) is divisible by TP x PP x CP (4)")
+
+
 COMMENTED = ARGUMENTS.replace("    assert args.world_size % total_model_size == 0, (\n"
                               '        f"world size ({args.world_size}) is not divisible by total_model_size '
                               '({total_model_size=})"\n    )\n',

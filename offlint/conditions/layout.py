@@ -52,7 +52,10 @@ def layout_division(scope: Scope) -> object:
             return ""
         mlm = False
     if world % (tp * pp * cp):
-        if mlm:  # its validate_args asserts first (0.14 on)
+        if mlm and checkout_lacks(scope, "mlm-world-size-words"):  # (its assert, in other words: not quoted)
+            stop = (f"its checkout's validate_args asserts that the world size ({world}) is divisible by TP x PP x CP "
+                    f"({tp * pp * cp})")
+        elif mlm:  # its validate_args asserts first (0.14 on)
             stop = (f"Megatron-LM's validate_args asserts \"world size ({world}) is not divisible by total_model_size "
                     f"(total_model_size={tp * pp * cp})\"")
         else:

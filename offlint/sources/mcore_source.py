@@ -137,6 +137,9 @@ REFUSAL_TEXTS = {
     # (any assert on the world size: before 0.14 it divides by TP, then by TP x PP, in other words)
     # (megatron/arguments.py: a checkout from before megatron/training/, 2024)
     "mlm-world-size": (("training/arguments.py", "arguments.py"), ("assert args.world_size %",)),
+    # (the words OFL216 quotes, since Megatron-LM 0.14; 0.10-0.13 print the encoder's and decoder's sizes)
+    "mlm-world-size-words": (("training/arguments.py", "arguments.py"),
+                             ("is not divisible by total_model_size ({total_model_size=})",)),
     "mlm-layers-split": (("training/arguments.py", "arguments.py"),
                          ("Number of layers should be divisible by the pipeline-model-parallel size",)),
     "mlm-layers-split-vpp": (("training/arguments.py", "arguments.py"),
