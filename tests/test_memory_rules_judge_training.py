@@ -6,7 +6,6 @@ counting an optimizer on an H100 once every flag of their model was read."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from click.testing import CliRunner
 
 from offlint.api import CheckOptions, check
 from offlint.cli import main
+from tests.check_helpers import write_tree
 
 # A 34B-sized Llama at TP8 on 8 GPUs: as a training run its optimizer state alone is 32 GiB per GPU, and the
 # calibrated floor is over an H100's usable memory.
@@ -60,11 +60,7 @@ NPU_PACKAGE = {"npu_llm/__init__.py": "", "npu_llm/adaptor.py": "import torch\ni
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'lm'\n")
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
+    write_tree(tmp_path, files)
     return tmp_path
 
 

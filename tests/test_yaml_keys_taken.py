@@ -13,6 +13,7 @@ import pytest
 
 from offlint.api import CheckOptions, check
 from offlint.sources.yaml_keys_taken import taken_keys
+from tests.check_helpers import write_tree
 
 CONFIG = """\
 from dataclasses import dataclass, field
@@ -97,11 +98,7 @@ torchrun --nproc_per_node=8 {script} --config-file conf/small.yaml train.train_i
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'lm'\n")
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
+    write_tree(tmp_path, files)
     return tmp_path
 
 
