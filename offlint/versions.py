@@ -11,7 +11,7 @@ from pathlib import Path
 
 from offlint.reading import ReadError, read_text
 from offlint.sources.mcore_source import (CHECKS, GRAPH_NAMES, LACKED, OVERSIZED, REFUSAL_TEXTS, allowed_names,
-                                         checks_made, graph_names, refusals_lacked)
+                                         argument_checks_made, checks_made, graph_names, refusals_lacked)
 
 NEWEST_KNOWN = "0.20.0"
 OLDEST_KNOWN = "0.16.1"  # the releases offlint's rules and field data were written against: 0.16 to 0.20
@@ -333,10 +333,11 @@ def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersi
     release table has)."""
     source = _read_or_none(config)
     names = allowed_names(source)
-    checks = checks_made(source)
+    megatron = config.parent.parent.parent  # (the checkout's megatron/: core/transformer/transformer_config.py)
+    arguments = _read_or_none(megatron / "training" / "arguments.py") or _read_or_none(megatron / "arguments.py")
+    checks = checks_made(source) | argument_checks_made(arguments)
     if checks:
         names[CHECKS] = checks
-    megatron = config.parent.parent.parent  # (the checkout's megatron/: core/transformer/transformer_config.py)
     lacked = refusals_lacked({path: _read_or_none(megatron / path) for path in {p for paths, _ in REFUSAL_TEXTS.values() for p in paths}})
     if lacked:
         names[LACKED] = lacked

@@ -8,9 +8,9 @@ import re
 from offlint import keys
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
 from offlint.sources.launch_torch import image_torch
-from offlint.sources.mcore_source import CHECKS, LACKED
+from offlint.sources.mcore_source import CHECKS, GRAPHS_REFUSE_EXPANDABLE, LACKED
 from offlint.sources.mlm_flags import BEFORE_2023_FLAGS
-from offlint.types import Assignment, OneOf, Unknown
+from offlint.types import Assignment, Defaults, OneOf, Unknown
 from offlint.versions import parse_version
 
 
@@ -32,6 +32,21 @@ def checkout_lacks(scope: Scope, name: str) -> bool:
     fork that removed or changed it, or a commit from before it. False where no checkout was read (a release's
     checks apply)."""
     return name in (scope.version.names_from_source(LACKED) or ())
+
+
+@needs_scope
+def graphs_refuse_expandable(scope: Scope) -> object:
+    """Whether the launch's CUDA graphs rule expandable_segments:True out: a Megatron-LM launch with graphs on, on a
+    checkout whose validate_args refuses the option beside any graph whatever NCCL_GRAPH_REGISTER says
+    (mcore_source.GRAPHS_REFUSE_EXPANDABLE: up to 0.15, and main snapshots labelled 0.16.0 until 2025-12-31).
+    OFL301's advice, and its fix, would stop such a job at its start. Bridge does not run validate_args."""
+    if scope.names.get("defaults") != Defaults.MLM_CLI.value or \
+            GRAPHS_REFUSE_EXPANDABLE not in (scope.version.names_from_source(CHECKS) or ()):
+        return False
+    impl = scope.key("model.cuda_graph_impl")
+    graphs = [UNKNOWN if impl is UNKNOWN else impl not in ("none", None),
+              truth(scope.key("model.enable_cuda_graph")), truth(scope.key("model.external_cuda_graph"))]
+    return True if True in graphs else UNKNOWN if UNKNOWN in graphs else False
 
 
 # The allocator options of other accelerators' PyTorch backends: a launch that sets one configures that backend's

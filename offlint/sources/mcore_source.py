@@ -124,6 +124,19 @@ def checks_made(text: str | None) -> frozenset[str]:
     return frozenset(name for name, words in CHECK_TEXTS.items() if text and words in text)
 
 
+# Checks the checkout's validate_args makes (its training/arguments.py, or arguments.py before 2024), by words on one
+# line of code. Megatron-LM up to 0.15, and main until 2b343d739f (2025-12-31, whose package_info said 0.16.0
+# already), refuses expandable_segments:True whenever CUDA graphs are on, whatever NCCL_GRAPH_REGISTER says; 0.16
+# takes it with NCCL_GRAPH_REGISTER=0 (OFL301's advice for graphs).
+GRAPHS_REFUSE_EXPANDABLE = "mlm-graphs-refuse-expandable"
+ARGUMENT_CHECK_TEXTS = {GRAPHS_REFUSE_EXPANDABLE: ("expandable_segments:True may not be safe when using CUDA Graphs",)}
+
+
+def argument_checks_made(text: str | None) -> frozenset[str]:
+    """The ARGUMENT_CHECK_TEXTS checks the checkout's validate_args makes."""
+    return frozenset(name for name, words in ARGUMENT_CHECK_TEXTS.items() if text and _on_a_code_line(text, words))
+
+
 # Refusals (and warnings) offlint's rules quote, by the words the Megatron-LM checkout's files hold when it makes
 # them: name -> (the files, under the checkout's `megatron/`, any of which may hold them; words that all stand on one
 # line of code). Where a checkout is read and no line of those files holds them (commented out, a fork that checks
