@@ -115,6 +115,20 @@ def test_an_f_string_only_python_3_12_accepts_says_which_python_to_run(project):
     assert "OFL102" in result.stdout
 
 
+@pytest.mark.parametrize("line", ['    return f"{t.replace("\\n", " ")}"\n',  # the same quotes and a backslash
+                                  "    return f'{t.replace(chr(10), \"\\\\n\")}'\n"])  # a backslash alone
+def test_a_backslash_in_an_f_strings_braces_says_which_python_to_run_too(project, line):
+    """Python 3.11 says "unexpected character after line continuation character" for a backslash inside an
+    f-string's braces (not an "f-string: ..." message): Megatron-LM forks' gpt_dynamic_inference.py had exit 2 with
+    no hint (a helper's sweep, session 63)."""
+    (project / "gen.py").write_text("def show(t):\n" + line)
+    result = run("check", "gen.py", cwd=project)
+    if sys.version_info >= (3, 12):
+        assert result.returncode == 0, result.stderr
+        return
+    assert result.returncode == 2 and "valid from Python 3.12 on" in result.stderr, result.stderr
+
+
 REGEX_WITH_AN_INVALID_ESCAPE = """import re
 
 from megatron.bridge.training.config import ConfigContainer

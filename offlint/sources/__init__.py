@@ -100,10 +100,23 @@ def _newer_syntax(exc: SyntaxError) -> str:
     """What to do when the error may be syntax a newer Python accepts: offlint parses with the Python it runs on,
     and Python 3.12 (PEP 701) allows a backslash, a comment or the same quotes inside an f-string's braces, which
     3.11 rejects with an "f-string..." message (a Megatron Bridge example script, b54cc3625, failed a whole check)."""
-    if sys.version_info < (3, 12) and (exc.msg or "").startswith("f-string"):
+    if sys.version_info < (3, 12) and ((exc.msg or "").startswith("f-string") or _backslash_in_f_string(exc)):
         return (f" (valid from Python 3.12 on; offlint parses with the Python it runs on, "
                 f"{sys.version_info[0]}.{sys.version_info[1]}: run it with Python 3.12 or later, or exclude the file)")
     return ""
+
+
+# An f-string's opening (a prefix holding f, then a quote) before the place of an error
+_F_STRING_OPENING = re.compile(r"(?<![\w'\"])[rRbB]?[fF][rR]?['\"]")
+
+
+def _backslash_in_f_string(exc: SyntaxError) -> bool:
+    """Python 3.11's error for a backslash inside an f-string's braces where the same quotes are nested too
+    (`f"{t.replace("\\n", " ")}"`): "unexpected character after line continuation character", no "f-string" message
+    (Megatron-LM forks' gpt_dynamic_inference.py); taken as PEP 701's where an f-string opens before it on its line."""
+    line, at = exc.text or "", exc.offset or 0
+    return exc.msg == "unexpected character after line continuation character" and \
+        _F_STRING_OPENING.search(line, 0, max(at - 1, 0)) is not None
 
 
 def _yaml(path: str, text: str, explicit: bool, project=None) -> list[Unit]:
