@@ -289,6 +289,21 @@ def test_a_batch_script_s_container_environment_directive_leaves_the_environment
                                                                                    "OFL301": "warning"}
 
 
+EXPECT = ('#!/usr/bin/expect -f\nset timeout -1\nfor {set index 0} {$index < 2} {incr index} {\n'
+          '    spawn ssh worker$index\n    send "bash ./pretrain.sh\\r"\n}\n')
+
+
+@pytest.mark.parametrize("shebang", ["#!/usr/bin/expect -f", "#!/usr/bin/env python3", "#!/usr/bin/perl -w"])
+def test_a_dot_sh_file_whose_shebang_names_another_interpreter_is_not_read_as_shell(tmp_path, monkeypatch, shebang):
+    """A repository's `create_train_job_2n.sh` is an expect script (`#!/usr/bin/expect -f`, Tcl loops that ssh into
+    workers): bash never runs it, and reading it as bash had stopped the check with exit 2 (a helper's sweep, session
+    63). A launch in a `.sh` file with a shell's shebang, or none, is read as before."""
+    script = EXPECT.replace("#!/usr/bin/expect -f", shebang)
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": script}) == {}
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": f"#!/usr/bin/env bash\n{LAUNCH}"}) == {
+        "OFL112": "error", "OFL301": "warning"}
+
+
 def test_an_echo_whose_first_word_is_empty_is_written_too(tmp_path, monkeypatch):
     """`echo "" --flag >> "$SCRIPT"` writes a line that starts with a space: joining its words had failed on the empty
     first one, and the script was 'not checked'."""

@@ -49,6 +49,8 @@ def read_source(path: str, kind: str, text: str, explicit: bool = True, project=
     elif kind == "yaml":
         units = _yaml(path, text, explicit, project)
     elif kind == "shell":
+        if _other_interpreter(text):
+            return []  # (an expect or Python script named `.sh`: bash never runs it)
         from offlint.sources.shell import read_shell
 
         units = read_shell(path, text, project=project)
@@ -62,6 +64,23 @@ def read_source(path: str, kind: str, text: str, explicit: bool = True, project=
         for unit in units:
             attach(unit, project, path)  # the precision recipes it names, as the tree builds them
     return units
+
+
+# Interpreters a `#!` line may name that are not shells (a `python3.10` too): a `.sh` file that names one is no shell
+# script (a repository's create_train_job_2n.sh is an expect script that ssh-es into its workers)
+_OTHER_INTERPRETER = re.compile(r"expect|python[\d.]*|perl|ruby|node|tclsh|wish|Rscript|php|lua")
+
+
+def _other_interpreter(text: str) -> bool:
+    """Whether a script's `#!` line names an interpreter that is not a shell (itself, or the program `env` runs)."""
+    if not text.startswith("#!"):
+        return False
+    words = text[2:].partition("\n")[0].split()
+    program = words[0].rpartition("/")[2] if words else ""
+    if program == "env":
+        given = [word for word in words[1:] if not word.startswith("-") and "=" not in word]
+        program = given[0].rpartition("/")[2] if given else ""
+    return _OTHER_INTERPRETER.fullmatch(program) is not None
 
 
 def _too_many() -> InputError:
