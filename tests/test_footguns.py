@@ -131,6 +131,13 @@ def test_f4_use_torch_optimizer_for_cpu_offload_changes_nothing(tmp_path, monkey
                           "cfg.optimizer.use_torch_optimizer_for_cpu_offload = True", "OFL205")
 
 
+def test_f4_without_offloading_the_flag_is_one_finding_ofl202s(tmp_path):
+    """With optimizer_cpu_offload off, megatron-core never reaches the branch OFL205 describes: OFL202 reports the
+    inert flag alone (a Megatron-LM fork's launches had both, sweep 41)."""
+    body = "cfg.optimizer.use_torch_optimizer_for_cpu_offload = True"
+    assert lint(tmp_path, body, "OFL202") and not lint(tmp_path, body, "OFL205")
+
+
 def test_f2_fraction_without_the_master_switch_is_ignored(tmp_path, monkeypatch):
     module = torch.nn.Linear(4, 4)
     monkeypatch.setattr(mcore_optimizer, "HybridDeviceOptimizer",
