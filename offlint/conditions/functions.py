@@ -18,8 +18,9 @@ from offlint.conditions.module_names import (allowed_offload_modules, graph_modu
                                              recompute_module_refusal)
 from offlint.conditions.precision import low_precision_refusal, low_precision_refused
 from offlint.conditions.settings import (allocator_without_expandable_segments, checkout_checks, checkout_lacks,
-                                         distributed_optimizer, graphs_refuse_expandable, is_default, is_known_key, is_written, other_accelerator,
-                                         overrides, suggestion, version_at_least, written_known)
+                                         distributed_optimizer, graphs_refuse_expandable, is_default, is_known_key,
+                                         is_written, other_accelerator, overrides, suggestion, version_at_least,
+                                         written_known)
 from offlint.conditions.values import (as_list, contains, fmt, is_fp32, is_list, is_number, is_str, known, listing,
                                        lower, overlap, startswith)
 

@@ -12,8 +12,8 @@ command), a word at a line's start that begins with `{` or `[` (a Slurm template
 licence script's `[your installation directory]/bin/lmgrd`), a group opening a group (`((cmd) || true)`, groups to
 bash as the `((` never closes with `))`: the inner parentheses blanked), a line continuation ending the file,
 `NAME=` closing a backtick substitution, an escaped less-than in a single-bracket test, a template's
-`<placeholder>` as an assignment's value and a here-string after another redirection (`_odd_shapes`). Each, seen on real scripts, would otherwise make the
-whole script unreadable.
+`<placeholder>` as an assignment's value and a here-string after another redirection (`_odd_shapes`). Each, seen
+on real scripts, would otherwise make the whole script unreadable.
 One misreading comes with no error at all: a word split at an unbraced expansion (`[1.0,$DIR/x]`, `$D/a,$D/b`),
 which is masked wherever the tree shows it (`_split_expansions`).
 
