@@ -1477,3 +1477,13 @@ def test_a_placeholder_ending_a_line_is_named_where_bash_refuses_it():
     assert "<xxx>" in result.errors[0] and len(result.errors) > 1
     quoted = parse_shell('echo "use <xxx>"\n# run with <path>\npython a.py --x <y> \\\n  --z 1\n')
     assert quoted.errors == []
+
+
+def test_a_placeholder_inside_the_unreadable_stretch_is_named_too():
+    """tree-sitter-bash may begin the unreadable stretch before the placeholder (two backtick substitutions with awk
+    programs above `export DATAPATH=<IMAGENET PATH>`, an MLPerf submitter's run_benchmark.sh): the message named line
+    1, a valid line, where bash names the placeholder's (a helper's sweep, session 63)."""
+    result = parse_shell("#!/bin/bash\nNCPU=`lscpu | grep Core | awk '{print $4}'`\n"
+                         "NSOCK=`lscpu | grep Socket | awk '{print $2}'`\nexport DATAPATH=<DATASET PATH>\n"
+                         "python train.py --data $DATAPATH --workers $NCPU\n")
+    assert result.errors and result.errors[0].startswith("line 4: ") and "<DATASET PATH>" in result.errors[0]

@@ -110,14 +110,15 @@ class _Walker(Commands, Assignments, Documents, ChildShells, WordExpansion, Cond
         # that value is there: bash reads it at run time, so a syntax error of the text with a hole is no error.
         if root.has_error and not (self.label and self.st.holes.why(self.text)):
             before = len(self.st.out.errors)
-            first_line = self.errors(root)
+            first_line, first_end = self.errors(root)
             opened = unclosed(self.data) if first_line is not None else None
             if opened is not None:  # (where bash would say it: the error's own place may be far from it)
                 first = self.st.out.errors[before]
                 self.st.out.errors[before] = (f"{first}; the `{opened[1]}` at line {self.pos(opened[0])[0]} is "
                                               f"never closed")
             ending = placeholder_ending_a_line(self.data) if opened is None and first_line is not None else None
-            if ending is not None and self.pos(ending[0])[0] < first_line:
+            # (before the first error, or inside the stretch it leaves unread: its recovery may begin earlier)
+            if ending is not None and self.pos(ending[0])[0] <= first_end:
                 self.st.out.errors.insert(before, f"line {self.pos(ending[0])[0]}: {self.label}syntax error near "
                                                   f"{ending[1]!r} (bash reads `>` with no file after it)")
         self.stmt(root)
@@ -131,11 +132,11 @@ class _Walker(Commands, Assignments, Documents, ChildShells, WordExpansion, Cond
         raw = raw if len(raw) <= 60 else raw[:57] + "..."
         return f"`{raw}` is beyond offlint's bash parser (tree-sitter-bash misreads it), so its value is unknown"
 
-    def errors(self, root) -> int | None:
-        """The MISSING and ERROR nodes, in order (a loop: a deeply nested script must not exhaust the stack); the line
-        of the first, None where there is none. An ERROR node that covers no text but blanks and line continuations
-        (a script ending in `\\`) skips nothing, so it is no error."""
-        first = None
+    def errors(self, root) -> tuple[int | None, int]:
+        """The MISSING and ERROR nodes, in order (a loop: a deeply nested script must not exhaust the stack); the lines
+        where the first begins and ends, (None, 0) where there is none. An ERROR node that covers no text but blanks
+        and line continuations (a script ending in `\\`) skips nothing, so it is no error."""
+        first, first_end = None, 0
         pending = [root]
         while pending:
             n = pending.pop()
@@ -154,8 +155,9 @@ class _Walker(Commands, Assignments, Documents, ChildShells, WordExpansion, Cond
                 continue
             line = self.pos(n.start_byte)[0]
             self.st.out.errors.append(f"line {line}: {self.label}{message}")
-            first = line if first is None else first
-        return first
+            if first is None:
+                first, first_end = line, self.pos(n.end_byte)[0]
+        return first, first_end
 
     def deeper(self, n) -> None:
         """Count one more level of nesting; past _MAX_NESTING the whole walk stops (see parse_shell)."""
