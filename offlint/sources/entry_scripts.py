@@ -28,7 +28,7 @@ from typing import Callable, NamedTuple
 
 from offlint.sources import python_inputs
 from offlint.sources.python_roles import OTHER_FRAMEWORKS, PYTEST_FILE
-from offlint.sources.python_syntax import _call_name, main_block
+from offlint.sources.python_syntax import _call_name, _nodes, main_block
 from offlint.sources.shell_paths import tree_copy
 from offlint.sources.yaml_keys_taken import taken_keys
 from offlint.types import Unknown
@@ -1161,33 +1161,7 @@ def _literal(node: ast.AST) -> object:
     return UNREAD
 
 
-def _nodes(body: list[ast.stmt]):
-    """The nodes of `body` in order, not those inside functions or classes it defines."""
-    for stmt in body:
-        yield from _below(stmt)
-
-
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # (what a statement's body, handlers, cases hold)
-
-
-def _below(top: ast.AST) -> tuple[ast.AST, ...]:
-    """`top` and the nodes under it in order, not those inside functions or classes it defines; kept on `top`: the
-    questions of linking walk each statement of an entry script's reach several times over (its calls, whether it
-    may leave early, its nodes: 55,000 steps through 11 modules of Megatron Bridge, half of linking's time)."""
-    known = top.__dict__.get("_offlint_below")
-    if known is not None:
-        return known
-    found = []
-    stack: list[ast.AST] = [top]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, _DEFINITIONS):
-            continue
-        found.append(node)
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
-    top._offlint_below = found = tuple(found)
-    return found
 
 
 def _stored_attributes(node: ast.AST) -> list[str]:

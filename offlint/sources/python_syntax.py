@@ -88,3 +88,31 @@ def top_level_statements(body):
             for handler in node.handlers:
                 yield from top_level_statements(handler.body)
             yield from top_level_statements(node.orelse)
+
+
+def _nodes(body: list[ast.stmt]):
+    """The nodes of `body` in order, not those inside functions or classes it defines."""
+    for stmt in body:
+        yield from _below(stmt)
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _below(top: ast.AST) -> tuple[ast.AST, ...]:
+    """`top` and the nodes under it in order, not those inside functions or classes it defines; kept on `top`: the
+    questions of linking walk each statement of an entry script's reach several times over (its calls, whether it
+    may leave early, its nodes: 55,000 steps through 11 modules of Megatron Bridge, half of linking's time)."""
+    known = top.__dict__.get("_offlint_below")
+    if known is not None:
+        return known
+    found = []
+    stack: list[ast.AST] = [top]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _DEFINITIONS):
+            continue
+        found.append(node)
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    top._offlint_below = found = tuple(found)
+    return found

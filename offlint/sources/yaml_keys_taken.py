@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 
+from offlint.sources.python_syntax import _nodes
+
 _LOADERS = frozenset({"safe_load", "load", "full_load", "unsafe_load"})  # yaml.<name>(stream)
 _SECTION_METHODS = frozenset({"get", "setdefault", "pop"})  # mapping.<name>("key", ...) gives that key's section
 _MAX_DEPTH = 4  # calls followed from the function that loads the file
@@ -30,7 +32,7 @@ def taken_keys(functions: Functions, top_level: list[ast.stmt]) -> frozenset[str
     done: set[tuple[str, str, tuple[str, ...]]] = set()
 
     def run(body: list[ast.stmt], bound: dict[str, tuple[str, ...]], depth: int) -> None:
-        nodes = list(_statement_nodes(body))
+        nodes = list(_nodes(body))
         for _ in range(3):  # bindings in source order, and those made in a loop's later statements
             before = dict(bound)
             for node in nodes:
@@ -43,22 +45,20 @@ def taken_keys(functions: Functions, top_level: list[ast.stmt]) -> frozenset[str
             if bound == before:
                 break
         for node in nodes:
+            # (`m.pop("k")` and `del m["k"]`: the section _section gives them is the key taken)
             if isinstance(node, ast.Call):
                 func = node.func
-                if isinstance(func, ast.Attribute) and func.attr == "pop" and node.args:
-                    holder = _section(func.value, bound, yaml_names)
-                    key = _literal_key(node.args[0])
-                    if holder is not None and key is not None:
-                        taken.add(".".join((*holder, key)))
+                path = _section(node, bound, yaml_names) if isinstance(func, ast.Attribute) and func.attr == "pop" \
+                    else None
+                if path:
+                    taken.add(".".join(path))
                 if isinstance(func, ast.Name) and func.id in functions and depth < _MAX_DEPTH:
                     _follow(functions[func.id], node, bound, depth)
             elif isinstance(node, ast.Delete):
                 for target in node.targets:
-                    if isinstance(target, ast.Subscript):
-                        holder = _section(target.value, bound, yaml_names)
-                        key = _literal_key(target.slice)
-                        if holder is not None and key is not None:
-                            taken.add(".".join((*holder, key)))
+                    path = _section(target, bound, yaml_names) if isinstance(target, ast.Subscript) else None
+                    if path:
+                        taken.add(".".join(path))
 
     def _follow(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, bound: dict, depth: int) -> None:
         params = [*fn.args.posonlyargs, *fn.args.args]
@@ -87,7 +87,7 @@ def _yaml_module_names(top_level: list[ast.stmt], functions: Functions) -> set[s
     """The names the module imports PyYAML as (`import yaml`, `import yaml as y`), at its top or in a function."""
     names: set[str] = set()
     for body in (top_level, *(fn.body for fn in functions.values())):
-        for node in _statement_nodes(body):
+        for node in _nodes(body):
             if isinstance(node, ast.Import):
                 names.update(alias.asname or alias.name for alias in node.names if alias.name == "yaml")
     return names
@@ -117,15 +117,3 @@ def _section(node: ast.expr, bound: dict[str, tuple[str, ...]], yaml_names: set[
 
 def _literal_key(node: ast.expr) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def _statement_nodes(body: list[ast.stmt]):
-    """Every node of `body` in source order, but not inside a function or class defined there (each is read as its
-    own body, where it is called with a section)."""
-    todo = list(reversed(body))
-    while todo:
-        node = todo.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        todo.extend(reversed(list(ast.iter_child_nodes(node))))
