@@ -364,3 +364,22 @@ def test_srun_running_a_script_of_the_tree_reads_it():
     files = {"job.sh": "python train.py --lr 1\n"}
     script = parse_shell("srun -N 2 --ntasks-per-node=8 bash job.sh\n", "launch.sh", read_file=files.get)
     assert [[w.value for w in c.argv] for c in script.commands][1:] == [["python", "train.py", "--lr", "1"]]
+
+
+MARKDOWN = ("# Slurm Cluster Resolver\n\nThe rank is read from ```SLURM_PROCID``` and the task count from\n"
+            "```SLURM_NTASKS```.\n\n## Example\n- In a shell: ```salloc --nodes=2 --ntasks-per-node=2```\n"
+            "```\nresolver = SlurmClusterResolver({'ps': 1, 'worker': 3}, port_base=8888)\n```\n")
+
+
+def test_a_markdown_document_named_like_a_batch_script_is_not_read_as_shell(tmp_path, monkeypatch):
+    """A vendored TensorFlow README is named README.slurm (MLPerf training results v2.0 and v2.1): bash -n accepts
+    it (its triple backticks open command substitutions bash never parses unless run), tree-sitter-bash does not,
+    and the check stopped with exit 2 on a file nobody runs. A file tree-sitter-bash cannot read whose lines open
+    Markdown code fences is a document, not a script; a script that only writes such a fence into a here-document
+    is read as before, and a script with a real syntax error is still one."""
+    assert _codes(tmp_path, monkeypatch, {"docs/README.slurm": MARKDOWN}, target="docs/README.slurm") == {}
+    writes = f"cat > README.md <<'EOF'\n```bash\nsbatch run.slurm\n```\nEOF\n{LAUNCH}"
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": writes}) == {"OFL112": "error", "OFL301": "warning"}
+    write_tree(tmp_path, {"scripts/broken.sh": "if [ -f x ]; then\n  echo ```\n"})
+    result = check(["scripts/broken.sh"], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    assert [e.message.split(":")[0] for e in result.errors] == ["cannot parse shell script"]

@@ -51,9 +51,14 @@ def read_source(path: str, kind: str, text: str, explicit: bool = True, project=
     elif kind == "shell":
         if _other_interpreter(text):
             return []  # (an expect or Python script named `.sh`: bash never runs it)
-        from offlint.sources.shell import read_shell
+        from offlint.sources.shell import ShellError, read_shell
 
-        units = read_shell(path, text, project=project)
+        try:
+            units = read_shell(path, text, project=project)
+        except ShellError:
+            if _MARKDOWN_FENCE.search(text):
+                return []  # (a Markdown document named `.slurm`: a README nobody runs)
+            raise
     else:
         raise InputError("not a Python, YAML or shell file")
     if len(units) > MAX_UNITS:
@@ -81,6 +86,13 @@ def _other_interpreter(text: str) -> bool:
         given = [word for word in words[1:] if not word.startswith("-") and "=" not in word]
         program = given[0].rpartition("/")[2] if given else ""
     return _OTHER_INTERPRETER.fullmatch(program) is not None
+
+
+# A line opening a Markdown code fence: in bash, an empty command substitution and an unclosed one after it. A file
+# tree-sitter-bash cannot read that has one is a document (TensorFlow's README.slurm, vendored in MLPerf's training
+# results: bash -n accepts it, never parsing inside the backticks), not a script; a script writing a fence into a
+# here-document parses, and is read.
+_MARKDOWN_FENCE = re.compile(r"^[ \t]*```", re.M)
 
 
 def _too_many() -> InputError:
