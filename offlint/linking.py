@@ -20,7 +20,7 @@ from offlint import keys, scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
-from offlint.sources import entry_scripts, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
+from offlint.sources import entry_scripts, entry_writes, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
 from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, last_value, take_recipe_sections,
                                     takes_no_iteration)
 from offlint.sources.launch_env import opened, opened_because
@@ -265,7 +265,7 @@ def _environment(unit: Unit):
     return value
 
 
-def _take_entry_script_environment(unit: Unit, writes: tuple[entry_scripts.EnvironmentWrite, ...]) -> None:
+def _take_entry_script_environment(unit: Unit, writes: tuple[entry_writes.EnvironmentWrite, ...]) -> None:
     """A launch whose entry script's code sets environment variables for its own process
     (entry_scripts.environment_writes): the run has those values over what the launch exports; a `setdefault` only
     where the launch leaves the variable unset. A value the code computes, or sets on some paths only, is unknown."""
@@ -278,13 +278,13 @@ def _take_entry_script_environment(unit: Unit, writes: tuple[entry_scripts.Envir
         key, where = f"env.{w.name}", f"{w.path}:{w.line}"
         if w.only_if_unset and key in exported:
             continue
-        if w.value is entry_scripts.UNREAD or (w.only_if_unset and not known):
+        if w.value is entry_writes.UNREAD or (w.only_if_unset and not known):
             value: object = Unknown(f"set by the entry script's code at {where}" +
                                     (", where the launch leaves it unset" if w.only_if_unset else ""))
         else:
             value = w.value
         assignments.append(Assignment(key, value, Location(w.path, w.line, 1), Source.PYTHON,
-                                      f"{w.name}={w.value}" if w.value is not entry_scripts.UNREAD else w.name))
+                                      f"{w.name}={w.value}" if w.value is not entry_writes.UNREAD else w.name))
     if assignments:
         unit.layers.append(Layer("the entry script's code", assignments))
 
@@ -314,7 +314,7 @@ def _unread_entry_script(unit: Unit) -> None:
     unit.default_sections = unit.default_sections - {"model", "optimizer", "ddp"}
 
 
-def _take_entry_script_writes(unit: Unit, writes: tuple[entry_scripts.Write, ...]) -> None:
+def _take_entry_script_writes(unit: Unit, writes: tuple[entry_writes.Write, ...]) -> None:
     """A Megatron-LM style launch whose entry script's code sets parsed arguments itself
     (entry_scripts.namespace_writes): the run has that code's values, whatever the command line or argparse's
     default says. A literal every run sets is that value (THUDM/slime's `args.use_distributed_optimizer = True`);
@@ -322,15 +322,15 @@ def _take_entry_script_writes(unit: Unit, writes: tuple[entry_scripts.Write, ...
     may depend on other arguments, or keep the command line's)."""
     assignments = [Assignment(key, _some_runs_set(w) if w.choices else Unknown(
                                   f"set by the entry script's code at {w.path}:{w.line}")
-                              if w.value is entry_scripts.UNREAD else w.value, Location(w.path, w.line, 1),
-                              Source.PYTHON, f"args.{w.attribute}" if w.value is entry_scripts.UNREAD
+                              if w.value is entry_writes.UNREAD else w.value, Location(w.path, w.line, 1),
+                              Source.PYTHON, f"args.{w.attribute}" if w.value is entry_writes.UNREAD
                               else f"args.{w.attribute} = {w.value!r}")
                    for w in writes for key in mlm_flags.keys_of("--" + w.attribute.replace("_", "-"))]
     if assignments:
         unit.layers.append(Layer("the entry script's code", assignments))
 
 
-def _some_runs_set(write: entry_scripts.Write) -> OneOf:
+def _some_runs_set(write: entry_writes.Write) -> OneOf:
     """The value of an argument the entry script's code sets to a literal on some runs (`if args.x: args.x =
     False`): one path per place with its literal, and one with the command line's value (BELOW: the layers under
     the code's). Which runs take which is not read (UNREAD_SPLIT): a rule holding on some of them only is possible;

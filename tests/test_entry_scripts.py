@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from offlint.api import CheckOptions, check
-from offlint.sources import entry_scripts
+from offlint.sources import entry_modules, entry_scripts, python_syntax
 
 LAUNCH = """\
 #!/bin/bash
@@ -415,12 +415,12 @@ def test_a_module_found_through_the_folders_the_script_adds_to_sys_path(tmp_path
                             "toolkits/other/tool.py": CONVERTOR.replace(
                                 "os.path.join(path_dir, \"examples\")", "os.path.join(os.getcwd(), \"examples\")")})
     assert _ofl301(tree) == ["convert.sh", "pretrain.sh"]
-    assert entry_scripts._sys_path_entries("a/b/x.py", __import__("ast").parse(CONVERTOR).body) == ["examples"]
+    assert entry_modules.sys_path_entries("a/b/x.py", __import__("ast").parse(CONVERTOR).body) == ["examples"]
     # a folder above the tree's root is none of the tree's
     climbing = CONVERTOR.replace("os.path.dirname(os.path.dirname(os.path.dirname(",
                                  "os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(")
     climbing = climbing.replace("realpath(__file__))))", "realpath(__file__)))))")
-    assert entry_scripts._sys_path_entries("a/b/x.py", __import__("ast").parse(climbing).body) == []
+    assert entry_modules.sys_path_entries("a/b/x.py", __import__("ast").parse(climbing).body) == []
 
 
 EVALUATOR = """\
@@ -1005,13 +1005,13 @@ def test_nodes_walked_again_are_the_nodes_walked_first():
                 stack.extend(reversed(list(ast.iter_child_nodes(node))))
         return out
 
-    first = list(entry_scripts._nodes(module.body))
+    first = list(python_syntax._nodes(module.body))
     assert first == reference(module.body)
     assert not any(isinstance(n, (ast.FunctionDef, ast.Lambda, ast.Return)) for n in first)
-    assert list(entry_scripts._nodes(module.body)) == first
+    assert list(python_syntax._nodes(module.body)) == first
     loop = module.body[2].body[1]
-    assert list(entry_scripts._nodes([loop])) == reference([loop])
-    assert [n for n in entry_scripts._nodes(module.body) if isinstance(n, ast.Call)] == \
+    assert list(python_syntax._nodes([loop])) == reference([loop])
+    assert [n for n in python_syntax._nodes(module.body) if isinstance(n, ast.Call)] == \
         [n for n in reference(module.body) if isinstance(n, ast.Call)]
 
 
@@ -1041,7 +1041,7 @@ def test_a_modules_imports_are_found_in_every_statement_that_holds_one():
     body, a function's own lazy import), with the `if` tests above each; expressions hold none and are not walked."""
     import ast
 
-    module = entry_scripts._Module("go.py", ast.parse(IMPORTS_EVERYWHERE))
+    module = entry_modules.ScriptModule("go.py", ast.parse(IMPORTS_EVERYWHERE))
     assert module.module_imports == {"system": "os"}
     imports = module.imports
     assert imports["pretrain"] == ("megatron.training", "pretrain")  # (the handler's, walked after the `try` body)

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from offlint.sources import entry_scripts, launch, launch_env, launch_words
+from offlint.sources import entry_scripts, entry_writes, launch, launch_env, launch_words
 from offlint.types import Location
 from tests.check_helpers import check_json, write_tree
 
@@ -219,7 +219,7 @@ def test_namespace_writes_follows_the_trees_calls_not_megatrons(tmp_path):
         ("seq_length", "train.py", 12), ("micro_batch_size", "rl/more.py", 2), ("bf16", "rl/setup.py", 2),
         ("fp16", "rl/setup.py", 2)]
     # (setattr, a tuple's parts and `+=` are not read as literals)
-    assert all(w.value is entry_scripts.UNREAD for w in writes)
+    assert all(w.value is entry_writes.UNREAD for w in writes)
     assert entry_scripts.namespace_writes("missing.py", "launch.sh", tree_text) == ()
 
 
@@ -263,7 +263,7 @@ def test_a_literal_is_known_where_every_run_sets_it_in_one_place(tmp_path):
     }
     tree_text = _tree_text(tmp_path, files)
     values = {w.attribute: w.value for w in entry_scripts.namespace_writes("train.py", "launch.sh", tree_text)}
-    unread = entry_scripts.UNREAD
+    unread = entry_writes.UNREAD
     assert values == {"use_distributed_optimizer": True, "lr": -1.5, "twice": unread, "computed": unread,
                       "recompute_method": "uniform", "conditional": unread, "in_branchy_function": 8,
                       "in_loop": unread, "after_exit": unread}
@@ -311,7 +311,7 @@ def test_a_value_set_after_megatron_validated_the_arguments_is_not_known(tmp_pat
     }
     tree_text = _tree_text(tmp_path, files)
     values = {w.attribute: w.value for w in entry_scripts.namespace_writes("export.py", "launch.sh", tree_text)}
-    unread = entry_scripts.UNREAD
+    unread = entry_writes.UNREAD
     assert values == {"use_distributed_optimizer": True, "use_cpu_initialization": unread, "bf16": unread}
     # a tree function that trains through another is found as validating, so what comes after it is unknown
     (tmp_path / "export.py").write_text(files["export.py"].replace("initialize_megatron(allow_no_cuda=True)", "pass"))

@@ -16,12 +16,14 @@ Where each input is handled (the two large readers carry a finer map in their do
   Hydra overrides: hydra; Megatron-LM flags: mlm_flags.
 - Launch commands: launch (one argv, one unit), launch_words (its words: Arg, EnvArg), launch_env (the environment
   its launcher gives: `env`, `mpirun -x`, `srun --export`, containers, Ray, DeepSpeed), launch_torch (which PyTorch
-  it runs: interpreter, image, the requirements.txt or Dockerfile beside it), entry_scripts (whether a script
-  trains), mlm_arguments (the options its Megatron-LM parser has), mlm_ci_recipes (the script a functional test
-  case runs), perf_scripts / perf_flags / perf_env (Bridge's performance scripts, read from the tree, with built-in
-  fallbacks), bridge_mutators (Bridge's mutators, fallback), hf_models (Hugging Face model sizes),
-  bridge_precision (Bridge's named precision recipes, read from the tree), bridge_schedule (whether a provider's
-  model builds a schedule plan), python_records (records of followed calls, for the cache).
+  it runs: interpreter, image, the requirements.txt or Dockerfile beside it), entry_scripts (what linking asks of
+  a launch's entry script: whether it trains, what it sets, where it runs) with entry_modules (the modules its
+  code reaches), entry_training (whether it trains) and entry_writes (what its code sets), mlm_arguments (the
+  options its Megatron-LM parser has), mlm_ci_recipes (the script a functional test case runs), perf_scripts /
+  perf_flags / perf_env (Bridge's performance scripts, read from the tree, with built-in fallbacks),
+  bridge_mutators (Bridge's mutators, fallback), hf_models (Hugging Face model sizes), bridge_precision (Bridge's
+  named precision recipes, read from the tree), bridge_schedule (whether a provider's model builds a schedule plan),
+  python_records (records of followed calls, for the cache).
 """
 
 from __future__ import annotations
