@@ -18,7 +18,7 @@ from offlint import gpus, keys
 from offlint.conditions import COMPARE, UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
-from offlint.sources import mlm_flags
+from offlint.sources import mlm_flags, yaml_file
 from offlint.sources.bridge_checks import NOT_CONFIG_FIELDS
 from offlint.types import (UNREAD_SPLIT, Assignment, ByVersion, Defaults, Finding, Location, OneOf, Related, Severity,
                            Source, Unit, UnitKind, Unknown, Value)
@@ -746,18 +746,31 @@ def _word_group(unit: Unit, at: Location) -> object:
 
 
 def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
-    """OFL004: one YAML mapping or one command line sets a key twice with different values."""
+    """OFL004: one YAML mapping or one command line sets a key twice with different values; or an override file
+    Bridge reads with OmegaConf.load repeats a key in one mapping, whatever its values (the file is refused)."""
     out = []
     for layer in unit.layers:
         seen: dict[str, Assignment] = {}
+        refused = layer.name == yaml_file.LAYER  # (Bridge's OmegaConf.load, no PyYAML copy in between)
         for a in layer.assignments:
-            if a.source not in _DUPLICATE_SOURCES or a.op == "delete":
-                continue
+            if a.source not in _DUPLICATE_SOURCES or a.op == "delete" or a.source == Source.YAML and layer.inherited:
+                continue  # (a launch's copy of its YAML file's layer: the file's own unit reports its repeats)
             first = seen.get(a.key)
-            if first is not None and first.value != a.value and first.location != a.location \
+            if refused and a.source == Source.YAML and first is not None and first.location != a.location:
+                out.append(Finding(
+                    code=rule.code, slug=rule.slug, severity=Severity.ERROR, location=a.location, unit=unit.name,
+                    message=f"{a.key} is given twice in one mapping (line {first.location.line}, then line "
+                            f"{a.location.line}): Megatron Bridge reads override files with OmegaConf.load, which "
+                            f"refuses this one (\"found duplicate key\"), so the job stops before training",
+                    unit_path=unit.location.path, related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
+                    fix=rule.fix, url=rule.url, written=((a.key, a.location),)))
+            elif first is not None and first.value != a.value and first.location != a.location \
                     and _written_together(unit, first.location, a.location):
                 message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
                            f"{first.location.line}, then {a.text or a.value!r}); the last one wins silently")
+                if a.source == Source.YAML:  # (yaml_file.LAYER_MAYBE_PYYAML)
+                    message += (" where a launch's script loads the file with PyYAML first; where Bridge's "
+                                "OmegaConf.load reads it, the file is refused (\"found duplicate key\")")
                 if a.source == Source.MLM and a.text in mlm_flags.AFTER_PARSING:  # (wherever it is written)
                     message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
                                f"{first.location.line}, and {a.text} at line {a.location.line}): "

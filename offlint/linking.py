@@ -20,7 +20,8 @@ from offlint import keys, scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
-from offlint.sources import entry_scripts, entry_writes, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
+from offlint.sources import (entry_scripts, entry_writes, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags,
+                             yaml_file)
 from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, last_value, take_recipe_sections,
                                     takes_no_iteration)
 from offlint.sources.launch_env import opened, opened_because
@@ -67,6 +68,7 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
     newer: dict[str, str] = {}  # launch file -> the PyTorch of 2.1 or later pinned beside it (Unit.newer_torch)
     not_megatron: set[int] = set()  # ids of launches of a script whose own command line they are (_own_command_line)
     taken_by: dict[int, list[frozenset[str]]] = {}  # id(YAML unit) -> the keys each launch's script takes out
+    maybe_pyyaml: set[int] = set()  # ids of YAML units a launch's script may load with PyYAML before Bridge does
     for read in reads:
         for unit in read.units:
             if unit.kind != UnitKind.COMMAND:
@@ -106,6 +108,9 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                     bridge_precision.inherit(unit, target)
                     launched_by.setdefault(id(target), []).append(unit)
                     taken_by.setdefault(id(target), []).append(taken)
+                    if unit.entry_script and entry_scripts.reads_yaml_with_pyyaml(unit.entry_script, read.file.path,
+                                                                                  tree_text, entry_modules):
+                        maybe_pyyaml.add(id(target))
             if unit.config_file_at_run_time:
                 at_run_time.append(unit)
             unit.layers = base_layers + unit.layers
@@ -189,9 +194,24 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
         for read in reads:
             read.units = [unit for unit in read.units if id(unit) not in not_megatron]
     stripped = {id(target) for target in yaml_layers.values() if _strip_taken_keys(target, taken_by.get(id(target)))}
+    marked = {id(target) for target in yaml_layers.values() if id(target) in maybe_pyyaml
+              and _maybe_read_by_pyyaml(target)}
     return [target for target in yaml_layers.values()
             if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)
-            or id(target) in stripped]
+            or id(target) in stripped or id(target) in marked]
+
+
+def _maybe_read_by_pyyaml(target: Unit) -> bool:
+    """A YAML override file a launch passes to a script that loads YAML with PyYAML itself (entry_scripts.
+    reads_yaml_with_pyyaml: a Bridge fork's tutorial launcher reads its file, pops keys of its own and hands Bridge
+    the copy PyYAML wrote): a key repeated in one of its mappings may reach Bridge once, the last value, rather than
+    stop OmegaConf.load (OFL004's verdict, by its layer's name). True where a layer was marked."""
+    marked = False
+    for layer in target.layers:
+        if layer.name == yaml_file.LAYER:
+            layer.name = yaml_file.LAYER_MAYBE_PYYAML
+            marked = True
+    return marked
 
 
 def launch_callers(reads: list[FileRead]) -> dict[Location, list[Unit]]:

@@ -22,7 +22,7 @@ from offlint.sources.entry_training import ARGUMENTS_CHOOSE, TrainingReach
 from offlint.sources.entry_writes import EnvironmentWrite, Write, WritesReach
 from offlint.sources.python_syntax import _call_name, main_block
 from offlint.sources.shell_paths import tree_copy
-from offlint.sources.yaml_keys_taken import taken_keys
+from offlint.sources.yaml_keys_taken import loads_yaml, taken_keys
 from offlint.types import Unknown
 
 
@@ -220,6 +220,12 @@ def yaml_keys_taken(script: str, launch_path: str, tree_text: TreeText,
     return _per_script(_Reach.module_yaml_keys_taken, script, launch_path, tree_text, parsed, frozenset())
 
 
+def reads_yaml_with_pyyaml(script: str, launch_path: str, tree_text: TreeText, parsed: dict | None = None) -> bool:
+    """Whether the entry `script`'s own module loads YAML with PyYAML (sources/yaml_keys_taken.py's loads_yaml);
+    False where it is not in the tree."""
+    return _per_script(_Reach.module_reads_yaml_with_pyyaml, script, launch_path, tree_text, parsed, False)
+
+
 def script_path(script: str, launch_path: str, tree_text: TreeText) -> str | None:
     """The tree's file of the entry `script` as a launch in `launch_path` writes it (see `trains`); None if none."""
     return _find_script(script, launch_path, tree_text)
@@ -303,6 +309,10 @@ class _Reach(TrainingReach, WritesReach):
     def module_yaml_keys_taken(self, path: str) -> frozenset[str]:
         module = self._module(path)
         return frozenset() if module is None else taken_keys(module.functions, module.top_level)
+
+    def module_reads_yaml_with_pyyaml(self, path: str) -> bool:
+        module = self._module(path)
+        return module is not None and loads_yaml(module.functions, module.top_level)
 
     def module_accelerator(self, path: str, env: Callable[[str], object] | None) -> str | Unknown:
         module = self._module(path)

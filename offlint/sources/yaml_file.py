@@ -2,7 +2,8 @@
 
 Values are built with PyYAML's safe constructor, the YAML 1.1 reading OmegaConf uses (`yes` is True, `None`
 is the string 'None', `~`/`null` are None). Every key keeps its line and column; a key repeated in one
-mapping is kept twice so OFL004 can see it (PyYAML and OmegaConf keep the last one silently).
+mapping is kept twice so OFL004 can see it (OmegaConf.load, which Bridge reads override files with, refuses the
+file; PyYAML keeps the last one silently).
 
 A file is hostile input: an alias shares its node, so ten anchors each listing the previous one ten times ("a
 billion laughs") are a kilobyte of text and ten billion nodes to anyone who walks them as a tree; an alias inside
@@ -29,6 +30,10 @@ from offlint.sources.launch_env import opened, opened_because
 from offlint.types import Assignment, InputError, Layer, Location, Source, Unit, UnitKind, Unknown
 
 OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "comm_overlap", "env_vars")
+# An override file's layer: Bridge reads it with OmegaConf.load; or, where a launch's entry script loads YAML with
+# PyYAML itself (and may hand Bridge the copy it writes), maybe PyYAML first (linking marks it: OFL004's verdict)
+LAYER = "yaml"
+LAYER_MAYBE_PYYAML = "yaml (a launch's script may load it with PyYAML first)"
 TOP_LEVEL_KEYS = ("mixed_precision",)
 # ConfigContainer's other sections (train:, dataset:, dist:, ...): their keys are read too, one level deep (a field
 # and its value), since Bridge applies them as it does the modelled ones (the memory model reads
@@ -206,7 +211,7 @@ def is_override_file(roots) -> bool:
 
 def override_unit(path: str, roots) -> Unit:
     """A YAML override file: one unit whose unset keys come from the recipe it is merged into (unknown)."""
-    layer = Layer("yaml")
+    layer = Layer(LAYER)
     for root in roots:
         if isinstance(root, yaml.MappingNode):
             _walk(root, "", path, layer)
@@ -232,15 +237,6 @@ def is_bridges(roots, unit: Unit) -> bool:
     names = [[k.value for k, _ in root.value if isinstance(k, yaml.ScalarNode)]
              for root in roots if isinstance(root, yaml.MappingNode)]
     return keys.bridge_shaped(names, [assignment.key for assignment in unit.all_assignments()])
-
-
-def yaml_layer(path: str, roots) -> Layer:
-    """The assignments of an override file as a layer, for a command that passes it with --config-file."""
-    layer = Layer("yaml")
-    for root in roots:
-        if isinstance(root, yaml.MappingNode):
-            _walk(root, "", path, layer)
-    return layer
 
 
 def _walk(node: yaml.MappingNode, prefix: str, path: str, layer: Layer) -> None:

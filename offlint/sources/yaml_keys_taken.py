@@ -83,6 +83,16 @@ def taken_keys(functions: Functions, top_level: list[ast.stmt]) -> frozenset[str
     return frozenset(taken)
 
 
+def loads_yaml(functions: Functions, top_level: list[ast.stmt]) -> bool:
+    """Whether the module's code calls a PyYAML loader (`yaml.safe_load(f)`, ...): a script that does may read its
+    override file itself and hand Bridge a copy PyYAML wrote, which keeps only the last of a key repeated in one
+    mapping (OmegaConf.load, Bridge's reader, refuses such a file). Which file it loads is not traced."""
+    yaml_names = _yaml_module_names(top_level, functions)
+    return bool(yaml_names) and any(
+        isinstance(node, ast.Call) and _section(node, {}, yaml_names) == ()
+        for body in (top_level, *(fn.body for fn in functions.values())) for node in _nodes(body))
+
+
 def _yaml_module_names(top_level: list[ast.stmt], functions: Functions) -> set[str]:
     """The names the module imports PyYAML as (`import yaml`, `import yaml as y`), at its top or in a function."""
     names: set[str] = set()
