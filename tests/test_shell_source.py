@@ -9,6 +9,7 @@ HYGON-AI/Megatron-LM-das sources requirements/env.sh, Megatron-LM-AutoTuner sour
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -383,3 +384,14 @@ def test_a_markdown_document_named_like_a_batch_script_is_not_read_as_shell(tmp_
     write_tree(tmp_path, {"scripts/broken.sh": "if [ -f x ]; then\n  echo ```\n"})
     result = check(["scripts/broken.sh"], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
     assert [e.message.split(":")[0] for e in result.errors] == ["cannot parse shell script"]
+
+
+@pytest.mark.parametrize("opening,closing", [("<<!", "!"), ("<< 'EOF'", "EOF"), ("<<-END", "\tEND")])
+def test_a_bare_here_document_is_a_block_comment(tmp_path, monkeypatch, opening, closing):
+    """`<<!` ... `!` with no command before it is a here-document fed to nothing, a block-comment idiom bash accepts
+    and tree-sitter-bash refuses (a helper's sweep, session 64: 11 scripts of one tree unread, exit 2). Its lines are
+    no commands: a launch written inside it is not read, the launch after it is."""
+    inside = "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --cpu-offloading-num-layers 9\n"
+    script = f"#!/bin/bash\n{opening}\necho skipped\n{inside}{closing}\n{LAUNCH}"
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": script}) == {"OFL112": "error", "OFL301": "warning"}

@@ -258,7 +258,8 @@ def _odd_shapes(data: bytes, masked: Masked) -> bool:
     an assignment of nothing just before a closing backtick (export D= in backticks inside a string: its `=`
     blanked, the substitution expanding to nothing either way), a single-bracket test with an escaped `<` or `>`
     (a test offlint leaves undecided), a template's `<placeholder>` as an assignment's value (unknown) and a
-    here-string after another redirection (read from its word). Whether any was found."""
+    here-string after another redirection (read from its word) and a bare here-document (a comment). Whether any was
+    found."""
     found = False
     body = data.rstrip(b" \t\n")
     if body.endswith(b"\\") and not body.endswith(b"\\\\"):
@@ -281,6 +282,30 @@ def _odd_shapes(data: bytes, masked: Masked) -> bool:
     for start in _here_strings_after_redirections(data):
         masked.literal[start] = b"<  "
         found = True
+    for start, end in _bare_documents(data):  # each line a comment: bash runs none of them
+        masked.literal[start] = re.sub(rb"(?m)^[^\n]", b"#", data[start:end])
+        found = True
+    return found
+
+
+# A here-document with no command before it on its line (`<<!` ... `!`, `<< 'EOF'`, `<<-END`): bash feeds it to
+# nothing, a block-comment idiom (11 scripts of one tree commented out their old launches so); tree-sitter-bash 0.25
+# refuses the operator without a command
+_BARE_DOCUMENT = re.compile(rb"(?m)^[ \t]*<<(-?)[ \t]*(['\"]?)([^\s'\"<>;&|()]+)\2[ \t]*$")
+
+
+def _bare_documents(data: bytes) -> list[tuple[int, int]]:
+    """The spans of bare here-documents, from their `<<` to the end of their delimiter's line (a `<<-` one's may be
+    indented with tabs); one whose delimiter never comes is left alone (bash reads it to the end of the file, with a
+    warning)."""
+    found = []
+    for m in _BARE_DOCUMENT.finditer(data):
+        if found and m.start() < found[-1][1]:
+            continue  # (a line inside the previous one)
+        ending = re.compile(rb"(?m)^" + (rb"\t*" if m.group(1) else b"") + re.escape(m.group(3)) + rb"$")
+        end = ending.search(data, m.end() + 1)
+        if end is not None:
+            found.append((m.start() + m.group(0).index(b"<<"), end.end()))
     return found
 
 
