@@ -395,3 +395,17 @@ def test_a_bare_here_document_is_a_block_comment(tmp_path, monkeypatch, opening,
     script = f"#!/bin/bash\n{opening}\necho skipped\n{inside}{closing}\n{LAUNCH}"
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     assert _codes(tmp_path, monkeypatch, {"scripts/train.sh": script}) == {"OFL112": "error", "OFL301": "warning"}
+
+
+def test_a_megatron_lm_launch_s_nvte_refusal_quotes_megatron_lm(tmp_path, monkeypatch):
+    """OFL112 on a Megatron-LM launch quotes validate_args' AssertionError (arguments.py: "... NVTE_CPU_OFFLOAD_V1
+    should be set to 1 to avoid offloading weights."), not Bridge's ValueError, whose words differ (a seeded-mistake
+    study, session 64); a Bridge recipe's keeps Bridge's."""
+    write_tree(tmp_path, {"scripts/train.sh": LAUNCH})
+    monkeypatch.chdir(tmp_path)
+    result = check(["scripts/train.sh"], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False))
+    (message,) = [f.message for f in result.findings if f.code == "OFL112"]
+    assert message == ("fine_grained_activation_offloading is on but the launch environment has NVTE_CPU_OFFLOAD_V1 "
+                       "unset: with TE >= 2.10 Megatron-LM's validate_args refuses to start: it asserts \"For "
+                       "fine-grained activation offloading with TE >= 2.10.0, NVTE_CPU_OFFLOAD_V1 should be set to 1 "
+                       "to avoid offloading weights.\"")
