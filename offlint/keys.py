@@ -162,6 +162,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     # gc.collect() before the first step (Bridge's TrainingConfig, Megatron-LM's --manual-gc): not a megatron-core
     # field, so no dataclass default; Megatron-LM's argparse default (off) applies to its launches
     _k("train.manual_gc", "bool", None, flag="--manual-gc"),
+    # Bridge builds its process groups itself (HyperCommGrid), not with megatron-core's initialize_model_parallel
+    # (DistributedInitConfig; conditions/layout.virtual_stages_without_pipeline)
+    _k("dist.use_decentralized_pg", "bool", False),
 ]}
 
 # Allowed-value sets that megatron-core checks in __post_init__, by the release that introduced each value.

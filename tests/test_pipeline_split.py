@@ -104,3 +104,44 @@ def test_a_launch_flag_of_another_layer_split_leaves_the_split_unjudged(tmp_path
     strict = check(["l.sh"], CheckOptions(root=tmp_path, cache=False, select=["OFL218"], mcore_version="0.19.2",
                                           strict=True))
     assert [(f.location.line, f.possible) for f in strict.findings] == [(2, False)]
+
+
+def _codes(tmp_path, body: str, version: str = "0.20.0") -> dict[str, list[str]]:
+    lines = "".join(f"    {line.strip()}\n" for line in body.strip().splitlines())
+    (tmp_path / "recipes.py").write_text(
+        HEADER + "def small_pretrain_config():\n"
+        "    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=1024, num_attention_heads=8))\n"
+        f"{lines}    return cfg\n")
+    result = check([str(tmp_path)], CheckOptions(root=tmp_path, cache=False, select=["OFL218", "OFL211"],
+                                                 mcore_version=version))
+    found: dict[str, list[str]] = {}
+    for f in result.findings:
+        found.setdefault(f.code, []).append(f.message)
+    return found
+
+
+def test_virtual_stages_without_a_pipeline_stop_bridge_s_initialization(tmp_path):
+    """A seeded-mistake study (session 64, B22): Bridge's initialization hands virtual_pipeline_model_parallel_size
+    to megatron-core's initialize_model_parallel (training/initialize.py), which raises "pipeline-model-parallel size
+    should be greater than 1 with interleaved schedule" for any VPP at PP 1 (parallel_state.py, 0.16.1 to main).
+    OFL211 had said megatron-core accepts it, and without offloading nothing was reported."""
+    refused = ('"RuntimeError: pipeline-model-parallel size should be greater than 1 with interleaved schedule"')
+    for body in ("cfg.model.virtual_pipeline_model_parallel_size = 2",
+                 "cfg.model.virtual_pipeline_model_parallel_size = 2\ncfg.model.cpu_offloading = True\n"
+                 "cfg.model.cpu_offloading_num_layers = 2"):
+        found = _codes(tmp_path, body)
+        assert list(found) == ["OFL218"], found  # (OFL211's premise, that it runs, does not hold)
+        assert refused in found["OFL218"][0]
+    assert _codes(tmp_path, "cfg.model.virtual_pipeline_model_parallel_size = None") == {}
+    assert _codes(tmp_path, "cfg.model.pipeline_model_parallel_size = 2\n"
+                            "cfg.model.virtual_pipeline_model_parallel_size = 2") == {}
+
+
+def test_decentralized_process_groups_do_not_call_initialize_model_parallel(tmp_path):
+    """With dist.use_decentralized_pg Bridge builds its groups itself (HyperCommGrid): not judged, and OFL211 keeps
+    its case."""
+    assert _codes(tmp_path, "cfg.model.virtual_pipeline_model_parallel_size = 2\ncfg.dist.use_decentralized_pg = True") \
+        == {}
+    found = _codes(tmp_path, "cfg.model.virtual_pipeline_model_parallel_size = 2\ncfg.dist.use_decentralized_pg = True\n"
+                             "cfg.model.cpu_offloading = True\ncfg.model.cpu_offloading_num_layers = 2")
+    assert list(found) == ["OFL211"], found

@@ -9,7 +9,7 @@ from offlint.conditions.ep_overlap import (ep_overlap_open, ep_overlap_refusal, 
 from offlint.conditions.graphs import (bridge_local_graph_refusal, graph_full_recompute_refusal,
                                        graph_selective_recompute_refusal)
 from offlint.conditions.layout import (batch_division, layout_division, pipeline_layout_refusal, pipeline_split_refusal,
-                                       uneven_split_refusal)
+                                       uneven_split_refusal, virtual_stages_without_pipeline)
 from offlint.conditions.memory import (at_risk_fix, at_risk_margin_gib, estimated_peak_gib, gpu_count, gpu_name,
                                        largest_memory_parts, memory_savings, model_state_pp1_gib, oom_at_risk,
                                        oom_floor_gib, oom_message, predicted_oom, usable_gib)
@@ -80,6 +80,7 @@ FUNCTIONS: dict[str, Callable] = {
     "uneven_split_refusal": uneven_split_refusal,
     "graph_module_refusal": graph_module_refusal,
     "pipeline_layout_refusal": pipeline_layout_refusal,
+    "virtual_stages_without_pipeline": virtual_stages_without_pipeline,
     "recompute_module_refusal": recompute_module_refusal,
     "layout_division": layout_division,
     "batch_division": batch_division,

@@ -358,6 +358,36 @@ def _builder_registered(scope: Scope) -> bool:
     return builder is not None and builder.value is not None
 
 
+@needs_scope
+def virtual_stages_without_pipeline(scope: Scope) -> object:
+    """Whether a Megatron Bridge unit sets virtual_pipeline_model_parallel_size at pipeline size 1: Bridge's
+    initialization hands both to megatron-core's initialize_model_parallel (training/initialize.py), which raises
+    "pipeline-model-parallel size should be greater than 1 with interleaved schedule" for any VPP that is not None
+    (parallel_state.py, 0.16.1 to Megatron-LM main), before the model is built. Not with dist.use_decentralized_pg
+    (Bridge builds its process groups itself), nor for Megatron-LM's flags (validate_args checks interleaving
+    first) or a plain megatron-core program (it calls initialize_model_parallel itself); nor where a custom layout
+    gives the stages (TransformerConfig derives VPP from it). Judged on known values only: a virtual size offlint
+    cannot read is common (a unit that leaves it to a recipe it does not follow), and is no sign of a mistake."""
+    if scope.names.get("defaults") == Defaults.MLM_CLI.value or scope.names.get("framework") == "megatron-core" or \
+            scope.names.get("unit_kind") == "recipe" and scope.lookup("train.micro_batch_size").state == "unknown":
+        return False  # (a recipe that builds no ConfigContainer, whose train section is Bridge's alone: some program)
+    vpp, pp = scope.key("model.virtual_pipeline_model_parallel_size"), scope.key("model.pipeline_model_parallel_size")
+    if vpp in (None, UNKNOWN) or not isinstance(pp, int) or isinstance(pp, bool) or pp > 1:
+        return False
+    layout = scope.key("model.pipeline_model_parallel_layout")
+    return layout in (None, "") and _own_process_groups(scope) is False
+
+
+def _own_process_groups(scope: Scope) -> object:
+    """Whether Bridge builds the process groups itself (dist.use_decentralized_pg; DistributedInitConfig's default is
+    False, and a unit that does not set it has the default); UNKNOWN where the unit sets it to a value offlint
+    cannot read."""
+    value = scope.lookup("dist.use_decentralized_pg")  # (not noted as read: its default is known)
+    if value.assignment is None:
+        return False
+    return True if value.value is True else UNKNOWN if value.is_unknown else False
+
+
 def _layout_rebuilt(scope: Scope) -> bool:
     """Whether the layout megatron-core gets is one the recipe's builder makes for the command line's PP and VP, not
     the one offlint read."""

@@ -34,7 +34,7 @@ _PROVIDER = re.compile(r"^\w*(ModelProvider|ModelConfig|Provider)$")
 # `x.model.k = v` makes x a Bridge container whatever its name; a write to x.tokenizer or x.dataset does only when
 # x is named like a config (python_statements._implicit_receiver).
 CORE_SECTIONS = ("model", "optimizer", "ddp", "train")
-_PARTS_ONLY = ("tokenizer", "dataset", *OPTIONAL_SECTIONS)
+_PARTS_ONLY = ("tokenizer", "dataset", "dist", *OPTIONAL_SECTIONS)
 # Sections whose class's defaults the reader takes from the linted tree's own dataclass (no megatron-core release
 # describes them): the construction sets every field the call leaves out to the default the class gives it.
 TREE_DEFAULT_SECTIONS = ("comm_overlap",)
