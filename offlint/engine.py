@@ -18,10 +18,10 @@ from offlint import gpus, keys
 from offlint.conditions import COMPARE, UNKNOWN, Scope, evaluate, truth
 from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
-from offlint.sources import mlm_flags, yaml_file
+from offlint.sources import mlm_flags
 from offlint.sources.bridge_checks import NOT_CONFIG_FIELDS
-from offlint.types import (UNREAD_SPLIT, Assignment, ByVersion, Defaults, Finding, Location, OneOf, Related, Severity,
-                           Source, Unit, UnitKind, Unknown, Value)
+from offlint.types import (UNREAD_SPLIT, YAML_LAYER, Assignment, ByVersion, Defaults, Finding, Location, OneOf, Related,
+                           Severity, Source, Unit, UnitKind, Unknown, Value)
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -751,7 +751,7 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
     out = []
     for layer in unit.layers:
         seen: dict[str, Assignment] = {}
-        refused = layer.name == yaml_file.LAYER  # (Bridge's OmegaConf.load, no PyYAML copy in between)
+        refused = layer.name == YAML_LAYER  # (Bridge's OmegaConf.load, no PyYAML copy in between)
         for a in layer.assignments:
             if a.source not in _DUPLICATE_SOURCES or a.op == "delete" or a.source == Source.YAML and layer.inherited:
                 continue  # (a launch's copy of its YAML file's layer: the file's own unit reports its repeats)
@@ -768,7 +768,7 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                     and _written_together(unit, first.location, a.location):
                 message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
                            f"{first.location.line}, then {a.text or a.value!r}); the last one wins silently")
-                if a.source == Source.YAML:  # (yaml_file.LAYER_MAYBE_PYYAML)
+                if a.source == Source.YAML:  # (YAML_LAYER_MAYBE_PYYAML)
                     message += (" where a launch's script loads the file with PyYAML first; where Bridge's "
                                 "OmegaConf.load reads it, the file is refused (\"found duplicate key\")")
                 if a.source == Source.MLM and a.text in mlm_flags.AFTER_PARSING:  # (wherever it is written)

@@ -20,15 +20,14 @@ from offlint import keys, scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
-from offlint.sources import (entry_scripts, entry_writes, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags,
-                             yaml_file)
+from offlint.sources import entry_scripts, entry_writes, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
 from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, last_value, take_recipe_sections,
                                     takes_no_iteration)
 from offlint.sources.launch_env import opened, opened_because
 from offlint.sources.launch_torch import (definition_torch, dockerfile_torch, image_torch, requirements_new_torch,
                                           requirements_torch)
-from offlint.types import (BELOW, UNREAD_SPLIT, Assignment, Defaults, FileError, Layer, Location, OneOf, Source, Unit,
-                           UnitKind, Unknown)
+from offlint.types import (BELOW, UNREAD_SPLIT, YAML_LAYER, YAML_LAYER_MAYBE_PYYAML, Assignment, Defaults, FileError,
+                           Layer, Location, OneOf, Source, Unit, UnitKind, Unknown)
 
 
 # `X as Y`; Y is matched in a lookahead so that `a as b as c` gives both pairs, as a search for each Y did.
@@ -208,8 +207,8 @@ def _maybe_read_by_pyyaml(target: Unit) -> bool:
     stop OmegaConf.load (OFL004's verdict, by its layer's name). True where a layer was marked."""
     marked = False
     for layer in target.layers:
-        if layer.name == yaml_file.LAYER:
-            layer.name = yaml_file.LAYER_MAYBE_PYYAML
+        if layer.name == YAML_LAYER:
+            layer.name = YAML_LAYER_MAYBE_PYYAML
             marked = True
     return marked
 

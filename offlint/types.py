@@ -180,6 +180,13 @@ class _Absent:
 ABSENT = _Absent()
 
 
+# An override file's layer (sources/yaml_file): Bridge reads the file with OmegaConf.load; or, where a launch's entry
+# script loads YAML with PyYAML itself and may hand Bridge the copy it writes, maybe PyYAML first (linking marks it;
+# OFL004's verdict, engine._duplicates)
+YAML_LAYER = "yaml"
+YAML_LAYER_MAYBE_PYYAML = "yaml (a launch's script may load it with PyYAML first)"
+
+
 @dataclass
 class Layer:
     """A group of assignments that apply together; later layers beat earlier ones within a unit."""

@@ -27,13 +27,10 @@ from offlint.gpus import NAMED_GPUS
 from offlint.sources.hydra import canonical_key
 from offlint.sources.launch import env_string
 from offlint.sources.launch_env import opened, opened_because
-from offlint.types import Assignment, InputError, Layer, Location, Source, Unit, UnitKind, Unknown
+from offlint.types import YAML_LAYER, Assignment, InputError, Layer, Location, Source, Unit, UnitKind, Unknown
 
 OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "comm_overlap", "env_vars")
-# An override file's layer: Bridge reads it with OmegaConf.load; or, where a launch's entry script loads YAML with
-# PyYAML itself (and may hand Bridge the copy it writes), maybe PyYAML first (linking marks it: OFL004's verdict)
-LAYER = "yaml"
-LAYER_MAYBE_PYYAML = "yaml (a launch's script may load it with PyYAML first)"
+
 TOP_LEVEL_KEYS = ("mixed_precision",)
 # ConfigContainer's other sections (train:, dataset:, dist:, ...): their keys are read too, one level deep (a field
 # and its value), since Bridge applies them as it does the modelled ones (the memory model reads
@@ -211,7 +208,7 @@ def is_override_file(roots) -> bool:
 
 def override_unit(path: str, roots) -> Unit:
     """A YAML override file: one unit whose unset keys come from the recipe it is merged into (unknown)."""
-    layer = Layer(LAYER)
+    layer = Layer(YAML_LAYER)
     for root in roots:
         if isinstance(root, yaml.MappingNode):
             _walk(root, "", path, layer)
