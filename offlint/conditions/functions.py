@@ -20,7 +20,7 @@ from offlint.conditions.precision import low_precision_refusal, low_precision_re
 from offlint.conditions.settings import (allocator_without_expandable_segments, checkout_checks, checkout_lacks,
                                          distributed_optimizer, graphs_refuse_expandable, is_default, is_known_key,
                                          is_written, other_accelerator, overrides, suggestion, version_at_least,
-                                         written_known)
+                                         written_after, written_known)
 from offlint.conditions.values import (as_list, contains, fmt, is_fp32, is_list, is_number, is_str, known, listing,
                                        lower, overlap, startswith)
 
@@ -62,6 +62,7 @@ FUNCTIONS: dict[str, Callable] = {
     "is_fp32": is_fp32,
     "is_default": is_default,
     "is_written": is_written,
+    "written_after": written_after,
     "listing": listing,
     "len": len,
     "str": str,

@@ -245,6 +245,18 @@ def is_default(scope: Scope, key: str) -> object:
 
 
 @needs_scope
+def written_after(scope: Scope, later: str, earlier: str) -> bool:
+    """Whether the unit's last write of `later` follows its last write of `earlier` in one stretch of straight code:
+    both in the same function of the same file, reached the same way (one call chain, `Assignment.via`), `later` on a
+    later line. Across functions or files the order of writes is not told by their lines: False."""
+    scope.key(later)
+    scope.key(earlier)
+    first, then = scope.lookup(earlier).assignment, scope.lookup(later).assignment
+    return first is not None and then is not None and first.via == then.via and \
+        first.location.path == then.location.path and then.location.line > first.location.line
+
+
+@needs_scope
 def is_written(scope: Scope, key: str) -> bool:
     """Whether some code, flag or file of the unit writes `key` (even with a value offlint cannot read). A key
     no one writes holds its default, or an unknown inherited from code offlint did not follow: a rule about a
