@@ -382,3 +382,15 @@ def test_the_memory_estimate_sizes_a_launch_on_its_own_gpu_count(fixed):
     assert (launched.parallel.world_size, launched.world_size_source) == (16, "the launch command")
     given = read_inputs(resolved.get, "llama3_8b_pretrain_4gpu_h100_bf16_config", 32, launch_gpus=16)
     assert (given.parallel.world_size, given.world_size_source) == (32, "--gpus")
+
+
+def test_a_launch_through_bootstrap_py_is_read_as_the_run_script_it_execs(parent):
+    """Bridge's scripts/performance/bootstrap.py parses the same command line, applies the recipe's environment and
+    execs run_script.py (run_recipe.py with --use_recipes) with the same arguments; rubin_launch_interactive.sh
+    starts jobs with it. Its launches had been read as Hydra overrides only: `-pp 2 -ol 0` went unjudged (a
+    seeded-mistake study, session 64, H09)."""
+    (parent / "scripts" / "performance" / "bootstrap.py").write_text("import sys\n")
+    (parent / "launch" / "boot.sh").write_text(
+        "#!/bin/bash\npython scripts/performance/bootstrap.py -m llama -mr llama3_8b -g h100 -c bf16 -ng 8 -pp 2 -ol 0\n")
+    found = {(f["code"], f["filename"]) for f in check("launch/boot.sh")}
+    assert ("OFL102", "launch/boot.sh") in found

@@ -15,7 +15,7 @@ from __future__ import annotations
 from offlint.sources import bridge_mutators
 from offlint.types import Assignment, Layer, Source, Unknown
 
-PERF_SCRIPTS = ("run_script.py", "setup_experiment.py")
+PERF_SCRIPTS = ("run_script.py", "setup_experiment.py", "bootstrap.py")  # (bootstrap.py execs run_script.py)
 
 _PARALLELISM = {
     "-tp": "model.tensor_model_parallel_size", "--tensor_model_parallel_size": "model.tensor_model_parallel_size",

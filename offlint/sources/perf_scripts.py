@@ -16,7 +16,8 @@ What a flag of these scripts means is the tree's code, and it changes from commi
   given flag causes, such as a default the script always applies, points at the command).
 
 `setup_experiment.py` hands its arguments to `run_script.py` in the same folder (or `run_recipe.py` with
-`--use_recipes`), which builds the config. Where the tree does not hold these scripts (a project that installs
+`--use_recipes`), which builds the config; `bootstrap.py`, which the launchers start in the container, parses them
+too, applies the recipe's environment and execs the same script with the same arguments. Where the tree does not hold these scripts (a project that installs
 Bridge), `perf_flags` keeps the built-in model of today's scripts.
 """
 
@@ -31,7 +32,7 @@ from offlint.sources.perf_env import script_candidates
 from offlint.sources.python_values import ConfigObj, Frame, Record
 from offlint.types import Assignment, Layer, Location, Source, Unknown
 
-ENTRY_SCRIPTS = ("setup_experiment.py", "run_script.py")
+ENTRY_SCRIPTS = ("setup_experiment.py", "run_script.py", "bootstrap.py")
 RUN_SCRIPT = "run_script.py"
 RECIPES_RUN_SCRIPT = "run_recipe.py"  # setup_experiment.py --use_recipes runs the library recipe path
 PARSER_FUNCTION = "parse_cli_args"
