@@ -20,7 +20,8 @@ from offlint import keys, scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
 from offlint.sources import bridge_precision
-from offlint.sources import entry_scripts, entry_writes, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env, script_flags
+from offlint.sources import (entry_scripts, entry_writes, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env,
+                             script_flags)
 from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, last_value, take_recipe_sections,
                                     takes_no_iteration)
 from offlint.sources.launch_env import opened, opened_because

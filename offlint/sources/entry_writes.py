@@ -62,7 +62,8 @@ class WritesReach(ModuleReach):
             for attribute in _stored_attributes(node):
                 places = sites.setdefault(attribute, {})
                 _, before = places.get((module.path, node.lineno), (UNREAD, False))
-                places[(module.path, node.lineno)] = (_literal(node), certain or before)  # (walked as certain, then not)
+                # (walked as certain, then not)
+                places[(module.path, node.lineno)] = (_literal(node), certain or before)
         writes = []
         for attribute, places in sites.items():
             first, (literal, certain) = next(iter(places.items()))
@@ -190,8 +191,8 @@ def _calls_before_checks(value: ast.expr | None, checking: set[int]) -> set[int]
 
 def _may_leave(stmt: ast.stmt) -> bool:
     """Whether a compound statement may leave its function (or the program) early."""
-    return any(isinstance(node, (ast.Return, ast.Raise)) or isinstance(node, ast.Call) and _call_name(node.func) in EXITS
-               for node in _nodes([stmt]))
+    return any(isinstance(node, (ast.Return, ast.Raise))
+               or isinstance(node, ast.Call) and _call_name(node.func) in EXITS for node in _nodes([stmt]))
 
 
 def _literal(node: ast.AST) -> object:

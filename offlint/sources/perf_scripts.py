@@ -17,8 +17,8 @@ What a flag of these scripts means is the tree's code, and it changes from commi
 
 `setup_experiment.py` hands its arguments to `run_script.py` in the same folder (or `run_recipe.py` with
 `--use_recipes`), which builds the config; `bootstrap.py`, which the launchers start in the container, parses them
-too, applies the recipe's environment and execs the same script with the same arguments. Where the tree does not hold these scripts (a project that installs
-Bridge), `perf_flags` keeps the built-in model of today's scripts.
+too, applies the recipe's environment and execs the same script with the same arguments. Where the tree does not
+hold these scripts (a project that installs Bridge), `perf_flags` keeps the built-in model of today's scripts.
 """
 
 from __future__ import annotations
