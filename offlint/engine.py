@@ -756,16 +756,16 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
             if a.source not in _DUPLICATE_SOURCES or a.op == "delete" or a.source == Source.YAML and layer.inherited:
                 continue  # (a launch's copy of its YAML file's layer: the file's own unit reports its repeats)
             first = seen.get(a.key)
-            if refused and a.source == Source.YAML and first is not None and first.location != a.location:
-                out.append(Finding(
-                    code=rule.code, slug=rule.slug, severity=Severity.ERROR, location=a.location, unit=unit.name,
-                    message=f"{a.key} is given twice in one mapping (line {first.location.line}, then line "
-                            f"{a.location.line}): Megatron Bridge reads override files with OmegaConf.load, which "
-                            f"refuses this one (\"found duplicate key\"), so the job stops before training",
-                    unit_path=unit.location.path, related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
-                    fix=rule.fix, url=rule.url, written=((a.key, a.location),)))
-            elif first is not None and first.value != a.value and first.location != a.location \
-                    and _written_together(unit, first.location, a.location):
+            seen[a.key] = a
+            if first is None or first.location == a.location:
+                continue
+            if refused and a.source == Source.YAML:
+                severity = Severity.ERROR
+                message = (f"{a.key} is given twice in one mapping (line {first.location.line}, then line "
+                           f"{a.location.line}): Megatron Bridge reads override files with OmegaConf.load, which "
+                           f"refuses this one (\"found duplicate key\"), so the job stops before training")
+            elif first.value != a.value and _written_together(unit, first.location, a.location):
+                severity = rule.severity
                 message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
                            f"{first.location.line}, then {a.text or a.value!r}); the last one wins silently")
                 if a.source == Source.YAML:  # (YAML_LAYER_MAYBE_PYYAML)
@@ -775,9 +775,10 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                     message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
                                f"{first.location.line}, and {a.text} at line {a.location.line}): "
                                f"{mlm_flags.AFTER_PARSING[a.text]}, so {first.text or first.value!r} has no effect")
-                out.append(Finding(code=rule.code, slug=rule.slug, severity=rule.severity, message=message,
-                                   location=a.location, unit=unit.name, unit_path=unit.location.path,
-                                   related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
-                                   fix=rule.fix, url=rule.url, written=((a.key, a.location),)))
-            seen[a.key] = a
+            else:
+                continue
+            out.append(Finding(code=rule.code, slug=rule.slug, severity=severity, message=message,
+                               location=a.location, unit=unit.name, unit_path=unit.location.path,
+                               related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
+                               fix=rule.fix, url=rule.url, written=((a.key, a.location),)))
     return out
