@@ -334,11 +334,13 @@ def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersi
     source = _read_or_none(config)
     names = allowed_names(source)
     megatron = config.parent.parent.parent  # (the checkout's megatron/: core/transformer/transformer_config.py)
-    arguments = _read_or_none(megatron / "training" / "arguments.py") or _read_or_none(megatron / "arguments.py")
-    checks = checks_made(source) | argument_checks_made(arguments)
+    # (each file under megatron/ read once: the arguments file, either layout, is one of the refusals' too)
+    wanted = {p for paths, _ in REFUSAL_TEXTS.values() for p in paths} | {_ARGUMENTS, _OLD_ARGUMENTS}
+    files = {path: _read_or_none(megatron / path) for path in wanted}
+    checks = checks_made(source) | argument_checks_made(files[_ARGUMENTS] or files[_OLD_ARGUMENTS])
     if checks:
         names[CHECKS] = checks
-    lacked = refusals_lacked({path: _read_or_none(megatron / path) for path in {p for paths, _ in REFUSAL_TEXTS.values() for p in paths}})
+    lacked = refusals_lacked(files)
     if lacked:
         names[LACKED] = lacked
     graphs = graph_names(_read_or_none(config.parent / "enums.py"),
@@ -348,6 +350,9 @@ def _with_source_names(detected: DetectedVersion, config: Path) -> DetectedVersi
     if not names:
         return detected
     return replace(detected, version=replace(detected.version, source_names=tuple(sorted(names.items()))))
+
+
+_ARGUMENTS, _OLD_ARGUMENTS = "training/arguments.py", "arguments.py"  # (validate_args' file, before 2024 the second)
 
 
 def _read_or_none(path: Path) -> str | None:
