@@ -20,8 +20,8 @@ from offlint.resolve import ResolvedUnit, for_version
 from offlint.rules import Check, Rule
 from offlint.sources import mlm_flags
 from offlint.sources.bridge_checks import NOT_CONFIG_FIELDS
-from offlint.types import (UNREAD_SPLIT, YAML_LAYER, Assignment, ByVersion, Defaults, Finding, Location, OneOf, Related,
-                           Severity, Source, Unit, UnitKind, Unknown, Value)
+from offlint.types import (UNREAD_SPLIT, YAML_LAYER, YAML_LAYER_MAYBE_PYYAML, Assignment, ByVersion, Defaults, Finding,
+                           Location, OneOf, Related, Severity, Source, Unit, UnitKind, Unknown, Value)
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 
@@ -759,6 +759,8 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
             seen[a.key] = a
             if first is None or first.location == a.location:
                 continue
+            if unit.repeated_sections and _two_occurrences(unit, first.location, a.location):
+                continue  # (in two mappings of a repeated section: _repeated_sections reports the section)
             if refused and a.source == Source.YAML:
                 severity = Severity.ERROR
                 message = (f"{a.key} is given twice in one mapping (line {first.location.line}, then line "
@@ -781,4 +783,37 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                                location=a.location, unit=unit.name, unit_path=unit.location.path,
                                related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
                                fix=rule.fix, url=rule.url, written=((a.key, a.location),)))
+    out.extend(_repeated_sections(rule, unit))
+    return out
+
+
+def _two_occurrences(unit: Unit, first: Location, then: Location) -> bool:
+    """Whether a YAML key's two places lie in two occurrences of a repeated top-level section, each running from its
+    own `section:` line to the next one (a flattened key in two blocks is its section's, however Bridge names it)."""
+    starts = {at.line for _, *places in unit.repeated_sections for at in places}
+    return sum(line <= first.line for line in starts) != sum(line <= then.line for line in starts)
+
+
+def _repeated_sections(rule: Rule, unit: Unit) -> list[Finding]:
+    """OFL004 on an override file's top-level section given twice (Unit.repeated_sections): OmegaConf.load refuses
+    the file as it refuses any repeated key; PyYAML, where a launch's script loads it first, keeps the second mapping
+    only, dropping the first one's keys."""
+    if not unit.repeated_sections:
+        return []
+    by_pyyaml = any(layer.name == YAML_LAYER_MAYBE_PYYAML for layer in unit.layers)
+    out = []
+    for name, first, then in unit.repeated_sections:
+        given = f"`{name}:` is given twice at the top level (line {first.line}, then line {then.line})"
+        if by_pyyaml:
+            severity, message = rule.severity, (
+                f"{given}: where a launch's script loads the file with PyYAML first, the second mapping replaces the "
+                f"first, whose keys are dropped silently; where Bridge's OmegaConf.load reads it, the file is refused "
+                f"(\"found duplicate key\")")
+        else:
+            severity, message = Severity.ERROR, (
+                f"{given}: Megatron Bridge reads override files with OmegaConf.load, which refuses this one (\"found "
+                f"duplicate key\"), so the job stops before training")
+        out.append(Finding(code=rule.code, slug=rule.slug, severity=severity, message=message, location=then,
+                           unit=unit.name, unit_path=unit.location.path,
+                           related=(Related(first, f"`{name}:` (first)"),), fix=rule.fix, url=rule.url))
     return out

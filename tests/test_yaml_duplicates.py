@@ -86,3 +86,39 @@ def test_a_file_a_launch_s_script_may_copy_with_pyyaml_first(tmp_path):
                                 "duplicate key\")")
     files["conf/run.yaml"] = REPEATED.format(first=2, then=2)
     assert _ofl004(tmp_path, files) == []
+
+
+# `model:` twice at the top level, its keys different in each; `optimizer:` once, with a key repeated inside it
+SECTION_TWICE = ("model:\n  tensor_model_parallel_size: 2\n  pipeline_model_parallel_size: 2\n"
+                 "optimizer:\n  lr: 0.001\n  lr: 0.002\n"
+                 "model:\n  tensor_model_parallel_size: 4\n")
+
+
+def test_a_section_given_twice_at_the_top_level_is_refused_once_for_the_section(tmp_path_factory, tmp_path):
+    """The seeded study's `model:` twice: its keys flatten to places in two mappings, which OFL004 had compared as
+    keys only (nothing reported). OmegaConf refuses the file for the section; its keys are no repeat of their own."""
+    probe = tmp_path_factory.mktemp("probe") / "run.yaml"
+    probe.write_text(SECTION_TWICE)
+    with pytest.raises(Exception, match="found duplicate key"):
+        OmegaConf.load(probe)
+    found = sorted(_ofl004(tmp_path, {"conf/run.yaml": SECTION_TWICE}), key=lambda f: f["location"]["row"])
+    assert [(f["severity"], f["location"]["row"]) for f in found] == [("error", 6), ("error", 7)]
+    assert found[0]["message"].startswith("optimizer.lr is given twice in one mapping (line 5, then line 6)")
+    assert found[1]["message"] == (
+        "`model:` is given twice at the top level (line 1, then line 7): Megatron Bridge reads override files with "
+        "OmegaConf.load, which refuses this one (\"found duplicate key\"), so the job stops before training")
+    assert [r["row"] for r in found[1]["related"]] == [1]
+
+
+def test_a_section_given_twice_where_a_script_may_load_it_with_pyyaml_first(tmp_path):
+    """PyYAML keeps the second mapping whole: the first one's pipeline_model_parallel_size is gone."""
+    import yaml
+
+    assert yaml.safe_load(SECTION_TWICE)["model"] == {"tensor_model_parallel_size": 4}
+    files = {"conf/run.yaml": SECTION_TWICE, "train.py": COPIES, "run.sh": LAUNCH.format(script="train.py")}
+    (section,) = [f for f in _ofl004(tmp_path, files) if f["message"].startswith("`model:`")]
+    assert section["severity"] == "warning"
+    assert section["message"] == (
+        "`model:` is given twice at the top level (line 1, then line 7): where a launch's script loads the file with "
+        "PyYAML first, the second mapping replaces the first, whose keys are dropped silently; where Bridge's "
+        "OmegaConf.load reads it, the file is refused (\"found duplicate key\")")

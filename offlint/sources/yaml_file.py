@@ -215,7 +215,31 @@ def override_unit(path: str, roots) -> Unit:
     first = layer.assignments[0].location if layer.assignments else Location(path, 1, 1)
     reason = "set by the recipe this YAML file overrides"
     return Unit(name=path, kind=UnitKind.YAML, location=Location(path, 1, 1) if not layer.assignments else first,
-                layers=[layer], unknown_sections={s: reason for s in ("model", "optimizer", "ddp", "comm_overlap", "env")})
+                layers=[layer], unknown_sections={s: reason for s in ("model", "optimizer", "ddp", "comm_overlap", "env")},
+                repeated_sections=_repeated_sections(path, roots))
+
+
+def _repeated_sections(path: str, roots) -> tuple[tuple[str, Location, Location], ...]:
+    """The top-level keys given twice (Unit.repeated_sections): sections, walked into their keys, and keys the walk
+    skips (`dataset:`). A top-level key `_walk` keeps as one value (`mixed_precision: bf16_mixed`) given twice is two
+    assignments of one key, which OFL004 sees as such."""
+    repeated = []
+    for root in roots:
+        if not isinstance(root, yaml.MappingNode):
+            continue
+        first: dict[str, Location] = {}
+        for key_node, value_node in root.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            name = str(key_node.value)
+            if name in TOP_LEVEL_KEYS:
+                continue
+            at = Location(path, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if name in first:
+                repeated.append((name, first[name], at))
+            else:
+                first[name] = at
+    return tuple(repeated)
 
 
 def is_bridges(roots, unit: Unit) -> bool:
