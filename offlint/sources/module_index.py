@@ -22,7 +22,10 @@ from offlint.scope import nearest
 LOOKUP = "\0"
 _MODULE, PACKAGE_LOOKUP, FUNCTION_LOOKUP, _FILE = LOOKUP + "m:", LOOKUP + "p:", LOOKUP + "f:", LOOKUP + "k:"
 WRITER_LOOKUP = LOOKUP + "w:"
-_DEFINITION = re.compile(r"^def ([A-Za-z_]\w*)\s*\(", re.M)
+# A module-level `def NAME(`: after a line break (a literal the regex engine searches for, where `^` with re.M is tried
+# at every character: 0.10 s against 0.02 s over Megatron Bridge's texts, in each process indexing them), or at the start
+_DEFINITION = re.compile(r"\ndef ([A-Za-z_]\w*)\s*\(")
+_DEFINITION_FIRST = re.compile(r"def ([A-Za-z_]\w*)\s*\(")
 # A module-level write into a dict: `NAME.setdefault(...)`, `NAME.update(...)`, `NAME[...] = ...` at column 0, and
 # what a text must hold to have one (a search anchored on a line break: a sixth of the full pattern's time)
 _MODULE_WRITE = re.compile(r"^([A-Za-z_]\w*)(\.setdefault\(|\.update\(|\[[^\n]*\][ \t]*=(?!=))", re.M)
@@ -165,7 +168,7 @@ class ModuleIndex:
         if self._definitions is None:
             self._definitions = {}
             for path in self.module_of:
-                for found in dict.fromkeys(_DEFINITION.findall(self._read_text(path) or "")):
+                for found in dict.fromkeys(defined_functions(self._read_text(path) or "")):
                     self._definitions.setdefault(found, []).append(path)
         return list(self._definitions.get(name, ()))
 
@@ -186,6 +189,12 @@ class ModuleIndex:
 
     def knows(self, path: str) -> bool:
         return path in self.module_of
+
+
+def defined_functions(text: str) -> list[str]:
+    """The names of the module-level functions a text defines (`def NAME(` at the start of a line), in order."""
+    first = _DEFINITION_FIRST.match(text)
+    return ([first.group(1)] if first else []) + _DEFINITION.findall(text)
 
 
 def lookup_state(key: str, index: ModuleIndex) -> str:
