@@ -93,7 +93,7 @@ def lookups_of(path: str, text: str | None) -> list[str]:
     """The lookups whose answer a Python file at `path` with `text` takes part in (the ones its adding or removing
     may change), but for package listings, which `package_lookup_matches` tells."""
     return [file_lookup(path), *(module_lookup(name) for name in dotted_names(path)),
-            *(function_lookup(name) for name in dict.fromkeys(_DEFINITION.findall(text or ""))),
+            *(function_lookup(name) for name in dict.fromkeys(defined_functions(text or ""))),
             *(writer_lookup(folder, name) for name in outside_writes(text or "") for folder in _folders(path))]
 
 
