@@ -414,16 +414,19 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict,
     fired = [(scope, taken) for verdict, scope, taken in results if verdict is True]
     if fired and len(fired) == len(results):
         return True, fired[0][0], "", [], ()
-    if fired and all(unread or len(conditions) >= _JOINT_SPLITS and not flags
-                     for _, (conditions, flags, unread) in fired):
+    if fired and all(unread or absent or len(conditions) >= _JOINT_SPLITS and not flags
+                     for _, (conditions, flags, unread, absent) in fired):
         # Only where two or more undecided branches go one way together (`if settings.a is not None:` ... `if
-        # settings.b is not None:` on one object offlint cannot read), or on a branch whose condition offlint does
-        # not read (UNREAD_SPLIT): whether a run takes it is as unknown as the values it tests, so the finding is
-        # possible (--strict), not certain. One branch of the code (a recipe's option) is a path someone wrote to be
-        # taken: that stays a finding (Bridge PR 1891's false OFL103).
+        # settings.b is not None:` on one object offlint cannot read), on a branch whose condition offlint does
+        # not read (UNREAD_SPLIT), or where a launch script's branches leave flags out (a path the script may rule
+        # out otherwise: Pai-Megatron-Patch's launchers choose `--use-distributed-optimizer` by a parameter, and
+        # force it on first when the optimizer is offloaded): whether a run takes it is as unknown as the values it
+        # tests, so the finding is possible (--strict), not certain. One branch of the code (a recipe's option, or
+        # a launch script's branch giving flags together) is a path someone wrote to be taken: that stays a
+        # finding (Bridge PR 1891's false OFL103).
         return UNKNOWN, first, "", [scope for scope, _ in fired], ()
     if fired:
-        scope, (conditions, _, _) = fired[0]
+        scope, (conditions, _, _, _) = fired[0]
         more = len(fired) - 1
         others = f", and on {more} other path{'s' if more > 1 else ''}" if more else ""
         flags = [taken[1] for _, taken in fired]
@@ -436,16 +439,18 @@ def _by_path(check: Check, resolved: ResolvedUnit, names: dict,
 _JOINT_SPLITS = 2  # undecided branches a path needs before its finding is only possible
 
 
-def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[str, ...], bool] | None:
+def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[str, ...], bool, bool] | None:
     """The conditions of a combination of paths, in order and once each, the command-line flags that choose it
-    when every one of its splits is decided by user flags alone (else ()), and whether one of its splits is one
-    whose condition offlint does not read (UNREAD_SPLIT); None when two of its paths took different branches of
-    the same split (that combination cannot happen)."""
+    when every one of its splits is decided by user flags alone (else ()), whether one of its splits is one
+    whose condition offlint does not read (UNREAD_SPLIT), and whether each of its steps is a launch script's branch
+    leaving a flag out (a fifth item, True: launch._on_alternatives); None when two of its paths took different
+    branches of the same split (that combination cannot happen)."""
     branch_of: dict[str, int] = {}
     conditions: list[str] = []
     flags: list[str] = []
     user_only = True
     unread = False
+    absent = any(per_value)  # (until a step that is no flag left out; a combination without steps: False)
     for steps in per_value:
         for step in steps:
             split_id, index, condition = step[:3]
@@ -457,7 +462,8 @@ def _consistent(per_value: list[tuple[tuple, ...]]) -> tuple[list[str], tuple[st
             user_only = user_only and bool(chosen)
             flags.extend(chosen)
             unread = unread or split_id.startswith(UNREAD_SPLIT)
-    return conditions, tuple(dict.fromkeys(flags)) if user_only and flags else (), unread
+            absent = absent and len(step) > 4 and step[4] is True
+    return conditions, tuple(dict.fromkeys(flags)) if user_only and flags else (), unread, absent
 
 
 def _with_unknowns(message: str, read: list[Value], because: list[str]) -> str:
@@ -598,7 +604,7 @@ def _assignment_findings(rules: list[Rule], resolved: ResolvedUnit, sources: dic
 
 
 def _as_written(assignment: Assignment) -> Assignment:
-    """A launch's flag or override that one alternative of an undecided branch gives (launch._on_one_alternative) as
+    """A launch's flag or override that one alternative of an undecided branch gives (launch._on_alternatives) as
     its word writes it: what a spelling rule judges, on whichever path it is given."""
     for on_path, _steps, where, text in assignment.value.paths:
         if where == assignment.location and text == assignment.text:

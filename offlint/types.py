@@ -78,7 +78,9 @@ class OneOf(Unknown):
 
     # (value on that path, its steps, where that path set it (None: before the split), as written (None: the
     # path leaves the key unset)). A step may carry a fourth item: the command-line flags its condition reads,
-    # when it reads nothing else (the path is one a user's own flags choose).
+    # when it reads nothing else (the path is one a user's own flags choose); and a fifth, True, where it is a
+    # launch script's branch that leaves the flag out (launch._on_alternatives: a rule holding only there is
+    # possible, engine._by_path).
     paths: tuple[tuple[object, tuple[tuple, ...], Location | None, str | None], ...] = ()
 
 

@@ -37,10 +37,14 @@ def _values(script: str, key: str, name: str = "run.sh") -> list:
     return [(a.value, a.location.line) for a in unit.all_assignments() if a.key == key]
 
 
-def test_alternatives_appending_their_own_value_leave_the_key_unknown():
+def test_alternatives_appending_their_own_value_give_the_key_one_value_per_path():
+    """Each alternative's own value, Megatron-LM's default where none gives one: the rules judge each path
+    (engine._by_path), and no run gets two of them."""
     [(value, line)] = _values(ALTERNATIVES, "model.num_layers")
-    assert isinstance(value, Unknown) and line == 15
-    assert "'24' at line 10, '28' at line 15" in str(value) and "depends on the path" in str(value)
+    assert isinstance(value, OneOf) and line == 15
+    assert "--num-layers 24 at line 10, --num-layers 28 at line 15" in value.reason
+    assert [(on_path, [step[:2] for step in steps]) for on_path, steps, _, _ in value.paths] == [
+        (24, [("inside if at line 8", 0)]), (28, [("inside if at line 8", 1)]), (KEY_DEFAULT, [("inside if at line 8", 2)])]
     # every path gives the same: that value, as before
     assert {value for value, _ in _values(ALTERNATIVES, "model.num_query_groups")} == {2}
     assert _values(ALTERNATIVES, "model.seq_length") == [(4096, 4)]
@@ -71,7 +75,8 @@ def test_hydra_overrides_appended_on_alternative_paths():
               'else\n    OVERRIDES+=(model.tensor_model_parallel_size=4)\nfi\n'
               'python scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "${OVERRIDES[@]}"\n')
     [(value, line)] = _values(script, "model.tensor_model_parallel_size")
-    assert isinstance(value, Unknown) and "depends on the path" in str(value) and line == 6
+    assert isinstance(value, OneOf) and line == 6
+    assert [on_path for on_path, *_ in value.paths] == [2, 4]
 
 
 def test_no_conflict_reported_between_alternatives(tmp_path):
@@ -100,13 +105,29 @@ def _resolved(script: str):
 OFFLOAD = "torchrun pretrain_gpt.py --train-iters 10 --optimizer-cpu-offload --use-precision-aware-optimizer "
 
 
-def test_a_flag_one_path_gives_leaves_its_keys_unknown_and_the_others_default():
-    unit, resolved = _resolved('DO=$1\nif [ $DO = true ]; then\n    do_options="--use-distributed-optimizer"\n'
-                               'elif [ $DO = false ]; then\n    do_options=" "\nfi\n' + OFFLOAD + "${do_options}\n")
-    assert unit.path_flags == ("--use-distributed-optimizer",) and unit.opaque_words == ()
+DO_OPTIONS = ('DO=$1\nif [ $DO = true ]; then\n    do_options="--use-distributed-optimizer"\n'
+              'elif [ $DO = false ]; then\n    do_options=" "\nfi\n' + OFFLOAD + "${do_options}\n")
+
+
+def test_a_flag_one_path_gives_is_its_value_there_and_the_others_default():
+    unit, resolved = _resolved(DO_OPTIONS)
+    assert unit.path_flags == () and unit.opaque_words == ()
     value = resolved.get("optimizer.use_distributed_optimizer")
-    assert value.state == "unknown" and "`--use-distributed-optimizer` sets it on some" in str(value.value)
+    assert value.state == "unknown" and isinstance(value.value, OneOf)
+    assert [(on_path, steps[0][:2]) for on_path, steps, _, _ in value.value.paths] == [
+        (True, ("inside if at line 2", 0)), (KEY_DEFAULT, ("inside if at line 2", 1)),
+        (KEY_DEFAULT, ("inside if at line 2", 2))]
     assert resolved.get("optimizer.overlap_cpu_optimizer_d2h_h2d").state == "default"
+
+
+def test_a_rule_holding_only_where_a_branch_leaves_a_flag_out_is_possible(tmp_path):
+    """Pai's launchers force DO=true where they offload the optimizer, before the branch above: the path without
+    the flag may never run, so OFL116 there is possible (--strict), not the certain error it was on 7 of them."""
+    (tmp_path / "run.sh").write_text("#!/bin/bash\n" + DO_OPTIONS)
+    options = dict(mcore_version="0.20.0", root=tmp_path, cache=False, select=["OFL116"])
+    assert check([str(tmp_path)], CheckOptions(**options)).findings == []
+    [found] = check([str(tmp_path)], CheckOptions(**options, strict=True)).findings
+    assert found.possible
 
 
 def test_a_flag_value_a_path_gives_is_no_word_of_its_own():
@@ -115,8 +136,9 @@ def test_a_flag_value_a_path_gives_is_no_word_of_its_own():
     unit, resolved = _resolved('MP_VP=$2\nX=$3\nif [ -z "$MP_VP" ]; then\n    vp=""\nelse\n'
                                '    vp="--num-layers-per-virtual-pipeline-stage ${MP_VP} --convert-x --hf-path $X"'
                                '\nfi\n' + OFFLOAD + "${vp}\n")
-    assert unit.opaque_words == ()
-    assert set(unit.path_flags) == {"--num-layers-per-virtual-pipeline-stage", "--convert-x", "--hf-path"}
+    assert unit.opaque_words == () and unit.path_flags == ()
+    given = {flag: on for flag, _, on in unit.launch_flags if on}
+    assert set(given) == {"--num-layers-per-virtual-pipeline-stage", "--convert-x", "--hf-path"}
     assert resolved.get("optimizer.use_distributed_optimizer").state == "default"
 
 
@@ -316,3 +338,48 @@ def test_a_hydra_override_one_alternative_appends_is_judged_on_the_path_that_giv
     (tmp_path / "run.sh").write_text(OFFLOAD_BY_MODE.replace("model.cpu_offloading=true", "model.cpu_offloading=no"))
     spelling = CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False, select=["OFL005"])
     assert [(f.code, f.location.line) for f in check(["."], spelling).findings] == [("OFL005", 5)]
+
+
+# Pai-Megatron-Patch's launchers choose their option strings by positional parameters, each branch assigning the
+# variable anew (`if [ $AC = full ]; then activation_checkpoint_options="..." elif [ $AC = sel ]; then ...`), the
+# variable set nowhere before. Those strings had merged into one unreadable word: flags written together in one branch
+# never met, and a seeded `--cpu-offloading-num-layers` beside `--recompute-activations` in the `sel` branch (which
+# TransformerConfig refuses) went unreported, even with --strict (session 64's recall study, P02).
+CHOSEN = """\
+#!/bin/bash
+AC=$1
+if [ $AC = full ]; then
+    ac_options=" \\
+        --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+elif [ $AC = sel ]; then
+    ac_options=" \\
+        --recompute-activations {sel}"
+elif [ $AC = offload ]; then
+    ac_options=" \\
+        --cpu-offloading --cpu-offloading-num-layers 1"
+fi
+if [ $AC = sel ]; then PP=2; else PP=1; fi
+torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --hidden-size 1024 --num-attention-heads 16 \\
+    --micro-batch-size 1 --global-batch-size 8 --bf16 --pipeline-model-parallel-size $PP ${{ac_options}}
+"""
+
+
+def test_flags_written_together_in_a_branch_chosen_by_a_parameter_meet(tmp_path):
+    (tmp_path / "run.sh").write_text(CHOSEN.format(sel="--cpu-offloading-num-layers 1"))
+    [found] = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False,
+                                                  select=["OFL103"])).findings
+    assert not found.possible and "recompute_granularity='selective'" in found.message
+    assert "the script gives --recompute-activations (inside if at line 3)" in found.message
+
+
+def test_flags_of_two_branches_of_it_never_meet(tmp_path):
+    (tmp_path / "run.sh").write_text(CHOSEN.format(sel=""))
+    options = dict(mcore_version="0.20.0", root=tmp_path, cache=False, select=["OFL103"])
+    assert check([str(tmp_path)], CheckOptions(**options)).findings == []
+    assert check([str(tmp_path)], CheckOptions(**options, strict=True)).findings == []
+
+
+def test_a_size_assigned_differently_on_two_paths_stays_unknown():
+    """`PP=2` or `PP=1`: a value, not options added to nothing; read as alternatives it would give two words."""
+    [(value, _)] = _values(CHOSEN.format(sel=""), "model.pipeline_model_parallel_size")
+    assert type(value) is Unknown and "assigned differently on some paths" in str(value)

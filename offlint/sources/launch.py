@@ -432,7 +432,8 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
             value = _unknown(source_arg if source_arg.value is None else arg)
         written.append((Assignment(flag.key, value, arg.location, Source.MLM, flag.text), arg.conditional))
         if arg.alternative:  # (the flag as the script gives it, for the path's description)
-            shown = arg.value if flag.text in ("", arg.value) else f"{arg.value} {flag.text}"
+            shown = arg.value if flag.text in ("", arg.value) else \
+                flag.text if flag.text.startswith(arg.value) else f"{arg.value} {flag.text}"
             alternatives[id(written[-1][0])] = (*arg.alternative, shown)
     layer.assignments.extend(_by_path(written, context, alternatives, KEY_DEFAULT))
     _derive_virtual_pipeline(layer)
@@ -449,7 +450,7 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
 
 def _given_on(arg: Arg) -> str:
     """The path a word is given on, where one alternative of an undecided branch appends it (as a OneOf's path
-    names it: _on_one_alternative); "" where it is given on every path the command runs on."""
+    names it: _on_alternatives); "" where it is given on every path the command runs on."""
     return f"the script gives {arg.value} ({arg.alternative[0]})" if arg.alternative else ""
 
 
@@ -470,11 +471,12 @@ def _by_path(written: list[tuple[Assignment, str]], context: str = "",
     than once, one of them by a word only some paths append (`if ...; then ARGS+=(--num-layers 28); fi`, or each
     alternative of an `if`/`elif` or `case` appending its own, as Pai-Megatron-Patch's scripts choose a model's
     sizes), is no conflict on one command line (OFL004) and has no one value argparse keeps: it is one assignment,
-    at its last occurrence, whose value is unknown unless every occurrence gives the same. `written`: (assignment,
+    at its last occurrence, whose value is unknown unless every occurrence gives the same, or each is given by its
+    own alternative of one undecided branch (a OneOf of their values: _on_alternatives). `written`: (assignment,
     the branch mark of its word: Arg.conditional); a word whose mark is the command's own (`context`: the command
     is inside that branch) is on the command's path. `alternatives` (by id of the assignment): a key given once, by a
     word one alternative of an undecided branch appended to an array or a string (shell_values.Word.alternative), is
-    one value of a OneOf (_on_one_alternative) whose other paths hold `otherwise`: KEY_DEFAULT for Megatron-LM flags
+    one value of a OneOf (_on_alternatives) whose other paths hold `otherwise`: KEY_DEFAULT for Megatron-LM flags
     (Megatron-LM's default where a path does not give them), BELOW for Hydra overrides (the recipe's value)."""
     by_key: dict[str, list[tuple[Assignment, str]]] = {}
     for assignment, branch in written:
@@ -483,8 +485,12 @@ def _by_path(written: list[tuple[Assignment, str]], context: str = "",
     for assignment, _ in written:
         group = by_key[assignment.key]
         taken = (alternatives or {}).get(id(assignment)) if len(group) == 1 and group[0][1] != context else None
+        each = _exclusive_alternatives(group, alternatives or {}) if len(group) > 1 else None
         if taken and assignment.op == "set":
-            out.append(_on_one_alternative(assignment, taken, otherwise))
+            out.append(_on_alternatives([(assignment, taken)], otherwise))
+        elif each is not None:
+            if assignment is group[-1][0]:
+                out.append(_on_alternatives(each, otherwise))
         elif len(group) == 1 or not any(branch and branch != context for _, branch in group) or \
                 any(a.op == "delete" for a, _ in group) or all(a.value == group[0][0].value for a, _ in group):
             out.append(assignment)
@@ -497,23 +503,42 @@ def _by_path(written: list[tuple[Assignment, str]], context: str = "",
     return out
 
 
-def _on_one_alternative(assignment: Assignment, taken: tuple[str, int, int, str], otherwise: object) -> Assignment:
-    """A flag or override that one alternative of an undecided branch appends (`if [ "$OFF" = true ]; then
-    ARGS+=(--use-cpu-optimizer-offload --use-precision-aware-optimizer); fi`, OFF read at run time from a file the
-    user picks: Pai-Megatron-Patch's cooldown launcher): its value on that path, `otherwise` on the others
-    (Megatron-LM's default, or BELOW: what the recipe under a Hydra override gives), so a rule is checked on each
-    (engine._by_path) and one holding only where the flag is given is reported with that condition, as what the
-    user's choice of it does: a warning, not the certain error it had been. Flags of one alternative go together,
-    those of exclusive alternatives never do (the branch's mark and the alternative are the split and its
-    branch)."""
-    mark, index, count, shown = taken
+def _exclusive_alternatives(group: list[tuple[Assignment, str]], alternatives: dict[int, tuple]) -> list | None:
+    """A key's occurrences as (assignment, its alternative) where each is given by a different alternative of one
+    undecided branch (`if [ $AC = full ]; then ac="--recompute-granularity full"; elif [ $AC = sel ]; then
+    ac="--recompute-activations"; fi`): no run gets two of them. None where two may meet."""
+    given = [(assignment, alternatives.get(id(assignment))) for assignment, _ in group]
+    if any(taken is None or assignment.op != "set" for assignment, taken in given):
+        return None
+    marks = {taken[0] for _, taken in given}
+    indices = [taken[1] for _, taken in given]
+    if len(marks) != 1 or len(set(indices)) != len(indices):
+        return None
+    if len(indices) == given[0][1][2] and all(a.value == given[0][0].value for a, _ in given):
+        return None  # (every path gives the same: that value, plainly)
+    return given
+
+
+def _on_alternatives(given: list[tuple[Assignment, tuple[str, int, int, str]]], otherwise: object) -> Assignment:
+    """A flag or override that alternatives of an undecided branch append, each its own value (`if [ "$OFF" = true
+    ]; then ARGS+=(--use-cpu-optimizer-offload --use-precision-aware-optimizer); fi`, OFF read at run time from a
+    file the user picks: Pai-Megatron-Patch's cooldown launcher): its value on each of those paths, `otherwise` on
+    the others (Megatron-LM's default, or BELOW: what the recipe under a Hydra override gives), so a rule is checked
+    on each (engine._by_path) and one holding only where the flag is given is reported with that condition, as what
+    the user's choice of it does: a warning, not the certain error it had been. Flags of one alternative go
+    together, those of exclusive alternatives never do (the branch's mark and the alternative are the split and its
+    branch). At the last occurrence: (assignment, (mark, alternative, count, the flag as shown)) each."""
+    mark, _, count, _ = given[0][1]
     paths = [(assignment.value, ((mark, index, f"the script gives {shown} ({mark})", (shown,)),), assignment.location,
-              assignment.text)]
-    paths += [(otherwise, ((mark, other, f"the script does not give {shown}"),), None, None)
-              for other in range(count) if other != index]
-    value = OneOf(f"given on some paths of the script only ({shown} at line {assignment.location.line}, {mark})",
-                  paths=tuple(paths))
-    return replace(assignment, value=value)
+              assignment.text) for assignment, (_, index, _, shown) in given]
+    shown_all = [shown for _, (_, _, _, shown) in given]
+    none = f"the script does not give {shown_all[0]}" if len(given) == 1 else \
+        f"the script gives none of {', '.join(shown_all)}"
+    taken = {index for _, (_, index, _, _) in given}
+    paths += [(otherwise, ((mark, other, none, (), True),), None, None) for other in range(count) if other not in taken]
+    where = ", ".join(f"{shown} at line {assignment.location.line}" for assignment, (_, _, _, shown) in given)
+    return replace(given[-1][0], value=OneOf(f"given on some paths of the script only ({where}, {mark})",
+                                             paths=tuple(paths)))
 
 
 def _derive_virtual_pipeline(layer: Layer) -> None:

@@ -431,18 +431,22 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
             out[name] = replace(setv[-1], arr=b + tuple(extra.values()), exported=exported, cond=cond)
             continue
         lines = sorted({ln for v in setv for ln in v.lines})
-        around = _around(base, indexed)
+        # (a variable not set before: `if [ $AC = sel ]; then ac_options="--recompute-activations"; elif ...; then
+        # ac_options="--cpu-offloading ..."; fi`, as Pai-Megatron-Patch's launchers choose their options by
+        # positional parameters: each path's options appended to nothing)
+        start = base if base is not None else _Var()
+        around = _around(start, indexed)
         if around is not None:
             # `X="$X --more"` or `APP="nsys profile $APP"` on some paths (an option appended, a profiler or another
             # wrapper put in front of a command kept in a variable): like an array append, the added words stay,
             # before or after the value, marked conditional
             # (each marked with the alternative that adds it, where one does: ALTERNATIVE)
             pres, sufs = around
-            s = "".join(t for (t, _), _ in pres) + base.s + "".join(t for (t, _), _ in sufs)
+            s = "".join(t for (t, _), _ in pres) + start.s + "".join(t for (t, _), _ in sufs)
             marks = {k: label if k is None else with_alternative(label, k, len(vals)) for _, k in (*pres, *sufs)}
-            org = (*(o for (_, os), k in pres for o in _stamp(os, marks[k])), *base.org,
+            org = (*(o for (_, os), k in pres for o in _stamp(os, marks[k])), *start.org,
                    *(o for (_, os), k in sufs for o in _stamp(os, marks[k])))
-            out[name] = replace(base, s=s, org=org, exported=exported, lines=tuple(lines))
+            out[name] = replace(start, s=s, org=org, exported=exported, lines=tuple(lines))
             continue
         where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
         pos = setv[-1].pos
@@ -458,6 +462,12 @@ def _merge(before: dict, paths: list[dict], label: str, holes: _Holes) -> dict:
     return out
 
 
+def _flag_lists(setv: list[_Var]) -> bool:
+    """Whether every value is a string of command-line options (its first word a flag) or blank: what a script
+    expands unquoted into a command's words, not a scalar such as a size (`PP=2` on one path, `PP=4` on another)."""
+    return all(v.arr is None and (not v.s.strip(_IFS) or v.s.lstrip(_IFS).startswith("-")) for v in setv)
+
+
 def _around(base: _Var | None, setv: list[_Var]) -> tuple[list, list] | None:
     """Where every path's string value is `base`'s with whole words added before or after it (its characters from
     the same places, so the same text assigned anew does not count): the distinct (text, origins) added before, and
@@ -465,6 +475,8 @@ def _around(base: _Var | None, setv: list[_Var]) -> tuple[list, list] | None:
     if base is None or base.arr is not None or base.unset:
         return None
     n = len(base.s)
+    if not n and not _flag_lists([v for _, v in setv]):
+        return None  # (options added to nothing, each path's own: a scalar, `PP=2` or `PP=4`, is no list of them)
     pres: dict[tuple, int | None] = {}  # what is added -> the alternative that adds it (None: more than one does)
     sufs: dict[tuple, int | None] = {}
     for k, v in setv:
@@ -473,8 +485,10 @@ def _around(base: _Var | None, setv: list[_Var]) -> tuple[list, list] | None:
         i = v.s.find(base.s) if n else 0  # (an empty value: words after it, as `X="$X --more"` adds them)
         while i >= 0 and v.org[i:i + n] != base.org:
             i = v.s.find(base.s, i + 1)
-        if i < 0 or (i and v.s[i - 1] not in _IFS) or (i + n < len(v.s) and v.s[i + n] not in _IFS):
+        if i < 0 or n and ((i and v.s[i - 1] not in _IFS) or (i + n < len(v.s) and v.s[i + n] not in _IFS)):
             return None
+        if not n and v.s[:1] not in _IFS and v.s:  # (words of two paths added to nothing must not run together)
+            v = replace(v, s=" " + v.s, org=(*v.org[:1], *v.org))
         for added, found in (((v.s[:i], v.org[:i]), pres), ((v.s[i + n:], v.org[i + n:]), sufs)):
             if added[0]:
                 found[added] = k if added not in found else None
