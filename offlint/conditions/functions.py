@@ -19,8 +19,8 @@ from offlint.conditions.module_names import (allowed_offload_modules, graph_modu
 from offlint.conditions.precision import low_precision_refusal, low_precision_refused
 from offlint.conditions.settings import (allocator_without_expandable_segments, checkout_checks, checkout_lacks,
                                          distributed_optimizer, graphs_refuse_expandable, is_default, is_known_key,
-                                         is_written, other_accelerator, overrides, suggestion, version_at_least,
-                                         written_after, written_known)
+                                         is_written, malformed_expandable_segments, other_accelerator, overrides,
+                                         suggestion, version_at_least, written_after, written_known)
 from offlint.conditions.values import (as_list, contains, fmt, is_fp32, is_list, is_number, is_str, known, listing,
                                        lower, overlap, startswith)
 
@@ -30,6 +30,7 @@ FUNCTIONS: dict[str, Callable] = {
     "other_accelerator": other_accelerator,
     "graphs_refuse_expandable": graphs_refuse_expandable,
     "allocator_without_expandable_segments": allocator_without_expandable_segments,
+    "malformed_expandable_segments": malformed_expandable_segments,
     "ep_overlap_schedule_refusal": ep_overlap_schedule_refusal,
     "bridge_local_graph_refusal": bridge_local_graph_refusal,
     "ep_overlap_schedule_open": ep_overlap_schedule_open,

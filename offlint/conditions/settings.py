@@ -49,6 +49,23 @@ def graphs_refuse_expandable(scope: Scope) -> object:
     return True if True in graphs else UNKNOWN if UNKNOWN in graphs else False
 
 
+@needs_scope
+def malformed_expandable_segments(scope: Scope) -> object:
+    """The `expandable_segments:VALUE` entry of the launch's allocator options that PyTorch refuses ("" where there is
+    none): its option parser takes `True` or `False` there and nothing else, and stops the job when CUDA first
+    allocates (torch 2.13: ValueError "Expected 'True' or 'False' at index 2 in ConfigTokenizer but got 'true'";
+    earlier releases a RuntimeError). Blanks around it are allowed. Options offlint cannot read give "": a value
+    is refused as written, never guessed (not even as possible under --strict: every launch with an open
+    environment would be)."""
+    for key in ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"):
+        value = scope.key(key)
+        for entry in value.split(",") if isinstance(value, str) else ():
+            name, colon, setting = entry.partition(":")
+            if name.strip() == "expandable_segments" and colon and setting.strip() not in ("True", "False"):
+                return entry.strip()
+    return ""
+
+
 # The allocator options of other accelerators' PyTorch backends: a launch that sets one configures that backend's
 # caching allocator, not CUDA's (torch_npu reads PYTORCH_NPU_ALLOC_CONF, Ascend's environment variable reference;
 # torch_musa PYTORCH_MUSA_ALLOC_CONF, its MUSAAllocatorConfig). A device-visibility variable is no such sign: an
