@@ -97,6 +97,22 @@ def test_a_variable_a_launcher_sets_reaches_the_launch(tmp_path, launch):
     assert _check(tmp_path, launch) == []
 
 
+@pytest.mark.parametrize("launcher, reported", [
+    ("srun --mpi=pmix --export=ALL,PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", False),
+    ("env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", False),
+    ("mpirun -np 8 -x PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", False),
+    ("srun --export=NCCL_DEBUG=INFO", False),  # (the tasks get only the variables listed: open)
+    ("srun --mpi=pmix --export=ALL,NCCL_DEBUG=INFO", True),
+    ("srun --mpi=pmix", True),
+])
+def test_a_variable_a_launcher_sets_reaches_the_bash_c_payload_it_runs(tmp_path, launcher, reported):
+    """`srun --export=ALL,NAME=VALUE bash -c "$CMD"` (Bridge's Slurm launchers build SRUN_CMD so): the launch in
+    the payload runs with NAME as the launcher sets it. A recall study's correct `--export=ALL,NVTE_CPU_OFFLOAD_V1=1`
+    had OFL112 call the variable unset, an error."""
+    found = _check(tmp_path, f'CMD="python {FLAGS}"\n{launcher} bash -c "$CMD"')
+    assert bool(found) == reported, found
+
+
 @pytest.mark.parametrize("launch", [
     f"srun --export=NONE python {FLAGS}",  # the tasks get only the variables listed (and Slurm's)
     f"export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nsrun --export=NCCL_DEBUG=INFO python {FLAGS}",

@@ -413,6 +413,11 @@ class Statements:
         """`name[key] = value` (`del name[key]`, `name[key] op= value`) on a dict or a list the name holds
         (python_mutations)."""
         holder = target.value
+        if type(holder) is _ATTRIBUTE and holder.attr == "env_vars" and type(holder.value) is _NAME:
+            owner = frame.names.get(holder.value.id)
+            if isinstance(owner, ConfigObj) and owner.kind == "container":
+                self._write_env_item(owner, target, value, value_node, frame, delete, op is not None)
+            return
         held = frame.names.get(holder.id) if type(holder) is _NAME else None
         if isinstance(held, list):  # `xs[i] = v`, `del xs[i]`: the list is no longer the one offlint knows
             frame.names[holder.id] = python_mutations.unknown_write(holder.id, self._segment(value_node or target))
@@ -430,6 +435,25 @@ class Statements:
                                                 self._eval(value_node.value, frame), self._segment(value_node))
             entry = (value, self._loc(target), self._segment(value_node))
             frame.names[holder.id] = python_mutations.changed(held, {key: entry})
+
+    def _write_env_item(self, owner: ConfigObj, target: ast.Subscript, value, value_node, frame: Frame,
+                        delete: bool, augmented: bool) -> None:
+        """`cfg.env_vars["NAME"] = value` (or `del cfg.env_vars["NAME"]`): the entry joins (leaves) the recipe's
+        environment, as `cfg.env_vars.update({...})` does. An entry offlint cannot name, or an `op=` on one, leaves
+        the environment unknown: the rules read no entry as unset that such a write may set."""
+        key = self._eval(target.slice, frame)
+        written = self._segment(value_node or target)
+        if not isinstance(key, str) or augmented:
+            owner.env_unknown = owner.env_unknown or f"cfg.env_vars written by `{written}`"
+            return
+        if owner.env is None:
+            owner.env = {}
+            if owner.base != "default":  # the entries before the write are the unknown base's
+                owner.env_unknown = owner.env_unknown or f"cfg.env_vars is only written here (`{written}`)"
+        if delete:
+            owner.env.pop(key, None)
+        else:
+            owner.env[key] = self._assignment(f"env.{key}", value, self._loc(target), self._segment(value_node), ())
 
     def _assign(self, target, value, value_node, frame: Frame) -> list[ConfigObj]:
         kind = type(target)

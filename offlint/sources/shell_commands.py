@@ -8,19 +8,23 @@ shell_assignments.
 from __future__ import annotations
 
 from offlint.sources.launch import runs_script
-from offlint.sources.launch_env import opened_because, srun_environment
+from offlint.sources.launch_env import launcher_environment, opened_because, srun_environment
 from offlint.sources.launch_torch import container_image
-from offlint.sources.launch_words import program
+from offlint.sources.launch_words import Arg, program
 from offlint.sources.shell_launchers import (_bcprun_payload, _launched_shell, _remote_command,
                                              _shell_c_payload)
 from offlint.sources.shell_values import (_BLANK, IMAGE, OPENED, Command, EnvSetting, _Field, _joined, _MAX_DEPTH,
                                           _MAX_NESTING, Pos, _split, _Var)
 from offlint.sources.shell_words import BRACE_TEXT_MAX, BRACE_WORDS_MAX, TooManyWords, brace_expand
+from offlint.types import Location
 
 _BRACE_TOKENS = frozenset(("brace_expression", "concatenation", "word"))  # what may hold a brace expansion
 _BRACE_PARTS = frozenset(("brace_expression", "word", "number"))  # plain text (no quotes or expansions)
 
 
+# The launchers launch_env.launcher_environment reads settings of (launcher_settings)
+_SETTING_LAUNCHERS = frozenset(("env", "mpirun", "mpiexec", "srun", "singularity", "apptainer", "uv", "uvx", "sudo",
+                                "jsrun"))
 _LOADED_MODULES = "LOADEDMODULES"
 _CONDA_ENVIRONMENT = "CONDA_DEFAULT_ENV"
 # Lmod's `ml` subcommands (`ml load X`); any other first word is a module to load (`ml X`)
@@ -189,6 +193,7 @@ class Commands:
             environment = srun_environment(vals[:j], [f.text for f in fields[:j]])
             if environment:  # (`srun --environment=alps3 bash -c "..."`: the definition file may set variables)
                 penv = {**penv, OPENED: _Var(s=environment, exported=True, pos=(fields[0].line, fields[0].col))}
+            penv = {**penv, **self.launcher_settings(words[:j], penv)}
             self.payload(fields[j], penv, assumes)
         if vals[0] == "read":
             self.read_herestring(n, vals, penv)
@@ -221,6 +226,24 @@ class Commands:
                     unread = self.unread_wrapper(vals[k:])
                     if unread:
                         outer.env_open = opened_because(f"it runs through `{unread}`, a script offlint cannot read")
+
+    def launcher_settings(self, words: list, penv: dict[str, _Var]) -> dict[str, _Var]:
+        """The variables the launchers before a `bash -c` payload set for it (`srun --export=ALL,NAME=VALUE`, `env
+        NAME=VALUE`, `mpirun -x NAME=VALUE`: launch_env.launcher_environment, which reads them on a launch's own
+        words): the payload's commands run with them, as `NAME=VALUE bash -c` gives them. A setting offlint cannot
+        read is unknown; where the launchers may withhold the script's other variables (`env -i`, `srun
+        --export=NAME=VALUE` without ALL), the payload's environment is open."""
+        if not any(program(w.value) in _SETTING_LAUNCHERS for w in words):
+            return {}
+        args = [Arg(w.value, Location("", w.line, w.col), w.text, w.unknown) for w in words]
+        given, withheld = launcher_environment(args)
+        out = {name: _Var(s=setting.value if setting.value is not None else
+                          self.st.holes.char(setting.unknown or f"{name} is set by a word offlint cannot read"),
+                          exported=True, pos=(setting.location.line, setting.location.col))
+               for name, setting in given.items()}
+        if withheld and OPENED not in penv:
+            out[OPENED] = _Var(s=withheld, exported=True, pos=(words[0].line, words[0].col))
+        return out
 
     def printed(self, n, fields: list[_Field]) -> None:
         """`echo ...` or `printf ...` (not a function of the script) where the output keeps no command that only

@@ -1,0 +1,48 @@
+"""`cfg.env_vars["NAME"] = value` in a Bridge recipe: the entry is the launch environment's, as `cfg.env_vars.update`
+and `cfg.env_vars = {...}` give theirs. A recall study's recipe turning fine-grained offloading on with exactly the fix
+OFL112 names, `cfg.env_vars["NVTE_CPU_OFFLOAD_V1"] = "1"`, was an error saying the variable was unset. Fixtures of our
+own, in the shape of Bridge's recipes."""
+
+from __future__ import annotations
+
+import pytest
+
+from offlint.api import CheckOptions, check
+
+RECIPE = """\
+from megatron.bridge.models import GPTModelProvider
+from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
+
+
+def offload_pretrain_config():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8, hidden_size=1024, num_attention_heads=16),
+                          optimizer=OptimizerConfig())
+    cfg.env_vars = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    cfg.model.fine_grained_activation_offloading = True
+    cfg.model.offload_modules = ["core_attn"]
+    WRITE
+    return cfg
+"""
+
+
+def _ofl112(tmp_path, write: str):
+    (tmp_path / "recipes.py").write_text(RECIPE.replace("WRITE", write))
+    options = dict(mcore_version="0.20.0", root=tmp_path, cache=False, select=["OFL112"])
+    return check([str(tmp_path)], CheckOptions(**options)).findings
+
+
+def test_the_entry_a_recipe_writes_is_its_environment(tmp_path):
+    assert _ofl112(tmp_path, 'cfg.env_vars["NVTE_CPU_OFFLOAD_V1"] = "1"') == []
+    [found] = _ofl112(tmp_path, 'cfg.env_vars["NVTE_CPU_OFFLOAD_V1"] = "0"')
+    assert "NVTE_CPU_OFFLOAD_V1='0'" in found.message
+
+
+@pytest.mark.parametrize("write", ['del cfg.env_vars["PYTORCH_CUDA_ALLOC_CONF"]', "pass"])
+def test_an_entry_removed_or_never_written_is_unset(tmp_path, write):
+    [found] = _ofl112(tmp_path, write)
+    assert "NVTE_CPU_OFFLOAD_V1 unset" in found.message and found.severity.value == "error"
+
+
+def test_an_entry_offlint_cannot_name_leaves_the_environment_unknown(tmp_path):
+    [found] = _ofl112(tmp_path, 'cfg.env_vars[name] = "1"')
+    assert found.severity.value != "error" and "cannot see" in found.message
