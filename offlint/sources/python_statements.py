@@ -82,6 +82,10 @@ class Statements:
                 touched.extend(self._run_small(stmt, frame))
             elif kind is _IF:
                 touched.extend(self._run_if(stmt, frame))
+            elif kind is _LOOP and (sections := self._sections_looped(stmt, frame)) is not None:
+                for section in sections:  # (`for section in (cfg.optimizer, cfg.ddp):` runs once per section)
+                    frame.names[stmt.target.id] = section
+                    touched.extend(self._run_block(stmt.body, frame))
             elif kind is _LOOP:
                 split = self._static.get(("loop", id(stmt)))
                 if split is None or split[0] is not stmt:  # the loop's split, built once per statement
@@ -98,6 +102,21 @@ class Statements:
                 finally:
                     frame.trying -= trying
         return touched
+
+    def _sections_looped(self, stmt, frame: Frame) -> list[ConfigObj] | None:
+        """The config objects a `for` loop goes over, in order, where it names them in a tuple or list of its own
+        (`for section in (cfg.optimizer, cfg.ddp): section.use_distributed_optimizer = False`), its body leaves
+        no pass early and it has no `else`; None for any other loop. Read as a loop that may not run, the writes
+        through its name had been dropped and the values before them stayed known (a recall study's recipe kept
+        the distributed optimizer on so)."""
+        if type(stmt) is not ast.For or type(stmt.target) is not _NAME or stmt.orelse or \
+                type(stmt.iter) not in (ast.Tuple, ast.List) or not stmt.iter.elts or len(stmt.iter.elts) > 8:
+            return None
+        sections = [self._eval(element, frame) for element in stmt.iter.elts]
+        if not all(isinstance(section, ConfigObj) for section in sections) or \
+                any(type(node) in (ast.Break, ast.Continue) for statement in stmt.body for node in ast.walk(statement)):
+            return None
+        return sections
 
     def _loop_header(self, stmt) -> str:
         """A loop as its first line says it (`for name in names`, `while todo`): what a value set in its body
