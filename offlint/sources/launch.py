@@ -437,6 +437,7 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
             alternatives[id(written[-1][0])] = (*arg.alternative, shown)
     layer.assignments.extend(_by_path(written, context, alternatives, KEY_DEFAULT))
     _derive_virtual_pipeline(layer)
+    _sequence_parallel_at_tp(layer)
     _query_groups(layer, args, opaque, location)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
                 defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
@@ -558,6 +559,21 @@ def _derive_virtual_pipeline(layer: Layer) -> None:
         vpp = Unknown("--num-layers-per-virtual-pipeline-stage with unknown sizes")
     layer.assignments.append(Assignment("model.virtual_pipeline_model_parallel_size", vpp, per_stage.location,
                                         Source.MLM, f"--num-layers-per-virtual-pipeline-stage {per_stage.text}"))
+
+
+def _sequence_parallel_at_tp(layer: Layer) -> None:
+    """Megatron-LM's validate_args turns `--sequence-parallel` off where the tensor-parallel size is 1 (arguments.py
+    at d98e8a6, as in 2023's): on where TP is more, unknown where TP is. A recall study's launches passing it, as
+    nearly every Megatron-LM example with TP above 1 does, had no memory estimate."""
+    given = next((a for a in layer.assignments if a.key == "model.sequence_parallel"), None)
+    if given is None or given.value is not True:
+        return
+    tensor = next((a.value for a in reversed(layer.assignments) if a.key == "model.tensor_model_parallel_size"), 1)
+    if isinstance(tensor, int) and not isinstance(tensor, bool):
+        value: object = tensor > 1
+    else:
+        value = Unknown("--sequence-parallel holds where the tensor-parallel size is above 1, which is not known")
+    layer.assignments[layer.assignments.index(given)] = replace(given, value=value)
 
 
 def _query_groups(layer: Layer, args: list[Arg], opaque: list[int], location: Location) -> None:

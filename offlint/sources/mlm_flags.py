@@ -86,7 +86,7 @@ SWITCHES: dict[str, list[tuple[str, object]]] = {
 # Which attention runs (the memory model: unfused attention keeps its s x s probabilities).
 FLAG_KEYS.setdefault("--attention-backend", Key("model.attention_backend", "str", None))
 # The model's shape and its parallel layout, as the memory model reads them (argparse dests of TransformerConfig's
-# fields; `--sequence-parallel` is not read: validate_args turns it off where TP is 1)
+# fields; `--sequence-parallel`, which validate_args turns off where TP is 1, is a switch: launch.mlm_unit applies that)
 for _flag, _key, _type in (("--context-parallel-size", "model.context_parallel_size", "int"),
                            ("--position-embedding-type", "model.position_embedding_type", "str"),
                            ("--normalization", "model.normalization", "str"),
@@ -96,6 +96,7 @@ SWITCHES.update({
     "--disable-bias-linear": [("model.add_bias_linear", False)],
     # core_transformer_config_from_args: `--swiglu` is a gated MLP with SiLU (and validate_args sizes it: _swiglu_ffn)
     "--swiglu": [("model.gated_linear_unit", True)],
+    "--sequence-parallel": [("model.sequence_parallel", True)],
 })
 LIST_TYPES = ("list", "str|list")
 
