@@ -766,7 +766,7 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
             if first is None or first.location == a.location:
                 continue
             if unit.repeated_sections and _two_occurrences(unit, first.location, a.location):
-                continue  # (in two mappings of a repeated section: _repeated_sections reports the section)
+                continue  # (in two mappings of a repeated section: _repeated_section_findings reports the section)
             if refused and a.source == Source.YAML:
                 severity = Severity.ERROR
                 message = (f"{a.key} is given twice in one mapping (line {first.location.line}, then line "
@@ -789,7 +789,7 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                                location=a.location, unit=unit.name, unit_path=unit.location.path,
                                related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
                                fix=rule.fix, url=rule.url, written=((a.key, a.location),)))
-    out.extend(_repeated_sections(rule, unit))
+    out.extend(_repeated_section_findings(rule, unit))
     return out
 
 
@@ -800,7 +800,7 @@ def _two_occurrences(unit: Unit, first: Location, then: Location) -> bool:
     return sum(line <= first.line for line in starts) != sum(line <= then.line for line in starts)
 
 
-def _repeated_sections(rule: Rule, unit: Unit) -> list[Finding]:
+def _repeated_section_findings(rule: Rule, unit: Unit) -> list[Finding]:
     """OFL004 on an override file's top-level section given twice (Unit.repeated_sections): OmegaConf.load refuses
     the file as it refuses any repeated key; PyYAML, where a launch's script loads it first, keeps the second mapping
     only, dropping the first one's keys."""

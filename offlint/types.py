@@ -285,7 +285,8 @@ class Unit:
     # words is at that expansion): the words of one expansion were written together, in its variable's assignment
     expanded_at: tuple[Location, ...] = ()
     # A YAML override file's top-level sections given twice (`model:`, then `model:` again): (name, the first, the
-    # repeat). Their keys flatten to different assignments, so only this shows the repeat OmegaConf.load refuses (OFL004)
+    # repeat). Their keys flatten to different assignments, so only this shows the repeat OmegaConf.load refuses
+    # (OFL004)
     repeated_sections: tuple[tuple[str, Location, Location], ...] = ()
     # Those its entry script's parser in the linked tree does not have (sources/mlm_arguments.py, applied when
     # commands are linked): (flag, where, the option it is closest to or "", the path it is given on or ""). Rule

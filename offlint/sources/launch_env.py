@@ -84,6 +84,11 @@ def ray_job(words: list[Arg]) -> tuple[str, dict[str, EnvArg]]:
 _VARIABLE_SETTING = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 
 
+# The launchers whose options launcher_environment reads (a command holding none of them sets nothing so)
+SETTING_LAUNCHERS = frozenset(("env", "mpirun", "mpiexec", "srun", "singularity", "apptainer", "uv", "uvx", "sudo",
+                               "jsrun"))
+
+
 def launcher_environment(words: list[Arg], default_hostfile: bool = False) -> tuple[dict[str, EnvArg], str]:
     """The variables the launchers before the script set for it, and why other variables of the script may not
     reach it ("" where they do): `env NAME=VALUE ...` (`-i` starts with those alone), Open MPI's `mpirun -x

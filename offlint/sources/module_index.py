@@ -22,8 +22,9 @@ from offlint.scope import nearest
 LOOKUP = "\0"
 _MODULE, PACKAGE_LOOKUP, FUNCTION_LOOKUP, _FILE = LOOKUP + "m:", LOOKUP + "p:", LOOKUP + "f:", LOOKUP + "k:"
 WRITER_LOOKUP = LOOKUP + "w:"
-# A module-level `def NAME(`: after a line break (a literal the regex engine searches for, where `^` with re.M is tried
-# at every character: 0.10 s against 0.02 s over Megatron Bridge's texts, in each process indexing them), or at the start
+# A module-level `def NAME(`: after a line break (a literal the regex engine searches for, where `^` with re.M is
+# tried at every character: 0.10 s against 0.02 s over Megatron Bridge's texts, in each process indexing them), or at
+# the start
 _DEFINITION = re.compile(r"\ndef ([A-Za-z_]\w*)\s*\(")
 _DEFINITION_FIRST = re.compile(r"def ([A-Za-z_]\w*)\s*\(")
 # A module-level write into a dict: `NAME.setdefault(...)`, `NAME.update(...)`, `NAME[...] = ...` at column 0, and

@@ -8,7 +8,7 @@ shell_assignments.
 from __future__ import annotations
 
 from offlint.sources.launch import runs_script
-from offlint.sources.launch_env import launcher_environment, opened_because, srun_environment
+from offlint.sources.launch_env import SETTING_LAUNCHERS, launcher_environment, opened_because, srun_environment
 from offlint.sources.launch_torch import container_image
 from offlint.sources.launch_words import Arg, program
 from offlint.sources.shell_launchers import (_bcprun_payload, _launched_shell, _remote_command,
@@ -22,9 +22,6 @@ _BRACE_TOKENS = frozenset(("brace_expression", "concatenation", "word"))  # what
 _BRACE_PARTS = frozenset(("brace_expression", "word", "number"))  # plain text (no quotes or expansions)
 
 
-# The launchers launch_env.launcher_environment reads settings of (launcher_settings)
-_SETTING_LAUNCHERS = frozenset(("env", "mpirun", "mpiexec", "srun", "singularity", "apptainer", "uv", "uvx", "sudo",
-                                "jsrun"))
 _LOADED_MODULES = "LOADEDMODULES"
 _CONDA_ENVIRONMENT = "CONDA_DEFAULT_ENV"
 # Lmod's `ml` subcommands (`ml load X`); any other first word is a module to load (`ml X`)
@@ -233,7 +230,7 @@ class Commands:
         words): the payload's commands run with them, as `NAME=VALUE bash -c` gives them. A setting offlint cannot
         read is unknown; where the launchers may withhold the script's other variables (`env -i`, `srun
         --export=NAME=VALUE` without ALL), the payload's environment is open."""
-        if not any(program(w.value) in _SETTING_LAUNCHERS for w in words):
+        if not any(program(w.value) in SETTING_LAUNCHERS for w in words):
             return {}
         args = [Arg(w.value, Location("", w.line, w.col), w.text, w.unknown) for w in words]
         given, withheld = launcher_environment(args)

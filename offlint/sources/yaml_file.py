@@ -30,7 +30,6 @@ from offlint.sources.launch_env import opened, opened_because
 from offlint.types import YAML_LAYER, Assignment, InputError, Layer, Location, Source, Unit, UnitKind, Unknown
 
 OVERRIDE_SECTIONS = ("model", "optimizer", "ddp", "comm_overlap", "env_vars")
-
 TOP_LEVEL_KEYS = ("mixed_precision",)
 # ConfigContainer's other sections (train:, dataset:, dist:, ...): their keys are read too, one level deep (a field
 # and its value), since Bridge applies them as it does the modelled ones (the memory model reads
@@ -215,7 +214,8 @@ def override_unit(path: str, roots) -> Unit:
     first = layer.assignments[0].location if layer.assignments else Location(path, 1, 1)
     reason = "set by the recipe this YAML file overrides"
     return Unit(name=path, kind=UnitKind.YAML, location=Location(path, 1, 1) if not layer.assignments else first,
-                layers=[layer], unknown_sections={s: reason for s in ("model", "optimizer", "ddp", "comm_overlap", "env")},
+                layers=[layer],
+                unknown_sections={s: reason for s in ("model", "optimizer", "ddp", "comm_overlap", "env")},
                 repeated_sections=_repeated_sections(path, roots))
 
 
