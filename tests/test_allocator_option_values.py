@@ -47,3 +47,19 @@ def test_options_offlint_cannot_read_are_never_called_refused(tmp_path):
     (tmp_path / "run.sh").write_text(LAUNCH.format(value="$ALLOC_OPTIONS"))
     findings = check([str(tmp_path)], CheckOptions(root=tmp_path, cache=False, select=["OFL301"], strict=True)).findings
     assert not any("PyTorch refuses" in f.message for f in findings), findings
+
+
+@pytest.mark.parametrize("value, advised", [
+    ('"max_split_size_mb:256, expandable_segments: True"', False),
+    ('"expandable_segments : True"', False),
+    ('"expandable_segments:True,expandable_segments:False"', True),  # the last entry decides
+    ('"max_split_size_mb:256,expandable_segments:False"', True),
+])
+def test_blanks_around_an_entry_still_turn_expandable_segments_on(tmp_path, value, advised):
+    """PyTorch's option tokenizer ignores blanks (c10's ConfigTokenizer; the CUDA allocator's lexArgs before it), so
+    `expandable_segments: True` turns the option on: no advice to add it (an info finding had said it was missing)."""
+    assert not _refused_by_torch(value.strip('"'))
+    (tmp_path / "run.sh").write_text(LAUNCH.format(value=value))
+    findings = check([str(tmp_path)], CheckOptions(root=tmp_path, cache=False, select=["OFL301"])).findings
+    assert bool(findings) == advised, findings
+    assert not any(f.severity.value == "error" for f in findings)

@@ -23,6 +23,7 @@ from offlint.conditions.settings import (allocator_without_expandable_segments, 
                                          suggestion, version_at_least, written_after, written_known)
 from offlint.conditions.values import (as_list, contains, fmt, is_fp32, is_list, is_number, is_str, known, listing,
                                        lower, overlap, startswith)
+from offlint.estimate.oom import expandable_segments_on
 
 
 FUNCTIONS: dict[str, Callable] = {
@@ -31,6 +32,7 @@ FUNCTIONS: dict[str, Callable] = {
     "graphs_refuse_expandable": graphs_refuse_expandable,
     "allocator_without_expandable_segments": allocator_without_expandable_segments,
     "malformed_expandable_segments": malformed_expandable_segments,
+    "expandable_segments_on": expandable_segments_on,
     "ep_overlap_schedule_refusal": ep_overlap_schedule_refusal,
     "bridge_local_graph_refusal": bridge_local_graph_refusal,
     "ep_overlap_schedule_open": ep_overlap_schedule_open,

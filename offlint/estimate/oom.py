@@ -441,9 +441,23 @@ def expandable(lookup: Lookup) -> bool | None:
         value = lookup(key)
         if value.is_unknown:
             unknown = True
-        elif value.value is not None and "expandable_segments:True" in str(value.value):
+        elif expandable_segments_on(value.value):
             return True
     return None if unknown else False
+
+
+def expandable_segments_on(options) -> bool:
+    """Whether allocator options (a PYTORCH_CUDA_ALLOC_CONF value) turn expandable segments on, as PyTorch reads
+    them: `name:value` entries between commas, blanks around each part ignored (c10's ConfigTokenizer, and the CUDA
+    allocator's lexArgs before it), the last entry for the name deciding. So `max_split_size_mb:256,
+    expandable_segments: True` turns them on, which a search for the text `expandable_segments:True` missed.
+    (megatron-core's own refusals compare the text as written: the rules that mirror them keep doing so.)"""
+    on = False
+    for entry in options.split(",") if isinstance(options, str) else ():
+        name, colon, setting = entry.partition(":")
+        if colon and name.strip() == "expandable_segments":
+            on = setting.strip() == "True"
+    return on
 
 
 def risk_verdict(result: Estimate, dev: Device, with_expandable: bool | None) -> str:
