@@ -24,6 +24,7 @@ from offlint.conditions.settings import (allocator_without_expandable_segments, 
 from offlint.conditions.values import (as_list, contains, fmt, is_fp32, is_list, is_number, is_str, known, listing,
                                        lower, overlap, startswith)
 from offlint.estimate.oom import expandable_segments_on
+from offlint.sources.hydra import is_sweep
 
 
 FUNCTIONS: dict[str, Callable] = {
@@ -33,6 +34,7 @@ FUNCTIONS: dict[str, Callable] = {
     "allocator_without_expandable_segments": allocator_without_expandable_segments,
     "malformed_expandable_segments": malformed_expandable_segments,
     "expandable_segments_on": expandable_segments_on,
+    "is_sweep": is_sweep,
     "ep_overlap_schedule_refusal": ep_overlap_schedule_refusal,
     "bridge_local_graph_refusal": bridge_local_graph_refusal,
     "ep_overlap_schedule_open": ep_overlap_schedule_open,

@@ -172,10 +172,29 @@ def _parse_with_hydra(token: str) -> list[Override]:
         "add" if parsed.is_add() else "set"
     key = parsed.key_or_group
     text = token.split("=", 1)[1] if "=" in token else ""
-    value = _plain(parsed.value())
+    # (a sweep, `a,b` or `range(1,3)`, is kept as written: its value is Hydra's sweep object, which no run gets)
+    value = text if parsed.is_sweep_override() else _plain(parsed.value())
     if isinstance(value, dict) and op != "delete":
         return [Override(canonical_key(f"{key}.{k}"), v, op, repr(v)) for k, v in value.items()]
     return [Override(canonical_key(key), value, op, text)]
+
+
+def is_sweep(text) -> bool:
+    """Whether an override's value as written (`core_attn,mlp`, `range(1,3)`, `choice(a,b)`) is a Hydra sweep, which
+    only a --multirun launches runs with: Megatron Bridge's parse_hydra_overrides applies overrides once and refuses
+    one ("Error merging override ...", OmegaConf cannot hold the sweep object); a Hydra app run without --multirun
+    stops at "Ambiguous value for argument"."""
+    return isinstance(text, str) and ("," in text or "(" in text) and _sweep(text)
+
+
+@lru_cache(maxsize=1024)
+def _sweep(text: str) -> bool:
+    from hydra.errors import HydraException
+
+    try:
+        return _parser().parse_overrides([f"k={text}"])[0].is_sweep_override()
+    except HydraException:
+        return False
 
 
 def canonical_key(key: str) -> str:
