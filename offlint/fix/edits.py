@@ -43,7 +43,7 @@ def transformed(transform: str, written: str) -> str:
     if transform == "null":
         return "null"
     if transform == "bool":
-        lowered = written.strip().lower()
+        lowered = written.strip().strip("'\"").lower()  # (a quoted YAML or Hydra string: `"false"`)
         if lowered in ("yes", "on", "y", "true"):
             return "true"
         if lowered in ("no", "off", "n", "false"):
