@@ -84,6 +84,12 @@ def configs(draw, version: Version) -> dict:
     c["optimizer.use_precision_aware_optimizer"] = draw(st.booleans())
     distributed = draw(st.booleans())
     c["optimizer.use_distributed_optimizer"] = c["ddp.use_distributed_optimizer"] = distributed
+    if experts and has("model.moe_paged_stash", version):  # MoE paged stashing (0.18 on): AO-6 and FG-14 (OFL106)
+        c["model.moe_paged_stash"] = paged = draw(st.sampled_from([False, True]))
+        if paged:  # what the paged-stash block's own checks and the capacity factor's need (a flex dispatcher)
+            c["model.moe_expert_rank_capacity_factor"] = 1.0
+            c["model.moe_token_dispatcher_type"] = "flex"
+            c["model.moe_flex_dispatcher_backend"] = "ncclep"
     return c
 
 

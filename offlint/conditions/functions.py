@@ -15,7 +15,7 @@ from offlint.conditions.memory import (at_risk_fix, at_risk_margin_gib, estimate
                                        oom_floor_gib, oom_message, predicted_oom, usable_gib)
 from offlint.conditions.module_names import (allowed_offload_modules, graph_module_refusal, graph_modules,
                                              graph_modules_written, graph_scope_names, invalid_offload_modules,
-                                             recompute_module_refusal)
+                                             paged_stash_conflicts, recompute_module_refusal)
 from offlint.conditions.precision import low_precision_refusal, low_precision_refused
 from offlint.conditions.settings import (allocator_without_expandable_segments, checkout_checks, checkout_lacks,
                                          distributed_optimizer, graphs_refuse_expandable, is_default, is_known_key,
@@ -47,6 +47,7 @@ FUNCTIONS: dict[str, Callable] = {
     "checkout_lacks": checkout_lacks,
     "allowed_offload_modules": allowed_offload_modules,
     "invalid_offload_modules": invalid_offload_modules,
+    "paged_stash_conflicts": paged_stash_conflicts,
     "as_list": as_list,
     "contains": contains,
     "overlap": overlap,

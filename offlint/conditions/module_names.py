@@ -1,4 +1,4 @@
-"""Module names a setting lists: the offload modules (OFL107), CUDA graph modules and scopes (OFL214, OFL220) and
+"""Module names a setting lists: the offload modules (OFL107, and OFL106's paged-stash conflicts), CUDA graph modules and scopes (OFL214, OFL220) and
 recompute modules (OFL222), against the names each megatron-core release accepts."""
 
 from __future__ import annotations
@@ -24,6 +24,26 @@ def invalid_offload_modules(scope: Scope, modules) -> list:
     allowed = _offload_modules(scope.version)
     # (a name that is no string, a list in a list, is no module either: megatron-core's set() of them raises)
     return sorted({str(m) for m in as_list(modules) if not isinstance(m, str) or m not in allowed})
+
+
+# The expert activations MoE paged stashing keeps itself: megatron-core (0.18 on) refuses them in offload_modules while
+# moe_paged_stash is on, whether fine-grained activation offloading is on or not (FG-14)
+PAGED_STASH_MODULES = ("expert_fc1", "moe_act", "fused_group_mlp")
+
+
+@takes_unknown
+def paged_stash_conflicts(paged_stash, modules) -> object:
+    """The names in `modules` that paged stashing refuses, when `paged_stash` is on (megatron-core's own set() of
+    the list: a string's characters name none): [] for a list naming none of them whatever the switch, unknown
+    where the answer depends on an unknown."""
+    if modules is UNKNOWN:
+        return UNKNOWN
+    named = sorted({m for m in as_list(modules) if isinstance(m, str) and m in PAGED_STASH_MODULES})
+    if not named:
+        return []
+    if paged_stash is UNKNOWN:
+        return UNKNOWN
+    return named if paged_stash else []
 
 
 def graph_names(value) -> list[str]:
