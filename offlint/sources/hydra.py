@@ -184,7 +184,10 @@ def is_sweep(text) -> bool:
     only a --multirun launches runs with: Megatron Bridge's parse_hydra_overrides applies overrides once and refuses
     one ("Error merging override ...", OmegaConf cannot hold the sweep object); a Hydra app run without --multirun
     stops at "Ambiguous value for argument"."""
-    return isinstance(text, str) and ("," in text or "(" in text) and _sweep(text)
+    # (the plain shapes _read_plain reads, lists among them, are no sweep: asked without Hydra's parser, which
+    # costs a process 0.15 s to make)
+    return isinstance(text, str) and ("," in text or "(" in text) and _read_plain(f"k={text}") is None and \
+        _sweep(text)
 
 
 @lru_cache(maxsize=1024)
