@@ -555,3 +555,22 @@ def test_a_possible_no_effect_scope_does_not_claim_the_implementation(tmp_path):
                   CheckOptions(root=tmp_path, cache=False, strict=True, mcore_version="0.20.0", select=["OFL214"]))
     assert [f.message.split(",")[0] for f in found.findings] == ["cuda_graph_impl is ?"]
     assert found.findings[0].possible
+
+
+@pytest.mark.parametrize("impl, version, reported", [
+    ("transformer_engine", "0.20.0", True), ("transformer_engine", "0.18.0", True),
+    ("local", "0.20.0", False),  # a full_iteration name would make local graphs full-iteration ones: allowed
+    ("transformer_engine", "0.16.1", False),  # before 0.18 a [full_iteration] scope allows it
+])
+def test_full_recompute_beside_te_graphs_with_an_unknown_scope(tmp_path, impl, version, reported):
+    """A recall study's override file (session 66): full recompute with Transformer Engine graphs, the graph scope
+    left to a recipe offlint does not see. From 0.18 every scope is refused (a full_iteration one beside TE graphs
+    first, cuda_graph_config.py), so it is no longer only possible."""
+    (tmp_path / "override.yaml").write_text(
+        f"model:\n  cuda_graph_impl: {impl}\n  recompute_granularity: full\n  recompute_method: uniform\n"
+        f"  recompute_num_layers: 1\n")
+    findings = check([str(tmp_path)], CheckOptions(select=["OFL225"], mcore_version=version, root=tmp_path,
+                                                   cache=False)).findings
+    assert bool(findings) == reported, findings
+    if reported:
+        assert "whatever the graphed modules are" in findings[0].message and not findings[0].possible

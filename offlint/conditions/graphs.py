@@ -32,6 +32,13 @@ def graph_full_recompute_refusal(scope: Scope) -> object:
         return UNKNOWN
     names = graph_modules(scope.key("model.cuda_graph_scope"), scope.key("model.cuda_graph_modules")
                           if scope.version >= parse_version("0.18") else None)
+    if names is UNKNOWN and impl == "transformer_engine" and scope.version >= parse_version("0.18"):
+        # Refused whatever the modules are: a full_iteration name, the one that would allow full recompute, is
+        # refused beside Transformer Engine graphs first (cuda_graph_config.py; a recall study's tutorial YAML)
+        return (f"recompute_granularity={granularity!r} with Transformer Engine CUDA graphs (cuda_graph_impl="
+                f"'transformer_engine'), whatever the graphed modules are: megatron-core's TransformerConfig asserts "
+                f"\"{_FULL_RECOMPUTE_GRAPHS}\" when it builds the config (a full_iteration scope is refused beside "
+                f"Transformer Engine graphs before that)")
     if names is UNKNOWN:
         return UNKNOWN
     if scope.version < parse_version("0.18"):
