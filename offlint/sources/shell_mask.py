@@ -56,6 +56,10 @@ _NAME_EQUALS_END = re.compile(rb"(?:^|[ \t;])[A-Za-z_]\w*=\Z")
 # `for arg do` (no `in` list: the positional parameters, POSIX) where a command starts: tree-sitter-bash (0.25) wants
 # a `;` or a line break before `do`, so the blank before it becomes one
 _FOR_WITHOUT_IN = re.compile(rb"(?m)(?:^|[;&|({]|\b(?:then|do|else))[ \t]*for[ \t]+[A-Za-z_]\w*[ \t]+(do)(?=[ \t\n;])")
+# An associative array's key holding an operator character in a compound assignment (`declare -A T=( [llama|90]=0.4
+# )`): bash reads the subscript whole up to `]=`, tree-sitter-bash (0.25) a pipe there, and its recovery may take the
+# whole file for one error (a MLPerf launcher's step-time table); the characters are masked as `_`
+_OPERATOR_SUBSCRIPT = re.compile(rb"(?<=[(\s])\[([^\]\s]*?[|&;<>][^\]\s]*)\]=")
 _WORD_END = " \t\n;&|()<>"
 _SEPARATOR = re.compile(r"(?<![|&<>])&(?![&>])|;")  # what ends a command on a here-document's line: `;`, a lone `&`
 # What else on a here-document's line, after its delimiter, tree-sitter-bash (0.25) refuses and bash runs: another
@@ -257,9 +261,9 @@ def _odd_shapes(data: bytes, masked: Masked) -> bool:
     `for NAME do` (a `;` before `do`),
     an assignment of nothing just before a closing backtick (export D= in backticks inside a string: its `=`
     blanked, the substitution expanding to nothing either way), a single-bracket test with an escaped `<` or `>`
-    (a test offlint leaves undecided), a template's `<placeholder>` as an assignment's value (unknown) and a
-    here-string after another redirection (read from its word) and a bare here-document (a comment). Whether any was
-    found."""
+    (a test offlint leaves undecided), a template's `<placeholder>` as an assignment's value (unknown), a
+    here-string after another redirection (read from its word), an operator character in an array element's key
+    (`_`) and a bare here-document (a comment). Whether any was found."""
     found = False
     body = data.rstrip(b" \t\n")
     if body.endswith(b"\\") and not body.endswith(b"\\\\"):
@@ -282,6 +286,11 @@ def _odd_shapes(data: bytes, masked: Masked) -> bool:
     for start in _here_strings_after_redirections(data):
         masked.literal[start] = b"<  "
         found = True
+    for m in _OPERATOR_SUBSCRIPT.finditer(data):
+        for at in range(m.start(1), m.end(1)):
+            if data[at:at + 1] in b"|&;<>":
+                masked.literal[at] = b"_"
+                found = True
     for start, end in _bare_documents(data):  # each line a comment: bash runs none of them
         masked.literal[start] = re.sub(rb"(?m)^[^\n]", b"#", data[start:end])
         found = True
