@@ -772,6 +772,11 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                 message = (f"{a.key} is given twice in one mapping (line {first.location.line}, then line "
                            f"{a.location.line}): Megatron Bridge reads override files with OmegaConf.load, which "
                            f"refuses this one (\"found duplicate key\"), so the job stops before training")
+            elif first.value != a.value and _written_together(unit, first.location, a.location) and \
+                    _flag_written(first, a):
+                severity = rule.severity  # (a Megatron-LM flag named as the script writes it, with its words)
+                message = (f"{_flag_written(first, a)} is given twice with different values ({first.text} at line "
+                           f"{first.location.line}, then {a.text}); argparse keeps the last one silently")
             elif first.value != a.value and _written_together(unit, first.location, a.location):
                 severity = rule.severity
                 message = (f"{a.key} is set twice with different values ({first.text or first.value!r} at line "
@@ -785,12 +790,22 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                                f"{mlm_flags.AFTER_PARSING[a.text]}, so {first.text or first.value!r} has no effect")
             else:
                 continue
+            name = _flag_written(first, a) or a.key
             out.append(Finding(code=rule.code, slug=rule.slug, severity=severity, message=message,
                                location=a.location, unit=unit.name, unit_path=unit.location.path,
-                               related=(Related(first.location, f"{a.key} = {first.text} (first)"),),
+                               related=(Related(first.location, f"{name} = {first.text} (first)"),),
                                fix=rule.fix, url=rule.url, written=((a.key, a.location),)))
     out.extend(_repeated_section_findings(rule, unit))
     return out
+
+
+def _flag_written(first: Assignment, then: Assignment) -> str:
+    """The Megatron-LM flag two command-line values of one key were given with ("" where they are not two such
+    values, written out: a switch's, a value offlint cannot read, a flag validate_args rewrites)."""
+    if then.source != Source.MLM or first.source != Source.MLM or not (first.text and then.text) or \
+            then.text in mlm_flags.AFTER_PARSING:
+        return ""
+    return mlm_flags.FLAG_OF_KEY.get(then.key, "")
 
 
 def _two_occurrences(unit: Unit, first: Location, then: Location) -> bool:

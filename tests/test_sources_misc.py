@@ -340,3 +340,17 @@ def test_recompute_activations_wins_wherever_it_is_given(tmp_path):
         "model.recompute_granularity is set twice with different values ('full' at line 3, and "
         "--recompute-activations at line 2): validate_args sets recompute_granularity='selective' whenever "
         "--recompute-activations is given, wherever it is, so 'full' has no effect")
+
+
+def test_a_repeated_megatron_lm_flag_is_named_as_the_script_writes_it(tmp_path):
+    """OFL004 on a launch's flag said `model.num_layers is set twice`, where the script says `--num-layers` (a
+    helper's sweep, session 66: a ModelLink chat script giving it 32, then 80)."""
+    from tests.check_helpers import check_json, write_tree
+
+    write_tree(tmp_path, {"chat.sh": "torchrun --nproc_per_node 8 pretrain_gpt.py \\\n    --num-layers 32 \\\n"
+                                     "    --num-layers 80 --hidden-size 1024 --num-attention-heads 16\n"})
+    [finding] = [f for f in check_json(tmp_path, "--no-cache") if f["code"] == "OFL004"]
+    assert finding["location"]["row"] == 3
+    assert finding["message"] == ("--num-layers is given twice with different values (32 at line 2, then 80); "
+                                  "argparse keeps the last one silently")
+    assert finding["related"][0]["note"] == "--num-layers = 32 (first)"

@@ -99,6 +99,8 @@ SWITCHES.update({
     "--sequence-parallel": [("model.sequence_parallel", True)],
 })
 LIST_TYPES = ("list", "str|list")
+# key -> the flag that gives it a value (a message names a Megatron-LM launch's setting as its script writes it)
+FLAG_OF_KEY = {key.name: flag for flag, key in FLAG_KEYS.items()}
 
 
 @dataclass(frozen=True)
