@@ -767,15 +767,15 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                 continue
             if unit.repeated_sections and _two_occurrences(unit, first.location, a.location):
                 continue  # (in two mappings of a repeated section: _repeated_section_findings reports the section)
+            flag = _flag_written(first, a)
             if refused and a.source == Source.YAML:
                 severity = Severity.ERROR
                 message = (f"{a.key} is given twice in one mapping (line {first.location.line}, then line "
                            f"{a.location.line}): Megatron Bridge reads override files with OmegaConf.load, which "
                            f"refuses this one (\"found duplicate key\"), so the job stops before training")
-            elif first.value != a.value and _written_together(unit, first.location, a.location) and \
-                    _flag_written(first, a):
+            elif first.value != a.value and _written_together(unit, first.location, a.location) and flag:
                 severity = rule.severity  # (a Megatron-LM flag named as the script writes it, with its words)
-                message = (f"{_flag_written(first, a)} is given twice with different values ({first.text} at line "
+                message = (f"{flag} is given twice with different values ({first.text} at line "
                            f"{first.location.line}, then {a.text}); argparse keeps the last one silently")
             elif first.value != a.value and _written_together(unit, first.location, a.location):
                 severity = rule.severity
@@ -790,7 +790,7 @@ def _duplicates(rule: Rule, unit: Unit) -> list[Finding]:
                                f"{mlm_flags.AFTER_PARSING[a.text]}, so {first.text or first.value!r} has no effect")
             else:
                 continue
-            name = _flag_written(first, a) or a.key
+            name = flag or a.key
             out.append(Finding(code=rule.code, slug=rule.slug, severity=severity, message=message,
                                location=a.location, unit=unit.name, unit_path=unit.location.path,
                                related=(Related(first.location, f"{name} = {first.text} (first)"),),

@@ -1,5 +1,5 @@
-"""Module names a setting lists: the offload modules (OFL107, and OFL106's paged-stash conflicts), CUDA graph modules and scopes (OFL214, OFL220) and
-recompute modules (OFL222), against the names each megatron-core release accepts."""
+"""Module names a setting lists: the offload modules (OFL107, and OFL106's paged-stash conflicts), CUDA graph modules
+and scopes (OFL214, OFL220) and recompute modules (OFL222), against the names each megatron-core release accepts."""
 
 from __future__ import annotations
 

@@ -180,10 +180,10 @@ def _parse_with_hydra(token: str) -> list[Override]:
 
 
 def is_sweep(text) -> bool:
-    """Whether an override's value as written (`core_attn,mlp`, `range(1,3)`, `choice(a,b)`) is a Hydra sweep, which
-    only a --multirun launches runs with: Megatron Bridge's parse_hydra_overrides applies overrides once and refuses
-    one ("Error merging override ...", OmegaConf cannot hold the sweep object); a Hydra app run without --multirun
-    stops at "Ambiguous value for argument"."""
+    """Whether an override's value as written (`core_attn,mlp`, `range(1,3)`, `choice(a,b)`) is a Hydra sweep, a value
+    per run of a --multirun: Megatron Bridge's parse_hydra_overrides applies overrides once and refuses one ("Error
+    merging override ...": OmegaConf cannot hold the sweep object); a Hydra app run without --multirun stops at
+    "Ambiguous value for argument"."""
     # (the plain shapes _read_plain reads, lists among them, are no sweep: asked without Hydra's parser, which
     # costs a process 0.15 s to make)
     return isinstance(text, str) and ("," in text or "(" in text) and _read_plain(f"k={text}") is None and \
