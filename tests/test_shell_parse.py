@@ -1503,3 +1503,36 @@ def test_an_operator_character_in_an_array_elements_key_is_no_parse_error():
         """
     launch = find(script, "torchrun")
     assert values(launch)[-4:] == ["--tensor-model-parallel-size", "2", "--seed", None]
+
+
+def test_a_function_that_only_echoes_known_words_gives_its_output():
+    """`$(extra_args)` of a function of the script that echoes its flags: read as the words it prints. It had been a
+    hole, which made every flag the launch leaves unset unknown (a possible OFL118 under --strict for a launch that
+    never passes --nccl-ub) and hid the function's own flags (no OFL101 for 8 of 8 layers offloaded): a helper's
+    study of correct configurations, session 66."""
+    script = """\\
+        LAYERS=2
+        extra_args() {
+            echo "--cpu-offloading-num-layers $LAYERS"
+            echo --bf16
+        }
+        torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 $(extra_args)
+        """
+    assert values(find(script, "torchrun"))[-4:] == ["8", "--cpu-offloading-num-layers", "2", "--bf16"]
+
+
+@pytest.mark.parametrize("body", [
+    'echo "--tp $1"',  # its positional parameters: it is called without any
+    "echo -n --bf16",  # an option of echo
+    "echo --bf16; rm -rf /tmp/x",  # more than echo
+    'echo "--seed $UNSET_SEED"',  # a word offlint cannot read
+])
+def test_a_function_doing_more_than_echoing_known_words_stays_unread(body):
+    script = f"""\\
+        f() {{
+            {body}
+        }}
+        torchrun --nproc_per_node 8 pretrain_gpt.py $(f) --num-layers 8
+        """
+    launch = find(script, "torchrun")
+    assert None in values(launch) and values(launch)[-2:] == ["--num-layers", "8"]

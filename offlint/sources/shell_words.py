@@ -17,6 +17,12 @@ from offlint.sources.shell_values import (_Field, _HOLE0, _HOLES, _join, _MAX_NE
 _DEFAULT_OPS = (":-", "-", ":=", "=", ":+", "+", ":?", "?")
 
 
+# A function's positional parameters and their count (`$1`, `${2}`, `$@`, `$*`, `$#`): a function run for its output
+# here is called without arguments, and the script's own would be read in their place
+_POSITIONAL = re.compile(r"\$(?:[0-9@*#]|\{[0-9@*#])")
+_ECHO_OPTIONS = re.compile(r"-[neE]+")
+
+
 class WordExpansion:
     """Expanding one word as bash would, as far as is statically known; part of the walker."""
 
@@ -95,7 +101,8 @@ class WordExpansion:
         if t == "expansion":
             return self.expansion(n, q, at)
         if t in ("command_substitution", "process_substitution"):
-            known = self.path_idiom(n, q, at) or self.cat_document(n, q) if t == "command_substitution" else None
+            known = self.path_idiom(n, q, at) or self.cat_document(n, q) or self.function_output(n, q, at) \
+                if t == "command_substitution" else None
             if known is not None:
                 return known
             self.subshell(n.named_children)
@@ -145,6 +152,43 @@ class WordExpansion:
         if path is None:
             return [self.hole("command substitution", at)]
         return [_P(path, [at] * len(path), split=not q, quoted=q, cond=cond)]
+
+    def function_output(self, n, q: bool, at: Org) -> list[_P] | None:
+        """`$(extra_args)`: what a function of this script, called without arguments, prints where its body is only
+        `echo` commands of words offlint reads (each line's words joined by a blank, the lines by line breaks; each
+        word located where the function writes it); a hole where a word is unknown; None for anything else (a
+        function whose body does more, or reads its positional parameters, is not run for its output)."""
+        stmts = [c for c in n.named_children if c.type != "comment"]
+        name = stmts[0].child_by_field_name("name") if len(stmts) == 1 and stmts[0].type == "command" else None
+        if name is None or stmts[0].children_by_field_name("argument"):
+            return None
+        found = self.st.funcs.get(self.raw(name))
+        if found is None or found[0] is not self or found[1].type != "compound_statement":
+            return None
+        echoes = [c for c in found[1].named_children if c.type != "comment"]
+        if not echoes or any(c.type != "command" or self.raw(c.child_by_field_name("name") or c) != "echo"
+                             or _POSITIONAL.search(self.raw(c)) for c in echoes):
+            return None
+        lines = [c.children_by_field_name("argument") for c in echoes]
+        if any(args and _ECHO_OPTIONS.fullmatch(self.raw(args[0])) for args in lines):
+            return None  # (echo's options: -n, -e, -E; any other word, `--bf16` too, it prints)
+        text, org, cond = "", [], ""
+        tok, saw_at = self.tok, self.saw_at
+        try:
+            for number, args in enumerate(lines):
+                if number:
+                    text, org = text + "\n", org + [at]
+                for k, f in enumerate(f for a in args for f in self.token(a)):
+                    why = self.why(f.value) or self.differs(f.org, f.cond)
+                    if why:
+                        return [self.hole(why, at)]
+                    cond = cond or f.cond
+                    if k:
+                        text, org = text + " ", org + [at]
+                    text, org = text + f.value, org + list(f.org)
+        finally:
+            self.tok, self.saw_at = tok, saw_at
+        return [_P(text, org, split=not q, quoted=q, cond=cond)]
 
     def string(self, n, a: int, b: int) -> list[_P]:
         """A double-quoted string; `"${A[@]}"` alone yields no field for an empty array, as in bash."""
