@@ -1519,6 +1519,14 @@ def test_a_function_that_only_echoes_known_words_gives_its_output():
         torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 $(extra_args)
         """
     assert values(find(script, "torchrun"))[-4:] == ["8", "--cpu-offloading-num-layers", "2", "--bf16"]
+    # (it runs in the substitution's subshell: what its words assign stays there)
+    subshell = """\
+        f() {
+            echo "--seed ${SEED:=7}"
+        }
+        torchrun --nproc_per_node 8 pretrain_gpt.py $(f) --num-layers "${SEED:-unset}"
+        """
+    assert values(find(subshell, "torchrun"))[-4:] == ["--seed", "7", "--num-layers", "unset"]
 
 
 @pytest.mark.parametrize("body", [

@@ -173,7 +173,8 @@ class WordExpansion:
         if any(args and _ECHO_OPTIONS.fullmatch(self.raw(args[0])) for args in lines):
             return None  # (echo's options: -n, -e, -E; any other word, `--bf16` too, it prints)
         text, org, cond = "", [], ""
-        tok, saw_at = self.tok, self.saw_at
+        tok, saw_at, env = self.tok, self.saw_at, self.st.env
+        self.st.env = dict(env)  # (the substitution's subshell: a `${X:=1}` in its words assigns nothing here)
         try:
             for number, args in enumerate(lines):
                 if number:
@@ -187,7 +188,7 @@ class WordExpansion:
                         text, org = text + " ", org + [at]
                     text, org = text + f.value, org + list(f.org)
         finally:
-            self.tok, self.saw_at = tok, saw_at
+            self.tok, self.saw_at, self.st.env = tok, saw_at, env
         return [_P(text, org, split=not q, quoted=q, cond=cond)]
 
     def string(self, n, a: int, b: int) -> list[_P]:
