@@ -7,6 +7,7 @@ import re
 
 from offlint import keys
 from offlint.conditions.scope import UNKNOWN, Scope, needs_scope, truth
+from offlint.estimate.oom import expandable_segments_entries
 from offlint.sources.launch_torch import image_torch
 from offlint.sources.mcore_source import CHECKS, GRAPHS_REFUSE_EXPANDABLE, LACKED
 from offlint.sources.mlm_flags import BEFORE_2023_FLAGS
@@ -58,11 +59,9 @@ def malformed_expandable_segments(scope: Scope) -> object:
     is refused as written, never guessed (not even as possible under --strict: every launch with an open
     environment would be)."""
     for key in ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"):
-        value = scope.key(key)
-        for entry in value.split(",") if isinstance(value, str) else ():
-            name, colon, setting = entry.partition(":")
-            if name.strip() == "expandable_segments" and colon and setting.strip() not in ("True", "False"):
-                return entry.strip()
+        for setting, entry in expandable_segments_entries(scope.key(key)):
+            if setting not in ("True", "False"):
+                return entry
     return ""
 
 

@@ -448,16 +448,23 @@ def expandable(lookup: Lookup) -> bool | None:
 
 def expandable_segments_on(options) -> bool:
     """Whether allocator options (a PYTORCH_CUDA_ALLOC_CONF value) turn expandable segments on, as PyTorch reads
-    them: `name:value` entries between commas, blanks around each part ignored (c10's ConfigTokenizer, and the CUDA
-    allocator's lexArgs before it), the last entry for the name deciding. So `max_split_size_mb:256,
-    expandable_segments: True` turns them on, which a search for the text `expandable_segments:True` missed.
-    (megatron-core's own refusals compare the text as written: the rules that mirror them keep doing so.)"""
-    on = False
+    them: the last `expandable_segments` entry decides. So `max_split_size_mb:256, expandable_segments: True` turns
+    them on, which a search for the text `expandable_segments:True` missed. (megatron-core's own refusals compare
+    the text as written: the rules that mirror them keep doing so.)"""
+    entries = expandable_segments_entries(options)
+    return bool(entries) and entries[-1][0] == "True"
+
+
+def expandable_segments_entries(options) -> list[tuple[str, str]]:
+    """The `expandable_segments` entries of allocator options, as (its value, the entry as written): `name:value`
+    entries between commas, blanks around each part ignored (c10's ConfigTokenizer, and the CUDA allocator's
+    lexArgs before it); [] for options that are no string (unknown, unset)."""
+    found = []
     for entry in options.split(",") if isinstance(options, str) else ():
         name, colon, setting = entry.partition(":")
         if colon and name.strip() == "expandable_segments":
-            on = setting.strip() == "True"
-    return on
+            found.append((setting.strip(), entry.strip()))
+    return found
 
 
 def risk_verdict(result: Estimate, dev: Device, with_expandable: bool | None) -> str:
