@@ -135,19 +135,13 @@ class WordExpansion:
             commands.append((self.raw(name), c.children_by_field_name("argument")))
         if not 1 <= len(commands) <= 2:
             return None
-        tok, saw_at = self.tok, self.saw_at
-        try:
-            known, cond = [], ""
-            for name, args in commands:
-                fields = [f for a in args for f in self.token(a)]
-                for f in fields:
-                    why = self.why(f.value) or self.differs(f.org, f.cond)
-                    if why:
-                        return [self.hole(why, at)]
-                    cond = cond or f.cond
-                known.append((name, [f.value for f in fields]))
-        finally:
-            self.tok, self.saw_at = tok, saw_at
+        known, cond = [], ""
+        for name, args in commands:
+            fields, mark, why = self.substituted_words(args)
+            if why:
+                return [self.hole(why, at)]
+            cond = cond or mark
+            known.append((name, [f.value for f in fields]))
         path = shell_paths.prints(known)
         if path is None:
             return [self.hole("command substitution", at)]
@@ -173,23 +167,40 @@ class WordExpansion:
         if any(args and _ECHO_OPTIONS.fullmatch(self.raw(args[0])) for args in lines):
             return None  # (echo's options: -n, -e, -E; any other word, `--bf16` too, it prints)
         text, org, cond = "", [], ""
-        tok, saw_at, env = self.tok, self.saw_at, self.st.env
+        env = self.st.env
         self.st.env = dict(env)  # (the substitution's subshell: a `${X:=1}` in its words assigns nothing here)
         try:
             for number, args in enumerate(lines):
+                fields, mark, why = self.substituted_words(args)
+                if why:
+                    return [self.hole(why, at)]
+                cond = cond or mark
                 if number:
                     text, org = text + "\n", org + [at]
-                for k, f in enumerate(f for a in args for f in self.token(a)):
-                    why = self.why(f.value) or self.differs(f.org, f.cond)
-                    if why:
-                        return [self.hole(why, at)]
-                    cond = cond or f.cond
+                for k, f in enumerate(fields):
                     if k:
                         text, org = text + " ", org + [at]
                     text, org = text + f.value, org + list(f.org)
         finally:
-            self.tok, self.saw_at, self.st.env = tok, saw_at, env
+            self.st.env = env
         return [_P(text, org, split=not q, quoted=q, cond=cond)]
+
+    def substituted_words(self, args) -> tuple[list[_Field], str, str]:
+        """The fields of a command's argument nodes read inside a substitution being expanded (the reader's place in
+        the outer word kept), the branch mark the first one given on a path carries, and why one is not one known
+        value ("" where every one is)."""
+        tok, saw_at = self.tok, self.saw_at
+        try:
+            fields = [f for a in args for f in self.token(a)]
+        finally:
+            self.tok, self.saw_at = tok, saw_at
+        cond = ""
+        for f in fields:
+            why = self.why(f.value) or self.differs(f.org, f.cond)
+            if why:
+                return fields, cond, why
+            cond = cond or f.cond
+        return fields, cond, ""
 
     def string(self, n, a: int, b: int) -> list[_P]:
         """A double-quoted string; `"${A[@]}"` alone yields no field for an empty array, as in bash."""
