@@ -32,25 +32,25 @@ def graph_full_recompute_refusal(scope: Scope) -> object:
         return UNKNOWN
     names = graph_modules(scope.key("model.cuda_graph_scope"), scope.key("model.cuda_graph_modules")
                           if scope.version >= parse_version("0.18") else None)
-    if names is UNKNOWN and impl == "transformer_engine" and scope.version >= parse_version("0.18"):
-        # Refused whatever the modules are: a full_iteration name, the one that would allow full recompute, is
-        # refused beside Transformer Engine graphs first (cuda_graph_config.py; a recall study's tutorial YAML)
-        return (f"recompute_granularity={granularity!r} with Transformer Engine CUDA graphs (cuda_graph_impl="
-                f"'transformer_engine'), whatever the graphed modules are: megatron-core's TransformerConfig asserts "
-                f"\"{_FULL_RECOMPUTE_GRAPHS}\" when it builds the config (a full_iteration scope is refused beside "
-                f"Transformer Engine graphs before that)")
-    if names is UNKNOWN:
-        return UNKNOWN
     if scope.version < parse_version("0.18"):
+        if names is UNKNOWN:
+            return UNKNOWN
         if names == ["full_iteration"]:
             return ""
         where = f"cuda_graph_scope={names!r}" if names else "no full_iteration cuda_graph_scope"
     else:
-        if impl == "full_iteration" or (impl == "local" and "full_iteration" in names):
+        if names is UNKNOWN:
+            if impl != "transformer_engine":
+                return UNKNOWN
+            # Transformer Engine graphs are refused whatever the modules are: a full_iteration name, the one that
+            # would allow full recompute, is refused beside them first (cuda_graph_config.py; a recall study's YAML)
+            where = "cuda_graph_impl='transformer_engine', whatever the graphed modules are"
+        elif impl == "full_iteration" or (impl == "local" and "full_iteration" in names):
             return ""
-        if "full_iteration" in names:
+        elif "full_iteration" in names:
             return UNKNOWN  # (Transformer Engine graphs named full_iteration: refused, in other words, first)
-        where = f"cuda_graph_impl={impl!r}"
+        else:
+            where = f"cuda_graph_impl={impl!r}"
     return (f"recompute_granularity={granularity!r} with per-layer CUDA graphs ({where}): megatron-core's "
             f"TransformerConfig asserts \"{_FULL_RECOMPUTE_GRAPHS}\" when it builds the config")
 
