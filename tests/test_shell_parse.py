@@ -1534,6 +1534,7 @@ def test_a_function_that_only_echoes_known_words_gives_its_output():
     "echo -n --bf16",  # an option of echo
     "echo --bf16; rm -rf /tmp/x",  # more than echo
     'echo "--seed $UNSET_SEED"',  # a word offlint cannot read
+    'echo "$(f) --bf16"',  # itself again: bash never gets its output (and no file error for nesting too deep)
 ])
 def test_a_function_doing_more_than_echoing_known_words_stays_unread(body):
     script = f"""\\

@@ -26,6 +26,8 @@ _ECHO_OPTIONS = re.compile(r"-[neE]+")
 class WordExpansion:
     """Expanding one word as bash would, as far as is statically known; part of the walker."""
 
+    echoing: frozenset = frozenset()  # the functions being read for their output now (function_output)
+
     def lit(self, a: int, b: int, q: bool) -> list[_P]:
         """Literal source text with backslash escapes: unquoted (splittable) or inside double quotes."""
         t, org, out = self.text, self.org, []
@@ -156,9 +158,11 @@ class WordExpansion:
         name = stmts[0].child_by_field_name("name") if len(stmts) == 1 and stmts[0].type == "command" else None
         if name is None or stmts[0].children_by_field_name("argument"):
             return None
-        found = self.st.funcs.get(self.raw(name))
-        if found is None or found[0] is not self or found[1].type != "compound_statement":
-            return None
+        called = self.raw(name)
+        found = self.st.funcs.get(called)
+        if found is None or found[0] is not self or found[1].type != "compound_statement" or \
+                called in self.echoing:
+            return None  # (a function whose words call it again would print forever: bash never gets its output)
         echoes = [c for c in found[1].named_children if c.type != "comment"]
         if not echoes or any(c.type != "command" or self.raw(c.child_by_field_name("name") or c) != "echo"
                              or _POSITIONAL.search(self.raw(c)) for c in echoes):
@@ -167,8 +171,9 @@ class WordExpansion:
         if any(args and _ECHO_OPTIONS.fullmatch(self.raw(args[0])) for args in lines):
             return None  # (echo's options: -n, -e, -E; any other word, `--bf16` too, it prints)
         text, org, cond = "", [], ""
-        env = self.st.env
+        env, echoing = self.st.env, self.echoing
         self.st.env = dict(env)  # (the substitution's subshell: a `${X:=1}` in its words assigns nothing here)
+        self.echoing = echoing | {called}
         try:
             for number, args in enumerate(lines):
                 fields, mark, why = self.substituted_words(args)
@@ -182,7 +187,7 @@ class WordExpansion:
                         text, org = text + " ", org + [at]
                     text, org = text + f.value, org + list(f.org)
         finally:
-            self.st.env = env
+            self.st.env, self.echoing = env, echoing
         return [_P(text, org, split=not q, quoted=q, cond=cond)]
 
     def substituted_words(self, args) -> tuple[list[_Field], str, str]:
