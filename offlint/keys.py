@@ -102,7 +102,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("model.activation_offload_fraction", "float", 1.0, "0.19", "--activation-offload-fraction"),
     _k("model.delta_offload_bytes_across_pp_ranks", "int", 0, "0.19", "--delta-offload-bytes-across-pp-ranks"),
     _k("model.delay_offload_until_cuda_graph", "bool", False, "0.19", "--delay-offload-until-cuda-graph"),
-    _k("model.fine_grained_offloading_max_inflight_offloads", "int", None, "0.18"),
+    _k("model.fine_grained_offloading_max_inflight_offloads", "int", None, "0.18",
+       "--fine-grained-offloading-max-inflight-offloads"),
     _k("model.moe_paged_stash", "bool", False, "0.18", "--moe-paged-stash"),
     _k("model.use_transformer_engine_op_fuser", "bool", False, "0.19", "--use-transformer-engine-op-fuser"),
     _k("model.transformer_impl", "str", "transformer_engine", flag="--transformer-impl"),
@@ -123,6 +124,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("model.external_cuda_graph", "bool", False, flag="--external-cuda-graph"),
     _k("model.cuda_graph_scope", "str|list", None, flag="--cuda-graph-scope"),
     _k("model.cuda_graph_modules", "str|list", None, "0.18", "--cuda-graph-modules"),
+    _k("model.cuda_graph_warmup_steps", "int", 3, flag="--cuda-graph-warmup-steps"),
     # precision
     _k("model.bf16", "bool", False, flag="--bf16"),
     _k("model.fp16", "bool", False, flag="--fp16"),

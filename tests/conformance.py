@@ -52,7 +52,7 @@ def configs(draw, version: Version) -> dict:
     legacy = draw(st.sampled_from([None, None, "enable_cuda_graph", "external_cuda_graph"])) if impl == "none" \
         else None
     if impl != "none" or legacy:
-        # CG-9/CG-10: graphed recompute refuses dropout (OFL226); graph_recompute_configs draws it, kept out here.
+        # CG-9: graphed recompute refuses dropout (OFL226); graph_recompute_configs draws it, kept out here.
         c["model.attention_dropout"] = c["model.hidden_dropout"] = 0.0
     c["model.enable_cuda_graph"] = legacy == "enable_cuda_graph"
     c["model.external_cuda_graph"] = legacy == "external_cuda_graph"
@@ -137,7 +137,7 @@ def ep_overlap_configs(draw, version: Version) -> dict:
 @st.composite
 def graph_recompute_configs(draw, version: Version) -> dict:
     """Selective recompute beside CUDA graphs, with no offloading: the modules recomputed and graphed, dropout and
-    MoE input jitter, over what TransformerConfig's graph block asserts about them (OFL226, CG-9 to CG-12) and
+    MoE input jitter, over what TransformerConfig's graph block asserts about them (OFL226, CG-9) and
     full recompute beside them (OFL225). Graphed module lists stay within what the block accepts for the model
     (the MoE router graphed on a MoE model only, never beside a graphed MoE), so most configurations compare."""
     c = draw(configs(version))
@@ -174,6 +174,54 @@ def graph_recompute_configs(draw, version: Version) -> dict:
     if experts:
         c["model.moe_input_jitter_eps"] = draw(st.sampled_from([None, None, 0.01]))
         c["model.moe_token_dispatcher_type"] = "alltoall"
+    return c
+
+
+@st.composite
+def fine_grained_graph_configs(draw, version: Version) -> dict:
+    """Fine-grained activation offloading beside CUDA graphs, with no other offloading or recompute, over what
+    TransformerConfig's graph block asserts about them from 0.18 (OFL121, CG-11 to CG-16): the implementation, the
+    modules offloaded and graphed, warm-up steps, the in-flight limit of a full-iteration graph. Offloaded lists
+    stay within what the fine-grained block itself accepts, so most configurations reach the graph block."""
+    c = draw(configs(version))
+    experts = draw(st.sampled_from([None, 4, 4]))
+    c.update({"model.cpu_offloading": False, "model.cpu_offloading_num_layers": 0,
+              "model.cpu_offloading_activations": True, "model.cpu_offloading_weights": False,
+              "model.fine_grained_activation_offloading": draw(st.sampled_from([True, True, True, False])),
+              "model.recompute_granularity": None, "model.recompute_method": None, "model.recompute_num_layers": None,
+              "model.recompute_modules": None, "model.moe_layer_recompute": False,
+              "model.num_moe_experts": experts, "model.pipeline_model_parallel_size": 1,
+              "model.transformer_impl": "transformer_engine", "model.min_offloaded_tensor_size": 1024,
+              "model.attention_dropout": 0.0, "model.hidden_dropout": 0.0,
+              "optimizer.optimizer_cpu_offload": False, "optimizer.use_precision_aware_optimizer": False})
+    for key in ("model.overlap_moe_expert_parallel_comm", "model.expert_model_parallel_size",
+                "model.moe_token_dispatcher_type", "model.moe_shared_expert_overlap", "model.mtp_num_layers",
+                "model.delay_wgrad_compute", "model.moe_paged_stash", "model.moe_expert_rank_capacity_factor",
+                "model.moe_flex_dispatcher_backend"):
+        c.pop(key, None)
+    if experts:
+        c["model.moe_token_dispatcher_type"] = "alltoall"
+    offloadable = [["core_attn"], ["core_attn", "attn_proj"], ["attn_norm", "mlp_norm"]] + (
+        [["expert_fc1"], ["moe_act"], ["expert_fc1", "moe_act"], ["expert_fc1", "core_attn"]] if experts else [])
+    c["model.offload_modules"] = draw(st.sampled_from(offloadable))
+    if "model.activation_offload_fraction" in c:
+        c["model.activation_offload_fraction"], c["model.delta_offload_bytes_across_pp_ranks"] = 1.0, 0
+        c["model.use_transformer_engine_op_fuser"] = False
+    modern = has("model.cuda_graph_modules", version)
+    impl = draw(st.sampled_from(["local", "local", "transformer_engine"] + ["full_iteration"] * modern))
+    legacy = draw(st.sampled_from([None, None, None, "legacy"]))
+    c["model.cuda_graph_impl"] = "none" if legacy else impl
+    c["model.enable_cuda_graph"] = bool(legacy) and impl == "local"
+    c["model.external_cuda_graph"] = bool(legacy) and impl != "local"
+    graphable = [["attn"], ["mlp"]] if not experts else [["attn"], ["moe_router"], ["attn", "moe_router"], ["moe"],
+                                                          ["attn", "moe"], ["moe_router", "moe_preprocess"]]
+    graphed = [] if impl == "full_iteration" and not legacy else draw(st.sampled_from([[], *graphable]))
+    c["model.cuda_graph_modules" if modern else "model.cuda_graph_scope"] = graphed
+    if "moe" in graphed:  # (a graphed MoE must drop and pad tokens: "moe cuda graph is only supported with ...")
+        c["model.moe_expert_capacity_factor"], c["model.moe_pad_expert_input_to_capacity"] = 1.0, True
+    c["model.cuda_graph_warmup_steps"] = draw(st.sampled_from([3, 3, 1, 0]))
+    if has("model.fine_grained_offloading_max_inflight_offloads", version):
+        c["model.fine_grained_offloading_max_inflight_offloads"] = draw(st.sampled_from([None, 0, 1, 1, -1]))
     return c
 
 
@@ -285,8 +333,9 @@ def render_mlm(config: dict, version: Version) -> str | None:
         flags += ["--offload-modules", *c["model.offload_modules"]]
     elif c["model.offload_modules"] is None:
         return None  # the CLI default is [], it cannot say None
-    for key in ("model.activation_offload_fraction", "model.delta_offload_bytes_across_pp_ranks"):
-        if key in c:
+    for key in ("model.activation_offload_fraction", "model.delta_offload_bytes_across_pp_ranks",
+                "model.cuda_graph_warmup_steps", "model.fine_grained_offloading_max_inflight_offloads"):
+        if c.get(key) is not None:
             flags += [keys.KEYS[key].flag, str(c[key])]
     for key, flag in (("model.attention_dropout", "--attention-dropout"), ("model.hidden_dropout", "--hidden-dropout")):
         if key in c:
@@ -294,6 +343,7 @@ def render_mlm(config: dict, version: Version) -> str | None:
     for key in ("model.cuda_graph_scope", "model.cuda_graph_modules"):
         if c.get(key):
             flags += [keys.KEYS[key].flag, *c[key]]
+
     switches = {"model.moe_layer_recompute": "--moe-layer-recompute", "model.enable_cuda_graph": "--enable-cuda-graph",
                 "model.external_cuda_graph": "--external-cuda-graph",
                 "model.fine_grained_activation_offloading": "--fine-grained-activation-offloading",

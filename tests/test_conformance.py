@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance import compare, configs, describe, ep_overlap_configs, graph_recompute_configs
+from conformance import (compare, configs, describe, ep_overlap_configs, fine_grained_graph_configs,
+                         graph_recompute_configs, version_of)
 from offlint.rules import load_rules
 from offlint.validate import Environment, MegatronCore, environments
 
@@ -111,6 +112,18 @@ def test_graph_recompute_agrees_with_megatron_core(mcore):
     outcomes, refused = _agree_on(mcore, graph_recompute_configs, {"OFL225", "OFL226"})
     assert outcomes["accepted"] >= sum(outcomes.values()) * 0.1
     assert len({error for code, error in refused if code == "OFL226"}) >= 3  # dropout, hidden dropout, jitter...
+
+
+@needs_mcore
+def test_fine_grained_graphs_agree_with_megatron_core(mcore):
+    """The same comparison over fine-grained activation offloading beside CUDA graphs (OFL121: what the graph block
+    asserts from 0.18, and from 0.19 of local graphs), in every form. Before 0.18 megatron-core accepts them all."""
+    outcomes, refused = _agree_on(mcore, fine_grained_graph_configs, {"OFL121"})
+    assert outcomes["accepted"] >= sum(outcomes.values()) * 0.1
+    if mcore.version >= version_of("0.19"):
+        assert len(refused) >= 5  # local modules, whole layers, the implementation, graphed MoE, warm-up, in-flight
+    elif mcore.version < version_of("0.18"):
+        assert not refused
 
 
 @needs_mcore

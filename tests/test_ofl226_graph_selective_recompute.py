@@ -1,5 +1,5 @@
 """OFL226: selective recompute of a module a CUDA graph covers and cannot replay (megatron-core's TransformerConfig,
-CG-9 to CG-12), by release: the MoE router's Transformer Engine graph with "moe" recomputed; dropout and MoE input
+CG-9), by release: the MoE router's Transformer Engine graph with "moe" recomputed; dropout and MoE input
 jitter where the graph covers the recomputed module (the whole layer, or the module's own graph). A dropout a
 Megatron Bridge recipe leaves unset is its provider class's default, which offlint does not read: not judged (the
 Qwen3.5-VL functional recipe on Bridge 067f987 graphs attention and recomputes core_attn with its provider's 0.0).

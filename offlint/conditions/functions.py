@@ -6,8 +6,8 @@ from typing import Callable
 
 from offlint.conditions.ep_overlap import (ep_overlap_open, ep_overlap_refusal, ep_overlap_schedule_open,
                                            ep_overlap_schedule_refusal)
-from offlint.conditions.graphs import (bridge_local_graph_refusal, graph_full_recompute_refusal,
-                                       graph_selective_recompute_refusal)
+from offlint.conditions.graphs import (bridge_local_graph_refusal, fine_grained_graph_refusal,
+                                       graph_full_recompute_refusal, graph_selective_recompute_refusal)
 from offlint.conditions.layout import (batch_division, layout_division, pipeline_layout_refusal, pipeline_split_refusal,
                                        uneven_split_refusal, virtual_stages_without_pipeline)
 from offlint.conditions.memory import (at_risk_fix, at_risk_margin_gib, estimated_peak_gib, gpu_count, gpu_name,
@@ -41,6 +41,7 @@ FUNCTIONS: dict[str, Callable] = {
     "ep_overlap_refusal": ep_overlap_refusal,
     "graph_full_recompute_refusal": graph_full_recompute_refusal,
     "graph_selective_recompute_refusal": graph_selective_recompute_refusal,
+    "fine_grained_graph_refusal": fine_grained_graph_refusal,
     "ep_overlap_open": ep_overlap_open,
     "version_at_least": version_at_least,
     "checkout_checks": checkout_checks,

@@ -1,5 +1,6 @@
-"""CUDA graphs beside recompute: full recompute with per-layer graphs (OFL225), selective recompute with graphed
-modules (OFL226), and the local graphs the tree's Megatron Bridge refuses (OFL223)."""
+"""CUDA graphs beside recompute and offloading: full recompute with per-layer graphs (OFL225), selective recompute
+with graphed modules (OFL226), fine-grained activation offloading under graphs (OFL121), and the local graphs the
+tree's Megatron Bridge refuses (OFL223)."""
 
 from __future__ import annotations
 
@@ -116,8 +117,8 @@ def graph_selective_recompute_refusal(scope: Scope) -> object:
     recomputed = scope.key("model.recompute_modules")
     if UNKNOWN in (granularity, impl, names, recomputed):
         return UNKNOWN
-    if modern and impl in ("none", "local") and "full_iteration" in names:
-        impl, names = "full_iteration", [n for n in names if n != "full_iteration"]  # (the migration, TC-CG-migrate)
+    if modern:
+        impl, names = _migrated(impl, names)
     if impl == "none":
         return ""
     # (unset, TransformerConfig.__post_init__ makes it ["core_attn"] before its graph block, in every release)
@@ -147,9 +148,102 @@ def graph_selective_recompute_refusal(scope: Scope) -> object:
     return UNKNOWN if open_check else ""
 
 
+def _migrated(impl: str, names: list[str]) -> tuple[str, list[str]]:
+    """From 0.18, the implementation and graphed modules after the deprecated module name "full_iteration" selected
+    the full-iteration implementation (cuda_graph_config.py; TC-CG-migrate)."""
+    if impl in ("none", "local") and "full_iteration" in names:
+        return "full_iteration", [n for n in names if n != "full_iteration"]
+    return impl, names
+
+
 def _selective_refusal(what: str, where: str, message: str) -> str:
     return (f"selective recompute of {what} beside CUDA graphs ({where}): megatron-core's TransformerConfig "
             f"asserts \"{message}\" when it builds the config")
+
+
+# TransformerConfig's fine-grained offloading checks under CUDA graphs (graph block, 0.18 on), in its order.
+_LOCAL_OFFLOADABLE = ("expert_fc1", "moe_act", "fused_group_mlp")
+_LOCAL_MODULES = ("fine-grained activation offloading with cuda_graph_impl='local' only supports offload_modules "
+                  "'expert_fc1', 'moe_act', and 'fused_group_mlp'. Unsupported offload_modules: {}.")
+_LOCAL_WHOLE_LAYER = ("fine-grained activation offloading with cuda_graph_impl='local' is not supported with "
+                      "whole-layer CUDA graph capture.")
+_OFFLOAD_GRAPH_IMPL = {  # (0.18 allows no local graphs at all; 0.19 allows local graphs of part of the MoE)
+    "0.18": "fine-grained activation offloading is only supported with transformer_engine CUDA graph "
+            "implementation or local CUDA graph implementation with full_iteration scope.",
+    "0.19": "fine-grained activation offloading is only supported with transformer_engine CUDA graph "
+            "implementation or local CUDA graph implementation with partial MoE offload. Local partial CUDA graphs "
+            "are supported only for expert_fc1, moe_act, or fused_group_mlp offload when the full MoE module is not "
+            "captured.",
+}
+_OFFLOAD_GRAPHED_MOE = "Token-drop MoE is temporarily not supported with activation offloading."
+_OFFLOAD_WARMUP = "cuda_graph_warmup_steps must be greater than 0 when enabling fine-grained activation offloading."
+_OFFLOAD_INFLIGHT = ("fine_grained_offloading_max_inflight_offloads must be a non-negative integer when using "
+                     "fine-grained activation offloading with full-iteration CUDA graphs")
+
+
+@needs_scope
+def fine_grained_graph_refusal(scope: Scope) -> object:
+    """OFL121: why megatron-core refuses fine-grained activation offloading beside CUDA graphs ("" when it does not,
+    UNKNOWN when offlint cannot tell). From 0.18 TransformerConfig's graph block (`if self.cuda_graph_impl !=
+    "none":`, after the deprecated switches and module name became an implementation) asserts, in this order:
+    from 0.19, with local graphs, that only expert_fc1, moe_act and fused_group_mlp are offloaded and that the
+    graphs name modules (not whole layers); that the implementation is transformer_engine or full_iteration, or
+    (from 0.19) local graphs of part of the MoE (those modules offloaded, the MoE itself not graphed); that the MoE
+    is not graphed; that cuda_graph_warmup_steps is above 0; and, with full-iteration graphs, that
+    fine_grained_offloading_max_inflight_offloads is set to 0 or more (its default is None)."""
+    on = scope.key("model.fine_grained_activation_offloading")
+    if on is not UNKNOWN and not on:
+        return ""
+    impl = _graph_impl(scope)
+    if impl == "none":
+        return ""
+    if impl is UNKNOWN:
+        return UNKNOWN
+    names = graph_modules(scope.key("model.cuda_graph_scope"), scope.key("model.cuda_graph_modules"))
+    if names is not UNKNOWN:
+        impl, names = _migrated(impl, names)
+    # (graphed modules offlint cannot read leave graphs on, and the checks that do not read them are still made;
+    # a local implementation may then be a full-iteration one, named so by a module name: its own checks stay open)
+    open_check = names is UNKNOWN
+    partial_local = scope.version >= parse_version("0.19")
+    modules = scope.key("model.offload_modules")
+    offloaded = None if modules is UNKNOWN else set(as_list(modules))
+    refusals = []
+    if impl == "local" and partial_local and names is not UNKNOWN:
+        if offloaded is None:
+            open_check = True
+        elif offloaded - set(_LOCAL_OFFLOADABLE):
+            refusals.append(_LOCAL_MODULES.format(sorted(offloaded - set(_LOCAL_OFFLOADABLE))))
+        if not names:
+            refusals.append(_LOCAL_WHOLE_LAYER)
+    if impl not in ("transformer_engine", "full_iteration") and names is not UNKNOWN:
+        if not partial_local:
+            refusals.append(_OFFLOAD_GRAPH_IMPL["0.18"])
+        elif offloaded is None:
+            open_check = True
+        elif not (offloaded and offloaded <= set(_LOCAL_OFFLOADABLE) and "moe" not in names):
+            refusals.append(_OFFLOAD_GRAPH_IMPL["0.19"])
+    if names is not UNKNOWN and "moe" in names:
+        refusals.append(_OFFLOAD_GRAPHED_MOE)
+    warmup = scope.key("model.cuda_graph_warmup_steps")
+    if warmup is UNKNOWN:
+        open_check = True
+    elif isinstance(warmup, (int, float)) and warmup <= 0:
+        refusals.append(_OFFLOAD_WARMUP)
+    if impl == "full_iteration":
+        inflight = scope.key("model.fine_grained_offloading_max_inflight_offloads")
+        if inflight is UNKNOWN:
+            open_check = True
+        elif inflight is None or (isinstance(inflight, (int, float)) and inflight < 0):
+            refusals.append(_OFFLOAD_INFLIGHT)
+    if not refusals:
+        return UNKNOWN if open_check else ""
+    if on is UNKNOWN:
+        return UNKNOWN
+    where = f"cuda_graph_impl={impl!r}" + ("" if names is UNKNOWN else f", cuda_graph_modules={names!r}" if names
+                                           else ", graphing whole layers")
+    return (f"fine-grained activation offloading beside CUDA graphs ({where}): megatron-core's TransformerConfig "
+            f"asserts \"{refusals[0]}\" when it builds the config")
 
 
 @needs_scope
