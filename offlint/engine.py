@@ -319,11 +319,13 @@ def _for_caller(finding: Finding, rule: Rule, scope: Scope, resolved: ResolvedUn
 # a flag, an override), and offlint reads that code wherever it is in the tree. The same holds for the settings
 # under them (`cpu_offloading_num_layers`, `optimizer_offload_fraction`, ...), which the rules about inert or
 # out-of-range settings (OFL202, OFL203, OFL205, OFL209) fire on, and for the other opt-in features the rules
-# pair them with: activation recompute and CUDA graphs.
+# pair them with: activation recompute and CUDA graphs. The optimizer's lower-precision dtypes are the
+# precision-aware optimizer's settings (OFL122 fires on one left without it): fp32 unless code sets them.
 MASTER_SWITCHES = frozenset({"model.cpu_offloading", "model.fine_grained_activation_offloading",
                              "optimizer.optimizer_cpu_offload", "optimizer.use_precision_aware_optimizer"})
 _OPT_IN_WORDS = ("offload", "recompute", "cuda_graph")
-_UNDER_SWITCHES = frozenset({"overlap_cpu_optimizer_d2h_h2d", "pin_cpu_grads", "pin_cpu_params"})
+_UNDER_SWITCHES = frozenset({"overlap_cpu_optimizer_d2h_h2d", "pin_cpu_grads", "pin_cpu_params", "main_grads_dtype",
+                             "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"})
 
 
 def is_opt_in_setting(key: str) -> bool:

@@ -225,6 +225,38 @@ def fine_grained_graph_configs(draw, version: Version) -> dict:
     return c
 
 
+@st.composite
+def optimizer_dtype_configs(draw, version: Version) -> dict:
+    """The optimizer's dtypes with the precision-aware optimizer on or off (OFL122, OC-8; beside it OFL116's OC-2/OC-3
+    and OFL208). Adam and the distributed optimizer mostly, so that most configurations reach the dtype checks; the
+    precision-aware optimizer is judged on this CPU machine only with optimizer offloading (OC-5 skips the probe of
+    Transformer Engine's FusedAdam)."""
+    c = draw(configs(version))
+    c.update({"model.cpu_offloading": False, "model.cpu_offloading_num_layers": 0,  # (a model megatron-core takes)
+              "model.cpu_offloading_activations": True, "model.cpu_offloading_weights": False,
+              "model.fine_grained_activation_offloading": False, "model.offload_modules": None,
+              "model.min_offloaded_tensor_size": 1024, "model.recompute_granularity": None,
+              "model.recompute_method": None, "model.recompute_num_layers": None, "model.recompute_modules": None,
+              "model.moe_layer_recompute": False, "model.cuda_graph_impl": "none", "model.enable_cuda_graph": False,
+              "model.external_cuda_graph": False, "model.pipeline_model_parallel_size": 1,
+              "model.num_moe_experts": None})
+    for key in (*_EP_OVERLAP_KEYS, "model.moe_paged_stash", "model.moe_expert_rank_capacity_factor",
+                "model.moe_flex_dispatcher_backend"):
+        c.pop(key, None)
+    c["optimizer.optimizer"] = draw(st.sampled_from(["adam", "adam", "adam", "sgd"]))
+    distributed = draw(st.sampled_from([True, True, True, False]))
+    c["optimizer.use_distributed_optimizer"] = c["ddp.use_distributed_optimizer"] = distributed
+    aware = c["optimizer.use_precision_aware_optimizer"] = draw(st.booleans())
+    c["optimizer.optimizer_cpu_offload"] = aware or draw(st.booleans())
+    c["optimizer.decoupled_weight_decay"] = True
+    for key, lower in (("optimizer.main_grads_dtype", ["torch.bfloat16"]),
+                       ("optimizer.main_params_dtype", ["torch.float16"]),
+                       ("optimizer.exp_avg_dtype", ["torch.bfloat16", "torch.float16"]),
+                       ("optimizer.exp_avg_sq_dtype", ["torch.bfloat16", "torch.float16"])):
+        c[key] = draw(st.sampled_from(["torch.float32"] * 3 + lower))
+    return c
+
+
 # ---- rendering -------------------------------------------------------------------------------------------
 
 
@@ -343,7 +375,10 @@ def render_mlm(config: dict, version: Version) -> str | None:
     for key in ("model.cuda_graph_scope", "model.cuda_graph_modules"):
         if c.get(key):
             flags += [keys.KEYS[key].flag, *c[key]]
-
+    for key in ("optimizer.main_grads_dtype", "optimizer.main_params_dtype", "optimizer.exp_avg_dtype",
+                "optimizer.exp_avg_sq_dtype"):
+        if key in c:  # (the CLI's spellings, which its map_dtype turns into torch dtypes)
+            flags += [keys.KEYS[key].flag, _CLI_DTYPES[c[key]]]
     switches = {"model.moe_layer_recompute": "--moe-layer-recompute", "model.enable_cuda_graph": "--enable-cuda-graph",
                 "model.external_cuda_graph": "--external-cuda-graph",
                 "model.fine_grained_activation_offloading": "--fine-grained-activation-offloading",
@@ -355,6 +390,9 @@ def render_mlm(config: dict, version: Version) -> str | None:
                 "optimizer.use_distributed_optimizer": "--use-distributed-optimizer"}
     flags += [flag for key, flag in switches.items() if c.get(key)]
     return "torchrun --nproc-per-node 8 pretrain_gpt.py " + " ".join(flags) + "\n"
+
+
+_CLI_DTYPES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}
 
 
 RENDER = {"python": ("recipe.py", "python", render_python), "yaml": ("o.yaml", "yaml", render_yaml),

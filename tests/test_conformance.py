@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance import (compare, configs, describe, ep_overlap_configs, fine_grained_graph_configs,
-                         graph_recompute_configs, version_of)
+                         graph_recompute_configs, optimizer_dtype_configs, version_of)
 from offlint.rules import load_rules
 from offlint.validate import Environment, MegatronCore, environments
 
@@ -124,6 +124,15 @@ def test_fine_grained_graphs_agree_with_megatron_core(mcore):
         assert len(refused) >= 5  # local modules, whole layers, the implementation, graphed MoE, warm-up, in-flight
     elif mcore.version < version_of("0.18"):
         assert not refused
+
+
+@needs_mcore
+def test_optimizer_dtypes_agree_with_megatron_core(mcore):
+    """The same comparison over the optimizer's dtypes with the precision-aware optimizer on or off (OFL122: each
+    must be fp32 without it, OC-8), in every form."""
+    outcomes, refused = _agree_on(mcore, optimizer_dtype_configs, {"OFL122"})
+    assert outcomes["accepted"] >= sum(outcomes.values()) * 0.1
+    assert len(refused) == 4  # main_grads_dtype, main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype
 
 
 @needs_mcore

@@ -14,7 +14,8 @@ Where things are (a rule's YAML names its helper functions; `functions.py` maps 
   (known fields, suggestions, defaults, which write wins); `module_names.py`: offload, CUDA graph and recompute
   module names;
 - one module per family of checks: `memory.py` (OFL303-OFL305), `layout.py` (OFL216-OFL218, OFL221),
-  `graphs.py` (OFL121, OFL223, OFL225, OFL226), `ep_overlap.py` (OFL219, OFL224), `precision.py` (OFL117).
+  `graphs.py` (OFL121, OFL223, OFL225, OFL226), `ep_overlap.py` (OFL219, OFL224), `precision.py` (OFL117,
+  OFL122).
 """
 
 from offlint.conditions.functions import FUNCTIONS

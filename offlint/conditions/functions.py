@@ -16,7 +16,7 @@ from offlint.conditions.memory import (at_risk_fix, at_risk_margin_gib, estimate
 from offlint.conditions.module_names import (allowed_offload_modules, graph_module_refusal, graph_modules,
                                              graph_modules_written, graph_scope_names, invalid_offload_modules,
                                              paged_stash_conflicts, recompute_module_refusal)
-from offlint.conditions.precision import low_precision_refusal, low_precision_refused
+from offlint.conditions.precision import low_precision_refusal, low_precision_refused, optimizer_dtype_refusal
 from offlint.conditions.settings import (allocator_without_expandable_segments, checkout_checks, checkout_lacks,
                                          distributed_optimizer, graphs_refuse_expandable, is_default, is_known_key,
                                          is_written, malformed_expandable_segments, other_accelerator, overrides,
@@ -42,6 +42,7 @@ FUNCTIONS: dict[str, Callable] = {
     "graph_full_recompute_refusal": graph_full_recompute_refusal,
     "graph_selective_recompute_refusal": graph_selective_recompute_refusal,
     "fine_grained_graph_refusal": fine_grained_graph_refusal,
+    "optimizer_dtype_refusal": optimizer_dtype_refusal,
     "ep_overlap_open": ep_overlap_open,
     "version_at_least": version_at_least,
     "checkout_checks": checkout_checks,
