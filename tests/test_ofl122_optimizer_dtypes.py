@@ -95,3 +95,21 @@ def test_a_megatron_lm_launch(tmp_path, monkeypatch):
     (found,) = _findings(tmp_path, monkeypatch, "a.sh", launch.format(""))
     assert found.message.startswith("main_params_dtype=torch.float16 without the precision-aware optimizer")
     assert not _findings(tmp_path, monkeypatch, "b.sh", launch.format("--use-precision-aware-optimizer "))
+
+
+def test_a_run_config_bridge_wrote_to_yaml_spells_its_dtypes_as_object_references(tmp_path, monkeypatch):
+    # ConfigContainer.to_yaml writes a torch dtype as `{_target_: torch.float32, _call_: false}`: the dtype itself
+    # (OpenEuroLLM/oellm-autoexp's Megatron Bridge run_config.yaml templates; 11 false findings before)
+    dumped = """
+        optimizer:
+          use_precision_aware_optimizer: false
+          main_grads_dtype:
+            _call_: false
+            _target_: torch.float32
+          exp_avg_dtype:
+            _call_: false
+            _target_: torch.{}
+    """
+    assert not _findings(tmp_path, monkeypatch, "run_config.yaml", dumped.format("float32"))
+    (found,) = _findings(tmp_path, monkeypatch, "b.yaml", dumped.format("bfloat16"))
+    assert found.message.startswith("exp_avg_dtype=torch.bfloat16 without")

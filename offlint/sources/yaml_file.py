@@ -277,10 +277,22 @@ def _walk(node: yaml.MappingNode, prefix: str, path: str, layer: Layer) -> None:
         except yaml.YAMLError as exc:
             raise YamlError(f"invalid YAML value at line {location.line}: {exc}") from None
         text = value_node.value if isinstance(value_node, yaml.ScalarNode) else _flow_text(value_node)
+        value = _object_reference(value)
         if isinstance(value, str) and "${" in value:  # `${sum:${.num_layers},-1}` (NeMo's megatron_gpt_config.yaml)
             value = Unknown(f"`{value}` is an OmegaConf interpolation, resolved when the file is loaded")
         key = canonical_key(key)
         layer.assignments.append(Assignment(key, env_string(key, value), location, Source.YAML, str(text)))
+
+
+def _object_reference(value: object) -> object:
+    """`{_target_: torch.float32, _call_: false}` is the object the target names, not called: how Megatron Bridge
+    writes a config's torch dtypes and functions to YAML (ConfigContainer.to_yaml; megatron.training's instantiate
+    returns the target itself when `_call_` is false). Read as the dotted name, as offlint spells a dtype
+    ("torch.float32"). Anything else is left as it is."""
+    if type(value) is dict and value.get("_call_") is False and set(value) == {"_target_", "_call_"} and \
+            isinstance(value["_target_"], str):
+        return value["_target_"]
+    return value
 
 
 def _flow_text(node) -> str:
