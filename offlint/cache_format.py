@@ -22,7 +22,7 @@ try:
 except ImportError:  # a declared dependency; without it json writes the same data
     orjson = None
 
-from offlint.sources.python_values import PartialDict, Record
+from offlint.sources.python_values import MachineValue, PartialDict, Record
 from offlint.suppressions import Suppression
 from offlint.types import (ABSENT, BELOW, KEY_DEFAULT, AnyField, Assignment, ByVersion, Defaults, FileError, Finding,
                            Layer, Location, OneOf, Related, Severity, Source, Unit, UnitKind, Unknown, UserInput)
@@ -31,7 +31,7 @@ from offlint.versions import DetectedVersion, Version
 # Everything a file's outcome and a run's result are made of (offlint/types.py and the reader's values).
 VALUE_CLASSES: tuple[type, ...] = (Location, Unknown, OneOf, UserInput, AnyField, Assignment, ByVersion, Layer, Unit,
                                    Related, Finding, FileError, Suppression, Version, DetectedVersion, Source, UnitKind,
-                                   Defaults, Severity, Record, PartialDict)
+                                   Defaults, Severity, Record, PartialDict, MachineValue)
 _SINGLETONS = {"KEY_DEFAULT": KEY_DEFAULT, "ABSENT": ABSENT, "BELOW": BELOW}
 _SIMPLE = {"str": str, "int": int, "bool": bool, "float": (int, float)}
 

@@ -36,6 +36,7 @@ import re
 from operator import attrgetter
 
 from offlint.sources import bridge_precision, python_inputs, python_roles
+from offlint.sources.python_branches import settle_early
 from offlint.sources.python_call_effects import CallEffects
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _dedupe, _framework, _note_base
 from offlint.sources.python_constructors import Constructors
@@ -108,6 +109,7 @@ class PythonReader(Statements, Expressions, CallEffects, Constructors, CallFollo
         self._call_names: dict[int, tuple] = {}  # a call's name as written and its last part (python_call_effects)
         self._chains: dict[int, tuple] = {}  # an attribute chain's names and its text (python_expressions, _assign)
         self._params: dict[int, tuple] = {}  # a function's parameters in order and their defaults (the same)
+        self._names_cuda: bool | None = None  # the text names `torch.cuda` (python_statements._tests_machine)
 
     def prepare(self) -> None:
         """Index functions and imports, and evaluate the module body (its constants)."""
@@ -216,6 +218,7 @@ class PythonReader(Statements, Expressions, CallEffects, Constructors, CallFollo
         # (a run that raised keeps what it built before: a launcher's `main()` that raised on a value offlint
         # assumed, an unset WORLD_SIZE, still names the recipe it built)
         objects = self._run_block(node.body, frame)
+        settle_early(frame)
         if isinstance(frame.returned, ConfigObj):
             objects.append(frame.returned)
         objects = _dedupe(objects)

@@ -5,7 +5,8 @@ it, and a key set differently (or only on some paths) becomes a `OneOf`: one val
 path's condition ("`if fast` (recipes/llama.py:4) is true": a line is named with its file, which lets the cache
 move a kept reading's texts with its lines) and the split it belongs to, so that the rule engine can evaluate
 rules per consistent combination of paths. A key left unset on a path has its section's default
-there (KEY_DEFAULT), or is unknown when the section's base is.
+there (KEY_DEFAULT), or is unknown when the section's base is. A path that returns early keeps the state it
+returned with until the function ends (settle_early): what comes after the split runs on the other paths only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from functools import cached_property
 from operator import is_
 
 from offlint.sources.python_values import SECTION_NONE, ConfigObj
-from offlint.types import KEY_DEFAULT, AnyField, Assignment, Location, OneOf, Unknown
+from offlint.types import KEY_DEFAULT, UNREAD_SPLIT, AnyField, Assignment, Location, OneOf, Unknown
 
 
 def same(a, b) -> bool:
@@ -37,10 +38,13 @@ class BranchPoint:
     # The command-line flags the test reads, when it reads nothing else unknown: a split only a user's own flags
     # decide (python_inputs). Its steps carry them as a fourth item.
     flags: tuple[str, ...] = ()
+    # Its test reads the machine the job runs on (python_values.MachineValue): which path a run takes is not read
+    # (types.UNREAD_SPLIT leads its id).
+    machine: bool = False
 
     @cached_property  # (kept in the instance's dict, not a field: a split reused by every run of its statement)
     def id(self) -> str:
-        return str(self.loc)
+        return f"{UNREAD_SPLIT}{self.loc}" if self.machine else str(self.loc)
 
 
 MAX_PATHS = 8  # beyond this many paths a value is left unknown (rules are evaluated once per combination)
@@ -73,6 +77,25 @@ def merge_into(obj: ConfigObj, variants: list[ConfigObj], split: BranchPoint) ->
     else:
         obj.base = Unknown(f"set differently by branch ({split.what})")
     obj.values = merge_values([v.values for v in variants], split, [_unset(v) for v in variants])
+
+
+def settle_early(frame) -> None:
+    """At the end of a function: each config object is, on the paths that returned early, as it was when they
+    returned (Frame.early_states), and as the function left it on the others; the latest split first, as its
+    other paths are those that went on from the earlier ones."""
+    for split, count, obj, returned in reversed(frame.early_states):
+        if all(_same_state(state, obj) for state in returned.values()):
+            continue  # (nothing after the split changed it: the merge would give what it holds)
+        merge_into(obj, [returned.get(index) or obj.copy() for index in range(count)], split)
+    frame.early_states = ()
+
+
+def _same_state(a: ConfigObj, b: ConfigObj) -> bool:
+    """Whether two copies of a config object hold the same keys and values (the assignments are shared objects, so
+    the dicts compare by identity first)."""
+    return a.base == b.base and a.values == b.values and a.top == b.top and a.env == b.env and \
+        a.env_unknown == b.env_unknown and a.children.keys() == b.children.keys() and \
+        all(_same_state(child, b.children[name]) for name, child in a.children.items())
 
 
 def _unset(obj: ConfigObj) -> object:

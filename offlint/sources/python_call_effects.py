@@ -17,8 +17,9 @@ from offlint.sources.python_configs import (CONTAINER_CLASSES, MODEL_CLASSES, SE
 from offlint.sources.python_constructors import _config_kind, _own_class, _section_of_class
 from offlint.sources.python_statements import _UNDECIDED
 from offlint.sources.python_syntax import _attr_chain, _call_name
-from offlint.sources.python_values import (OPTIONAL_SECTIONS, SECTION_NONE, ConfigObj, Frame, FunctionRef, ModuleRef,
-                                           ObjectTuple, PartialDict, Record, new_assignment, _ENV, _PYTHON)
+from offlint.sources.python_values import (OPTIONAL_SECTIONS, SECTION_NONE, ConfigObj, Frame, FunctionRef,
+                                           MachineValue, ModuleRef, ObjectTuple, PartialDict, Record, new_assignment,
+                                           _ENV, _PYTHON)
 from offlint.types import AnyField, Assignment, Unknown
 
 
@@ -74,6 +75,8 @@ class CallEffects:
             self.project.touched.add((target[0].path, target[1].name))
         if name == "setattr" and len(node.args) == 3 and not node.keywords and self._set_attribute(node, frame):
             return None
+        if name.startswith("torch.cuda."):  # the machine's: no config object is given to one
+            return MachineValue(f"the result of `{self._segment(node.func)}(...)` on the machine the job runs on")
         # A call offlint does not follow: the config objects it can reach (`f(cfg)`: the whole container,
         # `f(cfg.model)`: the model section) may be changed by it; the reason names the call and where it is.
         text = self._segment(node.func) + "(...)"
@@ -390,7 +393,7 @@ def _call_kinds(node: ast.Call) -> tuple[str, str, bool, bool, bool]:
     method = func.attr if isinstance(func, ast.Attribute) else None
     early = (short == "cast" and len(node.args) == 2) or python_inputs.is_parse_call(node) or \
         python_inputs.environment_variable(node) is not None
-    maybe_pure = python_calls.is_logging_call(func) or (
+    maybe_pure = python_calls.is_logging_call(func) or name in python_calls.IS_DATACLASS or (
         isinstance(func, ast.Name) and func.id in python_calls.PURE_BUILTINS) or (
         method in python_calls.VALUE_METHODS and
         python_calls.value_receiver(func.value))

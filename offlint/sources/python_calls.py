@@ -27,6 +27,8 @@ PURE_BUILTINS = frozenset({
     "print", "sorted", "list", "tuple", "set", "frozenset", "dict", "min", "max", "sum", "any", "all", "abs",
     "round", "range", "enumerate", "zip", "callable", "format", "hash", "iter", "next", "reversed", "vars", "dir",
 })
+# `dataclasses.is_dataclass(x)` as written (the module's function, or its name imported from it): it only looks.
+IS_DATACLASS = ("dataclasses.is_dataclass", "is_dataclass")
 # Methods of str (and of the dict/list views a recipe reads) that compute a value and change nothing.
 STR_METHODS = frozenset({"lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "startswith",
                          "endswith", "replace", "casefold", "title", "capitalize", "isdigit", "isalpha",

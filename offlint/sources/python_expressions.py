@@ -14,8 +14,8 @@ from offlint.sources import python_calls, python_inputs
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _field
 from offlint.sources.python_syntax import _attr_chain, test_leaves
-from offlint.sources.python_values import (NO_PROPERTY, SECTION_NONE, ConfigObj, Frame, ModuleRef, ObjectTuple,
-                                           PartialDict, Record)
+from offlint.sources.python_values import (NO_PROPERTY, SECTION_NONE, ConfigObj, Frame, MachineValue, ModuleRef,
+                                           ObjectTuple, PartialDict, Record)
 from offlint.types import Unknown, UserInput
 
 
@@ -209,6 +209,8 @@ class Expressions:
             receiver = self._imported_value(chain[0])
         if isinstance(receiver, UserInput) and not receiver.flags and len(chain) == 2:
             return python_inputs.attribute(receiver, chain[1], text)  # `args.name`
+        if isinstance(receiver, MachineValue):  # `props.major` of `props = torch.cuda.get_device_properties(0)`
+            return MachineValue(f"`{text}` on the machine the job runs on")
         if isinstance(receiver, ModuleRef) and self.project is not None:
             # `base_cfgs.LLAMA3_8B_BF16`: a module-level value, or a function, of the tree's module
             found, member = self._module_member(receiver.name, chain[1]) if len(chain) == 2 else (False, None)
@@ -241,9 +243,20 @@ class Expressions:
         """A call that only computes a value (decidable in a branch test without running anything else)."""
         func = node.func
         if isinstance(func, ast.Name):
-            return func.id in python_calls.PURE_BUILTINS and not self._shadowed(func.id, frame)
-        return isinstance(func, ast.Attribute) and func.attr in python_calls.VALUE_METHODS and \
-            python_calls.value_receiver(func.value)
+            return func.id in python_calls.PURE_BUILTINS and not self._shadowed(func.id, frame) or \
+                func.id == "is_dataclass" and self._is_dataclass_test(func, frame)
+        return isinstance(func, ast.Attribute) and (
+            func.attr in python_calls.VALUE_METHODS and python_calls.value_receiver(func.value) or
+            func.attr == "is_dataclass" and self._is_dataclass_test(func, frame))
+
+    def _is_dataclass_test(self, func: ast.expr, frame: Frame) -> bool:
+        """`dataclasses.is_dataclass` (or the name imported from dataclasses), as the call's function."""
+        if isinstance(func, ast.Attribute):
+            return func.attr == "is_dataclass" and isinstance(func.value, ast.Name) and \
+                func.value.id == "dataclasses" and self.imports.get("dataclasses") == ("dataclasses", None) and \
+                "dataclasses" not in frame.names
+        return isinstance(func, ast.Name) and func.id == "is_dataclass" and \
+            self.imports.get("is_dataclass") == ("dataclasses", "is_dataclass") and "is_dataclass" not in frame.names
 
     def _shadowed(self, name: str, frame: Frame) -> bool:
         return name in frame.names or name in self.functions or name in self.imports or name in self.constants
@@ -255,6 +268,15 @@ class Expressions:
             return None
         if not self._is_pure(node, frame):
             return python_calls.NOT_PURE
+        if (func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else "") == "is_dataclass":
+            # dataclasses' own (_is_pure said so): a config object or a dataclass record is one (Bridge's override
+            # helpers return early for anything else); a literal is not; anything else is not known
+            value = self._eval(node.args[0], frame) if len(node.args) == 1 and not node.keywords else None
+            if isinstance(value, (ConfigObj, Record)):
+                return True
+            if value is None or type(value).__module__ == "builtins" and not isinstance(value, Unknown):
+                return False if len(node.args) == 1 else Unknown(f"`{self._segment(node)}`")
+            return Unknown(f"the result of `{self._segment(node)}`")
         if isinstance(func, ast.Attribute):
             receiver = self._eval(func.value, frame)
             if not python_calls.has_value_method(receiver, func.attr):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from offlint.sources import python_inputs, python_mutations
-from offlint.sources.python_branches import same
+from offlint.sources.python_branches import same, settle_early
 from offlint.sources.python_records import MARK, arguments, call_args
 from offlint.sources.python_values import (MAX_DEPTH, NOT_KEPT, RAISED, RETURNED_NONE, ConfigObj, Frame, FunctionRef,
                                            ObjectTuple, PartialDict, Record, Registry, configs_in, record_steps,
@@ -133,6 +133,7 @@ class CallFollowing:
         if given:
             _bind_steps(fn, sub, len(positional), given)
         self._run_block(fn.body, sub)
+        settle_early(sub)
         result = sub.returned
         if result is None and sub.ended and sub.early:  # every path that did not raise returned early
             first = sub.early[0]

@@ -18,8 +18,8 @@ from offlint.sources.python_branches import BranchPoint, merge_into, narrowings,
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name, test_leaves
 from offlint.sources.python_values import (OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
-                                           FunctionRef, ModuleRef, ObjectTuple, Record, merge_origins, new_assignment,
-                                           record_steps, _ENV, _PYTHON)
+                                           FunctionRef, MachineValue, ModuleRef, ObjectTuple, Record, merge_origins,
+                                           new_assignment, record_steps, _ENV, _PYTHON)
 from offlint.types import Assignment, Location, OneOf, Unknown, UserInput
 
 _UNDECIDED = object()
@@ -64,6 +64,28 @@ def _note_early_returns(frame: Frame, subs: list[Frame]) -> None:
         sub.returned for sub in subs if sub.returned is not None and sub.returned is not RAISED)
     if all(sub.ended or sub.returned is not None for sub in subs):
         frame.ended = True
+
+
+def _set_aside_returns(frame: Frame, objects: list[ConfigObj], results: list, split) -> None:
+    """Where some paths of a split returned and others go on, what comes after the statement runs on the others
+    only: the returned paths' states of the config objects wait for the end of the function (settle_early), and
+    the merge after the statement takes a going-on path's state in their place (as for a path that raised). The
+    early states the branches noted of their own splits move to the objects they copied. `results` is changed in
+    place."""
+    for copies, sub in results:
+        if sub.early_states:
+            parent = {id(copies[id(obj)]): obj for obj in objects}
+            frame.early_states += tuple((s, n, parent[id(o)], r) for s, n, o, r in sub.early_states
+                                        if id(o) in parent)
+    returned = [sub.returned is not None and sub.returned is not RAISED for _, sub in results]
+    if not any(returned) or all(returned) or not objects:
+        return
+    going_on = next(result for result, ends in zip(results, returned) if not ends)
+    for obj in objects:
+        frame.early_states += ((split, len(results), obj,
+                                {i: copies[id(obj)] for i, ((copies, _), ends) in enumerate(zip(results, returned))
+                                 if ends}),)
+    results[:] = [going_on if ends else result for result, ends in zip(results, returned)]
 
 
 class Statements:
@@ -134,8 +156,28 @@ class Statements:
             parts = self._static[("if", id(node))] = (node, *self._if_parts(node))
         _, loc, what, paths, branches, narrow, plain = parts
         flags = self._input_flags(node, frame)
-        return self._run_branches(branches, frame, BranchPoint(loc, what, paths, flags) if flags else plain,
-                                  narrow=narrow)
+        split = BranchPoint(loc, what, paths, flags) if flags else \
+            BranchPoint(loc, what, paths, machine=True) if self._tests_machine(node, frame) else plain
+        return self._run_branches(branches, frame, split, narrow=narrow)
+
+    def _tests_machine(self, node: ast.If, frame: Frame) -> bool:
+        """Whether an `if`/`elif` chain's tests read the machine the job runs on: a `torch.cuda` call, or a name or
+        attribute holding what one gave (python_values.MachineValue). Asked only in a module that names
+        `torch.cuda` (most do not: their undecided tests are not evaluated again for it)."""
+        if self._names_cuda is None:
+            self._names_cuda = b"".join(self.lines).find(b"torch.cuda") != -1
+        if not self._names_cuda:
+            return False
+        tests = [node.test]
+        while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            tests.append(node.test)
+        for leaf in (leaf for test in tests for leaf in test_leaves(test)):
+            if isinstance(leaf, ast.Call) and _call_name(leaf.func).startswith("torch.cuda."):
+                return True
+            if isinstance(leaf, (ast.Name, ast.Attribute)) and isinstance(self._eval(leaf, frame), MachineValue):
+                return True
+        return False
 
     def _if_parts(self, node: ast.If) -> tuple:
         """An undecided `if`/`elif` chain's split as its text gives it (where, its name, each path's condition), its
@@ -276,8 +318,9 @@ class Statements:
                 if sub.names.get(name) is fixed:  # the body did not rebind it: the name is as before the test
                     sub.names[name] = before
             results.append((copies, sub))
-        if any(sub.returned_on_a_path or sub.returned is not None and sub.returned is not RAISED
-               for _, sub in results):
+        some_returned = any(sub.returned_on_a_path or sub.returned is not None and sub.returned is not RAISED
+                            for _, sub in results)
+        if some_returned:
             frame.returned_on_a_path = True  # (and, when every path returned, `frame.returned` below)
             _note_early_returns(frame, [sub for _, sub in results])
         raised = [sub.returned is RAISED for _, sub in results]
@@ -287,8 +330,11 @@ class Statements:
                 return list(objects)
             # A path that raises goes no further: the others are the state after the statement (given in its place,
             # so each path keeps its position for the merge's descriptions)
-            going_on = next(result for result, ends in zip(results, raised) if not ends)
+            going_on = next((result for result, ends in zip(results, raised) if not ends and result[1].returned is None),
+                            None) or next(result for result, ends in zip(results, raised) if not ends)
             results = [going_on if ends else result for result, ends in zip(results, raised)]
+        if some_returned:  # (a branch's own early returns set its returned_on_a_path too)
+            _set_aside_returns(frame, objects, results, split)
         for obj in objects:
             merge_into(obj, [copies[id(obj)] for copies, _ in results], split)
         touched = list(objects)

@@ -232,6 +232,15 @@ class _Raised:
 RAISED = _Raised()
 
 
+@dataclass(frozen=True)
+class MachineValue(Unknown):
+    """A value of the machine the job runs on (`torch.cuda.is_available()`, a device's properties): unknown to a
+    static check, and not a path the code's author chose. A split whose test reads one is one whose conditions
+    offlint does not read (BranchPoint.machine): a rule holding on some of its paths only is possible (--strict), as
+    Bridge's flex-dispatcher fallback for a GPU that is none of Ampere, Hopper or Blackwell is no path a GB200
+    recipe takes."""
+
+
 @dataclass(slots=True)
 class Frame:
     """Local names of one function activation."""
@@ -248,6 +257,10 @@ class Frame:
     # Bridge's `if marker == pid: return config` then `os.execvpe(...)`, `raise RuntimeError(...)` does.
     early: tuple = ()
     ended: bool = False
+    # The config objects' states on the paths that returned early, for the end of the function (settle_early): each
+    # (the split, its number of paths, the object the rest of the function goes on changing, {path: its state}).
+    # The statements after the split run on the other paths only: their writes are not the returned paths'.
+    early_states: tuple = ()
     # Names bound to a record's field (`x = settings.cuda_graph_impl`, a parameter given one): name -> (the value
     # bound, Record.made's steps for it); a step holds while the name still holds that very value (record_steps).
     origins: dict | None = None
