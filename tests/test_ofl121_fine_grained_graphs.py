@@ -151,3 +151,19 @@ def test_graphed_modules_offlint_cannot_read_leave_the_other_checks_decided(tmp_
     assert not _findings(tmp_path, monkeypatch, "b.yaml", override.format(1))
     # nor under --strict: a CUDA-graph setting the unseen recipe may set keeps its default there (engine._could_hold)
     assert not _findings(tmp_path, monkeypatch, "c.yaml", override.format(1), strict=True)
+
+
+def test_a_deprecated_switch_decides_an_implementation_offlint_cannot_read(tmp_path, monkeypatch):
+    # An override file turning external_cuda_graph on over a recipe offlint does not see: beside any implementation
+    # but "none" TransformerConfig refuses the switch (CG-1), so the graph block checks Transformer Engine's graphs
+    override = """
+        model:
+          external_cuda_graph: true
+          fine_grained_activation_offloading: true
+          offload_modules: [core_attn]
+          cuda_graph_warmup_steps: 0
+    """
+    (found,) = _findings(tmp_path, monkeypatch, "legacy.yaml", override)
+    assert not found.possible and found.message.startswith(
+        "fine-grained activation offloading beside CUDA graphs (cuda_graph_impl='transformer_engine'): ")
+    assert "cuda_graph_warmup_steps must be greater than 0" in found.message

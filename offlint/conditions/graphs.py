@@ -59,14 +59,18 @@ def graph_full_recompute_refusal(scope: Scope) -> object:
 def _graph_impl(scope: Scope) -> object:
     """The CUDA-graph implementation TransformerConfig's graph block checks under: `cuda_graph_impl`, or the
     deprecated switch that becomes one (enable_cuda_graph: "local", external_cuda_graph: "transformer_engine",
-    CG-3); "none", or UNKNOWN."""
+    CG-3); "none", or UNKNOWN. A switch that is on decides an implementation offlint cannot read: beside any
+    implementation but "none" TransformerConfig refuses the switch first (CG-1), so the graph block only ever
+    checks the switch's (a recall seed: an override file turning external_cuda_graph on over an unseen recipe)."""
     impl = scope.key("model.cuda_graph_impl")
-    if impl is UNKNOWN or impl not in (None, "none"):
+    if impl is not UNKNOWN and impl not in (None, "none"):
         return impl
     legacy = [scope.key("model.enable_cuda_graph"), scope.key("model.external_cuda_graph")]
-    if True not in legacy and UNKNOWN in legacy:
+    if True in legacy:
+        return "local" if legacy[0] is True else "transformer_engine"
+    if impl is UNKNOWN or UNKNOWN in legacy:
         return UNKNOWN
-    return "local" if legacy[0] is True else "transformer_engine" if legacy[1] is True else "none"
+    return "none"
 
 
 # TransformerConfig's messages, in the order it checks them (every release from 0.16.1; the MoE router one ends
