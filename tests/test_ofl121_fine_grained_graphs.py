@@ -65,8 +65,14 @@ def test_a_graphed_moe_and_no_warm_up_steps_are_refused_beside_transformer_engin
         cfg.model.cuda_graph_impl = "transformer_engine"
         cfg.model.cuda_graph_modules = ["attn", "moe"]
     """
+    # a dropless MoE meets the per-layer graphs' own check first (NemotronH's shape; a round-4 recall seed)
     (found,) = _findings(tmp_path, monkeypatch, "a.py", _recipe(graphed_moe))
+    assert '"moe cuda graph is only supported with drop-padding MoE."' in found.message
+    drop_padding = "num_moe_experts=8, moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True"
+    (found,) = _findings(tmp_path, monkeypatch, "a2.py", _recipe(graphed_moe, model=drop_padding))
     assert '"Token-drop MoE is temporarily not supported with activation offloading."' in found.message
+    (found,) = _findings(tmp_path, monkeypatch, "a3.py", _recipe(graphed_moe, model="hidden_size=64"))
+    assert '"moe cuda graph is only supported for MoE."' in found.message
     # DeepSeek-V3's GB200 performance recipe (Bridge 067f987): router and preprocessing graphed, one warm-up step
     deepseek = graphed_moe.replace('["attn", "moe"]', '["attn", "moe_router", "moe_preprocess"]') + \
         "    cfg.model.cuda_graph_warmup_steps = 1\n"

@@ -180,6 +180,10 @@ _OFFLOAD_GRAPH_IMPL = {  # (0.18 allows no local graphs at all; 0.19 allows loca
             "captured.",
 }
 _OFFLOAD_GRAPHED_MOE = "Token-drop MoE is temporarily not supported with activation offloading."
+# What the per-layer graphs' own checks (before the fine-grained ones) say of a graphed MoE on a dense model, and
+# on a MoE that does not drop and pad tokens to a capacity
+_GRAPHED_MOE_DENSE = "moe cuda graph is only supported for MoE."
+_GRAPHED_MOE_DROPLESS = "moe cuda graph is only supported with drop-padding MoE."
 _OFFLOAD_WARMUP = "cuda_graph_warmup_steps must be greater than 0 when enabling fine-grained activation offloading."
 _OFFLOAD_INFLIGHT = ("fine_grained_offloading_max_inflight_offloads must be a non-negative integer when using "
                      "fine-grained activation offloading with full-iteration CUDA graphs")
@@ -213,6 +217,10 @@ def fine_grained_graph_refusal(scope: Scope) -> object:
     modules = scope.key("model.offload_modules")
     offloaded = None if modules is UNKNOWN else set(as_list(modules))
     refusals = []
+    if impl in ("local", "transformer_engine") and names is not UNKNOWN and "moe" in names:
+        first = _graphed_moe_refusal(scope)  # (the per-layer graphs' checks come before the fine-grained ones)
+        if first:
+            refusals.append(first)
     if impl == "local" and partial_local and names is not UNKNOWN:
         if offloaded is None:
             open_check = True
@@ -248,6 +256,17 @@ def fine_grained_graph_refusal(scope: Scope) -> object:
                                            else ", graphing whole layers")
     return (f"fine-grained activation offloading beside CUDA graphs ({where}): megatron-core's TransformerConfig "
             f"asserts \"{refusals[0]}\" when it builds the config")
+
+
+def _graphed_moe_refusal(scope: Scope) -> str:
+    """Which assert of the per-layer graphs' checks a graphed MoE meets first, where offlint knows: on a dense model,
+    and on a MoE that does not drop and pad tokens (no capacity factor, or no padding to it); "" otherwise (then
+    the fine-grained check's own, CG-14, is the first)."""
+    experts = scope.key("model.num_moe_experts")
+    if experts is not UNKNOWN and not (is_whole(experts) and experts > 1):
+        return _GRAPHED_MOE_DENSE
+    capacity, pad = scope.key("model.moe_expert_capacity_factor"), scope.key("model.moe_pad_expert_input_to_capacity")
+    return _GRAPHED_MOE_DROPLESS if capacity is None or pad is False else ""
 
 
 @needs_scope
