@@ -54,3 +54,13 @@ def test_a_list_paged_stash_does_not_refuse_stays_inert(tmp_path):
 def test_before_paged_stash_existed_nothing_is_refused(tmp_path):
     """0.17 has no moe_paged_stash (a TypeError of its own, not this rule's): OFL106 is for 0.18 on."""
     assert not any(f.code == "OFL106" for f in _findings(tmp_path, '["expert_fc1"]', version="0.17.0"))
+
+
+def test_a_possible_finding_says_the_switch_is_unknown_and_names_the_modules(tmp_path):
+    # --strict on an override file whose recipe offlint does not see: the paged stash is the unknown value, not the
+    # list (round 4 of the recall study: the message had read "moe_paged_stash is on and offload_modules has ?")
+    (tmp_path / "override.yaml").write_text("model:\n  offload_modules: [expert_fc1]\n")
+    options = CheckOptions(root=tmp_path, cache=False, mcore_version="0.20.0", select=["OFL106"], strict=True)
+    (found,) = check([str(tmp_path / "override.yaml")], options).findings
+    assert found.possible
+    assert found.message.startswith("moe_paged_stash may be on and offload_modules has [expert_fc1]: ")
