@@ -134,6 +134,19 @@ def ep_overlap_configs(draw, version: Version) -> dict:
     return c
 
 
+def _draw_graphs(draw, c: dict, version: Version, impls: list[str]) -> tuple[str, bool, bool]:
+    """A CUDA-graph implementation drawn from `impls` (and "full_iteration" where the version has it), written into
+    `c` as it is or, a quarter of the time, as its deprecated switch: (the implementation, whether as the switch,
+    whether the version has cuda_graph_modules)."""
+    modern = has("model.cuda_graph_modules", version)
+    impl = draw(st.sampled_from(impls + ["full_iteration"] * modern))
+    legacy = draw(st.sampled_from([None, None, None, "legacy"])) is not None
+    c["model.cuda_graph_impl"] = "none" if legacy else impl
+    c["model.enable_cuda_graph"] = legacy and impl == "local"
+    c["model.external_cuda_graph"] = legacy and impl != "local"
+    return impl, legacy, modern
+
+
 @st.composite
 def graph_recompute_configs(draw, version: Version) -> dict:
     """Selective recompute beside CUDA graphs, with no offloading: the modules recomputed and graphed, dropout and
@@ -159,12 +172,7 @@ def graph_recompute_configs(draw, version: Version) -> dict:
     named = granularity == "selective" and draw(st.sampled_from([True, True, True, False]))  # (else unset:
     c["model.recompute_modules"] = draw(st.lists(st.sampled_from(recomputable), unique=True, min_size=1,  # ["core_
                                                  max_size=2)) if named else None  # attn"] in megatron-core)
-    modern = has("model.cuda_graph_modules", version)
-    impl = draw(st.sampled_from(["local", "transformer_engine", "transformer_engine"] + ["full_iteration"] * modern))
-    legacy = draw(st.sampled_from([None, None, None, "legacy"]))
-    c["model.cuda_graph_impl"] = "none" if legacy else impl
-    c["model.enable_cuda_graph"] = bool(legacy) and impl == "local"
-    c["model.external_cuda_graph"] = bool(legacy) and impl != "local"
+    impl, legacy, modern = _draw_graphs(draw, c, version, ["local", "transformer_engine", "transformer_engine"])
     graphable = [["attn"], ["mlp"], ["attn", "mlp"]] if not experts else \
         [["attn"], ["moe_router"], ["attn", "moe_router"], ["moe_router", "moe_preprocess"]]
     graphed = [] if impl == "full_iteration" and not legacy else draw(st.sampled_from([[], *graphable]))
@@ -207,12 +215,7 @@ def fine_grained_graph_configs(draw, version: Version) -> dict:
     if "model.activation_offload_fraction" in c:
         c["model.activation_offload_fraction"], c["model.delta_offload_bytes_across_pp_ranks"] = 1.0, 0
         c["model.use_transformer_engine_op_fuser"] = False
-    modern = has("model.cuda_graph_modules", version)
-    impl = draw(st.sampled_from(["local", "local", "transformer_engine"] + ["full_iteration"] * modern))
-    legacy = draw(st.sampled_from([None, None, None, "legacy"]))
-    c["model.cuda_graph_impl"] = "none" if legacy else impl
-    c["model.enable_cuda_graph"] = bool(legacy) and impl == "local"
-    c["model.external_cuda_graph"] = bool(legacy) and impl != "local"
+    impl, legacy, modern = _draw_graphs(draw, c, version, ["local", "local", "transformer_engine"])
     graphable = [["attn"], ["mlp"]] if not experts else [["attn"], ["moe_router"], ["attn", "moe_router"], ["moe"],
                                                           ["attn", "moe"], ["moe_router", "moe_preprocess"]]
     graphed = [] if impl == "full_iteration" and not legacy else draw(st.sampled_from([[], *graphable]))

@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import textwrap
 
-from offlint.api import CheckOptions, check
+from check_helpers import rule_findings
 
 
 def _findings(tmp_path, monkeypatch, name: str, text: str, version="0.20.0", strict=False):
-    (tmp_path / name).write_text(textwrap.dedent(text))
-    monkeypatch.chdir(tmp_path)
-    result = check([name], CheckOptions(select=["OFL121"], strict=strict, mcore_version=version, root=tmp_path))
-    assert not result.errors, result.errors
-    return result.findings
+    return rule_findings(tmp_path, monkeypatch, "OFL121", name, text, version, strict)
 
 
 def _recipe(body: str, model: str = "num_moe_experts=8") -> str:

@@ -5,17 +5,11 @@ without it, checked in that order). The comparison with the real megatron-core i
 
 from __future__ import annotations
 
-import textwrap
-
-from offlint.api import CheckOptions, check
+from check_helpers import rule_findings
 
 
 def _findings(tmp_path, monkeypatch, name: str, text: str, strict=False):
-    (tmp_path / name).write_text(textwrap.dedent(text))
-    monkeypatch.chdir(tmp_path)
-    result = check([name], CheckOptions(select=["OFL122"], strict=strict, mcore_version="0.20.0", root=tmp_path))
-    assert not result.errors, result.errors
-    return result.findings
+    return rule_findings(tmp_path, monkeypatch, "OFL122", name, text, strict=strict)
 
 
 # The shape of Bridge 067f987's moonlight_16b and nemotron_omni recipes: a base with the precision-aware optimizer and
