@@ -72,8 +72,8 @@ def _set_aside_returns(frame: Frame, objects: list[ConfigObj], results: list, sp
     the merge after the statement takes a going-on path's state in their place (as for a path that raised). The
     early states the branches noted of their own splits move to the objects they copied. `results` is changed in
     place."""
-    for copies, sub in results:
-        if sub.early_states:
+    for index, (copies, sub) in enumerate(results):
+        if sub.early_states and all(other is not sub for _, other in results[:index]):  # (a path given twice: once)
             parent = {id(copies[id(obj)]): obj for obj in objects}
             frame.early_states += tuple((s, n, parent[id(o)], r) for s, n, o, r in sub.early_states
                                         if id(o) in parent)
@@ -330,8 +330,10 @@ class Statements:
                 return list(objects)
             # A path that raises goes no further: the others are the state after the statement (given in its place,
             # so each path keeps its position for the merge's descriptions)
-            going_on = next((result for result, ends in zip(results, raised) if not ends and result[1].returned is None),
-                            None) or next(result for result, ends in zip(results, raised) if not ends)
+            # (a path that goes on past the statement, where there is one: not one that returned from it)
+            going_on = next((result for result, ends in zip(results, raised)
+                             if not ends and result[1].returned is None), None) or \
+                next(result for result, ends in zip(results, raised) if not ends)
             results = [going_on if ends else result for result, ends in zip(results, raised)]
         if some_returned:  # (a branch's own early returns set its returned_on_a_path too)
             _set_aside_returns(frame, objects, results, split)
