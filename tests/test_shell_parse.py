@@ -1390,6 +1390,19 @@ def test_an_unclosed_expansion_is_named_where_it_opens():
     assert other.errors and "never closed" not in other.errors[0]
 
 
+@pytest.mark.parametrize("text, opener, line", [
+    ('run() {\n  echo start\n  torchrun pretrain_gpt.py --global-batch-size "64\n  echo done\n}\nrun\n', '"', 3),
+    ("run() {\n  echo 'it''s\n}\nrun\n", "'", 2),
+    ('run() {\n  X=`hostname\n}\nrun\n', "`", 2),
+])
+def test_an_unclosed_quote_is_named_where_it_opens(text, opener, line):
+    """A quote never closed inside a function: tree-sitter-bash's error covers the whole function ("line 1: syntax
+    error near '() {'", a helper's sweep, session 67), bash says "line 3: unexpected EOF while looking for matching
+    `"'". The message names the quote and its line, as for an unclosed `${`."""
+    result = parse_shell(text)
+    assert result.errors and result.errors[0].endswith(f"the `{opener}` at line {line} is never closed")
+
+
 def test_a_subshell_opening_a_subshell_is_not_arithmetic():
     """MLPerf v2.0/v2.1's Baidu `run_and_time.sh` frees its port with `((lsof ... | xargs kill -9) || true)`. bash
     reads `((` as arithmetic only when it closes with `))`; here the first `)` stands alone, so it is a subshell

@@ -604,14 +604,15 @@ _OPENERS = {"expansion": "${", "arith": "$((", "arith-command": "((", "test": "[
 
 
 def unclosed(data: bytes) -> tuple[int, str] | None:
-    """The first `${`, `$((`, `((` or `[[` of a bash text that is never closed, as (byte offset, the opener); None
-    where each is. For the message of a script that does not parse: tree-sitter-bash's error recovery puts the error
+    """The first `${`, `$((`, `((`, `[[`, quote or backquote of a bash text that is never closed, as (byte offset, the
+    opener); None where each is. For the message of a script that does not parse: tree-sitter-bash's error recovery puts the error
     where it gives up (a bigscience Slurm script's `${six_ALL_CCFRWORK/code/...` without its `}` at line 32 was
     reported at line 1, "lines 1-52 not read"), bash at the end of the file."""
-    for start, end, kind in _Spans(data).items:
-        if end is None and kind in _OPENERS:
-            return start, _OPENERS[kind]
-    return None
+    spans = _Spans(data)
+    opened = next(((start, _OPENERS[kind]) for start, end, kind in spans.items if end is None and kind in _OPENERS),
+                  None)
+    quote = spans.open_quote
+    return quote if quote is not None and (opened is None or quote[0] < opened[0]) else opened
 
 
 def placeholder_ending_a_line(data: bytes) -> tuple[int, str] | None:
@@ -655,6 +656,9 @@ class _Spans:
         # the inner group of `((cmd) || true)` or `$((cat f) | wc -l)`, which bash reads as groups (the `((` never
         # closes with `))`) and tree-sitter-bash (0.25) as arithmetic: offsets of its `(` and its `)`
         self.nested_groups: list[tuple[int, int]] = []
+        # the first quote or backquote the text never closes (offset, the character): bash reads to the end of the
+        # file looking for it, and tree-sitter-bash's error may lie far before it (a function enclosing it)
+        self.open_quote: tuple[int, str] | None = None
         s = data.decode("latin-1")  # byte offsets; UTF-8 continuation bytes never look like syntax
         self._lex(s)
         self.starts = [item[0] for item in self.items]
@@ -716,6 +720,7 @@ class _Spans:
             if c == "'" and ctx != "dq" and not (ctx == "expansion" and any(e[0] == "dq" for e in stack)):
                 j = s.find("'", i + 1)
                 if j < 0:
+                    self._note_open_quote(stack, (i, "'"))
                     return
                 i = j + 1
                 continue
@@ -816,6 +821,12 @@ class _Spans:
                 heredocs.clear()
                 continue
             i += 1
+        self._note_open_quote(stack, None)
+
+    def _note_open_quote(self, stack: list, single: tuple[int, str] | None) -> None:
+        """Note the outermost quote or backquote still open when the text ends (`single`: a `'` with no end)."""
+        quotes = [(start, '"' if kind == "dq" else "`") for kind, start, _, _ in stack if kind in ("dq", "bq")]
+        self.open_quote = quotes[0] if quotes else single
 
     def _not_arithmetic(self, stack: list, close: int) -> None:
         """The `((` or `$((` on top of the stack met a `)` of its own alone at `close`: like bash, read it as a group
