@@ -44,11 +44,8 @@ def layout_division(scope: Scope) -> object:
     if mlm and _run_smaller(scope, tp, pp, world):
         return ""
     if mlm and checkout_lacks(scope, "mlm-world-size"):
-        # The checkout's validate_args does not check the world size: with options of the fork's own parser that no
-        # release has, the ranks may be laid out otherwise (OpenSQZ/MegatronApp's --forward-backward-disaggregating
-        # takes a rank out of the layout); without, megatron-core's initialize_model_parallel still refuses it
-        release = keys.mlm_flag_dests(scope.version)
-        if any(flag not in release for flag in scope.names.get("checkout_flags", ())):
+        # (without, megatron-core's initialize_model_parallel still refuses it)
+        if _fork_lays_out_ranks(scope):
             return ""
         mlm = False
     if world % (tp * pp * cp):
@@ -72,6 +69,16 @@ def layout_division(scope: Scope) -> object:
                 f"megatron-core raises \"world_size ({world}) is not divisible by "
                 f"expert_tensor_model_pipeline_parallel size ({etp * ep * pp})\"")
     return ""
+
+
+def _fork_lays_out_ranks(scope: Scope) -> bool:
+    """Whether a Megatron-LM launch's checkout may lay its ranks out otherwise: its validate_args does not check the
+    world size, and the launch passes options of the fork's own parser that no release has (OpenSQZ/MegatronApp's
+    --forward-backward-disaggregating takes a rank out of the layout)."""
+    if not checkout_lacks(scope, "mlm-world-size"):
+        return False
+    release = keys.mlm_flag_dests(scope.version)
+    return any(flag not in release for flag in scope.names.get("checkout_flags", ()))
 
 
 def _size_read(value) -> bool:
@@ -105,7 +112,9 @@ def batch_division(scope: Scope) -> object:
     unknown or the global batch size is unset (megatron-core then takes M x D). Not for Bridge's performance
     recipes (`perf_recipes/`): the performance launcher that runs them rescales the global batch size with the
     data-parallel size of the launch (scripts/performance/utils/overrides.py, set_post_overrides)."""
-    if scope.names.get("unit_kind") != "recipe" or "/perf_recipes/" in "/" + str(scope.names.get("unit_path", "")):
+    if scope.names.get("unit_kind") != "recipe":
+        return _launch_batch_division(scope) if scope.names.get("defaults") == Defaults.MLM_CLI.value else ""
+    if "/perf_recipes/" in "/" + str(scope.names.get("unit_path", "")):
         return ""
     names = ("global_batch_size", "micro_batch_size", "rampup_batch_size", "step_batch_size_schedule",
              "decrease_batch_size_if_needed")
@@ -150,6 +159,55 @@ def batch_division(scope: Scope) -> object:
                 + (f"\"number of microbatches should be at least 1, got 0.\"" if decrease else
                    f"\"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel "
                    f"size ({dp})\"") + where)
+    return ""
+
+
+def _launch_batch_division(scope: Scope) -> str:
+    """batch_division for a Megatron-LM launch, on the world size its launcher states (`torchrun --nproc-per-node 8
+    --nnodes 1`): DP = world / (TP x PP x CP). From 0.18 (d85365bd23, 2026-04-13) validate_args divides the
+    evaluation batch sizes, which default to the training ones, by the same micro-batch x DP first and asserts
+    "eval_global_batch_size (G) must be divisible by eval_micro_batch_size (M) * data_parallel_size (D)", whether or
+    not `--decrease-batch-size-if-needed` is given; then set_global_variables builds the calculator, which asserts as
+    for a recipe. Not judged where the world size is the environment's, OFL216 reports the layout, the checkout clamps
+    a layout larger than the world (_run_smaller), `--rampup-batch-size` or `--step-batch-size-schedule` is given
+    (another calculator), `--global-batch-size` is not (validate_args takes M x D), or a value it needs is unknown
+    (a flag offlint does not read, a word it cannot)."""
+    world = int(scope.names.get("launch_gpus", 0))
+    dense = [scope.key(f"model.{name}") for name in (
+        "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")]
+    if not world or UNKNOWN in dense or not all(_size_read(v) for v in dense):
+        return ""
+    tp, pp, cp = (v or 1 for v in dense)
+    if world % (tp * pp * cp) or _run_smaller(scope, tp, pp, world) or _fork_lays_out_ranks(scope):
+        return ""
+    gbs, mbs, rampup, schedule, decrease = (scope.key(f"train.{name}") for name in (
+        "global_batch_size", "micro_batch_size", "rampup_batch_size", "step_batch_size_schedule",
+        "decrease_batch_size_if_needed"))
+    eval_gbs, eval_mbs = (scope.key(f"validation.eval_{name}") for name in ("global_batch_size", "micro_batch_size"))
+    if UNKNOWN in (gbs, mbs, rampup, schedule, decrease, eval_gbs, eval_mbs) or rampup or schedule or \
+            not (is_positive_count(gbs) and is_positive_count(mbs)) or \
+            not all(v is None or is_positive_count(v) for v in (eval_gbs, eval_mbs)):
+        return ""
+    dp = world // (tp * pp * cp)
+    layout = f"on the {world} GPUs the launch starts (TP{tp} x PP{pp} x CP{cp}: DP{dp})"
+    eval_gbs, eval_mbs = eval_gbs or gbs, eval_mbs or mbs
+    if scope.version >= parse_version("0.18") and not checkout_lacks(scope, "mlm-eval-batch") and \
+            eval_gbs % (eval_mbs * dp):
+        given = scope.key("validation.eval_global_batch_size") is not None or \
+            scope.key("validation.eval_micro_batch_size") is not None
+        return ((f"evaluation batch size {eval_gbs} with micro batch size {eval_mbs} {layout}" if given else
+                 f"global batch size {gbs} with micro batch size {mbs} {layout}, which the evaluation batch sizes "
+                 f"default to")
+                + f": Megatron-LM's validate_args asserts \"eval_global_batch_size ({eval_gbs}) must be divisible by "
+                  f"eval_micro_batch_size ({eval_mbs}) * data_parallel_size ({dp})\" when the job starts")
+    if not decrease and gbs % (mbs * dp):
+        return (f"global batch size {gbs} with micro batch size {mbs} {layout}: megatron-core asserts \"global batch "
+                f"size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel size ({dp})\" when "
+                f"training starts")
+    if decrease and gbs < mbs * dp:
+        return (f"global batch size {gbs} with micro batch size {mbs} {layout} is less than one micro-batch per "
+                f"data-parallel rank: --decrease-batch-size-if-needed rounds it to 0, and megatron-core asserts "
+                f"\"number of microbatches should be at least 1, got 0.\" when training starts")
     return ""
 
 

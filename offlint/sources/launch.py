@@ -133,6 +133,9 @@ def _runs_in(unit: Unit, image: str, old_torch: str) -> Unit:
     return unit
 
 
+# The sections a Megatron-LM launch gives every setting of: its argparse parser has a default for each flag it leaves
+# out (the training and evaluation batch flags OFL217 reads among them), and the environment is the script's.
+MLM_SECTIONS = frozenset({"model", "optimizer", "ddp", "train", "validation", "env"})
 # torchrun's (and torch.distributed.launch's, ft_launcher's) options for the processes it starts
 _NPROC = ("--nproc-per-node", "--nproc_per_node")
 _NNODES = ("--nnodes",)
@@ -440,7 +443,7 @@ def mlm_unit(name: str, args: list[Arg], env: dict[str, EnvArg], location: Locat
     _sequence_parallel_at_tp(layer)
     _query_groups(layer, args, opaque, location)
     return Unit(name=name, kind=UnitKind.COMMAND, location=location, layers=[layer, _env_layer(env)],
-                defaults=Defaults.MLM_CLI, default_sections=frozenset({"model", "optimizer", "ddp", "env"}),
+                defaults=Defaults.MLM_CLI, default_sections=MLM_SECTIONS,
                 launches_training=trains, env_known=True,
                 unread_flags=mlm_flags.unread_flags([a.value for a in args]),
                 opaque_words=tuple(dict.fromkeys(_shown(args[i]) for i in opaque if args[i].flags is None)),

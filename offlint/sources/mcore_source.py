@@ -153,6 +153,10 @@ REFUSAL_TEXTS = {
     # (the words OFL216 quotes, since Megatron-LM 0.14; 0.10-0.13 print the encoder's and decoder's sizes)
     "mlm-world-size-words": (("training/arguments.py", "arguments.py"),
                              ("is not divisible by total_model_size ({total_model_size=})",)),
+    # (validate_args divides the evaluation batch sizes, which default to the training ones, from Megatron-LM
+    # d85365bd23, 2026-04-13: 0.18.0 on; OFL217 quotes it before the micro-batch calculator's assert)
+    "mlm-eval-batch": (("training/arguments.py", "arguments.py"),
+                       ("eval_global_batch_size ({args.eval_global_batch_size}) must be divisible by",)),
     "mlm-layers-split": (("training/arguments.py", "arguments.py"),
                          ("Number of layers should be divisible by the pipeline-model-parallel size",)),
     "mlm-layers-split-vpp": (("training/arguments.py", "arguments.py"),

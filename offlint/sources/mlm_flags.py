@@ -54,6 +54,14 @@ for _flag, _key, _type in (("--decoder-first-pipeline-num-layers", "model.num_la
 for _flag, _key in (("--fp8-format", "model.fp8"), ("--fp8-recipe", "model.fp8_recipe"), ("--fp4-format", "model.fp4"),
                     ("--fp4-recipe", "model.fp4_recipe")):
     FLAG_KEYS.setdefault(_flag, Key(_key, "str", None))
+# How the global batch splits into micro-batches (OFL217): the calculator the launch builds (a ramp-up or a step
+# schedule is another one), whether it may round the batch down, and the evaluation batch sizes validate_args divides
+# first from 0.18 (they default to the training ones).
+for _flag, _key, _type in (("--rampup-batch-size", "train.rampup_batch_size", "list"),
+                           ("--step-batch-size-schedule", "train.step_batch_size_schedule", "str"),
+                           ("--eval-global-batch-size", "validation.eval_global_batch_size", "int"),
+                           ("--eval-micro-batch-size", "validation.eval_micro_batch_size", "int")):
+    FLAG_KEYS.setdefault(_flag, Key(_key, _type, None))
 # MoE expert-parallel communication overlap and what megatron-core asserts beside it (OFL224, OFL219).
 for _flag, _key in (("--moe-token-dispatcher-type", "model.moe_token_dispatcher_type"),
                     ("--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend")):
@@ -73,6 +81,7 @@ SWITCHES: dict[str, list[tuple[str, object]]] = {
                                     ("ddp.use_distributed_optimizer", True)],
     "--bf16": [("model.bf16", True), ("optimizer.bf16", True)],
     "--fp16": [("model.fp16", True), ("optimizer.fp16", True)],
+    "--decrease-batch-size-if-needed": [("train.decrease_batch_size_if_needed", True)],
     "--no-pin-cpu-grads": [("optimizer.pin_cpu_grads", False)],
     "--no-pin-cpu-params": [("optimizer.pin_cpu_params", False)],
     # core_transformer_config_from_args: fp8_param / fp4_param are the param-gather flags
