@@ -19,7 +19,7 @@ from pathlib import Path
 from offlint import keys, scope
 from offlint.reading import text_or_error
 from offlint.source_files import FileRead
-from offlint.sources import bridge_precision
+from offlint.sources import bridge_precision, bridge_recipe_lookup
 from offlint.sources import (entry_scripts, entry_writes, mlm_arguments, mlm_ci_recipes, mlm_flags, perf_env,
                              script_flags)
 from offlint.sources.launch import (TRAINING_ONLY_FLAGS, flags_accelerator, last_value, take_recipe_sections,
@@ -92,6 +92,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
             if len(matches) > 1:  # several trees side by side define the name: the one nearest the launch
                 closest = scope.nearest([r.location.path for r in matches], read.file.path)
                 matches = [r for r in matches if r.location.path in closest]
+            if len(matches) == 2 and unit.recipe_loader:  # a library and a benchmark recipe: the one the tree loads
+                matches = _settled(unit, matches, read.file.path, tree_text)
             if len(matches) == 1:
                 recipe = matches[0]
                 base_layers = [Layer(f"recipe {recipe.name}", [a for layer in recipe.layers
@@ -199,6 +201,22 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
     return [target for target in yaml_layers.values()
             if _take_launch_environment(target, launched_by.get(id(target)) or at_run_time)
             or id(target) in stripped or id(target) in marked]
+
+
+def _settled(unit: Unit, matches: list[Unit], launch_path: str, tree_text) -> list[Unit]:
+    """Of a library recipe and a benchmark recipe of the name the launch runs, the one its entry script loads as the
+    tree's recipe_metadata.py settles it (bridge_recipe_lookup); both where it does not."""
+    packages = ["/" + r.location.path for r in matches]
+    if not (any(bridge_recipe_lookup.PERF in p for p in packages) and
+            any(bridge_recipe_lookup.LIBRARY in p and bridge_recipe_lookup.PERF not in p for p in packages)):
+        return matches
+    script = entry_scripts.script_path(unit.recipe_loader, launch_path, tree_text)
+    settled = bridge_recipe_lookup.settled_package(unit.recipe, script, lambda path: tree_text(path, launch_path)) \
+        if script else None
+    if settled is None:
+        return matches
+    perf = settled == bridge_recipe_lookup.PERF
+    return [r for r, p in zip(matches, packages) if (bridge_recipe_lookup.PERF in p) == perf]
 
 
 def _maybe_read_by_pyyaml(target: Unit) -> bool:

@@ -258,6 +258,10 @@ class Unit:
     # where it is in the tree, its code decides launches_training and whether training runs in Ray's workers
     # (sources/entry_scripts.py, applied when commands are linked).
     entry_script: str = ""
+    # The script a Bridge launch runs that loads its recipe by name (`run_recipe.py` as written): where the tree
+    # defines the name twice, a library and a benchmark recipe, its recipe_metadata.py says which it loads
+    # (sources/bridge_recipe_lookup.py, applied when commands are linked).
+    recipe_loader: str = ""
     # A Megatron-LM functional test case (sources/mlm_test_cases.py): its entry script is the one the tree's CI
     # recipes run it with (sources/mlm_ci_recipes.py, found when commands are linked, for OFL007).
     ci_test_case: bool = False

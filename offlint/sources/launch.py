@@ -103,6 +103,8 @@ def command_unit(argv: list[Arg], env: dict[str, EnvArg], location: Location, en
             unit.launch_args = (values[script_index], *(a.value for a in rest))
         elif not unit.launch_gpus:  # (a performance launch's is its -ng)
             unit.launch_gpus = launcher_world_size(argv[:script_index])
+        if unit.recipe:
+            unit.recipe_loader = values[script_index] or ""
         if script not in HYDRA_ENTRY_POINTS and script not in perf_flags.PERF_SCRIPTS:
             # a script of the tree's own taking `key=value` arguments (NeMo RL's `run_grpo.py --config ... k=v`):
             # whether it trains in Ray's workers is read from its code when linking (entry_scripts.ray_driver)
