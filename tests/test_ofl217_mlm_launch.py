@@ -13,8 +13,8 @@ from tests.check_helpers import check_json, write_tree
 
 SIZES = ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --num-layers 8 --hidden-size 1024 "
          "--num-attention-heads 16 --seq-length 512 --max-position-embeddings 512 --train-iters 10 --bf16")
-CALCULATOR = ('megatron-core asserts "global batch size (100) is not divisible by micro batch size (1) times data '
-              'parallel size (8)" when training starts')
+CALCULATOR = ('its micro-batch calculator asserts "global batch size (100) is not divisible by micro batch size (1) '
+              'times data parallel size (8)" when training starts')
 
 
 def _ofl217(root, launch: str, *args: str, launcher: str = "torchrun --nproc_per_node 8 --nnodes 2") -> list[str]:
@@ -58,8 +58,8 @@ def test_decreasing_the_batch_if_needed(tmp_path):
     assert len(_ofl217(tmp_path, f"{decrease} --global-batch-size 100")) == 1
     assert _ofl217(tmp_path, f"{decrease} --global-batch-size 2", "--mcore-version", "0.16.1") == [
         "global batch size 2 with micro batch size 1 on the 16 GPUs the launch starts (TP2 x PP1 x CP1: DP8) is less "
-        "than one micro-batch per data-parallel rank: --decrease-batch-size-if-needed rounds it to 0, and "
-        "megatron-core asserts \"number of microbatches should be at least 1, got 0.\" when training starts"]
+        "than one micro-batch per data-parallel rank: --decrease-batch-size-if-needed rounds it to 0, and its "
+        "micro-batch calculator asserts \"number of microbatches should be at least 1, got 0.\" when training starts"]
 
 
 @pytest.mark.parametrize("launch, launcher", [
@@ -81,7 +81,8 @@ def test_a_checkout_without_the_evaluation_check_meets_the_calculator(tmp_path):
     is read, and the calculator's assert is the one quoted."""
     arguments = ("def validate_args(args, defaults={}):\n"
                  "    assert args.world_size % total_model_size == 0, (\n"
-                 "        f\"world size ({args.world_size}) is not divisible by total_model_size ({total_model_size=})\"\n"
+                 "        f\"world size ({args.world_size}) is not divisible by total_model_size "
+                 "({total_model_size=})\"\n"
                  "    )\n")
     write_tree(tmp_path, {"megatron/core/package_info.py": "MAJOR = 0\nMINOR = 20\nPATCH = 0\n",
                           "megatron/core/transformer/transformer_config.py": "class TransformerConfig:\n    pass\n",
@@ -92,7 +93,8 @@ def test_a_checkout_without_the_evaluation_check_meets_the_calculator(tmp_path):
         + CALCULATOR]
     with_check = arguments + ("    assert args.eval_global_batch_size % (args.eval_micro_batch_size * "
                               "args.data_parallel_size) == 0, \\\n"
-                              "        f\"eval_global_batch_size ({args.eval_global_batch_size}) must be divisible by \" \\\n"
+                              "        f\"eval_global_batch_size ({args.eval_global_batch_size}) must be divisible "
+                              "by \" \\\n"
                               "        f\"eval_micro_batch_size ({args.eval_micro_batch_size}) * data_parallel_size "
                               "({args.data_parallel_size})\"\n")
     (tmp_path / "megatron/training/arguments.py").write_text(with_check)

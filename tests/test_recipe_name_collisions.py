@@ -13,7 +13,8 @@ from tests.check_helpers import check_json, write_tree
 
 NAME = "moe_pretrain_config"
 RECIPE = """from megatron.bridge.models import GPTModelProvider
-from megatron.bridge.training.config import ConfigContainer, DistributedDataParallelConfig, OptimizerConfig, TrainingConfig
+from megatron.bridge.training.config import (ConfigContainer, DistributedDataParallelConfig, OptimizerConfig,
+                                             TrainingConfig)
 
 
 def {name}():
@@ -29,7 +30,7 @@ def _tree(root, metadata: str | None) -> None:
     files = {"src/megatron/bridge/__init__.py": "", "src/megatron/bridge/recipes/__init__.py": "",
              "src/megatron/bridge/perf_recipes/__init__.py": "",
              "src/megatron/bridge/recipes/moe.py": RECIPE.format(name=NAME, tp=3),  # (needs 3 GPUs)
-             "src/megatron/bridge/perf_recipes/moe.py": RECIPE.format(name=NAME, tp=4),  # (needs 4: the launch starts 2)
+             "src/megatron/bridge/perf_recipes/moe.py": RECIPE.format(name=NAME, tp=4),  # (needs 4, of 2)
              "scripts/training/run_recipe.py": "from recipe_runner import load_recipe\n",
              "run.sh": f"torchrun --nproc-per-node 2 scripts/training/run_recipe.py --recipe {NAME}\n"}
     if metadata is not None:

@@ -168,10 +168,12 @@ def _launch_batch_division(scope: Scope) -> str:
     evaluation batch sizes, which default to the training ones, by the same micro-batch x DP first and asserts
     "eval_global_batch_size (G) must be divisible by eval_micro_batch_size (M) * data_parallel_size (D)", whether or
     not `--decrease-batch-size-if-needed` is given; then set_global_variables builds the calculator, which asserts as
-    for a recipe. Not judged where the world size is the environment's, OFL216 reports the layout, the checkout clamps
-    a layout larger than the world (_run_smaller), `--rampup-batch-size` or `--step-batch-size-schedule` is given
-    (another calculator), `--global-batch-size` is not (validate_args takes M x D), or a value it needs is unknown
-    (a flag offlint does not read, a word it cannot)."""
+    for a recipe (megatron-core's since 2024; a checkout from before, and Megatron-DeepSpeed, have their own in
+    megatron/microbatches.py, in the same words: the message says "its micro-batch calculator"). Not judged where
+    the world size is the environment's, OFL216 reports the layout, the checkout clamps a layout larger than the
+    world (_run_smaller), `--rampup-batch-size` or `--step-batch-size-schedule` is given (another calculator),
+    `--global-batch-size` is not (validate_args takes M x D), or a value it needs is unknown (a flag offlint does not
+    read, a word it cannot)."""
     world = int(scope.names.get("launch_gpus", 0))
     dense = [scope.key(f"model.{name}") for name in (
         "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")]
@@ -201,13 +203,13 @@ def _launch_batch_division(scope: Scope) -> str:
                 + f": Megatron-LM's validate_args asserts \"eval_global_batch_size ({eval_gbs}) must be divisible by "
                   f"eval_micro_batch_size ({eval_mbs}) * data_parallel_size ({dp})\" when the job starts")
     if not decrease and gbs % (mbs * dp):
-        return (f"global batch size {gbs} with micro batch size {mbs} {layout}: megatron-core asserts \"global batch "
-                f"size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel size ({dp})\" when "
-                f"training starts")
+        return (f"global batch size {gbs} with micro batch size {mbs} {layout}: its micro-batch calculator asserts "
+                f"\"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel size "
+                f"({dp})\" when training starts")
     if decrease and gbs < mbs * dp:
         return (f"global batch size {gbs} with micro batch size {mbs} {layout} is less than one micro-batch per "
-                f"data-parallel rank: --decrease-batch-size-if-needed rounds it to 0, and megatron-core asserts "
-                f"\"number of microbatches should be at least 1, got 0.\" when training starts")
+                f"data-parallel rank: --decrease-batch-size-if-needed rounds it to 0, and its micro-batch calculator "
+                f"asserts \"number of microbatches should be at least 1, got 0.\" when training starts")
     return ""
 
 

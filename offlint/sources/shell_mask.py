@@ -605,9 +605,9 @@ _OPENERS = {"expansion": "${", "arith": "$((", "arith-command": "((", "test": "[
 
 def unclosed(data: bytes) -> tuple[int, str] | None:
     """The first `${`, `$((`, `((`, `[[`, quote or backquote of a bash text that is never closed, as (byte offset, the
-    opener); None where each is. For the message of a script that does not parse: tree-sitter-bash's error recovery puts the error
-    where it gives up (a bigscience Slurm script's `${six_ALL_CCFRWORK/code/...` without its `}` at line 32 was
-    reported at line 1, "lines 1-52 not read"), bash at the end of the file."""
+    opener); None where each is. For the message of a script that does not parse: tree-sitter-bash's error recovery
+    puts the error where it gives up (a bigscience Slurm script's `${six_ALL_CCFRWORK/code/...` without its `}` at
+    line 32 was reported at line 1, "lines 1-52 not read"), bash at the end of the file."""
     spans = _Spans(data)
     opened = next(((start, _OPENERS[kind]) for start, end, kind in spans.items if end is None and kind in _OPENERS),
                   None)
