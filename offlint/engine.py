@@ -692,12 +692,15 @@ def _unknown_flags(rule: Rule, unit: Unit) -> list[Finding]:
     a warning naming it (as engine's path-conditioned findings are)."""
     script = posixpath.basename(unit.entry_script)
     chosen = "\n(on the path where {})\n(only with the user's choice of {})"
+    # (argparse reports the required options not given before the arguments it does not know)
+    stop = f"\"the following arguments are required: {', '.join(unit.missing_required)}\" when it starts, before " \
+        f"it would name the unrecognized arguments" if unit.missing_required else ""
     return [Finding(code=rule.code, slug=rule.slug, location=where, unit=unit.name,
                     severity=min(rule.severity, Severity.WARNING, key=_rank) if path else rule.severity,
                     unit_path=unit.location.path, fix=rule.fix, url=rule.url,
                     message=f"{flag} is not an option of {script}'s argument parser in this checkout"
                             + (f" (did you mean {closest}?)" if closest else "") + ": argparse stops the job with "
-                            f"\"unrecognized arguments: {flag}\" when it starts"
+                            + (stop or f"\"unrecognized arguments: {flag}\" when it starts")
                             + (chosen.format(path, flag) if path else ""))
             for flag, where, closest, path in unit.unknown_flags]
 

@@ -162,7 +162,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 if unit.launch_flags:  # and which flags its parser has (none known where a module its code
                     # imports replaces that parser)
                     if not entry_scripts.patches_parser(unit.entry_script, read.file.path, tree_text, entry_modules):
-                        unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
+                        unit.unknown_flags, unit.missing_required = _parser_misses(unit, script, read.file.path,
+                                                                                   tree_text, entry_modules)
                     unit.checkout_flags = _checkout_flags(unit, script, read.file.path, tree_text, entry_modules)
                     unit.before_2023_flag = _before_2023_flag(unit, script, read.file.path, tree_text)
                 if unit.defaults == Defaults.MLM_CLI and script:  # a script of the tree's that reads its own flags
@@ -187,7 +188,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 unit.checkout = _checkout(script or read.file.path, read.file.path, tree_text)
                 if script:
                     unit.entry_script = script
-                    unit.unknown_flags = _unknown_flags(unit, script, read.file.path, tree_text, entry_modules)
+                    unit.unknown_flags, unit.missing_required = _parser_misses(unit, script, read.file.path,
+                                                                               tree_text, entry_modules)
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
@@ -423,16 +425,36 @@ def _take_launch_environment(target: Unit, launches: list[Unit]) -> bool:
     return True
 
 
-def _unknown_flags(unit: Unit, script: str | None, near: str, tree_text,
-                   memo: dict) -> tuple[tuple[str, object, str, str], ...]:
+def _parser_misses(unit: Unit, script: str | None, near: str, tree_text,
+                   memo: dict) -> tuple[tuple[tuple[str, object, str, str], ...], tuple[str, ...]]:
     """The command's flags its entry script's (`script`, the tree's file) Megatron-LM parser does not have, each
-    with the option it is closest to (difflib, as OFL003's suggestions) and the path it is given on; () where
-    offlint cannot read that parser."""
-    options = mlm_arguments.entry_options(script, lambda path: tree_text(path, near), memo) if script else None
+    with the option it is closest to (difflib, as OFL003's suggestions) and the path it is given on; and, where
+    there are such flags, the options the parser requires that the command gives on no path, as argparse names
+    them (it stops on those first: "the following arguments are required: ..."; none claimed where a word offlint
+    cannot read may give them). A missing required option close to an unknown flag is the one suggested: Pai's
+    multimodal text_generation_8b.sh passes `--input-path` where run_text_generation.py requires
+    `--input-image-path` (a helper's sweep, session 68). ((), ()) where offlint cannot read that parser."""
+    read_text = lambda path: tree_text(path, near)  # noqa: E731
+    options = mlm_arguments.entry_options(script, read_text, memo) if script else None
     if options is None:
-        return ()
-    return tuple((flag, where, next(iter(difflib.get_close_matches(flag, options, n=1, cutoff=0.8)), ""), path)
-                 for flag, where, path in unit.launch_flags if flag not in options)
+        return (), ()
+    unknown = [(flag, where, path) for flag, where, path in unit.launch_flags if flag not in options]
+    if not unknown:
+        return (), ()
+    given = {flag for flag, _, _ in unit.launch_flags}
+    required = () if unit.opaque_words else mlm_arguments.entry_required(script, read_text, memo) or ()
+    missing = [strings for strings in required if not given & set(strings)]
+    missing_options = [option for strings in missing for option in strings]
+
+    def closest(flag: str) -> str:
+        for candidates in (missing_options, options):
+            match = difflib.get_close_matches(flag, candidates, n=1, cutoff=0.8)
+            if match:
+                return match[0]
+        return ""
+
+    return (tuple((flag, where, closest(flag), path) for flag, where, path in unknown),
+            tuple("/".join(strings) for strings in missing))
 
 
 def _before_2023_flag(unit: Unit, script: str | None, near: str, tree_text) -> str:

@@ -296,6 +296,9 @@ class Unit:
     # commands are linked): (flag, where, the option it is closest to or "", the path it is given on or ""). Rule
     # OFL007.
     unknown_flags: tuple[tuple[str, Location, str, str], ...] = ()
+    # Beside those, the options that parser requires and the command gives on no path, as argparse names them
+    # (`--input-image-path`, `-o/--output`): argparse stops on them first, and OFL007 quotes that.
+    missing_required: tuple[str, ...] = ()
     # Those the base parser of the checkout holding its entry script defines (megatron/training/arguments.py, no
     # extra_args_provider's; applied when commands are linked): a fork's own options among them (conditions/layout).
     checkout_flags: tuple[str, ...] = ()

@@ -264,6 +264,44 @@ def test_an_unknown_flag_of_a_launch_is_reported_where_it_is(tmp_path, monkeypat
         (2, 48, "--hidden-dropout is not an option of pretrain_gpt.py's argument parser in this checkout")]
 
 
+GENERATION = """
+from megatron.training.arguments import parse_and_validate_args
+
+
+def add_generation_args(parser):
+    group = parser.add_argument_group(title="generation")
+    group.add_argument("--output-path", type=str, required=True)
+    group.add_argument("-i", "--input-image-path", type=str, required=True)
+    group.add_argument("--gt-path", type=str)
+    return parser
+
+
+args = parse_and_validate_args(extra_args_provider=add_generation_args)
+"""
+
+
+@pytest.mark.parametrize("more, stop", [
+    ("", '"the following arguments are required: -i/--input-image-path" when it starts, before it would name the '
+         'unrecognized arguments'),
+    ("--input-image-path /images", '"unrecognized arguments: --input-path" when it starts'),
+    ("$EXTRA", '"unrecognized arguments: --input-path" when it starts'),  # (it may give the option)
+])
+def test_a_required_option_left_out_stops_the_job_first(tmp_path, monkeypatch, more, stop):
+    """Pai-Megatron-Patch's examples/multimodal/text_generation_8b.sh passes `--input-path` where
+    run_text_generation.py requires `--input-image-path` (a helper's sweep, session 68): argparse reports the
+    missing required option before the unknown one, and the suggestion is the option left out, not the nearer
+    `--output-path` the launch gives."""
+    _tree(tmp_path, {"generate.py": GENERATION,
+                     "run.sh": f"torchrun --nproc-per-node 1 generate.py --num-layers 8 --output-path /out "
+                               f"--input-path /in {more}\n"})
+    monkeypatch.chdir(tmp_path)
+    result = check(["run.sh"], CheckOptions(select=["OFL007"], root=tmp_path, cache=False))
+    assert not result.errors
+    assert [f.message for f in result.findings] == [
+        "--input-path is not an option of generate.py's argument parser in this checkout (did you mean "
+        + ("--input-image-path" if not more else "--output-path") + f"?): argparse stops the job with {stop}"]
+
+
 ADAPTOR = {  # MindSpeed-LLM's shape: the package registers a patch of parse_args, applied at import
     "npu_llm/__init__.py": "from npu_llm.tasks import megatron_adaptor\n",
     "npu_llm/tasks/__init__.py": "",

@@ -75,6 +75,22 @@ def entry_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str]
         return None
 
 
+def entry_required(entry: str, read_text: ReadText, memo: dict) -> tuple[tuple[str, ...], ...] | None:
+    """The options the entry script's parser requires (`add_argument(..., required=True)`), each as its option
+    strings, in the order the parser adds them (argparse names them so: "the following arguments are required:
+    --input-image-path"); None where entry_options cannot tell the parser's options."""
+    if entry_options(entry, read_text, memo) is None:
+        return None
+    reader = _reader(entry, read_text, memo, (ARGUMENTS, OLD_ARGUMENTS))
+    found = [f for f in (reader.definition(reader.arguments_path(), name, ast.FunctionDef)
+                         for name in _BASE_FUNCTIONS) if f is not None]
+    try:
+        return tuple(dict.fromkeys(required for path, fn in found + reader.providers(entry)
+                                   for required in reader.function_required(path, fn)))
+    except (_Unreadable, RecursionError):
+        return None
+
+
 def base_options(entry: str, read_text: ReadText, memo: dict) -> frozenset[str] | None:
     """The option strings the base parser of the checkout holding `entry` defines (its megatron/training/
     arguments.py, no entry script's extra_args_provider), or None when offlint cannot tell. Not an older layout's:
@@ -119,7 +135,8 @@ class _Reader:
     def __init__(self, root: str, read_text: ReadText, layout: str = ARGUMENTS):
         self.root, self.read_text, self.layout = root, read_text, layout
         self.modules: dict[str, ast.Module | None] = {}
-        self.walked: dict[tuple[str, str], frozenset[str]] = {}
+        # (path, function, the parameters given the parser) -> (its options, the ones it requires: _walk)
+        self.walked: dict[tuple, tuple[frozenset[str], tuple[tuple[str, ...], ...]]] = {}
         self.base: frozenset[str] | _Unreadable | None = None
         self.provided: dict[str, list | None] = {}  # entry script -> providers(): asked once per launch of it
 
@@ -174,10 +191,14 @@ class _Reader:
 
     # ---- the option sets ---------------------------------------------------------------------------------------
 
+    def arguments_path(self) -> str:
+        """The checkout's arguments file (megatron/training/arguments.py, or megatron/arguments.py before 2024)."""
+        return posixpath.join(self.root, self.layout) if self.root else self.layout
+
     def base_options(self) -> frozenset[str]:
         """The options every entry script's parser has (read once per checkout: its failure too)."""
         if self.base is None:
-            path = posixpath.join(self.root, self.layout) if self.root else self.layout
+            path = self.arguments_path()
             found = [f for f in (self.definition(path, name, ast.FunctionDef) for name in _BASE_FUNCTIONS)
                      if f is not None]
             try:
@@ -260,39 +281,56 @@ class _Reader:
         """The option strings `fn` (of the module `path`) adds to the parser it is given, and the tree's functions
         it calls add. `given`: its parameters a call passes the parser (or a group of it) to; None, its first (a
         function read as a parser's builder: add_megatron_arguments, an extra_args_provider)."""
+        return self._walked(path, fn, given)[0]
+
+    def function_required(self, path: str, fn: ast.FunctionDef, given: frozenset[str] | None = None
+                          ) -> tuple[tuple[str, ...], ...]:
+        """Of function_options, the options added with `required=True`, each as its option strings, in order."""
+        return self._walked(path, fn, given)[1]
+
+    def _walked(self, path: str, fn: ast.FunctionDef, given: frozenset[str] | None
+                ) -> tuple[frozenset[str], tuple[tuple[str, ...], ...]]:
         key = (path, fn.name + f"@{fn.lineno}", given)
         if key in self.walked:
             return self.walked[key]
-        self.walked[key] = frozenset()  # (a recursive call adds nothing new; dropped again if the walk fails, so
-        try:  # that a function read in part is never taken for one read whole)
-            self.walked[key] = frozenset(self._walk(path, fn, given))
+        self.walked[key] = (frozenset(), ())  # (a recursive call adds nothing new; dropped again if the walk fails,
+        try:  # so that a function read in part is never taken for one read whole)
+            options, required = self._walk(path, fn, given)
+            self.walked[key] = (frozenset(options), tuple(dict.fromkeys(required)))
         except BaseException:
             del self.walked[key]
             raise
         return self.walked[key]
 
-    def _walk(self, path: str, fn: ast.FunctionDef, given: frozenset[str] | None = None) -> set[str]:
+    def _walk(self, path: str, fn: ast.FunctionDef, given: frozenset[str] | None = None
+              ) -> tuple[set[str], list[tuple[str, ...]]]:
         parsers = _parser_names(fn, given)
         params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}  # (the provider
         options: set[str] = set()  # parse_args is given calls it: not the base set)
+        required: list[tuple[str, ...]] = []
         for node in ast.walk(fn):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr == "add_argument":
                 options |= _add_argument(node)
+                if any(k.arg == "required" and isinstance(k.value, ast.Constant) and k.value.value is True
+                       for k in node.keywords):
+                    required.append(tuple(arg.value for arg in node.args))
             elif _called_name(func) == _FACTORY:
                 options |= self.factory_options(path, fn, node)
             elif isinstance(func, ast.Name) and func.id not in params and not _builtin_call(func.id):
                 found = self.definition(path, func.id, ast.FunctionDef, local=fn)
                 if found is not None:
-                    options |= self.function_options(*found, _parameters_given(found[1], node, parsers))
+                    more, needed = self._walked(*found, _parameters_given(found[1], node, parsers))
+                    options |= more
+                    required += needed
                 elif _hands_parser(node, parsers):
                     raise _Unreadable(f"{func.id}() is given the parser and is not the tree's")
             elif isinstance(func, ast.Attribute) and func.attr != "build_group" and _hands_parser(node, parsers) \
                     and not (isinstance(func.value, ast.Name) and func.value.id in parsers):  # (a factory's: its own)
                 raise _Unreadable(f"{ast.unparse(func)}() is given the parser")
-        return options
+        return options, required
 
     def factory_options(self, path: str, fn: ast.FunctionDef, call: ast.Call) -> set[str]:
         """ArgumentGroupFactory(Cls, exclude=[...]): an option per field of the dataclass."""
