@@ -94,10 +94,14 @@ def test_the_deprecated_full_graph_scope_advice_follows_whether_the_case_trains(
     cases = {"training": CASE.replace("  --bf16: true\n", "  --bf16: true\n" + graphs),
              "inference": CASE.replace("  --bf16: true\n", "  --bf16: true\n" + graphs).replace(
                  "TEST_TYPE: regular", "MODE: inference\nTEST_TYPE: frozen-start")}
-    messages = {Path(f.location.path).parent.name: f.message for f in _checked(tmp_path, cases, "0.16.1", "OFL215")}
-    assert sorted(messages) == ["inference", "training"]
-    assert "a full-iteration graph is cuda_graph_scope='full_iteration'" in messages["training"]
-    assert "this run does not train" in messages["inference"] and "'full_iteration'" not in messages["inference"]
+    found = {Path(f.location.path).parent.name: f for f in _checked(tmp_path, cases, "0.16.1", "OFL215")}
+    assert sorted(found) == ["inference", "training"]
+    assert "a full-iteration graph is cuda_graph_scope='full_iteration'" in found["training"].message
+    assert "this run does not train" in found["inference"].message
+    assert "'full_iteration'" not in found["inference"].message
+    # (the inference case does what inference wants, only its spelling is deprecated: info, not a warning; a
+    # helper's sweep, session 68, found two forks' inference test cases reported as warnings)
+    assert (found["training"].severity.value, found["inference"].severity.value) == ("warning", "info")
 
 
 def test_a_nemo_test_case_is_not_a_megatron_lm_command():
