@@ -46,3 +46,23 @@ def test_an_entry_removed_or_never_written_is_unset(tmp_path, write):
 def test_an_entry_offlint_cannot_name_leaves_the_environment_unknown(tmp_path):
     [found] = _ofl112(tmp_path, 'cfg.env_vars[name] = "1"')
     assert found.severity.value != "error" and "cannot see" in found.message
+
+
+@pytest.mark.parametrize("write, unset", [
+    ('cfg.env_vars.update(NVTE_CPU_OFFLOAD_V1="1")', False),
+    ('cfg.env_vars.update({"NCCL_ALGO": "Tree"}, NVTE_CPU_OFFLOAD_V1="1")', False),
+    ('cfg.env_vars.update(NCCL_ALGO="Tree")', True),
+    ('cfg.env_vars.setdefault("NVTE_CPU_OFFLOAD_V1", "1")', False),
+    ('cfg.env_vars["NVTE_CPU_OFFLOAD_V1"] = "1"\n    cfg.env_vars.pop("NVTE_CPU_OFFLOAD_V1", None)', True),
+    ('cfg.env_vars["NVTE_CPU_OFFLOAD_V1"] = "1"\n    cfg.env_vars.clear()', True),
+])
+def test_the_dict_methods_that_change_the_environment(tmp_path, write, unset):
+    """dict.update's named form, setdefault, pop and clear: round 5 of the recall study wrote the fix OFL112 names as
+    `cfg.env_vars.update(NVTE_CPU_OFFLOAD_V1="1")` and was told the variable was unset (a false error)."""
+    found = _ofl112(tmp_path, write)
+    assert [f.severity.value for f in found] == (["error"] if unset else [])
+
+
+def test_an_update_from_entries_offlint_cannot_list_leaves_the_environment_unknown(tmp_path):
+    [found] = _ofl112(tmp_path, "cfg.env_vars.update(**extra)")
+    assert found.severity.value != "error" and "cannot see" in found.message

@@ -23,6 +23,9 @@ from offlint.sources.python_values import (OPTIONAL_SECTIONS, SECTION_NONE, Conf
 from offlint.types import AnyField, Assignment, Unknown
 
 
+# dict methods that change `cfg.env_vars`, read on the recipe's environment (_env_method)
+_ENV_METHODS = frozenset({"update", "setdefault", "pop", "clear"})
+
 class CallEffects:
     """A call's value and what it changes; part of PythonReader."""
 
@@ -184,8 +187,8 @@ class CallEffects:
                 if done is not _UNDECIDED:
                     return done
             return self._apply_mutator(short, node, frame)
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "update":
-            updated = self._env_update(node, frame)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _ENV_METHODS:
+            updated = self._env_method(node, frame)
             if updated is not _UNDECIDED:
                 return updated
         if short == "replace" and node.args:
@@ -308,23 +311,54 @@ class CallEffects:
             return _UNDECIDED
         return result
 
-    def _env_update(self, node: ast.Call, frame: Frame):
-        """`cfg.env_vars.update({...})`: the entries join the recipe's environment (a literal dict only)."""
+    def _env_method(self, node: ast.Call, frame: Frame):
+        """A dict method that changes `cfg.env_vars` (_ENV_METHODS), on the recipe's environment: update's two forms,
+        `update({...})` and `update(NAME="1")` (a literal dict and named arguments only), `setdefault(NAME, value)`,
+        `pop(NAME[, default])` and `clear()`. The named form of update and setdefault had been left unread, and a
+        recipe setting NVTE_CPU_OFFLOAD_V1 so was told it did not (round 5 of the recall study, a false OFL112)."""
         chain = _attr_chain(node.func.value)
-        if not chain or chain[-1] != "env_vars" or len(node.args) != 1 or node.keywords:
+        if not chain or chain[-1] != "env_vars":
             return _UNDECIDED
         owner = frame.names.get(chain[0]) if len(chain) == 2 else None
         if not isinstance(owner, ConfigObj) or owner.kind != "container":
             return _UNDECIDED
-        value = self._eval(node.args[0], frame)
-        if not isinstance(value, dict) or isinstance(value, PartialDict):
-            owner.env_unknown = owner.env_unknown or f"cfg.env_vars updated from `{self._segment(node.args[0])}`"
+        method = node.func.attr
+        if method == "clear" and not node.args and not node.keywords:
+            owner.env, owner.env_unknown = {}, ""  # (whatever its base held)
             return None
+        if method in ("setdefault", "pop"):
+            name = self._eval(node.args[0], frame) if node.args and not node.keywords else None
+            if not isinstance(name, str) or len(node.args) > 2:
+                owner.env_unknown = owner.env_unknown or f"cfg.env_vars changed by `{self._segment(node)}`"
+                return None
+            if owner.env is None:
+                owner.env = {}
+                if owner.base != "default":  # (the entries before it are the unknown base's)
+                    owner.env_unknown = owner.env_unknown or \
+                        f"cfg.env_vars is only changed here ({self._segment(node)})"
+            if method == "pop":
+                owner.env.pop(name, None)
+            elif name not in owner.env and not owner.env_unknown:  # (an unknown base may hold it: then unknown)
+                given = node.args[1] if len(node.args) > 1 else None
+                owner.env.update(self._env_dict(node, {name: (self._eval(given, frame) if given is not None else None,
+                                                              self._loc(node), self._segment(given or node))},
+                                                self._loc(node)))
+            return None
+        if len(node.args) > 1 or not (node.args or node.keywords):
+            return _UNDECIDED
+        value = self._eval(node.args[0], frame) if node.args else {}
+        if not isinstance(value, dict) or isinstance(value, PartialDict) or \
+                any(keyword.arg is None for keyword in node.keywords):  # (`**other`: entries offlint cannot list)
+            shown = self._segment(node.args[0]) if node.args else self._segment(node)
+            owner.env_unknown = owner.env_unknown or f"cfg.env_vars updated from `{shown}`"
+            return None
+        value = {**value, **{keyword.arg: (self._eval(keyword.value, frame), self._loc(keyword),
+                                           self._segment(keyword.value)) for keyword in node.keywords}}
         if owner.env is None:
             owner.env = {}
             if owner.base != "default":  # the entries before the update are the unknown base's
                 owner.env_unknown = owner.env_unknown or f"cfg.env_vars is only updated here ({self._segment(node)})"
-        owner.env.update(self._env_dict(node.args[0], value, self._loc(node)))
+        owner.env.update(self._env_dict(node, value, self._loc(node)))
         return None
 
     def _apply_mutator(self, name: str, node: ast.Call, frame: Frame):
@@ -399,7 +433,7 @@ def _call_kinds(node: ast.Call) -> tuple[str, str, bool, bool, bool]:
         python_calls.value_receiver(func.value))
     special = bool(node.args) and short in ("from_hf_pretrained", "from_hf_config", "replace", "import_module") or \
         bool(name) and bool(node.args) and name.endswith("AutoConfig.from_pretrained") or \
-        method in PROVIDER_METHODS or method == "update" or short in CONTAINER_CLASSES or \
+        method in PROVIDER_METHODS or method in _ENV_METHODS or short in CONTAINER_CLASSES or \
         bool(_section_of_class(short)) or short in bridge_mutators.MUTATORS or \
         bool(name) and short in bridge_mutators.TRAINING_ENTRY_POINTS
     return name, short, early, maybe_pure, special
