@@ -108,6 +108,27 @@ def test_arithmetic_on_known_values():
     assert c.argv[3].value is None and "UNSET" in c.argv[3].unknown
 
 
+@pytest.mark.parametrize("layers, taken", [("32", "--recompute-granularity full"), ("8", None),
+                                            ("$1", "undecided")])
+def test_an_arithmetic_command_decides_a_branch_on_known_values(layers, taken):
+    """`if (( NUM_LAYERS >= 32 ))` with the count known: round 5 of the recall study's launch took both branches, and
+    OFL225 on the one the count chooses was reported as the user's choice. An assignment in it is not evaluated."""
+    text = f"""\
+    NUM_LAYERS={layers}
+    ARGS=(--num-layers $NUM_LAYERS)
+    if (( NUM_LAYERS >= 32 )); then
+        ARGS+=(--recompute-granularity full)
+    fi
+    torchrun pretrain_gpt.py "${{ARGS[@]}}"
+    """
+    c = find(text, "torchrun")
+    given = values(c)[4:] if taken != "undecided" else None
+    if taken == "undecided":
+        assert len(c.argv) > 4 and any(w.alternative for w in c.argv[4:])
+    else:
+        assert given == (taken.split() if taken else []) and not any(w.alternative for w in c.argv)
+
+
 def test_string_operations():
     text = """\
     RECIPE=llama3_8b_pretrain_config
