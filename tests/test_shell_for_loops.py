@@ -90,6 +90,19 @@ def test_a_here_string_read(line, expected):
     assert found == [["t.py", *expected]]
 
 
+@pytest.mark.parametrize(("line", "expected"), [
+    ('read -ra A <<< "--bf16 --use-distributed-optimizer"', ["--bf16", "--use-distributed-optimizer"]),
+    ('IFS=, read -r -a A <<< "a,b,"', ["a", "b"]),  # (bash drops an empty last field)
+    ('IFS=, read -ar A <<< ",a,,b"', ["", "a", "", "b"]),
+    ('read -a A <<< "a b"', [None]),  # (no -r: backslashes would be escapes)
+    ('read -ra A <<< "$UNSET"', [None]),
+])
+def test_a_here_string_read_into_an_array(line, expected):
+    """`read -ra ARGS <<< "$FLAGS"`: round 5 of the recall study split a launch's flags so, and they had been left
+    unknown (no finding, even with --strict)."""
+    assert _values(line + '\npython t.py "${A[@]}"\n') == [["t.py", *expected]]
+
+
 def test_a_finding_of_one_pass_names_it_and_one_of_every_pass_is_reported_once(tmp_path, monkeypatch):
     found = _findings(tmp_path, monkeypatch, f"""\
         for n in 2 4; do

@@ -256,11 +256,16 @@ class Commands:
         """`IFS=',' read -r EP TP PP CP <<< "$config"`: the names take the fields of a here-string offlint can read
         (Megatron Bridge's example scripts split each "EP,TP,PP,CP" of a sweep so; builtin() had left them
         unknown). Only `-r`, a one-line string, an IFS of blanks only or of other characters only, and no more
-        fields than names (where bash would give the last name the rest of the line, separators and all)."""
+        fields than names (where bash would give the last name the rest of the line, separators and all).
+        `read -ra NAME <<< "$FLAGS"` makes NAME the array of the fields, less an empty last one (as bash drops it):
+        round 5 of the recall study split a launch's flags so, and they had been left unknown."""
         redirects = [c for c in n.children if c.type == "herestring_redirect"]
         words = vals[1:]
-        if len(redirects) != 1 or len(words) < 2 or words[0] != "-r" or not all(
-                w is not None and w.isidentifier() for w in words[1:]):
+        options = "".join(w[1:] for w in words[:2] if w is not None and w.startswith("-") and len(w) > 1)
+        array = sorted(options) == ["a", "r"] and len(words) == 3 - (words[0] in ("-ra", "-ar")) and \
+            words[-1] is not None and words[-1].isidentifier()
+        if len(redirects) != 1 or not array and (len(words) < 2 or words[0] != "-r" or not all(
+                w is not None and w.isidentifier() for w in words[1:])):
             return
         source = [c for c in redirects[0].named_children if c.type != "comment"]
         s, org, _ = self.scalar(source[0]) if len(source) == 1 else ("", [], "")
@@ -272,10 +277,20 @@ class Commands:
         if not blanks and set(separators) & set(" \t\n"):
             return
         spans = _field_spans(s, separators, blanks)
+        pos = (n.start_point[0] + 1, n.start_point[1] + 1)
+        if array:
+            if spans and spans[-1][0] == spans[-1][1] and not blanks:  # ("a,b," is two elements to bash)
+                spans.pop()
+            old = self.st.env.get(words[-1])
+            # (each element where its text was written, as an array's own elements are)
+            elements = tuple(_Field(s[a:b], tuple(org[a:b]), *(org[a][:2] if b > a and org[a][0] else pos), s[a:b])
+                             for a, b in spans)
+            self.st.env[words[-1]] = _Var(arr=elements, lines=(pos[0],), pos=pos,
+                                          exported=bool(old and old.exported))
+            return
         names = words[1:]
         if len(spans) > len(names):
             return
-        pos = (n.start_point[0] + 1, n.start_point[1] + 1)
         for k, name in enumerate(names):
             a, b = spans[k] if k < len(spans) else (len(s), len(s))
             old = self.st.env.get(name)
