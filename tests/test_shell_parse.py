@@ -129,6 +129,28 @@ def test_an_arithmetic_command_decides_a_branch_on_known_values(layers, taken):
         assert given == (taken.split() if taken else []) and not any(w.alternative for w in c.argv)
 
 
+@pytest.mark.parametrize("unset, left", [
+    ("unset 'ARGS[1]'", ["--bf16", "--overlap-param-gather"]),
+    ('unset "ARGS[1]"', ["--bf16", "--overlap-param-gather"]),
+    ("unset ARGS[1]", ["--bf16", "--overlap-param-gather"]),  # (unquoted: the same where no file matches)
+    ('i=1\nunset "ARGS[$i]"', ["--bf16", "--overlap-param-gather"]),
+    ("unset 'ARGS[-1]'", ["--bf16", "--use-distributed-optimizer"]),
+    ("unset 'ARGS[7]'", ["--bf16", "--use-distributed-optimizer", "--overlap-param-gather"]),  # (no such element)
+    ("unset -v ARGS", [None]),
+    ("unset -f ARGS", ["--bf16", "--use-distributed-optimizer", "--overlap-param-gather"]),  # (a function)
+    ('unset "ARGS[$j]"', [None]),
+])
+def test_an_element_unset_leaves_the_others(unset, left):
+    """Round 5 of the recall study took `--use-distributed-optimizer` out of a launch's array with `unset
+    'ARGS[1]'`: the array had stayed whole (and the unquoted `unset ARGS[1]` had unset all of it)."""
+    text = f"""\
+    ARGS=(--bf16 --use-distributed-optimizer --overlap-param-gather)
+    {unset}
+    torchrun pretrain_gpt.py "${{ARGS[@]}}"
+    """
+    assert values(find(text, "torchrun"))[2:] == left
+
+
 def test_string_operations():
     text = """\
     RECIPE=llama3_8b_pretrain_config

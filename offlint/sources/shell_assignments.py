@@ -12,6 +12,7 @@ from offlint.sources.shell_values import OPENED, _Field, _join, Org, Pos, _Unkno
 
 
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a variable's name (ASCII, as bash's)
+_ELEMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(.+)\]", re.S)  # `NAME[index]`, as unset takes an element
 
 
 class Assignments:
@@ -22,6 +23,65 @@ class Assignments:
         old = self.st.env.get(name)
         self.st.env[name] = _Var(s=self.st.holes.char(reason), org=((*pos, ""),), lines=(pos[0],), pos=pos,
                                  exported=exported or bool(old and old.exported))
+
+    def unset(self, n) -> None:
+        """`unset NAME` (`-v`), and `unset 'NAME[i]'` (or `unset NAME[i]`, the same to bash where no file matches the
+        pattern): the element goes, and `"${NAME[@]}"` gives the others (round 5 of the recall study took a launch's
+        `--use-distributed-optimizer` out so; the whole array had stayed, or with the unquoted form gone). The array's
+        later elements move down an index here, where bash leaves a gap: only `NAME[k]` read after it differs. An
+        index offlint cannot read leaves the array unknown; `unset -f` (functions) changes no variable."""
+        kids = [c for c in n.named_children if c.type != "comment"]
+        pos = (n.start_point[0] + 1, n.start_point[1] + 1)
+        names: list[str] = []
+        i = 0
+        while i < len(kids):
+            c, raw = kids[i], self.raw(kids[i])
+            if raw.startswith("-"):
+                if "f" in raw:
+                    return
+                i += 1
+                continue
+            after = kids[i + 1] if i + 1 < len(kids) else None
+            if c.type == "variable_name" and after is not None and after.start_byte == c.end_byte and \
+                    self.raw(after).startswith("["):  # (unquoted `NAME[i]`: two nodes to the parser)
+                names.append(raw + self.raw(after))
+                i += 2
+                continue
+            value = self.scalar(c)[0]
+            # (an index offlint cannot read, `unset "A[$j]"`: the array's name is in the text as written)
+            names.append(raw.strip("'\"") if self.why(value) else value)
+            i += 1
+        for text in names:
+            element = _ELEMENT.fullmatch(text)
+            if element is None:
+                self.st.env.pop(text, None)
+                continue
+            name, index = element.groups()
+            var = self.st.env.get(name)
+            if var is None or var.unset:
+                continue
+            if index in ("@", "*"):
+                self.st.env.pop(name, None)
+                continue
+            k = self._index_value(index)
+            size = len(var.arr) if var.arr is not None else 1
+            if k is None or not -size <= k < size:
+                if k is None:
+                    self.set_unknown(name, f"an element unset by `unset {text}`", pos)
+                continue
+            if var.arr is None:
+                self.st.env.pop(name, None)
+            else:
+                self.st.env[name] = replace(var, arr=var.arr[:k % size] + var.arr[k % size + 1:])
+
+    def _index_value(self, index: str) -> int | None:
+        """An array index as `unset` gets it: a whole number, or a variable holding one; None otherwise."""
+        index = index.strip()
+        if re.fullmatch(r"-?\d+", index):
+            return int(index)
+        var = self.st.env.get(index.lstrip("$")) if _SHELL_NAME.fullmatch(index.lstrip("$")) else None
+        value = var.scalar()[0] if var is not None and not var.unset else ""
+        return int(value) if re.fullmatch(r"-?\d+", value) else None
 
     def set_exported(self, name: str, value: str, pos: Pos) -> None:
         """`name` set to `value` by the command at `pos` and exported (what a tool such as `module` or `conda` sets)."""

@@ -185,9 +185,7 @@ class _Walker(Commands, Assignments, Documents, ChildShells, WordExpansion, Cond
         elif t == "declaration_command":
             self.declare(n)
         elif t == "unset_command":
-            for c in n.named_children:
-                if not self.raw(c).startswith("-"):
-                    self.st.env.pop(self.raw(c), None)
+            self.unset(n)
         elif t == "redirected_statement":
             body = n.child_by_field_name("body")
             heredocs = [c for c in n.children if c.type == "heredoc_redirect"]
