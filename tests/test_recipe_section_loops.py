@@ -6,6 +6,8 @@ in bf16 without the distributed optimizer) went unreported. Fixtures of our own.
 
 from __future__ import annotations
 
+import pytest
+
 from offlint.api import CheckOptions, check
 
 RECIPES = """\
@@ -50,3 +52,49 @@ def test_a_loop_over_one_of_them_leaves_the_other_on(tmp_path):
 def test_a_loop_that_may_leave_early_is_read_as_before(tmp_path):
     assert _ofl206(tmp_path, "(cfg.optimizer, cfg.ddp)",
                    "section.use_distributed_optimizer = False\n        break") == []
+
+
+OFFLOAD = """\
+from megatron.bridge.models import GPTModelProvider
+from megatron.bridge.training.config import ConfigContainer, OptimizerConfig
+
+OFFLOAD = {"cpu_offloading": True, "cpu_offloading_num_layers": 40}
+NAMES = ["cpu_offloading", "cpu_offloading_num_layers"]
+
+
+def offload_config():
+    cfg = ConfigContainer(model=GPTModelProvider(num_layers=32, hidden_size=1024, num_attention_heads=16),
+                          optimizer=OptimizerConfig())
+    LOOP
+    return cfg
+"""
+
+
+def _ofl101(tmp_path, loop: str) -> list[tuple[str, bool]]:
+    (tmp_path / "recipes.py").write_text(OFFLOAD.replace("LOOP", loop))
+    result = check([str(tmp_path)], CheckOptions(mcore_version="0.20.0", root=tmp_path, cache=False,
+                                                 select=["OFL101"]))
+    assert not result.errors
+    return [(f.unit, f.possible) for f in result.findings]
+
+
+@pytest.mark.parametrize("loop", [
+    'for attr, val in [("cpu_offloading", True), ("cpu_offloading_num_layers", 40)]:\n'
+    '        setattr(cfg.model, attr, val)',
+    "for attr, val in OFFLOAD.items():\n        setattr(cfg.model, attr, val)",
+    "for attr in OFFLOAD.keys():\n        setattr(cfg.model, attr, OFFLOAD[attr])",
+    "for attr in NAMES:\n        setattr(cfg.model, attr, OFFLOAD[attr])",
+])
+def test_a_loop_over_values_offlint_knows_runs_once_per_item(tmp_path, loop):
+    """Round 5 of the recall study turned layer offloading on for 40 of 32 layers through a loop over literal pairs,
+    and through a module-level dict's `.items()`, each into `setattr`: read as a loop that may not run, with its
+    names bound to nothing, nothing was reported, not even with --strict."""
+    assert _ofl101(tmp_path, loop) == [("offload_config", False)]
+
+
+@pytest.mark.parametrize("loop", [
+    "for attr, val in OFFLOAD.items():\n        setattr(cfg.model, attr, val)\n        break",  # (leaves early)
+    "for attr, val in load_overrides().items():\n        setattr(cfg.model, attr, val)",  # (not known)
+])
+def test_a_loop_offlint_cannot_run_pass_by_pass_is_read_as_before(tmp_path, loop):
+    assert _ofl101(tmp_path, loop) == []
