@@ -22,6 +22,36 @@ from offlint.types import Unknown, UserInput
 _NAME, _CALL, _ATTRIBUTE, _CONSTANT = ast.Name, ast.Call, ast.Attribute, ast.Constant
 
 
+_NO_CONSTANT = object()
+
+
+def _class_constants(module: ast.Module, cls: str) -> dict[str, object]:
+    """The literal constants the module's plain class `cls` binds once in its body (_class_constant), by name."""
+    node = next((stmt for stmt in module.body if isinstance(stmt, ast.ClassDef) and stmt.name == cls), None)
+    if node is None or node.decorator_list or node.keywords or \
+            any(not (isinstance(base, ast.Name) and base.id == "object") for base in node.bases):
+        return {}
+    found: dict[str, list] = {}
+    for stmt in node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+            [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                try:
+                    value = ast.literal_eval(stmt.value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    value = _NO_CONSTANT
+                found.setdefault(target.id, []).append(value)
+    if not found:
+        return {}
+    rebound = {target.attr for stmt in ast.walk(module) if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+               for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+               if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == cls}
+    return {name: values[0] for name, values in found.items()
+            if len(values) == 1 and values[0] is not _NO_CONSTANT and not isinstance(values[0], (dict, set))
+            and name not in rebound}
+
+
 class Expressions:
     """Evaluating expressions to values; part of PythonReader."""
 
@@ -237,7 +267,21 @@ class Expressions:
                 return _field(receiver, attrs[0], text)
             if receiver.kind == "container" and attrs == ["env_vars"]:
                 return _env_vars(receiver, text)
+        if receiver is None and len(chain) == 2:
+            found = self._class_constant(chain[0], chain[1])
+            if found is not _NO_CONSTANT:
+                return found
         return Unknown(f"`{text}` is read from an object offlint does not evaluate")
+
+    def _class_constant(self, cls: str, attr: str):
+        """`_Opt.NAME` where this module's plain class `_Opt` (no base but object, no decorator) binds NAME to a
+        literal in its body, once, and nothing in the module assigns `_Opt.NAME` (round 5 of the recall study: a
+        recipe's optimizer name kept as a class constant had been unknown). _NO_CONSTANT otherwise: an Enum's
+        member, say, is no such value."""
+        memo = self._static.get(("class constants", cls))
+        if memo is None:
+            memo = self._static[("class constants", cls)] = _class_constants(self.module, cls)
+        return memo.get(attr, _NO_CONSTANT)
 
     def _is_pure(self, node: ast.Call, frame: Frame) -> bool:
         """A call that only computes a value (decidable in a branch test without running anything else)."""
