@@ -66,3 +66,12 @@ def test_the_dict_methods_that_change_the_environment(tmp_path, write, unset):
 def test_an_update_from_entries_offlint_cannot_list_leaves_the_environment_unknown(tmp_path):
     [found] = _ofl112(tmp_path, "cfg.env_vars.update(**extra)")
     assert found.severity.value != "error" and "cannot see" in found.message
+
+
+@pytest.mark.parametrize("kept, unset", [('k != "NVTE_CPU_OFFLOAD_V1"', True), ('not k.startswith("NCCL_")', False)])
+def test_a_dict_comprehension_over_the_environment_filters_it(tmp_path, kept, unset):
+    """`cfg.env_vars = {k: v for k, v in cfg.env_vars.items() if ...}`: round 5 of the recall study dropped
+    NCCL_GRAPH_REGISTER from a recipe's environment so; the comprehension had left it unknown."""
+    write = (f'cfg.env_vars["NVTE_CPU_OFFLOAD_V1"] = "1"\n'
+             f'    cfg.env_vars = {{k: v for k, v in cfg.env_vars.items() if {kept}}}')
+    assert [f.severity.value for f in _ofl112(tmp_path, write)] == (["error"] if unset else [])

@@ -16,13 +16,34 @@ from offlint.sources.python_configs import SECTIONS_OF_CONTAINER, _field
 from offlint.sources.python_syntax import _attr_chain, test_leaves
 from offlint.sources.python_values import (NO_PROPERTY, SECTION_NONE, ConfigObj, Frame, MachineValue, ModuleRef,
                                            ObjectTuple, PartialDict, Record)
-from offlint.types import Unknown, UserInput
+from offlint.types import Location, Unknown, UserInput
 
 
 _NAME, _CALL, _ATTRIBUTE, _CONSTANT = ast.Name, ast.Call, ast.Attribute, ast.Constant
 
 
 _NO_CONSTANT = object()
+
+
+def _target_names(target) -> list[str] | None:
+    """The names a `for` target binds: one name, or a tuple or list of names; None for anything else."""
+    if type(target) is ast.Name:
+        return [target.id]
+    if type(target) in (ast.Tuple, ast.List) and target.elts and all(type(e) is ast.Name for e in target.elts):
+        return [e.id for e in target.elts]
+    return None
+
+
+def _is_entry(held) -> bool:
+    """Whether a dict's value is a dict literal's entry, (value, where, text), not a plain value."""
+    return type(held) is tuple and len(held) == 3 and isinstance(held[1], Location)
+
+
+def _known_item(item) -> bool:
+    """Whether a loop's item is one offlint knows whole: a config object, a literal, or a tuple or list of them."""
+    if isinstance(item, (list, tuple)):
+        return all(_known_item(element) for element in item)
+    return isinstance(item, ConfigObj) or item is None or type(item) in (str, int, float, bool)
 
 
 def _class_constants(module: ast.Module, cls: str) -> dict[str, object]:
@@ -112,7 +133,7 @@ class Expressions:
             decided = self._decide(node.test, frame)
             if decided is not None:
                 return self._eval(node.body if decided else node.orelse, frame)
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
             return self._eval_comprehension(node, frame)
         if isinstance(node, ast.Subscript):
             variable = python_inputs.environment_variable(node)
@@ -166,37 +187,82 @@ class Expressions:
         return text
 
     def _eval_comprehension(self, node, frame: Frame):
-        """`[f(x) for x in literal if test]` over a literal sequence, each element a literal."""
+        """`[f(x) for x in literal if test]` over a literal sequence, each element a literal; `{k: v for k, v in
+        D.items() if test}` over a dict offlint knows (iterated_items), each key a literal (round 5 of the recall
+        study dropped NCCL_GRAPH_REGISTER from a recipe's environment so). A dict's entries are located at the
+        comprehension."""
         unknown = Unknown(f"`{self._segment(node)}` is not a literal")
-        if len(node.generators) != 1 or node.generators[0].is_async or \
-                not isinstance(node.generators[0].target, ast.Name):
-            return unknown
         loop = node.generators[0]
+        names = _target_names(loop.target)
+        if len(node.generators) != 1 or loop.is_async or names is None:
+            return unknown
         held = self._static.get(("comprehension", id(node)))
         if held is None or held[0] is not node:  # whether it nests a loop or a lambda: once per expression
+            parts = (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,)
             held = self._static[("comprehension", id(node))] = (node, any(
                 isinstance(inner, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp, ast.Lambda))
-                for part in (node.elt, *loop.ifs) for inner in ast.walk(part)))
+                for part in (*parts, *loop.ifs) for inner in ast.walk(part)))
         if held[1]:
             return unknown  # nested loops would multiply: hostile input stays linear
-        items = self._eval(loop.iter, frame)
-        items = list(items) if isinstance(items, dict) else items
-        if not isinstance(items, (list, tuple, str)) or len(items) > python_calls.MAX_ITEMS:
+        items = self.iterated_items(loop.iter, frame, literal=False)
+        if items is None or len(items) > python_calls.MAX_ITEMS:
             return unknown
         sub = Frame(names=dict(frame.names), depth=frame.depth)
-        out = []
+        out, entries = [], {}
         for item in items:
-            sub.names[loop.target.id] = item
+            if type(loop.target) is not ast.Name:
+                if not isinstance(item, (list, tuple)) or len(item) != len(names):
+                    return unknown
+                sub.names.update(zip(names, item))
+            else:
+                sub.names[names[0]] = item
             tests = [self._decide(test, sub) for test in loop.ifs]
             if None in tests:
                 return unknown
-            if all(tests):
-                value = self._eval(node.elt, sub)
-                if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple, dict)):
+            if not all(tests):
+                continue
+            if isinstance(node, ast.DictComp):
+                key, value = self._eval(node.key, sub), self._eval(node.value, sub)
+                if not isinstance(key, (str, int, float, bool)) or \
+                        isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple, dict)):
                     return unknown
-                out.append(value)
+                entries[key] = (value, self._loc(node), self._segment(node.value))
+                continue
+            value = self._eval(node.elt, sub)
+            if isinstance(value, (Unknown, ConfigObj, Record, HFModel, ObjectTuple, dict)):
+                return unknown
+            out.append(value)
+        if isinstance(node, ast.DictComp):
+            return entries
         return list(dict.fromkeys(out)) if isinstance(node, ast.SetComp) and all(
             isinstance(v, (str, int, float, bool)) for v in out) else out
+
+    def iterated_items(self, node, frame: Frame, literal: bool = True) -> list | None:
+        """What a `for` goes over, where offlint knows it: the items, keys or values of a dict (`D.items()`; a dict
+        literal's entries give their values), and a tuple or list; for a comprehension (`literal` false) any value
+        that is a tuple, list, string or dict (its keys). None otherwise. `literal`: a loop run pass by pass, over
+        a tuple or list written there or a name's, each item a literal, a config object, or a tuple or list of
+        them (a comprehension judges its own elements)."""
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and \
+                node.func.attr in ("items", "keys", "values") and not node.args and not node.keywords:
+            held = self._eval(node.func.value, frame)
+            if not isinstance(held, dict) or isinstance(held, PartialDict):
+                return None
+            pairs = [(key, value[0] if _is_entry(value) else value) for key, value in held.items()]
+            items = pairs if node.func.attr == "items" else [pair[node.func.attr == "values"] for pair in pairs]
+        elif literal:  # (a loop run pass by pass: a tuple or list, written there or a name's)
+            items = self._eval(node, frame) if type(node) in (ast.Tuple, ast.List, ast.Name) else None
+            if not isinstance(items, (list, tuple)) or not all(_known_item(item) for item in items):
+                return None
+            items = list(items)
+        else:
+            items = self._eval(node, frame)
+            if isinstance(items, dict) and not isinstance(items, PartialDict):
+                items = list(items)
+            if not isinstance(items, (list, tuple, str)):
+                return None
+            items = list(items)
+        return items if not literal or all(_known_item(item) for item in items) else None
 
     def _eval_dict(self, node: ast.Dict, frame: Frame):
         out: dict = {}

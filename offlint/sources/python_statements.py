@@ -15,11 +15,12 @@ from offlint.keys import FIELD_SECTIONS, OTHER_BRIDGE_SECTIONS, known_fields
 from offlint.sources import python_calls, python_inputs, python_mutations
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
+from offlint.sources.python_expressions import _is_entry, _target_names
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name, test_leaves
 from offlint.sources.python_values import (OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
-                                           FunctionRef, MachineValue, ModuleRef, ObjectTuple, PartialDict, Record,
-                                           merge_origins, new_assignment, record_steps, _ENV, _PYTHON)
+                                           FunctionRef, MachineValue, ModuleRef, ObjectTuple, Record, merge_origins,
+                                           new_assignment, record_steps, _ENV, _PYTHON)
 from offlint.types import Assignment, Location, OneOf, Unknown, UserInput
 
 _UNDECIDED = object()
@@ -127,46 +128,24 @@ class Statements:
         return touched
 
     def _loop_passes(self, stmt, frame: Frame) -> list[dict[str, object]] | None:
-        """The names each pass of a `for` loop binds, in order, where the loop goes over what offlint knows whole: a
-        tuple or list written in it (config objects, `for section in (cfg.optimizer, cfg.ddp)`, or literals, `for
-        attr, val in [("cpu_offloading", True), ...]`), a list a name holds, or the items, keys or values of a dict
-        a name holds (`for attr, val in OFFLOAD.items(): setattr(cfg.model, attr, val)`); its target a name or a
-        tuple of names; its body leaving no pass early, no `else`, at most _MAX_PASSES passes. None for any other
-        loop, read as a loop that may not run: the writes through its names had been dropped and the values before
-        them stayed known (recall studies' recipes kept the distributed optimizer on, and turned offloading on
-        unseen, so)."""
+        """The names each pass of a `for` loop binds, in order, where the loop goes over what offlint knows whole
+        (iterated_items: config objects, `for section in (cfg.optimizer, cfg.ddp)`, or literals, `for attr, val in
+        [("cpu_offloading", True), ...]` or `in OFFLOAD.items()`); its target a name or a tuple of names; its body
+        leaving no pass early, no `else`, at most _MAX_PASSES passes. None for any other loop, read as a loop that
+        may not run: the writes through its names had been dropped and the values before them stayed known (recall
+        studies' recipes kept the distributed optimizer on, and turned offloading on unseen, so)."""
         if type(stmt) is not ast.For or stmt.orelse:
             return None
-        target = stmt.target
-        names = [target.id] if type(target) is _NAME else [e.id for e in target.elts] \
-            if type(target) in (ast.Tuple, ast.List) and all(type(e) is _NAME for e in target.elts) else None
-        items = self._looped_items(stmt.iter, frame) if names else None
+        names = _target_names(stmt.target)
+        items = self.iterated_items(stmt.iter, frame) if names else None
         if not items or len(items) > _MAX_PASSES or \
                 any(type(node) in (ast.Break, ast.Continue) for statement in stmt.body for node in ast.walk(statement)):
             return None
-        if type(target) is _NAME:
+        if type(stmt.target) is _NAME:
             return [{names[0]: item} for item in items]
         if not all(isinstance(item, (list, tuple)) and len(item) == len(names) for item in items):
             return None
         return [dict(zip(names, item)) for item in items]
-
-    def _looped_items(self, node, frame: Frame) -> list | None:
-        """What a `for` loop goes over, where offlint knows each item whole (_loop_passes); None otherwise."""
-        if type(node) is _CALL and type(node.func) is _ATTRIBUTE and node.func.attr in ("items", "keys", "values") \
-                and not node.args and not node.keywords:
-            held = self._eval(node.func.value, frame)
-            if not isinstance(held, dict) or isinstance(held, PartialDict):
-                return None
-            entries = [(key, value[0] if _is_entry(value) else value) for key, value in held.items()]
-            items = entries if node.func.attr == "items" else [pair[node.func.attr == "values"] for pair in entries]
-        elif type(node) in (ast.Tuple, ast.List):
-            items = [self._eval(element, frame) for element in node.elts]
-        elif type(node) is _NAME:
-            items = frame.names.get(node.id)
-            items = list(items) if isinstance(items, (list, tuple)) else None
-        else:
-            return None
-        return items if items is not None and all(_known_item(item) for item in items) else None
 
     def _loop_header(self, stmt) -> str:
         """A loop as its first line says it (`for name in names`, `while todo`): what a value set in its body
@@ -731,18 +710,6 @@ def _write_op(section: ConfigObj, name: str) -> str:
 
 # section -> every field of it offlint knows (keys.known_fields), for the sections OFL003 judges; filled on first use
 _JUDGED: dict[str, frozenset[str]] = {}
-
-
-def _known_item(item) -> bool:
-    """Whether a loop's item is one offlint knows whole: a config object, a literal, or a tuple or list of them."""
-    if isinstance(item, (list, tuple)):
-        return all(_known_item(element) for element in item)
-    return isinstance(item, ConfigObj) or item is None or type(item) in (str, int, float, bool)
-
-
-def _is_entry(held) -> bool:
-    """Whether a dict's value is a dict literal's entry, (value, where, text), not a plain value."""
-    return type(held) is tuple and len(held) == 3 and isinstance(held[1], Location)
 
 
 def _flag_leaves(node: ast.If) -> tuple[list, bool]:
