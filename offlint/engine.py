@@ -700,7 +700,7 @@ def _unknown_flags(rule: Rule, unit: Unit) -> list[Finding]:
                     unit_path=unit.location.path, fix=rule.fix, url=rule.url,
                     message=f"{flag} is not an option of {script}'s argument parser in this checkout"
                             + (f" (did you mean {closest}?)" if closest else "") + ": argparse stops the job with "
-                            + (stop or f"\"unrecognized arguments: {flag}\" when it starts")
+                            + (stop or f"\"unrecognized arguments: {unit.unrecognized or flag}\" when it starts")
                             + (chosen.format(path, flag) if path else ""))
             for flag, where, closest, path in unit.unknown_flags]
 

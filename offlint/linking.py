@@ -162,8 +162,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 if unit.launch_flags:  # and which flags its parser has (none known where a module its code
                     # imports replaces that parser)
                     if not entry_scripts.patches_parser(unit.entry_script, read.file.path, tree_text, entry_modules):
-                        unit.unknown_flags, unit.missing_required = _parser_misses(unit, script, read.file.path,
-                                                                                   tree_text, entry_modules)
+                        unit.unknown_flags, unit.missing_required, unit.unrecognized = _parser_misses(
+                            unit, script, read.file.path, tree_text, entry_modules)
                     unit.checkout_flags = _checkout_flags(unit, script, read.file.path, tree_text, entry_modules)
                     unit.before_2023_flag = _before_2023_flag(unit, script, read.file.path, tree_text)
                 if unit.defaults == Defaults.MLM_CLI and script:  # a script of the tree's that reads its own flags
@@ -188,8 +188,8 @@ def link_commands(reads: list[FileRead], errors: list[FileError], aliases: Alias
                 unit.checkout = _checkout(script or read.file.path, read.file.path, tree_text)
                 if script:
                     unit.entry_script = script
-                    unit.unknown_flags, unit.missing_required = _parser_misses(unit, script, read.file.path,
-                                                                               tree_text, entry_modules)
+                    unit.unknown_flags, unit.missing_required, unit.unrecognized = _parser_misses(
+                        unit, script, read.file.path, tree_text, entry_modules)
             if unit.launch_args:  # a performance launcher builds the job's environment itself
                 near = read.file.path
                 perf_env.add_launcher_env(unit, near, lambda path, near=near: tree_text(path, near))
@@ -426,21 +426,22 @@ def _take_launch_environment(target: Unit, launches: list[Unit]) -> bool:
 
 
 def _parser_misses(unit: Unit, script: str | None, near: str, tree_text,
-                   memo: dict) -> tuple[tuple[tuple[str, object, str, str], ...], tuple[str, ...]]:
+                   memo: dict) -> tuple[tuple[tuple[str, object, str, str], ...], tuple[str, ...], str]:
     """The command's flags its entry script's (`script`, the tree's file) Megatron-LM parser does not have, each
     with the option it is closest to (difflib, as OFL003's suggestions) and the path it is given on; and, where
     there are such flags, the options the parser requires that the command gives on no path, as argparse names
     them (it stops on those first: "the following arguments are required: ..."; none claimed where a word offlint
     cannot read may give them). A missing required option close to an unknown flag is the one suggested: Pai's
     multimodal text_generation_8b.sh passes `--input-path` where run_text_generation.py requires
-    `--input-image-path` (a helper's sweep, session 68). ((), ()) where offlint cannot read that parser."""
+    `--input-image-path` (a helper's sweep, session 68). Third, the words argparse names as unrecognized
+    (_unrecognized). ((), (), "") where offlint cannot read that parser."""
     read_text = lambda path: tree_text(path, near)  # noqa: E731
     options = mlm_arguments.entry_options(script, read_text, memo) if script else None
     if options is None:
-        return (), ()
+        return (), (), ""
     unknown = [(flag, where, path) for flag, where, path in unit.launch_flags if flag not in options]
     if not unknown:
-        return (), ()
+        return (), (), ""
     given = {flag for flag, _, _ in unit.launch_flags}
     required = () if unit.opaque_words else mlm_arguments.entry_required(script, read_text, memo) or ()
     missing = [strings for strings in required if not given & set(strings)]
@@ -454,7 +455,26 @@ def _parser_misses(unit: Unit, script: str | None, near: str, tree_text,
         return ""
 
     return (tuple((flag, where, closest(flag), path) for flag, where, path in unknown),
-            tuple("/".join(strings) for strings in missing))
+            tuple("/".join(strings) for strings in missing), _unrecognized(unit, options))
+
+
+def _unrecognized(unit: Unit, options: frozenset[str]) -> str:
+    """The words argparse names in "unrecognized arguments: ...", in order: each flag the parser lacks and the words
+    after it up to the next flag (Megatron-LM's parser has no positional arguments: they are left over too; a
+    helper's sweep, session 68, found `--attn-attention unfused` quoted as `--attn-attention`); "" where offlint
+    cannot tell them all (a word it cannot read, or one the script gives on some paths only)."""
+    if unit.opaque_words or unit.path_flags or any(path for _, _, path in unit.launch_flags):
+        return ""
+    words = [value for value, _, _ in unit.script_args]
+    if any(word is None for word in words):
+        return ""
+    out, left_over = [], False
+    for word in words:
+        if word.startswith("-") and len(word) > 1 and not mlm_flags.is_number(word):
+            left_over = word.partition("=")[0] not in options
+        if left_over:
+            out.append(word)
+    return " ".join(out)
 
 
 def _before_2023_flag(unit: Unit, script: str | None, near: str, tree_text) -> str:

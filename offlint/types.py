@@ -299,6 +299,9 @@ class Unit:
     # Beside those, the options that parser requires and the command gives on no path, as argparse names them
     # (`--input-image-path`, `-o/--output`): argparse stops on them first, and OFL007 quotes that.
     missing_required: tuple[str, ...] = ()
+    # The words argparse then names in "unrecognized arguments: ..." (`--attn-attention unfused`), in order; "" where
+    # offlint cannot tell them all (OFL007 quotes the flag alone there).
+    unrecognized: str = ""
     # Those the base parser of the checkout holding its entry script defines (megatron/training/arguments.py, no
     # extra_args_provider's; applied when commands are linked): a fork's own options among them (conditions/layout).
     checkout_flags: tuple[str, ...] = ()

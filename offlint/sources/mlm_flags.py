@@ -249,10 +249,11 @@ def unread_flags(tokens: list[str | None]) -> tuple[str, ...]:
 
 
 def _is_flag(token: str | None) -> bool:
-    return token is not None and token.startswith("-") and len(token) > 1 and not _is_number(token)
+    return token is not None and token.startswith("-") and len(token) > 1 and not is_number(token)
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether a word is a number (`-1`, `1e-4`): a value, not a flag, though it starts with "-"."""
     try:
         float(text)
         return True

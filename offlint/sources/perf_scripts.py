@@ -28,6 +28,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from offlint.sources import python_calls
+from offlint.sources.mlm_flags import is_number
 from offlint.sources.perf_env import script_candidates
 from offlint.sources.python_values import ConfigObj, Frame, Record
 from offlint.types import Assignment, Layer, Location, Source, Unknown
@@ -230,15 +231,7 @@ def used_start(i: int, taken: list) -> int:
 
 
 def _is_option(word: str | None, options: dict) -> bool:
-    return bool(word) and word.startswith("-") and not _is_number(word)
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-        return True
-    except ValueError:
-        return False
+    return bool(word) and word.startswith("-") and not is_number(word)
 
 
 def _default(option: _Option) -> object:
