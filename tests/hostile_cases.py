@@ -269,6 +269,17 @@ def _python_huge_model(root: Path) -> None:
         "    cfg.train.micro_batch_size = 1\n    cfg.train.global_batch_size = 8\n    return cfg\n")
 
 
+def _python_nested_loops(root: Path) -> None:
+    """Twelve loops over sixteen literals, one inside another, each writing the config: run pass by pass all the way,
+    16 ** 12 passes (loops run so stop two deep)."""
+    items = "[" + ", ".join(str(k) for k in range(16)) + "]"
+    body = "".join(f"{'    ' * (depth + 1)}for v{depth} in {items}:\n" for depth in range(12))
+    (root / "loops.py").write_text(
+        "def looped_recipe():\n    cfg = ConfigContainer(model=GPTModelProvider(num_layers=8), "
+        "optimizer=OptimizerConfig(), ddp=DistributedDataParallelConfig())\n"
+        + body + "    " * 13 + "cfg.model.num_layers = v11\n    return cfg\n")
+
+
 def _python_argv(root: Path) -> None:
     (root / "argv.py").write_text(
         "import subprocess\n\n\ndef launch():\n    cmd = ['python', 'run_recipe.py', '--recipe', 'r', "
@@ -380,6 +391,7 @@ CASES: list[Case] = [
     Case("python 5,000 recipes", _python_recipes, ("check", "recipes.py", "ok.py"), slow=True),
     Case("python 1.9 MiB recipe", _python_assignments, ("check", "big.py", "ok.py"), slow=True),
     Case("python argv list of 100,000", _python_argv, ("check", "argv.py", "ok.py"), slow=True),
+    Case("python twelve nested loops over literals", _python_nested_loops, ("check", "loops.py", "ok.py")),
     Case("python deep nesting", _python_nesting,
          ("check", "parens.py", "chain.py", "attrs.py", "signs.py", "blocks.py", "ok.py"),
          ("attrs.py: too deeply nested", "chain.py: too deeply nested", "signs.py: Python source nested too deeply")),

@@ -98,3 +98,14 @@ def test_a_loop_over_values_offlint_knows_runs_once_per_item(tmp_path, loop):
 ])
 def test_a_loop_offlint_cannot_run_pass_by_pass_is_read_as_before(tmp_path, loop):
     assert _ofl101(tmp_path, loop) == []
+
+
+@pytest.mark.parametrize("depth, reported", [(2, True), (3, False)])
+def test_loops_in_loops_run_pass_by_pass_two_deep(tmp_path, depth, reported):
+    """Loops run pass by pass inside one another multiply their passes (16 x 16 x 16 ...): past two deep, a loop is
+    read as one that may not run, so hostile input stays linear."""
+    loops = ["for a in [1, 2]:", "    for b in [1, 2]:", "        for c in [1, 2]:"][:depth - 1]
+    loop = "\n    ".join([*loops, " " * 4 * (depth - 1) + 'for attr in ["cpu_offloading"]:',
+                          " " * 4 * depth + "setattr(cfg.model, attr, True)"]) + \
+        "\n    cfg.model.cpu_offloading_num_layers = 40"
+    assert bool(_ofl101(tmp_path, loop)) is reported

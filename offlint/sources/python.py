@@ -105,6 +105,7 @@ class PythonReader(Statements, Expressions, CallEffects, Constructors, CallFollo
         # one): what its syntax and this file's text alone give, built on its first run (python_statements: an
         # `if`'s or a loop's split). One node may hold several (an `if` whose test is a comprehension).
         self._static: dict[tuple[str, int], tuple] = {}
+        self._unrolled = 0  # loops being run pass by pass, one inside another (python_statements._loop_passes)
         self._segments: dict[int, tuple] = {}  # _segment's texts, the same way
         self._call_names: dict[int, tuple] = {}  # a call's name as written and its last part (python_call_effects)
         self._chains: dict[int, tuple] = {}  # an attribute chain's names and its text (python_expressions, _assign)

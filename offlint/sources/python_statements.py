@@ -57,6 +57,7 @@ _DECIDABLE = {
 }
 _MEMBERSHIP = (ast.In, ast.NotIn)
 _MAX_PASSES = 16  # the passes of a loop over known items that are run one by one (_loop_passes)
+_MAX_UNROLLED = 2  # loops run pass by pass inside one another (at most _MAX_PASSES ** 2 passes of a body)
 
 
 def _note_early_returns(frame: Frame, subs: list[Frame]) -> None:
@@ -107,9 +108,13 @@ class Statements:
             elif kind is _IF:
                 touched.extend(self._run_if(stmt, frame))
             elif kind is _LOOP and (passes := self._loop_passes(stmt, frame)) is not None:
-                for bound in passes:  # (`for section in (cfg.optimizer, cfg.ddp):` runs once per section)
-                    frame.names.update(bound)
-                    touched.extend(self._run_block(stmt.body, frame))
+                self._unrolled += 1
+                try:
+                    for bound in passes:  # (`for section in (cfg.optimizer, cfg.ddp):` runs once per section)
+                        frame.names.update(bound)
+                        touched.extend(self._run_block(stmt.body, frame))
+                finally:
+                    self._unrolled -= 1
             elif kind is _LOOP:
                 split = self._static.get(("loop", id(stmt)))
                 if split is None or split[0] is not stmt:  # the loop's split, built once per statement
@@ -134,8 +139,8 @@ class Statements:
         leaving no pass early, no `else`, at most _MAX_PASSES passes. None for any other loop, read as a loop that
         may not run: the writes through its names had been dropped and the values before them stayed known (recall
         studies' recipes kept the distributed optimizer on, and turned offloading on unseen, so)."""
-        if type(stmt) is not ast.For or stmt.orelse:
-            return None
+        if type(stmt) is not ast.For or stmt.orelse or self._unrolled >= _MAX_UNROLLED:
+            return None  # (loops in loops run pass by pass multiply: past two deep, hostile input stays linear)
         names = _target_names(stmt.target)
         items = self.iterated_items(stmt.iter, frame) if names else None
         if not items or len(items) > _MAX_PASSES or \
