@@ -67,6 +67,8 @@ def test_a_name_the_tree_does_not_settle_links_neither(tmp_path, metadata):
     (f'BENCHMARK_RECIPE_PRECEDENCE_COLLISIONS = frozenset(n for n in ["{NAME}"])\n', None),  # (not a literal)
     (f'OTHER_RECIPE_PRECEDENCE_COLLISIONS = frozenset({{"{NAME}"}})\n', None),
     ("BENCHMARK_RECIPE_PRECEDENCE_COLLISIONS = frozenset(\n", None),  # (not Python)
+    (f'LIBRARY_RECIPE_PRECEDENCE_COLLISIONS = {{"{NAME}"}}\nBENCHMARK_RECIPE_PRECEDENCE_COLLISIONS = {{"{NAME}"}}\n',
+     LIBRARY),  # (in both: the tree's lookup asks the library's list first)
 ])
 def test_the_lists_are_read_as_literals(text, settled):
     assert settled_package(NAME, "scripts/training/run_recipe.py",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import posixpath
 from collections.abc import Callable
+from functools import lru_cache
 
 PERF, LIBRARY = "/perf_recipes/", "/recipes/"
 _LISTS = {"BENCHMARK_RECIPE_PRECEDENCE_COLLISIONS": PERF, "LIBRARY_RECIPE_PRECEDENCE_COLLISIONS": LIBRARY}
@@ -23,15 +24,25 @@ def settled_package(name: str, entry_script: str, text_of: Callable[[str], str |
     text = text_of(posixpath.join(posixpath.dirname(entry_script), _METADATA))
     if not text or "_RECIPE_PRECEDENCE_COLLISIONS" not in text:
         return None
+    return _settled_names(text).get(name)
+
+
+@lru_cache(maxsize=8)
+def _settled_names(text: str) -> dict[str, str]:
+    """Recipe name -> PERF or LIBRARY, as a recipe_metadata.py's text lists them (parsed once per text: every launch
+    of a settled name asks)."""
     try:
         module = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    listed: dict[str, frozenset[str]] = {}
     for statement in module.body:
         target, value = _assigned(statement)
-        if target in _LISTS and name in _names(value):
-            return _LISTS[target]
-    return None
+        if target in _LISTS:
+            listed[target] = _names(value)
+    # (a name in both lists is the library's: the tree's resolved_benchmark_recipe_metadata looks at that one first)
+    return {**dict.fromkeys(listed.get("BENCHMARK_RECIPE_PRECEDENCE_COLLISIONS", ()), PERF),
+            **dict.fromkeys(listed.get("LIBRARY_RECIPE_PRECEDENCE_COLLISIONS", ()), LIBRARY)}
 
 
 def _assigned(statement: ast.stmt) -> tuple[str | None, ast.expr | None]:
