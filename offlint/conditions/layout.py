@@ -33,13 +33,10 @@ def layout_division(scope: Scope) -> object:
     else:  # a launch runs on its own world size, whatever recipe it names: the one its launcher states
         world = int(scope.names.get("launch_gpus", 0))
         said = f"the launch starts {world}"
-    if not world:
-        return ""
-    dense = [scope.key(f"model.{name}") for name in (
-        "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")]
-    if UNKNOWN in dense or not all(_size_read(v) for v in dense):
+    dense = _dense_layout(scope) if world else None
+    if dense is None:
         return ""  # no crash is claimed on a layout offlint cannot read (as no OOM without a number)
-    tp, pp, cp = (v or 1 for v in dense)
+    tp, pp, cp = dense
     mlm = scope.names.get("defaults") == Defaults.MLM_CLI.value
     if mlm and _run_smaller(scope, tp, pp, world):
         return ""
@@ -69,6 +66,16 @@ def layout_division(scope: Scope) -> object:
                 f"megatron-core raises \"world_size ({world}) is not divisible by "
                 f"expert_tensor_model_pipeline_parallel size ({etp * ep * pp})\"")
     return ""
+
+
+def _dense_layout(scope: Scope) -> tuple[int, int, int] | None:
+    """(TP, PP, CP) as the unit sets them, an unset size 1; None where one is unknown or no size (_size_read)."""
+    dense = [scope.key(f"model.{name}") for name in (
+        "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")]
+    if UNKNOWN in dense or not all(_size_read(v) for v in dense):
+        return None
+    tp, pp, cp = (v or 1 for v in dense)
+    return tp, pp, cp
 
 
 def _fork_lays_out_ranks(scope: Scope) -> bool:
@@ -175,11 +182,10 @@ def _launch_batch_division(scope: Scope) -> str:
     `--global-batch-size` is not (validate_args takes M x D), or a value it needs is unknown (a flag offlint does not
     read, a word it cannot)."""
     world = int(scope.names.get("launch_gpus", 0))
-    dense = [scope.key(f"model.{name}") for name in (
-        "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")]
-    if not world or UNKNOWN in dense or not all(_size_read(v) for v in dense):
+    dense = _dense_layout(scope) if world else None
+    if dense is None:
         return ""
-    tp, pp, cp = (v or 1 for v in dense)
+    tp, pp, cp = dense
     if world % (tp * pp * cp) or _run_smaller(scope, tp, pp, world) or _fork_lays_out_ranks(scope):
         return ""
     gbs, mbs, rampup, schedule, decrease = (scope.key(f"train.{name}") for name in (
@@ -192,11 +198,10 @@ def _launch_batch_division(scope: Scope) -> str:
         return ""
     dp = world // (tp * pp * cp)
     layout = f"on the {world} GPUs the launch starts (TP{tp} x PP{pp} x CP{cp}: DP{dp})"
+    given = eval_gbs is not None or eval_mbs is not None  # (else they default to the training ones)
     eval_gbs, eval_mbs = eval_gbs or gbs, eval_mbs or mbs
     if scope.version >= parse_version("0.18") and not checkout_lacks(scope, "mlm-eval-batch") and \
             eval_gbs % (eval_mbs * dp):
-        given = scope.key("validation.eval_global_batch_size") is not None or \
-            scope.key("validation.eval_micro_batch_size") is not None
         return ((f"evaluation batch size {eval_gbs} with micro batch size {eval_mbs} {layout}" if given else
                  f"global batch size {gbs} with micro batch size {mbs} {layout}, which the evaluation batch sizes "
                  f"default to")
