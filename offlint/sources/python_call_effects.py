@@ -331,18 +331,14 @@ class CallEffects:
             if not isinstance(name, str) or len(node.args) > 2:
                 owner.env_unknown = owner.env_unknown or f"cfg.env_vars changed by `{self._segment(node)}`"
                 return None
-            if owner.env is None:
-                owner.env = {}
-                if owner.base != "default":  # (the entries before it are the unknown base's)
-                    owner.env_unknown = owner.env_unknown or \
-                        f"cfg.env_vars is only changed here ({self._segment(node)})"
+            env = owner.env_to_change(f"cfg.env_vars is only changed here ({self._segment(node)})")
             if method == "pop":
-                owner.env.pop(name, None)
-            elif name not in owner.env and not owner.env_unknown:  # (an unknown base may hold it: then unknown)
+                env.pop(name, None)
+            elif name not in env and not owner.env_unknown:  # (an unknown base may hold it: then unknown)
                 given = node.args[1] if len(node.args) > 1 else None
-                owner.env.update(self._env_dict(node, {name: (self._eval(given, frame) if given is not None else None,
-                                                              self._loc(node), self._segment(given or node))},
-                                                self._loc(node)))
+                env.update(self._env_dict(node, {name: (self._eval(given, frame) if given is not None else None,
+                                                        self._loc(node), self._segment(given or node))},
+                                          self._loc(node)))
             return None
         if len(node.args) > 1 or not (node.args or node.keywords):
             return _UNDECIDED
@@ -354,11 +350,8 @@ class CallEffects:
             return None
         value = {**value, **{keyword.arg: (self._eval(keyword.value, frame), self._loc(keyword),
                                            self._segment(keyword.value)) for keyword in node.keywords}}
-        if owner.env is None:
-            owner.env = {}
-            if owner.base != "default":  # the entries before the update are the unknown base's
-                owner.env_unknown = owner.env_unknown or f"cfg.env_vars is only updated here ({self._segment(node)})"
-        owner.env.update(self._env_dict(node, value, self._loc(node)))
+        owner.env_to_change(f"cfg.env_vars is only updated here ({self._segment(node)})").update(
+            self._env_dict(node, value, self._loc(node)))
         return None
 
     def _apply_mutator(self, name: str, node: ast.Call, frame: Frame):

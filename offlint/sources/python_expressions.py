@@ -25,13 +25,21 @@ _NAME, _CALL, _ATTRIBUTE, _CONSTANT = ast.Name, ast.Call, ast.Attribute, ast.Con
 _NO_CONSTANT = object()
 
 
-def _target_names(target) -> list[str] | None:
+def target_names(target) -> list[str] | None:
     """The names a `for` target binds: one name, or a tuple or list of names; None for anything else."""
     if type(target) is ast.Name:
         return [target.id]
     if type(target) in (ast.Tuple, ast.List) and target.elts and all(type(e) is ast.Name for e in target.elts):
         return [e.id for e in target.elts]
     return None
+
+
+def bindings(target, names: list[str], item) -> dict | None:
+    """What a `for` target (its target_names) binds to one item: the item, or its parts one by one; None where the
+    parts do not match the names."""
+    if type(target) is ast.Name:
+        return {names[0]: item}
+    return dict(zip(names, item)) if isinstance(item, (list, tuple)) and len(item) == len(names) else None
 
 
 def _is_entry(held) -> bool:
@@ -193,7 +201,7 @@ class Expressions:
         comprehension."""
         unknown = Unknown(f"`{self._segment(node)}` is not a literal")
         loop = node.generators[0]
-        names = _target_names(loop.target)
+        names = target_names(loop.target)
         if len(node.generators) != 1 or loop.is_async or names is None:
             return unknown
         held = self._static.get(("comprehension", id(node)))
@@ -210,12 +218,10 @@ class Expressions:
         sub = Frame(names=dict(frame.names), depth=frame.depth)
         out, entries = [], {}
         for item in items:
-            if type(loop.target) is not ast.Name:
-                if not isinstance(item, (list, tuple)) or len(item) != len(names):
-                    return unknown
-                sub.names.update(zip(names, item))
-            else:
-                sub.names[names[0]] = item
+            bound = bindings(loop.target, names, item)
+            if bound is None:
+                return unknown
+            sub.names.update(bound)
             tests = [self._decide(test, sub) for test in loop.ifs]
             if None in tests:
                 return unknown
@@ -250,16 +256,13 @@ class Expressions:
                 return None
             pairs = [(key, value[0] if _is_entry(value) else value) for key, value in held.items()]
             items = pairs if node.func.attr == "items" else [pair[node.func.attr == "values"] for pair in pairs]
-        elif literal:  # (a loop run pass by pass: a tuple or list, written there or a name's)
-            items = self._eval(node, frame) if type(node) in (ast.Tuple, ast.List, ast.Name) else None
-            if not isinstance(items, (list, tuple)) or not all(_known_item(item) for item in items):
-                return None
-            items = list(items)
         else:
+            if literal and type(node) not in (ast.Tuple, ast.List, ast.Name):  # (written there, or a name's)
+                return None
             items = self._eval(node, frame)
-            if isinstance(items, dict) and not isinstance(items, PartialDict):
+            if not literal and isinstance(items, dict) and not isinstance(items, PartialDict):
                 items = list(items)
-            if not isinstance(items, (list, tuple, str)):
+            if not isinstance(items, (list, tuple) if literal else (list, tuple, str)):
                 return None
             items = list(items)
         return items if not literal or all(_known_item(item) for item in items) else None

@@ -15,7 +15,7 @@ from offlint.keys import FIELD_SECTIONS, OTHER_BRIDGE_SECTIONS, known_fields
 from offlint.sources import python_calls, python_inputs, python_mutations
 from offlint.sources.hf_models import HFModel
 from offlint.sources.python_branches import BranchPoint, merge_into, narrowings, paths_of, same
-from offlint.sources.python_expressions import _is_entry, _target_names
+from offlint.sources.python_expressions import _is_entry, bindings, target_names
 from offlint.sources.python_configs import CORE_SECTIONS, SECTIONS_OF_CONTAINER, _env_str, _section_for
 from offlint.sources.python_syntax import FUNCTIONS, TRY, _attr_chain, _call_name, test_leaves
 from offlint.sources.python_values import (OPTIONAL_SECTIONS, RAISED, RETURNED_NONE, SECTION_NONE, ConfigObj, Frame,
@@ -141,16 +141,13 @@ class Statements:
         studies' recipes kept the distributed optimizer on, and turned offloading on unseen, so)."""
         if type(stmt) is not ast.For or stmt.orelse or self._unrolled >= _MAX_UNROLLED:
             return None  # (loops in loops run pass by pass multiply: past two deep, hostile input stays linear)
-        names = _target_names(stmt.target)
+        names = target_names(stmt.target)
         items = self.iterated_items(stmt.iter, frame) if names else None
         if not items or len(items) > _MAX_PASSES or \
                 any(type(node) in (ast.Break, ast.Continue) for statement in stmt.body for node in ast.walk(statement)):
             return None
-        if type(stmt.target) is _NAME:
-            return [{names[0]: item} for item in items]
-        if not all(isinstance(item, (list, tuple)) and len(item) == len(names) for item in items):
-            return None
-        return [dict(zip(names, item)) for item in items]
+        passes = [bindings(stmt.target, names, item) for item in items]
+        return None if None in passes else passes
 
     def _loop_header(self, stmt) -> str:
         """A loop as its first line says it (`for name in names`, `while todo`): what a value set in its body
@@ -525,14 +522,11 @@ class Statements:
         if not isinstance(key, str) or augmented:
             owner.env_unknown = owner.env_unknown or f"cfg.env_vars written by `{written}`"
             return
-        if owner.env is None:
-            owner.env = {}
-            if owner.base != "default":  # the entries before the write are the unknown base's
-                owner.env_unknown = owner.env_unknown or f"cfg.env_vars is only written here (`{written}`)"
+        env = owner.env_to_change(f"cfg.env_vars is only written here (`{written}`)")
         if delete:
-            owner.env.pop(key, None)
+            env.pop(key, None)
         else:
-            owner.env[key] = self._assignment(f"env.{key}", value, self._loc(target), self._segment(value_node), ())
+            env[key] = self._assignment(f"env.{key}", value, self._loc(target), self._segment(value_node), ())
 
     def _assign(self, target, value, value_node, frame: Frame) -> list[ConfigObj]:
         kind = type(target)

@@ -184,6 +184,16 @@ class ConfigObj:
             self.children[section] = self.blank(section)
         return self.children[section]
 
+    def env_to_change(self, why: str) -> dict:
+        """The environment a write changes in place (`cfg.env_vars[...] = `, `.update`, `.pop`, ...): an empty one
+        where the config holds none yet; then, where its base is not Bridge's default, the entries before the write
+        are that base's, unknown (`why`)."""
+        if self.env is None:
+            self.env = {}
+            if self.base != "default":
+                self.env_unknown = self.env_unknown or why
+        return self.env
+
     def blank(self, section: str) -> "ConfigObj":
         """A new section object as this container holds `section` when nothing set it: its own base (defaults,
         or unknown), or None for an optional section of a container built with its defaults."""
